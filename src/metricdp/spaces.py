@@ -1,0 +1,287 @@
+"""Finite metric spaces: points with a named metric, distance matrices, weighted graphs.
+
+A :class:`MetricSpace` is immutable and validated on construction: the distance matrix
+is symmetric, zero on the diagonal, positive off it and satisfies the triangle
+inequality. Errors name the pair or triple that fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.sparse import csgraph, csr_matrix
+from scipy.spatial import cKDTree
+from scipy.spatial.distance import cdist
+
+from ._validation import check_int, check_metric
+from .errors import ValidationError
+
+__all__ = ["EARTH_RADIUS_KM", "METRICS", "MetricSpace", "haversine_km", "pairwise_distances"]
+
+#: Mean Earth radius (IUGG), in kilometres.
+EARTH_RADIUS_KM = 6371.0088
+
+MetricName = Literal["euclidean", "haversine", "manhattan", "chebyshev"]
+METRICS: tuple[str, ...] = ("euclidean", "haversine", "manhattan", "chebyshev")
+_CDIST = {"euclidean": "euclidean", "manhattan": "cityblock", "chebyshev": "chebyshev"}
+
+
+def haversine_km(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+    """Great-circle distances in km between rows of ``a`` and ``b`` ((lat, lon) in degrees)."""
+    a = np.radians(np.asarray(a, dtype=np.float64))
+    b = np.radians(np.asarray(b, dtype=np.float64))
+    lat1, lon1 = a[:, :1], a[:, 1:2]
+    lat2, lon2 = b[:, 0][None, :], b[:, 1][None, :]
+    h = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
+
+
+def pairwise_distances(a: ArrayLike, b: ArrayLike, metric: str) -> NDArray[np.float64]:
+    """Distances between rows of ``a`` and rows of ``b`` under a named metric."""
+    if metric == "haversine":
+        return haversine_km(a, b)
+    if metric not in _CDIST:
+        raise ValidationError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    return cdist(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), _CDIST[metric])
+
+
+def _labels(labels: Sequence[object] | None, n: int) -> tuple[str, ...]:
+    if labels is None:
+        return tuple(str(i) for i in range(n))
+    out = tuple(str(x) for x in labels)
+    if len(out) != n:
+        raise ValidationError(f"labels has {len(out)} entries for {n} points")
+    seen: dict[str, int] = {}
+    for i, lab in enumerate(out):
+        if lab in seen:
+            raise ValidationError(f"label {lab!r} appears twice (rows {seen[lab]} and {i}); labels must be unique")
+        seen[lab] = i
+    return out
+
+
+def _readonly(a: NDArray) -> NDArray:
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MetricSpace:
+    """A validated finite metric space W = {w_1..w_n}.
+
+    Use the constructors :meth:`from_points`, :meth:`from_distances`,
+    :meth:`from_graph` and :meth:`grid` rather than the raw initialiser.
+
+    Attributes
+    ----------
+    distances : ndarray of shape (n, n)
+        The metric d, read-only.
+    labels : tuple of str
+        Unique labels of the points.
+    metric : str
+        ``euclidean``, ``haversine`` (km on (lat, lon) degrees), ``manhattan``,
+        ``chebyshev``, ``precomputed`` or ``graph``.
+    points : ndarray of shape (n, dim) or None
+        Coordinates, when the space was built from points.
+    cell : float or None
+        Side of the cells when the space is a subset of a square lattice in the plane
+        under the Euclidean metric (see :meth:`grid`); ``None`` otherwise.
+    """
+
+    distances: NDArray[np.float64]
+    labels: tuple[str, ...]
+    metric: str = "precomputed"
+    points: NDArray[np.float64] | None = None
+    cell: float | None = None
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {lab: i for i, lab in enumerate(self.labels)})
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_points(
+        cls,
+        points: ArrayLike,
+        labels: Sequence[object] | None = None,
+        metric: str = "euclidean",
+    ) -> MetricSpace:
+        """Build from coordinates (n, dim) with a named metric.
+
+        ``haversine`` takes columns (lat, lon) in degrees and gives kilometres.
+        Distances computed from coordinates satisfy the metric axioms by construction,
+        so only duplicate points (a zero distance off the diagonal) are checked for.
+        """
+        x = np.asarray(points, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] < 2:
+            raise ValidationError(f"points must be a 2-d array with at least 2 rows, got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            i = int(np.argwhere(~np.isfinite(x))[0][0])
+            raise ValidationError(f"points row {i} is not finite")
+        if metric == "haversine":
+            if x.shape[1] != 2:
+                raise ValidationError(f"haversine needs two columns (lat, lon), got {x.shape[1]}")
+            if (np.abs(x[:, 0]) > 90).any() or (np.abs(x[:, 1]) > 180).any():
+                i = int(np.flatnonzero((np.abs(x[:, 0]) > 90) | (np.abs(x[:, 1]) > 180))[0])
+                raise ValidationError(f"points row {i} is not a (lat, lon) in degrees: {x[i].tolist()}")
+        labs = _labels(labels, x.shape[0])
+        d = pairwise_distances(x, x, metric)
+        np.fill_diagonal(d, 0.0)
+        d = check_metric((d + d.T) / 2, name="distances", labels=labs, triangle=False)
+        return cls(_readonly(d), labs, metric, _readonly(x.copy()), _detect_cell(x, metric))
+
+    @classmethod
+    def from_distances(cls, distances: ArrayLike, labels: Sequence[object] | None = None) -> MetricSpace:
+        """Build from a precomputed distance matrix, checking every metric axiom."""
+        d = np.asarray(distances)
+        labs = _labels(labels, d.shape[0] if d.ndim == 2 else 0) if d.ndim == 2 else None
+        d = check_metric(d, name="distances", labels=labs)
+        return cls(_readonly(d), labs or _labels(None, d.shape[0]), "precomputed")
+
+    @classmethod
+    def from_graph(
+        cls,
+        edges: ArrayLike,
+        weights: ArrayLike | None = None,
+        n: int | None = None,
+        labels: Sequence[object] | None = None,
+    ) -> MetricSpace:
+        """Shortest-path metric of an undirected weighted graph.
+
+        Parameters
+        ----------
+        edges : array of shape (m, 2)
+            Pairs of node indices.
+        weights : array of shape (m,), optional
+            Positive edge lengths (1 when omitted).
+        n : int, optional
+            Number of nodes (default: largest index + 1).
+        """
+        e = np.asarray(edges)
+        if e.ndim != 2 or e.shape[1] != 2 or not np.issubdtype(e.dtype, np.integer):
+            raise ValidationError(f"edges must be an integer array of shape (m, 2), got {e.shape} {e.dtype}")
+        w = np.ones(len(e)) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != (len(e),):
+            raise ValidationError(f"weights must have shape ({len(e)},), got {w.shape}")
+        if (w <= 0).any() or not np.all(np.isfinite(w)):
+            i = int(np.flatnonzero((w <= 0) | ~np.isfinite(w))[0])
+            raise ValidationError(f"edge {i} {tuple(e[i])} has weight {w[i]!r}; weights must be finite and > 0")
+        size = int(e.max()) + 1 if n is None else check_int(n, "n", minimum=2)
+        if e.min() < 0 or e.max() >= size:
+            raise ValidationError(f"edges name a node outside 0..{size - 1}")
+        g = csr_matrix((w, (e[:, 0], e[:, 1])), shape=(size, size))
+        d = csgraph.shortest_path(g, method="auto", directed=False)
+        if not np.all(np.isfinite(d)):
+            i, j = np.argwhere(~np.isfinite(d))[0]
+            raise ValidationError(f"the graph is not connected: no path between nodes {i} and {j}")
+        labs = _labels(labels, size)
+        d = check_metric(d, name="distances", labels=labs, triangle=False)
+        return cls(_readonly(d), labs, "graph")
+
+    @classmethod
+    def grid(cls, rows: int, cols: int, cell: float = 1.0, labels: Sequence[object] | None = None) -> MetricSpace:
+        """The centres of a rows x cols grid of square cells of side ``cell`` (Euclidean).
+
+        Point ``i`` is at ``(i // cols, i % cols) * cell`` (x = column, y = row are
+        swapped for nothing: the metric is symmetric in the axes).
+        """
+        rows = check_int(rows, "rows", minimum=1)
+        cols = check_int(cols, "cols", minimum=1)
+        if rows * cols < 2:
+            raise ValidationError("a grid needs at least 2 cells")
+        if not (np.isfinite(cell) and cell > 0):
+            raise ValidationError(f"cell must be finite and > 0, got {cell!r}")
+        r, c = np.divmod(np.arange(rows * cols), cols)
+        pts = np.column_stack([r, c]).astype(np.float64) * float(cell)
+        space = cls.from_points(pts, labels, "euclidean")
+        return space
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def n(self) -> int:
+        """Number of points."""
+        return len(self.labels)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @cached_property
+    def d_min(self) -> float:
+        """Smallest distance between two distinct points."""
+        d = self.distances
+        return float(np.min(d[~np.eye(self.n, dtype=bool)]))
+
+    @cached_property
+    def diameter(self) -> float:
+        """Largest distance."""
+        return float(self.distances.max())
+
+    def index(self, labels: str | Sequence[str]) -> NDArray[np.intp]:
+        """Indices of labels; the error names every label not in the space."""
+        single = isinstance(labels, str)
+        items = [labels] if single else list(labels)
+        missing = sorted({str(x) for x in items if str(x) not in self._index})
+        if missing:
+            shown = ", ".join(repr(m) for m in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise ValidationError(f"{len(missing)} value(s) not in the space's labels: {shown}")
+        return np.array([self._index[str(x)] for x in items], dtype=np.intp)
+
+    def neighbours(self, r: int) -> NDArray[np.intp]:
+        """The r nearest neighbours of every point, itself excluded, shape (n, r).
+
+        Ties are broken by the smaller index (stable sort), so the result is
+        deterministic.
+        """
+        r = check_int(r, "r", minimum=0, maximum=self.n - 1)
+        order = np.argsort(self.distances, axis=1, kind="stable")
+        # The point itself is the unique zero of its row, hence first in the order.
+        return np.ascontiguousarray(order[:, 1 : r + 1])
+
+    def nearest(self, query: ArrayLike) -> NDArray[np.intp]:
+        """Index of the nearest point of the space to each query coordinate (k-d tree)."""
+        if self.points is None or self.metric not in ("euclidean",):
+            raise ValidationError(f"nearest-point queries need a Euclidean space built from points, got {self.metric}")
+        q = np.asarray(query, dtype=np.float64)
+        _, idx = self._tree.query(q)
+        return np.asarray(idx, dtype=np.intp)
+
+    @cached_property
+    def _tree(self) -> cKDTree:
+        return cKDTree(self.points)
+
+    def subspace(self, indices: ArrayLike) -> MetricSpace:
+        """The sub-metric-space on the given indices (a metric stays a metric)."""
+        idx = np.asarray(indices, dtype=np.intp)
+        if len(np.unique(idx)) != len(idx) or len(idx) < 2:
+            raise ValidationError("subspace indices must be at least 2 distinct indices")
+        pts = None if self.points is None else _readonly(self.points[idx].copy())
+        d = _readonly(self.distances[np.ix_(idx, idx)].copy())
+        return MetricSpace(d, tuple(self.labels[i] for i in idx), self.metric, pts, self.cell)
+
+    def __repr__(self) -> str:
+        extra = f", cell={self.cell}" if self.cell else ""
+        return f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, diameter={self.diameter:.6g}{extra})"
+
+
+def _detect_cell(x: NDArray[np.float64], metric: str) -> float | None:
+    """The lattice step h when 2-d Euclidean points all lie on one square lattice h Z^2 + o."""
+    if metric != "euclidean" or x.shape[1] != 2:
+        return None
+    steps = []
+    for axis in range(2):
+        u = np.unique(x[:, axis])
+        if len(u) > 1:
+            steps.append(np.min(np.diff(u)))
+    if not steps:
+        return None
+    h = float(min(steps))
+    if h <= 0:
+        return None
+    rel = (x - x.min(axis=0)) / h
+    if np.all(np.abs(rel - np.round(rel)) <= 1e-9 * np.maximum(1.0, np.abs(rel))):
+        return h
+    return None
