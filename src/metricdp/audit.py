@@ -30,6 +30,8 @@ from .errors import ValidationError
 __all__ = ["AuditResult", "audit", "audit_epsilon", "epsilon_tight", "hockey_stick"]
 
 _BLOCK_ELEMENTS = 1 << 22  # elements per temporary (32 MiB of float64)
+_ZERO_LOG = -1e300  # stands for log 0 in the audit
+_INFINITE_GAP = 1e299
 
 
 @dataclass(frozen=True)
@@ -87,28 +89,34 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
     """
     m, d = _inputs(matrix, distances)
     n = m.shape[0]
+    # The division by d(u,v) does not depend on w, so the level is
+    # max_{u != v} g(u, v) / d(u, v) with g(u, v) = max_w log M[u,w] - log M[v,w]:
+    # one subtraction and one max per triple. Zeros become a sentinel far below any log
+    # of a positive float64 (>= -745), so M[u,w] > 0 = M[v,w] gives g >= 1e300 - 745
+    # (read as infinite) and 0 = M[u,w] contributes nothing.
     with np.errstate(divide="ignore"):
-        logm = np.log(m)
-    inv_d = np.zeros_like(d)
+        logm = np.where(m > 0, np.log(np.where(m > 0, m, 1.0)), _ZERO_LOG)
     off = ~np.eye(n, dtype=bool)
-    inv_d[off] = 1.0 / d[off]
     block = max(1, _BLOCK_ELEMENTS // (n * n))
+    gap = np.empty((n, n))
 
-    def scan(start: int) -> tuple[float, tuple[int, int, int] | None]:
-        cols = logm[:, start : start + block]  # (n, b)
-        with np.errstate(invalid="ignore"):
-            ratio = (cols[:, None, :] - cols[None, :, :]) * inv_d[:, :, None]  # (u, v, b)
-        ratio[np.isnan(ratio)] = -np.inf  # both zero: no constraint; diagonal: none
-        flat = int(np.argmax(ratio))
-        u, v, w = np.unravel_index(flat, ratio.shape)
-        return float(ratio[u, v, w]), (int(u), int(v), int(start + w))
+    def scan(start: int) -> None:
+        rows = logm[start : start + block]
+        gap[start : start + block] = (rows[:, None, :] - logm[None, :, :]).max(axis=2)
 
-    best, witness = 0.0, None
     with ThreadPoolExecutor(_workers()) as pool:
-        for value, wit in pool.map(scan, range(0, n, block)):
-            if value > best:
-                best, witness = value, wit
-    return AuditResult(best, witness)
+        list(pool.map(scan, range(0, n, block)))
+    if (gap[off] > _INFINITE_GAP).any():
+        u, v = (int(x) for x in np.argwhere(off & (gap > _INFINITE_GAP))[0])
+        w = int(np.flatnonzero((m[u] > 0) & (m[v] == 0))[0])
+        return AuditResult(float("inf"), (u, v, w))
+    level = np.where(off, gap / np.where(off, d, 1.0), -np.inf)
+    u, v = (int(x) for x in np.unravel_index(int(np.argmax(level)), level.shape))
+    best = float(level[u, v])
+    if best <= 0.0:
+        return AuditResult(0.0, None)
+    w = int(np.argmax(logm[u] - logm[v]))
+    return AuditResult(best, (u, v, w))
 
 
 def audit_epsilon(matrix: ArrayLike, distances: ArrayLike) -> float:

@@ -138,7 +138,8 @@ def load_mechanism(path: str | PathLike[str]) -> Any:
     space = MetricSpace(d, tuple(str(x) for x in labels), metric, points, float(cell) if cell else None)
     import metricdp.mechanisms  # noqa: F401  (registers the true samplers)
 
-    info = {k: v for k, v in meta.items() if k not in ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")}
+    reserved = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")
+    info = {k: v for k, v in meta.items() if k not in reserved}
     return Mechanism(matrix, space, float(meta["epsilon"]), str(meta["mechanism"]), meta["params"], info,
                      exact=bool(meta.get("exact", True)))
 

@@ -226,7 +226,8 @@ class MetricSpace:
         items = [labels] if single else list(labels)
         missing = sorted({str(x) for x in items if str(x) not in self._index})
         if missing:
-            shown = ", ".join(repr(m) for m in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            shown = ", ".join(repr(m) for m in missing[:10]) + more
             raise ValidationError(f"{len(missing)} value(s) not in the space's labels: {shown}")
         return np.array([self._index[str(x)] for x in items], dtype=np.intp)
 
@@ -264,7 +265,10 @@ class MetricSpace:
 
     def __repr__(self) -> str:
         extra = f", cell={self.cell}" if self.cell else ""
-        return f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, diameter={self.diameter:.6g}{extra})"
+        return (
+            f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, "
+            f"diameter={self.diameter:.6g}{extra})"
+        )
 
 
 def _detect_cell(x: NDArray[np.float64], metric: str) -> float | None:

@@ -3,5 +3,20 @@
 from __future__ import annotations
 
 from .base import Mechanism, certify, register_sampler
+from .calibration import Calibration, largest_passing
+from .exponential import exponential, exponential_matrix, weighted_exponential
+from .geometric import geometric
+from .krr import krr
 
-__all__ = ["Mechanism", "certify", "register_sampler"]
+__all__ = [
+    "Calibration",
+    "Mechanism",
+    "certify",
+    "exponential",
+    "exponential_matrix",
+    "geometric",
+    "krr",
+    "largest_passing",
+    "register_sampler",
+    "weighted_exponential",
+]
