@@ -83,7 +83,7 @@ def check_int(value: object, name: str, minimum: int | None = None, maximum: int
 def _pair(labels: Sequence[str] | None, i: int, j: int) -> str:
     if labels is None:
         return f"({i}, {j})"
-    return f"({i}, {j}) = ({labels[i]!r}, {labels[j]!r})"
+    return f"({i}, {j}) = ({str(labels[i])!r}, {str(labels[j])!r})"
 
 
 def check_metric(
@@ -111,16 +111,17 @@ def check_metric(
     bad = np.argwhere(~np.isfinite(d))
     if bad.size:
         i, j = bad[0]
-        raise ValidationError(f"{name} is not finite at {_pair(labels, i, j)}: {d[i, j]}")
+        raise ValidationError(f"{name} is not finite at {_pair(labels, i, j)}: {float(d[i, j])}")
     diag = np.flatnonzero(np.diag(d) != 0)
     if diag.size:
         i = int(diag[0])
-        raise ValidationError(f"{name} has a non-zero diagonal at {_pair(labels, i, i)}: {d[i, i]}")
+        raise ValidationError(f"{name} has a non-zero diagonal at {_pair(labels, i, i)}: {float(d[i, i])}")
     asym = np.abs(d - d.T) > METRIC_RTOL * np.maximum(np.abs(d), np.abs(d.T))
     if asym.any():
         i, j = np.argwhere(asym)[0]
         raise ValidationError(
-            f"{name} is not symmetric at {_pair(labels, i, j)}: d[i,j]={d[i, j]!r} but d[j,i]={d[j, i]!r}"
+            f"{name} is not symmetric at {_pair(labels, i, j)}: "
+            f"d[i,j]={float(d[i, j])!r} but d[j,i]={float(d[j, i])!r}"
         )
     d = (d + d.T) / 2  # exact symmetry from here on
     off = ~np.eye(n, dtype=bool)
@@ -128,7 +129,9 @@ def check_metric(
     if nonpos.any():
         i, j = np.argwhere(nonpos)[0]
         kind = "zero (duplicate points?)" if d[i, j] == 0 else "negative"
-        raise ValidationError(f"{name} is {kind} off the diagonal at {_pair(labels, i, j)}: {d[i, j]!r}")
+        raise ValidationError(
+            f"{name} is {kind} off the diagonal at {_pair(labels, i, j)}: {float(d[i, j])!r}"
+        )
     if triangle:
         check_triangle_inequality(d, name=name, labels=labels)
     return d
@@ -169,8 +172,8 @@ def check_triangle_inequality(
                 k = int(np.argmin(d[i] + d[:, j]))
                 raise ValidationError(
                     f"{name} breaks the triangle inequality at i={i}, k={k}, j={j}"
-                    + (f" ({labels[i]!r}, {labels[k]!r}, {labels[j]!r})" if labels is not None else "")
-                    + f": d(i,j)={d[i, j]!r} > d(i,k)+d(k,j)={d[i, k] + d[k, j]!r}"
+                    + (f" {tuple(str(labels[x]) for x in (i, k, j))}" if labels is not None else "")
+                    + f": d(i,j)={float(d[i, j])!r} > d(i,k)+d(k,j)={float(d[i, k] + d[k, j])!r}"
                 )
 
 
@@ -189,12 +192,12 @@ def check_stochastic(matrix: ArrayLike, name: str = "matrix", atol: float = 1e-9
     neg = np.argwhere(m < 0)
     if neg.size:
         i, j = neg[0]
-        raise ValidationError(f"{name} has a negative probability at ({i}, {j}): {m[i, j]!r}")
+        raise ValidationError(f"{name} has a negative probability at ({i}, {j}): {float(m[i, j])!r}")
     sums = m.sum(axis=1)
     off = np.flatnonzero(np.abs(sums - 1.0) > atol)
     if off.size:
         i = int(off[0])
-        raise ValidationError(f"row {i} of {name} sums to {sums[i]!r}, not 1 (tolerance {atol})")
+        raise ValidationError(f"row {i} of {name} sums to {float(sums[i])!r}, not 1 (tolerance {atol})")
     return m
 
 
@@ -207,7 +210,7 @@ def check_probability_vector(p: ArrayLike, n: int, name: str = "prior", atol: fl
         raise ValidationError(f"{name} is not finite at index {int(np.flatnonzero(~np.isfinite(v))[0])}")
     if (v < 0).any():
         i = int(np.flatnonzero(v < 0)[0])
-        raise ValidationError(f"{name} is negative at index {i}: {v[i]!r}")
+        raise ValidationError(f"{name} is negative at index {i}: {float(v[i])!r}")
     if abs(v.sum() - 1.0) > atol:
-        raise ValidationError(f"{name} sums to {v.sum()!r}, not 1")
+        raise ValidationError(f"{name} sums to {float(v.sum())!r}, not 1")
     return v

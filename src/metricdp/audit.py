@@ -16,7 +16,6 @@ Both are blocked numpy over the n^3 triples (no Python loop over pairs or triple
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -88,15 +87,31 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
     1.0
     """
     m, d = _inputs(matrix, distances)
+    levels, logm = _pair_levels(m, d)
+    if np.isposinf(levels).any():
+        u, v = (int(x) for x in np.argwhere(np.isposinf(levels))[0])
+        w = int(np.flatnonzero((m[u] > 0) & (m[v] == 0))[0])
+        return AuditResult(float("inf"), (u, v, w))
+    u, v = (int(x) for x in np.unravel_index(int(np.argmax(levels)), levels.shape))
+    best = float(levels[u, v])
+    if best <= 0.0:
+        return AuditResult(0.0, None)
+    w = int(np.argmax(logm[u] - logm[v]))
+    return AuditResult(best, (u, v, w))
+
+
+def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+    """Exact mDP level of every ordered pair, (n, n) with -inf on the diagonal, and log M.
+
+    The division by d(u,v) does not depend on w, so the level of a pair is
+    g(u, v) / d(u, v) with g(u, v) = max_w log M[u,w] - log M[v,w]: one subtraction and
+    one max per triple. Zeros become a sentinel far below any log of a positive float64
+    (>= -745), so M[u,w] > 0 = M[v,w] gives g >= 1e300 - 745 (read as infinite) and
+    0 = M[u,w] contributes nothing.
+    """
     n = m.shape[0]
-    # The division by d(u,v) does not depend on w, so the level is
-    # max_{u != v} g(u, v) / d(u, v) with g(u, v) = max_w log M[u,w] - log M[v,w]:
-    # one subtraction and one max per triple. Zeros become a sentinel far below any log
-    # of a positive float64 (>= -745), so M[u,w] > 0 = M[v,w] gives g >= 1e300 - 745
-    # (read as infinite) and 0 = M[u,w] contributes nothing.
     with np.errstate(divide="ignore"):
         logm = np.where(m > 0, np.log(np.where(m > 0, m, 1.0)), _ZERO_LOG)
-    off = ~np.eye(n, dtype=bool)
     block = max(1, _BLOCK_ELEMENTS // (n * n))
     gap = np.empty((n, n))
 
@@ -106,17 +121,10 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
 
     with ThreadPoolExecutor(_workers()) as pool:
         list(pool.map(scan, range(0, n, block)))
-    if (gap[off] > _INFINITE_GAP).any():
-        u, v = (int(x) for x in np.argwhere(off & (gap > _INFINITE_GAP))[0])
-        w = int(np.flatnonzero((m[u] > 0) & (m[v] == 0))[0])
-        return AuditResult(float("inf"), (u, v, w))
-    level = np.where(off, gap / np.where(off, d, 1.0), -np.inf)
-    u, v = (int(x) for x in np.unravel_index(int(np.argmax(level)), level.shape))
-    best = float(level[u, v])
-    if best <= 0.0:
-        return AuditResult(0.0, None)
-    w = int(np.argmax(logm[u] - logm[v]))
-    return AuditResult(best, (u, v, w))
+    off = ~np.eye(n, dtype=bool)
+    levels = np.full((n, n), -np.inf)
+    levels[off] = np.where(gap[off] > _INFINITE_GAP, np.inf, gap[off] / d[off])
+    return levels, logm
 
 
 def audit_epsilon(matrix: ArrayLike, distances: ArrayLike) -> float:
@@ -212,33 +220,47 @@ def epsilon_tight(matrix: ArrayLike, distances: ArrayLike, delta: float = 1e-3) 
     n = m.shape[0]
     if delta == 0.0:
         return audit(m, d).epsilon
-    # Screening by bisection on the level: a pair whose divergence is <= delta at a level
-    # below the answer cannot attain the maximum, so only pairs failing at `lo` stay.
-    offdiag = ~np.eye(n, dtype=bool)
-    u_idx, v_idx = np.nonzero(offdiag)
-    audited = audit(m, d).epsilon
-    lo, hi = 0.0, audited if math.isfinite(audited) else 50.0 / float(d[offdiag].min())
-    active = np.ones(len(u_idx), dtype=bool)
-    for level in [0.0] + [None] * 40:
-        mid = (lo + hi) / 2 if level is None else level
-        rows = np.unique(u_idx[active])
-        hs = np.zeros((n, n))
-        hs[rows] = _hockey_rows(m, d, mid, rows)
-        fails = active & (hs[u_idx, v_idx] > delta)
-        if not fails.any():
-            if mid == 0.0:
-                return 0.0
-            hi = mid
-        else:
-            lo, active = mid, fails
-        if lo > 0 and (active.sum() <= 4 * n or hi - lo <= 1e-9 * hi):
+    # Every pair's delta = 0 level (from the audit) bounds its level at any delta from
+    # above. Pairs are taken by decreasing bound; a pair whose bound is <= the best exact
+    # level found so far cannot raise it, so the scan stops there. Within a chunk, pairs
+    # whose divergence at the current best is already <= delta are dropped before the
+    # exact (sorting) solve.
+    levels, _ = _pair_levels(m, d)
+    u_idx, v_idx = np.nonzero(levels > 0)
+    bound = levels[u_idx, v_idx]
+    order = np.argsort(-bound, kind="stable")
+    u_idx, v_idx, bound = u_idx[order], v_idx[order], bound[order]
+    best = 0.0
+    chunk = max(4 * n, 1)
+    for start in range(0, len(bound), chunk):
+        if bound[start] <= best:
             break
-    pairs = np.flatnonzero(active)
-    best = lo
-    chunk = max(1, _BLOCK_ELEMENTS // (4 * n))
-    for start in range(0, len(pairs), chunk):
-        sel = pairs[start : start + chunk]
-        us, vs = u_idx[sel], v_idx[sel]
-        eps = _pair_tight(m[us], m[vs], d[us, vs], delta)
-        best = max(best, float(eps.max()))
+        sl = slice(start, start + chunk)
+        us, vs, bs = u_idx[sl], v_idx[sl], bound[sl]
+        keep = bs > best
+        us, vs = us[keep], vs[keep]
+        keep = _pair_hockey(m, d, best, us, vs) > delta
+        us, vs = us[keep], vs[keep]
+        for s in range(0, len(us), max(1, _BLOCK_ELEMENTS // (4 * n))):
+            part = slice(s, s + max(1, _BLOCK_ELEMENTS // (4 * n)))
+            eps = _pair_tight(m[us[part]], m[vs[part]], d[us[part], vs[part]], delta)
+            best = max(best, float(eps.max()))
     return best
+
+
+def _pair_hockey(m: NDArray, d: NDArray, epsilon: float, us: NDArray[np.intp], vs: NDArray[np.intp]) -> NDArray:
+    """Hockey-stick divergence of the listed ordered pairs at ``epsilon``, in chunks."""
+    n = m.shape[0]
+    out = np.empty(len(us))
+    chunk = max(1, _BLOCK_ELEMENTS // n)
+    scale = np.exp(np.minimum(epsilon * d[us, vs], 700.0))
+
+    def work(start: int) -> None:
+        sl = slice(start, start + chunk)
+        diff = m[us[sl]] - scale[sl, None] * m[vs[sl]]
+        np.maximum(diff, 0.0, out=diff)
+        out[sl] = diff.sum(axis=1)
+
+    with ThreadPoolExecutor(_workers()) as pool:
+        list(pool.map(work, range(0, len(us), chunk)))
+    return out

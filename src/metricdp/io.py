@@ -96,11 +96,17 @@ def load_mechanism(path: str | PathLike[str]) -> Any:
     if not p.is_file():
         raise MechanismFileError(f"{p}: no such file")
     try:
-        with np.load(p, allow_pickle=False) as z:
-            missing = [k for k in _REQUIRED if k not in z.files]
-            if missing:
-                raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-            arrays = {k: z[k] for k in z.files}
+        # Open the file ourselves: np.load leaks its handle when a zip is truncated, returns a
+        # bare array (no context manager) for a .npy, and tries pickle on anything else.
+        with p.open("rb") as fh:
+            if not zipfile.is_zipfile(fh):
+                raise MechanismFileError(f"{p}: not a mechanism file (not an .npz archive)")
+            fh.seek(0)
+            with np.load(fh, allow_pickle=False) as z:
+                missing = [k for k in _REQUIRED if k not in z.files]
+                if missing:
+                    raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
+                arrays = {k: z[k] for k in z.files}
     except MechanismFileError:
         raise
     except ValueError as ex:  # object arrays need pickle: refused

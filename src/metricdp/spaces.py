@@ -169,7 +169,10 @@ class MetricSpace:
             raise ValidationError(f"weights must have shape ({len(e)},), got {w.shape}")
         if (w <= 0).any() or not np.all(np.isfinite(w)):
             i = int(np.flatnonzero((w <= 0) | ~np.isfinite(w))[0])
-            raise ValidationError(f"edge {i} {tuple(e[i])} has weight {w[i]!r}; weights must be finite and > 0")
+            raise ValidationError(
+                f"edge {i} {tuple(int(x) for x in e[i])} has weight {float(w[i])!r}; "
+                "weights must be finite and > 0"
+            )
         size = int(e.max()) + 1 if n is None else check_int(n, "n", minimum=2)
         if e.min() < 0 or e.max() >= size:
             raise ValidationError(f"edges name a node outside 0..{size - 1}")
