@@ -1,0 +1,135 @@
+"""``metricdp privatize``: releases against the matrix, other columns untouched, errors write nothing."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from typer.testing import CliRunner
+
+from metricdp import MetricSpace, load_mechanism
+from metricdp.cli import app
+from metricdp.mechanisms.base import certify
+
+runner = CliRunner()
+LABELS = ["Paris", "Lyon", "Lille", "Nice"]
+
+
+def run(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture
+def mech_file(tmp_path: Path) -> Path:
+    latlon = [[48.8566, 2.3522], [45.7640, 4.8357], [50.6292, 3.0573], [43.7102, 7.2620]]
+    space = MetricSpace.from_points(latlon, LABELS, metric="haversine")
+    m = np.exp(-0.004 * np.asarray(space.distances) / 2)
+    path = tmp_path / "m.npz"
+    certify(m / m.sum(axis=1, keepdims=True), space, 0.004, "exponential").save(path)
+    return path
+
+
+def _read(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+def _write(path: Path, rows: list[list[str]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    return path
+
+
+def test_releases_replace_only_the_column(mech_file, tmp_path):
+    rows = [["id", "city", "note"], ["1", "Paris", 'a, "quoted"'], ["2", "Nice", ""], ["3", "Lille", "x"]]
+    inp = _write(tmp_path / "in.csv", rows)
+    out = tmp_path / "out.csv"
+    result = run("privatize", mech_file, inp, "--column", "city", "--out", out, "--seed", 7)
+    assert result.exit_code == 0, result.output
+    got = _read(out)
+    assert got[0] == rows[0]
+    assert [r[0] for r in got] == [r[0] for r in rows]
+    assert [r[2] for r in got] == [r[2] for r in rows]
+    assert all(r[1] in LABELS for r in got[1:])
+    # the seeded release is the library's: Mechanism.sample with the same seed
+    mech = load_mechanism(mech_file)
+    expected = mech.sample(mech.space.index(["Paris", "Nice", "Lille"]), rng=7)
+    assert [r[1] for r in got[1:]] == [LABELS[i] for i in expected]
+    # a seed is announced as not private
+    assert "warning:" in result.stderr
+    assert "not private" in result.stderr
+    assert str(out) in result.stdout
+
+
+def test_release_distribution_matches_the_matrix(mech_file, tmp_path):
+    n_rows = 20_000
+    inp = _write(tmp_path / "in.csv", [["city"]] + [["Lyon"]] * n_rows)
+    out = tmp_path / "out.csv"
+    assert run("privatize", mech_file, inp, "-c", "city", "-o", out, "--seed", 11).exit_code == 0
+    counts = np.array([sum(r[0] == lab for r in _read(out)[1:]) for lab in LABELS])
+    p = np.asarray(load_mechanism(mech_file).matrix)[LABELS.index("Lyon")]
+    assert stats.chisquare(counts, p * n_rows).pvalue > 0.001
+
+
+def test_secure_default_without_seed(mech_file, tmp_path):
+    inp = _write(tmp_path / "in.csv", [["city"], ["Paris"], ["Lyon"]])
+    out = tmp_path / "out.csv"
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # no warning, no progress noise
+    assert all(r[0] in LABELS for r in _read(out)[1:])
+
+
+@pytest.mark.parametrize(
+    ("rows", "fragments"),
+    [
+        ([["id", "town"], ["1", "Paris"]], ["no column 'city'", "available: 'id', 'town'"]),
+        (
+            [["city"], ["Paris"], ["Berlin"], ["Rome"], ["Berlin"], ["Oslo"], ["Bern"], ["Wien"], ["Riga"]],
+            ["column 'city'", "6 value(s) not in the space's labels", "'Berlin'", "'Bern'"],
+        ),
+        ([["id", "city"], ["1", "Paris"], ["2"]], ["line 3 has 1 fields, expected 2"]),
+        ([], ["empty file"]),
+    ],
+)
+def test_input_errors_write_nothing(mech_file, tmp_path, rows, fragments):
+    inp = _write(tmp_path / "in.csv", rows)
+    out = tmp_path / "out.csv"
+    out.write_text("previous content\n")
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out, "--seed", 1), *fragments)
+    assert out.read_text() == "previous content\n"  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "m.npz", "out.csv"]  # no temporary
+
+
+def test_many_unknown_values_are_summarised(mech_file, tmp_path):
+    inp = _write(tmp_path / "in.csv", [["city"]] + [[f"town{i:02d}"] for i in range(30)])
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv")
+    assert_one_line_error(result, "30 value(s)", "'town00'", "and 20 more")
+    assert "town29" not in result.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_file_errors(mech_file, tmp_path):
+    inp = _write(tmp_path / "in.csv", [["city"], ["Paris"]])
+    out = tmp_path / "out.csv"
+    none_npz, none_csv, bad_out = tmp_path / "none.npz", tmp_path / "none.csv", tmp_path / "x" / "o.csv"
+    assert_one_line_error(run("privatize", none_npz, inp, "-c", "city", "-o", out), "no such file")
+    assert_one_line_error(run("privatize", mech_file, none_csv, "-c", "city", "-o", out), "no such file")
+    assert_one_line_error(run("privatize", inp, inp, "-c", "city", "-o", out), "not a mechanism file")
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", bad_out), "does not exist")
+    assert not out.exists()
+    assert run("privatize", mech_file, inp, "-o", out).exit_code == 2  # --column missing: usage error

@@ -1,0 +1,188 @@
+"""The independent audit: exact mDP level, witness, zeros, eps_tight, hockey-stick."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metricdp import ValidationError
+from metricdp.audit import AuditResult, audit, audit_epsilon, epsilon_tight, hockey_stick
+from tests.helpers import brute_force_epsilon
+
+D2 = np.array([[0.0, 2.0], [2.0, 0.0]])
+D3 = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])  # points 0, 1, 3 on a line
+
+
+def test_two_points_hand_computed():
+    # M(0) = (0.8, 0.2), M(1) = (0.2, 0.8), d = 2: the worst ratio is 0.8/0.2 = 4,
+    # so eps = log(4) / 2 = log(2).
+    m = np.array([[0.8, 0.2], [0.2, 0.8]])
+    result = audit(m, D2)
+    assert result.epsilon == pytest.approx(math.log(2), rel=1e-14)
+    assert result.witness in {(0, 1, 0), (1, 0, 1)}
+
+
+def test_three_points_hand_computed_with_witness():
+    # Candidates log(M[u,w] / M[v,w]) / d(u,v): (u,v,w) = (2,1,2) gives log(0.6/0.1)/2 = 0.896,
+    # (1,0,1) gives log(0.5/0.2)/1 = log 2.5 = 0.916, (0,1,0) gives log(0.7/0.4) = 0.560,
+    # (2,0,2) gives log(6)/3 = 0.597; the maximum is log 2.5 at (1, 0, 1).
+    m = np.array([[0.7, 0.2, 0.1], [0.4, 0.5, 0.1], [0.1, 0.3, 0.6]])
+    result = audit(m, D3)
+    candidates = {
+        (u, v, w): math.log(m[u, w] / m[v, w]) / D3[u, v]
+        for u in range(3)
+        for v in range(3)
+        for w in range(3)
+        if u != v
+    }
+    best = max(candidates, key=candidates.get)
+    assert best == (1, 0, 1)
+    assert result.epsilon == pytest.approx(math.log(2.5), rel=1e-14)
+    assert result.witness == best
+    assert audit_epsilon(m, D3) == result.epsilon
+
+
+def test_constant_rows_are_zero_private():
+    m = np.full((3, 3), 1 / 3)
+    result = audit(m, D3)
+    assert result.epsilon == 0.0
+    assert result.witness is None
+
+
+def test_zero_against_positive_is_infinite():
+    m = np.array([[1.0, 0.0], [0.5, 0.5]])  # M[1,1] > 0 = M[0,1]
+    result = audit(m, D2)
+    assert math.isinf(result.epsilon)
+    assert result.witness == (1, 0, 1)
+
+
+def test_column_of_zeros_is_no_constraint():
+    m = np.array([[0.5, 0.5, 0.0], [0.25, 0.75, 0.0], [0.5, 0.5, 0.0]])
+    assert audit_epsilon(m, D3) == pytest.approx(math.log(2) / 1, rel=1e-14)  # 0.5/0.25 over d(0,1) = 1
+
+
+def test_satisfies_has_relative_slack():
+    r = AuditResult(1.0 + 5e-10, (0, 1, 0))
+    assert r.satisfies(1.0)
+    assert not r.satisfies(1.0, rtol=1e-10)
+    assert not AuditResult(math.inf, (0, 1, 0)).satisfies(1e9)
+
+
+@pytest.mark.parametrize(
+    ("matrix", "distances", "pattern"),
+    [
+        (np.ones((2, 3)), D2, "matrix must be square"),
+        (np.eye(3), D2, r"distances has shape \(2, 2\) but matrix has shape \(3, 3\)"),
+        (np.array([[1.5, -0.5], [0.5, 0.5]]), D2, "finite and non-negative"),
+        (np.eye(2), np.zeros((2, 2)), "positive off the diagonal"),
+    ],
+)
+def test_bad_inputs(matrix, distances, pattern):
+    with pytest.raises(ValidationError, match=pattern):
+        audit(matrix, distances)
+
+
+@st.composite
+def matrices(draw):
+    n = draw(st.integers(2, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    g = np.random.default_rng(seed)
+    x = g.normal(size=(n, 2))
+    d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    m = g.random((n, n)) ** draw(st.sampled_from([1, 4]))
+    if draw(st.booleans()):
+        m[g.random((n, n)) < 0.2] = 0.0  # exact zeros: infinities and skipped columns
+    m[m.sum(axis=1) == 0, 0] = 1.0
+    return m / m.sum(axis=1, keepdims=True), d
+
+
+@given(matrices())
+def test_audit_agrees_with_brute_force(md):
+    m, d = md
+    expected = brute_force_epsilon(m, d)
+    got = audit(m, d)
+    if math.isinf(expected):
+        assert math.isinf(got.epsilon)
+    else:
+        assert got.epsilon == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        if got.witness is not None:
+            u, v, w = got.witness
+            assert math.log(m[u, w] / m[v, w]) / d[u, v] == pytest.approx(got.epsilon, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- hockey stick and eps_tight
+def test_hockey_stick_hand_computed():
+    # M = [[0.75, 0.25], [0.25, 0.75]], d = 1, eps = log 2 (t = 2):
+    # hs(0,1) = max(0, 0.75 - 2*0.25) + max(0, 0.25 - 2*0.75) = 0.25; same for (1,0); 0 on the diagonal.
+    m = np.array([[0.75, 0.25], [0.25, 0.75]])
+    d = np.array([[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_allclose(hockey_stick(m, d, math.log(2)), [[0.0, 0.25], [0.25, 0.0]], atol=1e-15)
+
+
+def test_epsilon_tight_hand_computed_pair():
+    # Same M, d = 1, delta = 0.1. With t = e^eps in [1/3, 3], the second term
+    # max(0, 0.25 - 0.75 t) is 0, so the divergence is 0.75 - 0.25 t <= 0.1 iff t >= 2.6;
+    # the pair (1, 0) is the mirror image. Hence eps_tight = log(2.6) (< log 3 = exact eps).
+    m = np.array([[0.75, 0.25], [0.25, 0.75]])
+    d = np.array([[0.0, 1.0], [1.0, 0.0]])
+    assert epsilon_tight(m, d, 0.1) == pytest.approx(math.log(2.6), rel=1e-12)
+    # with d = 2 the same t is reached at half the epsilon
+    assert epsilon_tight(m, 2 * d, 0.1) == pytest.approx(math.log(2.6) / 2, rel=1e-12)
+    # delta at least the total variation 0.5: no epsilon needed
+    assert epsilon_tight(m, d, 0.5) == 0.0
+
+
+def test_epsilon_tight_delta_zero_equals_audit():
+    g = np.random.default_rng(0)
+    m = g.random((7, 7))
+    m /= m.sum(axis=1, keepdims=True)
+    d = np.abs(np.subtract.outer(np.arange(7.0), np.arange(7.0)))
+    assert epsilon_tight(m, d, 0.0) == audit_epsilon(m, d)
+
+
+def test_epsilon_tight_with_zeros():
+    # Row 1 puts mass 0.01 where row 0 has none: infinite for delta < 0.01, finite above.
+    m = np.array([[0.5, 0.5, 0.0], [0.49, 0.5, 0.01], [0.3, 0.3, 0.4]])
+    assert math.isinf(audit_epsilon(m, D3))
+    assert math.isinf(epsilon_tight(m, D3, 0.005))
+    assert math.isfinite(epsilon_tight(m, D3, 0.5))
+
+
+def _bisection_tight(m, d, delta):
+    """Reference: bisection on eps of max hockey-stick <= delta (monotone in eps)."""
+    if hockey_stick(m, d, 0.0).max() <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while hockey_stick(m, d, hi).max() > delta:
+        lo, hi = hi, 2 * hi
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if hockey_stick(m, d, mid).max() > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@given(matrices(), st.sampled_from([1e-3, 1e-2, 0.1]))
+def test_epsilon_tight_against_bisection_on_hockey_stick(md, delta):
+    m, d = md
+    got = epsilon_tight(m, d, delta)
+    if math.isinf(got):
+        # some pair has more than delta of mass where the other has none
+        zero = (m[None, :, :] == 0) & (m[:, None, :] > 0)  # [u, v, w]: M[u,w] > 0 = M[v,w]
+        assert ((m[:, None, :] * zero).sum(axis=2) > delta).any()
+        return
+    ref = _bisection_tight(m, d, delta)
+    assert got == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    assert hockey_stick(m, d, got * (1 + 1e-9) + 1e-15).max() <= delta + 1e-12
+    assert got <= audit_epsilon(m, d) * (1 + 1e-12)
+
+
+def test_epsilon_tight_validates_delta():
+    with pytest.raises(ValidationError, match="delta must be in"):
+        epsilon_tight(np.eye(2), D2, 1.0)

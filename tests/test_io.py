@@ -1,0 +1,269 @@
+"""Mechanism files (round trip, plain-numpy readability, refusals), POINTS files, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+
+import metricdp
+from metricdp import MechanismFileError, MetricSpace, ValidationError
+from metricdp.io import atomic_write, load_mechanism, read_points, save_mechanism
+from metricdp.mechanisms.base import Mechanism, certify
+
+LABELS = ["a", "b", "c"]
+D3 = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])
+
+
+def _em(space: MetricSpace, eps: float) -> np.ndarray:
+    m = np.exp(-eps * np.asarray(space.distances) / 2)
+    return m / m.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture
+def mech() -> Mechanism:
+    space = MetricSpace.from_points([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], LABELS)
+    params, info = {"inner_epsilon": 1.0}, {"lp": {"variables": 9}}
+    return certify(_em(space, 1.0), space, 1.0, "exponential", params, info)
+
+
+def _write_npz(path, **arrays):
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def _arrays(mech: Mechanism) -> dict:
+    return {
+        "matrix": np.asarray(mech.matrix),
+        "distances": np.asarray(mech.space.distances),
+        "labels": np.array(mech.labels),
+        "metadata": np.array(json.dumps({"mechanism": "x", "epsilon": 1.0, "params": {}})),
+    }
+
+
+# ----------------------------------------------------------------------------- round trip
+def test_round_trip_keeps_everything(mech, tmp_path):
+    path = tmp_path / "m.npz"
+    mech.save(path)
+    back = load_mechanism(path)
+    np.testing.assert_array_equal(back.matrix, mech.matrix)
+    np.testing.assert_array_equal(back.space.distances, mech.space.distances)
+    np.testing.assert_array_equal(back.space.points, mech.space.points)
+    assert back.labels == mech.labels
+    assert back.epsilon == mech.epsilon
+    assert back.name == "exponential"
+    assert dict(back.params) == {"inner_epsilon": 1.0}
+    assert back.info["lp"] == {"variables": 9}
+    assert back.info["epsilon_audit"] == pytest.approx(mech.info["epsilon_audit"])
+    assert back.space.metric == "euclidean"
+    assert back.exact is True
+    assert Mechanism.load(path).labels == mech.labels
+
+
+def test_file_readable_by_numpy_alone(mech, tmp_path):
+    path = tmp_path / "m.npz"
+    save_mechanism(mech, path)
+    with np.load(path, allow_pickle=False) as z:
+        assert set(z.files) == {"matrix", "distances", "labels", "metadata", "points"}
+        assert z["matrix"].dtype == np.float64
+        assert z["matrix"].shape == (3, 3)
+        assert z["distances"].dtype == np.float64
+        assert z["labels"].dtype.kind == "U"
+        assert z["metadata"].shape == ()
+        meta = json.loads(str(z["metadata"]))
+    assert {"mechanism", "epsilon", "params", "metricdp_version", "lp"} <= meta.keys()
+    assert meta["metricdp_version"] == metricdp.__version__
+    assert meta["space"]["metric"] == "euclidean"
+
+
+def test_save_is_atomic(mech, tmp_path):
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"old")
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), atomic_write(path) as fh:
+        fh.write(b"half")
+        raise Boom
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz"]  # no temporary left behind
+
+
+def test_atomic_write_text_and_missing_directory(tmp_path):
+    with atomic_write(tmp_path / "t.csv", "w") as fh:
+        fh.write("x,y\n")
+    assert (tmp_path / "t.csv").read_text() == "x,y\n"
+    with pytest.raises(ValidationError, match="does not exist"), atomic_write(tmp_path / "no" / "t.csv", "w"):
+        pass
+
+
+# ----------------------------------------------------------------------------- refusals
+def test_refuses_truncated_file(mech, tmp_path):
+    path = tmp_path / "m.npz"
+    mech.save(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MechanismFileError, match=r"m\.npz"):
+        load_mechanism(path)
+
+
+def test_refuses_wrong_shapes(mech, tmp_path):
+    arrays = _arrays(mech)
+    arrays["matrix"] = np.full((3, 2), 0.5)
+    _write_npz(tmp_path / "m.npz", **arrays)
+    with pytest.raises(MechanismFileError, match=r"matrix has shape \(3, 2\), expected \(3, 3\) for 3 lab"):
+        load_mechanism(tmp_path / "m.npz")
+    arrays = _arrays(mech)
+    arrays["distances"] = np.zeros((2, 2))
+    _write_npz(tmp_path / "d.npz", **arrays)
+    with pytest.raises(MechanismFileError, match=r"distances has shape \(2, 2\)"):
+        load_mechanism(tmp_path / "d.npz")
+
+
+def test_refuses_rows_not_summing_to_one(mech, tmp_path):
+    arrays = _arrays(mech)
+    arrays["matrix"] = arrays["matrix"].copy()
+    arrays["matrix"][1] *= 1.001
+    _write_npz(tmp_path / "m.npz", **arrays)
+    with pytest.raises(MechanismFileError, match="row 1 of matrix sums to"):
+        load_mechanism(tmp_path / "m.npz")
+
+
+def test_accepts_rows_within_tolerance(mech, tmp_path):
+    arrays = _arrays(mech)
+    arrays["matrix"] = arrays["matrix"] * (1 + 1e-12)
+    _write_npz(tmp_path / "m.npz", **arrays)
+    assert load_mechanism(tmp_path / "m.npz").n == 3
+
+
+def test_refuses_a_pickle(mech, tmp_path):
+    arrays = _arrays(mech)
+    arrays["labels"] = np.array(["a", 2, None], dtype=object)  # object array: needs pickle
+    _write_npz(tmp_path / "m.npz", **arrays)
+    with pytest.raises(MechanismFileError, match="not a mechanism file"):
+        load_mechanism(tmp_path / "m.npz")
+    (tmp_path / "p.npz").write_bytes(pickle.dumps({"matrix": mech.matrix}))
+    with pytest.raises(MechanismFileError, match=r"p\.npz"):
+        load_mechanism(tmp_path / "p.npz")
+
+
+def test_refuses_non_npz_files(tmp_path):
+    (tmp_path / "x.npz").write_text("label,x\na,1\n")
+    with pytest.raises(MechanismFileError, match=r"x\.npz"):
+        load_mechanism(tmp_path / "x.npz")
+    np.save(tmp_path / "y.npy", np.eye(2))
+    with pytest.raises(MechanismFileError, match=r"y\.npy: not a mechanism file"):
+        load_mechanism(tmp_path / "y.npy")
+    with zipfile.ZipFile(tmp_path / "z.npz", "w") as zf:
+        zf.writestr("readme.txt", "hello")
+    with pytest.raises(MechanismFileError, match="missing matrix, distances, labels, metadata"):
+        load_mechanism(tmp_path / "z.npz")
+    with pytest.raises(MechanismFileError, match="no such file"):
+        load_mechanism(tmp_path / "absent.npz")
+
+
+def test_refuses_missing_keys(mech, tmp_path):
+    arrays = _arrays(mech)
+    del arrays["distances"]
+    _write_npz(tmp_path / "m.npz", **arrays)
+    with pytest.raises(MechanismFileError, match=r"not a mechanism file \(missing distances\)"):
+        load_mechanism(tmp_path / "m.npz")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "pattern"),
+    [
+        ("metadata", np.array("{not json"), "metadata is not JSON"),
+        ("metadata", np.array(json.dumps({"mechanism": "x"})), "lacks mechanism, epsilon or params"),
+        ("labels", np.array([1, 2, 3]), "labels must be a 1-d string array"),
+        ("distances", np.array([[0.0, 1.0, 5.0], [1.0, 0.0, 1.0], [5.0, 1.0, 0.0]]), "triangle"),
+        ("points", np.zeros((2, 2)), r"points has shape \(2, 2\)"),
+    ],
+)
+def test_refuses_bad_content(mech, tmp_path, key, value, pattern):
+    arrays = _arrays(mech)
+    arrays[key] = value
+    _write_npz(tmp_path / "m.npz", **arrays)
+    with pytest.raises(MechanismFileError, match=pattern):
+        load_mechanism(tmp_path / "m.npz")
+
+
+# ----------------------------------------------------------------------------- POINTS files
+def test_read_points_csv_haversine_by_default(tmp_path):
+    p = tmp_path / "caps.csv"
+    p.write_text("label,lat,lon\nParis,48.8566,2.3522\nLondon,51.5074,-0.1278\n")
+    space = read_points(p)
+    assert space.metric == "haversine"
+    assert space.labels == ("Paris", "London")
+    assert space.distances[0, 1] == pytest.approx(343.5, abs=0.5)
+
+
+def test_read_points_csv_euclidean_and_named_metric(tmp_path):
+    p = tmp_path / "pts.csv"
+    p.write_text("label,x,y\na,0,0\nb,3,4\n\nc,6,8\n")  # a blank line is skipped
+    assert read_points(p).distances[0, 1] == pytest.approx(5.0)
+    assert read_points(p, "manhattan").distances[0, 2] == pytest.approx(14.0)
+
+
+def test_read_points_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"label": ["a", "b", "c"], "x": [0.0, 1.0, 3.0]}), tmp_path / "p.parquet")
+    space = read_points(tmp_path / "p.parquet")
+    np.testing.assert_allclose(space.distances, D3)
+    assert space.labels == ("a", "b", "c")
+
+
+def test_read_points_npy(tmp_path):
+    np.save(tmp_path / "d.npy", D3)
+    space = read_points(tmp_path / "d.npy")
+    assert space.metric == "precomputed"
+    np.testing.assert_array_equal(space.distances, D3)
+    with pytest.raises(ValidationError, match="takes no --metric"):
+        read_points(tmp_path / "d.npy", "euclidean")
+    bad = D3.copy()
+    bad[0, 2] = bad[2, 0] = 10.0
+    np.save(tmp_path / "bad.npy", bad)
+    with pytest.raises(ValidationError, match=r"bad.npy: .*triangle inequality"):
+        read_points(tmp_path / "bad.npy")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        ("a.csv", "", "empty file"),
+        ("a.csv", "label,x\n", "no points"),
+        ("a.csv", "name,x\na,1\nb,2\n", "first column must be 'label', got 'name'"),
+        ("a.csv", "label\na\nb\n", "at least one coordinate column"),
+        ("a.csv", "label,x,y\na,1,2\nb,3\n", "line 3 has 2 fields, expected 3"),
+        ("a.csv", "label,x\na,1\nb,two\n", "line 3 has a non-numeric coordinate"),
+        ("a.csv", "label,x\na,1\na,2\n", "label 'a' appears twice"),
+        ("a.csv", "label,x\na,1\nb,1\n", "duplicate points"),
+        ("a.csv", "label,x,y\na,1,2\nb,3,4\n", None),  # fine; haversine refused below
+        ("a.txt", "label,x\na,1\nb,2\n", r"must be .csv, .parquet or .npy, got .txt"),
+        ("a.npy", "not numpy", "not a readable .npy"),
+    ],
+)
+def test_read_points_bad_files(tmp_path, name, content, pattern):
+    p = tmp_path / name
+    p.write_text(content)
+    if pattern is None:
+        with pytest.raises(ValidationError, match="haversine needs the columns label,lat,lon"):
+            read_points(p, "haversine")
+        return
+    with pytest.raises(ValidationError, match=pattern):
+        read_points(p)
+
+
+def test_read_points_missing_file_and_unknown_metric(tmp_path):
+    with pytest.raises(ValidationError, match="no such file"):
+        read_points(tmp_path / "none.csv")
+    p = tmp_path / "a.csv"
+    p.write_text("label,x\na,1\nb,2\n")
+    with pytest.raises(ValidationError, match="metric must be one of"):
+        read_points(p, "cosine")

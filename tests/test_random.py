@@ -1,0 +1,103 @@
+"""Randomness: the secure source, rng normalisation, uniforms in (0, 1), Box-Muller normals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from metricdp import ValidationError
+from metricdp._random import RandomSource, SecureRandom, check_rng, standard_normal, uniform_open
+
+
+def test_secure_random_shapes_and_range():
+    src = SecureRandom()
+    assert np.shape(src.random()) == ()
+    assert src.random(5).shape == (5,)
+    assert src.random((2, 3)).shape == (2, 3)
+    assert src.random(0).shape == (0,)
+    u = src.random(100_000)
+    assert u.dtype == np.float64
+    assert u.min() >= 0.0
+    assert u.max() < 1.0
+    # every value is on the 2**-53 grid (exact k / 2**53)
+    k = u * 2.0**53
+    np.testing.assert_array_equal(k, np.floor(k))
+    assert repr(src) == "SecureRandom(os.urandom)"
+
+
+def test_secure_random_is_uniform_chi_square():
+    u = SecureRandom().random(200_000)
+    counts = np.bincount((u * 50).astype(int), minlength=50)
+    # The source is unseeded: alpha = 1e-6 makes a false alarm negligible while a
+    # biased source (e.g. a constant bit) fails by hundreds of standard deviations.
+    assert stats.chisquare(counts).pvalue > 1e-6
+    # the low bits are random too (a source that drops them would fail here)
+    low = (u * 2.0**53).astype(np.uint64) & np.uint64(0xFF)
+    assert stats.chisquare(np.bincount(low.astype(int), minlength=256)).pvalue > 1e-6
+
+
+def test_secure_random_draws_differ():
+    src = SecureRandom()
+    assert not np.array_equal(src.random(8), src.random(8))
+
+
+def test_check_rng_normalisation():
+    assert isinstance(check_rng(None), SecureRandom)
+    a, b = check_rng(7), check_rng(np.int64(7))
+    assert isinstance(a, np.random.Generator)
+    np.testing.assert_array_equal(a.random(4), b.random(4))  # int seeds are reproducible
+    g = np.random.default_rng(1)
+    assert check_rng(g) is g
+    s = SecureRandom()
+    assert check_rng(s) is s
+    seq = np.random.SeedSequence(3)
+    expected = np.random.default_rng(np.random.SeedSequence(3)).random(3)
+    np.testing.assert_array_equal(check_rng(seq).random(3), expected)
+
+    class Fixed:
+        def random(self, size=None):
+            return np.full(size, 0.25)
+
+    fixed = Fixed()
+    assert isinstance(fixed, RandomSource)
+    assert check_rng(fixed) is fixed
+
+
+@pytest.mark.parametrize(
+    ("value", "pattern"),
+    [
+        (True, "rng must be None, an int seed or a numpy Generator, got True"),
+        (-1, "rng seed must be >= 0, got -1"),
+        ("42", "got str"),
+        (1.5, "got float"),
+    ],
+)
+def test_check_rng_errors(value, pattern):
+    with pytest.raises(ValidationError, match=pattern):
+        check_rng(value)
+
+
+def test_uniform_open_never_zero():
+    class Zeros:
+        def random(self, size=None):
+            return np.zeros(size)
+
+    u = uniform_open(Zeros(), 4)
+    assert (u > 0).all()
+    np.testing.assert_array_equal(u, 0.5 / 2.0**53)
+    assert np.isfinite(np.log(u)).all()
+    v = uniform_open(np.random.default_rng(0), (3, 2))
+    assert v.shape == (3, 2)
+
+
+def test_standard_normal_ks_fixed_seed():
+    z = standard_normal(np.random.default_rng(2024), 20_001)  # odd size: one pair cut
+    assert z.shape == (20_001,)
+    assert stats.kstest(z, "norm").pvalue > 0.01
+    assert standard_normal(np.random.default_rng(0), (4, 5)).shape == (4, 5)
+
+
+def test_standard_normal_secure_default():
+    z = standard_normal(check_rng(None), 20_000)
+    assert stats.kstest(z, "norm").pvalue > 1e-6
