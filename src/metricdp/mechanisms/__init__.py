@@ -1,22 +1,26 @@
-"""Mechanism families, one module each; the LP family lives in :mod:`metricdp.mechanisms.lp`."""
+"""Mechanism families, one module each; the LP family lives in :mod:`metricdp.mechanisms.lp`.
+
+Builders are imported from their family module (``from metricdp.mechanisms.exponential
+import exponential``): the package does not re-export functions named like their modules,
+which would shadow the modules. Importing this package registers the true samplers of the
+Monte-Carlo-estimated families (Madlib, the subsampled exponential mechanism), so a loaded
+mechanism file samples from the mechanism itself, never from its estimated matrix.
+"""
 
 from __future__ import annotations
 
+from . import calibration, exponential, geometric, krr, madlib, planar_laplace, subsampled
 from .base import Mechanism, certify, register_sampler
-from .calibration import Calibration, largest_passing
-from .exponential import exponential, exponential_matrix, weighted_exponential
-from .geometric import geometric
-from .krr import krr
 
 __all__ = [
-    "Calibration",
     "Mechanism",
+    "calibration",
     "certify",
     "exponential",
-    "exponential_matrix",
     "geometric",
     "krr",
-    "largest_passing",
+    "madlib",
+    "planar_laplace",
     "register_sampler",
-    "weighted_exponential",
+    "subsampled",
 ]
