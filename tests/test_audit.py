@@ -186,3 +186,26 @@ def test_epsilon_tight_against_bisection_on_hockey_stick(md, delta):
 def test_epsilon_tight_validates_delta():
     with pytest.raises(ValidationError, match="delta must be in"):
         epsilon_tight(np.eye(2), D2, 1.0)
+
+
+def test_audit_is_precise_when_levels_are_tiny() -> None:
+    """log a - log b loses everything when a/b is within 1e-12 of 1; the audit must not.
+
+    Reference: the level of the float matrix computed exactly with 60-digit decimals.
+    """
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+    d = np.array([[0.0, 1e-7], [1e-7, 0.0]])
+    a = 1e-13  # log-ratio far below the resolution of log(M) ~ 1e-16 * |log M|
+    p = np.exp(a) / (1 + np.exp(a))
+    m = np.array([[p, 1 - p], [1 - p, p]])
+    exact = max(
+        (Decimal(float(m[u, w])) / Decimal(float(m[v, w]))).ln() / Decimal(1e-7)
+        for u, v in ((0, 1), (1, 0))
+        for w in (0, 1)
+    )
+    got = audit(m, d)
+    assert abs(Decimal(got.epsilon) - exact) <= Decimal(1e-12) * exact
+    u, v, w = got.witness
+    assert (Decimal(float(m[u, w])) / Decimal(float(m[v, w]))).ln() / Decimal(1e-7) == exact

@@ -87,31 +87,69 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
     1.0
     """
     m, d = _inputs(matrix, distances)
-    levels, logm = _pair_levels(m, d)
+    levels, err = _pair_levels(m, d)
     if np.isposinf(levels).any():
         u, v = (int(x) for x in np.argwhere(np.isposinf(levels))[0])
         w = int(np.flatnonzero((m[u] > 0) & (m[v] == 0))[0])
         return AuditResult(float("inf"), (u, v, w))
-    u, v = (int(x) for x in np.unravel_index(int(np.argmax(levels)), levels.shape))
-    best = float(levels[u, v])
-    if best <= 0.0:
-        return AuditResult(0.0, None)
-    w = int(np.argmax(logm[u] - logm[v]))
-    return AuditResult(best, (u, v, w))
+    # The fast levels carry a rounding error of at most err[u, v]; every pair that could
+    # be the maximum within that error is recomputed precisely (_precise_pair_levels).
+    floor = float(np.max(levels - err))
+    us, vs = np.nonzero(levels + err >= floor)
+    best, witness = 0.0, None
+    for start in range(0, len(us), _pair_chunk(m.shape[0])):
+        sl = slice(start, start + _pair_chunk(m.shape[0]))
+        lev, ws = _precise_pair_levels(m[us[sl]], m[vs[sl]], d[us[sl], vs[sl]])
+        i = int(np.argmax(lev))
+        if lev[i] > best:
+            best, witness = float(lev[i]), (int(us[sl][i]), int(vs[sl][i]), int(ws[i]))
+    return AuditResult(best, witness)
+
+
+def _pair_chunk(n: int) -> int:
+    return max(1, _BLOCK_ELEMENTS // (4 * n))
+
+
+def _precise_log_ratio(a: NDArray, b: NDArray) -> NDArray:
+    """log(a / b) for positive a, b, accurate to a few ulps of the result.
+
+    Within a factor 2, a - b is exact (Sterbenz's lemma), so log1p((a - b) / b) carries
+    only the rounding of one division and of log1p, relative to the result itself, even
+    when a / b is within 1e-15 of 1. Outside it, |log(a / b)| >= log 2 and
+    log a - log b errs by a few ulps of |log a| <= 745, i.e. < 1e-12 of the result.
+    """
+    near = (a <= 2 * b) & (b <= 2 * a)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        far = np.log(np.where(near, 1.0, a)) - np.log(np.where(near, 1.0, b))
+        close = np.log1p(np.where(near, (a - b) / np.where(near, b, 1.0), 0.0))
+    return np.where(near, close, far)
+
+
+def _precise_pair_levels(a: NDArray, b: NDArray, dist: NDArray) -> tuple[NDArray, NDArray[np.intp]]:
+    """Level max_w log(a_w / b_w) / dist of each row pair, and the maximising w."""
+    pos = a > 0
+    ratio = np.where(pos & (b > 0), _precise_log_ratio(np.where(pos, a, 1.0), np.where(b > 0, b, 1.0)), -np.inf)
+    ratio = np.where(pos & (b == 0), np.inf, ratio)
+    ws = np.argmax(ratio, axis=1)
+    return ratio[np.arange(len(a)), ws] / dist, ws
 
 
 def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
-    """Exact mDP level of every ordered pair, (n, n) with -inf on the diagonal, and log M.
+    """Fast mDP level of every ordered pair ((n, n), -inf on the diagonal) and its error bound.
 
     The division by d(u,v) does not depend on w, so the level of a pair is
     g(u, v) / d(u, v) with g(u, v) = max_w log M[u,w] - log M[v,w]: one subtraction and
     one max per triple. Zeros become a sentinel far below any log of a positive float64
     (>= -745), so M[u,w] > 0 = M[v,w] gives g >= 1e300 - 745 (read as infinite) and
-    0 = M[u,w] contributes nothing.
+    0 = M[u,w] contributes nothing. Each log errs by half an ulp of its value and the
+    subtraction by another, so |g - true g| <= 4 ulp(max |log M|) =: E, and the returned
+    bound is E / d(u, v): small against the level unless eps d(u, v) is tiny, which is
+    when :func:`audit` recomputes the candidates precisely.
     """
     n = m.shape[0]
+    positive = m > 0
     with np.errstate(divide="ignore"):
-        logm = np.where(m > 0, np.log(np.where(m > 0, m, 1.0)), _ZERO_LOG)
+        logm = np.where(positive, np.log(np.where(positive, m, 1.0)), _ZERO_LOG)
     block = max(1, _BLOCK_ELEMENTS // (n * n))
     gap = np.empty((n, n))
 
@@ -124,7 +162,10 @@ def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArra
     off = ~np.eye(n, dtype=bool)
     levels = np.full((n, n), -np.inf)
     levels[off] = np.where(gap[off] > _INFINITE_GAP, np.inf, gap[off] / d[off])
-    return levels, logm
+    largest = float(np.abs(logm[positive]).max()) if positive.any() else 0.0
+    slack = 4 * np.finfo(np.float64).eps * max(largest, 1.0)
+    err = np.where(off, slack / np.where(off, d, 1.0), 0.0)
+    return levels, err
 
 
 def audit_epsilon(matrix: ArrayLike, distances: ArrayLike) -> float:
@@ -192,7 +233,7 @@ def _pair_tight(a: NDArray, b: NDArray, dist: NDArray, delta: float) -> NDArray[
     idx = np.arange(len(a))
     act_a = big_a[idx, k_count]
     act_b = big_b[idx, k_count]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = np.where(act_b > 0, (act_a - delta) / act_b, 0.0)
     t = np.where(act_a <= delta, 0.0, t)
     with np.errstate(divide="ignore"):
@@ -225,9 +266,9 @@ def epsilon_tight(matrix: ArrayLike, distances: ArrayLike, delta: float = 1e-3) 
     # level found so far cannot raise it, so the scan stops there. Within a chunk, pairs
     # whose divergence at the current best is already <= delta are dropped before the
     # exact (sorting) solve.
-    levels, _ = _pair_levels(m, d)
-    u_idx, v_idx = np.nonzero(levels > 0)
-    bound = levels[u_idx, v_idx]
+    levels, err = _pair_levels(m, d)
+    u_idx, v_idx = np.nonzero(levels + err > 0)
+    bound = (levels + err)[u_idx, v_idx]
     order = np.argsort(-bound, kind="stable")
     u_idx, v_idx, bound = u_idx[order], v_idx[order], bound[order]
     best = 0.0
