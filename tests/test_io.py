@@ -267,3 +267,13 @@ def test_read_points_missing_file_and_unknown_metric(tmp_path):
     p.write_text("label,x\na,1\nb,2\n")
     with pytest.raises(ValidationError, match="metric must be one of"):
         read_points(p, "cosine")
+
+
+def test_load_refuses_a_file_whose_claim_fails_the_audit(tmp_path):
+    space = MetricSpace.from_points([[0.0], [1.0], [3.0]])
+    krr_like = np.full((3, 3), 0.25) + np.eye(3) * 0.25  # 1 on the diagonal vs 0.25: log 2 per unit distance
+    path = tmp_path / "claim.npz"
+    Mechanism(krr_like, space, 0.01, "tampered").save(path)
+    with pytest.raises(MechanismFileError, match=r"claims epsilon=0.01 but its matrix is only"):
+        load_mechanism(path)
+    assert load_mechanism(path, verify=False).epsilon == 0.01

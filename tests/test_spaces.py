@@ -219,3 +219,19 @@ def test_subspace_keeps_the_metric():
     assert sub.distances[0, 2] == pytest.approx(2 * np.sqrt(2))
     with pytest.raises(ValidationError, match="at least 2 distinct"):
         space.subspace([1, 1])
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: MetricSpace.from_graph(np.empty((0, 2), dtype=int)), "edges is empty"),
+        (lambda: MetricSpace.grid(3, 3, cell="a"), "cell must be a number"),
+        (lambda: MetricSpace.from_points([["a", "b"], ["c", "d"]]), "points must be a numeric"),
+        (lambda: MetricSpace.grid(2, 2).subspace([0, 10]), "index 10 is outside"),
+        (lambda: MetricSpace.grid(2, 2).subspace([0, 3, -1]), "index -1 is outside"),
+        (lambda: MetricSpace.grid(2, 2).subspace([0.5, 1.5]), "integer array"),
+    ],
+)
+def test_bad_input_is_one_clear_error(call, message):
+    with pytest.raises(ValidationError, match=message):
+        call()

@@ -52,8 +52,8 @@ class AuditResult:
 def _inputs(matrix: ArrayLike, distances: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     m = np.asarray(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise ValidationError(f"matrix must be square, got shape {m.shape}")
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValidationError(f"matrix must be square with at least 2 rows, got shape {m.shape}")
     if d.shape != m.shape:
         raise ValidationError(f"distances has shape {d.shape} but matrix has shape {m.shape}")
     if not np.all(np.isfinite(m)) or (m < 0).any():

@@ -88,8 +88,15 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def load_mechanism(path: str | PathLike[str]) -> Any:
-    """Read and check a mechanism file; any defect is a :class:`MechanismFileError`."""
+def load_mechanism(path: str | PathLike[str], *, verify: bool = True) -> Any:
+    """Read and check a mechanism file; any defect is a :class:`MechanismFileError`.
+
+    With ``verify`` (the default), an exact mechanism's matrix is audited again
+    (:func:`metricdp.audit.audit`) and a file whose matrix is not ``epsilon``-mDP (within
+    the builders' 1e-9 relative slack) is refused: the claim in a file is not trusted.
+    Estimated (Monte-Carlo) mechanisms are not audited: their releases come from the true
+    sampler, not from the matrix.
+    """
     from .mechanisms.base import Mechanism
 
     p = Path(path)
@@ -146,8 +153,21 @@ def load_mechanism(path: str | PathLike[str]) -> Any:
 
     reserved = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")
     info = {k: v for k, v in meta.items() if k not in reserved}
-    return Mechanism(matrix, space, float(meta["epsilon"]), str(meta["mechanism"]), meta["params"], info,
-                     exact=bool(meta.get("exact", True)))
+    try:
+        mechanism = Mechanism(matrix, space, float(meta["epsilon"]), str(meta["mechanism"]), meta["params"], info,
+                              exact=bool(meta.get("exact", True)))
+    except (TypeError, ValueError) as ex:
+        raise MechanismFileError(f"{p}: metadata does not describe a mechanism ({ex})") from None
+    if verify and mechanism.exact:
+        from .mechanisms.base import AUDIT_RTOL
+
+        result = mechanism.audit()
+        if not result.satisfies(mechanism.epsilon, AUDIT_RTOL):
+            raise MechanismFileError(
+                f"{p}: claims epsilon={mechanism.epsilon!r} but its matrix is only {result.epsilon!r}-mDP "
+                f"(triple u, v, w = {result.witness}); refusing to use it"
+            )
+    return mechanism
 
 
 def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricSpace:

@@ -33,7 +33,7 @@ def element_losses(matrix: ArrayLike, distances: ArrayLike) -> NDArray[np.float6
     """Loss on every element, shape (n,): ``(matrix * distances).sum(axis=1)``."""
     m = np.asarray(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
-    if m.shape != d.shape or m.ndim != 2:
+    if m.shape != d.shape or m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] == 0:
         raise ValidationError(f"matrix {m.shape} and distances {d.shape} must be the same square shape")
     return np.einsum("ij,ij->i", m, d)
 

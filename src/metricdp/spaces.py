@@ -7,7 +7,7 @@ inequality. Errors name the pair or triple that fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -116,7 +116,10 @@ class MetricSpace:
         Distances computed from coordinates satisfy the metric axioms by construction,
         so only duplicate points (a zero distance off the diagonal) are checked for.
         """
-        x = np.asarray(points, dtype=np.float64)
+        try:
+            x = np.asarray(points, dtype=np.float64)
+        except (TypeError, ValueError) as ex:
+            raise ValidationError(f"points must be a numeric 2-d array (n, dim): {ex}") from None
         if x.ndim != 2 or x.shape[0] < 2:
             raise ValidationError(f"points must be a 2-d array with at least 2 rows, got shape {x.shape}")
         if not np.all(np.isfinite(x)):
@@ -162,6 +165,8 @@ class MetricSpace:
             Number of nodes (default: largest index + 1).
         """
         e = np.asarray(edges)
+        if e.size == 0:
+            raise ValidationError("edges is empty: a graph metric needs at least one edge")
         if e.ndim != 2 or e.shape[1] != 2 or not np.issubdtype(e.dtype, np.integer):
             raise ValidationError(f"edges must be an integer array of shape (m, 2), got {e.shape} {e.dtype}")
         w = np.ones(len(e)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -196,6 +201,10 @@ class MetricSpace:
         cols = check_int(cols, "cols", minimum=1)
         if rows * cols < 2:
             raise ValidationError("a grid needs at least 2 cells")
+        try:
+            cell = float(cell)
+        except (TypeError, ValueError):
+            raise ValidationError(f"cell must be a number, got {cell!r}") from None
         if not (np.isfinite(cell) and cell > 0):
             raise ValidationError(f"cell must be finite and > 0, got {cell!r}")
         r, c = np.divmod(np.arange(rows * cols), cols)
@@ -225,7 +234,7 @@ class MetricSpace:
 
     def index(self, labels: str | Sequence[str]) -> NDArray[np.intp]:
         """Indices of labels; the error names every label not in the space."""
-        single = isinstance(labels, str)
+        single = isinstance(labels, str) or not isinstance(labels, Iterable)
         items = [labels] if single else list(labels)
         missing = sorted({str(x) for x in items if str(x) not in self._index})
         if missing:
@@ -259,9 +268,14 @@ class MetricSpace:
 
     def subspace(self, indices: ArrayLike) -> MetricSpace:
         """The sub-metric-space on the given indices (a metric stays a metric)."""
-        idx = np.asarray(indices, dtype=np.intp)
-        if len(np.unique(idx)) != len(idx) or len(idx) < 2:
+        idx = np.asarray(indices)
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+            raise ValidationError(f"subspace indices must be a 1-d integer array, got {idx.dtype} shape {idx.shape}")
+        if len(idx) < 2 or len(np.unique(idx)) != len(idx):
             raise ValidationError("subspace indices must be at least 2 distinct indices")
+        if idx.min() < 0 or idx.max() >= self.n:
+            bad = int(idx[(idx < 0) | (idx >= self.n)][0])
+            raise ValidationError(f"subspace index {bad} is outside 0..{self.n - 1}")
         pts = None if self.points is None else _readonly(self.points[idx].copy())
         d = _readonly(self.distances[np.ix_(idx, idx)].copy())
         return MetricSpace(d, tuple(self.labels[i] for i in idx), self.metric, pts, self.cell)

@@ -108,7 +108,9 @@ def test_infinite_epsilon_is_strict_json(tmp_path):
     path = tmp_path / "id.npz"
     Mechanism(m, space, 1.0, "identity").save(path)
     result = run("evaluate", path, "--json")
-    assert result.exit_code == 0, result.output
+    # the report is printed, then the false claim (1.0-mDP) fails the command
+    assert result.exit_code == 1, result.output
+    assert "claims epsilon=1.0" in result.stderr
     got = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert got["epsilon_audit"] == "inf"
     assert got["epsilon_tight"] == "inf"

@@ -156,3 +156,12 @@ def test_non_grid_spaces_are_refused() -> None:
         planar_laplace(MetricSpace.grid(10, 10, 150.0), 1.0)
     with pytest.raises(ValidationError, match="epsilon"):
         planar_laplace(MetricSpace.grid(2, 2, 1.0), 0.0)
+
+
+def test_too_small_epsilon_is_a_clear_error():
+    from metricdp.errors import ValidationError
+    from metricdp.mechanisms.planar_laplace import planar_laplace as build
+    from metricdp.spaces import MetricSpace
+
+    with pytest.raises(ValidationError, match="too small for the integration accuracy"):
+        build(MetricSpace.grid(2, 2), 1e-12)

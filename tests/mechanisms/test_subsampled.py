@@ -133,3 +133,12 @@ def test_bad_input_names_the_culprit() -> None:
         subsampled_exponential_sample(space, [0], 1.0, 0, rng=0)
     with pytest.raises(ValidationError, match="multisets"):
         subsampled_exponential_exact(random_space(1, 60), 1.0, 10)
+
+
+def test_exact_matrix_has_no_nan_at_huge_epsilon():
+    # exp of a positive exponent for undrawn candidates once overflowed into inf * 0 = nan
+    space = MetricSpace.from_points([[0.0], [1.0], [2.0]])
+    m = subsampled_exponential_exact(space, 1500.0, 2)
+    assert np.all(np.isfinite(m))
+    assert np.allclose(m.sum(axis=1), 1.0)
+    assert brute_force_epsilon(m, np.asarray(space.distances)) <= 1500.0 * (1 + 1e-9)

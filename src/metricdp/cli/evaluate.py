@@ -11,9 +11,10 @@ import typer
 from rich.table import Table
 
 from .._validation import check_delta, check_quantile
+from ..errors import PrivacyViolationError
 from ..io import load_mechanism
 from ..loss import quantile_rank
-from ..mechanisms.base import Mechanism
+from ..mechanisms.base import AUDIT_RTOL, Mechanism
 from ._common import JsonOption, console, echo_json, fmt, handle_errors, progress
 
 __all__ = ["evaluate_mechanism", "register"]
@@ -162,9 +163,15 @@ def register(app: typer.Typer) -> None:
         check_delta(delta, "--delta")
         check_quantile(quantile, "--quantile")
         with progress(f"loading {mechanism_file}") as bar:
-            mech = load_mechanism(mechanism_file)
+            # evaluate audits the matrix itself and reports a failed claim below
+            mech = load_mechanism(mechanism_file, verify=False)
             result = evaluate_mechanism(mech, delta, quantile, update=bar.update)
         if json_:
             echo_json(result)
         else:
             console.print(_table(result, mechanism_file))
+        audited = result.get("epsilon_audit")
+        if audited is not None and audited > mech.epsilon * (1 + AUDIT_RTOL):
+            raise PrivacyViolationError(
+                f"{mechanism_file}: claims epsilon={mech.epsilon!r} but its matrix is only {audited!r}-mDP"
+            )

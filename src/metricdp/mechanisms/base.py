@@ -144,6 +144,8 @@ class Mechanism:
         idx = np.asarray(inputs)
         scalar = idx.ndim == 0
         idx = np.atleast_1d(idx)
+        if idx.ndim != 1:
+            raise ValidationError(f"inputs must be an index or a 1-d array of indices, got shape {idx.shape}")
         if not np.issubdtype(idx.dtype, np.integer):
             raise ValidationError(f"inputs must be integer indices, got dtype {idx.dtype}")
         if idx.size and (idx.min() < 0 or idx.max() >= self.n):
@@ -160,6 +162,8 @@ class Mechanism:
 
     def privatize(self, labels: Sequence[str], rng: object = None) -> list[str]:
         """Release a label for each input label (labels not in the space are an error)."""
+        if isinstance(labels, str):
+            raise ValidationError("privatize takes a sequence of labels; wrap a single label in a list")
         out = self.sample(self.space.index(list(labels)), rng)
         return [self.labels[i] for i in out]
 

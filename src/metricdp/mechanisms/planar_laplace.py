@@ -529,6 +529,12 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
     d_min = float(space.d_min)
     eta = max(1e-8, (16.0 * accuracy + 2.0 * reserve) / (epsilon * d_min))
+    if eta > _MAX_ETA:
+        raise ValidationError(
+            f"planar-laplace: epsilon * d_min = {epsilon * d_min:.3g} is too small for the integration "
+            f"accuracy {accuracy:g}: the margin it needs ({eta:.3g} of epsilon) exceeds {_MAX_ETA:g}; "
+            "use a larger epsilon or coarser cells"
+        )
     raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
     reached = float(info["integration"]["relative_accuracy"])  # type: ignore[index]
     if reached > accuracy:  # the target was not met: widen the margin to what was reached

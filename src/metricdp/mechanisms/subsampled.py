@@ -199,7 +199,10 @@ def subsampled_exponential_exact(
         present = c > 0
         # nearest drawn candidate per (multiset, x): the shift of the weights
         near = np.where(present[:, None, :], d[None, :, :], np.inf).min(axis=2)  # (b, x)
-        w = np.exp(-epsilon / 2.0 * (d[None, :, :] - near[:, :, None])) * c[:, None, :]  # (b, x, z)
+        # Undrawn z get weight 0 through exp(-inf); only drawn z (d >= near) reach exp,
+        # whose exponent is then <= 0, so nothing overflows into inf * 0 = nan.
+        expo = np.where(present[:, None, :], -epsilon / 2.0 * (d[None, :, :] - near[:, :, None]), -np.inf)
+        w = np.exp(expo) * c[:, None, :]  # (b, x, z)
         w /= w.sum(axis=2, keepdims=True)
         out += np.einsum("b,bxz->xz", prob[start : start + block], w)
     return out / out.sum(axis=1, keepdims=True)
