@@ -277,3 +277,16 @@ def test_load_refuses_a_file_whose_claim_fails_the_audit(tmp_path):
     with pytest.raises(MechanismFileError, match=r"claims epsilon=0.01 but its matrix is only"):
         load_mechanism(path)
     assert load_mechanism(path, verify=False).epsilon == 0.01
+
+
+def test_atomic_write_applies_the_umask(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        with atomic_write(tmp_path / "out.txt", "w") as fh:
+            fh.write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.txt").stat().st_mode) == 0o644

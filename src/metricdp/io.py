@@ -50,6 +50,9 @@ def atomic_write(path: str | PathLike[str], mode: str = "wb") -> Iterator[IO[Any
     if not directory.is_dir():
         raise ValidationError(f"cannot write {target}: directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"newline": "", "encoding": "utf-8"})) as fh:
             yield fh
