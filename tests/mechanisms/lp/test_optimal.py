@@ -1,0 +1,221 @@
+"""OPTMech against hand-derived optima and the same LP written naively for scipy's linprog."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.optimize
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metricdp.errors import ValidationError
+from metricdp.mechanisms.exponential import exponential
+from metricdp.mechanisms.lp import constopt, optimal, spanner
+from metricdp.spaces import MetricSpace
+from tests.helpers import assert_private, random_space
+
+
+def naive_lp(d, eps, *, prior=None, loss=None, allowed=None):
+    """OPTMech's LP written densely, one row per triple, solved by scipy's linprog (HiGHS).
+
+    Variables vec(M) (row-major) then k. ``allowed`` restricts the privacy rows to some
+    ordered pairs (SpannerMech). Returns the optimal value.
+    """
+    n = len(d)
+    loss = d if loss is None else loss
+    worst = prior is None
+    nv = n * n + worst
+    rows = []
+    for u in range(n):
+        for v in range(n):
+            if u == v or (allowed is not None and not allowed[u, v]):
+                continue
+            for w in range(n):
+                row = np.zeros(nv)
+                row[u * n + w] = 1.0
+                row[v * n + w] = -np.exp(eps * d[u, v])
+                rows.append(row)
+    b = [0.0] * len(rows)
+    if worst:
+        for u in range(n):
+            row = np.zeros(nv)
+            row[u * n : (u + 1) * n] = loss[u]
+            row[-1] = -1.0
+            rows.append(row)
+            b.append(0.0)
+    a_eq = np.zeros((n, nv))
+    for u in range(n):
+        a_eq[u, u * n : (u + 1) * n] = 1.0
+    c = np.zeros(nv)
+    if worst:
+        c[-1] = 1.0
+    else:
+        c[: n * n] = (np.asarray(prior)[:, None] * loss).ravel()
+    res = scipy.optimize.linprog(
+        c, A_ub=np.array(rows), b_ub=b, A_eq=a_eq, b_eq=np.ones(n), bounds=(0, None), method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
+    assert res.status == 0, res.message
+    return res.fun
+
+
+def lp_eps(m):
+    """The level the LP was solved at (epsilon * (1 - eta))."""
+    return m.epsilon * (1 - m.info["lp"]["eta"])
+
+
+def test_two_points_worst_case_by_hand():
+    # M = [[1-a, a], [b, 1-b]]: privacy 1-a <= e b and 1-b <= e a with e = exp(eps d);
+    # the worst loss d max(a, b) is least at a = b = 1/(1+e): loss d / (1 + exp(eps d)).
+    d, eps = 2.0, 0.7
+    s = MetricSpace.from_distances([[0.0, d], [d, 0.0]])
+    m = optimal(s, eps)
+    e1 = np.exp(lp_eps(m) * d)
+    assert m.info["lp"]["objective"] == pytest.approx(d / (1 + e1), rel=1e-9)
+    # the returned mechanism is within the repair's eta of the optimum at eps, never below
+    best = d / (1 + np.exp(eps * d))
+    assert best * (1 - 1e-9) <= m.worst_case_loss() <= best * (1 + 1e-4)
+    assert_private(m)
+
+
+@pytest.mark.parametrize(("prior", "expected"), [((0.5, 0.5), "rr"), ((0.1, 0.9), "const")])
+def test_two_points_expected_by_hand(prior, expected):
+    # Vertices of the 2-point LP: (a, b) = (t, t) with t = 1/(1+e) costs d t; (1, 0)
+    # costs d pi_0 (everything to output 1); (0, 1) costs d pi_1. Here e = exp(1): t = 0.269.
+    s = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
+    m = optimal(s, 1.0, objective="expected", prior=prior)
+    t = 1 / (1 + np.exp(lp_eps(m)))
+    want = min(prior[0], prior[1], t)
+    assert m.info["lp"]["objective"] == pytest.approx(want, rel=1e-9)
+    if expected == "const":
+        np.testing.assert_array_equal(m.matrix, [[0.0, 1.0], [0.0, 1.0]])
+    assert m.expected_loss(np.array(prior)) == pytest.approx(want, rel=1e-4)
+    assert_private(m)
+
+
+def test_three_points_equilateral_by_hand():
+    # By symmetry (the LP is convex and invariant under permutations, and averaging an
+    # optimum over them keeps the worst case) the optimum is randomised response:
+    # M[u,u] = a, M[u,v] = (1-a)/2 with a = e^eps (1-a)/2: loss 2 d / (e^eps + 2).
+    d, eps = 1.5, 0.8
+    s = MetricSpace.from_distances(d * (np.ones((3, 3)) - np.eye(3)))
+    m = optimal(s, eps)
+    assert m.info["lp"]["objective"] == pytest.approx(2 * d / (np.exp(lp_eps(m) * d) + 2), rel=1e-9)
+    assert_private(m)
+
+
+def test_three_points_on_a_line_matches_linprog():
+    s = MetricSpace.from_points(np.array([[0.0], [1.0], [2.0]]))
+    for formulation in ("fast", "full"):
+        m = optimal(s, 1.0, formulation=formulation)
+        assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, lp_eps(m)), rel=1e-7)
+
+
+# eps * diameter stays moderate (<= ~10): with row coefficients exp(eps d) beyond ~1e5 the
+# solvers' 1e-9 absolute row tolerance alone moves the optimum by ~1e-7 relative.
+@pytest.mark.parametrize(("seed", "n", "eps"), [(0, 10, 0.5), (1, 14, 1.0), (2, 20, 0.3), (3, 12, 0.8), (4, 8, 3.0)])
+def test_worst_case_matches_linprog_and_beats_em_spanner_constopt(seed, n, eps):
+    s = random_space(seed, n, dim=3, clustered=seed % 2 == 1)
+    m = optimal(s, eps)
+    assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, lp_eps(m)), rel=1e-7)
+    assert_private(m)
+    # every eps-mDP mechanism is feasible for the LP at eps; OPTMech solves it at
+    # eps (1 - eta), which may cost a relative ~eta (see optimal's docstring)
+    slack = 1 + 10 * m.info["lp"]["eta"]
+    assert m.worst_case_loss() <= exponential(s, eps).worst_case_loss()
+    assert m.worst_case_loss() <= spanner(s, eps).worst_case_loss() * slack
+    assert m.worst_case_loss() <= constopt(s, eps, neighbours=3).worst_case_loss() * slack
+
+
+def test_expected_with_prior_matches_linprog(rng):
+    s = random_space(4, 12)
+    prior = rng.dirichlet(np.ones(12))
+    m = optimal(s, 0.7, objective="expected", prior=prior)
+    assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, lp_eps(m), prior=prior), rel=1e-7)
+    assert m.info["prior"] == pytest.approx(prior.tolist())
+    assert m.expected_loss(prior) <= exponential(s, 0.7).expected_loss(prior)
+    assert_private(m)
+    uniform = optimal(s, 0.7, objective="expected")
+    want = naive_lp(s.distances, lp_eps(uniform), prior=np.full(12, 1 / 12))
+    assert uniform.info["lp"]["objective"] == pytest.approx(want, rel=1e-7)
+
+
+def test_user_loss_matrix_matches_linprog():
+    s = random_space(5, 10)
+    loss = s.distances**2
+    m = optimal(s, 1.0, loss_matrix=loss)
+    assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, lp_eps(m), loss=loss), rel=1e-7)
+    assert m.params["loss_matrix"] == "given"
+    assert np.max(np.einsum("uv,uv->u", m.matrix, loss)) == pytest.approx(m.info["loss"]["worst"])
+    assert_private(m)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 12), eps=st.floats(0.1, 3.0))
+def test_fast_equals_full(seed, n, eps):
+    s = random_space(seed, n, dim=2 + seed % 3)
+    fast = optimal(s, eps)
+    full = optimal(s, eps, formulation="full")
+    assert fast.info["lp"]["objective"] == pytest.approx(full.info["lp"]["objective"], rel=1e-6)
+    assert fast.info["lp"]["privacy_rows"] <= full.info["lp"]["privacy_rows"] == n * n * (n - 1)
+    assert_private(fast)
+    assert_private(full)
+
+
+@settings(max_examples=10)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 9),
+    eps=st.floats(0.05, 5.0),
+    objective=st.sampled_from(["worst", "expected"]),
+)
+def test_always_passes_the_audit(seed, n, eps, objective):
+    s = random_space(seed, n, clustered=seed % 2 == 0)
+    m = optimal(s, eps, objective=objective)
+    assert_private(m)
+    assert m.info["epsilon_audit"] <= eps
+
+
+def test_metadata():
+    s = random_space(6, 8)
+    m = optimal(s, 1.0, calibrate=True)
+    lp = m.info["lp"]
+    for key in ("variables", "constraints", "nonzeros", "solve_seconds", "status", "highs_status", "rounds"):
+        assert key in lp
+    assert lp["status"] == 0 and lp["formulation"] == "fast" and lp["variables"] == 8 * 8 + 1
+    assert lp["constraints"] == 2 * 8 + lp["privacy_rows"]
+    assert m.name == "optimal" and m.params["objective"] == "worst"
+    assert m.info["calibration"]["calibrated"] is False and "no inner parameter" in m.info["calibration"]["reason"]
+    uncal = optimal(s, 1.0)
+    np.testing.assert_array_equal(m.matrix, uncal.matrix)  # calibrate is a documented no-op
+    json.dumps(m.metadata)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"objective": "median"}, "objective"),
+        ({"formulation": "sparse"}, "formulation"),
+        ({"prior": [0.5, 0.5, 0.0]}, "prior is only used"),
+        ({"objective": "expected", "prior": [0.5, 0.6, 0.0]}, "prior"),
+        ({"objective": "expected", "prior": [0.5, 0.5]}, "prior"),
+        ({"loss_matrix": np.ones((2, 2))}, "loss_matrix"),
+        ({"loss_matrix": -np.ones((3, 3))}, "loss_matrix"),
+        ({"loss_matrix": [["a"] * 3] * 3}, "loss_matrix"),
+        ({"calibrate": "yes"}, "calibrate"),
+        ({"time_limit": -1}, "time_limit"),
+    ],
+)
+def test_validation(kwargs, match):
+    s = random_space(7, 3)
+    with pytest.raises(ValidationError, match=match):
+        optimal(s, 1.0, **kwargs)
+
+
+def test_bad_space_and_epsilon():
+    with pytest.raises(ValidationError, match="MetricSpace"):
+        optimal(np.eye(2), 1.0)
+    with pytest.raises(ValidationError, match="epsilon"):
+        optimal(random_space(0, 3), 0.0)

@@ -1,0 +1,123 @@
+"""Greedy spanner stretch claims and SpannerMech against the naive LP and the audit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.csgraph import shortest_path
+
+from metricdp.errors import ValidationError
+from metricdp.mechanisms.lp import Spanner, greedy_spanner, optimal, spanner
+from metricdp.spaces import MetricSpace
+from tests.helpers import assert_private, random_space
+from tests.mechanisms.lp.test_optimal import naive_lp
+
+
+def graph_distances(n, edges, weights):
+    g = sp.csr_matrix((weights, (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return shortest_path(g, directed=False)
+
+
+def test_path_and_grid():
+    g = greedy_spanner(MetricSpace.grid(1, 4), stretch=1.0)
+    assert g.edges.tolist() == [[0, 1], [1, 2], [2, 3]] and g.achieved_stretch == 1.0
+    np.testing.assert_allclose(g.weights, 1.0)
+    # on a 3x3 grid with stretch 1 the diagonals are needed (Euclidean), stretch 2 drops them
+    tight = greedy_spanner(MetricSpace.grid(3, 3), stretch=1.0)
+    loose = greedy_spanner(MetricSpace.grid(3, 3), stretch=2.0)
+    assert loose.m == 12 and tight.m > loose.m
+    assert loose.achieved_stretch == pytest.approx(np.sqrt(2))
+
+
+def test_equilateral_needs_every_edge_below_stretch_2():
+    s = MetricSpace.from_distances(np.ones((4, 4)) - np.eye(4))
+    assert greedy_spanner(s, 1.9).m == 6
+    g = greedy_spanner(s, 2.0)
+    assert g.m == 3 and g.achieved_stretch == 2.0  # a star
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 30), stretch=st.sampled_from([1.0, 1.2, 2.0, 3.0, 5.0]))
+def test_stretch_claims_hold(seed, n, stretch):
+    s = random_space(seed, n, dim=1 + seed % 4, clustered=seed % 3 == 0)
+    g = greedy_spanner(s, stretch)
+    assert (g.edges[:, 0] < g.edges[:, 1]).all()
+    assert len({tuple(e) for e in g.edges.tolist()}) == g.m
+    np.testing.assert_array_equal(g.weights, s.distances[g.edges[:, 0], g.edges[:, 1]])
+    dg = graph_distances(n, g.edges, g.weights)
+    off = ~np.eye(n, dtype=bool)
+    ratio = dg[off] / s.distances[off]
+    assert ratio.max() <= stretch * (1 + 1e-12)
+    assert g.achieved_stretch == pytest.approx(ratio.max(), rel=1e-12)
+    # greedy: every edge was needed when it was added (replay with the earlier edges only;
+    # collinear points tie up to float rounding of path sums)
+    for i, (u, v) in enumerate(g.edges):
+        before = graph_distances(n, g.edges[:i], g.weights[:i]) if i else np.full((n, n), np.inf)
+        assert before[u, v] > stretch * s.distances[u, v] * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("seed", "n", "eps", "stretch"), [(0, 8, 1.0, 3.0), (1, 12, 0.5, 2.0), (2, 10, 2.0, 1.5)])
+def test_matches_naive_lp_on_spanner_edges(seed, n, eps, stretch):
+    s = random_space(seed, n)
+    m = spanner(s, eps, stretch=stretch)
+    g = greedy_spanner(s, stretch)
+    allowed = np.zeros((n, n), dtype=bool)
+    allowed[g.edges[:, 0], g.edges[:, 1]] = True
+    allowed |= allowed.T
+    level = eps * (1 - m.info["lp"]["eta"]) / g.achieved_stretch
+    assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, level, allowed=allowed), rel=1e-7)
+    assert m.params["spanner_edges"] == g.m and m.params["achieved_stretch"] == g.achieved_stretch
+    assert m.info["spanner"]["edges"] == g.edges.tolist()
+    assert_private(m)
+    # OPTMech's feasible set contains SpannerMech's (path argument): never worse
+    assert optimal(s, eps).worst_case_loss() <= m.worst_case_loss() * (1 + 1e-9)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 9), eps=st.floats(0.1, 4.0), stretch=st.floats(1.0, 4.0))
+def test_always_passes_the_audit(seed, n, eps, stretch):
+    m = spanner(random_space(seed, n, clustered=seed % 2 == 0), eps, stretch=stretch)
+    assert_private(m)
+
+
+def test_calibrate_passes_audit_and_is_no_worse():
+    s = random_space(3, 10)
+    base = spanner(s, 1.0)
+    cal = spanner(s, 1.0, calibrate=True)
+    assert_private(cal)
+    info = cal.info["calibration"]
+    assert info["calibrated"] and info["epsilon_audit"] <= 1.0
+    assert info["inner_epsilon"] >= info["inner_epsilon_proven"] == base.params["inner_epsilon"]
+    assert cal.worst_case_loss() <= base.worst_case_loss()
+    assert info["worst_loss_uncalibrated"] == pytest.approx(base.worst_case_loss())
+    if info["used"]:
+        assert cal.params["inner_epsilon"] == info["inner_epsilon"]
+    assert base.info["calibration"] is None
+    json.dumps(cal.metadata)
+
+
+def test_spanner_repr_and_frozen():
+    g = greedy_spanner(random_space(0, 5))
+    assert isinstance(g, Spanner) and "achieved_stretch" in repr(g)
+    with pytest.raises(ValueError, match="read-only"):
+        g.edges[0, 0] = 3
+
+
+@pytest.mark.parametrize("stretch", [0.5, float("nan"), "x"])
+def test_bad_stretch(stretch):
+    with pytest.raises(ValidationError, match="stretch"):
+        greedy_spanner(random_space(0, 4), stretch)
+    with pytest.raises(ValidationError, match="stretch"):
+        spanner(random_space(0, 4), 1.0, stretch=stretch)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValidationError, match="MetricSpace"):
+        spanner(np.eye(3), 1.0)
+    with pytest.raises(ValidationError, match="calibrate"):
+        spanner(random_space(0, 4), 1.0, calibrate=1)
