@@ -1,0 +1,105 @@
+"""``metricdp estimate``: the CSV equals the library's estimate, the EMD is reported, errors write nothing."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from metricdp import MetricSpace
+from metricdp.cli import app
+from metricdp.estimation import emd, ibu, matrix_inversion
+from metricdp.mechanisms.krr import krr
+
+runner = CliRunner()
+LABELS = ["a", "b", "c", "d"]
+
+
+def run(*args: object):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    space = MetricSpace.from_points([[0.0], [1.0], [3.0], [6.0]], LABELS)
+    mech = krr(space, ldp_epsilon=2.0)
+    mech_file = tmp_path / "krr.npz"
+    mech.save(mech_file)
+    g = np.random.default_rng(5)
+    true_idx = g.choice(4, size=200, p=[0.1, 0.2, 0.3, 0.4])
+    released_idx = mech.sample(true_idx, rng=6)
+    for name, idx in (("true.csv", true_idx), ("released.csv", released_idx)):
+        with (tmp_path / name).open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["user", "place"])
+            w.writerows([f"u{i}", LABELS[k]] for i, k in enumerate(idx))
+    counts = np.bincount(released_idx, minlength=4).astype(float)
+    truth = np.bincount(true_idx, minlength=4) / len(true_idx)
+    return mech, mech_file, tmp_path / "released.csv", tmp_path / "true.csv", counts, truth
+
+
+def _parse(text: str) -> tuple[list[str], np.ndarray]:
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["label", "probability"]
+    return [r[0] for r in rows[1:]], np.array([float(r[1]) for r in rows[1:]])
+
+
+def test_estimate_prints_the_ibu_estimate_and_the_emd(setup) -> None:
+    mech, mech_file, released, true, counts, truth = setup
+    result = run("estimate", mech_file, released, "--column", "place", "--true", true)
+    assert result.exit_code == 0, result.output
+    labels, p = _parse(result.stdout)
+    expected = ibu(counts, mech).estimate
+    assert labels == LABELS
+    np.testing.assert_array_equal(p, expected)  # repr round-trips floats exactly
+    assert result.stderr.strip() == f"emd {emd(expected, truth, mech.space)!r}"
+
+
+def test_estimate_inversion_to_a_file(setup, tmp_path: Path) -> None:
+    mech, mech_file, released, true, counts, truth = setup
+    out = tmp_path / "est.csv"
+    result = run("estimate", mech_file, released, "-c", "place", "--true", true, "--true-column", "place",
+                 "--method", "inversion", "--out", out)
+    assert result.exit_code == 0, result.output
+    labels, p = _parse(out.read_text(encoding="utf-8"))
+    assert labels == LABELS
+    expected = matrix_inversion(counts, mech)
+    np.testing.assert_array_equal(p, expected)
+    assert f"wrote {out}" in result.stdout
+    assert f"emd {emd(expected, truth, mech.space)!r}" in result.stdout
+
+
+def test_estimate_warns_when_ibu_hits_the_cap(setup) -> None:
+    _, mech_file, released, *_ = setup
+    result = run("estimate", mech_file, released, "-c", "place", "--max-iter", "2", "--tol", "1e-300")
+    assert result.exit_code == 0, result.output
+    assert "warning: IBU hit the cap of 2 iterations" in result.stderr
+
+
+def test_estimate_errors_are_one_line_and_write_nothing(setup, tmp_path: Path) -> None:
+    _, mech_file, released, true, *_ = setup
+    out = tmp_path / "never.csv"
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "city", "--out", out),
+                          "no column 'city'", "'user', 'place'")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("place\na\nzz\n", encoding="utf-8")
+    assert_one_line_error(run("estimate", mech_file, bad, "-c", "place", "--out", out), "'zz'")
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--method", "mle"),
+                          "--method must be 'ibu' or 'inversion'")
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--true", true,
+                              "--true-column", "nope"), "no column 'nope' (--true-column)")
+    assert_one_line_error(run("estimate", tmp_path / "missing.npz", released, "-c", "place"), "no such file")
+    assert not out.exists()

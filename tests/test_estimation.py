@@ -1,0 +1,298 @@
+"""Estimators (IBU, inversion), the simplex projection, EMD and the E_d calibration."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.stats import wasserstein_distance
+
+import metricdp.estimation as estimation
+from metricdp.errors import SolverError, ValidationError
+from metricdp.estimation import (
+    calibrate_expected_distance,
+    counts_from_indices,
+    emd,
+    expected_distance,
+    expected_emd,
+    ibu,
+    matrix_inversion,
+    project_simplex,
+)
+from metricdp.mechanisms.exponential import exponential_matrix
+from metricdp.mechanisms.krr import krr
+from metricdp.spaces import MetricSpace
+from tests.helpers import random_space
+
+# A 2-point symmetric channel: Pr[y = x] = 3/4.
+M2 = np.array([[0.75, 0.25], [0.25, 0.75]])
+LINE = MetricSpace.from_points([[0.0], [1.0], [3.0]])  # d = |i - j| on {0, 1, 3}
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(estimation).failed == 0
+
+
+# ----------------------------------------------------------------------------- IBU
+def test_ibu_recovers_known_distribution_from_expected_counts() -> None:
+    # Exponential mechanism on a 4-point line, a distribution with every mass > 0.
+    d = np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+    m = exponential_matrix(d, 2.0)
+    truth = np.array([0.1, 0.4, 0.2, 0.3])
+    res = ibu(750 * truth @ m, m, tol=1e-14, max_iter=100_000)
+    assert res.converged
+    np.testing.assert_allclose(res.estimate, truth, atol=1e-6)
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 6))
+def test_ibu_recovers_random_distributions(seed: int, n: int) -> None:
+    space = random_space(seed, n)
+    g = np.random.default_rng(seed)
+    truth = g.dirichlet(np.ones(n)) * 0.9 + 0.1 / n  # bounded away from the boundary
+    m = exponential_matrix(space.distances, 6.0 / space.d_min)
+    res = ibu(truth @ m, m, tol=1e-15, max_iter=200_000)
+    np.testing.assert_allclose(res.estimate, truth, atol=1e-6)
+
+
+def test_ibu_two_point_closed_form_on_the_boundary() -> None:
+    # The MLE of pi_0 for this channel is clip((q_0 - 1/4) / (1/2), 0, 1): q_0 = 0.1 gives
+    # 0 (the unbiased inversion would be -0.3). Near pi_0 = 0 an update multiplies pi_0 by
+    # 3 q_0 + q_1 / 3 = 0.6, so IBU converges linearly.
+    res = ibu([10.0, 90.0], M2, tol=1e-14)
+    assert res.converged
+    np.testing.assert_allclose(res.estimate, [0.0, 1.0], atol=1e-12)
+    # Interior: q_0 = 0.6 -> pi_0 = 0.7.
+    np.testing.assert_allclose(ibu([60, 40], M2, tol=1e-14).estimate, [0.7, 0.3], atol=1e-10)
+
+
+def test_ibu_batch_equals_rows_and_stays_in_simplex() -> None:
+    g = np.random.default_rng(3)
+    space = random_space(3, 6)
+    m = exponential_matrix(space.distances, 2.0)
+    counts = g.integers(0, 20, size=(5, 6)).astype(float)
+    counts[:, 0] += 1
+    batch = ibu(counts, m, tol=1e-10)
+    assert batch.estimate.shape == (5, 6) and batch.iterations.shape == (5,)
+    for row, est, it in zip(counts, batch.estimate, batch.iterations, strict=True):
+        single = ibu(row, m, tol=1e-10)
+        np.testing.assert_allclose(est, single.estimate, atol=1e-14)
+        assert single.iterations == it
+    assert np.all(batch.estimate >= 0)
+    np.testing.assert_allclose(batch.estimate.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_ibu_iteration_cap_reports_not_converged() -> None:
+    res = ibu([10.0, 90.0], M2, tol=1e-300, max_iter=7)
+    assert res.iterations == 7 and res.converged is False
+
+
+def test_ibu_accepts_a_mechanism() -> None:
+    mech = krr(LINE, ldp_epsilon=1.0)
+    a = ibu([3, 5, 2], mech, tol=1e-12).estimate
+    b = ibu([3, 5, 2], mech.matrix, tol=1e-12).estimate
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("counts", "matrix", "match"),
+    [
+        ([1.0, -1.0], M2, "counts must be finite and non-negative"),
+        ([1.0, np.nan], M2, "counts must be finite"),
+        ([0.0, 0.0], M2, "counts has no reports"),
+        ([1.0, 2.0, 3.0], M2, r"counts must have shape \(2,\)"),
+        ([1.0, 1.0], [[1.0, 0.0], [1.0, 0.0]], "output 1 was reported but the mechanism never releases it"),
+        ([1.0, 1.0], [[0.5, 0.6], [0.5, 0.5]], "row 0 of matrix sums to"),
+        ([1.0, 1.0], [[1.5, -0.5], [0.5, 0.5]], r"matrix must be finite and >= 0; entry \(0, 1\) is -0.5"),
+    ],
+)
+def test_ibu_bad_input_names_the_culprit(counts, matrix, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        ibu(counts, matrix)
+
+
+def test_ibu_bad_tolerance() -> None:
+    with pytest.raises(ValidationError, match="tol"):
+        ibu([1, 1], M2, tol=0.0)
+    with pytest.raises(ValidationError, match="max_iter"):
+        ibu([1, 1], M2, max_iter=0)
+
+
+# ----------------------------------------------------------------------------- inversion
+def test_matrix_inversion_recovers_expected_counts_and_projects() -> None:
+    d = np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+    m = exponential_matrix(d, 1.0)
+    truth = np.array([0.1, 0.4, 0.2, 0.3])
+    np.testing.assert_allclose(matrix_inversion(100 * truth @ m, m), truth, atol=1e-12)
+    # q = (0.1, 0.9): q M^-1 = (-0.3, 1.3), projected to (0, 1).
+    np.testing.assert_allclose(matrix_inversion([1.0, 9.0], M2), [0.0, 1.0], atol=1e-15)
+
+
+def test_matrix_inversion_refuses_singular_and_rectangular() -> None:
+    with pytest.raises(ValidationError, match="singular"):
+        matrix_inversion([1.0, 1.0], [[0.5, 0.5], [0.5, 0.5]])
+    with pytest.raises(ValidationError, match="square"):
+        matrix_inversion([1.0, 1.0], [[0.5, 0.5]])
+
+
+def test_project_simplex_hand_computed() -> None:
+    # theta = (0.8 + 0.5 - 1) / 2 = 0.15.
+    np.testing.assert_allclose(project_simplex([0.5, 0.8, -0.1]), [0.35, 0.65, 0.0], atol=1e-15)
+    np.testing.assert_allclose(project_simplex([0.2, 0.3, 0.5]), [0.2, 0.3, 0.5], atol=1e-15)
+    np.testing.assert_allclose(project_simplex([5.0, 0.0]), [1.0, 0.0])
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 8))
+def test_project_simplex_is_the_closest_point(seed: int, n: int) -> None:
+    g = np.random.default_rng(seed)
+    v = g.normal(0, 2, size=n)
+    w = project_simplex(v)
+    assert np.all(w >= 0) and math.isclose(w.sum(), 1.0, abs_tol=1e-12)
+    others = g.dirichlet(np.ones(n), size=200)
+    assert np.all(np.linalg.norm(others - v, axis=1) >= np.linalg.norm(w - v) - 1e-12)
+
+
+# ----------------------------------------------------------------------------- EMD
+@pytest.mark.parametrize(
+    ("p", "q", "value"),
+    [
+        # 1-D: EMD = integral of |F_p - F_q|; on {0, 1, 3} the gaps are 1 and 2.
+        ([0.5, 0.5, 0.0], [0.0, 0.5, 0.5], 0.5 * 1 + 0.5 * 2),
+        ([1.0, 0.0, 0.0], [0.0, 0.0, 1.0], 3.0),
+        ([0.2, 0.5, 0.3], [0.6, 0.1, 0.3], 0.4 * 1 + 0.0 * 2),
+        ([0.2, 0.5, 0.3], [0.2, 0.5, 0.3], 0.0),
+    ],
+)
+def test_emd_hand_computed_on_a_three_point_line(p, q, value: float) -> None:
+    assert emd(p, q, LINE) == pytest.approx(value, abs=1e-12)
+    assert emd(p, q, LINE.distances) == pytest.approx(value, abs=1e-12)
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 12))
+def test_emd_matches_the_one_dimensional_formula(seed: int, n: int) -> None:
+    g = np.random.default_rng(seed)
+    x = np.sort(g.normal(size=n))
+    p, q = g.dirichlet(np.ones(n)), g.dirichlet(np.ones(n))
+    d = np.abs(np.subtract.outer(x, x))
+    assert emd(p, q, d) == pytest.approx(wasserstein_distance(x, x, p, q), rel=1e-9, abs=1e-12)
+
+
+def test_emd_rectangular_ground_cost() -> None:
+    # Two sources at 0 and 1 to one sink at 3.
+    assert emd([0.5, 0.5], [1.0], [[3.0], [2.0]]) == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize(
+    ("p", "q", "d", "match"),
+    [
+        ([0.5, 0.5], [0.5, 0.5, 0.0], LINE.distances, r"p must have shape \(3,\)"),
+        ([0.5, 0.5, 0.0], [0.5, 0.6, 0.0], LINE.distances, "q sums to"),
+        ([0.5, 0.5, 0.0], [1.5, -0.5, 0.0], LINE.distances, "q is negative at index 1"),
+        ([0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [[0.0, -1.0, 1.0]] * 3, r"distances must be finite and >= 0"),
+        ([0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.0, 1.0, 2.0], "distances must be a numeric 2-d matrix"),
+    ],
+)
+def test_emd_bad_input_names_the_culprit(p, q, d, match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        emd(p, q, d)
+
+
+def test_expected_emd_is_seeded_and_orders_mechanisms() -> None:
+    space = MetricSpace.grid(3, 3, 1.0)
+    data = np.array([0, 0, 1, 4, 4, 4, 8, 2, 2, 5] * 5)
+    noisy, sharp = krr(space, ldp_epsilon=0.5), krr(space, ldp_epsilon=8.0)
+    a = expected_emd(noisy, data, repetitions=6, rng=1)
+    b = expected_emd(noisy, data, repetitions=6, rng=1)
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.mean == pytest.approx(a.values.mean()) and a.stderr > 0
+    c = expected_emd(sharp, data, repetitions=6, rng=1)
+    assert c.mean < a.mean
+    inv = expected_emd(sharp, data, repetitions=2, rng=2, method="inversion")
+    assert inv.values.shape == (2,) and np.all(inv.values >= 0)
+    with pytest.raises(ValidationError, match="method"):
+        expected_emd(sharp, data, repetitions=2, rng=2, method="magic")
+
+
+def test_counts_from_indices() -> None:
+    np.testing.assert_array_equal(counts_from_indices(np.array([0, 2, 2]), 4), [1, 0, 2, 0])
+    with pytest.raises(ValidationError, match=r"report index 4 is outside 0\.\.3"):
+        counts_from_indices(np.array([4]), 4)
+
+
+# ----------------------------------------------------------------------------- calibration
+GRID = MetricSpace.grid(4, 4, 100.0)  # cells of 100 "metres"
+PRIOR = np.random.default_rng(7).dirichlet(np.ones(16))
+
+
+@pytest.mark.parametrize("family", ["krr", "geometric", "planar-laplace", "exponential"])
+def test_calibration_meets_the_target_for_each_family(family: str) -> None:
+    target, tol = 90.0, 1e-6
+    cal = calibrate_expected_distance(family, GRID, PRIOR, target, tol=tol)
+    assert abs(cal.expected_distance - target) <= tol * target
+    assert cal.mechanism.name == family
+    # The reported E_d is the mechanism's own, recomputed independently.
+    recomputed = float(np.einsum("x,xy,xy->", PRIOR, cal.mechanism.matrix, GRID.distances))
+    assert cal.expected_distance == pytest.approx(recomputed, rel=1e-12)
+    if family == "krr":
+        assert cal.mechanism.params["ldp_epsilon"] == pytest.approx(cal.epsilon, rel=1e-12)
+    else:
+        assert cal.mechanism.epsilon == pytest.approx(cal.epsilon, rel=1e-12)
+
+
+def test_krr_calibration_against_the_closed_form() -> None:
+    # k-RR: M[x,y] = 1/(e^a + n - 1) off the diagonal, so E_d = S / (e^a + n - 1) with
+    # S = sum_x pi(x) sum_y d(x,y): a = log(S / E_d - n + 1).
+    n, target = GRID.n, 120.0
+    s = float(PRIOR @ GRID.distances.sum(axis=1))
+    exact = math.log(s / target - n + 1)
+    cal = calibrate_expected_distance("krr", GRID, PRIOR, target, tol=1e-9)
+    assert cal.epsilon == pytest.approx(exact, rel=1e-7)
+    # The uniform prior (None) is the default.
+    s_uniform = float(GRID.distances.sum(axis=1).mean())
+    cal_u = calibrate_expected_distance("krr", GRID, None, target, tol=1e-9)
+    assert cal_u.epsilon == pytest.approx(math.log(s_uniform / target - n + 1), rel=1e-7)
+
+
+def test_calibration_with_a_callable_and_a_bracket() -> None:
+    def build(eps: float):
+        return krr(GRID, ldp_epsilon=eps)
+
+    cal = calibrate_expected_distance(build, GRID, PRIOR, 100.0, bracket=(0.5, 20.0))
+    assert abs(cal.expected_distance - 100.0) <= 1e-6 * 100.0
+    with pytest.raises(ValidationError, match="does not hold the target"):
+        calibrate_expected_distance(build, GRID, PRIOR, 100.0, bracket=(10.0, 20.0))
+
+
+def test_calibration_target_out_of_reach_is_a_clear_error() -> None:
+    # Just above what a uniform release gives (the limit eps -> 0): no eps reaches it.
+    uniform = float(PRIOR @ GRID.distances.mean(axis=1))
+    with pytest.raises(ValidationError, match=r"distance \d.* is out of reach for 'krr': E_d ranges"):
+        calibrate_expected_distance("krr", GRID, PRIOR, 1.01 * uniform)
+    # Just below it is reachable.
+    assert calibrate_expected_distance("krr", GRID, PRIOR, 0.99 * uniform).epsilon > 0
+    with pytest.raises(ValidationError, match=r"out of reach for 'exponential'.*build failed"):
+        calibrate_expected_distance("exponential", GRID, PRIOR, 1e-300)
+    with pytest.raises(ValidationError, match="must be finite and > 0"):
+        calibrate_expected_distance("krr", GRID, PRIOR, 0.0)
+
+
+def test_calibration_bad_arguments() -> None:
+    with pytest.raises(ValidationError, match="unknown mechanism family 'laplace'; choose one of krr"):
+        calibrate_expected_distance("laplace", GRID, PRIOR, 100.0)
+    with pytest.raises(ValidationError, match=r"prior must have shape \(16,\)"):
+        calibrate_expected_distance("krr", GRID, PRIOR[:3], 100.0)
+    with pytest.raises(ValidationError, match="tol"):
+        calibrate_expected_distance("krr", GRID, PRIOR, 100.0, tol=0.0)
+
+
+def test_calibration_reports_a_jump_across_the_target() -> None:
+    # E_d drops from ~E(1) to ~E(6) at eps = 3: no parameter meets a target in between.
+    def step(eps: float):
+        return krr(GRID, ldp_epsilon=1.0 if eps < 3.0 else 6.0)
+
+    mid = (expected_distance(step(1.0), GRID.distances) + expected_distance(step(6.0), GRID.distances)) / 2
+    with pytest.raises(SolverError, match="jumps across the target"):
+        calibrate_expected_distance(step, GRID, None, mid, bracket=(1.0, 10.0))
