@@ -8,13 +8,12 @@ machines). Errors are one ``error: ...`` line on stderr with a non-zero exit cod
 
 from __future__ import annotations
 
-import importlib
 from typing import Annotated
 
 import typer
 
 from .. import __version__
-from . import build, evaluate, example, privatize
+from . import bench, build, calibrate, data, estimate, evaluate, example, experiment, paper_experiments, privatize
 from ._common import set_debug
 
 __all__ = ["app", "main"]
@@ -47,21 +46,9 @@ def _main(
     set_debug(debug)
 
 
-for _module in (example, build, evaluate, privatize):
+for _module in (example, build, evaluate, privatize, estimate, calibrate, data, bench, experiment):
     _module.register(app)
-
-# Commands written in their own modules (estimate, calibrate, experiment, data, bench) join the
-# app when present; only the absence of the module itself is tolerated, any other
-# import error is a bug and surfaces.
-for _name in ("estimate", "calibrate", "experiment", "data", "bench"):
-    try:
-        _extra = importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _ex:
-        if _ex.name != f"{__name__}.{_name}":
-            raise
-        continue
-    if hasattr(_extra, "register"):
-        _extra.register(app)
+paper_experiments.register(experiment.experiment_app)
 
 
 def main() -> None:

@@ -1,0 +1,504 @@
+"""The LP benchmark behind ``metricdp bench lp`` (issue 15, "What to deliver" 2).
+
+For every size n and every LP mechanism it builds the mechanism with the fast and the
+reference (``formulation="full"``) formulation side by side, on the same space, in one
+run, and reports one row per build: n, mechanism, formulation, LP variables,
+constraints, non-zeros, constraint-generation rounds, seconds, peak memory, worst-case
+and 95%-quantile loss, and the audited eps.
+
+Every build runs in a fresh child interpreter (``python -c``, started with
+:mod:`subprocess`; no ``multiprocessing``, so callers need no ``__main__`` guard), so that
+
+* the peak resident memory is the child's own high-water mark (``VmHWM``, see
+  :func:`_rss_mib`) -- per build, not the maximum over the whole run (it includes the
+  interpreter, numpy/scipy/HiGHS and the space: ``baseline_mib`` is the same figure
+  measured just before the build);
+* a build that overruns its time limit is stopped: the limit goes to HiGHS as each LP's
+  time limit (a time-out is then a clean :class:`~metricdp.errors.SolverError`), and the
+  parent kills a child that is still running ``limit + grace`` seconds after the build
+  started (builders that solve several LPs may exceed one LP's limit);
+* one formulation's memory or a crash cannot disturb the next.
+
+A mechanism/formulation series stops at its first time-out, as in the paper's Table 2:
+larger sizes are reported as skipped.
+
+Mechanisms (``NAME[@R]``, ``@R`` overriding the number of neighbours r):
+
+* ``optimal`` -- OPTMech, worst-case objective;
+* ``constopt`` -- ConstOPTMech with the paper fit over three lambda values (issue 15's
+  "ConstOPTMech, r = 10, three lambda values");
+* ``constopt-normalised`` -- ConstOPTMech with the exact ``normalised`` fit;
+* ``spanner`` -- SpannerMech (one formulation only: ``default``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_epsilon, check_int
+from .errors import SolverError, ValidationError
+from .spaces import MetricSpace
+
+__all__ = [
+    "COLUMNS",
+    "MECHANISMS",
+    "BenchRow",
+    "bench_space",
+    "machine_info",
+    "markdown_report",
+    "markdown_table",
+    "parse_mechanism",
+    "planned_builds",
+    "run_bench",
+    "sizes_for",
+]
+
+#: Mechanism name -> (builder family, fixed options, formulations it has).
+MECHANISMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
+    "optimal": ("optimal", {}, ("fast", "full")),
+    "constopt": ("constopt", {"fit": "paper", "lambdas": (0.001, 0.1, 1.0)}, ("fast", "full")),
+    "constopt-normalised": ("constopt", {"fit": "normalised"}, ("fast", "full")),
+    "spanner": ("spanner", {}, ("default",)),
+}
+FORMULATIONS = ("fast", "full")
+
+#: Table columns (the markdown header) and the BenchRow field behind each.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("n", "n"),
+    ("mechanism", "mechanism"),
+    ("formulation", "formulation"),
+    ("status", "status"),
+    ("variables", "variables"),
+    ("constraints", "constraints"),
+    ("nonzeros", "nonzeros"),
+    ("rounds", "rounds"),
+    ("seconds", "seconds"),
+    ("peak MiB", "peak_mib"),
+    ("worst-case loss", "loss_max"),
+    ("95% loss", "loss_quantile"),
+    ("audited eps", "epsilon_audit"),
+    ("vs full", "vs_full"),
+)
+
+
+@dataclass
+class BenchRow:
+    """One build of the benchmark (``None`` where the build produced no value)."""
+
+    n: int
+    mechanism: str
+    formulation: str
+    status: str = "ok"
+    variables: int | None = None
+    constraints: int | None = None
+    nonzeros: int | None = None
+    rounds: int | None = None
+    seconds: float | None = None
+    lp_seconds: float | None = None
+    peak_mib: float | None = None
+    baseline_mib: float | None = None
+    loss_max: float | None = None
+    loss_quantile: float | None = None
+    epsilon_audit: float | None = None
+    vs_full: str = ""
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_mechanism(token: str, neighbours: int) -> tuple[str, str, dict[str, Any], tuple[str, ...]]:
+    """``NAME[@R]`` -> (label, family, options, formulations); the error lists the names."""
+    name, _, r = token.strip().partition("@")
+    if name not in MECHANISMS:
+        raise ValidationError(
+            f"mechanism must be one of {', '.join(MECHANISMS)} (optionally NAME@R), got {token!r}"
+        )
+    family, options, forms = MECHANISMS[name]
+    options = dict(options)
+    if family == "constopt":
+        value: object = (int(r) if r.isdigit() else r) if r else neighbours
+        options["neighbours"] = check_int(value, f"r of {token!r}", minimum=1)
+        label = f"{name} r={options['neighbours']}"
+    elif r:
+        raise ValidationError(f"only constopt takes @R (neighbours), got {token!r}")
+    else:
+        label = name
+    return label, family, options, forms
+
+
+def sizes_for(sizes: Sequence[int] | Mapping[str, Sequence[int]], token: str) -> list[int]:
+    """The sizes of one mechanism token (see :func:`run_bench`'s ``sizes``)."""
+    if isinstance(sizes, Mapping):
+        raw = sizes.get(token, sizes.get(token.partition("@")[0], sizes.get("*", ())))
+    else:
+        raw = sizes
+    return [check_int(n, "size", minimum=2) for n in raw]
+
+
+def planned_builds(sizes: Sequence[int] | Mapping[str, Sequence[int]], mechanisms: Sequence[str],
+                   formulations: Sequence[str], neighbours: int = 10) -> int:
+    """How many builds :func:`run_bench` will start at most (for a progress bar)."""
+    total = 0
+    for tok in mechanisms:
+        forms = parse_mechanism(tok, neighbours)[3]
+        total += len(sizes_for(sizes, tok)) * (1 if forms == ("default",) else len(formulations))
+    return total
+
+
+def bench_space(n: int, data: str = "glove", seed: int = 0) -> MetricSpace:
+    """The benchmark's space: a GloVe vocabulary sampled as the paper does, or Gaussian.
+
+    ``glove``: :func:`metricdp.data.glove.glove_space` (the real GloVe 6B 50-d vectors,
+    issue 15's setting); ``gaussian``: n standard normal points in 50 dimensions
+    (needs no optional package).
+    """
+    n = check_int(n, "n", minimum=2)
+    if data == "glove":
+        from .data.glove import glove_space
+
+        return glove_space(n, seed=seed)
+    if data == "gaussian":
+        x = np.random.default_rng(seed).standard_normal((n, 50))
+        return MetricSpace.from_points(x)
+    raise ValidationError(f"data must be 'glove' or 'gaussian', got {data!r}")
+
+
+# --------------------------------------------------------------------------- child side
+def _rss_mib() -> float:
+    """Peak resident memory of this process so far, in MiB.
+
+    On Linux the high-water mark ``VmHWM`` of /proc/self/status: it belongs to the
+    process image, so it starts afresh at ``exec``, whereas ``ru_maxrss`` survives
+    ``fork``+``exec`` and would report the (larger) parent's memory for a small child.
+    Elsewhere ``ru_maxrss`` (KiB on Linux, bytes on macOS).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    scale = 1.0 if sys.platform == "darwin" else 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def _build(space: MetricSpace, family: str, options: Mapping[str, Any], formulation: str, epsilon: float,
+           time_limit: float | None) -> Any:
+    from .mechanisms import lp
+
+    kwargs = dict(options)
+    if formulation != "default":
+        kwargs["formulation"] = formulation
+    builder = getattr(lp, family)  # only the family asked for: the others may be absent
+    return builder(space, epsilon, time_limit=time_limit, **kwargs)
+
+
+def _child_main(workdir: str) -> None:
+    """Entry point of the child process: read the job, build once, write the result.
+
+    The job (the pickled space and the build's arguments) and the result (JSON) are
+    files in ``workdir``; the child is a fresh interpreter started by
+    :func:`_run_child`, so nothing of the parent's memory counts towards its peak.
+    """
+    import json
+    import pickle
+    from pathlib import Path
+
+    from .loss import quantile_loss, worst_case_loss
+
+    work = Path(workdir)
+    with (work / "space.pickle").open("rb") as fh:
+        space = pickle.load(fh)  # our own file, written by the parent a moment ago
+    job = json.loads((work / "job.json").read_text(encoding="utf-8"))
+    out: dict[str, Any] = {"baseline_mib": _rss_mib()}
+    try:
+        t0 = time.perf_counter()
+        mech = _build(space, job["family"], job["options"], job["formulation"], job["epsilon"],
+                      job["time_limit"])
+        out["seconds"] = time.perf_counter() - t0
+        lp = dict(mech.info.get("lp") or {})
+        out.update(
+            status="ok",
+            variables=lp.get("variables"),
+            constraints=lp.get("constraints"),
+            nonzeros=lp.get("nonzeros"),
+            rounds=lp.get("rounds"),
+            lp_seconds=lp.get("solve_seconds"),
+            loss_max=worst_case_loss(mech.matrix, mech.distances),
+            loss_quantile=quantile_loss(mech.matrix, mech.distances, 0.95),
+            epsilon_audit=float(mech.info.get("epsilon_audit", mech.audit().epsilon)),
+        )
+    except SolverError as ex:
+        timed_out = ex.status in ("limit", 1) or "time limit" in str(ex).lower()
+        out.update(status="time-out" if timed_out else "solver-error", message=" ".join(str(ex).split()))
+    except Exception as ex:  # reported in the table, never hidden
+        out.update(status="error", message=f"{type(ex).__name__}: {' '.join(str(ex).split())}",
+                   traceback=traceback.format_exc(limit=5))
+    out["peak_mib"] = _rss_mib()
+    (work / "result.json").write_text(json.dumps(out, default=str), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- parent side
+_CHILD_CODE = "import sys; from metricdp.bench import _child_main; _child_main(sys.argv[1])"
+
+
+def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formulation: str, epsilon: float,
+               time_limit: float | None, grace: float) -> dict[str, Any]:
+    """Run one build in a fresh interpreter (``python -c``), killed after the limit."""
+    import json
+    import pickle
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="metricdp-bench-") as tmp:
+        work = Path(tmp)
+        with (work / "space.pickle").open("wb") as fh:
+            pickle.dump(space, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        job = {"family": family, "options": options, "formulation": formulation, "epsilon": epsilon,
+               "time_limit": time_limit}
+        (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+        wait = None if time_limit is None else time_limit + grace
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD_CODE, tmp], capture_output=True, text=True,
+                                  timeout=wait, check=False)
+        except subprocess.TimeoutExpired:  # run() has killed the child
+            elapsed = time.perf_counter() - t0
+            msg = f"killed after {elapsed:.0f} s (limit {time_limit:g} s + grace)"
+            return {"status": "time-out", "message": msg}
+        result_file = work / "result.json"
+        if not result_file.is_file():
+            tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr else []
+            msg = f"child process exited with code {proc.returncode} and no result"
+            msg += "".join(f": {t}" for t in tail)
+            return {"status": "error", "message": msg}
+        return dict(json.loads(result_file.read_text(encoding="utf-8")))
+
+
+def run_bench(
+    sizes: Sequence[int] | Mapping[str, Sequence[int]],
+    mechanisms: Sequence[str] = ("optimal", "constopt", "spanner"),
+    formulations: Sequence[str] = FORMULATIONS,
+    *,
+    neighbours: int = 10,
+    epsilon: float = 1.0,
+    data: str = "glove",
+    seed: int = 0,
+    time_limit: float | None = 600.0,
+    grace: float | None = None,
+    full_max_n: int | None = None,
+    space_factory: Callable[[int], MetricSpace] | None = None,
+    on_start: Callable[[int, str, str], None] | None = None,
+    on_row: Callable[[BenchRow], None] | None = None,
+) -> list[BenchRow]:
+    """Run the benchmark; one :class:`BenchRow` per (n, mechanism, formulation).
+
+    Parameters
+    ----------
+    sizes : list of int, or mapping mechanism token -> list of int
+        The sizes n; a mapping gives each mechanism its own sizes (tokens as in
+        ``mechanisms``; a token missing from the mapping uses the ``"*"`` entry).
+    mechanisms : list of str
+        ``NAME[@R]`` tokens (see the module docstring).
+    formulations : list of str
+        Subset of ``fast``, ``full``; SpannerMech has only ``default``.
+    neighbours : int
+        ConstOPTMech's r unless a token says ``@R``.
+    epsilon : float
+        Nominal eps of every build.
+    data, seed : str, int
+        The space (see :func:`bench_space`), the same for every build of a size.
+    time_limit : float or None
+        Seconds per build (passed to HiGHS per LP; the child is killed after
+        ``time_limit + grace``).
+    grace : float, optional
+        Extra seconds before the kill (default ``max(30, time_limit)``: builders that
+        solve several LPs, each under the limit, still get stopped).
+    full_max_n : int, optional
+        Run the reference formulation only up to this n (larger: reported as skipped),
+        so that one run can cover sizes where the full LP cannot finish.
+    space_factory : callable, optional
+        ``n -> MetricSpace`` replacing :func:`bench_space`.
+    on_start, on_row : callable, optional
+        Progress hooks: ``on_start(n, mechanism, formulation)`` before a build and
+        ``on_row(row)`` after it.
+    """
+    epsilon = check_epsilon(epsilon)
+    if time_limit is not None:
+        time_limit = check_epsilon(time_limit, "time_limit")
+    grace = max(30.0, time_limit or 0.0) if grace is None else float(grace)
+    bad = [f for f in formulations if f not in FORMULATIONS]
+    if bad or not formulations:
+        raise ValidationError(
+            f"formulations must be among {', '.join(FORMULATIONS)}, got {list(formulations)!r}"
+        )
+    plans = [(tok, *parse_mechanism(tok, neighbours)) for tok in mechanisms]
+    if not plans:
+        raise ValidationError("no mechanism to benchmark")
+
+    def sizes_of(token: str) -> list[int]:
+        return sizes_for(sizes, token)
+
+    all_sizes = sorted({n for tok, *_ in plans for n in sizes_of(tok)})
+    if not all_sizes:
+        raise ValidationError("no size to benchmark")
+    factory = space_factory or (lambda n: bench_space(n, data, seed))
+    stopped: dict[tuple[str, str], int] = {}
+    rows: list[BenchRow] = []
+    for n in all_sizes:
+        space: MetricSpace | None = None
+        for tok, label, family, options, forms in plans:
+            if n not in sizes_of(tok):
+                continue
+            use = [f for f in forms if f in formulations] if forms != ("default",) else ["default"]
+            for form in use:
+                row = BenchRow(n, label, form)
+                if (label, form) in stopped:
+                    row.status = "skipped"
+                    row.message = f"series timed out at n = {stopped[label, form]}"
+                elif form == "full" and full_max_n is not None and n > full_max_n:
+                    row.status = "skipped"
+                    row.message = f"full formulation run only up to n = {full_max_n}"
+                else:
+                    if space is None:
+                        space = factory(n)
+                    if on_start is not None:
+                        on_start(n, label, form)
+                    res = _run_child(space, family, options, form, epsilon, time_limit, grace)
+                    for key, value in res.items():
+                        if hasattr(row, key) and key not in ("n", "mechanism", "formulation"):
+                            setattr(row, key, value)
+                    if "traceback" in res:
+                        row.extra["traceback"] = res["traceback"]
+                    if row.status == "time-out":
+                        stopped[label, form] = n
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+    _compare(rows)
+    return rows
+
+
+def _compare(rows: list[BenchRow]) -> None:
+    """Fill ``vs_full`` of fast rows: speed-up and relative worst-case loss difference."""
+    full = {(r.n, r.mechanism): r for r in rows if r.formulation == "full"}
+    for r in rows:
+        ref = full.get((r.n, r.mechanism))
+        if r.formulation != "fast" or ref is None:
+            continue
+        if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds:
+            rel = (r.loss_max - ref.loss_max) / ref.loss_max if ref.loss_max else 0.0
+            r.vs_full = f"{ref.seconds / r.seconds:.1f}x faster, loss {rel:+.1e}"
+        elif r.status == "ok" and ref.status in ("time-out", "skipped"):
+            r.vs_full = "full timed out"
+
+
+# --------------------------------------------------------------------------- reporting
+def machine_info() -> dict[str, str]:
+    """What the numbers were measured on: CPU, cores, memory, OS and library versions."""
+    import highspy
+    import scipy
+
+    from . import __version__
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            kib = next(int(ln.split()[1]) for ln in fh if ln.startswith("MemTotal"))
+            mem = f"{kib / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        hv = f"{highspy.Highs().version()}"
+    except Exception:  # older highspy: no version(); the package version is enough
+        from importlib.metadata import version
+
+        hv = version("highspy")
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+        "memory": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "highs": hv,
+        "metricdp": __version__,
+    }
+
+
+def _cell(row: BenchRow, key: str) -> str:
+    value = getattr(row, key)
+    if value is None:
+        return "-"
+    if key in ("seconds", "peak_mib"):
+        return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+    if key in ("loss_max", "loss_quantile"):
+        return f"{value:.6g}"
+    if key == "epsilon_audit":
+        return "inf" if math.isinf(value) else f"{value:.6g}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table_rows(rows: Sequence[BenchRow]) -> list[list[str]]:
+    """Every row as the strings of :data:`COLUMNS`."""
+    return [[_cell(r, key) for _, key in COLUMNS] for r in rows]
+
+
+def markdown_table(rows: Sequence[BenchRow]) -> str:
+    """The table alone (markdown), followed by one note per row that has a message."""
+    text_cols = ("mechanism", "formulation", "status", "vs_full")
+    lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |"]
+    lines.append("|" + "|".join("---" if k in text_cols else "---:" for _, k in COLUMNS) + "|")
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    notes = [r for r in rows if r.message]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- n = {r.n}, {r.mechanism}, {r.formulation}: {r.status}: {r.message}" for r in notes]
+    return "\n".join(lines)
+
+
+def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machine: Mapping[str, str]) -> str:
+    """The markdown for ``benchmarks/RESULTS.md``: machine, settings, table, failures."""
+    lines = ["# `metricdp bench lp`", ""]
+    lines.append("Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items() if v))
+    lines.append("")
+    lines.append("Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
+    lines.append("")
+    lines.append(markdown_table(rows))
+    lines += [
+        "",
+        "Columns: LP statistics of the build's largest/last LP as the builder reports them in "
+        "`info['lp']`; seconds = wall time of the whole build (LPs, repair and the independent audit); "
+        "peak MiB = the build process's peak resident memory (interpreter and libraries included); "
+        "losses of the returned mechanism; audited eps = the exact audit the builder re-ran; "
+        "vs full = speed-up of the fast formulation over the full one and the relative difference of "
+        "their worst-case losses.",
+        "",
+    ]
+    return "\n".join(lines)

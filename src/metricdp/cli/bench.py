@@ -1,0 +1,151 @@
+"""``metricdp bench lp``: the LP benchmark of issue 15 (see :mod:`metricdp.bench`)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ValidationError
+from ._common import check_output, err_console, handle_errors
+
+__all__ = ["parse_sizes", "register"]
+
+#: ``--quick``: the CI smoke size.
+QUICK_SIZES, QUICK_MECHANISMS, QUICK_TIME_LIMIT = "20", "optimal,constopt,spanner", 60.0
+DEFAULT_SIZES, DEFAULT_MECHANISMS, DEFAULT_TIME_LIMIT = "50,100,200", "optimal,constopt,spanner", 600.0
+
+
+def _split(text: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValidationError(f"{what} must be a comma-separated list, got {text!r}")
+    return items
+
+
+def parse_sizes(values: list[str]) -> list[int] | dict[str, list[int]]:
+    """``["50,100"]`` -> [50, 100]; ``["optimal=50,100", "constopt=400"]`` -> per mechanism.
+
+    Entries without ``NAME=`` apply to every mechanism not named elsewhere.
+    """
+    per: dict[str, list[int]] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        key, text = (name.strip(), rest) if sep else ("*", value)
+        try:
+            per[key] = [int(t) for t in _split(text, "--sizes")]
+        except ValueError:
+            raise ValidationError(f"--sizes takes integers (optionally NAME=50,100), got {value!r}") from None
+    return per["*"] if list(per) == ["*"] else per
+
+
+@contextlib.contextmanager
+def _bar(total: int) -> Iterator[Any]:
+    """A rich progress bar on stderr (nothing when stderr is not a terminal)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        yield bar
+
+
+SizesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--sizes", help="Sizes n (default 50,100,200); repeat as NAME=50,100 per mechanism."),
+]
+MechOpt = Annotated[
+    str | None,
+    typer.Option("--mechanisms", help="optimal, constopt, constopt-normalised, spanner; NAME@R sets r."),
+]
+FormOpt = Annotated[str, typer.Option("--formulations", help="fast, full or both (SpannerMech has one).")]
+DataOpt = Annotated[str, typer.Option("--data", help="glove (real GloVe 50-d vectors) or gaussian.")]
+LimitOpt = Annotated[float | None, typer.Option("--time-limit", help="Seconds per build (600; quick 60).")]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Smoke run: n=20, optimal/constopt/spanner.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Write the markdown report here.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` sub-app with its ``lp`` command to ``app``."""
+    bench_app = typer.Typer(
+        name="bench", help="Benchmarks (not tests): LP formulations side by side.", no_args_is_help=True
+    )
+
+    @bench_app.command("lp")
+    @handle_errors
+    def lp(
+        sizes: SizesOpt = None,
+        mechanisms: MechOpt = None,
+        formulations: FormOpt = "fast,full",
+        neighbours: Annotated[int, typer.Option("--neighbours", "-r", min=1, help="ConstOPTMech's r.")] = 10,
+        epsilon: Annotated[float, typer.Option("--epsilon", help="Nominal eps of every build.")] = 1.0,
+        data: DataOpt = "glove",
+        seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the vocabulary sample.")] = 0,
+        time_limit: LimitOpt = None,
+        full_max_n: Annotated[
+            int | None, typer.Option("--full-max-n", min=2, help="Run the full formulation only up to n.")
+        ] = None,
+        quick: QuickOpt = False,
+        out: OutOpt = None,
+        csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
+    ) -> None:
+        """Build each LP mechanism with the fast and the reference formulation: one table.
+
+        Every build runs in a fresh process (peak memory per build) under a time limit;
+        a series stops at its first time-out. The table goes to stdout (markdown).
+        """
+        from .. import bench
+        from ..io import atomic_write
+
+        for path, opt in ((out, "--out"), (csv_out, "--csv")):
+            if path is not None:
+                check_output(path, opt)
+        size_arg = parse_sizes(sizes or [QUICK_SIZES if quick else DEFAULT_SIZES])
+        mech_list = _split(mechanisms or (QUICK_MECHANISMS if quick else DEFAULT_MECHANISMS), "--mechanisms")
+        form_list = _split(formulations, "--formulations")
+        limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else DEFAULT_TIME_LIMIT)
+        if limit <= 0:
+            raise ValidationError(f"--time-limit must be > 0, got {limit}")
+        total = bench.planned_builds(size_arg, mech_list, form_list, neighbours)  # validates the tokens
+        with _bar(total) as bar:
+            task = bar.add_task("benchmark", total=total) if bar is not None else None
+
+            def on_start(n: int, mech: str, form: str) -> None:
+                if bar is not None:
+                    bar.update(task, description=f"n={n} {mech} {form}")
+
+            def on_row(row: bench.BenchRow) -> None:
+                if bar is not None:
+                    bar.advance(task)
+
+            rows = bench.run_bench(
+                size_arg, mech_list, form_list, neighbours=neighbours, epsilon=epsilon, data=data, seed=seed,
+                time_limit=limit, full_max_n=full_max_n, on_start=on_start, on_row=on_row,
+            )
+        typer.echo(bench.markdown_table(rows))
+        if out is not None:
+            settings = {
+                "data": data, "seed": seed, "epsilon": epsilon, "r": neighbours, "time limit (s)": limit,
+                "full formulation up to n": full_max_n or "all",
+                "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
+            }
+            with atomic_write(out, "w") as fh:
+                fh.write(bench.markdown_report(rows, settings, bench.machine_info()))
+            err_console.print(f"wrote {out}", markup=False, highlight=False)
+        if csv_out is not None:
+            fields = [f for f in bench.BenchRow.__dataclass_fields__ if f != "extra"]
+            with atomic_write(csv_out, "w") as fh:
+                writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+                writer.writeheader()
+                for r in rows:
+                    writer.writerow(r.as_dict())
+
+    app.add_typer(bench_app, name="bench")

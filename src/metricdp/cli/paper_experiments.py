@@ -1,0 +1,169 @@
+"""``metricdp experiment utility|scalability|ablation``: Imola et al.'s experiments.
+
+Each command writes PNG plots, a CSV of the numbers and a markdown summary into
+``--out DIR``, shows a progress bar on stderr and prints the summary. ``--quick`` is a
+smoke run (tiny sizes, few eps) used by CI; the full mode reproduces the paper's sizes
+and resumes an interrupted run from the ``*.jsonl`` cache in DIR (``--restart`` to start
+over). The library side is :mod:`metricdp.experiments`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ValidationError
+from ._common import err_console, handle_errors
+
+__all__ = ["register"]
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", file_okay=False, help="Output directory (created).")]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Smoke run (tiny sizes, few eps), < 2 minutes.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of the data samples (and Madlib's noise).")]
+LimitOpt = Annotated[float | None, typer.Option("--time-limit", help="Seconds per LP (1800; quick 60).")]
+RtolOpt = Annotated[float | None, typer.Option("--rtol", help="Relative tolerance on eps_tight.")]
+UMechOpt = Annotated[
+    str | None, typer.Option("--mechanisms", help="Subset of madlib,exponential,constopt,spanner,optimal.")
+]
+PointsOpt = Annotated[int | None, typer.Option("--points", min=1, help="Nominal eps per mechanism.")]
+RangeOpt = Annotated[str | None, typer.Option("--eps-range", help="LO,HI of eps_tight (default: automatic).")]
+FitsOpt = Annotated[str | None, typer.Option("--fits", help="ConstOPTMech fits: normalised,paper.")]
+TargetOpt = Annotated[
+    float | None, typer.Option("--eps-tight", help="Target eps_tight for all data (default text 1, geo 0.3).")
+]
+SMechOpt = Annotated[
+    str | None, typer.Option("--mechanisms", help="Series: constopt@5,constopt@10,spanner,optimal.")
+]
+FitOpt = Annotated[str | None, typer.Option("--fit", help="ConstOPTMech fit: paper (default) or normalised.")]
+NOpt = Annotated[int | None, typer.Option("--n", min=3, help="Size of the space (default 200).")]
+TargetsOpt = Annotated[str | None, typer.Option("--eps-tight", help="Target eps_tight values (default 1,2).")]
+DatasetOpt = Annotated[str | None, typer.Option("--dataset", help="text (default), geo or gaussian.")]
+RestartOpt = Annotated[bool, typer.Option("--restart", help="Ignore the cache of a previous run in --out.")]
+SizesOpt = Annotated[str | None, typer.Option("--sizes", help="Comma-separated sizes n.")]
+DatasetsOpt = Annotated[str | None, typer.Option("--datasets", help="Comma-separated: text, geo, gaussian.")]
+
+
+def _list(text: str | None, what: str, cast: Callable[[str], Any] = str) -> tuple[Any, ...] | None:
+    if text is None:
+        return None
+    try:
+        items = tuple(cast(t.strip()) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValidationError(f"{what} must be a comma-separated list, got {text!r}") from None
+    if not items:
+        raise ValidationError(f"{what} must not be empty, got {text!r}")
+    return items
+
+
+def _config(base: Any, **changes: Any) -> Any:
+    return dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None})
+
+
+@contextlib.contextmanager
+def _progress(name: str) -> Iterator[Callable[[int, int, str], None]]:
+    """``progress(done, total, text)`` driving a rich bar on stderr (silent off a terminal)."""
+    if not err_console.is_terminal:
+        yield lambda _d, _t, _s: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(name, total=None)
+        yield lambda done, total, text: bar.update(task, completed=done, total=total, description=text)
+
+
+def _finish(result: Any) -> None:
+    typer.echo(result.summary)
+    for path in result.files:
+        err_console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def register(experiment_app: typer.Typer) -> None:
+    """Add ``utility``, ``scalability`` and ``ablation`` to the ``experiment`` sub-app."""
+
+    @experiment_app.command("utility")
+    @handle_errors
+    def utility(
+        out: OutOpt,
+        quick: QuickOpt = False,
+        seed: SeedOpt = 0,
+        datasets: DatasetsOpt = None,
+        sizes: SizesOpt = None,
+        mechanisms: UMechOpt = None,
+        points: PointsOpt = None,
+        eps_range: RangeOpt = None,
+        fits: FitsOpt = None,
+        time_limit: LimitOpt = None,
+        restart: RestartOpt = False,
+    ) -> None:
+        """Figures 1/3: L_q (q=0.95) versus eps_tight (delta=0.001) for every mechanism."""
+        from ..experiments import utility as ex
+
+        rng = _list(eps_range, "--eps-range", float)
+        if rng is not None and len(rng) != 2:
+            raise ValidationError(f"--eps-range must be LO,HI, got {eps_range!r}")
+        cfg = _config(
+            ex.QUICK if quick else ex.FULL, seed=seed, datasets=_list(datasets, "--datasets"),
+            sizes=_list(sizes, "--sizes", int), mechanisms=_list(mechanisms, "--mechanisms"), points=points,
+            eps_range=rng, constopt_fits=_list(fits, "--fits"), time_limit=time_limit,
+        )
+        with _progress("utility") as progress:
+            result = ex.run_utility(out, cfg, progress=progress, resume=not restart)
+        _finish(result)
+
+    @experiment_app.command("scalability")
+    @handle_errors
+    def scalability(
+        out: OutOpt,
+        quick: QuickOpt = False,
+        seed: SeedOpt = 0,
+        datasets: DatasetsOpt = None,
+        sizes: SizesOpt = None,
+        eps_tight: TargetOpt = None,
+        mechanisms: SMechOpt = None,
+        fit: FitOpt = None,
+        rtol: RtolOpt = None,
+        time_limit: LimitOpt = None,
+        restart: RestartOpt = False,
+    ) -> None:
+        """Tables 2/4, Figures 2/4: time and LP non-zeros versus n at fixed eps_tight."""
+        from ..experiments import scalability as ex
+
+        cfg = _config(
+            ex.QUICK if quick else ex.FULL, seed=seed, datasets=_list(datasets, "--datasets"),
+            sizes=_list(sizes, "--sizes", int), eps_tight=eps_tight,
+            mechanisms=_list(mechanisms, "--mechanisms"), fit=fit, rtol=rtol, time_limit=time_limit,
+        )
+        with _progress("scalability") as progress:
+            result = ex.run_scalability(out, cfg, progress=progress, resume=not restart)
+        _finish(result)
+
+    @experiment_app.command("ablation")
+    @handle_errors
+    def ablation(
+        out: OutOpt,
+        quick: QuickOpt = False,
+        seed: SeedOpt = 0,
+        n: NOpt = None,
+        eps_tight: TargetsOpt = None,
+        dataset: DatasetOpt = None,
+        rtol: RtolOpt = None,
+        time_limit: LimitOpt = None,
+        restart: RestartOpt = False,
+    ) -> None:
+        """Table 3: ConstOPTMech's r (lambda=50) and lambda (r=5) at fixed eps_tight."""
+        from ..experiments import ablation as ex
+
+        cfg = _config(
+            ex.QUICK if quick else ex.FULL, seed=seed, n=n, targets=_list(eps_tight, "--eps-tight", float),
+            dataset=dataset, rtol=rtol, time_limit=time_limit,
+        )
+        with _progress("ablation") as progress:
+            result = ex.run_ablation(out, cfg, progress=progress, resume=not restart)
+        _finish(result)

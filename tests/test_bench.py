@@ -1,0 +1,91 @@
+"""The LP benchmark harness (each build in a fresh child interpreter)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metricdp import ValidationError
+from metricdp.bench import (
+    COLUMNS,
+    BenchRow,
+    markdown_report,
+    markdown_table,
+    parse_mechanism,
+    planned_builds,
+    run_bench,
+)
+
+
+def test_parse_mechanism() -> None:
+    assert parse_mechanism("optimal", 10)[:2] == ("optimal", "optimal")
+    label, family, options, forms = parse_mechanism("constopt@5", 10)
+    assert (label, family, options["neighbours"], options["fit"], forms) == (
+        "constopt r=5", "constopt", 5, "paper", ("fast", "full"))
+    assert parse_mechanism("constopt-normalised", 7)[2] == {"fit": "normalised", "neighbours": 7}
+    assert parse_mechanism("spanner", 10)[3] == ("default",)
+    for bad, match in (("simplex", "one of"), ("spanner@3", "only constopt"), ("constopt@x", "integer"),
+                       ("constopt@0", ">= 1")):
+        with pytest.raises(ValidationError, match=match):
+            parse_mechanism(bad, 10)
+    sizes = {"optimal": [10, 20], "*": [5]}
+    assert planned_builds(sizes, ["optimal", "spanner", "constopt@3"], ["fast", "full"]) == 2 * 2 + 1 + 1 * 2
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValidationError, match="formulations"):
+        run_bench([10], ["optimal"], ["fastest"], data="gaussian")
+    with pytest.raises(ValidationError, match="epsilon"):
+        run_bench([10], ["optimal"], epsilon=0.0, data="gaussian")
+    with pytest.raises(ValidationError, match="data"):
+        run_bench([10], ["optimal"], data="fasttext")
+
+
+def test_optimal_fast_full_and_spanner_rows() -> None:
+    every = run_bench({"optimal": [12, 14], "spanner": [12]}, ["optimal", "spanner"], ["fast", "full"],
+                      data="gaussian", time_limit=120, full_max_n=12)
+    assert [(r.n, r.mechanism, r.formulation, r.status) for r in every[3:]] == [
+        (14, "optimal", "fast", "ok"), (14, "optimal", "full", "skipped")]
+    assert every[4].message == "full formulation run only up to n = 12"
+    rows = every[:3]
+    assert [(r.n, r.mechanism, r.formulation) for r in rows] == [
+        (12, "optimal", "fast"), (12, "optimal", "full"), (12, "spanner", "default")]
+    for r in rows:
+        assert r.status == "ok", r.message
+        for _, key in COLUMNS:
+            if key not in ("rounds", "vs_full"):
+                assert getattr(r, key) is not None, key
+        assert r.variables > 0 and r.constraints > 0 and r.nonzeros > 0
+        assert r.epsilon_audit <= 1.0 * (1 + 1e-9)
+        assert 0 < r.loss_quantile <= r.loss_max
+        # peak memory is the child's own: at least what it held before the build
+        assert r.peak_mib >= r.baseline_mib > 10
+    fast, full = rows[0], rows[1]
+    assert fast.loss_max == pytest.approx(full.loss_max, rel=1e-6)
+    assert "faster" in fast.vs_full and full.vs_full == ""
+    # the full LP has every privacy row: n^2 (n-1) of them plus the n row sums and n loss rows
+    assert full.constraints >= 12 * 12 * 11
+    table = markdown_table(rows)
+    assert table.splitlines()[0] == "| " + " | ".join(h for h, _ in COLUMNS) + " |"
+    report = markdown_report(rows, {"epsilon": 1.0}, {"cpu": "test-cpu", "cores": "2"})
+    assert "cpu test-cpu" in report and "epsilon = 1.0" in report
+
+
+def test_time_out_stops_the_series() -> None:
+    """A time limit HiGHS cannot meet is a time-out row; the next size is skipped, not run."""
+    ballast = np.ones(40_000_000)  # 305 MiB in the parent: the child must not report it
+    rows = run_bench([40, 60], ["optimal"], ["full"], data="gaussian", time_limit=1e-3, grace=60)
+    assert ballast[-1] == 1.0
+    assert [r.status for r in rows] == ["time-out", "skipped"]
+    assert rows[1].message == "series timed out at n = 40"
+    assert rows[0].loss_max is None
+    # the child's own peak (ru_maxrss would carry the parent's 300+ MiB over fork + exec)
+    assert 10 < rows[0].peak_mib < 250
+
+
+def test_child_killed_after_limit_and_grace() -> None:
+    """A child still running after limit + grace is killed: a time-out row, no crash."""
+    rows = run_bench([30], ["optimal"], ["full"], data="gaussian", time_limit=1e-3, grace=0.0)
+    assert len(rows) == 1 and isinstance(rows[0], BenchRow)
+    assert rows[0].status == "time-out" and rows[0].message.startswith("killed after")
+    assert rows[0].peak_mib is None  # the child never reported
