@@ -83,7 +83,7 @@ def test_privatize_labels():
 
 @pytest.mark.parametrize(
     ("inputs", "pattern"),
-    [([0, 6], "input index 6 is outside 0..5"), ([-1], "input index -1"), ([0.5], "integer indices")],
+    [([0, 6], "index 6 is outside 0..5"), ([-1], "index -1 is outside"), ([0.5], "integer indices")],
 )
 def test_bad_inputs(inputs, pattern):
     with pytest.raises(ValidationError, match=pattern):

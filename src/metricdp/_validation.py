@@ -214,3 +214,16 @@ def check_probability_vector(p: ArrayLike, n: int, name: str = "prior", atol: fl
     if abs(v.sum() - 1.0) > atol:
         raise ValidationError(f"{name} sums to {float(v.sum())!r}, not 1")
     return v
+
+
+def check_indices(inputs: ArrayLike, n: int, name: str = "inputs") -> NDArray[np.intp]:
+    """A 1-d array of integer indices in 0..n-1 (a scalar becomes a 1-element array)."""
+    idx = np.atleast_1d(np.asarray(inputs))
+    if idx.ndim != 1:
+        raise ValidationError(f"{name} must be an index or a 1-d array of indices, got shape {idx.shape}")
+    if not np.issubdtype(idx.dtype, np.integer):
+        raise ValidationError(f"{name} must be integer indices, got dtype {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx[(idx < 0) | (idx >= n)][0])
+        raise ValidationError(f"{name}: index {bad} is outside 0..{n - 1}")
+    return idx.astype(np.intp)

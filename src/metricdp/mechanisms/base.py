@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource, check_rng
-from .._validation import check_epsilon, check_quantile, check_stochastic
+from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
 from ..audit import AuditResult, audit, epsilon_tight
 from ..errors import PrivacyViolationError, ValidationError
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
@@ -141,16 +141,8 @@ class Mechanism:
         seed is reproducible (right for experiments, wrong for releases). Estimated
         mechanisms sample from their true sampler, never from the estimate.
         """
-        idx = np.asarray(inputs)
-        scalar = idx.ndim == 0
-        idx = np.atleast_1d(idx)
-        if idx.ndim != 1:
-            raise ValidationError(f"inputs must be an index or a 1-d array of indices, got shape {idx.shape}")
-        if not np.issubdtype(idx.dtype, np.integer):
-            raise ValidationError(f"inputs must be integer indices, got dtype {idx.dtype}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n):
-            bad = int(idx[(idx < 0) | (idx >= self.n)][0])
-            raise ValidationError(f"input index {bad} is outside 0..{self.n - 1}")
+        scalar = np.ndim(inputs) == 0
+        idx = check_indices(inputs, self.n)
         source = check_rng(rng)
         if not self.exact:
             if self.name not in _SAMPLERS:

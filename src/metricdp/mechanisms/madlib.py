@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource, check_rng, standard_normal, uniform_open
-from .._validation import check_epsilon, check_int
+from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from ._montecarlo import estimate_matrix
@@ -56,16 +56,6 @@ def _check_space(space: object) -> MetricSpace:
             f"madlib is eps-mDP for the Euclidean metric only; the space's metric is {space.metric!r}"
         )
     return space
-
-
-def _inputs(inputs: ArrayLike, n: int) -> NDArray[np.intp]:
-    idx = np.atleast_1d(np.asarray(inputs))
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise ValidationError(f"inputs must be integer indices, got dtype {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx[(idx < 0) | (idx >= n)][0])
-        raise ValidationError(f"input index {bad} is outside 0..{n - 1}")
-    return idx.astype(np.intp)
 
 
 def madlib_noise(dim: int, epsilon: float, size: int, rng: object = None) -> NDArray[np.float64]:
@@ -123,7 +113,7 @@ def madlib_sample(space: MetricSpace, inputs: ArrayLike, epsilon: float, rng: ob
     """
     space = _check_space(space)
     epsilon = check_epsilon(epsilon)
-    idx = _inputs(inputs, space.n)
+    idx = check_indices(inputs, space.n)
     source = check_rng(rng)
     pts = np.asarray(space.points)
     noisy = pts[idx] + madlib_noise(pts.shape[1], epsilon, len(idx), source)

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
 from .._random import RandomSource, check_rng
-from .._validation import check_epsilon, check_int
+from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from ._montecarlo import estimate_matrix
@@ -67,16 +67,6 @@ def _base(base: ArrayLike | None, n: int) -> NDArray[np.float64]:
     if w.sum() <= 0:
         raise ValidationError("base weights are all zero")
     return w / w.sum()
-
-
-def _inputs(inputs: ArrayLike, n: int) -> NDArray[np.intp]:
-    idx = np.atleast_1d(np.asarray(inputs))
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise ValidationError(f"inputs must be integer indices, got dtype {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx[(idx < 0) | (idx >= n)][0])
-        raise ValidationError(f"input index {bad} is outside 0..{n - 1}")
-    return idx.astype(np.intp)
 
 
 def subsampled_exponential_sample(
@@ -119,7 +109,7 @@ def subsampled_exponential_sample(
     epsilon = check_epsilon(epsilon)
     m = check_int(candidates, "candidates", minimum=1)
     mu = _base(base, space.n)
-    idx = _inputs(inputs, space.n)
+    idx = check_indices(inputs, space.n)
     source = check_rng(rng)
     return _sample(np.asarray(space.distances), idx, epsilon, m, mu, source)
 
