@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -14,7 +15,7 @@ from metricdp.errors import ValidationError
 from metricdp.mechanisms.exponential import exponential
 from metricdp.mechanisms.lp import constopt, optimal, spanner
 from metricdp.spaces import MetricSpace
-from tests.helpers import assert_private, random_space
+from tests.helpers import assert_private, brute_force_epsilon, random_space
 
 
 def naive_lp(d, eps, *, prior=None, loss=None, allowed=None):
@@ -219,3 +220,16 @@ def test_bad_space_and_epsilon():
         optimal(np.eye(2), 1.0)
     with pytest.raises(ValidationError, match="epsilon"):
         optimal(random_space(0, 3), 0.0)
+
+
+def test_repair_failure_retries_with_larger_eta():
+    # eta = 1e-15 leaves the repair less room than float rounding: its spread check must
+    # fail and the builder re-solve at 10x eta until a proven matrix comes out.
+    core = importlib.import_module("metricdp.mechanisms.lp.optimal")
+    s = random_space(8, 6)
+    allowed = ~np.eye(6, dtype=bool)
+    solved = core.solve_and_repair(
+        s, 1.0, 1.0, allowed, s.distances, None, formulation="fast", time_limit=None, what="t", eta=1e-15
+    )
+    assert solved.eta > 1e-15
+    assert brute_force_epsilon(solved.matrix, s.distances) <= 1.0 * (1 + 1e-12)

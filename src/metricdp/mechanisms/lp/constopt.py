@@ -400,28 +400,61 @@ def _infeasible(r: SolveResult) -> bool:
     return r.status == 2 or (r.status == 4 and "infeasible" in r.highs_status.lower())
 
 
+def _full_parametric(cone: _Cone, t: float, time_limit: float | None = None) -> SolveResult:
+    r"""The plain LP :math:`F(t) = \min s` s.t. :math:`a(x) - t\, b(x) \le s`, :math:`\sum_u b_u(x) = n`.
+
+    Every row (22) written out, variables ``(Y, M_free, s)``. :math:`F(t) > 0` iff no
+    member of the family has worst-case loss at most t (``docs/proofs/constopt.md`` §5).
+    Unlike the pure feasibility LP (:func:`_feasibility_lp`), it is always feasible:
+    HiGHS proves an optimum far more readily than it proves infeasibility far from the
+    optimum (measured: over 120 s against 2 s at n = 100).
+    """
+    a, b, rows = _full_rows(cone)
+    n, nv = cone.n, cone.n + cone.nfree
+    ones = sp.csr_matrix(np.ones((n, 1)))
+    A = sp.vstack(
+        [
+            sp.hstack([a - t * b, -ones]),
+            sp.hstack([sp.csr_matrix(b.sum(axis=0)), sp.csr_matrix((1, 1))]),
+            sp.hstack([rows, sp.csr_matrix((rows.shape[0], 1))]),
+        ],
+        format="csr",
+    )
+    k = rows.shape[0]
+    lo = np.concatenate([np.full(n, -np.inf), [float(n)], np.full(k, -np.inf)])
+    hi = np.concatenate([np.zeros(n), [float(n)], np.zeros(k)])
+    c = np.zeros(nv + 1)
+    c[-1] = 1.0
+    return solve_lp(c, A, lo, hi, np.concatenate([np.zeros(nv), [-np.inf]]), np.inf, time_limit=time_limit)
+
+
 def _full_bisection(
     cone: _Cone, x0: NDArray[np.float64], clock: _Clock, stats: _Stats, rtol: float
 ) -> tuple[NDArray[np.float64], dict[str, Any]]:
-    """Plain bisection on t with cold-started feasibility LPs (the reference normalised fit)."""
+    """Plain bisection on t, one cold-started plain LP per step (the reference normalised fit).
+
+    Each step solves :func:`_full_parametric` at the middle of the bracket: a positive
+    optimum raises the lower end, otherwise its solution (value at most the middle)
+    lowers the upper end.
+    """
     best_x, best_t = x0, float(_ratios(cone, x0).max())
     lo, hi, status, its = 0.0, best_t, "certified", 0
     while hi - lo > rtol * hi:
         mid = (lo + hi) / 2
-        r = _feasibility_lp(cone, mid, clock.left())
+        r = _full_parametric(cone, mid, clock.left())
         stats.record(r)
         its += 1
-        if r.status == 0:
-            x = _polish(cone, _m_to_x(cone, r.x))
-            t = float(_ratios(cone, x).max())
-            if t < best_t:
-                best_x, best_t = x, t
-            hi = min(mid, t)
-        elif _infeasible(r):
-            lo = mid
-        else:
+        if r.status != 0:
             status = STATUS_NAMES.get(r.status, "numerical/other")
             break
+        if r.objective > 0:
+            lo = mid
+            continue
+        x = _polish(cone, _m_to_x(cone, r.x))
+        t = float(_ratios(cone, x).max())
+        if t < best_t:
+            best_x, best_t = x, t
+        hi = min(mid, t)
     info = {
         "t": best_t,
         "lower_bound": lo if status == "certified" else None,
@@ -569,7 +602,7 @@ class _FastModel:
         gain = np.minimum(rc[n:], 0.0) * np.where(np.isfinite(self.width), self.width, 0.0)
         rho = rc[:n] + np.bincount(cone.fw, weights=gain, minlength=n)
         absent = np.flatnonzero(~self.present & (rho < -1e-7 * max(1.0, abs(objective))))
-        batch = max(20, n // 10)
+        batch = max(20, n // 40)
         return absent[np.argsort(rho[absent], kind="stable")[:batch]]
 
     def point(self, col_value: ArrayLike) -> NDArray[np.float64]:

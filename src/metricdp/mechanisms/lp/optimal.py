@@ -41,8 +41,9 @@ LP_OPTIONS: Mapping[str, Any] = {
 
 #: Options set after the first solve of constraint generation: Devex pricing in the dual
 #: simplex instead of exact steepest edge, whose weights HiGHS recomputes from scratch after
-#: every batch of added rows (measured, 100-point GloVe space, eps = 0.5: 33 s with Devex,
-#: 80 s with Dantzig pricing, over 1 s per round spent on the weights with the default).
+#: every batch of added rows (over 1 s per round at n = 60). Devex and Dantzig pricing
+#: measured on GloVe spaces (2 loaded cores): n = 100, eps = 0.5: 44 s vs 59 s;
+#: n = 200, eps = 1: 263 s vs 201 s; SpannerMech n = 100: 27 s vs 23 s.
 WARM_OPTIONS: Mapping[str, Any] = {"simplex_dual_edge_weight_strategy": 1}
 
 #: A privacy row not yet in the model is added when violated by more than this (absolute,
@@ -168,19 +169,26 @@ def _privacy_rows(u: NDArray, v: NDArray, w: NDArray, factor: NDArray, model: _M
 
 
 def _violated(
-    p: NDArray[np.float64], factor: NDArray[np.float64], allowed: NDArray[np.bool_], in_model: NDArray[np.bool_]
-) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    """All triples (u, v, w) with (u, v) allowed, not in the model and violated (blocked)."""
+    p: NDArray[np.float64],
+    factor: NDArray[np.float64],
+    pu: NDArray[np.intp],
+    pv: NDArray[np.intp],
+    in_model: NDArray[np.bool_],
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(pair index, w) of every violated row of the allowed ordered pairs (pu, pv) not yet in
+    the model, scanned in blocks of pairs (vectorised; only allowed pairs are touched)."""
     n = p.shape[0]
-    block = max(1, _BLOCK // (n * n))
-    found: list[tuple[NDArray, NDArray, NDArray]] = []
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        viol = p[start:stop, None, :] - factor[start:stop, :, None] * p[None, :, :]  # (b, v, w)
-        bad = (viol > VIOLATION_TOL) & allowed[start:stop, :, None] & ~in_model[start:stop]
-        uu, vv, ww = np.nonzero(bad)
-        found.append((uu + start, vv, ww))
-    return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))  # type: ignore[return-value]
+    block = max(1, _BLOCK // n)
+    found_k: list[NDArray[np.intp]] = []
+    found_w: list[NDArray[np.intp]] = []
+    for start in range(0, len(pu), block):
+        stop = min(start + block, len(pu))
+        u, v = pu[start:stop], pv[start:stop]
+        viol = p[u] - factor[u, v][:, None] * p[v]  # (pairs, w)
+        kk, ww = np.nonzero((viol > VIOLATION_TOL) & ~in_model[start:stop])
+        found_k.append(kk + start)
+        found_w.append(ww)
+    return np.concatenate(found_k), np.concatenate(found_w)
 
 
 @dataclass
@@ -256,20 +264,20 @@ def _solve_fast(
     require_optimal(result, what)
     for key, value in WARM_OPTIONS.items():
         h.setOptionValue(key, value)
-    in_model = np.zeros((n, n, n), dtype=bool)
-    diag = np.arange(n)
-    in_model[diag, :, diag] = True  # rows (w, v, w): bounds after the substitution
+    pu, pv = np.nonzero(allowed)
+    in_model = np.zeros((len(pu), n), dtype=bool)  # (allowed pair, w)
+    in_model[np.arange(len(pu)), pu] = True  # rows (w, v, w): bounds after the substitution
     rounds, rows, seconds = 1, 0, result.seconds
     while True:
         p = model.matrix(result.x)  # type: ignore[arg-type]
-        u, v, w = _violated(p, factor, allowed, in_model)
-        if len(u) == 0:
+        k, w = _violated(p, factor, pu, pv, in_model)
+        if len(k) == 0:
             return p, result, rounds, rows, seconds
-        in_model[u, v, w] = True
-        add_rows(h, _privacy_rows(u, v, w, factor, model), -np.inf, 0.0)
+        in_model[k, w] = True
+        add_rows(h, _privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
         result = resolve(h, time_limit=_remaining(deadline, what, result))
         require_optimal(result, what)
-        rounds, rows, seconds = rounds + 1, rows + len(u), seconds + result.seconds
+        rounds, rows, seconds = rounds + 1, rows + len(k), seconds + result.seconds
 
 
 def solve_raw(
@@ -320,9 +328,10 @@ def solve_and_repair(
     for OPTMech, ``epsilon / stretch`` for SpannerMech). When the repair's spread check
     fails, :math:`\eta` is multiplied by 10 (up to 0.1) and the LP solved again; the
     repair never returns a matrix it has not proven :math:`\varepsilon`-mDP.
-    ``time_limit`` applies to each LP solve sequence.
+    ``time_limit`` covers all solves together.
     """
     eta = choose_eta(epsilon, space.d_min) if eta is None else eta
+    deadline = None if time_limit is None else time.perf_counter() + _positive(time_limit, "time_limit")
     while True:
         p, result, rounds, rows, seconds = solve_raw(
             space,
@@ -332,7 +341,7 @@ def solve_and_repair(
             loss,
             prior,
             formulation=formulation,
-            time_limit=time_limit,
+            time_limit=_remaining(deadline, what),
             what=what,
             graph_distances=graph_distances,
         )
@@ -447,7 +456,10 @@ def optimal(
     formulation : {"fast", "full"}
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         (default) substitutes the rows (w, u, w) into bounds and adds the others by
-        constraint generation (same optimum: see ``_solve_fast``).
+        constraint generation (same optimum: see ``_solve_fast``). Measured on GloVe
+        vocabularies at eps = 1 (2 cores): n = 50 in 0.15 s against 52 s for ``full``;
+        n = 100 in 3 s; n = 200 in 200-260 s. Smaller eps needs more rows and rounds
+        (n = 100, eps = 0.5: 45-60 s).
 
     Returns
     -------
