@@ -398,6 +398,14 @@ DATASETS = ("text", "geo", "gaussian")
 ProgressHook = Callable[[int, int, str], None]
 
 
+def check_datasets(datasets: Sequence[str]) -> None:
+    """A non-empty list of names from :data:`DATASETS` (the error lists the allowed ones)."""
+    bad = [d for d in datasets if d not in DATASETS]
+    if bad or not datasets:
+        allowed = ", ".join(DATASETS)
+        raise ValidationError(f"datasets must be among {allowed}, got {list(datasets)!r}")
+
+
 def dataset_space(name: str, n: int, *, seed: int = 0) -> MetricSpace:
     """The ``n``-point space of a dataset (see :data:`DATASETS`)."""
     n = check_int(n, "n", minimum=2)

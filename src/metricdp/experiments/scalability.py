@@ -65,10 +65,7 @@ class ScalabilityConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        bad = [d for d in self.datasets if d not in tu.DATASETS]
-        if bad or not self.datasets:
-            allowed = ", ".join(tu.DATASETS)
-            raise ValidationError(f"datasets must be among {allowed}, got {list(self.datasets)!r}")
+        tu.check_datasets(self.datasets)
         if not self.sizes:
             raise ValidationError("sizes must not be empty")
         for n in self.sizes:

@@ -71,10 +71,7 @@ class UtilityConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        bad = [d for d in self.datasets if d not in tu.DATASETS]
-        if bad or not self.datasets:
-            allowed = ", ".join(tu.DATASETS)
-            raise ValidationError(f"datasets must be among {allowed}, got {list(self.datasets)!r}")
+        tu.check_datasets(self.datasets)
         for n in self.sizes:
             check_int(n, "size", minimum=3)
         bad = [m for m in self.mechanisms if m not in tu.FAMILIES]
