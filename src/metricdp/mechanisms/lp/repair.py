@@ -151,7 +151,7 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
     >>> p = np.array([[1.0, 0.0], [0.5, 0.5]])  # exact zero: not private at any eps
     >>> h = repair(p, d, 1.0, eta=0.5)
     >>> bool((h > 0).all()), bool(np.allclose(h.sum(axis=1), 1))
-    True True
+    (True, True)
     """
     p = np.array(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
