@@ -241,9 +241,11 @@ def spanner(
     matrix = solved.matrix
     calibration: dict[str, Any] | None = None
     if calibrate:
-        cache: dict[float, Any] = {}
+        cache: dict[float, Any] = {level: solved}
 
         def build(lam: float) -> NDArray[np.float64]:
+            if lam in cache:  # the proven level, already solved
+                return cache[lam].matrix
             p, result, rounds, rows, seconds = solve_raw(
                 space,
                 lam,
