@@ -221,6 +221,22 @@ def test_two_points_equal_the_exponential_mechanism(fit: str) -> None:
     assert_private(mech)
 
 
+def test_without_the_exponential_candidate_the_paper_fit_is_returned() -> None:
+    # seed 1, eps 0.5, lambda 250: the paper fit loses to EM (measured 1.52 vs 1.68), so the
+    # default returns EM; without the EM candidate the paper point itself comes back, private.
+    space = MetricSpace.from_points(np.random.default_rng(1).normal(size=(8, 2)))
+    kwargs = dict(neighbours=2, fit="paper", lambdas=(250.0,))
+    default = constopt(space, 0.5, **kwargs)
+    pure = constopt(space, 0.5, exponential_candidate=False, **kwargs)
+    assert default.info["winner"] == "exponential"
+    assert pure.info["winner"] == "paper" and pure.params["exponential_candidate"] is False
+    assert pure.worst_case_loss() > default.worst_case_loss()
+    assert pure.worst_case_loss() == pytest.approx(pure.info["losses"]["paper"]["250.0"], rel=1e-4)
+    assert_private(pure)
+    with pytest.raises(ValidationError, match="exponential_candidate"):
+        constopt(space, 0.5, exponential_candidate="no")  # type: ignore[arg-type]
+
+
 def test_lp_counts_match_the_paper_on_a_line() -> None:
     # positions 0, 1, 3, 7, 15 (gaps double): the nearest neighbour of k >= 1 is k - 1, of 0
     # is 1. With r = 1: I(0) = {1}, I(1) = {0, 2}, I(2) = {3}, I(3) = {4}, I(4) = {}.

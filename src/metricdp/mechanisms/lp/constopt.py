@@ -826,6 +826,7 @@ def _fit(
     quantile: float | None,
     formulation: str,
     clock: _Clock,
+    with_em: bool = True,
 ) -> _Fit:
     """Every candidate of one fit at inner level ``inner`` (guarantee ``2 inner``), repaired.
 
@@ -835,7 +836,7 @@ def _fit(
     eta, retries = _eta(2.0 * inner, space.d_min), 2
     while True:
         try:
-            return _fit_at(space, inner, eta, free, fit, lambdas, quantile, formulation, clock)
+            return _fit_at(space, inner, eta, free, fit, lambdas, quantile, formulation, clock, with_em)
         except _SpreadError:
             if retries == 0 or eta >= 0.5:
                 raise
@@ -856,6 +857,7 @@ def _fit_at(
     quantile: float | None,
     formulation: str,
     clock: _Clock,
+    with_em: bool,
 ) -> _Fit:
     d = space.distances
     guarantee = 2.0 * inner
@@ -898,7 +900,9 @@ def _fit_at(
             status=STATUS_NAMES.get(stats.status, "numerical/other"),
         )
     scores = [c.score(d, quantile) for c in candidates]
-    order = np.argsort(scores, kind="stable")
+    # without the EM candidate, the best LP candidate is returned whatever its loss
+    first = 0 if with_em else 1
+    order = np.argsort(scores[first:], kind="stable") + first
     best = candidates[int(order[0])]
     em_score = scores[0]
     matrix, winner, score = candidates[0].matrix, "exponential", em_score
@@ -910,7 +914,7 @@ def _fit_at(
                 raise
             raise _SpreadError(str(exc)) from exc
         rep_score = _score(element_losses(repaired, d), quantile)
-        if rep_score <= em_score:
+        if rep_score <= em_score or not with_em:
             matrix, winner, score = repaired, best.name, rep_score
     info: dict[str, Any] = {
         # every LP optimal and, for the normalised fit, the optimum certified
@@ -990,6 +994,7 @@ def constopt(
     calibrate: bool = False,
     time_limit: float | None = None,
     formulation: str = "fast",
+    exponential_candidate: bool = True,
 ) -> Mechanism:
     r"""ConstOPTMech (Imola et al., UAI 2022, Algorithm 1): an LP mechanism of small size.
 
@@ -1057,6 +1062,11 @@ def constopt(
         over output columns, and Dinkelbach-type iterations for the normalised fit
         (:class:`_FastModel`). Both reach optima of the same LPs; the paper fit's losses
         agree up to ties between optimal vertices.
+    exponential_candidate : bool
+        ``True`` (default): the exponential mechanism at eps is a candidate, so the
+        result is never worse than it. ``False``: the best LP candidate of the fit is
+        returned even where the exponential mechanism would beat it (to measure the fit
+        itself, as the paper's ablation does); privacy is unchanged.
 
     Returns
     -------
@@ -1116,6 +1126,8 @@ def constopt(
     q = None if quantile is None else check_quantile(quantile)
     if not isinstance(calibrate, bool | np.bool_):
         raise ValidationError(f"calibrate must be True or False, got {calibrate!r}")
+    if not isinstance(exponential_candidate, bool | np.bool_):
+        raise ValidationError(f"exponential_candidate must be True or False, got {exponential_candidate!r}")
     clock = _Clock(time_limit)
     free = _free_mask(space, replacement, neighbours)
     if epsilon * space.diameter > 700:
@@ -1125,7 +1137,7 @@ def constopt(
         )
 
     def run(inner: float) -> _Fit:
-        return _fit(space, inner, free, fit, lams, q, formulation, clock)
+        return _fit(space, inner, free, fit, lams, q, formulation, clock, bool(exponential_candidate))
 
     result = run(epsilon / 2)
     info = result.info
@@ -1140,6 +1152,7 @@ def constopt(
         "quantile": q,
         "formulation": formulation,
         "calibrate": bool(calibrate),
+        "exponential_candidate": bool(exponential_candidate),
     }
     return certify(result.matrix, space, epsilon, "constopt", params, info)
 
