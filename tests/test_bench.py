@@ -83,6 +83,16 @@ def test_time_out_stops_the_series() -> None:
     assert 10 < rows[0].peak_mib < 250
 
 
+def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
+    """The reference gets its own limit: it times out and stops its series; fast does not."""
+    rows = run_bench([40, 60], ["optimal"], ["fast", "full"], data="gaussian", time_limit=120,
+                     full_time_limit=1e-3, grace=60)
+    assert [(r.n, r.formulation, r.status) for r in rows] == [
+        (40, "fast", "ok"), (40, "full", "time-out"), (60, "fast", "ok"), (60, "full", "skipped")]
+    with pytest.raises(ValidationError, match="full_time_limit"):
+        run_bench([10], ["optimal"], data="gaussian", full_time_limit=-1.0)
+
+
 def test_child_killed_after_limit_and_grace() -> None:
     """A child still running after limit + grace is killed: a time-out row, no crash."""
     rows = run_bench([30], ["optimal"], ["full"], data="gaussian", time_limit=1e-3, grace=0.0)

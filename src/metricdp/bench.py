@@ -303,6 +303,7 @@ def run_bench(
     time_limit: float | None = 600.0,
     grace: float | None = None,
     full_max_n: int | None = None,
+    full_time_limit: float | None = None,
     space_factory: Callable[[int], MetricSpace] | None = None,
     on_start: Callable[[int, str, str], None] | None = None,
     on_row: Callable[[BenchRow], None] | None = None,
@@ -333,6 +334,9 @@ def run_bench(
     full_max_n : int, optional
         Run the reference formulation only up to this n (larger: reported as skipped),
         so that one run can cover sizes where the full LP cannot finish.
+    full_time_limit : float, optional
+        Seconds per build of the reference formulation (default ``time_limit``): the
+        reference is needed only where it finishes, and its time-out stops its series.
     space_factory : callable, optional
         ``n -> MetricSpace`` replacing :func:`bench_space`.
     on_start, on_row : callable, optional
@@ -342,7 +346,10 @@ def run_bench(
     epsilon = check_epsilon(epsilon)
     if time_limit is not None:
         time_limit = check_epsilon(time_limit, "time_limit")
-    grace = max(30.0, time_limit or 0.0) if grace is None else float(grace)
+    full_limit = time_limit if full_time_limit is None else check_epsilon(full_time_limit, "full_time_limit")
+    grace_of = {
+        limit: max(30.0, limit or 0.0) if grace is None else float(grace) for limit in (time_limit, full_limit)
+    }
     bad = [f for f in formulations if f not in FORMULATIONS]
     if bad or not formulations:
         raise ValidationError(
@@ -380,7 +387,8 @@ def run_bench(
                         space = factory(n)
                     if on_start is not None:
                         on_start(n, label, form)
-                    res = _run_child(space, family, options, form, epsilon, time_limit, grace)
+                    limit = full_limit if form == "full" else time_limit
+                    res = _run_child(space, family, options, form, epsilon, limit, grace_of[limit])
                     for key, value in res.items():
                         if hasattr(row, key) and key not in ("n", "mechanism", "formulation"):
                             setattr(row, key, value)

@@ -93,6 +93,10 @@ def register(app: typer.Typer) -> None:
         full_max_n: Annotated[
             int | None, typer.Option("--full-max-n", min=2, help="Run the full formulation only up to n.")
         ] = None,
+        full_time_limit: Annotated[
+            float | None,
+            typer.Option("--full-time-limit", help="Seconds per build of the full formulation (--time-limit)."),
+        ] = None,
         quick: QuickOpt = False,
         out: OutOpt = None,
         csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
@@ -114,6 +118,8 @@ def register(app: typer.Typer) -> None:
         limit = time_limit if time_limit is not None else (QUICK_TIME_LIMIT if quick else DEFAULT_TIME_LIMIT)
         if limit <= 0:
             raise ValidationError(f"--time-limit must be > 0, got {limit}")
+        if full_time_limit is not None and not full_time_limit > 0:
+            raise ValidationError(f"--full-time-limit must be > 0, got {full_time_limit}")
         total = bench.planned_builds(size_arg, mech_list, form_list, neighbours)  # validates the tokens
         with _bar(total) as bar:
             task = bar.add_task("benchmark", total=total) if bar is not None else None
@@ -128,12 +134,14 @@ def register(app: typer.Typer) -> None:
 
             rows = bench.run_bench(
                 size_arg, mech_list, form_list, neighbours=neighbours, epsilon=epsilon, data=data, seed=seed,
-                time_limit=limit, full_max_n=full_max_n, on_start=on_start, on_row=on_row,
+                time_limit=limit, full_max_n=full_max_n, full_time_limit=full_time_limit,
+                on_start=on_start, on_row=on_row,
             )
         typer.echo(bench.markdown_table(rows))
         if out is not None:
             settings = {
                 "data": data, "seed": seed, "epsilon": epsilon, "r": neighbours, "time limit (s)": limit,
+                "full formulation time limit (s)": full_time_limit or limit,
                 "full formulation up to n": full_max_n or "all",
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
             }
