@@ -10,11 +10,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spaces import MetricSpace
 
 __all__ = [
     "check_delta",
@@ -23,6 +27,7 @@ __all__ = [
     "check_metric",
     "check_probability_vector",
     "check_quantile",
+    "check_space",
     "check_stochastic",
     "check_triangle_inequality",
 ]
@@ -63,6 +68,15 @@ def check_quantile(q: object, name: str = "quantile") -> float:
     if not (0.0 < value <= 1.0):
         raise ValidationError(f"{name} must be in (0, 1], got {q!r}")
     return value
+
+
+def check_space(space: object, name: str = "space") -> MetricSpace:
+    """A :class:`~metricdp.spaces.MetricSpace` (the builders' first argument)."""
+    from .spaces import MetricSpace
+
+    if not isinstance(space, MetricSpace):
+        raise ValidationError(f"{name} must be a MetricSpace, got {type(space).__name__}")
+    return space
 
 
 def check_int(value: object, name: str, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -286,3 +286,10 @@ def test_file_round_trip(tmp_path):
     back = Mechanism.load(tmp_path / "g.npz")
     np.testing.assert_array_equal(back.matrix, m.matrix)
     assert dict(back.params) == dict(m.params)
+
+
+@pytest.mark.parametrize(("alpha", "mass", "match"), [(0.5, 0.0, "mass"), (0.5, -1.0, "mass"), (0.0, 1e-9, "alpha")])
+def test_truncation_radius_rejects_bad_arguments(alpha: float, mass: float, match: str) -> None:
+    # mass <= 0 can never be met by the (positive) tail bound: an error, not an endless loop
+    with pytest.raises(ValidationError, match=match):
+        lattice_truncation_radius(alpha, mass=mass)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_space
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from .base import Mechanism, certify
@@ -127,6 +127,7 @@ def exponential_matrix(
 def _build(
     space: MetricSpace, epsilon: float, weights: NDArray[np.float64] | None, calibrate: bool, name: str
 ) -> Mechanism:
+    space = check_space(space)
     d = space.distances
     params: dict[str, object] = {"calibrated": bool(calibrate)}
     if weights is not None:
@@ -215,5 +216,5 @@ def weighted_exponential(
         Bad ``epsilon``, or ``weights`` of the wrong length, not finite or not positive.
     """
     epsilon = check_epsilon(epsilon)
-    y = _check_weights(weights, space.n)
+    y = _check_weights(weights, check_space(space).n)
     return _build(space, epsilon, y, calibrate, "weighted-exponential")

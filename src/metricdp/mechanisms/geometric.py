@@ -79,7 +79,7 @@ from numpy.typing import NDArray
 from scipy.ndimage import distance_transform_edt
 from scipy.sparse import csr_matrix
 
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_space
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from .base import Mechanism, certify
@@ -132,6 +132,8 @@ def lattice_truncation_radius(alpha: float, minimum: int = 0, mass: float = MASS
     The bound is strictly decreasing in T (its log has derivative
     ``-alpha + (1-r)/(1 + T(1-r)) < 0`` since ``1 - r < alpha``), so bisection finds it.
     """
+    alpha = check_epsilon(alpha, "alpha")
+    mass = check_epsilon(mass, "mass")  # mass <= 0 would never be reached: the loop below would not end
     lo = max(0, int(minimum))
     if lattice_tail_bound(alpha, lo) <= mass:
         return lo
@@ -361,6 +363,7 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
     ('lattice', 65, True)
     """
     epsilon = check_epsilon(epsilon)
+    space = check_space(space)
     if form not in ("auto", "lattice", "row-normalised"):
         raise ValidationError(f"form must be 'auto', 'lattice' or 'row-normalised', got {form!r}")
     params: dict[str, Any] = {}

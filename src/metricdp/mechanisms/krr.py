@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_space
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from .base import Mechanism, certify
@@ -90,7 +90,7 @@ def krr(space: MetricSpace, epsilon: float | None = None, *, ldp_epsilon: float 
             "krr takes exactly one of epsilon (the mDP guarantee) and ldp_epsilon (the LDP parameter a), "
             f"got epsilon={epsilon!r} and ldp_epsilon={ldp_epsilon!r}"
         )
-    d_min = space.d_min
+    d_min = check_space(space).d_min
     if epsilon is not None:
         eps = check_epsilon(epsilon)
         a = eps * d_min

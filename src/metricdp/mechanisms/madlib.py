@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource, check_rng, standard_normal, uniform_open
-from .._validation import check_epsilon, check_indices, check_int
+from .._validation import check_epsilon, check_indices, check_int, check_space
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from ._montecarlo import estimate_matrix
@@ -44,8 +44,7 @@ _KD_MAX_DIM = 8  # a k-d tree beats brute force only in low dimension
 
 
 def _check_space(space: object) -> MetricSpace:
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
+    space = check_space(space)
     if space.points is None:
         raise ValidationError(
             "madlib needs the embedding vectors: the space has no points (built from distances?); "

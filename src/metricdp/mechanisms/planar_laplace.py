@@ -46,7 +46,7 @@ from scipy.spatial import cKDTree
 from scipy.special import lambertw
 
 from .._random import check_rng, uniform_open
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_space
 from ..errors import MetricDPError, PrivacyViolationError, ValidationError
 from ..spaces import EARTH_RADIUS_KM, MetricSpace
 from .base import Mechanism, certify
@@ -513,8 +513,7 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     >>> m.name, m.exact, bool(abs(m.matrix.sum(axis=1) - 1).max() < 1e-12)
     ('planar-laplace', True, True)
     """
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
+    space = check_space(space)
     pts = space.points
     if space.cell is None or pts is None or space.metric != "euclidean" or pts.shape[1] != 2:
         raise ValidationError(

@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
 from .._random import RandomSource, check_rng
-from .._validation import check_epsilon, check_indices, check_int
+from .._validation import check_epsilon, check_indices, check_int, check_space
 from ..errors import ValidationError
 from ..spaces import MetricSpace
 from ._montecarlo import estimate_matrix
@@ -47,11 +47,6 @@ __all__ = ["subsampled_exponential", "subsampled_exponential_exact", "subsampled
 MAX_MULTISETS = 2_000_000
 _ENUM_BLOCK = 1 << 22  # elements of the (multisets, n, n) temporaries
 
-
-def _check_space(space: object) -> MetricSpace:
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
-    return space
 
 
 def _base(base: ArrayLike | None, n: int) -> NDArray[np.float64]:
@@ -105,7 +100,7 @@ def subsampled_exponential_sample(
     >>> subsampled_exponential_sample(space, [0, 2], 1.0, 3, rng=0).shape
     (2,)
     """
-    space = _check_space(space)
+    space = check_space(space)
     epsilon = check_epsilon(epsilon)
     m = check_int(candidates, "candidates", minimum=1)
     mu = _base(base, space.n)
@@ -166,7 +161,7 @@ def subsampled_exponential_exact(
     ValidationError
         When there are more than ``MAX_MULTISETS`` multisets, C(n + m - 1, m).
     """
-    space = _check_space(space)
+    space = check_space(space)
     epsilon = check_epsilon(epsilon)
     m = check_int(candidates, "candidates", minimum=1)
     n = space.n
@@ -238,7 +233,7 @@ def subsampled_exponential(
         :mod:`._montecarlo`; ``sample`` uses the true sampler. For small n and m,
         :func:`subsampled_exponential_exact` gives the exact matrix.
     """
-    space = _check_space(space)
+    space = check_space(space)
     epsilon = check_epsilon(epsilon)
     m = check_int(candidates, "candidates", minimum=1)
     samples = check_int(samples, "samples", minimum=2)
