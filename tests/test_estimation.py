@@ -106,7 +106,7 @@ def test_ibu_accepts_a_mechanism() -> None:
         ([1.0, 2.0, 3.0], M2, r"counts must have shape \(2,\)"),
         ([1.0, 1.0], [[1.0, 0.0], [1.0, 0.0]], "output 1 was reported but the mechanism never releases it"),
         ([1.0, 1.0], [[0.5, 0.6], [0.5, 0.5]], "row 0 of matrix sums to"),
-        ([1.0, 1.0], [[1.5, -0.5], [0.5, 0.5]], r"matrix must be finite and >= 0; entry \(0, 1\) is -0.5"),
+        ([1.0, 1.0], [[1.5, -0.5], [0.5, 0.5]], r"matrix has a negative probability at \(0, 1\): -0.5"),
     ],
 )
 def test_ibu_bad_input_names_the_culprit(counts, matrix, match: str) -> None:

@@ -191,14 +191,19 @@ def check_triangle_inequality(
                 )
 
 
-def check_stochastic(matrix: ArrayLike, name: str = "matrix", atol: float = 1e-9) -> NDArray[np.float64]:
-    """A square, finite, non-negative matrix whose rows sum to 1 within ``atol``."""
+def check_stochastic(
+    matrix: ArrayLike, name: str = "matrix", atol: float = 1e-9, *, square: bool = True
+) -> NDArray[np.float64]:
+    """A finite, non-negative matrix whose rows sum to 1 within ``atol``; square unless
+    ``square=False`` (a channel from n inputs to m outputs, non-empty)."""
     m = np.asarray(matrix)
     if m.dtype == object or not np.issubdtype(m.dtype, np.number):
         raise ValidationError(f"{name} must be a numeric matrix, got dtype {m.dtype}")
     m = m.astype(np.float64, copy=False)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+    if square and (m.ndim != 2 or m.shape[0] != m.shape[1]):
         raise ValidationError(f"{name} must be a square matrix, got shape {m.shape}")
+    if not square and (m.ndim != 2 or 0 in m.shape):
+        raise ValidationError(f"{name} must be a non-empty 2-d matrix, got shape {m.shape}")
     bad = np.argwhere(~np.isfinite(m))
     if bad.size:
         i, j = bad[0]

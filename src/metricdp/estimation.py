@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
-from ._validation import check_int, check_probability_vector
+from ._validation import check_int, check_probability_vector, check_stochastic
 from .errors import MetricDPError, SolverError, ValidationError
 from .loss import element_losses
 from .mechanisms.base import Mechanism
@@ -76,22 +76,7 @@ _MASS_ATOL = 1e-9
 # --------------------------------------------------------------------------- inputs
 def _channel(matrix: Mechanism | ArrayLike, name: str = "matrix") -> NDArray[np.float64]:
     """The (n_in, n_out) channel matrix of a Mechanism or an array; rows must sum to 1."""
-    m = np.asarray(matrix.matrix if isinstance(matrix, Mechanism) else matrix)
-    if m.dtype == object or not np.issubdtype(m.dtype, np.number):
-        raise ValidationError(f"{name} must be a numeric matrix, got dtype {m.dtype}")
-    m = m.astype(np.float64, copy=False)
-    if m.ndim != 2 or 0 in m.shape:
-        raise ValidationError(f"{name} must be a non-empty 2-d matrix, got shape {m.shape}")
-    bad = np.argwhere(~np.isfinite(m) | (m < 0))
-    if bad.size:
-        i, j = bad[0]
-        raise ValidationError(f"{name} must be finite and >= 0; entry ({i}, {j}) is {float(m[i, j])!r}")
-    sums = m.sum(axis=1)
-    off = np.flatnonzero(np.abs(sums - 1.0) > _MASS_ATOL)
-    if off.size:
-        i = int(off[0])
-        raise ValidationError(f"row {i} of {name} sums to {float(sums[i])!r}, not 1")
-    return m
+    return check_stochastic(matrix.matrix if isinstance(matrix, Mechanism) else matrix, name, _MASS_ATOL, square=False)
 
 
 def _counts(counts: ArrayLike, n_out: int, name: str = "counts") -> NDArray[np.float64]:
