@@ -10,20 +10,14 @@ from typer.testing import CliRunner
 
 from metricdp.bench import COLUMNS
 from metricdp.cli.bench import parse_sizes, register
+from tests.cli_helpers import make_app
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """Test app."""
-
-    register(app)
-    return app
+    return make_app(register)
 
 
 def _table(stdout: str) -> list[dict[str, str]]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from metricdp import (
     MetricSpace,
@@ -19,11 +18,9 @@ from metricdp import (
     load_mechanism,
     read_points,
 )
-from metricdp.cli import app
 from metricdp.cli import build as build_cli
 from metricdp.cli.example import example_text
-
-runner = CliRunner()
+from tests.cli_helpers import assert_one_line_error, run
 
 POINTS = "label,x,y\na,0,0\nb,1,0\nc,0,2\nd,3,3\n"
 
@@ -35,20 +32,8 @@ def points(tmp_path: Path) -> Path:
     return p
 
 
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
-def assert_one_line_error(result, *fragments: str, code: int = 2) -> None:
-    """Non-zero exit, exactly one 'error: ...' line on stderr, no traceback, nothing on stdout."""
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 # ----------------------------------------------------------------------------- success

@@ -13,20 +13,14 @@ from typer.testing import CliRunner
 from metricdp.cli.data import register, weights_path
 from metricdp.data import geo_space, glove_space
 from metricdp.io import read_points
+from tests.cli_helpers import make_app
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """Test root."""
-
-    register(app)
-    return app
+    return make_app(register)
 
 
 def _weights(path) -> tuple[list[str], list[float]]:

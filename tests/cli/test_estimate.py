@@ -8,28 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from metricdp import MetricSpace
-from metricdp.cli import app
 from metricdp.estimation import emd, ibu, matrix_inversion
 from metricdp.mechanisms.krr import krr
+from tests.cli_helpers import assert_one_line_error, run
 
-runner = CliRunner()
 LABELS = ["a", "b", "c", "d"]
 
 
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.fixture

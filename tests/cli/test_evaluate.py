@@ -9,32 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from metricdp import MetricSpace, load_mechanism
 from metricdp.audit import audit_epsilon, epsilon_tight
-from metricdp.cli import app
 from metricdp.cli.evaluate import evaluate_mechanism
 from metricdp.loss import expected_loss, quantile_loss, uniform_losses, worst_case_loss
 from metricdp.mechanisms.base import Mechanism, certify
+from tests.cli_helpers import assert_one_line_error, run
 
-runner = CliRunner()
 HAS_BOUNDS = importlib.util.find_spec("metricdp.bounds") is not None
 
 
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def _space(n: int = 7, seed: int = 1) -> MetricSpace:

@@ -6,17 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from metricdp import read_points
-from metricdp.cli import app
 from metricdp.cli.example import EXAMPLES, example_text
-
-runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.cli_helpers import run
 
 
 def test_list():

@@ -8,29 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from typer.testing import CliRunner
 
 from metricdp import MetricSpace, load_mechanism
-from metricdp.cli import app
 from metricdp.mechanisms.base import certify
+from tests.cli_helpers import assert_one_line_error, run
 
-runner = CliRunner()
 LABELS = ["Paris", "Lyon", "Lille", "Nice"]
 
 
-def run(*args: object):
-    return runner.invoke(app, [str(a) for a in args])
 
 
-def assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    assert result.stdout == ""
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture

@@ -11,19 +11,11 @@ from typer.testing import CliRunner
 from metricdp import ValidationError
 from metricdp.cli.paper_experiments import register
 from metricdp.experiments import ablation
+from tests.cli_helpers import make_app
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """Test app."""
-
-    experiment = typer.Typer()
-    register(experiment)
-    app.add_typer(experiment, name="experiment")
-    return app
+    return make_app(register, "experiment")
 
 
 def test_quick_end_to_end(tmp_path) -> None:

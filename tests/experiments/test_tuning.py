@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from metricdp import Mechanism, MetricSpace, ValidationError, epsilon_tight
+from metricdp.errors import SolverError
 from metricdp.experiments import _tuning as tu
 from metricdp.mechanisms.exponential import exponential
 from tests.helpers import random_space
@@ -45,6 +46,32 @@ def test_tune_budget_exhausted_returns_closest(space: MetricSpace) -> None:
     assert not res.converged and res.evaluations == 2
     errs = [abs(f - 1.0) for _, f in res.history]
     assert abs(res.eps_tight - 1.0) == min(errs)
+
+
+def test_a_solver_error_after_a_build_ends_the_search_with_the_closest(space: MetricSpace) -> None:
+    calls = []
+
+    def build(e: float) -> Mechanism:
+        calls.append(e)
+        if len(calls) == 3:
+            raise SolverError("constopt: LP is unbounded", status="unbounded")
+        return exponential(space, e)
+
+    res = tu.tune_to_eps_tight(build, 1.0, rtol=1e-9)
+    assert not res.converged and res.evaluations == 2 and len(calls) == 3
+    assert "unbounded" in res.stopped_by and "search ended by" in tu.tuning_note(res)
+    # an error before any build, or a time limit, still propagates
+    for first, err in ((1, SolverError("numerical trouble")), (3, SolverError("time limit", status="limit"))):
+        calls.clear()
+
+        def failing(e: float, first: int = first, err: SolverError = err) -> Mechanism:
+            calls.append(e)
+            if len(calls) == first:
+                raise err
+            return exponential(space, e)
+
+        with pytest.raises(SolverError):
+            tu.tune_to_eps_tight(failing, 1.0, rtol=1e-9)
 
 
 def test_tune_synthetic_monotone_function() -> None:

@@ -14,21 +14,13 @@ from metricdp.bounds import lower_bound_quantile
 from metricdp.cli.paper_experiments import register
 from metricdp.experiments import _tuning as tu
 from metricdp.experiments import utility
+from tests.cli_helpers import make_app
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """Test app."""
-
-    experiment = typer.Typer()
-    register(experiment)
-    app.add_typer(experiment, name="experiment")
-    return app
+    return make_app(register, "experiment")
 
 
 @pytest.fixture(scope="module")

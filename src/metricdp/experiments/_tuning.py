@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._validation import check_delta, check_epsilon, check_int, check_quantile
-from ..errors import ValidationError
+from ..errors import MetricDPError, ValidationError
 from ..loss import quantile_loss, worst_case_loss
 from ..mechanisms.base import Mechanism
 from ..spaces import MetricSpace
@@ -56,6 +56,7 @@ __all__ = [
     "constopt_supports_pure",
     "dataset_space",
     "evaluate",
+    "flags",
     "is_timeout",
     "make_builder",
     "markdown_table",
@@ -65,6 +66,7 @@ __all__ = [
     "plot_grid",
     "sweep",
     "tune_to_eps_tight",
+    "tuning_note",
     "write_csv",
 ]
 
@@ -110,6 +112,9 @@ class Tuned:
         Wall time of all builds and audits.
     history : tuple of (nominal, eps_tight)
         Every evaluation, in order.
+    stopped_by : str
+        Empty, or the error (not a time limit) of the build that ended the search
+        early; the closest mechanism found before it is returned (``converged=False``).
     """
 
     epsilon: float
@@ -121,6 +126,7 @@ class Tuned:
     evaluations: int
     seconds: float
     history: tuple[tuple[float, float], ...] = field(repr=False)
+    stopped_by: str = ""
 
 
 def _log(v: float) -> float:
@@ -172,8 +178,10 @@ def tune_to_eps_tight(
     ValidationError
         On bad arguments, or when ``build`` returns an estimated mechanism (its
         eps_tight cannot be measured).
-    SolverError
-        Whatever ``build`` raises (a time limit, for instance) propagates.
+    MetricDPError
+        What ``build`` raises propagates when it is a time limit or comes before any
+        mechanism was built; a later error ends the search with the closest mechanism
+        found (``converged=False``, the error in ``stopped_by``).
     """
     target = check_epsilon(target, "target")
     delta = check_delta(delta)
@@ -188,11 +196,20 @@ def tune_to_eps_tight(
     lo_stuck = hi_stuck = 0  # Illinois: halve the residual kept for a twice-retained end
     log_t = math.log(target)
 
-    def finish(x_: float, f_: float, mech: Mechanism, ok: bool) -> Tuned:
-        return Tuned(x_, f_, mech, target, rtol, ok, len(history), time.perf_counter() - t0, tuple(history))
+    def finish(x_: float, f_: float, mech: Mechanism, ok: bool, why: str = "") -> Tuned:
+        return Tuned(x_, f_, mech, target, rtol, ok, len(history), time.perf_counter() - t0, tuple(history), why)
 
     for _ in range(max_evaluations):
-        mech = build(x)
+        try:
+            mech = build(x)
+        except MetricDPError as exc:
+            # LP mechanisms need not be continuous in eps (the optimal vertex jumps), so the
+            # search can wander where a solver fails; keep what was found unless it is a
+            # time limit (which ends a series) or nothing was found yet.
+            if best is None or is_timeout(exc):
+                raise
+            _, bx, bm = best
+            return finish(bx, measured_eps_tight(bm, delta)[0], bm, False, " ".join(str(exc).split())[:200])
         f, kind = measured_eps_tight(mech, delta)
         if kind != "tight":
             raise ValidationError(f"cannot tune {mech.name!r} to an eps_tight: its matrix is an estimate")
@@ -506,6 +523,21 @@ def number(value: Any) -> float:
     if value is None or value == "":
         return math.nan
     return float(value)
+
+
+def tuning_note(tuned: Tuned) -> str:
+    """Why a tuned record is flagged: eps_tight off target, and what ended the search."""
+    if tuned.converged:
+        return ""
+    note = f"eps_tight {tuned.eps_tight:.4g} not within {tuned.rtol:g} of target"
+    return note + (f" (search ended by: {tuned.stopped_by})" if tuned.stopped_by else "")
+
+
+def flags(record: dict[str, Any]) -> str:
+    """Marks of a summary cell: `` (!)`` tuning not converged, `` (EM)`` ConstOPTMech returned
+    the exponential mechanism (its LP candidates lost to it at that nominal eps)."""
+    flag = "" if record.get("converged") else " (!)"
+    return flag + (" (EM)" if record.get("winner") == "exponential" else "")
 
 
 def write_csv(path: Any, records: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:

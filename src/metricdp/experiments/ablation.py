@@ -156,7 +156,7 @@ def _unit(cfg: AblationConfig, space: Any, target: float, r: int, lam: float, st
         evaluations=tuned.evaluations, loss_q=p.loss_quantile, loss_max=p.loss_max,
         seconds=seconds.get(tuned.epsilon), nonzeros=lp.get("nonzeros"), status="ok",
         winner=tuned.mechanism.info.get("winner"),
-        note="" if tuned.converged else f"eps_tight {tuned.eps_tight:.4g} not within {cfg.rtol:g} of target",
+        note=tu.tuning_note(tuned),
     )
     return rec
 
@@ -195,10 +195,8 @@ def _summary(cfg: AblationConfig, records: list[dict[str, Any]]) -> str:
             return "-"
         if rec["status"] != "ok":
             return rec["status"]
-        flag = "" if rec.get("converged") else " (!)"
-        flag += " (EM)" if rec.get("winner") == "exponential" else ""
         return (f"{tu.number(rec['loss_q']):.4g} / {tu.number(rec['loss_max']):.4g} / "
-                f"{tu.number(rec.get('seconds')):.3g} s{flag}")
+                f"{tu.number(rec.get('seconds')):.3g} s{tu.flags(rec)}")
 
     header = [f"eps_tight = {t:g}" for t in cfg.targets]
     for sweep, fixed in (("r", f"lambda = {cfg.r_lambda:g}"), ("lambda", f"r = {cfg.lambda_r}")):

@@ -207,7 +207,7 @@ def _unit(cfg: ScalabilityConfig, space: Any, ds: str, n: int, spec: tu.Mechanis
         evaluations=tuned.evaluations, seconds=seconds.get(tuned.epsilon), lp_seconds=lp.get("solve_seconds"),
         tune_seconds=tuned.seconds, variables=lp.get("variables"), constraints=lp.get("constraints"),
         nonzeros=lp.get("nonzeros"), loss_q=p.loss_quantile, loss_max=p.loss_max, winner=mech.info.get("winner"),
-        note="" if tuned.converged else f"eps_tight {tuned.eps_tight:.4g} not within {cfg.rtol:g} of target",
+        note=tu.tuning_note(tuned),
     )
 
 
@@ -268,9 +268,7 @@ def _summary(cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> str:
                 else:
                     nz = r.get("nonzeros")
                     row.append(f"{tu.number(r.get('seconds')):.3g} / {nz if nz is not None else '?'}")
-                    flag = "" if r.get("converged") else " (!)"
-                    flag += " (EM)" if r.get("winner") == "exponential" else ""
-                    lrow.append(f"{tu.number(r.get('loss_q')):.4g}{flag}")
+                    lrow.append(f"{tu.number(r.get('loss_q')):.4g}{tu.flags(r)}")
             rows.append(row)
             lrows.append(lrow)
         lines += [f"## {ds}, eps_tight = {cfg.target(ds):g}", "", "Time (s) / non-zeros:", ""]
