@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -16,6 +17,8 @@ from metricdp.mechanisms.lp import Spanner, greedy_spanner, optimal, spanner
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, random_space
 from tests.mechanisms.lp.test_optimal import naive_lp
+
+spanner_module = importlib.import_module("metricdp.mechanisms.lp.spanner")
 
 
 def graph_distances(n, edges, weights):
@@ -78,6 +81,46 @@ def test_matches_naive_lp_on_spanner_edges(seed, n, eps, stretch):
     assert optimal(s, eps).worst_case_loss() <= m.worst_case_loss() * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("formulation", ["auto", "fast", "ipm", "full"])
+def test_formulations_match_naive_lp(formulation):
+    s = random_space(4, 11, clustered=True)
+    m = spanner(s, 1.0, formulation=formulation)
+    g = greedy_spanner(s)
+    allowed = np.zeros((11, 11), dtype=bool)
+    allowed[g.edges[:, 0], g.edges[:, 1]] = True
+    allowed |= allowed.T
+    level = (1 - m.info["lp"]["eta"]) / g.achieved_stretch
+    assert m.info["lp"]["objective"] == pytest.approx(naive_lp(s.distances, level, allowed=allowed), rel=1e-7)
+    chosen = "fast" if formulation == "auto" else formulation  # 2mn < 100,000 here
+    assert m.info["lp"]["formulation"] == m.params["formulation"] == chosen
+    assert_private(m)
+
+
+def test_auto_picks_ipm_for_many_edge_rows(monkeypatch):
+    s = random_space(5, 12)
+    g = greedy_spanner(s)
+    monkeypatch.setattr(spanner_module, "_IPM_FROM_ROWS", 2 * g.m * 12)
+    assert spanner(s, 1.0).params["formulation"] == "ipm"
+    monkeypatch.setattr(spanner_module, "_IPM_FROM_ROWS", 2 * g.m * 12 + 1)
+    assert spanner(s, 1.0).params["formulation"] == "fast"
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(12, 30), eps=st.floats(0.3, 3.0))
+def test_fast_and_ipm_match_full_reference(seed, n, eps):
+    # the reference: every edge row in one simplex solve, no substitution; the fast
+    # (substitution, constraint generation) and ipm (substitution, interior point, no
+    # crossover) paths must reach its optimum
+    s = random_space(seed, n, dim=2 + seed % 3, clustered=seed % 2 == 0)
+    full = spanner(s, eps, formulation="full")
+    for formulation in ("fast", "ipm"):
+        m = spanner(s, eps, formulation=formulation)
+        assert m.info["lp"]["objective"] == pytest.approx(full.info["lp"]["objective"], rel=1e-6)
+        assert m.worst_case_loss() == pytest.approx(full.worst_case_loss(), rel=1e-6)
+        assert m.info["lp"]["privacy_rows"] <= m.info["lp"]["privacy_rows_full"]
+        assert_private(m)
+
+
 @settings(max_examples=10)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 9), eps=st.floats(0.1, 4.0), stretch=st.floats(1.0, 4.0))
 def test_always_passes_the_audit(seed, n, eps, stretch):
@@ -121,3 +164,5 @@ def test_bad_arguments():
         spanner(np.eye(3), 1.0)
     with pytest.raises(ValidationError, match="calibrate"):
         spanner(random_space(0, 4), 1.0, calibrate=1)
+    with pytest.raises(ValidationError, match="formulation"):
+        spanner(random_space(0, 4), 1.0, formulation="dense")

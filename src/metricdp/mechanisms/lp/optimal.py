@@ -239,6 +239,34 @@ def _solve_full(
     return model.matrix(result.x), result, 1, len(u), result.seconds  # type: ignore[arg-type]
 
 
+#: HiGHS options of the ``ipm`` formulation: the interior-point method without crossover
+#: (an interior optimum, not a vertex; the repair makes it exactly private).
+IPM_OPTIONS: Mapping[str, Any] = {**LP_OPTIONS, "run_crossover": "off"}
+
+
+def _solve_ipm(
+    model: _Model, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: float | None, what: str
+) -> tuple[NDArray[np.float64], SolveResult, int, int, float]:
+    """The substituted LP (``model.kernel``) with every allowed privacy row, in one
+    interior-point solve without crossover.
+
+    Same LP as :func:`_solve_fast` at convergence: all rows are present from the start,
+    and the rows (w, v, w), which the substitution turns into bounds, are left out.
+    """
+    n = model.n
+    pu, pv = np.nonzero(allowed)
+    k, w = np.repeat(np.arange(len(pu)), n), np.tile(np.arange(n), len(pu))
+    keep = pu[k] != w
+    k, w = k[keep], w[keep]
+    a = sp.vstack([model.base, _privacy_rows(pu[k], pv[k], w, factor, model)], format="csr")
+    lower = np.r_[model.lower, np.full(len(k), -np.inf)]
+    upper = np.r_[model.upper, np.zeros(len(k))]
+    h = new_highs(method="ipm", options=IPM_OPTIONS)
+    result = solve_lp(model.c, a, lower, upper, 0.0, np.inf, highs=h, time_limit=_remaining(deadline, what))
+    require_optimal(result, what)
+    return model.matrix(result.x), result, 1, len(k), result.seconds  # type: ignore[arg-type]
+
+
 def _solve_fast(
     model: _Model, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: float | None, what: str
 ) -> tuple[NDArray[np.float64], SolveResult, int, int, float]:
@@ -303,8 +331,9 @@ def solve_raw(
 ) -> tuple[NDArray[np.float64], SolveResult, int, int, float]:
     r"""The unrepaired LP solution with privacy rows at :math:`\text{level}\,(1-\eta)`.
 
-    ``graph_distances`` (SpannerMech): the distances whose kernel the fast formulation
-    substitutes (default: the metric itself).
+    ``formulation``: ``full`` (:func:`_solve_full`), ``fast`` (:func:`_solve_fast`) or
+    ``ipm`` (:func:`_solve_ipm`). ``graph_distances`` (SpannerMech): the distances whose
+    kernel the ``fast`` and ``ipm`` formulations substitute (default: the metric itself).
     """
     deadline = None if time_limit is None else time.perf_counter() + _positive(time_limit, "time_limit")
     lam = level * (1.0 - eta)
@@ -312,6 +341,8 @@ def solve_raw(
     if formulation == "full":
         return _solve_full(_base_model(loss, prior), factor, allowed, deadline, what)
     kernel = np.exp(-lam * (space.distances if graph_distances is None else graph_distances))
+    if formulation == "ipm":
+        return _solve_ipm(_base_model(loss, prior, kernel), factor, allowed, deadline, what)
     return _solve_fast(_base_model(loss, prior, kernel), factor, allowed, deadline, what)
 
 
