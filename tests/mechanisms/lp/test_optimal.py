@@ -179,6 +179,27 @@ def test_always_passes_the_audit(seed, n, eps, objective):
     assert m.info["epsilon_audit"] <= eps
 
 
+def _city_and_towns() -> MetricSpace:
+    # a geolocation-like space in km: a dense city and scattered towns, eps * diameter ~ 100
+    rng = np.random.default_rng(0)
+    return MetricSpace.from_points(np.r_[rng.normal(0, 3, size=(20, 2)), rng.uniform(-150, 150, size=(10, 2))])
+
+
+def test_huge_eps_times_distance_is_solved_with_capped_factors(monkeypatch: pytest.MonkeyPatch) -> None:
+    # measured: without the cap, HiGHS calls "optimal" a solution that violates rows with
+    # factors up to e^99 by 0.7 in probability, and the repair refuses it
+    space = _city_and_towns()
+    fast = optimal(space, 0.3)
+    assert_private(fast)
+    assert_private(spanner(space, 0.3))
+    # the cap moves the optimum by at most n e^-C max d (solve_raw's docstring): against
+    # C = 25 (still solvable here) by <= 2e-5; measured 2e-6
+    opt = importlib.import_module("metricdp.mechanisms.lp.optimal")
+    monkeypatch.setattr(opt, "LOG_CAP", 25.0)
+    looser = optimal(space, 0.3)
+    assert abs(fast.worst_case_loss() - looser.worst_case_loss()) <= 30 * np.exp(-20.0) * space.diameter
+
+
 def test_metadata():
     s = random_space(6, 8)
     m = optimal(s, 1.0, calibrate=True)
