@@ -44,6 +44,9 @@ NOpt = Annotated[int | None, typer.Option("--n", min=3, help="Size of the space 
 TargetsOpt = Annotated[str | None, typer.Option("--eps-tight", help="Target eps_tight values (default 1,2).")]
 DatasetOpt = Annotated[str | None, typer.Option("--dataset", help="text (default), geo or gaussian.")]
 RestartOpt = Annotated[bool, typer.Option("--restart", help="Ignore the cache of a previous run in --out.")]
+CachedOpt = Annotated[
+    bool, typer.Option("--cached-only", help="Build nothing: redraw plots and tables from --out's cache.")
+]
 SizesOpt = Annotated[str | None, typer.Option("--sizes", help="Comma-separated sizes n.")]
 DatasetsOpt = Annotated[str | None, typer.Option("--datasets", help="Comma-separated: text, geo, gaussian.")]
 
@@ -101,6 +104,7 @@ def register(experiment_app: typer.Typer) -> None:
         fits: FitsOpt = None,
         time_limit: LimitOpt = None,
         restart: RestartOpt = False,
+        cached_only: CachedOpt = False,
     ) -> None:
         """Figures 1/3: L_q (q=0.95) versus eps_tight (delta=0.001) for every mechanism."""
         from ..experiments import utility as ex
@@ -114,7 +118,7 @@ def register(experiment_app: typer.Typer) -> None:
             eps_range=rng, constopt_fits=_list(fits, "--fits"), time_limit=time_limit,
         )
         with _progress("utility") as progress:
-            result = ex.run_utility(out, cfg, progress=progress, resume=not restart)
+            result = ex.run_utility(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
         _finish(result)
 
     @experiment_app.command("scalability")
@@ -131,6 +135,7 @@ def register(experiment_app: typer.Typer) -> None:
         rtol: RtolOpt = None,
         time_limit: LimitOpt = None,
         restart: RestartOpt = False,
+        cached_only: CachedOpt = False,
     ) -> None:
         """Tables 2/4, Figures 2/4: time and LP non-zeros versus n at fixed eps_tight."""
         from ..experiments import scalability as ex
@@ -141,7 +146,7 @@ def register(experiment_app: typer.Typer) -> None:
             mechanisms=_list(mechanisms, "--mechanisms"), fit=fit, rtol=rtol, time_limit=time_limit,
         )
         with _progress("scalability") as progress:
-            result = ex.run_scalability(out, cfg, progress=progress, resume=not restart)
+            result = ex.run_scalability(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
         _finish(result)
 
     @experiment_app.command("ablation")
@@ -156,6 +161,7 @@ def register(experiment_app: typer.Typer) -> None:
         rtol: RtolOpt = None,
         time_limit: LimitOpt = None,
         restart: RestartOpt = False,
+        cached_only: CachedOpt = False,
     ) -> None:
         """Table 3: ConstOPTMech's r (lambda=50) and lambda (r=5) at fixed eps_tight."""
         from ..experiments import ablation as ex
@@ -165,5 +171,5 @@ def register(experiment_app: typer.Typer) -> None:
             dataset=dataset, rtol=rtol, time_limit=time_limit,
         )
         with _progress("ablation") as progress:
-            result = ex.run_ablation(out, cfg, progress=progress, resume=not restart)
+            result = ex.run_ablation(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
         _finish(result)

@@ -63,6 +63,7 @@ __all__ = [
     "measured_eps_tight",
     "nominal_grid",
     "number",
+    "open_cache",
     "plot_grid",
     "sweep",
     "tune_to_eps_tight",
@@ -464,11 +465,14 @@ class ResultCache:
     Keys are strings; records are JSON objects (non-finite floats as strings).
     """
 
-    def __init__(self, path: Any | None) -> None:
+    def __init__(self, path: Any | None, *, frozen: bool = False) -> None:
         import json
         from pathlib import Path
 
         self.path = None if path is None else Path(path)
+        #: Report from the cache only: the experiments build nothing and list what is
+        #: missing as "not run" (``--cached-only``).
+        self.frozen = frozen
         self.records: dict[str, dict[str, Any]] = {}
         if self.path is not None and self.path.is_file():
             text = self.path.read_text(encoding="utf-8")
@@ -499,11 +503,29 @@ class ResultCache:
     def put(self, key: str, record: dict[str, Any], time_limit: float | None = None) -> None:
         import json
 
+        if self.frozen:
+            return
+
         record.setdefault("time_limit", math.inf if time_limit is None else float(time_limit))
         self.records[key] = record
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"key": key, "record": _plain(record)}) + "\n")
+
+
+def open_cache(path: Any, *, resume: bool = True, cached_only: bool = False) -> ResultCache:
+    """An experiment's cache at ``path``: emptied when not resuming; with ``cached_only``,
+    read-only and required to exist (the plots and tables are redrawn from it)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if cached_only and not resume:
+        raise ValidationError("cached_only reports from the cache of a previous run: it cannot start over")
+    if cached_only and not path.is_file():
+        raise ValidationError(f"{path}: no cache of a previous run to report from")
+    if not resume and path.exists():
+        path.unlink()
+    return ResultCache(path, frozen=cached_only)
 
 
 def _plain(obj: Any) -> Any:

@@ -87,18 +87,18 @@ def run_ablation(
     *,
     progress: tu.ProgressHook | None = None,
     resume: bool = True,
+    cached_only: bool = False,
 ) -> AblationResult:
     """Run the experiment; write ``ablation.csv``, ``ablation.md`` and ``ablation.png`` into ``out``.
 
-    ``ablation.jsonl`` in ``out`` caches finished builds so an interrupted run resumes.
+    ``ablation.jsonl`` in ``out`` caches finished builds so an interrupted run resumes
+    (``cached_only=True``: build nothing, redraw the outputs from the cache, missing
+    units "not run").
     """
     cfg = config
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache_path = out / "ablation.jsonl"
-    if not resume and cache_path.exists():
-        cache_path.unlink()
-    cache = tu.ResultCache(cache_path)
+    cache = tu.open_cache(out / "ablation.jsonl", resume=resume, cached_only=cached_only)
     space = tu.dataset_space(cfg.dataset, cfg.n, seed=cfg.seed)
     units = cfg.units()
     total = len(cfg.targets) * len(units)
@@ -109,7 +109,10 @@ def run_ablation(
         for sweep, r, lam in units:
             key = f"{cfg.dataset}/{cfg.n}/{target:g}/{r}/{lam:g}/{cfg.rtol:g}/{cfg.seed}"
             rec = cache.get(key, cfg.time_limit)
-            if rec is None:
+            if rec is None and cache.frozen:
+                rec = {"dataset": cfg.dataset, "n": cfg.n, "target_eps_tight": target, "r": r, "lambda": lam,
+                       "status": "not run"}
+            elif rec is None:
                 rec = _unit(cfg, space, target, r, lam, start)
                 cache.put(key, rec, cfg.time_limit)
             if rec["status"] == "ok":

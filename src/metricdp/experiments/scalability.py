@@ -120,19 +120,18 @@ def run_scalability(
     *,
     progress: tu.ProgressHook | None = None,
     resume: bool = True,
+    cached_only: bool = False,
 ) -> ScalabilityResult:
     """Run the experiment; write ``scalability.csv``, ``scalability.md`` and PNGs into ``out``.
 
     ``scalability.jsonl`` in ``out`` caches finished (dataset, n, mechanism) units so an
-    interrupted full run resumes (``resume=False`` starts over).
+    interrupted full run resumes (``resume=False`` starts over; ``cached_only=True``
+    builds nothing and redraws the outputs from the cache, missing units "not run").
     """
     cfg = config
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache_path = out / "scalability.jsonl"
-    if not resume and cache_path.exists():
-        cache_path.unlink()
-    cache = tu.ResultCache(cache_path)
+    cache = tu.open_cache(out / "scalability.jsonl", resume=resume, cached_only=cached_only)
     total = len(cfg.datasets) * len(cfg.sizes) * len(cfg.mechanisms)
     done = 0
     records: list[dict[str, Any]] = []
@@ -149,6 +148,8 @@ def run_scalability(
                 if rec is None and spec.label in stopped:
                     rec = _base(ds, n, spec.label, target, status="skipped",
                                 note=f"series timed out at n = {stopped[spec.label]}")
+                elif rec is None and cache.frozen:
+                    rec = _base(ds, n, spec.label, target, status="not run")
                 elif rec is None:
                     if space is None:
                         space = tu.dataset_space(ds, n, seed=cfg.seed)

@@ -136,6 +136,7 @@ def run_utility(
     *,
     progress: tu.ProgressHook | None = None,
     resume: bool = True,
+    cached_only: bool = False,
 ) -> UtilityResult:
     """Run the experiment and write ``utility.csv``, ``utility.md`` and PNGs into ``out``.
 
@@ -143,17 +144,16 @@ def run_utility(
     ----------
     out : path
         Output directory (created if missing). ``utility.jsonl`` there caches finished
-        builds so that an interrupted full run resumes (``resume=False`` starts over).
+        builds so that an interrupted full run resumes (``resume=False`` starts over;
+        ``cached_only=True`` builds nothing and redraws the outputs from the cache,
+        listing what it lacks as "not run").
     config : UtilityConfig
     progress : callable, optional
         ``progress(done, total, description)`` after every build.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache_path = out / "utility.jsonl"
-    if not resume and cache_path.exists():
-        cache_path.unlink()
-    cache = tu.ResultCache(cache_path)
+    cache = tu.open_cache(out / "utility.jsonl", resume=resume, cached_only=cached_only)
     cfg = config
     spaces = [(ds, n) for ds in cfg.datasets for n in cfg.sizes]
     total = sum(len(_specs(cfg, ds, n)) * (cfg.points + 1) + 1 for ds, n in spaces)
@@ -200,6 +200,8 @@ def _series(cfg: UtilityConfig, cache: tu.ResultCache, space: Any, ds: str, n: i
         cached = cache.get(key, cfg.time_limit)
         if cached is not None:
             return cached
+        if cache.frozen:
+            return _record(ds, n, spec.label, point, nominal_eps=eps, status="not run")
         if not builders:
             builders.append(tu.make_builder(spec, space, time_limit=cfg.time_limit, seed=cfg.seed))
         t0 = time.perf_counter()
