@@ -444,8 +444,10 @@ def test_glove_sampler_is_deterministic_and_clustered() -> None:
 def test_a_failed_spread_check_is_retried_at_a_larger_eta(monkeypatch: pytest.MonkeyPatch) -> None:
     from metricdp.errors import PrivacyViolationError
 
+    # the reference formulation's envelope repair has the spread check (the fast one's
+    # repair_free needs none: Theorem 2 bounds the row sums)
     space = random_space(12, 8, clustered=True)
-    plain = constopt(space, 1.0, neighbours=3)
+    plain = constopt(space, 1.0, neighbours=3, formulation="full")
     calls: list[float] = []
     real = co.repair
 
@@ -456,7 +458,7 @@ def test_a_failed_spread_check_is_retried_at_a_larger_eta(monkeypatch: pytest.Mo
         return real(matrix, distances, epsilon, eta=eta)
 
     monkeypatch.setattr(co, "repair", flaky)
-    mech = constopt(space, 1.0, neighbours=3)
+    mech = constopt(space, 1.0, neighbours=3, formulation="full")
     assert calls[1] == pytest.approx(100 * calls[0]) and mech.info["eta"] == calls[1]
     assert_private(mech)
     assert mech.worst_case_loss() == pytest.approx(plain.worst_case_loss(), rel=1e-2)  # LP at a lower level
@@ -483,3 +485,18 @@ def test_column_generation_reaches_the_full_lp_optimum(seed: int) -> None:
         assert entry["objective"] == pytest.approx(full.info["paper"][lam]["objective"], rel=1e-7)
     assert fast.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-7)
     assert fast.info["normalised"]["certified"] and full.info["normalised"]["certified"]
+
+
+@pytest.mark.parametrize("fit", ["paper", "normalised"])
+def test_fast_formulation_repairs_without_the_cubic_envelope(monkeypatch: pytest.MonkeyPatch, fit: str) -> None:
+    # repair_free lifts only the free entries (O(n^2)); the O(n^3) envelope is never run
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the O(n^3) envelope repair was called")
+
+    space = black_hole(12)
+    full = constopt(space, 1.0, neighbours=3, fit=fit, formulation="full")  # envelope repair on H
+    monkeypatch.setattr(co, "repair", boom)
+    mech = constopt(space, 1.0, neighbours=3, fit=fit)
+    assert mech.info["winner"] == fit
+    assert_private(mech)
+    assert mech.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-8)

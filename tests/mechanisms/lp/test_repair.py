@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from metricdp.errors import PrivacyViolationError, ValidationError
 from metricdp.mechanisms.lp import repair
-from metricdp.mechanisms.lp.repair import envelope
+from metricdp.mechanisms.lp.repair import envelope, repair_free
 from tests.helpers import brute_force_epsilon, random_space
 
 core = importlib.import_module("metricdp.mechanisms.lp.optimal")
@@ -160,3 +160,92 @@ def test_repaired_lp_solutions_are_private(seed, n, eps, noise):
     env = envelope(np.maximum(p, 0), d, eps * (1 - eta))
     np.testing.assert_allclose(h * env.sum(axis=1, keepdims=True), env, rtol=1e-14)
     assert (env >= np.maximum(p, 0)).all()
+
+
+# --------------------------------------------------------------------------- repair_free
+co = importlib.import_module("metricdp.mechanisms.lp.constopt")
+
+
+def constopt_point(space, r: int, eps: float, eta: float, noise: float, seed: int):
+    """A ConstOPTMech paper-LP solution at the LP level, as a solver returns it, then polished."""
+    free = co._free_mask(space, None, r)
+    cone = co._cone(space.distances, free, eps / 2 * (1 - eta))
+    model = co._FastModel(cone, co._Clock(None), co._Stats())
+    x = model.point(model.paper(0.1).x)
+    g = np.random.default_rng(seed)
+    x = x * (1 + noise * g.standard_normal(x.shape))  # solver-sized errors, rows (22) included
+    x[cone.n :][g.random(cone.nfree) < 0.2] = 0.0  # and exact zeros among the free entries
+    return cone, co._polish(cone, x)
+
+
+def test_repair_free_by_hand():
+    # a line 0 - 1 - 2, column 1 fixed at row 1 (Y = 1), free at rows 0 and 2, level 0.5
+    d = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    m = np.exp(-0.5 * d)
+    m[0, 1], m[2, 1] = 0.0, 0.9  # (22) violated: 0.9 > e^{0.5 * 2} * 0
+    h = repair_free(m, d, 0.5, 1.0 + 1e-6, rows=[0, 2], cols=[1, 1])
+    e = np.exp(-0.5 * d)
+    e[0, 1], e[2, 1] = 0.9 * np.exp(-1.0), 0.9  # M[0,1] lifted by its free partner only
+    np.testing.assert_allclose(h, e / e.sum(axis=1, keepdims=True), rtol=1e-15)
+    assert brute_force_epsilon(h, d) <= 1.0 + 1e-6
+
+
+@settings(max_examples=15)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(3, 9),
+    r=st.integers(1, 8),
+    eps=st.floats(0.2, 3.0),
+    noise=st.sampled_from([0.0, 1e-9, 1e-6]),
+)
+def test_repair_free_is_private_and_no_worse_than_the_envelope_repair(seed, n, r, eps, noise):
+    space = random_space(seed, n, clustered=seed % 2 == 0)
+    d = space.distances
+    eta = 1e-3
+    cone, x = constopt_point(space, min(r, n - 1), eps, eta, noise, seed)
+    m = cone.matrix(x)
+    fast = repair_free(m, d, cone.level, eps, rows=cone.fu, cols=cone.fw)
+    np.testing.assert_array_equal(m, cone.matrix(x))  # the input is left alone
+    assert brute_force_epsilon(fast, d) <= eps * (1 + 1e-12)
+    np.testing.assert_allclose(fast.sum(axis=1), 1.0, atol=1e-12)
+    # it only lifts free entries: E = H * s_E equals M on the fixed entries, s_E read off
+    # each row's largest fixed entry
+    fixed = ~cone.free & (m > 0)
+    w0 = np.argmax(np.where(fixed, m, -1.0), axis=1)
+    rows = np.arange(n)
+    e = fast * (m[rows, w0] / fast[rows, w0])[:, None]
+    np.testing.assert_allclose(e[fixed], m[fixed], rtol=1e-12)
+    assert (e[cone.fu, cone.fw] >= m[cone.fu, cone.fw] * (1 - 1e-12)).all()
+    # against the O(n^3) envelope repair of H: the same loss to the size of the lift
+    try:
+        old = repair(m / m.sum(axis=1, keepdims=True), d, eps, eta=eta)
+    except PrivacyViolationError:
+        return  # the envelope repair's spread check refused; repair_free needs none
+    lf, lo = (fast * d).sum(axis=1), (old * d).sum(axis=1)
+    assert lf.max() <= lo.max() * (1 + 20 * noise) + 1e-12
+
+
+def test_repair_free_needs_its_precondition():
+    # the fixed entries of column 0 break privacy at level 0.5; repair_free does not look
+    # at them (the caller's precondition) and the result is not private: the test can fail
+    d = np.array([[0.0, 1.0], [1.0, 0.0]])
+    m = np.array([[1.0, 0.5], [0.01, 0.5]])
+    h = repair_free(m, d, 0.5, 1.0 + 1e-6, rows=np.array([], dtype=int), cols=np.array([], dtype=int))
+    assert brute_force_epsilon(h, d) > 1.1
+
+
+def test_repair_free_refusals():
+    d = np.array([[0.0, 1.0], [1.0, 0.0]])
+    none = np.array([], dtype=int)
+    with pytest.raises(PrivacyViolationError, match="rounding reserve"):
+        repair_free(np.ones((2, 2)), d, 0.5, 1.0, rows=none, cols=none)  # no margin at all
+    with pytest.raises(PrivacyViolationError, match="all zero"):
+        repair_free(np.array([[1.0, 1.0], [0.0, 0.0]]), d, 0.5, 1.1, rows=none, cols=none)
+    with pytest.raises(PrivacyViolationError, match="subnormal"):
+        repair_free(np.array([[1.0, 1e-310], [1.0, 1e-310]]), d, 0.5, 1.1, rows=none, cols=none)
+    with pytest.raises(ValidationError, match="finite"):
+        repair_free(np.array([[np.inf, 1.0], [1.0, 1.0]]), d, 0.5, 1.1, rows=none, cols=none)
+    with pytest.raises(ValidationError, match=r"0\.\.1"):
+        repair_free(np.ones((2, 2)), d, 0.5, 1.1, rows=[2], cols=[0])
+    with pytest.raises(ValidationError, match="shape"):
+        repair_free(np.ones((2, 2)), np.zeros((3, 3)), 0.5, 1.1, rows=none, cols=none)

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ...errors import PrivacyViolationError, ValidationError
 
-__all__ = ["ROUNDING_RESERVE", "envelope", "repair"]
+__all__ = ["ROUNDING_RESERVE", "envelope", "repair", "repair_free"]
 
 _ULP = 2.0**-53
 #: Log-space reserve per unit of (1 + eps * diameter) kept for float rounding (see the
@@ -25,6 +25,7 @@ _ULP = 2.0**-53
 ROUNDING_RESERVE = 64 * _ULP
 _ROW_BLOCK = 64  # rows of the envelope updated together: (64, n) stays in cache
 _PAIR_BLOCK = 1 << 22  # elements per temporary of the pairwise spread check
+_ROW_CHUNK = 1 << 22  # elements per temporary of the row-wise passes of repair_free
 
 
 def envelope(matrix: ArrayLike, distances: ArrayLike, level: float) -> NDArray[np.float64]:
@@ -216,3 +217,188 @@ def _pairwise_ok(log_s: NDArray, d: NDArray, margin_d: float, reserve: float) ->
         if bad.any():
             return False
     return True
+
+
+def _free_pairs(rows: NDArray[np.intp], cols: NDArray[np.intp], n: int) -> tuple[NDArray[np.intp], ...]:
+    """Free entries sorted by (column, row) and all ordered pairs (i, j), i != j, of one column.
+
+    ``pi`` is sorted (each i's partners are contiguous), for :func:`numpy.maximum.reduceat`.
+    """
+    order = np.lexsort((rows, cols))
+    fu, fw = rows[order], cols[order]
+    size = np.bincount(fw, minlength=n)
+    start = np.cumsum(size) - size
+    per = size[fw]
+    pi = np.repeat(np.arange(len(fu), dtype=np.intp), per)
+    pj = start[fw[pi]] + np.arange(len(pi), dtype=np.intp) - np.repeat(np.cumsum(per) - per, per)
+    keep = pi != pj
+    return fu, fw, pi[keep], pj[keep]
+
+
+def repair_free(
+    matrix: ArrayLike,
+    distances: ArrayLike,
+    level: float,
+    epsilon: float,
+    *,
+    rows: ArrayLike,
+    cols: ArrayLike,
+    overwrite: bool = False,
+) -> NDArray[np.float64]:
+    r"""Tolerance repair in :math:`O(n^2 + \sum_w |I(w)|^2)` for matrices with few doubtful rows.
+
+    For ConstOPTMech (Imola et al., UAI 2022, Theorem 2) and any mechanism built the same
+    way: ``matrix`` is a non-negative :math:`M_{\text{full}}` whose privacy rows at
+    ``level`` :math:`\ell` are all exact except, possibly, those between two *free*
+    entries of one column (``M[rows[k], cols[k]]``: the replacement function I; these
+    are the rows (22) that the LP solver meets only to its tolerance). Precisely, the
+    caller guarantees (**precondition**) for every column w and :math:`u \ne v` not both
+    in :math:`I(w)`:
+
+    .. math:: M[u,w] \le e^{\ell d(u,v)} M[v,w].
+
+    (ConstOPTMech: two fixed entries :math:`Y_w e^{-\ell d(\cdot,w)}` by the triangle
+    inequality, a free and a fixed one by rows (25) and (26) made exact by clipping.)
+    The repair is
+
+    1. clip negatives, :math:`P = \max(M, 0)`;
+    2. lift the free entries by the envelope of the free entries of their column,
+
+       .. math:: E[u,w] = \max\Big(P[u,w],\ \max_{x \in I(w)} P[x,w]\, e^{-\ell d(u,x)}\Big)
+                 \quad (u \in I(w)),
+
+       every other entry unchanged (one pass over the pairs of (22), no n^3 term);
+    3. normalise rows, :math:`H[u,w] = E[u,w] / s_u`, :math:`s_u = \sum_w E[u,w]`.
+
+    **Proof** that H is :math:`\varepsilon`-mDP when :math:`2\ell \le \varepsilon`.
+    First, E is :math:`\ell`-mDP. Fix w. (i) u, v both free: let x attain E[u,w]; then
+    :math:`E[v,w] \ge P[x,w] e^{-\ell d(v,x)} \ge P[x,w] e^{-\ell d(u,x)} e^{-\ell d(u,v)}
+    = e^{-\ell d(u,v)} E[u,w]` (triangle inequality). (ii) u free, v fixed: every term of
+    E[u,w] is :math:`P[x,w] e^{-\ell d(u,x)} \le e^{\ell (d(x,v) - d(u,x))} P[v,w] \le
+    e^{\ell d(u,v)} E[v,w]` by the precondition for (x, v) and the triangle inequality
+    (x = u: the precondition itself). (iii) u fixed, v free: :math:`E[u,w] = P[u,w] \le
+    e^{\ell d(u,v)} P[v,w] \le e^{\ell d(u,v)} E[v,w]` (precondition, :math:`E \ge P`).
+    (iv) both fixed: the precondition. Second, Theorem 2 of the paper: since E is
+    :math:`\ell`-mDP, :math:`s_v \le e^{\ell d(u,v)} s_u` (sum the rows over w), so
+
+    .. math:: \frac{H[u,w]}{H[v,w]} = \frac{E[u,w]}{E[v,w]} \frac{s_v}{s_u}
+              \le e^{2\ell d(u,v)} \le e^{\varepsilon d(u,v)}.
+
+    A zero column stays zero; a column with a positive free entry and no positive fixed
+    one becomes positive on I(w) only, which (i)-(iv) cover. Unlike :func:`repair`, no
+    spread check is needed: the row sums are controlled by Theorem 2 itself.
+
+    **Floating point.** The precondition and (i)-(iv) hold for the computed numbers up to
+    the rounding of ``exp``, products, the row sums and one division: a log-space error
+    of a few unit roundoffs times :math:`1 + \varepsilon\,\mathrm{diam}` per ratio, which
+    the reserve :math:`\rho` of :func:`repair` covers. It is paid from the margin: the
+    function raises unless :math:`(\varepsilon - 2\ell)\, d_{\min} \ge \rho`
+    (ConstOPTMech: :math:`\ell = \varepsilon(1-\eta)/2`, margin :math:`\varepsilon\eta
+    d_{\min} = 10^{-6}`). Positive entries must be normal floats and every row must have
+    a positive entry; both are checked. The caller's
+    :func:`~metricdp.mechanisms.base.certify` audits H independently.
+
+    Parameters
+    ----------
+    matrix : array of shape (n, n)
+        :math:`M_{\text{full}}`, meeting the precondition (tiny negatives are clipped).
+    distances : array of shape (n, n)
+        A metric.
+    level : float
+        :math:`\ell`, the level of M's privacy rows.
+    epsilon : float
+        The level H must meet, at least ``2 * level`` plus the rounding margin.
+    rows, cols : 1-d integer arrays
+        The free entries ``(rows[k], cols[k])`` (any order, no duplicates).
+    overwrite : bool
+        Reuse ``matrix``'s memory (float64 C-contiguous input only) for the result.
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+        Row-stochastic and exactly ``epsilon``-mDP (proof above).
+
+    Raises
+    ------
+    PrivacyViolationError
+        Margin below the rounding reserve, a subnormal entry, or an all-zero row.
+    ValidationError
+        Bad shapes, non-finite entries or free entries out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    >>> m = np.exp(-0.5 * d)  # Y = 1: the fixed form, at level 0.5
+    >>> m[0, 1], m[2, 1] = 0.0, 0.9  # free entries of column 1 off by the solver
+    >>> h = repair_free(m, d, 0.5, 1.0 + 1e-6, rows=[0, 2], cols=[1, 1])
+    >>> bool(np.allclose(h.sum(axis=1), 1)), bool(h[0, 1] > 0)
+    (True, True)
+    """
+    d = np.asarray(distances, dtype=np.float64)
+    if overwrite and isinstance(matrix, np.ndarray) and matrix.dtype == np.float64 and matrix.flags.c_contiguous:
+        p = matrix
+    else:
+        p = np.array(matrix, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] != p.shape[1]:
+        raise ValidationError(f"matrix must be square, got shape {p.shape}")
+    if d.shape != p.shape:
+        raise ValidationError(f"distances has shape {d.shape} but matrix has shape {p.shape}")
+    n = p.shape[0]
+    level, epsilon = float(level), float(epsilon)
+    if not (math.isfinite(level) and level > 0):
+        raise ValidationError(f"level must be finite and > 0, got {level!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValidationError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    fr, fc = (np.asarray(a) for a in (rows, cols))
+    if fr.shape != fc.shape or fr.ndim != 1 or (fr.size and not np.issubdtype(fr.dtype, np.integer)):
+        raise ValidationError(f"rows and cols must be 1-d integer arrays of one length, got {fr.shape}, {fc.shape}")
+    if fr.size and (min(fr.min(), fc.min()) < 0 or max(fr.max(), fc.max()) >= n):
+        raise ValidationError(f"free entries must lie in 0..{n - 1}")
+
+    # one pass over rows: finiteness, clip, distance extremes (no n x n temporaries)
+    step = max(1, _ROW_CHUNK // n)
+    d_min, diam = math.inf, 0.0
+    for s in range(0, n, step):
+        block = p[s : s + step]
+        if not np.all(np.isfinite(block)):
+            i, j = np.argwhere(~np.isfinite(block))[0]
+            raise ValidationError(f"matrix is not finite at ({s + i}, {j}): {block[i, j]}")
+        np.maximum(block, 0.0, out=block)
+        db = d[s : s + step]
+        diam = max(diam, float(db.max()))
+        idx = np.arange(s, min(s + step, n))
+        off = db.copy()
+        off[idx - s, idx] = np.inf
+        d_min = min(d_min, float(off.min()))
+    reserve = ROUNDING_RESERVE * (1.0 + epsilon * diam)
+    if n > 1 and not (epsilon - 2.0 * level) * d_min >= reserve:
+        raise PrivacyViolationError(
+            f"repair_free: epsilon - 2 * level = {epsilon - 2.0 * level:.3g} leaves "
+            f"{(epsilon - 2.0 * level) * d_min:.3g} at d_min, below the rounding reserve {reserve:.3g}"
+        )
+
+    # step 2: envelope of each column's free entries, one pass over their pairs
+    fu, fw, pi, pj = _free_pairs(fr.astype(np.intp), fc.astype(np.intp), n)
+    if len(pi):
+        pf = p[fu, fw]
+        lift = pf[pj] * np.exp(-level * d[fu[pi], fu[pj]])
+        starts = np.flatnonzero(np.r_[True, pi[1:] != pi[:-1]])
+        best = np.maximum.reduceat(lift, starts)
+        target = pi[starts]
+        p[fu[target], fw[target]] = np.maximum(pf[target], best)
+
+    # step 3: checks and normalisation, row block by row block
+    tiny = np.finfo(np.float64).tiny
+    for s in range(0, n, step):
+        block = p[s : s + step]
+        pos = block[block > 0]
+        if pos.size and float(pos.min()) < tiny:
+            raise PrivacyViolationError(
+                f"repair_free: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof"
+            )
+        sums = block.sum(axis=1)
+        if not np.all(sums > 0):
+            raise PrivacyViolationError(f"repair_free: row {s + int(np.argmin(sums))} is all zero")
+        block /= sums[:, None]
+    return p
