@@ -237,6 +237,27 @@ def test_without_the_exponential_candidate_the_paper_fit_is_returned() -> None:
         constopt(space, 0.5, exponential_candidate="no")  # type: ignore[arg-type]
 
 
+def test_without_the_exponential_candidate_a_failed_paper_lp_is_a_solver_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # measured on GloVe (n = 200, r = 3, eps 4, lambda 50): HiGHS calls the paper LP
+    # unbounded; with EM left out there is nothing to return, and the error says why
+    import dataclasses
+    import importlib
+
+    mod = importlib.import_module("metricdp.mechanisms.lp.constopt")
+    solve = mod._FastModel.paper
+
+    def unbounded(self, lam):  # type: ignore[no-untyped-def]
+        r = solve(self, lam)
+        return dataclasses.replace(r, success=False, status=3, message="LP is unbounded", x=None, objective=None)
+
+    monkeypatch.setattr(mod._FastModel, "paper", unbounded)
+    space = MetricSpace.from_points(np.random.default_rng(1).normal(size=(8, 2)))
+    with pytest.raises(SolverError, match=r"lambda 1\.0: LP is unbounded.*exponential_candidate=False"):
+        constopt(space, 1.0, neighbours=2, fit="paper", lambdas=(1.0,), exponential_candidate=False)
+
+
 def test_lp_counts_match_the_paper_on_a_line() -> None:
     # positions 0, 1, 3, 7, 15 (gaps double): the nearest neighbour of k >= 1 is k - 1, of 0
     # is 1. With r = 1: I(0) = {1}, I(1) = {0, 2}, I(2) = {3}, I(3) = {4}, I(4) = {}.

@@ -916,6 +916,13 @@ def _fit_at(
     scores = [c.score(quantile) for c in candidates]
     # without the EM candidate, the best LP candidate is returned whatever its loss
     first = 0 if with_em else 1
+    if len(candidates) == first:
+        raise SolverError(
+            "constopt: no LP candidate of the fit reached optimality ("
+            + "; ".join(f"lambda {k}: {v['message']}" for k, v in paper.items())
+            + "), and exponential_candidate=False leaves the exponential mechanism out",
+            status=STATUS_NAMES.get(stats.status, "numerical/other"),
+        )
     order = np.argsort(scores[first:], kind="stable") + first
     best = candidates[int(order[0])]
     em_score = scores[0]
