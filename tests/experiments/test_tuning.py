@@ -142,6 +142,12 @@ def test_result_cache_round_trip(tmp_path) -> None:
     assert again.get("slow", 10.0) is not None
     assert again.get("slow", 120.0) is None and again.get("slow", None) is None
     assert again.get("bad") is None  # errors are always retried
+    # a frozen cache (--cached-only) reports errors as they were and writes nothing
+    frozen = tu.open_cache(path, cached_only=True)
+    assert frozen.get("bad") == {"status": "error", "time_limit": "inf"}
+    before = path.read_text(encoding="utf-8")
+    frozen.put("new", {"status": "ok"})
+    assert path.read_text(encoding="utf-8") == before
 
 
 def test_make_builder_and_datasets(space: MetricSpace) -> None:

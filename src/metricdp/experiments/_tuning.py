@@ -489,9 +489,10 @@ class ResultCache:
 
     def get(self, key: str, time_limit: float | None = None) -> dict[str, Any] | None:
         """The record of ``key``; ``None`` (recompute) also for an error, or for a time-out
-        under a shorter time limit than ``time_limit`` (``None`` = unlimited)."""
+        under a shorter time limit than ``time_limit`` (``None`` = unlimited). A frozen
+        cache returns errors as they were (nothing will be recomputed)."""
         rec = self.records.get(key)
-        if rec is None or rec.get("status") == "error":
+        if rec is None or (rec.get("status") == "error" and not self.frozen):
             return None
         if rec.get("status") == "time-out":
             before = number(rec.get("time_limit"))
