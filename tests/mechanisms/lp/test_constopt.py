@@ -237,7 +237,7 @@ def test_without_the_exponential_candidate_the_paper_fit_is_returned() -> None:
         constopt(space, 0.5, exponential_candidate="no")  # type: ignore[arg-type]
 
 
-def test_without_the_exponential_candidate_a_failed_paper_lp_is_a_solver_error(
+def test_a_failed_paper_lp_is_a_solver_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # measured on GloVe (n = 200, r = 3, eps 4, lambda 50): HiGHS calls the paper LP
@@ -256,6 +256,9 @@ def test_without_the_exponential_candidate_a_failed_paper_lp_is_a_solver_error(
     space = MetricSpace.from_points(np.random.default_rng(1).normal(size=(8, 2)))
     with pytest.raises(SolverError, match=r"lambda 1\.0: LP is unbounded.*exponential_candidate=False"):
         constopt(space, 1.0, neighbours=2, fit="paper", lambdas=(1.0,), exponential_candidate=False)
+    # with EM as a candidate, EM is not handed back in the fit's place either
+    with pytest.raises(SolverError, match=r"lambda 1\.0: LP is unbounded.*not returned in its place silently"):
+        constopt(space, 1.0, neighbours=2, fit="paper", lambdas=(1.0,))
 
 
 def test_lp_counts_match_the_paper_on_a_line() -> None:

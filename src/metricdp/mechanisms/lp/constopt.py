@@ -916,11 +916,15 @@ def _fit_at(
     scores = [c.score(quantile) for c in candidates]
     # without the EM candidate, the best LP candidate is returned whatever its loss
     first = 0 if with_em else 1
-    if len(candidates) == first:
+    if len(candidates) == 1:  # only EM: every LP of the fit failed (intermediate LPs may not have)
         raise SolverError(
             "constopt: no LP candidate of the fit reached optimality ("
             + "; ".join(f"lambda {k}: {v['message']}" for k, v in paper.items())
-            + "), and exponential_candidate=False leaves the exponential mechanism out",
+            + (
+                "); the exponential mechanism is not returned in its place silently: build it explicitly"
+                if with_em
+                else "), and exponential_candidate=False leaves the exponential mechanism out"
+            ),
             status=STATUS_NAMES.get(stats.status, "numerical/other"),
         )
     order = np.argsort(scores[first:], kind="stable") + first
@@ -1127,7 +1131,8 @@ def constopt(
     ValidationError
         Bad arguments (each names the culprit).
     SolverError
-        When no paper LP reached optimality (time limit, numerical trouble). The
+        When no LP candidate of the fit reached optimality (time limit, numerical
+        trouble), even if intermediate LPs of its column generation did. The
         exponential mechanism is never returned in its place silently.
     PrivacyViolationError
         When the repaired matrix fails the independent audit (never expected).
