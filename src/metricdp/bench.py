@@ -347,9 +347,10 @@ def run_bench(
     if time_limit is not None:
         time_limit = check_epsilon(time_limit, "time_limit")
     full_limit = time_limit if full_time_limit is None else check_epsilon(full_time_limit, "full_time_limit")
-    grace_of = {
-        limit: max(30.0, limit or 0.0) if grace is None else float(grace) for limit in (time_limit, full_limit)
-    }
+
+    def grace_for(limit: float | None) -> float:
+        return max(30.0, limit or 0.0) if grace is None else float(grace)
+
     bad = [f for f in formulations if f not in FORMULATIONS]
     if bad or not formulations:
         raise ValidationError(
@@ -388,7 +389,7 @@ def run_bench(
                     if on_start is not None:
                         on_start(n, label, form)
                     limit = full_limit if form == "full" else time_limit
-                    res = _run_child(space, family, options, form, epsilon, limit, grace_of[limit])
+                    res = _run_child(space, family, options, form, epsilon, limit, grace_for(limit))
                     for key, value in res.items():
                         if hasattr(row, key) and key not in ("n", "mechanism", "formulation"):
                             setattr(row, key, value)

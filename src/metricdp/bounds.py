@@ -99,8 +99,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
-from ._validation import check_epsilon, check_quantile
-from .errors import ValidationError
+from ._validation import check_epsilon, check_quantile, check_space
 from .loss import quantile_rank
 from .spaces import MetricSpace
 
@@ -156,12 +155,6 @@ class PackingBound:
             "quantile": self.quantile,
             "dropped": self.dropped,
         }
-
-
-def _check_space(space: object) -> MetricSpace:
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
-    return space
 
 
 def packing_radius(distances: NDArray[np.float64], packing: NDArray[np.intp]) -> float:
@@ -390,7 +383,7 @@ def lower_bound(space: MetricSpace, epsilon: float) -> PackingBound:
     >>> round(b.value, 12) == round(1 / (1 + math.e), 12), b.radius
     (True, 1.0)
     """
-    return _bound(_check_space(space), check_epsilon(epsilon), 1.0)
+    return _bound(check_space(space), check_epsilon(epsilon), 1.0)
 
 
 def lower_bound_quantile(space: MetricSpace, epsilon: float, q: float = 0.95) -> PackingBound:
@@ -415,7 +408,7 @@ def lower_bound_quantile(space: MetricSpace, epsilon: float, q: float = 0.95) ->
         ``dropped`` is k; ``kind`` is ``"none"`` and ``value`` 0 when no candidate
         packing gives a positive bound.
     """
-    space = _check_space(space)
+    space = check_space(space)
     epsilon = check_epsilon(epsilon)
     q = check_quantile(q, name="q")
     return _bound(space, epsilon, q)

@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
-from ._validation import check_int, check_probability_vector, check_stochastic
+from ._validation import check_int, check_probability_vector, check_space, check_stochastic
 from .errors import MetricDPError, SolverError, ValidationError
 from .loss import element_losses
 from .mechanisms.base import Mechanism
@@ -556,8 +556,7 @@ def calibrate_expected_distance(
         name, builder = getattr(build, "__name__", "build"), build
     else:
         raise ValidationError(f"build must be a family name or a callable, got {type(build).__name__}")
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
+    space = check_space(space)
     pi = None if prior is None else check_probability_vector(prior, space.n)
     try:
         target = float(target)

@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ..._validation import check_epsilon, check_int, check_quantile
+from ..._validation import check_epsilon, check_int, check_quantile, check_space
 from ...errors import PrivacyViolationError, SolverError, ValidationError
 from ...loss import element_losses, quantile_rank
 from ...spaces import MetricSpace
@@ -1168,8 +1168,7 @@ def constopt(
     >>> mech.worst_case_loss() <= mech.info["losses"]["exponential"]
     True
     """
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
+    space = check_space(space)
     epsilon = check_epsilon(epsilon)
     if fit not in _FITS:
         raise ValidationError(f"fit must be one of {', '.join(_FITS)}, got {fit!r}")

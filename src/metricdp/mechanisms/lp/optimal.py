@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ..._validation import check_epsilon, check_probability_vector
+from ..._validation import check_epsilon, check_probability_vector, check_space
 from ...errors import PrivacyViolationError, SolverError, ValidationError
 from ...spaces import MetricSpace
 from ..base import Mechanism, certify
@@ -229,13 +229,17 @@ def _remaining(deadline: float | None, what: str, result: SolveResult | None = N
     return left
 
 
+def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """(u, v, w) of every privacy row of the allowed ordered pairs (u, v), for every output w."""
+    pu, pv = np.nonzero(allowed)
+    return np.repeat(pu, n), np.repeat(pv, n), np.tile(np.arange(n), len(pu))
+
+
 def _solve_full(
     model: _Model, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: float | None, what: str
 ) -> tuple[NDArray[np.float64], SolveResult, int, int, float]:
     """The plain LP (``model.kernel`` = I) with every allowed privacy row, in one solve."""
-    n = model.n
-    pu, pv = np.nonzero(allowed)
-    u, v, w = np.repeat(pu, n), np.repeat(pv, n), np.tile(np.arange(n), len(pu))
+    u, v, w = _triples(allowed, model.n)
     a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
     lower = np.r_[model.lower, np.full(len(u), -np.inf)]
     upper = np.r_[model.upper, np.zeros(len(u))]
@@ -259,18 +263,16 @@ def _solve_ipm(
     Same LP as :func:`_solve_fast` at convergence: all rows are present from the start,
     and the rows (w, v, w), which the substitution turns into bounds, are left out.
     """
-    n = model.n
-    pu, pv = np.nonzero(allowed)
-    k, w = np.repeat(np.arange(len(pu)), n), np.tile(np.arange(n), len(pu))
-    keep = pu[k] != w
-    k, w = k[keep], w[keep]
-    a = sp.vstack([model.base, _privacy_rows(pu[k], pv[k], w, factor, model)], format="csr")
-    lower = np.r_[model.lower, np.full(len(k), -np.inf)]
-    upper = np.r_[model.upper, np.zeros(len(k))]
+    u, v, w = _triples(allowed, model.n)
+    keep = u != w
+    u, v, w = u[keep], v[keep], w[keep]
+    a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
+    lower = np.r_[model.lower, np.full(len(u), -np.inf)]
+    upper = np.r_[model.upper, np.zeros(len(u))]
     h = new_highs(method="ipm", options=IPM_OPTIONS)
     result = solve_lp(model.c, a, lower, upper, 0.0, np.inf, highs=h, time_limit=_remaining(deadline, what))
     require_optimal(result, what)
-    return model.matrix(result.x), result, 1, len(k), result.seconds  # type: ignore[arg-type]
+    return model.matrix(result.x), result, 1, len(u), result.seconds  # type: ignore[arg-type]
 
 
 def _solve_fast(
@@ -437,12 +439,6 @@ def _positive(value: object, name: str) -> float:
     if not (math.isfinite(out) and out > 0):
         raise ValidationError(f"{name} must be finite and > 0, got {value!r}")
     return out
-
-
-def check_space(space: object) -> MetricSpace:
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
-    return space
 
 
 def _check_loss_matrix(loss_matrix: ArrayLike | None, space: MetricSpace) -> NDArray[np.float64]:

@@ -18,12 +18,12 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import shortest_path
 
-from ..._validation import check_epsilon
+from ..._validation import check_epsilon, check_space
 from ...errors import PrivacyViolationError, ValidationError
 from ...spaces import MetricSpace
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
-from .optimal import _Solved, check_space, choose_eta, lp_info, solve_and_repair, solve_raw
+from .optimal import _Solved, choose_eta, lp_info, solve_and_repair, solve_raw
 from .repair import repair
 
 __all__ = ["Spanner", "greedy_spanner", "spanner"]
