@@ -95,6 +95,8 @@ def matrices(draw):
     d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
     m = g.random((n, n)) ** draw(st.sampled_from([1, 4]))
     if draw(st.booleans()):
+        m = 10.0 ** (-300 * g.random((n, n)) ** 3)  # down to 1e-300: the bounds underflow
+    if draw(st.booleans()):
         m[g.random((n, n)) < 0.2] = 0.0  # exact zeros: infinities and skipped columns
     m[m.sum(axis=1) == 0, 0] = 1.0
     return m / m.sum(axis=1, keepdims=True), d
@@ -209,3 +211,91 @@ def test_audit_is_precise_when_levels_are_tiny() -> None:
     assert abs(Decimal(got.epsilon) - exact) <= Decimal("1e-12") * exact
     u, v, w = got.witness
     assert (Decimal(float(m[u, w])) / Decimal(float(m[v, w]))).ln() / Decimal(float(d[0, 1])) == exact
+
+
+# ----------------------------------------------------------------------------- the bounds behind audit()
+
+def _exact_log_ratio_max(m: np.ndarray) -> np.ndarray:
+    """g(u, v) = max_w log(m[u,w] / m[v,w]) in 40-digit decimals (the oracle of the bounds)."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 40
+    logs = [[Decimal(float(x)).ln() for x in row] for row in m]
+    n, k = m.shape
+    return np.array([[float(max(logs[u][w] - logs[v][w] for w in range(k))) for v in range(n)] for u in range(n)])
+
+
+@st.composite
+def positive_matrices(draw):
+    n = draw(st.integers(2, 7))
+    k = draw(st.integers(1, 7))
+    g = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    spread = draw(st.sampled_from([1.0, 30.0, 300.0, 700.0]))
+    return np.exp(-spread * g.random((n, k)) ** draw(st.sampled_from([1, 3])))
+
+
+@given(positive_matrices())
+def test_log_ratio_bounds_are_upper_bounds_with_their_margin(m):
+    from metricdp.audit import _BOUND_MARGIN, _log_ratio_bounds
+
+    exact = _exact_log_ratio_max(m)
+    bound = _log_ratio_bounds(np.log(m))
+    # at least the margin above the exact value (the rounding it covers is < 1e-11) ...
+    assert np.all(bound - exact >= _BOUND_MARGIN - 1e-11)
+    # ... and never looser than the trivial bound alpha + beta (plus the margin)
+    logm = np.log(m)
+    ell = logm - logm.mean(axis=0)
+    trivial = ell.max(axis=1)[:, None] + (-ell).max(axis=1)[None, :]
+    assert np.all(bound <= trivial + _BOUND_MARGIN + 1e-9)
+
+
+def test_log_ratio_bounds_are_tight_without_underflow():
+    # entries in [e^-3, 1]: no term underflows at p = 32, so the bound is within
+    # log(k) / 32 of g (the power mean of k terms exceeds their maximum by at most k^(1/p))
+    g = np.random.default_rng(3)
+    m = np.exp(-3 * g.random((30, 40)))
+    from metricdp.audit import _log_ratio_bounds
+
+    gap = _log_ratio_bounds(np.log(m)) - _exact_log_ratio_max(m)
+    assert gap.max() <= math.log(40) / 32 + 2e-9
+    assert gap.min() >= 0
+
+
+def _oracle_epsilon(m: np.ndarray, d: np.ndarray) -> float:
+    """Every ordered pair through the precise pair levels (no bounds, no pruning)."""
+    from metricdp.audit import _precise_pair_levels
+
+    n = len(m)
+    us, vs = np.nonzero(~np.eye(n, dtype=bool))
+    lev, _ = _precise_pair_levels(m[us], m[vs], d[us, vs])
+    return max(0.0, float(lev.max()))
+
+
+def _euclidean(n: int, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, 5))
+    return np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_audit_of_larger_matrices_matches_the_unpruned_oracle(monkeypatch, dense):
+    """n = 240: the pruned scan (a generic matrix) and the dense pass (k-RR on the discrete
+    metric: every pair is at the level) both give the exact level."""
+    import sys
+
+    audit_module = sys.modules["metricdp.audit"]  # the package re-exports the function audit
+    n = 240
+    if dense:
+        d = 1.0 - np.eye(n)
+        m = np.ones((n, n)) + (np.e - 1) * np.eye(n)
+    else:
+        d = _euclidean(n, 5)
+        m = np.exp(-0.5 * d) * np.random.default_rng(1).uniform(0.5, 1.5, (n, n))
+    m /= m.sum(axis=1, keepdims=True)
+    calls = []
+    real = audit_module._pair_levels
+    monkeypatch.setattr(audit_module, "_pair_levels", lambda *a: calls.append(1) or real(*a))
+    got = audit(m, d)
+    assert bool(calls) == dense
+    assert got.epsilon == pytest.approx(_oracle_epsilon(m, d), rel=1e-14)
+    u, v, w = got.witness
+    assert math.log(m[u, w] / m[v, w]) / d[u, v] == pytest.approx(got.epsilon, rel=1e-12)
