@@ -291,6 +291,7 @@ def test_audit_of_larger_matrices_matches_the_unpruned_oracle(monkeypatch, dense
         d = _euclidean(n, 5)
         m = np.exp(-0.5 * d) * np.random.default_rng(1).uniform(0.5, 1.5, (n, n))
     m /= m.sum(axis=1, keepdims=True)
+    monkeypatch.setattr(audit_module, "_workers", lambda: 2)  # the branch must not depend on the cores
     calls = []
     real = audit_module._pair_levels
     monkeypatch.setattr(audit_module, "_pair_levels", lambda *a: calls.append(1) or real(*a))
@@ -299,3 +300,37 @@ def test_audit_of_larger_matrices_matches_the_unpruned_oracle(monkeypatch, dense
     assert got.epsilon == pytest.approx(_oracle_epsilon(m, d), rel=1e-14)
     u, v, w = got.witness
     assert math.log(m[u, w] / m[v, w]) / d[u, v] == pytest.approx(got.epsilon, rel=1e-12)
+
+
+@pytest.mark.parametrize("pairs_per_chunk", [1, 7, 64])
+@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("kind", ["generic", "near-ties", "exponential"])
+def test_audit_scan_is_exact_at_every_chunk_size(monkeypatch, pairs_per_chunk, workers, kind):
+    """Tiny chunks make the pruned scan take many steps (and stop early) on n = 50."""
+    import sys
+
+    audit_module = sys.modules["metricdp.audit"]
+    n = 50
+    d = _euclidean(n, 11)
+    g = np.random.default_rng(4)
+    if kind == "generic":
+        m = g.random((n, n)) ** 3
+    elif kind == "near-ties":
+        m = (np.ones((n, n)) + (np.e - 1) * np.eye(n)) * (1 + 1e-13 * g.random((n, n)))
+        d = 1.0 - np.eye(n)
+    else:
+        m = np.exp(-60.0 * d)  # entries far below 1e-300
+    m /= m.sum(axis=1, keepdims=True)
+    monkeypatch.setattr(audit_module, "_BLOCK_ELEMENTS", 2 * n * pairs_per_chunk)
+    monkeypatch.setattr(audit_module, "_workers", lambda: workers)
+    got = audit(m, d)
+    assert got.epsilon == pytest.approx(_oracle_epsilon(m, d), rel=1e-13)
+
+
+def test_audit_under_strict_floating_point_errors():
+    """Underflow in the bounds is expected and accounted for: it must not raise."""
+    d = _euclidean(40, 2)
+    m = np.exp(-700 * np.random.default_rng(0).random((40, 40)))
+    with np.errstate(all="raise"):
+        got = audit(m, d)
+    assert got.epsilon == pytest.approx(_oracle_epsilon(m, d), rel=1e-13)
