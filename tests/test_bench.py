@@ -89,6 +89,8 @@ def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
                      full_time_limit=1e-3, grace=60)
     assert [(r.n, r.formulation, r.status) for r in rows] == [
         (40, "fast", "ok"), (40, "full", "time-out"), (60, "fast", "ok"), (60, "full", "skipped")]
+    assert rows[0].vs_full == "full timed out"
+    assert rows[2].vs_full == "full skipped (series timed out at n = 40)"
     with pytest.raises(ValidationError, match="full_time_limit"):
         run_bench([10], ["optimal"], data="gaussian", full_time_limit=-1.0)
 

@@ -414,8 +414,10 @@ def _compare(rows: list[BenchRow]) -> None:
         if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds:
             rel = (r.loss_max - ref.loss_max) / ref.loss_max if ref.loss_max else 0.0
             r.vs_full = f"{ref.seconds / r.seconds:.1f}x faster, loss {rel:+.1e}"
-        elif r.status == "ok" and ref.status in ("time-out", "skipped"):
+        elif r.status == "ok" and ref.status == "time-out":
             r.vs_full = "full timed out"
+        elif r.status == "ok" and ref.status == "skipped":
+            r.vs_full = f"full skipped ({ref.message})" if ref.message else "full skipped"
 
 
 # --------------------------------------------------------------------------- reporting

@@ -213,8 +213,9 @@ def spanner(
         rounds, ``ipm`` 122 s (177 s), its worst-case loss 6e-9 relative above the
         vertex optimum. n = 400 (m = 1,293, 1.03 million rows) is out of reach of both:
         ``fast`` did not finish in 25 minutes; ``ipm`` CPU time grows as about
-        :math:`n^{3.8}` from n = 100 to 200, which gives about 28 CPU minutes (a run
-        was stopped unfinished after 6 minutes).
+        :math:`n^{3.8}` from n = 100 to 200, which gives about 28 CPU minutes; in the
+        one run of the benchmark (benchmarks/RESULTS.md, run 3, nothing else running)
+        ``ipm`` at n = 400 ran into its 1,800 s limit.
 
     Returns
     -------
