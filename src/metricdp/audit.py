@@ -88,10 +88,11 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
     read off directly); an all-zero column constrains nothing. On the other columns every
     ordered pair first gets a rigorous upper bound of its level from two matrix products
     (:func:`_log_ratio_bounds`, O(n^3) flops in BLAS instead of O(n^3) numpy operations);
-    then pairs are evaluated precisely (:func:`_precise_pair_levels`) by decreasing bound
-    until the next bound is no higher than the best precise level found. Every pair
-    left out has a level at most its bound, hence at most the returned level: the result
-    is the exact maximum over all pairs, as a precise scan of all n^3 triples would give.
+    then pairs are scanned by decreasing bound, with a fast level and its rounding error,
+    until the next bound is no higher than a level already reached; the pairs that can
+    still be the maximum are evaluated precisely (:func:`_refine`). Every pair left out
+    has a level at most its bound, hence at most the returned level: the result is the
+    exact maximum over all pairs, as a precise scan of all n^3 triples would give.
 
     Examples
     --------
@@ -133,8 +134,7 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResul
     """
     n = m.shape[0]
     flat = bound.ravel()  # our own array: scanned pairs are marked -inf in it
-    largest = float(np.abs(logm).max())
-    slack = _FAST_ULPS * np.finfo(np.float64).eps * max(largest, 1.0)
+    slack = _fast_slack(float(np.abs(logm).max()))
     chunk = max(1, _BLOCK_ELEMENTS // (2 * logm.shape[1]))
     step = chunk * _workers()
     floor = 0.0
@@ -253,6 +253,11 @@ def _log_ratio_bounds(logm: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+def _fast_slack(largest: float) -> float:
+    """Error bound of g = log m[u,w] - log m[v,w] when max |log m| = ``largest`` (see _pair_levels)."""
+    return _FAST_ULPS * np.finfo(np.float64).eps * max(largest, 1.0)
+
+
 def _pair_chunk(n: int) -> int:
     return max(1, _BLOCK_ELEMENTS // (4 * n))
 
@@ -310,8 +315,7 @@ def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArra
     off = ~np.eye(n, dtype=bool)
     levels = np.full((n, n), -np.inf)
     levels[off] = np.where(gap[off] > _INFINITE_GAP, np.inf, gap[off] / d[off])
-    largest = float(np.abs(logm[positive]).max()) if positive.any() else 0.0
-    slack = _FAST_ULPS * np.finfo(np.float64).eps * max(largest, 1.0)
+    slack = _fast_slack(float(np.abs(logm[positive]).max()) if positive.any() else 0.0)
     err = np.where(off, slack / np.where(off, d, 1.0), 0.0)
     return levels, err
 
