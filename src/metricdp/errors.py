@@ -7,11 +7,17 @@ them into one line on stderr and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 __all__ = [
+    "InfeasibleError",
     "MechanismFileError",
     "MetricDPError",
     "PrivacyLeakWarning",
     "PrivacyViolationError",
+    "RepairError",
+    "ResourceLimitError",
     "SolverError",
+    "SolverNumericalError",
+    "SolverTimeLimitError",
+    "UnsafeOutputError",
     "ValidationError",
 ]
 
@@ -28,8 +34,22 @@ class MechanismFileError(ValidationError):
     """A file is not a valid metricdp mechanism file."""
 
 
+class ResourceLimitError(ValidationError):
+    """A computation would need more memory (or another resource) than the configured limit.
+
+    Raised before anything is allocated; the message gives the size needed and the limit.
+    """
+
+
+class UnsafeOutputError(ValidationError):
+    """An output path that must not be written: a device, FIFO, directory, or one of the inputs."""
+
+
 class SolverError(MetricDPError, RuntimeError):
-    """A linear program did not reach a usable optimum (infeasible, time limit, numerics)."""
+    """A linear program did not reach a usable optimum (infeasible, time limit, numerics).
+
+    The subclasses name the conditions callers branch on; code never inspects the message.
+    """
 
     def __init__(self, message: str, *, status: str | None = None, result: object | None = None) -> None:
         super().__init__(message)
@@ -37,11 +57,35 @@ class SolverError(MetricDPError, RuntimeError):
         self.result = result
 
 
+class SolverTimeLimitError(SolverError):
+    """The build's deadline (``time_limit``, the whole build) passed before an optimum was reached."""
+
+
+class InfeasibleError(SolverError):
+    """The solver proved the linear program infeasible."""
+
+
+class SolverNumericalError(SolverError):
+    """The solver stopped on numerical trouble (or called a bounded LP unbounded)."""
+
+
 class PrivacyViolationError(MetricDPError, RuntimeError):
     """A built matrix failed the independent audit at the requested epsilon.
 
     Raised by builders instead of returning a matrix that is not exactly eps-mDP.
     """
+
+
+class RepairError(PrivacyViolationError):
+    """The tolerance repair of an LP solution could not make it exactly eps-mDP.
+
+    ``retryable`` is True when solving again with a larger margin can help (the repair
+    could not spread the solver's error), False when it cannot (underflow, an all-zero row).
+    """
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class PrivacyLeakWarning(UserWarning):
