@@ -17,6 +17,7 @@ from metricdp.loss import (
     worst_case_loss,
 )
 from metricdp.mechanisms.base import Mechanism
+from metricdp.mechanisms.exponential import exponential_matrix
 
 D3 = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])  # points 0, 1, 3 on a line
 M3 = np.array([[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.0, 0.5, 0.5]])
@@ -90,11 +91,13 @@ def test_shape_mismatch():
 
 
 def test_mechanism_methods_match_the_functions():
-    mech = Mechanism(M3, MetricSpace.from_distances(D3), 1.0, "test")
-    np.testing.assert_allclose(mech.element_losses(), L3)
-    assert mech.worst_case_loss() == worst_case_loss(M3, D3)
-    assert mech.quantile_loss(0.5) == quantile_loss(M3, D3, 0.5)
-    assert mech.expected_loss() == expected_loss(M3, D3)
+    # M3 is not private at any epsilon (a zero beside non-zeros), so a Mechanism wraps a private matrix
+    m = exponential_matrix(D3, 1.0)
+    mech = Mechanism.from_matrix(m, MetricSpace.from_distances(D3), 1.0, "test")
+    np.testing.assert_allclose(mech.element_losses(), element_losses(m, D3))
+    assert mech.worst_case_loss() == worst_case_loss(m, D3)
+    assert mech.quantile_loss(0.5) == quantile_loss(m, D3, 0.5)
+    assert mech.expected_loss() == expected_loss(m, D3)
     np.testing.assert_allclose(mech.uniform_losses(), uniform_losses(D3))
     with pytest.raises(ValidationError, match="quantile"):
         mech.quantile_loss(2.0)

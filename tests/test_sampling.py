@@ -7,7 +7,9 @@ import pytest
 from scipy import stats
 
 from metricdp import MetricSpace, ValidationError
-from metricdp.mechanisms.base import Mechanism, register_sampler, sample_from_matrix
+from metricdp.audit import audit_epsilon
+from metricdp.mechanisms import registry
+from metricdp.mechanisms.base import Mechanism, sample_from_matrix
 
 TWO_53 = 2.0**53
 
@@ -16,8 +18,9 @@ def _mechanism(n: int = 6, seed: int = 0) -> Mechanism:
     g = np.random.default_rng(seed)
     space = MetricSpace.from_points(g.normal(size=(n, 2)), [f"w{i}" for i in range(n)])
     m = g.random((n, n)) ** 3
-    m[0, 1] = 0.0  # an impossible output must never be drawn
-    return Mechanism(m / m.sum(axis=1, keepdims=True), space, 1.0, "test")
+    m[:, 1] = 0.0  # an impossible output must never be drawn
+    m /= m.sum(axis=1, keepdims=True)
+    return Mechanism.from_matrix(m, space, audit_epsilon(m, space.distances) * (1 + 1e-12), "test")
 
 
 class Fixed:
@@ -127,17 +130,21 @@ def test_row_sum_off_by_rounding_is_not_pushed_to_the_last_column():
 
 
 # ----------------------------------------------------------------------------- estimated mechanisms
-def test_estimated_mechanism_uses_its_true_sampler():
+def always_one(mechanism, inputs, rng):
+    """A true sampler for the test family below: always output 1."""
+    rng.random(len(inputs))
+    return np.ones(len(inputs), dtype=np.intp)
+
+
+def test_estimated_mechanism_uses_its_true_sampler(monkeypatch):
     space = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
     estimate = np.array([[1.0, 0.0], [0.0, 1.0]])  # an estimate; sampling it would be wrong
-
-    @register_sampler("test-always-one")
-    def _always_one(mechanism, inputs, rng):
-        rng.random(len(inputs))
-        return np.ones(len(inputs), dtype=np.intp)
-
-    mech = Mechanism(estimate, space, 1.0, "test-always-one", exact=False)
+    family = registry.Family("test-always-one", "tests.test_sampling:always_one", "a test family",
+                             exact=False, sampler="tests.test_sampling:always_one")
+    monkeypatch.setitem(registry.FAMILIES, family.name, family)
+    mech = Mechanism(estimate, space, 1.0, "test-always-one", {"epsilon": 1.0}, exact=False)
     np.testing.assert_array_equal(mech.sample(np.array([0, 0, 1]), rng=0), [1, 1, 1])
-    orphan = Mechanism(estimate, space, 1.0, "test-unregistered", exact=False)
-    with pytest.raises(ValidationError, match="no true sampler registered for estimated mechanism"):
-        orphan.sample(np.array([0]))
+    # a family the registry does not know is exact: it cannot call itself estimated
+    with pytest.raises(ValidationError, match="not a claim a mechanism can make"):
+        Mechanism(estimate, space, 1.0, "test-unregistered", exact=False)
+

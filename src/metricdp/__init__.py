@@ -2,13 +2,15 @@
 
 A mechanism M satisfies eps-mDP when Pr[M(u)=w] <= exp(eps d(u,v)) Pr[M(v)=w] for all
 inputs u, v and outputs w.
+
+Package convention: a name equal to a submodule is always that submodule
+(``metricdp.audit`` is the module; its function is ``metricdp.audit.audit``).
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .audit import AuditResult, audit, audit_epsilon, epsilon_tight, hockey_stick
+from ._version import __version__
+from .audit import AuditResult, audit_epsilon, epsilon_tight, hockey_stick
 from .errors import (
     MechanismFileError,
     MetricDPError,
@@ -17,9 +19,10 @@ from .errors import (
     SolverError,
     ValidationError,
 )
-from .io import load_mechanism, read_points, save_mechanism
+from .io import read_points
 from .loss import element_losses, expected_loss, quantile_loss, uniform_losses, worst_case_loss
 from .mechanisms.base import Mechanism, certify
+from .mechanisms.file import load_mechanism
 from .spaces import MetricSpace
 
 __all__ = [
@@ -33,7 +36,6 @@ __all__ = [
     "SolverError",
     "ValidationError",
     "__version__",
-    "audit",
     "audit_epsilon",
     "certify",
     "element_losses",
@@ -43,7 +45,6 @@ __all__ = [
     "load_mechanism",
     "quantile_loss",
     "read_points",
-    "save_mechanism",
     "uniform_losses",
     "worst_case_loss",
 ]

@@ -10,24 +10,20 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .errors import ValidationError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .spaces import MetricSpace
-
 __all__ = [
+    "check_bool",
     "check_delta",
     "check_epsilon",
     "check_int",
     "check_metric",
     "check_probability_vector",
     "check_quantile",
-    "check_space",
     "check_stochastic",
     "check_triangle_inequality",
 ]
@@ -70,13 +66,11 @@ def check_quantile(q: object, name: str = "quantile") -> float:
     return value
 
 
-def check_space(space: object, name: str = "space") -> MetricSpace:
-    """A :class:`~metricdp.spaces.MetricSpace` (the builders' first argument)."""
-    from .spaces import MetricSpace
-
-    if not isinstance(space, MetricSpace):
-        raise ValidationError(f"{name} must be a MetricSpace, got {type(space).__name__}")
-    return space
+def check_bool(value: object, name: str) -> bool:
+    """True or False (numpy bools too); 1, "yes" and None are refused, not coerced."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValidationError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_int(value: object, name: str, minimum: int | None = None, maximum: int | None = None) -> int:

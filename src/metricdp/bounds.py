@@ -99,9 +99,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
 
-from ._validation import check_epsilon, check_quantile, check_space
+from ._validation import check_epsilon, check_quantile
 from .loss import quantile_rank
-from .spaces import MetricSpace
+from .spaces import MetricSpace, check_space
 
 __all__ = ["PackingBound", "lower_bound", "lower_bound_quantile", "packing_radius"]
 

@@ -1,4 +1,4 @@
-r"""Statistics from privatized reports: estimators, Earth mover's utility, calibration.
+r"""Statistics from privatized reports: estimators and Earth mover's utility.
 
 The workflow of local mDP (Alvim et al., CSF 2018, Sections II and VI): every user
 privatizes her own value x with the mechanism M and sends the report y; the collector
@@ -13,10 +13,9 @@ values from the counts and M.
 * :func:`emd` -- the Earth mover's (Kantorovich, Wasserstein-1) distance between two
   distributions under the ground metric d, solved by POT's network simplex
   (``ot.emd2``); :func:`expected_emd` averages it over repeated privatizations;
-* :func:`calibrate_expected_distance` -- the parameter of a mechanism family at which
-  the expected distance between true and reported values,
-  :math:`E_d = \sum_{x,y} \pi(x) M[x,y] d(x,y)`, meets a target (Alvim et al.'s
-  "equal protection" comparison of k-RR with mDP mechanisms).
+
+Calibrating a family to an expected distance (Alvim et al.'s "equal protection"
+comparison) is :mod:`metricdp.mechanisms.distance_calibration`.
 
 Estimation never touches privacy: it is post-processing of the reports, so nothing here
 needs the matrix to be exact (an estimated, Monte-Carlo matrix works too).
@@ -35,28 +34,22 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
-from ._validation import check_int, check_probability_vector, check_space, check_stochastic
-from .errors import MetricDPError, SolverError, ValidationError
-from .loss import element_losses
+from ._validation import check_int, check_probability_vector, check_stochastic
+from .errors import SolverError, ValidationError
 from .mechanisms.base import Mechanism
 from .spaces import MetricSpace
 
 __all__ = [
-    "FAMILIES",
-    "Calibrated",
     "ExpectedEMD",
     "IBUResult",
-    "calibrate_expected_distance",
     "counts_from_indices",
     "emd",
-    "expected_distance",
     "expected_emd",
     "ibu",
     "matrix_inversion",
@@ -424,262 +417,3 @@ def expected_emd(
     return ExpectedEMD(float(values.mean()), stderr, values)
 
 
-# --------------------------------------------------------------------------- calibration
-def expected_distance(
-    mechanism: Mechanism | ArrayLike, distances: ArrayLike, prior: ArrayLike | None = None
-) -> float:
-    r""":math:`E_d = \sum_{x,y} \pi(x) M[x,y] d(x,y)` (uniform :math:`\pi` when ``prior`` is None)."""
-    m = np.asarray(mechanism.matrix if isinstance(mechanism, Mechanism) else mechanism, dtype=np.float64)
-    losses = element_losses(m, distances)
-    if prior is None:
-        return float(losses.mean())
-    return float(check_probability_vector(prior, len(losses)) @ losses)
-
-
-def _family(name: str, space: MetricSpace) -> Callable[[float], Mechanism]:
-    """The builder ``eps -> Mechanism`` of a named family (imported lazily)."""
-    import importlib
-
-    module, func, keyword = FAMILIES[name]
-    try:
-        builder = getattr(importlib.import_module(module), func)
-    except ModuleNotFoundError as ex:
-        if ex.name is None or not module.startswith(ex.name):
-            raise  # a dependency of an existing module is missing: a real error
-        raise ValidationError(f"mechanism family {name!r} is not available ({module} is missing)") from None
-    except AttributeError:
-        raise ValidationError(f"mechanism family {name!r} is not available ({module}.{func})") from None
-    if keyword is None:
-        return lambda eps: builder(space, eps)
-    return lambda eps: builder(space, **{keyword: eps})
-
-
-#: Family names accepted by :func:`calibrate_expected_distance` and ``metricdp
-#: calibrate``: module, builder and the keyword that takes the calibrated parameter
-#: (None: the second positional argument, the mDP epsilon). k-RR is calibrated in its
-#: LDP parameter, as in [1]_.
-FAMILIES: dict[str, tuple[str, str, str | None]] = {
-    "krr": ("metricdp.mechanisms.krr", "krr", "ldp_epsilon"),
-    "geometric": ("metricdp.mechanisms.geometric", "geometric", None),
-    "planar-laplace": ("metricdp.mechanisms.planar_laplace", "planar_laplace", None),
-    "exponential": ("metricdp.mechanisms.exponential", "exponential", None),
-    "optimal": ("metricdp.mechanisms.lp", "optimal", None),
-    "spanner": ("metricdp.mechanisms.lp", "spanner", None),
-    "constopt": ("metricdp.mechanisms.lp", "constopt", None),
-}
-
-
-@dataclass(frozen=True)
-class Calibrated:
-    """Outcome of :func:`calibrate_expected_distance`.
-
-    Attributes
-    ----------
-    epsilon : float
-        The calibrated parameter (for ``"krr"`` its LDP parameter; for the other
-        families the mDP epsilon per unit of distance).
-    expected_distance : float
-        :math:`E_d` of the mechanism at ``epsilon``.
-    iterations : int
-        Number of mechanisms built (bracketing included).
-    mechanism : Mechanism
-        The mechanism at ``epsilon``.
-    """
-
-    epsilon: float
-    expected_distance: float
-    iterations: int
-    mechanism: Mechanism
-
-
-class _Found(Exception):
-    """Stops the root finder as soon as the target is met to tolerance."""
-
-
-def calibrate_expected_distance(
-    build: Callable[[float], Mechanism] | str,
-    space: MetricSpace,
-    prior: ArrayLike | None,
-    target: float,
-    *,
-    tol: float = 1e-6,
-    bracket: tuple[float, float] | None = None,
-    max_iter: int = 200,
-) -> Calibrated:
-    r"""The parameter at which a mechanism family's expected distance meets a target.
-
-    Solves :math:`E_d(\varepsilon) = \sum_{x,y} \pi(x) M_\varepsilon[x,y] d(x,y) =`
-    ``target`` ([1]_ Section VI: mechanisms compared at equal expected distance
-    between the true and the reported value). :math:`E_d` decreases as
-    :math:`\varepsilon` grows (from about the uniform-release distance as
-    :math:`\varepsilon \to 0` to 0 as :math:`\varepsilon \to \infty`). The target is
-    bracketed by stepping :math:`\log \varepsilon` by :math:`\log 8` from the start,
-    then the bracket is shrunk by Brent's method on :math:`\log \varepsilon` (bisection
-    safeguarded by inverse quadratic interpolation: the bracket always holds the
-    root), until :math:`|E_d(\varepsilon) - \text{target}| \le` ``tol`` :math:`\cdot`
-    ``target``.
-
-    Parameters
-    ----------
-    build : str or callable
-        A family name (see :data:`FAMILIES`: ``"krr"`` (its LDP parameter),
-        ``"geometric"``, ``"planar-laplace"``, ``"exponential"``, ``"optimal"``,
-        ``"spanner"``, ``"constopt"``) or any ``eps -> Mechanism`` callable on ``space``.
-    space : MetricSpace
-    prior : array of shape (n,) or None
-        Distribution of the true values (uniform when None).
-    target : float
-        The expected distance to meet, in the units of ``space``.
-    tol : float
-        Relative tolerance on :math:`E_d`.
-    bracket : (float, float), optional
-        ``(lo, hi)`` with :math:`E_d(lo) \ge` target :math:`\ge E_d(hi)`; searched for
-        from ``1`` (k-RR) or ``1 / target`` (other families and callables) when omitted.
-    max_iter : int
-        Cap on the number of mechanisms built.
-
-    Raises
-    ------
-    ValidationError
-        Unknown family, bad prior or target, or a target out of reach: at or above what
-        the smallest epsilon tried gives (near-uniform release) or below what the
-        largest gives.
-    SolverError
-        When :math:`E_d` jumps across the target (no parameter meets it to ``tol``) or
-        ``max_iter`` builds do not suffice.
-    """
-    if isinstance(build, str):
-        if build not in FAMILIES:
-            raise ValidationError(f"unknown mechanism family {build!r}; choose one of {', '.join(FAMILIES)}")
-        name, builder = build, _family(build, space)
-    elif callable(build):
-        name, builder = getattr(build, "__name__", "build"), build
-    else:
-        raise ValidationError(f"build must be a family name or a callable, got {type(build).__name__}")
-    space = check_space(space)
-    pi = None if prior is None else check_probability_vector(prior, space.n)
-    try:
-        target = float(target)
-    except (TypeError, ValueError):
-        raise ValidationError(f"target must be a number, got {target!r}") from None
-    if not (math.isfinite(target) and target > 0):
-        raise ValidationError(f"target expected distance must be finite and > 0, got {target!r}")
-    tol = float(tol)
-    if not (math.isfinite(tol) and 0 < tol < 1):
-        raise ValidationError(f"tol must be in (0, 1), got {tol!r}")
-    max_iter = check_int(max_iter, "max_iter", minimum=2)
-
-    cache: dict[float, tuple[float, Mechanism]] = {}
-
-    def evaluate(log_eps: float) -> float:
-        if log_eps not in cache:
-            if len(cache) >= max_iter:
-                raise SolverError(f"calibration of {name!r} did not meet the target in {max_iter} builds")
-            mech = builder(math.exp(log_eps))
-            if not isinstance(mech, Mechanism) or mech.space.n != space.n:
-                raise ValidationError(f"{name} did not return a Mechanism on the {space.n}-point space")
-            cache[log_eps] = (expected_distance(mech, space.distances, pi), mech)
-        return cache[log_eps][0] - target
-
-    def result(log_eps: float) -> Calibrated:
-        value, mech = cache[log_eps]
-        return Calibrated(math.exp(log_eps), value, len(cache), mech)
-
-    # k-RR's parameter has no unit; for the others E_d is about c / eps, so start at
-    # 1 / target, kept where the matrix is representable (eps d_min <= 10).
-    start = 0.0 if name == "krr" else min(max(-math.log(target), math.log(1e-3 / space.diameter)),
-                                          math.log(10.0 / space.d_min))
-    lo, hi = _bracket(evaluate, name, target, tol, bracket, start)
-    for t in (lo, hi):
-        if abs(cache[t][0] - target) <= tol * target:
-            return result(t)
-
-    def g(t: float) -> float:
-        value = evaluate(t)
-        if abs(value) <= tol * target:
-            raise _Found(t)
-        return value
-
-    from scipy.optimize import brentq
-
-    try:
-        root = brentq(g, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=max_iter)
-    except _Found as found:
-        return result(float(found.args[0]))
-    except RuntimeError:  # brentq's own iteration cap
-        raise SolverError(f"calibration of {name!r} did not meet the target in {max_iter} builds") from None
-    # The bracket shrank to float resolution without meeting tol: E_d jumps there.
-    best = min(cache, key=lambda t: abs(cache[t][0] - target))
-    raise SolverError(
-        f"calibration of {name!r}: E_d jumps across the target {target:.6g} near eps = {math.exp(root):.10g} "
-        f"(closest E_d = {cache[best][0]:.10g}); no parameter meets it to tol = {tol}"
-    )
-
-
-def _bracket(
-    evaluate: Callable[[float], float],
-    name: str,
-    target: float,
-    tol: float,
-    bracket: Sequence[float] | None,
-    start: float,
-) -> tuple[float, float]:
-    """(lo, hi) in log eps with E_d(lo) >= target >= E_d(hi)."""
-    if bracket is not None:
-        try:
-            lo_eps, hi_eps = (float(x) for x in bracket)
-        except (TypeError, ValueError):
-            raise ValidationError(f"bracket must be two numbers (lo, hi), got {bracket!r}") from None
-        if not (0 < lo_eps < hi_eps and math.isfinite(hi_eps)):
-            raise ValidationError(f"bracket must satisfy 0 < lo < hi < inf, got {bracket!r}")
-        lo, hi = math.log(lo_eps), math.log(hi_eps)
-        f_lo, f_hi = evaluate(lo), evaluate(hi)
-        if f_lo < -tol * target or f_hi > tol * target:
-            raise ValidationError(
-                f"bracket {bracket!r} does not hold the target {target:.6g} for {name!r}: "
-                f"E_d = {f_lo + target:.6g} at lo and {f_hi + target:.6g} at hi"
-            )
-        return lo, hi
-    step, reach = math.log(8.0), math.log(1e12)
-    seen: list[tuple[float, float]] = []
-
-    def attempt(t: float) -> float | str:
-        """E_d(e^t) - target, or the builder's reason for refusing e^t."""
-        try:
-            f = evaluate(t)
-        except SolverError:
-            raise
-        except MetricDPError as ex:
-            # Builders refuse extreme parameters (overflow, underflow to zero).
-            return f"the build failed at eps = {math.exp(t):.3g}: {ex}"
-        seen.append((t, f))
-        return f
-
-    t = start
-    f = attempt(t)
-    while isinstance(f, str) and start - t < reach:  # start refused: walk down to a buildable eps
-        t -= step
-        f = attempt(t)
-    if isinstance(f, str):
-        raise ValidationError(f"calibration of {name!r}: no buildable epsilon found; {f}")
-    direction = 1.0 if f > 0 else -1.0  # E_d too large: raise eps; too small: lower it
-    while abs(t + direction * step - start) <= reach:
-        t_next = t + direction * step
-        f_next = attempt(t_next)
-        if isinstance(f_next, str):
-            raise _out_of_reach(name, target, seen, f_next)
-        if (f_next <= 0) if direction > 0 else (f_next >= 0):
-            return (t, t_next) if direction > 0 else (t_next, t)
-        t = t_next
-    raise _out_of_reach(name, target, seen, "")
-
-
-def _out_of_reach(name: str, target: float, seen: list[tuple[float, float]], why: str) -> ValidationError:
-    values = [f + target for _, f in seen]
-    eps = [math.exp(t) for t, _ in seen]
-    i_max, i_min = int(np.argmax(values)), int(np.argmin(values))
-    return ValidationError(
-        f"target expected distance {target:.6g} is out of reach for {name!r}: E_d ranges from "
-        f"{values[i_min]:.6g} (eps = {eps[i_min]:.3g}) to {values[i_max]:.6g} (eps = {eps[i_max]:.3g})"
-        + (f"; {why}" if why else "")
-    )

@@ -1,51 +1,42 @@
-"""Files: POINTS files in, mechanism files in and out, atomic writes.
+"""Files: POINTS files in, atomic writes out.
 
-Mechanism file
---------------
-One ``.npz`` readable with ``numpy.load(path, allow_pickle=False)`` and no metricdp
-installed, holding
-
-* ``matrix`` -- float64 (n, n), row-stochastic;
-* ``distances`` -- float64 (n, n);
-* ``labels`` -- unicode strings (n,);
-* ``metadata`` -- a 0-d unicode array of JSON with at least ``mechanism``, ``epsilon``,
-  ``params``, ``metricdp_version`` (and ``lp`` when an LP was solved);
-* optionally ``points`` -- float64 (n, dim), the coordinates, which true samplers of
-  continuous mechanisms (Madlib, planar Laplace) need.
+Mechanism files are written by :meth:`metricdp.mechanisms.base.Mechanism.save` and read
+by :func:`metricdp.mechanisms.file.load_mechanism` (beside :class:`Mechanism`, so this
+module imports nothing of the mechanisms).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
-import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from ._validation import check_metric, check_stochastic
-from .errors import MechanismFileError, ValidationError
+from .errors import UnsafeOutputError, ValidationError
 from .spaces import METRICS, MetricSpace
 
-__all__ = ["atomic_write", "load_mechanism", "read_points", "save_mechanism"]
+__all__ = ["atomic_write", "read_points"]
 
-_REQUIRED = ("matrix", "distances", "labels", "metadata")
-_TRIANGLE_CHECK_MAX_N = 2000
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_write(
+    path: str | PathLike[str], mode: str = "wb", *, inputs: Sequence[str | PathLike[str]] = ()
+) -> Iterator[IO[Any]]:
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
     On any error the temporary file is removed and ``path`` is left untouched, so a
     failed command never leaves a half-written output.
     """
     target = Path(path)
+    for source in inputs:
+        if target.exists() and Path(source).exists() and os.path.samefile(target, source):
+            raise UnsafeOutputError(f"refusing to write {target}: it is also an input of this command")
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise ValidationError(f"cannot write {target}: directory {directory} does not exist")
@@ -61,116 +52,6 @@ def atomic_write(path: str | PathLike[str], mode: str = "wb") -> Iterator[IO[Any
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-
-
-def save_mechanism(mechanism: Any, path: str | PathLike[str]) -> None:
-    """Write ``mechanism`` as a mechanism file (atomically)."""
-    arrays: dict[str, np.ndarray] = {
-        "matrix": np.asarray(mechanism.matrix, dtype=np.float64),
-        "distances": np.asarray(mechanism.space.distances, dtype=np.float64),
-        "labels": np.array(mechanism.labels, dtype=str),
-        "metadata": np.array(json.dumps(_jsonable(mechanism.metadata))),
-    }
-    if mechanism.space.points is not None:
-        arrays["points"] = np.asarray(mechanism.space.points, dtype=np.float64)
-    with atomic_write(path) as fh:
-        np.savez(fh, **arrays)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict | os.PathLike) or hasattr(obj, "items"):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return str(obj)
-    return obj
-
-
-def load_mechanism(path: str | PathLike[str], *, verify: bool = True) -> Any:
-    """Read and check a mechanism file; any defect is a :class:`MechanismFileError`.
-
-    With ``verify`` (the default), an exact mechanism's matrix is audited again
-    (:func:`metricdp.audit.audit`) and a file whose matrix is not ``epsilon``-mDP (within
-    the builders' 1e-9 relative slack) is refused: the claim in a file is not trusted.
-    Estimated (Monte-Carlo) mechanisms are not audited: their releases come from the true
-    sampler, not from the matrix.
-    """
-    from .mechanisms.base import Mechanism
-
-    p = Path(path)
-    if not p.is_file():
-        raise MechanismFileError(f"{p}: no such file")
-    try:
-        # Open the file ourselves: np.load leaks its handle when a zip is truncated, returns a
-        # bare array (no context manager) for a .npy, and tries pickle on anything else.
-        with p.open("rb") as fh:
-            if not zipfile.is_zipfile(fh):
-                raise MechanismFileError(f"{p}: not a mechanism file (not an .npz archive)")
-            fh.seek(0)
-            with np.load(fh, allow_pickle=False) as z:
-                missing = [k for k in _REQUIRED if k not in z.files]
-                if missing:
-                    raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-                arrays = {k: z[k] for k in z.files}
-    except MechanismFileError:
-        raise
-    except ValueError as ex:  # object arrays need pickle: refused
-        raise MechanismFileError(f"{p}: not a mechanism file ({ex})") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as ex:
-        raise MechanismFileError(f"{p}: not a readable .npz mechanism file ({type(ex).__name__}: {ex})") from None
-    try:
-        meta = json.loads(str(arrays["metadata"]))
-    except (json.JSONDecodeError, TypeError):
-        raise MechanismFileError(f"{p}: metadata is not JSON") from None
-    if not isinstance(meta, dict) or not {"mechanism", "epsilon", "params"} <= meta.keys():
-        raise MechanismFileError(f"{p}: metadata lacks mechanism, epsilon or params")
-    labels = arrays["labels"]
-    if labels.ndim != 1 or labels.dtype.kind != "U":
-        raise MechanismFileError(f"{p}: labels must be a 1-d string array")
-    n = len(labels)
-    for key in ("matrix", "distances"):
-        if arrays[key].shape != (n, n):
-            raise MechanismFileError(f"{p}: {key} has shape {arrays[key].shape}, expected ({n}, {n}) for {n} labels")
-    try:
-        matrix = check_stochastic(arrays["matrix"], name="matrix")
-        d = check_metric(arrays["distances"], labels=list(labels), triangle=n <= _TRIANGLE_CHECK_MAX_N)
-    except ValidationError as ex:
-        raise MechanismFileError(f"{p}: {ex}") from None
-    points = arrays.get("points")
-    space_meta = meta.get("space") or {}
-    metric = str(space_meta.get("metric", "precomputed"))
-    if points is not None and (points.ndim != 2 or points.shape[0] != n):
-        raise MechanismFileError(f"{p}: points has shape {points.shape}, expected ({n}, dim)")
-    if points is not None:
-        points = points.astype(np.float64)
-        points.setflags(write=False)
-    d.setflags(write=False)
-    cell = space_meta.get("cell")
-    space = MetricSpace(d, tuple(str(x) for x in labels), metric, points, float(cell) if cell else None)
-    import metricdp.mechanisms  # noqa: F401  (registers the true samplers)
-
-    reserved = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")
-    info = {k: v for k, v in meta.items() if k not in reserved}
-    try:
-        mechanism = Mechanism(matrix, space, float(meta["epsilon"]), str(meta["mechanism"]), meta["params"], info,
-                              exact=bool(meta.get("exact", True)))
-    except (TypeError, ValueError) as ex:
-        raise MechanismFileError(f"{p}: metadata does not describe a mechanism ({ex})") from None
-    if verify and mechanism.exact:
-        from .mechanisms.base import AUDIT_RTOL
-
-        result = mechanism.audit()
-        if not result.satisfies(mechanism.epsilon, AUDIT_RTOL):
-            raise MechanismFileError(
-                f"{p}: claims epsilon={mechanism.epsilon!r} but its matrix is only {result.epsilon!r}-mDP "
-                f"(triple u, v, w = {result.witness}); refusing to use it"
-            )
-    return mechanism
 
 
 def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricSpace:

@@ -18,10 +18,11 @@ from scipy.sparse import csgraph, csr_matrix
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
+from ._resources import check_allocation
 from ._validation import check_int, check_metric
 from .errors import ValidationError
 
-__all__ = ["EARTH_RADIUS_KM", "METRICS", "MetricSpace", "haversine_km", "pairwise_distances"]
+__all__ = ["EARTH_RADIUS_KM", "METRICS", "MetricSpace", "check_space", "haversine_km", "pairwise_distances"]
 
 #: Mean Earth radius (IUGG), in kilometres.
 EARTH_RADIUS_KM = 6371.0088
@@ -132,6 +133,9 @@ class MetricSpace:
                 i = int(np.flatnonzero((np.abs(x[:, 0]) > 90) | (np.abs(x[:, 1]) > 180))[0])
                 raise ValidationError(f"points row {i} is not a (lat, lon) in degrees: {x[i].tolist()}")
         labs = _labels(labels, x.shape[0])
+        n = x.shape[0]
+        # the distance matrix, its transpose-average and cdist's temporaries: 3 n x n arrays
+        check_allocation(3 * 8.0 * n * n, f"{n:,} points ({8.0 * n * n / 1e9:.2g} GB for the distance matrix)")
         d = pairwise_distances(x, x, metric)
         np.fill_diagonal(d, 0.0)
         d = check_metric((d + d.T) / 2, name="distances", labels=labs, triangle=False)
@@ -306,3 +310,10 @@ def _detect_cell(x: NDArray[np.float64], metric: str) -> float | None:
     if np.all(np.abs(rel - np.round(rel)) <= 1e-9 * np.maximum(1.0, np.abs(rel))):
         return h
     return None
+
+
+def check_space(space: object, name: str = "space") -> MetricSpace:
+    """A :class:`MetricSpace` (the builders' first argument); anything else is a ValidationError."""
+    if not isinstance(space, MetricSpace):
+        raise ValidationError(f"{name} must be a MetricSpace, got {type(space).__name__}")
+    return space

@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from metricdp.bench import COLUMNS
 from metricdp.cli.bench import parse_sizes, register
+from metricdp.experiments.bench_lp import COLUMNS
 from tests.cli_helpers import make_app
 
 runner = CliRunner()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from metricdp import (
 )
 from metricdp.cli import build as build_cli
 from metricdp.cli.example import example_text
+from metricdp.mechanisms import registry
 from tests.cli_helpers import assert_one_line_error, run
 
 POINTS = "label,x,y\na,0,0\nb,1,0\nc,0,2\nd,3,3\n"
@@ -122,8 +122,8 @@ def test_real_subprocess_of_the_installed_entry_point(tmp_path):
 
 # ----------------------------------------------------------------------------- adapters
 def test_every_mechanism_name_is_wired():
-    assert set(build_cli.MECHANISMS) == {m.value for m in build_cli.MechanismName}
-    assert set(build_cli.MECHANISMS) == {
+    assert set(registry.names()) == {m.value for m in build_cli.MechanismName}
+    assert set(registry.names()) == {
         "exponential", "weighted-exponential", "krr", "geometric", "optimal", "spanner", "constopt",
         "madlib", "planar-laplace", "subsampled-exponential",
     }  # fmt: skip
@@ -141,12 +141,12 @@ P4 = [0.1, 0.2, 0.3, 0.4]  # the PRIOR file below, in label order
         ("-m geometric -e 1", "geometric", "geometric", (1.0,), {}),
         (
             "-m optimal -e 1 --objective expected --prior PRIOR --time-limit 5",
-            "lp", "optimal", (1.0,), {"objective": "expected", "prior": P4, "time_limit": 5.0},
+            "lp.optimal", "optimal", (1.0,), {"objective": "expected", "prior": P4, "time_limit": 5.0},
         ),
-        ("-m spanner -e 1 --stretch 2", "lp", "spanner", (1.0,), {"stretch": 2.0}),
+        ("-m spanner -e 1 --stretch 2", "lp.spanner", "spanner", (1.0,), {"stretch": 2.0}),
         (
             "-m constopt -e 1 -r 2 --fit paper --lambdas 0.1,1 --quantile 0.9",
-            "lp", "constopt", (1.0,),
+            "lp.constopt", "constopt", (1.0,),
             {"neighbours": 2, "fit": "paper", "lambdas": (0.1, 1.0), "quantile": 0.9},
         ),
         ("-m madlib -e 1 --samples 50 --seed 3", "madlib", "madlib", (1.0,), {"samples": 50, "rng": 3}),
@@ -164,8 +164,8 @@ def test_adapters_pass_only_the_given_options(
     prior.write_text("a,0.1\nb,0.2\nc,0.3\nd,0.4\n")
     calls = []
 
-    def fake_builder(name, spec):
-        assert (spec.module, spec.function) == (module, function)
+    def fake_builder(family):
+        assert family.builder == f"metricdp.mechanisms.{module}:{function}"
 
         def fake(space, *a, **kw):
             calls.append((a, kw))
@@ -173,7 +173,7 @@ def test_adapters_pass_only_the_given_options(
 
         return fake
 
-    monkeypatch.setattr(build_cli, "_builder", fake_builder)
+    monkeypatch.setattr(registry.Family, "builder_function", fake_builder)
     argv = [str(prior) if x == "PRIOR" else x for x in argv.split()]
     result = run("build", points, *argv, "-o", tmp_path / "m.npz")
     assert_one_line_error(result, "stop here")
@@ -262,35 +262,6 @@ def test_usage_errors_exit_2(points, tmp_path):
     assert run("build", points, "-e", 1, "-o", tmp_path / "m.npz").exit_code == 2  # --mechanism missing
 
 
-def test_missing_module_is_one_line(monkeypatch, points, tmp_path):
-    monkeypatch.setitem(build_cli.MECHANISMS, "geometric", build_cli._Spec("no_such_module", "geometric"))
-    result = run("build", points, "-m", "geometric", "-e", 1, "-o", tmp_path / "m.npz")
-    assert_one_line_error(result, "mechanism 'geometric' is not available", "no_such_module")
-    # a module whose guarded re-export raises ImportError, and one without the function
-    guarded = types.ModuleType("metricdp.mechanisms.test_guarded")
-
-    def missing(attr):
-        raise ImportError(f"{attr} is being written")
-
-    guarded.__getattr__ = missing
-    monkeypatch.setitem(sys.modules, guarded.__name__, guarded)
-    monkeypatch.setitem(build_cli.MECHANISMS, "geometric", build_cli._Spec("test_guarded", "geometric"))
-    result = run("build", points, "-m", "geometric", "-e", 1, "-o", tmp_path / "m.npz")
-    assert_one_line_error(result, "not available", "ImportError: geometric is being written")
-    monkeypatch.setitem(build_cli.MECHANISMS, "geometric", build_cli._Spec("base", "no_function"))
-    result = run("build", points, "-m", "geometric", "-e", 1, "-o", tmp_path / "m.npz")
-    assert_one_line_error(result, "metricdp.mechanisms.base.no_function is missing")
-
-
-def test_placeholder_builder_is_one_line(monkeypatch, points, tmp_path):
-    def placeholder(*args, **kwargs):
-        raise NotImplementedError("being written")
-
-    monkeypatch.setattr(build_cli, "_builder", lambda name, spec: placeholder)
-    result = run("build", points, "-m", "geometric", "-e", 1, "-o", tmp_path / "m.npz")
-    assert_one_line_error(result, "not implemented", "being written")
-
-
 @pytest.mark.parametrize(
     "error",
     [PrivacyViolationError("only 2-mDP\nrefusing"), SolverError("time limit reached", status="1")],
@@ -299,7 +270,7 @@ def test_audit_violation_and_solver_failure_exit_1(monkeypatch, points, tmp_path
     def failing(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(build_cli, "_builder", lambda name, spec: failing)
+    monkeypatch.setattr(registry.Family, "builder_function", lambda family: failing)
     out = tmp_path / "m.npz"
     result = run("build", points, "-m", "optimal", "-e", 1, "-o", out)
     assert_one_line_error(result, str(error).split("\n")[0], code=1)

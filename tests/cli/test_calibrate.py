@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metricdp.estimation import calibrate_expected_distance
 from metricdp.io import read_points
+from metricdp.mechanisms.distance_calibration import calibrate_expected_distance
 from tests.cli_helpers import assert_one_line_error, run
 
 

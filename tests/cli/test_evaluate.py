@@ -12,7 +12,7 @@ import pytest
 
 from metricdp import MetricSpace, load_mechanism
 from metricdp.audit import audit_epsilon, epsilon_tight
-from metricdp.cli.evaluate import evaluate_mechanism
+from metricdp.evaluation import evaluate_mechanism
 from metricdp.loss import expected_loss, quantile_loss, uniform_losses, worst_case_loss
 from metricdp.mechanisms.base import Mechanism, certify
 from tests.cli_helpers import assert_one_line_error, run
@@ -89,19 +89,16 @@ def test_table_for_people(mech_file):
     assert f"{mech.worst_case_loss():.6g}" in out
 
 
-def test_infinite_epsilon_is_strict_json(tmp_path):
+def test_a_false_claim_is_refused_like_every_command_refuses_it(tmp_path):
+    # one load path, one verdict (issue 21): evaluate refuses the file as privatize does
     space = _space(3)
     m = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # identity: no privacy at all
     path = tmp_path / "id.npz"
-    Mechanism(m, space, 1.0, "identity").save(path)
+    meta = {"mechanism": "identity", "epsilon": 1.0, "params": {}, "space": {"metric": "precomputed"}}
+    np.savez(path, matrix=m, distances=space.distances, labels=np.array(space.labels),
+             metadata=np.array(json.dumps(meta)))
     result = run("evaluate", path, "--json")
-    # the report is printed, then the false claim (1.0-mDP) fails the command
-    assert result.exit_code == 1, result.output
-    assert "claims epsilon=1.0" in result.stderr
-    got = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    assert got["epsilon_audit"] == "inf"
-    assert got["epsilon_tight"] == "inf"
-    assert got["loss_max"] == 0.0
+    assert_one_line_error(result, "claims epsilon=1.0", code=1)
 
 
 def test_estimated_mechanism_is_not_audited(tmp_path):
@@ -112,7 +109,7 @@ def test_estimated_mechanism_is_not_audited(tmp_path):
     half = [0.1, 0.2, 0.05, 0.3]
     info = {"estimate": {"samples_per_row": 100, "confidence": 0.95, "loss_half_width": half}}
     path = tmp_path / "est.npz"
-    Mechanism(estimate, space, 2.0, "madlib", {"samples": 100}, info, exact=False).save(path)
+    Mechanism(estimate, space, 2.0, "madlib", {"epsilon": 2.0, "samples": 100}, info, exact=False).save(path)
     result = run("evaluate", path, "--json")
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)

@@ -82,7 +82,7 @@ def test_tune_synthetic_monotone_function() -> None:
         # two points at distance 1: [[a, 1-a], [1-a, a]] has eps_tight(0) = log(a/(1-a))
         e = x * x / 3
         a = math.exp(e) / (1 + math.exp(e))
-        return Mechanism(np.array([[a, 1 - a], [1 - a, a]]), pts, x, "toy")
+        return Mechanism(np.array([[a, 1 - a], [1 - a, a]]), pts, max(x, e), "toy")  # claims what holds
 
     res = tu.tune_to_eps_tight(build, 2.0, delta=0.0, rtol=1e-6)
     assert res.converged
@@ -90,7 +90,7 @@ def test_tune_synthetic_monotone_function() -> None:
 
 
 def test_tune_refuses_estimated_and_bad_args(space: MetricSpace) -> None:
-    est = Mechanism(exponential(space, 1.0).matrix, space, 1.0, "madlib", exact=False)
+    est = Mechanism(exponential(space, 1.0).matrix, space, 1.0, "madlib", {"epsilon": 1.0}, exact=False)
     assert tu.measured_eps_tight(est) == (1.0, "proven")
     with pytest.raises(ValidationError, match="estimate"):
         tu.tune_to_eps_tight(lambda e: est, 0.5)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 
 from metricdp.errors import ValidationError
-from metricdp.mechanisms.base import Mechanism
 from metricdp.mechanisms.exponential import exponential_matrix
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.mechanisms.geometric import (
     MASS_LEFT_OUT,
     _lattice_coordinates,
@@ -283,7 +283,7 @@ def test_underflow_is_a_clear_error():
 def test_file_round_trip(tmp_path):
     m = geometric(MetricSpace.grid(2, 3, cell=150.0), 0.004)
     m.save(tmp_path / "g.npz")
-    back = Mechanism.load(tmp_path / "g.npz")
+    back = load_mechanism(tmp_path / "g.npz")
     np.testing.assert_array_equal(back.matrix, m.matrix)
     assert dict(back.params) == dict(m.params)
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
-from metricdp.mechanisms.base import Mechanism
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.mechanisms.krr import krr, krr_matrix
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, brute_force_epsilon, random_space
@@ -94,5 +94,5 @@ def test_underflow_is_a_clear_error():
 def test_file_round_trip(tmp_path):
     m = krr(space4(), ldp_epsilon=1.0)
     m.save(tmp_path / "k.npz")
-    back = Mechanism.load(tmp_path / "k.npz")
+    back = load_mechanism(tmp_path / "k.npz")
     assert back.epsilon == m.epsilon and dict(back.params) == dict(m.params)

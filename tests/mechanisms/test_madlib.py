@@ -10,7 +10,7 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 from metricdp.errors import ValidationError
-from metricdp.io import load_mechanism
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.mechanisms.madlib import madlib, madlib_noise, madlib_sample
 from metricdp.spaces import MetricSpace
 from tests.helpers import random_space

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from metricdp.errors import ValidationError
-from metricdp.io import load_mechanism
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.mechanisms.subsampled import (
     subsampled_exponential,
     subsampled_exponential_exact,

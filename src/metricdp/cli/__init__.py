@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from .. import __version__
+from .._version import __version__
 from . import bench, build, calibrate, data, estimate, evaluate, example, experiment, paper_experiments, privatize
 from ._common import set_debug
 

@@ -54,6 +54,7 @@ import typer
 from numpy.typing import NDArray
 from rich.console import Console
 
+from .._jsonable import jsonable
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, ValidationError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -189,21 +190,6 @@ def progress(description: str) -> Iterator[_Progress]:
 
 
 # ---------------------------------------------------------------------------- output
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy scalars/arrays as Python values and non-finite floats as strings."""
-    if isinstance(obj, dict) or hasattr(obj, "items"):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, np.generic):
-        return jsonable(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    return obj
-
-
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as one JSON object on stdout (strict JSON: no NaN/Infinity)."""
     typer.echo(json.dumps(jsonable(obj), allow_nan=False, sort_keys=False))

@@ -1,4 +1,4 @@
-"""``metricdp bench lp``: the LP benchmark of issue 15 (see :mod:`metricdp.bench`)."""
+"""``metricdp bench lp``: the LP benchmark of issue 15 (see :mod:`metricdp.experiments.bench_lp`)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def register(app: typer.Typer) -> None:
         Every build runs in a fresh process (peak memory per build) under a time limit;
         a series stops at its first time-out. The table goes to stdout (markdown).
         """
-        from .. import bench
+        from ..experiments import bench_lp as bench
         from ..io import atomic_write
 
         for path, opt in ((out, "--out"), (csv_out, "--csv")):

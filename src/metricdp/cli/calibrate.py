@@ -14,8 +14,9 @@ import numpy as np
 import typer
 
 from ..errors import ValidationError
-from ..estimation import FAMILIES, calibrate_expected_distance
 from ..io import read_points
+from ..mechanisms import registry
+from ..mechanisms.distance_calibration import calibrate_expected_distance
 from ._common import JsonOption, echo_json, handle_errors, progress, read_label_values
 
 __all__ = ["read_prior", "register"]
@@ -35,6 +36,13 @@ def read_prior(value: str, labels: tuple[str, ...]) -> np.ndarray | None:
     if abs(p.sum() - 1.0) > 1e-6:
         raise ValidationError(f"--prior {value}: probabilities sum to {float(p.sum())!r}, not 1")
     return p / p.sum()
+
+
+#: Families ``calibrate`` takes: the exact families that need no parameter beyond epsilon.
+FAMILIES = tuple(
+    n for n in registry.names()
+    if registry.get(n).exact and not any(p.required for p in registry.get(n).params)
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,8 @@ import typer
 
 from ..errors import ValidationError
 from ..estimation import IBU_MAX_ITER, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
-from ..io import atomic_write, load_mechanism
+from ..io import atomic_write
+from ..mechanisms.file import load_mechanism
 from ..spaces import MetricSpace
 from ._common import check_output, console, err_console, handle_errors, progress, warn
 from .privatize import read_table

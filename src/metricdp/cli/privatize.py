@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from ..errors import ValidationError
-from ..io import atomic_write, load_mechanism
+from ..io import atomic_write
+from ..mechanisms.file import load_mechanism
 from ._common import OutOption, SeedOption, check_output, console, handle_errors, progress, warn
 
 __all__ = ["read_table", "register"]

@@ -36,9 +36,11 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._jsonable import jsonable
 from .._validation import check_delta, check_epsilon, check_int, check_quantile
 from ..errors import MetricDPError, ValidationError
 from ..loss import quantile_loss, worst_case_loss
+from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
 from ..spaces import MetricSpace
 
@@ -46,14 +48,12 @@ __all__ = [
     "DATASETS",
     "DELTA",
     "FAMILIES",
-    "PURE_KEYWORD",
     "QUANTILE",
     "MechanismSpec",
     "ResultCache",
     "SweepPoint",
     "Tuned",
     "auto_eps_range",
-    "constopt_supports_pure",
     "dataset_space",
     "evaluate",
     "flags",
@@ -346,24 +346,8 @@ class MechanismSpec:
         return self.family in ("optimal", "spanner", "constopt")
 
 
+#: Families the Imola et al. experiments compare (all in the registry).
 FAMILIES = ("exponential", "madlib", "optimal", "spanner", "constopt")
-
-#: Keyword of :func:`metricdp.mechanisms.lp.constopt` that leaves the exponential
-#: mechanism out of its candidates. ConstOPTMech returns the exponential mechanism
-#: whenever the LP candidates lose to it at the same nominal eps (``info["winner"]``);
-#: the ablation must measure the paper's fit itself, at its own eps_tight. A spec option
-#: ``pure=True`` passes ``exponential_candidate=False`` when the builder accepts it; with
-#: a builder that does not, the records keep ``winner`` so that such rows are flagged.
-PURE_KEYWORD = "exponential_candidate"
-
-
-def constopt_supports_pure() -> bool:
-    """Whether :func:`metricdp.mechanisms.lp.constopt` accepts :data:`PURE_KEYWORD`."""
-    import inspect
-
-    from ..mechanisms.lp import constopt
-
-    return PURE_KEYWORD in inspect.signature(constopt).parameters
 
 
 def make_builder(
@@ -373,35 +357,25 @@ def make_builder(
     time_limit: float | None = None,
     seed: int = 0,
 ) -> Builder:
-    """``eps -> Mechanism`` for a spec on a space (builders are imported lazily).
+    """``eps -> Mechanism`` for a spec on a space, through the registry.
 
-    LP families get ``time_limit`` (seconds per LP); Madlib gets the seed (its matrix is
-    a Monte-Carlo estimate: reproducible experiments need a seeded generator).
+    LP families get ``time_limit`` (the deadline of each build); Madlib gets a seeded
+    generator (its matrix is a Monte-Carlo estimate: reproducible experiments need one).
+    A spec option ``pure=True`` builds ConstOPTMech without the exponential mechanism among
+    its candidates (``exponential_candidate=False``): the ablation measures the paper's fit
+    itself, at its own eps_tight.
     """
+    if spec.family not in FAMILIES:
+        raise ValidationError(f"mechanism family must be one of {', '.join(FAMILIES)}, got {spec.family!r}")
+    family = registry.get(spec.family)
     opts = dict(spec.options)
-    if spec.family == "exponential":
-        from ..mechanisms.exponential import exponential
-
-        return lambda eps: exponential(space, eps, **opts)
+    if opts.pop("pure", False):
+        opts["exponential_candidate"] = False
+    if family.lp:
+        opts["time_limit"] = time_limit
     if spec.family == "madlib":
-        from ..mechanisms.madlib import madlib
-
-        return lambda eps: madlib(space, eps, rng=np.random.default_rng(seed), **opts)
-    if spec.family == "optimal":
-        from ..mechanisms.lp import optimal
-
-        return lambda eps: optimal(space, eps, time_limit=time_limit, **opts)
-    if spec.family == "spanner":
-        from ..mechanisms.lp import spanner
-
-        return lambda eps: spanner(space, eps, time_limit=time_limit, **opts)
-    if spec.family == "constopt":
-        from ..mechanisms.lp import constopt
-
-        if opts.pop("pure", False) and constopt_supports_pure():
-            opts[PURE_KEYWORD] = False
-        return lambda eps: constopt(space, eps, time_limit=time_limit, **opts)
-    raise ValidationError(f"mechanism family must be one of {', '.join(FAMILIES)}, got {spec.family!r}")
+        return lambda eps: family.build(space, eps, rng=np.random.default_rng(seed), **opts)
+    return lambda eps: family.build(space, eps, **{k: v for k, v in opts.items() if v is not None})
 
 
 # --------------------------------------------------------------------------- experiment plumbing
@@ -511,7 +485,7 @@ class ResultCache:
         self.records[key] = record
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"key": key, "record": _plain(record)}) + "\n")
+                fh.write(json.dumps({"key": key, "record": jsonable(record)}, allow_nan=False) + "\n")
 
 
 def open_cache(path: Any, *, resume: bool = True, cached_only: bool = False) -> ResultCache:
@@ -527,18 +501,6 @@ def open_cache(path: Any, *, resume: bool = True, cached_only: bool = False) -> 
     if not resume and path.exists():
         path.unlink()
     return ResultCache(path, frozen=cached_only)
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    return obj
 
 
 def number(value: Any) -> float:

@@ -51,8 +51,9 @@ from scipy.special import ndtr
 
 from .._validation import check_int
 from ..errors import ValidationError
-from ..estimation import Calibrated, calibrate_expected_distance, emd, ibu
+from ..estimation import emd, ibu
 from ..io import atomic_write
+from ..mechanisms.distance_calibration import Calibrated, calibrate_expected_distance
 from ..spaces import EARTH_RADIUS_KM, MetricSpace
 
 __all__ = [

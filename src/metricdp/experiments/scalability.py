@@ -98,7 +98,7 @@ def _series_spec(token: str, cfg: ScalabilityConfig, n: int | None = None) -> tu
             raise ValidationError(f"constopt@R needs an integer R, got {token!r}") from None
         check_int(rr, f"r of {token!r}", minimum=1)
         opts: dict[str, Any] = {"neighbours": rr if n is None else min(rr, n - 1), "fit": cfg.fit}
-        if cfg.fit == "paper":  # the paper's own mechanism (see _tuning.PURE_KEYWORD)
+        if cfg.fit == "paper":  # the paper's own mechanism (see _tuning.make_builder)
             opts.update(lambdas=tuple(cfg.lambdas), pure=True)
         return tu.MechanismSpec(f"ConstOPTMech (r={rr})", "constopt", opts)
     if r:

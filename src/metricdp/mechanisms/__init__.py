@@ -1,26 +1,35 @@
-"""Mechanism families, one module each; the LP family lives in :mod:`metricdp.mechanisms.lp`.
+"""Mechanism families and the registry that lists them.
 
-Builders are imported from their family module (``from metricdp.mechanisms.exponential
-import exponential``): the package does not re-export functions named like their modules,
-which would shadow the modules. Importing this package registers the true samplers of the
-Monte-Carlo-estimated families (Madlib, the subsampled exponential mechanism), so a loaded
-mechanism file samples from the mechanism itself, never from its estimated matrix.
+:func:`names` lists the families, :func:`build` builds any of them by name, :func:`get`
+returns a family's entry (parameters, exactness, description): see
+:mod:`metricdp.mechanisms.registry`. Each family lives in its own module (the LP family in
+:mod:`metricdp.mechanisms.lp`); import a builder from its module
+(``from metricdp.mechanisms.exponential import exponential``).
+
+Convention of every package ``__init__`` in metricdp: it re-exports classes and functions
+whose names differ from its submodules, and never binds a submodule's name to anything but
+that submodule. Submodules are imported on first attribute access (PEP 562), so
+``metricdp.mechanisms.krr`` works without importing every family up front.
 """
 
 from __future__ import annotations
 
-from . import calibration, exponential, geometric, krr, madlib, planar_laplace, subsampled
-from .base import Mechanism, certify, register_sampler
+import importlib
+from types import ModuleType
 
-__all__ = [
-    "Mechanism",
-    "calibration",
-    "certify",
-    "exponential",
-    "geometric",
-    "krr",
-    "madlib",
-    "planar_laplace",
-    "register_sampler",
-    "subsampled",
-]
+from .base import Mechanism, certify
+from .file import load_mechanism
+from .registry import build, get, names
+
+__all__ = ["Mechanism", "build", "certify", "get", "load_mechanism", "names"]
+
+_SUBMODULES = frozenset(
+    {"base", "calibration", "exponential", "file", "geometric", "krr", "lp", "madlib", "planar_laplace",
+     "registry", "subsampled"}
+)
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,18 @@
 """The :class:`Mechanism` every builder returns, and :func:`certify`, the gate every
 builder passes its matrix through before returning it.
+
+A :class:`Mechanism` cannot exist unaudited: constructing one with an exact matrix runs
+the independent audit (:func:`metricdp.audit.audit`) and refuses a matrix that is not
+``epsilon``-mDP; :func:`certify` (and :meth:`Mechanism.from_matrix`, its public face)
+is that gate with a clear error. Whether a family is exact is not a claim the caller
+makes: it comes from the registry (:mod:`metricdp.mechanisms.registry`). An estimated
+family's ``epsilon`` must be at least the proven epsilon of its true sampler, derived
+from its parameters.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,14 +23,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._jsonable import jsonable
 from .._random import RandomSource, check_rng
 from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
+from .._version import __version__
 from ..audit import AuditResult, audit, epsilon_tight
 from ..errors import PrivacyViolationError, ValidationError
+from ..io import atomic_write
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
 from ..spaces import MetricSpace
+from . import registry
 
-__all__ = ["AUDIT_RTOL", "Mechanism", "TrueSampler", "certify", "register_sampler", "sample_from_matrix"]
+__all__ = ["AUDIT_RTOL", "Mechanism", "TrueSampler", "certify", "sample_from_matrix"]
 
 #: Relative slack allowed between the audited epsilon and the requested one.
 AUDIT_RTOL = 1e-9
@@ -29,23 +42,27 @@ AUDIT_RTOL = 1e-9
 #: A sampler that draws releases from the mechanism itself (not from an estimated
 #: matrix): ``sampler(mechanism, input_indices, rng) -> output_indices``.
 TrueSampler = Callable[["Mechanism", NDArray[np.intp], RandomSource], NDArray[np.intp]]
-_SAMPLERS: dict[str, TrueSampler] = {}
 
-
-def register_sampler(name: str) -> Callable[[TrueSampler], TrueSampler]:
-    """Register the true sampler of a mechanism family whose matrix is only estimated."""
-
-    def deco(fn: TrueSampler) -> TrueSampler:
-        _SAMPLERS[name] = fn
-        return fn
-
-    return deco
+#: Passed by :func:`certify` after its own audit so that the constructor does not audit twice.
+_AUDITED = object()
 
 
 def _frozen(a: ArrayLike) -> NDArray[np.float64]:
     out = np.array(a, dtype=np.float64, copy=True)
     out.setflags(write=False)
     return out
+
+
+def _check_audit(matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str) -> AuditResult:
+    """The audit every exact matrix passes; a PrivacyViolationError naming the worst triple otherwise."""
+    result = audit(matrix, space.distances)
+    if not result.satisfies(epsilon, AUDIT_RTOL):
+        u, v, w = result.witness or (-1, -1, -1)
+        raise PrivacyViolationError(
+            f"{name}: the matrix is only {result.epsilon:.12g}-mDP, not {epsilon:.12g}-mDP "
+            f"(worst triple u={u}, v={v}, w={w}); refusing it"
+        )
+    return result
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -79,13 +96,46 @@ class Mechanism:
     params: Mapping[str, Any] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
     exact: bool = True
+    _token: object = field(default=None, repr=False, compare=False, kw_only=True)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "matrix", _frozen(self.matrix))
+        if not isinstance(self.space, MetricSpace):
+            raise ValidationError(f"space must be a MetricSpace, got {type(self.space).__name__}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValidationError(f"name must be a non-empty string, got {self.name!r}")
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        matrix = check_stochastic(self.matrix, name=f"{self.name} matrix")
+        if matrix.shape != (self.space.n, self.space.n):
+            raise ValidationError(f"matrix shape {matrix.shape} does not match a space of {self.space.n} points")
+        object.__setattr__(self, "matrix", _frozen(matrix))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
-        if self.matrix.shape != (self.space.n, self.space.n):
-            raise ValidationError(f"matrix shape {self.matrix.shape} does not match a space of {self.space.n} points")
+        family = registry.FAMILIES.get(self.name)
+        exact = True if family is None else family.exact
+        if bool(self.exact) != exact:
+            raise ValidationError(
+                f"{self.name!r} is {'an exact' if exact else 'an estimated'} family; exact={self.exact!r} "
+                "is not a claim a mechanism can make for itself"
+            )
+        if not exact:
+            assert family is not None
+            proven = family.proven_epsilon(self.params)
+            if self.epsilon < proven * (1 - AUDIT_RTOL):
+                raise PrivacyViolationError(
+                    f"{self.name}: claims epsilon={self.epsilon!r} but its parameters give a sampler that is only "
+                    f"proven {proven!r}-mDP"
+                )
+        elif self._token is not _AUDITED:
+            _check_audit(self.matrix, self.space, self.epsilon, self.name)
+        object.__setattr__(self, "_token", None)
+
+    @classmethod
+    def from_matrix(
+        cls, matrix: ArrayLike, space: MetricSpace, epsilon: float, name: str = "custom",
+        params: Mapping[str, Any] | None = None,
+    ) -> Mechanism:
+        """An audited mechanism from any row-stochastic matrix (see :func:`certify`)."""
+        return certify(matrix, space, epsilon, name, params)
 
     # ----------------------------------------------------------------- basics
     @property
@@ -145,9 +195,7 @@ class Mechanism:
         idx = check_indices(inputs, self.n)
         source = check_rng(rng)
         if not self.exact:
-            if self.name not in _SAMPLERS:
-                raise ValidationError(f"no true sampler registered for estimated mechanism {self.name!r}")
-            out = _SAMPLERS[self.name](self, idx.astype(np.intp), source)
+            out = registry.get(self.name).true_sampler()(self, idx.astype(np.intp), source)
         else:
             out = sample_from_matrix(self._cdf, idx.astype(np.intp), source)
         return out[0] if scalar else out
@@ -162,8 +210,6 @@ class Mechanism:
     # ----------------------------------------------------------------- files
     @property
     def metadata(self) -> dict[str, Any]:
-        from .. import __version__
-
         meta: dict[str, Any] = {
             "mechanism": self.name,
             "epsilon": self.epsilon,
@@ -175,18 +221,22 @@ class Mechanism:
         meta.update(dict(self.info))
         return meta
 
-    def save(self, path: str | PathLike[str]) -> None:
-        """Write a mechanism file (see :func:`metricdp.io.save_mechanism`)."""
-        from ..io import save_mechanism
+    def save(self, path: str | PathLike[str], *, inputs: Sequence[str | PathLike[str]] = ()) -> None:
+        """Write a mechanism file atomically (format: :mod:`metricdp.mechanisms.file`).
 
-        save_mechanism(self, path)
-
-    @classmethod
-    def load(cls, path: str | PathLike[str]) -> Mechanism:
-        """Read a mechanism file (see :func:`metricdp.io.load_mechanism`)."""
-        from ..io import load_mechanism
-
-        return load_mechanism(path)
+        ``inputs`` are the files the caller read to build it: an output that resolves to
+        one of them is refused (:func:`metricdp.io.atomic_write`).
+        """
+        arrays: dict[str, NDArray[Any]] = {
+            "matrix": np.asarray(self.matrix, dtype=np.float64),
+            "distances": np.asarray(self.space.distances, dtype=np.float64),
+            "labels": np.array(self.labels, dtype=str),
+            "metadata": np.array(json.dumps(jsonable(self.metadata), allow_nan=False)),
+        }
+        if self.space.points is not None:
+            arrays["points"] = np.asarray(self.space.points, dtype=np.float64)
+        with atomic_write(path, inputs=inputs) as fh:
+            np.savez(fh, **arrays)
 
 
 def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
@@ -224,14 +274,12 @@ def certify(
     matrix that is not exactly eps-mDP.
     """
     epsilon = check_epsilon(epsilon)
+    if not isinstance(space, MetricSpace):
+        raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
     m = check_stochastic(matrix, name=f"{name} matrix")
-    result = audit(m, space.distances)
-    if not result.satisfies(epsilon, AUDIT_RTOL):
-        u, v, w = result.witness or (-1, -1, -1)
-        raise PrivacyViolationError(
-            f"{name}: the built matrix is only {result.epsilon:.12g}-mDP, not {epsilon:.12g}-mDP "
-            f"(worst triple u={u}, v={v}, w={w}); refusing to return it"
-        )
+    if m.shape != (space.n, space.n):
+        raise ValidationError(f"{name} matrix has shape {m.shape}, expected ({space.n}, {space.n})")
+    result = _check_audit(m, space, epsilon, name)
     extra = dict(info or {})
     extra.setdefault("epsilon_audit", result.epsilon)
-    return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True)
+    return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True, _token=_AUDITED)

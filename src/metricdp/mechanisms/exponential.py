@@ -32,9 +32,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_epsilon, check_space
+from .._validation import check_bool, check_epsilon
 from ..errors import ValidationError
-from ..spaces import MetricSpace
+from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
 
@@ -128,8 +128,9 @@ def _build(
     space: MetricSpace, epsilon: float, weights: NDArray[np.float64] | None, calibrate: bool, name: str
 ) -> Mechanism:
     space = check_space(space)
+    calibrate = check_bool(calibrate, "calibrate")
     d = space.distances
-    params: dict[str, object] = {"calibrated": bool(calibrate)}
+    params: dict[str, object] = {"calibrated": calibrate}
     if weights is not None:
         params["weights"] = weights.tolist()
     info: dict[str, object] = {}

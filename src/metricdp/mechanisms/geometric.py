@@ -79,9 +79,9 @@ from numpy.typing import NDArray
 from scipy.ndimage import distance_transform_edt
 from scipy.sparse import csr_matrix
 
-from .._validation import check_epsilon, check_space
+from .._validation import check_epsilon
 from ..errors import ValidationError
-from ..spaces import MetricSpace
+from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
 from .exponential import _check_representable, exponential_matrix

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validation import check_epsilon, check_space
+from .._validation import check_epsilon
 from ..errors import ValidationError
-from ..spaces import MetricSpace
+from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .exponential import _check_representable
 

@@ -31,13 +31,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource, check_rng, standard_normal, uniform_open
-from .._validation import check_epsilon, check_indices, check_int, check_space
+from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
-from ..spaces import MetricSpace
+from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
-from .base import Mechanism, register_sampler
+from .base import Mechanism
 
-__all__ = ["madlib", "madlib_noise", "madlib_sample"]
+__all__ = ["madlib", "madlib_noise", "madlib_sample", "true_sampler"]
 
 _QUERY_BLOCK = 4096  # queries per BLAS block of the nearest-word search
 _KD_MAX_DIM = 8  # a k-d tree beats brute force only in low dimension
@@ -119,8 +119,7 @@ def madlib_sample(space: MetricSpace, inputs: ArrayLike, epsilon: float, rng: ob
     return _nearest(space, noisy)
 
 
-@register_sampler("madlib")
-def _true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
+def true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
     return madlib_sample(mechanism.space, inputs, float(mechanism.params["epsilon"]), rng)
 
 

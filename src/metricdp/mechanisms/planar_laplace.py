@@ -46,9 +46,9 @@ from scipy.spatial import cKDTree
 from scipy.special import lambertw
 
 from .._random import check_rng, uniform_open
-from .._validation import check_epsilon, check_space
+from .._validation import check_epsilon
 from ..errors import MetricDPError, PrivacyViolationError, ValidationError
-from ..spaces import EARTH_RADIUS_KM, MetricSpace
+from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
 from .base import Mechanism, certify
 from .lp.repair import ROUNDING_RESERVE, repair
 

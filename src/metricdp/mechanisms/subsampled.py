@@ -35,13 +35,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
 from .._random import RandomSource, check_rng
-from .._validation import check_epsilon, check_indices, check_int, check_space
+from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
-from ..spaces import MetricSpace
+from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
-from .base import Mechanism, register_sampler
+from .base import Mechanism
 
-__all__ = ["subsampled_exponential", "subsampled_exponential_exact", "subsampled_exponential_sample"]
+__all__ = ["subsampled_exponential", "subsampled_exponential_exact", "subsampled_exponential_sample", "true_sampler"]
 
 #: Largest number of candidate multisets :func:`subsampled_exponential_exact` enumerates.
 MAX_MULTISETS = 2_000_000
@@ -193,8 +193,7 @@ def subsampled_exponential_exact(
     return out / out.sum(axis=1, keepdims=True)
 
 
-@register_sampler("subsampled-exponential")
-def _true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
+def true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
     p = mechanism.params
     mu = _base(p.get("base"), mechanism.n)
     return _sample(np.asarray(mechanism.distances), inputs, float(p["epsilon"]), int(p["candidates"]), mu, rng)

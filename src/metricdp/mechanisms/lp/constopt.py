@@ -40,10 +40,10 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ..._validation import check_epsilon, check_int, check_quantile, check_space
+from ..._validation import check_epsilon, check_int, check_quantile
 from ...errors import PrivacyViolationError, SolverError, ValidationError
 from ...loss import element_losses, quantile_rank
-from ...spaces import MetricSpace
+from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ._solve import STATUS_NAMES, SolveResult, add_rows, new_highs, resolve, solve_lp
 from .repair import repair, repair_free

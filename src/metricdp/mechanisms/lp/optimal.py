@@ -22,9 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ..._validation import check_epsilon, check_probability_vector, check_space
+from ..._validation import check_epsilon, check_probability_vector
 from ...errors import PrivacyViolationError, SolverError, ValidationError
-from ...spaces import MetricSpace
+from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ._solve import SolveResult, add_rows, new_highs, require_optimal, resolve, solve_lp
 from .repair import repair

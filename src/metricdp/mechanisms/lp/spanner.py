@@ -18,9 +18,9 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import shortest_path
 
-from ..._validation import check_epsilon, check_space
+from ..._validation import check_epsilon
 from ...errors import PrivacyViolationError, ValidationError
-from ...spaces import MetricSpace
+from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
 from .optimal import _Solved, choose_eta, lp_info, solve_and_repair, solve_raw

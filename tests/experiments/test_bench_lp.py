@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from metricdp import ValidationError
-from metricdp.bench import (
+from metricdp.experiments.bench_lp import (
     COLUMNS,
     BenchRow,
     markdown_report,

@@ -47,9 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_epsilon, check_int
-from .errors import SolverError, ValidationError
-from .spaces import MetricSpace
+from .._jsonable import jsonable
+from .._validation import check_epsilon, check_int
+from ..errors import SolverError, SolverTimeLimitError, ValidationError
+from ..mechanisms import registry
+from ..spaces import MetricSpace
 
 __all__ = [
     "COLUMNS",
@@ -65,7 +67,7 @@ __all__ = [
     "sizes_for",
 ]
 
-#: Mechanism name -> (builder family, fixed options, formulations it has).
+#: Benchmark series -> (registry family, fixed options, formulations it has).
 MECHANISMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "optimal": ("optimal", {}, ("fast", "full")),
     "constopt": ("constopt", {"fit": "paper", "lambdas": (0.001, 0.1, 1.0)}, ("fast", "full")),
@@ -168,7 +170,7 @@ def bench_space(n: int, data: str = "glove", seed: int = 0) -> MetricSpace:
     """
     n = check_int(n, "n", minimum=2)
     if data == "glove":
-        from .data.glove import glove_space
+        from ..data.glove import glove_space
 
         return glove_space(n, seed=seed)
     if data == "gaussian":
@@ -199,13 +201,12 @@ def _rss_mib() -> float:
 
 def _build(space: MetricSpace, family: str, options: Mapping[str, Any], formulation: str, epsilon: float,
            time_limit: float | None) -> Any:
-    from .mechanisms import lp
-
     kwargs = dict(options)
     if formulation != "default":
         kwargs["formulation"] = formulation
-    builder = getattr(lp, family)  # only the family asked for: the others may be absent
-    return builder(space, epsilon, time_limit=time_limit, **kwargs)
+    if time_limit is not None:
+        kwargs["time_limit"] = time_limit
+    return registry.build(family, space, epsilon, **kwargs)
 
 
 def _child_main(workdir: str) -> None:
@@ -219,7 +220,7 @@ def _child_main(workdir: str) -> None:
     import pickle
     from pathlib import Path
 
-    from .loss import quantile_loss, worst_case_loss
+    from ..loss import quantile_loss, worst_case_loss
 
     work = Path(workdir)
     with (work / "space.pickle").open("rb") as fh:
@@ -244,17 +245,17 @@ def _child_main(workdir: str) -> None:
             epsilon_audit=float(mech.info.get("epsilon_audit", mech.audit().epsilon)),
         )
     except SolverError as ex:
-        timed_out = ex.status in ("limit", 1) or "time limit" in str(ex).lower()
+        timed_out = isinstance(ex, SolverTimeLimitError)
         out.update(status="time-out" if timed_out else "solver-error", message=" ".join(str(ex).split()))
     except Exception as ex:  # reported in the table, never hidden
         out.update(status="error", message=f"{type(ex).__name__}: {' '.join(str(ex).split())}",
                    traceback=traceback.format_exc(limit=5))
     out["peak_mib"] = _rss_mib()
-    (work / "result.json").write_text(json.dumps(out, default=str), encoding="utf-8")
+    (work / "result.json").write_text(json.dumps(jsonable(out), allow_nan=False), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- parent side
-_CHILD_CODE = "import sys; from metricdp.bench import _child_main; _child_main(sys.argv[1])"
+_CHILD_CODE = "import sys; from metricdp.experiments.bench_lp import _child_main; _child_main(sys.argv[1])"
 
 
 def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formulation: str, epsilon: float,
@@ -426,7 +427,7 @@ def machine_info() -> dict[str, str]:
     import highspy
     import scipy
 
-    from . import __version__
+    from .._version import __version__
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -1,0 +1,240 @@
+"""Mechanism files: the one loader, which verifies a file from first principles.
+
+A mechanism file is one ``.npz`` readable with ``numpy.load(path, allow_pickle=False)``
+and no metricdp installed (written by :meth:`Mechanism.save`), holding
+
+* ``matrix`` -- float64 (n, n), row-stochastic: ``matrix[u, v] = Pr[M(u) = v]``. For an
+  exact family this *is* the mechanism (releases are drawn from it); for an estimated
+  family (Madlib, the subsampled exponential mechanism) it is a Monte-Carlo estimate,
+  for reports only: releases come from the family's true sampler, and third parties must
+  not sample the stored estimate;
+* ``distances`` -- float64 (n, n), the metric the mechanism protects;
+* ``labels`` -- unicode strings (n,);
+* ``metadata`` -- a 0-d unicode array of standard JSON with at least ``mechanism``,
+  ``epsilon``, ``params``, ``metricdp_version`` (and ``lp`` when an LP was solved);
+* optionally ``points`` -- float64 (n, dim), the coordinates, which true samplers of
+  continuous mechanisms (Madlib) need.
+
+What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the file says,
+
+1. the arrays' shapes and types, the matrix row-stochastic, the distances a metric;
+2. when the file stores points and a metric: the distances recomputed from them equal the
+   stored ones to float rounding (a file cannot claim privacy against distances its own
+   points contradict);
+3. the claimed epsilon finite and > 0;
+4. exactness from the registry, never from the file: an exact family's matrix is always
+   audited at the claimed epsilon; an estimated family's claimed epsilon must be at least
+   the proven epsilon of its true sampler, re-derived from its stored parameters, which
+   are validated like a builder's inputs;
+5. with ``space=`` (``evaluate --space POINTS``), a trusted space the caller supplies: the
+   labels must match and the matrix is audited against the trusted distances instead of
+   the file's. Use it whenever the file comes from someone else: the stored distances are
+   then not even consulted for privacy.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
+from ..audit import audit
+from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
+from ..spaces import METRICS, MetricSpace, pairwise_distances
+from . import registry
+from .base import _AUDITED, AUDIT_RTOL, Mechanism
+
+__all__ = ["ClaimError", "load_mechanism"]
+
+_REQUIRED = ("matrix", "distances", "labels", "metadata")
+_TRIANGLE_CHECK_MAX_N = 2000
+#: Relative tolerance between stored and recomputed distances: the stored ones were
+#: computed by the same formulas, so they agree to a few ulps; 1e-9 leaves room for a
+#: different BLAS and nothing for a tampered scale.
+_DISTANCE_RTOL = 1e-9
+_RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")
+
+
+class ClaimError(MechanismFileError, PrivacyViolationError):
+    """A mechanism file whose privacy claim does not hold (exit status 1 in the CLI)."""
+
+
+def _read_arrays(p: Path) -> dict[str, np.ndarray]:
+    if not p.is_file():
+        raise MechanismFileError(f"{p}: no such file")
+    try:
+        # Open the file ourselves: np.load leaks its handle when a zip is truncated, returns a
+        # bare array (no context manager) for a .npy, and tries pickle on anything else.
+        with p.open("rb") as fh:
+            if not zipfile.is_zipfile(fh):
+                raise MechanismFileError(f"{p}: not a mechanism file (not an .npz archive)")
+            fh.seek(0)
+            with np.load(fh, allow_pickle=False) as z:
+                missing = [k for k in _REQUIRED if k not in z.files]
+                if missing:
+                    raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
+                return {k: z[k] for k in z.files}
+    except MechanismFileError:
+        raise
+    except (ValueError, MemoryError) as ex:  # object arrays need pickle; absurd header shapes
+        raise MechanismFileError(f"{p}: not a mechanism file ({type(ex).__name__}: {ex})") from None
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as ex:
+        raise MechanismFileError(f"{p}: not a readable .npz mechanism file ({type(ex).__name__}: {ex})") from None
+
+
+def _metadata(p: Path, raw: np.ndarray) -> dict[str, Any]:
+    if raw.dtype.kind != "U" or raw.ndim != 0:
+        raise MechanismFileError(f"{p}: metadata must be a 0-d unicode array of JSON")
+
+    def no_constants(token: str) -> Any:
+        raise ValueError(f"non-standard JSON constant {token}")
+
+    try:
+        meta = json.loads(str(raw), parse_constant=no_constants)
+    except (json.JSONDecodeError, ValueError, RecursionError) as ex:
+        raise MechanismFileError(f"{p}: metadata is not JSON (standard JSON only: {ex})") from None
+    if not isinstance(meta, dict) or not {"mechanism", "epsilon", "params"} <= meta.keys():
+        raise MechanismFileError(f"{p}: metadata lacks mechanism, epsilon or params")
+    if not isinstance(meta["mechanism"], str) or not isinstance(meta["params"], dict):
+        raise MechanismFileError(f"{p}: metadata 'mechanism' must be a string and 'params' an object")
+    if not isinstance(meta.get("space", {}), dict):
+        raise MechanismFileError(f"{p}: metadata 'space' must be an object")
+    return meta
+
+
+def _float_array(p: Path, arrays: dict[str, np.ndarray], key: str, shape: tuple[int | None, ...]) -> np.ndarray:
+    a = arrays[key]
+    if a.ndim != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape, strict=False)):
+        want = "(" + ", ".join("dim" if s is None else str(s) for s in shape) + ")"
+        raise MechanismFileError(f"{p}: {key} has shape {a.shape}, expected {want} for {shape[0]} labels")
+    if a.dtype.kind not in "fiu":
+        raise MechanismFileError(f"{p}: {key} must be numeric, got dtype {a.dtype}")
+    return a.astype(np.float64)
+
+
+def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> MetricSpace:
+    labels = arrays["labels"]
+    if labels.ndim != 1 or labels.dtype.kind != "U":
+        raise MechanismFileError(f"{p}: labels must be a 1-d string array")
+    n = len(labels)
+    d = _float_array(p, arrays, "distances", (n, n))
+    try:
+        d = check_metric(d, labels=list(labels), triangle=n <= _TRIANGLE_CHECK_MAX_N)
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: {ex}") from None
+    space_meta = meta.get("space") or {}
+    metric = str(space_meta.get("metric", "precomputed"))
+    points = None
+    if "points" in arrays:
+        points = _float_array(p, arrays, "points", (n, None))
+        if not np.all(np.isfinite(points)):
+            raise MechanismFileError(f"{p}: points are not all finite")
+        if metric not in METRICS:
+            raise MechanismFileError(f"{p}: points stored with metric {metric!r}; one of {', '.join(METRICS)} "
+                                     "is needed to check the distances against them")
+        recomputed = pairwise_distances(points, points, metric)
+        np.fill_diagonal(recomputed, 0.0)
+        bad = np.abs(recomputed - d) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(d))
+        if bad.any():
+            u, v = (int(x) for x in np.argwhere(bad)[0])
+            raise ClaimError(
+                f"{p}: stored distance d({str(labels[u])!r}, {str(labels[v])!r}) = {float(d[u, v])!r} differs from "
+                f"the {float(recomputed[u, v])!r} its points give under the {metric} metric; refusing the file"
+            )
+        points.setflags(write=False)
+    elif metric in METRICS:
+        raise MechanismFileError(f"{p}: metadata names the {metric} metric but the file stores no points")
+    d.setflags(write=False)
+    cell = space_meta.get("cell")
+    try:
+        cell_value = None if cell is None else check_epsilon(cell, "space.cell")
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: {ex}") from None
+    return MetricSpace(d, tuple(str(x) for x in labels), metric, points, cell_value)
+
+
+def _check_estimated_params(p: Path, family: registry.Family, params: dict[str, Any], space: MetricSpace) -> None:
+    """An estimated family's stored parameters validated as the builder validates its inputs."""
+    for key, value in params.items():
+        if key == "epsilon":
+            continue
+        try:
+            param = family.param(key)
+        except ValidationError:
+            continue  # derived bookkeeping (samples drawn, dimension): not used by the sampler
+        try:
+            checked = param.check(value, family.name)
+            if param.kind == "vector" and checked is not None:
+                check_probability_vector(np.asarray(checked) / max(float(np.sum(checked)), 1e-300), space.n, key)
+        except ValidationError as ex:
+            raise MechanismFileError(f"{p}: {ex}") from None
+    if family.name == "madlib" and (space.points is None or space.metric != "euclidean"):
+        raise MechanismFileError(f"{p}: madlib needs the Euclidean points of its space")
+
+
+def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = None) -> Mechanism:
+    """Read a mechanism file and verify it from first principles (see the module docstring).
+
+    Parameters
+    ----------
+    path : path of the ``.npz`` file
+    space : MetricSpace, optional
+        A trusted space: its labels must equal the file's, and the matrix is audited
+        against its distances (the file's distances and points are then only checked for
+        consistency, never used for privacy).
+
+    Raises
+    ------
+    MechanismFileError
+        Any defect of the file; :class:`ClaimError` (also a PrivacyViolationError) when
+        the file's privacy claim does not hold.
+    """
+    p = Path(path)
+    arrays = _read_arrays(p)
+    meta = _metadata(p, arrays["metadata"])
+    file_space = _file_space(p, arrays, meta)
+    if space is not None:
+        if not isinstance(space, MetricSpace):
+            raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
+        if space.labels != file_space.labels:
+            diff = next((i for i, (a, b) in enumerate(zip(space.labels, file_space.labels, strict=False)) if a != b),
+                        min(space.n, file_space.n))
+            raise ClaimError(f"{p}: its labels differ from the trusted space's (first at position {diff})")
+        file_space = space
+    n = file_space.n
+    matrix = _float_array(p, arrays, "matrix", (n, n))
+    try:
+        matrix = check_stochastic(matrix, name="matrix")
+        epsilon = check_epsilon(meta["epsilon"], "epsilon")
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: {ex}") from None
+    name = meta["mechanism"]
+    family = registry.FAMILIES.get(name)
+    exact = True if family is None else family.exact
+    if "exact" in meta and meta["exact"] is not exact:
+        raise MechanismFileError(
+            f"{p}: claims exact={meta['exact']!r}, but {name!r} is {'an exact' if exact else 'an estimated'} family"
+        )
+    if family is not None and not exact:
+        _check_estimated_params(p, family, meta["params"], file_space)
+    info = {k: v for k, v in meta.items() if k not in _RESERVED}
+    token = None
+    if exact:
+        result = audit(matrix, file_space.distances)
+        if not result.satisfies(epsilon, AUDIT_RTOL):
+            raise ClaimError(
+                f"{p}: claims epsilon={epsilon!r} but its matrix is only {result.epsilon!r}-mDP "
+                f"(triple u, v, w = {result.witness}); refusing to use it"
+            )
+        token = _AUDITED
+    try:
+        return Mechanism(matrix, file_space, epsilon, name, meta["params"], info, exact=exact, _token=token)
+    except PrivacyViolationError as ex:
+        raise ClaimError(f"{p}: claims epsilon={epsilon!r}, which does not hold: {ex}") from None
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: metadata does not describe a mechanism ({ex})") from None

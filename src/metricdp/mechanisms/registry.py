@@ -1,0 +1,329 @@
+"""The one registry of mechanism families.
+
+Every family metricdp offers is one :class:`Family` entry below: its builder (imported
+only when the family is built), its parameters with their declared constraints, whether
+its matrix is exact (audited) or a Monte-Carlo estimate, and for an estimated family its
+true sampler and the proven epsilon of that sampler as a function of its parameters. The
+CLI ``build`` command, calibration, the experiments, the benchmark and the mechanism-file
+loader all read this table; adding a family is one module plus one entry here.
+
+>>> from metricdp.mechanisms import names, build
+>>> "exponential" in names()
+True
+>>> from metricdp.spaces import MetricSpace
+>>> space = MetricSpace.from_points([[0.0], [1.0], [3.0]])
+>>> build("exponential", space, 1.0).audit().epsilon <= 1.0
+True
+>>> build("exponential", space, 1.0, calibrat=True)
+Traceback (most recent call last):
+...
+metricdp.errors.ValidationError: exponential takes no parameter 'calibrat'; it takes: calibrate
+
+A builder takes ``(space, epsilon, **params)`` and returns a
+:class:`~metricdp.mechanisms.base.Mechanism`; the registry checks every parameter against
+its :class:`Param` before calling it, so one invalid value gives one
+:class:`~metricdp.errors.ValidationError` naming the family, the parameter, the allowed
+values and the value received, whatever the family.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from .._resources import check_allocation
+from .._validation import check_epsilon
+from ..errors import ValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..spaces import MetricSpace
+    from .base import Mechanism, TrueSampler
+
+__all__ = ["FAMILIES", "Family", "Param", "build", "get", "names"]
+
+Kind = Literal["bool", "int", "float", "choice", "vector", "floats", "matrix", "rng"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter of a family.
+
+    Attributes
+    ----------
+    name : str
+        The builder's keyword.
+    kind : str
+        ``bool``; ``int`` / ``float`` (within ``[minimum, maximum]``, bounds included
+        unless ``open_minimum``); ``choice`` (one of ``choices``); ``vector`` (n finite
+        non-negative numbers, one per point: weights, priors; read from a per-label file
+        on the command line); ``floats`` (a non-empty sequence of positive numbers);
+        ``matrix`` (an n x n array; Python only); ``rng`` (None, a seed or a Generator).
+    default : object
+        The builder's default (documentation; the builder applies it).
+    help : str
+        One line for ``--help`` and the docs.
+    flag : str or None
+        The ``metricdp build`` option; None when the parameter is Python-only.
+    """
+
+    name: str
+    kind: Kind
+    default: Any = None
+    help: str = ""
+    flag: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    open_minimum: bool = False
+    choices: tuple[str, ...] = ()
+    required: bool = False
+
+    def check(self, value: Any, family: str) -> Any:
+        """The validated value, or one ValidationError naming family, parameter and value."""
+        where = f"{family}: parameter {self.name!r}"
+        if self.kind == "bool":
+            if not isinstance(value, bool | np.bool_):
+                raise ValidationError(f"{where} must be True or False, got {value!r}")
+            return bool(value)
+        if self.kind in ("int", "float"):
+            return self._number(value, where)
+        if self.kind == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise ValidationError(f"{where} must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
+        if self.kind == "floats":
+            if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+                raise ValidationError(f"{where} must be a sequence of positive numbers, got {value!r}")
+            items = tuple(value)
+            if not items:
+                raise ValidationError(f"{where} must list at least one number, got {value!r}")
+            return tuple(self._number(v, where, positive=True) for v in items)
+        if self.kind in ("vector", "matrix"):
+            if value is None:
+                return None
+            try:
+                arr = np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValidationError(f"{where} must be numeric, got {type(value).__name__}") from None
+            ndim = 1 if self.kind == "vector" else 2
+            if arr.ndim != ndim or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValidationError(
+                    f"{where} must be a {ndim}-d array of finite non-negative numbers, got shape {arr.shape}"
+                )
+            return arr
+        return value  # rng: normalised by the builder's check_rng
+
+    def _number(self, value: Any, where: str, positive: bool = False) -> Any:
+        integral = self.kind == "int"
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            want = "an integer" if integral else "a number"
+            raise ValidationError(f"{where} must be {want}, got {value!r}")
+        if integral and not float(value).is_integer():
+            raise ValidationError(f"{where} must be an integer, got {value!r}")
+        x = int(value) if integral else float(value)
+        if not math.isfinite(x):
+            raise ValidationError(f"{where} must be finite, got {value!r}")
+        low, high = (0.0, None) if positive else (self.minimum, self.maximum)
+        below = low is not None and (x <= low if (self.open_minimum or positive) else x < low)
+        if below or (high is not None and x > high):
+            lo = "" if low is None else f"{'>' if (self.open_minimum or positive) else '>='} {low:g}"
+            hi = "" if high is None else f"<= {high:g}"
+            raise ValidationError(f"{where} must be {' and '.join(s for s in (lo, hi) if s)}, got {value!r}")
+        return x
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A mechanism family: how to build it, what it takes, and what its matrix is.
+
+    ``builder`` and ``sampler`` are ``"module:function"`` paths imported on first use, so
+    listing the families imports no solver. ``epsilon`` says how the family takes its
+    privacy level: ``"required"`` (the second positional argument) or ``"or-ldp"`` (k-RR:
+    exactly one of ``epsilon`` and its LDP parameter). ``calibration`` names the keyword
+    that :func:`metricdp.calibration.calibrate_expected_distance` varies (None: epsilon).
+    """
+
+    name: str
+    builder: str
+    description: str
+    params: tuple[Param, ...] = ()
+    exact: bool = True
+    sampler: str | None = None
+    epsilon: Literal["required", "or-ldp"] = "required"
+    lp: bool = False
+    calibration: str | None = None
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        takes = ", ".join(p.name for p in self.params) or "no parameters"
+        raise ValidationError(f"{self.name} takes no parameter {name!r}; it takes: {takes}")
+
+    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated keyword arguments for the builder (unknown names are an error)."""
+        out = {name: self.param(name).check(value, self.name) for name, value in params.items()}
+        for p in self.params:
+            if p.required and p.name not in out:
+                raise ValidationError(f"{self.name} needs the parameter {p.name!r} ({p.help})")
+        return out
+
+    def builder_function(self) -> Callable[..., Mechanism]:
+        fn: Callable[..., Mechanism] = _resolve(self.builder)
+        return fn
+
+    def true_sampler(self) -> TrueSampler:
+        """The sampler that draws releases of an estimated family from the mechanism itself."""
+        if self.sampler is None:
+            raise ValidationError(f"{self.name} is exact: its releases come from its audited matrix")
+        fn: TrueSampler = _resolve(self.sampler)
+        return fn
+
+    def proven_epsilon(self, params: Mapping[str, Any]) -> float:
+        """The epsilon the true sampler of an estimated family is proven to satisfy, from its params.
+
+        For Madlib (Feyisetan et al. 2020, Theorem 1) and the subsampled exponential
+        mechanism (module docstring of :mod:`metricdp.mechanisms.subsampled`) the proven
+        level is the parameter ``epsilon`` itself: the noise scale (Madlib) or the exponent
+        ``-epsilon d / 2`` (SSEM) is set from it.
+        """
+        if self.exact:
+            raise ValidationError(f"{self.name} is exact: its epsilon is audited from the matrix, not derived")
+        if "epsilon" not in params:
+            raise ValidationError(f"{self.name}: parameters lack 'epsilon'")
+        return check_epsilon(params["epsilon"], f"{self.name} parameter 'epsilon'")
+
+    def build(self, space: MetricSpace, epsilon: float | None = None, **params: Any) -> Mechanism:
+        """Build on ``space`` at ``epsilon`` with validated ``params``.
+
+        Before building, the dense arrays of a non-LP family (the matrix, the audit's and
+        the sampler's n x n temporaries: about 6 of them) are checked against the memory
+        limit (:mod:`metricdp._resources`); LP families size their own models.
+        """
+        kwargs = self.check_params(params)
+        n = getattr(space, "n", None)
+        if isinstance(n, int) and not self.lp:
+            check_allocation(6 * 8.0 * n * n, f"{self.name} on {n:,} points (6 dense {n:,} x {n:,} arrays)")
+        fn = self.builder_function()
+        if self.epsilon == "or-ldp":
+            return fn(space, epsilon=None if epsilon is None else check_epsilon(epsilon), **kwargs)
+        if epsilon is None:
+            raise ValidationError(f"{self.name} needs epsilon")
+        return fn(space, check_epsilon(epsilon), **kwargs)
+
+
+_CALIBRATE = Param("calibrate", "bool", False, "tune the inner parameter up to the exact audit", "--calibrate")
+_TIME_LIMIT = Param("time_limit", "float", None, "deadline of the whole build, in seconds", "--time-limit",
+                    minimum=0.0, open_minimum=True)
+_SAMPLES = Param("samples", "int", 2000, "Monte-Carlo releases per row of the estimate", "--samples", minimum=2)
+_RNG = Param("rng", "rng", None, "randomness of the Monte-Carlo estimate (a seed: reproducible)", "--seed")
+
+_M = "metricdp.mechanisms"
+
+#: Family name -> entry, in the order ``names()`` lists them.
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "exponential", f"{_M}.exponential:exponential",
+            "Exponential mechanism, Pr ~ exp(-eps d / 2) (McSherry-Talwar 2007; Chatzikokolakis et al. 2013)",
+            (_CALIBRATE,),
+        ),
+        Family(
+            "weighted-exponential", f"{_M}.exponential:weighted_exponential",
+            "Exponential mechanism with output weights (Imola et al., UAI 2022, Sec. 5)",
+            (Param("weights", "vector", None, "one positive weight per point (CSV label,weight or .npy)",
+                   "--weights", required=True), _CALIBRATE),
+        ),
+        Family(
+            "krr", f"{_M}.krr:krr", "k-ary randomized response (Kairouz et al. 2016), eps-mDP at eps_LDP / d_min",
+            (Param("ldp_epsilon", "float", None, "the LDP parameter, instead of epsilon", "--ldp-epsilon",
+                   minimum=0.0, open_minimum=True),),
+            epsilon="or-ldp", calibration="ldp_epsilon",
+        ),
+        Family(
+            "geometric", f"{_M}.geometric:geometric",
+            "Geometric mechanism on a lattice torus or row-normalised (Ghosh et al. 2009; Alvim et al. 2018)",
+            (Param("form", "choice", "auto", "lattice torus or row-normalised kernel", choices=(
+                "auto", "lattice", "row-normalised")),),
+        ),
+        Family(
+            "planar-laplace", f"{_M}.planar_laplace:planar_laplace",
+            "Planar Laplace discretised to a grid (Andres et al., CCS 2013)",
+            (Param("accuracy", "float", 1e-12, "target accuracy of the cell masses", minimum=0.0,
+                   maximum=1e-3, open_minimum=True),),
+        ),
+        Family(
+            "optimal", f"{_M}.lp.optimal:optimal",
+            "OPTMech: the loss-optimal eps-mDP mechanism by LP (Imola et al., UAI 2022, LP (1))",
+            (Param("objective", "choice", "worst", "loss to minimise", "--objective", choices=("worst", "expected")),
+             Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
+             Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
+             _CALIBRATE, _TIME_LIMIT,
+             Param("formulation", "choice", "fast", "constraint generation or the full LP",
+                   choices=("fast", "full"))),
+            lp=True,
+        ),
+        Family(
+            "spanner", f"{_M}.lp.spanner:spanner",
+            "SpannerMech: OPTMech's LP on the edges of a greedy spanner (Imola et al., UAI 2022, Sec. 4)",
+            (Param("stretch", "float", 3.0, "stretch t of the spanner (>= 1)", "--stretch", minimum=1.0),
+             _CALIBRATE, _TIME_LIMIT,
+             Param("formulation", "choice", "auto", "LP formulation", choices=("auto", "fast", "ipm", "full"))),
+            lp=True,
+        ),
+        Family(
+            "constopt", f"{_M}.lp.constopt:constopt",
+            "ConstOPTMech: r free neighbours per output, the rest fixed (Imola et al., UAI 2022, Sec. 5)",
+            (Param("neighbours", "int", 10, "free neighbours r per output", "--neighbours", minimum=1),
+             Param("fit", "choice", "normalised", "how H is fitted", "--fit", choices=("normalised", "paper")),
+             Param("lambdas", "floats", (0.001, 0.1, 1.0), "lambdas of the paper fit", "--lambdas"),
+             Param("quantile", "float", None, "minimise this quantile loss instead of the worst case",
+                   "--quantile", minimum=0.0, maximum=1.0, open_minimum=True),
+             _CALIBRATE, _TIME_LIMIT,
+             Param("formulation", "choice", "fast", "column generation or the reference LP",
+                   choices=("fast", "full")),
+             Param("exponential_candidate", "bool", True, "let the exponential mechanism compete")),
+            lp=True,
+        ),
+        Family(
+            "madlib", f"{_M}.madlib:madlib",
+            "Madlib: Laplace-type noise on embeddings, nearest word (Feyisetan et al., WSDM 2020)",
+            (_SAMPLES, _RNG), exact=False, sampler=f"{_M}.madlib:true_sampler",
+        ),
+        Family(
+            "subsampled-exponential", f"{_M}.subsampled:subsampled_exponential",
+            "Subsampled exponential mechanism on m candidates (Lantz, Boyd, Page, AISec 2015)",
+            (Param("candidates", "int", 10, "candidates m drawn per release", "--candidates", minimum=1),
+             Param("base", "vector", None, "data-independent base distribution (CSV or .npy)", "--base-weights"),
+             _SAMPLES, _RNG),
+            exact=False, sampler=f"{_M}.subsampled:true_sampler",
+        ),
+    )
+}
+
+
+def names() -> tuple[str, ...]:
+    """The registered family names, as ``build`` and the CLI spell them."""
+    return tuple(FAMILIES)
+
+
+def get(name: str) -> Family:
+    """The :class:`Family` called ``name``; an unknown name lists the valid ones."""
+    if not isinstance(name, str) or name not in FAMILIES:
+        raise ValidationError(f"unknown mechanism {name!r}; choose one of {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def build(name: str, space: MetricSpace, epsilon: float | None = None, **params: Any) -> Mechanism:
+    """Build family ``name`` on ``space`` at ``epsilon`` (see :meth:`Family.build`)."""
+    return get(name).build(space, epsilon, **params)
