@@ -44,6 +44,7 @@ import functools
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -157,36 +158,63 @@ def warn(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------- progress
-class _Progress:
-    def __init__(self, update: Callable[[str], None]) -> None:
-        self._update = update
+#: In a pipe, a progress line at most this often (seconds), and none before the work has run this long.
+PIPE_INTERVAL = 10.0
 
-    def update(self, description: str) -> None:
-        """Change the text next to the spinner."""
-        self._update(description)
+
+class Reporter:
+    """What :func:`progress` yields: a :data:`metricdp._progress.Progress` callback.
+
+    ``reporter(done, total, message)`` is the library's signature (LP rounds, calibration
+    probes, experiment units); ``reporter.update(message)`` changes only the text.
+    """
+
+    def __init__(self, show: Callable[[int | None, int | None, str], None]) -> None:
+        self._show = show
+
+    def __call__(self, done: int, total: int | None, message: str) -> None:
+        self._show(done, total, message)
+
+    def update(self, message: str) -> None:
+        self._show(None, None, message)
 
 
 @contextlib.contextmanager
-def progress(description: str) -> Iterator[_Progress]:
-    """A transient spinner with elapsed time on stderr while the block runs.
+def progress(description: str, total: int | None = None) -> Iterator[Reporter]:
+    """Progress of long work on stderr while the block runs.
 
-    Yields an object with ``update(description)``. Nothing is shown when stderr is not
-    a terminal (pipes, CI, tests), so machine output stays clean.
+    On a terminal: a transient rich bar (a spinner while the total is unknown) with
+    elapsed time. In a pipe (logs, CI): one plain line ``[elapsed] message`` at most every
+    ``PIPE_INTERVAL`` seconds, and nothing for work that ends sooner, so short commands and
+    machine output stay clean.
     """
+    start = time.monotonic()
     if not err_console.is_terminal:
-        yield _Progress(lambda _text: None)
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        last = [start]
 
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=None)
-        yield _Progress(lambda text: bar.update(task, description=text))
+        def line(done: int | None, tot: int | None, message: str) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PIPE_INTERVAL:
+                last[0] = now
+                count = "" if done is None else f" ({done}/{tot})" if tot else f" ({done})"
+                err_console.print(f"[{now - start:6.0f} s] {message}{count}", markup=False, highlight=False)
+
+        yield Reporter(line)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def show(done: int | None, tot: int | None, message: str) -> None:
+            if done is None:
+                bar.update(task, description=message)
+            else:
+                bar.update(task, description=message, completed=done, total=tot)
+
+        yield Reporter(show)
 
 
 # ---------------------------------------------------------------------------- output

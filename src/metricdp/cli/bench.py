@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..errors import ValidationError
-from ._common import check_output, err_console, handle_errors
+from ._common import check_output, err_console, handle_errors, progress
 
 __all__ = ["parse_sizes", "register"]
 
@@ -43,19 +41,6 @@ def parse_sizes(values: list[str]) -> list[int] | dict[str, list[int]]:
         except ValueError:
             raise ValidationError(f"--sizes takes integers (optionally NAME=50,100), got {value!r}") from None
     return per["*"] if list(per) == ["*"] else per
-
-
-@contextlib.contextmanager
-def _bar(total: int) -> Iterator[Any]:
-    """A rich progress bar on stderr (nothing when stderr is not a terminal)."""
-    if not err_console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        yield bar
 
 
 SizesOpt = Annotated[
@@ -121,16 +106,15 @@ def register(app: typer.Typer) -> None:
         if full_time_limit is not None and not full_time_limit > 0:
             raise ValidationError(f"--full-time-limit must be > 0, got {full_time_limit}")
         total = bench.planned_builds(size_arg, mech_list, form_list, neighbours)  # validates the tokens
-        with _bar(total) as bar:
-            task = bar.add_task("benchmark", total=total) if bar is not None else None
+        with progress("benchmark", total) as report:
+            finished = [0]
 
             def on_start(n: int, mech: str, form: str) -> None:
-                if bar is not None:
-                    bar.update(task, description=f"n={n} {mech} {form}")
+                report(finished[0], total, f"n={n} {mech} {form}")
 
             def on_row(row: bench.BenchRow) -> None:
-                if bar is not None:
-                    bar.advance(task)
+                finished[0] += 1
+                report(finished[0], total, f"n={row.n} {row.mechanism} {row.formulation}: {row.status}")
 
             rows = bench.run_bench(
                 size_arg, mech_list, form_list, neighbours=neighbours, epsilon=epsilon, data=data, seed=seed,

@@ -6,50 +6,21 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..errors import ValidationError
-from ._common import console, err_console, handle_errors
+from ._common import console, handle_errors, progress
 
-__all__ = ["experiment_app", "progress_bar", "register"]
+__all__ = ["experiment_app", "register"]
 
 experiment_app = typer.Typer(
     name="experiment",
     help="Reproduce the papers' experiments (numbers as CSV, a PNG plot, a markdown summary).",
     no_args_is_help=True,
 )
-
-
-@contextlib.contextmanager
-def progress_bar(description: str) -> Iterator[Callable[[str, int, int], None]]:
-    """A rich progress bar on stderr; yields ``update(description, done, total)``.
-
-    Transient, and silent when stderr is not a terminal (pipes, CI, tests).
-    """
-    if not err_console.is_terminal:
-        yield lambda _what, _done, _total: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
-        yield update
 
 
 def _centre(value: str) -> tuple[float, float]:
@@ -88,7 +59,7 @@ def ldp(
     """
     from ..experiments.ldp import MECHANISMS, PAPER_EPSILON, PARIS_CENTRE, run_ldp
 
-    with progress_bar("LDP experiment") as update:
+    with progress("LDP experiment") as update:
         result = run_ldp(
             out,
             quick=quick,

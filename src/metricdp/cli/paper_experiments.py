@@ -9,16 +9,15 @@ over). The library side is :mod:`metricdp.experiments`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import ValidationError
-from ._common import err_console, handle_errors
+from ._common import err_console, handle_errors, progress
 
 __all__ = ["register"]
 
@@ -67,20 +66,6 @@ def _config(base: Any, **changes: Any) -> Any:
     return dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None})
 
 
-@contextlib.contextmanager
-def _progress(name: str) -> Iterator[Callable[[int, int, str], None]]:
-    """``progress(done, total, text)`` driving a rich bar on stderr (silent off a terminal)."""
-    if not err_console.is_terminal:
-        yield lambda _d, _t, _s: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task(name, total=None)
-        yield lambda done, total, text: bar.update(task, completed=done, total=total, description=text)
-
-
 def _finish(result: Any) -> None:
     typer.echo(result.summary)
     for path in result.files:
@@ -117,8 +102,8 @@ def register(experiment_app: typer.Typer) -> None:
             sizes=_list(sizes, "--sizes", int), mechanisms=_list(mechanisms, "--mechanisms"), points=points,
             eps_range=rng, constopt_fits=_list(fits, "--fits"), time_limit=time_limit,
         )
-        with _progress("utility") as progress:
-            result = ex.run_utility(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
+        with progress("utility") as report:
+            result = ex.run_utility(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)
 
     @experiment_app.command("scalability")
@@ -145,8 +130,8 @@ def register(experiment_app: typer.Typer) -> None:
             sizes=_list(sizes, "--sizes", int), eps_tight=eps_tight,
             mechanisms=_list(mechanisms, "--mechanisms"), fit=fit, rtol=rtol, time_limit=time_limit,
         )
-        with _progress("scalability") as progress:
-            result = ex.run_scalability(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
+        with progress("scalability") as report:
+            result = ex.run_scalability(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)
 
     @experiment_app.command("ablation")
@@ -170,6 +155,6 @@ def register(experiment_app: typer.Typer) -> None:
             ex.QUICK if quick else ex.FULL, seed=seed, n=n, targets=_list(eps_tight, "--eps-tight", float),
             dataset=dataset, rtol=rtol, time_limit=time_limit,
         )
-        with _progress("ablation") as progress:
-            result = ex.run_ablation(out, cfg, progress=progress, resume=not restart, cached_only=cached_only)
+        with progress("ablation") as report:
+            result = ex.run_ablation(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)

@@ -386,8 +386,6 @@ def make_builder(
 #: (no optional package; for tests and machines without the data extras).
 DATASETS = ("text", "geo", "gaussian")
 
-#: One progress step: ``progress(done, total, description)``.
-ProgressHook = Callable[[int, int, str], None]
 
 
 def check_datasets(datasets: Sequence[str]) -> None:

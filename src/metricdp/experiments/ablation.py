@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._progress import Progress
 from .._validation import check_epsilon, check_int
 from ..errors import MetricDPError, ValidationError
 from . import _tuning as tu
@@ -85,7 +86,7 @@ def run_ablation(
     out: str | Path,
     config: AblationConfig = FULL,
     *,
-    progress: tu.ProgressHook | None = None,
+    progress: Progress | None = None,
     resume: bool = True,
     cached_only: bool = False,
 ) -> AblationResult:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import csv
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from os import PathLike
 from pathlib import Path
@@ -49,6 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
+from .._progress import Progress
 from .._validation import check_int
 from ..errors import ValidationError
 from ..estimation import emd, ibu
@@ -90,8 +90,6 @@ MECHANISMS: dict[str, tuple[str, str]] = {
 #: and epsilon per metre for the two mDP mechanisms.
 PAPER_EPSILON: dict[str, float] = {"krr": 8.248, "geometric": 0.00398, "planar-laplace": 0.00404}
 
-#: Progress callback: (what is running, units done, units in all).
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -304,7 +302,7 @@ def run_ldp(
     config : LDPConfig, optional
         Overrides ``quick`` entirely.
     progress : callable, optional
-        ``progress(description, done, total)``.
+        ``progress(done, total, description)`` (:data:`metricdp._progress.Progress`).
 
     Returns
     -------
@@ -345,7 +343,7 @@ def run_ldp(
         nonlocal done
         done += units
         if progress is not None:
-            progress(what, done, total)
+            progress(done, total, what)
 
     calibration: dict[str, Calibrated] = {}
     emd_mean: dict[str, NDArray[np.float64]] = {}
@@ -353,7 +351,7 @@ def run_ldp(
     unconverged: dict[str, int] = {}
     for (key, (family, label)), stream in zip(MECHANISMS.items(), streams[2:], strict=True):
         if progress is not None:
-            progress(f"calibrating {label} to E_d = {cfg.target:g} m", done, total)
+            progress(done, total, f"calibrating {label} to E_d = {cfg.target:g} m")
         cal = calibrate_expected_distance(family, space, prior, cfg.target, tol=cfg.calibration_tol)
         calibration[key] = cal
         tick(f"privatizing and estimating ({label})")

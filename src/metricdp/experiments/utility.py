@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import Progress
 from .._validation import check_int
 from ..errors import MetricDPError, ValidationError
 from ..loss import quantile_rank
@@ -134,7 +135,7 @@ def run_utility(
     out: str | Path,
     config: UtilityConfig = FULL,
     *,
-    progress: tu.ProgressHook | None = None,
+    progress: Progress | None = None,
     resume: bool = True,
     cached_only: bool = False,
 ) -> UtilityResult:
