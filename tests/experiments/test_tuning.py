@@ -10,7 +10,9 @@ import pytest
 
 from metricdp import Mechanism, MetricSpace, ValidationError, epsilon_tight
 from metricdp.errors import SolverError
+from metricdp.experiments import _records as rs
 from metricdp.experiments import _tuning as tu
+from metricdp.experiments._plot import plot_grid
 from metricdp.mechanisms.exponential import exponential
 from tests.helpers import random_space
 
@@ -59,9 +61,9 @@ def test_a_solver_error_after_a_build_ends_the_search_with_the_closest(space: Me
 
     res = tu.tune_to_eps_tight(build, 1.0, rtol=1e-9)
     assert not res.converged and res.evaluations == 2 and len(calls) == 3
-    assert "unbounded" in res.stopped_by and "search ended by" in tu.tuning_note(res)
+    assert "unbounded" in res.stopped_by and "search ended by" in rs.tuning_note(res)
     # an error before any build, or a time limit, still propagates
-    for first, err in ((1, SolverError("numerical trouble")), (3, SolverError("time limit", status="limit"))):
+    for first, err in ((1, SolverError("numerical trouble")), (3, SolverTimeLimitError("time limit", status="limit"))):
         calls.clear()
 
         def failing(e: float, first: int = first, err: SolverError = err) -> Mechanism:
@@ -119,31 +121,31 @@ def test_nominal_grid_spans_targets(space: MetricSpace) -> None:
 def test_auto_eps_range_hand_computed() -> None:
     # points 0, 1, 3 on a line: distances 1, 3, 2 (median 2); nearest 1, 1, 2 (median 1)
     line = MetricSpace.from_points(np.array([[0.0], [1.0], [3.0]]))
-    lo, hi = tu.auto_eps_range(line)
+    lo, hi = rs.auto_eps_range(line)
     assert lo == pytest.approx(0.5)
     assert hi == pytest.approx(3 * math.log(3))
 
 
 def test_result_cache_round_trip(tmp_path) -> None:
     path = tmp_path / "c.jsonl"
-    cache = tu.ResultCache(path)
+    cache = rs.ResultCache(path)
     cache.put("a", {"x": 1.5, "y": math.inf, "z": np.float64(2.0)})
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"key": "b", "record"')  # a line cut short by an interrupted run
-    resumed = tu.ResultCache(path)
+    resumed = rs.ResultCache(path)
     resumed.put("slow", {"status": "time-out"}, time_limit=60.0)
     resumed.put("bad", {"status": "error"})
-    again = tu.ResultCache(path)
+    again = rs.ResultCache(path)
     assert again.get("a") == {"x": 1.5, "y": "inf", "z": 2.0, "time_limit": "inf"}
     assert again.get("b") is None
-    assert tu.number(again.get("a")["y"]) == math.inf and math.isnan(tu.number(None))
+    assert rs.number(again.get("a")["y"]) == math.inf and math.isnan(rs.number(None))
     # a time-out is final under the same or a shorter limit, retried under a longer one
     assert again.get("slow", 60.0) == {"status": "time-out", "time_limit": 60.0}
     assert again.get("slow", 10.0) is not None
     assert again.get("slow", 120.0) is None and again.get("slow", None) is None
     assert again.get("bad") is None  # errors are always retried
     # a frozen cache (--cached-only) reports errors as they were and writes nothing
-    frozen = tu.open_cache(path, cached_only=True)
+    frozen = rs.open_cache(path, cached_only=True)
     assert frozen.get("bad") == {"status": "error", "time_limit": "inf"}
     before = path.read_text(encoding="utf-8")
     frozen.put("new", {"status": "ok"})
@@ -154,8 +156,8 @@ def test_make_builder_and_datasets(space: MetricSpace) -> None:
     with pytest.raises(ValidationError, match="family"):
         tu.make_builder(tu.MechanismSpec("x", "nope"), space)
     with pytest.raises(ValidationError, match="dataset"):
-        tu.dataset_space("mars", 10)
-    g = tu.dataset_space("gaussian", 7, seed=1)
+        rs.dataset_space("mars", 10)
+    g = rs.dataset_space("gaussian", 7, seed=1)
     assert g.n == 7 and g.points.shape == (7, 50)
     em = tu.make_builder(tu.MechanismSpec("EM", "exponential"), space)(0.7)
     assert em.name == "exponential" and em.epsilon == 0.7
@@ -163,8 +165,8 @@ def test_make_builder_and_datasets(space: MetricSpace) -> None:
 
 def test_plot_grid_writes_png(tmp_path) -> None:
     path = tmp_path / "p.png"
-    tu.plot_grid(path, [("a", [("s", [1, 2], [3, 4], "-o")]), ("b", [("t", [], [], "-")])],
+    plot_grid(path, [("a", [("s", [1, 2], [3, 4], "-o")]), ("b", [("t", [], [], "-")])],
                  xlabel="x", ylabel=["y1", "y2"], logy=[True, False])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValidationError):
-        tu.plot_grid(path, [], xlabel="x", ylabel="y")
+        plot_grid(path, [], xlabel="x", ylabel="y")

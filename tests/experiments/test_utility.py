@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from metricdp.bounds import lower_bound_quantile
 from metricdp.cli.paper_experiments import register
+from metricdp.experiments import _records as rs
 from metricdp.experiments import _tuning as tu
 from metricdp.experiments import utility
 from tests.cli_helpers import make_app
@@ -91,7 +92,7 @@ def test_optmech_above_lower_bound(quick: tuple[Path, list[dict[str, str]], str]
     for r in opt:
         key = (r["dataset"], int(r["n"]))
         if key not in spaces:
-            spaces[key] = tu.dataset_space(key[0], key[1], seed=0)
+            spaces[key] = rs.dataset_space(key[0], key[1], seed=0)
         bound = lower_bound_quantile(spaces[key], float(r["nominal_eps"]), 0.95).value
         assert bound <= float(r["loss_q"]) * (1 + 1e-9)
 
@@ -116,7 +117,7 @@ def test_resume_uses_the_cache(quick: tuple[Path, list[dict[str, str]], str], mo
     for r in rows:
         if r["status"] == "ok" and r["mechanism"] not in ("lower bound", "uniform"):
             mine = by_key[(r["dataset"], r["n"], r["mechanism"], r["point"])]
-            assert float(r["loss_q"]) == tu.number(mine["loss_q"])
+            assert float(r["loss_q"]) == rs.number(mine["loss_q"])
 
 
 def test_config_errors() -> None:

@@ -7,6 +7,7 @@ display. Files are written atomically (:func:`metricdp.io.atomic_write`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -17,7 +18,7 @@ from numpy.typing import ArrayLike
 from ..errors import ValidationError
 from ..io import atomic_write
 
-__all__ = ["Series", "line_plot", "new_figure", "save_png"]
+__all__ = ["Curve", "Series", "line_plot", "new_figure", "plot_grid", "save_png"]
 
 #: One curve of :func:`line_plot`: y values, and optionally error-bar half-widths.
 Series = ArrayLike | tuple[ArrayLike, ArrayLike | None]
@@ -93,4 +94,60 @@ def line_plot(
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
     ax.legend()
+    save_png(fig, path, dpi=dpi)
+
+
+#: One curve of :func:`plot_grid`: (label, x, y, matplotlib format such as ``"-o"``).
+Curve = tuple[str, Any, Any, str]
+
+
+def plot_grid(
+    path: Any,
+    panels: Sequence[tuple[str, Sequence[Curve]]],
+    *,
+    xlabel: str | Sequence[str],
+    ylabel: str | Sequence[str],
+    logx: bool | Sequence[bool] = False,
+    logy: bool | Sequence[bool] = False,
+    dpi: int = 100,
+) -> None:
+    """Panels side by side (two per row), each with its own curves, saved as one PNG.
+
+    Labels and log scales may be given per panel.
+
+    Unlike :func:`metricdp.experiments._plot.line_plot` every curve has its own x (each
+    mechanism is plotted at its own measured eps). Uses the Agg canvas and
+    :func:`metricdp.experiments._plot.save_png` (atomic).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not panels:
+        raise ValidationError("nothing to plot: no panels")
+    cols = 1 if len(panels) == 1 else 2
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(6.4 * cols, 4.4 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    def per_panel(value: Any) -> list[Any]:
+        return [value] * len(panels) if isinstance(value, str | bool) else list(value)
+
+    xlabels, ylabels, logxs, logys = per_panel(xlabel), per_panel(ylabel), per_panel(logx), per_panel(logy)
+    for k, (ax, (title, curves)) in enumerate(zip(axes.flat, panels, strict=False)):
+        for label, x, y, style in curves:
+            xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+            if xs.size:
+                ax.plot(xs, ys, style, markersize=4, linewidth=1.4, label=label)
+        ax.set_title(title)
+        ax.set_xlabel(xlabels[k])
+        ax.set_ylabel(ylabels[k])
+        if logxs[k]:
+            ax.set_xscale("log")
+        if logys[k]:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
     save_png(fig, path, dpi=dpi)

@@ -36,39 +36,26 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._jsonable import jsonable
 from .._validation import check_delta, check_epsilon, check_int, check_quantile
-from ..errors import MetricDPError, ValidationError
+from ..errors import MetricDPError, SolverTimeLimitError, ValidationError
 from ..loss import quantile_loss, worst_case_loss
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
 from ..spaces import MetricSpace
 
 __all__ = [
-    "DATASETS",
     "DELTA",
     "FAMILIES",
     "QUANTILE",
     "MechanismSpec",
-    "ResultCache",
     "SweepPoint",
     "Tuned",
-    "auto_eps_range",
-    "dataset_space",
     "evaluate",
-    "flags",
-    "is_timeout",
     "make_builder",
-    "markdown_table",
     "measured_eps_tight",
     "nominal_grid",
-    "number",
-    "open_cache",
-    "plot_grid",
     "sweep",
     "tune_to_eps_tight",
-    "tuning_note",
-    "write_csv",
 ]
 
 #: The paper's delta for eps_tight and quantile for L_q.
@@ -207,7 +194,7 @@ def tune_to_eps_tight(
             # LP mechanisms need not be continuous in eps (the optimal vertex jumps), so the
             # search can wander where a solver fails; keep what was found unless it is a
             # time limit (which ends a series) or nothing was found yet.
-            if best is None or is_timeout(exc):
+            if best is None or isinstance(exc, SolverTimeLimitError):
                 raise
             _, bx, bm = best
             return finish(bx, measured_eps_tight(bm, delta)[0], bm, False, " ".join(str(exc).split())[:200])
@@ -376,245 +363,3 @@ def make_builder(
     if spec.family == "madlib":
         return lambda eps: family.build(space, eps, rng=np.random.default_rng(seed), **opts)
     return lambda eps: family.build(space, eps, **{k: v for k, v in opts.items() if v is not None})
-
-
-# --------------------------------------------------------------------------- experiment plumbing
-#: Datasets of the experiments: ``text`` = a GloVe 6B 50-d vocabulary sampled as the
-#: paper does (:func:`metricdp.data.glove.glove_space`); ``geo`` = the most populous
-#: 0.005-degree cells of Beijing (:func:`metricdp.data.geo.geo_space`, the stand-in for
-#: the paper's Geolife bins); ``gaussian`` = standard normal points in 50 dimensions
-#: (no optional package; for tests and machines without the data extras).
-DATASETS = ("text", "geo", "gaussian")
-
-
-
-def check_datasets(datasets: Sequence[str]) -> None:
-    """A non-empty list of names from :data:`DATASETS` (the error lists the allowed ones)."""
-    bad = [d for d in datasets if d not in DATASETS]
-    if bad or not datasets:
-        allowed = ", ".join(DATASETS)
-        raise ValidationError(f"datasets must be among {allowed}, got {list(datasets)!r}")
-
-
-def dataset_space(name: str, n: int, *, seed: int = 0) -> MetricSpace:
-    """The ``n``-point space of a dataset (see :data:`DATASETS`)."""
-    n = check_int(n, "n", minimum=2)
-    if name == "text":
-        from ..data.glove import glove_space
-
-        return glove_space(n, seed=seed)
-    if name == "geo":
-        from ..data.geo import geo_space
-
-        # Beijing alone has 246 populated cells in GeoNames; the paper's sizes reach 400,
-        # so every size draws from Beijing and Tianjin together (one geometry for all n).
-        return geo_space("beijing-tianjin", size=n).space
-    if name == "gaussian":
-        return MetricSpace.from_points(np.random.default_rng(seed).standard_normal((n, 50)))
-    raise ValidationError(f"dataset must be one of {', '.join(DATASETS)}, got {name!r}")
-
-
-def auto_eps_range(space: MetricSpace) -> tuple[float, float]:
-    r"""The eps_tight range where mechanisms differ: from near-uniform to near-exact.
-
-    With :math:`\bar d` the median distance and :math:`\bar d_1` the median
-    nearest-neighbour distance, the range is :math:`[1/\bar d,\ 3 \ln n / \bar d_1]`: at
-    the low end :math:`e^{-\varepsilon d/2}` barely varies over typical distances (every
-    mechanism is close to the uniform baseline), at the high end even the nearest
-    neighbour gets :math:`e^{-\varepsilon \bar d_1/2} \le n^{-3/2}` of a point's own mass
-    (every mechanism is close to the identity).
-    """
-    d = np.asarray(space.distances)
-    off = d[~np.eye(space.n, dtype=bool)]
-    nearest = np.partition(d + np.diag(np.full(space.n, np.inf)), 0, axis=1)[:, 0]
-    return 1.0 / float(np.median(off)), 3.0 * math.log(space.n) / float(np.median(nearest))
-
-
-class ResultCache:
-    """Finished units of an experiment, one JSON object per line (``--out DIR``/``*.jsonl``).
-
-    Lets a long full-mode run resume: a unit whose key is in the file is not recomputed.
-    Keys are strings; records are JSON objects (non-finite floats as strings).
-    """
-
-    def __init__(self, path: Any | None, *, frozen: bool = False) -> None:
-        import json
-        from pathlib import Path
-
-        self.path = None if path is None else Path(path)
-        #: Report from the cache only: the experiments build nothing and list what is
-        #: missing as "not run" (``--cached-only``).
-        self.frozen = frozen
-        self.records: dict[str, dict[str, Any]] = {}
-        if self.path is not None and self.path.is_file():
-            text = self.path.read_text(encoding="utf-8")
-            if text and not text.endswith("\n"):  # cut short: new records start on a new line
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write("\n")
-            for line in text.splitlines():
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by an interrupted run
-                    continue
-                if isinstance(item, dict) and "key" in item:
-                    self.records[str(item["key"])] = item["record"]
-
-    def get(self, key: str, time_limit: float | None = None) -> dict[str, Any] | None:
-        """The record of ``key``; ``None`` (recompute) also for an error, or for a time-out
-        under a shorter time limit than ``time_limit`` (``None`` = unlimited). A frozen
-        cache returns errors as they were (nothing will be recomputed)."""
-        rec = self.records.get(key)
-        if rec is None or (rec.get("status") == "error" and not self.frozen):
-            return None
-        if rec.get("status") == "time-out":
-            before = number(rec.get("time_limit"))
-            now = math.inf if time_limit is None else float(time_limit)
-            if not before >= now:
-                return None
-        return rec
-
-    def put(self, key: str, record: dict[str, Any], time_limit: float | None = None) -> None:
-        import json
-
-        if self.frozen:
-            return
-
-        record.setdefault("time_limit", math.inf if time_limit is None else float(time_limit))
-        self.records[key] = record
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"key": key, "record": jsonable(record)}, allow_nan=False) + "\n")
-
-
-def open_cache(path: Any, *, resume: bool = True, cached_only: bool = False) -> ResultCache:
-    """An experiment's cache at ``path``: emptied when not resuming; with ``cached_only``,
-    read-only and required to exist (the plots and tables are redrawn from it)."""
-    from pathlib import Path
-
-    path = Path(path)
-    if cached_only and not resume:
-        raise ValidationError("cached_only reports from the cache of a previous run: it cannot start over")
-    if cached_only and not path.is_file():
-        raise ValidationError(f"{path}: no cache of a previous run to report from")
-    if not resume and path.exists():
-        path.unlink()
-    return ResultCache(path, frozen=cached_only)
-
-
-def number(value: Any) -> float:
-    """A record's number back from JSON (``"inf"``/``"nan"`` strings, ``None`` -> nan)."""
-    if value is None or value == "":
-        return math.nan
-    return float(value)
-
-
-def tuning_note(tuned: Tuned) -> str:
-    """Why a tuned record is flagged: eps_tight off target, and what ended the search."""
-    if tuned.converged:
-        return ""
-    note = f"eps_tight {tuned.eps_tight:.4g} not within {tuned.rtol:g} of target"
-    return note + (f" (search ended by: {tuned.stopped_by})" if tuned.stopped_by else "")
-
-
-def flags(record: dict[str, Any]) -> str:
-    """Marks of a summary cell: `` (!)`` tuning not converged, `` (EM)`` ConstOPTMech returned
-    the exponential mechanism (its LP candidates lost to it at that nominal eps)."""
-    flag = "" if record.get("converged") else " (!)"
-    return flag + (" (EM)" if record.get("winner") == "exponential" else "")
-
-
-def write_csv(path: Any, records: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Write ``records`` (dicts) as CSV with exactly ``columns``, atomically."""
-    import csv
-
-    from ..io import atomic_write
-
-    with atomic_write(path, "w") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(columns)
-        for rec in records:
-            writer.writerow(["" if rec.get(c) is None else _cell(rec.get(c)) for c in columns])
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else str(value)
-    return value
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A small markdown table (numbers to 4 significant digits)."""
-
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return "-" if math.isnan(v) else f"{v:.4g}"
-        return str(v)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def is_timeout(exc: BaseException) -> bool:
-    """Whether a builder's error is an LP time limit (status ``limit``)."""
-    from ..errors import SolverError
-
-    return isinstance(exc, SolverError) and (exc.status in ("limit", 1) or "time limit" in str(exc).lower())
-
-
-#: One curve of :func:`plot_grid`: (label, x, y, matplotlib format such as ``"-o"``).
-Curve = tuple[str, Any, Any, str]
-
-
-def plot_grid(
-    path: Any,
-    panels: Sequence[tuple[str, Sequence[Curve]]],
-    *,
-    xlabel: str | Sequence[str],
-    ylabel: str | Sequence[str],
-    logx: bool | Sequence[bool] = False,
-    logy: bool | Sequence[bool] = False,
-    dpi: int = 100,
-) -> None:
-    """Panels side by side (two per row), each with its own curves, saved as one PNG.
-
-    Labels and log scales may be given per panel.
-
-    Unlike :func:`metricdp.experiments._plot.line_plot` every curve has its own x (each
-    mechanism is plotted at its own measured eps). Uses the Agg canvas and
-    :func:`metricdp.experiments._plot.save_png` (atomic).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from ._plot import save_png
-
-    if not panels:
-        raise ValidationError("nothing to plot: no panels")
-    cols = 1 if len(panels) == 1 else 2
-    rows = math.ceil(len(panels) / cols)
-    fig = Figure(figsize=(6.4 * cols, 4.4 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, cols, squeeze=False)
-    def per_panel(value: Any) -> list[Any]:
-        return [value] * len(panels) if isinstance(value, str | bool) else list(value)
-
-    xlabels, ylabels, logxs, logys = per_panel(xlabel), per_panel(ylabel), per_panel(logx), per_panel(logy)
-    for k, (ax, (title, curves)) in enumerate(zip(axes.flat, panels, strict=False)):
-        for label, x, y, style in curves:
-            xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-            if xs.size:
-                ax.plot(xs, ys, style, markersize=4, linewidth=1.4, label=label)
-        ax.set_title(title)
-        ax.set_xlabel(xlabels[k])
-        ax.set_ylabel(ylabels[k])
-        if logxs[k]:
-            ax.set_xscale("log")
-        if logys[k]:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    save_png(fig, path, dpi=dpi)

@@ -24,7 +24,9 @@ from typing import Any
 from .._progress import Progress
 from .._validation import check_epsilon, check_int
 from ..errors import MetricDPError, ValidationError
+from . import _records as rs
 from . import _tuning as tu
+from ._plot import plot_grid
 
 __all__ = ["COLUMNS", "FULL", "QUICK", "AblationConfig", "AblationResult", "run_ablation"]
 
@@ -52,8 +54,8 @@ class AblationConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        if self.dataset not in tu.DATASETS:
-            raise ValidationError(f"dataset must be one of {', '.join(tu.DATASETS)}, got {self.dataset!r}")
+        if self.dataset not in rs.DATASETS:
+            raise ValidationError(f"dataset must be one of {', '.join(rs.DATASETS)}, got {self.dataset!r}")
         check_int(self.n, "n", minimum=3)
         if not self.targets or not self.r_values or not self.lambdas:
             raise ValidationError("targets, r_values and lambdas must not be empty")
@@ -99,8 +101,8 @@ def run_ablation(
     cfg = config
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache = tu.open_cache(out / "ablation.jsonl", resume=resume, cached_only=cached_only)
-    space = tu.dataset_space(cfg.dataset, cfg.n, seed=cfg.seed)
+    cache = rs.open_cache(out / "ablation.jsonl", resume=resume, cached_only=cached_only)
+    space = rs.dataset_space(cfg.dataset, cfg.n, seed=cfg.seed)
     units = cfg.units()
     total = len(cfg.targets) * len(units)
     done = 0
@@ -117,12 +119,12 @@ def run_ablation(
                 rec = _unit(cfg, space, target, r, lam, start)
                 cache.put(key, rec, cfg.time_limit)
             if rec["status"] == "ok":
-                start = tu.number(rec["nominal_eps"])
+                start = rs.number(rec["nominal_eps"])
             records.append({**rec, "sweep": sweep})
             done += 1
             if progress is not None:
                 progress(done, total, f"eps_tight {target:g}: r={r}, lambda={lam:g}: {rec['status']}")
-    tu.write_csv(out / "ablation.csv", records, COLUMNS)
+    rs.write_csv(out / "ablation.csv", records, COLUMNS)
     files = [out / "ablation.csv", _plot(out, cfg, records)]
     summary = _summary(cfg, records)
     from ..io import atomic_write
@@ -150,7 +152,7 @@ def _unit(cfg: AblationConfig, space: Any, target: float, r: int, lam: float, st
     try:
         tuned = tu.tune_to_eps_tight(timed, target, delta=cfg.delta, rtol=cfg.rtol, start=start)
     except MetricDPError as ex:
-        rec.update(status="time-out" if tu.is_timeout(ex) else "error", note=" ".join(str(ex).split())[:300],
+        rec.update(status="time-out" if rs.is_timeout(ex) else "error", note=" ".join(str(ex).split())[:300],
                    evaluations=len(seconds))
         return rec
     p = tu.evaluate(tuned.mechanism, delta=cfg.delta, q=cfg.quantile)
@@ -160,7 +162,7 @@ def _unit(cfg: AblationConfig, space: Any, target: float, r: int, lam: float, st
         evaluations=tuned.evaluations, loss_q=p.loss_quantile, loss_max=p.loss_max,
         seconds=seconds.get(tuned.epsilon), nonzeros=lp.get("nonzeros"), status="ok",
         winner=tuned.mechanism.info.get("winner"),
-        note=tu.tuning_note(tuned),
+        note=rs.tuning_note(tuned),
     )
     return rec
 
@@ -171,12 +173,12 @@ def _plot(out: Path, cfg: AblationConfig, records: list[dict[str, Any]]) -> Path
         key = sweep
         curves = []
         for target in cfg.targets:
-            pts = [(tu.number(r[key]), tu.number(r.get("loss_q"))) for r in records
+            pts = [(rs.number(r[key]), rs.number(r.get("loss_q"))) for r in records
                    if r["sweep"] == sweep and r["target_eps_tight"] == target and r["status"] == "ok"]
             curves.append((f"eps_tight = {target:g}", [x for x, _ in pts], [y for _, y in pts], "-o"))
         panels.append((f"ConstOPTMech, {title}, n = {cfg.n}", curves))
     path = out / "ablation.png"
-    tu.plot_grid(path, panels, xlabel=["r (neighbours)", "lambda"], ylabel=f"$L_{{{cfg.quantile:g}}}$",
+    plot_grid(path, panels, xlabel=["r (neighbours)", "lambda"], ylabel=f"$L_{{{cfg.quantile:g}}}$",
                  logx=[False, True])
     return path
 
@@ -199,8 +201,8 @@ def _summary(cfg: AblationConfig, records: list[dict[str, Any]]) -> str:
             return "-"
         if rec["status"] != "ok":
             return rec["status"]
-        return (f"{tu.number(rec['loss_q']):.4g} / {tu.number(rec['loss_max']):.4g} / "
-                f"{tu.number(rec.get('seconds')):.3g} s{tu.flags(rec)}")
+        return (f"{rs.number(rec['loss_q']):.4g} / {rs.number(rec['loss_max']):.4g} / "
+                f"{rs.number(rec.get('seconds')):.3g} s{rs.flags(rec)}")
 
     header = [f"eps_tight = {t:g}" for t in cfg.targets]
     for sweep, fixed in (("r", f"lambda = {cfg.r_lambda:g}"), ("lambda", f"r = {cfg.lambda_r}")):
@@ -208,7 +210,7 @@ def _summary(cfg: AblationConfig, records: list[dict[str, Any]]) -> str:
         by = {(r[var], r["target_eps_tight"]): r for r in records if r["sweep"] == sweep}
         values = cfg.r_values if sweep == "r" else cfg.lambdas
         rows = [[f"{v:g}", *[cell(by.get((v, t))) for t in cfg.targets]] for v in values]
-        lines += [f"## {var} ({fixed})", "", tu.markdown_table([var, *header], rows), ""]
+        lines += [f"## {var} ({fixed})", "", rs.markdown_table([var, *header], rows), ""]
     failed = [r for r in records if r["status"] != "ok"]
     if failed:
         lines += ["Notes:", ""]

@@ -31,7 +31,9 @@ from typing import Any
 from .._progress import Progress
 from .._validation import check_epsilon, check_int
 from ..errors import MetricDPError, ValidationError
+from . import _records as rs
 from . import _tuning as tu
+from ._plot import plot_grid
 
 __all__ = ["COLUMNS", "DEFAULT_TARGETS", "FULL", "QUICK", "ScalabilityConfig", "ScalabilityResult",
            "run_scalability"]
@@ -66,7 +68,7 @@ class ScalabilityConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        tu.check_datasets(self.datasets)
+        rs.check_datasets(self.datasets)
         if not self.sizes:
             raise ValidationError("sizes must not be empty")
         for n in self.sizes:
@@ -132,7 +134,7 @@ def run_scalability(
     cfg = config
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache = tu.open_cache(out / "scalability.jsonl", resume=resume, cached_only=cached_only)
+    cache = rs.open_cache(out / "scalability.jsonl", resume=resume, cached_only=cached_only)
     total = len(cfg.datasets) * len(cfg.sizes) * len(cfg.mechanisms)
     done = 0
     records: list[dict[str, Any]] = []
@@ -153,18 +155,18 @@ def run_scalability(
                     rec = _base(ds, n, spec.label, target, status="not run")
                 elif rec is None:
                     if space is None:
-                        space = tu.dataset_space(ds, n, seed=cfg.seed)
+                        space = rs.dataset_space(ds, n, seed=cfg.seed)
                     rec = _unit(cfg, space, ds, n, spec, target, start.get(spec.label))
                     cache.put(key, rec, cfg.time_limit)
                 if rec["status"] == "time-out":
                     stopped.setdefault(spec.label, n)
                 if rec["status"] == "ok":
-                    start[spec.label] = tu.number(rec["nominal_eps"])
+                    start[spec.label] = rs.number(rec["nominal_eps"])
                 records.append(rec)
                 done += 1
                 if progress is not None:
                     progress(done, total, f"{ds} n={n} {spec.label}: {rec['status']}")
-    tu.write_csv(out / "scalability.csv", records, COLUMNS)
+    rs.write_csv(out / "scalability.csv", records, COLUMNS)
     files = [out / "scalability.csv", *_plots(out, cfg, records)]
     summary = _summary(cfg, records)
     from ..io import atomic_write
@@ -197,7 +199,7 @@ def _unit(cfg: ScalabilityConfig, space: Any, ds: str, n: int, spec: tu.Mechanis
     try:
         tuned = tu.tune_to_eps_tight(timed, target, delta=cfg.delta, rtol=cfg.rtol, start=start)
     except MetricDPError as ex:
-        status = "time-out" if tu.is_timeout(ex) else "error"
+        status = "time-out" if rs.is_timeout(ex) else "error"
         return _base(ds, n, spec.label, target, status=status, note=" ".join(str(ex).split())[:300],
                      tune_seconds=sum(seconds.values()), evaluations=len(seconds))
     mech = tuned.mechanism
@@ -209,7 +211,7 @@ def _unit(cfg: ScalabilityConfig, space: Any, ds: str, n: int, spec: tu.Mechanis
         evaluations=tuned.evaluations, seconds=seconds.get(tuned.epsilon), lp_seconds=lp.get("solve_seconds"),
         tune_seconds=tuned.seconds, variables=lp.get("variables"), constraints=lp.get("constraints"),
         nonzeros=lp.get("nonzeros"), loss_q=p.loss_quantile, loss_max=p.loss_max, winner=mech.info.get("winner"),
-        note=tu.tuning_note(tuned),
+        note=rs.tuning_note(tuned),
     )
 
 
@@ -226,12 +228,12 @@ def _plots(out: Path, cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> 
             curves = []
             for label in _labels(recs):
                 mine = [r for r in recs if r["mechanism"] == label and r["status"] == "ok"]
-                pts = [(r["n"], tu.number(r.get(key))) for r in mine]
+                pts = [(r["n"], rs.number(r.get(key))) for r in mine]
                 pts = [(x, y) for x, y in pts if math.isfinite(y)]
                 curves.append((label, [x for x, _ in pts], [y for _, y in pts], "-o"))
             panels.append((f"{title}, eps_tight = {cfg.target(ds):g}", curves))
         path = out / f"scalability_{ds}.png"
-        tu.plot_grid(path, panels, xlabel="n", ylabel=["seconds", "non-zeros", "$L_{0.95}$"],
+        plot_grid(path, panels, xlabel="n", ylabel=["seconds", "non-zeros", "$L_{0.95}$"],
                      logy=[True, True, False])
         files.append(path)
     return files
@@ -262,7 +264,7 @@ def _summary(cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> str:
                     row.append("-")
                     lrow.append("-")
                 elif r["status"] == "time-out":  # under the limit of the run that built it
-                    limit = tu.number(r.get("time_limit", cfg.time_limit))
+                    limit = rs.number(r.get("time_limit", cfg.time_limit))
                     row.append(f">{limit:g} s" if math.isfinite(limit) else ">limit")
                     lrow.append("-")
                 elif r["status"] != "ok":
@@ -270,15 +272,15 @@ def _summary(cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> str:
                     lrow.append("-")
                 else:
                     nz = r.get("nonzeros")
-                    row.append(f"{tu.number(r.get('seconds')):.3g} / {nz if nz is not None else '?'}")
-                    lrow.append(f"{tu.number(r.get('loss_q')):.4g}{tu.flags(r)}")
+                    row.append(f"{rs.number(r.get('seconds')):.3g} / {nz if nz is not None else '?'}")
+                    lrow.append(f"{rs.number(r.get('loss_q')):.4g}{rs.flags(r)}")
             rows.append(row)
             lrows.append(lrow)
         lines += [f"## {ds}, eps_tight = {cfg.target(ds):g}", "", "Time (s) / non-zeros:", ""]
-        lines += [tu.markdown_table(["n", *labels], rows), ""]
+        lines += [rs.markdown_table(["n", *labels], rows), ""]
         lines += ["L_q (q = 0.95); (!) = tuning not converged; (EM) = ConstOPTMech returned the exponential "
                   "mechanism (its LP candidates lost to it at that nominal eps):", ""]
-        lines += [tu.markdown_table(["n", *labels], lrows), ""]
+        lines += [rs.markdown_table(["n", *labels], lrows), ""]
         notes = [r for r in recs if r.get("note") and r["status"] not in ("skipped",)]
         if notes:
             lines += ["Notes:", ""]

@@ -42,7 +42,9 @@ from .._progress import Progress
 from .._validation import check_int
 from ..errors import MetricDPError, ValidationError
 from ..loss import quantile_rank
+from . import _records as rs
 from . import _tuning as tu
+from ._plot import plot_grid
 
 __all__ = ["COLUMNS", "FULL", "QUICK", "UtilityConfig", "UtilityResult", "run_utility"]
 
@@ -72,7 +74,7 @@ class UtilityConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        tu.check_datasets(self.datasets)
+        rs.check_datasets(self.datasets)
         for n in self.sizes:
             check_int(n, "size", minimum=3)
         bad = [m for m in self.mechanisms if m not in tu.FAMILIES]
@@ -154,7 +156,7 @@ def run_utility(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cache = tu.open_cache(out / "utility.jsonl", resume=resume, cached_only=cached_only)
+    cache = rs.open_cache(out / "utility.jsonl", resume=resume, cached_only=cached_only)
     cfg = config
     spaces = [(ds, n) for ds in cfg.datasets for n in cfg.sizes]
     total = sum(len(_specs(cfg, ds, n)) * (cfg.points + 1) + 1 for ds, n in spaces)
@@ -168,14 +170,14 @@ def run_utility(
 
     records: list[dict[str, Any]] = []
     for ds, n in spaces:
-        space = tu.dataset_space(ds, n, seed=cfg.seed)
-        lo, hi = cfg.eps_range or tu.auto_eps_range(space)
+        space = rs.dataset_space(ds, n, seed=cfg.seed)
+        lo, hi = cfg.eps_range or rs.auto_eps_range(space)
         targets = np.geomspace(lo, hi, cfg.points) if cfg.points > 1 else np.array([math.sqrt(lo * hi)])
         for spec in _specs(cfg, ds, n):
             records += _series(cfg, cache, space, ds, n, spec, targets, step)
         records += _baselines(cfg, space, ds, n, [r for r in records if r["dataset"] == ds and r["n"] == n])
         step(f"{ds} n={n}: bounds")
-    tu.write_csv(out / "utility.csv", records, COLUMNS)
+    rs.write_csv(out / "utility.csv", records, COLUMNS)
     files = [out / "utility.csv"]
     files += _plots(out, cfg, records, spaces)
     summary = _summary(cfg, records, spaces)
@@ -187,7 +189,7 @@ def run_utility(
     return UtilityResult(records, files, summary)
 
 
-def _series(cfg: UtilityConfig, cache: tu.ResultCache, space: Any, ds: str, n: int, spec: tu.MechanismSpec,
+def _series(cfg: UtilityConfig, cache: rs.ResultCache, space: Any, ds: str, n: int, spec: tu.MechanismSpec,
             targets: np.ndarray, step: Any) -> list[dict[str, Any]]:
     """Probe, then the nominal grid; a time-out ends the series (the rest is reported skipped)."""
     builders: list[tu.Builder] = []  # made on the first cache miss only
@@ -211,7 +213,7 @@ def _series(cfg: UtilityConfig, cache: tu.ResultCache, space: Any, ds: str, n: i
             p = tu.evaluate(mech, delta=cfg.delta, q=cfg.quantile, seconds=time.perf_counter() - t0)
             rec = _record(ds, n, spec.label, point, p)
         except MetricDPError as ex:
-            status = "time-out" if tu.is_timeout(ex) else "error"
+            status = "time-out" if rs.is_timeout(ex) else "error"
             rec = _record(ds, n, spec.label, point, nominal_eps=eps, status=status,
                           note=" ".join(str(ex).split())[:300])
         cache.put(key, rec, cfg.time_limit)
@@ -225,7 +227,7 @@ def _series(cfg: UtilityConfig, cache: tu.ResultCache, space: Any, ds: str, n: i
             out.append(_record(ds, n, spec.label, str(i), status="skipped"))
             step(f"{base}: skipped")
         return out
-    eps_probe = tu.number(probe["eps_tight"])
+    eps_probe = rs.number(probe["eps_tight"])
     rho = eps_probe / probe_eps if eps_probe > 0 else 1.0
     stopped = False
     for i, t in enumerate(targets):
@@ -243,7 +245,7 @@ def _baselines(cfg: UtilityConfig, space: Any, ds: str, n: int, done: list[dict[
     """The lower bound over the plotted eps range and the uniform-random baseline."""
     from ..bounds import lower_bound, lower_bound_quantile
 
-    eps = [tu.number(r.get("eps_tight")) for r in done if r["status"] == "ok"]
+    eps = [rs.number(r.get("eps_tight")) for r in done if r["status"] == "ok"]
     eps = [e for e in eps if math.isfinite(e) and e > 0]
     out = []
     if eps:
@@ -259,7 +261,7 @@ def _baselines(cfg: UtilityConfig, space: Any, ds: str, n: int, done: list[dict[
 
 def _curve(records: Sequence[dict[str, Any]], label: str) -> tuple[np.ndarray, np.ndarray]:
     pts = sorted(
-        (tu.number(r["eps_tight"]), tu.number(r["loss_q"]))
+        (rs.number(r["eps_tight"]), rs.number(r["loss_q"]))
         for r in records if r["mechanism"] == label and r["status"] == "ok"
     )
     pts = [(e, v) for e, v in pts if math.isfinite(e) and math.isfinite(v)]
@@ -295,15 +297,15 @@ def _plots(
         xs = [s[1] for s in series if len(s[1])]
         if xs:
             lo, hi = min(float(v.min()) for v in xs), max(float(v.max()) for v in xs)
-            series.append(("uniform", np.array([lo, hi]), np.full(2, tu.number(uni["loss_q"])), "-."))
+            series.append(("uniform", np.array([lo, hi]), np.full(2, rs.number(uni["loss_q"])), "-."))
         panels.append((f"{TITLES.get(ds, ds)}, n = {n}", series))
     files = []
     for (ds, n), panel in zip(spaces, panels, strict=True):
         path = out / f"utility_{ds}_{n}.png"
-        tu.plot_grid(path, [panel], xlabel=XLABEL, ylabel=f"$L_{{{cfg.quantile:g}}}$")
+        plot_grid(path, [panel], xlabel=XLABEL, ylabel=f"$L_{{{cfg.quantile:g}}}$")
         files.append(path)
     path = out / "utility.png"
-    tu.plot_grid(path, panels, xlabel=XLABEL, ylabel=f"$L_{{{cfg.quantile:g}}}$")
+    plot_grid(path, panels, xlabel=XLABEL, ylabel=f"$L_{{{cfg.quantile:g}}}$")
     files.append(path)
     return files
 
@@ -359,7 +361,7 @@ def _summary(cfg: UtilityConfig, records: list[dict[str, Any]], spaces: list[tup
             continue
         cols = {lab: interpolate(recs, lab, at) for lab in labels}
         bound = interpolate(recs, "lower bound", at)
-        uni = tu.number(next(r for r in recs if r["mechanism"] == "uniform")["loss_q"])
+        uni = rs.number(next(r for r in recs if r["mechanism"] == "uniform")["loss_q"])
         rows = []
         nonopt = [lab for lab in labels if lab != "OPTMech"]
         wins = mids = 0
@@ -378,7 +380,7 @@ def _summary(cfg: UtilityConfig, records: list[dict[str, Any]], spaces: list[tup
             row.append(bound[j])
             rows.append(row)
         lines += [f"## {ds}, n = {n} (uniform baseline L_q = {uni:.4g})", ""]
-        lines.append(tu.markdown_table(["eps_tight", *labels, "lower bound"], rows))
+        lines.append(rs.markdown_table(["eps_tight", *labels, "lower bound"], rows))
         failed = [r for r in recs if r["status"] not in ("ok",)]
         if failed:
             lines += ["", "Not built: " + "; ".join(
