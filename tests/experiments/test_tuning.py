@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from metricdp import Mechanism, MetricSpace, ValidationError, epsilon_tight
-from metricdp.errors import SolverError
+from metricdp.errors import SolverError, SolverTimeLimitError
 from metricdp.experiments import _records as rs
 from metricdp.experiments import _tuning as tu
 from metricdp.experiments._plot import plot_grid
