@@ -22,6 +22,7 @@ __all__ = [
     "check_epsilon",
     "check_int",
     "check_metric",
+    "check_number",
     "check_probability_vector",
     "check_quantile",
     "check_stochastic",
@@ -33,11 +34,51 @@ __all__ = [
 METRIC_RTOL = 1e-9
 
 
+def check_number(
+    value: object,
+    name: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_minimum: bool = False,
+    open_maximum: bool = False,
+) -> float:
+    """A finite real number within the given bounds (booleans and strings are refused).
+
+    The one scalar check: every other scalar check of metricdp is this one with its bounds.
+
+    >>> check_number(0.5, "tol", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
+    0.5
+    >>> check_number(True, "tol")
+    Traceback (most recent call last):
+    ...
+    metricdp.errors.ValidationError: tol must be a number, got True
+    """
+    if isinstance(value, bool | np.bool_ | str | bytes):
+        raise ValidationError(f"{name} must be a number, got {value!r}")
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ValidationError(f"{name} must be a number, got {value!r}") from None
+    low = minimum is not None and (x <= minimum if open_minimum else x < minimum)
+    high = maximum is not None and (x >= maximum if open_maximum else x > maximum)
+    if not math.isfinite(x) or low or high:
+        bounds = []
+        if minimum is not None:
+            bounds.append(f"{'>' if open_minimum else '>='} {minimum:g}")
+        if maximum is not None:
+            bounds.append(f"{'<' if open_maximum else '<='} {maximum:g}")
+        raise ValidationError(f"{name} must be finite{' and ' if bounds else ''}{' and '.join(bounds)}, got {value!r}")
+    return x
+
+
 def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
     """A finite epsilon > 0."""
+    if isinstance(epsilon, bool | np.bool_):
+        raise ValidationError(f"{name} must be a number, got {epsilon!r}")
     try:
         value = float(epsilon)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValidationError(f"{name} must be a number, got {epsilon!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise ValidationError(f"{name} must be finite and > 0, got {epsilon!r}")

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
-from ._validation import check_int, check_probability_vector, check_stochastic
+from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
 from .mechanisms.base import Mechanism
 from .spaces import MetricSpace
@@ -181,9 +181,7 @@ def ibu(
     """
     m = _channel(matrix)
     c = _counts(counts, m.shape[1])
-    tol = float(tol)
-    if not (math.isfinite(tol) and tol > 0):
-        raise ValidationError(f"tol must be finite and > 0, got {tol!r}")
+    tol = check_number(tol, "tol", minimum=0, open_minimum=True)
     max_iter = check_int(max_iter, "max_iter", minimum=1)
     single = c.ndim == 1
     q = np.atleast_2d(c)

@@ -19,7 +19,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 from ._resources import check_allocation
-from ._validation import check_int, check_metric
+from ._validation import check_int, check_metric, check_number
 from .errors import ValidationError
 
 __all__ = ["EARTH_RADIUS_KM", "METRICS", "MetricSpace", "check_space", "haversine_km", "pairwise_distances"]
@@ -205,12 +205,7 @@ class MetricSpace:
         cols = check_int(cols, "cols", minimum=1)
         if rows * cols < 2:
             raise ValidationError("a grid needs at least 2 cells")
-        try:
-            cell = float(cell)
-        except (TypeError, ValueError):
-            raise ValidationError(f"cell must be a number, got {cell!r}") from None
-        if not (np.isfinite(cell) and cell > 0):
-            raise ValidationError(f"cell must be finite and > 0, got {cell!r}")
+        cell = check_number(cell, "cell", minimum=0, open_minimum=True)
         r, c = np.divmod(np.arange(rows * cols), cols)
         pts = np.column_stack([r, c]).astype(np.float64) * float(cell)
         space = cls.from_points(pts, labels, "euclidean")

@@ -140,7 +140,7 @@ def test_every_declared_parameter_refuses_invalid_values(name: str, param: str, 
 def test_invalid_value_message_names_family_parameter_and_value() -> None:
     with pytest.raises(ValidationError) as info:
         build("spanner", GRID, 1.0, stretch=0.5)
-    assert str(info.value) == "spanner: parameter 'stretch' must be >= 1, got 0.5"
+    assert str(info.value) == "spanner: parameter 'stretch' must be finite and >= 1, got 0.5"
 
 
 def test_builders_refuse_a_non_bool_calibrate_directly() -> None:

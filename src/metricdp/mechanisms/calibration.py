@@ -20,14 +20,13 @@ parameter still gives an :math:`\varepsilon`-mDP matrix with lower loss.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_epsilon, check_int, check_stochastic
+from .._validation import check_epsilon, check_int, check_number, check_stochastic
 from ..audit import audit_epsilon
 from ..errors import ValidationError
 
@@ -54,16 +53,6 @@ class Calibration:
     matrix: NDArray[np.float64]
     epsilon_audit: float
     iterations: int
-
-
-def _finite(value: object, name: str) -> float:
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(out):
-        raise ValidationError(f"{name} must be finite, got {value!r}")
-    return out
 
 
 def largest_passing(
@@ -133,11 +122,11 @@ def largest_passing(
     (2.0, True)
     """
     epsilon = check_epsilon(epsilon)
-    lo = _finite(lo, "lo")
-    hi = _finite(hi, "hi")
+    lo = check_number(lo, "lo")
+    hi = check_number(hi, "hi")
     if lo > hi:
         raise ValidationError(f"lo must be <= hi, got lo={lo!r} > hi={hi!r}")
-    rtol = _finite(rtol, "rtol")
+    rtol = check_number(rtol, "rtol")
     if rtol <= 0:
         raise ValidationError(f"rtol must be > 0, got {rtol!r}")
     max_iter = check_int(max_iter, "max_iter", minimum=2)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import check_int, check_probability_vector
+from .._validation import check_int, check_number, check_probability_vector
 from ..errors import MetricDPError, SolverError, ValidationError
 from ..loss import expected_loss
 from ..spaces import MetricSpace, check_space
@@ -136,15 +136,8 @@ def calibrate_expected_distance(
         raise ValidationError(f"build must be a family name or a callable, got {type(build).__name__}")
     space = check_space(space)
     pi = None if prior is None else check_probability_vector(prior, space.n)
-    try:
-        target = float(target)
-    except (TypeError, ValueError):
-        raise ValidationError(f"target must be a number, got {target!r}") from None
-    if not (math.isfinite(target) and target > 0):
-        raise ValidationError(f"target expected distance must be finite and > 0, got {target!r}")
-    tol = float(tol)
-    if not (math.isfinite(tol) and 0 < tol < 1):
-        raise ValidationError(f"tol must be in (0, 1), got {tol!r}")
+    target = check_number(target, "target expected distance", minimum=0, open_minimum=True)
+    tol = check_number(tol, "tol", minimum=0, maximum=1, open_minimum=True, open_maximum=True)
     max_iter = check_int(max_iter, "max_iter", minimum=2)
 
     cache: dict[float, tuple[float, Mechanism]] = {}

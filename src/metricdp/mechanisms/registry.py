@@ -29,7 +29,6 @@ values and the value received, whatever the family.
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .._resources import check_allocation
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_number
 from ..errors import ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,22 +117,14 @@ class Param:
         return value  # rng: normalised by the builder's check_rng
 
     def _number(self, value: Any, where: str, positive: bool = False) -> Any:
-        integral = self.kind == "int"
-        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-            want = "an integer" if integral else "a number"
-            raise ValidationError(f"{where} must be {want}, got {value!r}")
-        if integral and not float(value).is_integer():
+        if self.kind == "int" and not isinstance(value, bool | np.bool_) and isinstance(value, float | np.floating) \
+                and not float(value).is_integer():
             raise ValidationError(f"{where} must be an integer, got {value!r}")
-        x = int(value) if integral else float(value)
-        if not math.isfinite(x):
-            raise ValidationError(f"{where} must be finite, got {value!r}")
-        low, high = (0.0, None) if positive else (self.minimum, self.maximum)
-        below = low is not None and (x <= low if (self.open_minimum or positive) else x < low)
-        if below or (high is not None and x > high):
-            lo = "" if low is None else f"{'>' if (self.open_minimum or positive) else '>='} {low:g}"
-            hi = "" if high is None else f"<= {high:g}"
-            raise ValidationError(f"{where} must be {' and '.join(s for s in (lo, hi) if s)}, got {value!r}")
-        return x
+        if positive:
+            x = check_number(value, where, minimum=0.0, open_minimum=True)
+        else:
+            x = check_number(value, where, minimum=self.minimum, maximum=self.maximum, open_minimum=self.open_minimum)
+        return int(x) if self.kind == "int" else x
 
 
 def _resolve(path: str) -> Any:
