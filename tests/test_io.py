@@ -292,3 +292,10 @@ def test_atomic_write_applies_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "out.txt").stat().st_mode) == 0o644
+
+
+def test_invalid_utf8_in_points_is_one_error_naming_the_byte(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_bytes(b"label,x\na,1\n\xff\xfe,2\n")
+    with pytest.raises(ValidationError, match=r"bad.csv: not UTF-8 text \(invalid byte 0xff at byte offset 12\)"):
+        read_points(p)

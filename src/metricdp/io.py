@@ -8,6 +8,7 @@ module imports nothing of the mechanisms).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -103,7 +104,13 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
 def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     import csv
 
-    with p.open(newline="", encoding="utf-8") as fh:
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as ex:
+        raise ValidationError(f"{p}: not UTF-8 text (invalid byte 0x{raw[ex.start]:02x} at byte offset {ex.start})") \
+            from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)

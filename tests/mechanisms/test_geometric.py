@@ -293,3 +293,13 @@ def test_truncation_radius_rejects_bad_arguments(alpha: float, mass: float, matc
     # mass <= 0 can never be met by the (positive) tail bound: an error, not an endless loop
     with pytest.raises(ValidationError, match=match):
         lattice_truncation_radius(alpha, mass=mass)
+
+
+def test_an_epsilon_too_small_for_the_lattice_falls_back_without_overflow():
+    # issue 21: --epsilon 1e-300 raised OverflowError formatting the lattice size
+    space = MetricSpace.grid(3, 3, cell=150.0)
+    mech = geometric(space, 1e-300)
+    assert mech.params["form"] == "row-normalised"
+    assert "about 10^" in mech.info["lattice_form_skipped"]
+    with pytest.raises(ValidationError, match="lattice tables would need about 10"):
+        geometric(space, 1e-300, form="lattice")
