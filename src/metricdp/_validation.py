@@ -29,6 +29,10 @@ __all__ = [
     "check_triangle_inequality",
 ]
 
+#: Largest distance accepted: the triangle check and the builders add two distances, and
+#: 2 * 1e300 is still finite in float64.
+MAX_DISTANCE = 1e300
+
 #: Relative tolerance of the triangle-inequality and symmetry checks (float rounding of
 #: distances computed from coordinates is far below it).
 METRIC_RTOL = 1e-9
@@ -161,6 +165,13 @@ def check_metric(
     if bad.size:
         i, j = bad[0]
         raise ValidationError(f"{name} is not finite at {_pair(labels, i, j)}: {float(d[i, j])}")
+    huge = np.argwhere(np.abs(d) > MAX_DISTANCE)
+    if huge.size:
+        i, j = huge[0]
+        raise ValidationError(
+            f"{name} at {_pair(labels, i, j)} is {float(d[i, j])!r}, above {MAX_DISTANCE:g}: sums of two such "
+            "distances overflow float64; rescale the distances"
+        )
     diag = np.flatnonzero(np.diag(d) != 0)
     if diag.size:
         i = int(diag[0])

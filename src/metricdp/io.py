@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import tempfile
+import tokenize
 from collections.abc import Iterator, Sequence
 from os import PathLike
 from pathlib import Path
@@ -18,10 +19,11 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._resources import check_allocation
 from .errors import UnsafeOutputError, ValidationError
 from .spaces import METRICS, MetricSpace
 
-__all__ = ["atomic_write", "read_points"]
+__all__ = ["atomic_write", "check_npy_header", "read_points"]
 
 
 
@@ -55,6 +57,29 @@ def atomic_write(
         raise
 
 
+#: What numpy raises on a malformed .npy header (it parses the header as a Python literal).
+NPY_HEADER_ERRORS = (ValueError, SyntaxError, TypeError, KeyError, EOFError, OSError, tokenize.TokenError)
+
+
+def check_npy_header(fh: IO[bytes], what: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """Read and vet a .npy header before numpy allocates anything: (shape, dtype).
+
+    Refuses (ValidationError naming ``what``) a malformed header, an object dtype (which
+    would need pickle) and a declared size over the memory limit
+    (:func:`metricdp._resources.check_allocation`); a hostile header can declare any shape.
+    """
+    try:
+        version = np.lib.format.read_magic(fh)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _fortran, dtype = read(fh)
+    except NPY_HEADER_ERRORS as ex:
+        raise ValidationError(f"{what} is not a .npy array ({type(ex).__name__}: {ex})") from None
+    if dtype.hasobject:
+        raise ValidationError(f"{what} holds Python objects; refused (no pickle)")
+    check_allocation(float(np.prod(shape, dtype=np.float64)) * max(dtype.itemsize, 1), f"{what} of shape {shape}")
+    return shape, dtype
+
+
 def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricSpace:
     """Read a POINTS file into a :class:`MetricSpace`.
 
@@ -69,9 +94,12 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
     suffix = p.suffix.lower()
     if suffix == ".npy":
         try:
-            d = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as ex:
-            raise ValidationError(f"{p}: not a readable .npy distance matrix ({ex})") from None
+            with p.open("rb") as fh:
+                check_npy_header(fh, str(p))
+                fh.seek(0)
+                d = np.load(fh, allow_pickle=False)
+        except NPY_HEADER_ERRORS as ex:
+            raise ValidationError(f"{p}: not a readable .npy distance matrix ({type(ex).__name__}: {ex})") from None
         if metric not in (None, "precomputed"):
             raise ValidationError(f"{p}: a .npy distance matrix takes no --metric (got {metric!r})")
         try:

@@ -45,6 +45,7 @@ import numpy as np
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
 from ..audit import audit
 from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
+from ..io import NPY_HEADER_ERRORS, check_npy_header
 from ..spaces import METRICS, MetricSpace, pairwise_distances
 from . import registry
 from .base import _AUDITED, AUDIT_RTOL, Mechanism
@@ -64,6 +65,21 @@ class ClaimError(MechanismFileError, PrivacyViolationError):
     """A mechanism file whose privacy claim does not hold (exit status 1 in the CLI)."""
 
 
+def _check_headers(p: Path, fh: Any) -> None:
+    """Every member's .npy header vetted before any array is read (:func:`metricdp.io.check_npy_header`)."""
+    with zipfile.ZipFile(fh) as archive:
+        members = [info for info in archive.infolist() if info.filename.endswith(".npy")]
+        missing = [k for k in _REQUIRED if f"{k}.npy" not in {m.filename for m in members}]
+        if missing:
+            raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
+        for info in members:
+            with archive.open(info) as member:
+                try:
+                    check_npy_header(member, f"{p}: member {info.filename}")
+                except ValidationError as ex:
+                    raise MechanismFileError(f"not a mechanism file: {ex}") from None
+
+
 def _read_arrays(p: Path) -> dict[str, np.ndarray]:
     if not p.is_file():
         raise MechanismFileError(f"{p}: no such file")
@@ -74,6 +90,8 @@ def _read_arrays(p: Path) -> dict[str, np.ndarray]:
             if not zipfile.is_zipfile(fh):
                 raise MechanismFileError(f"{p}: not a mechanism file (not an .npz archive)")
             fh.seek(0)
+            _check_headers(p, fh)
+            fh.seek(0)
             with np.load(fh, allow_pickle=False) as z:
                 missing = [k for k in _REQUIRED if k not in z.files]
                 if missing:
@@ -83,7 +101,8 @@ def _read_arrays(p: Path) -> dict[str, np.ndarray]:
         raise
     except (ValueError, MemoryError) as ex:  # object arrays need pickle; absurd header shapes
         raise MechanismFileError(f"{p}: not a mechanism file ({type(ex).__name__}: {ex})") from None
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError, RuntimeError) as ex:
+    except (*NPY_HEADER_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError,
+            NotImplementedError) as ex:  # NotImplementedError: an unsupported zip compression method
         raise MechanismFileError(f"{p}: not a readable .npz mechanism file ({type(ex).__name__}: {ex})") from None
 
 

@@ -380,7 +380,8 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
             radius = lattice_truncation_radius(alpha, minimum=2 * max(size0, size1))
             work = max((size0 + radius) * (size1 + radius), space.n * size0 * size1)
             if work > _LATTICE_WORK_LIMIT:
-                terms = f"{work:.3g}" if work < 1e300 else f"about 10^{len(str(work)) - 1}"  # exact ints overflow floats
+                # radius is an exact int that can overflow a float at tiny alpha
+                terms = f"{work:.3g}" if work < 1e300 else f"about 10^{len(str(work)) - 1}"
                 reason = (
                     f"the lattice tables would need {terms} terms (epsilon * cell = {alpha:.3g}, "
                     f"truncation radius {radius} cells, box {size0} x {size1}), "

@@ -1,0 +1,156 @@
+"""Fuzzers for every file reader: a clean refusal or a correct result, never another exception.
+
+Each target feeds hostile bytes (random flips, truncation, insertions) or hostile structure
+(wrong dtypes, NaN/inf, object arrays, absurd header shapes, tampered metadata) to a reader
+and accepts exactly two outcomes: a :class:`~metricdp.errors.ValidationError` (of which
+:class:`~metricdp.errors.MechanismFileError` is one), or a result that is right (a
+loaded mechanism passes the independent audit at its claim, a space is a metric).
+A few hundred examples per target run in CI; ``METRICDP_FUZZ_EXAMPLES`` raises the count.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metricdp.audit import audit
+from metricdp.errors import ValidationError
+from metricdp.io import read_points
+from metricdp.mechanisms import build
+from metricdp.mechanisms.base import AUDIT_RTOL
+from metricdp.mechanisms.file import load_mechanism
+from metricdp.spaces import MetricSpace
+
+EXAMPLES = int(os.environ.get("METRICDP_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                             HealthCheck.too_slow])
+
+SPACE = MetricSpace.from_points(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [3.0, 1.0]]), ["a", "b", "c", "d"])
+
+
+def _file_bytes(name: str, **params: object) -> bytes:
+    buf = io.BytesIO()
+    mech = build(name, SPACE, 0.7, **params)
+    arrays = {
+        "matrix": mech.matrix, "distances": mech.distances, "labels": np.array(mech.labels),
+        "metadata": np.array(json.dumps(mech.metadata)), "points": np.asarray(SPACE.points),
+    }
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+GENUINE = {"exponential": _file_bytes("exponential"), "madlib": _file_bytes("madlib", samples=10, rng=0)}
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes:
+    out = bytearray(data)
+    for pos, value in edits:
+        out[pos % len(out)] = value
+    return bytes(out[:cut] if cut is not None else out)
+
+
+def _accept(path: Path) -> None:
+    """The loader's contract: a MechanismFileError, or a mechanism that holds its claim."""
+    try:
+        mech = load_mechanism(path)
+    except ValidationError:
+        return
+    if mech.exact:
+        assert audit(mech.matrix, mech.distances).satisfies(mech.epsilon, AUDIT_RTOL)
+
+
+@FUZZ
+@given(name=st.sampled_from(sorted(GENUINE)),
+       edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
+       cut=st.none() | st.integers(0, 4000))
+def test_mechanism_loader_survives_byte_flips_and_truncation(tmp_path_factory, name, edits, cut) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "m.npz"
+    path.write_bytes(_mutate(GENUINE[name], edits, cut))
+    _accept(path)
+
+
+HOSTILE_VALUES = st.sampled_from([
+    np.array([[np.nan, 1.0], [1.0, 0.0]]), np.full((4, 4), np.inf), np.zeros((4, 4)), np.eye(4),
+    np.array(["x"] * 16).reshape(4, 4), np.ones((4, 4), dtype=np.int8), np.ones((4, 4), dtype=complex),
+    np.zeros((0,)), np.array(3.0), np.ones((4, 4, 1)), np.array([["a", "b"]]), np.full((4, 4), 0.25),
+    np.array(json.dumps({"mechanism": "exponential", "epsilon": 1e-300, "params": {}})),
+    np.array('{"mechanism": "exponential", "epsilon": Infinity, "params": {}}'), np.array("[]"),
+    np.array(json.dumps({"mechanism": 3, "epsilon": "1", "params": []})),
+])
+
+
+@FUZZ
+@given(key=st.sampled_from(["matrix", "distances", "labels", "metadata", "points"]), value=HOSTILE_VALUES)
+def test_mechanism_loader_survives_tampered_arrays(tmp_path_factory, key, value) -> None:
+    with np.load(io.BytesIO(GENUINE["exponential"]), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[key] = value
+    path = tmp_path_factory.mktemp("fuzz") / "m.npz"
+    np.savez(path, **arrays)
+    _accept(path)
+
+
+def test_mechanism_loader_refuses_pickles_and_absurd_headers(tmp_path) -> None:
+    with np.load(io.BytesIO(GENUINE["exponential"]), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["labels"] = np.array([object()] * 4, dtype=object)
+    np.savez(tmp_path / "pickle.npz", **arrays)
+    with pytest.raises(ValidationError, match="holds Python objects"):
+        load_mechanism(tmp_path / "pickle.npz")
+    # a header declaring a 10^15-element matrix: refused before numpy allocates it
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (10**15,)})
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as zf, np.load(io.BytesIO(GENUINE["exponential"])) as z:
+        for k in z.files:
+            buf = io.BytesIO()
+            np.save(buf, z[k])
+            zf.writestr(f"{k}.npy", buf.getvalue() if k != "matrix" else b"\x93NUMPY\x01\x00" + header.getvalue()[8:])
+    with pytest.raises(ValidationError, match="the limit is"):
+        load_mechanism(tmp_path / "huge.npz")
+
+
+POINTS_CSV = b"label,x,y\na,0,0\nb,1,0\nc,0,2\nd,3,1\n"
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 255)), max_size=6),
+       cut=st.none() | st.integers(0, len(POINTS_CSV)),
+       extra=st.binary(max_size=40))
+def test_points_reader_survives_hostile_csv(tmp_path_factory, edits, cut, extra) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "p.csv"
+    path.write_bytes(_mutate(POINTS_CSV, edits, cut) + extra)
+    try:
+        space = read_points(path)
+    except ValidationError:
+        return
+    d = np.asarray(space.distances)
+    assert np.all(np.isfinite(d)) and np.all(d == d.T) and np.all(np.diag(d) == 0)
+    assert np.all(d[~np.eye(space.n, dtype=bool)] > 0)
+
+
+@FUZZ
+@given(matrix=st.sampled_from([
+    SPACE.distances, SPACE.distances * -1, SPACE.distances + np.eye(4), np.full((4, 4), np.nan),
+    np.array([[0.0, 1.0, 5.0], [1.0, 0.0, 1.0], [5.0, 1.0, 0.0]]), np.zeros((1, 1)), np.zeros((3, 2)),
+    np.array(["a"]), np.array([[0, 1], [1, 0]], dtype=np.int64), np.array([[0, np.inf], [np.inf, 0]]),
+    np.array([[0, 1e308], [1e308, 0]]),
+]), edits=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=4))
+def test_distance_matrix_reader_survives_hostile_npy(tmp_path_factory, matrix, edits) -> None:
+    buf = io.BytesIO()
+    np.save(buf, matrix)
+    path = tmp_path_factory.mktemp("fuzz") / "d.npy"
+    path.write_bytes(_mutate(buf.getvalue(), edits, None))
+    try:
+        space = read_points(path)
+    except ValidationError:
+        return
+    d = np.asarray(space.distances)
+    assert np.all(np.isfinite(d)) and np.allclose(d, d.T) and np.all(np.diag(d) == 0)
