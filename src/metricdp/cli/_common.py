@@ -121,9 +121,9 @@ class _ErrorHandler(contextlib.AbstractContextManager):
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> None:
         if exc is None or not isinstance(exc, MetricDPError | OSError) or is_debug():
-            return False
+            return None
         code = EXIT_PRIVACY if isinstance(exc, PrivacyViolationError | SolverError) else EXIT_ERROR
         err_console.print(f"error: {error_message(exc)}", style="red", markup=False, highlight=False)
         raise typer.Exit(code) from None
@@ -300,7 +300,7 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
             out[i] = value
     if unknown:
         raise ValidationError(f"{what} {p}: {len(unknown)} label(s) not in the space: {_few(unknown)}")
-    missing = [labels[i] for i in np.flatnonzero(np.isnan(out))]
+    missing = [labels[int(i)] for i in np.flatnonzero(np.isnan(out))]
     if missing:
         raise ValidationError(f"{what} {p}: no value for {len(missing)} label(s): {_few(missing)}")
     return out

@@ -261,7 +261,7 @@ def _cell_index(
 
 def _select(
     keys: NDArray[np.int64],
-    weights: NDArray[np.float64],
+    weights: NDArray[np.float64] | NDArray[np.int64],
     counts: NDArray[np.int64],
     box: Box,
     cell: float,

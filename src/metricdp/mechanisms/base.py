@@ -227,7 +227,7 @@ class Mechanism:
         ``inputs`` are the files the caller read to build it: an output that resolves to
         one of them is refused (:func:`metricdp.io.atomic_write`).
         """
-        arrays: dict[str, NDArray[Any]] = {
+        arrays: dict[str, Any] = {
             "matrix": np.asarray(self.matrix, dtype=np.float64),
             "distances": np.asarray(self.space.distances, dtype=np.float64),
             "labels": np.array(self.labels, dtype=str),

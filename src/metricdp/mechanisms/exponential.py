@@ -69,7 +69,7 @@ def _check_representable(matrix: NDArray[np.float64], name: str, epsilon: float)
     small = matrix < _TINY
     if not small.any():
         return
-    col_ok = (matrix >= _TINY).any(axis=0)
+    col_ok = np.asarray((matrix >= _TINY).any(axis=0))
     bad = np.argwhere(small & col_ok[None, :])
     if bad.size:
         u, w = (int(x) for x in bad[0])

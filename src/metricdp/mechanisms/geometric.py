@@ -159,7 +159,7 @@ def _lattice_coordinates(space: MetricSpace) -> NDArray[np.int64] | None:
     if space.cell is None or pts is None or space.metric != "euclidean" or pts.shape[1] != 2:
         return None
     h = float(space.cell)
-    rel = (space.points - space.points.min(axis=0)) / h
+    rel = (pts - pts.min(axis=0)) / h
     k = np.rint(rel).astype(np.int64)
     diff = (k[:, None, :] - k[None, :, :]).astype(np.float64)
     d_lat = h * np.hypot(diff[..., 0], diff[..., 1])
