@@ -156,7 +156,7 @@ _Calibrate = Annotated[
     typer.Option(
         "--calibrate",
         help="Tune the inner parameter to the exact audit "
-        "(exponential, weighted-exponential, optimal, spanner, constopt).",
+        f"({', '.join(n for n in registry.names() if any(p.flag == '--calibrate' for p in registry.get(n).params))}).",
     ),
 ]
 _Weights = Annotated[Path | None, typer.Option(help="weighted-exponential: CSV label,weight or a .npy vector.")]

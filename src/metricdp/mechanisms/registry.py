@@ -259,7 +259,7 @@ FAMILIES: dict[str, Family] = {
             (Param("objective", "choice", "worst", "loss to minimise", "--objective", choices=("worst", "expected")),
              Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
-             _CALIBRATE, _TIME_LIMIT,
+             _TIME_LIMIT,
              Param("formulation", "choice", "fast", "constraint generation or the full LP",
                    choices=("fast", "full"))),
             lp=True,
