@@ -296,3 +296,10 @@ def test_calibration_reports_a_jump_across_the_target() -> None:
     mid = (expected_distance(low, GRID.distances) + expected_distance(high, GRID.distances)) / 2
     with pytest.raises(SolverError, match="jumps across the target"):
         calibrate_expected_distance(step, GRID, None, mid, bracket=(1.0, 10.0))
+
+
+def test_calibration_reports_each_probe() -> None:
+    calls: list[tuple[int, int | None, str]] = []
+    cal = calibrate_expected_distance("krr", GRID, PRIOR, 100.0, progress=lambda d, t, m: calls.append((d, t, m)))
+    assert [c[0] for c in calls] == list(range(1, cal.iterations + 1))
+    assert all(c[1] == 200 and c[2].startswith("krr: eps = ") for c in calls)

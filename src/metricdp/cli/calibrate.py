@@ -76,8 +76,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(FAMILIES)}")
         space = read_points(points, metric)
         pi = read_prior(prior, space.labels)
-        with progress(f"calibrating {mechanism} to E_d = {expected_distance:g}"):
-            cal = calibrate_expected_distance(mechanism, space, pi, expected_distance, tol=tol)
+        with progress(f"calibrating {mechanism} to E_d = {expected_distance:g}") as report:
+            cal = calibrate_expected_distance(mechanism, space, pi, expected_distance, tol=tol, progress=report)
         if json_out:
             echo_json(
                 {

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .._progress import Progress, report
 from .._validation import check_int, check_number, check_probability_vector
 from ..errors import MetricDPError, SolverError, ValidationError
 from ..loss import expected_loss
@@ -85,6 +86,7 @@ def calibrate_expected_distance(
     tol: float = 1e-6,
     bracket: tuple[float, float] | None = None,
     max_iter: int = 200,
+    progress: Progress | None = None,
 ) -> Calibrated:
     r"""The parameter at which a mechanism family's expected distance meets a target.
 
@@ -117,6 +119,9 @@ def calibrate_expected_distance(
         from ``1`` (k-RR) or ``1 / target`` (other families and callables) when omitted.
     max_iter : int
         Cap on the number of mechanisms built.
+    progress : callable, optional
+        Told each probe: ``progress(builds, max_iter, "eps = ...: E_d = ...")``
+        (:data:`metricdp._progress.Progress`).
 
     Raises
     ------
@@ -150,6 +155,8 @@ def calibrate_expected_distance(
             if not isinstance(mech, Mechanism) or mech.space.n != space.n:
                 raise ValidationError(f"{name} did not return a Mechanism on the {space.n}-point space")
             cache[log_eps] = (expected_loss(mech.matrix, space.distances, pi), mech)
+            report(progress, len(cache), max_iter,
+                   f"{name}: eps = {math.exp(log_eps):.6g} gives E_d = {cache[log_eps][0]:.6g} (target {target:.6g})")
         return cache[log_eps][0] - target
 
     def result(log_eps: float) -> Calibrated:
