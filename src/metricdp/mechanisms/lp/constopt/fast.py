@@ -67,7 +67,12 @@ class FastModel:
     """
 
     def __init__(
-        self, cone: Cone, deadline: Deadline, stats: FitStats, method: str = "auto", options: dict[str, Any] | None = None
+        self,
+        cone: Cone,
+        deadline: Deadline,
+        stats: FitStats,
+        method: str = "auto",
+        options: dict[str, Any] | None = None,
     ) -> None:
         n, nf = cone.n, cone.nfree
         self.cone, self.deadline, self.stats, self.method = cone, deadline, stats, method
