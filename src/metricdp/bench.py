@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_epsilon, check_int
-from .errors import SolverError, ValidationError
+from .errors import SolverError, SolverTimeLimitError, ValidationError
 from .spaces import MetricSpace
 
 __all__ = [
@@ -244,7 +244,7 @@ def _child_main(workdir: str) -> None:
             epsilon_audit=float(mech.info.get("epsilon_audit", mech.audit().epsilon)),
         )
     except SolverError as ex:
-        timed_out = ex.status in ("limit", 1) or "time limit" in str(ex).lower()
+        timed_out = isinstance(ex, SolverTimeLimitError) or ex.status == "limit"
         out.update(status="time-out" if timed_out else "solver-error", message=" ".join(str(ex).split()))
     except Exception as ex:  # reported in the table, never hidden
         out.update(status="error", message=f"{type(ex).__name__}: {' '.join(str(ex).split())}",

@@ -596,10 +596,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def is_timeout(exc: BaseException) -> bool:
-    """Whether a builder's error is an LP time limit (status ``limit``)."""
-    from ..errors import SolverError
+    """Whether a builder's error is an LP time limit: a
+    :class:`~metricdp.errors.SolverTimeLimitError`, or any solver error whose ``status``
+    attribute is ``"limit"`` (never its message text)."""
+    from ..errors import SolverError, SolverTimeLimitError
 
-    return isinstance(exc, SolverError) and (exc.status in ("limit", 1) or "time limit" in str(exc).lower())
+    return isinstance(exc, SolverTimeLimitError) or (isinstance(exc, SolverError) and exc.status == "limit")
 
 
 #: One curve of :func:`plot_grid`: (label, x, y, matplotlib format such as ``"-o"``).

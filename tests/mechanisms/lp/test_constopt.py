@@ -381,7 +381,8 @@ def test_normalised_fit_is_never_worse_and_certified(seed: int, n: int, eps: flo
     # worst-case loss <= t (1 - tol); the plain feasibility LP agrees
     info = normalised.info["normalised"]
     assert info["certified"] and info["status"] == "certified"
-    cone = cone_mod.build_cone(space.distances, replacement_mod.free_mask(space, None, r), normalised.info["lp_epsilon"])
+    free = replacement_mod.free_mask(space, None, r)
+    cone = cone_mod.build_cone(space.distances, free, normalised.info["lp_epsilon"])
     t = info["t"]
     assert reference_mod.infeasible(reference_mod.feasibility_lp(cone, t * (1 - fit_mod.FIT_RTOL)))
     assert reference_mod.feasibility_lp(cone, t * (1 + fit_mod.FIT_RTOL)).status == 0  # and t is attained

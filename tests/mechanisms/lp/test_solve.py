@@ -11,8 +11,8 @@ import scipy.sparse as sp
 
 from metricdp.errors import SolverError, ValidationError
 from metricdp.mechanisms.lp import SolveResult, require_optimal, solve_lp
-from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.mechanisms.lp._solve import _residual, add_rows, new_highs, resolve
+from metricdp.mechanisms.lp.optimal import optimal
 from tests.helpers import random_space
 
 

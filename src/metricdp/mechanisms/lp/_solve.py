@@ -99,7 +99,7 @@ LOGGER = logging.getLogger("metricdp.highs")
 _BANNER_LOCK = threading.Lock()
 _banner_done = False
 
-_METHODS = {
+_METHODS: dict[str, dict[str, Any]] = {
     "auto": {"solver": "choose"},
     "simplex": {"solver": "simplex", "simplex_strategy": 0},
     "dual": {"solver": "simplex", "simplex_strategy": 1},
@@ -166,6 +166,11 @@ class SolveResult:
             "highs_status": self.highs_status,
             "simplex_iterations": int(self.iterations),
         }
+
+    def optimum(self, what: str) -> tuple[NDArray[np.float64], float]:
+        """``(x, objective)`` of an optimal result; otherwise the typed error (:func:`require_optimal`)."""
+        x = require_optimal(self, what)
+        return x, float(self.objective if self.objective is not None else np.nan)
 
     def __repr__(self) -> str:
         obj = "None" if self.objective is None else f"{self.objective:.10g}"
@@ -259,7 +264,7 @@ def _status(h: highspy.Highs) -> tuple[int, str, str]:
     s = highspy.HighsModelStatus
     if ms == s.kOptimal:
         code = 0
-    elif ms in (s.kTimeLimit, s.kIterationLimit, s.kSolutionLimit, s.kInterrupt, s.kHighsInterrupt):
+    elif ms.name in ("kTimeLimit", "kIterationLimit", "kSolutionLimit", "kInterrupt", "kHighsInterrupt"):
         code = 1
     elif ms == s.kInfeasible:
         code = 2

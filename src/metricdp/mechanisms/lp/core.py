@@ -145,7 +145,7 @@ def _base_model(
     cols = np.r_[w * n + w, (u * n + w)[off]]
     coef = np.r_[k[u, w], np.ones(int(off.sum()))]
     lcoef = coef * np.r_[loss[u, w], loss[u, w][off]]
-    if worst:
+    if prior is None:  # worst case
         base = _coo_rows(
             np.r_[rows, n + rows, n + np.arange(n)],
             np.r_[cols, cols, np.full(n, n * n)],

@@ -235,7 +235,7 @@ class FastModel:
         else:
             self.stats.record(r)
         while r.status == 0:
-            new = self._violated(r.x)
+            new = self._violated(r.optimum("constopt")[0])
             if new.size:
                 self.in_model[new] = True
                 self._model().add_rows(self._to_highs(pair_rows(self.cone, new, self.nx) @ self.t), -np.inf, 0.0)
@@ -326,11 +326,11 @@ def dinkelbach(
         if r.status != 0:
             status = STATUS_NAMES.get(r.status, "numerical/other")
             break
-        final = float(r.objective)
+        xr, final = r.optimum("constopt")
         if shift and final > 0:
             lower = t_try
             break
-        x_new = polish(cone, model.point(r.x))
+        x_new = polish(cone, model.point(xr))
         t_new = float(ratios(cone, x_new).max())
         if t_new < t:
             shift = not t_new < t * (1.0 - rtol)

@@ -164,7 +164,7 @@ def fit_at(
     best = candidates[int(order[0])]
     em_score = scores[0]
     matrix, winner, score = None, "exponential", em_score
-    if best.name != "exponential":
+    if best.x is not None:  # an LP candidate (the exponential mechanism has no x)
         repaired = repair_winner(cone, best.x, d, guarantee, eta, formulation)
         rep_score = loss_score(element_losses(repaired, d), quantile)
         if rep_score <= em_score or not with_em:

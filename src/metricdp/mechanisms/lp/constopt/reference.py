@@ -137,10 +137,11 @@ def bisection(
         if r.status != 0:
             status = STATUS_NAMES.get(r.status, "numerical/other")
             break
-        if r.objective > 0:
+        xm, objective = r.optimum("constopt")
+        if objective > 0:
             lo = mid
             continue
-        x = polish(cone, m_to_x(cone, r.x))
+        x = polish(cone, m_to_x(cone, xm))
         t = float(ratios(cone, x).max())
         if t < best_t:
             best_x, best_t = x, t
