@@ -31,7 +31,7 @@ class Deadline:
     time_limit : float or None
         Seconds for the whole build, > 0 (``inf`` is the same as ``None``).
     clock : callable, optional
-        Monotonic seconds (tests pass a fake one).
+        Monotonic seconds (default :func:`time.monotonic`; tests pass a fake one).
 
     Examples
     --------
@@ -40,7 +40,7 @@ class Deadline:
     (True, False, 'no time limit')
     """
 
-    def __init__(self, time_limit: float | None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, time_limit: float | None, *, clock: Callable[[], float] | None = None) -> None:
         if time_limit is not None:
             if isinstance(time_limit, bool):
                 raise ValidationError(f"time_limit must be a number of seconds, got {time_limit!r}")
@@ -53,8 +53,8 @@ class Deadline:
             if math.isinf(time_limit):
                 time_limit = None
         self.total: float | None = time_limit
-        self._clock = clock
-        self._end = None if time_limit is None else clock() + time_limit
+        self._clock = time.monotonic if clock is None else clock
+        self._end = None if time_limit is None else self._clock() + time_limit
 
     @classmethod
     def of(cls, time_limit: float | Deadline | None) -> Deadline:
