@@ -160,7 +160,7 @@ def spanner(
 ) -> Mechanism:
     r"""SpannerMech: minimise worst-case loss with privacy rows on spanner edges only.
 
-    The LP is OPTMech's (:func:`~metricdp.mechanisms.lp.optimal`, worst case) with the
+    The LP is OPTMech's (:func:`~metricdp.mechanisms.lp.optimal.optimal`, worst case) with the
     privacy rows restricted to the edges (a, b) of :func:`greedy_spanner`, in both
     directions and for every output w:
 
@@ -179,7 +179,7 @@ def spanner(
               = e^{\lambda d_G(u,v)} M[v,w] \le e^{\varepsilon_1 d(u,v)} M[v,w].
 
     The solver meets these rows only to its tolerance; the repair
-    (:func:`~metricdp.mechanisms.lp.repair`, at :math:`\varepsilon`) turns the solution
+    (:func:`~metricdp.mechanisms.lp.repair.repair`, at :math:`\varepsilon`) turns the solution
     into an exactly :math:`\varepsilon`-mDP matrix, and
     :func:`~metricdp.mechanisms.base.certify` audits it independently. Every
     ``formulation`` reaches the optimum of the LP with all edge rows (to the solver
@@ -201,8 +201,8 @@ def spanner(
     time_limit : float, optional
         Seconds for the whole build (:class:`~.deadline.Deadline`): the spanner, every
         LP solve and every calibration step draw on one budget; on expiry a
-        :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``). (Before
-        0.x each LP had its own limit.)
+        :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``). Earlier
+        versions gave each LP its own limit.
     formulation : {"auto", "fast", "ipm", "full"}
         How the LP with all :math:`2mn` edge rows is solved. ``auto`` (default):
         ``ipm`` from 100,000 edge rows on, else ``fast`` (the choice is recorded in
