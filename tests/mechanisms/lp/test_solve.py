@@ -229,8 +229,10 @@ def test_highs_writes_nothing_to_stdout(capfd):
 def test_a_fresh_process_prints_no_banner():
     # HiGHS prints its banner once per process, from the first instance: a fresh interpreter
     code = (
+        "from metricdp.mechanisms.lp._solve import highs_version\n"
         "from metricdp.mechanisms.lp.optimal import optimal\n"
         "from metricdp.spaces import MetricSpace\n"
+        "assert highs_version()[0].isdigit()\n"
         "optimal(MetricSpace.from_points([[0.0], [1.0], [3.0]]), 1.0)\n"
     )
     src = str(pathlib.Path(__file__).resolve().parents[3] / "src")

@@ -68,6 +68,7 @@ __all__ = [
     "SolveResult",
     "add_rows",
     "error_type",
+    "highs_version",
     "new_highs",
     "require_optimal",
     "resolve",
@@ -227,6 +228,11 @@ def _quiet_highs() -> highspy.Highs:
     else:
         h.setOptionValue("output_flag", False)
     return h
+
+
+def highs_version() -> str:
+    """HiGHS's version string (e.g. ``"1.16.0"``), read without printing its banner."""
+    return str(_quiet_highs().version())
 
 
 def _set_options(h: highspy.Highs, options: Mapping[str, Any] | None) -> None:
