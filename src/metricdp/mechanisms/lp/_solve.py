@@ -86,7 +86,7 @@ RESIDUAL_TOL = 1e-5
 #: Largest exponent C of a coefficient ratio e^C handed to HiGHS by any LP of the family
 #: (OPTMech/SpannerMech privacy factors and kernels, ConstOPTMech cone rows); beyond it a
 #: row is made stricter, never looser, so privacy is untouched (proofs: ``core.solve_raw``,
-#: ``docs/proofs/constopt.md`` §3). Chosen by measurement: on the 100-cell beijing-tianjin
+#: ``docs/proofs/constopt.md`` §4). Chosen by measurement: on the 100-cell beijing-tianjin
 #: space at eps = 0.3 per km, OPTMech with a cap of 30 still left HiGHS in numerical
 #: trouble and 20 did not; at n = 50 the optimum moved by 9e-7 relative against 30.
 #: ConstOPTMech used 25 without a recorded reason; re-measured against 20 (neighbours = 4,
