@@ -18,13 +18,18 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from metricdp.errors import SolverError, ValidationError
-from metricdp.mechanisms.lp import constopt
+from metricdp.mechanisms.lp.constopt import constopt
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, random_space
 
 from .conftest import glove_space
 
 co = importlib.import_module("metricdp.mechanisms.lp.constopt")
+cone_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.cone")
+fast_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.fast")
+fit_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.fit")
+reference_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.reference")
+replacement_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.replacement")
 
 
 def em_matrix(d: np.ndarray, epsilon: float) -> np.ndarray:
@@ -245,14 +250,14 @@ def test_a_failed_paper_lp_is_a_solver_error(
     import dataclasses
     import importlib
 
-    mod = importlib.import_module("metricdp.mechanisms.lp.constopt")
-    solve = mod._FastModel.paper
+    mod = importlib.import_module("metricdp.mechanisms.lp.constopt.fast")
+    solve = mod.FastModel.paper
 
     def unbounded(self, lam):  # type: ignore[no-untyped-def]
         r = solve(self, lam)
         return dataclasses.replace(r, success=False, status=3, message="LP is unbounded", x=None, objective=None)
 
-    monkeypatch.setattr(mod._FastModel, "paper", unbounded)
+    monkeypatch.setattr(mod.FastModel, "paper", unbounded)
     space = MetricSpace.from_points(np.random.default_rng(1).normal(size=(8, 2)))
     with pytest.raises(SolverError, match=r"lambda 1\.0: LP is unbounded.*exponential_candidate=False"):
         constopt(space, 1.0, neighbours=2, fit="paper", lambdas=(1.0,), exponential_candidate=False)
@@ -304,7 +309,7 @@ def test_lp_counts_follow_corollary_1_for_nearest_neighbours() -> None:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_paper_lp_optimum_equals_the_naive_lp(seed: int) -> None:
     space = random_space(seed, 7, clustered=seed == 1)
-    free = co._free_mask(space, None, 2)
+    free = replacement_mod.free_mask(space, None, 2)
     for formulation in ("fast", "full"):
         mech = constopt(space, 1.0, neighbours=2, fit="paper", formulation=formulation)
         level = mech.info["lp_epsilon"]
@@ -376,10 +381,11 @@ def test_normalised_fit_is_never_worse_and_certified(seed: int, n: int, eps: flo
     # worst-case loss <= t (1 - tol); the plain feasibility LP agrees
     info = normalised.info["normalised"]
     assert info["certified"] and info["status"] == "certified"
-    cone = co._cone(space.distances, co._free_mask(space, None, r), normalised.info["lp_epsilon"])
+    free = replacement_mod.free_mask(space, None, r)
+    cone = cone_mod.build_cone(space.distances, free, normalised.info["lp_epsilon"])
     t = info["t"]
-    assert co._infeasible(co._feasibility_lp(cone, t * (1 - co.FIT_RTOL)))
-    assert co._feasibility_lp(cone, t * (1 + co.FIT_RTOL)).status == 0  # and t is attained
+    assert reference_mod.infeasible(reference_mod.feasibility_lp(cone, t * (1 - fit_mod.FIT_RTOL)))
+    assert reference_mod.feasibility_lp(cone, t * (1 + fit_mod.FIT_RTOL)).status == 0  # and t is attained
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
@@ -466,22 +472,22 @@ def test_glove_sampler_is_deterministic_and_clustered() -> None:
 
 
 def test_a_failed_spread_check_is_retried_at_a_larger_eta(monkeypatch: pytest.MonkeyPatch) -> None:
-    from metricdp.errors import PrivacyViolationError
+    from metricdp.errors import RepairError
 
     # the reference formulation's envelope repair has the spread check (the fast one's
     # repair_free needs none: Theorem 2 bounds the row sums)
     space = random_space(12, 8, clustered=True)
     plain = constopt(space, 1.0, neighbours=3, formulation="full")
     calls: list[float] = []
-    real = co.repair
+    real = fit_mod.repair
 
     def flaky(matrix: np.ndarray, distances: np.ndarray, epsilon: float, *, eta: float) -> np.ndarray:
         calls.append(eta)
         if len(calls) == 1:
-            raise PrivacyViolationError("repair: row sums after the envelope spread by a factor ...")
+            raise RepairError("repair: row sums after the envelope spread by a factor ...", retryable=True)
         return real(matrix, distances, epsilon, eta=eta)
 
-    monkeypatch.setattr(co, "repair", flaky)
+    monkeypatch.setattr(fit_mod, "repair", flaky)
     mech = constopt(space, 1.0, neighbours=3, formulation="full")
     assert calls[1] == pytest.approx(100 * calls[0]) and mech.info["eta"] == calls[1]
     assert_private(mech)
@@ -519,7 +525,7 @@ def test_fast_formulation_repairs_without_the_cubic_envelope(monkeypatch: pytest
 
     space = black_hole(12)
     full = constopt(space, 1.0, neighbours=3, fit=fit, formulation="full")  # envelope repair on H
-    monkeypatch.setattr(co, "repair", boom)
+    monkeypatch.setattr(fit_mod, "repair", boom)
     mech = constopt(space, 1.0, neighbours=3, fit=fit)
     assert mech.info["winner"] == fit
     assert_private(mech)

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
 from metricdp.mechanisms.exponential import exponential
-from metricdp.mechanisms.lp import constopt, optimal, spanner
+from metricdp.mechanisms.lp.constopt import constopt
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.mechanisms.lp.spanner import spanner
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, brute_force_epsilon, random_space
 
@@ -194,7 +196,7 @@ def test_huge_eps_times_distance_is_solved_with_capped_factors(monkeypatch: pyte
     assert_private(spanner(space, 0.3))
     # the cap moves the optimum by at most n e^-C max d (solve_raw's docstring): against
     # C = 25 (still solvable here) by <= 2e-5; measured 2e-6
-    opt = importlib.import_module("metricdp.mechanisms.lp.optimal")
+    opt = importlib.import_module("metricdp.mechanisms.lp.core")
     monkeypatch.setattr(opt, "LOG_CAP", 25.0)
     looser = optimal(space, 0.3)
     assert abs(fast.worst_case_loss() - looser.worst_case_loss()) <= 30 * np.exp(-20.0) * space.diameter
@@ -246,7 +248,7 @@ def test_bad_space_and_epsilon():
 def test_repair_failure_retries_with_larger_eta():
     # eta = 1e-15 leaves the repair less room than float rounding: its spread check must
     # fail and the builder re-solve at 10x eta until a proven matrix comes out.
-    core = importlib.import_module("metricdp.mechanisms.lp.optimal")
+    core = importlib.import_module("metricdp.mechanisms.lp.core")
     s = random_space(8, 6)
     allowed = ~np.eye(6, dtype=bool)
     solved = core.solve_and_repair(

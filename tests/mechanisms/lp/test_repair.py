@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.errors import PrivacyViolationError, ValidationError
-from metricdp.mechanisms.lp import repair
-from metricdp.mechanisms.lp.repair import envelope, repair_free
+from metricdp.mechanisms.lp.repair import envelope, repair, repair_free
 from tests.helpers import brute_force_epsilon, random_space
 
-core = importlib.import_module("metricdp.mechanisms.lp.optimal")
+core = importlib.import_module("metricdp.mechanisms.lp.core")
 
 
 def lp_solution(space, eps1: float) -> np.ndarray:
@@ -163,19 +162,23 @@ def test_repaired_lp_solutions_are_private(seed, n, eps, noise):
 
 
 # --------------------------------------------------------------------------- repair_free
-co = importlib.import_module("metricdp.mechanisms.lp.constopt")
+cone_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.cone")
+fast_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.fast")
+replacement_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.replacement")
+stats_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.stats")
+Deadline = importlib.import_module("metricdp.mechanisms.lp.deadline").Deadline
 
 
 def constopt_point(space, r: int, eps: float, eta: float, noise: float, seed: int):
     """A ConstOPTMech paper-LP solution at the LP level, as a solver returns it, then polished."""
-    free = co._free_mask(space, None, r)
-    cone = co._cone(space.distances, free, eps / 2 * (1 - eta))
-    model = co._FastModel(cone, co._Clock(None), co._Stats())
+    free = replacement_mod.free_mask(space, None, r)
+    cone = cone_mod.build_cone(space.distances, free, eps / 2 * (1 - eta))
+    model = fast_mod.FastModel(cone, Deadline(None), stats_mod.FitStats())
     x = model.point(model.paper(0.1).x)
     g = np.random.default_rng(seed)
     x = x * (1 + noise * g.standard_normal(x.shape))  # solver-sized errors, rows (22) included
     x[cone.n :][g.random(cone.nfree) < 0.2] = 0.0  # and exact zeros among the free entries
-    return cone, co._polish(cone, x)
+    return cone, cone_mod.polish(cone, x)
 
 
 def test_repair_free_by_hand():

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
+import logging
+import os
+import pathlib
+import subprocess
+import sys
 import types
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from metricdp.errors import SolverError, ValidationError
-from metricdp.mechanisms.lp import SolveResult, optimal, require_optimal, solve_lp
-from metricdp.mechanisms.lp._solve import _residual, add_rows, new_highs, resolve
+from metricdp.errors import (
+    InfeasibleError,
+    SolverError,
+    SolverNumericalError,
+    SolverTimeLimitError,
+    ValidationError,
+)
+from metricdp.mechanisms.lp import SolveResult, _solve, require_optimal, solve_lp
+from metricdp.mechanisms.lp._solve import LPModel, _residual, add_rows, error_type, new_highs, resolve
+from metricdp.mechanisms.lp.constopt import constopt
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.mechanisms.lp.spanner import spanner
 from tests.helpers import random_space
 
 
@@ -113,3 +129,143 @@ def test_solveresult_is_frozen():
     r = SolveResult(False, 4, "m", "Unknown", None, None, 0.0, 1, 1, 1)
     with pytest.raises(AttributeError):
         r.status = 0  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- typed errors
+def _failing_run(code: int, model_status: str):  # type: ignore[no-untyped-def]
+    """A stand-in for ``_solve._run``: every LP ends with this status (as HiGHS reports it)."""
+
+    def run(h, time_limit):  # type: ignore[no-untyped-def]
+        return SolveResult(False, code, f"LP failed ({model_status})", model_status, None, None, 0.0, 1, 1, 1,
+                           model_status=model_status)
+
+    return run
+
+
+_CONDITIONS = [
+    (1, "kTimeLimit", SolverTimeLimitError, "limit"),
+    (2, "kInfeasible", InfeasibleError, "infeasible"),
+    (3, "kUnbounded", SolverNumericalError, "unbounded"),
+    (4, "kSolveError", SolverNumericalError, "numerical/other"),
+    (1, "kIterationLimit", SolverError, "limit"),
+]
+
+
+@pytest.mark.parametrize(("code", "model_status", "error", "status"), _CONDITIONS)
+def test_each_status_is_its_own_error_type(code, model_status, error, status):  # type: ignore[no-untyped-def]
+    r = SolveResult(False, code, "m", model_status, None, None, 0.0, 1, 1, 1, model_status=model_status)
+    assert error_type(r) is error
+    with pytest.raises(error) as info:
+        require_optimal(r, "toy")
+    assert type(info.value) is error and info.value.status == status and info.value.result is r
+
+
+@pytest.mark.parametrize(("code", "model_status", "error", "status"), _CONDITIONS)
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: optimal(s, 1.0),
+        lambda s: optimal(s, 1.0, formulation="full"),
+        lambda s: spanner(s, 1.0),
+        lambda s: spanner(s, 1.0, formulation="ipm"),
+        lambda s: constopt(s, 1.0, neighbours=2),
+        lambda s: constopt(s, 1.0, neighbours=2, fit="paper", formulation="full"),
+    ],
+    ids=["optimal", "optimal-full", "spanner", "spanner-ipm", "constopt", "constopt-full"],
+)
+def test_builders_raise_the_typed_error(monkeypatch, build, code, model_status, error, status):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(_solve, "_run", _failing_run(code, model_status))
+    with pytest.raises(error) as info:
+        build(random_space(0, 6))
+    assert type(info.value) is error and info.value.status == status
+
+
+def test_infeasible_or_unbounded_is_infeasible_for_a_feasibility_lp():
+    reference = importlib.import_module("metricdp.mechanisms.lp.constopt.reference")
+    r = SolveResult(False, 4, "m", "Primal infeasible or unbounded", None, None, 0.0, 1, 1, 1,
+                    model_status="kUnboundedOrInfeasible")
+    assert reference.infeasible(r) and not reference.infeasible(dataclasses.replace(r, model_status="kSolveError"))
+
+
+def test_duals_and_model_status():
+    # min x + y s.t. x + 2y >= 1: dual 1/2 on the row, reduced costs (1/2, 0)
+    r = solve_lp([1.0, 1.0], sp.csr_matrix([[1.0, 2.0]]), 1.0, np.inf, 0.0, np.inf)
+    assert r.model_status == "kOptimal" and r.iterations >= 0
+    np.testing.assert_allclose(r.row_dual, [0.5], atol=1e-12)
+    np.testing.assert_allclose(r.col_dual, [0.5, 0.0], atol=1e-12)
+    bad = solve_lp([1.0, 1.0], sp.csr_matrix([[1.0, 1.0]]), 3.0, np.inf, 0.0, 1.0)
+    assert bad.model_status == "kInfeasible" and bad.row_dual is None
+
+
+def test_lp_model_columns_and_coefficients():
+    # min x + y s.t. x + 2y >= 1; then a column z (cost 0.1, coefficient 4): z = 1/4
+    m = LPModel()
+    r = m.load([1.0, 1.0], sp.csr_matrix([[1.0, 2.0]]), 1.0, np.inf, 0.0, np.inf)
+    assert r.objective == pytest.approx(0.5) and m.num_rows == 1 and m.num_cols == 2
+    m.add_cols([0.1], 0.0, np.inf, sp.csc_matrix([[4.0]]))
+    r = m.resolve()
+    assert r.objective == pytest.approx(0.025) and m.num_cols == 3
+    m.change_coeffs([0], [2], [1.0])  # z now counts 1: z = 1, cost 0.1
+    assert m.resolve().objective == pytest.approx(0.1)
+    m.set_options({"simplex_strategy": 4})
+    m.add_rows(sp.csr_matrix([[0.0, 0.0, 1.0]]), -np.inf, 0.5)  # z <= 1/2: then y = 1/4
+    assert m.resolve().objective == pytest.approx(0.05 + 0.25)
+    with pytest.raises(ValidationError, match="rows"):
+        m.add_cols([0.0], 0.0, 1.0, sp.csc_matrix(np.ones((3, 1))))
+    with pytest.raises(ValidationError, match="no_such_option"):
+        m.set_options({"no_such_option": 1})
+
+
+# --------------------------------------------------------------------------- output
+def test_highs_writes_nothing_to_stdout(capfd):
+    s = random_space(2, 8)
+    optimal(s, 1.0)
+    spanner(s, 1.0, formulation="ipm")
+    constopt(s, 1.0, neighbours=2)
+    out, _ = capfd.readouterr()
+    assert out == ""
+
+
+def test_a_fresh_process_prints_no_banner():
+    # HiGHS prints its banner once per process, from the first instance: a fresh interpreter
+    code = (
+        "from metricdp.mechanisms.lp._solve import highs_version\n"
+        "from metricdp.mechanisms.lp.optimal import optimal\n"
+        "from metricdp.spaces import MetricSpace\n"
+        "assert highs_version()[0].isdigit()\n"
+        "optimal(MetricSpace.from_points([[0.0], [1.0], [3.0]]), 1.0)\n"
+    )
+    src = str(pathlib.Path(__file__).resolve().parents[3] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout == ""
+
+
+def test_the_solver_log_can_go_to_a_logger(caplog, capfd):
+    with caplog.at_level(logging.DEBUG, logger="metricdp.highs"):
+        solve_lp([1.0, 1.0], sp.csr_matrix([[1.0, 2.0]]), 1.0, np.inf, 0.0, np.inf)
+    assert any(rec.name == "metricdp.highs" for rec in caplog.records)
+    assert capfd.readouterr().out == ""
+
+
+# --------------------------------------------------------------------------- progress
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda s, p: optimal(s, 0.5, progress=p, time_limit=600), ("round", "privacy rows", "objective", "s left")),
+        (lambda s, p: spanner(s, 1.0, calibrate=True, progress=p), ("round", "objective", "calibration step")),
+        (
+            lambda s, p: constopt(s, 1.0, neighbours=3, progress=p, time_limit=600),
+            ("LP", "rows", "objective", "s left"),
+        ),
+    ],
+    ids=["optimal", "spanner", "constopt"],
+)
+def test_long_builds_report_progress(build, words):  # type: ignore[no-untyped-def]
+    calls: list[tuple[int, int | None, str]] = []
+    build(random_space(3, 12), lambda done, total, message: calls.append((done, total, message)))
+    assert calls
+    assert all(isinstance(d, int) and (t is None or isinstance(t, int)) and isinstance(m, str) for d, t, m in calls)
+    text = " ".join(m for _, _, m in calls)
+    for word in words:
+        assert word in text

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
 from metricdp.errors import ValidationError
-from metricdp.mechanisms.lp import Spanner, greedy_spanner, optimal, spanner
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.mechanisms.lp.spanner import Spanner, greedy_spanner, spanner
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, random_space
 from tests.mechanisms.lp.test_optimal import naive_lp

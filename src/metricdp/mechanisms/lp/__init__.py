@@ -1,45 +1,38 @@
-"""LP-based mechanisms (Imola et al., UAI 2022; Bordenabe et al., CCS 2014).
+"""The LP mechanisms of metricdp (Imola et al., UAI 2022; Bordenabe et al., CCS 2014).
 
-OPTMech (:func:`optimal`), SpannerMech (:func:`spanner`, on :func:`greedy_spanner`) and
-ConstOPTMech (:func:`constopt`), all built on one LP layer (:func:`solve_lp`,
-:class:`SolveResult`) and one tolerance repair (:func:`repair`).
+Submodules, one concept each (import a builder from its module):
 
-The functions are imported eagerly: several share their name with their module
-(``repair``, ``optimal``, ``spanner``, ``constopt``), and an eager ``from`` import is
-what keeps the package attribute bound to the function. HiGHS itself is imported only
-when an LP is solved.
+* :mod:`.optimal` -- OPTMech, :func:`~.optimal.optimal`;
+* :mod:`.spanner` -- SpannerMech, :func:`~.spanner.spanner` on :func:`~.spanner.greedy_spanner`;
+* :mod:`.constopt` -- ConstOPTMech, :func:`~.constopt.constopt` (a subpackage);
+* :mod:`.core` -- the mechanism LP shared by OPTMech and SpannerMech
+  (:class:`~.core.LPSolution`);
+* :mod:`.repair` -- the tolerance repair (:func:`~.repair.repair`, proof there);
+* :mod:`.retry` -- the one solve-repair retry policy; :mod:`.deadline` -- what
+  ``time_limit`` means (the whole build);
+* :mod:`._solve` -- the one place that calls HiGHS (:func:`solve_lp`, :class:`SolveResult`).
+
+Convention (the package's): this ``__init__`` never binds a submodule's name
+(``optimal``, ``spanner``, ``constopt``, ``repair``, ...) to anything but the submodule;
+it re-exports only names that are no module's. HiGHS itself is imported only when an LP
+is solved.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._solve import SolveResult, require_optimal, solve_lp
-from .optimal import optimal
-from .repair import repair
-from .spanner import Spanner, greedy_spanner, spanner
-
-try:  # ConstOPTMech lives in its own module (written separately); guard until it exists
-    from .constopt import constopt
-except ModuleNotFoundError as exc:  # pragma: no cover - only before constopt.py exists
-    if exc.name != f"{__name__}.constopt":
-        raise
-    _CONSTOPT_MISSING = exc
-
-    def __getattr__(name: str) -> Any:
-        if name == "constopt":
-            raise ImportError("metricdp.mechanisms.lp.constopt is not available") from _CONSTOPT_MISSING
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from .core import LPSolution
+from .deadline import Deadline
+from .retry import RetryPolicy
+from .spanner import Spanner, greedy_spanner
 
 __all__ = [
+    "Deadline",
+    "LPSolution",
+    "RetryPolicy",
     "SolveResult",
     "Spanner",
-    "constopt",
     "greedy_spanner",
-    "optimal",
-    "repair",
     "require_optimal",
     "solve_lp",
-    "spanner",
 ]

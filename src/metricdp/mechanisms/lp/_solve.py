@@ -13,14 +13,32 @@ re-solve starts from the previous basis (dual simplex warm start).
 
 Status codes follow SciPy's ``_highs_to_scipy_status_message``: 0 optimal, 1 time or
 iteration limit, 2 infeasible, 3 unbounded, 4 numerical trouble or anything else. The
-raw HiGHS status is kept in ``highs_status``. The solution is read only when HiGHS says
-optimal, and then checked again against the rows and bounds (as SciPy's
+raw HiGHS status is kept in ``highs_status`` (its text) and ``model_status`` (the enum
+name, e.g. ``"kUnboundedOrInfeasible"``). The solution and its duals are read only when
+HiGHS says optimal, and then checked again against the rows and bounds (as SciPy's
 ``_check_result`` does): a claimed optimum whose residuals exceed
-:data:`RESIDUAL_TOL` is downgraded to status 4.
+:data:`RESIDUAL_TOL` is downgraded to status 4. :func:`require_optimal` maps a failed
+status to the one typed error callers branch on (:func:`error_type`), once, here.
+
+Every HiGHS object of metricdp is created here (:func:`new_highs`) and every call into
+``highspy`` goes through this module: models built in one piece (:func:`solve_lp`),
+grown by rows (:func:`add_rows`, :func:`resolve`) or, for column generation, wrapped in
+an :class:`LPModel` (columns, coefficient changes, options, duals).
+
+**Output.** HiGHS never writes to stdout: its one-time banner (printed by the first
+``highspy.Highs()`` of a process) is swallowed, and every instance has
+``output_flag`` off. When the logger :data:`LOGGER` (``"metricdp.highs"``) is enabled
+for DEBUG, the solver log goes to it instead (``log_to_console`` stays off; a logging
+callback forwards each line), so ``logging.basicConfig(level=logging.DEBUG)`` shows it
+on stderr.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,16 +48,27 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ...errors import SolverError, ValidationError
+from ...errors import (
+    InfeasibleError,
+    SolverError,
+    SolverNumericalError,
+    SolverTimeLimitError,
+    ValidationError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import highspy
 
 __all__ = [
+    "LOGGER",
+    "LOG_CAP",
     "RESIDUAL_TOL",
     "STATUS_NAMES",
+    "LPModel",
     "SolveResult",
     "add_rows",
+    "error_type",
+    "highs_version",
     "new_highs",
     "require_optimal",
     "resolve",
@@ -54,7 +83,26 @@ STATUS_NAMES = {0: "optimal", 1: "limit", 2: "infeasible", 3: "unbounded", 4: "n
 #: scaled model, so the unscaled residual may be a little larger.
 RESIDUAL_TOL = 1e-5
 
-_METHODS = {
+#: Largest exponent C of a coefficient ratio e^C handed to HiGHS by any LP of the family
+#: (OPTMech/SpannerMech privacy factors and kernels, ConstOPTMech cone rows); beyond it a
+#: row is made stricter, never looser, so privacy is untouched (proofs: ``core.solve_raw``,
+#: ``docs/proofs/constopt.md`` §4). Chosen by measurement: on the 100-cell beijing-tianjin
+#: space at eps = 0.3 per km, OPTMech with a cap of 30 still left HiGHS in numerical
+#: trouble and 20 did not; at n = 50 the optimum moved by 9e-7 relative against 30.
+#: ConstOPTMech used 25 without a recorded reason; re-measured against 20 (neighbours = 4,
+#: load average 7.5 on 2 cores): city-and-towns spaces in km (30 and 120 points, eps 0.3
+#: and 1) agree to 2e-8 relative for both fits; on the 5x5 grid at eps = 20 the
+#: normalised fit reaches loss 1.603e-4 at 20 but falls back to the exponential
+#: mechanism (1.857e-4) at 25. So one cap, 20, serves every LP of the family.
+LOG_CAP = 20.0
+
+#: Where the HiGHS log goes when it is wanted (DEBUG level); never stdout.
+LOGGER = logging.getLogger("metricdp.highs")
+
+_BANNER_LOCK = threading.Lock()
+_banner_done = False
+
+_METHODS: dict[str, dict[str, Any]] = {
     "auto": {"solver": "choose"},
     "simplex": {"solver": "simplex", "simplex_strategy": 0},
     "dual": {"solver": "simplex", "simplex_strategy": 1},
@@ -86,6 +134,13 @@ class SolveResult:
         Wall time of the solve (model passing excluded).
     variables, constraints, nonzeros : int
         Size of the LP that was solved.
+    model_status : str
+        The raw ``HighsModelStatus`` enum name (e.g. ``"kUnboundedOrInfeasible"``), for
+        callers that need more than the status code (never parse ``message``).
+    row_dual, col_dual : ndarray or None
+        Row duals and reduced costs (HiGHS's sign convention); ``None`` unless status 0.
+    iterations : int
+        Simplex iterations of this solve (HiGHS's ``simplex_iteration_count``).
     """
 
     success: bool
@@ -98,6 +153,10 @@ class SolveResult:
     variables: int
     constraints: int
     nonzeros: int
+    model_status: str = ""
+    row_dual: NDArray[np.float64] | None = None
+    col_dual: NDArray[np.float64] | None = None
+    iterations: int = 0
 
     def stats(self) -> dict[str, Any]:
         """LP statistics for a mechanism's ``info["lp"]`` (JSON-serialisable)."""
@@ -108,7 +167,13 @@ class SolveResult:
             "solve_seconds": float(self.seconds),
             "status": int(self.status),
             "highs_status": self.highs_status,
+            "simplex_iterations": int(self.iterations),
         }
+
+    def optimum(self, what: str) -> tuple[NDArray[np.float64], float]:
+        """``(x, objective)`` of an optimal result; otherwise the typed error (:func:`require_optimal`)."""
+        x = require_optimal(self, what)
+        return x, float(self.objective if self.objective is not None else np.nan)
 
     def __repr__(self) -> str:
         obj = "None" if self.objective is None else f"{self.objective:.10g}"
@@ -122,17 +187,52 @@ def new_highs(
     *, method: str = "auto", time_limit: float | None = None, options: Mapping[str, Any] | None = None
 ) -> highspy.Highs:
     """A silent HiGHS instance configured for ``method``, ``time_limit`` and raw HiGHS ``options``."""
-    import highspy
-
     if method not in _METHODS:
         raise ValidationError(f"method must be one of {sorted(_METHODS)}, got {method!r}")
-    h = highspy.Highs()
-    h.silent()
+    h = _quiet_highs()
     for key, value in _METHODS[method].items():
         h.setOptionValue(key, value)
     _set_options(h, options)
     _set_time_limit(h, time_limit)
     return h
+
+
+def _quiet_highs() -> highspy.Highs:
+    """``highspy.Highs()`` with nothing on stdout: banner swallowed, output off or to :data:`LOGGER`.
+
+    The banner is printed once per process, by the C++ constructor of the first instance,
+    to file descriptor 1 (so ``contextlib.redirect_stdout`` cannot catch it): that first
+    construction runs with descriptor 1 pointed at ``os.devnull``, under a lock.
+    """
+    import highspy
+
+    global _banner_done
+    with _BANNER_LOCK:
+        if _banner_done:
+            h = highspy.Highs()
+        else:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            try:
+                with open(os.devnull, "wb") as null:
+                    os.dup2(null.fileno(), 1)
+                    h = highspy.Highs()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+            _banner_done = True
+    h.setOptionValue("log_to_console", False)
+    if LOGGER.isEnabledFor(logging.DEBUG):
+        h.setOptionValue("output_flag", True)
+        h.cbLogging.subscribe(lambda event: LOGGER.debug("%s", str(event.message).rstrip()))
+    else:
+        h.setOptionValue("output_flag", False)
+    return h
+
+
+def highs_version() -> str:
+    """HiGHS's version string (e.g. ``"1.16.0"``), read without printing its banner."""
+    return str(_quiet_highs().version())
 
 
 def _set_options(h: highspy.Highs, options: Mapping[str, Any] | None) -> None:
@@ -165,14 +265,14 @@ def _vector(a: ArrayLike | float, size: int, name: str) -> NDArray[np.float64]:
     return np.ascontiguousarray(v, dtype=np.float64)
 
 
-def _status(h: highspy.Highs) -> tuple[int, str]:
+def _status(h: highspy.Highs) -> tuple[int, str, str]:
     import highspy
 
     ms = h.getModelStatus()
     s = highspy.HighsModelStatus
     if ms == s.kOptimal:
         code = 0
-    elif ms in (s.kTimeLimit, s.kIterationLimit, s.kSolutionLimit, s.kInterrupt, s.kHighsInterrupt):
+    elif ms.name in ("kTimeLimit", "kIterationLimit", "kSolutionLimit", "kInterrupt", "kHighsInterrupt"):
         code = 1
     elif ms == s.kInfeasible:
         code = 2
@@ -180,7 +280,7 @@ def _status(h: highspy.Highs) -> tuple[int, str]:
         code = 3
     else:  # kUnboundedOrInfeasible, errors, memory limit, objective bound/target, unknown
         code = 4
-    return code, h.modelStatusToString(ms)
+    return code, h.modelStatusToString(ms), str(ms.name)
 
 
 def _run(h: highspy.Highs, time_limit: float | None) -> SolveResult:
@@ -189,22 +289,25 @@ def _run(h: highspy.Highs, time_limit: float | None) -> SolveResult:
     t0 = time.perf_counter()
     h.run()
     seconds = time.perf_counter() - t0
-    code, raw = _status(h)
+    code, raw, name = _status(h)
     lp = h.getLp()
     nvar, nrow, nnz = int(h.getNumCol()), int(h.getNumRow()), int(h.getNumNz())
+    its = int(h.getInfo().simplex_iteration_count)
+    size = (seconds, nvar, nrow, nnz, name)
     if code != 0:
         detail = {1: "stopped at a time or iteration limit", 2: "is infeasible", 3: "is unbounded"}
         message = f"LP {detail.get(code, 'failed (numerical trouble or solver error)')} (HiGHS: {raw})"
-        return SolveResult(False, code, message, raw, None, None, seconds, nvar, nrow, nnz)
+        return SolveResult(False, code, message, raw, None, None, *size, iterations=its)
     sol = h.getSolution()
     x = np.asarray(sol.col_value, dtype=np.float64)
     ax = np.asarray(sol.row_value, dtype=np.float64)
     residual = _residual(x, ax, lp)
     if not np.isfinite(residual) or residual > RESIDUAL_TOL:
         message = f"HiGHS reported {raw!r} but the solution violates a row or bound by {residual:.3g} (relative)"
-        return SolveResult(False, 4, message, raw, None, None, seconds, nvar, nrow, nnz)
+        return SolveResult(False, 4, message, raw, None, None, *size, iterations=its)
     objective = float(np.dot(np.asarray(lp.col_cost_, dtype=np.float64), x) + lp.offset_)
-    return SolveResult(True, 0, f"Optimal (HiGHS: {raw})", raw, x, objective, seconds, nvar, nrow, nnz)
+    duals = (np.asarray(sol.row_dual, dtype=np.float64), np.asarray(sol.col_dual, dtype=np.float64))
+    return SolveResult(True, 0, f"Optimal (HiGHS: {raw})", raw, x, objective, *size, *duals, its)
 
 
 def _residual(x: NDArray, ax: NDArray, lp: Any) -> float:
@@ -337,17 +440,124 @@ def resolve(h: highspy.Highs, *, time_limit: float | None = None) -> SolveResult
     return _run(h, time_limit)
 
 
+#: The error raised for each failed status code (see :func:`error_type`).
+_ERRORS: dict[int, type[SolverError]] = {
+    1: SolverTimeLimitError,
+    2: InfeasibleError,
+    3: SolverNumericalError,
+    4: SolverNumericalError,
+}
+
+
+def error_type(result: SolveResult) -> type[SolverError]:
+    """The :class:`~metricdp.errors.SolverError` subclass of a failed result's status.
+
+    Time limit (status 1 with HiGHS's ``kTimeLimit``):
+    :class:`~metricdp.errors.SolverTimeLimitError`; another limit (iterations, an
+    interrupt): plain :class:`~metricdp.errors.SolverError`; infeasible (2, or HiGHS's
+    "infeasible or unbounded" with a zero objective, where unbounded is impossible, is
+    the caller's to decide): :class:`~metricdp.errors.InfeasibleError`; unbounded (3:
+    every LP of the family is bounded, so this is numerical trouble) and numerical
+    trouble (4): :class:`~metricdp.errors.SolverNumericalError`.
+    """
+    if result.status == 1 and result.model_status not in ("", "kTimeLimit"):
+        return SolverError
+    return _ERRORS.get(result.status, SolverNumericalError)
+
+
 def require_optimal(result: SolveResult, what: str) -> NDArray[np.float64]:
-    """The solution of an optimal result; otherwise :class:`SolverError` naming the status.
+    """The solution of an optimal result; otherwise the typed error of its status.
 
     Never returns a non-optimal point: a time limit or numerical trouble is an error
-    the caller must see, not a mechanism.
+    the caller must see, not a mechanism. The error (:func:`error_type`) carries
+    ``status`` (``"limit"``, ``"infeasible"``, ``"unbounded"``, ``"numerical/other"``)
+    and ``result``.
     """
     if result.status != 0 or result.x is None:
-        raise SolverError(
+        raise error_type(result)(
             f"{what}: the LP did not reach optimality: {result.message} "
             f"[status {result.status} = {STATUS_NAMES.get(result.status, '?')}]",
             status=STATUS_NAMES.get(result.status, "numerical/other"),
             result=result,
         )
     return result.x
+
+
+class LPModel:
+    """An incremental HiGHS model: load once, then add rows or columns, change
+    coefficients and re-solve warm-started (column and row generation).
+
+    The only object besides the module functions that holds a ``highspy.Highs``; all
+    its calls into HiGHS are here. ``method`` and ``options`` as :func:`new_highs`.
+    """
+
+    def __init__(self, *, method: str = "auto", options: Mapping[str, Any] | None = None) -> None:
+        self.highs = new_highs(method=method, options=options)
+
+    def set_options(self, options: Mapping[str, Any]) -> None:
+        """Set raw HiGHS options (a rejected one is a ValidationError)."""
+        _set_options(self.highs, options)
+
+    def load(
+        self,
+        c: ArrayLike,
+        A: sp.spmatrix | sp.sparray,
+        row_lower: ArrayLike | float,
+        row_upper: ArrayLike | float,
+        col_lower: ArrayLike | float,
+        col_upper: ArrayLike | float,
+        *,
+        time_limit: float | None = None,
+    ) -> SolveResult:
+        """Pass the model and solve it (:func:`solve_lp` on this instance)."""
+        return solve_lp(c, A, row_lower, row_upper, col_lower, col_upper, time_limit=time_limit, highs=self.highs)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.highs.getNumRow())
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.highs.getNumCol())
+
+    def add_rows(self, A: sp.spmatrix | sp.sparray, lower: ArrayLike | float, upper: ArrayLike | float) -> None:
+        """Append rows (:func:`add_rows`)."""
+        add_rows(self.highs, A, lower, upper)
+
+    def add_cols(
+        self, cost: ArrayLike, lower: ArrayLike | float, upper: ArrayLike | float, A: sp.spmatrix | sp.sparray
+    ) -> None:
+        """Append columns with entries ``A`` (shape (rows of the model, k)), in one call.
+
+        The basis is kept (the new columns enter non-basic at their lower bound), so the
+        next :meth:`resolve` starts from it.
+        """
+        a = sp.csc_matrix(A, dtype=np.float64)
+        a.sum_duplicates()
+        rows, k = a.shape
+        if rows != self.num_rows:
+            raise ValidationError(f"added columns have {rows} rows, the model has {self.num_rows}")
+        if k == 0:
+            return
+        self.highs.addCols(
+            k,
+            _vector(cost, k, "cost"),
+            _vector(lower, k, "lower"),
+            _vector(upper, k, "upper"),
+            int(a.nnz),
+            a.indptr[:-1].astype(np.int32),
+            a.indices.astype(np.int32),
+            a.data,
+        )
+
+    def change_coeffs(self, rows: ArrayLike, cols: ArrayLike, values: ArrayLike) -> None:
+        """Set the matrix entries ``(rows[k], cols[k])`` to ``values[k]`` (basis kept)."""
+        r = np.asarray(rows, dtype=np.intp).ravel()
+        c = np.broadcast_to(np.asarray(cols, dtype=np.intp), r.shape)
+        v = np.broadcast_to(np.asarray(values, dtype=np.float64), r.shape)
+        for i, j, x in zip(r.tolist(), c.tolist(), v.tolist(), strict=True):
+            self.highs.changeCoeff(i, j, x)
+
+    def resolve(self, *, time_limit: float | None = None) -> SolveResult:
+        """Solve the held model again, warm-started (:func:`resolve`)."""
+        return resolve(self.highs, time_limit=time_limit)

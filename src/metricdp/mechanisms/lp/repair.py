@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ...errors import PrivacyViolationError, ValidationError
+from ...errors import RepairError, ValidationError
 
 __all__ = ["ROUNDING_RESERVE", "envelope", "repair", "repair_free"]
 
@@ -139,9 +139,10 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
 
     Raises
     ------
-    PrivacyViolationError
-        When the spread condition fails (re-solve at a larger ``eta``), or when an
-        underflow or a subnormal entry would void the proof.
+    RepairError
+        ``retryable=True`` when the spread condition fails (re-solve at a larger
+        ``eta``: :class:`~.retry.RetryPolicy`); ``retryable=False`` when an underflow or
+        a subnormal entry would void the proof (a larger ``eta`` cannot help).
     ValidationError
         Bad shapes, non-finite entries, ``eta`` outside (0, 1), or an all-zero matrix.
 
@@ -178,14 +179,16 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
 
     positive_cols = clipped.max(axis=0) > 0
     if not np.all(env[:, positive_cols] > 0):
-        raise PrivacyViolationError(
+        raise RepairError(
             "repair: exp(-eps * d) underflowed and left a zero in a positive column "
-            f"(eps * diameter = {epsilon * float(d.max()):.4g}); the proof needs it positive"
+            f"(eps * diameter = {epsilon * float(d.max()):.4g}); the proof needs it positive",
+            retryable=False,
         )
     pos = env[env > 0]
     if pos.size and float(pos.min()) < np.finfo(np.float64).tiny:
-        raise PrivacyViolationError(
-            f"repair: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof"
+        raise RepairError(
+            f"repair: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof",
+            retryable=False,
         )
 
     sums = env.sum(axis=1)  # step 3
@@ -195,10 +198,11 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
     spread = float(log_s.max() - log_s.min())  # step 4
     if spread > margin_d * float(d[off].min()) - reserve and not _pairwise_ok(log_s, d, margin_d, reserve):
-        raise PrivacyViolationError(
+        raise RepairError(
             f"repair: row sums after the envelope spread by a factor exp({spread:.3g}), more than "
             f"exp(eps * eta * d_min) = exp({margin_d * float(d[off].min()):.3g}) allows; "
-            "solve the LP at a smaller eps (larger eta) or with tighter tolerances"
+            "solve the LP at a smaller eps (larger eta) or with tighter tolerances",
+            retryable=True,
         )
     return env / sums[:, None]
 
@@ -320,8 +324,9 @@ def repair_free(
 
     Raises
     ------
-    PrivacyViolationError
-        Margin below the rounding reserve, a subnormal entry, or an all-zero row.
+    RepairError
+        ``retryable=True`` when the margin is below the rounding reserve (a larger
+        ``eta`` widens it); ``retryable=False`` for a subnormal entry or an all-zero row.
     ValidationError
         Bad shapes, non-finite entries or free entries out of range.
 
@@ -373,9 +378,10 @@ def repair_free(
         d_min = min(d_min, float(off.min()))
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * diam)
     if n > 1 and not (epsilon - 2.0 * level) * d_min >= reserve:
-        raise PrivacyViolationError(
+        raise RepairError(
             f"repair_free: epsilon - 2 * level = {epsilon - 2.0 * level:.3g} leaves "
-            f"{(epsilon - 2.0 * level) * d_min:.3g} at d_min, below the rounding reserve {reserve:.3g}"
+            f"{(epsilon - 2.0 * level) * d_min:.3g} at d_min, below the rounding reserve {reserve:.3g}",
+            retryable=True,
         )
 
     # step 2: envelope of each column's free entries, one pass over their pairs
@@ -394,11 +400,12 @@ def repair_free(
         block = p[s : s + step]
         pos = block[block > 0]
         if pos.size and float(pos.min()) < tiny:
-            raise PrivacyViolationError(
-                f"repair_free: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof"
+            raise RepairError(
+                f"repair_free: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof",
+                retryable=False,
             )
         sums = block.sum(axis=1)
         if not np.all(sums > 0):
-            raise PrivacyViolationError(f"repair_free: row {s + int(np.argmin(sums))} is all zero")
+            raise RepairError(f"repair_free: row {s + int(np.argmin(sums))} is all zero", retryable=False)
         block /= sums[:, None]
     return p

@@ -18,12 +18,14 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import shortest_path
 
+from ..._progress import Progress, report
 from ..._validation import check_epsilon
-from ...errors import PrivacyViolationError, ValidationError
+from ...errors import RepairError, ValidationError
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
-from .optimal import _Solved, choose_eta, lp_info, solve_and_repair, solve_raw
+from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
+from .deadline import Deadline
 from .repair import repair
 
 __all__ = ["Spanner", "greedy_spanner", "spanner"]
@@ -154,10 +156,11 @@ def spanner(
     calibrate: bool = False,
     time_limit: float | None = None,
     formulation: str = "auto",
+    progress: Progress | None = None,
 ) -> Mechanism:
     r"""SpannerMech: minimise worst-case loss with privacy rows on spanner edges only.
 
-    The LP is OPTMech's (:func:`~metricdp.mechanisms.lp.optimal`, worst case) with the
+    The LP is OPTMech's (:func:`~metricdp.mechanisms.lp.optimal.optimal`, worst case) with the
     privacy rows restricted to the edges (a, b) of :func:`greedy_spanner`, in both
     directions and for every output w:
 
@@ -176,7 +179,7 @@ def spanner(
               = e^{\lambda d_G(u,v)} M[v,w] \le e^{\varepsilon_1 d(u,v)} M[v,w].
 
     The solver meets these rows only to its tolerance; the repair
-    (:func:`~metricdp.mechanisms.lp.repair`, at :math:`\varepsilon`) turns the solution
+    (:func:`~metricdp.mechanisms.lp.repair.repair`, at :math:`\varepsilon`) turns the solution
     into an exactly :math:`\varepsilon`-mDP matrix, and
     :func:`~metricdp.mechanisms.base.certify` audits it independently. Every
     ``formulation`` reaches the optimum of the LP with all edge rows (to the solver
@@ -196,7 +199,10 @@ def spanner(
         loss is no higher than the uncalibrated one. Both levels are recorded in
         ``info["calibration"]``.
     time_limit : float, optional
-        Seconds per LP (each calibration step gets its own).
+        Seconds for the whole build (:class:`~.deadline.Deadline`): the spanner, every
+        LP solve and every calibration step draw on one budget; on expiry a
+        :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``). Earlier
+        versions gave each LP its own limit.
     formulation : {"auto", "fast", "ipm", "full"}
         How the LP with all :math:`2mn` edge rows is solved. ``auto`` (default):
         ``ipm`` from 100,000 edge rows on, else ``fast`` (the choice is recorded in
@@ -216,6 +222,9 @@ def spanner(
         :math:`n^{3.8}` from n = 100 to 200, which gives about 28 CPU minutes; in the
         one run of the benchmark (benchmarks/RESULTS.md, run 3, nothing else running)
         ``ipm`` at n = 400 ran into its 1,800 s limit.
+    progress : callable, optional
+        ``progress(done, total, message)``: every constraint-generation round (rows, LP
+        objective, time left) and every calibration step.
 
     Returns
     -------
@@ -229,6 +238,7 @@ def spanner(
     Location Privacy. CCS 2014. Althöfer, Das, Dobkin, Joseph, Soares. On sparse spanners
     of weighted graphs. Discrete Comput. Geom. 1993.
     """
+    deadline = Deadline(time_limit)
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
     t = _check_stretch(stretch)
@@ -250,7 +260,7 @@ def spanner(
 
     dg = _graph_distances(n, g)
 
-    def solve(lam: float) -> Any:
+    def solve(lam: float) -> LPSolution:
         return solve_and_repair(
             space,
             epsilon,
@@ -259,22 +269,26 @@ def spanner(
             loss,
             None,
             formulation=formulation,
-            time_limit=time_limit,
+            time_limit=deadline,
             what="spanner",
             eta=eta,
             graph_distances=dg,
+            progress=progress,
         )
 
     solved = solve(level)
     matrix = solved.matrix
     calibration: dict[str, Any] | None = None
     if calibrate:
-        cache: dict[float, Any] = {level: solved}
+        cache: dict[float, LPSolution] = {level: solved}
+        steps = [0]
 
         def build(lam: float) -> NDArray[np.float64]:
             if lam in cache:  # the proven level, already solved
                 return cache[lam].matrix
-            p, result, rounds, rows, seconds = solve_raw(
+            steps[0] += 1
+            report(progress, steps[0], _CALIBRATION_ITER, f"spanner: calibration step {steps[0]}, level {lam:.6g}")
+            raw = solve_raw(
                 space,
                 lam,
                 eta,
@@ -282,18 +296,22 @@ def spanner(
                 loss,
                 None,
                 formulation=formulation,
-                time_limit=time_limit,
+                time_limit=deadline,
                 what="spanner",
                 graph_distances=dg,
+                progress=progress,
             )
             try:
-                out = repair(p, d, epsilon, eta=eta)
-            except PrivacyViolationError:
-                # The repair cannot prove eps-mDP at this level: hand the audit the raw
+                out = repair(raw.matrix, d, epsilon, eta=eta)
+            except RepairError:
+                # The repair cannot prove eps-mDP at this level (whether or not a larger
+                # eta would help, this level is then too high): hand the audit the raw
                 # (clipped, normalised) LP solution; it passes only if it is eps-mDP itself.
-                raw = np.maximum(p, 0.0)
-                return raw / raw.sum(axis=1, keepdims=True)
-            cache[lam] = _Solved(out, result, rounds, rows, seconds, eta)
+                clipped = np.maximum(raw.matrix, 0.0)
+                return clipped / clipped.sum(axis=1, keepdims=True)
+            cache[lam] = LPSolution(
+                out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations
+            )
             return out
 
         cal = largest_passing(

@@ -1,0 +1,471 @@
+r"""The mechanism LP shared by OPTMech (:mod:`.optimal`) and SpannerMech (:mod:`.spanner`).
+
+One concept: the LP of Bordenabe, Chatzikokolakis, Palamidessi (CCS 2014, Section 4) and
+Imola et al. (UAI 2022, LP (1)) for a set of *allowed* ordered pairs whose privacy rows
+are imposed, and how it is solved: the variables (:class:`MechanismLP`), the row-sum and
+loss rows, the privacy rows built in one shot from index arrays, the three formulations
+(full, constraint generation, interior point), the solve-then-repair step
+(:func:`solve_and_repair`, returning the public :class:`LPSolution`) and the LP
+statistics of ``info["lp"]`` (:func:`lp_info`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from ..._progress import Progress, report
+from ...errors import SolverTimeLimitError
+from ...spaces import MetricSpace
+from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
+from .deadline import Deadline
+from .repair import repair
+from .retry import OPTMECH
+
+__all__ = [
+    "FULL_OPTIONS",
+    "IPM_OPTIONS",
+    "LP_OPTIONS",
+    "VIOLATION_TOL",
+    "WARM_OPTIONS",
+    "LPSolution",
+    "MechanismLP",
+    "RawSolution",
+    "choose_eta",
+    "lp_info",
+    "solve_and_repair",
+    "solve_raw",
+]
+
+#: HiGHS options of every OPTMech/SpannerMech LP: tighter feasibility tolerances than
+#: HiGHS's 1e-7 keep the fast and full formulations within 1e-6 of each other even when
+#: entries are ~1e-4 (large eps * d).
+LP_OPTIONS: Mapping[str, Any] = {
+    "primal_feasibility_tolerance": 1e-9,
+    "dual_feasibility_tolerance": 1e-9,
+}
+
+#: The reference (``full``) LP is solved tighter: with all n^2(n-1) rows at 1e-9, rows
+#: between entries ~1e-6 (eps d ~ 10) are met so loosely that its optimum moved by 1.2e-6
+#: relative (50 Gaussian points in 50-d, eps = 1); at 1e-10 it agrees with ``fast`` to 1e-12.
+FULL_OPTIONS: Mapping[str, Any] = {
+    "primal_feasibility_tolerance": 1e-10,
+    "dual_feasibility_tolerance": 1e-10,
+}
+
+#: Options set after the first solve of constraint generation: Devex pricing in the dual
+#: simplex instead of exact steepest edge, whose weights HiGHS recomputes from scratch after
+#: every batch of added rows (over 1 s per round at n = 60). Devex and Dantzig pricing
+#: measured on GloVe spaces (2 loaded cores): n = 100, eps = 0.5: 44 s vs 59 s;
+#: n = 200, eps = 1: 263 s vs 201 s; SpannerMech n = 100: 27 s vs 23 s.
+WARM_OPTIONS: Mapping[str, Any] = {"simplex_dual_edge_weight_strategy": 1}
+
+#: A privacy row not yet in the model is added when violated by more than this (absolute,
+#: in probability): the same accuracy as the solver's own row tolerance in the full LP
+#: (a relative test, 1e-9 M[u,w], doubled the rows at n = 100, eps = 0.5, for no gain
+#: against the full LP); the repair absorbs what remains.
+VIOLATION_TOL = 1e-9
+
+_BLOCK = 1 << 22  # elements per temporary of the violation scan
+
+
+
+def choose_eta(epsilon: float, d_min: float) -> float:
+    r"""The first repair slack :math:`\eta` of OPTMech/SpannerMech (:data:`.retry.OPTMECH`).
+
+    :math:`\varepsilon\eta d_{\min} = 10^{-5}`, clipped to [1e-9, 1e-3]: row sums after
+    the envelope spread by about the solver tolerance (1e-9 per row, times n for the
+    envelope lift), far below the margin, so the first repair succeeds in practice (cost
+    in loss: a relative change of order :math:`\eta`).
+    """
+    return OPTMECH.initial(epsilon, d_min)
+
+
+# ---------------------------------------------------------------------- LP pieces
+@dataclass(frozen=True)
+class MechanismLP:
+    r"""The mechanism LP of OPTMech and SpannerMech: objective and fixed rows in x = (vec(X)[, k]).
+
+    The matrix is :math:`M[u,w] = K[u,w]\, X[w,w] + X[u,w]` for u != w and
+    :math:`M[w,w] = X[w,w]`, with ``kernel`` K (unit diagonal) and :math:`X \ge 0`:
+    K = I is the plain formulation (X = M); :math:`K[u,w] = e^{-\ell\, \delta(u,w)}`
+    is the *substituted* one (:func:`_solve_fast`).
+    """
+
+    n: int
+    kernel: NDArray[np.float64]
+    c: NDArray[np.float64]
+    base: sp.csr_matrix
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+
+    @property
+    def nvar(self) -> int:
+        return self.c.shape[0]
+
+    def matrix(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """M from a solution x."""
+        n = self.n
+        xm = np.asarray(x)[: n * n].reshape(n, n)
+        diag = np.diag(xm).copy()
+        m = self.kernel * diag[None, :] + xm
+        m[np.arange(n), np.arange(n)] = diag
+        return m
+
+
+def _coo_rows(
+    rows: NDArray, cols: NDArray, vals: NDArray, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    a = sp.csr_matrix((vals, (rows, cols)), shape=shape)
+    a.eliminate_zeros()
+    return a
+
+
+def _base_model(
+    loss: NDArray[np.float64], prior: NDArray[np.float64] | None, kernel: NDArray[np.float64] | None = None
+) -> MechanismLP:
+    r"""Row sums :math:`\sum_w M[u,w] = 1` and, for the worst case, loss rows
+    :math:`\sum_w L[u,w] M[u,w] - k \le 0` (Imola et al., LP (1)); objective ``k``, or
+    :math:`\sum_u \pi_u \sum_w L[u,w] M[u,w]` for a prior (Bordenabe et al., Sec. 4);
+    written in the variables of :class:`MechanismLP` (built in one shot, 2n - 1 entries a row).
+    """
+    n = loss.shape[0]
+    k = np.eye(n) if kernel is None else kernel
+    worst = prior is None
+    nvar = n * n + (1 if worst else 0)
+    u, w = np.divmod(np.arange(n * n), n)
+    off = u != w
+    # M[u,w] = K[u,w] X[w,w] + X[u,w]: entries at X[w,w] (all w) and X[u,w] (w != u)
+    rows = np.r_[u, u[off]]
+    cols = np.r_[w * n + w, (u * n + w)[off]]
+    coef = np.r_[k[u, w], np.ones(int(off.sum()))]
+    lcoef = coef * np.r_[loss[u, w], loss[u, w][off]]
+    if prior is None:  # worst case
+        base = _coo_rows(
+            np.r_[rows, n + rows, n + np.arange(n)],
+            np.r_[cols, cols, np.full(n, n * n)],
+            np.r_[coef, lcoef, -np.ones(n)],
+            (2 * n, nvar),
+        )
+        lower = np.r_[np.ones(n), np.full(n, -np.inf)]
+        upper = np.r_[np.ones(n), np.zeros(n)]
+        c = np.zeros(nvar)
+        c[-1] = 1.0
+    else:
+        base = _coo_rows(rows, cols, coef, (n, nvar))
+        lower = upper = np.ones(n)
+        c = np.bincount(cols, weights=lcoef * prior[rows], minlength=nvar).astype(np.float64)
+    return MechanismLP(n, k, c, base, lower, upper)
+
+
+def _privacy_rows(u: NDArray, v: NDArray, w: NDArray, factor: NDArray, model: MechanismLP) -> sp.csr_matrix:
+    r"""Rows :math:`M[u,w] - f[u,v] M[v,w] \le 0` for the triples (u, v, w), in one shot.
+
+    In the variables of :class:`MechanismLP`: coefficient :math:`K[u,w] - f[u,v] K[v,w]` on
+    X[w,w], 1 on X[u,w] (u != w) and :math:`-f[u,v]` on X[v,w] (v != w).
+    """
+    n, t = model.n, len(u)
+    k = model.kernel
+    idx = np.arange(t)
+    fu = factor[u, v]
+    mu, mv = u != w, v != w
+    return _coo_rows(
+        np.r_[idx, idx[mu], idx[mv]],
+        np.r_[w * n + w, (u * n + w)[mu], (v * n + w)[mv]],
+        np.r_[k[u, w] - fu * k[v, w], np.ones(int(mu.sum())), -fu[mv]],
+        (t, model.nvar),
+    )
+
+
+def _violated(
+    p: NDArray[np.float64],
+    factor: NDArray[np.float64],
+    pu: NDArray[np.intp],
+    pv: NDArray[np.intp],
+    in_model: NDArray[np.bool_],
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(pair index, w) of every violated row of the allowed ordered pairs (pu, pv) not yet in
+    the model, scanned in blocks of pairs (vectorised; only allowed pairs are touched)."""
+    n = p.shape[0]
+    block = max(1, _BLOCK // n)
+    found_k: list[NDArray[np.intp]] = []
+    found_w: list[NDArray[np.intp]] = []
+    for start in range(0, len(pu), block):
+        stop = min(start + block, len(pu))
+        u, v = pu[start:stop], pv[start:stop]
+        viol = p[u] - factor[u, v][:, None] * p[v]  # (pairs, w)
+        kk, ww = np.nonzero((viol > VIOLATION_TOL) & ~in_model[start:stop])
+        found_k.append(kk + start)
+        found_w.append(ww)
+    return np.concatenate(found_k), np.concatenate(found_w)
+
+
+@dataclass
+class LPSolution:
+    """A repaired mechanism-LP solution (:func:`solve_and_repair`).
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (n, n)
+        Row-stochastic and exactly eps-mDP (proven by the repair; the builder audits it).
+    result : SolveResult
+        The last LP solve (status, objective at the LP level, duals, size).
+    rounds, privacy_rows : int
+        Constraint-generation rounds and privacy rows in the final model.
+    solve_seconds : float
+        HiGHS time of every solve of the attempt that succeeded.
+    eta : float
+        The repair slack of that attempt (the LP was solved at ``level * (1 - eta)``).
+    iterations : int
+        Simplex iterations of that attempt.
+    """
+
+    matrix: NDArray[np.float64]
+    result: SolveResult
+    rounds: int
+    privacy_rows: int
+    solve_seconds: float
+    eta: float
+    iterations: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class RawSolution(NamedTuple):
+    """The unrepaired LP solution of :func:`solve_raw` (unpacks as a tuple)."""
+
+    matrix: NDArray[np.float64]
+    result: SolveResult
+    rounds: int
+    privacy_rows: int
+    solve_seconds: float
+    iterations: int = 0
+
+
+def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """(u, v, w) of every privacy row of the allowed ordered pairs (u, v), for every output w."""
+    pu, pv = np.nonzero(allowed)
+    return np.repeat(pu, n), np.repeat(pv, n), np.tile(np.arange(n), len(pu))
+
+
+def _solve_full(
+    model: MechanismLP, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: Deadline, what: str
+) -> RawSolution:
+    """The plain LP (``model.kernel`` = I) with every allowed privacy row, in one solve."""
+    u, v, w = _triples(allowed, model.n)
+    a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
+    lower = np.r_[model.lower, np.full(len(u), -np.inf)]
+    upper = np.r_[model.upper, np.zeros(len(u))]
+    result = LPModel(options=FULL_OPTIONS).load(
+        model.c, a, lower, upper, 0.0, np.inf, time_limit=deadline.require(what)
+    )
+    x = require_optimal(result, what)
+    return RawSolution(model.matrix(x), result, 1, len(u), result.seconds, result.iterations)
+
+
+#: HiGHS options of the ``ipm`` formulation: the interior-point method without crossover
+#: (an interior optimum, not a vertex; the repair makes it exactly private).
+IPM_OPTIONS: Mapping[str, Any] = {**LP_OPTIONS, "run_crossover": "off"}
+
+
+def _solve_ipm(
+    model: MechanismLP, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: Deadline, what: str
+) -> RawSolution:
+    """The substituted LP (``model.kernel``) with every allowed privacy row, in one
+    interior-point solve without crossover.
+
+    Same LP as :func:`_solve_fast` at convergence: all rows are present from the start,
+    and the rows (w, v, w), which the substitution turns into bounds, are left out.
+    """
+    u, v, w = _triples(allowed, model.n)
+    keep = u != w
+    u, v, w = u[keep], v[keep], w[keep]
+    a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
+    lower = np.r_[model.lower, np.full(len(u), -np.inf)]
+    upper = np.r_[model.upper, np.zeros(len(u))]
+    result = LPModel(method="ipm", options=IPM_OPTIONS).load(
+        model.c, a, lower, upper, 0.0, np.inf, time_limit=deadline.require(what)
+    )
+    x = require_optimal(result, what)
+    return RawSolution(model.matrix(x), result, 1, len(u), result.seconds, result.iterations)
+
+
+def _solve_fast(
+    model: MechanismLP,
+    factor: NDArray[np.float64],
+    allowed: NDArray[np.bool_],
+    deadline: Deadline,
+    what: str,
+    progress: Progress | None = None,
+) -> RawSolution:
+    r"""The same LP by substitution and constraint generation; same optimum.
+
+    **Substitution.** With the model's kernel K (OPTMech: :math:`K[u,w] = e^{-\ell
+    d(u,w)}`; SpannerMech: :math:`e^{-\ell d_G(u,w)}`, d_G the graph distance; :math:`\ell`
+    the LP's level), write :math:`M[u,w] = K[u,w] X[w,w] + X[u,w]` (u != w), :math:`M[w,w] =
+    X[w,w]`, :math:`X \ge 0`. The map X -> M is a bijection between :math:`X \ge 0` and
+    the matrices :math:`M \ge 0` with :math:`M[u,w] \ge K[u,w] M[w,w]` for all u, w. Those
+    are exactly the privacy rows (w, u, w) of OPTMech, and for SpannerMech they are
+    implied by the edge rows (chain them along a shortest path from w to u). So the LP
+    in X has the same feasible set and optimum, and n(n-1) of its privacy rows (in
+    the optima measured, about 80 % of the binding ones) are now bounds, which cost the
+    simplex nothing.
+
+    **Constraint generation.** Start with no privacy rows; solve; scan all allowed
+    triples (vectorised, blocked) and add every row violated by more than
+    :data:`VIOLATION_TOL`; re-solve warm-started (dual simplex from the previous basis,
+    Devex pricing); stop when none is violated. The last optimum is optimal for a
+    relaxation of the full LP and feasible for it up to the tolerance, hence optimal for
+    it (to the tolerance of a direct solve).
+
+    ``progress`` is called after every round with the rows added so far, the LP
+    objective and the time left.
+    """
+    n = model.n
+    lp = LPModel(options=LP_OPTIONS)
+    empty = sp.csr_matrix((0, model.nvar))
+    a = sp.vstack([model.base, empty], format="csr")
+    result = lp.load(model.c, a, model.lower, model.upper, 0.0, np.inf, time_limit=deadline.require(what))
+    x = require_optimal(result, what)
+    lp.set_options(WARM_OPTIONS)
+    pu, pv = np.nonzero(allowed)
+    in_model = np.zeros((len(pu), n), dtype=bool)  # (allowed pair, w)
+    in_model[np.arange(len(pu)), pu] = True  # rows (w, v, w): bounds after the substitution
+    rounds, rows, seconds, its = 1, 0, result.seconds, result.iterations
+    while True:
+        report(
+            progress,
+            rounds,
+            None,
+            f"{what}: round {rounds}: {rows:,} privacy rows, objective {result.objective:.10g}, "
+            f"{deadline.describe()}",
+        )
+        p = model.matrix(x)
+        k, w = _violated(p, factor, pu, pv, in_model)
+        if len(k) == 0:
+            return RawSolution(p, result, rounds, rows, seconds, its)
+        in_model[k, w] = True
+        lp.add_rows(_privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
+        try:
+            result = lp.resolve(time_limit=deadline.require(what))
+        except SolverTimeLimitError as exc:
+            exc.result = result
+            raise
+        x = require_optimal(result, what)
+        rounds, rows, seconds, its = rounds + 1, rows + len(k), seconds + result.seconds, its + result.iterations
+
+
+def solve_raw(
+    space: MetricSpace,
+    level: float,
+    eta: float,
+    allowed: NDArray[np.bool_],
+    loss: NDArray[np.float64],
+    prior: NDArray[np.float64] | None,
+    *,
+    formulation: str,
+    time_limit: float | Deadline | None,
+    what: str,
+    graph_distances: NDArray[np.float64] | None = None,
+    progress: Progress | None = None,
+) -> RawSolution:
+    r"""The unrepaired LP solution with privacy rows at :math:`\text{level}\,(1-\eta)`.
+
+    ``formulation``: ``full`` (:func:`_solve_full`), ``fast`` (:func:`_solve_fast`) or
+    ``ipm`` (:func:`_solve_ipm`). ``graph_distances`` (SpannerMech): the distances whose
+    kernel the ``fast`` and ``ipm`` formulations substitute (default: the metric itself).
+
+    **Capped factors.** Every exponent :math:`\lambda d` is capped at :data:`LOG_CAP`:
+    row (u, v) reads :math:`M[u,w] \le e^{\min(\lambda d(u,v),\, C)} M[v,w]` and the
+    kernel is :math:`e^{-\min(\lambda d, C)}`. A capped row is *stricter* than the
+    privacy row, so privacy is untouched (and the repair and audit still check it). It
+    changes the optimum only where :math:`\lambda d > C` for some pair, and by little:
+    mixing an optimum :math:`M^*` of the uncapped LP with the uniform matrix,
+    :math:`(1-\delta) M^* + \delta J/n` with :math:`\delta = n e^{-C}`, meets every
+    capped row (each entry is then at least :math:`e^{-C}`) and every privacy row (both
+    matrices do, and the rows are linear), at a loss at most
+    :math:`\delta \max d` above :math:`M^*`'s. Without the cap, ratios such as
+    :math:`e^{43}` (eps = 0.3 per km over 140 km of a geolocation space) make HiGHS
+    scale rows so that it reports "optimal" for solutions that violate them by 0.7
+    in probability, which no repair can absorb.
+
+    ``time_limit``: a :class:`~.deadline.Deadline` (or seconds, starting now) shared by
+    every solve.
+    """
+    deadline = Deadline.of(time_limit)
+    lam = level * (1.0 - eta)
+    factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
+    if formulation == "full":
+        return _solve_full(_base_model(loss, prior), factor, allowed, deadline, what)
+    kernel = np.exp(-np.minimum(lam * (space.distances if graph_distances is None else graph_distances), LOG_CAP))
+    if formulation == "ipm":
+        return _solve_ipm(_base_model(loss, prior, kernel), factor, allowed, deadline, what)
+    return _solve_fast(_base_model(loss, prior, kernel), factor, allowed, deadline, what, progress)
+
+
+def solve_and_repair(
+    space: MetricSpace,
+    epsilon: float,
+    level: float,
+    allowed: NDArray[np.bool_],
+    loss: NDArray[np.float64],
+    prior: NDArray[np.float64] | None,
+    *,
+    formulation: str,
+    time_limit: float | Deadline | None,
+    what: str,
+    eta: float | None = None,
+    graph_distances: NDArray[np.float64] | None = None,
+    progress: Progress | None = None,
+) -> LPSolution:
+    r"""Solve the LP at :math:`\varepsilon(1-\eta)` and :func:`~.repair.repair` it at eps.
+
+    ``level`` scales the privacy rows: row (u, v) reads
+    :math:`M[u,w] \le e^{\text{level}\,(1-\eta)\, d(u,v)} M[v,w]` (``level = epsilon``
+    for OPTMech, ``epsilon / stretch`` for SpannerMech). When the repair's spread check
+    fails (a retryable :class:`~metricdp.errors.RepairError`), the LP is solved again at
+    a larger :math:`\eta` (:data:`.retry.OPTMECH`); the repair never returns a matrix it
+    has not proven :math:`\varepsilon`-mDP. ``time_limit`` (a
+    :class:`~.deadline.Deadline`, or seconds from now) covers all solves together.
+    """
+    deadline = Deadline.of(time_limit)
+    first = choose_eta(epsilon, space.d_min) if eta is None else eta
+
+    def attempt(eta: float) -> LPSolution:
+        raw = solve_raw(
+            space,
+            level,
+            eta,
+            allowed,
+            loss,
+            prior,
+            formulation=formulation,
+            time_limit=deadline,
+            what=what,
+            graph_distances=graph_distances,
+            progress=progress,
+        )
+        matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
+        return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations)
+
+    return OPTMECH.run(attempt, first, progress=progress, what=what)
+
+
+def lp_info(solved: LPSolution, formulation: str, full_rows: int) -> dict[str, Any]:
+    """``info["lp"]``: SolveResult.stats() plus rounds, formulation and repair data."""
+    stats = solved.result.stats()
+    stats.update(
+        solve_seconds=solved.solve_seconds,
+        rounds=solved.rounds,
+        formulation=formulation,
+        privacy_rows=solved.privacy_rows,
+        privacy_rows_full=full_rows,
+        objective=solved.result.objective,
+        eta=solved.eta,
+        simplex_iterations=solved.iterations,
+    )
+    return stats

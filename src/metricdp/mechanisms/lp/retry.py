@@ -1,0 +1,106 @@
+r"""The one retry policy of solve-repair-audit builds (OPTMech, SpannerMech, ConstOPTMech).
+
+An LP builder solves at :math:`\varepsilon(1-\eta)` (or its inner level times
+:math:`1-\eta`), repairs the solution to an exactly :math:`\varepsilon`-mDP matrix
+(:mod:`.repair`) and audits it. The repair has room :math:`\varepsilon\eta d_{\min}` in
+log space for the solver's error; when that is not enough it raises
+:class:`~metricdp.errors.RepairError` with ``retryable=True``, and the build solves
+again at a larger :math:`\eta` (:meth:`RetryPolicy.run`). A repair error with
+``retryable=False`` (underflow, a subnormal entry, an all-zero row: a larger margin
+cannot help) and every other error propagate at once; so does the deadline's
+:class:`~metricdp.errors.SolverTimeLimitError`, since every attempt's solves draw on the
+same :class:`~.deadline.Deadline`.
+
+Schedule (one for all builders): :math:`\eta_0` with
+:math:`\varepsilon\eta_0 d_{\min}` = ``margin`` (clipped to
+[``min_eta``, ``max_initial_eta``]), then :math:`\eta \leftarrow \min(100\eta,`
+``max_eta``) while :math:`\eta <` ``max_eta``. The factor 100 was ConstOPTMech's (OPTMech
+used 10): a failed spread check misses by orders of magnitude (float rounding against a
+1e-15 margin), so 100 reaches a working margin in half the re-solves. The margins stay
+per family (:data:`OPTMECH` 1e-5, :data:`CONSTOPT` 1e-6) because their repairs need
+different room: the envelope repair's row sums move by the solver tolerance times n,
+:func:`~.repair.repair_free` only needs :math:`(\varepsilon - 2\ell) d_{\min}` above the
+rounding reserve. ``planar_laplace`` can adopt :meth:`RetryPolicy.run` as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..._progress import Progress, report
+from ...errors import RepairError
+
+__all__ = ["CONSTOPT", "OPTMECH", "RetryPolicy"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Initial repair slack and its schedule on a retryable repair failure.
+
+    Attributes
+    ----------
+    margin : float
+        Target :math:`\\varepsilon\\eta_0 d_{\\min}` of the first attempt.
+    max_initial_eta, max_eta : float
+        Caps of the first :math:`\\eta` and of any retry.
+    min_eta : float
+        Floor of the first :math:`\\eta`.
+    factor : float
+        :math:`\\eta` is multiplied by this on each retry.
+
+    Examples
+    --------
+    >>> p = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
+    >>> p.initial(1.0, 0.1), p.next(1e-3), p.next(0.1)
+    (0.0001, 0.1, None)
+    """
+
+    margin: float
+    max_initial_eta: float
+    max_eta: float
+    min_eta: float = 1e-9
+    factor: float = 100.0
+
+    def initial(self, epsilon: float, d_min: float) -> float:
+        """The first :math:`\\eta`: ``margin / (epsilon * d_min)``, clipped."""
+        return float(min(max(self.margin / (epsilon * d_min), self.min_eta), self.max_initial_eta))
+
+    def next(self, eta: float) -> float | None:
+        """The :math:`\\eta` of the next attempt, or ``None`` when ``max_eta`` was reached."""
+        if eta >= self.max_eta:
+            return None
+        return float(min(self.factor * eta, self.max_eta))
+
+    def run(
+        self,
+        attempt: Callable[[float], T],
+        eta: float,
+        *,
+        progress: Progress | None = None,
+        what: str = "LP",
+    ) -> T:
+        """``attempt(eta)``, retried at the next :math:`\\eta` on a retryable :class:`RepairError`."""
+        tries = 0
+        while True:
+            try:
+                return attempt(eta)
+            except RepairError as exc:
+                nxt = self.next(eta) if exc.retryable else None
+                if nxt is None:
+                    raise
+                tries += 1
+                report(progress, tries, None, f"{what}: repair needs more room; solving again at eta = {nxt:.3g}")
+                eta = nxt
+
+
+#: OPTMech and SpannerMech (:func:`~.core.solve_and_repair`): margin 1e-5, so that row
+#: sums after the envelope (spread about the solver tolerance 1e-9 times n) fit with room.
+OPTMECH = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
+
+#: ConstOPTMech: margin 1e-6 (the measured spread of its repairs is 1e-16); its first
+#: eta may be large on spaces with a tiny eps d_min, hence the higher caps.
+CONSTOPT = RetryPolicy(margin=1e-6, max_initial_eta=0.5, max_eta=0.5)

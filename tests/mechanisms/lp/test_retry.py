@@ -1,0 +1,101 @@
+"""The one solve-repair retry policy: retry only what a larger margin can fix."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from metricdp.errors import PrivacyViolationError, RepairError
+from metricdp.mechanisms.lp.constopt import constopt
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.mechanisms.lp.retry import CONSTOPT, OPTMECH, RetryPolicy
+from tests.helpers import assert_private, random_space
+
+core = importlib.import_module("metricdp.mechanisms.lp.core")
+fit_mod = importlib.import_module("metricdp.mechanisms.lp.constopt.fit")
+
+
+def test_schedule() -> None:
+    p = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
+    assert p.initial(1.0, 1.0) == pytest.approx(1e-5)
+    assert p.initial(1e-9, 1.0) == 1e-3 and p.initial(1e9, 1.0) == 1e-9  # clipped
+    assert [p.next(1e-5), p.next(1e-3), p.next(0.1)] == [pytest.approx(1e-3), 0.1, None]
+    assert OPTMECH.initial(1.0, 0.01) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
+
+
+def test_run_retries_only_retryable_repair_errors() -> None:
+    p = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
+    calls: list[float] = []
+
+    def flaky(eta: float) -> float:
+        calls.append(eta)
+        if len(calls) < 3:
+            raise RepairError("spread", retryable=True)
+        return eta
+
+    assert p.run(flaky, 1e-5) == 0.1 and calls == [1e-5, pytest.approx(1e-3), 0.1]
+    calls.clear()
+
+    def always(eta: float) -> float:
+        calls.append(eta)
+        raise RepairError("spread", retryable=True)
+
+    with pytest.raises(RepairError):
+        p.run(always, 1e-5)
+    assert calls[-1] == 0.1 and len(calls) == 3  # stops at max_eta
+    for exc in (RepairError("underflow", retryable=False), PrivacyViolationError("audit"), ValueError("x")):
+        calls.clear()
+
+        def fails(eta: float, exc: Exception = exc) -> float:
+            calls.append(eta)
+            raise exc
+
+        with pytest.raises(type(exc)):
+            p.run(fails, 1e-5)
+        assert len(calls) == 1
+
+
+def test_optimal_does_not_retry_an_underflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    # repair documents underflow as not retryable: the builder must not re-solve
+    calls: list[float] = []
+
+    def underflow(matrix: np.ndarray, distances: np.ndarray, epsilon: float, *, eta: float) -> np.ndarray:
+        calls.append(eta)
+        raise RepairError("repair: exp(-eps * d) underflowed", retryable=False)
+
+    monkeypatch.setattr(core, "repair", underflow)
+    with pytest.raises(RepairError, match="underflowed"):
+        optimal(random_space(1, 5), 1.0)
+    assert len(calls) == 1
+
+
+def test_optimal_retries_a_spread_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[float] = []
+    real = core.repair
+
+    def spread_once(matrix: np.ndarray, distances: np.ndarray, epsilon: float, *, eta: float) -> np.ndarray:
+        calls.append(eta)
+        if len(calls) == 1:
+            raise RepairError("repair: row sums after the envelope spread", retryable=True)
+        return real(matrix, distances, epsilon, eta=eta)
+
+    monkeypatch.setattr(core, "repair", spread_once)
+    mech = optimal(random_space(1, 5), 1.0)
+    assert calls[1] == pytest.approx(100 * calls[0]) and mech.info["lp"]["eta"] == calls[1]
+    assert_private(mech)
+
+
+def test_constopt_does_not_retry_a_non_retryable_repair_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[float] = []
+
+    def zero_row(*args: object, **kwargs: object) -> np.ndarray:
+        calls.append(1.0)
+        raise RepairError("repair_free: row 0 is all zero", retryable=False)
+
+    monkeypatch.setattr(fit_mod, "repair_free", zero_row)
+    space = random_space(5, 8, clustered=True)
+    with pytest.raises(RepairError, match="all zero"):
+        constopt(space, 1.0, neighbours=3, fit="paper", lambdas=(0.1,), exponential_candidate=False)
+    assert len(calls) == 1
