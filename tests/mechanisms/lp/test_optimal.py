@@ -204,16 +204,15 @@ def test_huge_eps_times_distance_is_solved_with_capped_factors(monkeypatch: pyte
 
 def test_metadata():
     s = random_space(6, 8)
-    m = optimal(s, 1.0, calibrate=True)
+    m = optimal(s, 1.0)
     lp = m.info["lp"]
     for key in ("variables", "constraints", "nonzeros", "solve_seconds", "status", "highs_status", "rounds"):
         assert key in lp
     assert lp["status"] == 0 and lp["formulation"] == "fast" and lp["variables"] == 8 * 8 + 1
     assert lp["constraints"] == 2 * 8 + lp["privacy_rows"]
     assert m.name == "optimal" and m.params["objective"] == "worst"
-    assert m.info["calibration"]["calibrated"] is False and "no inner parameter" in m.info["calibration"]["reason"]
-    uncal = optimal(s, 1.0)
-    np.testing.assert_array_equal(m.matrix, uncal.matrix)  # calibrate is a documented no-op
+    with pytest.raises(TypeError):  # OPTMech has no inner parameter: calibrate is not accepted (it was a no-op)
+        optimal(s, 1.0, calibrate=True)  # type: ignore[call-arg]
     json.dumps(m.metadata)
 
 
@@ -228,7 +227,6 @@ def test_metadata():
         ({"loss_matrix": np.ones((2, 2))}, "loss_matrix"),
         ({"loss_matrix": -np.ones((3, 3))}, "loss_matrix"),
         ({"loss_matrix": [["a"] * 3] * 3}, "loss_matrix"),
-        ({"calibrate": "yes"}, "calibrate"),
         ({"time_limit": -1}, "time_limit"),
     ],
 )

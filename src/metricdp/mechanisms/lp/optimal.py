@@ -53,7 +53,6 @@ def optimal(
     objective: str = "worst",
     prior: ArrayLike | None = None,
     loss_matrix: ArrayLike | None = None,
-    calibrate: bool = False,
     time_limit: float | None = None,
     formulation: str = "fast",
     progress: Progress | None = None,
@@ -91,10 +90,6 @@ def optimal(
     loss_matrix : array of shape (n, n), optional
         Non-negative loss ``L[u, v]`` of releasing v for input u, in place of d in the
         objective (privacy always uses d).
-    calibrate : bool
-        Accepted for uniformity with the other LP mechanisms; OPTMech's LP already
-        imposes privacy at eps itself, so there is no inner parameter to raise: the
-        result is the same and ``info["calibration"]`` says so.
     time_limit : float, optional
         Seconds for the whole build (:class:`~.deadline.Deadline`: every LP solve,
         re-solves after a failed repair included, gets the time left); on expiry a
@@ -150,8 +145,6 @@ def optimal(
         raise ValidationError(f"objective must be one of {list(_OBJECTIVES)}, got {objective!r}")
     if formulation not in _FORMULATIONS:
         raise ValidationError(f"formulation must be one of {list(_FORMULATIONS)}, got {formulation!r}")
-    if not isinstance(calibrate, bool):
-        raise ValidationError(f"calibrate must be True or False, got {calibrate!r}")
     n = space.n
     loss = _check_loss_matrix(loss_matrix, space)
     pi: NDArray[np.float64] | None = None
@@ -177,13 +170,6 @@ def optimal(
     info: dict[str, Any] = {
         "lp": lp_info(solved, formulation, n * n * (n - 1)),
         "loss": {"worst": float(losses.max()), "expected": float(losses @ pi) if pi is not None else None},
-        "calibration": {
-            "calibrated": False,
-            "reason": "OPTMech imposes privacy at epsilon itself; there is no inner parameter to calibrate",
-            "inner_epsilon": epsilon,
-        }
-        if calibrate
-        else None,
     }
     if pi is not None:
         info["prior"] = pi.tolist()
@@ -191,7 +177,6 @@ def optimal(
         "objective": objective,
         "formulation": formulation,
         "loss_matrix": "given" if loss_matrix is not None else "metric",
-        "calibrate": calibrate,
     }
     return certify(h, space, epsilon, "optimal", params, info)
 
