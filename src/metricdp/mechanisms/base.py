@@ -19,6 +19,7 @@ from .._validation import check_epsilon, check_indices, check_quantile, check_st
 from ..audit import AuditResult, audit, epsilon_tight
 from ..errors import PrivacyViolationError, ValidationError
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
+from ..sampling import ExactTable
 from ..spaces import MetricSpace
 
 __all__ = ["AUDIT_RTOL", "Mechanism", "TrueSampler", "certify", "register_sampler", "sample_from_matrix"]
@@ -134,12 +135,20 @@ class Mechanism:
     def _cdf(self) -> NDArray[np.float64]:
         return np.cumsum(self.matrix, axis=1)
 
-    def sample(self, inputs: ArrayLike, rng: object = None) -> NDArray[np.intp]:
+    def sample(self, inputs: ArrayLike, rng: object = None, *, exact: bool = True) -> NDArray[np.intp]:
         """One release per input index.
 
         ``rng=None`` draws from the OS's secure source (right for real data); an int
         seed is reproducible (right for experiments, wrong for releases). Estimated
         mechanisms sample from their true sampler, never from the estimate.
+
+        ``exact=True`` (the default) draws output v of input u with probability exactly
+        ``matrix[u, v] / sum(matrix[u])`` (the floats read as rationals), from random bits
+        (:mod:`metricdp.sampling`): the distribution :func:`certify` audited.
+        ``exact=False`` is the float inverse-CDF sampler (:func:`sample_from_matrix`), a
+        fast option for experiments only: it is NOT private (outputs of probability below
+        about 2**-53 are never drawn from some inputs, so the realized matrix can fail the
+        audit at any epsilon; issue 22).
         """
         scalar = np.ndim(inputs) == 0
         idx = check_indices(inputs, self.n)
@@ -148,6 +157,11 @@ class Mechanism:
             if self.name not in _SAMPLERS:
                 raise ValidationError(f"no true sampler registered for estimated mechanism {self.name!r}")
             out = _SAMPLERS[self.name](self, idx.astype(np.intp), source)
+        elif exact:
+            table = self.__dict__.get("_exact_table")  # built once, on the first exact draw
+            if table is None:
+                table = self.__dict__.setdefault("_exact_table", ExactTable.from_matrix(self.matrix))
+            out = table.sample(idx.astype(np.intp), source)
         else:
             out = sample_from_matrix(self._cdf, idx.astype(np.intp), source)
         return out[0] if scalar else out
@@ -190,7 +204,12 @@ class Mechanism:
 
 
 def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-    """Inverse-CDF sampling, one uniform per input, grouped by input row.
+    """Inverse-CDF sampling, one uniform per input, grouped by input row: NOT private.
+
+    The fast float path (``Mechanism.sample(..., exact=False)``) for experiments. Its
+    realized distribution is the matrix rounded to the 2**-53 grid of the uniforms, which
+    can give an output zero probability from one input and a positive one from another
+    (Mironov, CCS 2012; issue 22); releases use :class:`metricdp.sampling.ExactTable`.
 
     ``u * cdf[row, -1]`` scales the uniform by the row's own float sum, so every
     output j is drawn with probability (cdf[j] - cdf[j-1]) / cdf[-1] up to the 2**-53
@@ -225,7 +244,7 @@ def certify(
     """
     epsilon = check_epsilon(epsilon)
     m = check_stochastic(matrix, name=f"{name} matrix")
-    result = audit(m, space.distances)
+    result = audit(m, space.distances, normalize=True)  # the rows the exact sampler realizes
     if not result.satisfies(epsilon, AUDIT_RTOL):
         u, v, w = result.witness or (-1, -1, -1)
         raise PrivacyViolationError(
