@@ -144,14 +144,23 @@ class ExactTable:
         return cls(frozen, prefix, scale, truncated, total, limit, word_bits)
 
     # ------------------------------------------------------------------ draw
-    def sample(self, rows: ArrayLike, rng: RandomSource) -> NDArray[np.intp]:
-        """One exact draw from each listed row (the words come from ``rng``, in order)."""
+    def sample(self, rows: ArrayLike, rng: RandomSource, *, _rounds: int | None = None) -> NDArray[np.intp]:
+        """One exact draw from each listed row (the words come from ``rng``, in order).
+
+        ``_rounds`` (tests only) stops after that many attempts and marks the draws still
+        rejected with -1: one attempt's outcome is what the enumeration tests weigh.
+        """
         rows = np.asarray(rows, dtype=np.intp)
         out = np.empty(len(rows), dtype=np.intp)
         pending = np.arange(len(rows))
         n = self.n
         mask = np.uint64((1 << self.word_bits) - 1)
+        rounds = 0
         while pending.size:
+            if rounds == _rounds:
+                out[pending] = -1
+                break
+            rounds += 1
             r = rows[pending]
             w = random_words(rng, len(pending))
             if self.word_bits < 64:
@@ -208,24 +217,32 @@ class ExactTable:
     def _finish(self, row: int, x: int, rng: RandomSource) -> int | None:
         """Finish a draw whose leading part is x: the output, or None when R >= T (reject).
 
-        R = x * 2**G + Z with Z uniform below 2**G, G = sigma - E; Z's bits are read a word
-        at a time, most significant first, only while [lo, lo + 2**bits_left) meets a
-        boundary C_k in its interior.
+        R = x * 2**G + Z with Z uniform below 2**G, G = sigma - E (> 0 whenever a draw is
+        undecided); Z's bits are read a word at a time, most significant first
+        (:meth:`_refine`), only while R's interval [lo, lo + 2**left) still meets a
+        boundary C_k in its interior (:meth:`_decide`).
         """
-        low, cums = self._exact_row(row)
-        left = int(self.scale[row]) - low  # G > 0 whenever a draw is undecided
+        low, _ = self._exact_row(row)
+        left = int(self.scale[row]) - low
         lo = x << left
-        n = self.n
-        while True:
-            k = bisect.bisect_right(cums, lo) - 1
-            if k >= n:
-                return None
-            if lo + (1 << left) <= cums[k + 1]:
-                return k
-            take = min(self.word_bits, left)
-            word = int(random_words(rng, 1)[0]) & ((1 << self.word_bits) - 1)
-            left -= take
-            lo += (word >> (self.word_bits - take)) << left
+        mask = (1 << self.word_bits) - 1
+        while (k := self._decide(row, lo, left)) is None:
+            lo, left = self._refine(lo, left, int(random_words(rng, 1)[0]) & mask)
+        return None if k == self.n else k
+
+    def _decide(self, row: int, lo: int, left: int) -> int | None:
+        """k when every R in [lo, lo + 2**left) has C_k <= R < C_{k+1}; n when all are >= T; else None."""
+        _, cums = self._exact_row(row)
+        k = bisect.bisect_right(cums, lo) - 1
+        if k >= self.n:
+            return self.n
+        return k if lo + (1 << left) <= cums[k + 1] else None
+
+    def _refine(self, lo: int, left: int, word: int) -> tuple[int, int]:
+        """Append the next ``min(word_bits, left)`` bits of R (the word's leading bits)."""
+        take = min(self.word_bits, left)
+        left -= take
+        return lo + ((word >> (self.word_bits - take)) << left), left
 
 
 def _fill_block(p: NDArray[np.float64], prefix: NDArray[np.uint64], precision: int) -> tuple[NDArray, NDArray]:
