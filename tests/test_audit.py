@@ -215,6 +215,7 @@ def test_audit_is_precise_when_levels_are_tiny() -> None:
 
 # ----------------------------------------------------------------------------- the bounds behind audit()
 
+
 def _exact_log_ratio_max(m: np.ndarray) -> np.ndarray:
     """g(u, v) = max_w log(m[u,w] / m[v,w]) in 40-digit decimals (the oracle of the bounds)."""
     from decimal import Decimal, getcontext
@@ -374,7 +375,7 @@ def test_row_log_sums_exact():
         delta = float(exact - 1)
         want = np.log1p(delta) if abs(delta) < 0.5 else np.log(float(exact))
         assert got[u] == pytest.approx(want, rel=1e-14, abs=0)
-    with pytest.raises(ValidationError, match="row 0 sums to 0.0"):
+    with pytest.raises(ValidationError, match=r"row 0 sums to 0\.0"):
         row_log_sums(np.zeros((2, 2)))
 
 

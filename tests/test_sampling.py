@@ -193,7 +193,7 @@ def enumerate_row(table: ExactTable, row: int, max_nodes: int = 100_000) -> dict
         try:
             out = int(table.sample([row], source, _rounds=1)[0])
         except _NeedMore:
-            stack.extend(prefix + (w,) for w in range(base))
+            stack.extend((*prefix, w) for w in range(base))
             continue
         assert source.used == len(prefix)
         mass[out] += Fraction(1, base ** len(prefix))

@@ -106,9 +106,7 @@ class ExactTable:
 
     # ------------------------------------------------------------------ build
     @classmethod
-    def from_matrix(
-        cls, matrix: ArrayLike, *, word_bits: int = WORD_BITS, precision: int = PRECISION
-    ) -> ExactTable:
+    def from_matrix(cls, matrix: ArrayLike, *, word_bits: int = WORD_BITS, precision: int = PRECISION) -> ExactTable:
         """Tables for every row of ``matrix`` (non-negative, finite, each row with a positive entry).
 
         ``word_bits`` and ``precision`` exist for the enumeration tests, which run the same
