@@ -186,13 +186,15 @@ class ExactTable:
         """
         flat = self.prefix.reshape(-1)
         base = r * (self.n + 1)
-        pos = np.zeros(len(r), dtype=np.intp)
+        pos = base.copy()  # absolute index into flat
+        cand = np.empty_like(pos)
         size = self.n + 1
         while size > 1:
             half = size // 2
-            cand = pos + half
-            np.copyto(pos, cand, where=flat[base + cand] <= x)
+            np.add(pos, half, out=cand)
+            np.copyto(pos, cand, where=flat.take(cand) <= x)
             size -= half
+        pos -= base
         return pos
 
     def _exact_row(self, row: int) -> tuple[int, list[int]]:
