@@ -278,7 +278,7 @@ def sample_exact(matrix: ArrayLike, inputs: ArrayLike, rng: RandomSource) -> NDA
     >>> from metricdp._random import check_rng
     >>> row = np.array([[0.5, 1e-300, 0.5]])
     >>> sample_exact(row, [0, 0, 0], check_rng(1)).tolist()
-    [2, 2, 0]
+    [0, 2, 2]
     """
     idx = np.asarray(inputs, dtype=np.intp)
     m = np.asarray(matrix, dtype=np.float64)
