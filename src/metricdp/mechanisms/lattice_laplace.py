@@ -82,7 +82,7 @@ class BitStream:
         return self.below(p.denominator) < p.numerator
 
 
-def _bernoulli_lazy(bits: BitStream, bounds) -> bool:  # noqa: ANN001 - bounds: callable
+def _bernoulli_lazy(bits: BitStream, bounds) -> bool:
     """True with probability p, given ``bounds(m) -> (lo, hi)`` with lo <= p * 2**m <= hi (rationals)
     whose width tends to 0. U is drawn bit block by bit block; U < p is decided once
     U's interval [j, j + 1) / 2**m lies below lo / 2**m or at or above hi / 2**m."""
@@ -97,7 +97,7 @@ def _bernoulli_lazy(bits: BitStream, bounds) -> bool:  # noqa: ANN001 - bounds: 
             return False
 
 
-def bernoulli_exp(bits: BitStream, gamma_bounds, upper: int) -> bool:  # noqa: ANN001
+def bernoulli_exp(bits: BitStream, gamma_bounds, upper: int) -> bool:
     r"""True with probability :math:`e^{-\gamma}` for :math:`0 \le \gamma \le` ``upper`` (an int).
 
     :math:`e^{-\gamma} = \prod_{i < N} e^{-\gamma/N}` with N = max(upper, 1), and each
