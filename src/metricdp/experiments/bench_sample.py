@@ -52,6 +52,15 @@ def _best(fn: Callable[[], Any], repeats: int) -> float:
     return best
 
 
+def _best_pair(a: Callable[[], Any], b: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """Best times of ``a`` and ``b`` run alternately (a shared machine's load hits both alike)."""
+    best_a = best_b = float("inf")
+    for _ in range(repeats):
+        best_a = min(best_a, _best(a, 1))
+        best_b = min(best_b, _best(b, 1))
+    return best_a, best_b
+
+
 def _mechanism(n: int, epsilon: float, seed: int) -> Mechanism:
     """The exponential mechanism's matrix on n Gaussian points (not audited: a benchmark input)."""
     points = np.random.default_rng(seed).normal(size=(n, 2))
@@ -70,8 +79,9 @@ def run(
     mech = _mechanism(n_small, 1.0, seed)
     inputs = g.integers(0, n_small, draws)
     mech.sample(inputs[:10], source)  # builds the table
-    exact = _best(lambda: mech.sample(inputs, source), repeats)
-    fast = _best(lambda: mech.sample(inputs, source, exact=False), repeats)
+    exact, fast = _best_pair(
+        lambda: mech.sample(inputs, source), lambda: mech.sample(inputs, source, exact=False), repeats
+    )
     rate = draws / exact
     rows.append(SampleBench(f"n={n_small} exponential: exact releases/s", rate, "1/s", ">= 1e6", rate >= 1e6))
     rows.append(SampleBench(f"n={n_small} exponential: float releases/s", draws / fast, "1/s", "-", None))
@@ -100,8 +110,7 @@ def run(
             out = m.sample(m.space.index(labels), source, exact=False)
             return [m.labels[i] for i in out]
 
-        t_exact = _best(lambda m=m, labels=labels: m.privatize(labels, source), repeats)
-        t_float = _best(float_privatize, repeats)
+        t_exact, t_float = _best_pair(lambda m=m, labels=labels: m.privatize(labels, source), float_privatize, repeats)
         slow = t_exact / t_float
         rows.append(
             SampleBench(f"n={m.n}: privatize exact / float ({count:,} labels)", slow, "x", "<= 1.5", slow <= 1.5)
