@@ -39,8 +39,8 @@ The private release on coordinates is the discretised mechanism :func:`planar_la
 on a grid space: its matrix is integrated and audited exactly and
 :meth:`~metricdp.mechanisms.base.Mechanism.sample` draws from it with the exact finite
 sampler (:mod:`metricdp.sampling`), so the released grid point follows the audited
-matrix exactly. An exact continuous-coordinate sampler (snapping to a lattice) is not
-implemented.
+matrix exactly; :func:`metricdp.mechanisms.lattice_laplace.sample_lattice_laplace`
+releases lattice points exactly without a matrix.
 """
 
 from __future__ import annotations
