@@ -441,5 +441,24 @@ def test_enumeration_detects_a_wrong_table():
     """The oracle can fail: one unit moved between two prefix sums changes the law."""
     row = [0.5, 0.25, 0.25]
     table = ExactTable.from_matrix(np.array([row]), word_bits=6, precision=4)
+    assert not table.prefix.flags.writeable  # read-only once built
+    table.prefix.setflags(write=True)
     table.prefix[0, 1] += np.uint64(1)
     assert enumerate_states(table, 0) != exact_law(row)
+
+
+def test_certify_audits_the_rows_the_sampler_realizes():
+    """A float matrix tight at eps whose row 0 sums to 1 - 5e-10: its releases are not eps-mDP."""
+    from metricdp.errors import PrivacyViolationError
+    from metricdp.mechanisms.base import certify
+
+    space = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
+    eps, p = 0.01, 0.01
+    m = np.array([[np.exp(eps) * p, 1 - np.exp(eps) * p - 5e-10], [p, 1 - p]])
+    assert audit(m, space.distances).satisfies(eps)  # the floats as given pass
+    # realized: M[0,0] / S_0 over M[1,0] / S_1 = e^eps (1 + 5e-10): level eps + 5e-10
+    assert audit(m, space.distances, normalize=True).epsilon == pytest.approx(eps + 5e-10, rel=1e-6)
+    with pytest.raises(PrivacyViolationError, match="refusing to return it"):
+        certify(m, space, eps, "test")
+    ok = certify(np.array([[np.exp(eps) * p, 1 - np.exp(eps) * p], [p, 1 - p]]), space, eps, "test")
+    assert ok.info["epsilon_audit"] <= eps * (1 + 1e-9)

@@ -138,7 +138,8 @@ class ExactTable:
             raise ValidationError(f"rows of {n} entries need more than {word_bits}-bit words at precision {precision}")
         limit = np.array([(words // t) * t - 1 for t in total.tolist()], dtype=np.uint64)
         frozen = m if not m.flags.writeable else m.copy()
-        frozen.setflags(write=False)
+        for a in (frozen, prefix, scale, truncated, total, limit):
+            a.setflags(write=False)
         return cls(frozen, prefix, scale, truncated, total, limit, word_bits)
 
     # ------------------------------------------------------------------ draw
