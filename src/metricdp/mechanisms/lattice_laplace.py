@@ -35,6 +35,7 @@ it, which costs at most :math:`\varepsilon h \sqrt 2` extra (stated there).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -46,6 +47,8 @@ from ..errors import ValidationError
 
 __all__ = ["BitStream", "bernoulli_exp", "discrete_laplace", "lattice_laplace_offsets", "sample_lattice_laplace"]
 
+#: ``bounds(m) -> (lo, hi)``: rationals with lo <= value * 2**m <= hi.
+Bounds = Callable[[int], tuple[Fraction, Fraction]]
 #: A rational just below 1/sqrt(2): beta = alpha * _INV_SQRT2_LOW <= alpha / sqrt(2).
 _INV_SQRT2_LOW = Fraction(7071, 10000)
 _REFINE_BITS = 32  # bits added per refinement of a lazy comparison
@@ -82,7 +85,7 @@ class BitStream:
         return self.below(p.denominator) < p.numerator
 
 
-def _bernoulli_lazy(bits: BitStream, bounds) -> bool:
+def _bernoulli_lazy(bits: BitStream, bounds: Bounds) -> bool:
     """True with probability p, given ``bounds(m) -> (lo, hi)`` with lo <= p * 2**m <= hi (rationals)
     whose width tends to 0. U is drawn bit block by bit block; U < p is decided once
     U's interval [j, j + 1) / 2**m lies below lo / 2**m or at or above hi / 2**m."""
@@ -97,7 +100,7 @@ def _bernoulli_lazy(bits: BitStream, bounds) -> bool:
             return False
 
 
-def bernoulli_exp(bits: BitStream, gamma_bounds, upper: int) -> bool:
+def bernoulli_exp(bits: BitStream, gamma_bounds: Bounds, upper: int) -> bool:
     r"""True with probability :math:`e^{-\gamma}` for :math:`0 \le \gamma \le` ``upper`` (an int).
 
     :math:`e^{-\gamma} = \prod_{i < N} e^{-\gamma/N}` with N = max(upper, 1), and each
