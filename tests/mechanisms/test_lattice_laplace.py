@@ -95,6 +95,7 @@ def test_sample_lattice_laplace_rounds_inputs_and_releases_lattice_points():
         ([[0.0, np.nan]], 1.0, 1.0, "finite points"),
         ([[0.0, 0.0, 0.0]], 1.0, 1.0, "shape"),
         ([[1e300, 0.0]], 1.0, 1.0, "exceeds 2\\*\\*52"),
+        ([[0.0, 0.0]], 1e-9, 1e-6, "use a larger cell"),
     ],
 )
 def test_sample_lattice_laplace_errors(xy, eps, cell, pattern):

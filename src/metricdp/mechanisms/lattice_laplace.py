@@ -51,6 +51,7 @@ __all__ = ["BitStream", "bernoulli_exp", "discrete_laplace", "lattice_laplace_of
 Bounds = Callable[[int], tuple[Fraction, Fraction]]
 #: A rational just below 1/sqrt(2): beta = alpha * _INV_SQRT2_LOW <= alpha / sqrt(2).
 _INV_SQRT2_LOW = Fraction(7071, 10000)
+_MIN_ALPHA = Fraction(1, 10**12)  # P(|K| >= 2**62) < exp(-3e6) at the smallest alpha
 _REFINE_BITS = 32  # bits added per refinement of a lazy comparison
 
 
@@ -209,6 +210,8 @@ def sample_lattice_laplace(
     if np.abs(grid).max(initial=0.0) > 2.0**52:
         raise ValidationError("xy / cell exceeds 2**52: the lattice indices would not be exact")
     alpha = Fraction(epsilon) * Fraction(float(cell))
+    if alpha < _MIN_ALPHA:  # offsets of order 1/alpha must stay far inside int64
+        raise ValidationError(f"epsilon * cell = {float(alpha):.3g} is below {float(_MIN_ALPHA):g}: use a larger cell")
     offsets = lattice_laplace_offsets(alpha, len(points), check_rng(rng))
     released = grid.astype(np.int64) + offsets
     return released * float(cell), released
