@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from metricdp import ValidationError
 from metricdp.audit import AuditResult, audit, audit_epsilon, epsilon_tight, hockey_stick
-from tests.helpers import brute_force_epsilon
+from tests.helpers import brute_force_epsilon, random_space
 
 D2 = np.array([[0.0, 2.0], [2.0, 0.0]])
 D3 = np.array([[0.0, 1.0, 3.0], [1.0, 0.0, 2.0], [3.0, 2.0, 0.0]])  # points 0, 1, 3 on a line
@@ -215,6 +215,7 @@ def test_audit_is_precise_when_levels_are_tiny() -> None:
 
 # ----------------------------------------------------------------------------- the bounds behind audit()
 
+
 def _exact_log_ratio_max(m: np.ndarray) -> np.ndarray:
     """g(u, v) = max_w log(m[u,w] / m[v,w]) in 40-digit decimals (the oracle of the bounds)."""
     from decimal import Decimal, getcontext
@@ -334,3 +335,56 @@ def test_audit_under_strict_floating_point_errors():
     with np.errstate(all="raise"):
         got = audit(m, d)
     assert got.epsilon == pytest.approx(_oracle_epsilon(m, d), rel=1e-13)
+
+
+# ----------------------------------------------------------------------------- normalize=True
+def test_normalize_audits_the_row_normalised_matrix_by_hand():
+    d = np.array([[0.0, 1.0], [1.0, 0.0]])
+    e = np.e
+    m = np.array([[2 * e, 2.0], [1.0, e]]) / (1 + e)  # row 0 doubled
+    # as given: log(2e / 1) = 1 + log 2; normalised: exactly the 1-mDP matrix
+    assert audit(m, d).epsilon == pytest.approx(1 + np.log(2), rel=1e-12)
+    assert audit(m, d, normalize=True).epsilon == pytest.approx(1.0, rel=1e-12)
+
+
+def test_normalize_sees_a_row_sum_off_by_rounding():
+    """Rows equal as floats in column 0 differ once row 0's extra 2**-52 is normalised away."""
+    n = 3
+    d = np.ones((n, n)) - np.eye(n)
+    m = np.full((n, n), 0.25)
+    m[:, 2] = 0.5
+    m[0, 2] = 0.5 + 2**-52  # row 0 sums to 1 + 2**-52 exactly
+    plain = audit(m, d)
+    assert plain.epsilon == pytest.approx(math.log1p(2.0**-51), rel=1e-9)
+    assert plain.witness[0] == 0 and plain.witness[2] == 2
+    # realized: M[1,0] / M'[0,0] = 1 + 2**-52 (column 2 gives (1 + 2**-51) / (1 + 2**-52), less)
+    normal = audit(m, d, normalize=True)
+    assert normal.epsilon == pytest.approx(math.log1p(2.0**-52), rel=1e-9)
+    assert normal.witness[1] == 0 and normal.witness[2] in (0, 1)
+
+
+def test_row_log_sums_exact():
+    from fractions import Fraction
+
+    from metricdp.audit import row_log_sums
+
+    rows = np.array([[0.1] * 3 + [0.7], [0.5, 0.5 + 2**-52, 1e-300, 0.0], [3.0, 4.0, 0.0, 0.0]])
+    got = row_log_sums(rows)
+    for u, row in enumerate(rows):
+        exact = sum(Fraction(float(x)) for x in row)
+        delta = float(exact - 1)
+        want = np.log1p(delta) if abs(delta) < 0.5 else np.log(float(exact))
+        assert got[u] == pytest.approx(want, rel=1e-14, abs=0)
+    with pytest.raises(ValidationError, match=r"row 0 sums to 0\.0"):
+        row_log_sums(np.zeros((2, 2)))
+
+
+@given(st.integers(2, 6), st.integers(0, 10**6))
+def test_normalize_matches_brute_force_on_normalised_rows(n, seed):
+    g = np.random.default_rng(seed)
+    space = random_space(seed, n)
+    m = g.random((n, n)) + 0.05
+    m *= g.uniform(0.5, 2.0, size=(n, 1))  # rows far from summing to 1
+    want = brute_force_epsilon(m / m.sum(axis=1, keepdims=True), space.distances)
+    got = audit(m, space.distances, normalize=True).epsilon
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-12)

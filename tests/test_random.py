@@ -7,7 +7,17 @@ import pytest
 from scipy import stats
 
 from metricdp import ValidationError
-from metricdp._random import RandomSource, SecureRandom, check_rng, standard_normal, uniform_open
+from metricdp._random import (
+    RandomSource,
+    SecureRandom,
+    check_release_rng,
+    check_rng,
+    is_secure,
+    random_words,
+    standard_normal,
+    uniform_open,
+)
+from metricdp.errors import PrivacyLeakWarning
 
 
 def test_secure_random_shapes_and_range():
@@ -61,7 +71,10 @@ def test_check_rng_normalisation():
 
     fixed = Fixed()
     assert isinstance(fixed, RandomSource)
-    assert check_rng(fixed) is fixed
+    checked = check_rng(fixed)  # user sources are wrapped: every uniform is checked
+    assert checked.inner is fixed
+    np.testing.assert_array_equal(checked.random(3), [0.25, 0.25, 0.25])
+    assert check_rng(checked) is checked
 
 
 @pytest.mark.parametrize(
@@ -101,3 +114,81 @@ def test_standard_normal_ks_fixed_seed():
 def test_standard_normal_secure_default():
     z = standard_normal(check_rng(None), 20_000)
     assert stats.kstest(z, "norm").pvalue > 1e-6
+
+
+# ----------------------------------------------------------------------------- issue 21 item 6
+def test_legacy_random_state_is_refused():
+    with pytest.raises(ValidationError, match="legacy numpy RandomState is refused"):
+        check_rng(np.random.RandomState(0))
+
+
+class _Constant:
+    def __init__(self, value):
+        self.value = value
+
+    def random(self, size=None):
+        return np.full(size, self.value) if size is not None else self.value
+
+
+@pytest.mark.parametrize("value", [2.0, 1.0, -0.1, np.nan, np.inf, -np.inf])
+def test_uniforms_outside_unit_interval_are_an_error(value):
+    source = check_rng(_Constant(value))
+    with pytest.raises(ValidationError, match="outside \\[0, 1\\); refusing to sample"):
+        source.random(4)
+    with pytest.raises(ValidationError, match="outside"):
+        random_words(source, 2)
+    with pytest.raises(ValidationError, match="outside"):
+        uniform_open(source, 3)
+
+
+def test_bad_shapes_and_words_from_user_sources():
+    class Short:
+        def random(self, size=None):
+            return np.zeros(1)
+
+    with pytest.raises(ValidationError, match="returned shape"):
+        check_rng(Short()).random(3)
+
+    class BadWords:
+        def random(self, size=None):
+            return np.zeros(size)
+
+        def words(self, count):
+            return np.zeros(count, dtype=np.int64)
+
+    with pytest.raises(ValidationError, match="must return 2 uint64 words"):
+        random_words(check_rng(BadWords()), 2)
+
+
+def test_privatize_with_a_bad_source_raises_instead_of_releasing():
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.spaces import MetricSpace
+
+    mech = exponential(MetricSpace.from_points(np.arange(4.0)[:, None]), 1.0)
+    for value in (2.0, np.nan):
+        with pytest.raises(ValidationError, match="outside"):
+            mech.sample(np.arange(4), rng=_Constant(value))
+        with pytest.raises(ValidationError, match="outside"):
+            mech.sample(np.arange(4), rng=_Constant(value), exact=False)
+
+
+def test_random_words():
+    words = random_words(SecureRandom(), 10_000)
+    assert words.dtype == np.uint64
+    assert words.shape == (10_000,)
+    bits = np.unpackbits(words.view(np.uint8))
+    assert abs(bits.mean() - 0.5) < 0.01  # 640,000 bits: sd 0.0006
+    g1, g2 = check_rng(3), check_rng(3)
+    np.testing.assert_array_equal(random_words(g1, 5), random_words(g2, 5))
+    # from a user source's uniforms: the top 53 bits of one, the next 11 of another
+    half = check_rng(_Constant(0.5))
+    np.testing.assert_array_equal(random_words(half, 2), [2**63 + 2**10] * 2)
+    assert random_words(check_rng(_Constant(0.5)), 0).shape == (0,)
+
+
+def test_release_rng_warns_unless_secure():
+    assert is_secure(check_release_rng(None))
+    for rng in (42, np.random.default_rng(0), _Constant(0.5)):
+        with pytest.warns(PrivacyLeakWarning, match="NOT private"):
+            source = check_release_rng(rng)
+        assert not is_secure(source)

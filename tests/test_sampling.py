@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from metricdp import MetricSpace, ValidationError
+from metricdp import MetricSpace, PrivacyLeakWarning, ValidationError
 from metricdp.audit import audit_epsilon
 from metricdp.mechanisms import registry
 from metricdp.mechanisms.base import Mechanism, sample_from_matrix
@@ -77,7 +77,8 @@ def test_secure_default_works():
 
 def test_privatize_labels():
     mech = _mechanism()
-    out = mech.privatize(["w1", "w4", "w1"], rng=0)
+    with pytest.warns(PrivacyLeakWarning, match="NOT private"):  # issue 21: a seeded release warns
+        out = mech.privatize(["w1", "w4", "w1"], rng=0)
     assert len(out) == 3
     assert set(out) <= set(mech.labels)
     with pytest.raises(ValidationError, match=r"1 value\(s\) not in the space's labels: 'nope'"):
@@ -148,3 +149,323 @@ def test_estimated_mechanism_uses_its_true_sampler(monkeypatch):
     with pytest.raises(ValidationError, match="not a claim a mechanism can make"):
         Mechanism(estimate, space, 1.0, "test-unregistered", exact=False)
 
+
+# ============================================================================= exact sampler
+# metricdp.sampling: the realized distribution is the row's exact rationals, shown by
+# enumerating every word string the sampler can consume (same code, words of a few bits).
+from collections import defaultdict  # noqa: E402
+from fractions import Fraction  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from metricdp._random import check_rng  # noqa: E402
+from metricdp.audit import audit  # noqa: E402
+from metricdp.sampling import ExactTable, sample_exact  # noqa: E402
+
+
+class _NeedMore(Exception):
+    pass
+
+
+class Replay:
+    """A deterministic bit source: replays ``prefix`` word by word, then asks for more."""
+
+    def __init__(self, prefix):
+        self.prefix = np.array(prefix, dtype=np.uint64)
+        self.used = 0
+
+    def words(self, count):
+        start = self.used
+        self.used += count
+        if self.used > len(self.prefix):
+            raise _NeedMore
+        return self.prefix[start : self.used]
+
+    def random(self, size=None):
+        raise AssertionError("the exact sampler must not read float uniforms")
+
+
+def enumerate_row(table: ExactTable, row: int, max_nodes: int = 100_000) -> dict[int, Fraction]:
+    """Exact output law of one attempt, conditioned on acceptance, over every word string."""
+    base = 1 << table.word_bits
+    mass: dict[int, Fraction] = defaultdict(Fraction)
+    stack: list[tuple[int, ...]] = [()]
+    nodes = 0
+    while stack:
+        prefix = stack.pop()
+        nodes += 1
+        assert nodes <= max_nodes, "enumeration tree larger than expected"
+        source = Replay(prefix)
+        try:
+            out = int(table.sample([row], source, _rounds=1)[0])
+        except _NeedMore:
+            stack.extend((*prefix, w) for w in range(base))
+            continue
+        assert source.used == len(prefix)
+        mass[out] += Fraction(1, base ** len(prefix))
+    assert sum(mass.values()) == 1  # the tree is complete: every string decides
+    reject = mass.pop(-1, Fraction(0))
+    assert reject < 1
+    return {k: v / (1 - reject) for k, v in mass.items() if v}
+
+
+def enumerate_states(table: ExactTable, row: int, max_nodes: int = 400_000) -> dict[int, Fraction]:
+    """As :func:`enumerate_row`, walking the exact finish by its states instead of replaying.
+
+    The first word goes through the real ``sample``; an undecided one continues from
+    R's interval [X 2**G, (X + 1) 2**G) through the table's own ``_decide``/``_refine``,
+    every next word value weighted 2**-word_bits: linear in the tree, not quadratic.
+    """
+    base = 1 << table.word_bits
+    mass: dict[int, Fraction] = defaultdict(Fraction)
+    low, _ = table._exact_row(row)
+    gap = int(table.scale[row]) - low
+    stack: list[tuple[int, int, int]] = []
+    for word in range(base):
+        try:
+            out = int(table.sample([row], Replay((word,)), _rounds=1)[0])
+        except _NeedMore:
+            x = word % int(table.total[row])
+            stack.append((x << gap, gap, 1))
+            continue
+        mass[out] += Fraction(1, base)
+    nodes = 0
+    while stack:
+        lo, left, depth = stack.pop()
+        nodes += 1
+        assert nodes <= max_nodes, "enumeration tree larger than expected"
+        k = table._decide(row, lo, left)
+        if k is None:
+            stack.extend((*table._refine(lo, left, word), depth + 1) for word in range(base))
+        else:
+            mass[-1 if k == table.n else k] += Fraction(1, base**depth)
+    assert sum(mass.values()) == 1
+    reject = mass.pop(-1, Fraction(0))
+    return {k: v / (1 - reject) for k, v in mass.items() if v}
+
+
+def exact_law(row) -> dict[int, Fraction]:
+    weights = [Fraction(float(p)) for p in row]
+    total = sum(weights)
+    return {k: w / total for k, w in enumerate(weights) if w}
+
+
+EXTREME_ROWS = [
+    [0.5, 0.25, 0.25],  # dyadic, nothing truncated: the fast path decides every draw
+    [0.0, 0.3, 0.0, 0.7],  # zeros are never drawn
+    [0.1] * 10,  # float sum is not 1
+    [0.7, 1e-30, 0.3],
+    [1e-300, 0.999, 1e-30],
+    [5e-324, 1.0],  # the smallest subnormal beside 1
+    [1.0 - 2**-53, 2.2250738585072014e-308, 1e-310],  # min normal and a subnormal
+]
+
+
+@pytest.mark.parametrize("row", EXTREME_ROWS)
+@pytest.mark.parametrize(("word_bits", "precision"), [(4, 2), (6, 4)])
+def test_enumeration_realizes_exact_rationals(row, word_bits, precision):
+    table = ExactTable.from_matrix(np.array([row]), word_bits=word_bits, precision=precision)
+    assert enumerate_states(table, 0) == exact_law(row)
+
+
+@pytest.mark.parametrize("row", [[0.7, 1e-30, 0.3], [0.1] * 10, [2**-60, 0.5, 0.5]])
+def test_enumeration_replaying_every_word_string(row):
+    """End to end through ``sample``: every word string, replayed (quadratic, so short rows)."""
+    table = ExactTable.from_matrix(np.array([row]), word_bits=4, precision=2)
+    assert enumerate_row(table, 0) == exact_law(row) == enumerate_states(table, 0)
+
+
+@pytest.mark.parametrize("row", [[1.0], [0.75, 0.25], [1e-30, 1.0]])
+def test_enumeration_two_bit_words(row):
+    table = ExactTable.from_matrix(np.array([row]), word_bits=2, precision=1)
+    assert enumerate_row(table, 0) == exact_law(row)
+
+
+@pytest.mark.parametrize("row", [[0.5, 0.25, 0.25], [0.7, 1e-12, 0.3], [0.2, 0.3, 0.5, 1e-5]])
+def test_enumeration_with_byte_words(row):
+    table = ExactTable.from_matrix(np.array([row]), word_bits=8, precision=6)
+    assert enumerate_states(table, 0) == exact_law(row)
+
+
+def test_enumeration_covers_both_paths():
+    """The small-range row is decided by one word; the extreme row needs the exact finish."""
+    exact = ExactTable.from_matrix(np.array([[0.5, 0.25, 0.25]]), word_bits=8, precision=6)
+    assert not exact.truncated[0]
+    for w in range(256):
+        out = exact.sample([0], Replay((w,)), _rounds=1)  # never asks for a second word
+        assert out[0] in (0, 1, 2, -1)
+    extreme = ExactTable.from_matrix(np.array([[5e-324, 1.0]]), word_bits=8, precision=6)
+    assert extreme.truncated[0]
+    # the word that lands on the boundary of the subnormal's interval needs more words
+    with pytest.raises(_NeedMore):
+        extreme.sample([0], Replay((0,)), _rounds=1)
+
+
+_ENTRY = st.one_of(
+    st.sampled_from([0.0, 5e-324, 1e-310, 1e-300, 1e-30, 1e-16, 0.5, 1.0]),
+    st.floats(min_value=1e-60, max_value=1.0),
+)
+
+
+@given(st.lists(_ENTRY, min_size=1, max_size=4).filter(lambda r: sum(r) > 0))
+def test_enumeration_property_random_rows(row):
+    table = ExactTable.from_matrix(np.array([row]), word_bits=4, precision=2)
+    assert enumerate_states(table, 0) == exact_law(row)
+
+
+def test_table_bounds_the_exact_prefix_sums():
+    """H_k <= C_k / 2**G <= H_k + kappa_k, on rows of a random matrix (production sizes)."""
+    g = np.random.default_rng(3)
+    m = g.random((20, 50)) ** 8
+    m[:, ::7] *= 1e-250
+    m[3, 4] = 0.0
+    table = ExactTable.from_matrix(m)
+    for row in range(20):
+        low, cums = table._exact_row(row)
+        unit = 2 ** (int(table.scale[row]) - low)
+        for k in range(51):
+            h = int(table.prefix[row, k])
+            kappa = k if table.truncated[row] else 0
+            assert h * unit <= cums[k] <= (h + kappa) * unit
+        assert int(table.total[row]) * unit >= cums[-1]
+    assert table.nbytes < 1.1 * m.nbytes
+
+
+def test_chi_square_large_row_fixed_seed():
+    n = 2_000
+    x = np.linspace(0, 1, n)
+    row = np.exp(-40 * np.abs(x - 0.3))
+    row /= row.sum()
+    table = ExactTable.from_matrix(row[None, :])
+    draws = table.sample(np.zeros(400_000, dtype=np.intp), check_rng(2024))
+    counts = np.bincount(draws, minlength=n)
+    # pool outputs into 40 bins of equal expected mass
+    edges = np.searchsorted(np.cumsum(row), np.linspace(0, 1, 41)[1:-1])
+    observed = np.add.reduceat(counts, np.r_[0, edges])
+    expected = np.add.reduceat(row, np.r_[0, edges]) * len(draws)
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+def test_exact_sampler_mixed_rows_chi_square_and_order():
+    mech = _mechanism(n=6)
+    inputs = np.tile(np.arange(mech.n), 20_000)
+    np.random.default_rng(1).shuffle(inputs)
+    out = mech.sample(inputs, rng=77)
+    for row in range(mech.n):
+        assert _chi_square(mech, row, out[inputs == row]) > 0.001
+    assert (out[inputs == 0] != 1).all()  # the zero entry
+
+
+def test_exact_sampler_tiny_entries_are_drawn_at_their_rate():
+    # 1e-12 beside 0.5: the float path would give it the 2**-53 grid's share; the exact one
+    # draws it with probability exactly 1e-12 / sum. Seen at a scale we can test: 1e-3.
+    row = np.array([[0.5, 1e-3, 0.5 - 1e-3]])
+    draws = sample_exact(row, np.zeros(200_000, dtype=np.intp), check_rng(5))
+    assert stats.binomtest(int((draws == 1).sum()), len(draws), 1e-3).pvalue > 1e-3
+
+
+def test_exact_sampler_reads_only_words_from_the_source():
+    mech = _mechanism(n=4)
+
+    class Words:
+        def __init__(self):
+            self.g = np.random.default_rng(0)
+
+        def words(self, count):
+            return self.g.integers(0, 2**64, size=count, dtype=np.uint64)
+
+        def random(self, size=None):
+            raise AssertionError("no floats")
+
+    out = mech.sample(np.arange(4).repeat(5), rng=Words())
+    assert out.shape == (20,)
+    assert mech.sample(np.arange(4), rng=0, exact=False).shape == (4,)
+
+
+def test_exact_table_rejects_bad_rows():
+    with pytest.raises(ValidationError, match="row 1 has no positive entry"):
+        ExactTable.from_matrix(np.array([[1.0, 0.0], [0.0, 0.0]]))
+    with pytest.raises(ValidationError, match="finite and non-negative"):
+        ExactTable.from_matrix(np.array([[1.0, -0.5]]))
+    with pytest.raises(ValidationError, match="finite and non-negative"):
+        ExactTable.from_matrix(np.array([[1.0, np.nan]]))
+    with pytest.raises(ValidationError, match="precision < word_bits"):
+        ExactTable.from_matrix(np.array([[1.0]]), word_bits=8, precision=8)
+    with pytest.raises(ValidationError, match="row index outside"):
+        sample_exact(np.array([[1.0]]), [1], check_rng(0))
+
+
+# ----------------------------------------------------------------------------- issue 22 reproduction
+def _truncated_geometric(n: int, epsilon: float) -> np.ndarray:
+    """Ghosh, Roughgarden, Sundararajan (STOC 2009): exactly eps-DP on the line 0..n-1."""
+    a = np.exp(-epsilon)
+    k = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    m = (1 - a) / (1 + a) * a**k
+    m[:, 0] = a ** np.arange(n) / (1 + a)
+    m[:, -1] = a ** (n - 1 - np.arange(n)) / (1 + a)
+    return m
+
+
+def _float_sampler_law(m: np.ndarray) -> np.ndarray:
+    """The float inverse-CDF sampler's exact law: every one of the 2**53 uniforms, by bisection.
+
+    ``sample_from_matrix`` is monotone in its uniform, so output >= j on an interval of
+    k / 2**53; its first k is found by bisection, running the real sampler.
+    """
+    n = m.shape[0]
+    cdf = np.cumsum(m, axis=1)
+    law = np.zeros_like(m)
+    for u in range(n):
+        lo = np.zeros(n + 1, dtype=np.int64)
+        hi = np.full(n + 1, 2**53, dtype=np.int64)  # first k with output >= j (2**53: none)
+        lo[0] = hi[0] = 0
+        for _ in range(54):
+            mid = (lo + hi) // 2
+            out = sample_from_matrix(cdf[u : u + 1], np.zeros(n + 1, dtype=np.intp), Fixed(mid / TWO_53))
+            ge = out >= np.arange(n + 1)
+            hi = np.where(ge & (lo < hi), mid, hi)
+            lo = np.where(~ge & (lo < hi), mid + 1, lo)
+        law[u] = np.diff(hi) / TWO_53
+    return law
+
+
+@pytest.mark.parametrize("n", [30, 38, 60])
+def test_issue22_truncated_geometric(n):
+    eps = 1.0
+    m = _truncated_geometric(n, eps)
+    d = np.abs(np.subtract.outer(np.arange(n), np.arange(n))).astype(float)
+    # the float sampler's realized law fails the audit (infinitely from n = 60)
+    realized_float = audit(_float_sampler_law(m), d).epsilon
+    assert realized_float > eps * (1 + 1e-9)
+    if n == 60:
+        assert realized_float == np.inf
+    # the exact sampler realizes m / (exact row sums): audited at eps
+    assert audit(m, d, normalize=True).epsilon <= eps * (1 + 1e-9)
+
+
+def test_enumeration_detects_a_wrong_table():
+    """The oracle can fail: one unit moved between two prefix sums changes the law."""
+    row = [0.5, 0.25, 0.25]
+    table = ExactTable.from_matrix(np.array([row]), word_bits=6, precision=4)
+    assert not table.prefix.flags.writeable  # read-only once built
+    table.prefix.setflags(write=True)
+    table.prefix[0, 1] += np.uint64(1)
+    assert enumerate_states(table, 0) != exact_law(row)
+
+
+def test_certify_audits_the_rows_the_sampler_realizes():
+    """A float matrix tight at eps whose row 0 sums to 1 - 5e-10: its releases are not eps-mDP."""
+    from metricdp.errors import PrivacyViolationError
+    from metricdp.mechanisms.base import certify
+
+    space = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
+    eps, p = 0.01, 0.01
+    m = np.array([[np.exp(eps) * p, 1 - np.exp(eps) * p - 5e-10], [p, 1 - p]])
+    assert audit(m, space.distances).satisfies(eps)  # the floats as given pass
+    # realized: M[0,0] / S_0 over M[1,0] / S_1 = e^eps (1 + 5e-10): level eps + 5e-10
+    assert audit(m, space.distances, normalize=True).epsilon == pytest.approx(eps + 5e-10, rel=1e-6)
+    with pytest.raises(PrivacyViolationError, match="refusing to return it"):
+        certify(m, space, eps, "test")
+    ok = certify(np.array([[np.exp(eps) * p, 1 - np.exp(eps) * p], [p, 1 - p]]), space, eps, "test")
+    assert ok.info["epsilon_audit"] <= eps * (1 + 1e-9)

@@ -18,6 +18,8 @@ triples. No Python loop runs over pairs or triples.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._validation import check_delta
 from .errors import ValidationError
 
-__all__ = ["AuditResult", "audit", "audit_epsilon", "epsilon_tight", "hockey_stick"]
+__all__ = ["AuditResult", "audit", "audit_epsilon", "epsilon_tight", "hockey_stick", "row_log_sums"]
 
 _BLOCK_ELEMENTS = 1 << 22  # elements per temporary (32 MiB of float64)
 _ZERO_LOG = -1e300  # stands for log 0 in the audit
@@ -72,7 +74,7 @@ def _workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
+def audit(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = False) -> AuditResult:
     """Exact mDP level of ``matrix`` under ``distances`` with a witness triple.
 
     Parameters
@@ -81,6 +83,12 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
         ``matrix[u, w] = Pr[M(u) = w]`` (rows need not be normalised: the audit checks
         the privacy inequalities only).
     distances : array of shape (n, n)
+    normalize : bool
+        Audit the row-normalised matrix ``matrix[u, w] / S_u`` instead, with ``S_u`` the
+        exact (rational) sum of row u's floats: the distribution the exact sampler
+        (:mod:`metricdp.sampling`) realizes. Float rows do not sum to exactly 1; each pair's
+        level moves by :math:`(log S_v - log S_u) / d(u, v)`, with the logs from
+        :func:`row_log_sums` (independent of the sampler's code).
 
     Notes
     -----
@@ -103,6 +111,7 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
     1.0
     """
     m, d = _inputs(matrix, distances)
+    scale = row_log_sums(m) if normalize else None
     positive = m > 0
     mixed = np.flatnonzero(positive.any(axis=0) & ~positive.all(axis=0))
     if mixed.size:
@@ -114,13 +123,41 @@ def audit(matrix: ArrayLike, distances: ArrayLike) -> AuditResult:
         return AuditResult(0.0, None)
     logm = np.log(m[:, full])
     bound = _log_ratio_bounds(logm)
+    if scale is not None:
+        _add_scale(bound, scale)
     off = ~np.eye(m.shape[0], dtype=bool)
     np.divide(bound, d, out=bound, where=off)
     bound[~off] = -np.inf
-    return _refine(m, logm, d, bound)
+    return _refine(m, logm, d, bound, scale)
 
 
-def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResult:
+def row_log_sums(matrix: ArrayLike) -> NDArray[np.float64]:
+    r"""``log S_u`` for the exact sum :math:`S_u` of each row's floats (as rationals).
+
+    ``math.fsum`` returns the correctly rounded value of an exact sum of floats (Shewchuk's
+    algorithm), so :math:`\delta_u` = ``fsum(row + [-1])`` is :math:`S_u - 1` to within half
+    an ulp of itself, and ``log1p`` of it errs by a few ulps of :math:`\log S_u`: for a
+    row summing to 1 within :math:`10^{-9}` (what ``check_stochastic`` allows) the error is
+    below :math:`10^{-23}` nats, far under the audit's own rounding allowance. Rows far from 1
+    take ``log(fsum(row))`` (relative error a few ulps, plus :math:`2^{-53}`).
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    out = np.empty(m.shape[0])
+    for u, row in enumerate(m):
+        total = math.fsum(row)
+        if not total > 0:
+            raise ValidationError(f"matrix row {u} sums to {total!r}: it cannot be normalised")
+        out[u] = math.log1p(math.fsum(itertools.chain(row, (-1.0,)))) if 0.5 <= total <= 2.0 else math.log(total)
+    return out
+
+
+def _add_scale(levels: NDArray, scale: NDArray) -> None:
+    """levels[u, v] += log S_v - log S_u (in place): the normalised matrix's log-ratios."""
+    levels += scale[None, :]
+    levels -= scale[:, None]
+
+
+def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray, scale: NDArray | None = None) -> AuditResult:
     r"""The exact maximum level, given an upper bound of every pair's level.
 
     Pairs are scanned by decreasing bound with the fast level
@@ -134,7 +171,8 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResul
     """
     n = m.shape[0]
     flat = bound.ravel()  # our own array: scanned pairs are marked -inf in it
-    slack = _fast_slack(float(np.abs(logm).max()))
+    shift = np.zeros(n) if scale is None else scale
+    slack = _fast_slack(float(np.abs(logm).max()) + 2 * float(np.abs(shift).max()))
     chunk = max(1, _BLOCK_ELEMENTS // (2 * logm.shape[1]))
     step = chunk * _workers()
     floor = 0.0
@@ -145,7 +183,7 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResul
         diff = logm[us]
         diff -= logm[vs]
         dist = d[us, vs]
-        return diff.max(axis=1) / dist, slack / dist
+        return (diff.max(axis=1) + (shift[vs] - shift[us])) / dist, slack / dist
 
     def scan(order: NDArray, pool: ThreadPoolExecutor) -> bool:
         """Scan ``order`` (decreasing bounds) step by step; False once a bound <= floor."""
@@ -170,7 +208,7 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResul
             if len(rest) > n * n // 16:
                 # Most pairs still open (a matrix whose pairs are all near its level):
                 # one dense pass over every pair costs less than gathering rows.
-                levels, err = _pair_levels(m[:, m[0] > 0], d)  # the full columns
+                levels, err = _pair_levels(m[:, m[0] > 0], d, scale)  # the full columns
                 floor = max(floor, float(np.max(levels - err)))
                 upper = (levels + err).ravel()
                 idx = np.flatnonzero(upper >= floor)
@@ -183,7 +221,7 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray) -> AuditResul
         for s in range(0, len(idx), _pair_chunk(n)):
             sub = idx[s : s + _pair_chunk(n)]
             us, vs = np.divmod(sub, n)
-            lev, ws = _precise_pair_levels(m[us], m[vs], d[us, vs])
+            lev, ws = _precise_pair_levels(m[us], m[vs], d[us, vs], shift[vs] - shift[us])
             i = int(np.argmax(lev))
             if lev[i] > best:
                 best, witness = float(lev[i]), (int(us[i]), int(vs[i]), int(ws[i]))
@@ -277,16 +315,26 @@ def _precise_log_ratio(a: NDArray, b: NDArray) -> NDArray:
     return np.where(near, close, far)
 
 
-def _precise_pair_levels(a: NDArray, b: NDArray, dist: NDArray) -> tuple[NDArray, NDArray[np.intp]]:
-    """Level max_w log(a_w / b_w) / dist of each row pair, and the maximising w."""
+def _precise_pair_levels(
+    a: NDArray, b: NDArray, dist: NDArray, shift: NDArray | None = None
+) -> tuple[NDArray, NDArray[np.intp]]:
+    """Level (max_w log(a_w / b_w) + shift) / dist of each row pair, and the maximising w.
+
+    ``shift`` (log S_v - log S_u for the normalised matrix) does not depend on w.
+    """
     pos = a > 0
     ratio = np.where(pos & (b > 0), _precise_log_ratio(np.where(pos, a, 1.0), np.where(b > 0, b, 1.0)), -np.inf)
     ratio = np.where(pos & (b == 0), np.inf, ratio)
     ws = np.argmax(ratio, axis=1)
-    return ratio[np.arange(len(a)), ws] / dist, ws
+    best = ratio[np.arange(len(a)), ws]
+    if shift is not None:
+        best = best + shift
+    return best / dist, ws
 
 
-def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
+def _pair_levels(
+    m: NDArray[np.float64], d: NDArray[np.float64], scale: NDArray | None = None
+) -> tuple[NDArray, NDArray]:
     """Fast mDP level of every ordered pair ((n, n), -inf on the diagonal) and its error bound.
 
     The division by d(u,v) does not depend on w, so the level of a pair is
@@ -313,16 +361,22 @@ def _pair_levels(m: NDArray[np.float64], d: NDArray[np.float64]) -> tuple[NDArra
     with ThreadPoolExecutor(_workers()) as pool:
         list(pool.map(scan, range(0, n, block)))
     off = ~np.eye(n, dtype=bool)
+    if scale is not None:  # the normalised matrix: g(u, v) + log S_v - log S_u (finite gaps only)
+        _add_scale(gap, scale)
     levels = np.full((n, n), -np.inf)
     levels[off] = np.where(gap[off] > _INFINITE_GAP, np.inf, gap[off] / d[off])
-    slack = _fast_slack(float(np.abs(logm[positive]).max()) if positive.any() else 0.0)
+    largest = float(np.abs(logm[positive]).max()) if positive.any() else 0.0
+    slack = _fast_slack(largest + (0.0 if scale is None else 2 * float(np.abs(scale).max())))
     err = np.where(off, slack / np.where(off, d, 1.0), 0.0)
     return levels, err
 
 
-def audit_epsilon(matrix: ArrayLike, distances: ArrayLike) -> float:
-    """The smallest epsilon at which ``matrix`` is exactly epsilon-mDP (``inf`` if none)."""
-    return audit(matrix, distances).epsilon
+def audit_epsilon(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = False) -> float:
+    """The smallest epsilon at which ``matrix`` is exactly epsilon-mDP (``inf`` if none).
+
+    ``normalize`` as in :func:`audit`: the level of the rows divided by their exact sums.
+    """
+    return audit(matrix, distances, normalize=normalize).epsilon
 
 
 def hockey_stick(matrix: ArrayLike, distances: ArrayLike, epsilon: float) -> NDArray[np.float64]:

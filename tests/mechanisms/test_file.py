@@ -131,7 +131,7 @@ def test_non_standard_json_is_refused(tmp_path) -> None:
 
 # ----------------------------------------------------------------------------- the Python API (case 6)
 def test_a_mechanism_cannot_be_constructed_unaudited() -> None:
-    with pytest.raises(PrivacyViolationError, match="refusing it"):
+    with pytest.raises(PrivacyViolationError, match="refusing to return it"):
         Mechanism(np.eye(4), SPACE, 0.01, "exponential")
     with pytest.raises(ValidationError, match="epsilon"):
         Mechanism(exponential(SPACE, 0.5).matrix, SPACE, -5, "exponential")

@@ -140,4 +140,26 @@ def register(app: typer.Typer) -> None:
                 for r in rows:
                     writer.writerow(r.as_dict())
 
+    _add_sample(bench_app)
     app.add_typer(bench_app, name="bench")
+
+
+def _add_sample(bench_app: typer.Typer) -> None:
+    """``metricdp bench sample``: the exact sampler's throughput (:mod:`metricdp.experiments.bench_sample`)."""
+
+    @bench_app.command("sample")
+    @handle_errors
+    def sample(
+        n_small: Annotated[int, typer.Option("--n-small", min=2, help="Exponential mechanism size.")] = 1_000,
+        n_large: Annotated[int, typer.Option("--n-large", min=2, help="Size of the table-build matrix.")] = 10_000,
+        draws: Annotated[int, typer.Option("--draws", min=1, help="Releases per timing.")] = 1_000_000,
+        repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timings per measurement (best).")] = 3,
+        quick: QuickOpt = False,
+    ) -> None:
+        """Exact releases/s (n = 1,000), table build (n = 10,000), privatize exact vs float."""
+        from ..experiments import bench_sample
+
+        if quick:
+            n_small, n_large, draws, repeats = 100, 300, 20_000, 1
+        rows = bench_sample.run(n_small=n_small, n_large=n_large, draws=draws, repeats=repeats)
+        typer.echo(bench_sample.markdown(rows))

@@ -24,13 +24,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._jsonable import jsonable
-from .._random import RandomSource, check_rng
+from .._random import RandomSource, check_release_rng, check_rng
 from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
 from .._version import __version__
 from ..audit import AuditResult, audit, epsilon_tight
 from ..errors import PrivacyViolationError, ValidationError
 from ..io import atomic_write
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
+from ..sampling import ExactTable
 from ..spaces import MetricSpace
 from . import registry
 
@@ -55,12 +56,12 @@ def _frozen(a: ArrayLike) -> NDArray[np.float64]:
 
 def _check_audit(matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str) -> AuditResult:
     """The audit every exact matrix passes; a PrivacyViolationError naming the worst triple otherwise."""
-    result = audit(matrix, space.distances)
+    result = audit(matrix, space.distances, normalize=True)  # the rows the exact sampler realizes
     if not result.satisfies(epsilon, AUDIT_RTOL):
         u, v, w = result.witness or (-1, -1, -1)
         raise PrivacyViolationError(
             f"{name}: the matrix is only {result.epsilon:.12g}-mDP, not {epsilon:.12g}-mDP "
-            f"(worst triple u={u}, v={v}, w={w}); refusing it"
+            f"(worst triple u={u}, v={v}, w={w}); refusing to return it"
         )
     return result
 
@@ -157,8 +158,8 @@ class Mechanism:
 
     # ----------------------------------------------------------------- privacy and loss
     def audit(self) -> AuditResult:
-        """Exact audited mDP level of the matrix (see :mod:`metricdp.audit`)."""
-        return audit(self.matrix, self.distances)
+        """Exact audited mDP level of the releases: the rows the exact sampler realizes (:mod:`metricdp.audit`)."""
+        return audit(self.matrix, self.distances, normalize=True)
 
     def epsilon_tight(self, delta: float = 1e-3) -> float:
         """Smallest eps at which the matrix is (eps, delta)-mDP."""
@@ -184,18 +185,31 @@ class Mechanism:
     def _cdf(self) -> NDArray[np.float64]:
         return np.cumsum(self.matrix, axis=1)
 
-    def sample(self, inputs: ArrayLike, rng: object = None) -> NDArray[np.intp]:
+    def sample(self, inputs: ArrayLike, rng: object = None, *, exact: bool = True) -> NDArray[np.intp]:
         """One release per input index.
 
         ``rng=None`` draws from the OS's secure source (right for real data); an int
         seed is reproducible (right for experiments, wrong for releases). Estimated
         mechanisms sample from their true sampler, never from the estimate.
+
+        ``exact=True`` (the default) draws output v of input u with probability exactly
+        ``matrix[u, v] / sum(matrix[u])`` (the floats read as rationals), from random bits
+        (:mod:`metricdp.sampling`): the distribution :func:`certify` audited.
+        ``exact=False`` is the float inverse-CDF sampler (:func:`sample_from_matrix`), a
+        fast option for experiments only: it is NOT private (outputs of probability below
+        about 2**-53 are never drawn from some inputs, so the realized matrix can fail the
+        audit at any epsilon; issue 22).
         """
         scalar = np.ndim(inputs) == 0
         idx = check_indices(inputs, self.n)
         source = check_rng(rng)
         if not self.exact:
             out = registry.get(self.name).true_sampler()(self, idx.astype(np.intp), source)
+        elif exact:
+            table = self.__dict__.get("_exact_table")  # built once, on the first exact draw
+            if table is None:
+                table = self.__dict__.setdefault("_exact_table", ExactTable.from_matrix(self.matrix))
+            out = table.sample(idx.astype(np.intp), source)
         else:
             out = sample_from_matrix(self._cdf, idx.astype(np.intp), source)
         return out[0] if scalar else out
@@ -204,7 +218,8 @@ class Mechanism:
         """Release a label for each input label (labels not in the space are an error)."""
         if isinstance(labels, str):
             raise ValidationError("privatize takes a sequence of labels; wrap a single label in a list")
-        out = self.sample(self.space.index(list(labels)), rng)
+        source = check_release_rng(rng)  # a seeded or non-secure source warns: PrivacyLeakWarning
+        out = self.sample(self.space.index(list(labels)), source)
         return [self.labels[i] for i in out]
 
     # ----------------------------------------------------------------- files
@@ -240,7 +255,12 @@ class Mechanism:
 
 
 def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-    """Inverse-CDF sampling, one uniform per input, grouped by input row.
+    """Inverse-CDF sampling, one uniform per input, grouped by input row: NOT private.
+
+    The fast float path (``Mechanism.sample(..., exact=False)``) for experiments. Its
+    realized distribution is the matrix rounded to the 2**-53 grid of the uniforms, which
+    can give an output zero probability from one input and a positive one from another
+    (Mironov, CCS 2012; issue 22); releases use :class:`metricdp.sampling.ExactTable`.
 
     ``u * cdf[row, -1]`` scales the uniform by the row's own float sum, so every
     output j is drawn with probability (cdf[j] - cdf[j-1]) / cdf[-1] up to the 2**-53

@@ -244,7 +244,7 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
     info = {k: v for k, v in meta.items() if k not in _RESERVED}
     token = None
     if exact:
-        result = audit(matrix, file_space.distances)
+        result = audit(matrix, file_space.distances, normalize=True)  # what the exact sampler realizes
         if not result.satisfies(epsilon, AUDIT_RTOL):
             raise ClaimError(
                 f"{p}: claims epsilon={epsilon!r} but its matrix is only {result.epsilon!r}-mDP "

@@ -28,11 +28,19 @@ What this module provides:
   audited :class:`~metricdp.mechanisms.base.Mechanism` (proof in
   ``docs/proofs/planar_laplace.md``).
 
-Floating point: the continuous samplers transform float uniforms and are exact only up
-to float64 rounding of ``lambertw``/``cos``/``sin`` (the known caveat of every
-floating-point Laplace sampler, Mironov, CCS 2012); snapping to a grid
-(:func:`planar_laplace`) or a finite set of points removes the low-order bits that such
-attacks read. The discretised matrix itself is audited exactly.
+Floating point (``docs/proofs/exact_sampling.md``, section 4): the continuous samplers
+transform 53-bit float uniforms through ``lambertw``/``cos``/``sin`` and add the noise to
+the input in floating point, so their releases are **not** eps-geo-indistinguishable as
+floats (Mironov, CCS 2012): the radius is capped at about 41.2 / eps (a release just inside
+the cap around one input can be impossible around another: an infinite privacy loss,
+also after truncation to a finite set of points), and the reachable floats depend on the
+input's low-order bits. Their epsilon is that of the idealised real-valued mechanism.
+The private release on coordinates is the discretised mechanism :func:`planar_laplace`
+on a grid space: its matrix is integrated and audited exactly and
+:meth:`~metricdp.mechanisms.base.Mechanism.sample` draws from it with the exact finite
+sampler (:mod:`metricdp.sampling`), so the released grid point follows the audited
+matrix exactly; :func:`metricdp.mechanisms.lattice_laplace.sample_lattice_laplace`
+releases lattice points exactly without a matrix.
 """
 
 from __future__ import annotations
