@@ -132,7 +132,7 @@ def check_rng(rng: object = None) -> RandomSource:
     if rng is None:
         return SecureRandom()
     if type(rng) is np.random.Generator or type(rng) is SecureRandom or type(rng) is _CheckedSource:
-        return rng  # type: ignore[return-value]
+        return rng
     if isinstance(rng, np.random.RandomState):
         raise ValidationError(
             "rng: a legacy numpy RandomState is refused (Mersenne Twister, predictable); "

@@ -214,4 +214,4 @@ def sample_lattice_laplace(
         raise ValidationError(f"epsilon * cell = {float(alpha):.3g} is below {float(_MIN_ALPHA):g}: use a larger cell")
     offsets = lattice_laplace_offsets(alpha, len(points), check_rng(rng))
     released = grid.astype(np.int64) + offsets
-    return released * float(cell), released
+    return (released * float(cell)).astype(np.float64), released.astype(np.int64)

@@ -453,7 +453,7 @@ def _discretised_matrix(
             "box": [n_rows, n_cols],
         }
     }
-    return matrix, info
+    return matrix.astype(np.float64), dict(info)
 
 
 def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
