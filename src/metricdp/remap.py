@@ -149,7 +149,7 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
     info["remap"] = {
         "source": mechanism.name,
         "targets": targets.tolist(),
-        "outputs_used": int(len(np.unique(targets))),
+        "outputs_used": len(np.unique(targets)),
         "loss": "distances" if loss is None else "custom",
         "expected_loss_before": before,
         "expected_loss_after": after,
