@@ -66,7 +66,10 @@ __all__ = ["elastic_metric", "mass_radius"]
 _TRIANGLE_CHECK_MAX_N = 2000
 
 
-def mass_radius(total: float, scale: float, dimension: float = 2.0) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
+Radius = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def mass_radius(total: float, scale: float, dimension: float = 2.0) -> Radius:
     r"""The default :math:`\rho(m) = s (m / W)^{1/k}` as a vectorised function."""
 
     def rho(mass: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -99,7 +102,7 @@ def elastic_metric(
     *,
     scale: float | None = None,
     dimension: float = 2.0,
-    radius: Callable[[NDArray[np.float64]], NDArray[np.float64]] | None = None,
+    radius: Radius | None = None,
     coverage: float = 0.75,
     progress: Progress | None = None,
 ) -> MetricSpace:
