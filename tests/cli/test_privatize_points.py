@@ -94,7 +94,8 @@ def test_geojson_region_and_snap_and_plot(app, tmp_path):
     src, out, png = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "p.png"
     _write_csv(src, n=200)
     gj = tmp_path / "r.geojson"
-    gj.write_text(json.dumps({"type": "Polygon", "coordinates": [[[2.2, 48.7], [2.5, 48.7], [2.5, 49.0], [2.2, 49.0]]]}))
+    ring = [[2.2, 48.7], [2.5, 48.7], [2.5, 49.0], [2.2, 49.0]]
+    gj.write_text(json.dumps({"type": "Polygon", "coordinates": [ring]}))
     poi = tmp_path / "poi.csv"
     poi.write_text("label,lat,lon\na,48.85,2.35\nb,48.9,2.3\nc,48.8,2.4\n")
     r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1", "--out", out,
