@@ -31,7 +31,8 @@ def test_report_writes_html(app, mech_file, tmp_path):
     prior = tmp_path / "prior.csv"
     space = read_points("src/metricdp/data/examples/europe-capitals.csv")
     prior.write_text("label,prior\n" + "".join(f"{lab},{i + 1}\n" for i, lab in enumerate(space.labels)))
-    r = runner.invoke(app, ["report", str(mech_file), "--out", str(out), "--inputs", "Paris,Rome", "--prior", str(prior)])
+    args = ["report", str(mech_file), "--out", str(out), "--inputs", "Paris,Rome", "--prior", str(prior)]
+    r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert f"wrote {out}" in r.stdout
     text = out.read_text()
