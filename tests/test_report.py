@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from metricdp.mechanisms.krr import krr
 from metricdp.report import default_inputs, render_report, write_report
 from metricdp.spaces import MetricSpace
 
-CAPITALS = "src/metricdp/data/examples/europe-capitals.csv"
+CAPITALS = resources.files("metricdp") / "data" / "examples" / "europe-capitals.csv"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -12,6 +14,7 @@ from metricdp.mechanisms.exponential import exponential
 from tests.cli_helpers import assert_one_line_error, make_app
 
 runner = CliRunner()
+CAPITALS = resources.files("metricdp") / "data" / "examples" / "europe-capitals.csv"
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +25,14 @@ def app() -> typer.Typer:
 @pytest.fixture
 def mech_file(tmp_path):
     path = tmp_path / "m.npz"
-    exponential(read_points("src/metricdp/data/examples/europe-capitals.csv"), 0.01).save(path)
+    exponential(read_points(CAPITALS), 0.01).save(path)
     return path
 
 
 def test_report_writes_html(app, mech_file, tmp_path):
     out = tmp_path / "r.html"
     prior = tmp_path / "prior.csv"
-    space = read_points("src/metricdp/data/examples/europe-capitals.csv")
+    space = read_points(CAPITALS)
     prior.write_text("label,prior\n" + "".join(f"{lab},{i + 1}\n" for i, lab in enumerate(space.labels)))
     args = ["report", str(mech_file), "--out", str(out), "--inputs", "Paris,Rome", "--prior", str(prior)]
     r = runner.invoke(app, args)
