@@ -101,3 +101,10 @@ def test_every_mechanism_accepts_it():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         elastic_metric(LINE3, **kwargs)
+
+
+def test_a_haversine_base_is_remembered():
+    space = MetricSpace.from_points([[48.0, 2.0], [48.1, 2.0], [48.0, 2.3]], metric="haversine")
+    e = elastic_metric(space, [1.0, 2.0, 3.0])
+    assert e.metric == "elastic-haversine"
+    np.testing.assert_array_equal(e.points, space.points)

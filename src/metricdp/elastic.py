@@ -130,8 +130,9 @@ def elastic_metric(
     Returns
     -------
     MetricSpace
-        ``metric="elastic"``, the base labels and points, distances in the base unit
-        (scaled by ``scale``).
+        ``metric="elastic"`` (``"elastic-haversine"`` when the base is haversine, so
+        that its points are known to be (lat, lon)), the base labels and points;
+        distances are in the base unit's scale (``scale``), not physical distances.
 
     Examples
     --------
@@ -199,4 +200,5 @@ def elastic_metric(
     d = check_metric(dist, name="elastic distances", labels=space.labels, triangle=n <= _TRIANGLE_CHECK_MAX_N)
     d.setflags(write=False)
     pts = None if space.points is None else space.points
-    return MetricSpace(d, space.labels, "elastic", pts, None)
+    metric = "elastic-haversine" if space.metric == "haversine" else "elastic"
+    return MetricSpace(d, space.labels, metric, pts, None)

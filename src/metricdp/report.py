@@ -164,7 +164,7 @@ def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
 def _map_section(mech: Mechanism, inputs: NDArray[np.intp]) -> str:
     plt = _pyplot()
     pts = np.asarray(mech.space.points)
-    geo = mech.space.metric == "haversine" or (mech.space.metric == "elastic" and np.all(np.abs(pts[:, 0]) <= 90))
+    geo = mech.space.metric in ("haversine", "elastic-haversine")
     x, y = (pts[:, 1], pts[:, 0]) if geo else (pts[:, 0], pts[:, 1])
     k = len(inputs)
     cols = 2 if k > 1 else 1
