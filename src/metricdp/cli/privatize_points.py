@@ -32,6 +32,8 @@ from .privatize import read_table
 __all__ = ["read_latlon_points", "register"]
 
 _PLOT_SAMPLE = 500
+#: A release within this distance of a region's boundary counts as inside (1 mm).
+_REGION_TOLERANCE_KM = 1e-6
 
 
 def _format(path: Path, option: str) -> str:
@@ -225,15 +227,21 @@ def register(app: typer.Typer) -> None:
                 except ValidationError as ex:
                     raise ValidationError(f"{input_file}: {ex}") from None
             released = np.atleast_2d(released)
+            exact = np.full(len(released), snapper is not None)  # rows written at full precision
             if snapper is None:
-                released = np.round(released, digits)
+                rounded = np.round(released, digits)
+                if area is not None:  # rounding must not move a release out of the region
+                    exact = ~area.contains(rounded, tolerance_km=_REGION_TOLERANCE_KM)
+                released = np.where(exact[:, None], released, rounded)
             if kind == "csv":
-                text = (lambda v: repr(float(v))) if snapper is not None else (lambda v: f"{v:.{digits}f}")
                 with atomic_write(out, "w") as fh:
                     writer = csv.writer(fh, lineterminator="\n")
                     writer.writerow(header)
-                    for row, (a, b) in zip(rows, released, strict=True):
-                        row[i], row[j] = text(a), text(b)
+                    for row, (a, b), full in zip(rows, released, exact, strict=True):
+                        if full:
+                            row[i], row[j] = repr(float(a)), repr(float(b))
+                        else:
+                            row[i], row[j] = f"{a:.{digits}f}", f"{b:.{digits}f}"
                         writer.writerow(row)
             else:
                 pa = import_optional("pyarrow", "parquet")
