@@ -143,3 +143,19 @@ def test_refuses_to_overwrite_the_input(app, tmp_path):
     r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1", "--out", src)
     assert_one_line_error(r, "input file")
     assert src.read_text() == before
+
+
+def test_rounding_never_leaves_a_slanted_region(app, tmp_path):
+    """On a triangle, boundary points have no 6-decimal representation inside; those rows stay exact."""
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    _write_csv(src, n=400, lat=48.9, lon=2.5)  # outside: every release is projected onto the boundary
+    gj = tmp_path / "tri.geojson"
+    gj.write_text(json.dumps({"type": "Polygon", "coordinates": [[[2.3, 48.8], [2.4, 48.8], [2.3, 48.87123]]]}))
+    r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "2", "--out", out, "--region", gj)
+    assert r.exit_code == 0, r.output
+    _, rows = _read(out)
+    z = np.array([[float(a[2]), float(a[3])] for a in rows])
+    region = parse_region(str(gj))
+    assert region.contains(z, tolerance_km=1e-6).all()
+    # the check bites: plain rounding would have left some releases outside
+    assert (~region.contains(np.round(z, 6), tolerance_km=1e-6)).any()
