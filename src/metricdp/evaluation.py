@@ -15,6 +15,7 @@ from ._progress import Progress, report
 from ._validation import check_delta, check_quantile
 from .loss import quantile_rank
 from .mechanisms.base import Mechanism
+from .units import space_unit
 
 __all__ = ["ESTIMATE_NOTE", "evaluate_mechanism"]
 
@@ -62,6 +63,7 @@ def evaluate_mechanism(
         "loss_expected": mechanism.expected_loss(),
         "loss_uniform": float(uniform[quantile_rank(n, q) - 1]),
         "loss_uniform_max": float(uniform[-1]),
+        "unit": space_unit(mechanism.space, mechanism.metadata),
     }
     if mechanism.exact:
         report(progress, 0, 3, f"auditing {n} x {n} matrix")

@@ -331,3 +331,36 @@ def test_json_and_number_helpers(capsys):
     assert [fmt(None), fmt(True), fmt(np.int64(7)), fmt(np.inf), fmt(1 / 3), fmt("x")] == [
         "n/a", "true", "7", "inf", "0.333333", "x",
     ]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- remapping and elastic metrics
+def test_build_remap_lowers_expected_loss_and_stays_audited(points, tmp_path):
+    prior = tmp_path / "prior.csv"
+    prior.write_text("a,0.7\nb,0.1\nc,0.1\nd,0.1\n")
+    plain, remapped = tmp_path / "plain.npz", tmp_path / "remap.npz"
+    assert run("build", points, "-m", "exponential", "-e", 0.5, "-o", plain).exit_code == 0
+    result = run("build", points, "-m", "exponential", "-e", 0.5, "--remap", "--prior", prior, "-o", remapped)
+    assert result.exit_code == 0, result.output
+    pi = np.array([0.7, 0.1, 0.1, 0.1])
+    before, after = load_mechanism(plain), load_mechanism(remapped)
+    assert after.expected_loss(pi) <= before.expected_loss(pi) + 1e-12
+    assert after.audit().epsilon <= 0.5 * (1 + 1e-9)
+    assert_one_line_error(run("build", points, "-m", "exponential", "-e", 0.5, "--remap", "-o", remapped),
+                          "--remap needs --prior FILE")
+
+
+def test_build_on_an_elastic_metric(points, tmp_path):
+    weights = tmp_path / "w.csv"
+    weights.write_text("a,5\nb,1\nc,1\nd,1\n")
+    out = tmp_path / "e.npz"
+    result = run("build", points, "-m", "exponential", "-e", 0.5, "--elastic", weights, "-o", out)
+    assert result.exit_code == 0, result.output
+    mech = load_mechanism(out)
+    assert mech.space.metric.startswith("elastic")
+    assert mech.audit().epsilon <= 0.5 * (1 + 1e-9)
+
+
+def test_build_refuses_an_output_that_is_its_input(points):
+    result = run("build", points, "-m", "exponential", "-e", 0.5, "-o", points)
+    assert_one_line_error(result, "input")
+    assert points.read_text() == POINTS

@@ -135,3 +135,77 @@ def test_geo_errors(app, tmp_path, monkeypatch, args, message):
 def test_geo_needs_a_region(app):
     result = runner.invoke(app, ["data", "geo"])
     assert result.exit_code == 2 and "--region" in result.output
+
+
+# ----------------------------------------------------------------------------- geolife / vec
+_PLT_HEADER = "Geolife trajectory\nWGS 84\nAltitude is in Feet\nReserved 3\n0,2,255,My Track,0,0,2,8421376\n0\n"
+
+
+def _plt(path, points):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"{lat!r},{lon!r},0,492,39744.12,2008-10-23,02:53:00\n" for lat, lon in points)
+    path.write_text(_PLT_HEADER + body, encoding="utf-8")
+
+
+def test_geolife_on_fixture_traces(app, tmp_path):
+    # three traces in Beijing; 0.01-degree bins; bin A in all three traces, B in two, C in one
+    a, b, c = (39.905, 116.305), (39.915, 116.305), (39.905, 116.325)
+    _plt(tmp_path / "Data" / "000" / "Trajectory" / "1.plt", [a] * 5 + [b] * 2)
+    _plt(tmp_path / "Data" / "001" / "Trajectory" / "1.plt", [a, b, b, b])
+    _plt(tmp_path / "Data" / "002" / "Trajectory" / "1.plt", [a, c, c])
+    out = tmp_path / "geolife.csv"
+    result = runner.invoke(app, ["data", "geolife", str(tmp_path / "Data"), "--region", "39.9,116.3,40.0,116.4",
+                                 "--cell", "0.01", "--size", "3", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["n"] == 3 and summary["available_cells"] == 3
+    space = read_points(out)
+    assert space.metric == "haversine"
+    labels, weights = _weights(weights_path(out))
+    assert weights == [3.0, 2.0, 1.0]
+    np.testing.assert_allclose(space.points[space.index(labels[0])[0]], a, atol=1e-9)
+
+
+def test_geolife_errors(app, tmp_path):
+    result = runner.invoke(app, ["data", "geolife", str(tmp_path / "missing"), "--out", str(tmp_path / "g.csv")])
+    assert result.exit_code == 2 and "no such file or folder" in result.stderr
+
+
+def _vec(path, words, dim=4, seed=0, header=True):
+    rng = np.random.default_rng(seed)
+    lines = [f"{len(words)} {dim}"] if header else []
+    for w in words:
+        lines.append(w + " " + " ".join(f"{v:.6f}" for v in rng.normal(size=dim)))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_vec_samples_a_vocabulary_from_a_fixture_file(app, tmp_path):
+    words = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(60)] + [",", "123"]
+    src = tmp_path / "tiny.vec"
+    _vec(src, words)
+    out = tmp_path / "words.csv"
+    args = ["data", "vec", str(src), "--size", "10", "--seed", "3", "--pool", "40", "--neighbours", "5",
+            "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    space = read_points(out)
+    assert space.n == 10 and space.points.shape[1] == 4
+    assert all(lab.isalpha() for lab in space.labels)  # the pool drops ',' and '123'
+    # the same as the library call on the same file
+    from metricdp.data.embeddings import read_vec
+    from metricdp.data.glove import vocabulary_space
+
+    lib = vocabulary_space(read_vec(src, limit=160), 10, seed=3, pool=40, neighbours=5)
+    assert space.labels == lib.labels
+    again = tmp_path / "again.csv"
+    assert runner.invoke(app, [*args[:-1], str(again)]).exit_code == 0
+    assert again.read_text() == out.read_text()
+
+
+def test_vec_errors(app, tmp_path):
+    src = tmp_path / "tiny.vec"
+    _vec(src, ["aa", "bb", "cc"])
+    result = runner.invoke(app, ["data", "vec", str(src), "--size", "10", "--pool", "3", "--neighbours", "1",
+                                 "--out", str(tmp_path / "w.csv")])
+    assert result.exit_code == 2 and "exceeds the pool" in result.stderr
+    assert not (tmp_path / "w.csv").exists()

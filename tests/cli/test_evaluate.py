@@ -156,3 +156,18 @@ def test_quantile_changes_only_the_quantile_keys(mech_file):
     assert b["loss_quantile"] <= a["loss_quantile"]
     assert a["loss_uniform"] == a["loss_uniform_max"]
     assert a["epsilon_audit"] == b["epsilon_audit"]
+
+
+def test_evaluate_prior_reports_the_adversary(tmp_path):
+    space = _space(4)
+    path = tmp_path / "m.npz"
+    certify(_em(space, 1.0), space, 1.0, "exponential").save(path)
+    prior = tmp_path / "prior.csv"
+    prior.write_text("p0,0.4\np1,0.3\np2,0.2\np3,0.1\n")
+    result = run("evaluate", path, "--prior", prior, "--json")
+    assert result.exit_code == 0, result.output
+    adv = json.loads(result.stdout)["adversary"]
+    assert 0 < adv["adversary_reidentification"] <= 1
+    assert adv["prior_only_reidentification"] == pytest.approx(0.4)
+    table = run("evaluate", path, "--prior", prior)
+    assert "adversary: re-identification" in table.stdout

@@ -73,3 +73,35 @@ def test_readme_main_job(tmp_path, monkeypatch):
     # a sensible loss in km: far better than releasing a random capital, far from zero
     assert 50 < got["loss_max"] < got["loss_uniform_max"] / 5
     assert run("evaluate", "em.npz").exit_code == 0
+
+
+def test_checkins_match_the_capitals_and_feed_privatize_points(tmp_path: Path):
+    import csv
+
+    from metricdp.cli.privatize_points import register
+    from metricdp.spaces import haversine_km
+    from tests.cli_helpers import make_app, runner
+
+    out = tmp_path / "checkins.csv"
+    result = run("example", "checkins", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "300 check-ins" in result.stdout
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 300 and list(rows[0]) == ["user", "time", "city", "lat", "lon"]
+    space = read_points_from_text(tmp_path)
+    idx = space.index([r["city"] for r in rows])  # every city is a label of europe-capitals
+    fixes = [[float(r["lat"]), float(r["lon"])] for r in rows]
+    d = haversine_km(fixes, space.points[idx]).diagonal()
+    assert d.max() < 15.0  # GPS fixes near their city
+    released = tmp_path / "released.csv"
+    app = make_app(register)
+    r = runner.invoke(app, ["privatize-points", str(out), "--lat", "lat", "--lon", "lon", "--epsilon", "0.5",
+                            "--out", str(released)])
+    assert r.exit_code == 0, r.output
+
+
+def read_points_from_text(tmp_path: Path):
+    caps = tmp_path / "europe-capitals.csv"
+    caps.write_text(example_text("europe-capitals"))
+    return read_points(caps)

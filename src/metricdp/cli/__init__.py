@@ -13,7 +13,20 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import bench, build, calibrate, data, estimate, evaluate, example, experiment, paper_experiments, privatize
+from . import (
+    bench,
+    build,
+    calibrate,
+    data,
+    estimate,
+    evaluate,
+    example,
+    experiment,
+    paper_experiments,
+    privatize,
+    privatize_points,
+    report,
+)
 from ._common import set_debug
 
 __all__ = ["app", "main"]
@@ -46,7 +59,8 @@ def _main(
     set_debug(debug)
 
 
-for _module in (example, build, evaluate, privatize, estimate, calibrate, data, bench, experiment):
+for _module in (example, build, evaluate, report, privatize, privatize_points, estimate, calibrate, data, bench,
+                experiment):
     _module.register(app)
 paper_experiments.register(experiment.experiment_app)
 

@@ -187,6 +187,18 @@ _Base = Annotated[
 ]
 
 
+_Remap = Annotated[
+    bool,
+    typer.Option("--remap", help="Bayesian remapping under --prior (Chatzikokolakis et al. 2017): same epsilon, "
+                 "lower expected loss, audited."),
+]
+_Elastic = Annotated[
+    Path | None,
+    typer.Option("--elastic", help="Build on the elastic metric (Chatzikokolakis et al. 2015) of these privacy "
+                 "weights (CSV label,weight or .npy)."),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``build`` command to ``app``."""
 
@@ -213,16 +225,36 @@ def register(app: typer.Typer) -> None:
         seed: _Seed = None,
         candidates: _Candidates = None,
         base_weights: _Base = None,
+        remap: _Remap = False,
+        elastic: _Elastic = None,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
-        options = {k: v for k, v in locals().items() if k not in ("points", "mechanism", "out", "epsilon", "metric")}
+        local = locals()
+        options = {k: v for k, v in local.items() if k in _FLAGS}
         check_output(out)
+        if remap and prior is None:
+            raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
+        family = registry.get(mechanism.value)
+        if remap and not any(p.flag == "--prior" for p in family.params):
+            options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
             space = read_points(points, None if metric is None else metric.value)
+            if elastic is not None:
+                from ..elastic import elastic_metric
+
+                space = elastic_metric(space, read_label_values(elastic, space.labels, "--elastic"))
         with progress(f"building {mechanism.value} on {space.n} points") as bar:
             mech = build_mechanism(space, mechanism.value, epsilon, options)
+            if remap:
+                from ..remap import bayesian_remap
+
+                assert prior is not None
+                pi = read_label_values(prior, space.labels, "--prior")
+                bar.update("Bayesian remapping under the prior")
+                mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
-            mech.save(out, inputs=[points])
+            inputs = [p for p in (points, prior, elastic, weights, base_weights) if p is not None]
+            mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:

@@ -9,6 +9,14 @@
   population of each cell goes beside it in ``FILE.weights.csv`` (``label,weight``,
   decreasing), readable by every ``--weights``/``--prior`` option.
 
+* ``metricdp data geolife DIR [--region beijing] [--cell 0.005] [--top-regions 30] --size N
+  --out FILE.csv`` -- Imola et al.'s Geolife space from a folder of ``.plt`` traces
+  (:func:`metricdp.data.geolife_bins`): the N most popular 0.005-degree bins, columns
+  ``label,lat,lon``, with the number of traces per bin in ``FILE.weights.csv``.
+* ``metricdp data vec FILE --size N --seed S [--pool 20000] [--neighbours 50] --out
+  FILE.csv`` -- the paper's vocabulary sampling (:func:`metricdp.data.sample_vocabulary`)
+  on any FastText/GloVe ``.vec`` text or word2vec ``.bin`` file: ``label,x1,...,xd``.
+
 ``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
 folder; ``.parquet`` is written too (needs ``metricdp[parquet]``). Files are written
 atomically. The coordinates are written with Python's shortest round-trip ``repr``, so
@@ -36,7 +44,7 @@ __all__ = ["data_app", "register", "weights_path", "write_points"]
 
 data_app = typer.Typer(
     name="data",
-    help="Real data as POINTS files: GloVe word vocabularies and populated-place cells.",
+    help="Real data as POINTS files: word vocabularies, populated-place cells, Geolife bins.",
     no_args_is_help=True,
 )
 
@@ -212,6 +220,126 @@ def geo(
         f"population {fmt(cells.weights.sum(), 6)}), "
         f"haversine d_min {fmt(space.d_min, 4)} km, diameter {fmt(space.diameter, 4)} km; "
         f"cell weights in {wpath}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@data_app.command("geolife")
+@handle_errors
+def geolife(
+    root: Annotated[Path, typer.Argument(metavar="DIR", help="Geolife's Data folder (or any folder of .plt files).")],
+    region: Annotated[
+        str, typer.Option("--region", "-r", help=f"{', '.join(REGIONS)}, LAT0,LON0,LAT1,LON1, or 'world'.")
+    ] = "beijing",
+    cell: Annotated[float, typer.Option("--cell", help="Bin side in degrees (the paper: 0.005).")] = 0.005,
+    top_regions: Annotated[int, typer.Option("--top-regions", min=1, help="Bins counted per trace.")] = 30,
+    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of bins kept.")] = 200,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="POINTS file (.csv or .parquet) \\[default: geolife-<N>.csv]."
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Imola et al.'s Geolife space: the most popular bins of a folder of .plt traces.
+
+    Each trace's --top-regions most visited bins count once; the --size bins
+    counted by the most traces are kept. Columns label,lat,lon (bin centres,
+    haversine km); the trace counts go to FILE.weights.csv (label,weight).
+    """
+    from ..data.geolife import geolife_bins
+
+    target = _target(out, f"geolife-{size}.csv")
+    wpath = check_output(weights_path(target))
+    area = None if region.strip().lower() in ("world", "globe", "none") else region
+    with progress(f"binning Geolife traces under {root}"):
+        cells = geolife_bins(root, region=area, cell=cell, top_regions=top_regions, size=size)
+        space = cells.space
+        write_points(target, space.labels, np.asarray(space.points, dtype=np.float64), ["lat", "lon"])
+        _write_weights(wpath, space.labels, cells.weights)
+    summary = {
+        "out": str(target),
+        "weights": str(wpath),
+        "region": "world" if area is None else region,
+        "cell": cells.cell,
+        "top_regions": top_regions,
+        "n": space.n,
+        "available_cells": cells.available,
+        "metric": space.metric,
+        "d_min_km": space.d_min,
+        "diameter_km": space.diameter,
+    }
+    if json:
+        echo_json(summary)
+        return
+    console.print(
+        f"wrote {target}: the {space.n} most popular of {cells.available} Geolife bins of {cell:g} degrees "
+        f"(top {top_regions} per trace), haversine d_min {fmt(space.d_min, 4)} km, "
+        f"diameter {fmt(space.diameter, 4)} km; trace counts in {wpath}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@data_app.command("vec")
+@handle_errors
+def vec(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A .vec / GloVe .txt text file or a word2vec .bin.")],
+    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of words.")] = 200,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the vocabulary sampling (public data).")
+    ] = 0,
+    pool: Annotated[
+        int, typer.Option("--pool", min=2, help="Eligible words: the most frequent alphabetic ones.")
+    ] = 20_000,
+    neighbours: Annotated[
+        int, typer.Option("--neighbours", min=1, help="Nearest-word list of the neighbour step.")
+    ] = 50,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="POINTS file (.csv or .parquet) \\[default: vec-<N>-seed<S>.csv]."
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Sample a vocabulary (Imola et al.) from any word-vector file as a POINTS file.
+
+    Reads the first 4 x --pool words of the file (files are sorted by frequency),
+    then samples as `data glove` does. Columns label,x1,...,xd (Euclidean).
+    """
+    from ..data.embeddings import read_vec, read_word2vec_binary
+    from ..data.glove import vocabulary_space
+
+    target = _target(out, f"vec-{size}-seed{seed}.csv")
+    reader = read_word2vec_binary if file.suffix.lower() == ".bin" else read_vec
+    with progress(f"reading {file} and sampling {size} words"):
+        embeddings = reader(file, limit=4 * pool)
+        space = vocabulary_space(embeddings, size, seed=seed, pool=pool, neighbours=min(neighbours, pool))
+        points = np.asarray(space.points, dtype=np.float64)
+        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])])
+    summary = {
+        "out": str(target),
+        "source": str(file),
+        "words_read": len(embeddings),
+        "n": space.n,
+        "dim": int(points.shape[1]),
+        "seed": seed,
+        "pool": pool,
+        "neighbours": neighbours,
+        "d_min": space.d_min,
+        "diameter": space.diameter,
+        "first_words": list(space.labels[:5]),
+    }
+    if json:
+        echo_json(summary)
+        return
+    console.print(
+        f"wrote {target}: {space.n} words x {points.shape[1]} dims sampled from {file} (seed {seed}, pool {pool}), "
+        f"euclidean d_min {fmt(space.d_min, 4)}, diameter {fmt(space.diameter, 4)}; "
+        f"first words: {', '.join(space.labels[:5])}",
         markup=False,
         highlight=False,
     )

@@ -9,19 +9,23 @@ import typer
 from rich.table import Table
 
 from .._validation import check_delta, check_quantile
+from ..adversary import adversary_report
 from ..evaluation import ESTIMATE_NOTE, evaluate_mechanism
 from ..io import read_points
 from ..mechanisms.file import load_mechanism
-from ._common import JsonOption, console, echo_json, fmt, handle_errors, progress
+from ..units import with_unit
+from ._common import JsonOption, console, echo_json, fmt, handle_errors, progress, read_label_values
 
 __all__ = ["register"]
 
 def _table(result: dict[str, Any], path: Path) -> Table:
     q, delta = result["quantile"], result["delta"]
 
+    unit = result.get("unit", "")
+
     def pm(key: str) -> str:
         half = result.get(f"{key}_half_width")
-        return fmt(result[key]) + (f" ± {fmt(half)}" if half is not None else "")
+        return with_unit(fmt(result[key]) + (f" ± {fmt(half)}" if half is not None else ""), unit)
 
     table = Table(title=f"{path}", show_header=True, header_style="bold")
     table.add_column("quantity")
@@ -42,13 +46,21 @@ def _table(result: dict[str, Any], path: Path) -> Table:
         ("worst-case loss", pm("loss_max")),
         (f"{q:g}-quantile loss", pm("loss_quantile")),
         ("expected loss (uniform prior)", pm("loss_expected")),
-        ("uniform baseline: worst case", fmt(result["loss_uniform_max"])),
-        (f"uniform baseline: {q:g}-quantile", fmt(result["loss_uniform"])),
+        ("uniform baseline: worst case", with_unit(fmt(result["loss_uniform_max"]), unit)),
+        (f"uniform baseline: {q:g}-quantile", with_unit(fmt(result["loss_uniform"]), unit)),
     ]
     if "lower_bound" in result:
         rows += [
-            ("lower bound: worst case", fmt(result["lower_bound"])),
-            (f"lower bound: {q:g}-quantile", fmt(result["lower_bound_quantile"])),
+            ("lower bound: worst case", with_unit(fmt(result["lower_bound"]), unit)),
+            (f"lower bound: {q:g}-quantile", with_unit(fmt(result["lower_bound_quantile"]), unit)),
+        ]
+    adversary = result.get("adversary")
+    if adversary:
+        rows += [
+            ("adversary: expected error (prior)", with_unit(fmt(adversary["adversary_expected_error"]), unit)),
+            ("adversary: re-identification", fmt(adversary["adversary_reidentification"])),
+            ("prior only: expected error", with_unit(fmt(adversary["prior_only_error"]), unit)),
+            ("prior only: re-identification", fmt(adversary["prior_only_reidentification"])),
         ]
     for key, value in result["params"].items():
         if not isinstance(value, list | dict):
@@ -57,8 +69,14 @@ def _table(result: dict[str, Any], path: Path) -> Table:
         rows.append((f"lp {key}", fmt(value)))
     for key, value in rows:
         table.add_row(key, value)
+    notes = []
     if not result["exact"]:
-        table.caption = ESTIMATE_NOTE + "; ± are half-widths of the per-row confidence intervals"
+        notes.append(ESTIMATE_NOTE + "; ± are half-widths of the per-row confidence intervals")
+    if result.get("lower_bound") == 0.0 or result.get("lower_bound_quantile") == 0.0:
+        notes.append("a lower bound of 0 says nothing: no packing of this space forces a loss at this epsilon "
+                     "(the points are too close for it), which is not a claim that loss 0 is reachable")
+    if notes:
+        table.caption = "; ".join(notes)
     return table
 
 
@@ -78,6 +96,11 @@ def register(app: typer.Typer) -> None:
             typer.Option("--space", metavar="POINTS", help="A trusted POINTS file: audit the matrix against its "
                          "distances instead of the file's own (use it for a mechanism file from someone else)."),
         ] = None,
+        prior_file: Annotated[
+            Path | None,
+            typer.Option("--prior", metavar="FILE", help="A prior over the inputs (CSV label,prob or .npy): report "
+                         "the Bayes-optimal adversary's expected error and re-identification probability."),
+        ] = None,
         json_: JsonOption = False,
     ) -> None:
         """Verify a mechanism file and report its privacy (epsilon) and utility (losses).
@@ -92,6 +115,10 @@ def register(app: typer.Typer) -> None:
         with progress(f"loading {mechanism_file}") as bar:
             mech = load_mechanism(mechanism_file, space=trusted)
             result = evaluate_mechanism(mech, delta, quantile, progress=lambda _d, _t, text: bar.update(text))
+            if prior_file is not None:
+                bar.update("the Bayes-optimal adversary")
+                pi = read_label_values(prior_file, mech.labels, "--prior")
+                result["adversary"] = adversary_report(mech, pi / pi.sum())
         if json_:
             echo_json(result)
         else:

@@ -1,4 +1,11 @@
-"""``metricdp example NAME --out FILE``: write a built-in POINTS file."""
+"""``metricdp example NAME --out FILE``: write a built-in POINTS file or the example check-ins.
+
+``checkins`` is a small synthetic check-in file over the built-in capitals (300 rows:
+``user,time,city,lat,lon``; ``city`` is a label of ``europe-capitals`` and ``lat,lon`` a
+GPS fix within a few km of it), the input of the README's ``privatize``, ``estimate``
+and ``privatize-points`` examples. It was drawn once with a fixed seed and is shipped
+as a file, so every installation writes the same bytes.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +30,10 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "grid-10x10": (
         "grid-10x10.csv",
         "a 10 x 10 grid of 150 m cells, label,x,y in metres (euclidean)",
+    ),
+    "checkins": (
+        "checkins.csv",
+        "300 synthetic check-ins user,time,city,lat,lon over europe-capitals (not a POINTS file)",
     ),
 }
 
@@ -49,7 +60,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         list_: Annotated[bool, typer.Option("--list", help="List the built-in examples.")] = False,
     ) -> None:
-        """Write a built-in POINTS file (a small metric space to try the other commands on)."""
+        """Write a built-in POINTS file (a small metric space to try the other commands on), or example check-ins."""
         if list_:
             for key, (_, description) in EXAMPLES.items():
                 console.print(f"{key:<18} {description}", markup=False, highlight=False)
@@ -62,4 +73,5 @@ def register(app: typer.Typer) -> None:
         check_output(out)
         with atomic_write(out, "w") as fh:
             fh.write(text)
-        console.print(f"wrote {out} ({text.count(chr(10)) - 1} points)", markup=False, highlight=False)
+        what = "check-ins" if name == "checkins" else "points"
+        console.print(f"wrote {out} ({text.count(chr(10)) - 1} {what})", markup=False, highlight=False)

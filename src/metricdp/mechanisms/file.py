@@ -18,9 +18,10 @@ and no metricdp installed (written by :meth:`Mechanism.save`), holding
 What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the file says,
 
 1. the arrays' shapes and types, the matrix row-stochastic, the distances a metric;
-2. when the file stores points and a metric: the distances recomputed from them equal the
-   stored ones to float rounding (a file cannot claim privacy against distances its own
-   points contradict);
+2. when the file stores points and a coordinate metric (euclidean, haversine, manhattan,
+   chebyshev): the distances recomputed from them equal the stored ones to float rounding
+   (a file cannot claim privacy against distances its own points contradict); with
+   another metric (a graph, an elastic metric) the points are for display only;
 3. the claimed epsilon finite and > 0;
 4. exactness from the registry, never from the file: an exact family's matrix is always
    audited at the claimed epsilon; an estimated family's claimed epsilon must be at least
@@ -153,9 +154,7 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
         points = _float_array(p, arrays, "points", (n, None))
         if not np.all(np.isfinite(points)):
             raise MechanismFileError(f"{p}: points are not all finite")
-        if metric not in METRICS:
-            raise MechanismFileError(f"{p}: points stored with metric {metric!r}; one of {', '.join(METRICS)} "
-                                     "is needed to check the distances against them")
+    if points is not None and metric in METRICS:
         recomputed = pairwise_distances(points, points, metric)
         np.fill_diagonal(recomputed, 0.0)
         bad = np.abs(recomputed - d) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(d))
@@ -165,9 +164,12 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
                 f"{p}: stored distance d({str(labels[u])!r}, {str(labels[v])!r}) = {float(d[u, v])!r} differs from "
                 f"the {float(recomputed[u, v])!r} its points give under the {metric} metric; refusing the file"
             )
-        points.setflags(write=False)
     elif metric in METRICS:
         raise MechanismFileError(f"{p}: metadata names the {metric} metric but the file stores no points")
+    if points is not None:
+        # with another metric (a graph, an elastic metric) the points are for display only:
+        # the distances cannot be recomputed from them, so only a trusted space= pins them
+        points.setflags(write=False)
     d.setflags(write=False)
     cell = space_meta.get("cell")
     try:

@@ -1,0 +1,54 @@
+"""``metricdp report MECH.npz --out report.html [--inputs LABEL,...] [--prior FILE] [--top K]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import ValidationError
+from ..mechanisms.file import load_mechanism
+from ..report import write_report
+from ._common import check_output, console, handle_errors, progress, read_label_values
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to ``app``."""
+
+    @app.command("report")
+    @handle_errors
+    def report(
+        mechanism_file: Annotated[Path, typer.Argument(metavar="MECH.npz", help="A mechanism file.")],
+        out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="HTML file (written atomically).")],
+        inputs: Annotated[
+            str | None,
+            typer.Option("--inputs", help="Comma-separated labels whose releases are mapped (2-d spaces)."),
+        ] = None,
+        prior: Annotated[
+            Path | None, typer.Option("--prior", help="Prior (CSV label,prob or .npy): adds the adversary's error.")
+        ] = None,
+        top: Annotated[int, typer.Option("--top", min=1, help="Releases per row of the table (word spaces).")] = 5,
+        quantile: Annotated[float, typer.Option("--quantile", help="Quantile of the loss and its bound.")] = 0.95,
+    ) -> None:
+        """Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a picture."""
+        if out.suffix.lower() not in (".html", ".htm"):
+            raise ValidationError(f"--out {out}: expected an .html file")
+        check_output(out)
+        mech = load_mechanism(mechanism_file)
+        idx = None
+        if inputs is not None:
+            idx = mech.space.index([s.strip() for s in inputs.split(",") if s.strip()])
+        pi = None
+        if prior is not None:
+            pi = read_label_values(prior, mech.labels, "--prior")
+            total = float(pi.sum())
+            if not (pi >= 0).all() or total <= 0:
+                raise ValidationError(f"--prior {prior}: values must be >= 0 and not all 0")
+            pi = pi / total
+        with progress(f"auditing and drawing {mech.name} (n = {mech.n})"):
+            write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile)
+        console.print(f"wrote {out}: report of {mech.name} (n = {mech.n}, epsilon = {mech.epsilon:.6g})",
+                      markup=False, highlight=False)

@@ -1,0 +1,293 @@
+"""A one-file HTML report of a mechanism: privacy, loss, and a picture of what it does.
+
+:func:`render_report` returns one self-contained HTML page (no network, no scripts:
+every plot is a PNG inlined as a ``data:`` URI) with
+
+* the claimed epsilon and the audited one (:func:`metricdp.audit.audit`), or a note that
+  an estimated (Monte-Carlo) matrix is not audited;
+* eps_tight against delta (:func:`metricdp.audit.epsilon_tight`);
+* the distribution of the per-element loss L(M, u) with its worst case, quantile and
+  the lower bounds of every eps-mDP mechanism on the space (:mod:`metricdp.bounds`),
+  saying why a bound is 0 when it is;
+* for spaces of 2-d points (geolocation: lat/lon, grids: x/y) a map-like plot of the
+  release distribution from a few inputs; for other spaces (words) a table of each
+  element's most likely releases;
+* with a prior, the Bayes-optimal adversary's error (:mod:`metricdp.adversary`).
+
+Distances are labelled with the space's unit (:func:`metricdp.units.space_unit`).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections.abc import Sequence
+from os import PathLike
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._validation import check_int, check_probability_vector
+from .errors import ValidationError
+from .io import atomic_write
+from .mechanisms.base import AUDIT_RTOL, Mechanism
+from .units import space_unit, with_unit
+
+__all__ = ["DEFAULT_DELTAS", "default_inputs", "render_report", "write_report"]
+
+#: The deltas of the eps_tight curve.
+DEFAULT_DELTAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+_MAX_TABLE_ROWS = 200
+_MAP_INPUTS = 4
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1100px;
+color:#222;background:#fff;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;
+vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;height:auto}.note{color:#555;font-size:.92em}.ok{color:#1a7f37}.bad{color:#b42318}
+"""
+
+
+def _fig_uri(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _img(uri: str, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="{uri}">'
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _fmt(x: float | None, digits: int = 6) -> str:
+    if x is None:
+        return "n/a"
+    return "inf" if math.isinf(x) else f"{x:.{digits}g}"
+
+
+def default_inputs(mechanism: Mechanism, k: int = _MAP_INPUTS) -> NDArray[np.intp]:
+    """k spread-out inputs: the most central point, then farthest-first."""
+    d = np.asarray(mechanism.distances)
+    chosen = [int(np.argmin(d.mean(axis=1)))]
+    near = d[chosen[0]].copy()
+    while len(chosen) < min(k, mechanism.n):
+        nxt = int(np.argmax(near))
+        chosen.append(nxt)
+        near = np.minimum(near, d[nxt])
+    return np.asarray(chosen, dtype=np.intp)
+
+
+def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
+    plt = _pyplot()
+    rows = [("mechanism", html.escape(mech.name)), ("points", str(mech.n)),
+            ("metric", html.escape(mech.space.metric)), ("epsilon (claimed)", _fmt(mech.epsilon))]
+    parts = []
+    if mech.exact:
+        result = mech.audit()
+        ok = result.satisfies(mech.epsilon, AUDIT_RTOL)
+        verdict = '<span class="ok">passes</span>' if ok else '<span class="bad">FAILS</span>'
+        rows.append(("epsilon (audited)", f"{_fmt(result.epsilon, 12)} &mdash; audit {verdict}"))
+        tight = [mech.epsilon_tight(delta) for delta in deltas]
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        ax.plot(deltas, tight, "o-", label="eps_tight(delta)")
+        ax.axhline(mech.epsilon, color="k", ls="--", lw=1, label=f"epsilon = {mech.epsilon:.4g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("delta")
+        ax.set_ylabel("eps_tight")
+        ax.set_title("smallest eps at which the matrix is (eps, delta)-mDP")
+        ax.legend(loc="best")
+        parts.append(_img(_fig_uri(fig), "eps_tight against delta"))
+        table = "".join(f'<tr><td class="num">{d:g}</td><td class="num">{_fmt(t)}</td></tr>'
+                        for d, t in zip(deltas, tight, strict=True))
+        parts.append(f"<table><tr><th>delta</th><th>eps_tight</th></tr>{table}</table>")
+    else:
+        rows.append(("epsilon (audited)", "not audited: the matrix is a Monte-Carlo estimate; "
+                     "epsilon is the proven guarantee of the true sampler"))
+    head = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    return f"<h2>Privacy</h2><table>{head}</table>" + "".join(parts)
+
+
+def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
+    from .bounds import lower_bound, lower_bound_quantile
+
+    plt = _pyplot()
+    losses = mech.element_losses()
+    worst, q_loss = float(losses.max()), mech.quantile_loss(quantile)
+    mean, uniform = float(losses.mean()), float(np.sort(mech.uniform_losses())[-1])
+    lb = lower_bound(mech.space, mech.epsilon)
+    lbq = lower_bound_quantile(mech.space, mech.epsilon, quantile)
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    ax.hist(losses, bins=min(50, max(5, mech.n // 4)), color="tab:blue", alpha=0.75)
+    for x, style, label in ((q_loss, "--", f"{quantile:g}-quantile"), (worst, "-", "worst case"),
+                            (lbq.value, ":", f"lower bound ({quantile:g}-quantile)"),
+                            (lb.value, "-.", "lower bound (worst case)")):
+        ax.axvline(x, color="k", ls=style, lw=1, label=f"{label} {x:.3g}")
+    ax.set_xlabel(with_unit("loss L(M, u)", f"({unit})" if unit else ""))
+    ax.set_ylabel("elements")
+    ax.set_title("loss of every element: expected distance to the release")
+    ax.legend(loc="best", fontsize=8)
+    why = ""
+    if lb.value == 0.0 or lbq.value == 0.0:
+        why = ('<p class="note">A lower bound of 0 means that no packing of this space forces any loss at this '
+               "epsilon: the packing bound r*(1 - 1/N) is positive only when N(w, S) = sum over the packing of "
+               "exp(-eps d(w, s)) exceeds 1 (for the quantile, after removing the n - ceil(qn) largest terms); "
+               "with the points this close for this epsilon it does not, so the bound says nothing (it is not "
+               "a claim that loss 0 is reachable).</p>")
+    u = f" {unit}" if unit else ""
+    rows = [("worst case L(M)", worst), (f"{quantile:g}-quantile", q_loss), ("mean (uniform prior)", mean),
+            ("releasing a uniform random point (worst case)", uniform),
+            (f"lower bound, worst case ({lb.kind})", lb.value), (f"lower bound, {quantile:g}-quantile ({lbq.kind})",
+                                                                 lbq.value)]
+    table = "".join(f'<tr><th>{html.escape(k)}</th><td class="num">{_fmt(v)}{u}</td></tr>' for k, v in rows)
+    return (f"<h2>Loss</h2><table>{table}</table>{_img(_fig_uri(fig), 'distribution of the element losses')}{why}")
+
+
+def _map_section(mech: Mechanism, inputs: NDArray[np.intp]) -> str:
+    plt = _pyplot()
+    pts = np.asarray(mech.space.points)
+    geo = mech.space.metric in ("haversine", "elastic-haversine")
+    x, y = (pts[:, 1], pts[:, 0]) if geo else (pts[:, 0], pts[:, 1])
+    k = len(inputs)
+    cols = 2 if k > 1 else 1
+    rows = math.ceil(k / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    for ax, u in zip(axes.ravel(), inputs, strict=False):
+        p = np.asarray(mech.matrix[u])
+        floor = max(float(p.max()) * 1e-4, 1e-300)
+        c = np.log10(np.maximum(p, floor))
+        order = np.argsort(p)
+        sc = ax.scatter(x[order], y[order], c=c[order], s=12 + 120 * p[order] / p.max(), cmap="viridis")
+        ax.scatter([x[u]], [y[u]], marker="*", s=220, c="red", edgecolors="k", label="input")
+        ax.set_title(f"releases of {mech.labels[u]}", fontsize=10)
+        if geo:
+            ax.set_aspect(1.0 / max(math.cos(math.radians(float(np.mean(y)))), 1e-3))
+            ax.set_xlabel("longitude")
+            ax.set_ylabel("latitude")
+        else:
+            ax.set_aspect("equal")
+        fig.colorbar(sc, ax=ax, label="log10 Pr[release]")
+        ax.legend(loc="best", fontsize=8)
+    for ax in axes.ravel()[k:]:
+        ax.axis("off")
+    fig.tight_layout()
+    return ("<h2>Where releases go</h2><p class=\"note\">Colour and size: probability of each release from the "
+            "input (red star); coordinates only, no map tiles.</p>" + _img(_fig_uri(fig), "release distributions"))
+
+
+def _table_section(mech: Mechanism, top: int) -> str:
+    m = np.asarray(mech.matrix)
+    n = mech.n
+    shown = min(n, _MAX_TABLE_ROWS)
+    k = min(top, n)
+    part = np.argpartition(-m[:shown], k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(m[:shown], part, axis=1)
+    order = np.argsort(-vals, axis=1, kind="stable")
+    best, probs = np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1)
+    labels = mech.labels
+    body = []
+    for u in range(shown):
+        cells = "".join(f"<td>{html.escape(labels[v])} <span class=\"note\">{p:.3f}</span></td>"
+                        for v, p in zip(best[u], probs[u], strict=True))
+        body.append(f"<tr><th>{html.escape(labels[u])}</th><td class=\"num\">{m[u, u]:.3f}</td>{cells}</tr>")
+    head = "".join(f"<th>#{i + 1}</th>" for i in range(k))
+    more = f'<p class="note">First {shown} of {n} elements.</p>' if shown < n else ""
+    return (f"<h2>Most likely releases</h2><table><tr><th>input</th><th>Pr[itself]</th>{head}</tr>"
+            + "".join(body) + f"</table>{more}")
+
+
+def _adversary_section(mech: Mechanism, prior: NDArray[np.float64], unit: str) -> str:
+    from .adversary import adversary_report
+
+    rep = adversary_report(mech, prior)
+    u = f" {unit}" if unit else ""
+    rows = [("adversary's expected error (Bayes-optimal guess)", f"{_fmt(rep['adversary_expected_error'])}{u}"),
+            ("... without seeing a release", f"{_fmt(rep['prior_only_error'])}{u}"),
+            ("probability of exact re-identification", _fmt(rep["adversary_reidentification"])),
+            ("... without seeing a release", _fmt(rep["prior_only_reidentification"])),
+            ("expected loss under the prior", f"{_fmt(rep['expected_loss'])}{u}")]
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td class=\"num\">{v}</td></tr>" for k, v in rows)
+    return f"<h2>Adversary (Shokri et al.)</h2><table>{table}</table>"
+
+
+def render_report(
+    mechanism: Mechanism,
+    *,
+    inputs: ArrayLike | None = None,
+    prior: ArrayLike | None = None,
+    deltas: Sequence[float] = DEFAULT_DELTAS,
+    quantile: float = 0.95,
+    top: int = 5,
+    title: str | None = None,
+) -> str:
+    """The HTML report of ``mechanism`` (see the module docstring) as one string.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    inputs : indices, optional
+        Inputs of the map-like plot (2-d points only; default: 4 spread-out points).
+    prior : array of shape (n,), optional
+        Adds the adversary section.
+    deltas : sequence of float
+        Deltas of the eps_tight curve (exact mechanisms).
+    quantile : float
+        Quantile of the loss and of its lower bound.
+    top : int
+        Releases per row of the table (spaces that are not 2-d points).
+    title : str, optional
+    """
+    if not isinstance(mechanism, Mechanism):
+        raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
+    top = check_int(top, "top", minimum=1)
+    deltas = [float(d) for d in deltas]
+    if not deltas or any(not (0 < d < 1) for d in deltas):
+        raise ValidationError(f"deltas must be in (0, 1), got {deltas}")
+    unit = space_unit(mechanism.space, mechanism.metadata)
+    pts = mechanism.space.points
+    planar = pts is not None and pts.ndim == 2 and pts.shape[1] == 2
+    idx = None
+    if planar:
+        idx = default_inputs(mechanism) if inputs is None else np.atleast_1d(np.asarray(inputs))
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or idx.size == 0 or \
+                idx.min() < 0 or idx.max() >= mechanism.n:
+            raise ValidationError(f"inputs must be indices in 0..{mechanism.n - 1}, got {np.asarray(inputs).tolist()}")
+    pi = None if prior is None else check_probability_vector(prior, mechanism.n)
+    sections = [_privacy_section(mechanism, deltas), _loss_section(mechanism, unit, quantile)]
+    if idx is not None:
+        sections.append(_map_section(mechanism, idx.astype(np.intp)))
+    else:
+        sections.append(_table_section(mechanism, top))
+    if pi is not None:
+        sections.append(_adversary_section(mechanism, pi, unit))
+    params = html.escape(json.dumps(dict(mechanism.params), default=str, indent=1)[:4000])
+    sections.append(f"<h2>Parameters</h2><pre>{params}</pre>")
+    heading = html.escape(title or f"metricdp report: {mechanism.name}, n = {mechanism.n}, "
+                          f"epsilon = {mechanism.epsilon:.6g}{' per ' + unit if unit else ''}")
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{heading}</title>'
+            f"<style>{_CSS}</style></head><body><h1>{heading}</h1>" + "".join(sections) + "</body></html>\n")
+
+
+def write_report(mechanism: Mechanism, path: str | PathLike[str], **kwargs: Any) -> None:
+    """Render (:func:`render_report`) and write atomically to ``path``."""
+    text = render_report(mechanism, **kwargs)
+    with atomic_write(path, "w") as fh:
+        fh.write(text)

@@ -1,0 +1,63 @@
+"""``metricdp report`` end to end."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from metricdp.cli.report import register
+from metricdp.io import read_points
+from metricdp.mechanisms.exponential import exponential
+from tests.cli_helpers import assert_one_line_error, make_app
+
+runner = CliRunner()
+CAPITALS = resources.files("metricdp") / "data" / "examples" / "europe-capitals.csv"
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    return make_app(register)
+
+
+@pytest.fixture
+def mech_file(tmp_path):
+    path = tmp_path / "m.npz"
+    exponential(read_points(CAPITALS), 0.01).save(path)
+    return path
+
+
+def test_report_writes_html(app, mech_file, tmp_path):
+    out = tmp_path / "r.html"
+    prior = tmp_path / "prior.csv"
+    space = read_points(CAPITALS)
+    prior.write_text("label,prior\n" + "".join(f"{lab},{i + 1}\n" for i, lab in enumerate(space.labels)))
+    args = ["report", str(mech_file), "--out", str(out), "--inputs", "Paris,Rome", "--prior", str(prior)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert f"wrote {out}" in r.stdout
+    text = out.read_text()
+    assert "Adversary" in text and text.startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--inputs", "Atlantis"], "Atlantis"),
+        (["--out-suffix"], "html"),
+    ],
+)
+def test_errors(app, mech_file, tmp_path, args, fragment):
+    out = tmp_path / ("r.txt" if args == ["--out-suffix"] else "r.html")
+    extra = [] if args == ["--out-suffix"] else args
+    r = runner.invoke(app, ["report", str(mech_file), "--out", str(out), *extra])
+    assert_one_line_error(r, fragment)
+    assert not out.exists()
+
+
+def test_not_a_mechanism_file(app, tmp_path):
+    bad = tmp_path / "x.npz"
+    bad.write_text("nope")
+    assert_one_line_error(runner.invoke(app, ["report", str(bad), "--out", str(tmp_path / "r.html")]), "x.npz")
