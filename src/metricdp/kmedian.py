@@ -447,7 +447,7 @@ def _gupta(problem: KMedian, eps: float, rng: RandomSource, time_limit: float | 
     """Gupta et al. (SODA 2010), Algorithm 1: T private swaps, then a private pick among the T sets."""
     n, k = problem.n, problem.k
     steps = gupta_steps(n, k)
-    exponent = eps / (2.0 * problem.sensitivity * (steps + 1))  # T + 1 mechanisms at 2 exponent Delta each
+    exponent = exponent_for(eps, problem.sensitivity * (steps + 1))  # T + 1 mechanisms at 2 exponent Delta each
     f = uniform_subsets(n, k, 1, rng)[0]  # F_1: arbitrary (here uniform, data-independent)
     visited = np.empty((steps, k), dtype=np.intp)
     for i in range(steps):

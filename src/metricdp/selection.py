@@ -92,10 +92,18 @@ def privacy_of(exponent: float, sensitivity: float) -> float:
 def exponent_for(epsilon: float, sensitivity: float) -> float:
     r"""The exponent :math:`\varepsilon/(2\Delta q)` whose mechanism is ``epsilon``-DP.
 
+    Rounded down where float division rounded up, so that the reported
+    :func:`privacy_of` never exceeds ``epsilon``.
+
     >>> exponent_for(1.0, 2.0)
     0.25
     """
-    return check_epsilon(epsilon) / (2.0 * check_epsilon(sensitivity, "sensitivity"))
+    eps = check_epsilon(epsilon)
+    delta = check_epsilon(sensitivity, "sensitivity")
+    exponent = eps / (2.0 * delta)
+    while 2.0 * exponent * delta > eps:
+        exponent = float(np.nextafter(exponent, 0.0))
+    return exponent
 
 
 def _exponent(epsilon: float | None, exponent: float | None, sensitivity: float) -> float:
