@@ -466,5 +466,5 @@ def _gupta(problem: KMedian, eps: float, rng: RandomSource, time_limit: float | 
     vcost = np.asarray(problem.cost(visited))
     j = int(exponential_choice(-vcost, exponent, rng))
     evals = steps * k * (n - k) + steps
-    return _result(problem, "gupta", np.sort(visited[j]), 2.0 * exponent * problem.sensitivity * (steps + 1),
+    return _result(problem, "gupta", np.sort(visited[j]), 2.0 * exponent * (problem.sensitivity * (steps + 1)),
                    evals, steps, t0, cost=float(vcost[j]), exponent=exponent)

@@ -347,7 +347,21 @@ def _curve(ax: Any, method: str, xs: list[float], groups: list[list[float]]) -> 
     x, med, lo, hi = (np.asarray(c) for c in zip(*pts, strict=True))
     color, style = _STYLE.get(method, ("k", "-"))
     ax.plot(x, med, style, color=color, marker="o", markersize=3, linewidth=1.2, label=method)
-    ax.fill_between(x, lo, hi, color=color, alpha=0.12, linewidth=0)
+    if not method.startswith("random"):  # the data-independent baselines: medians only
+        ax.fill_between(x, lo, hi, color=color, alpha=0.12, linewidth=0)
+
+
+def _legend(axes: Any) -> None:
+    for ax in axes.flat:  # the first panel with curves carries the legend
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+            return
+
+
+def _ticks(ax: Any, values: Any) -> None:
+    ax.set_xscale("log")
+    ax.set_xticks(list(values), labels=[f"{v:g}" for v in values])
+    ax.minorticks_off()
 
 
 def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list[Path]:
@@ -369,7 +383,7 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
                     else:
                         groups = [[tu.number(r["ratio"]) for r in mine if r["eps"] == e] for e in cfg.epsilons]
                     _curve(ax, method, list(cfg.epsilons), groups)
-                ax.set_xscale("log")
+                _ticks(ax, cfg.epsilons)
                 ax.set_title(f"n={n}, s={cfg.private_size(n)}, k={k}", fontsize=8)
                 ax.tick_params(labelsize=7)
                 ax.grid(True, alpha=0.3)
@@ -377,7 +391,7 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
                     ax.set_ylabel("cost / reference", fontsize=8)
                 if i == len(sizes) - 1:
                     ax.set_xlabel("total eps", fontsize=8)
-        axes[0, 0].legend(fontsize=6)
+        _legend(axes)
         path = out / f"kmedian_cost_{variant}.png"
         save_png(fig, path, dpi=72)
         files.append(path)
@@ -391,14 +405,14 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
                     mine = _ok(sweep, k=k, eps=eps, method=method)
                     groups = [[tu.number(r["ratio"]) for r in mine if r["m"] == m] for m in cfg.m_grid]
                     _curve(ax, method, list(cfg.m_grid), groups)
-                ax.set_xscale("log")
+                _ticks(ax, cfg.m_grid)
                 ax.axvline(auto_candidates(cfg.m_size or 2, k), color="k", linewidth=0.6, alpha=0.5)
                 ax.set_title(f"n={cfg.m_size}, k={k}, eps={eps:g}", fontsize=8)
                 ax.tick_params(labelsize=7)
                 ax.grid(True, alpha=0.3)
                 ax.set_xlabel("m (line: 6 k ln n)", fontsize=8)
                 ax.set_ylabel("cost / reference", fontsize=8)
-        axes[0, 0].legend(fontsize=6)
+        _legend(axes)
         path = out / "kmedian_cost_vs_m.png"
         save_png(fig, path, dpi=72)
         files.append(path)
@@ -422,7 +436,7 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
         axes[0, 0].set_ylabel("seconds per release", fontsize=8)
-        axes[0, 0].legend(fontsize=6)
+        _legend(axes)
         path = out / "kmedian_time.png"
         save_png(fig, path, dpi=72)
         files.append(path)
