@@ -163,7 +163,7 @@ def test_ssem_kmedian_is_eps_dp_on_every_neighbouring_pair() -> None:
         rows = []
         for d in datasets:
             p = KMedian(pts, np.array(d), 2)
-            subsets, costs = subset_costs(p)
+            _, costs = subset_costs(p)
             rows.append(subsampled_distribution(-costs, exponent_for(eps, p.sensitivity), m))
         levels.append(dp_level(np.array(rows), hamming))
     assert levels[0] == 0.0  # m = 1 releases the data-independent base
@@ -191,7 +191,7 @@ def test_kmeanspp_with_duplicates_still_gives_k_distinct_indices() -> None:
 def test_references_find_the_enumerated_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in range(8):
         p = disc(seed, 25, 9, 3)
-        subsets, costs = subset_costs(p)
+        _, costs = subset_costs(p)
         f, c, how = optimum(p)
         assert how == "enumeration" and c == costs.min() and p.cost(f) == c
     monkeypatch.setattr(km, "MAX_SUBSETS", 10)

@@ -186,7 +186,7 @@ class _Replicate:
         if rec is None:
             t0 = time.perf_counter()
             if math.comb(self.n, k) <= MAX_SUBSETS:
-                (subs, costs), _ = self.subsets(k)
+                (_, costs), _ = self.subsets(k)
                 rec = {"ref_cost": float(costs.min()), "ref_how": "enumeration"}
             else:
                 rng = np.random.default_rng(_seed(self.cfg, _VARIANTS[self.variant], self.n, self.rep,
@@ -452,7 +452,7 @@ def _cell(records: list[dict[str, Any]], key: str = "ratio") -> str:
         return "/".join(sorted(statuses))
     med = float(np.median(ok))
     mark = "" if statuses == {"ok"} else " (" + "/".join(sorted(statuses - {"ok"})) + ")"
-    return (f"{med:.3g}" if key != "seconds" else f"{med:.3g}") + mark
+    return f"{med:.3g}{mark}"
 
 
 def _summary(cfg: KMedianConfig, records: list[dict[str, Any]]) -> str:
