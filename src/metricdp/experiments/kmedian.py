@@ -348,7 +348,7 @@ def _curve(ax: Any, method: str, xs: list[float], groups: list[list[float]]) -> 
     color, style = _STYLE.get(method, ("k", "-"))
     ax.plot(x, med, style, color=color, marker="o", markersize=3, linewidth=1.2, label=method)
     if not method.startswith("random"):  # the data-independent baselines: medians only
-        ax.fill_between(x, lo, hi, color=color, alpha=0.12, linewidth=0)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.1, linewidth=0)
 
 
 def _legend(axes: Any) -> None:
@@ -393,7 +393,7 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
                     ax.set_xlabel("total eps", fontsize=8)
         _legend(axes)
         path = out / f"kmedian_cost_{variant}.png"
-        save_png(fig, path, dpi=72)
+        save_png(fig, path, dpi=60)
         files.append(path)
     sweep = [r for r in records if r["variant"] == "m-sweep"]
     if sweep:
@@ -414,14 +414,15 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
                 ax.set_ylabel("cost / reference", fontsize=8)
         _legend(axes)
         path = out / "kmedian_cost_vs_m.png"
-        save_png(fig, path, dpi=72)
+        save_png(fig, path, dpi=60)
         files.append(path)
     uni = [r for r in records if r["variant"] == "uniform"]
     if uni:
         sizes = sorted({r["n"] for r in uni})
-        fig, axes = _figure(1, len(cfg.ks))
+        cols = min(2, len(cfg.ks))
+        fig, axes = _figure(math.ceil(len(cfg.ks) / cols), cols)
         for j, k in enumerate(cfg.ks):
-            ax = axes[0, j]
+            ax = axes.flat[j]
             for method in cfg.methods:
                 groups = [[tu.number(r.get("seconds")) for r in _ok(uni, n=n, k=k, method=method)] for n in sizes]
                 _curve(ax, method, [float(n) for n in sizes], groups)
@@ -435,10 +436,13 @@ def _plots(out: Path, cfg: KMedianConfig, records: list[dict[str, Any]]) -> list
             ax.set_xlabel("n", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
-        axes[0, 0].set_ylabel("seconds per release", fontsize=8)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("seconds per release", fontsize=8)
+        for ax in list(axes.flat)[len(cfg.ks):]:
+            ax.set_visible(False)
         _legend(axes)
         path = out / "kmedian_time.png"
-        save_png(fig, path, dpi=72)
+        save_png(fig, path, dpi=60)
         files.append(path)
     return files
 
@@ -448,6 +452,9 @@ def _cell(records: list[dict[str, Any]], key: str = "ratio") -> str:
         return "-"
     statuses = {r["status"] for r in records}
     ok = [tu.number(r.get(key)) for r in records if r["status"] == "ok"]
+    if not ok and key == "seconds" and "time-out" in statuses:  # a lower bound: the time spent before the limit
+        spent = [tu.number(r.get(key)) for r in records if r["status"] == "time-out"]
+        return f">{float(np.median(spent)):.3g} (time-out)"
     if not ok:
         return "/".join(sorted(statuses))
     med = float(np.median(ok))
