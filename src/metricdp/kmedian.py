@@ -324,15 +324,14 @@ def optimum(problem: KMedian, *, restarts: int = 10, rng: object = None) -> tupl
     restarts = check_int(restarts, "restarts", minimum=1)
     uniq = np.unique(problem.private)
     starts = uniq[kmeanspp(problem.points[uniq], min(problem.k, len(uniq)), restarts, source, metric=problem.metric)]
-    best: tuple[NDArray[np.intp], float] | None = None
+    runs = []
     for st in starts:
         if len(st) < problem.k:  # fewer distinct private points than k: pad with public ones
             st = np.concatenate([st, np.setdiff1d(np.arange(problem.n), st)[: problem.k - len(st)]])
         f, c, _ = local_search(problem, st)
-        if best is None or c < best[1]:
-            best = (f, c)
-    assert best is not None
-    return best[0], best[1], "local-search"
+        runs.append((c, f))
+    c, f = min(runs, key=lambda run: run[0])
+    return f, c, "local-search"
 
 
 # ------------------------------------------------------------------ private methods
