@@ -1,4 +1,5 @@
-"""``metricdp experiment utility|scalability|ablation``: Imola et al.'s experiments.
+"""``metricdp experiment utility|scalability|ablation``: Imola et al.'s experiments;
+``metricdp experiment kmedian``: Lantz, Boyd and Page's private k-median.
 
 Each command writes PNG plots, a CSV of the numbers and a markdown summary into
 ``--out DIR``, shows a progress bar on stderr and prints the summary. ``--quick`` is a
@@ -73,7 +74,7 @@ def _finish(result: Any) -> None:
 
 
 def register(experiment_app: typer.Typer) -> None:
-    """Add ``utility``, ``scalability`` and ``ablation`` to the ``experiment`` sub-app."""
+    """Add ``utility``, ``scalability``, ``ablation`` and ``kmedian`` to the ``experiment`` sub-app."""
 
     @experiment_app.command("utility")
     @handle_errors
@@ -157,4 +158,47 @@ def register(experiment_app: typer.Typer) -> None:
         )
         with progress("ablation") as report:
             result = ex.run_ablation(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
+        _finish(result)
+
+    @experiment_app.command("kmedian")
+    @handle_errors
+    def kmedian(
+        out: OutOpt,
+        quick: QuickOpt = False,
+        seed: SeedOpt = 0,
+        sizes: SizesOpt = None,
+        replicates: Annotated[str | None, typer.Option("--replicates", help="Replicates per size.")] = None,
+        ks: Annotated[str | None, typer.Option("--ks", help="Comma-separated k (default 2,4,8,16).")] = None,
+        epsilons: Annotated[str | None, typer.Option("--eps", help="Total eps values (0.1,1,10,100).")] = None,
+        methods: Annotated[
+            str | None, typer.Option("--methods", help="Subset of random,random-k++,em,ssem-auto,ssem-k++,gupta.")
+        ] = None,
+        gupta_time_limit: Annotated[
+            float | None, typer.Option("--gupta-time-limit", help="Seconds per gupta run (25; quick 20).")
+        ] = None,
+        restart: RestartOpt = False,
+        cached_only: CachedOpt = False,
+    ) -> None:
+        """Lantz et al. (AISec 2015) Figures 3-5: private k-median costs, cost against m, time."""
+        from ..experiments import kmedian as ex
+
+        base = ex.QUICK if quick else ex.FULL
+        size_list = _list(sizes, "--sizes", int)
+        reps = _list(replicates, "--replicates", int)
+        changes: dict[str, Any] = {}
+        if size_list is not None:  # per-size settings follow the sizes given
+            count = len(size_list)
+            changes.update(sizes=size_list, replicates=(base.replicates[-1],) * count,
+                           gupta_replicates=(base.gupta_replicates[-1],) * count, restarts=(base.restarts[-1],) * count)
+        if reps is not None:
+            count = len(size_list or base.sizes)
+            if len(reps) == 1:
+                reps = reps * count
+            if len(reps) != count:
+                raise ValidationError(f"--replicates needs one value or one per size ({count}), got {replicates!r}")
+            changes.update(replicates=reps, gupta_replicates=reps)
+        cfg = _config(base, seed=seed, ks=_list(ks, "--ks", int), epsilons=_list(epsilons, "--eps", float),
+                      methods=_list(methods, "--methods"), gupta_time_limit=gupta_time_limit, **changes)
+        with progress("kmedian") as report:
+            result = ex.run_kmedian(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)

@@ -24,6 +24,9 @@ Exact matrix: :func:`subsampled_exponential_exact` sums over the multisets of
 candidates (multinomial weights), feasible for small n and m; otherwise
 :func:`subsampled_exponential` returns a Monte-Carlo estimate (``exact=False``) and
 releases come from :func:`subsampled_exponential_sample`.
+
+The sampler and the enumeration are the generic SSEM of :mod:`metricdp.selection`
+(quality :math:`-d(x, z)`, exponent :math:`\varepsilon/2`), which also serves central DP.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ from math import comb
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import gammaln
 
 from .._random import RandomSource, check_rng
 from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
+from ..selection import compositions, draw_base, exponential_choice, multiset_probabilities
 from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
 from .base import Mechanism
@@ -112,34 +115,11 @@ def subsampled_exponential_sample(
 def _sample(
     d: NDArray[np.float64], idx: NDArray[np.intp], epsilon: float, m: int, mu: NDArray[np.float64], rng: RandomSource
 ) -> NDArray[np.intp]:
-    n = len(mu)
-    cdf = np.cumsum(mu)
+    """The generic SSEM core (:mod:`metricdp.selection`) with quality -d(x, z) and exponent eps/2."""
     u = np.asarray(rng.random((len(idx), m)), dtype=np.float64)
-    # side="right" with u scaled by the float total: zero-weight points are never drawn
-    cand = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), n - 1)
-    dist = d[idx[:, None], cand]
-    weight = np.exp(-epsilon / 2.0 * (dist - dist.min(axis=1, keepdims=True)))
-    cum = np.cumsum(weight, axis=1)
-    v = np.asarray(rng.random(len(idx)), dtype=np.float64) * cum[:, -1]
-    pick = np.minimum((cum <= v[:, None]).sum(axis=1), m - 1)
+    cand = draw_base(np.cumsum(mu), u)
+    pick = exponential_choice(-d[idx[:, None], cand], epsilon / 2.0, rng)
     return cand[np.arange(len(idx)), pick]
-
-
-def _compositions(n: int, m: int) -> NDArray[np.int64]:
-    """All count vectors (c_1..c_n) >= 0 with sum m, shape (C(n+m-1, m), n).
-
-    Built one coordinate at a time (a loop over n, vectorised over the partial vectors).
-    """
-    comps = np.zeros((1, 0), dtype=np.int64)
-    left = np.array([m], dtype=np.int64)
-    for _ in range(n - 1):
-        reps = left + 1
-        parent = np.repeat(np.arange(len(comps)), reps)
-        offsets = np.repeat(np.cumsum(reps) - reps, reps)
-        value = np.arange(int(reps.sum()), dtype=np.int64) - offsets
-        comps = np.column_stack([comps[parent], value])
-        left = left[parent] - value
-    return np.column_stack([comps, left])
 
 
 def subsampled_exponential_exact(
@@ -173,10 +153,9 @@ def subsampled_exponential_exact(
             "use subsampled_exponential (Monte-Carlo) instead"
         )
     d = np.asarray(space.distances)
-    comps = _compositions(n, m)
+    comps = compositions(n, m)
     comps = comps[comps[:, mu == 0].sum(axis=1) == 0]  # multisets with a zero-weight point never occur
-    log_mu = np.log(np.where(mu > 0, mu, 1.0))
-    prob = np.exp(gammaln(m + 1) - gammaln(comps + 1).sum(axis=1) + (comps * log_mu).sum(axis=1))
+    prob = multiset_probabilities(comps, mu)
     out = np.zeros((n, n))
     block = max(1, _ENUM_BLOCK // (n * n))
     for start in range(0, len(comps), block):
