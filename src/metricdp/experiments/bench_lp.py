@@ -425,10 +425,10 @@ def _compare(rows: list[BenchRow]) -> None:
 # --------------------------------------------------------------------------- reporting
 def machine_info() -> dict[str, str]:
     """What the numbers were measured on: CPU, cores, memory, OS and library versions."""
-    import highspy
     import scipy
 
     from .._version import __version__
+    from ..mechanisms.lp._solve import highs_version
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -444,7 +444,7 @@ def machine_info() -> dict[str, str]:
     except (OSError, StopIteration, ValueError):
         pass
     try:
-        hv = f"{highspy.Highs().version()}"
+        hv = highs_version()  # never the banner: it would go to stdout
     except Exception:  # older highspy: no version(); the package version is enough
         from importlib.metadata import version
 

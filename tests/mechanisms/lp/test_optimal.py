@@ -254,3 +254,22 @@ def test_repair_failure_retries_with_larger_eta():
     )
     assert solved.eta > 1e-15
     assert brute_force_epsilon(solved.matrix, s.distances) <= 1.0 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("seed", "eps"), [(5, 0.8), (6, 3.0), (7, 0.2)])
+def test_within_1e8_of_the_exact_optimum_and_of_the_budget(seed: int, eps: float) -> None:
+    # the exact optimum: the full LP at eps itself (eta = 0 up to float), normalised
+    from metricdp.audit import audit
+
+    core = importlib.import_module("metricdp.mechanisms.lp.core")
+    s = random_space(seed, 10)
+    raw = core.solve_raw(s, eps, 1e-300, ~np.eye(10, dtype=bool), s.distances, None,
+                         formulation="full", time_limit=None, what="ref")
+    p = np.maximum(raw.matrix, 0.0)
+    ref = float(np.max(np.einsum("uv,uv->u", p / p.sum(axis=1, keepdims=True), s.distances)))
+    m = optimal(s, eps)
+    assert abs(m.worst_case_loss() - ref) <= 1e-8 * ref
+    # the budget left unused is the repair's eta, eps * eta * d_min = 1e-9 (retry.OPTMECH)
+    eta = m.info["lp"]["eta"]
+    assert eta == pytest.approx(1e-9 / (eps * s.d_min))
+    assert eps * (1 - eta) * (1 - 1e-12) <= audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)

@@ -25,7 +25,7 @@ from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
 from .deadline import Deadline
 from .repair import repair
-from .retry import OPTMECH
+from .retry import OPTMECH, RetryPolicy
 
 __all__ = [
     "FULL_OPTIONS",
@@ -75,15 +75,15 @@ _BLOCK = 1 << 22  # elements per temporary of the violation scan
 
 
 
-def choose_eta(epsilon: float, d_min: float) -> float:
-    r"""The first repair slack :math:`\eta` of OPTMech/SpannerMech (:data:`.retry.OPTMECH`).
+def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH) -> float:
+    r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
 
-    :math:`\varepsilon\eta d_{\min} = 10^{-5}`, clipped to [1e-9, 1e-3]: row sums after
-    the envelope spread by about the solver tolerance (1e-9 per row, times n for the
-    envelope lift), far below the margin, so the first repair succeeds in practice (cost
-    in loss: a relative change of order :math:`\eta`).
+    OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\min} = 10^{-9}`, clipped
+    to [1e-12, 1e-3]; the log-spread of the row sums after the envelope measured at most
+    7e-13, so the first repair succeeds in practice (cost in loss: a relative change of
+    order :math:`\eta`, and the audit finds :math:`\eta` of the budget unused).
     """
-    return OPTMECH.initial(epsilon, d_min)
+    return policy.initial(epsilon, d_min)
 
 
 # ---------------------------------------------------------------------- LP pieces
@@ -421,6 +421,7 @@ def solve_and_repair(
     eta: float | None = None,
     graph_distances: NDArray[np.float64] | None = None,
     progress: Progress | None = None,
+    policy: RetryPolicy = OPTMECH,
 ) -> LPSolution:
     r"""Solve the LP at :math:`\varepsilon(1-\eta)` and :func:`~.repair.repair` it at eps.
 
@@ -428,12 +429,12 @@ def solve_and_repair(
     :math:`M[u,w] \le e^{\text{level}\,(1-\eta)\, d(u,v)} M[v,w]` (``level = epsilon``
     for OPTMech, ``epsilon / stretch`` for SpannerMech). When the repair's spread check
     fails (a retryable :class:`~metricdp.errors.RepairError`), the LP is solved again at
-    a larger :math:`\eta` (:data:`.retry.OPTMECH`); the repair never returns a matrix it
+    a larger :math:`\eta` (``policy``, default :data:`.retry.OPTMECH`); the repair never returns a matrix it
     has not proven :math:`\varepsilon`-mDP. ``time_limit`` (a
     :class:`~.deadline.Deadline`, or seconds from now) covers all solves together.
     """
     deadline = Deadline.of(time_limit)
-    first = choose_eta(epsilon, space.d_min) if eta is None else eta
+    first = choose_eta(epsilon, space.d_min, policy) if eta is None else eta
 
     def attempt(eta: float) -> LPSolution:
         raw = solve_raw(
@@ -452,7 +453,7 @@ def solve_and_repair(
         matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations)
 
-    return OPTMECH.run(attempt, first, progress=progress, what=what)
+    return policy.run(attempt, first, progress=progress, what=what)
 
 
 def lp_info(solved: LPSolution, formulation: str, full_rows: int) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ..calibration import largest_passing
 from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
+from .retry import SPANNER
 
 __all__ = ["Spanner", "greedy_spanner", "spanner"]
 
@@ -255,7 +256,7 @@ def spanner(
     allowed |= allowed.T
     d = space.distances
     loss = np.asarray(d, dtype=np.float64)
-    eta = choose_eta(epsilon, space.d_min)
+    eta = choose_eta(epsilon, space.d_min, SPANNER)
     level = epsilon / g.achieved_stretch
 
     dg = _graph_distances(n, g)
@@ -274,6 +275,7 @@ def spanner(
             eta=eta,
             graph_distances=dg,
             progress=progress,
+            policy=SPANNER,
         )
 
     solved = solve(level)
