@@ -35,6 +35,10 @@ EXAMPLES: dict[str, tuple[str, str]] = {
         "checkins.csv",
         "300 synthetic check-ins user,time,city,lat,lon over europe-capitals (not a POINTS file)",
     ),
+    "capitals-prior": (
+        "europe-capitals-prior.csv",
+        "a prior over europe-capitals, label,prior: the checkins' shares, add-one smoothed (not a POINTS file)",
+    ),
 }
 
 
@@ -73,5 +77,5 @@ def register(app: typer.Typer) -> None:
         check_output(out)
         with atomic_write(out, "w") as fh:
             fh.write(text)
-        what = "check-ins" if name == "checkins" else "points"
+        what = {"checkins": "check-ins", "capitals-prior": "prior probabilities"}.get(name, "points")
         console.print(f"wrote {out} ({text.count(chr(10)) - 1} {what})", markup=False, highlight=False)

@@ -101,8 +101,8 @@ class KMedianConfig:
             if m not in METHODS or m == "ssem":
                 raise ValidationError(f"methods must be among {', '.join(x for x in METHODS if x != 'ssem')}; "
                                       f"got {m!r} (plain ssem runs in the m sweep)")
-        for m in self.m_grid:
-            check_int(m, "m", minimum=1)
+        for size in self.m_grid:
+            check_int(size, "m", minimum=1)
         if self.gupta_time_limit is not None:
             check_epsilon(self.gupta_time_limit, "gupta_time_limit")
         check_int(self.clusters, "clusters", minimum=1)

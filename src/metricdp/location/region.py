@@ -256,7 +256,7 @@ def parse_region(spec: str | PathLike[str] | Sequence[float] | Region) -> Region
             raise ValidationError(f"region {p}: {ex}") from None
     from ..data.geo import parse_region as parse_box
 
-    name, box = parse_box(spec)  # type: ignore[arg-type]
+    name, box = parse_box(spec)
     return Region.box(*box, name=name if name != "box" else "box " + ",".join(f"{v:g}" for v in box))
 
 
