@@ -97,19 +97,20 @@ def _target(out: Path | None, default: str) -> Path:
     return check_output(path)
 
 
+# The vocabulary sampling options that `data glove` and `data vec` share.
+_WordsSize = Annotated[int, typer.Option("--size", "-n", min=2, help="Number of words.")]
+_WordsSeed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the vocabulary sampling (public data).")]
+_WordsPool = Annotated[int, typer.Option("--pool", min=2, help="Eligible words: the most frequent alphabetic ones.")]
+_WordsNeighbours = Annotated[int, typer.Option("--neighbours", min=1, help="Nearest-word list of the neighbour step.")]
+
+
 @data_app.command("glove")
 @handle_errors
 def glove(
-    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of words.")] = 200,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Seed of the vocabulary sampling (public data).")
-    ] = 0,
-    pool: Annotated[
-        int, typer.Option("--pool", min=2, help="Eligible words: the most frequent alphabetic ones.")
-    ] = 20_000,
-    neighbours: Annotated[
-        int, typer.Option("--neighbours", min=1, help="Nearest-word list of the neighbour step.")
-    ] = 50,
+    size: _WordsSize = 200,
+    seed: _WordsSeed = 0,
+    pool: _WordsPool = 20_000,
+    neighbours: _WordsNeighbours = 50,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -287,16 +288,10 @@ def geolife(
 @handle_errors
 def vec(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="A .vec / GloVe .txt text file or a word2vec .bin.")],
-    size: Annotated[int, typer.Option("--size", "-n", min=2, help="Number of words.")] = 200,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Seed of the vocabulary sampling (public data).")
-    ] = 0,
-    pool: Annotated[
-        int, typer.Option("--pool", min=2, help="Eligible words: the most frequent alphabetic ones.")
-    ] = 20_000,
-    neighbours: Annotated[
-        int, typer.Option("--neighbours", min=1, help="Nearest-word list of the neighbour step.")
-    ] = 50,
+    size: _WordsSize = 200,
+    seed: _WordsSeed = 0,
+    pool: _WordsPool = 20_000,
+    neighbours: _WordsNeighbours = 50,
     out: Annotated[
         Path | None,
         typer.Option(
