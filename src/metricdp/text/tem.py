@@ -58,7 +58,7 @@ def tem_gamma(epsilon: float, n: int, beta: float = 0.001) -> float:
     Examples
     --------
     >>> round(tem_gamma(10.0, 400_000), 4)
-    3.9623
+    3.9612
     """
     epsilon = check_epsilon(epsilon)
     beta = float(beta)
