@@ -74,7 +74,7 @@ def check_memory(nbytes: float, what: str) -> None:
     >>> check_memory(8 * 400_000**2, "400,000 x 400,000 distances")
     Traceback (most recent call last):
     ...
-    metricdp.errors.ResourceLimitError: 400,000 x 400,000 distances need 1,192.09 GiB; the limit is 4.00 GiB (set METRICDP_MEMORY_LIMIT in bytes to change it)
+    metricdp.errors.ResourceLimitError: 400,000 x 400,000 distances need 1,192.09 GiB; the limit is ...
     """
     limit = memory_limit()
     if nbytes > limit:
@@ -216,7 +216,9 @@ class PointSpace:
         items = [labels] if isinstance(labels, str) else list(labels)
         missing = sorted({str(x) for x in items if str(x) not in self._index})
         if missing:
-            shown = ", ".join(repr(m) for m in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            shown = ", ".join(repr(m) for m in missing[:10]) + (
+                f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            )
             raise ValidationError(f"{len(missing)} value(s) not in the space's labels: {shown}")
         return np.array([self._index[str(x)] for x in items], dtype=np.intp)
 

@@ -99,7 +99,9 @@ def test_bad_input_names_the_culprit() -> None:
 
 
 # ----------------------------------------------------------------- issue 21 item 8: exact at any eps / offset
-def _brute_force(points: np.ndarray, inputs: np.ndarray, direction: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+def _brute_force(
+    points: np.ndarray, inputs: np.ndarray, direction: np.ndarray, gamma: np.ndarray, eps: float
+) -> np.ndarray:
     """Reference: 80-bit long double distances to x + (G/eps) v over all points."""
     p = points.astype(np.longdouble)
     q = p[inputs] + (gamma.astype(np.longdouble) / np.longdouble(eps))[:, None] * direction.astype(np.longdouble)

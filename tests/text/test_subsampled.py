@@ -11,7 +11,7 @@ from tests.text.conftest import chi_square_p
 
 
 def test_frequencies_match_the_exact_matrix(vocab) -> None:
-    dense, points = vocab
+    dense, _points = vocab
     rows = np.arange(8)
     small = dense.subspace(rows)
     from metricdp.pointspace import PointSpace

@@ -18,7 +18,17 @@ import typer
 from rich.table import Table
 
 from ..errors import UnsafeOutputError, ValidationError
-from ._common import JsonOption, OutOption, SeedOption, check_output, console, echo_json, err_console, handle_errors, warn
+from ._common import (
+    JsonOption,
+    OutOption,
+    SeedOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    handle_errors,
+    warn,
+)
 
 __all__ = ["load_vocabulary", "register"]
 
@@ -26,12 +36,23 @@ _SEED_WARNING = "--seed makes the releases reproducible by anyone who knows the 
 
 MechOpt = Annotated[
     str,
-    typer.Option("--mechanism", "-m", help="exponential, tem, madlib, mahalanobis, subsampled-exponential, or a mechanism .npz."),
+    typer.Option(
+        "--mechanism", "-m", help="exponential, tem, madlib, mahalanobis, subsampled-exponential, or a mechanism .npz."
+    ),
 ]
-EpsOpt = Annotated[float | None, typer.Option("--epsilon", "-e", help="Per-token mDP level (Euclidean distance of the embedding).")]
-EmbOpt = Annotated[str, typer.Option("--embeddings", help="glove (packaged GloVe 6B 50-d) or a GloVe text / .vec / word2vec .bin file.")]
-SizeOpt = Annotated[int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")]
-IndexOpt = Annotated[str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact or hnsw (faiss).")]
+EpsOpt = Annotated[
+    float | None, typer.Option("--epsilon", "-e", help="Per-token mDP level (Euclidean distance of the embedding).")
+]
+EmbOpt = Annotated[
+    str,
+    typer.Option("--embeddings", help="glove (packaged GloVe 6B 50-d) or a GloVe text / .vec / word2vec .bin file."),
+]
+SizeOpt = Annotated[
+    int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
+]
+IndexOpt = Annotated[
+    str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact or hnsw (faiss).")
+]
 GammaOpt = Annotated[float | None, typer.Option("--gamma", help="TEM threshold (default: the paper's, beta = 0.001).")]
 LamOpt = Annotated[float, typer.Option("--lam", help="Mahalanobis lambda in [0, 1).")]
 CandOpt = Annotated[int, typer.Option("--candidates", min=1, help="Subsampled exponential: candidates per token.")]
@@ -100,20 +121,27 @@ class _Ticker:
 
 def register(app: typer.Typer) -> None:
     """Add the ``text`` sub-app (``privatize``, ``stats``) to ``app``."""
-    text_app = typer.Typer(name="text", help="Word-level mDP for texts over a large embedding vocabulary.",
-                           no_args_is_help=True)
+    text_app = typer.Typer(
+        name="text", help="Word-level mDP for texts over a large embedding vocabulary.", no_args_is_help=True
+    )
 
     @text_app.command("privatize")
     @handle_errors
     def privatize(
-        input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")],
+        input_file: Annotated[
+            Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")
+        ],
         out: OutOption,
         mechanism: MechOpt,
         epsilon: EpsOpt = None,
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
-        column: Annotated[str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")] = None,
-        keep: Annotated[Path | None, typer.Option("--keep", help="File of tokens never replaced, one per line.")] = None,
+        column: Annotated[
+            str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")
+        ] = None,
+        keep: Annotated[
+            Path | None, typer.Option("--keep", help="File of tokens never replaced, one per line.")
+        ] = None,
         seed: SeedOption = None,
         index: IndexOpt = "exact",
         gamma: GammaOpt = None,
@@ -140,8 +168,9 @@ def register(app: typer.Typer) -> None:
                 kept = frozenset(w.strip().lower() for w in keep.read_text(encoding="utf-8").splitlines() if w.strip())
             except UnicodeDecodeError as ex:
                 raise ValidationError(f"--keep {keep}: invalid UTF-8 at byte offset {ex.start}") from None
-        sample, labels, _, desc, eps = _build(mechanism, epsilon, embeddings, vocabulary_size,
-                                              _params(mechanism, index, gamma, lam, candidates))
+        sample, labels, _, desc, eps = _build(
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+        )
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
@@ -149,6 +178,7 @@ def register(app: typer.Typer) -> None:
             def draw(idx: np.ndarray) -> np.ndarray:
                 return sample(idx, rng=generator)
         else:
+
             def draw(idx: np.ndarray) -> np.ndarray:
                 return sample(idx)
 
@@ -156,10 +186,19 @@ def register(app: typer.Typer) -> None:
             st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, progress=_Ticker())
         top = sorted(st.oov_examples.items(), key=lambda kv: -kv[1])[:5]
         summary = {
-            "output": str(out), "mechanism": desc, "epsilon_per_token": eps, "vocabulary": len(labels),
-            "documents": st.documents, "word_tokens": st.tokens, "replaced": st.replaced, "changed": st.changed,
-            "kept": st.kept, "out_of_vocabulary": st.oov, "top_out_of_vocabulary": dict(top),
-            "seconds": round(st.seconds, 3), "tokens_per_second": round(st.tokens_per_second, 1) if st.seconds else None,
+            "output": str(out),
+            "mechanism": desc,
+            "epsilon_per_token": eps,
+            "vocabulary": len(labels),
+            "documents": st.documents,
+            "word_tokens": st.tokens,
+            "replaced": st.replaced,
+            "changed": st.changed,
+            "kept": st.kept,
+            "out_of_vocabulary": st.oov,
+            "top_out_of_vocabulary": dict(top),
+            "seconds": round(st.seconds, 3),
+            "tokens_per_second": round(st.tokens_per_second, 1) if st.seconds else None,
             "seeded": seed is not None,
         }
         if json_out:
@@ -171,7 +210,8 @@ def register(app: typer.Typer) -> None:
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
             f"{desc}, epsilon={eps:.6g} per token; {st.tokens_per_second:,.0f} tokens/s"
             f"{' [seeded]' if seed is not None else ''}",
-            markup=False, highlight=False,
+            markup=False,
+            highlight=False,
         )
 
     @text_app.command("stats")
@@ -198,8 +238,9 @@ def register(app: typer.Typer) -> None:
 
         if plot is not None:
             check_output(plot, "--plot")
-        sample, labels, space, desc, eps = _build(mechanism, epsilon, embeddings, vocabulary_size,
-                                                  _params(mechanism, index, gamma, lam, candidates))
+        sample, _labels, space, desc, eps = _build(
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+        )
         if space is None:  # a mechanism file: distances from its points, when it has them
             from ..io import load_mechanism
 
@@ -211,14 +252,25 @@ def register(app: typer.Typer) -> None:
             warn(_SEED_WARNING)
         generator = None if seed is None else np.random.default_rng(seed)
         # the measured words: a public choice, so a fixed seed (0) is right here
-        chosen = np.sort(np.random.default_rng(0).choice(min(top, space.n), size=min(words, space.n, top), replace=False))
+        chosen = np.sort(
+            np.random.default_rng(0).choice(min(top, space.n), size=min(words, space.n, top), replace=False)
+        )
         st = plausible_deniability(lambda i: sample(i, rng=generator), space, chosen, draws)
         q = st.quantiles()
         if plot is not None:
             plot_deniability(st, plot, f"{desc}, eps={eps:.4g}, k={draws}")
         if json_out:
-            echo_json({"mechanism": desc, "epsilon": eps, "words": len(chosen), "draws": draws,
-                       "quantiles": list(QUANTILES), **q, "plot": str(plot) if plot else None})
+            echo_json(
+                {
+                    "mechanism": desc,
+                    "epsilon": eps,
+                    "words": len(chosen),
+                    "draws": draws,
+                    "quantiles": list(QUANTILES),
+                    **q,
+                    "plot": str(plot) if plot else None,
+                }
+            )
             return
         table = Table(title=f"{desc}, epsilon={eps:.6g}, {len(chosen)} words, k={draws} draws")
         table.add_column("quantile")
@@ -231,5 +283,3 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"wrote {plot}", markup=False, highlight=False)
 
     app.add_typer(text_app, name="text")
-
-

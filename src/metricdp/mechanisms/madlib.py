@@ -40,8 +40,7 @@ from ..spaces import MetricSpace
 from ._montecarlo import estimate_matrix
 from .base import Mechanism, register_sampler
 
-__all__ = ["madlib", "madlib_noise", "madlib_polar", "madlib_sample", "madlib_epsilon", "nearest_release"]
-
+__all__ = ["madlib", "madlib_epsilon", "madlib_noise", "madlib_polar", "madlib_sample", "nearest_release"]
 
 
 def _check_space(space: object) -> MetricSpace:
@@ -58,7 +57,9 @@ def _check_space(space: object) -> MetricSpace:
     return space
 
 
-def madlib_polar(dim: int, epsilon: float, size: int, rng: object = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def madlib_polar(
+    dim: int, epsilon: float, size: int, rng: object = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     r"""Madlib's noise as (direction, G): the noise is ``direction * G / epsilon``.
 
     ``direction`` is uniform on the unit sphere (a normalised standard normal vector,
@@ -110,7 +111,10 @@ def madlib_noise(dim: int, epsilon: float, size: int, rng: object = None) -> NDA
 
 
 def nearest_release(
-    space: PointSpace, inputs: NDArray[np.intp], direction: NDArray[np.float64], gamma: NDArray[np.float64],
+    space: PointSpace,
+    inputs: NDArray[np.intp],
+    direction: NDArray[np.float64],
+    gamma: NDArray[np.float64],
     epsilon: float,
 ) -> NDArray[np.intp]:
     r"""The word nearest to :math:`x + (G/\varepsilon) v` for each input x, exactly, at any eps.
@@ -153,7 +157,9 @@ def _point_space(space: MetricSpace) -> PointSpace:
     return PointSpace.from_points(np.asarray(space.points), space.labels, "euclidean")
 
 
-def madlib_sample(space: MetricSpace | PointSpace, inputs: ArrayLike, epsilon: float, rng: object = None) -> NDArray[np.intp]:
+def madlib_sample(
+    space: MetricSpace | PointSpace, inputs: ArrayLike, epsilon: float, rng: object = None
+) -> NDArray[np.intp]:
     """Madlib releases (indices of words) for input word indices: nearest word to x + z.
 
     Works on a dense :class:`MetricSpace` built from points or on a matrix-free
@@ -169,7 +175,9 @@ def madlib_sample(space: MetricSpace | PointSpace, inputs: ArrayLike, epsilon: f
     """
     if isinstance(space, PointSpace):
         if space.metric != "euclidean":
-            raise ValidationError(f"madlib is eps-mDP for the Euclidean metric only; the space's metric is {space.metric!r}")
+            raise ValidationError(
+                f"madlib is eps-mDP for the Euclidean metric only; the space's metric is {space.metric!r}"
+            )
         pspace = space
     else:
         pspace = _point_space(_check_space(space))

@@ -63,5 +63,7 @@ class TextMechanism(ABC):
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]: ...
 
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items() if k != "epsilon" and not isinstance(v, list | dict))
+        params = ", ".join(
+            f"{k}={v!r}" for k, v in self.params.items() if k != "epsilon" and not isinstance(v, list | dict)
+        )
         return f"{type(self).__name__}(n={self.space.n}, epsilon={self.epsilon:.6g}{', ' if params else ''}{params})"

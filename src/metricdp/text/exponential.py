@@ -77,8 +77,13 @@ class CumulativeCache:
 
 
 def sample_tables(
-    inputs: NDArray[np.intp], u: NDArray[np.float64], out: NDArray[np.intp],
-    make: object, cache: CumulativeCache, draw: object, batch: int,
+    inputs: NDArray[np.intp],
+    u: NDArray[np.float64],
+    out: NDArray[np.intp],
+    make: object,
+    cache: CumulativeCache,
+    draw: object,
+    batch: int,
 ) -> None:
     """Shared driver: group ``inputs`` by word, get or build each word's table, draw its tokens.
 

@@ -33,8 +33,12 @@ _CHUNK = 8192  # tokens per noise draw (bounded memory)
 
 
 def noisy_release(
-    space: PointSpace, inputs: NDArray[np.intp], direction: NDArray[np.float64], gamma: NDArray[np.float64],
-    epsilon: float, index: HNSWIndex | None,
+    space: PointSpace,
+    inputs: NDArray[np.intp],
+    direction: NDArray[np.float64],
+    gamma: NDArray[np.float64],
+    epsilon: float,
+    index: HNSWIndex | None,
 ) -> NDArray[np.intp]:
     """Nearest word to :math:`x + (G/\\varepsilon) v` per token: exact, or approximate through ``index``."""
     if index is None:

@@ -52,7 +52,10 @@ def regularised_covariance(space: PointSpace, lam: float) -> NDArray[np.float64]
 
 
 def mahalanobis_epsilon(epsilon_r: float, min_eigenvalue: float, **_: object) -> float:
-    """Proven Euclidean mDP level of noise at :math:`\\varepsilon_R`: :math:`\\varepsilon_R/\\sqrt{\\lambda_{\\min}(S)}`."""
+    """Proven Euclidean mDP level of the noise at :math:`\\varepsilon_R`.
+
+    It is :math:`\\varepsilon_R/\\sqrt{\\lambda_{\\min}(S)}` (module docstring).
+    """
     return check_epsilon(epsilon_r, "epsilon_r") / math.sqrt(float(min_eigenvalue))
 
 
@@ -71,7 +74,9 @@ class MahalanobisText(MadlibText):
 
     name = "mahalanobis"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, lam: float = 0.2, index: str | HNSWIndex = "exact") -> None:
+    def __init__(
+        self, space: PointSpace, epsilon: float, *, lam: float = 0.2, index: str | HNSWIndex = "exact"
+    ) -> None:
         super().__init__(space, epsilon, index=index)
         s = regularised_covariance(self.space, lam)
         vals, vecs = np.linalg.eigh(s)

@@ -11,7 +11,6 @@ the batch whatever the corpus size.
 from __future__ import annotations
 
 import csv
-
 import json
 import time
 from collections import deque
@@ -61,8 +60,14 @@ class Vocabulary:
 
 
 def rewrite_texts(
-    texts: Iterable[str], vocabulary: Vocabulary, sample: Sampler, *, keep: frozenset[str] = frozenset(),
-    stats: RewriteStats | None = None, batch_tokens: int = 200_000, progress: Progress | None = None,
+    texts: Iterable[str],
+    vocabulary: Vocabulary,
+    sample: Sampler,
+    *,
+    keep: frozenset[str] = frozenset(),
+    stats: RewriteStats | None = None,
+    batch_tokens: int = 200_000,
+    progress: Progress | None = None,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch)."""
     st = stats if stats is not None else RewriteStats()
@@ -150,12 +155,19 @@ def _decoded_lines(path: Path) -> Iterator[str]:
 
 def _split_ending(line: str) -> tuple[str, str]:
     body = line.rstrip("\r\n")
-    return body, line[len(body):]
+    return body, line[len(body) :]
 
 
 def rewrite_file(
-    path: Path, out: IO[str], vocabulary: Vocabulary, sample: Sampler, *, column: str | None = None,
-    keep: frozenset[str] = frozenset(), batch_tokens: int = 200_000, progress: Progress | None = None,
+    path: Path,
+    out: IO[str],
+    vocabulary: Vocabulary,
+    sample: Sampler,
+    *,
+    column: str | None = None,
+    keep: frozenset[str] = frozenset(),
+    batch_tokens: int = 200_000,
+    progress: Progress | None = None,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring)."""
     if not path.is_file():
@@ -188,7 +200,9 @@ def rewrite_file(
             )
         if len(set(header)) != len(header) or "" in header:
             dup = next(h for h in header if header.count(h) > 1 or h == "")
-            raise ValidationError(f"{path}: column name {dup!r} is empty or appears twice; refusing an ambiguous header")
+            raise ValidationError(
+                f"{path}: column name {dup!r} is empty or appears twice; refusing an ambiguous header"
+            )
         j = header.index(column)  # type: ignore[arg-type]
         writer = csv.writer(out, dialect=dialect, lineterminator="\n")
         writer.writerow(header)
@@ -199,7 +213,9 @@ def rewrite_file(
                 if not row:
                     continue
                 if len(row) != len(header):
-                    raise ValidationError(f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}")
+                    raise ValidationError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
+                    )
                 rows.append(row)
                 yield row[j]
 
@@ -228,5 +244,3 @@ def rewrite_file(
         rec[column] = text  # type: ignore[index]
         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
     return st
-
-

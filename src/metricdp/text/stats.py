@@ -42,12 +42,18 @@ class DeniabilityStats:
 
     def quantiles(self, qs: Sequence[float] = QUANTILES) -> dict[str, list[float]]:
         """``{"N_w": [...], "S_w": [...], "loss": [...]}`` at the quantiles ``qs``."""
-        return {name: np.quantile(v, qs).tolist() for name, v in (("N_w", self.n_w), ("S_w", self.s_w), ("loss", self.loss))}
+        return {
+            name: np.quantile(v, qs).tolist() for name, v in (("N_w", self.n_w), ("S_w", self.s_w), ("loss", self.loss))
+        }
 
 
 def plausible_deniability(
-    sample: Callable[[NDArray[np.intp]], NDArray[np.intp]], space: PointSpace, words: NDArray[np.intp], draws: int,
-    *, progress: Progress | None = None,
+    sample: Callable[[NDArray[np.intp]], NDArray[np.intp]],
+    space: PointSpace,
+    words: NDArray[np.intp],
+    draws: int,
+    *,
+    progress: Progress | None = None,
 ) -> DeniabilityStats:
     """Draw ``draws`` releases of each word through ``sample`` and summarise them.
 

@@ -56,8 +56,9 @@ class SubsampledText(TextMechanism):
 
     name = "subsampled-exponential"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, candidates: int = 50,
-                 base: str | ArrayLike | None = None) -> None:
+    def __init__(
+        self, space: PointSpace, epsilon: float, *, candidates: int = 50, base: str | ArrayLike | None = None
+    ) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
         m = check_int(candidates, "candidates", minimum=1)
@@ -72,8 +73,11 @@ class SubsampledText(TextMechanism):
             if w.shape != (space.n,) or not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
                 raise ValidationError(f"base must be {space.n} finite weights >= 0, not all zero")
         self._cdf = np.cumsum(w / w.sum())
-        super().__init__(space, epsilon, {"epsilon": epsilon, "candidates": m,
-                                          "base": base if isinstance(base, str) or base is None else "custom"})
+        super().__init__(
+            space,
+            epsilon,
+            {"epsilon": epsilon, "candidates": m, "base": base if isinstance(base, str) or base is None else "custom"},
+        )
         self.m = m
 
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:

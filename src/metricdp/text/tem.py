@@ -11,7 +11,10 @@ Release law (Gumbel-max lemma: argmax of score + Gumbel(2/eps) is the softmax of
 :math:`\varepsilon \cdot score / 2`): :math:`P(\bot) \propto |W\setminus L_x|
 e^{-\varepsilon\gamma/2}`, shared uniformly over :math:`W \setminus L_x`, so
 
-.. math:: P(y \mid x) = \frac{e^{-\varepsilon \min(d(x,y), \gamma)/2}}{\sum_{z \in W} e^{-\varepsilon \min(d(x,z), \gamma)/2}},
+.. math::
+
+    P(y \mid x) = \frac{e^{-\varepsilon \min(d(x,y), \gamma)/2}}
+                       {\sum_{z \in W} e^{-\varepsilon \min(d(x,z), \gamma)/2}},
 
 the exponential mechanism with the truncated score :math:`-\min(d, \gamma)`.
 
@@ -88,8 +91,9 @@ def tem_mechanism(space: MetricSpace, epsilon: float, *, gamma: float | None = N
     g = tem_gamma(epsilon, space.n, beta) if gamma is None else float(gamma)
     if not g >= 0:
         raise ValidationError(f"gamma must be >= 0, got {gamma!r}")
-    return certify(tem_matrix(space.distances, epsilon, g), space, epsilon, "tem",
-                   {"epsilon": epsilon, "gamma": g, "beta": beta})
+    return certify(
+        tem_matrix(space.distances, epsilon, g), space, epsilon, "tem", {"epsilon": epsilon, "gamma": g, "beta": beta}
+    )
 
 
 class TEMText(TextMechanism):
@@ -109,8 +113,15 @@ class TEMText(TextMechanism):
 
     name = "tem"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, gamma: float | None = None, beta: float = 0.001,
-                 cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        space: PointSpace,
+        epsilon: float,
+        *,
+        gamma: float | None = None,
+        beta: float = 0.001,
+        cache_bytes: int = CACHE_BYTES,
+    ) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
         g = tem_gamma(epsilon, space.n, beta) if gamma is None else float(gamma)
