@@ -51,7 +51,7 @@ SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
 ]
 IndexOpt = Annotated[
-    str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact or hnsw (faiss).")
+    str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact, ivf or hnsw (faiss).")
 ]
 GammaOpt = Annotated[float | None, typer.Option("--gamma", help="TEM threshold (default: the paper's, beta = 0.001).")]
 LamOpt = Annotated[float, typer.Option("--lam", help="Mahalanobis lambda in [0, 1).")]

@@ -9,7 +9,7 @@ search is a fixed function of it (post-processing), exact or approximate.
 
 Search: ``index="exact"`` (default) is the certified blocked search of
 :func:`metricdp.mechanisms.madlib.nearest_release` (centred coordinates, any eps);
-``index="hnsw"`` uses faiss HNSW (:mod:`.ann`) for queries whose noise radius is below
+``index="ivf"`` or ``"hnsw"`` uses a faiss index (:mod:`.ann`) for queries whose noise radius is below
 ``1e6`` times the vocabulary's radius and the exact search beyond it.
 """
 
@@ -23,7 +23,7 @@ from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..mechanisms.madlib import madlib_epsilon, madlib_polar, nearest_release
 from ..pointspace import PointSpace
-from .ann import HNSWIndex
+from .ann import ANNIndex, make_index
 from .base import TextMechanism, check_point_space
 
 __all__ = ["MadlibText", "madlib_epsilon", "noisy_release"]
@@ -38,7 +38,7 @@ def noisy_release(
     direction: NDArray[np.float64],
     gamma: NDArray[np.float64],
     epsilon: float,
-    index: HNSWIndex | None,
+    index: ANNIndex | None,
 ) -> NDArray[np.intp]:
     """Nearest word to :math:`x + (G/\\varepsilon) v` per token: exact, or approximate through ``index``."""
     if index is None:
@@ -65,7 +65,7 @@ class MadlibText(TextMechanism):
         Euclidean vocabulary.
     epsilon : float
         The mDP level.
-    index : "exact", "hnsw" or an :class:`~.ann.HNSWIndex`
+    index : "exact", "ivf", "hnsw" or an :class:`~.ann.ANNIndex`
         The nearest-word search (post-processing; privacy unaffected).
 
     Examples
@@ -77,18 +77,18 @@ class MadlibText(TextMechanism):
 
     name = "madlib"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, index: str | HNSWIndex = "exact") -> None:
+    def __init__(self, space: PointSpace, epsilon: float, *, index: str | ANNIndex = "exact") -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
-        if isinstance(index, HNSWIndex):
-            self.index: HNSWIndex | None = index
+        if isinstance(index, ANNIndex):
+            self.index: ANNIndex | None = index
         elif index == "exact":
             self.index = None
-        elif index == "hnsw":
-            self.index = HNSWIndex(space)
+        elif index in ("ivf", "hnsw"):
+            self.index = make_index(index, space)
         else:
-            raise ValidationError(f"index must be 'exact' or 'hnsw', got {index!r}")
-        super().__init__(space, epsilon, {"epsilon": epsilon, "index": "exact" if self.index is None else "hnsw"})
+            raise ValidationError(f"index must be 'exact', 'ivf' or 'hnsw', got {index!r}")
+        super().__init__(space, epsilon, {"epsilon": epsilon, "index": "exact" if self.index is None else self.index.kind})
 
     def _directions(self, direction: NDArray[np.float64]) -> NDArray[np.float64]:
         return direction

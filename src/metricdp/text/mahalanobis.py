@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..pointspace import PointSpace
-from .ann import HNSWIndex
+from .ann import ANNIndex
 from .madlib import MadlibText
 
 __all__ = ["MahalanobisText", "mahalanobis_epsilon", "regularised_covariance"]
@@ -69,13 +69,13 @@ class MahalanobisText(MadlibText):
         The Euclidean mDP guarantee (see the module docstring for the noise's eps_R).
     lam : float
         :math:`\\lambda \\in [0, 1)` (default 0.2, as in Xu et al.'s experiments).
-    index : "exact", "hnsw" or an HNSWIndex
+    index : "exact", "ivf", "hnsw" or an ANNIndex
     """
 
     name = "mahalanobis"
 
     def __init__(
-        self, space: PointSpace, epsilon: float, *, lam: float = 0.2, index: str | HNSWIndex = "exact"
+        self, space: PointSpace, epsilon: float, *, lam: float = 0.2, index: str | ANNIndex = "exact"
     ) -> None:
         super().__init__(space, epsilon, index=index)
         s = regularised_covariance(self.space, lam)
