@@ -88,7 +88,8 @@ class MadlibText(TextMechanism):
             self.index = make_index(index, space)
         else:
             raise ValidationError(f"index must be 'exact', 'ivf' or 'hnsw', got {index!r}")
-        super().__init__(space, epsilon, {"epsilon": epsilon, "index": "exact" if self.index is None else self.index.kind})
+        kind = "exact" if self.index is None else self.index.kind
+        super().__init__(space, epsilon, {"epsilon": epsilon, "index": kind})
 
     def _directions(self, direction: NDArray[np.float64]) -> NDArray[np.float64]:
         return direction
