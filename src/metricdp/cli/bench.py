@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
             from .. import bench
 
             settings = {
-                "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 200,000-token chunks",
+                "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",
                 "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": epsilon, "seed": seed,
                 "load average before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",

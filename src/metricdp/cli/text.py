@@ -89,7 +89,7 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
     """(sample function, vocabulary labels, point space or None, description, epsilon)."""
     from ..text.build import build, names
 
-    if mechanism.endswith(".npz") or Path(mechanism).is_file():
+    if mechanism.lower().endswith(".npz"):
         from ..io import load_mechanism
 
         mech = load_mechanism(mechanism)

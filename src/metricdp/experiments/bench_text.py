@@ -2,7 +2,7 @@
 
 The corpus of issue 23: tokens drawn i.i.d. from the 20,000 most frequent GloVe words
 with a Zipf law (probability of rank k proportional to 1/k), streamed in chunks of
-200,000 tokens (memory bounded whatever the corpus size); the vocabulary is all 400,000
+1,000,000 tokens (memory bounded whatever the corpus size); the vocabulary is all 400,000
 words. Each mechanism runs in a fresh interpreter (its own peak memory, VmHWM), draws
 its randomness from the OS secure source (as ``text privatize`` does by default), and
 reports setup time (loading the vectors, building an index), sampling throughput
@@ -37,7 +37,7 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "mahalanobis-ivf": ("mahalanobis", {"index": "ivf"}),
     "subsampled-exponential": ("subsampled-exponential", {"candidates": 50, "base": "zipf"}),
 }
-CHUNK = 200_000
+CHUNK = 1_000_000
 
 
 def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:

@@ -66,7 +66,7 @@ def rewrite_texts(
     *,
     keep: frozenset[str] = frozenset(),
     stats: RewriteStats | None = None,
-    batch_tokens: int = 200_000,
+    batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch)."""
@@ -166,7 +166,7 @@ def rewrite_file(
     *,
     column: str | None = None,
     keep: frozenset[str] = frozenset(),
-    batch_tokens: int = 200_000,
+    batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring)."""
