@@ -187,6 +187,7 @@ def register(app: typer.Typer) -> None:
         def on_row(row: bench_text.TextBenchRow) -> None:
             err_console.print(f"{row.mechanism}: {row.status} {row.tokens_per_s or 0:,.0f} tokens/s", markup=False)
 
+        load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row)
         typer.echo(bench_text.markdown_table(rows))
         if out is not None:
@@ -195,7 +196,8 @@ def register(app: typer.Typer) -> None:
             settings = {
                 "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",
                 "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": epsilon, "seed": seed,
-                "load average before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                "load average (1, 5, 15 min) before": load_before,
+                "load average after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
             }
             with atomic_write(out, "w") as fh:
