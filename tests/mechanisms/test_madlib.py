@@ -96,3 +96,66 @@ def test_bad_input_names_the_culprit() -> None:
         madlib(space, -1.0)
     with pytest.raises(ValidationError, match="index 3"):
         madlib_sample(space, [3], 1.0, rng=0)
+
+
+# ----------------------------------------------------------------- issue 21 item 8: exact at any eps / offset
+def _brute_force(
+    points: np.ndarray, inputs: np.ndarray, direction: np.ndarray, gamma: np.ndarray, eps: float
+) -> np.ndarray:
+    """Reference: 80-bit long double distances to x + (G/eps) v over all points."""
+    p = points.astype(np.longdouble)
+    q = p[inputs] + (gamma.astype(np.longdouble) / np.longdouble(eps))[:, None] * direction.astype(np.longdouble)
+    return np.array([np.argmin(((p - row) ** 2).sum(axis=1)) for row in q])
+
+
+def test_large_offsets_do_not_collapse_the_releases() -> None:
+    from metricdp.mechanisms.madlib import madlib_polar
+
+    g = np.random.default_rng(0)
+    pts = g.normal(size=(60, 10)) + 1e8
+    space = MetricSpace.from_points(pts)
+    inputs = np.arange(60).repeat(10)
+    got = madlib_sample(space, inputs, 1.5, rng=7)
+    direction, gamma = madlib_polar(10, 1.5, len(inputs), rng=7)
+    assert np.array_equal(got, _brute_force(pts, inputs, direction, gamma, 1.5))
+    assert len(np.unique(got)) > 30  # bff3a6d: one word for every input
+
+
+@pytest.mark.parametrize("eps", [1e-25, 1e-160, 1e-300, 5e-324])
+def test_tiny_epsilon_releases_the_word_furthest_along_the_noise(eps: float) -> None:
+    # r = G/eps >= 1e24 times the diameter: the nearest word to x + r v is the one maximising
+    # v.p (ties by |x-p|^2/r, negligible); bff3a6d released index 0 (or n, out of range).
+    from metricdp.mechanisms.madlib import madlib_polar
+
+    pts = np.random.default_rng(1).normal(size=(40, 5)) + 3e7
+    space = MetricSpace.from_points(pts)
+    inputs = np.arange(40).repeat(5)
+    got = madlib_sample(space, inputs, eps, rng=3)
+    direction, _ = madlib_polar(5, eps, len(inputs), rng=3)
+    centred = pts - pts.mean(axis=0)
+    assert np.array_equal(got, np.argmax(direction @ centred.T, axis=1))
+    assert got.max() < 40 and len(np.unique(got)) > 5
+
+
+@pytest.mark.parametrize("eps", [1e12, 1e300, 1.7e308])
+def test_huge_epsilon_releases_the_input(eps: float) -> None:
+    space = random_space(2, 30, dim=4)
+    inputs = np.arange(30).repeat(3)
+    assert np.array_equal(madlib_sample(space, inputs, eps, rng=4), inputs)
+
+
+def test_moderate_epsilon_matches_brute_force_in_50_dimensions() -> None:
+    from metricdp.mechanisms.madlib import madlib_polar
+
+    pts = np.random.default_rng(5).normal(size=(300, 50)) * 0.3 - 2e6
+    space = MetricSpace.from_points(pts)
+    inputs = np.arange(300)
+    for eps in (0.5, 20.0, 200.0):
+        got = madlib_sample(space, inputs, eps, rng=11)
+        direction, gamma = madlib_polar(50, eps, len(inputs), rng=11)
+        assert np.array_equal(got, _brute_force(pts, inputs, direction, gamma, eps))
+
+
+def test_noise_vectors_that_overflow_are_refused() -> None:
+    with pytest.raises(ValidationError, match="too small"):
+        madlib_noise(3, 1e-320, 5, rng=0)

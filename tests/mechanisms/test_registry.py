@@ -158,3 +158,38 @@ def test_estimated_families_derive_their_epsilon_from_their_params() -> None:
         get("exponential").proven_epsilon({"epsilon": 0.5})
     with pytest.raises(ValidationError, match="epsilon"):
         family.proven_epsilon({"epsilon": math.inf})
+
+
+# ----------------------------------------------------------------------------- matrix-free (text) families
+def _point_space():
+    from metricdp.pointspace import PointSpace
+
+    g = np.random.default_rng(3)
+    return PointSpace.from_points(g.normal(size=(40, 5)), [f"w{i}" for i in range(40)])
+
+
+@pytest.mark.parametrize("name", registry.sampler_names())
+def test_every_sampler_family_builds_with_its_proven_epsilon(name: str) -> None:
+    family = registry.get_sampler(name)
+    mech = family.build(_point_space(), 2.0)
+    assert family.proven_epsilon(2.0) == 2.0
+    out = mech.sample(np.arange(10), np.random.default_rng(0))
+    assert out.shape == (10,) and np.all((out >= 0) & (out < 40))
+
+
+SAMPLER_INVALID = [
+    (name, p.name, v) for name in registry.sampler_names() for p in registry.get_sampler(name).params
+    for v in _invalid_values(p) if v is not None
+]
+
+
+@pytest.mark.parametrize(("name", "param", "value"), SAMPLER_INVALID,
+                         ids=[f"{n}-{p}-{v!r}"[:60] for n, p, v in SAMPLER_INVALID])
+def test_every_sampler_parameter_refuses_invalid_values(name: str, param: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=param):
+        registry.get_sampler(name).build(_point_space(), 1.0, **{param: value})
+
+
+def test_unknown_sampler_family() -> None:
+    with pytest.raises(ValidationError, match="unknown text mechanism 'nope'; choose one of exponential, tem"):
+        registry.get_sampler("nope")

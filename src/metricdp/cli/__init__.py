@@ -26,6 +26,7 @@ from . import (
     privatize,
     privatize_points,
     report,
+    text,
 )
 from ._common import set_debug
 
@@ -59,8 +60,8 @@ def _main(
     set_debug(debug)
 
 
-for _module in (example, build, evaluate, report, privatize, privatize_points, estimate, calibrate, data, bench,
-                experiment):
+for _module in (example, build, evaluate, report, privatize, privatize_points, text, estimate, calibrate, data,
+                bench, experiment):
     _module.register(app)
 paper_experiments.register(experiment.experiment_app)
 

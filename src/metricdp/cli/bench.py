@@ -1,8 +1,11 @@
-"""``metricdp bench lp``: the LP benchmark of issue 15 (see :mod:`metricdp.experiments.bench_lp`)."""
+"""``metricdp bench lp``: the LP benchmark (:mod:`metricdp.experiments.bench_lp`); ``metricdp bench sample``: the
+exact sampler (:mod:`metricdp.experiments.bench_sample`); ``metricdp bench text``: the text mechanisms of issue 23
+(:mod:`metricdp.experiments.bench_text`)."""
 
 from __future__ import annotations
 
 import csv
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -141,6 +144,53 @@ def register(app: typer.Typer) -> None:
                     writer.writerow(r.as_dict())
 
     _add_sample(bench_app)
+
+    @bench_app.command("text")
+    @handle_errors
+    def text(
+        mechanisms: Annotated[
+            str, typer.Option("--mechanisms", help="Comma-separated: exponential, tem, madlib, madlib-ivf, ...")
+        ] = "exponential,tem,madlib,madlib-ivf,subsampled-exponential",
+        tokens: Annotated[
+            list[str] | None, typer.Option("--tokens", help="Corpus size (1,000,000); repeat as NAME=N per mechanism.")
+        ] = None,
+        epsilon: Annotated[float, typer.Option("--epsilon", help="Per-token eps of every mechanism.")] = 10.0,
+        seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Zipf corpus (public data).")] = 0,
+        out: OutOpt = None,
+    ) -> None:
+        """Text mechanisms over all 400,000 GloVe words on a Zipf corpus (issue 23): one table."""
+        from ..experiments import bench_text
+        from ..io import atomic_write
+
+        if out is not None:
+            check_output(out)
+        per = parse_sizes(tokens or ["1000000"])
+        names = _split(mechanisms, "--mechanisms")
+        if isinstance(per, list):
+            size: int | dict[str, int] = per[0]
+        else:
+            size = {n: (per.get(n) or per.get("*") or [1_000_000])[0] for n in names}
+
+        def on_row(row: bench_text.TextBenchRow) -> None:
+            err_console.print(f"{row.mechanism}: {row.status} {row.tokens_per_s or 0:,.0f} tokens/s", markup=False)
+
+        load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row)
+        typer.echo(bench_text.markdown_table(rows))
+        if out is not None:
+            from .. import bench
+
+            settings = {
+                "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",
+                "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": epsilon, "seed": seed,
+                "load average (1, 5, 15 min) before": load_before,
+                "load average after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
+            }
+            with atomic_write(out, "w") as fh:
+                fh.write(bench_text.markdown_report(rows, settings, bench.machine_info()))
+            err_console.print(f"wrote {out}", markup=False, highlight=False)
+
     app.add_typer(bench_app, name="bench")
 
 

@@ -40,10 +40,15 @@ from .._validation import check_epsilon, check_number
 from ..errors import ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..pointspace import PointSpace
     from ..spaces import MetricSpace
+    from ..text.base import TextMechanism
     from .base import Mechanism, TrueSampler
 
-__all__ = ["FAMILIES", "Family", "Param", "build", "get", "names"]
+__all__ = [
+    "FAMILIES", "SAMPLER_FAMILIES", "Family", "Param", "SamplerFamily", "build", "get", "get_sampler", "names",
+    "sampler_names",
+]
 
 Kind = Literal["bool", "int", "float", "choice", "vector", "floats", "matrix", "rng"]
 
@@ -301,6 +306,92 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
+
+
+@dataclass(frozen=True)
+class SamplerFamily:
+    """A matrix-free family: a sampler over a :class:`~metricdp.pointspace.PointSpace` (vectors, no n x n matrix).
+
+    These release words of whole vocabularies (``metricdp text privatize``). Each is
+    eps-mDP per token for the Euclidean distance of the embedding, with the proven
+    epsilon a function of its parameters (``proven``, a ``"module:function"`` path taking
+    ``epsilon`` and the family's parameters); ``exact`` says whether the family is exact
+    on a finite vocabulary (its matrix can then be built and audited on a small one).
+    """
+
+    name: str
+    builder: str
+    description: str
+    proven: str
+    params: tuple[Param, ...] = ()
+    exact: bool = True
+
+    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, value in params.items():
+            param = next((p for p in self.params if p.name == key), None)
+            if param is None:
+                takes = ", ".join(p.name for p in self.params) or "no parameters"
+                raise ValidationError(f"text {self.name} takes no parameter {key!r}; it takes: {takes}")
+            out[key] = param.check(value, f"text {self.name}")
+        return out
+
+    def proven_epsilon(self, epsilon: float, **params: Any) -> float:
+        """The epsilon the sampler is proven to satisfy at these parameters."""
+        value: float = _resolve(self.proven)(epsilon, **params)
+        return value
+
+    def build(self, space: PointSpace, epsilon: float, **params: Any) -> TextMechanism:
+        """The sampler over ``space`` at ``epsilon`` with validated ``params``."""
+        mechanism: TextMechanism = _resolve(self.builder)(space, check_epsilon(epsilon), **self.check_params(params))
+        return mechanism
+
+
+_T = "metricdp.text"
+_INDEX = Param("index", "choice", "exact", "nearest-word search: exact, or an approximate faiss index (ivf, hnsw)",
+               choices=("exact", "ivf", "hnsw"))
+_CACHE = Param("cache_bytes", "int", 256 * 2**20, "bytes of per-word cumulative tables kept", minimum=0)
+
+#: Matrix-free families over a PointSpace, in the order ``sampler_names()`` lists them.
+SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
+    f.name: f
+    for f in (
+        SamplerFamily("exponential", f"{_T}.exponential:ExponentialText",
+                      "Exponential mechanism over a whole vocabulary, exact, blocked (McSherry-Talwar 2007)",
+                      f"{_T}.exponential:exponential_epsilon", (_CACHE,)),
+        SamplerFamily("tem", f"{_T}.tem:TEMText",
+                      "Truncated Exponential Mechanism (Carvalho et al. 2021, Sec. 4)", f"{_T}.tem:tem_epsilon",
+                      (Param("gamma", "float", None, "truncation radius (default: the paper's choice)", minimum=0.0),
+                       Param("beta", "float", 0.001, "the paper's beta of the default gamma", minimum=0.0,
+                             maximum=1.0, open_minimum=True),
+                       _CACHE)),
+        SamplerFamily("madlib", f"{_T}.madlib:MadlibText",
+                      "Madlib over a whole vocabulary (Feyisetan et al., WSDM 2020)",
+                      f"{_M}.madlib:madlib_epsilon", (_INDEX,), exact=False),
+        SamplerFamily("mahalanobis", f"{_T}.mahalanobis:MahalanobisText",
+                      "Regularised Mahalanobis mechanism (Xu et al. 2020)", f"{_T}.mahalanobis:proven_epsilon",
+                      (Param("lam", "float", 0.2, "regularisation lambda", minimum=0.0, maximum=1.0), _INDEX),
+                      exact=False),
+        SamplerFamily("subsampled-exponential", f"{_T}.subsampled:SubsampledText",
+                      "Subsampled exponential mechanism on m candidates (Lantz et al., AISec 2015)",
+                      f"{_T}.subsampled:subsampled_epsilon",
+                      (Param("candidates", "int", 50, "candidates m per release", minimum=1),
+                       Param("base", "choice", None, "data-independent base: zipf (word ranks); uniform when omitted",
+                             choices=("zipf",)))),
+    )
+}
+
+
+def sampler_names() -> tuple[str, ...]:
+    """The matrix-free (text) family names."""
+    return tuple(SAMPLER_FAMILIES)
+
+
+def get_sampler(name: str) -> SamplerFamily:
+    """The matrix-free family called ``name``; an unknown name lists the valid ones."""
+    if not isinstance(name, str) or name not in SAMPLER_FAMILIES:
+        raise ValidationError(f"unknown text mechanism {name!r}; choose one of {', '.join(SAMPLER_FAMILIES)}")
+    return SAMPLER_FAMILIES[name]
 
 
 def names() -> tuple[str, ...]:

@@ -1,0 +1,21 @@
+"""Text privatization at vocabulary scale: every token of a text released by a word-level
+mDP mechanism over a large embedding vocabulary (matrix-free: nothing n x n is stored).
+
+Modules
+-------
+* :mod:`.tokens` -- tokenisation that keeps whitespace and punctuation, case patterns.
+* :mod:`.base` -- :class:`~.base.TextMechanism`, the interface of the samplers below.
+* :mod:`.exponential` -- the exact exponential mechanism by blocked passes (+ cache).
+* :mod:`.tem` -- the Truncated Exponential Mechanism (Carvalho et al. 2021).
+* :mod:`.madlib` -- Madlib (Feyisetan et al. 2020) with an exact or an approximate search.
+* :mod:`.mahalanobis` -- the regularised Mahalanobis mechanism (Xu et al. 2020).
+* :mod:`.subsampled` -- the subsampled exponential mechanism (Lantz et al. 2015).
+* :mod:`.ann` -- the optional approximate nearest-word index (faiss HNSW).
+* :mod:`.build` -- names -> builders, proven epsilons.
+* :mod:`.stats` -- plausible deniability statistics N_w, S_w (Feyisetan et al. 2020).
+* :mod:`.rewrite` -- streaming rewriting of plain text, CSV and JSONL.
+
+Accounting: see docs/text.md. Each token is released with eps-mDP for the Euclidean
+distance of the embedding; two documents differing in tokens i_1..i_k are
+``sum_j eps d(x_j, x'_j)``-indistinguishable (sequential composition).
+"""

@@ -1,0 +1,247 @@
+"""Streaming rewriting of texts: plain text (one document per line), CSV or JSONL.
+
+Every word token found in the vocabulary (case-insensitively) and not in ``keep`` is
+replaced by a release of the mechanism, in the original's case pattern
+(:func:`.tokens.restore_case`); whitespace, punctuation and out-of-vocabulary tokens
+are kept. Documents are processed in batches of about ``batch_tokens`` word tokens:
+one call of the sampler per batch (so repeated words share a pass), memory bounded by
+the batch whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._progress import Progress, report
+from ..errors import ValidationError
+from .tokens import restore_case, split
+
+__all__ = ["RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
+
+Sampler = Callable[[NDArray[np.intp]], NDArray[np.intp]]
+
+
+@dataclass
+class RewriteStats:
+    """Counts of a rewrite: word tokens seen, replaced (sampled), changed, kept, out of vocabulary."""
+
+    documents: int = 0
+    tokens: int = 0
+    replaced: int = 0
+    changed: int = 0
+    kept: int = 0
+    oov: int = 0
+    seconds: float = 0.0
+    oov_examples: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("inf")
+
+
+class Vocabulary:
+    """Case-insensitive lookup of labels: ``lower(label) -> index`` (the first label wins)."""
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        self.labels = tuple(labels)
+        self.lookup: dict[str, int] = {}
+        for i, lab in enumerate(self.labels):
+            self.lookup.setdefault(lab.lower(), i)
+
+
+def rewrite_texts(
+    texts: Iterable[str],
+    vocabulary: Vocabulary,
+    sample: Sampler,
+    *,
+    keep: frozenset[str] = frozenset(),
+    stats: RewriteStats | None = None,
+    batch_tokens: int = 500_000,
+    progress: Progress | None = None,
+) -> Iterator[str]:
+    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch)."""
+    st = stats if stats is not None else RewriteStats()
+    lookup, labels = vocabulary.lookup, vocabulary.labels
+    start = time.perf_counter()
+    batch: list[list[str]] = []
+    slots: list[tuple[int, int, str, str]] = []  # (document in batch, piece, original, kept clitic)
+    inputs: list[int] = []
+
+    def flush() -> Iterator[str]:
+        if inputs:
+            out = sample(np.asarray(inputs, dtype=np.intp))
+            for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
+                batch[doc][piece] = restore_case(labels[k], original) + suffix
+                st.changed += int(k != x)
+        yield from ("".join(pieces) for pieces in batch)
+        st.seconds = time.perf_counter() - start
+        report(progress, st.tokens, None, f"{st.tokens:,} tokens ({st.tokens_per_second:,.0f} tokens/s)")
+        batch.clear()
+        slots.clear()
+        inputs.clear()
+
+    for text in texts:
+        pieces = []
+        d = len(batch)
+        for j, (piece, is_word) in enumerate(split(text)):
+            pieces.append(piece)
+            if not is_word:
+                continue
+            st.tokens += 1
+            low = piece.lower()
+            if low in keep:
+                st.kept += 1
+                continue
+            k = lookup.get(low)
+            suffix = ""
+            if k is None and ("'" in low or "\u2019" in low):
+                # "NASA's": GloVe splits the clitic off; release the head, keep the clitic
+                cut = max(low.rfind("'"), low.rfind("\u2019"))
+                k = lookup.get(low[:cut])
+                if k is not None:
+                    piece, suffix = piece[:cut], piece[cut:]
+            if k is None:
+                st.oov += 1
+                if len(st.oov_examples) < 1000 or low in st.oov_examples:
+                    st.oov_examples[low] = st.oov_examples.get(low, 0) + 1
+                continue
+            st.replaced += 1
+            slots.append((d, j, piece, suffix))
+            inputs.append(k)
+        batch.append(pieces)
+        st.documents += 1
+        if len(inputs) >= batch_tokens:
+            yield from flush()
+    yield from flush()
+
+
+def detect_format(path: Path, column: str | None) -> str:
+    """``csv``, ``jsonl`` or ``text`` from the file name; CSV and JSONL need ``column``."""
+    suffix = path.suffix.lower()
+    fmt = "csv" if suffix in (".csv", ".tsv") else "jsonl" if suffix in (".jsonl", ".ndjson") else "text"
+    if fmt != "text" and column is None:
+        raise ValidationError(f"{path}: a {fmt.upper()} input needs --column (the field holding the text)")
+    if fmt == "text" and column is not None:
+        raise ValidationError(f"{path}: --column applies to .csv/.jsonl inputs; this file is read as plain text")
+    return fmt
+
+
+def _decoded_lines(path: Path) -> Iterator[str]:
+    """Lines with their endings, decoded as UTF-8; invalid bytes are one error naming the offset."""
+    offset = 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as ex:
+                raise ValidationError(
+                    f"{path}: invalid UTF-8 at byte offset {offset + ex.start} (line starting at byte {offset})"
+                ) from None
+            if offset == 0 and line.startswith("\ufeff"):
+                line = line[1:]
+            offset += len(raw)
+            yield line
+
+
+def _split_ending(line: str) -> tuple[str, str]:
+    body = line.rstrip("\r\n")
+    return body, line[len(body) :]
+
+
+def rewrite_file(
+    path: Path,
+    out: IO[str],
+    vocabulary: Vocabulary,
+    sample: Sampler,
+    *,
+    column: str | None = None,
+    keep: frozenset[str] = frozenset(),
+    batch_tokens: int = 500_000,
+    progress: Progress | None = None,
+) -> RewriteStats:
+    """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring)."""
+    if not path.is_file():
+        raise ValidationError(f"{path}: no such file")
+    fmt = detect_format(path, column)
+    st = RewriteStats()
+    kw = {"keep": keep, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
+    if fmt == "text":
+        endings: deque[str] = deque()
+
+        def bodies() -> Iterator[str]:
+            for line in _decoded_lines(path):
+                body, end = _split_ending(line)
+                endings.append(end)
+                yield body
+
+        for text in rewrite_texts(bodies(), vocabulary, sample, **kw):  # type: ignore[arg-type]
+            out.write(text + endings.popleft())
+        return st
+    if fmt == "csv":
+        assert column is not None  # detect_format gives csv only with a column
+        dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+        reader = csv.reader(_decoded_lines(path), dialect=dialect)
+        header = next(reader, None)
+        if header is None:
+            raise ValidationError(f"{path}: empty file (no header row)")
+        if header.count(column) != 1:
+            raise ValidationError(
+                f"{path}: column {column!r} appears {header.count(column)} times in the header "
+                f"({', '.join(repr(h) for h in header)}); it must appear exactly once"
+            )
+        if len(set(header)) != len(header) or "" in header:
+            dup = next(h for h in header if header.count(h) > 1 or h == "")
+            raise ValidationError(
+                f"{path}: column name {dup!r} is empty or appears twice; refusing an ambiguous header"
+            )
+        j = header.index(column)
+        writer = csv.writer(out, dialect=dialect, lineterminator="\n")
+        writer.writerow(header)
+        rows: deque[list[str]] = deque()
+
+        def cells() -> Iterator[str]:
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise ValidationError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
+                    )
+                rows.append(row)
+                yield row[j]
+
+        for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
+            row = rows.popleft()
+            row[j] = text
+            writer.writerow(row)
+        return st
+    records: deque[dict] = deque()
+
+    def fields() -> Iterator[str]:
+        for n, line in enumerate(_decoded_lines(path), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as ex:
+                raise ValidationError(f"{path}: line {n} is not JSON ({ex.msg})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get(column), str):
+                raise ValidationError(f"{path}: line {n} has no string field {column!r}")
+            records.append(rec)
+            yield rec[column]
+
+    for text in rewrite_texts(fields(), vocabulary, sample, **kw):  # type: ignore[arg-type]
+        rec = records.popleft()
+        rec[column] = text
+        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return st

@@ -1,0 +1,104 @@
+r"""Plausible-deniability statistics of a word-level mechanism (Feyisetan, Balle, Drake,
+Diethe, WSDM 2020, Section 5.2): for a word w and k releases of w,
+
+* :math:`N_w` -- the fraction of releases equal to w (the paper counts them; a fraction
+  does not depend on k): how often the word is *not* replaced;
+* :math:`S_w` -- the number of distinct words among the k releases: how many words w
+  hides among.
+
+Both are estimated by sampling the true mechanism (the only way for Madlib-style
+mechanisms, whose matrix has no closed form); with the mean embedding distance of the
+releases (the utility loss) they let a user pick epsilon by looking (docs/text.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._progress import Progress, report
+from .._validation import check_int
+from ..pointspace import PointSpace
+
+__all__ = ["QUANTILES", "DeniabilityStats", "plausible_deniability", "plot_deniability"]
+
+#: Quantiles reported by ``metricdp text stats``.
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+@dataclass(frozen=True)
+class DeniabilityStats:
+    """Per word: ``n_w`` (fraction unchanged), ``s_w`` (distinct releases), ``loss`` (mean distance)."""
+
+    words: NDArray[np.intp]
+    draws: int
+    n_w: NDArray[np.float64]
+    s_w: NDArray[np.int64]
+    loss: NDArray[np.float64]
+
+    def quantiles(self, qs: Sequence[float] = QUANTILES) -> dict[str, list[float]]:
+        """``{"N_w": [...], "S_w": [...], "loss": [...]}`` at the quantiles ``qs``."""
+        return {
+            name: np.quantile(v, qs).tolist() for name, v in (("N_w", self.n_w), ("S_w", self.s_w), ("loss", self.loss))
+        }
+
+
+def plausible_deniability(
+    sample: Callable[[NDArray[np.intp]], NDArray[np.intp]],
+    space: PointSpace,
+    words: NDArray[np.intp],
+    draws: int,
+    *,
+    progress: Progress | None = None,
+) -> DeniabilityStats:
+    """Draw ``draws`` releases of each word through ``sample`` and summarise them.
+
+    Examples
+    --------
+    >>> from metricdp.text.exponential import ExponentialText
+    >>> space = PointSpace.from_points([[0.0], [1.0], [9.0]])
+    >>> st = plausible_deniability(lambda i: ExponentialText(space, 30.0).sample(i, rng=0), space, np.arange(3), 50)
+    >>> st.n_w.tolist(), st.s_w.tolist()
+    ([1.0, 1.0, 1.0], [1, 1, 1])
+    """
+    words = np.asarray(words, dtype=np.intp)
+    draws = check_int(draws, "draws", minimum=1)
+    per = max(1, 200_000 // draws)
+    n_w = np.empty(len(words))
+    s_w = np.empty(len(words), dtype=np.int64)
+    loss = np.empty(len(words))
+    for s in range(0, len(words), per):
+        block = words[s : s + per]
+        inputs = np.repeat(block, draws)
+        out = sample(inputs).reshape(len(block), draws)
+        n_w[s : s + len(block)] = (out == block[:, None]).mean(axis=1)
+        s_w[s : s + len(block)] = [len(np.unique(row)) for row in out]
+        diff = space.vectors[out] - space.vectors[block][:, None, :]
+        loss[s : s + len(block)] = np.sqrt(np.einsum("wkd,wkd->wk", diff, diff)).mean(axis=1)
+        report(progress, s + len(block), len(words), f"{s + len(block)} of {len(words)} words")
+    return DeniabilityStats(words, draws, n_w, s_w, loss)
+
+
+def plot_deniability(stats: DeniabilityStats, path: str | PathLike[str], title: str = "") -> None:
+    """Histograms of N_w and S_w side by side, written as a PNG (atomically)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..io import atomic_write
+
+    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.hist(stats.n_w, bins=20, range=(0.0, 1.0), color="tab:blue")
+    ax1.set_xlabel("N_w (fraction of releases equal to the word)")
+    ax1.set_ylabel("words")
+    ax2.hist(stats.s_w, bins=min(30, max(1, int(stats.s_w.max()))), color="tab:orange")
+    ax2.set_xlabel(f"S_w (distinct releases in {stats.draws} draws)")
+    if title:
+        fig.suptitle(title)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=100)

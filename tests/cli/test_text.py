@@ -1,0 +1,156 @@
+"""``metricdp text privatize`` / ``text stats`` on a small embeddings file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from metricdp.cli import text
+from metricdp.mechanisms.exponential import exponential
+from metricdp.spaces import MetricSpace
+from tests.cli_helpers import assert_one_line_error, make_app, runner
+
+APP = make_app(text.register)
+WORDS = ["the", "cat", "dog", "paris", "london", "sat", "on", "mat", "a", "big"]
+
+
+@pytest.fixture
+def emb(tmp_path: Path) -> Path:
+    g = np.random.default_rng(0)
+    p = tmp_path / "emb.txt"
+    p.write_text(
+        "".join(f"{w} " + " ".join(f"{v:.5f}" for v in g.normal(size=4)) + "\n" for w in WORDS), encoding="utf-8"
+    )
+    return p
+
+
+def invoke(*args: object):
+    return runner.invoke(APP, ["text", *[str(a) for a in args]])
+
+
+@pytest.mark.parametrize("mech", ["exponential", "tem", "madlib", "mahalanobis", "subsampled-exponential"])
+def test_privatize_every_mechanism(tmp_path: Path, emb: Path, mech: str) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat on the MAT, 42 times.\nParis!\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = invoke(
+        "privatize",
+        src,
+        "--out",
+        out,
+        "--mechanism",
+        mech,
+        "--epsilon",
+        500,
+        "--embeddings",
+        emb,
+        "--seed",
+        3,
+        "--candidates",
+        500,
+    )
+    assert r.exit_code == 0, r.output
+    assert "--seed makes the releases reproducible" in r.stderr
+    # huge eps: every word is released unchanged, layout and case intact
+    assert out.read_text(encoding="utf-8") == src.read_text(encoding="utf-8")
+    assert "9 word tokens: 7 released" in r.stdout and "2 out of vocabulary" in r.stdout
+
+
+def test_privatize_csv_keep_and_json_summary(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("id,body\n1,the big cat\n2,a dog\n", encoding="utf-8")
+    keep = tmp_path / "keep.txt"
+    keep.write_text("the\na\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    r = invoke(
+        "privatize",
+        src,
+        "--out",
+        out,
+        "-m",
+        "exponential",
+        "-e",
+        0.01,
+        "--embeddings",
+        emb,
+        "--column",
+        "body",
+        "--keep",
+        keep,
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert (s["word_tokens"], s["replaced"], s["kept"], s["out_of_vocabulary"], s["seeded"]) == (5, 3, 2, 0, False)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "id,body" and lines[1].startswith("1,the ") and lines[2].startswith("2,a ")
+    assert all(w in WORDS for line in lines[1:] for w in line.split(",")[1].split())
+
+
+def test_privatize_with_a_mechanism_file(tmp_path: Path) -> None:
+    space = MetricSpace.from_points(np.arange(4.0)[:, None] * 100, ["Cat", "dog", "mat", "sat"])
+    mech_file = tmp_path / "m.npz"
+    exponential(space, 1.0).save(mech_file)
+    src = tmp_path / "in.txt"
+    src.write_text("the CAT sat\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = invoke("privatize", src, "--out", out, "--mechanism", mech_file)
+    assert r.exit_code == 0, r.output
+    assert out.read_text(encoding="utf-8") == "the CAT sat\n"  # d = 100, eps = 1: unchanged w.p. ~1
+
+
+def test_stats_table_json_and_plot(tmp_path: Path, emb: Path) -> None:
+    png = tmp_path / "h.png"
+    r = invoke(
+        "stats",
+        "-m",
+        "tem",
+        "-e",
+        2,
+        "--embeddings",
+        emb,
+        "--words",
+        5,
+        "--draws",
+        50,
+        "--plot",
+        png,
+        "--json",
+        "--seed",
+        1,
+    )
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert len(s["N_w"]) == len(s["quantiles"]) == 7 and png.read_bytes()[:4] == b"\x89PNG"
+    r = invoke("stats", "-m", "madlib", "-e", 2, "--embeddings", emb, "--words", 5, "--draws", 20)
+    assert r.exit_code == 0 and "N_w" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["-m", "nope", "-e", 1], "choose one of"),
+        (["-m", "tem"], "--epsilon is required"),
+        (["-m", "tem", "-e", -1], "epsilon must be finite and > 0"),
+        (["-m", "tem", "-e", 1, "--column", "x"], "--column applies to .csv/.jsonl"),
+        (["-m", "tem", "-e", 1, "--embeddings", "missing.vec"], "no such file"),
+    ],
+)
+def test_errors_are_one_line(tmp_path: Path, emb: Path, args: list, fragment: str) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    extra = [] if "--embeddings" in args else ["--embeddings", emb]
+    r = invoke("privatize", src, "--out", tmp_path / "o.txt", *args, *extra)
+    assert_one_line_error(r, fragment)
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_output_equal_to_input_is_refused(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    r = invoke("privatize", src, "--out", src, "-m", "tem", "-e", 1, "--embeddings", emb)
+    assert_one_line_error(r, "also an input")
+    assert src.read_text(encoding="utf-8") == "the cat\n"

@@ -1,0 +1,49 @@
+"""Matrix-free exponential mechanism vs its exact matrix on 300 GloVe words (chi-square, audit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metricdp.audit import audit
+from metricdp.errors import ValidationError
+from metricdp.mechanisms.exponential import exponential_matrix
+from metricdp.pointspace import PointSpace
+from metricdp.text.exponential import ExponentialText, exponential_epsilon
+from tests.text.conftest import chi_square_p
+
+EPS = 1.5
+WORDS = [0, 17, 250]
+
+
+def test_release_frequencies_match_the_exact_matrix(vocab) -> None:
+    dense, points = vocab
+    matrix = exponential_matrix(dense.distances, EPS)
+    assert audit(matrix, dense.distances).satisfies(EPS, 1e-9)
+    mech = ExponentialText(points, EPS)
+    inputs = np.repeat(WORDS, 20_000)
+    out = mech.sample(inputs, rng=2024)
+    for w in WORDS:
+        assert chi_square_p(out[inputs == w], matrix[w]) > 1e-3
+    # power: the same releases are rejected against the matrix at 1.3 eps
+    wrong = exponential_matrix(dense.distances, 1.3 * EPS)
+    assert chi_square_p(out[inputs == 0], wrong[0]) < 1e-6
+
+
+def test_cache_gives_the_same_law_and_is_bounded(vocab) -> None:
+    _, points = vocab
+    mech = ExponentialText(points, EPS, cache_bytes=8 * 300 * 2)  # two tables
+    a = mech.sample(np.arange(10), rng=1)
+    b = mech.sample(np.arange(10), rng=1)  # the two most recent tables now come from the cache
+    assert np.array_equal(a, b)
+    assert mech.cache.hits >= 2 and mech.cache._bytes <= 8 * 300 * 2
+
+
+def test_high_epsilon_keeps_the_word_and_proven_epsilon() -> None:
+    space = PointSpace.from_points([[0.0], [10.0], [20.0]])
+    assert ExponentialText(space, 50.0).sample([0, 1, 2], rng=0).tolist() == [0, 1, 2]
+    assert exponential_epsilon(2.5) == 2.5
+    with pytest.raises(ValidationError):
+        ExponentialText(space, -1.0)
+    with pytest.raises(ValidationError, match="PointSpace"):
+        ExponentialText(np.eye(2), 1.0)  # type: ignore[arg-type]

@@ -1,0 +1,73 @@
+"""Streaming rewriting: formats, case, OOV counts, keep list, clitics, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from metricdp.errors import ValidationError
+from metricdp.text.rewrite import Vocabulary, rewrite_file, rewrite_texts
+
+LABELS = ["cat", "dog", "paris", "the"]
+
+
+def shift(idx: np.ndarray) -> np.ndarray:  # a deterministic "mechanism": next word
+    return (idx + 1) % len(LABELS)
+
+
+def test_text_rewrite_keeps_layout_case_and_counts() -> None:
+    from metricdp.text.rewrite import RewriteStats
+
+    st = RewriteStats()
+    texts = ["The CAT, the Dog's  paris!", "zebra 42 cat"]
+    out = list(rewrite_texts(texts, Vocabulary(LABELS), shift, keep=frozenset({"the"}), stats=st, batch_tokens=2))
+    assert out == ["The DOG, the Paris's  the!", "zebra 42 dog"]
+    assert (st.tokens, st.replaced, st.kept, st.oov, st.documents) == (8, 4, 2, 2, 2)
+    assert st.changed == 4 and st.oov_examples == {"zebra": 1, "42": 1}
+
+
+def test_files_in_each_format(tmp_path: Path) -> None:
+    voc = Vocabulary(LABELS)
+    txt = tmp_path / "a.txt"
+    txt.write_bytes(b"cat dog\r\nparis\n\nno newline cat")
+    buf = io.StringIO()
+    rewrite_file(txt, buf, voc, shift)
+    assert buf.getvalue() == "dog paris\r\nthe\n\nno newline dog"
+    csv_in = tmp_path / "a.csv"
+    csv_in.write_text('id,text\n1,"cat, dog"\n2,Paris\n', encoding="utf-8")
+    buf = io.StringIO()
+    rewrite_file(csv_in, buf, voc, shift, column="text")
+    assert buf.getvalue() == 'id,text\n1,"dog, paris"\n2,The\n'
+    jl = tmp_path / "a.jsonl"
+    jl.write_text('{"id": 1, "text": "cat"}\n{"id": 2, "text": "Dog é"}\n', encoding="utf-8")
+    buf = io.StringIO()
+    rewrite_file(jl, buf, voc, shift, column="text")
+    assert [json.loads(x) for x in buf.getvalue().splitlines()] == [
+        {"id": 1, "text": "dog"},
+        {"id": 2, "text": "Paris é"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "column", "match"),
+    [
+        ("b.csv", b"id,text,text\n1,a,b\n", "text", "appears 2 times"),
+        ("b.csv", b"id,,text\n1,a,b\n", "text", "empty or appears twice"),
+        ("b.csv", b"id,text\n1,a,b\n", "text", "line 2 has 3 fields"),
+        ("b.jsonl", b'{"text": 3}\n', "text", "no string field"),
+        ("b.jsonl", b"not json\n", "text", "line 1 is not JSON"),
+        ("b.txt", b"cat \xff dog\n", None, "invalid UTF-8 at byte offset 4"),
+        ("b.csv", b"id,text\n", None, "needs --column"),
+    ],
+)
+def test_bad_inputs_are_one_clear_error(
+    tmp_path: Path, name: str, content: bytes, column: str | None, match: str
+) -> None:
+    p = tmp_path / name
+    p.write_bytes(content)
+    with pytest.raises(ValidationError, match=match):
+        rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)

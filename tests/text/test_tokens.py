@@ -1,0 +1,28 @@
+"""Tokenisation keeps the text byte for byte; case patterns restored."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metricdp.text.tokens import case_pattern, restore_case, split
+
+
+@given(st.text())
+def test_split_covers_the_text_exactly(text: str) -> None:
+    pieces = split(text)
+    assert "".join(p for p, _ in pieces) == text
+    assert all(p for p, _ in pieces)
+
+
+def test_words_and_separators() -> None:
+    assert [p for p, w in split("e-mail, don't\tstop!") if w] == ["e-mail", "don't", "stop"]
+    assert [p for p, w in split("a_b") if not w] == ["_"]
+
+
+def test_case_patterns() -> None:
+    assert restore_case("london", "PARIS") == "LONDON"
+    assert restore_case("london", "Paris") == "London"
+    assert restore_case("london", "paris") == "london"
+    assert restore_case("london", "pAris") == "london"
+    assert case_pattern("I") == "title" and case_pattern("U.S") == "upper"
