@@ -168,3 +168,18 @@ def test_unknown_name_lists_the_built_in_datasets(points: Path, tmp_path: Path) 
     other.write_text("label,x\n", encoding="utf-8")
     res = _invoke("scalability", "--quick", "--out", tmp_path / "s", "--datasets", other)
     assert_one_line_error(res, ".csv, .parquet or .npy")
+
+
+def test_first_n_rows_of_a_sampled_vocabulary_are_the_size_n_sample() -> None:
+    """Why a file gives its first n points: the paper's vocabulary grown to N words from a
+    seed starts with the vocabulary grown to n words from that seed (``data vec`` writes
+    words in the order they were added)."""
+    from metricdp.data.embeddings import Embeddings
+    from metricdp.data.glove import vocabulary_space
+
+    words = tuple("".join(chr(97 + (i // 26**k) % 26) for k in range(3)) for i in range(200))
+    emb = Embeddings(words, np.random.default_rng(7).standard_normal((200, 4)))
+    big = vocabulary_space(emb, 40, seed=2, pool=200, neighbours=5)
+    small = vocabulary_space(emb, 15, seed=2, pool=200, neighbours=5)
+    assert small.labels == big.labels[:15]
+    assert big.labels != vocabulary_space(emb, 40, seed=3, pool=200, neighbours=5).labels
