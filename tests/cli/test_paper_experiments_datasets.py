@@ -183,3 +183,16 @@ def test_first_n_rows_of_a_sampled_vocabulary_are_the_size_n_sample() -> None:
     small = vocabulary_space(emb, 15, seed=2, pool=200, neighbours=5)
     assert small.labels == big.labels[:15]
     assert big.labels != vocabulary_space(emb, 40, seed=3, pool=200, neighbours=5).labels
+
+
+def test_same_file_under_another_spelling_resumes(points: Path, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "s"
+    args = ("scalability", "--quick", "--out", out, "--sizes", "12", "--mechanisms", "exponential")
+    assert _invoke(*args, "--datasets", points).exit_code == 0
+    monkeypatch.chdir(points.parent)
+    res = _invoke(*args, "--datasets", points.name)
+    assert res.exit_code == 0, res.output
+    assert len((out / "scalability.jsonl").read_text(encoding="utf-8").splitlines()) == 1  # not rebuilt
+    (row,) = _rows(out / "scalability.csv")
+    assert row["dataset"] == points.name and row["status"] == "ok"
+    assert f"## {points.name}, eps_tight = 1" in res.stdout

@@ -126,7 +126,7 @@ def run_ablation(
                 cache.put(key, rec, cfg.time_limit)
             if rec["status"] == "ok":
                 start = rs.number(rec["nominal_eps"])
-            records.append({**rec, "sweep": sweep, "dataset_sha256": sha})
+            records.append({**rec, "dataset": cfg.dataset, "sweep": sweep, "dataset_sha256": sha})
             done += 1
             if progress is not None:
                 progress(done, total, f"eps_tight {target:g}: r={r}, lambda={lam:g}: {rec['status']}")

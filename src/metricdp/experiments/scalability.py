@@ -175,7 +175,7 @@ def run_scalability(
                     stopped.setdefault(spec.label, n)
                 if rec["status"] == "ok":
                     start[spec.label] = rs.number(rec["nominal_eps"])
-                records.append({**rec, "dataset_sha256": sha})
+                records.append({**rec, "dataset": ds, "dataset_sha256": sha})
                 done += 1
                 if progress is not None:
                     progress(done, total, f"{rs.dataset_slug(ds)} n={n} {spec.label}: {rec['status']}")

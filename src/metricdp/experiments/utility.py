@@ -210,8 +210,8 @@ def _series(cfg: UtilityConfig, cache: rs.ResultCache, space: Any, ds: str, n: i
     def one(point: str, eps: float) -> dict[str, Any]:
         key = f"{base}/{point}"
         cached = cache.get(key, cfg.time_limit)
-        if cached is not None:
-            return cached
+        if cached is not None:  # under the dataset's name of this run (a file may be spelt otherwise)
+            return {**cached, "dataset": ds}
         if cache.frozen:
             return _record(ds, n, spec.label, point, nominal_eps=eps, status="not run")
         if not builders:
