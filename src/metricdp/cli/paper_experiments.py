@@ -34,21 +34,36 @@ PointsOpt = Annotated[int | None, typer.Option("--points", min=1, help="Nominal 
 RangeOpt = Annotated[str | None, typer.Option("--eps-range", help="LO,HI of eps_tight (default: automatic).")]
 FitsOpt = Annotated[str | None, typer.Option("--fits", help="ConstOPTMech fits: normalised,paper.")]
 TargetOpt = Annotated[
-    float | None, typer.Option("--eps-tight", help="Target eps_tight for all data (default text 1, geo 0.3).")
+    float | None,
+    typer.Option("--eps-tight", help="Target eps_tight for all data (default text 1, geo and lat/lon files 0.3)."),
 ]
 SMechOpt = Annotated[
-    str | None, typer.Option("--mechanisms", help="Series: constopt@5,constopt@10,spanner,optimal.")
+    str | None,
+    typer.Option("--mechanisms", help="Series: constopt@R,spanner,optimal,exponential (default all: r = 5, 10)."),
 ]
 FitOpt = Annotated[str | None, typer.Option("--fit", help="ConstOPTMech fit: paper (default) or normalised.")]
 NOpt = Annotated[int | None, typer.Option("--n", min=3, help="Size of the space (default 200).")]
 TargetsOpt = Annotated[str | None, typer.Option("--eps-tight", help="Target eps_tight values (default 1,2).")]
-DatasetOpt = Annotated[str | None, typer.Option("--dataset", help="text (default), geo or gaussian.")]
+DatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset", "--datasets",
+        help="text (default), geo, gaussian, or a POINTS file (.csv/.parquet label+coordinates, .npy distances).",
+    ),
+]
 RestartOpt = Annotated[bool, typer.Option("--restart", help="Ignore the cache of a previous run in --out.")]
 CachedOpt = Annotated[
     bool, typer.Option("--cached-only", help="Build nothing: redraw plots and tables from --out's cache.")
 ]
 SizesOpt = Annotated[str | None, typer.Option("--sizes", help="Comma-separated sizes n.")]
-DatasetsOpt = Annotated[str | None, typer.Option("--datasets", help="Comma-separated: text, geo, gaussian.")]
+DatasetsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--datasets",
+        help="Comma-separated: text, geo, gaussian, or POINTS files (.csv/.parquet label+coordinates, .npy "
+        "distances, e.g. from `metricdp data geolife|vec`); a file gives its first n points.",
+    ),
+]
 
 
 def _list(text: str | None, what: str, cast: Callable[[str], Any] = str) -> tuple[Any, ...] | None:
@@ -152,9 +167,12 @@ def register(experiment_app: typer.Typer) -> None:
         """Table 3: ConstOPTMech's r (lambda=50) and lambda (r=5) at fixed eps_tight."""
         from ..experiments import ablation as ex
 
+        names = _list(dataset, "--dataset")
+        if names is not None and len(names) != 1:
+            raise ValidationError(f"ablation runs on one dataset, got {dataset!r}")
         cfg = _config(
             ex.QUICK if quick else ex.FULL, seed=seed, n=n, targets=_list(eps_tight, "--eps-tight", float),
-            dataset=dataset, rtol=rtol, time_limit=time_limit,
+            dataset=None if names is None else names[0], rtol=rtol, time_limit=time_limit,
         )
         with progress("ablation") as report:
             result = ex.run_ablation(out, cfg, progress=report, resume=not restart, cached_only=cached_only)

@@ -25,9 +25,18 @@ __all__ = [
     "DATASETS",
     "ResultCache",
     "auto_eps_range",
+    "check_dataset",
     "check_datasets",
+    "check_sizes",
+    "dataset_key",
+    "dataset_metric",
+    "dataset_sha256",
+    "dataset_size",
+    "dataset_slug",
     "dataset_space",
     "flags",
+    "has_embedding",
+    "is_file_dataset",
     "is_timeout",
     "markdown_table",
     "number",
@@ -36,25 +45,149 @@ __all__ = [
     "write_csv",
 ]
 
-#: Datasets of the experiments: ``text`` = a GloVe 6B 50-d vocabulary sampled as the
-#: paper does (:func:`metricdp.data.glove.glove_space`); ``geo`` = the most populous
+#: Built-in datasets of the experiments: ``text`` = a GloVe 6B 50-d vocabulary sampled as
+#: the paper does (:func:`metricdp.data.glove.glove_space`); ``geo`` = the most populous
 #: 0.005-degree cells of Beijing (:func:`metricdp.data.geo.geo_space`, the stand-in for
 #: the paper's Geolife bins); ``gaussian`` = standard normal points in 50 dimensions
-#: (no optional package; for tests and machines without the data extras).
+#: (no optional package; for tests and machines without the data extras). Any other
+#: dataset token is the path of a POINTS file (see :func:`dataset_space`).
 DATASETS = ("text", "geo", "gaussian")
 
+#: Suffixes of POINTS files :func:`metricdp.io.read_points` reads.
+POINTS_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+
+
+def is_file_dataset(name: str) -> bool:
+    """Whether a dataset token names a POINTS file rather than a built-in dataset."""
+    return name not in DATASETS
 
 
 def check_datasets(datasets: Sequence[str]) -> None:
-    """A non-empty list of names from :data:`DATASETS` (the error lists the allowed ones)."""
-    bad = [d for d in datasets if d not in DATASETS]
-    if bad or not datasets:
-        allowed = ", ".join(DATASETS)
-        raise ValidationError(f"datasets must be among {allowed}, got {list(datasets)!r}")
+    """A non-empty list of built-in names (:data:`DATASETS`) or existing POINTS files.
+
+    One error names the first bad token and lists the built-in names; two files with the
+    same stem are refused too (their plots would share a file name).
+    """
+    if not datasets:
+        raise ValidationError(f"datasets must not be empty: give some of {', '.join(DATASETS)} or POINTS files")
+    for d in datasets:
+        check_dataset(d)
+    slugs = [dataset_slug(d) for d in datasets]
+    dup = next((d for d, s in zip(datasets, slugs, strict=True) if slugs.count(s) > 1), None)
+    if dup is not None:
+        raise ValidationError(f"datasets {list(datasets)!r}: two datasets share the name {dataset_slug(dup)!r} "
+                              "(plots are named after it); rename one file")
+
+
+def check_dataset(name: str) -> None:
+    """A built-in name or the path of an existing POINTS file (.csv, .parquet, .npy)."""
+    from pathlib import Path
+
+    if not is_file_dataset(name):
+        return
+    p = Path(name)
+    if not p.is_file():
+        raise ValidationError(f"dataset {name!r} is neither one of the built-in datasets ({', '.join(DATASETS)}) "
+                              "nor an existing POINTS file (.csv/.parquet label+coordinates, .npy distance matrix)")
+    if p.suffix.lower() not in POINTS_SUFFIXES:
+        raise ValidationError(f"dataset {name!r}: a POINTS file must be .csv, .parquet or .npy, "
+                              f"got {p.suffix or 'no extension'}")
+
+
+def check_sizes(datasets: Sequence[str], sizes: Sequence[int]) -> None:
+    """Every size fits every file dataset (a clear error naming the file and its size)."""
+    for d in datasets:
+        have = dataset_size(d)
+        if have is not None and max(sizes) > have:
+            raise ValidationError(f"dataset {d}: the file has {have} points, fewer than the size n = {max(sizes)} "
+                                  f"asked for; use sizes <= {have} or a larger file")
+
+
+def dataset_slug(name: str) -> str:
+    """A short file-name-safe name of a dataset: the name itself, or a file's stem."""
+    import re
+    from pathlib import Path
+
+    if not is_file_dataset(name):
+        return name
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).stem) or "points"
+
+
+def dataset_sha256(name: str) -> str:
+    """SHA-256 of a POINTS file's bytes (``""`` for a built-in dataset).
+
+    Goes into every cache key and record of a file dataset, so a resumed run whose file
+    changed under the same path recomputes instead of mixing old and new results.
+    """
+    import hashlib
+    from pathlib import Path
+
+    if not is_file_dataset(name):
+        return ""
+    check_dataset(name)
+    h = hashlib.sha256()
+    with Path(name).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dataset_key(name: str) -> str:
+    """A dataset's identity in cache keys: the name, or ``path#sha256`` of a file."""
+    if not is_file_dataset(name):
+        return name
+    from pathlib import Path
+
+    return f"{Path(name).resolve()}#{dataset_sha256(name)}"
+
+
+_FILE_SPACES: dict[str, MetricSpace] = {}
+
+
+def _file_space(name: str) -> MetricSpace:
+    """The whole space of a POINTS file, read once per content (keyed by path and hash)."""
+    from ..io import read_points
+
+    key = dataset_key(name)
+    if key not in _FILE_SPACES:
+        if len(_FILE_SPACES) >= 4:  # a few files per run; never hold stale ones for long
+            _FILE_SPACES.pop(next(iter(_FILE_SPACES)))
+        _FILE_SPACES[key] = read_points(name)
+    return _FILE_SPACES[key]
+
+
+def dataset_size(name: str) -> int | None:
+    """Number of points of a file dataset (``None`` for a built-in one: any size)."""
+    return _file_space(name).n if is_file_dataset(name) else None
+
+
+def dataset_metric(name: str) -> str:
+    """The metric of a dataset: ``haversine`` for ``geo``, ``euclidean`` for ``text`` and
+    ``gaussian``, a file's own (``precomputed`` for a ``.npy`` distance matrix)."""
+    if not is_file_dataset(name):
+        return "haversine" if name == "geo" else "euclidean"
+    return _file_space(name).metric
+
+
+def has_embedding(name: str) -> bool:
+    """Whether the dataset has Euclidean coordinates (what Madlib needs)."""
+    if not is_file_dataset(name):
+        return name != "geo"
+    space = _file_space(name)
+    return space.metric == "euclidean" and space.points is not None
 
 
 def dataset_space(name: str, n: int, *, seed: int = 0) -> MetricSpace:
-    """The ``n``-point space of a dataset (see :data:`DATASETS`)."""
+    """The ``n``-point space of a dataset: a built-in name (:data:`DATASETS`) or a POINTS file.
+
+    A POINTS file (read by :func:`metricdp.io.read_points`: CSV/Parquet ``label`` +
+    coordinates, ``lat,lon`` in km, or a ``.npy`` distance matrix) gives its **first**
+    ``n`` points, whatever the seed: ``metricdp data geolife`` writes bins from the most
+    popular down and ``metricdp data vec`` writes words in the order the paper's sampling
+    adds them, so the first ``n`` rows of a size-``N`` file are the paper's size-``n``
+    selection (the n most popular bins; the vocabulary grown to ``n`` words from the
+    same seed). A file with fewer than ``n`` points is an error naming it and its size.
+    """
     n = check_int(n, "n", minimum=2)
     if name == "text":
         from ..data.glove import glove_space
@@ -68,7 +201,11 @@ def dataset_space(name: str, n: int, *, seed: int = 0) -> MetricSpace:
         return geo_space("beijing-tianjin", size=n).space
     if name == "gaussian":
         return MetricSpace.from_points(np.random.default_rng(seed).standard_normal((n, 50)))
-    raise ValidationError(f"dataset must be one of {', '.join(DATASETS)}, got {name!r}")
+    space = _file_space(name)
+    if n > space.n:
+        raise ValidationError(f"dataset {name}: the file has {space.n} points, fewer than the size n = {n} "
+                              f"asked for; use sizes <= {space.n} or a larger file")
+    return space if n == space.n else space.subspace(np.arange(n))
 
 
 def auto_eps_range(space: MetricSpace) -> tuple[float, float]:

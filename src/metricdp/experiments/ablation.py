@@ -12,6 +12,10 @@ each at a fixed measured privacy: the nominal eps is tuned
 2.0; both are shown). Reported: :math:`L_q` (q = 0.95), the worst-case loss, the build
 time and the LP's non-zeros. The pair (r = 5, lambda = 50) belongs to both sweeps and is
 built once per target.
+
+``dataset`` may also be a POINTS file (the paper's FastText vocabulary written by
+``metricdp data vec FILE --size 200``): its first ``n`` points are used
+(:func:`~metricdp.experiments._records.dataset_space`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ __all__ = ["COLUMNS", "FULL", "QUICK", "AblationConfig", "AblationResult", "run_
 
 COLUMNS = (
     "dataset", "n", "target_eps_tight", "sweep", "r", "lambda", "nominal_eps", "eps_tight", "converged",
-    "evaluations", "loss_q", "loss_max", "seconds", "nonzeros", "winner", "status", "note",
+    "evaluations", "loss_q", "loss_max", "seconds", "nonzeros", "winner", "status", "note", "dataset_sha256",
 )
 
 
@@ -54,9 +58,9 @@ class AblationConfig:
     quantile: float = tu.QUANTILE
 
     def __post_init__(self) -> None:
-        if self.dataset not in rs.DATASETS:
-            raise ValidationError(f"dataset must be one of {', '.join(rs.DATASETS)}, got {self.dataset!r}")
+        rs.check_dataset(self.dataset)
         check_int(self.n, "n", minimum=3)
+        rs.check_sizes((self.dataset,), (self.n,))
         if not self.targets or not self.r_values or not self.lambdas:
             raise ValidationError("targets, r_values and lambdas must not be empty")
         for t in self.targets:
@@ -103,6 +107,8 @@ def run_ablation(
     out.mkdir(parents=True, exist_ok=True)
     cache = rs.open_cache(out / "ablation.jsonl", resume=resume, cached_only=cached_only)
     space = rs.dataset_space(cfg.dataset, cfg.n, seed=cfg.seed)
+    ident = rs.dataset_key(cfg.dataset)  # a file: its path and content hash (a changed file is recomputed)
+    sha = rs.dataset_sha256(cfg.dataset)
     units = cfg.units()
     total = len(cfg.targets) * len(units)
     done = 0
@@ -110,7 +116,7 @@ def run_ablation(
     for target in cfg.targets:
         start: float | None = None
         for sweep, r, lam in units:
-            key = f"{cfg.dataset}/{cfg.n}/{target:g}/{r}/{lam:g}/{cfg.rtol:g}/{cfg.seed}"
+            key = f"{ident}/{cfg.n}/{target:g}/{r}/{lam:g}/{cfg.rtol:g}/{cfg.seed}"
             rec = cache.get(key, cfg.time_limit)
             if rec is None and cache.frozen:
                 rec = {"dataset": cfg.dataset, "n": cfg.n, "target_eps_tight": target, "r": r, "lambda": lam,
@@ -120,7 +126,7 @@ def run_ablation(
                 cache.put(key, rec, cfg.time_limit)
             if rec["status"] == "ok":
                 start = rs.number(rec["nominal_eps"])
-            records.append({**rec, "sweep": sweep})
+            records.append({**rec, "dataset": cfg.dataset, "sweep": sweep, "dataset_sha256": sha})
             done += 1
             if progress is not None:
                 progress(done, total, f"eps_tight {target:g}: r={r}, lambda={lam:g}: {rec['status']}")

@@ -1,11 +1,16 @@
 r"""``metricdp experiment scalability``: Tables 2 and 4, Figures 2 and 4 of Imola et al. (UAI 2022).
 
-Time and LP non-zeros of ConstOPTMech (r = 5 and 10), SpannerMech and OPTMech for
+Time and LP non-zeros of ConstOPTMech (r = 5 and 10), SpannerMech, OPTMech and the
+exponential mechanism (EM, the paper's reference curve in Figures 2 and 4; a closed form,
+so its time is the build and the builder's audit, and it has no LP) for
 n = 50, 100, ... at a *fixed* measured privacy: each mechanism's nominal eps is tuned
 (:func:`~metricdp.experiments._tuning.tune_to_eps_tight`) so that its eps_tight
 (:math:`\delta = 10^{-3}`) equals the target to a relative tolerance ``rtol`` (0.5% by
 default). The targets are the paper's for exactly these data: 1.0 for GloVe text and 0.3
-for geolocation (its Table 4 and Appendix C), or ``eps_tight`` for every dataset.
+for geolocation (its Table 4 and Appendix C), or ``eps_tight`` for every dataset. A
+POINTS file as dataset (:func:`~metricdp.experiments._records.dataset_space`) takes the
+geolocation target when its metric is haversine (``label,lat,lon``, as ``metricdp data
+geolife`` writes) and the text target otherwise.
 
 * time = wall seconds of the build at the tuned eps (LPs, the tolerance repair and the
   builder's independent audit); the tuning's own builds are reported separately
@@ -38,17 +43,17 @@ from ._plot import plot_grid
 __all__ = ["COLUMNS", "DEFAULT_TARGETS", "FULL", "QUICK", "ScalabilityConfig", "ScalabilityResult",
            "run_scalability"]
 
-#: The paper's fixed eps_tight per dataset.
+#: The paper's fixed eps_tight per dataset (a POINTS file: ``geo``'s if haversine, else ``text``'s).
 DEFAULT_TARGETS = {"text": 1.0, "geo": 0.3, "gaussian": 1.0}
 
 COLUMNS = (
     "dataset", "n", "mechanism", "target_eps_tight", "nominal_eps", "eps_tight", "converged", "evaluations",
     "seconds", "lp_seconds", "tune_seconds", "variables", "constraints", "nonzeros", "loss_q", "loss_max",
-    "winner", "status", "note",
+    "winner", "status", "note", "dataset_sha256",
 )
 
 #: Series tokens -> (label, family, options); ``constopt@R`` sets r.
-SERIES = ("constopt@5", "constopt@10", "spanner", "optimal")
+SERIES = ("constopt@5", "constopt@10", "spanner", "optimal", "exponential")
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class ScalabilityConfig:
             raise ValidationError("sizes must not be empty")
         for n in self.sizes:
             check_int(n, "size", minimum=3)
+        rs.check_sizes(self.datasets, self.sizes)
         for tok in self.mechanisms:
             _series_spec(tok, self)
         if self.eps_tight is not None:
@@ -82,7 +88,12 @@ class ScalabilityConfig:
         check_epsilon(self.rtol, "rtol")
 
     def target(self, dataset: str) -> float:
-        return self.eps_tight if self.eps_tight is not None else DEFAULT_TARGETS[dataset]
+        """The eps_tight a dataset is tuned to (``eps_tight``, else :data:`DEFAULT_TARGETS`)."""
+        if self.eps_tight is not None:
+            return self.eps_tight
+        if rs.is_file_dataset(dataset):
+            return DEFAULT_TARGETS["geo" if rs.dataset_metric(dataset) == "haversine" else "text"]
+        return DEFAULT_TARGETS[dataset]
 
 
 @dataclass
@@ -140,13 +151,15 @@ def run_scalability(
     records: list[dict[str, Any]] = []
     for ds in cfg.datasets:
         target = cfg.target(ds)
+        ident = rs.dataset_key(ds)  # a file: its path and content hash (a changed file is recomputed)
+        sha = rs.dataset_sha256(ds)
         stopped: dict[str, int] = {}
         start: dict[str, float] = {}
         for n in sorted(cfg.sizes):
             space = None
             for tok in cfg.mechanisms:
                 spec = _series_spec(tok, cfg, n)
-                key = f"{ds}/{n}/{tok}/{target:g}/{cfg.fit}/{cfg.lambdas}/{cfg.rtol:g}/{cfg.seed}"
+                key = f"{ident}/{n}/{tok}/{target:g}/{cfg.fit}/{cfg.lambdas}/{cfg.rtol:g}/{cfg.seed}"
                 rec = cache.get(key, cfg.time_limit)
                 if rec is None and spec.label in stopped:
                     rec = _base(ds, n, spec.label, target, status="skipped",
@@ -162,10 +175,10 @@ def run_scalability(
                     stopped.setdefault(spec.label, n)
                 if rec["status"] == "ok":
                     start[spec.label] = rs.number(rec["nominal_eps"])
-                records.append(rec)
+                records.append({**rec, "dataset": ds, "dataset_sha256": sha})
                 done += 1
                 if progress is not None:
-                    progress(done, total, f"{ds} n={n} {spec.label}: {rec['status']}")
+                    progress(done, total, f"{rs.dataset_slug(ds)} n={n} {spec.label}: {rec['status']}")
     rs.write_csv(out / "scalability.csv", records, COLUMNS)
     files = [out / "scalability.csv", *_plots(out, cfg, records)]
     summary = _summary(cfg, records)
@@ -232,7 +245,7 @@ def _plots(out: Path, cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> 
                 pts = [(x, y) for x, y in pts if math.isfinite(y)]
                 curves.append((label, [x for x, _ in pts], [y for _, y in pts], "-o"))
             panels.append((f"{title}, eps_tight = {cfg.target(ds):g}", curves))
-        path = out / f"scalability_{ds}.png"
+        path = out / f"scalability_{rs.dataset_slug(ds)}.png"
         plot_grid(path, panels, xlabel="n", ylabel=["seconds", "non-zeros", "$L_{0.95}$"],
                      logy=[True, True, False])
         files.append(path)
@@ -272,7 +285,8 @@ def _summary(cfg: ScalabilityConfig, records: list[dict[str, Any]]) -> str:
                     lrow.append("-")
                 else:
                     nz = r.get("nonzeros")
-                    row.append(f"{rs.number(r.get('seconds')):.3g} / {nz if nz is not None else '?'}")
+                    nz_text = nz if nz is not None else ("no LP" if lab == "EM" else "?")
+                    row.append(f"{rs.number(r.get('seconds')):.3g} / {nz_text}")
                     lrow.append(f"{rs.number(r.get('loss_q')):.4g}{rs.flags(r)}")
             rows.append(row)
             lrows.append(lrow)

@@ -50,7 +50,7 @@ __all__ = ["COLUMNS", "FULL", "QUICK", "UtilityConfig", "UtilityResult", "run_ut
 
 COLUMNS = (
     "dataset", "n", "mechanism", "point", "nominal_eps", "eps_tight", "eps_kind", "loss_q", "loss_max",
-    "seconds", "lp_nonzeros", "winner", "status",
+    "seconds", "lp_nonzeros", "winner", "status", "dataset_sha256",
 )
 
 
@@ -77,6 +77,8 @@ class UtilityConfig:
         rs.check_datasets(self.datasets)
         for n in self.sizes:
             check_int(n, "size", minimum=3)
+        if self.sizes:
+            rs.check_sizes(self.datasets, self.sizes)
         bad = [m for m in self.mechanisms if m not in tu.FAMILIES]
         if bad or not self.mechanisms:
             allowed = ", ".join(tu.FAMILIES)
@@ -105,7 +107,7 @@ class UtilityResult:
 
 def _specs(cfg: UtilityConfig, dataset: str, n: int) -> list[tu.MechanismSpec]:
     specs = []
-    if dataset != "geo":  # Madlib needs embedding coordinates: text only, as in the paper
+    if rs.has_embedding(dataset):  # Madlib needs embedding coordinates: not geo, as in the paper
         specs.append(tu.MechanismSpec("Madlib", "madlib", {"samples": cfg.madlib_samples}))
     specs.append(tu.MechanismSpec("EM", "exponential"))
     r = min(cfg.neighbours, n - 1)
@@ -169,14 +171,18 @@ def run_utility(
             progress(done, total, text)
 
     records: list[dict[str, Any]] = []
+    # a file dataset is keyed by its path and content hash: a changed file is recomputed
+    idents = {ds: rs.dataset_key(ds) for ds in cfg.datasets}
     for ds, n in spaces:
         space = rs.dataset_space(ds, n, seed=cfg.seed)
         lo, hi = cfg.eps_range or rs.auto_eps_range(space)
         targets = np.geomspace(lo, hi, cfg.points) if cfg.points > 1 else np.array([math.sqrt(lo * hi)])
         for spec in _specs(cfg, ds, n):
-            records += _series(cfg, cache, space, ds, n, spec, targets, step)
+            records += _series(cfg, cache, space, ds, n, spec, targets, step, idents[ds])
         records += _baselines(cfg, space, ds, n, [r for r in records if r["dataset"] == ds and r["n"] == n])
         step(f"{ds} n={n}: bounds")
+    shas = {ds: rs.dataset_sha256(ds) for ds in cfg.datasets}
+    records = [{**r, "dataset_sha256": shas.get(r["dataset"], "")} for r in records]
     rs.write_csv(out / "utility.csv", records, COLUMNS)
     files = [out / "utility.csv"]
     files += _plots(out, cfg, records, spaces)
@@ -190,19 +196,22 @@ def run_utility(
 
 
 def _series(cfg: UtilityConfig, cache: rs.ResultCache, space: Any, ds: str, n: int, spec: tu.MechanismSpec,
-            targets: np.ndarray, step: Any) -> list[dict[str, Any]]:
-    """Probe, then the nominal grid; a time-out ends the series (the rest is reported skipped)."""
+            targets: np.ndarray, step: Any, ident: str | None = None) -> list[dict[str, Any]]:
+    """Probe, then the nominal grid; a time-out ends the series (the rest is reported skipped).
+
+    ``ident`` is the dataset's identity in cache keys (:func:`._records.dataset_key`)."""
     builders: list[tu.Builder] = []  # made on the first cache miss only
     # everything that changes a point's result, except the time limit (see ResultCache.get)
-    base = f"{ds}/{n}/{spec.label}/{cfg.points}/{cfg.eps_range}/{cfg.seed}/{cfg.madlib_samples}"
+    base = f"{ident or ds}/{n}/{spec.label}/{cfg.points}/{cfg.eps_range}/{cfg.seed}/{cfg.madlib_samples}"
+    where = f"{rs.dataset_slug(ds)}/{n}/{spec.label}"
     out: list[dict[str, Any]] = []
     probe_eps = float(np.exp(np.log(targets).mean()))
 
     def one(point: str, eps: float) -> dict[str, Any]:
         key = f"{base}/{point}"
         cached = cache.get(key, cfg.time_limit)
-        if cached is not None:
-            return cached
+        if cached is not None:  # under the dataset's name of this run (a file may be spelt otherwise)
+            return {**cached, "dataset": ds}
         if cache.frozen:
             return _record(ds, n, spec.label, point, nominal_eps=eps, status="not run")
         if not builders:
@@ -221,11 +230,11 @@ def _series(cfg: UtilityConfig, cache: rs.ResultCache, space: Any, ds: str, n: i
 
     probe = one("probe", probe_eps)
     out.append(probe)
-    step(f"{base}: probe")
+    step(f"{where}: probe")
     if probe["status"] != "ok":
         for i in range(cfg.points):
             out.append(_record(ds, n, spec.label, str(i), status="skipped"))
-            step(f"{base}: skipped")
+            step(f"{where}: skipped")
         return out
     eps_probe = rs.number(probe["eps_tight"])
     rho = eps_probe / probe_eps if eps_probe > 0 else 1.0
@@ -237,7 +246,7 @@ def _series(cfg: UtilityConfig, cache: rs.ResultCache, space: Any, ds: str, n: i
             rec = one(str(i), float(t / rho))
             out.append(rec)
             stopped = rec["status"] == "time-out"
-        step(f"{base}: eps {i + 1}/{len(targets)}")
+        step(f"{where}: eps {i + 1}/{len(targets)}")
     return out
 
 
@@ -298,10 +307,10 @@ def _plots(
         if xs:
             lo, hi = min(float(v.min()) for v in xs), max(float(v.max()) for v in xs)
             series.append(("uniform", np.array([lo, hi]), np.full(2, rs.number(uni["loss_q"])), "-."))
-        panels.append((f"{TITLES.get(ds, ds)}, n = {n}", series))
+        panels.append((f"{TITLES.get(ds, rs.dataset_slug(ds))}, n = {n}", series))
     files = []
     for (ds, n), panel in zip(spaces, panels, strict=True):
-        path = out / f"utility_{ds}_{n}.png"
+        path = out / f"utility_{rs.dataset_slug(ds)}_{n}.png"
         plot_grid(path, [panel], xlabel=XLABEL, ylabel=f"$L_{{{cfg.quantile:g}}}$")
         files.append(path)
     path = out / "utility.png"
