@@ -204,7 +204,7 @@ def _add_sample(bench_app: typer.Typer) -> None:
         n_large: Annotated[int, typer.Option("--n-large", min=2, help="Size of the table-build matrix.")] = 10_000,
         draws: Annotated[int, typer.Option("--draws", min=1, help="Releases per timing.")] = 1_000_000,
         repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timings per measurement (best).")] = 3,
-        quick: QuickOpt = False,
+        quick: Annotated[bool, typer.Option("--quick", help="Smoke run: n = 100 and 300, 20,000 draws.")] = False,
     ) -> None:
         """Exact releases/s (n = 1,000), table build (n = 10,000), privatize exact vs float."""
         from ..experiments import bench_sample
