@@ -22,14 +22,19 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
 from .._optional import import_optional
-from ..errors import ValidationError
+from ..errors import MetricDPError, ValidationError
 from ._common import Shipped, check_seed, partition_rng, release_column
 
-__all__ = ["privatize_spark"]
+__all__ = ["privatize_file_spark", "privatize_spark"]
 
 
 def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None) -> Any:
@@ -70,3 +75,82 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
             yield pdf
 
     return df.mapInPandas(release, schema=df.schema)
+
+
+def privatize_file_spark(
+    mechanism: Any,
+    input_path: str | PathLike[str],
+    column: str,
+    out: str | PathLike[str],
+    *,
+    master: str | None = None,
+    seed: int | None = None,
+    inputs: Sequence[str | PathLike[str]] = (),
+) -> int:
+    """The ``--engine spark`` file path: read, release with Spark, write ``out`` atomically.
+
+    ``master`` is a Spark master URL (``spark://host:7077``, ``yarn``, ``local[4]``);
+    default ``local[*]``. A session already active in this process is used as it is
+    (and left running); one created here is stopped at the end. Python workers run
+    this interpreter (``PYSPARK_PYTHON``, unless set). CSV is read as strings with
+    RFC 4180 escaping, one record per line (Spark splits files by lines); an empty
+    unquoted field is read as null and written back empty. Returns the rows written.
+    """
+    from ..io import atomic_write
+    from ..streaming.files import check_header, file_format
+    from ._files import join_parts, part_files, remove, scratch_dir
+
+    import_optional("pyspark", extra="spark")
+    from pyspark.sql import SparkSession
+
+    from .dask import _header
+
+    src, target = Path(input_path), Path(out)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    fmt = file_format(src)
+    names, schema = _header(src, fmt)
+    check_header(names, column, str(src))
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise MetricDPError("--engine spark needs Java (e.g. apt-get install openjdk-17-jre-headless)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    spark = active or (
+        SparkSession.builder.master(master or "local[*]")
+        .appName("metricdp privatize")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    try:
+        if fmt == "csv":
+            df = spark.read.option("header", True).option("escape", '"').option("inferSchema", False).csv(str(src))
+        else:
+            df = spark.read.parquet(str(src))
+        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+            tmp = scratch_dir(target)
+            try:
+                result = privatize_spark(df, column, mechanism, seed=seed)
+                if fmt == "csv":
+                    result.write.option("header", False).option("escape", '"').option("emptyValue", "").csv(
+                        str(tmp / "out")
+                    )
+                else:
+                    result.write.parquet(str(tmp / "out"))
+                return join_parts(part_files(tmp / "out", "." + fmt), fmt, fh, header=names, schema=schema)
+            except Exception as ex:
+                if isinstance(ex, MetricDPError):
+                    raise
+                raise MetricDPError(f"the Spark job failed: {_last_line(ex)}") from None
+            finally:
+                remove(tmp)
+    finally:
+        if active is None:
+            spark.stop()
+
+
+def _last_line(ex: BaseException) -> str:
+    """The Python error at the bottom of a Spark exception (its traceback is on the worker)."""
+    lines = [ln.strip() for ln in str(ex).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error: " in ln or "Exception: " in ln]
+    return (errors or lines or [type(ex).__name__])[-1]

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 
-__all__ = ["Records", "encode_field", "split_records", "splice"]
+__all__ = ["Records", "encode_field", "field_values", "splice", "split_records"]
 
 QUOTE, COMMA, LF, CR = 34, 44, 10, 13
 
@@ -53,7 +53,14 @@ class Records:
 
 
 def split_records(
-    buf: NDArray[np.uint8], *, eof: bool, ncols: int | None, column: int, max_records: int, where: str
+    buf: NDArray[np.uint8],
+    *,
+    eof: bool,
+    ncols: int | None,
+    column: int,
+    max_records: int,
+    where: str,
+    first_line: int = 1,
 ) -> Records:
     """Split the complete records at the start of ``buf`` (at most ``max_records`` lines).
 
@@ -61,7 +68,8 @@ def split_records(
     left for the next call (``end`` stops before it). ``ncols=None`` splits records only
     (``fs``/``fe`` are then the records). Raises :class:`ValidationError`
     naming ``where`` and the line for a record with the wrong number of fields, a stray
-    quote, or a quoted field still open at the end of the file.
+    quote, or a quoted field still open at the end of the file (``first_line`` is the
+    file's line number of ``buf[0]``).
     """
     q = np.flatnonzero(buf == QUOTE)
     nl = np.flatnonzero(buf == LF)
@@ -73,7 +81,7 @@ def split_records(
     if eof and len(struct_nl) < max_records and end < len(buf):
         if len(q) & 1:
             line = int(np.searchsorted(nl, q[-1]))
-            raise ValidationError(f"{where}: line {line + 1}: a quoted field is not closed before the end of the file")
+            raise ValidationError(f"{where}: line {first_line + line}: a quoted field is not closed before the end of the file")
         ends = np.append(struct_nl, len(buf))
         end = len(buf)
     starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
@@ -84,7 +92,7 @@ def split_records(
     starts, stops = starts[keep], stops[keep]
     lines = np.searchsorted(nl, starts).astype(np.int64)
     region_q = q[q < end]
-    _check_quotes(buf, region_q, nl, end, where)
+    _check_quotes(buf, region_q, nl, end, where, first_line)
     if ncols is None:  # records only (the header)
         return Records(end, starts, stops, lines, starts, stops)
     d = np.flatnonzero(buf[:end] == COMMA)
@@ -95,14 +103,16 @@ def split_records(
     if len(bad):
         i = bad[0]
         raise ValidationError(
-            f"{where}: line {lines[i] + 1} has {count[i] + 1} fields, expected {ncols}"
+            f"{where}: line {first_line + lines[i]} has {count[i] + 1} fields, expected {ncols}"
         )
     fs = starts if column == 0 else d[first + column - 1] + 1
     fe = stops if column == ncols - 1 else d[first + column]
     return Records(end, starts, stops, lines, fs.astype(np.int64), fe.astype(np.int64))
 
 
-def _check_quotes(buf: NDArray[np.uint8], q: NDArray[np.int64], nl: NDArray[np.int64], end: int, where: str) -> None:
+def _check_quotes(
+    buf: NDArray[np.uint8], q: NDArray[np.int64], nl: NDArray[np.int64], end: int, where: str, first_line: int
+) -> None:
     """Every quote opens a field, closes one, or is half of a ``""`` escape (RFC 4180)."""
     if not len(q):
         return
@@ -116,7 +126,7 @@ def _check_quotes(buf: NDArray[np.uint8], q: NDArray[np.int64], nl: NDArray[np.i
     ok_close = (nxt == COMMA) | (nxt == LF) | (nxt == CR) | (nxt == QUOTE)
     bad = np.flatnonzero(np.where(opener, ~ok_open, ~ok_close))
     if len(bad):
-        line = int(np.searchsorted(nl, q[bad[0]])) + 1
+        line = first_line + int(np.searchsorted(nl, q[bad[0]]))
         raise ValidationError(
             f'{where}: line {line}: a \'"\' inside an unquoted field or after a closing quote (not RFC 4180 CSV)'
         )

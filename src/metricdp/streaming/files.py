@@ -252,7 +252,9 @@ def _privatize_csv(
                 pending, consumed = pending[head.end :], consumed + head.end
                 continue
             buf = np.frombuffer(pending, dtype=np.uint8)
-            recs = csvsplit.split_records(buf, eof=eof, ncols=ncols, column=col, max_records=chunk_rows, where=where)
+            recs = csvsplit.split_records(
+                buf, eof=eof, ncols=ncols, column=col, max_records=chunk_rows, where=where, first_line=lines_before + 1
+            )
             if recs.end == 0:
                 if eof:
                     break
