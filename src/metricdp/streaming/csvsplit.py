@@ -81,7 +81,9 @@ def split_records(
     if eof and len(struct_nl) < max_records and end < len(buf):
         if len(q) & 1:
             line = int(np.searchsorted(nl, q[-1]))
-            raise ValidationError(f"{where}: line {first_line + line}: a quoted field is not closed before the end of the file")
+            raise ValidationError(
+                f"{where}: line {first_line + line}: a quoted field is not closed before the end of the file"
+            )
         ends = np.append(struct_nl, len(buf))
         end = len(buf)
     starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
