@@ -80,6 +80,7 @@ def split_records(
     end = int(struct_nl[-1]) + 1 if len(struct_nl) else 0
     if eof and len(struct_nl) < max_records and end < len(buf):
         if len(q) & 1:
+            _check_quotes(buf, q, nl, len(buf), where, first_line)  # a stray quote, else an open field
             line = int(np.searchsorted(nl, q[-1]))
             raise ValidationError(
                 f"{where}: line {first_line + line}: a quoted field is not closed before the end of the file"
