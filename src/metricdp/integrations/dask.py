@@ -106,7 +106,7 @@ def privatize_file_dask(
         else:
             cluster = stack.enter_context(
                 distributed.LocalCluster(
-                    n_workers=os.cpu_count() or 1, threads_per_worker=1, dashboard_address=None, processes=True
+                    n_workers=os.cpu_count() or 1, threads_per_worker=1, dashboard_address=":0", processes=True
                 )
             )
             client = stack.enter_context(distributed.Client(cluster))
