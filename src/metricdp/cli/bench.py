@@ -167,6 +167,7 @@ def register(app: typer.Typer) -> None:
             Path, typer.Option("--workdir", help="Where the inputs are generated (kept) and outputs written.")
         ] = Path("bench-privatize"),
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds per command.")] = 1800.0,
+        points: Annotated[int, typer.Option("--points", min=2, help="Points of the mechanism.")] = 1000,
         out: OutOpt = None,
     ) -> None:
         """Throughput (rows/s) and peak memory of ``metricdp privatize`` (issue 25 targets).
@@ -196,7 +197,9 @@ def register(app: typer.Typer) -> None:
                 f"peak RSS {row.peak_rss_mib:,.0f} MiB ({row.status})", markup=False, highlight=False,
             )
 
-        result = bp.run_privatize_bench(row_list, fmt_list, engine_list, workdir, timeout=timeout, on_row=on_row)
+        result = bp.run_privatize_bench(
+            row_list, fmt_list, engine_list, workdir, timeout=timeout, points=points, on_row=on_row
+        )
         table = bp.markdown_table(result)
         typer.echo(table)
         if out is not None:
