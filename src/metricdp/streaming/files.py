@@ -227,7 +227,7 @@ def _privatize_csv(
         eof = need_more = False
         while True:
             if not eof and (need_more or len(pending) < chunk_bytes):
-                data = inp.read(chunk_bytes)
+                data = inp.read(max(chunk_bytes, 4))  # >= 4: a byte-order mark arrives whole
                 eof = not data
                 pending = pending + data if pending else data
             need_more = False
@@ -341,7 +341,8 @@ def _privatize_parquet(
             if unknown.rows:
                 continue
             new = out_values.take(pa.array(release(idx)))
-            writer.write_batch(batch.set_column(j, field, new))
+            columns = [new if k == j else batch.column(k) for k in range(batch.num_columns)]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
             rows += len(idx)
             tick(rows)
     finally:
