@@ -74,12 +74,22 @@ def partition_rng(seed: int | None, partition: int) -> RandomSource:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(partition),)))
 
 
-def release_column(values: Any, mechanism: Any, rng: RandomSource, where: str) -> list[str] | np.ndarray:
-    """Releases (labels, object array) for a pandas Series of labels; unknown labels are an error."""
-    import pandas as pd
+def release_column(values: Any, mechanism: Any, rng: RandomSource, where: str) -> Any:
+    """Releases for a pandas Series of labels, as an array of the Series' dtype.
 
-    index = pd.Index(list(mechanism.labels))
-    codes = index.get_indexer(values.astype(object).where(values.notna(), None))
+    Labels are looked up with :func:`pyarrow.compute.index_in` (no Python objects for
+    Arrow-backed strings, pandas' default); a value that is not a label (or a null) is a
+    :class:`ValidationError` naming ``where``, the count and the first row numbers.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    labels = pa.array(list(mechanism.labels), type=pa.string())
+    arr = pa.array(values, from_pandas=True)
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pc.cast(arr, pa.string())
+    codes = np.asarray(pc.fill_null(pc.index_in(arr, value_set=labels), -1).to_numpy(zero_copy_only=False),
+                       dtype=np.intp)
     bad = np.flatnonzero(codes < 0)
     if len(bad):
         shown = ", ".join(repr(values.iloc[i]) for i in bad[:_SHOW])
@@ -87,9 +97,12 @@ def release_column(values: Any, mechanism: Any, rng: RandomSource, where: str) -
             f"{where}: {len(bad):,} value(s) not in the space's labels (first at row(s) "
             f"{', '.join(str(int(i) + 1) for i in bad[:_SHOW])} of the partition: {shown})"
         )
-    if len(codes) == 0:
-        return np.asarray([], dtype=object)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)  # announced once by the caller
-        released = mechanism.sample(codes.astype(np.intp), rng)
-    return np.asarray(mechanism.labels, dtype=object)[np.asarray(released)]
+    if len(codes):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # announced once by the caller
+            released = np.asarray(mechanism.sample(codes, rng), dtype=np.intp)
+    else:
+        released = codes
+    out = labels.take(pa.array(released))
+    from_arrow = getattr(values.dtype, "__from_arrow__", None)
+    return from_arrow(out) if from_arrow is not None else out.to_numpy(zero_copy_only=False)

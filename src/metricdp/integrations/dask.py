@@ -38,10 +38,9 @@ def _release_partition(part: Any, mechanism: Any, column: str, seed: int | None,
     if partition_info is None and seed is not None:
         raise ValidationError("dask gave no partition number: cannot spawn a per-partition seed")
     rng = partition_rng(seed, number)
-    out = part.copy()
     released = release_column(part[column], mechanism.mechanism, rng, f"partition {number}, column {column!r}")
+    out = part.copy(deep=False)
     out[column] = released
-    out[column] = out[column].astype(part[column].dtype)
     return out
 
 
