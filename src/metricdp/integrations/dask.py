@@ -91,6 +91,7 @@ def privatize_file_dask(
     from ..streaming.files import check_header, file_format
     from ._files import join_parts, part_files, remove, scratch_dir
 
+    dask = import_optional("dask", extra="dask")
     dd = import_optional("dask.dataframe", extra="dask")
     distributed = import_optional("distributed", extra="dask")
     src, target = Path(input_path), Path(out)
@@ -118,8 +119,9 @@ def privatize_file_dask(
             tmp = scratch_dir(target)
             try:
                 result = privatize_dask(df, column, mechanism, seed=seed)
-                if fmt == "csv":
-                    result.to_csv(str(tmp / "*.csv"), index=False, header=False, name_function=_part_name)
+                if fmt == "csv":  # pyarrow's CSV writer, several times faster than pandas' to_csv
+                    parts = result.to_delayed()
+                    dask.compute(*(_write_csv_part(p, str(tmp / f"{_part_name(i)}.csv")) for i, p in enumerate(parts)))
                 else:
                     result.to_parquet(str(tmp), write_index=False, name_function=lambda i: f"{_part_name(i)}.parquet")
                 return join_parts(part_files(tmp, "." + fmt), fmt, fh, header=names, schema=schema)
@@ -130,6 +132,21 @@ def privatize_file_dask(
 
 def _part_name(i: int) -> str:
     return f"{i:08d}"
+
+
+def _write_csv_part_now(part: Any, path: str) -> int:
+    """One partition as CSV without a header (minimal quoting, ``\n``); its row count."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.Table.from_pandas(part, preserve_index=False)
+    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(include_header=False, quoting_style="needed"))
+    return len(part)
+
+
+def _write_csv_part(part: Any, path: str) -> Any:
+    dask = import_optional("dask", extra="dask")
+    return dask.delayed(_write_csv_part_now, pure=False)(part, path)
 
 
 def _header(src: Path, fmt: str) -> tuple[list[str], Any]:
