@@ -111,7 +111,8 @@ def atomic_write(
     try:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, _on_signal)
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored signal stays ignored
+                    previous[signum] = signal.signal(signum, _on_signal)
         fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
         umask = os.umask(0)
         os.umask(umask)
@@ -140,7 +141,7 @@ def atomic_write(
 def _restore(previous: dict[int, Any]) -> None:
     """Put back the signal handlers :func:`atomic_write` replaced (once)."""
     for signum, handler in previous.items():
-        signal.signal(signum, handler)
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
     previous.clear()
 
 
