@@ -406,3 +406,17 @@ def test_atomic_write_sigterm_in_a_subprocess_leaves_nothing(tmp_path):
             child.wait()
     assert child.returncode == -15
     _nothing_new(tmp_path, [])
+
+
+def test_atomic_write_leaves_an_ignored_signal_ignored(tmp_path):
+    import signal
+
+    old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with atomic_write(tmp_path / "a.txt", "w") as fh:
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # nohup-style callers keep their choice
+            fh.write("x")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert (tmp_path / "a.txt").read_text() == "x"
