@@ -36,6 +36,9 @@ from ._common import Shipped, check_seed, partition_rng, release_column
 
 __all__ = ["privatize_file_spark", "privatize_spark"]
 
+#: Rows per Arrow batch in sessions the CLI creates (set it in your own session likewise).
+_BATCH_ROWS = 200_000
+
 
 def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None) -> Any:
     """A lazy Spark DataFrame with ``column`` (a string column) replaced by releases.
@@ -120,6 +123,9 @@ def privatize_file_spark(
         .appName("metricdp privatize")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Arrow batches of 10,000 rows (the default) make one sampler call per 10,000 rows;
+        # the sampler's cost per call grows with the distinct inputs, not the rows
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(_BATCH_ROWS))
         .getOrCreate()
     )
     try:
