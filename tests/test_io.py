@@ -299,3 +299,133 @@ def test_invalid_utf8_in_points_is_one_error_naming_the_byte(tmp_path):
     p.write_bytes(b"label,x\na,1\n\xff\xfe,2\n")
     with pytest.raises(ValidationError, match=r"bad.csv: not UTF-8 text \(invalid byte 0xff at byte offset 12\)"):
         read_points(p)
+
+
+# ----------------------------------------------------------------------------- output safety
+def _nothing_new(tmp_path, before):
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/full"])
+def test_atomic_write_refuses_a_device(device):
+    import os
+    import stat
+
+    from metricdp.errors import UnsafeOutputError
+
+    if not os.path.exists(device):
+        pytest.skip(f"{device} absent")
+    before = os.stat(device)
+    with pytest.raises(UnsafeOutputError, match=f"refusing to write {device}: it is a character device"):
+        with atomic_write(device) as fh:
+            fh.write(b"x")
+    assert stat.S_ISCHR(os.stat(device).st_mode) and os.stat(device).st_ino == before.st_ino
+
+
+def test_atomic_write_refuses_a_directory_fifo_and_socket(tmp_path):
+    import os
+    import socket
+
+    from metricdp.errors import UnsafeOutputError
+
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / "sock"))
+        for name, kind in (("d", "a directory"), ("fifo", "a FIFO"), ("sock", "a socket")):
+            with pytest.raises(UnsafeOutputError, match=f"it is {kind}, not a regular file"), \
+                    atomic_write(tmp_path / name):
+                pass
+    finally:
+        sock.close()
+    _nothing_new(tmp_path, ["d", "fifo", "sock"])
+
+
+def test_atomic_write_refuses_an_input_by_any_name(tmp_path):
+    import os
+
+    from metricdp.errors import UnsafeOutputError
+
+    src = tmp_path / "in.csv"
+    src.write_text("data")
+    os.symlink(src, tmp_path / "sym.csv")
+    os.link(src, tmp_path / "hard.csv")
+    (tmp_path / "sub").mkdir()
+    for out in (src, tmp_path / "sym.csv", tmp_path / "hard.csv", tmp_path / "sub" / ".." / "in.csv"):
+        with pytest.raises(UnsafeOutputError, match="it is the input"), atomic_write(out, "w", inputs=[src]) as fh:
+            fh.write("clobbered")
+    # an input given through a symlink protects the file it points to
+    with pytest.raises(UnsafeOutputError, match="it is the input"), atomic_write(src, inputs=[tmp_path / "sym.csv"]):
+        pass
+    assert src.read_text() == "data"
+    _nothing_new(tmp_path, ["hard.csv", "in.csv", "sub", "sym.csv"])
+    with atomic_write(tmp_path / "other.csv", "w", inputs=[src, tmp_path / "absent.csv"]) as fh:
+        fh.write("fine")
+    assert (tmp_path / "other.csv").read_text() == "fine"
+
+
+def test_atomic_write_through_a_symlink_keeps_the_link(tmp_path):
+    import os
+
+    (tmp_path / "real.txt").write_text("old")
+    os.symlink(tmp_path / "real.txt", tmp_path / "link.txt")
+    with atomic_write(tmp_path / "link.txt", "w") as fh:
+        fh.write("new")
+    assert os.path.islink(tmp_path / "link.txt")
+    assert (tmp_path / "real.txt").read_text() == "new"
+
+
+def test_atomic_write_restores_signal_handlers(tmp_path):
+    import signal
+
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    with atomic_write(tmp_path / "a.txt", "w") as fh:
+        assert signal.getsignal(signal.SIGTERM) is not before[1]
+        fh.write("x")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    with pytest.raises(KeyError), atomic_write(tmp_path / "b.txt", "w"):
+        raise KeyError("boom")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_atomic_write_sigterm_in_a_subprocess_leaves_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    child_code = (
+        "import sys, time\n"
+        "from metricdp.io import atomic_write\n"
+        "with atomic_write(sys.argv[1]) as fh:\n"
+        "    fh.write(b'x' * 1_000_000); fh.flush()\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with subprocess.Popen([sys.executable, "-c", child_code, str(tmp_path / "big.bin")], stdout=subprocess.PIPE,
+                          env=env, text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "writing"
+            assert len(list(tmp_path.iterdir())) == 1  # the temporary file
+            child.terminate()
+            child.wait(timeout=30)
+        finally:
+            child.kill()
+            child.wait()
+    assert child.returncode == -15
+    _nothing_new(tmp_path, [])
+
+
+def test_atomic_write_leaves_an_ignored_signal_ignored(tmp_path):
+    import signal
+
+    old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with atomic_write(tmp_path / "a.txt", "w") as fh:
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # nohup-style callers keep their choice
+            fh.write("x")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert (tmp_path / "a.txt").read_text() == "x"

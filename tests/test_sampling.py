@@ -469,3 +469,20 @@ def test_certify_audits_the_rows_the_sampler_realizes():
         certify(m, space, eps, "test")
     ok = certify(np.array([[np.exp(eps) * p, 1 - np.exp(eps) * p], [p, 1 - p]]), space, eps, "test")
     assert ok.info["epsilon_audit"] <= eps * (1 + 1e-9)
+
+
+def test_a_pickled_mechanism_is_rebuilt_through_the_audit():
+    import pickle
+
+    mech = _mechanism()
+    back = pickle.loads(pickle.dumps(mech))
+    np.testing.assert_array_equal(back.matrix, mech.matrix)
+    assert back.epsilon == mech.epsilon and back.labels == mech.labels
+    # a tampered payload meets the constructor's audit on the way in
+    payload = pickle.dumps(mech).replace(b"test", b"tes2")
+    assert pickle.loads(payload).name == "tes2"
+    reduced = mech.__reduce__()
+    restore, args = reduced[0], list(reduced[1])
+    args[2] = mech.epsilon / 100  # a claim the matrix does not meet
+    with pytest.raises(Exception, match="refusing to return it"):
+        restore(*args)

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
+import stat
 import tempfile
+import threading
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from os import PathLike
 from pathlib import Path
 from typing import IO, Any
@@ -27,34 +30,109 @@ __all__ = ["atomic_write", "check_npy_header", "read_points"]
 
 
 
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class _Signalled(BaseException):
+    """SIGINT/SIGTERM arrived inside :func:`atomic_write`: unwind, clean up, then re-deliver."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _check_output_path(target: Path, inputs: Iterable[str | PathLike[str]]) -> Path:
+    """The real path to write (symlinks followed), or :class:`UnsafeOutputError`."""
+    real = Path(os.path.realpath(target))
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        raise UnsafeOutputError(f"refusing to write {target}: it is {kind}, not a regular file")
+    if not real.parent.is_dir():
+        raise UnsafeOutputError(f"cannot write {target}: directory {target.parent} does not exist")
+    for item in inputs:
+        src = Path(item)
+        same = False
+        if st is not None and src.exists():
+            same = os.path.samefile(src, real)  # hard links and symlinks alike
+        elif os.path.realpath(src) == str(real):
+            same = True
+        if same:
+            raise UnsafeOutputError(f"refusing to write {target}: it is the input {src}")
+    return real
+
+
 @contextlib.contextmanager
 def atomic_write(
-    path: str | PathLike[str], mode: str = "wb", *, inputs: Sequence[str | PathLike[str]] = ()
+    path: str | PathLike[str], mode: str = "wb", *, inputs: Iterable[str | PathLike[str]] = ()
 ) -> Iterator[IO[Any]]:
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
-    On any error the temporary file is removed and ``path`` is left untouched, so a
-    failed command never leaves a half-written output.
+    Refused with :class:`~metricdp.errors.UnsafeOutputError` before anything is written:
+    a ``path`` that exists and is not a regular file (a directory, a device such as
+    ``/dev/null``, a FIFO, a socket), a ``path`` that is (after symlinks, or as a hard
+    link) one of ``inputs`` -- the files the same command reads -- and a directory that
+    does not exist. A symlink is written through: its target is replaced, the link kept.
+
+    On any exception, and on SIGINT or SIGTERM (handlers installed for the duration when
+    called from the main thread, the previous ones restored and the signal re-delivered
+    after the clean-up), the temporary file is removed and ``path`` is left untouched,
+    so a failed or interrupted command never leaves a half-written output. The output
+    gets the permissions the umask gives a new file.
     """
     target = Path(path)
-    for source in inputs:
-        if target.exists() and Path(source).exists() and os.path.samefile(target, source):
-            raise UnsafeOutputError(f"refusing to write {target}: it is also an input of this command")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise ValidationError(f"cannot write {target}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+    real = _check_output_path(target, inputs)
+    previous: dict[int, Any] = {}
+    fd, tmp = -1, None
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        raise _Signalled(signum)
+
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"newline": "", "encoding": "utf-8"})) as fh:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored signal stays ignored
+                    previous[signum] = signal.signal(signum, _on_signal)
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+        text: dict[str, Any] = {} if "b" in mode else {"newline": "", "encoding": "utf-8"}
+        with os.fdopen(fd, mode, **text) as fh:
+            fd = -1  # owned (and closed) by fh from here
             yield fh
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        os.replace(tmp, real)
+    except BaseException as ex:
+        if fd >= 0:
+            os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _restore(previous)
+        if isinstance(ex, _Signalled):
+            signal.raise_signal(ex.signum)  # the previous handler decides (default: terminate)
+            if ex.signum == signal.SIGINT:
+                raise KeyboardInterrupt from None
+            raise SystemExit(128 + ex.signum) from None
         raise
+    finally:
+        _restore(previous)
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    """Put back the signal handlers :func:`atomic_write` replaced (once)."""
+    for signum, handler in previous.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+    previous.clear()
 
 
 #: What numpy raises on a malformed .npy header (it parses the header as a Python literal).

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from metricdp.cli.bench import parse_sizes, register
 from metricdp.experiments.bench_lp import COLUMNS
-from tests.cli_helpers import make_app
+from tests.cli_helpers import assert_one_line_error, make_app, run
 
 runner = CliRunner()
 
@@ -69,3 +69,15 @@ def test_parse_sizes() -> None:
     assert parse_sizes(["50, 100"]) == [50, 100]
     assert parse_sizes(["optimal=50,100", "constopt=400", "20"]) == {
         "optimal": [50, 100], "constopt": [400], "*": [20]}
+
+
+def test_bench_privatize_small(tmp_path):
+    """`metricdp bench privatize` measures real commands and writes its table (tiny sizes)."""
+    out = tmp_path / "r.md"
+    result = run("bench", "privatize", "--rows", "2000", "--formats", "csv,parquet", "--engines", "local",
+                 "--points", 20, "--workdir", tmp_path / "w", "--out", out)
+    assert result.exit_code == 0, result.output
+    table = out.read_text()
+    assert "| csv | 2,000 | local |" in table and "| parquet | 2,000 | local |" in table
+    assert table.count("| ok |") == 2 and "load average" in table
+    assert_one_line_error(run("bench", "privatize", "--engines", "flink", "--workdir", tmp_path / "w"), "flink")

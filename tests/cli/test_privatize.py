@@ -120,3 +120,73 @@ def test_file_errors(mech_file, tmp_path):
     assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", bad_out), "does not exist")
     assert not out.exists()
     assert run("privatize", mech_file, inp, "-o", out).exit_code == 2  # --column missing: usage error
+
+
+# ----------------------------------------------------------------------------- streaming, formats, safety
+def test_parquet_in_parquet_out(mech_file, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": list(range(50)), "city": ["Nice"] * 50}).replace_schema_metadata({"k": "v"})
+    pq.write_table(table, tmp_path / "in.parquet")
+    result = run("privatize", mech_file, tmp_path / "in.parquet", "-c", "city", "-o", tmp_path / "out.parquet",
+                 "--chunk-rows", 7)
+    assert result.exit_code == 0, result.output
+    assert "50 values of 'city'" in result.stdout and "rows/s" in result.stdout
+    back = pq.read_table(tmp_path / "out.parquet")
+    assert back.schema.equals(table.schema, check_metadata=True)
+    assert back.column("id").equals(table.column("id")) and set(back.column("city").to_pylist()) <= set(LABELS)
+
+
+def test_duplicate_released_column_is_refused(mech_file, tmp_path):
+    """issue 21, 5: with header id,loc,loc only the first column used to be replaced."""
+    inp = _write(tmp_path / "in.csv", [["id", "city", "city"], ["1", "Paris", "Paris"]])
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
+                          "the released column 'city' appears more than once")
+    inp = _write(tmp_path / "in.csv", [["", "city"], ["1", "Paris"]])
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
+                          "column 1 has an empty name")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_invalid_utf8_is_one_line_with_the_byte_offset(mech_file, tmp_path):
+    inp = tmp_path / "in.csv"
+    inp.write_bytes(b"id,city\n1,Par\xe9s\n")
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
+                          "in.csv: not valid UTF-8 at byte offset 13")
+    assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "input", "mechanism", "directory"])
+def test_unsafe_outputs_are_refused(mech_file, tmp_path, target):
+    """issue 21, 1: --out /dev/null replaced the device; --out INPUT overwrote the input."""
+    import os
+
+    inp = _write(tmp_path / "in.csv", [["city"], ["Paris"]])
+    (tmp_path / "dir").mkdir()
+    out = {"/dev/null": Path("/dev/null"), "input": inp, "mechanism": mech_file, "directory": tmp_path / "dir"}[target]
+    if target == "/dev/null" and not os.path.exists("/dev/null"):
+        pytest.skip("no /dev/null")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    if target != "directory":  # a directory is typer's usage error (dir_okay=False)
+        assert_one_line_error(result, "refusing to write")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    if target == "/dev/null":
+        import stat
+
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_engine_options_belong_to_their_engine(mech_file, tmp_path):
+    inp = _write(tmp_path / "in.csv", [["city"], ["Paris"]])
+    out = tmp_path / "out.csv"
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out, "--scheduler", "tcp://x:1"),
+                          "--scheduler is for --engine dask")
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out, "--master", "local[1]"),
+                          "--master is for --engine spark")
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out, "--engine", "dask",
+                              "--chunk-rows", 5), "--chunk-rows is for --engine local")
+    assert run("privatize", mech_file, inp, "-c", "city", "-o", out, "--engine", "flink").exit_code == 2
+    assert not out.exists()

@@ -143,6 +143,56 @@ def register(app: typer.Typer) -> None:
                 for r in rows:
                     writer.writerow(r.as_dict())
 
+    @bench_app.command("privatize")
+    @handle_errors
+    def privatize(
+        rows: Annotated[str, typer.Option("--rows", help="Row counts, comma-separated.")] = "2000000,20000000",
+        formats: Annotated[str, typer.Option("--formats", help="csv, parquet or both.")] = "csv,parquet",
+        engines: Annotated[str, typer.Option("--engines", help="local, dask, spark.")] = "local,dask,spark",
+        workdir: Annotated[
+            Path, typer.Option("--workdir", help="Where the inputs are generated (kept) and outputs written.")
+        ] = Path("bench-privatize"),
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds per command.")] = 1800.0,
+        points: Annotated[int, typer.Option("--points", min=2, help="Points of the mechanism.")] = 1000,
+        out: OutOpt = None,
+    ) -> None:
+        """Throughput (rows/s) and peak memory of ``metricdp privatize`` (issue 25 targets).
+
+        A 1,000-point mechanism and files of N rows (id, word); every command in a fresh
+        process, peak RSS from /usr/bin/time -v. The table goes to stdout (markdown).
+        """
+        from ..experiments import bench_privatize as bp
+        from ..io import atomic_write
+
+        if out is not None:
+            check_output(out)
+        try:
+            row_list = [int(x) for x in _split(rows, "--rows")]
+        except ValueError:
+            raise ValidationError(f"--rows takes integers, got {rows!r}") from None
+        fmt_list, engine_list = _split(formats, "--formats"), _split(engines, "--engines")
+        for item, allowed, opt in ((fmt_list, ("csv", "parquet"), "--formats"),
+                                   (engine_list, ("local", "dask", "spark"), "--engines")):
+            bad = [x for x in item if x not in allowed]
+            if bad:
+                raise ValidationError(f"{opt}: unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+
+        def on_row(row: bp.PrivatizeRow) -> None:
+            err_console.print(
+                f"{row.format} {row.rows:,} rows {row.engine}: {row.seconds:.1f} s, {row.rows_per_s:,.0f} rows/s, "
+                f"peak RSS {row.peak_rss_mib:,.0f} MiB ({row.status})", markup=False, highlight=False,
+            )
+
+        result = bp.run_privatize_bench(
+            row_list, fmt_list, engine_list, workdir, timeout=timeout, points=points, on_row=on_row
+        )
+        table = bp.markdown_table(result)
+        typer.echo(table)
+        if out is not None:
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            with atomic_write(out, "w") as fh:
+                fh.write(f"{table}\n\nload average at the end: {load}\n")
+
     _add_sample(bench_app)
 
     @bench_app.command("text")
@@ -178,7 +228,7 @@ def register(app: typer.Typer) -> None:
         rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row)
         typer.echo(bench_text.markdown_table(rows))
         if out is not None:
-            from .. import bench
+            from ..experiments import bench_lp as bench
 
             settings = {
                 "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",

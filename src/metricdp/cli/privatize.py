@@ -1,23 +1,39 @@
-"""``metricdp privatize MECH.npz INPUT.csv --column COL --out OUTPUT.csv [--seed S]``."""
+"""``metricdp privatize MECH.npz INPUT --column COL --out OUTPUT [--engine local|dask|spark]``.
+
+INPUT is CSV or Parquet; OUTPUT gets the same format. The local engine streams the file
+in chunks with bounded memory (:func:`metricdp.streaming.privatize_file`): every byte of
+a CSV outside the released column is kept. ``--engine dask`` / ``--engine spark`` run
+the release on a cluster (:mod:`metricdp.integrations`), a local one unless
+``--scheduler`` / ``--master`` names an existing one. Progress (rows, rows/s) goes to
+stderr: a live line in a terminal, one line per 10 s in a pipe.
+"""
 
 from __future__ import annotations
 
 import csv
+import time
+import warnings
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import ValidationError
-from ..io import atomic_write
+from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
-from ._common import OutOption, SeedOption, check_output, console, handle_errors, progress, warn
+from ._common import OutOption, SeedOption, check_output, console, err_console, handle_errors, progress, warn
 
 __all__ = ["read_table", "register"]
 
+_PIPE_EVERY_S = 10.0
+
 
 def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of a CSV file (UTF-8, optional BOM); ragged rows are an error."""
+    """Header and rows of a small CSV file (UTF-8, optional BOM); ragged rows are an error.
+
+    Kept for ``metricdp estimate``, which reads a released column into memory;
+    ``privatize`` itself streams (:func:`metricdp.streaming.privatize_file`).
+    """
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
     with path.open(newline="", encoding="utf-8-sig") as fh:
@@ -37,6 +53,12 @@ def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+class Engine(StrEnum):
+    local = "local"
+    dask = "dask"
+    spark = "spark"
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``privatize`` command to ``app``."""
 
@@ -44,41 +66,79 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def privatize(
         mechanism_file: Annotated[Path, typer.Argument(metavar="MECH.npz", help="A mechanism file.")],
-        input_file: Annotated[Path, typer.Argument(metavar="INPUT.csv", help="CSV file with a header row.")],
+        input_file: Annotated[
+            Path, typer.Argument(metavar="INPUT", help="CSV (with a header row) or Parquet file.")
+        ],
         column: Annotated[str, typer.Option("--column", "-c", help="Column whose values are released.")],
         out: OutOption,
+        engine: Annotated[
+            Engine, typer.Option("--engine", help="local (streaming), dask or spark.", case_sensitive=False)
+        ] = Engine.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+        ] = None,
+        master: Annotated[
+            str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")
+        ] = None,
+        chunk_rows: Annotated[
+            int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk of the local engine.")
+        ] = None,
         seed: SeedOption = None,
     ) -> None:
         """Replace each value of a column by a release of the mechanism; other columns are kept."""
+        from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
+
         check_output(out)
-        header, rows = read_table(input_file)
-        if column not in header:
-            raise ValidationError(
-                f"{input_file}: no column {column!r}; available: {', '.join(repr(h) for h in header)}"
-            )
+        if not input_file.is_file():
+            raise ValidationError(f"{input_file}: no such file")
+        file_format(input_file)
+        if scheduler is not None and engine is not Engine.dask:
+            raise ValidationError("--scheduler is for --engine dask")
+        if master is not None and engine is not Engine.spark:
+            raise ValidationError("--master is for --engine spark")
+        if chunk_rows is not None and engine is not Engine.local:
+            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
         mech = load_mechanism(mechanism_file)
-        j = header.index(column)
-        try:
-            inputs = mech.space.index([row[j] for row in rows])
-        except ValidationError as ex:
-            raise ValidationError(f"{input_file}: column {column!r}: {ex}") from None
-        if seed is not None:
+        t0 = time.perf_counter()
+        with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+            last = [t0]
+
+            def on_progress(done: int, _total: int | None, message: str) -> None:
+                bar.update(f"privatizing {input_file}: {message}")
+                now = time.perf_counter()
+                if not err_console.is_terminal and now - last[0] >= _PIPE_EVERY_S:
+                    last[0] = now
+                    err_console.print(f"privatize: {message}", markup=False, highlight=False)
+
+            if engine is Engine.local:
+                rows = privatize_file(
+                    mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
+                    inputs=[mechanism_file], progress=on_progress,
+                ).rows
+            elif engine is Engine.dask:
+                from ..integrations.dask import privatize_file_dask
+
+                rows = privatize_file_dask(
+                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file]
+                )
+            else:
+                from ..integrations.spark import privatize_file_spark
+
+                rows = privatize_file_spark(
+                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file]
+                )
+        dt = time.perf_counter() - t0
+        if seed is not None:  # said after the run: an input error is the one line of a failed command
             warn(
                 "--seed makes the releases reproducible by anyone who knows the seed: "
                 "not private for real data"
+                + ("" if engine is Engine.local else " (one SeedSequence child per partition)")
             )
-        with progress(f"releasing {len(rows)} values"):
-            released = mech.sample(inputs, rng=seed)
-            labels = mech.labels
-            with atomic_write(out, "w") as fh:
-                writer = csv.writer(fh, lineterminator="\n")
-                writer.writerow(header)
-                for row, k in zip(rows, released, strict=True):
-                    row[j] = labels[k]
-                    writer.writerow(row)
         console.print(
-            f"wrote {out}: {len(rows)} values of {column!r} released by {mech.name} "
-            f"(epsilon={mech.epsilon:.6g}){'' if seed is None else ' [seeded]'}",
+            f"wrote {out}: {rows} values of {column!r} released by {mech.name} "
+            f"(epsilon={mech.epsilon:.6g}){'' if seed is None else ' [seeded]'}; "
+            f"{engine.value} engine, {dt:.1f} s, {rows / dt if dt > 0 else 0:,.0f} rows/s",
             markup=False,
             highlight=False,
         )

@@ -130,6 +130,15 @@ class Mechanism:
             _check_audit(self.matrix, self.space, self.epsilon, self.name)
         object.__setattr__(self, "_token", None)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the constructor's arguments: unpickling runs the constructor, so the audit again.
+
+        (Dask and Spark ship mechanisms to workers this way; a pickle cannot carry an
+        unaudited mechanism past the constructor.)
+        """
+        return (_restore, (np.asarray(self.matrix), self.space, self.epsilon, self.name, dict(self.params),
+                           dict(self.info), self.exact))
+
     @classmethod
     def from_matrix(
         cls, matrix: ArrayLike, space: MetricSpace, epsilon: float, name: str = "custom",
@@ -252,6 +261,14 @@ class Mechanism:
             arrays["points"] = np.asarray(self.space.points, dtype=np.float64)
         with atomic_write(path, inputs=inputs) as fh:
             np.savez(fh, **arrays)
+
+
+def _restore(
+    matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str, params: dict[str, Any],
+    info: dict[str, Any], exact: bool,
+) -> Mechanism:
+    """The unpickler of :meth:`Mechanism.__reduce__`: the public, auditing constructor."""
+    return Mechanism(matrix, space, epsilon, name, params, info, exact=exact)
 
 
 def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:

@@ -1,0 +1,12 @@
+"""Streaming privatization of files of any size (CSV and Parquet, chunk by chunk).
+
+:func:`~metricdp.streaming.files.privatize_file` is the entry point; the byte-exact CSV
+splitter is :mod:`metricdp.streaming.csvsplit`. Engines for data that outgrows one
+machine are in :mod:`metricdp.integrations`.
+"""
+
+from __future__ import annotations
+
+from .files import ReleaseStats, privatize_file
+
+__all__ = ["ReleaseStats", "privatize_file"]

@@ -1,0 +1,112 @@
+"""The RFC 4180 splitter and splicer: fields located exactly, other bytes untouched."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from metricdp.errors import ValidationError
+from metricdp.streaming import csvsplit
+
+
+def _buf(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _split(data: bytes, ncols: int, column: int, eof: bool = True, max_records: int = 10**9):
+    return csvsplit.split_records(_buf(data), eof=eof, ncols=ncols, column=column, max_records=max_records, where="f")
+
+
+def test_fields_by_hand():
+    data = b'a,"b,1",c\r\n\r\nx,"y\n""z""",w\nlast,,end'
+    recs = _split(data, 3, 1)
+    assert [data[a:b] for a, b in zip(recs.fs, recs.fe, strict=True)] == [b'"b,1"', b'"y\n""z"""', b""]
+    assert recs.lines.tolist() == [0, 2, 4]  # 0-based lines of the three non-empty records
+    assert recs.end == len(data)
+    last = _split(data, 3, 2)
+    assert [data[a:b] for a, b in zip(last.fs, last.fe, strict=True)] == [b"c", b"w", b"end"]  # \r not in the field
+
+
+def test_partial_record_waits_for_more_data():
+    data = b'a,"multi\nline'
+    recs = _split(data, 2, 1, eof=False)
+    assert recs.end == 0 and len(recs.fs) == 0
+    with pytest.raises(ValidationError, match="line 1: a quoted field is not closed"):
+        _split(data, 2, 1, eof=True)
+    recs = _split(b"a,b\nc,d\ne,f", 2, 0, eof=False)
+    assert recs.end == 8 and len(recs.fs) == 2  # the last line may not be complete yet
+
+
+def test_max_records_cuts_after_a_record():
+    recs = _split(b"a,1\nb,2\nc,3\n", 2, 0, max_records=2)
+    assert recs.end == 8 and len(recs.fs) == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        (b"a,b\nc\n", "line 2 has 1 fields, expected 2"),
+        (b"a,b\nc,d,e\n", "line 2 has 3 fields, expected 2"),
+        (b'a,12" pipe\n', 'line 1: a \'"\' inside an unquoted field'),
+        (b'a,"x"y\n', "after a closing quote"),
+    ],
+)
+def test_malformed_records_name_the_line(data, pattern):
+    with pytest.raises(ValidationError, match=pattern):
+        _split(data, 2, 1)
+
+
+def test_first_line_offsets_the_reported_line():
+    with pytest.raises(ValidationError, match="line 12 has 1 fields"):
+        csvsplit.split_records(_buf(b"a,b\nc\n"), eof=True, ncols=2, column=0, max_records=9, where="f", first_line=11)
+
+
+def test_encode_field():
+    assert csvsplit.encode_field("Paris") == b"Paris"
+    assert csvsplit.encode_field("Paris", quoted=True) == b'"Paris"'
+    assert csvsplit.encode_field('a,"b"') == b'"a,""b"""'
+    assert csvsplit.encode_field("é\n") == '"é\n"'.encode()
+
+
+def test_splice_replaces_only_the_fields():
+    data = b'id,"x",z\n2,yy,"q"\n'
+    buf = _buf(data)
+    recs = _split(data, 3, 1)
+    table = _buf(b"AB")
+    offsets = np.array([0, 1, 2])
+    out = csvsplit.splice(buf, recs.end, recs.fs, recs.fe, table, offsets, np.array([1, 0]))
+    assert out.tobytes() == b'id,B,z\n2,A,"q"\n'
+
+
+# no bare CR: the csv module's writer leaves it unquoted with a \n line terminator
+_field = st.text(alphabet=st.sampled_from(list('ab ,"\né')), max_size=6)
+
+
+@given(
+    rows=st.lists(st.lists(_field, min_size=3, max_size=3), min_size=1, max_size=12),
+    quote_all=st.booleans(),
+    crlf=st.booleans(),
+)
+def test_fields_match_the_csv_module(rows, quote_all, crlf):
+    text = io.StringIO()
+    writer = csv.writer(text, quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL,
+                        lineterminator="\r\n" if crlf else "\n")
+    rows = [r for r in rows if r != ["", "", ""]]  # an empty line is no record
+    writer.writerows(rows)
+    data = text.getvalue().encode("utf-8")
+    for column in range(3):
+        recs = _split(data, 3, column)
+        values, offsets, quoted, raw_quoted = csvsplit.field_values(_buf(data), recs.fs, recs.fe)
+        got, k = [], 0
+        for i in range(len(recs.fs)):
+            if quoted[i]:
+                got.append(raw_quoted[k].decode())
+                k += 1
+            else:
+                got.append(values[offsets[i] : offsets[i + 1]].tobytes().decode())
+        assert got == [r[column] for r in rows]
