@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from .._optional import import_optional
 
@@ -32,7 +32,7 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def join_parts(parts: Sequence[Path], fmt: str, fh: BinaryIO, *, header: Sequence[str], schema: Any = None) -> int:
+def join_parts(parts: Sequence[Path], fmt: str, fh: IO[bytes], *, header: Sequence[str], schema: Any = None) -> int:
     """Write ``parts`` (in order) to ``fh`` as one CSV or Parquet file; the number of rows."""
     rows = 0
     if fmt == "csv":

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -204,7 +204,7 @@ def _label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.i
 
 
 def _privatize_csv(
-    mechanism: Any, src: Path, column: str, fh: BinaryIO, release: Any, tick: Any, chunk_rows: int, chunk_bytes: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, chunk_rows: int, chunk_bytes: int
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -276,7 +276,7 @@ def _privatize_csv(
             elif unknown.rows == 0:
                 released = release(idx)
                 choice = released + n * quoted
-                fh.write(memoryview(csvsplit.splice(buf, recs.end, recs.fs, recs.fe, table, table_off, choice)))
+                fh.write(csvsplit.splice(buf, recs.end, recs.fs, recs.fe, table, table_off, choice).data)
                 rows += len(idx)
                 tick(rows)
             lines_before += pending.count(b"\n", 0, recs.end)
@@ -297,7 +297,7 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 # -------------------------------------------------------------------------------- Parquet
 def _privatize_parquet(
-    mechanism: Any, src: Path, column: str, fh: BinaryIO, release: Any, tick: Any, chunk_rows: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, chunk_rows: int
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
