@@ -235,3 +235,12 @@ def test_subspace_keeps_the_metric():
 def test_bad_input_is_one_clear_error(call, message):
     with pytest.raises(ValidationError, match=message):
         call()
+
+
+def test_a_grid_with_one_point_moved_a_hair_is_not_a_grid():
+    # issue 21: one point of a 10 x 10 grid of 150 m moved by 1e-7 m made h = 1e-7 and planar
+    # Laplace tried to allocate 201 GiB for a 10^10-cell box
+    x = np.array([[i * 150.0, j * 150.0] for i in range(10) for j in range(10)])
+    assert MetricSpace.from_points(x).cell == 150.0
+    x[37, 0] += 1e-7
+    assert MetricSpace.from_points(x).cell is None

@@ -51,7 +51,10 @@ from numpy.typing import ArrayLike, NDArray
 from ._random import RandomSource, random_words
 from .errors import ValidationError
 
-__all__ = ["PRECISION", "WORD_BITS", "ExactTable", "sample_exact"]
+__all__ = [
+    "DISTANCE_EXPONENT_CAP", "PRECISION", "WORD_BITS", "ExactTable", "clamp_distances", "draw_exact", "sample_exact",
+    "uniform_below",
+]
 
 #: Bits per random word (numpy uint64).
 WORD_BITS = 64
@@ -288,3 +291,52 @@ def sample_exact(matrix: ArrayLike, inputs: ArrayLike, rng: RandomSource) -> NDA
         raise ValidationError(f"row index outside 0..{m.shape[0] - 1}")
     table = ExactTable.from_matrix(m[used])
     return table.sample(np.searchsorted(used, idx), rng)
+
+
+#: The largest :math:`\varepsilon d / 2` that matrix-free exponential-type samplers put in an
+#: exponent: distances are clamped at :math:`1400/\varepsilon` (:func:`clamp_distances`), so
+#: every weight :math:`e^{-\varepsilon d/2}` is at least :math:`e^{-700} > 10^{-305}`, a normal
+#: float, and none underflows to 0.
+DISTANCE_EXPONENT_CAP = 700.0
+
+
+def clamp_distances(d: ArrayLike, epsilon: float) -> NDArray[np.float64]:
+    r""":math:`\min(d, 2C/\varepsilon)` with :math:`C` = :data:`DISTANCE_EXPONENT_CAP`.
+
+    Privacy: the score :math:`-\min(d(x,z), T)` is 1-Lipschitz in x whenever :math:`-d(x,z)`
+    is (a minimum with a constant), so an exponential mechanism on the clamped score keeps
+    its :math:`\varepsilon`-mDP proof word for word; it differs from the unclamped one only
+    for outputs of weight below :math:`e^{-700}` relative to an output at distance 0. Without
+    the clamp such weights underflow to 0 for one input and not for a neighbour: an
+    infinite privacy loss (Mironov, CCS 2012).
+    """
+    return np.minimum(np.asarray(d, dtype=np.float64), 2.0 * DISTANCE_EXPONENT_CAP / float(epsilon))
+
+
+def draw_exact(weights: ArrayLike, rng: RandomSource) -> NDArray[np.intp]:
+    """Row i's index drawn with probability exactly ``weights[i, j] / sum_j weights[i, j]`` (rationals).
+
+    Random words and integer arithmetic only (:class:`ExactTable`); every row needs a
+    positive entry.
+    """
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    return ExactTable.from_matrix(w).sample(np.arange(w.shape[0]), rng)
+
+
+def uniform_below(k: ArrayLike, rng: RandomSource) -> NDArray[np.intp]:
+    """For each k (>= 1, < 2**63), an integer uniform on {0, ..., k-1}, exactly (64-bit words by rejection)."""
+    kk = np.asarray(k, dtype=np.uint64)
+    if kk.size and (kk.min() < 1):
+        raise ValidationError("uniform_below needs k >= 1")
+    out = np.empty(kk.shape, dtype=np.uint64)
+    todo = np.arange(kk.size)
+    flat_k = kk.reshape(-1)
+    flat = out.reshape(-1)
+    # accept a word w < floor(2^64 / k) * k; then w mod k is uniform
+    limit = (np.uint64(2**64 - 1) // flat_k) * flat_k
+    while todo.size:
+        w = random_words(rng, todo.size)
+        ok = w < limit[todo]
+        flat[todo[ok]] = w[ok] % flat_k[todo[ok]]
+        todo = todo[~ok]
+    return out.astype(np.intp)

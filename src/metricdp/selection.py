@@ -53,6 +53,7 @@ from scipy.special import gammaln, logsumexp
 from ._random import RandomSource, check_rng
 from ._validation import check_epsilon, check_int
 from .errors import ResourceLimitError, ValidationError
+from .sampling import draw_exact
 
 __all__ = [
     "Accuracy",
@@ -148,8 +149,11 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
 
     ``scores`` of shape (m,) gives one index (a 0-d array), shape (r, m) one per row.
     Weights are shifted by each row's largest score (nothing overflows, the best has
-    weight 1) and the index comes from one uniform by inverse CDF. Consumes exactly
-    ``r`` uniforms (one for a 1-d row).
+    weight 1) and the index is drawn exactly in proportion to the float weights
+    (:func:`metricdp.sampling.draw_exact`: random words and integers, no float uniform).
+    Floating point: a score below the best by more than about :math:`745/\varepsilon` gets
+    weight 0. The mDP callers clamp distances first (:func:`metricdp.sampling.clamp_distances`)
+    so that no weight underflows; for a generic quality that gap is the caller's to bound.
 
     >>> int(exponential_choice([0.0, -1e9], 1.0, np.random.default_rng(0)))
     0
@@ -163,9 +167,7 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
         raise ValidationError("scores must be finite")
     m = s.shape[1]
     weight = np.exp(exponent * (s - s.max(axis=1, keepdims=True)))
-    cum = np.cumsum(weight, axis=1)
-    v = np.asarray(rng.random(s.shape[0]), dtype=np.float64) * cum[:, -1]
-    pick = np.minimum((cum <= v[:, None]).sum(axis=1), m - 1)
+    pick = draw_exact(weight, rng) if m > 1 else np.zeros(s.shape[0], dtype=np.intp)
     return pick[0] if one else pick
 
 

@@ -287,6 +287,10 @@ class MetricSpace:
         )
 
 
+#: Largest bounding box (in cells) a set of points may span and still count as a grid.
+_MAX_GRID_CELLS = 1e8
+
+
 def _detect_cell(x: NDArray[np.float64], metric: str) -> float | None:
     """The lattice step h when 2-d Euclidean points all lie on one square lattice h Z^2 + o."""
     if metric != "euclidean" or x.shape[1] != 2:
@@ -302,6 +306,10 @@ def _detect_cell(x: NDArray[np.float64], metric: str) -> float | None:
     if h <= 0:
         return None
     rel = (x - x.min(axis=0)) / h
+    # a "lattice" whose bounding box dwarfs the points (one point moved by 1e-7 m on a 150 m grid
+    # makes h = 1e-7 and a box of 10^20 cells) is not a grid: lattice mechanisms would allocate the box
+    if float(np.prod(rel.max(axis=0) + 1.0)) > max(_MAX_GRID_CELLS, 16.0 * x.shape[0] ** 2):
+        return None
     if np.all(np.abs(rel - np.round(rel)) <= 1e-9 * np.maximum(1.0, np.abs(rel))):
         return h
     return None

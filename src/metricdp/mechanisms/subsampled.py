@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._random import RandomSource, check_rng
 from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
+from ..sampling import clamp_distances
 from ..selection import compositions, draw_base, exponential_choice, multiset_probabilities
 from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
@@ -118,7 +119,8 @@ def _sample(
     """The generic SSEM core (:mod:`metricdp.selection`) with quality -d(x, z) and exponent eps/2."""
     u = np.asarray(rng.random((len(idx), m)), dtype=np.float64)
     cand = draw_base(np.cumsum(mu), u)
-    pick = exponential_choice(-d[idx[:, None], cand], epsilon / 2.0, rng)
+    # clamped distances: no weight underflows to 0 (metricdp.sampling.clamp_distances, proof there)
+    pick = exponential_choice(-clamp_distances(d[idx[:, None], cand], epsilon), epsilon / 2.0, rng)
     return cand[np.arange(len(idx)), pick]
 
 
@@ -152,7 +154,7 @@ def subsampled_exponential_exact(
             f"candidates={m} on {n} points gives {count} multisets (more than {MAX_MULTISETS}); "
             "use subsampled_exponential (Monte-Carlo) instead"
         )
-    d = np.asarray(space.distances)
+    d = clamp_distances(space.distances, epsilon)  # the sampler's clamped score
     comps = compositions(n, m)
     comps = comps[comps[:, mu == 0].sum(axis=1) == 0]  # multisets with a zero-weight point never occur
     prob = multiset_probabilities(comps, mu)
