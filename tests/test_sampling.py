@@ -486,3 +486,44 @@ def test_a_pickled_mechanism_is_rebuilt_through_the_audit():
     args[2] = mech.epsilon / 100  # a claim the matrix does not meet
     with pytest.raises(Exception, match="refusing to return it"):
         restore(*args)
+
+
+# ----------------------------------------------------------------------------- matrix-free samplers (review)
+def test_clamped_distances_keep_every_weight_positive_and_normal():
+    from metricdp.sampling import DISTANCE_EXPONENT_CAP, clamp_distances
+
+    d = np.array([0.0, 2.2, 73.7, 1492.0, 1e300])
+    w = np.exp(-0.5 * 1.0 * clamp_distances(d, 1.0))
+    assert np.all(w >= np.finfo(float).tiny) and w[0] == 1.0
+    assert clamp_distances(d, 1.0).max() == 2 * DISTANCE_EXPONENT_CAP
+
+
+def test_text_exponential_releases_every_word_with_positive_probability():
+    # review: words at 0, 2.2 and 73.7 with eps = 1 -- the float inverse CDF could never release
+    # the far word from the first (cdf[-1] == cdf[-2]) but could from the second
+    from metricdp.pointspace import PointSpace
+    from metricdp.text.exponential import ExponentialText
+
+    mech = ExponentialText(PointSpace.from_points([[0.0], [2.2], [73.7]]), 1.0)
+    for word in range(3):
+        _table, row = mech._make(np.array([word]))[0]
+        assert np.all(row > 0)  # the exact sampler realizes row / row.sum() exactly: all positive
+
+
+def test_uniform_below_is_exactly_uniform_by_chi_square():
+    from metricdp.sampling import uniform_below
+
+    draws = uniform_below(np.full(60_000, 7), np.random.default_rng(5))
+    counts = np.bincount(draws, minlength=7)
+    assert stats.chisquare(counts).pvalue > 1e-3 and draws.min() == 0 and draws.max() == 6
+    with pytest.raises(ValidationError):
+        uniform_below([0], np.random.default_rng(0))
+
+
+def test_ssem_choice_on_the_review_space_has_no_zero_weight():
+    # review: points 0, 4 and 1492 on a line, eps = 1, m = 6: 2.95-mDP realized against 1.0
+    from metricdp.mechanisms.subsampled import subsampled_exponential_exact
+
+    space = MetricSpace.from_points([[0.0], [4.0], [1492.0]])
+    exact = subsampled_exponential_exact(space, 1.0, 3, base=[1 - 2**-14, 0.0, 2**-14])
+    assert audit_epsilon(exact, space.distances) <= 1.0 * (1 + 1e-9)

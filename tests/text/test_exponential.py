@@ -32,11 +32,12 @@ def test_release_frequencies_match_the_exact_matrix(vocab) -> None:
 
 def test_cache_gives_the_same_law_and_is_bounded(vocab) -> None:
     _, points = vocab
-    mech = ExponentialText(points, EPS, cache_bytes=8 * 300 * 2)  # two tables
+    one = sum(a.nbytes for a in ExponentialText(points, EPS)._make(np.array([0]))[0])  # one word's table
+    mech = ExponentialText(points, EPS, cache_bytes=2 * one)  # two tables
     a = mech.sample(np.arange(10), rng=1)
     b = mech.sample(np.arange(10), rng=1)  # the two most recent tables now come from the cache
     assert np.array_equal(a, b)
-    assert mech.cache.hits >= 2 and mech.cache._bytes <= 8 * 300 * 2
+    assert mech.cache.hits >= 2 and mech.cache._bytes <= 2 * one
 
 
 def test_high_epsilon_keeps_the_word_and_proven_epsilon() -> None:

@@ -24,6 +24,7 @@ costs one binary search.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +32,7 @@ from numpy.typing import NDArray
 from .._random import RandomSource
 from .._validation import check_epsilon, check_int
 from ..pointspace import PointSpace, check_memory
+from ..sampling import ExactTable, clamp_distances
 from .base import TextMechanism, check_point_space
 
 __all__ = ["CACHE_BYTES", "CumulativeCache", "ExponentialText", "exponential_epsilon", "sample_tables"]
@@ -78,7 +80,6 @@ class CumulativeCache:
 
 def sample_tables(
     inputs: NDArray[np.intp],
-    u: NDArray[np.float64],
     out: NDArray[np.intp],
     make: object,
     cache: CumulativeCache,
@@ -88,33 +89,36 @@ def sample_tables(
     """Shared driver: group ``inputs`` by word, get or build each word's table, draw its tokens.
 
     ``make(word_block) -> list of tables`` builds tables for a block of distinct words;
-    ``draw(table, uniforms, positions)`` writes releases into ``out[positions]``.
+    ``draw(table, positions)`` writes releases into ``out[positions]``.
     """
     order = np.argsort(inputs, kind="stable")
     uniq, starts, counts = np.unique(inputs[order], return_index=True, return_counts=True)
     # most frequent first, so they enter the cache first
     by_count = np.argsort(-counts, kind="stable")
-    pending: list[int] = []
+    # Words are drawn strictly in by_count order whatever the cache holds, so a seeded run
+    # gives the same releases with a cold or a warm cache (the draws consume a variable
+    # number of random words: the order of the draws is the order of the stream).
+    queue: list[tuple[int, Any]] = []
+    missing: list[int] = []
 
     def flush() -> None:
-        tables = make(uniq[pending])  # type: ignore[operator]
-        for k, table in zip(pending, tables, strict=True):
-            pos = order[starts[k] : starts[k] + counts[k]]
-            draw(table, u[pos], pos)  # type: ignore[operator]
-            cache.put(int(uniq[k]), table)
-        pending.clear()
+        built = dict(zip(missing, make(uniq[missing]), strict=True)) if missing else {}  # type: ignore[operator]
+        for k, table in queue:
+            if table is None:
+                table = built[k]
+                cache.put(int(uniq[k]), table)
+            draw(table, order[starts[k] : starts[k] + counts[k]])  # type: ignore[operator]
+        queue.clear()
+        missing.clear()
 
     for k in by_count:
         table = cache.get(int(uniq[k]))
-        if table is not None:
-            pos = order[starts[k] : starts[k] + counts[k]]
-            draw(table, u[pos], pos)  # type: ignore[operator]
-            continue
-        pending.append(int(k))
-        if len(pending) == batch:
-            flush()
-    if pending:
-        flush()
+        queue.append((int(k), table))
+        if table is None:
+            missing.append(int(k))
+            if len(missing) == batch:
+                flush()
+    flush()
 
 
 class ExponentialText(TextMechanism):
@@ -146,25 +150,29 @@ class ExponentialText(TextMechanism):
         self.cache = CumulativeCache(cache_bytes)
 
     def log_weights(self, words: NDArray[np.intp]) -> NDArray[np.float64]:
-        """:math:`-\\varepsilon d(x, \\cdot)/2` for each word x of ``words``, shape (k, n)."""
-        return -0.5 * self.epsilon * self.space.distances_from(words)
+        """:math:`-\\varepsilon \\min(d(x, \\cdot), T)/2` for each word x of ``words``, shape (k, n).
 
-    def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray[np.float64]]]:
+        Distances are clamped at :math:`T = 1400/\\varepsilon`
+        (:func:`metricdp.sampling.clamp_distances`, where the clamp's privacy proof is): no
+        weight underflows to 0, which would be an infinite privacy loss.
+        """
+        return -0.5 * self.epsilon * clamp_distances(self.space.distances_from(words), self.epsilon)
+
+    def _make(self, words: NDArray[np.intp]) -> list[tuple[ExactTable, NDArray[np.float64]]]:
         n = self.space.n
-        check_memory(8.0 * len(words) * n, f"{len(words)} cumulative tables of {n:,} words")
+        check_memory(8.0 * len(words) * n, f"{len(words)} exact tables of {n:,} words")
         lw = self.log_weights(words)
         np.exp(lw, out=lw)  # the word itself has weight exactly 1: no overflow, no all-zero row
-        np.cumsum(lw, axis=1, out=lw)
-        return [(row,) for row in lw]
+        tables = [ExactTable.from_matrix(row[None, :]) for row in lw]
+        return [(t, t.matrix) for t in tables]  # the row too, so the cache counts what it holds
 
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-        u = np.asarray(rng.random(len(inputs)), dtype=np.float64)
         out = np.empty(len(inputs), dtype=np.intp)
         n = self.space.n
 
-        def draw(table: tuple[NDArray[np.float64]], uu: NDArray, pos: NDArray) -> None:
-            cdf = table[0]
-            out[pos] = np.minimum(np.searchsorted(cdf, uu * cdf[-1], side="right"), n - 1)
+        def draw(table: tuple[ExactTable, NDArray[np.float64]], pos: NDArray) -> None:
+            # exact: probability weight / sum of the row's float weights, from random words
+            out[pos] = table[0].sample(np.zeros(len(pos), dtype=np.intp), rng)
 
-        sample_tables(inputs, u, out, self._make, self.cache, draw, self.space.block_size(n) or 1)
+        sample_tables(inputs, out, self._make, self.cache, draw, self.space.block_size(n) or 1)
         return out

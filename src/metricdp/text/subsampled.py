@@ -22,6 +22,7 @@ from .._random import RandomSource
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 from ..pointspace import PointSpace
+from ..sampling import clamp_distances, draw_exact
 from .base import TextMechanism, check_point_space
 
 __all__ = ["SubsampledText", "subsampled_epsilon", "zipf_base"]
@@ -90,9 +91,8 @@ class SubsampledText(TextMechanism):
             cand = np.minimum(np.searchsorted(self._cdf, u * self._cdf[-1], side="right"), n - 1)
             diff = vec[cand] - vec[idx][:, None, :]
             dist = np.sqrt(np.einsum("tmk,tmk->tm", diff, diff))
+            dist = clamp_distances(dist, self.epsilon)  # no weight underflows to 0 (proof there)
             weight = np.exp(-self.epsilon / 2.0 * (dist - dist.min(axis=1, keepdims=True)))
-            cum = np.cumsum(weight, axis=1)
-            v = np.asarray(rng.random(len(idx)), dtype=np.float64) * cum[:, -1]
-            pick = np.minimum((cum <= v[:, None]).sum(axis=1), m - 1)
+            pick = draw_exact(weight, rng)  # exact in the float weights: no float uniform
             out[s : s + len(idx)] = cand[np.arange(len(idx)), pick]
         return out

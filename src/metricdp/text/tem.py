@@ -48,6 +48,7 @@ from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..mechanisms.base import Mechanism, certify
 from ..pointspace import PointSpace
+from ..sampling import ExactTable, clamp_distances, uniform_below
 from ..spaces import MetricSpace
 from .base import TextMechanism, check_point_space
 from .exponential import CACHE_BYTES, CumulativeCache, sample_tables
@@ -131,35 +132,38 @@ class TEMText(TextMechanism):
         self.gamma = g
         self.cache = CumulativeCache(cache_bytes)
 
-    def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, NDArray]]:
+    def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, ExactTable, NDArray]]:
         n = self.space.n
         d = self.space.distances_from(words)
         out = []
-        bottom_w = math.exp(-0.5 * self.epsilon * self.gamma)
+        # gamma's own weight: above e^-700 for any gamma the paper's rule gives; clamped like every
+        # distance (metricdp.sampling.clamp_distances) so that no weight underflows to 0
+        bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.gamma, self.epsilon)))
         for row in d:
             inside = np.flatnonzero(row <= self.gamma)
-            w = np.exp(-0.5 * self.epsilon * row[inside])
-            cdf = np.cumsum(np.append(w, (n - len(inside)) * bottom_w))
-            out.append((inside.astype(np.intp), cdf))
+            w = np.exp(-0.5 * self.epsilon * clamp_distances(row[inside], self.epsilon))
+            table = ExactTable.from_matrix(np.append(w, (n - len(inside)) * bottom_w)[None, :])
+            out.append((inside.astype(np.intp), table, table.matrix))
         return out
 
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-        u = np.asarray(rng.random((2, len(inputs))), dtype=np.float64)
         out = np.empty(len(inputs), dtype=np.intp)
         n = self.space.n
 
-        def draw(table: tuple[NDArray, NDArray], uu: NDArray, pos: NDArray) -> None:
-            inside, cdf = table
-            k = np.minimum(np.searchsorted(cdf, uu * cdf[-1], side="right"), len(cdf) - 1)
+        def draw(table: tuple[NDArray, ExactTable, NDArray], pos: NDArray) -> None:
+            inside, exact, _ = table
+            # exact draw among the inside words and the "bottom" candidate, then an exact uniform
+            # word outside the ball when the bottom wins (integers from random words only)
+            k = exact.sample(np.zeros(len(pos), dtype=np.intp), rng)
             res = np.empty(len(pos), dtype=np.intp)
             hit = k < len(inside)
             res[hit] = inside[k[hit]]
             if (~hit).any():
                 outside = n - len(inside)
-                j = np.minimum((u[1, pos[~hit]] * outside).astype(np.intp), outside - 1)
+                j = uniform_below(np.full(int((~hit).sum()), outside), rng)
                 # the j-th index not in `inside` (sorted): j + #{inside members <= answer}
                 res[~hit] = j + np.searchsorted(inside - np.arange(len(inside)), j, side="right")
             out[pos] = res
 
-        sample_tables(inputs, u[0], out, self._make, self.cache, draw, self.space.block_size(n))
+        sample_tables(inputs, out, self._make, self.cache, draw, self.space.block_size(n))
         return out
