@@ -66,8 +66,11 @@ def _labels(labels: Sequence[object] | None, n: int) -> tuple[str, ...]:
 
 
 def _readonly(a: NDArray) -> NDArray:
+    """Read-only for good: a view of a read-only base, whose WRITEABLE flag cannot be set again."""
     a.setflags(write=False)
-    return a
+    out = a.view()
+    out.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -101,7 +104,12 @@ class MetricSpace:
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", {lab: i for i, lab in enumerate(self.labels)})
+        index = {lab: i for i, lab in enumerate(self.labels)}
+        if len(index) != len(self.labels):
+            seen: set[str] = set()
+            dup = next(lab for lab in self.labels if lab in seen or seen.add(lab))  # type: ignore[func-returns-value]
+            raise ValidationError(f"label {dup!r} appears more than once: labels must be unique")
+        object.__setattr__(self, "_index", index)
 
     # ----------------------------------------------------------------- constructors
     @classmethod

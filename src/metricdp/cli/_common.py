@@ -57,6 +57,7 @@ from rich.console import Console
 
 from .._jsonable import jsonable
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, ValidationError
+from ..io import NPY_HEADER_ERRORS, check_npy_header
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -263,8 +264,11 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     n = len(labels)
     if p.suffix.lower() == ".npy":
         try:
-            v = np.load(p, allow_pickle=False)
-        except (ValueError, OSError) as ex:
+            with p.open("rb") as fh:
+                check_npy_header(fh, f"{what} {p}")  # no pickle, no absurd declared size
+                fh.seek(0)
+                v = np.load(fh, allow_pickle=False)
+        except NPY_HEADER_ERRORS as ex:
             raise ValidationError(f"{what} {p}: not a readable .npy vector ({ex})") from None
         if v.dtype == object or not np.issubdtype(v.dtype, np.number) or v.shape != (n,):
             raise ValidationError(

@@ -49,7 +49,10 @@ _AUDITED = object()
 
 
 def _frozen(a: ArrayLike) -> NDArray[np.float64]:
-    out = np.array(a, dtype=np.float64, copy=True)
+    """A read-only copy that cannot be made writable again (a view of a read-only base)."""
+    base = np.array(a, dtype=np.float64, copy=True)
+    base.setflags(write=False)
+    out = base.view()
     out.setflags(write=False)
     return out
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..._progress import Progress, report
-from ...errors import RepairError
+from ...errors import RepairError, ValidationError
 
 __all__ = ["CONSTOPT", "OPTMECH", "SPANNER", "RetryPolicy"]
 
@@ -66,7 +66,10 @@ class RetryPolicy:
 
     def initial(self, epsilon: float, d_min: float) -> float:
         """The first :math:`\\eta`: ``margin / (epsilon * d_min)``, clipped."""
-        return float(min(max(self.margin / (epsilon * d_min), self.min_eta), self.max_initial_eta))
+        scale = epsilon * d_min
+        if not scale > 0:  # 5e-324 * d underflows: no margin can be placed below it
+            raise ValidationError(f"epsilon * d_min = {epsilon!r} * {d_min!r} underflows to 0: use a larger epsilon")
+        return float(min(max(self.margin / scale, self.min_eta), self.max_initial_eta))
 
     def next(self, eta: float) -> float | None:
         """The :math:`\\eta` of the next attempt, or ``None`` when ``max_eta`` was reached."""
