@@ -544,6 +544,7 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
     table). Uses matplotlib's Agg backend (no display needed).
     """
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -566,6 +567,9 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
             ax.plot(xs, ys, marker="o", linestyle="-" if form != "full" else "--", label=f"n={n} {form}")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ticks = sorted({e for (m, _, _), pts in series.items() if m == mech for e, _ in pts})
+        ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(mech)
         ax.set_xlabel("epsilon")
         ax.set_ylabel("seconds (whole build)")
