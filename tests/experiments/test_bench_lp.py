@@ -45,23 +45,26 @@ def test_optimal_fast_full_and_spanner_rows() -> None:
     every = run_bench({"optimal": [12, 14], "spanner": [12]}, ["optimal", "spanner"], ["fast", "full"],
                       data="gaussian", time_limit=120, full_max_n=12)
     assert [(r.n, r.mechanism, r.formulation, r.status) for r in every[3:]] == [
-        (14, "optimal", "fast", "ok"), (14, "optimal", "full", "skipped")]
-    assert every[4].message == "full formulation run only up to n = 12"
+        (14, "optimal", "full", "skipped"), (14, "optimal", "fast", "ok")]
+    assert every[3].message == "full formulation run only up to n = 12"
     rows = every[:3]
     assert [(r.n, r.mechanism, r.formulation) for r in rows] == [
-        (12, "optimal", "fast"), (12, "optimal", "full"), (12, "spanner", "default")]
+        (12, "optimal", "full"), (12, "optimal", "fast"), (12, "spanner", "default")]
     for r in rows:
         assert r.status == "ok", r.message
         for _, key in COLUMNS:
-            if key not in ("rounds", "vs_full"):
+            if key not in ("rounds", "vs_full", "gap"):
                 assert getattr(r, key) is not None, key
         assert r.variables > 0 and r.constraints > 0 and r.nonzeros > 0
         assert r.epsilon_audit <= 1.0 * (1 + 1e-9)
         assert 0 < r.loss_quantile <= r.loss_max
         # peak memory is the child's own: at least what it held before the build
         assert r.peak_mib >= r.baseline_mib > 10
-    fast, full = rows[0], rows[1]
-    assert fast.loss_max == pytest.approx(full.loss_max, rel=1e-6)
+    full, fast = rows[0], rows[1]
+    # the near-identity optimum here (loss 0.0099, d_min/diameter small) shows a 2.3e-8 gap
+    # between the two repaired builds: issue 27's 1e-9 is not yet met on such spaces
+    assert fast.loss_max == pytest.approx(full.loss_max, rel=1e-7)
+    assert fast.objective == fast.loss_max and abs(fast.gap) < 1e-7
     assert "faster" in fast.vs_full and full.vs_full == ""
     # the full LP has every privacy row: n^2 (n-1) of them plus the n row sums and n loss rows
     assert full.constraints >= 12 * 12 * 11
@@ -88,9 +91,9 @@ def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
     rows = run_bench([40, 60], ["optimal"], ["fast", "full"], data="gaussian", time_limit=120,
                      full_time_limit=1e-3, grace=60)
     assert [(r.n, r.formulation, r.status) for r in rows] == [
-        (40, "fast", "ok"), (40, "full", "time-out"), (60, "fast", "ok"), (60, "full", "skipped")]
-    assert rows[0].vs_full == "full timed out"
-    assert rows[2].vs_full == "full skipped (series timed out at n = 40)"
+        (40, "full", "time-out"), (40, "fast", "ok"), (60, "full", "skipped"), (60, "fast", "ok")]
+    assert rows[1].vs_full == "full timed out"
+    assert rows[3].vs_full == "full skipped (series timed out at n = 40)"
     with pytest.raises(ValidationError, match="full_time_limit"):
         run_bench([10], ["optimal"], data="gaussian", full_time_limit=-1.0)
 
@@ -101,3 +104,44 @@ def test_child_killed_after_limit_and_grace() -> None:
     assert len(rows) == 1 and isinstance(rows[0], BenchRow)
     assert rows[0].status == "time-out" and rows[0].message.startswith("killed after")
     assert rows[0].peak_mib is None  # the child never reported
+
+
+def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
+    """One row per (n, eps, mechanism, formulation); expected objective under the grid's
+    Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""
+    import json
+
+    from metricdp.experiments.bench_lp import append_jsonl, bench_data, plot_seconds
+
+    space, prior = bench_data(9, "grid", seed=3)
+    assert space.n == 9 and prior is not None and prior.sum() == pytest.approx(1.0)
+    with pytest.raises(ValidationError, match="square"):
+        bench_data(10, "grid")
+    log = tmp_path / "rows.jsonl"
+    seen: list[int] = []
+
+    def on_row(row: BenchRow) -> None:
+        append_jsonl(log, row)
+        seen.append(len(log.read_text(encoding="utf-8").splitlines()))
+
+    rows = run_bench([9], ["optimal-expected"], ["fast", "full"], epsilons=[0.3, 3.0], data="grid",
+                     time_limit=60, on_row=on_row)
+    assert [(r.epsilon, r.formulation) for r in rows] == [(0.3, "full"), (0.3, "fast"), (3.0, "full"),
+                                                          (3.0, "fast")]
+    assert seen == [1, 2, 3, 4]  # written at once, not at the end
+    for r in rows:
+        assert r.status == "ok", r.message
+        assert r.epsilon_audit <= r.epsilon * (1 + 1e-9) and r.iterations is not None
+        # the expected loss under the prior, below the worst case
+        assert 0 < r.objective <= r.loss_max
+    for fast in rows[1::2]:
+        assert abs(fast.gap) < 1e-9
+    logged = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
+    assert [d["epsilon"] for d in logged] == [0.3, 0.3, 3.0, 3.0] and logged[1]["gap"] is not None
+    png = tmp_path / "s.png"
+    plot_seconds(rows, png)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValidationError, match="no finished"):
+        plot_seconds([BenchRow(5, "optimal", "fast", status="error")], png)
+    with pytest.raises(ValidationError, match="epsilon"):
+        run_bench([9], ["optimal"], epsilons=[1.0, -1.0], data="grid")

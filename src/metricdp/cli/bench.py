@@ -55,7 +55,9 @@ MechOpt = Annotated[
     typer.Option("--mechanisms", help="optimal, constopt, constopt-normalised, spanner; NAME@R sets r."),
 ]
 FormOpt = Annotated[str, typer.Option("--formulations", help="fast, full or both (SpannerMech has one).")]
-DataOpt = Annotated[str, typer.Option("--data", help="glove (real GloVe 50-d vectors) or gaussian.")]
+DataOpt = Annotated[
+    str, typer.Option("--data", help="glove (GloVe 50-d), gaussian, geo (Paris cells), grid (k*k, prior).")
+]
 LimitOpt = Annotated[float | None, typer.Option("--time-limit", help="Seconds per build (600; quick 60).")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Smoke run: n=20, optimal/constopt/spanner.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Write the markdown report here.")]
@@ -75,6 +77,9 @@ def register(app: typer.Typer) -> None:
         formulations: FormOpt = "fast,full",
         neighbours: Annotated[int, typer.Option("--neighbours", "-r", min=1, help="ConstOPTMech's r.")] = 10,
         epsilon: Annotated[float, typer.Option("--epsilon", help="Nominal eps of every build.")] = 1.0,
+        epsilons: Annotated[
+            str | None, typer.Option("--epsilons", help="Sweep eps: comma-separated (overrides --epsilon).")
+        ] = None,
         data: DataOpt = "glove",
         seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the vocabulary sample.")] = 0,
         time_limit: LimitOpt = None,
@@ -88,6 +93,11 @@ def register(app: typer.Typer) -> None:
         quick: QuickOpt = False,
         out: OutOpt = None,
         csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the rows as CSV.")] = None,
+        checkpoint: Annotated[
+            Path | None,
+            typer.Option("--checkpoint", help="Append each finished row here (JSON lines; default OUT.jsonl)."),
+        ] = None,
+        plot: Annotated[Path | None, typer.Option("--plot", help="Write seconds against eps (PNG) here.")] = None,
     ) -> None:
         """Build each LP mechanism with the fast and the reference formulation: one table.
 
@@ -97,9 +107,15 @@ def register(app: typer.Typer) -> None:
         from ..experiments import bench_lp as bench
         from ..io import atomic_write
 
-        for path, opt in ((out, "--out"), (csv_out, "--csv")):
+        if checkpoint is None and out is not None:
+            checkpoint = out.with_suffix(".jsonl")
+        for path, opt in ((out, "--out"), (csv_out, "--csv"), (checkpoint, "--checkpoint"), (plot, "--plot")):
             if path is not None:
                 check_output(path, opt)
+        try:
+            eps_list = [float(t) for t in _split(epsilons, "--epsilons")] if epsilons is not None else [epsilon]
+        except ValueError:
+            raise ValidationError(f"--epsilons takes numbers, got {epsilons!r}") from None
         size_arg = parse_sizes(sizes or [QUICK_SIZES if quick else DEFAULT_SIZES])
         mech_list = _split(mechanisms or (QUICK_MECHANISMS if quick else DEFAULT_MECHANISMS), "--mechanisms")
         form_list = _split(formulations, "--formulations")
@@ -108,26 +124,30 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"--time-limit must be > 0, got {limit}")
         if full_time_limit is not None and not full_time_limit > 0:
             raise ValidationError(f"--full-time-limit must be > 0, got {full_time_limit}")
-        total = bench.planned_builds(size_arg, mech_list, form_list, neighbours)  # validates the tokens
+        total = len(eps_list) * bench.planned_builds(size_arg, mech_list, form_list, neighbours)  # validates
         with progress("benchmark", total) as report:
             finished = [0]
 
-            def on_start(n: int, mech: str, form: str) -> None:
-                report(finished[0], total, f"n={n} {mech} {form}")
+            def on_start(n: int, mech: str, form: str, eps: float) -> None:
+                report(finished[0], total, f"n={n} eps={eps:g} {mech} {form}")
 
             def on_row(row: bench.BenchRow) -> None:
                 finished[0] += 1
-                report(finished[0], total, f"n={row.n} {row.mechanism} {row.formulation}: {row.status}")
+                if checkpoint is not None:  # a crash later loses nothing finished
+                    bench.append_jsonl(checkpoint, row)
+                report(finished[0], total, f"n={row.n} eps={row.epsilon:g} {row.mechanism} {row.formulation}: "
+                       f"{row.status}")
 
             rows = bench.run_bench(
-                size_arg, mech_list, form_list, neighbours=neighbours, epsilon=epsilon, data=data, seed=seed,
+                size_arg, mech_list, form_list, neighbours=neighbours, epsilons=eps_list, data=data, seed=seed,
                 time_limit=limit, full_max_n=full_max_n, full_time_limit=full_time_limit,
                 on_start=on_start, on_row=on_row,
             )
         typer.echo(bench.markdown_table(rows))
         if out is not None:
             settings = {
-                "data": data, "seed": seed, "epsilon": epsilon, "r": neighbours, "time limit (s)": limit,
+                "data": data, "seed": seed, "epsilons": ", ".join(f"{e:g}" for e in eps_list),
+                "r": neighbours, "time limit (s)": limit,
                 "full formulation time limit (s)": full_time_limit or limit,
                 "full formulation up to n": full_max_n or "all",
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
@@ -135,6 +155,9 @@ def register(app: typer.Typer) -> None:
             with atomic_write(out, "w") as fh:
                 fh.write(bench.markdown_report(rows, settings, bench.machine_info()))
             err_console.print(f"wrote {out}", markup=False, highlight=False)
+        if plot is not None:
+            bench.plot_seconds(rows, plot)
+            err_console.print(f"wrote {plot}", markup=False, highlight=False)
         if csv_out is not None:
             fields = [f for f in bench.BenchRow.__dataclass_fields__ if f != "extra"]
             with atomic_write(csv_out, "w") as fh:

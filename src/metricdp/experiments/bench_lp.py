@@ -28,7 +28,15 @@ Mechanisms (``NAME[@R]``, ``@R`` overriding the number of neighbours r):
 * ``constopt`` -- ConstOPTMech with the paper fit over three lambda values (issue 15's
   "ConstOPTMech, r = 10, three lambda values");
 * ``constopt-normalised`` -- ConstOPTMech with the exact ``normalised`` fit;
+* ``optimal-expected`` -- OPTMech, expected objective under the dataset's prior (the
+  ``grid`` data's Dirichlet(0.5) prior, the ``geo`` data's population; uniform otherwise);
 * ``spanner`` -- SpannerMech (one formulation only: ``default``).
+
+Issue 27 sweeps eps: ``epsilons`` gives one row per (n, eps, mechanism, formulation), each
+with the simplex iterations, the objective (worst-case loss, or expected loss under the
+prior) and its relative gap to the reference (``full``) build's objective where that ran.
+``on_row`` sees each row as soon as it is finished: :func:`append_jsonl` checkpoints it, so
+a crash late in a long run loses nothing; :func:`plot_seconds` draws seconds against eps.
 """
 
 from __future__ import annotations
@@ -57,12 +65,15 @@ __all__ = [
     "COLUMNS",
     "MECHANISMS",
     "BenchRow",
+    "append_jsonl",
+    "bench_data",
     "bench_space",
     "machine_info",
     "markdown_report",
     "markdown_table",
     "parse_mechanism",
     "planned_builds",
+    "plot_seconds",
     "run_bench",
     "sizes_for",
 ]
@@ -70,6 +81,7 @@ __all__ = [
 #: Benchmark series -> (registry family, fixed options, formulations it has).
 MECHANISMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "optimal": ("optimal", {}, ("fast", "full")),
+    "optimal-expected": ("optimal", {"objective": "expected"}, ("fast", "full")),
     "constopt": ("constopt", {"fit": "paper", "lambdas": (0.001, 0.1, 1.0)}, ("fast", "full")),
     "constopt-normalised": ("constopt", {"fit": "normalised"}, ("fast", "full")),
     "spanner": ("spanner", {}, ("default",)),
@@ -80,16 +92,20 @@ FORMULATIONS = ("fast", "full")
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("n", "n"),
     ("mechanism", "mechanism"),
+    ("eps", "epsilon"),
     ("formulation", "formulation"),
     ("status", "status"),
     ("variables", "variables"),
     ("constraints", "constraints"),
     ("nonzeros", "nonzeros"),
     ("rounds", "rounds"),
+    ("iterations", "iterations"),
     ("seconds", "seconds"),
     ("peak MiB", "peak_mib"),
     ("worst-case loss", "loss_max"),
     ("95% loss", "loss_quantile"),
+    ("objective", "objective"),
+    ("gap vs full", "gap"),
     ("audited eps", "epsilon_audit"),
     ("vs full", "vs_full"),
 )
@@ -102,17 +118,22 @@ class BenchRow:
     n: int
     mechanism: str
     formulation: str
+    epsilon: float = 1.0
+    data: str = ""
     status: str = "ok"
     variables: int | None = None
     constraints: int | None = None
     nonzeros: int | None = None
     rounds: int | None = None
+    iterations: int | None = None
     seconds: float | None = None
     lp_seconds: float | None = None
     peak_mib: float | None = None
     baseline_mib: float | None = None
     loss_max: float | None = None
     loss_quantile: float | None = None
+    objective: float | None = None
+    gap: float | None = None
     epsilon_audit: float | None = None
     vs_full: str = ""
     message: str = ""
@@ -161,22 +182,44 @@ def planned_builds(sizes: Sequence[int] | Mapping[str, Sequence[int]], mechanism
     return total
 
 
-def bench_space(n: int, data: str = "glove", seed: int = 0) -> MetricSpace:
-    """The benchmark's space: a GloVe vocabulary sampled as the paper does, or Gaussian.
+DATASETS = ("glove", "gaussian", "geo", "grid")
 
-    ``glove``: :func:`metricdp.data.glove.glove_space` (the real GloVe 6B 50-d vectors,
-    issue 15's setting); ``gaussian``: n standard normal points in 50 dimensions
-    (needs no optional package).
+
+def bench_data(n: int, data: str = "glove", seed: int = 0) -> tuple[MetricSpace, np.ndarray | None]:
+    """The benchmark's space and its prior (``None``: uniform).
+
+    ``glove``: :func:`metricdp.data.glove.glove_space` (the real GloVe 6B 50-d vectors
+    sampled as the paper does, issue 15's setting); ``gaussian``: n standard normal points
+    in 50 dimensions (needs no optional package); ``geo``: the n most populous cells of
+    Paris (:func:`metricdp.data.geo.geo_space`, haversine km, prior = population share);
+    ``grid``: a k x k grid of unit cells (n = k^2, Euclidean; eps is then eps * cell) with
+    a Dirichlet(0.5) prior drawn from ``seed`` (Bordenabe et al., CCS 2014's setting).
     """
     n = check_int(n, "n", minimum=2)
     if data == "glove":
         from ..data.glove import glove_space
 
-        return glove_space(n, seed=seed)
+        return glove_space(n, seed=seed), None
     if data == "gaussian":
         x = np.random.default_rng(seed).standard_normal((n, 50))
-        return MetricSpace.from_points(x)
-    raise ValidationError(f"data must be 'glove' or 'gaussian', got {data!r}")
+        return MetricSpace.from_points(x), None
+    if data == "geo":
+        from ..data.geo import geo_space
+
+        cells = geo_space("paris", size=n)
+        return cells.space, cells.prior
+    if data == "grid":
+        k = math.isqrt(n)
+        if k * k != n:
+            raise ValidationError(f"grid data needs square sizes n = k*k, got n = {n}")
+        prior = np.random.default_rng(seed).dirichlet(np.full(n, 0.5))
+        return MetricSpace.grid(k, k, cell=1.0), prior
+    raise ValidationError(f"data must be one of {', '.join(DATASETS)}, got {data!r}")
+
+
+def bench_space(n: int, data: str = "glove", seed: int = 0) -> MetricSpace:
+    """The space of :func:`bench_data` alone."""
+    return bench_data(n, data, seed)[0]
 
 
 # --------------------------------------------------------------------------- child side
@@ -200,8 +243,10 @@ def _rss_mib() -> float:
 
 
 def _build(space: MetricSpace, family: str, options: Mapping[str, Any], formulation: str, epsilon: float,
-           time_limit: float | None) -> Any:
+           time_limit: float | None, prior: np.ndarray | None = None) -> Any:
     kwargs = dict(options)
+    if options.get("objective") == "expected" and prior is not None:
+        kwargs["prior"] = prior
     if formulation != "default":
         kwargs["formulation"] = formulation
     if time_limit is not None:
@@ -224,13 +269,13 @@ def _child_main(workdir: str) -> None:
 
     work = Path(workdir)
     with (work / "space.pickle").open("rb") as fh:
-        space = pickle.load(fh)  # our own file, written by the parent a moment ago
+        space, prior = pickle.load(fh)  # our own file, written by the parent a moment ago
     job = json.loads((work / "job.json").read_text(encoding="utf-8"))
     out: dict[str, Any] = {"baseline_mib": _rss_mib()}
     try:
         t0 = time.perf_counter()
         mech = _build(space, job["family"], job["options"], job["formulation"], job["epsilon"],
-                      job["time_limit"])
+                      job["time_limit"], prior)
         out["seconds"] = time.perf_counter() - t0
         lp = dict(mech.info.get("lp") or {})
         out.update(
@@ -240,10 +285,16 @@ def _child_main(workdir: str) -> None:
             nonzeros=lp.get("nonzeros"),
             rounds=lp.get("rounds"),
             lp_seconds=lp.get("solve_seconds"),
+            iterations=lp.get("simplex_iterations"),
             loss_max=worst_case_loss(mech.matrix, mech.distances),
             loss_quantile=quantile_loss(mech.matrix, mech.distances, 0.95),
             epsilon_audit=float(mech.info.get("epsilon_audit", mech.audit().epsilon)),
         )
+        if job["options"].get("objective") == "expected":
+            pi = np.full(space.n, 1.0 / space.n) if prior is None else np.asarray(prior, dtype=float)
+            out["objective"] = float(pi @ (mech.matrix * mech.distances).sum(axis=1))
+        else:
+            out["objective"] = out["loss_max"]
     except SolverError as ex:
         timed_out = isinstance(ex, SolverTimeLimitError)
         out.update(status="time-out" if timed_out else "solver-error", message=" ".join(str(ex).split()))
@@ -259,7 +310,7 @@ _CHILD_CODE = "import sys; from metricdp.experiments.bench_lp import _child_main
 
 
 def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formulation: str, epsilon: float,
-               time_limit: float | None, grace: float) -> dict[str, Any]:
+               time_limit: float | None, grace: float, prior: np.ndarray | None = None) -> dict[str, Any]:
     """Run one build in a fresh interpreter (``python -c``), killed after the limit."""
     import json
     import pickle
@@ -270,7 +321,7 @@ def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formula
     with tempfile.TemporaryDirectory(prefix="metricdp-bench-") as tmp:
         work = Path(tmp)
         with (work / "space.pickle").open("wb") as fh:
-            pickle.dump(space, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((space, prior), fh, protocol=pickle.HIGHEST_PROTOCOL)
         job = {"family": family, "options": options, "formulation": formulation, "epsilon": epsilon,
                "time_limit": time_limit}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
@@ -299,17 +350,18 @@ def run_bench(
     *,
     neighbours: int = 10,
     epsilon: float = 1.0,
+    epsilons: Sequence[float] | None = None,
     data: str = "glove",
     seed: int = 0,
     time_limit: float | None = 600.0,
     grace: float | None = None,
     full_max_n: int | None = None,
     full_time_limit: float | None = None,
-    space_factory: Callable[[int], MetricSpace] | None = None,
-    on_start: Callable[[int, str, str], None] | None = None,
+    space_factory: Callable[[int], MetricSpace | tuple[MetricSpace, np.ndarray | None]] | None = None,
+    on_start: Callable[[int, str, str, float], None] | None = None,
     on_row: Callable[[BenchRow], None] | None = None,
 ) -> list[BenchRow]:
-    """Run the benchmark; one :class:`BenchRow` per (n, mechanism, formulation).
+    """Run the benchmark; one :class:`BenchRow` per (n, eps, mechanism, formulation).
 
     Parameters
     ----------
@@ -323,9 +375,12 @@ def run_bench(
     neighbours : int
         ConstOPTMech's r unless a token says ``@R``.
     epsilon : float
-        Nominal eps of every build.
+        Nominal eps of every build (unless ``epsilons``).
+    epsilons : list of float, optional
+        The eps sweep: every size is built at each of them (a time-out stops the series
+        of its mechanism/formulation at that eps only).
     data, seed : str, int
-        The space (see :func:`bench_space`), the same for every build of a size.
+        The space and prior (see :func:`bench_data`), the same for every build of a size.
     time_limit : float or None
         Seconds per build (passed to HiGHS per LP; the child is killed after
         ``time_limit + grace``).
@@ -339,12 +394,16 @@ def run_bench(
         Seconds per build of the reference formulation (default ``time_limit``): the
         reference is needed only where it finishes, and its time-out stops its series.
     space_factory : callable, optional
-        ``n -> MetricSpace`` replacing :func:`bench_space`.
+        ``n -> MetricSpace`` or ``n -> (MetricSpace, prior)`` replacing :func:`bench_data`.
     on_start, on_row : callable, optional
-        Progress hooks: ``on_start(n, mechanism, formulation)`` before a build and
-        ``on_row(row)`` after it.
+        Progress hooks: ``on_start(n, mechanism, formulation, eps)`` before a build and
+        ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_jsonl`).
     """
-    epsilon = check_epsilon(epsilon)
+    eps_list = [check_epsilon(e) for e in ([epsilon] if epsilons is None else epsilons)]
+    if not eps_list:
+        raise ValidationError("no epsilon to benchmark")
+    if data not in DATASETS:
+        raise ValidationError(f"data must be one of {', '.join(DATASETS)}, got {data!r}")
     if time_limit is not None:
         time_limit = check_epsilon(time_limit, "time_limit")
     full_limit = time_limit if full_time_limit is None else check_epsilon(full_time_limit, "full_time_limit")
@@ -367,37 +426,40 @@ def run_bench(
     all_sizes = sorted({n for tok, *_ in plans for n in sizes_of(tok)})
     if not all_sizes:
         raise ValidationError("no size to benchmark")
-    factory = space_factory or (lambda n: bench_space(n, data, seed))
-    stopped: dict[tuple[str, str], int] = {}
+    factory = space_factory or (lambda n: bench_data(n, data, seed))
+    stopped: dict[tuple[str, str, float], int] = {}
     rows: list[BenchRow] = []
     for n in all_sizes:
-        space: MetricSpace | None = None
-        for tok, label, family, options, forms in plans:
+        loaded: tuple[MetricSpace, np.ndarray | None] | None = None
+        for eps, (tok, label, family, options, forms) in ((e, p) for e in eps_list for p in plans):
             if n not in sizes_of(tok):
                 continue
             use = [f for f in forms if f in formulations] if forms != ("default",) else ["default"]
-            for form in use:
-                row = BenchRow(n, label, form)
-                if (label, form) in stopped:
+            for form in sorted(use, key=lambda f: f != "full"):  # the reference first: gaps at once
+                row = BenchRow(n, label, form, epsilon=eps, data=data if space_factory is None else "custom")
+                if (label, form, eps) in stopped:
                     row.status = "skipped"
-                    row.message = f"series timed out at n = {stopped[label, form]}"
+                    row.message = f"series timed out at n = {stopped[label, form, eps]}"
                 elif form == "full" and full_max_n is not None and n > full_max_n:
                     row.status = "skipped"
                     row.message = f"full formulation run only up to n = {full_max_n}"
                 else:
-                    if space is None:
-                        space = factory(n)
+                    if loaded is None:
+                        made = factory(n)
+                        loaded = made if isinstance(made, tuple) else (made, None)
                     if on_start is not None:
-                        on_start(n, label, form)
+                        on_start(n, label, form, eps)
                     limit = full_limit if form == "full" else time_limit
-                    res = _run_child(space, family, options, form, epsilon, limit, grace_for(limit))
+                    res = _run_child(loaded[0], family, options, form, eps, limit, grace_for(limit), loaded[1])
                     for key, value in res.items():
-                        if hasattr(row, key) and key not in ("n", "mechanism", "formulation"):
+                        if hasattr(row, key) and key not in ("n", "mechanism", "formulation", "epsilon"):
                             setattr(row, key, value)
                     if "traceback" in res:
                         row.extra["traceback"] = res["traceback"]
                     if row.status == "time-out":
-                        stopped[label, form] = n
+                        stopped[label, form, eps] = n
+                    if form == "fast":  # the reference ran before: the gap is known now
+                        _compare([r for r in rows if (r.n, r.epsilon, r.mechanism) == (n, eps, label)] + [row])
                 rows.append(row)
                 if on_row is not None:
                     on_row(row)
@@ -406,16 +468,17 @@ def run_bench(
 
 
 def _compare(rows: list[BenchRow]) -> None:
-    """Fill ``vs_full`` of fast rows: speed-up and relative worst-case loss difference."""
-    full = {(r.n, r.mechanism): r for r in rows if r.formulation == "full"}
+    """Fill ``vs_full`` and ``gap`` of fast rows: speed-up, relative objective difference."""
+    full = {(r.n, r.epsilon, r.mechanism): r for r in rows if r.formulation == "full"}
     for r in rows:
-        ref = full.get((r.n, r.mechanism))
+        ref = full.get((r.n, r.epsilon, r.mechanism))
         if r.formulation != "fast" or ref is None:
             continue
-        if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds and r.loss_max is not None \
-                and ref.loss_max is not None:
-            rel = (r.loss_max - ref.loss_max) / ref.loss_max if ref.loss_max else 0.0
-            r.vs_full = f"{ref.seconds / r.seconds:.1f}x faster, loss {rel:+.1e}"
+        if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds and r.objective is not None \
+                and ref.objective is not None:
+            rel = (r.objective - ref.objective) / ref.objective if ref.objective else 0.0
+            r.gap = rel
+            r.vs_full = f"{ref.seconds / r.seconds:.1f}x faster, objective {rel:+.1e}"
         elif r.status == "ok" and ref.status == "time-out":
             r.vs_full = "full timed out"
         elif r.status == "ok" and ref.status == "skipped":
@@ -463,6 +526,61 @@ def machine_info() -> dict[str, str]:
     }
 
 
+def append_jsonl(path: str | os.PathLike[str], row: BenchRow) -> None:
+    """Append one finished row to a JSON-lines checkpoint and flush it to disk at once."""
+    import json
+
+    line = json.dumps(jsonable(row.as_dict()), allow_nan=False)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None:
+    """Seconds against eps, one line per (mechanism, formulation, n), log-log; PNG, atomic.
+
+    Rows that did not finish are left out (a time-out is drawn at its limit only by the
+    table). Uses matplotlib's Agg backend (no display needed).
+    """
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_write
+
+    series: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+    for r in rows:
+        if r.status == "ok" and r.seconds:
+            series.setdefault((r.mechanism, r.formulation, r.n), []).append((r.epsilon, r.seconds))
+    if not series:
+        raise ValidationError("no finished build to plot")
+    mechs = sorted({k[0] for k in series})
+    fig, axes = plt.subplots(1, len(mechs), figsize=(4.2 * len(mechs), 3.6), squeeze=False)
+    for ax, mech in zip(axes[0], mechs, strict=True):
+        for (m, form, n), pts in sorted(series.items()):
+            if m != mech:
+                continue
+            xs, ys = zip(*sorted(pts), strict=True)
+            ax.plot(xs, ys, marker="o", linestyle="-" if form != "full" else "--", label=f"n={n} {form}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ticks = sorted({e for (m, _, _), pts in series.items() if m == mech for e, _ in pts})
+        ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_title(mech)
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel("seconds (whole build)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
 def _cell(row: BenchRow, key: str) -> str:
     value = getattr(row, key)
     if value is None:
@@ -471,6 +589,10 @@ def _cell(row: BenchRow, key: str) -> str:
         return f"{value:.3g}" if value < 100 else f"{value:.0f}"
     if key in ("loss_max", "loss_quantile"):
         return f"{value:.6g}"
+    if key == "objective":
+        return f"{value:.10g}"
+    if key == "gap":
+        return f"{value:+.1e}"
     if key == "epsilon_audit":
         return "inf" if math.isinf(value) else f"{value:.6g}"
     if isinstance(value, float):
@@ -492,7 +614,8 @@ def markdown_table(rows: Sequence[BenchRow]) -> str:
     notes = [r for r in rows if r.message]
     if notes:
         lines += ["", "Notes:", ""]
-        lines += [f"- n = {r.n}, {r.mechanism}, {r.formulation}: {r.status}: {r.message}" for r in notes]
+        lines += [f"- n = {r.n}, eps = {r.epsilon:g}, {r.mechanism}, {r.formulation}: {r.status}: {r.message}"
+                  for r in notes]
     return "\n".join(lines)
 
 
@@ -510,8 +633,10 @@ def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machi
         "`info['lp']`; seconds = wall time of the whole build (LPs, repair and the independent audit); "
         "peak MiB = the build process's peak resident memory (interpreter and libraries included); "
         "losses of the returned mechanism; audited eps = the exact audit the builder re-ran; "
-        "vs full = speed-up of the fast formulation over the full one and the relative difference of "
-        "their worst-case losses.",
+        "iterations = simplex iterations summed over the build's LPs; objective = worst-case loss "
+        "(or expected loss under the prior for optimal-expected) of the returned, audited matrix; "
+        "gap vs full = its relative difference to the reference (full) build's objective; "
+        "vs full = speed-up of the fast formulation over the full one and that difference.",
         "",
     ]
     return "\n".join(lines)

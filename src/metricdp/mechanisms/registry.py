@@ -265,8 +265,8 @@ FAMILIES: dict[str, Family] = {
              Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
              _TIME_LIMIT,
-             Param("formulation", "choice", "fast", "constraint generation or the full LP",
-                   choices=("fast", "full"))),
+             Param("formulation", "choice", "fast", "constraint generation, the full LP, or interior point",
+                   choices=("fast", "full", "ipm"))),
             lp=True,
         ),
         Family(

@@ -530,3 +530,15 @@ def test_fast_formulation_repairs_without_the_cubic_envelope(monkeypatch: pytest
     assert mech.info["winner"] == fit
     assert_private(mech)
     assert mech.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-8)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0, 10.0])
+def test_fast_equal_or_better_across_epsilon(epsilon: float) -> None:
+    """Issue 27: across the privacy range the fast paper fit is as good as the reference
+    (equal or lower worst-case loss), and both pass the naive audit."""
+    space = random_space(int(epsilon * 10), 9)
+    fast = constopt(space, epsilon, neighbours=3, fit="paper")
+    full = constopt(space, epsilon, neighbours=3, fit="paper", formulation="full")
+    assert fast.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-8)
+    for mech in (fast, full):
+        assert_private(mech)

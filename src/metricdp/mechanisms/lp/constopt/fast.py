@@ -22,6 +22,9 @@ from .stats import FitStats
 
 __all__ = ["FAST_OPTIONS", "FastModel", "dinkelbach"]
 
+#: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
+PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
+
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
 #: that grows to minutes at n = 2,000.
 FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
@@ -173,7 +176,7 @@ class FastModel:
         gain = np.minimum(rc[n:], 0.0) * np.where(np.isfinite(self.width), self.width, 0.0)
         rho = rc[:n] + np.bincount(cone.fw, weights=gain, minlength=n)
         absent = np.flatnonzero(~self.present & (rho < -1e-7 * max(1.0, abs(objective))))
-        batch = max(20, n // 40)
+        batch = max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)
         return absent[np.argsort(rho[absent], kind="stable")[:batch]]
 
     def point(self, col_value: ArrayLike) -> NDArray[np.float64]:
