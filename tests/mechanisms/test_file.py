@@ -147,3 +147,37 @@ def test_from_matrix_audits() -> None:
     assert mech.name == "custom" and mech.info["epsilon_audit"] <= 0.5
     with pytest.raises(PrivacyViolationError):
         Mechanism.from_matrix(m, SPACE, 0.1)
+
+
+def test_an_estimated_file_must_carry_what_its_sampler_reads(tmp_path):
+    # review: a subsampled file without `candidates` loaded, then sampling raised KeyError;
+    # candidates = 10**12 raised MemoryError at sample time
+    path = tmp_path / "m.npz"
+    build("subsampled-exponential", SPACE, 0.5, samples=20, rng=0, candidates=2).save(path)
+    arrays = _arrays(path)
+    meta = json.loads(str(arrays["metadata"]))
+    del meta["params"]["candidates"]
+    arrays["metadata"] = np.array(json.dumps(meta))
+    np.savez(path, **arrays)
+    with pytest.raises(MechanismFileError, match="lack 'candidates'"):
+        load_mechanism(path)
+    build("subsampled-exponential", SPACE, 0.5, samples=20, rng=0, candidates=2).save(path)
+    _tamper(path, params={"candidates": 10**12})
+    with pytest.raises(MechanismFileError, match="candidates"):
+        load_mechanism(path)
+
+
+def test_members_the_loader_does_not_need_are_never_read(tmp_path):
+    path = tmp_path / "m.npz"
+    exponential(SPACE, 0.5).save(path)
+    arrays = _arrays(path)
+    np.savez_compressed(path, **arrays, junk=np.zeros(20_000_000, dtype=np.uint8))  # 20 MB, compresses to ~20 kB
+    assert load_mechanism(path).epsilon == 0.5
+
+
+def test_a_string_epsilon_is_not_a_claim(tmp_path):
+    path = tmp_path / "m.npz"
+    exponential(SPACE, 0.5).save(path)
+    _tamper(path, meta={"epsilon": "0.5"})
+    with pytest.raises(MechanismFileError, match="epsilon must be a JSON number"):
+        load_mechanism(path)

@@ -123,6 +123,7 @@ class Mechanism:
             )
         if not exact:
             assert family is not None
+            family.check_sampler_params(self.params)
             proven = family.proven_epsilon(self.params)
             if self.epsilon < proven * (1 - AUDIT_RTOL):
                 raise PrivacyViolationError(

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .._resources import check_allocation
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
 from ..audit import audit
 from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
@@ -73,6 +74,12 @@ def _check_headers(p: Path, fh: Any) -> None:
         missing = [k for k in _REQUIRED if f"{k}.npy" not in {m.filename for m in members}]
         if missing:
             raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
+        for info in archive.infolist():
+            if info.filename[:-4] in (*_REQUIRED, "points"):  # the only members read
+                try:
+                    check_allocation(float(info.file_size), f"{p}: member {info.filename} ({info.file_size:,} bytes)")
+                except ValidationError as ex:
+                    raise MechanismFileError(f"not a mechanism file: {ex}") from None
         for info in members:
             with archive.open(info) as member:
                 try:
@@ -97,7 +104,7 @@ def _read_arrays(p: Path) -> dict[str, np.ndarray]:
                 missing = [k for k in _REQUIRED if k not in z.files]
                 if missing:
                     raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-                return {k: z[k] for k in z.files}
+                return {k: z[k] for k in (*_REQUIRED, "points") if k in z.files}  # nothing else is read
     except MechanismFileError:
         raise
     except (ValueError, MemoryError) as ex:  # object arrays need pickle; absurd header shapes
@@ -181,19 +188,15 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
 
 def _check_estimated_params(p: Path, family: registry.Family, params: dict[str, Any], space: MetricSpace) -> None:
     """An estimated family's stored parameters validated as the builder validates its inputs."""
-    for key, value in params.items():
-        if key == "epsilon":
-            continue
-        try:
-            param = family.param(key)
-        except ValidationError:
-            continue  # derived bookkeeping (samples drawn, dimension): not used by the sampler
-        try:
-            checked = param.check(value, family.name)
-            if param.kind == "vector" and checked is not None:
+    try:
+        family.check_sampler_params(params)
+        for key, value in params.items():
+            param = next((q for q in family.params if q.name == key), None)
+            if param is not None and param.kind == "vector" and value is not None:
+                checked = param.check(value, family.name)
                 check_probability_vector(np.asarray(checked) / max(float(np.sum(checked)), 1e-300), space.n, key)
-        except ValidationError as ex:
-            raise MechanismFileError(f"{p}: {ex}") from None
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: {ex}") from None
     if family.name == "madlib" and (space.points is None or space.metric != "euclidean"):
         raise MechanismFileError(f"{p}: madlib needs the Euclidean points of its space")
 
@@ -229,6 +232,8 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
         file_space = space
     n = file_space.n
     matrix = _float_array(p, arrays, "matrix", (n, n))
+    if isinstance(meta["epsilon"], bool) or not isinstance(meta["epsilon"], int | float):
+        raise MechanismFileError(f"{p}: epsilon must be a JSON number, got {meta['epsilon']!r}")
     try:
         matrix = check_stochastic(matrix, name="matrix")
         epsilon = check_epsilon(meta["epsilon"], "epsilon")

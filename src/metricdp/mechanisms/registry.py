@@ -157,6 +157,7 @@ class Family:
     epsilon: Literal["required", "or-ldp"] = "required"
     lp: bool = False
     calibration: str | None = None
+    sampler_params: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -183,6 +184,21 @@ class Family:
             raise ValidationError(f"{self.name} is exact: its releases come from its audited matrix")
         fn: TrueSampler = _resolve(self.sampler)
         return fn
+
+    def check_sampler_params(self, params: Mapping[str, Any]) -> None:
+        """An estimated family's stored parameters, validated as its builder validates them.
+
+        Every parameter the true sampler reads (``sampler_params``) must be present; every
+        declared one that is present must pass its :class:`Param` check (a file or a caller
+        cannot hand the sampler ``candidates=-3`` or ``10**12``).
+        """
+        missing = [k for k in self.sampler_params if k not in params]
+        if missing:
+            raise ValidationError(f"{self.name}: parameters lack {', '.join(map(repr, missing))}")
+        for key, value in params.items():
+            param = next((p for p in self.params if p.name == key), None)
+            if param is not None and param.kind != "rng":
+                param.check(value, self.name)
 
     def proven_epsilon(self, params: Mapping[str, Any]) -> float:
         """The epsilon the true sampler of an estimated family is proven to satisfy, from its params.
@@ -294,15 +310,16 @@ FAMILIES: dict[str, Family] = {
         Family(
             "madlib", f"{_M}.madlib:madlib",
             "Madlib: Laplace-type noise on embeddings, nearest word (Feyisetan et al., WSDM 2020)",
-            (_SAMPLES, _RNG), exact=False, sampler=f"{_M}.madlib:true_sampler",
+            (_SAMPLES, _RNG), exact=False, sampler=f"{_M}.madlib:true_sampler", sampler_params=("epsilon",),
         ),
         Family(
             "subsampled-exponential", f"{_M}.subsampled:subsampled_exponential",
             "Subsampled exponential mechanism on m candidates (Lantz, Boyd, Page, AISec 2015)",
-            (Param("candidates", "int", 10, "candidates m drawn per release", "--candidates", minimum=1),
+            (Param("candidates", "int", 10, "candidates m drawn per release", "--candidates", minimum=1,
+                   maximum=1_000_000),
              Param("base", "vector", None, "data-independent base distribution (CSV or .npy)", "--base-weights"),
              _SAMPLES, _RNG),
-            exact=False, sampler=f"{_M}.subsampled:true_sampler",
+            exact=False, sampler=f"{_M}.subsampled:true_sampler", sampler_params=("epsilon", "candidates"),
         ),
     )
 }
