@@ -190,3 +190,14 @@ def test_engine_options_belong_to_their_engine(mech_file, tmp_path):
                               "--chunk-rows", 5), "--chunk-rows is for --engine local")
     assert run("privatize", mech_file, inp, "-c", "city", "-o", out, "--engine", "flink").exit_code == 2
     assert not out.exists()
+
+
+def test_read_table_refuses_invalid_utf8_with_its_offset(tmp_path):
+    # review: privatize-points and estimate read CSVs through read_table: a UnicodeDecodeError traceback
+    from metricdp.cli.privatize import read_table
+    from metricdp.errors import ValidationError
+
+    p = tmp_path / "bad.csv"
+    p.write_bytes(b"id,lat,lon\n1,\xff48.8,2.3\n")
+    with pytest.raises(ValidationError, match="not valid UTF-8 at byte offset 13"):
+        read_table(p)

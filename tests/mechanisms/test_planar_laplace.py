@@ -165,3 +165,12 @@ def test_too_small_epsilon_is_a_clear_error():
 
     with pytest.raises(ValidationError, match="too small for the integration accuracy"):
         build(MetricSpace.grid(2, 2), 1e-12)
+
+
+def test_latlon_sampler_refuses_an_epsilon_too_small_for_the_earth():
+    # review: privatize-points -e 1e-7 took 37 s for one row and 1e-8 never finished
+    from metricdp.mechanisms.planar_laplace import sample_planar_laplace_latlon
+
+    with pytest.raises(ValidationError, match="too small for the Earth"):
+        sample_planar_laplace_latlon([48.8, 2.3], 1e-7, rng=0)
+    assert sample_planar_laplace_latlon([48.8, 2.3], 1e-4, rng=0).shape == (2,)

@@ -11,6 +11,7 @@ stderr: a live line in a terminal, one line per 10 s in a pipe.
 from __future__ import annotations
 
 import csv
+import io
 import time
 import warnings
 from enum import StrEnum
@@ -36,7 +37,12 @@ def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
     """
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as ex:
+        raise ValidationError(f"{path}: not valid UTF-8 at byte offset {ex.start}") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:

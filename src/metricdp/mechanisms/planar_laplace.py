@@ -143,6 +143,11 @@ def sample_planar_laplace(xy: ArrayLike, epsilon: float, rng: object = None) -> 
     return out[0] if single else out
 
 
+#: Smallest eps * (half the Earth's circumference) accepted: the rejection then succeeds with
+#: probability above 1 - (1 + 0.2) e^-0.2, about 1.8 %, per draw.
+_MIN_EPS_HALF_CIRCUMFERENCE = 0.2
+
+
 def sample_planar_laplace_latlon(
     latlon: ArrayLike, epsilon_per_km: float, rng: object = None
 ) -> NDArray[np.float64]:
@@ -177,6 +182,15 @@ def sample_planar_laplace_latlon(
         Releases (lat in [-90, 90], lon in [-180, 180)).
     """
     epsilon = check_epsilon(epsilon_per_km, name="epsilon_per_km")
+    if epsilon * math.pi * EARTH_RADIUS_KM < _MIN_EPS_HALF_CIRCUMFERENCE:
+        # each draw lands within half the circumference with probability about (eps pi R)^2 / 2:
+        # below this the rejection loop would run for minutes per point (and the release is noise
+        # anywhere on the globe anyway)
+        raise ValidationError(
+            f"epsilon_per_km = {epsilon!r} is too small for the Earth: the noise's mean radius 2/epsilon = "
+            f"{2 / epsilon:.3g} km dwarfs half the circumference ({math.pi * EARTH_RADIUS_KM:.0f} km); "
+            f"use epsilon_per_km >= {_MIN_EPS_HALF_CIRCUMFERENCE / (math.pi * EARTH_RADIUS_KM):.2g}"
+        )
     pts, single = _as_points(latlon, "latlon")
     if (np.abs(pts[:, 0]) > 90).any() or (np.abs(pts[:, 1]) > 180).any():
         i = int(np.flatnonzero((np.abs(pts[:, 0]) > 90) | (np.abs(pts[:, 1]) > 180))[0])
