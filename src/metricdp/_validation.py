@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,7 +40,7 @@ METRIC_RTOL = 1e-9
 
 
 def check_number(
-    value: object,
+    value: Any,
     name: str,
     *,
     minimum: float | None = None,
@@ -61,7 +62,7 @@ def check_number(
     if isinstance(value, bool | np.bool_ | str | bytes):
         raise ValidationError(f"{name} must be a number, got {value!r}")
     try:
-        x = float(value)  # type: ignore[arg-type]
+        x = float(value)
     except (TypeError, ValueError, OverflowError):
         raise ValidationError(f"{name} must be a number, got {value!r}") from None
     low = minimum is not None and (x <= minimum if open_minimum else x < minimum)
@@ -76,12 +77,12 @@ def check_number(
     return x
 
 
-def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
+def check_epsilon(epsilon: Any, name: str = "epsilon") -> float:
     """A finite epsilon > 0."""
     if isinstance(epsilon, bool | np.bool_):
         raise ValidationError(f"{name} must be a number, got {epsilon!r}")
     try:
-        value = float(epsilon)  # type: ignore[arg-type]
+        value = float(epsilon)
     except (TypeError, ValueError, OverflowError):
         raise ValidationError(f"{name} must be a number, got {epsilon!r}") from None
     if not math.isfinite(value) or value <= 0:
@@ -89,10 +90,10 @@ def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
     return value
 
 
-def check_delta(delta: object, name: str = "delta") -> float:
+def check_delta(delta: Any, name: str = "delta") -> float:
     """A delta in [0, 1)."""
     try:
-        value = float(delta)  # type: ignore[arg-type]
+        value = float(delta)
     except (TypeError, ValueError):
         raise ValidationError(f"{name} must be a number, got {delta!r}") from None
     if not (0.0 <= value < 1.0):
@@ -100,10 +101,10 @@ def check_delta(delta: object, name: str = "delta") -> float:
     return value
 
 
-def check_quantile(q: object, name: str = "quantile") -> float:
+def check_quantile(q: Any, name: str = "quantile") -> float:
     """A quantile level in (0, 1]."""
     try:
-        value = float(q)  # type: ignore[arg-type]
+        value = float(q)
     except (TypeError, ValueError):
         raise ValidationError(f"{name} must be a number, got {q!r}") from None
     if not (0.0 < value <= 1.0):

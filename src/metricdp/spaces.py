@@ -106,8 +106,7 @@ class MetricSpace:
     def __post_init__(self) -> None:
         index = {lab: i for i, lab in enumerate(self.labels)}
         if len(index) != len(self.labels):
-            seen: set[str] = set()
-            dup = next(lab for lab in self.labels if lab in seen or seen.add(lab))  # type: ignore[func-returns-value]
+            dup = next(lab for i, lab in enumerate(self.labels) if index[lab] != i)
             raise ValidationError(f"label {dup!r} appears more than once: labels must be unique")
         object.__setattr__(self, "_index", index)
 

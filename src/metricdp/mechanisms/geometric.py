@@ -374,7 +374,8 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
         if k is None:
             reason = "the space is not a subset of a square lattice in the Euclidean plane"
         else:
-            h = float(space.cell)  # type: ignore[arg-type]
+            assert space.cell is not None  # _lattice_coordinates returned a lattice
+            h = float(space.cell)
             alpha = epsilon * h
             size0, size1 = int(k[:, 0].max()) + 1, int(k[:, 1].max()) + 1
             radius = lattice_truncation_radius(alpha, minimum=2 * max(size0, size1))

@@ -436,7 +436,8 @@ def _discretised_matrix(
     space: MetricSpace, epsilon: float, accuracy: float
 ) -> tuple[NDArray[np.float64], dict[str, object]]:
     """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair."""
-    h = float(space.cell)  # type: ignore[arg-type]
+    assert space.cell is not None  # checked by the builder: a grid space
+    h = float(space.cell)
     rows, cols, n_rows, n_cols = _lattice(space)
     s = epsilon * h
     # Beyond `reach` cells the survival (1 + s t) e^{-s t} is below e^{-60} / s^2 of the
