@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ from scipy.special import gammaln, logsumexp
 from ._random import RandomSource, check_rng
 from ._validation import check_epsilon, check_int
 from .errors import ResourceLimitError, ValidationError
+from .mechanisms.lattice_laplace import BitStream, bernoulli_exp_minus
 from .sampling import draw_exact
 
 __all__ = [
@@ -166,9 +168,37 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
     if not np.all(np.isfinite(s)):
         raise ValidationError("scores must be finite")
     m = s.shape[1]
-    weight = np.exp(exponent * (s - s.max(axis=1, keepdims=True)))
-    pick = draw_exact(weight, rng) if m > 1 else np.zeros(s.shape[0], dtype=np.intp)
+    logw = exponent * (s - s.max(axis=1, keepdims=True))  # <= 0, the best at 0
+    pick = np.zeros(s.shape[0], dtype=np.intp)
+    if m > 1:
+        # rows whose weights all stay normal floats: the vectorised exact table; rows with a
+        # weight that exp would underflow: exact in the log domain (no weight is ever 0)
+        deep = logw.min(axis=1) < -_LOG_DEEP
+        if (~deep).any():
+            pick[~deep] = draw_exact(np.exp(logw[~deep]), rng)
+        if deep.any():
+            bits = BitStream(rng)
+            pick[deep] = [_log_domain_choice(row, bits) for row in logw[deep]]
     return pick[0] if one else pick
+
+
+#: Below this log-weight (relative to the best) ``exp`` leaves the normal floats.
+_LOG_DEEP = 700.0
+
+
+def _log_domain_choice(logw: NDArray[np.float64], bits: BitStream) -> int:
+    r"""Index i with probability exactly :math:`e^{a_i} / \sum_j e^{a_j}` for log-weights :math:`a \le 0`.
+
+    Rejection: i uniform (exact integers), accepted with probability :math:`e^{a_i}` by the
+    exact Bernoulli(:math:`e^{-\gamma}`) of Canonne, Kamath and Steinke (NeurIPS 2020) on the
+    rational :math:`\gamma = -a_i`; the best index has :math:`a = 0` and is always accepted, so
+    at most m tries are expected. No weight underflows, however deep.
+    """
+    m = len(logw)
+    while True:
+        i = bits.below(m)
+        if logw[i] == 0.0 or bernoulli_exp_minus(bits, Fraction(-float(logw[i]))):
+            return int(i)
 
 
 def draw_base(cdf: NDArray[np.float64], u: NDArray[np.float64]) -> NDArray[np.intp]:

@@ -128,7 +128,7 @@ def bernoulli_exp(bits: BitStream, gamma_bounds: Bounds, upper: int) -> bool:
     return True
 
 
-def _exp_minus(bits: BitStream, g: Fraction) -> bool:
+def bernoulli_exp_minus(bits: BitStream, g: Fraction) -> bool:
     """Bernoulli(exp(-g)) for a rational g >= 0 (exact bounds)."""
     return bernoulli_exp(bits, lambda m: (g * 2**m, g * 2**m), math.ceil(g))
 
@@ -141,10 +141,10 @@ def discrete_laplace(bits: BitStream, beta: Fraction) -> int:
     s, t = beta.numerator, beta.denominator  # exp(-|x| s / t)
     while True:
         u = bits.below(t)
-        if not _exp_minus(bits, Fraction(u, t)):
+        if not bernoulli_exp_minus(bits, Fraction(u, t)):
             continue
         v = 0
-        while _exp_minus(bits, Fraction(1)):
+        while bernoulli_exp_minus(bits, Fraction(1)):
             v += 1
         y = (u + t * v) // s
         negative = bits.bits(1) == 1
