@@ -153,9 +153,9 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
     Weights are shifted by each row's largest score (nothing overflows, the best has
     weight 1) and the index is drawn exactly in proportion to the float weights
     (:func:`metricdp.sampling.draw_exact`: random words and integers, no float uniform).
-    Floating point: a score below the best by more than about :math:`745/\varepsilon` gets
-    weight 0. The mDP callers clamp distances first (:func:`metricdp.sampling.clamp_distances`)
-    so that no weight underflows; for a generic quality that gap is the caller's to bound.
+    A row with a weight that ``exp`` would underflow (more than 700 nats below the best) is
+    drawn exactly in the log domain instead (:func:`_log_domain_choice`): no candidate's
+    weight is ever 0, however deep.
 
     >>> int(exponential_choice([0.0, -1e9], 1.0, np.random.default_rng(0)))
     0
