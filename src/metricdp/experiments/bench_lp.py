@@ -1,4 +1,8 @@
-"""The LP benchmark behind ``metricdp bench lp`` (issue 15, "What to deliver" 2).
+"""The LP benchmark behind ``metricdp bench lp`` (issues 15 and 27).
+
+One concept, over 600 lines: the harness of one benchmark (its series table, the child
+process that builds once, the parent that sweeps n and epsilon and checkpoints each row, and
+the report and plot of the rows).
 
 For every size n and every LP mechanism it builds the mechanism with the fast and the
 reference (``formulation="full"``) formulation side by side, on the same space, in one
