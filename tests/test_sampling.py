@@ -527,3 +527,15 @@ def test_ssem_choice_on_the_review_space_has_no_zero_weight():
     space = MetricSpace.from_points([[0.0], [4.0], [1492.0]])
     exact = subsampled_exponential_exact(space, 1.0, 3, base=[1 - 2**-14, 0.0, 2**-14])
     assert audit_epsilon(exact, space.distances) <= 1.0 * (1 + 1e-9)
+
+
+def test_a_row_of_a_table_is_that_row_s_table():
+    m = np.array([[0.5, 0.25, 0.25], [1e-300, 1.0, 0.0], [0.1, 0.2, 0.7]])
+    block = ExactTable.from_matrix(m)
+    for i in range(3):
+        alone = ExactTable.from_matrix(m[i : i + 1])
+        row = block.row(i)
+        np.testing.assert_array_equal(row.prefix, alone.prefix)
+        np.testing.assert_array_equal(row.limit, alone.limit)
+        assert row.sample(np.zeros(50, dtype=np.intp), np.random.default_rng(i)).tolist() == \
+            alone.sample(np.zeros(50, dtype=np.intp), np.random.default_rng(i)).tolist()

@@ -102,6 +102,12 @@ class ExactTable:
     def n(self) -> int:
         return int(self.matrix.shape[1])
 
+    def row(self, i: int) -> ExactTable:
+        """The table of row ``i`` alone (views of this table's arrays, no copy)."""
+        s = slice(i, i + 1)
+        return ExactTable(self.matrix[s], self.prefix[s], self.scale[s], self.truncated[s], self.total[s],
+                          self.limit[s], self.word_bits)
+
     @property
     def nbytes(self) -> int:
         """Memory of the table proper (the matrix it reads is not counted)."""
