@@ -274,6 +274,10 @@ def register(app: typer.Typer) -> None:
             extra.append(f"kept in {area.name} by {how}")
         if snapper is not None:
             extra.append(f"snapped to {len(snapper.points)} points")
+        # the one caveat the continuous mechanism carries (docs/proofs/exact_sampling.md, section 4)
+        warn("continuous planar Laplace is epsilon-geo-indistinguishable for real numbers, not exactly for the "
+             "floats it releases (Mironov 2012); for releases that follow an audited distribution exactly, build "
+             "planar-laplace on a grid and use `metricdp privatize` (docs/location.md)")
         console.print(
             f"wrote {out}: {len(points)} points of ({lat!r}, {lon!r}) released by planar Laplace at "
             f"epsilon={epsilon:g} per km (mean displacement {2 / epsilon:.3g} km)"
