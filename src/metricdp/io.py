@@ -7,7 +7,9 @@ module imports nothing of the mechanisms).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import csv
 import io
 import os
 import signal
@@ -26,7 +28,7 @@ from ._resources import check_allocation
 from .errors import UnsafeOutputError, ValidationError
 from .spaces import METRICS, MetricSpace
 
-__all__ = ["atomic_write", "check_npy_header", "read_points"]
+__all__ = ["atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_points"]
 
 
 
@@ -47,7 +49,7 @@ class _Signalled(BaseException):
         self.signum = signum
 
 
-def _check_output_path(target: Path, inputs: Iterable[str | PathLike[str]]) -> Path:
+def check_output_path(target: Path, inputs: Iterable[str | PathLike[str]]) -> Path:
     """The real path to write (symlinks followed), or :class:`UnsafeOutputError`."""
     real = Path(os.path.realpath(target))
     try:
@@ -90,7 +92,7 @@ def atomic_write(
     gets the permissions the umask gives a new file.
     """
     target = Path(path)
-    real = _check_output_path(target, inputs)
+    real = check_output_path(target, inputs)
     previous: dict[int, Any] = {}
     fd, tmp = -1, None
 
@@ -207,35 +209,48 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         raise ValidationError(f"{p}: {ex}") from None
 
 
-def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
-    import csv
+def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, rows and each row's line number of a small CSV file read whole.
 
-    raw = p.read_bytes()
+    UTF-8 with an optional byte-order mark; invalid bytes, an empty file and ragged rows are
+    one :class:`ValidationError` naming the file and the byte offset or line. Blank lines are
+    skipped. (``privatize`` streams instead: :mod:`metricdp.streaming`.)
+    """
+    if not path.is_file():
+        raise ValidationError(f"{path}: no such file")
+    raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as ex:
-        raise ValidationError(f"{p}: not UTF-8 text (invalid byte 0x{raw[ex.start]:02x} at byte offset {ex.start})") \
-            from None
+        at = ex.start + (3 if raw.startswith(codecs.BOM_UTF8) else 0)
+        raise ValidationError(f"{path}: not UTF-8 text (invalid byte 0x{raw[at]:02x} at byte offset {at})") from None
     with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ValidationError(f"{p}: empty file") from None
-        labels, rows = [], []
-        for line_no, row in enumerate(reader, start=2):
+        header = next(reader, None)
+        if header is None:
+            raise ValidationError(f"{path}: empty file (no header row)")
+        rows, lines = [], []
+        for row in reader:
             if not row:
                 continue
             if len(row) != len(header):
-                raise ValidationError(f"{p}: line {line_no} has {len(row)} fields, expected {len(header)}")
-            labels.append(row[0])
-            try:
-                rows.append([float(x) for x in row[1:]])
-            except ValueError:
-                raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
+                raise ValidationError(f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}")
+            rows.append(row)
+            lines.append(reader.line_num)
+    return header, rows, lines
+
+
+def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
+    header, rows, lines = read_csv_table(p)
+    coords = []
+    for row, line_no in zip(rows, lines, strict=True):
+        try:
+            coords.append([float(x) for x in row[1:]])
+        except ValueError:
+            raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
     if not rows:
         raise ValidationError(f"{p}: no points")
-    return header, labels, np.asarray(rows, dtype=np.float64)
+    return header, [row[0] for row in rows], np.asarray(coords, dtype=np.float64)
 
 
 def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:

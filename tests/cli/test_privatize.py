@@ -192,12 +192,15 @@ def test_engine_options_belong_to_their_engine(mech_file, tmp_path):
     assert not out.exists()
 
 
-def test_read_table_refuses_invalid_utf8_with_its_offset(tmp_path):
-    # review: privatize-points and estimate read CSVs through read_table: a UnicodeDecodeError traceback
-    from metricdp.cli.privatize import read_table
+def test_read_csv_table_refuses_invalid_utf8_with_its_offset(tmp_path):
+    # review: privatize-points and estimate read CSVs whole: a UnicodeDecodeError traceback
     from metricdp.errors import ValidationError
+    from metricdp.io import read_csv_table
 
     p = tmp_path / "bad.csv"
     p.write_bytes(b"id,lat,lon\n1,\xff48.8,2.3\n")
-    with pytest.raises(ValidationError, match="not valid UTF-8 at byte offset 13"):
-        read_table(p)
+    with pytest.raises(ValidationError, match=r"not UTF-8 text \(invalid byte 0xff at byte offset 13\)"):
+        read_csv_table(p)
+    p.write_bytes(b"\xef\xbb\xbfid,lat\n1,\xfe\n")  # the offset counts the byte-order mark
+    with pytest.raises(ValidationError, match=r"invalid byte 0xfe at byte offset 12\)"):
+        read_csv_table(p)

@@ -57,7 +57,7 @@ from rich.console import Console
 
 from .._jsonable import jsonable
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, ValidationError
-from ..io import NPY_HEADER_ERRORS, check_npy_header
+from ..io import NPY_HEADER_ERRORS, check_npy_header, check_output_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -247,6 +247,7 @@ def check_output(path: Path, option: str = "--out") -> Path:
         raise ValidationError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise ValidationError(f"{option} {path}: directory {parent} is not writable")
+    check_output_path(path, ())  # devices, FIFOs, sockets: the refusals atomic_write makes, made early
     return path
 
 

@@ -47,24 +47,10 @@ class Fit(StrEnum):
     paper = "paper"
 
 
-#: The keyword of each ``build`` option (the Typer parameter name) -> its flag; the family's
-#: registry entry says which builder parameter carries that flag.
+#: The keyword of each ``build`` option (the Typer parameter name) -> its flag, derived from the
+#: flags the registry's families declare (``--base-weights`` is the keyword ``base_weights``).
 _FLAGS: dict[str, str] = {
-    "calibrate": "--calibrate",
-    "weights": "--weights",
-    "ldp_epsilon": "--ldp-epsilon",
-    "objective": "--objective",
-    "prior": "--prior",
-    "time_limit": "--time-limit",
-    "stretch": "--stretch",
-    "neighbours": "--neighbours",
-    "fit": "--fit",
-    "lambdas": "--lambdas",
-    "quantile": "--quantile",
-    "samples": "--samples",
-    "seed": "--seed",
-    "candidates": "--candidates",
-    "base_weights": "--base-weights",
+    p.flag[2:].replace("-", "_"): p.flag for name in registry.names() for p in registry.get(name).params if p.flag
 }
 
 

@@ -17,18 +17,17 @@ import typer
 
 from ..errors import ValidationError
 from ..estimation import IBU_MAX_ITER, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
-from ..io import atomic_write
+from ..io import atomic_write, read_csv_table
 from ..mechanisms.file import load_mechanism
 from ..spaces import MetricSpace
 from ._common import check_output, console, err_console, handle_errors, progress, warn
-from .privatize import read_table
 
 __all__ = ["column_indices", "register"]
 
 
 def column_indices(path: Path, column: str, space: MetricSpace, option: str = "--column") -> np.ndarray:
     """Indices into ``space`` of the values of one CSV column; errors name file and column."""
-    header, rows = read_table(path)
+    header, rows, _ = read_csv_table(path)
     if column not in header:
         raise ValidationError(
             f"{path}: no column {column!r} ({option}); available: {', '.join(repr(h) for h in header)}"

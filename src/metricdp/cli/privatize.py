@@ -10,8 +10,6 @@ stderr: a live line in a terminal, one line per 10 s in a pipe.
 
 from __future__ import annotations
 
-import csv
-import io
 import time
 import warnings
 from enum import StrEnum
@@ -24,39 +22,9 @@ from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ._common import OutOption, SeedOption, check_output, console, err_console, handle_errors, progress, warn
 
-__all__ = ["read_table", "register"]
+__all__ = ["register"]
 
 _PIPE_EVERY_S = 10.0
-
-
-def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of a small CSV file (UTF-8, optional BOM); ragged rows are an error.
-
-    Kept for ``metricdp estimate``, which reads a released column into memory;
-    ``privatize`` itself streams (:func:`metricdp.streaming.privatize_file`).
-    """
-    if not path.is_file():
-        raise ValidationError(f"{path}: no such file")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as ex:
-        raise ValidationError(f"{path}: not valid UTF-8 at byte offset {ex.start}") from None
-    with io.StringIO(text, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError(f"{path}: empty file (no header row)")
-        rows = []
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ValidationError(
-                    f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
-                )
-            rows.append(row)
-    return header, rows
 
 
 class Engine(StrEnum):

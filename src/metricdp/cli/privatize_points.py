@@ -22,12 +22,11 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, UnsafeOutputError, ValidationError
-from ..io import atomic_write
+from ..io import atomic_write, read_csv_table
 from ..location.points import TRUNCATIONS, privatize_points
 from ..location.region import Region, parse_region
 from ..location.snap import Snapper
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import read_table
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -86,7 +85,7 @@ def read_latlon_points(path: Path) -> NDArray[np.float64]:
     """The (lat, lon) of a POINTS file (CSV or Parquet with ``lat`` and ``lon`` columns, any others ignored)."""
     kind = _format(path, "--snap-to")
     if kind == "csv":
-        header, rows = read_table(path)
+        header, rows, _ = read_csv_table(path)
         lower = [h.strip().lower() for h in header]
         i, j = (_column(lower, c, "--snap-to", path) for c in ("lat", "lon"))
         lat = _parse_column([r[i] for r in rows], "lat", path)
@@ -204,7 +203,7 @@ def register(app: typer.Typer) -> None:
         if snapper is not None and area is not None and not area.contains(snapper.points).all():
             warn("some --snap-to points lie outside --region: snapped releases may leave the region")
         if kind == "csv":
-            header, rows = read_table(input_file)
+            header, rows, _ = read_csv_table(input_file)
             i, j = _column(header, lat, "--lat", input_file), _column(header, lon, "--lon", input_file)
             points = np.column_stack([_parse_column([r[i] for r in rows], lat, input_file),
                                       _parse_column([r[j] for r in rows], lon, input_file)])
