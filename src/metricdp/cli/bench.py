@@ -98,6 +98,10 @@ def register(app: typer.Typer) -> None:
             typer.Option("--checkpoint", help="Append each finished row here (JSON lines; default OUT.jsonl)."),
         ] = None,
         plot: Annotated[Path | None, typer.Option("--plot", help="Write seconds against eps (PNG) here.")] = None,
+        certify: Annotated[
+            float | None,
+            typer.Option("--certify", help="Seconds for a certified lower bound on each OPTMech optimum (gap column)."),
+        ] = None,
     ) -> None:
         """Build each LP mechanism with the fast and the reference formulation: one table.
 
@@ -141,7 +145,7 @@ def register(app: typer.Typer) -> None:
             rows = bench.run_bench(
                 size_arg, mech_list, form_list, neighbours=neighbours, epsilons=eps_list, data=data, seed=seed,
                 time_limit=limit, full_max_n=full_max_n, full_time_limit=full_time_limit,
-                on_start=on_start, on_row=on_row,
+                on_start=on_start, on_row=on_row, certify=certify,
             )
         typer.echo(bench.markdown_table(rows))
         if out is not None:
@@ -150,6 +154,7 @@ def register(app: typer.Typer) -> None:
                 "r": neighbours, "time limit (s)": limit,
                 "full formulation time limit (s)": full_time_limit or limit,
                 "full formulation up to n": full_max_n or "all",
+                "certificate time limit (s)": certify or "off",
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",
             }
             with atomic_write(out, "w") as fh:

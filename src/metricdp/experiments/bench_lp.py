@@ -110,6 +110,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("95% loss", "loss_quantile"),
     ("objective", "objective"),
     ("gap vs full", "gap"),
+    ("certified gap", "certified_gap"),
     ("audited eps", "epsilon_audit"),
     ("vs full", "vs_full"),
 )
@@ -138,6 +139,7 @@ class BenchRow:
     loss_quantile: float | None = None
     objective: float | None = None
     gap: float | None = None
+    certified_gap: float | None = None
     epsilon_audit: float | None = None
     vs_full: str = ""
     message: str = ""
@@ -299,6 +301,8 @@ def _child_main(workdir: str) -> None:
             out["objective"] = float(pi @ (mech.matrix * mech.distances).sum(axis=1))
         else:
             out["objective"] = out["loss_max"]
+        if job.get("certify") and job["family"] == "optimal":
+            out.update(_certify(mech, job, prior, out["objective"]))
     except SolverError as ex:
         timed_out = isinstance(ex, SolverTimeLimitError)
         out.update(status="time-out" if timed_out else "solver-error", message=" ".join(str(ex).split()))
@@ -309,12 +313,25 @@ def _child_main(workdir: str) -> None:
     (work / "result.json").write_text(json.dumps(jsonable(out), allow_nan=False), encoding="utf-8")
 
 
+def _certify(mech: Any, job: Mapping[str, Any], prior: np.ndarray | None, objective: float) -> dict[str, Any]:
+    """The certified gap of an OPTMech build (:mod:`.lp_certificate`), after the timed build."""
+    from .lp_certificate import lower_bound
+
+    expected = job["options"].get("objective") == "expected"
+    pi = (np.full(mech.n, 1.0 / mech.n) if prior is None else np.asarray(prior, dtype=float)) if expected else None
+    bound = lower_bound(mech.distances, job["epsilon"], mech.matrix, prior=pi, time_limit=job["certify"])
+    gap = (objective - bound.value) / bound.value if bound.value > 0 else None
+    return {"certified_gap": gap, "extra": {"bound": bound.value, "bound_seconds": bound.seconds,
+                                            "bound_rows": bound.privacy_rows, "bound_status": bound.status}}
+
+
 # --------------------------------------------------------------------------- parent side
 _CHILD_CODE = "import sys; from metricdp.experiments.bench_lp import _child_main; _child_main(sys.argv[1])"
 
 
 def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formulation: str, epsilon: float,
-               time_limit: float | None, grace: float, prior: np.ndarray | None = None) -> dict[str, Any]:
+               time_limit: float | None, grace: float, prior: np.ndarray | None = None,
+               certify: float | None = None) -> dict[str, Any]:
     """Run one build in a fresh interpreter (``python -c``), killed after the limit."""
     import json
     import pickle
@@ -327,9 +344,9 @@ def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formula
         with (work / "space.pickle").open("wb") as fh:
             pickle.dump((space, prior), fh, protocol=pickle.HIGHEST_PROTOCOL)
         job = {"family": family, "options": options, "formulation": formulation, "epsilon": epsilon,
-               "time_limit": time_limit}
+               "time_limit": time_limit, "certify": certify}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        wait = None if time_limit is None else time_limit + grace
+        wait = None if time_limit is None else time_limit + grace + (certify or 0.0)
         t0 = time.perf_counter()
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD_CODE, tmp], capture_output=True, text=True,
@@ -364,6 +381,7 @@ def run_bench(
     space_factory: Callable[[int], MetricSpace | tuple[MetricSpace, np.ndarray | None]] | None = None,
     on_start: Callable[[int, str, str, float], None] | None = None,
     on_row: Callable[[BenchRow], None] | None = None,
+    certify: float | None = None,
 ) -> list[BenchRow]:
     """Run the benchmark; one :class:`BenchRow` per (n, eps, mechanism, formulation).
 
@@ -402,6 +420,10 @@ def run_bench(
     on_start, on_row : callable, optional
         Progress hooks: ``on_start(n, mechanism, formulation, eps)`` before a build and
         ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_jsonl`).
+    certify : float, optional
+        Seconds for a certified lower bound on the LP optimum after each OPTMech build
+        (:mod:`.lp_certificate`, not timed with the build): ``certified_gap`` =
+        (objective - bound) / bound, an upper bound on the distance to the exact optimum.
     """
     eps_list = [check_epsilon(e) for e in ([epsilon] if epsilons is None else epsilons)]
     if not eps_list:
@@ -454,9 +476,12 @@ def run_bench(
                     if on_start is not None:
                         on_start(n, label, form, eps)
                     limit = full_limit if form == "full" else time_limit
-                    res = _run_child(loaded[0], family, options, form, eps, limit, grace_for(limit), loaded[1])
+                    res = _run_child(loaded[0], family, options, form, eps, limit, grace_for(limit), loaded[1],
+                                     certify)
                     for key, value in res.items():
-                        if hasattr(row, key) and key not in ("n", "mechanism", "formulation", "epsilon"):
+                        if key == "extra":
+                            row.extra.update(value)
+                        elif hasattr(row, key) and key not in ("n", "mechanism", "formulation", "epsilon"):
                             setattr(row, key, value)
                     if "traceback" in res:
                         row.extra["traceback"] = res["traceback"]
@@ -595,7 +620,7 @@ def _cell(row: BenchRow, key: str) -> str:
         return f"{value:.6g}"
     if key == "objective":
         return f"{value:.10g}"
-    if key == "gap":
+    if key in ("gap", "certified_gap"):
         return f"{value:+.1e}"
     if key == "epsilon_audit":
         return "inf" if math.isinf(value) else f"{value:.6g}"
@@ -640,6 +665,9 @@ def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machi
         "iterations = simplex iterations summed over the build's LPs; objective = worst-case loss "
         "(or expected loss under the prior for optimal-expected) of the returned, audited matrix; "
         "gap vs full = its relative difference to the reference (full) build's objective; "
+        "certified gap (OPTMech, with --certify) = (objective - L) / L for a lower bound L on the exact LP "
+        "optimum at eps proven by weak duality (metricdp.experiments.lp_certificate): at most this far from "
+        "optimal; '-' where the bound's own LP did not finish in time; "
         "vs full = speed-up of the fast formulation over the full one and that difference.",
         "",
     ]

@@ -1,0 +1,78 @@
+"""The certified lower bound on OPTMech's LP optimum (weak duality)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metricdp.experiments.bench_lp import run_bench
+from metricdp.experiments.lp_certificate import (
+    bound_from_multipliers,
+    lower_bound,
+    near_binding,
+    optmech_lp,
+)
+from metricdp.mechanisms.exponential import exponential
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.spaces import MetricSpace
+
+
+def _two_points(eps: float) -> tuple[MetricSpace, float]:
+    # hand-derived: the optimal 2-point mechanism keeps with p = e^eps / (1 + e^eps), loss 1 - p
+    return MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]]), 1.0 / (1.0 + math.exp(eps))
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
+def test_two_points_bound_is_the_hand_optimum(eps: float) -> None:
+    space, opt = _two_points(eps)
+    m = optimal(space, eps)
+    b = lower_bound(space.distances, eps, m.matrix)
+    assert b.value <= opt * (1 + 1e-12)
+    assert b.value == pytest.approx(opt, rel=1e-9)
+    # from a far-from-optimal matrix (the exponential mechanism) the bound still converges
+    em = exponential(space, eps)
+    assert lower_bound(space.distances, eps, em.matrix).value == pytest.approx(opt, rel=1e-9)
+
+
+def test_near_binding_rows_of_a_hand_matrix() -> None:
+    eps = math.log(2.0)
+    m = np.array([[2 / 3, 1 / 3], [1 / 3, 2 / 3]])  # rows (0, 1, 0) and (1, 0, 1) bind
+    u, v, w = near_binding(m, [[0.0, 1.0], [1.0, 0.0]], eps)
+    assert sorted(zip(u.tolist(), v.tolist(), w.tolist(), strict=True)) == [(0, 1, 0), (1, 0, 1)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(2, 5),
+    eps=st.sampled_from([0.1, 0.5, 1.0, 3.0]),
+    seed=st.integers(0, 10_000),
+    worst=st.booleans(),
+)
+def test_any_multipliers_give_a_valid_bound(n: int, eps: float, seed: int, worst: bool) -> None:
+    """Weak duality: random (even absurd) multipliers never bound above a private mechanism's loss."""
+    rng = np.random.default_rng(seed)
+    space = MetricSpace.from_points(rng.normal(size=(n, 2)))
+    prior = None if worst else rng.dirichlet(np.ones(n))
+    m = optimal(space, eps) if worst else optimal(space, eps, objective="expected", prior=prior)
+    loss = m.worst_case_loss() if worst else m.expected_loss(prior)
+    rows = near_binding(m.matrix, space.distances, eps)
+    problem = optmech_lp(space.distances, eps, rows, prior=prior)
+    for scale in (0.01, 1.0, 100.0):
+        y_eq = rng.normal(scale=scale, size=problem.a_eq.shape[0])
+        y_ub = rng.normal(scale=scale, size=problem.a_ub.shape[0])
+        assert bound_from_multipliers(problem, y_eq, y_ub) <= loss * (1 + 1e-12) + 1e-15
+    b = lower_bound(space.distances, eps, m.matrix, prior=prior)
+    assert b.value <= loss * (1 + 1e-12) + 1e-15
+    assert (loss - b.value) <= 1e-8 * max(loss, 1e-12)  # the builder is near-optimal here
+
+
+def test_bench_certified_gap_column() -> None:
+    rows = run_bench([8], ["optimal"], ["fast"], data="gaussian", time_limit=60, certify=30.0)
+    (row,) = rows
+    assert row.status == "ok", row.message
+    assert row.certified_gap is not None and 0 <= row.certified_gap < 1e-7
+    assert row.extra["bound"] <= row.objective
