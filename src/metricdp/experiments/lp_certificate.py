@@ -221,7 +221,8 @@ def lower_bound(
 
     result = model.load(problem.c, a, np.r_[problem.b_eq, np.full(len(problem.b_ub), -np.inf)],
                         np.r_[problem.b_eq, problem.b_ub], problem.lower, problem.upper, time_limit=left())
-    best, added = -math.inf, []
+    best: float = -math.inf
+    added: list[sp.csr_matrix] = []
     for _ in range(max_rounds):
         if result.row_dual is not None:
             if added:
