@@ -75,8 +75,8 @@ def test_satisfies_has_relative_slack():
 @pytest.mark.parametrize(
     ("matrix", "distances", "pattern"),
     [
-        (np.ones((2, 3)), D2, "matrix must be square"),
-        (np.eye(3), D2, r"distances has shape \(2, 2\) but matrix has shape \(3, 3\)"),
+        (np.ones((1, 3)), D2, "at least 2 rows"),  # (n, m) is fine (a separate output set); n >= 2
+        (np.eye(3), D2, r"distances has shape \(2, 2\) but the matrix has 3 rows"),
         (np.array([[1.5, -0.5], [0.5, 0.5]]), D2, "finite and non-negative"),
         (np.eye(2), np.zeros((2, 2)), "positive off the diagonal"),
     ],

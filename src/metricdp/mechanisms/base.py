@@ -81,7 +81,7 @@ class Mechanism:
     ``matrix[u, v] = Pr[M(u) = v]``. The outputs are the space's own points (a square
     matrix) unless ``outputs`` gives a separate output set Y (:mod:`metricdp.outputs`):
     then ``matrix[u, y] = Pr[M(u) = y]`` has shape (n, m), privacy is over the space's
-    metric only (:math:`M[u,y] \le e^{\varepsilon d(u,v)} M[v,y]`), and losses use the
+    metric only (M[u, y] <= exp(epsilon d(u, v)) M[v, y]), and losses use the
     cross distances ``outputs.distances`` (:attr:`loss_distances`). ``epsilon`` is the mDP guarantee: for an exact
     mechanism the builder has audited the matrix at it; for an estimated one
     (``exact=False``, Monte-Carlo) it is the proven guarantee of the true sampler.

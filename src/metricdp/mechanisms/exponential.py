@@ -142,7 +142,7 @@ def exponential_matrix(
 
 
 def _check_cross(space: MetricSpace, outputs: OutputSet) -> None:
-    """Refuse cross distances that break :math:`|d(u,y) - d(v,y)| \le d(u,v)`, naming the worst triple."""
+    """Refuse cross distances that break |d(u,y) - d(v,y)| <= d(u,v), naming the worst triple."""
     worst = outputs.triangle_violation(space)
     if worst.ratio > 1.0 + CROSS_TRIANGLE_RTOL:
         u, v, y = worst.u, worst.v, worst.y
