@@ -223,11 +223,20 @@ def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputS
     if space.points is None or space.metric not in METRICS:
         raise ValidationError(f"--outputs {p}: output points need a space of points under a coordinate metric; "
                               f"this space's metric is {space.metric!r} (give --output-distances instead)")
-    if p.suffix.lower() == ".npy":
-        raise ValidationError(f"--outputs {p}: output points must be a .csv or .parquet POINTS file, not .npy")
-    points = read_points(p, space.metric)
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        header, labels, coords = _read_csv(p)
+    elif suffix in (".parquet", ".pq"):
+        header, labels, coords = _read_parquet(p)
+    else:
+        raise ValidationError(f"--outputs {p}: output points must be a .csv or .parquet POINTS file")
+    cols = [h.strip().lower() for h in header[1:]]
+    if header[0].strip().lower() != "label" or not cols:
+        raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
+    if space.metric == "haversine" and cols != ["lat", "lon"]:
+        raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
     try:
-        return OutputSet.from_points(space, np.asarray(points.points), points.labels)
+        return OutputSet.from_points(space, coords, labels)
     except ValidationError as ex:
         raise ValidationError(f"--outputs {p}: {ex}") from None
 

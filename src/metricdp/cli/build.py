@@ -247,6 +247,10 @@ def register(app: typer.Typer) -> None:
         check_output(out)
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
+        if (outputs is not None or output_distances is not None) and not registry.get(mechanism.value).outputs:
+            takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
+            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {mechanism.value} "
+                                  f"(they apply to: {takes})")
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
         family = registry.get(mechanism.value)
