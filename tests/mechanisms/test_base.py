@@ -30,7 +30,7 @@ def test_losses_use_the_cross_distances():
 
 
 def test_certify_audits_over_the_inputs():
-    with pytest.raises(PrivacyViolationError, match="only 0.916"):
+    with pytest.raises(PrivacyViolationError, match=r"only 0\.916"):
         certify(M, SPACE, 0.5, "custom", outputs=YS)
     with pytest.raises(ValidationError, match=r"must be a square matrix, got shape \(2, 3\)"):
         certify(M, SPACE, 1.0, "custom")

@@ -23,9 +23,9 @@ import typer
 from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..io import read_output_distances, read_output_points, read_points
-from ..outputs import OutputSet
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
+from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
 

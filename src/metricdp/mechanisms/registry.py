@@ -224,7 +224,9 @@ class Family:
         """Build on ``space`` at ``epsilon`` with validated ``params``.
 
         ``outputs`` (a separate output set) is passed on to families that support one
-        (``Family.outputs``); any other family refuses it with a ValidationError. Before building, the dense arrays of a non-LP family (the matrix, the audit's and
+        (``Family.outputs``); any other family refuses it with a ValidationError.
+
+        Before building, the dense arrays of a non-LP family (the matrix, the audit's and
         the sampler's n x n temporaries: about 6 of them) are checked against the memory
         limit (:mod:`metricdp._resources`); LP families size their own models.
         """
