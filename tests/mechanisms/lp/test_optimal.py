@@ -384,3 +384,22 @@ def test_outputs_loss_matrix_shape_and_prior():
         optimal(space, 1.0, outputs=ys, loss_matrix=np.ones((4, 4)))
     m = optimal(space, 1.0, outputs=ys, loss_matrix=np.array([[0.0, 1.0]] * 4))
     assert m.worst_case_loss() == pytest.approx(np.sqrt(0.5), rel=1e-6)  # all mass on the centre
+
+
+def test_outputs_fall_back_to_the_full_lp_on_numerical_trouble(monkeypatch):
+    from metricdp.errors import SolverNumericalError
+    from metricdp.mechanisms.lp import core
+    from metricdp.outputs import OutputSet
+
+    def broken(*args, **kwargs):
+        raise SolverNumericalError("simulated", status="numerical/other")
+
+    space = MetricSpace.grid(2, 3)
+    ys = OutputSet.from_points(space, [[0.5, 0.5], [0.5, 1.5]])
+    want = optimal(space, 1.0, outputs=ys, formulation="full")
+    monkeypatch.setattr(core, "_solve_fast", broken)
+    got = optimal(space, 1.0, outputs=ys)
+    assert got.info["lp"]["formulation"] == "full" and "numerical/other" in got.info["lp"]["fallback"]
+    np.testing.assert_array_equal(got.matrix, want.matrix)
+    with pytest.raises(SolverNumericalError):  # square builds keep their behaviour: the error
+        optimal(space, 1.0)

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._progress import Progress
+from ..._progress import Progress, report
 from ..._validation import check_epsilon, check_probability_vector
-from ...errors import ValidationError
+from ...errors import SolverNumericalError, ValidationError
 from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
-from .core import implied_pairs, lp_info, solve_and_repair
+from .core import LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
 __all__ = ["optimal"]
@@ -122,7 +122,9 @@ def optimal(
         output y, and L defaults to the cross distances ``outputs.distances``. The ``fast``
         and ``ipm`` formulations pivot each output on its nearest input a(y) (proof:
         ``core._solve_fast``); the repair and the audit are over the inputs, unchanged.
-        No triangle inequality between X and Y is needed.
+        No triangle inequality between X and Y is needed. When HiGHS reports numerical
+        trouble on the ``fast`` or ``ipm`` LP, the full LP (same optimum) is solved instead
+        within the same deadline, and ``info["lp"]["fallback"]`` says so.
 
     Returns
     -------
@@ -174,26 +176,42 @@ def optimal(
         pi = np.full(n, 1.0 / n) if prior is None else check_probability_vector(prior, n, name="prior")
     elif prior is not None:
         raise ValidationError('prior is only used with objective="expected"')
-    allowed = ~np.eye(n, dtype=bool)
-    if formulation != "full":  # the reference keeps every row
-        allowed &= ~implied_pairs(space.distances, epsilon)
-    solved = solve_and_repair(
-        space,
-        epsilon,
-        epsilon,
-        allowed,
-        loss,
-        pi,
-        formulation=formulation,
-        time_limit=deadline,
-        what="optimal",
-        progress=progress,
-        anchor=anchor,
-    )
+    def solve(formulation: str) -> LPSolution:
+        allowed = ~np.eye(n, dtype=bool)
+        if formulation != "full":  # the reference keeps every row
+            allowed &= ~implied_pairs(space.distances, epsilon)
+        return solve_and_repair(
+            space,
+            epsilon,
+            epsilon,
+            allowed,
+            loss,
+            pi,
+            formulation=formulation,
+            time_limit=deadline,
+            what="optimal",
+            progress=progress,
+            anchor=anchor,
+        )
+
+    fallback = None
+    try:
+        solved = solve(formulation)
+    except SolverNumericalError as ex:
+        if outputs is None or formulation == "full":
+            raise
+        # A separate output set: HiGHS's dual simplex hit numerical trouble on the substituted
+        # LP (measured: the worst-case objective on Paris cells with a coarse lat/lon grid at
+        # eps >= 2 per km, where one far input sets the optimum and the LP is very degenerate);
+        # the full LP has the same optimum (proof: core._solve_fast) and solved every such case.
+        fallback = f"{formulation} formulation: {ex.status}; solved with the full formulation"
+        report(progress, 0, None, f"optimal: {fallback}")
+        formulation = "full"
+        solved = solve(formulation)
     h = solved.matrix
     losses = np.einsum("uv,uv->u", h, loss)
     info: dict[str, Any] = {
-        "lp": lp_info(solved, formulation, n * (n - 1) * m),
+        "lp": {**lp_info(solved, formulation, n * (n - 1) * m), **({"fallback": fallback} if fallback else {})},
         "loss": {"worst": float(losses.max()), "expected": float(losses @ pi) if pi is not None else None},
     }
     if pi is not None:
