@@ -12,10 +12,13 @@ from metricdp.spaces import MetricSpace
 
 
 def brute_force_epsilon(matrix: np.ndarray, distances: np.ndarray) -> float:
-    """max over w, u != v of log(M[u,w] / M[v,w]) / d(u,v); inf when M[u,w] > 0 = M[v,w]."""
+    """max over w, u != v of log(M[u,w] / M[v,w]) / d(u,v); inf when M[u,w] > 0 = M[v,w].
+
+    ``matrix`` is (n, n) or (n, m) (a separate output set: w ranges over the m outputs).
+    """
     n = matrix.shape[0]
     worst = 0.0
-    for w in range(n):
+    for w in range(matrix.shape[1]):
         for u in range(n):
             for v in range(n):
                 if u == v or matrix[u, w] == 0:

@@ -66,3 +66,18 @@ def test_bad_prior_and_shapes():
         adversary_error([[1.0, 0.0], [0.0, 1.0]], [[0, 1], [1, 0]], [0.7, 0.7])
     with pytest.raises(ValidationError, match="distances"):
         adversary_error([[1.0, 0.0], [0.0, 1.0]], [[0, 1, 1], [1, 0, 1], [1, 1, 0]], [0.5, 0.5])
+
+
+def test_rectangular_mechanism_adversary_guesses_inputs():
+    # 2 inputs at distance 1, 3 outputs; the adversary sees y and names an input.
+    from metricdp.mechanisms.base import Mechanism
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[0.0], [1.0]])
+    ys = OutputSet.from_points(space, [[0.0], [0.5], [1.0]])
+    mech = Mechanism.from_matrix([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]], space, 1.0, outputs=ys)
+    rep = adversary_report(mech, [0.5, 0.5])
+    # y=lo: guess input 0, wrong w.p. 0.2 * 0.5; y=mid: a tie, error 0.15; y=hi: 0.1: total 0.35
+    assert rep["adversary_expected_error"] == pytest.approx(0.35)
+    assert rep["adversary_reidentification"] == pytest.approx(0.5 * (0.5 + 0.3 + 0.5))
+    assert rep["expected_loss"] == pytest.approx(0.35)  # over the cross distances: 0.15 + 0.2

@@ -75,8 +75,8 @@ def test_satisfies_has_relative_slack():
 @pytest.mark.parametrize(
     ("matrix", "distances", "pattern"),
     [
-        (np.ones((2, 3)), D2, "matrix must be square"),
-        (np.eye(3), D2, r"distances has shape \(2, 2\) but matrix has shape \(3, 3\)"),
+        (np.ones((1, 3)), D2, "at least 2 rows"),  # (n, m) is fine (a separate output set); n >= 2
+        (np.eye(3), D2, r"distances has shape \(2, 2\) but the matrix has 3 rows"),
         (np.array([[1.5, -0.5], [0.5, 0.5]]), D2, "finite and non-negative"),
         (np.eye(2), np.zeros((2, 2)), "positive off the diagonal"),
     ],
@@ -388,3 +388,56 @@ def test_normalize_matches_brute_force_on_normalised_rows(n, seed):
     want = brute_force_epsilon(m / m.sum(axis=1, keepdims=True), space.distances)
     got = audit(m, space.distances, normalize=True).epsilon
     assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- rectangular (a separate output set)
+@st.composite
+def rectangular(draw):
+    n, k = draw(st.integers(2, 6)), draw(st.integers(1, 7))
+    g = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = g.normal(size=(n, 2))
+    d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    m = g.random((n, k)) ** draw(st.sampled_from([1, 4]))
+    if draw(st.booleans()):
+        m = 10.0 ** (-300 * g.random((n, k)) ** 3)
+    if draw(st.booleans()):
+        m[g.random((n, k)) < 0.2] = 0.0
+    m[m.sum(axis=1) == 0, 0] = 1.0
+    return m / m.sum(axis=1, keepdims=True), d
+
+
+@given(rectangular())
+def test_rectangular_audit_agrees_with_brute_force(md):
+    m, d = md
+    expected = brute_force_epsilon(m, d)
+    got = audit(m, d)
+    if math.isinf(expected):
+        assert math.isinf(got.epsilon)
+    else:
+        assert got.epsilon == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        if got.witness is not None:
+            u, v, w = got.witness
+            assert w < m.shape[1]
+            assert math.log(m[u, w] / m[v, w]) / d[u, v] == pytest.approx(got.epsilon, rel=1e-12)
+
+
+@given(rectangular(), st.sampled_from([0.0, 1e-3, 0.05]))
+def test_rectangular_hockey_and_tight_against_brute_force(md, delta):
+    m, d = md
+    n = m.shape[0]
+    eps = 0.7
+    want = np.array([[np.maximum(m[u] - np.exp(eps * d[u, v]) * m[v], 0).sum() for v in range(n)] for u in range(n)])
+    np.testing.assert_allclose(hockey_stick(m, d, eps), want, atol=1e-12)
+    tight = epsilon_tight(m, d, delta)
+    if math.isfinite(tight):  # the divergence at eps_tight is <= delta, and just below it is not
+        assert hockey_stick(m, d, tight * (1 + 1e-9) + 1e-12).max() <= delta + 1e-9
+        if tight > 1e-9:
+            assert hockey_stick(m, d, tight * (1 - 1e-6)).max() > delta - 1e-12
+
+
+def test_rectangular_hand_computed():
+    # 2 inputs at distance 2, 3 outputs: the worst ratio is column 2, 0.6 / 0.1 = 6, so eps = log(6) / 2.
+    m = np.array([[0.2, 0.2, 0.6], [0.5, 0.4, 0.1]])
+    r = audit(m, D2)
+    assert r.epsilon == pytest.approx(math.log(6) / 2, rel=1e-14) and r.witness == (0, 1, 2)
+    assert audit(np.array([[1.0], [1.0]]), D2).epsilon == 0.0  # one output: nothing to distinguish

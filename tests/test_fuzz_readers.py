@@ -27,6 +27,7 @@ from metricdp.io import read_points
 from metricdp.mechanisms import build
 from metricdp.mechanisms.base import AUDIT_RTOL
 from metricdp.mechanisms.file import load_mechanism
+from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace
 
 EXAMPLES = int(os.environ.get("METRICDP_FUZZ_EXAMPLES", "200"))
@@ -43,11 +44,16 @@ def _file_bytes(name: str, **params: object) -> bytes:
         "matrix": mech.matrix, "distances": mech.distances, "labels": np.array(mech.labels),
         "metadata": np.array(json.dumps(mech.metadata)), "points": np.asarray(SPACE.points),
     }
+    if mech.outputs is not None:  # a separate output set (what Mechanism.save writes)
+        arrays.update(output_labels=np.array(mech.output_labels), output_distances=mech.loss_distances,
+                      output_points=np.asarray(mech.outputs.points))
     np.savez(buf, **arrays)
     return buf.getvalue()
 
 
-GENUINE = {"exponential": _file_bytes("exponential"), "madlib": _file_bytes("madlib", samples=10, rng=0)}
+OUTPUTS = OutputSet.from_points(SPACE, [[0.5, 0.5], [2.0, 1.0], [0.0, 3.0]], ["p", "q", "r"])
+GENUINE = {"exponential": _file_bytes("exponential"), "madlib": _file_bytes("madlib", samples=10, rng=0),
+           "rectangular": _file_bytes("exponential", outputs=OUTPUTS)}
 
 
 def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes:
@@ -84,13 +90,18 @@ HOSTILE_VALUES = st.sampled_from([
     np.array(json.dumps({"mechanism": "exponential", "epsilon": 1e-300, "params": {}})),
     np.array('{"mechanism": "exponential", "epsilon": Infinity, "params": {}}'), np.array("[]"),
     np.array(json.dumps({"mechanism": 3, "epsilon": "1", "params": []})),
+    np.full((4, 3), 1 / 3), np.ones((4, 3)), np.array(["p", "q", "r"]), np.array(["p", "p", "r"]),
+    np.full((3, 2), 0.5), np.array(json.dumps({"mechanism": "exponential", "epsilon": 0.7, "params": {},
+                                               "outputs": {"m": 3}})),
 ])
 
 
 @FUZZ
-@given(key=st.sampled_from(["matrix", "distances", "labels", "metadata", "points"]), value=HOSTILE_VALUES)
-def test_mechanism_loader_survives_tampered_arrays(tmp_path_factory, key, value) -> None:
-    with np.load(io.BytesIO(GENUINE["exponential"]), allow_pickle=False) as z:
+@given(name=st.sampled_from(["exponential", "rectangular"]),
+       key=st.sampled_from(["matrix", "distances", "labels", "metadata", "points", "output_labels",
+                            "output_distances", "output_points"]), value=HOSTILE_VALUES)
+def test_mechanism_loader_survives_tampered_arrays(tmp_path_factory, name, key, value) -> None:
+    with np.load(io.BytesIO(GENUINE[name]), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     arrays[key] = value
     path = tmp_path_factory.mktemp("fuzz") / "m.npz"

@@ -86,7 +86,7 @@ def test_uniform_losses_are_row_means():
 
 
 def test_shape_mismatch():
-    with pytest.raises(ValidationError, match="same square shape"):
+    with pytest.raises(ValidationError, match="same non-empty 2-d shape"):
         element_losses(np.eye(2), D3)
 
 

@@ -114,3 +114,25 @@ def test_saved_and_reloaded(tmp_path):
 def test_bad_arguments(prior, loss, match):
     with pytest.raises(ValidationError, match=match):
         bayesian_remap(exponential(LINE, 0.5), prior, loss=loss)
+
+
+# ----------------------------------------------------------------------------- a separate output set
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 6), k=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+def test_rectangular_remap_keeps_epsilon_and_never_raises_the_loss(n, k, seed):
+    from metricdp.outputs import OutputSet
+
+    g = np.random.default_rng(seed)
+    space = MetricSpace.from_points(g.normal(size=(n, 2)))
+    ys = OutputSet.from_points(space, g.normal(size=(k, 2)))
+    mech = exponential(space, 1.0, outputs=ys)
+    pi = g.dirichlet(np.ones(n))
+    r = bayesian_remap(mech, pi)
+    assert r.matrix.shape == (n, k) and r.output_labels == mech.output_labels
+    assert audit(r.matrix, space.distances).satisfies(1.0)
+    assert r.expected_loss(pi) <= mech.expected_loss(pi) + 1e-12
+    # brute force: the best output for each release, under the prior, over the cross distances
+    joint = pi[:, None] * np.asarray(mech.matrix)
+    for y, z in enumerate(r.info["remap"]["targets"]):
+        costs = joint[:, y] @ ys.distances
+        assert costs[z] <= costs.min() + 1e-12

@@ -119,3 +119,15 @@ def test_the_rendering_checks_can_fail(tmp_path):
     code, console = _render(bad, tmp_path / "bad.png", tmp_path / "profile")
     assert code == 0 and any("boom" in line for line in console)
     assert _blank(tmp_path / "bad.png")
+
+
+def test_a_rectangular_mechanism_is_refused_clearly():
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.outputs import OutputSet
+    from metricdp.report import render_report
+    from metricdp.spaces import MetricSpace
+
+    space = MetricSpace.grid(2, 2)
+    mech = exponential(space, 1.0, outputs=OutputSet.from_points(space, [[0.5, 0.5]]))
+    with pytest.raises(ValidationError, match="separate output set"):
+        render_report(mech)

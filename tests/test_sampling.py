@@ -539,3 +539,25 @@ def test_a_row_of_a_table_is_that_row_s_table():
         np.testing.assert_array_equal(row.limit, alone.limit)
         assert row.sample(np.zeros(50, dtype=np.intp), np.random.default_rng(i)).tolist() == \
             alone.sample(np.zeros(50, dtype=np.intp), np.random.default_rng(i)).tolist()
+
+
+# ----------------------------------------------------------------------------- a separate output set
+def test_rectangular_sample_matches_matrix_chi_square():
+    from metricdp.outputs import OutputSet
+
+    g = np.random.default_rng(7)
+    space = MetricSpace.from_points(g.normal(size=(5, 2)))
+    outputs = OutputSet.from_points(space, g.normal(size=(3, 2)), ["p", "q", "r"])
+    m = g.random((5, 3)) + 0.05
+    m /= m.sum(axis=1, keepdims=True)
+    mech = Mechanism.from_matrix(m, space, audit_epsilon(m, space.distances) * (1 + 1e-12), outputs=outputs)
+    inputs = np.tile(np.arange(5), 10_000)
+    for exact in (True, False):
+        out = mech.sample(inputs, rng=11, exact=exact)
+        assert out.min() >= 0 and out.max() <= 2
+        for row in range(5):
+            counts = np.bincount(out[inputs == row], minlength=3)
+            assert stats.chisquare(counts, m[row] * counts.sum()).pvalue > 0.001
+    with pytest.warns(PrivacyLeakWarning):
+        released = mech.privatize(["0", "4", "4"], rng=3)
+    assert set(released) <= {"p", "q", "r"}

@@ -11,6 +11,10 @@ answers two questions, both from the definitions:
   :math:`(\varepsilon,\delta)`-mDP: for every ordered pair the hockey-stick divergence
   :math:`\sum_w \max(0, M[u,w] - e^{\varepsilon d(u,v)} M[v,w]) \le \delta`.
 
+The matrix may be rectangular, (n, m): n inputs with the (n, n) metric d and m outputs
+(a separate output set, :mod:`metricdp.outputs`); privacy is then over the inputs for
+every output w, and nothing here reads a distance to an output.
+
 The audit bounds every pair's level with two BLAS matrix products, then evaluates only the
 pairs that can reach the maximum (:func:`audit`); eps_tight is blocked numpy over the n^3
 triples. No Python loop runs over pairs or triples.
@@ -56,12 +60,16 @@ class AuditResult:
 
 
 def _inputs(matrix: ArrayLike, distances: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Matrix (n, m) with n >= 2 inputs and m >= 1 outputs, and the inputs' metric (n, n)."""
     m = np.asarray(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
-        raise ValidationError(f"matrix must be square with at least 2 rows, got shape {m.shape}")
-    if d.shape != m.shape:
-        raise ValidationError(f"distances has shape {d.shape} but matrix has shape {m.shape}")
+    if m.ndim != 2 or m.shape[0] < 2 or m.shape[1] < 1:
+        raise ValidationError(f"matrix must be 2-d with at least 2 rows and 1 column, got shape {m.shape}")
+    if d.shape != (m.shape[0], m.shape[0]):
+        raise ValidationError(
+            f"distances has shape {d.shape} but the matrix has {m.shape[0]} rows (inputs): expected "
+            f"({m.shape[0]}, {m.shape[0]})"
+        )
     if not np.all(np.isfinite(m)) or (m < 0).any():
         raise ValidationError("matrix must be finite and non-negative")
     off = ~np.eye(len(d), dtype=bool)
@@ -79,10 +87,11 @@ def audit(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = False) -
 
     Parameters
     ----------
-    matrix : array of shape (n, n)
+    matrix : array of shape (n, m)
         ``matrix[u, w] = Pr[M(u) = w]`` (rows need not be normalised: the audit checks
-        the privacy inequalities only).
+        the privacy inequalities only); m = n for a square mechanism.
     distances : array of shape (n, n)
+        The metric of the inputs.
     normalize : bool
         Audit the row-normalised matrix ``matrix[u, w] / S_u`` instead, with ``S_u`` the
         exact (rational) sum of row u's floats: the distribution the exact sampler
@@ -218,8 +227,8 @@ def _refine(m: NDArray, logm: NDArray, d: NDArray, bound: NDArray, scale: NDArra
     best, witness = 0.0, None
     for idx, upper in kept:
         idx = idx[upper >= floor]
-        for s in range(0, len(idx), _pair_chunk(n)):
-            sub = idx[s : s + _pair_chunk(n)]
+        for s in range(0, len(idx), _pair_chunk(m.shape[1])):
+            sub = idx[s : s + _pair_chunk(m.shape[1])]
             us, vs = np.divmod(sub, n)
             lev, ws = _precise_pair_levels(m[us], m[vs], d[us, vs], shift[vs] - shift[us])
             i = int(np.argmax(lev))
@@ -296,8 +305,9 @@ def _fast_slack(largest: float) -> float:
     return _FAST_ULPS * np.finfo(np.float64).eps * max(largest, 1.0)
 
 
-def _pair_chunk(n: int) -> int:
-    return max(1, _BLOCK_ELEMENTS // (4 * n))
+def _pair_chunk(k: int) -> int:
+    """Pairs per chunk of the precise levels: four (pairs, k) temporaries, k = outputs."""
+    return max(1, _BLOCK_ELEMENTS // (4 * k))
 
 
 def _precise_log_ratio(a: NDArray, b: NDArray) -> NDArray:
@@ -347,11 +357,11 @@ def _pair_levels(
     the returned error bound (``_FAST_ULPS``): small against the level unless
     eps d(u, v) is tiny, which is when the candidates are recomputed precisely.
     """
-    n = m.shape[0]
+    n, k = m.shape
     positive = m > 0
     with np.errstate(divide="ignore"):
         logm = np.where(positive, np.log(np.where(positive, m, 1.0)), _ZERO_LOG)
-    block = max(1, _BLOCK_ELEMENTS // (n * n))
+    block = max(1, _BLOCK_ELEMENTS // (n * k))  # (block, n, k) temporaries
     gap = np.empty((n, n))
 
     def scan(start: int) -> None:
@@ -380,7 +390,7 @@ def audit_epsilon(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = 
 
 
 def hockey_stick(matrix: ArrayLike, distances: ArrayLike, epsilon: float) -> NDArray[np.float64]:
-    r"""All pairwise hockey-stick divergences at ``epsilon``, shape (n, n).
+    r"""All pairwise hockey-stick divergences at ``epsilon``, shape (n, n) for an (n, m) matrix.
 
     ``out[u, v] = sum_w max(0, M[u,w] - exp(epsilon d(u,v)) M[v,w])``: the largest
     :math:`\Pr[M(u)\in S] - e^{\varepsilon d(u,v)} \Pr[M(v)\in S]` over sets S.
@@ -390,9 +400,9 @@ def hockey_stick(matrix: ArrayLike, distances: ArrayLike, epsilon: float) -> NDA
 
 
 def _hockey_rows(m: NDArray, d: NDArray, epsilon: float, rows: NDArray[np.intp]) -> NDArray[np.float64]:
-    n = m.shape[0]
+    n, k = m.shape
     out = np.empty((len(rows), n))
-    block = max(1, _BLOCK_ELEMENTS // (n * n))
+    block = max(1, _BLOCK_ELEMENTS // (n * k))  # (block, n, k) temporaries
 
     def work(start: int) -> None:
         us = rows[start : start + block]
@@ -488,8 +498,8 @@ def epsilon_tight(matrix: ArrayLike, distances: ArrayLike, delta: float = 1e-3) 
         us, vs = us[keep], vs[keep]
         keep = _pair_hockey(m, d, best, us, vs) > delta
         us, vs = us[keep], vs[keep]
-        for s in range(0, len(us), max(1, _BLOCK_ELEMENTS // (4 * n))):
-            part = slice(s, s + max(1, _BLOCK_ELEMENTS // (4 * n)))
+        for s in range(0, len(us), _pair_chunk(m.shape[1])):
+            part = slice(s, s + _pair_chunk(m.shape[1]))
             eps = _pair_tight(m[us[part]], m[vs[part]], d[us[part], vs[part]], delta)
             best = max(best, float(eps.max()))
     return best
@@ -497,9 +507,8 @@ def epsilon_tight(matrix: ArrayLike, distances: ArrayLike, delta: float = 1e-3) 
 
 def _pair_hockey(m: NDArray, d: NDArray, epsilon: float, us: NDArray[np.intp], vs: NDArray[np.intp]) -> NDArray:
     """Hockey-stick divergence of the listed ordered pairs at ``epsilon``, in chunks."""
-    n = m.shape[0]
     out = np.empty(len(us))
-    chunk = max(1, _BLOCK_ELEMENTS // n)
+    chunk = max(1, _BLOCK_ELEMENTS // m.shape[1])
     scale = np.exp(np.minimum(epsilon * d[us, vs], 700.0))
 
     def work(start: int) -> None:

@@ -17,10 +17,16 @@ from .loss import quantile_rank
 from .mechanisms.base import Mechanism
 from .units import space_unit
 
-__all__ = ["ESTIMATE_NOTE", "evaluate_mechanism"]
+__all__ = ["ESTIMATE_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
 
 #: What the report says instead of an audited epsilon for an estimated (Monte-Carlo) mechanism.
 ESTIMATE_NOTE = "not audited: the matrix is a Monte-Carlo estimate; epsilon is the proven guarantee"
+
+#: What the report says instead of the lower bounds for a mechanism with a separate output set.
+RECTANGULAR_BOUND_NOTE = (
+    "not available: the lower bounds (Imola et al., Theorem 3) assume the outputs are the inputs, "
+    "and this mechanism has a separate output set"
+)
 
 
 def evaluate_mechanism(
@@ -34,6 +40,10 @@ def evaluate_mechanism(
     ``loss_uniform_max``; ``lower_bound`` and ``lower_bound_quantile`` (Imola et al.,
     Theorem 3, :mod:`metricdp.bounds`); ``params``; ``lp`` when an LP was solved.
     ``progress`` (see :mod:`metricdp._progress`) is told each step.
+
+    With a separate output set (:mod:`metricdp.outputs`) ``outputs`` gives its size m, the
+    losses use the cross distances, and the lower bounds, which assume Y = X, are replaced
+    by ``lower_bound_note`` (:data:`RECTANGULAR_BOUND_NOTE`).
 
     For an estimated mechanism (``exact`` false) the matrix is a Monte-Carlo estimate:
     ``epsilon_audit`` and ``epsilon_tight`` are ``None`` (auditing an estimate says
@@ -65,6 +75,8 @@ def evaluate_mechanism(
         "loss_uniform_max": float(uniform[-1]),
         "unit": space_unit(mechanism.space, mechanism.metadata),
     }
+    if not mechanism.square:
+        out["outputs"] = mechanism.m
     if mechanism.exact:
         report(progress, 0, 3, f"auditing {n} x {n} matrix")
         out["epsilon_audit"] = mechanism.audit().epsilon
@@ -81,8 +93,11 @@ def evaluate_mechanism(
         out["estimate"] = {k: v for k, v in estimate.items() if not isinstance(v, list | tuple)}
     report(progress, 2, 3, "lower bounds")
     space, eps = mechanism.space, mechanism.epsilon
-    out["lower_bound"] = float(bounds.lower_bound(space, eps).value)
-    out["lower_bound_quantile"] = float(bounds.lower_bound_quantile(space, eps, q).value)
+    if mechanism.square:
+        out["lower_bound"] = float(bounds.lower_bound(space, eps).value)
+        out["lower_bound_quantile"] = float(bounds.lower_bound_quantile(space, eps, q).value)
+    else:
+        out["lower_bound_note"] = RECTANGULAR_BOUND_NOTE
     out["params"] = dict(mechanism.params)
     if "lp" in mechanism.info:
         out["lp"] = dict(mechanism.info["lp"])

@@ -26,9 +26,13 @@ import numpy as np
 
 from ._resources import check_allocation
 from .errors import UnsafeOutputError, ValidationError
+from .outputs import OutputSet
 from .spaces import METRICS, MetricSpace
 
-__all__ = ["atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_points"]
+__all__ = [
+    "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
+    "read_output_points", "read_points",
+]
 
 
 
@@ -207,6 +211,70 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         return MetricSpace.from_points(coords, labels, metric)
     except ValidationError as ex:
         raise ValidationError(f"{p}: {ex}") from None
+
+
+def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
+    """A separate output set from a POINTS file (``.csv`` / ``.parquet``, as :func:`read_points`),
+    measured with ``space``'s own metric (the space must have coordinates).
+
+    ``build --outputs POINTS``: a coarse release grid, points of interest.
+    """
+    p = Path(path)
+    if space.points is None or space.metric not in METRICS:
+        raise ValidationError(f"--outputs {p}: output points need a space of points under a coordinate metric; "
+                              f"this space's metric is {space.metric!r} (give --output-distances instead)")
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        header, labels, coords = _read_csv(p)
+    elif suffix in (".parquet", ".pq"):
+        header, labels, coords = _read_parquet(p)
+    else:
+        raise ValidationError(f"--outputs {p}: output points must be a .csv or .parquet POINTS file")
+    cols = [h.strip().lower() for h in header[1:]]
+    if header[0].strip().lower() != "label" or not cols:
+        raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
+    if space.metric == "haversine" and cols != ["lat", "lon"]:
+        raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
+    try:
+        return OutputSet.from_points(space, coords, labels)
+    except ValidationError as ex:
+        raise ValidationError(f"--outputs {p}: {ex}") from None
+
+
+def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
+    """A separate output set from its distances to the inputs, a CSV file.
+
+    Format (``build --output-distances FILE``): the header row is ``label`` then the
+    output labels; then one row per input: its label, then its distance to every output.
+    Every input label of ``space`` appears exactly once (in any order).
+    """
+    p = Path(path)
+    if p.suffix.lower() != ".csv":
+        raise ValidationError(f"--output-distances {p}: expected a .csv file (label, then one column per output)")
+    header, rows, lines = read_csv_table(p)
+    if header[0].strip().lower() != "label" or len(header) < 2:
+        raise ValidationError(f"--output-distances {p}: the header must be 'label' then the output labels")
+    order: dict[str, int] = {}
+    values = np.empty((len(rows), len(header) - 1))
+    for k, (row, line) in enumerate(zip(rows, lines, strict=True)):
+        if row[0] in order:
+            raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
+        order[row[0]] = k
+        try:
+            values[k] = [float(x) for x in row[1:]]
+        except ValueError:
+            raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
+    missing = [lab for lab in space.labels if lab not in order]
+    known = set(space.labels)
+    extra = [lab for lab in order if lab not in known]
+    if missing or extra:
+        what = f"lacks input(s) {missing[:5]}" if missing else f"names input(s) not in the space: {extra[:5]}"
+        raise ValidationError(f"--output-distances {p}: {what}")
+    cross = values[[order[lab] for lab in space.labels]]
+    try:
+        return OutputSet.from_distances(space, cross, [h.strip() for h in header[1:]])
+    except ValidationError as ex:
+        raise ValidationError(f"--output-distances {p}: {ex}") from None
 
 
 def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:

@@ -7,6 +7,10 @@ r"""Losses of a finite mechanism (Imola et al., UAI 2022, Section 2).
   :math:`\lceil q n \rceil` elements have :math:`L(M,u) \le x` (so :math:`L_1 = L`);
 * expected under a prior :math:`\pi`: :math:`\sum_u \pi_u L(M,u)`;
 * the uniform baseline: the loss of releasing a uniformly random element.
+
+With a separate output set (:mod:`metricdp.outputs`) the matrix is (n, m) and the
+distances are the (n, m) cross distances d(u, y) from inputs to outputs: every formula
+above reads the same with v ranging over the outputs.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ __all__ = [
 
 
 def element_losses(matrix: ArrayLike, distances: ArrayLike) -> NDArray[np.float64]:
-    """Loss on every element, shape (n,): ``(matrix * distances).sum(axis=1)``."""
+    """Loss on every element, shape (n,): ``(matrix * distances).sum(axis=1)``.
+
+    ``matrix`` and ``distances`` have one shape: (n, n), or (n, m) with the distances
+    from the n inputs to the m outputs.
+    """
     m = np.asarray(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
-    if m.shape != d.shape or m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] == 0:
-        raise ValidationError(f"matrix {m.shape} and distances {d.shape} must be the same square shape")
+    if m.shape != d.shape or m.ndim != 2 or 0 in m.shape:
+        raise ValidationError(f"matrix {m.shape} and distances {d.shape} must have the same non-empty 2-d shape")
     return np.einsum("ij,ij->i", m, d)
 
 
@@ -69,6 +77,6 @@ def expected_loss(matrix: ArrayLike, distances: ArrayLike, prior: ArrayLike | No
 
 
 def uniform_losses(distances: ArrayLike) -> NDArray[np.float64]:
-    """Per-element loss of releasing a uniformly random element: the row means of d."""
+    """Per-element loss of releasing a uniformly random output: the row means of d ((n, n) or (n, m))."""
     d = np.asarray(distances, dtype=np.float64)
     return d.mean(axis=1)

@@ -25,6 +25,10 @@ the expected loss never increases (the remap keeps y unless another z is strictl
 better in floating point). It is also exactly the expected error of the Bayes-optimal
 adversary of :mod:`metricdp.adversary`: the remap is that adversary's guess.
 
+With a separate output set (:mod:`metricdp.outputs`; M is n x m) the candidates z are
+the outputs and the loss is the cross distance d(x, z) (n x m): R is m x m and M R is
+again n x m over the same outputs. Privacy and the utility argument are unchanged.
+
 The remap depends on the prior; the released outputs reveal the map, so the prior must
 be public (e.g. populations) or itself released privately.
 """
@@ -96,8 +100,10 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
         from a true sampler).
     prior : array of shape (n,)
         Probabilities over the inputs (public).
-    loss : array of shape (n, n), optional
-        ``loss[x, z]``; the space's distances by default.
+    loss : array of shape (n, m), optional
+        ``loss[x, z]`` for inputs x and outputs z; the mechanism's
+        :attr:`~metricdp.mechanisms.base.Mechanism.loss_distances` by default (the space's
+        distances, or the cross distances of a separate output set).
 
     Returns
     -------
@@ -133,14 +139,14 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
             f"{mechanism.name}: an estimated (Monte-Carlo) mechanism cannot be remapped from its matrix; "
             "build an exact one"
         )
-    n = mechanism.n
+    n, k = mechanism.n, mechanism.m
     pi = check_probability_vector(prior, n, name="prior")
-    d = np.asarray(mechanism.distances)
+    d = np.asarray(mechanism.loss_distances)
     ell = _loss(loss, d, n)
-    if ell.shape != (n, n):
-        raise ValidationError(f"loss must be ({n}, {n}) (inputs x points of the space), got {ell.shape}")
+    if ell.shape != (n, k):
+        raise ValidationError(f"loss must be ({n}, {k}) (inputs x outputs), got {ell.shape}")
     targets = remap_targets(posterior_costs(mechanism.matrix, pi, ell))
-    r = csr_matrix((np.ones(n), (np.arange(n), targets)), shape=(n, n))
+    r = csr_matrix((np.ones(k), (np.arange(k), targets)), shape=(k, k))
     remapped = np.asarray((r.T @ np.asarray(mechanism.matrix).T).T)
     before = float(pi @ np.einsum("ij,ij->i", mechanism.matrix, ell))
     after = float(pi @ np.einsum("ij,ij->i", remapped, ell))
@@ -155,4 +161,5 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
         "expected_loss_after": after,
         "prior": pi.tolist(),
     }
-    return certify(remapped, mechanism.space, mechanism.epsilon, f"{mechanism.name}+remap", params, info)
+    return certify(remapped, mechanism.space, mechanism.epsilon, f"{mechanism.name}+remap", params, info,
+                   outputs=mechanism.outputs)

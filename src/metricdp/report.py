@@ -257,6 +257,11 @@ def render_report(
     """
     if not isinstance(mechanism, Mechanism):
         raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
+    if not mechanism.square:
+        raise ValidationError(
+            f"the report does not cover mechanisms with a separate output set yet ({mechanism.name}: "
+            f"{mechanism.n} inputs, {mechanism.m} outputs); use `metricdp evaluate` for its audit and losses"
+        )
     top = check_int(top, "top", minimum=1)
     deltas = [float(d) for d in deltas]
     if not deltas or any(not (0 < d < 1) for d in deltas):

@@ -364,3 +364,57 @@ def test_build_refuses_an_output_that_is_its_input(points):
     result = run("build", points, "-m", "exponential", "-e", 0.5, "-o", points)
     assert_one_line_error(result, "input")
     assert points.read_text() == POINTS
+
+
+# ----------------------------------------------------------------------------- a separate output set
+OUTPUT_POINTS = "label,x,y\np,0.5,0.5\nq,2,2\n"
+
+
+@pytest.mark.parametrize("name", ["exponential", "optimal"])
+def test_build_with_output_points(points, tmp_path, name):
+    from metricdp.mechanisms import build
+    from metricdp.outputs import OutputSet
+
+    ys = tmp_path / "ys.csv"
+    ys.write_text(OUTPUT_POINTS)
+    out = tmp_path / "r.npz"
+    result = run("build", points, "-m", name, "-e", 0.5, "--outputs", ys, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "outputs" in result.stdout
+    mech = load_mechanism(out)
+    space = read_points(points)
+    ref = build(name, space, 0.5, outputs=OutputSet.from_points(space, [[0.5, 0.5], [2.0, 2.0]], ["p", "q"]))
+    np.testing.assert_allclose(mech.matrix, ref.matrix, rtol=0, atol=1e-12)
+    assert mech.output_labels == ("p", "q") and mech.matrix.shape == (4, 2)
+
+
+def test_build_with_output_distances(points, tmp_path):
+    cross = tmp_path / "cross.csv"  # rows in another order than the space's
+    cross.write_text("label,hub,far\nd,3,1\nb,1,5\na,0,6\nc,2,4\n")
+    out = tmp_path / "r.npz"
+    result = run("build", points, "-m", "optimal", "-e", 0.5, "--output-distances", cross, "--out", out)
+    assert result.exit_code == 0, result.output
+    mech = load_mechanism(out)
+    np.testing.assert_array_equal(mech.loss_distances, [[0, 6], [1, 5], [2, 4], [3, 1]])
+    assert mech.output_labels == ("hub", "far")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["-m", "krr", "--outputs", "{ys}"], ["do not apply to --mechanism krr", "exponential, optimal"]),
+        (["-m", "optimal", "--outputs", "{ys}", "--output-distances", "{cross}"], ["one of --outputs"]),
+        (["-m", "optimal", "--output-distances", "{bad}"], ["lacks input(s) ['d']"]),
+        (["-m", "exponential", "--output-distances", "{cross}"], ["triangle inequality"]),
+        (["-m", "optimal", "--outputs", "{ys3d}"], ["shape (m, 2)"]),
+    ],
+)
+def test_bad_outputs_are_one_line_errors(points, tmp_path, args, fragments):
+    files = {"ys": "label,x,y\np,0,0\n", "ys3d": "label,x,y,z\np,0,0,0\nq,1,1,1\n",
+             "cross": "label,hub\na,0\nb,9\nc,2\nd,3\n", "bad": "label,hub\na,0\nb,1\nc,2\n"}
+    for key, text in files.items():
+        (tmp_path / f"{key}.csv").write_text(text)
+    out = tmp_path / "r.npz"
+    argv = [a.format(**{k: tmp_path / f"{k}.csv" for k in files}) for a in args]
+    assert_one_line_error(run("build", points, "-e", 0.5, "--out", out, *argv), *fragments)
+    assert not out.exists()

@@ -92,3 +92,23 @@ def test_estimate_errors_are_one_line_and_write_nothing(setup, tmp_path: Path) -
                               "--true-column", "nope"), "no column 'nope' (--true-column)")
     assert_one_line_error(run("estimate", tmp_path / "missing.npz", released, "-c", "place"), "no such file")
     assert not out.exists()
+
+
+def test_estimate_reads_releases_as_output_labels(tmp_path):
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.outputs import OutputSet
+    from metricdp.spaces import MetricSpace
+
+    space = MetricSpace.from_points([[0.0], [1.0], [2.0]], ["a", "b", "c"])
+    path = tmp_path / "r.npz"
+    exponential(space, 1.0, outputs=OutputSet.from_points(space, [[0.0], [2.0]], ["lo", "hi"])).save(path)
+    released = tmp_path / "rel.csv"
+    released.write_text("v\n" + "lo\n" * 60 + "hi\n" * 40)
+    result = run("estimate", path, released, "-c", "v")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "label,probability" and [x.split(",")[0] for x in lines[1:]] == ["a", "b", "c"]
+    assert sum(float(x.split(",")[1]) for x in lines[1:]) == pytest.approx(1.0)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("v\na\n")  # an input label is not a release
+    assert_one_line_error(run("estimate", path, bad, "-c", "v"), "not among the output labels")

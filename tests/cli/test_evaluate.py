@@ -171,3 +171,21 @@ def test_evaluate_prior_reports_the_adversary(tmp_path):
     assert adv["prior_only_reidentification"] == pytest.approx(0.4)
     table = run("evaluate", path, "--prior", prior)
     assert "adversary: re-identification" in table.stdout
+
+
+def test_a_rectangular_mechanism_says_its_bounds_are_not_available(tmp_path):
+    from metricdp.evaluation import RECTANGULAR_BOUND_NOTE
+    from metricdp.mechanisms.lp.optimal import optimal
+    from metricdp.outputs import OutputSet
+
+    space = _space()
+    mech = optimal(space, 1.0, outputs=OutputSet.from_points(space, [[0.0, 0.0], [1.0, 1.0]], ["o", "i"]))
+    path = tmp_path / "r.npz"
+    mech.save(path)
+    result = run("evaluate", path, "--json")
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert got["outputs"] == 2 and got["lower_bound_note"] == RECTANGULAR_BOUND_NOTE
+    assert got["loss_max"] == pytest.approx(mech.worst_case_loss(), rel=1e-12)
+    table = run("evaluate", path)
+    assert table.exit_code == 0 and "not available" in table.stdout and "separate output set" in table.stdout

@@ -204,3 +204,42 @@ def test_read_csv_table_refuses_invalid_utf8_with_its_offset(tmp_path):
     p.write_bytes(b"\xef\xbb\xbfid,lat\n1,\xfe\n")  # the offset counts the byte-order mark
     with pytest.raises(ValidationError, match=r"invalid byte 0xfe at byte offset 12\)"):
         read_csv_table(p)
+
+
+# ----------------------------------------------------------------------------- a separate output set
+@pytest.fixture
+def rect_file(tmp_path: Path) -> Path:
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.outputs import OutputSet
+
+    latlon = [[48.8566, 2.3522], [45.7640, 4.8357], [50.6292, 3.0573], [43.7102, 7.2620]]
+    space = MetricSpace.from_points(latlon, LABELS, metric="haversine")
+    hubs = OutputSet.from_points(space, [[49.0, 3.0], [44.5, 5.5]], ["North", "South"])
+    path = tmp_path / "r.npz"
+    exponential(space, 0.01, outputs=hubs).save(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_rectangular_releases_are_output_labels(rect_file, tmp_path, suffix):
+    pytest.importorskip("pyarrow")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cities = ["Paris"] * 4000 + ["Nice"] * 4000
+    inp, out = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+    if suffix == ".csv":
+        _write(inp, [["id", "city"], *[[str(i), c] for i, c in enumerate(cities)]])
+    else:
+        pq.write_table(pa.table({"id": list(range(len(cities))), "city": cities}), inp)
+    result = run("privatize", rect_file, inp, "-c", "city", "-o", out, "--seed", 5)
+    assert result.exit_code == 0, result.output
+    released = ([r[1] for r in _read(out)[1:]] if suffix == ".csv"
+                else pq.read_table(out).column("city").to_pylist())
+    mech = load_mechanism(rect_file)
+    for city, start in (("Paris", 0), ("Nice", 4000)):
+        part = released[start : start + 4000]
+        counts = np.array([part.count("North"), part.count("South")])
+        assert counts.sum() == 4000  # only output labels are released
+        p = mech.matrix[mech.space.index(city)[0]]
+        assert stats.chisquare(counts, p * 4000).pvalue > 0.001

@@ -61,3 +61,15 @@ def test_not_a_mechanism_file(app, tmp_path):
     bad = tmp_path / "x.npz"
     bad.write_text("nope")
     assert_one_line_error(runner.invoke(app, ["report", str(bad), "--out", str(tmp_path / "r.html")]), "x.npz")
+
+
+def test_a_rectangular_mechanism_is_refused_and_nothing_is_written(app, tmp_path):
+    from metricdp.outputs import OutputSet
+
+    space = read_points(CAPITALS)
+    path = tmp_path / "r.npz"
+    exponential(space, 0.01, outputs=OutputSet.from_points(space, [[48.0, 5.0]], ["hub"])).save(path)
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(path), "--out", str(out)])
+    assert_one_line_error(r, "separate output set")
+    assert not out.exists()

@@ -81,3 +81,17 @@ def test_shipped_mechanism_pickles_to_the_same_mechanism(mech):
     np.testing.assert_array_equal(back.matrix, mech.matrix)
     assert back.labels == mech.labels and back.epsilon == mech.epsilon and dict(back.params) == dict(mech.params)
 
+
+
+def test_a_rectangular_mechanism_releases_its_output_labels():
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[0.0], [1.0], [2.0], [3.0]], LABELS)
+    hubs = OutputSet.from_points(space, [[0.5], [2.5]], ["west", "east"])
+    m = np.array([[0.6, 0.4], [0.55, 0.45], [0.45, 0.55], [0.4, 0.6]])
+    rect = certify(m, space, 1.0, "custom", outputs=hubs)
+    values = pd.Series(["a"] * 5000 + ["d"] * 5000)
+    out = np.asarray(release_column(values, rect, np.random.default_rng(0), "p0"))
+    assert set(out) == {"west", "east"}
+    counts = np.array([(out[:5000] == "west").sum(), (out[:5000] == "east").sum()])
+    assert stats.chisquare(counts, m[0] * 5000).pvalue > 0.001

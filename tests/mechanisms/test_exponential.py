@@ -175,3 +175,55 @@ def test_file_round_trip(tmp_path):
     back = load_mechanism(tmp_path / "m.npz")
     np.testing.assert_array_equal(back.matrix, m.matrix)
     assert back.name == m.name and dict(back.params) == dict(m.params)
+
+
+# ----------------------------------------------------------------------------- a separate output set
+def test_outputs_hand_computed():
+    # X = {0, 1} on a line, Y = {0, 0.5, 1}, eps = 2: M[x, y] ~ exp(-d(x, y)),
+    # so M(0) ~ (1, e^-0.5, e^-1) and M(1) its mirror image.
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[0.0], [1.0]], ["a", "b"])
+    ys = OutputSet.from_points(space, [[0.0], [0.5], [1.0]], ["lo", "mid", "hi"])
+    m = exponential(space, 2.0, outputs=ys)
+    row = np.array([1.0, math.exp(-0.5), math.exp(-1.0)])
+    np.testing.assert_allclose(m.matrix, [row / row.sum(), row[::-1] / row.sum()], rtol=1e-14)
+    assert m.matrix.shape == (2, 3) and m.output_labels == ("lo", "mid", "hi") and m.m == 3
+    # the worst ratio is column 0 (or 2): e^1 times the normalisers' ratio 1: eps_audit = 1 = eps / 2
+    assert m.audit().epsilon == pytest.approx(1.0, rel=1e-12)
+    assert m.worst_case_loss() == pytest.approx((0.5 * row[1] + row[2]) / row.sum(), rel=1e-14)
+    assert_private(m)
+
+
+@given(n=st.integers(2, 7), k=st.integers(1, 6), eps=st.floats(0.05, 5.0), seed=st.integers(0, 2**32 - 1),
+       calibrate=st.booleans())
+def test_outputs_pass_the_naive_audit(n, k, eps, seed, calibrate):
+    from metricdp.outputs import OutputSet
+
+    g = np.random.default_rng(seed)
+    space = MetricSpace.from_points(g.normal(size=(n, 2)))
+    ys = OutputSet.from_points(space, g.normal(size=(k, 2)))
+    m = exponential(space, eps, outputs=ys, calibrate=calibrate)
+    assert m.matrix.shape == (n, k)
+    assert brute_force_epsilon(np.asarray(m.matrix), space.distances) <= eps * (1 + 1e-9)
+    plain = exponential(space, eps, outputs=ys)
+    assert m.worst_case_loss() <= plain.worst_case_loss() + 1e-12  # calibration never costs loss
+
+
+def test_outputs_breaking_the_triangle_inequality_are_refused():
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[0.0], [1.0]], ["a", "b"])
+    ys = OutputSet.from_distances(space, [[0.0, 5.0], [1.0, 1.0]], ["near", "far"])
+    with pytest.raises(ValidationError, match=r"\|d\('a', 'far'\) - d\('b', 'far'\)\| = 4 x d\('a', 'b'\)"):
+        exponential(space, 1.0, outputs=ys)
+    ok = OutputSet.from_distances(space, [[0.0, 2.0], [1.0, 1.0]])  # consistent: the ratio is exactly 1
+    assert exponential(space, 1.0, outputs=ok).audit().epsilon <= 1.0 * (1 + 1e-9)
+
+
+def test_outputs_for_another_space_are_refused():
+    from metricdp.outputs import OutputSet
+
+    ys = OutputSet.from_distances(space3(), [[0.0], [1.0], [3.0]])
+    with pytest.raises(ValidationError, match="distances to 3 inputs"):
+        exponential(MetricSpace.grid(1, 2), 1.0, outputs=ys)

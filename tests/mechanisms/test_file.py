@@ -181,3 +181,80 @@ def test_a_string_epsilon_is_not_a_claim(tmp_path):
     _tamper(path, meta={"epsilon": "0.5"})
     with pytest.raises(MechanismFileError, match="epsilon must be a JSON number"):
         load_mechanism(path)
+
+
+# ----------------------------------------------------------------------------- a separate output set
+def _rect(tmp_path, name="exponential"):
+    from metricdp.outputs import OutputSet
+
+    ys = OutputSet.from_points(SPACE, [[0.5, 0.5], [2.0, 1.0], [0.0, 3.0]], ["p", "q", "r"])
+    mech = build(name, SPACE, 0.5, outputs=ys)
+    path = tmp_path / "r.npz"
+    mech.save(path)
+    return mech, path
+
+
+@pytest.mark.parametrize("name", ["exponential", "optimal"])
+def test_a_rectangular_file_round_trips(tmp_path, name) -> None:
+    mech, path = _rect(tmp_path, name)
+    arrays = _arrays(path)
+    assert arrays["matrix"].shape == (4, 3) and arrays["output_labels"].tolist() == ["p", "q", "r"]
+    assert json.loads(str(arrays["metadata"]))["outputs"] == {"m": 3, "metric": "euclidean"}
+    back = load_mechanism(path)
+    np.testing.assert_array_equal(back.matrix, mech.matrix)
+    np.testing.assert_array_equal(back.loss_distances, mech.loss_distances)
+    np.testing.assert_array_equal(back.outputs.points, mech.outputs.points)
+    assert back.output_labels == ("p", "q", "r") and back.worst_case_loss() == mech.worst_case_loss()
+    assert "outputs" not in back.info  # metadata, not info: saving again writes it once
+    back.save(tmp_path / "again.npz")
+    assert load_mechanism(tmp_path / "again.npz").output_labels == ("p", "q", "r")
+
+
+def test_tampered_cross_distances_are_refused(tmp_path) -> None:
+    _, path = _rect(tmp_path)
+    cross = _arrays(path)["output_distances"].copy()
+    cross[2, 1] *= 0.5  # a better-looking loss than the points give
+    _tamper(path, output_distances=cross)
+    with pytest.raises(ClaimError, match=r"stored output distance d\('c', 'q'\)"):
+        load_mechanism(path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"matrix": np.full((4, 4), 0.25)}, r"matrix has shape \(4, 4\), expected \(4, 3\)"),
+        ({"output_distances": np.ones((3, 3))}, r"output_distances has shape \(3, 3\), expected \(4, 3\)"),
+        ({"output_distances": np.full((4, 3), -1.0)}, "finite and >= 0"),
+        ({"output_labels": np.array(["p", "p", "r"])}, "'p' appears twice"),
+        ({"output_labels": np.array(["p", "q"])}, "declared m = 3"),
+        ({"output_labels": np.array([1.0, 2.0, 3.0])}, "1-d string array"),
+        ({"output_points": np.ones((3, 5))}, r"output_points has shape \(3, 5\)"),
+        ({"output_points": np.full((3, 2), np.inf)}, "not all finite"),
+        ({"meta": {"outputs": {"m": "3"}}}, "integer 'm'"),
+        ({"meta": {"outputs": None}}, "declares no outputs"),
+        ({"meta": {"outputs": {"m": 3, "metric": "nonsense"}}}, "unknown metric"),
+        ({"meta": {"mechanism": "krr"}}, "never have"),
+    ],
+)
+def test_hostile_rectangular_files_are_refused(tmp_path, changes, match) -> None:
+    _, path = _rect(tmp_path)
+    _tamper(path, **changes)
+    with pytest.raises(MechanismFileError, match=match):
+        load_mechanism(path)
+
+
+def test_a_rectangular_file_without_output_labels_is_refused(tmp_path) -> None:
+    _, path = _rect(tmp_path)
+    arrays = _arrays(path)
+    del arrays["output_labels"]
+    np.savez(path, **arrays)
+    with pytest.raises(MechanismFileError, match="lacks output_labels"):
+        load_mechanism(path)
+
+
+def test_a_square_file_with_stray_output_arrays_is_refused(tmp_path) -> None:
+    path = tmp_path / "m.npz"
+    exponential(SPACE, 0.5).save(path)
+    _tamper(path, output_distances=np.ones((4, 4)))
+    with pytest.raises(MechanismFileError, match="declares no outputs"):
+        load_mechanism(path)

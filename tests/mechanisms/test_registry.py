@@ -193,3 +193,18 @@ def test_every_sampler_parameter_refuses_invalid_values(name: str, param: str, v
 def test_unknown_sampler_family() -> None:
     with pytest.raises(ValidationError, match="unknown text mechanism 'nope'; choose one of exponential, tem"):
         registry.get_sampler("nope")
+
+
+def test_only_families_with_outputs_take_them() -> None:
+    from metricdp.outputs import OutputSet
+
+    ys = OutputSet.from_points(GRID, [[0.5, 0.5], [1.5, 1.5]])
+    assert {n for n in names() if get(n).outputs} == {"exponential", "optimal"}
+    for name in names():
+        if get(name).outputs:
+            mech = build(name, GRID, EPSILON, outputs=ys)
+            assert mech.matrix.shape == (GRID.n, 2) and audit(mech.matrix, GRID.distances).satisfies(EPSILON)
+        else:
+            with pytest.raises(ValidationError, match=f"{name} has no separate output set.*exponential, optimal"):
+                build(name, GRID, EPSILON, outputs=ys, **PARAMS.get(name, {}))
+    assert registry.supports_outputs("custom") and not registry.supports_outputs("krr")

@@ -1,5 +1,10 @@
 """``metricdp build POINTS --mechanism NAME --epsilon EPS --out MECH.npz``.
 
+``--outputs POINTS`` (same format and metric as the space's POINTS) or
+``--output-distances FILE`` (CSV: ``label`` then the output labels; one row per input)
+give a separate output set (:mod:`metricdp.outputs`), for the families that take one
+(``Family.outputs``: exponential, optimal).
+
 The families and their parameters come from the registry
 (:mod:`metricdp.mechanisms.registry`): each option's flag is declared on the family's
 parameter that takes it, only the options the user gave are passed on (the library's
@@ -17,9 +22,10 @@ import typer
 
 from .._validation import check_epsilon
 from ..errors import ValidationError
-from ..io import read_points
+from ..io import read_output_distances, read_output_points, read_points
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
+from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
 
@@ -65,7 +71,8 @@ def _parse_lambdas(text: str) -> tuple[float, ...]:
 
 
 def build_mechanism(
-    space: MetricSpace, name: str, epsilon: float | None, options: dict[str, Any] | None = None
+    space: MetricSpace, name: str, epsilon: float | None, options: dict[str, Any] | None = None,
+    outputs: OutputSet | None = None,
 ) -> Mechanism:
     """Build mechanism ``name`` on ``space`` from ``build``'s options, through the registry.
 
@@ -105,11 +112,17 @@ def build_mechanism(
         elif isinstance(value, Enum):
             value = value.value
         params[param.name] = value
-    return family.build(space, eps, **params)
+    if outputs is not None and not family.outputs:
+        takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
+        raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} (they apply to: "
+                              f"{takes})")
+    return family.build(space, eps, outputs=outputs, **params)
 
 
 def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     rows = [("mechanism", mechanism.name), ("n", fmt(mechanism.n)), ("epsilon", fmt(mechanism.epsilon, 12))]
+    if not mechanism.square:
+        rows.insert(2, ("outputs", fmt(mechanism.m)))
     if mechanism.exact:
         audited = mechanism.info.get("epsilon_audit")
         if audited is None:
@@ -173,6 +186,18 @@ _Base = Annotated[
 ]
 
 
+_Outputs = Annotated[
+    Path | None,
+    typer.Option("--outputs", metavar="POINTS", help="A separate output set (exponential, optimal): POINTS in the "
+                 "format of the space's, measured with its metric (a coarse release grid, points of interest)."),
+]
+_OutputDistances = Annotated[
+    Path | None,
+    typer.Option("--output-distances", metavar="FILE", help="A separate output set by its distances: CSV with "
+                 "header label,OUT1,OUT2,... and one row per input label."),
+]
+
+
 _Remap = Annotated[
     bool,
     typer.Option("--remap", help="Bayesian remapping under --prior (Chatzikokolakis et al. 2017): same epsilon, "
@@ -213,11 +238,19 @@ def register(app: typer.Typer) -> None:
         base_weights: _Base = None,
         remap: _Remap = False,
         elastic: _Elastic = None,
+        outputs: _Outputs = None,
+        output_distances: _OutputDistances = None,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
         local = locals()
         options = {k: v for k, v in local.items() if k in _FLAGS}
         check_output(out)
+        if outputs is not None and output_distances is not None:
+            raise ValidationError("give one of --outputs and --output-distances, not both")
+        if (outputs is not None or output_distances is not None) and not registry.get(mechanism.value).outputs:
+            takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
+            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {mechanism.value} "
+                                  f"(they apply to: {takes})")
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
         family = registry.get(mechanism.value)
@@ -229,8 +262,13 @@ def register(app: typer.Typer) -> None:
                 from ..elastic import elastic_metric
 
                 space = elastic_metric(space, read_label_values(elastic, space.labels, "--elastic"))
+            output_set = None
+            if outputs is not None:
+                output_set = read_output_points(outputs, space)
+            elif output_distances is not None:
+                output_set = read_output_distances(output_distances, space)
         with progress(f"building {mechanism.value} on {space.n} points") as bar:
-            mech = build_mechanism(space, mechanism.value, epsilon, options)
+            mech = build_mechanism(space, mechanism.value, epsilon, options, output_set)
             if remap:
                 from ..remap import bayesian_remap
 
@@ -239,7 +277,8 @@ def register(app: typer.Typer) -> None:
                 bar.update("Bayesian remapping under the prior")
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
-            inputs = [p for p in (points, prior, elastic, weights, base_weights) if p is not None]
+            inputs = [p for p in (points, prior, elastic, weights, base_weights, outputs, output_distances)
+                      if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)

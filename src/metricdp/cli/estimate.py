@@ -19,14 +19,15 @@ from ..errors import ValidationError
 from ..estimation import IBU_MAX_ITER, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
 from ..io import atomic_write, read_csv_table
 from ..mechanisms.file import load_mechanism
+from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import check_output, console, err_console, handle_errors, progress, warn
 
 __all__ = ["column_indices", "register"]
 
 
-def column_indices(path: Path, column: str, space: MetricSpace, option: str = "--column") -> np.ndarray:
-    """Indices into ``space`` of the values of one CSV column; errors name file and column."""
+def column_indices(path: Path, column: str, space: MetricSpace | OutputSet, option: str = "--column") -> np.ndarray:
+    """Indices into ``space`` (or an output set) of the values of one CSV column; errors name file and column."""
     header, rows, _ = read_csv_table(path)
     if column not in header:
         raise ValidationError(
@@ -85,7 +86,9 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             check_output(out)
         mech = load_mechanism(mechanism_file)
-        counts = counts_from_indices(column_indices(released, column, mech.space), mech.n)
+        # releases are output labels: the output set's when the mechanism has one
+        releases = mech.space if mech.outputs is None else mech.outputs
+        counts = counts_from_indices(column_indices(released, column, releases), mech.m)
         truth = None
         if true_file is not None:
             true_idx = column_indices(true_file, true_column or column, mech.space, "--true-column")

@@ -33,6 +33,7 @@ def _table(result: dict[str, Any], path: Path) -> Table:
     rows: list[tuple[str, str]] = [
         ("mechanism", result["mechanism"]),
         ("points", f"{result['n']} ({result['metric']})"),
+        *([("outputs", f"{result['outputs']} (a separate output set)")] if "outputs" in result else []),
         ("epsilon (guarantee)", fmt(result["epsilon"], 12)),
     ]
     if result["exact"]:
@@ -54,6 +55,8 @@ def _table(result: dict[str, Any], path: Path) -> Table:
             ("lower bound: worst case", with_unit(fmt(result["lower_bound"]), unit)),
             (f"lower bound: {q:g}-quantile", with_unit(fmt(result["lower_bound_quantile"]), unit)),
         ]
+    elif "lower_bound_note" in result:
+        rows.append(("lower bound", result["lower_bound_note"]))
     adversary = result.get("adversary")
     if adversary:
         rows += [

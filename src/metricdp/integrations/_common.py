@@ -89,6 +89,7 @@ def release_column(values: Any, mechanism: Any, rng: RandomSource, where: str) -
             released = np.asarray(mechanism.sample(codes, rng), dtype=np.intp)
     else:
         released = codes
-    out = labels.take(pa.array(released))
+    outs = getattr(mechanism, "output_labels", None)  # a separate output set releases its own labels
+    out = (labels if outs is None else pa.array(list(outs), type=pa.string())).take(pa.array(released))
     from_arrow = getattr(values.dtype, "__from_arrow__", None)
     return from_arrow(out) if from_arrow is not None else out.to_numpy(zero_copy_only=False)

@@ -31,6 +31,7 @@ from ..audit import AuditResult, audit, epsilon_tight
 from ..errors import PrivacyViolationError, ValidationError
 from ..io import atomic_write
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
+from ..outputs import OutputSet, check_outputs
 from ..sampling import ExactTable
 from ..spaces import MetricSpace
 from . import registry
@@ -58,7 +59,11 @@ def _frozen(a: ArrayLike) -> NDArray[np.float64]:
 
 
 def _check_audit(matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str) -> AuditResult:
-    """The audit every exact matrix passes; a PrivacyViolationError naming the worst triple otherwise."""
+    """The audit every exact matrix passes; a PrivacyViolationError naming the worst triple otherwise.
+
+    The audit is over the inputs (the space's metric) whatever the outputs: for a
+    rectangular (n, m) matrix the rows (u, v, y) for u, v in the space and every output y.
+    """
     result = audit(matrix, space.distances, normalize=True)  # the rows the exact sampler realizes
     if not result.satisfies(epsilon, AUDIT_RTOL):
         u, v, w = result.witness or (-1, -1, -1)
@@ -73,13 +78,17 @@ def _check_audit(matrix: NDArray[np.float64], space: MetricSpace, epsilon: float
 class Mechanism:
     """A finite mechanism: a row-stochastic matrix over a metric space.
 
-    ``matrix[u, v] = Pr[M(u) = v]``. ``epsilon`` is the mDP guarantee: for an exact
+    ``matrix[u, v] = Pr[M(u) = v]``. The outputs are the space's own points (a square
+    matrix) unless ``outputs`` gives a separate output set Y (:mod:`metricdp.outputs`):
+    then ``matrix[u, y] = Pr[M(u) = y]`` has shape (n, m), privacy is over the space's
+    metric only (M[u, y] <= exp(epsilon d(u, v)) M[v, y]), and losses use the
+    cross distances ``outputs.distances`` (:attr:`loss_distances`). ``epsilon`` is the mDP guarantee: for an exact
     mechanism the builder has audited the matrix at it; for an estimated one
     (``exact=False``, Monte-Carlo) it is the proven guarantee of the true sampler.
 
     Attributes
     ----------
-    matrix : ndarray of shape (n, n), read-only
+    matrix : ndarray of shape (n, n), or (n, m) with ``outputs``; read-only
     space : MetricSpace
     epsilon : float
     name : str
@@ -91,6 +100,8 @@ class Mechanism:
         JSON-serialisable.
     exact : bool
         False when ``matrix`` is a Monte-Carlo estimate of the true mechanism.
+    outputs : OutputSet or None
+        A separate output set (keyword only); None: the outputs are the space's points.
     """
 
     matrix: NDArray[np.float64]
@@ -100,6 +111,7 @@ class Mechanism:
     params: Mapping[str, Any] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
     exact: bool = True
+    outputs: OutputSet | None = field(default=None, kw_only=True)
     _token: object = field(default=None, repr=False, compare=False, kw_only=True)
 
     def __post_init__(self) -> None:
@@ -108,9 +120,14 @@ class Mechanism:
         if not isinstance(self.name, str) or not self.name:
             raise ValidationError(f"name must be a non-empty string, got {self.name!r}")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        matrix = check_stochastic(self.matrix, name=f"{self.name} matrix")
-        if matrix.shape != (self.space.n, self.space.n):
-            raise ValidationError(f"matrix shape {matrix.shape} does not match a space of {self.space.n} points")
+        outputs = check_outputs(self.outputs, self.space)
+        matrix = check_stochastic(self.matrix, name=f"{self.name} matrix", square=outputs is None)
+        shape = (self.space.n, self.space.n if outputs is None else outputs.m)
+        if matrix.shape != shape:
+            where = f"a space of {self.space.n} points" + ("" if outputs is None else f" and {outputs.m} outputs")
+            raise ValidationError(f"matrix shape {matrix.shape} does not match {where}")
+        if outputs is not None and not registry.supports_outputs(self.name):
+            raise ValidationError(f"{self.name!r} is a family without a separate output set")
         object.__setattr__(self, "matrix", _frozen(matrix))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
         object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
@@ -141,15 +158,19 @@ class Mechanism:
         unaudited mechanism past the constructor.)
         """
         return (_restore, (np.asarray(self.matrix), self.space, self.epsilon, self.name, dict(self.params),
-                           dict(self.info), self.exact))
+                           dict(self.info), self.exact, self.outputs))
 
     @classmethod
     def from_matrix(
         cls, matrix: ArrayLike, space: MetricSpace, epsilon: float, name: str = "custom",
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None, *, outputs: OutputSet | None = None,
     ) -> Mechanism:
-        """An audited mechanism from any row-stochastic matrix (see :func:`certify`)."""
-        return certify(matrix, space, epsilon, name, params)
+        """An audited mechanism from any row-stochastic matrix (see :func:`certify`).
+
+        With ``outputs`` the matrix is (n, m): inputs the space's points, outputs those of
+        the :class:`~metricdp.outputs.OutputSet`.
+        """
+        return certify(matrix, space, epsilon, name, params, outputs=outputs)
 
     # ----------------------------------------------------------------- basics
     @property
@@ -162,12 +183,35 @@ class Mechanism:
 
     @property
     def distances(self) -> NDArray[np.float64]:
+        """The metric of the inputs (n, n): what privacy is measured in."""
         return self.space.distances
+
+    @property
+    def square(self) -> bool:
+        """True when the outputs are the space's own points (no separate output set)."""
+        return self.outputs is None
+
+    @property
+    def m(self) -> int:
+        """Number of outputs (n for a square mechanism)."""
+        return self.n if self.outputs is None else self.outputs.m
+
+    @property
+    def output_labels(self) -> tuple[str, ...]:
+        """Labels of the outputs (the space's labels for a square mechanism)."""
+        return self.labels if self.outputs is None else self.outputs.labels
+
+    @property
+    def loss_distances(self) -> NDArray[np.float64]:
+        """d(x, y) from every input to every output, (n, m): what every loss is measured in."""
+        return self.space.distances if self.outputs is None else self.outputs.distances
 
     def __repr__(self) -> str:
         kind = "" if self.exact else ", estimated"
+        outs = "" if self.outputs is None else f", m={self.m}"
         params = ", ".join(f"{k}={v!r}" for k, v in self.params.items() if not isinstance(v, list | dict))
-        return f"Mechanism({self.name!r}, n={self.n}, epsilon={self.epsilon:.6g}{kind}{', ' if params else ''}{params})"
+        return (f"Mechanism({self.name!r}, n={self.n}{outs}, epsilon={self.epsilon:.6g}{kind}"
+                f"{', ' if params else ''}{params})")
 
     # ----------------------------------------------------------------- privacy and loss
     def audit(self) -> AuditResult:
@@ -179,19 +223,20 @@ class Mechanism:
         return epsilon_tight(self.matrix, self.distances, delta)
 
     def element_losses(self) -> NDArray[np.float64]:
-        return element_losses(self.matrix, self.distances)
+        return element_losses(self.matrix, self.loss_distances)
 
     def worst_case_loss(self) -> float:
         return float(self.element_losses().max())
 
     def quantile_loss(self, q: float = 0.95) -> float:
-        return quantile_loss(self.matrix, self.distances, check_quantile(q))
+        return quantile_loss(self.matrix, self.loss_distances, check_quantile(q))
 
     def expected_loss(self, prior: ArrayLike | None = None) -> float:
-        return expected_loss(self.matrix, self.distances, prior)
+        return expected_loss(self.matrix, self.loss_distances, prior)
 
     def uniform_losses(self) -> NDArray[np.float64]:
-        return uniform_losses(self.distances)
+        """Per-input loss of releasing a uniformly random output."""
+        return uniform_losses(self.loss_distances)
 
     # ----------------------------------------------------------------- sampling
     @cached_property
@@ -228,12 +273,17 @@ class Mechanism:
         return out[0] if scalar else out
 
     def privatize(self, labels: Sequence[str], rng: object = None) -> list[str]:
-        """Release a label for each input label (labels not in the space are an error)."""
+        """Release an output label for each input label (labels not in the space are an error).
+
+        The releases are output labels: the space's own for a square mechanism, the
+        output set's otherwise.
+        """
         if isinstance(labels, str):
             raise ValidationError("privatize takes a sequence of labels; wrap a single label in a list")
         source = check_release_rng(rng)  # a seeded or non-secure source warns: PrivacyLeakWarning
         out = self.sample(self.space.index(list(labels)), source)
-        return [self.labels[i] for i in out]
+        names = self.output_labels
+        return [names[i] for i in out]
 
     # ----------------------------------------------------------------- files
     @property
@@ -246,6 +296,8 @@ class Mechanism:
             "exact": self.exact,
             "space": {"metric": self.space.metric, "cell": self.space.cell, "n": self.n},
         }
+        if self.outputs is not None:
+            meta["outputs"] = {"m": self.m, "metric": self.outputs.metric}
         meta.update(dict(self.info))
         return meta
 
@@ -263,16 +315,21 @@ class Mechanism:
         }
         if self.space.points is not None:
             arrays["points"] = np.asarray(self.space.points, dtype=np.float64)
+        if self.outputs is not None:
+            arrays["output_labels"] = np.array(self.outputs.labels, dtype=str)
+            arrays["output_distances"] = np.asarray(self.outputs.distances, dtype=np.float64)
+            if self.outputs.points is not None:
+                arrays["output_points"] = np.asarray(self.outputs.points, dtype=np.float64)
         with atomic_write(path, inputs=inputs) as fh:
             np.savez(fh, **arrays)
 
 
 def _restore(
     matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str, params: dict[str, Any],
-    info: dict[str, Any], exact: bool,
+    info: dict[str, Any], exact: bool, outputs: OutputSet | None = None,
 ) -> Mechanism:
     """The unpickler of :meth:`Mechanism.__reduce__`: the public, auditing constructor."""
-    return Mechanism(matrix, space, epsilon, name, params, info, exact=exact)
+    return Mechanism(matrix, space, epsilon, name, params, info, exact=exact, outputs=outputs)
 
 
 def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
@@ -307,20 +364,25 @@ def certify(
     name: str,
     params: Mapping[str, Any] | None = None,
     info: Mapping[str, Any] | None = None,
+    *,
+    outputs: OutputSet | None = None,
 ) -> Mechanism:
     """The gate of every exact builder: validate, audit independently, then wrap.
 
     Raises :class:`~metricdp.errors.PrivacyViolationError` when the audited level
     exceeds ``epsilon`` by more than ``AUDIT_RTOL`` relative, instead of returning a
-    matrix that is not exactly eps-mDP.
+    matrix that is not exactly eps-mDP. With ``outputs`` (a separate output set) the
+    matrix is (n, m) and is audited over the space's metric for every output.
     """
     epsilon = check_epsilon(epsilon)
     if not isinstance(space, MetricSpace):
         raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
-    m = check_stochastic(matrix, name=f"{name} matrix")
-    if m.shape != (space.n, space.n):
-        raise ValidationError(f"{name} matrix has shape {m.shape}, expected ({space.n}, {space.n})")
+    outs = check_outputs(outputs, space)
+    m = check_stochastic(matrix, name=f"{name} matrix", square=outs is None)
+    shape = (space.n, space.n if outs is None else outs.m)
+    if m.shape != shape:
+        raise ValidationError(f"{name} matrix has shape {m.shape}, expected {shape}")
     result = _check_audit(m, space, epsilon, name)
     extra = dict(info or {})
     extra.setdefault("epsilon_audit", result.epsilon)
-    return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True, _token=_AUDITED)
+    return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True, outputs=outs, _token=_AUDITED)

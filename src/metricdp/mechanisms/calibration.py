@@ -83,9 +83,10 @@ def largest_passing(
     Parameters
     ----------
     build : callable
-        ``build(p)`` returns a row-stochastic (n, n) matrix for inner parameter p.
+        ``build(p)`` returns a row-stochastic (n, n) matrix for inner parameter p, or
+        (n, m) for a separate output set.
     distances : array of shape (n, n)
-        The metric the audit uses.
+        The metric of the inputs, which the audit uses.
     epsilon : float
         The requested mDP level, > 0.
     lo, hi : float
@@ -133,9 +134,9 @@ def largest_passing(
     d = np.asarray(distances, dtype=np.float64)
 
     def evaluate(p: float) -> tuple[NDArray[np.float64], float]:
-        m = check_stochastic(build(p), name=f"build({p!r})")
-        if m.shape != d.shape:
-            raise ValidationError(f"build({p!r}) has shape {m.shape} but distances has shape {d.shape}")
+        m = check_stochastic(build(p), name=f"build({p!r})", square=False)  # (n, m): a separate output set
+        if d.shape != (m.shape[0], m.shape[0]):
+            raise ValidationError(f"build({p!r}) has {m.shape[0]} rows but distances has shape {d.shape}")
         return m, audit_epsilon(m, d)
 
     best_m, best_eps = evaluate(lo)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -47,7 +48,12 @@ def _family(name: str, space: MetricSpace) -> Callable[[float], Mechanism]:
     if family.calibration is None:
         return lambda eps: family.build(space, eps)
     keyword = family.calibration
-    return lambda value: family.build(space, None, **{keyword: value})
+
+    def build(value: float) -> Mechanism:
+        params: dict[str, Any] = {keyword: value}
+        return family.build(space, None, **params)
+
+    return build
 
 
 @dataclass(frozen=True)

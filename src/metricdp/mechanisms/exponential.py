@@ -25,6 +25,21 @@ is often lower; ``calibrate=True`` then raises :math:`\varepsilon'` in
 at :math:`\varepsilon` (:func:`~metricdp.mechanisms.calibration.largest_passing`), which
 lowers every element's loss (the loss of row u is the mean of d(u, .) under a tilted
 distribution, non-increasing in :math:`\varepsilon'`).
+
+**A separate output set** (``outputs=``, :mod:`metricdp.outputs`; Chatzikokolakis et al.,
+"Broadening the scope of differential privacy using metrics", PETS 2013, Section 5, where
+the exponential mechanism ranges over any output set): :math:`M[x, y] \propto
+e^{-\varepsilon' d(x,y)/2}` for inputs x in the space and outputs y in Y. The proof above
+uses the triangle inequality only in the form :math:`|d(u,y) - d(v,y)| \le d(u,v)` for
+inputs u, v and an output y (numerator: :math:`-(d(u,w) - d(v,w)) \le d(u,v)`; normalisers:
+:math:`e^{-\varepsilon' d(v,y)/2} \ge e^{-\varepsilon' d(u,v)/2} e^{-\varepsilon'
+d(u,y)/2}` term by term, so :math:`Z_v \ge e^{-\varepsilon' d(u,v)/2} Z_u`). That *cross
+triangle inequality* holds whenever X and Y are points of one metric space
+(:meth:`~metricdp.outputs.OutputSet.from_points`); for given cross distances it is
+checked (:func:`~metricdp.outputs.cross_triangle_violation`) and a violation is refused
+naming the worst (u, v, y). The rounding slack of that check (1e-9 relative) is what the
+final audit at :math:`\varepsilon` allows too, and :func:`~.base.certify` audits the
+matrix over the inputs for every output before it is returned.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validation import check_bool, check_epsilon
 from ..errors import ValidationError
+from ..outputs import CROSS_TRIANGLE_RTOL, OutputSet, check_outputs
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
@@ -93,15 +109,16 @@ def exponential_matrix(
 
     Parameters
     ----------
-    distances : array of shape (n, n)
+    distances : array of shape (n, n), or (n, m) from n inputs to m outputs
     inner_epsilon : float
-        :math:`\varepsilon' > 0`; the matrix is :math:`\varepsilon'`-mDP.
-    weights : array of shape (n,), optional
-        Positive weights Y (default 1).
+        :math:`\varepsilon' > 0`; the matrix is :math:`\varepsilon'`-mDP (for (n, m)
+        distances: when they meet the cross triangle inequality, module docstring).
+    weights : array of shape (m,), optional
+        Positive weights Y of the outputs (default 1).
 
     Returns
     -------
-    ndarray of shape (n, n)
+    ndarray of shape (n, m)
         Row-stochastic.
 
     Examples
@@ -114,28 +131,46 @@ def exponential_matrix(
     """
     inner_epsilon = check_epsilon(inner_epsilon, "inner_epsilon")
     d = np.asarray(distances, dtype=np.float64)
-    if d.ndim != 2 or d.shape[0] != d.shape[1]:
-        raise ValidationError(f"distances must be a square matrix, got shape {d.shape}")
+    if d.ndim != 2 or 0 in d.shape:
+        raise ValidationError(f"distances must be a non-empty 2-d matrix, got shape {d.shape}")
     logits = -0.5 * inner_epsilon * d
     if weights is not None:
-        logits = logits + np.log(_check_weights(weights, d.shape[0]))[None, :]
+        logits = logits + np.log(_check_weights(weights, d.shape[1]))[None, :]
     logits -= logits.max(axis=1, keepdims=True)
     k = np.exp(logits)
     return k / k.sum(axis=1, keepdims=True)
 
 
+def _check_cross(space: MetricSpace, outputs: OutputSet) -> None:
+    """Refuse cross distances that break |d(u,y) - d(v,y)| <= d(u,v), naming the worst triple."""
+    worst = outputs.triangle_violation(space)
+    if worst.ratio > 1.0 + CROSS_TRIANGLE_RTOL:
+        u, v, y = worst.u, worst.v, worst.y
+        raise ValidationError(
+            f"exponential: the output distances break the triangle inequality with the space's metric: "
+            f"|d({space.labels[u]!r}, {outputs.labels[y]!r}) - d({space.labels[v]!r}, {outputs.labels[y]!r})| = "
+            f"{worst.ratio:.6g} x d({space.labels[u]!r}, {space.labels[v]!r}); the exponential mechanism is "
+            "eps-mDP only when it is at most 1 (give the outputs as points of the space's metric)"
+        )
+
+
 def _build(
-    space: MetricSpace, epsilon: float, weights: NDArray[np.float64] | None, calibrate: bool, name: str
+    space: MetricSpace, epsilon: float, weights: NDArray[np.float64] | None, calibrate: bool, name: str,
+    outputs: OutputSet | None = None,
 ) -> Mechanism:
     space = check_space(space)
     calibrate = check_bool(calibrate, "calibrate")
-    d = space.distances
+    outputs = check_outputs(outputs, space)
+    if outputs is not None:
+        _check_cross(space, outputs)
+    d = space.distances if outputs is None else outputs.distances  # the utility: d(x, y)
+    audit_d = space.distances  # privacy: over the inputs
     params: dict[str, object] = {"calibrated": calibrate}
     if weights is not None:
         params["weights"] = weights.tolist()
     info: dict[str, object] = {}
     if calibrate:
-        cal = largest_passing(lambda p: exponential_matrix(d, p, weights), d, epsilon, epsilon, 2 * epsilon)
+        cal = largest_passing(lambda p: exponential_matrix(d, p, weights), audit_d, epsilon, epsilon, 2 * epsilon)
         matrix, inner = cal.matrix, cal.parameter
         info["calibration"] = {
             "inner_epsilon": inner,
@@ -147,10 +182,12 @@ def _build(
         matrix, inner = exponential_matrix(d, epsilon, weights), epsilon
     params["inner_epsilon"] = inner
     _check_representable(matrix, name, epsilon)
-    return certify(matrix, space, epsilon, name, params, info)
+    return certify(matrix, space, epsilon, name, params, info, outputs=outputs)
 
 
-def exponential(space: MetricSpace, epsilon: float, *, calibrate: bool = False) -> Mechanism:
+def exponential(
+    space: MetricSpace, epsilon: float, *, calibrate: bool = False, outputs: OutputSet | None = None
+) -> Mechanism:
     r"""The exponential mechanism, :math:`M[u,v] \propto e^{-\varepsilon' d(u,v)/2}`.
 
     Imola et al., UAI 2022, Section 3.1. Exactly :math:`\varepsilon`-mDP at
@@ -165,6 +202,9 @@ def exponential(space: MetricSpace, epsilon: float, *, calibrate: bool = False) 
         Use the largest :math:`\varepsilon' \in [\varepsilon, 2\varepsilon]` whose matrix
         passes the exact audit at ``epsilon`` (privacy then rests on the audit, which
         :func:`~metricdp.mechanisms.base.certify` repeats before returning).
+    outputs : OutputSet, optional
+        A separate output set Y (:mod:`metricdp.outputs`): the matrix is (n, m),
+        :math:`M[x, y] \propto e^{-\varepsilon' d(x,y)/2}` (proof in the module docstring).
 
     Returns
     -------
@@ -174,7 +214,8 @@ def exponential(space: MetricSpace, epsilon: float, *, calibrate: bool = False) 
     Raises
     ------
     ValidationError
-        ``epsilon`` not finite and > 0, or so large that probabilities underflow.
+        ``epsilon`` not finite and > 0, or so large that probabilities underflow; output
+        distances that break the cross triangle inequality (the worst triple is named).
 
     Examples
     --------
@@ -184,7 +225,7 @@ def exponential(space: MetricSpace, epsilon: float, *, calibrate: bool = False) 
     ('exponential', 1.0, True)
     """
     epsilon = check_epsilon(epsilon)
-    return _build(space, epsilon, None, calibrate, "exponential")
+    return _build(space, epsilon, None, calibrate, "exponential", outputs)
 
 
 def weighted_exponential(

@@ -13,7 +13,12 @@ and no metricdp installed (written by :meth:`Mechanism.save`), holding
 * ``metadata`` -- a 0-d unicode array of standard JSON with at least ``mechanism``,
   ``epsilon``, ``params``, ``metricdp_version`` (and ``lp`` when an LP was solved);
 * optionally ``points`` -- float64 (n, dim), the coordinates, which true samplers of
-  continuous mechanisms (Madlib) need.
+  continuous mechanisms (Madlib) need;
+* for a mechanism with a separate output set (:mod:`metricdp.outputs`; metadata
+  ``"outputs": {"m": m, ...}``): ``matrix`` is (n, m), ``output_labels`` -- unicode
+  (m,), ``output_distances`` -- float64 (n, m), the distances d(x, y) from every input to
+  every output (what losses use; privacy is over ``distances`` only), and optionally
+  ``output_points`` -- float64 (m, dim), the outputs' coordinates.
 
 What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the file says,
 
@@ -30,7 +35,12 @@ What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the fil
 5. with ``space=`` (``evaluate --space POINTS``), a trusted space the caller supplies: the
    labels must match and the matrix is audited against the trusted distances instead of
    the file's. Use it whenever the file comes from someone else: the stored distances are
-   then not even consulted for privacy.
+   then not even consulted for privacy;
+6. a separate output set: the metadata's ``m``, the labels (unique strings), the cross
+   distances (finite, >= 0, (n, m)) and the matrix's shape agree; the family is one that
+   takes outputs; with a coordinate metric and points stored for inputs and outputs, the
+   cross distances recomputed from them equal the stored ones (cross distances only
+   affect losses, but a file is never trusted for what it claims).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from .._validation import check_epsilon, check_metric, check_probability_vector,
 from ..audit import audit
 from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
 from ..io import NPY_HEADER_ERRORS, check_npy_header
+from ..outputs import OutputSet
 from ..spaces import METRICS, MetricSpace, pairwise_distances
 from . import registry
 from .base import _AUDITED, AUDIT_RTOL, Mechanism
@@ -55,12 +66,14 @@ from .base import _AUDITED, AUDIT_RTOL, Mechanism
 __all__ = ["ClaimError", "load_mechanism"]
 
 _REQUIRED = ("matrix", "distances", "labels", "metadata")
+#: Optional members, the only others read: the inputs' coordinates and a separate output set.
+_OPTIONAL = ("points", "output_labels", "output_distances", "output_points")
 _TRIANGLE_CHECK_MAX_N = 2000
 #: Relative tolerance between stored and recomputed distances: the stored ones were
 #: computed by the same formulas, so they agree to a few ulps; 1e-9 leaves room for a
 #: different BLAS and nothing for a tampered scale.
 _DISTANCE_RTOL = 1e-9
-_RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space")
+_RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space", "outputs")
 
 
 class ClaimError(MechanismFileError, PrivacyViolationError):
@@ -75,7 +88,7 @@ def _check_headers(p: Path, fh: Any) -> None:
         if missing:
             raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
         for info in archive.infolist():
-            if info.filename[:-4] in (*_REQUIRED, "points"):  # the only members read
+            if info.filename[:-4] in (*_REQUIRED, *_OPTIONAL):  # the only members read
                 try:
                     check_allocation(float(info.file_size), f"{p}: member {info.filename} ({info.file_size:,} bytes)")
                 except ValidationError as ex:
@@ -104,7 +117,7 @@ def _read_arrays(p: Path) -> dict[str, np.ndarray]:
                 missing = [k for k in _REQUIRED if k not in z.files]
                 if missing:
                     raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-                return {k: z[k] for k in (*_REQUIRED, "points") if k in z.files}  # nothing else is read
+                return {k: z[k] for k in (*_REQUIRED, *_OPTIONAL) if k in z.files}  # nothing else is read
     except MechanismFileError:
         raise
     except (ValueError, MemoryError) as ex:  # object arrays need pickle; absurd header shapes
@@ -186,6 +199,51 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
     return MetricSpace(d, tuple(str(x) for x in labels), metric, points, cell_value)
 
 
+def _file_outputs(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], space: MetricSpace) -> OutputSet | None:
+    """The file's separate output set, verified (item 6 of the module docstring), or None."""
+    stored = [k for k in _OPTIONAL if k.startswith("output_") and k in arrays]
+    declared = meta.get("outputs")
+    if declared is None:
+        if stored:
+            raise MechanismFileError(f"{p}: stores {', '.join(stored)} but its metadata declares no outputs")
+        return None
+    if not isinstance(declared, dict) or isinstance(declared.get("m"), bool) or not isinstance(declared.get("m"), int):
+        raise MechanismFileError(f"{p}: metadata 'outputs' must be an object with an integer 'm'")
+    missing = [k for k in ("output_labels", "output_distances") if k not in arrays]
+    if missing:
+        raise MechanismFileError(f"{p}: metadata declares outputs but the file lacks {', '.join(missing)}")
+    m = int(declared["m"])
+    labels = arrays["output_labels"]
+    if labels.ndim != 1 or labels.dtype.kind != "U" or len(labels) != m or m < 1:
+        raise MechanismFileError(f"{p}: output_labels must be a 1-d string array of the declared m = {m} labels, "
+                                 f"got shape {labels.shape} dtype {labels.dtype}")
+    cross = _float_array(p, arrays, "output_distances", (space.n, m))
+    points = None
+    if "output_points" in arrays:
+        dim = None if space.points is None else space.points.shape[1]
+        points = _float_array(p, arrays, "output_points", (m, dim))
+        if not np.all(np.isfinite(points)):
+            raise MechanismFileError(f"{p}: output_points are not all finite")
+    metric = str(declared.get("metric", "precomputed"))
+    if metric not in (*METRICS, "precomputed"):
+        raise MechanismFileError(f"{p}: metadata 'outputs' names an unknown metric {metric!r}")
+    try:
+        outputs = OutputSet(tuple(str(x) for x in labels), cross, points, metric)
+    except ValidationError as ex:
+        raise MechanismFileError(f"{p}: {ex}") from None
+    if points is not None and space.points is not None and space.metric in METRICS:
+        recomputed = pairwise_distances(space.points, points, space.metric)
+        bad = np.abs(recomputed - cross) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(cross))
+        if bad.any():
+            u, y = (int(x) for x in np.argwhere(bad)[0])
+            raise ClaimError(
+                f"{p}: stored output distance d({space.labels[u]!r}, {outputs.labels[y]!r}) = {float(cross[u, y])!r} "
+                f"differs from the {float(recomputed[u, y])!r} the points give under the {space.metric} metric; "
+                "refusing the file"
+            )
+    return outputs
+
+
 def _check_estimated_params(p: Path, family: registry.Family, params: dict[str, Any], space: MetricSpace) -> None:
     """An estimated family's stored parameters validated as the builder validates its inputs."""
     try:
@@ -231,15 +289,18 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
             raise ClaimError(f"{p}: its labels differ from the trusted space's (first at position {diff})")
         file_space = space
     n = file_space.n
-    matrix = _float_array(p, arrays, "matrix", (n, n))
+    outputs = _file_outputs(p, arrays, meta, file_space)
+    matrix = _float_array(p, arrays, "matrix", (n, n if outputs is None else outputs.m))
     if isinstance(meta["epsilon"], bool) or not isinstance(meta["epsilon"], int | float):
         raise MechanismFileError(f"{p}: epsilon must be a JSON number, got {meta['epsilon']!r}")
     try:
-        matrix = check_stochastic(matrix, name="matrix")
+        matrix = check_stochastic(matrix, name="matrix", square=outputs is None)
         epsilon = check_epsilon(meta["epsilon"], "epsilon")
     except ValidationError as ex:
         raise MechanismFileError(f"{p}: {ex}") from None
     name = meta["mechanism"]
+    if outputs is not None and not registry.supports_outputs(name):
+        raise MechanismFileError(f"{p}: declares a separate output set, which {name!r} mechanisms never have")
     family = registry.FAMILIES.get(name)
     exact = True if family is None else family.exact
     if "exact" in meta and meta["exact"] is not exact:
@@ -259,7 +320,8 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
             )
         token = _AUDITED
     try:
-        return Mechanism(matrix, file_space, epsilon, name, meta["params"], info, exact=exact, _token=token)
+        return Mechanism(matrix, file_space, epsilon, name, meta["params"], info, exact=exact, outputs=outputs,
+                         _token=token)
     except PrivacyViolationError as ex:
         raise ClaimError(f"{p}: claims epsilon={epsilon!r}, which does not hold: {ex}") from None
     except ValidationError as ex:

@@ -40,6 +40,7 @@ from .._validation import check_epsilon, check_number
 from ..errors import ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..outputs import OutputSet
     from ..pointspace import PointSpace
     from ..spaces import MetricSpace
     from ..text.base import TextMechanism
@@ -47,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "FAMILIES", "SAMPLER_FAMILIES", "Family", "Param", "SamplerFamily", "build", "get", "get_sampler", "names",
-    "sampler_names",
+    "sampler_names", "supports_outputs",
 ]
 
 Kind = Literal["bool", "int", "float", "choice", "vector", "floats", "matrix", "rng"]
@@ -146,6 +147,8 @@ class Family:
     privacy level: ``"required"`` (the second positional argument) or ``"or-ldp"`` (k-RR:
     exactly one of ``epsilon`` and its LDP parameter). ``calibration`` names the keyword
     that :func:`metricdp.calibration.calibrate_expected_distance` varies (None: epsilon).
+    ``outputs`` says whether the builder takes a separate output set
+    (``outputs=`` an :class:`~metricdp.outputs.OutputSet`: a rectangular mechanism).
     """
 
     name: str
@@ -158,6 +161,7 @@ class Family:
     lp: bool = False
     calibration: str | None = None
     sampler_params: tuple[str, ...] = ()
+    outputs: bool = False
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -214,14 +218,27 @@ class Family:
             raise ValidationError(f"{self.name}: parameters lack 'epsilon'")
         return check_epsilon(params["epsilon"], f"{self.name} parameter 'epsilon'")
 
-    def build(self, space: MetricSpace, epsilon: float | None = None, **params: Any) -> Mechanism:
+    def build(
+        self, space: MetricSpace, epsilon: float | None = None, *, outputs: OutputSet | None = None, **params: Any
+    ) -> Mechanism:
         """Build on ``space`` at ``epsilon`` with validated ``params``.
+
+        ``outputs`` (a separate output set) is passed on to families that support one
+        (``Family.outputs``); any other family refuses it with a ValidationError.
 
         Before building, the dense arrays of a non-LP family (the matrix, the audit's and
         the sampler's n x n temporaries: about 6 of them) are checked against the memory
         limit (:mod:`metricdp._resources`); LP families size their own models.
         """
         kwargs = self.check_params(params)
+        if outputs is not None:
+            if not self.outputs:
+                takes = ", ".join(f.name for f in FAMILIES.values() if f.outputs)
+                raise ValidationError(
+                    f"{self.name} has no separate output set (its outputs are the space's points); "
+                    f"families that take outputs: {takes}"
+                )
+            kwargs["outputs"] = outputs
         n = getattr(space, "n", None)
         if isinstance(n, int) and not self.lp:
             check_allocation(6 * 8.0 * n * n, f"{self.name} on {n:,} points (6 dense {n:,} x {n:,} arrays)")
@@ -248,7 +265,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             "exponential", f"{_M}.exponential:exponential",
             "Exponential mechanism, Pr ~ exp(-eps d / 2) (McSherry-Talwar 2007; Chatzikokolakis et al. 2013)",
-            (_CALIBRATE,),
+            (_CALIBRATE,), outputs=True,
         ),
         Family(
             "weighted-exponential", f"{_M}.exponential:weighted_exponential",
@@ -283,7 +300,7 @@ FAMILIES: dict[str, Family] = {
              _TIME_LIMIT,
              Param("formulation", "choice", "fast", "constraint generation, the full LP, or interior point",
                    choices=("fast", "full", "ipm"))),
-            lp=True,
+            lp=True, outputs=True,
         ),
         Family(
             "spanner", f"{_M}.lp.spanner:spanner",
@@ -423,6 +440,23 @@ def get(name: str) -> Family:
     return FAMILIES[name]
 
 
-def build(name: str, space: MetricSpace, epsilon: float | None = None, **params: Any) -> Mechanism:
-    """Build family ``name`` on ``space`` at ``epsilon`` (see :meth:`Family.build`)."""
-    return get(name).build(space, epsilon, **params)
+def build(
+    name: str, space: MetricSpace, epsilon: float | None = None, *, outputs: OutputSet | None = None, **params: Any
+) -> Mechanism:
+    """Build family ``name`` on ``space`` at ``epsilon`` (see :meth:`Family.build`).
+
+    ``outputs``: a separate output set, for the families with ``Family.outputs``
+    (exponential, optimal); any other family refuses it.
+    """
+    return get(name).build(space, epsilon, outputs=outputs, **params)
+
+
+def supports_outputs(name: str) -> bool:
+    """Whether mechanisms named ``name`` may have a separate output set.
+
+    True for the families that build one (``Family.outputs``) and for names that are no
+    family's (``custom`` matrices of :meth:`~metricdp.mechanisms.base.Mechanism.from_matrix`,
+    remapped mechanisms ``<name>+remap``): their matrices are audited like any other.
+    """
+    family = FAMILIES.get(name)
+    return family is None or family.outputs

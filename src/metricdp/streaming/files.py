@@ -212,10 +212,11 @@ def _privatize_csv(
     import io
 
     labels = list(mechanism.labels)
-    n = len(labels)
+    outs = list(getattr(mechanism, "output_labels", labels))  # a separate output set releases its own labels
+    n_out = len(outs)
     value_set = pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
     lookup = {x.encode("utf-8"): i for i, x in enumerate(labels)}
-    table, table_off = _label_table(labels)
+    table, table_off = _label_table(outs)
     where = str(src)
     unknown = _Unknown()
     rows = 0
@@ -275,7 +276,7 @@ def _privatize_csv(
                 fh.write(pending[: recs.end])  # blank lines only
             elif unknown.rows == 0:
                 released = release(idx)
-                choice = released + n * quoted
+                choice = released + n_out * quoted
                 fh.write(csvsplit.splice(buf, recs.end, recs.fs, recs.fe, table, table_off, choice).data)
                 rows += len(idx)
                 tick(rows)
@@ -312,8 +313,9 @@ def _privatize_parquet(
     field = schema.field(j)
     labels = list(mechanism.labels)
     value_set = pa.array(labels, type=pa.string())
+    outs = pa.array(list(getattr(mechanism, "output_labels", labels)), type=pa.string())
     try:
-        out_values = value_set.cast(field.type)
+        out_values = outs.cast(field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
         raise ValidationError(
             f"{where}: column {column!r} has type {field.type}; the mechanism's labels cannot be written as it ({ex})"

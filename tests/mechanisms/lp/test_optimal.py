@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 
 import numpy as np
 import pytest
@@ -273,3 +274,132 @@ def test_within_1e8_of_the_exact_optimum_and_of_the_budget(seed: int, eps: float
     eta = m.info["lp"]["eta"]
     assert eta == pytest.approx(1e-9 / (eps * s.d_min))
     assert eps * (1 - eta) * (1 - 1e-12) <= audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)
+
+
+# ----------------------------------------------------------------------------- a separate output set
+def naive_rect_lp(d, cross, eps, *, prior=None):
+    """OPTMech's LP with outputs Y != X, dense (one row per (u, v, y)), by scipy's linprog.
+
+    Variables vec(M) (n x m, row-major) then k; privacy over the inputs for every output.
+    """
+    n, m = cross.shape
+    worst = prior is None
+    nv = n * m + worst
+    rows = []
+    for u in range(n):
+        for v in range(n):
+            if u == v:
+                continue
+            for y in range(m):
+                row = np.zeros(nv)
+                row[u * m + y] = 1.0
+                row[v * m + y] = -np.exp(eps * d[u, v])
+                rows.append(row)
+    b = [0.0] * len(rows)
+    if worst:
+        for u in range(n):
+            row = np.zeros(nv)
+            row[u * m : (u + 1) * m] = cross[u]
+            row[-1] = -1.0
+            rows.append(row)
+            b.append(0.0)
+    a_eq = np.zeros((n, nv))
+    for u in range(n):
+        a_eq[u, u * m : (u + 1) * m] = 1.0
+    c = np.zeros(nv)
+    if worst:
+        c[-1] = 1.0
+    else:
+        c[: n * m] = (np.asarray(prior)[:, None] * cross).ravel()
+    res = scipy.optimize.linprog(
+        c, A_ub=np.array(rows), b_ub=b, A_eq=a_eq, b_eq=np.ones(n), bounds=(0, None), method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
+    assert res.status == 0, res.message
+    return res.fun
+
+
+def test_outputs_two_inputs_three_outputs_by_hand():
+    # X = {0, 1}, Y = {0, 1/2, 1}, eps = log 3. By symmetry (the LP is convex) an optimum is
+    # M(0) = (p, q, r), M(1) = (r, q, p), loss q/2 + r, privacy p <= 3 r. With p = 3r and
+    # q = 1 - 4r the loss is 1/2 - r, least at r = 1/4 (q = 0): loss 1/4 for both inputs,
+    # so the worst and the expected (uniform prior) optimum are both 1/4.
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[0.0], [1.0]], ["a", "b"])
+    ys = OutputSet.from_points(space, [[0.0], [0.5], [1.0]], ["lo", "mid", "hi"])
+    for objective in ("worst", "expected"):
+        m = optimal(space, math.log(3), outputs=ys, objective=objective)
+        assert m.matrix.shape == (2, 3) and m.output_labels == ("lo", "mid", "hi")
+        assert m.info["lp"]["objective"] == pytest.approx(0.25, rel=1e-8)
+        assert m.worst_case_loss() == pytest.approx(0.25, rel=1e-6)
+        assert m.info["lp"]["privacy_rows_full"] == 2 * 1 * 3
+        assert_private(m)
+    # one output only: everything goes there, loss 1/2
+    mid = optimal(space, 1.0, outputs=OutputSet.from_points(space, [[0.5]]))
+    np.testing.assert_allclose(mid.matrix, [[1.0], [1.0]])
+    assert mid.worst_case_loss() == pytest.approx(0.5)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(2, 7), k=st.integers(1, 6), eps=st.floats(0.3, 3.0), seed=st.integers(0, 2**32 - 1),
+       objective=st.sampled_from(["worst", "expected"]))
+def test_outputs_fast_equals_full_and_the_naive_lp(n, k, eps, seed, objective):
+    from metricdp.outputs import OutputSet
+
+    g = np.random.default_rng(seed)
+    space = MetricSpace.from_points(g.normal(size=(n, 2)))
+    ys = OutputSet.from_points(space, g.normal(size=(k, 2)))
+    prior = None if objective == "worst" else g.dirichlet(np.ones(n))
+    fast = optimal(space, eps, outputs=ys, objective=objective, prior=prior)
+    full = optimal(space, eps, outputs=ys, objective=objective, prior=prior, formulation="full")
+    ipm = optimal(space, eps, outputs=ys, objective=objective, prior=prior, formulation="ipm")
+    want = naive_rect_lp(space.distances, ys.distances, lp_eps(fast), prior=prior)
+    assert fast.info["lp"]["objective"] == pytest.approx(full.info["lp"]["objective"], rel=1e-9, abs=1e-12)
+    assert fast.info["lp"]["objective"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert ipm.info["lp"]["objective"] == pytest.approx(want, rel=1e-6, abs=1e-9)
+    for m in (fast, full, ipm):
+        assert m.matrix.shape == (n, k)
+        assert_private(m)
+
+
+def test_outputs_equal_to_the_inputs_give_the_square_build():
+    from metricdp.outputs import OutputSet
+
+    space = random_space(3, 9)
+    same = OutputSet.from_points(space, np.asarray(space.points), space.labels)
+    for objective in ("worst", "expected"):
+        square = optimal(space, 0.8, objective=objective)
+        rect = optimal(space, 0.8, objective=objective, outputs=same)
+        np.testing.assert_allclose(rect.matrix, square.matrix, rtol=0, atol=1e-12)
+        assert rect.info["lp"]["objective"] == pytest.approx(square.info["lp"]["objective"], rel=1e-12)
+
+
+def test_outputs_loss_matrix_shape_and_prior():
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.grid(2, 2)
+    ys = OutputSet.from_points(space, [[0.5, 0.5], [3.0, 3.0]])
+    with pytest.raises(ValidationError, match=r"loss_matrix must have shape \(4, 2\)"):
+        optimal(space, 1.0, outputs=ys, loss_matrix=np.ones((4, 4)))
+    m = optimal(space, 1.0, outputs=ys, loss_matrix=np.array([[0.0, 1.0]] * 4))
+    assert m.worst_case_loss() == pytest.approx(np.sqrt(0.5), rel=1e-6)  # all mass on the centre
+
+
+def test_outputs_fall_back_to_the_full_lp_on_numerical_trouble(monkeypatch):
+    from metricdp.errors import SolverNumericalError
+    from metricdp.mechanisms.lp import core
+    from metricdp.outputs import OutputSet
+
+    def broken(*args, **kwargs):
+        raise SolverNumericalError("simulated", status="numerical/other")
+
+    space = MetricSpace.grid(2, 3)
+    ys = OutputSet.from_points(space, [[0.5, 0.5], [0.5, 1.5]])
+    want = optimal(space, 1.0, outputs=ys, formulation="full")
+    monkeypatch.setattr(core, "_solve_fast", broken)
+    got = optimal(space, 1.0, outputs=ys)
+    assert got.info["lp"]["formulation"] == "full" and "numerical/other" in got.info["lp"]["fallback"]
+    np.testing.assert_array_equal(got.matrix, want.matrix)
+    with pytest.raises(SolverNumericalError):  # square builds keep their behaviour: the error
+        optimal(space, 1.0)

@@ -113,7 +113,7 @@ def test_subnormal_is_refused():
     ("p", "d", "eta", "match"),
     [
         (np.eye(2), np.zeros((3, 3)), 0.1, "shape"),
-        (np.ones((2, 3)), np.zeros((2, 3)), 0.1, "square"),
+        (np.ones((2, 3)), np.zeros((2, 3)), 0.1, "shape"),  # (n, m) matrices are fine; d must be (n, n)
         (np.array([[np.nan, 1.0], [1.0, 0.0]]), np.ones((2, 2)) - np.eye(2), 0.1, "finite"),
         (np.zeros((2, 2)), np.ones((2, 2)) - np.eye(2), 0.1, "all zero"),
         (np.eye(2), np.ones((2, 2)) - np.eye(2), 0.0, "eta"),

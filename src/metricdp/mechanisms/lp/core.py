@@ -126,10 +126,12 @@ def implied_pairs(distances: NDArray[np.float64], level: float) -> NDArray[np.bo
 class MechanismLP:
     r"""The mechanism LP of OPTMech and SpannerMech: objective and fixed rows in x = (vec(X)[, k]).
 
-    The matrix is :math:`M[u,w] = K[u,w]\, X[w,w] + X[u,w]` for u != w and
-    :math:`M[w,w] = X[w,w]`, with ``kernel`` K (unit diagonal) and :math:`X \ge 0`:
-    K = I is the plain formulation (X = M); :math:`K[u,w] = e^{-\ell\, \delta(u,w)}`
-    is the *substituted* one (:func:`_solve_fast`).
+    The matrix is :math:`M[u,w] = K[u,w]\, X[a(w),w] + X[u,w]` for u != a(w) and
+    :math:`M[a(w),w] = X[a(w),w]`, with ``kernel`` K (:math:`K[a(w), w] = 1`) and
+    :math:`X \ge 0`, X of shape (n, m) for n inputs and m outputs. ``anchor`` a(w) is an
+    input per output (default: a(w) = w, the square case, where K has a unit diagonal).
+    K[u, w] = [u = a(w)] is the plain formulation (X = M); :math:`K[u,w] = e^{-\ell\,
+    \delta(u,a(w))}` is the *substituted* one (:func:`_solve_fast`).
     """
 
     n: int
@@ -138,6 +140,17 @@ class MechanismLP:
     base: sp.csr_matrix
     lower: NDArray[np.float64]
     upper: NDArray[np.float64]
+    anchor: NDArray[np.intp] | None = None
+
+    @property
+    def m(self) -> int:
+        """Number of outputs (columns of M)."""
+        return int(self.kernel.shape[1])
+
+    @property
+    def anchors(self) -> NDArray[np.intp]:
+        """a(w) for every output w (the identity when square)."""
+        return np.arange(self.n) if self.anchor is None else self.anchor
 
     @property
     def nvar(self) -> int:
@@ -145,11 +158,12 @@ class MechanismLP:
 
     def matrix(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """M from a solution x."""
-        n = self.n
-        xm = np.asarray(x)[: n * n].reshape(n, n)
-        diag = np.diag(xm).copy()
+        n, k = self.n, self.m
+        xm = np.asarray(x)[: n * k].reshape(n, k)
+        at = (self.anchors, np.arange(k))
+        diag = xm[at].copy()
         m = self.kernel * diag[None, :] + xm
-        m[np.arange(n), np.arange(n)] = diag
+        m[at] = diag
         return m
 
 
@@ -162,28 +176,34 @@ def _coo_rows(
 
 
 def _base_model(
-    loss: NDArray[np.float64], prior: NDArray[np.float64] | None, kernel: NDArray[np.float64] | None = None
+    loss: NDArray[np.float64], prior: NDArray[np.float64] | None, kernel: NDArray[np.float64] | None = None,
+    anchor: NDArray[np.intp] | None = None,
 ) -> MechanismLP:
     r"""Row sums :math:`\sum_w M[u,w] = 1` and, for the worst case, loss rows
     :math:`\sum_w L[u,w] M[u,w] - k \le 0` (Imola et al., LP (1)); objective ``k``, or
     :math:`\sum_u \pi_u \sum_w L[u,w] M[u,w]` for a prior (Bordenabe et al., Sec. 4);
-    written in the variables of :class:`MechanismLP` (built in one shot, 2n - 1 entries a row).
+    written in the variables of :class:`MechanismLP` (built in one shot, 2m - 1 entries a row).
+    ``loss`` is (n, m); ``anchor`` a(w) per output (None: the square a(w) = w).
     """
-    n = loss.shape[0]
-    k = np.eye(n) if kernel is None else kernel
+    n, nout = loss.shape
+    a = np.arange(n) if anchor is None else anchor
+    if kernel is None:  # the plain formulation: K[u, w] = [u = a(w)]
+        k = np.eye(n) if anchor is None else (np.arange(n)[:, None] == a[None, :]).astype(np.float64)
+    else:
+        k = kernel
     worst = prior is None
-    nvar = n * n + (1 if worst else 0)
-    u, w = np.divmod(np.arange(n * n), n)
-    off = u != w
-    # M[u,w] = K[u,w] X[w,w] + X[u,w]: entries at X[w,w] (all w) and X[u,w] (w != u)
+    nvar = n * nout + (1 if worst else 0)
+    u, w = np.divmod(np.arange(n * nout), nout)
+    off = u != a[w]
+    # M[u,w] = K[u,w] X[a(w),w] + X[u,w]: entries at X[a(w),w] (all u) and X[u,w] (u != a(w))
     rows = np.r_[u, u[off]]
-    cols = np.r_[w * n + w, (u * n + w)[off]]
+    cols = np.r_[a[w] * nout + w, (u * nout + w)[off]]
     coef = np.r_[k[u, w], np.ones(int(off.sum()))]
     lcoef = coef * np.r_[loss[u, w], loss[u, w][off]]
     if prior is None:  # worst case
         base = _coo_rows(
             np.r_[rows, n + rows, n + np.arange(n)],
-            np.r_[cols, cols, np.full(n, n * n)],
+            np.r_[cols, cols, np.full(n, n * nout)],
             np.r_[coef, lcoef, -np.ones(n)],
             (2 * n, nvar),
         )
@@ -195,23 +215,24 @@ def _base_model(
         base = _coo_rows(rows, cols, coef, (n, nvar))
         lower = upper = np.ones(n)
         c = np.bincount(cols, weights=lcoef * prior[rows], minlength=nvar).astype(np.float64)
-    return MechanismLP(n, k, c, base, lower, upper)
+    return MechanismLP(n, k, c, base, lower, upper, anchor)
 
 
 def _privacy_rows(u: NDArray, v: NDArray, w: NDArray, factor: NDArray, model: MechanismLP) -> sp.csr_matrix:
     r"""Rows :math:`M[u,w] - f[u,v] M[v,w] \le 0` for the triples (u, v, w), in one shot.
 
     In the variables of :class:`MechanismLP`: coefficient :math:`K[u,w] - f[u,v] K[v,w]` on
-    X[w,w], 1 on X[u,w] (u != w) and :math:`-f[u,v]` on X[v,w] (v != w).
+    X[a(w),w], 1 on X[u,w] (u != a(w)) and :math:`-f[u,v]` on X[v,w] (v != a(w)).
     """
-    n, t = model.n, len(u)
+    n, t = model.m, len(u)  # n: the row length of X (outputs)
     k = model.kernel
     idx = np.arange(t)
     fu = factor[u, v]
-    mu, mv = u != w, v != w
+    aw = model.anchors[w]
+    mu, mv = u != aw, v != aw
     return _coo_rows(
         np.r_[idx, idx[mu], idx[mv]],
-        np.r_[w * n + w, (u * n + w)[mu], (v * n + w)[mv]],
+        np.r_[aw * n + w, (u * n + w)[mu], (v * n + w)[mv]],
         np.r_[k[u, w] - fu * k[v, w], np.ones(int(mu.sum())), -fu[mv]],
         (t, model.nvar),
     )
@@ -226,7 +247,7 @@ def _violated(
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """(pair index, w) of every violated row of the allowed ordered pairs (pu, pv) not yet in
     the model, scanned in blocks of pairs (vectorised; only allowed pairs are touched)."""
-    n = p.shape[0]
+    n = p.shape[1]
     block = max(1, _BLOCK // n)
     found_k: list[NDArray[np.intp]] = []
     found_w: list[NDArray[np.intp]] = []
@@ -291,7 +312,7 @@ def _solve_full(
     model: MechanismLP, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: Deadline, what: str
 ) -> RawSolution:
     """The plain LP (``model.kernel`` = I) with every allowed privacy row, in one solve."""
-    u, v, w = _triples(allowed, model.n)
+    u, v, w = _triples(allowed, model.m)
     a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
     lower = np.r_[model.lower, np.full(len(u), -np.inf)]
     upper = np.r_[model.upper, np.zeros(len(u))]
@@ -316,8 +337,8 @@ def _solve_ipm(
     Same LP as :func:`_solve_fast` at convergence: all rows are present from the start,
     and the rows (w, v, w), which the substitution turns into bounds, are left out.
     """
-    u, v, w = _triples(allowed, model.n)
-    keep = u != w
+    u, v, w = _triples(allowed, model.m)
+    keep = u != model.anchors[w]
     u, v, w = u[keep], v[keep], w[keep]
     a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
     lower = np.r_[model.lower, np.full(len(u), -np.inf)]
@@ -350,6 +371,18 @@ def _solve_fast(
     the optima measured, about 80 % of the binding ones) are now bounds, which cost the
     simplex nothing.
 
+    **A separate output set** (outputs w of Y, not points of the space; the model's
+    ``anchor``): each output w has an anchor input a(w) (OPTMech: the input nearest to
+    w), and :math:`M[u,w] = K[u,w] X[a(w),w] + X[u,w]` (u != a(w)), :math:`M[a(w),w] =
+    X[a(w),w]`, with :math:`K[u,w] = e^{-\ell d(u, a(w))}`. The same argument holds:
+    X -> M is a bijection between :math:`X \ge 0` and the M >= 0 with
+    :math:`M[u,w] \ge e^{-\ell d(u,a(w))} M[a(w),w]` for all u (invert by
+    :math:`X[a(w),w] = M[a(w),w]`, :math:`X[u,w] = M[u,w] - K[u,w] M[a(w),w]`), and that
+    inequality *is* the privacy row :math:`M[a(w),w] \le e^{\ell d(a(w),u)} M[u,w]` of the
+    ordered input pair (a(w), u) at output w, a row of the LP (privacy over the inputs, for
+    every output). So the substituted LP has the same feasible set and optimum; the rows
+    (a(w), v, w) become bounds. The square case is a(w) = w.
+
     **Constraint generation.** Start with no privacy rows; solve; scan all allowed
     triples (vectorised, blocked) and add every row violated by more than
     :data:`VIOLATION_TOL`; re-solve warm-started (dual simplex from the previous basis,
@@ -360,7 +393,6 @@ def _solve_fast(
     ``progress`` is called after every round with the rows added so far, the LP
     objective and the time left.
     """
-    n = model.n
     lp = LPModel(options=LP_OPTIONS)
     empty = sp.csr_matrix((0, model.nvar))
     a = sp.vstack([model.base, empty], format="csr")
@@ -368,8 +400,8 @@ def _solve_fast(
     x = require_optimal(result, what)
     lp.set_options(WARM_OPTIONS)
     pu, pv = np.nonzero(allowed)
-    in_model = np.zeros((len(pu), n), dtype=bool)  # (allowed pair, w)
-    in_model[np.arange(len(pu)), pu] = True  # rows (w, v, w): bounds after the substitution
+    # (allowed pair, w); rows (a(w), v, w) are bounds after the substitution
+    in_model = pu[:, None] == model.anchors[None, :]
     rounds, rows, seconds, its = 1, 0, result.seconds, result.iterations
     while True:
         report(
@@ -407,12 +439,15 @@ def solve_raw(
     what: str,
     graph_distances: NDArray[np.float64] | None = None,
     progress: Progress | None = None,
+    anchor: NDArray[np.intp] | None = None,
 ) -> RawSolution:
     r"""The unrepaired LP solution with privacy rows at :math:`\text{level}\,(1-\eta)`.
 
     ``formulation``: ``full`` (:func:`_solve_full`), ``fast`` (:func:`_solve_fast`) or
     ``ipm`` (:func:`_solve_ipm`). ``graph_distances`` (SpannerMech): the distances whose
     kernel the ``fast`` and ``ipm`` formulations substitute (default: the metric itself).
+    ``anchor`` (a separate output set: ``loss`` is (n, m)): the input a(w) of each output
+    that the substitution pivots on (:func:`_solve_fast`); None: square, a(w) = w.
 
     **Capped factors.** Every exponent :math:`\lambda d` is capped at :data:`LOG_CAP`:
     row (u, v) reads :math:`M[u,w] \le e^{\min(\lambda d(u,v),\, C)} M[v,w]` and the
@@ -435,11 +470,13 @@ def solve_raw(
     lam = level * (1.0 - eta)
     factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
     if formulation == "full":
-        return _solve_full(_base_model(loss, prior), factor, allowed, deadline, what)
+        return _solve_full(_base_model(loss, prior, None, anchor), factor, allowed, deadline, what)
     kernel = np.exp(-np.minimum(lam * (space.distances if graph_distances is None else graph_distances), LOG_CAP))
+    if anchor is not None:
+        kernel = kernel[:, anchor]  # K[u, w] = e^{-lam d(u, a(w))}
     if formulation == "ipm":
-        return _solve_ipm(_base_model(loss, prior, kernel), factor, allowed, deadline, what)
-    return _solve_fast(_base_model(loss, prior, kernel), factor, allowed, deadline, what, progress)
+        return _solve_ipm(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what)
+    return _solve_fast(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what, progress)
 
 
 def solve_and_repair(
@@ -457,6 +494,7 @@ def solve_and_repair(
     graph_distances: NDArray[np.float64] | None = None,
     progress: Progress | None = None,
     policy: RetryPolicy = OPTMECH,
+    anchor: NDArray[np.intp] | None = None,
 ) -> LPSolution:
     r"""Solve the LP at :math:`\varepsilon(1-\eta)` and :func:`~.repair.repair` it at eps.
 
@@ -467,6 +505,7 @@ def solve_and_repair(
     a larger :math:`\eta` (``policy``, default :data:`.retry.OPTMECH`); the repair never returns a matrix it
     has not proven :math:`\varepsilon`-mDP. ``time_limit`` (a
     :class:`~.deadline.Deadline`, or seconds from now) covers all solves together.
+    ``anchor``: a separate output set (``loss`` (n, m); :func:`solve_raw`).
     """
     deadline = Deadline.of(time_limit)
     first = choose_eta(epsilon, space.d_min, policy) if eta is None else eta
@@ -484,6 +523,7 @@ def solve_and_repair(
             what=what,
             graph_distances=graph_distances,
             progress=progress,
+            anchor=anchor,
         )
         matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations)

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._progress import Progress
+from ..._progress import Progress, report
 from ..._validation import check_epsilon, check_probability_vector
-from ...errors import ValidationError
+from ...errors import SolverNumericalError, ValidationError
+from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
-from .core import implied_pairs, lp_info, solve_and_repair
+from .core import LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
 __all__ = ["optimal"]
@@ -30,15 +31,18 @@ _OBJECTIVES = ("worst", "expected")
 _FORMULATIONS = ("fast", "full", "ipm")
 
 
-def _check_loss_matrix(loss_matrix: ArrayLike | None, space: MetricSpace) -> NDArray[np.float64]:
+def _check_loss_matrix(
+    loss_matrix: ArrayLike | None, space: MetricSpace, outputs: OutputSet | None = None
+) -> NDArray[np.float64]:
     if loss_matrix is None:
-        return np.asarray(space.distances, dtype=np.float64)
+        return np.asarray(space.distances if outputs is None else outputs.distances, dtype=np.float64)
     loss = np.asarray(loss_matrix)
     if loss.dtype == object or not np.issubdtype(loss.dtype, np.number):
         raise ValidationError(f"loss_matrix must be a numeric matrix, got dtype {loss.dtype}")
     loss = loss.astype(np.float64)
-    if loss.shape != (space.n, space.n):
-        raise ValidationError(f"loss_matrix must have shape ({space.n}, {space.n}), got {loss.shape}")
+    m = space.n if outputs is None else outputs.m
+    if loss.shape != (space.n, m):
+        raise ValidationError(f"loss_matrix must have shape ({space.n}, {m}), got {loss.shape}")
     bad = np.argwhere(~np.isfinite(loss) | (loss < 0))
     if bad.size:
         i, j = bad[0]
@@ -56,6 +60,7 @@ def optimal(
     time_limit: float | None = None,
     formulation: str = "fast",
     progress: Progress | None = None,
+    outputs: OutputSet | None = None,
 ) -> Mechanism:
     r"""OPTMech: the eps-mDP mechanism of least worst-case (or expected) loss.
 
@@ -110,6 +115,16 @@ def optimal(
     progress : callable, optional
         ``progress(round, None, message)`` after every constraint-generation round
         (rows, LP objective, time left); see :mod:`metricdp._progress`.
+    outputs : OutputSet, optional
+        A separate output set Y (:mod:`metricdp.outputs`; the LP of Bordenabe et al.,
+        Sec. 4, and the survey's eq. 5 allow any finite Y): M is (n, m), the privacy rows
+        are :math:`M[u,y] \le e^{\varepsilon' d(u,v)} M[v,y]` for inputs u != v and every
+        output y, and L defaults to the cross distances ``outputs.distances``. The ``fast``
+        and ``ipm`` formulations pivot each output on its nearest input a(y) (proof:
+        ``core._solve_fast``); the repair and the audit are over the inputs, unchanged.
+        No triangle inequality between X and Y is needed. When HiGHS reports numerical
+        trouble on the ``fast`` or ``ipm`` LP, the full LP (same optimum) is solved instead
+        within the same deadline, and ``info["lp"]["fallback"]`` says so.
 
     Returns
     -------
@@ -152,31 +167,51 @@ def optimal(
     if formulation not in _FORMULATIONS:
         raise ValidationError(f"formulation must be one of {list(_FORMULATIONS)}, got {formulation!r}")
     n = space.n
-    loss = _check_loss_matrix(loss_matrix, space)
+    outputs = check_outputs(outputs, space)
+    loss = _check_loss_matrix(loss_matrix, space, outputs)
+    anchor = None if outputs is None else outputs.nearest_inputs()
+    m = n if outputs is None else outputs.m
     pi: NDArray[np.float64] | None = None
     if objective == "expected":
         pi = np.full(n, 1.0 / n) if prior is None else check_probability_vector(prior, n, name="prior")
     elif prior is not None:
         raise ValidationError('prior is only used with objective="expected"')
-    allowed = ~np.eye(n, dtype=bool)
-    if formulation != "full":  # the reference keeps every row
-        allowed &= ~implied_pairs(space.distances, epsilon)
-    solved = solve_and_repair(
-        space,
-        epsilon,
-        epsilon,
-        allowed,
-        loss,
-        pi,
-        formulation=formulation,
-        time_limit=deadline,
-        what="optimal",
-        progress=progress,
-    )
+    def solve(formulation: str) -> LPSolution:
+        allowed = ~np.eye(n, dtype=bool)
+        if formulation != "full":  # the reference keeps every row
+            allowed &= ~implied_pairs(space.distances, epsilon)
+        return solve_and_repair(
+            space,
+            epsilon,
+            epsilon,
+            allowed,
+            loss,
+            pi,
+            formulation=formulation,
+            time_limit=deadline,
+            what="optimal",
+            progress=progress,
+            anchor=anchor,
+        )
+
+    fallback = None
+    try:
+        solved = solve(formulation)
+    except SolverNumericalError as ex:
+        if outputs is None or formulation == "full":
+            raise
+        # A separate output set: HiGHS's dual simplex hit numerical trouble on the substituted
+        # LP (measured: the worst-case objective on Paris cells with a coarse lat/lon grid at
+        # eps >= 2 per km, where one far input sets the optimum and the LP is very degenerate);
+        # the full LP has the same optimum (proof: core._solve_fast) and solved every such case.
+        fallback = f"{formulation} formulation: {ex.status}; solved with the full formulation"
+        report(progress, 0, None, f"optimal: {fallback}")
+        formulation = "full"
+        solved = solve(formulation)
     h = solved.matrix
     losses = np.einsum("uv,uv->u", h, loss)
     info: dict[str, Any] = {
-        "lp": lp_info(solved, formulation, n * n * (n - 1)),
+        "lp": {**lp_info(solved, formulation, n * (n - 1) * m), **({"fallback": fallback} if fallback else {})},
         "loss": {"worst": float(losses.max()), "expected": float(losses @ pi) if pi is not None else None},
     }
     if pi is not None:
@@ -186,5 +221,5 @@ def optimal(
         "formulation": formulation,
         "loss_matrix": "given" if loss_matrix is not None else "metric",
     }
-    return certify(h, space, epsilon, "optimal", params, info)
+    return certify(h, space, epsilon, "optimal", params, info, outputs=outputs)
 

@@ -121,12 +121,17 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
     (relative change about :math:`\eta` times the elasticity of the loss in eps), plus
     the lift of (b), which is of the order of the solver tolerance.
 
+    The proof works column by column over the inputs and never reads a distance to an
+    output, so it holds verbatim for an (n, m) matrix of a separate output set
+    (:mod:`metricdp.outputs`): rows are the n inputs with their metric d, columns any m
+    outputs.
+
     Parameters
     ----------
-    matrix : array of shape (n, n)
+    matrix : array of shape (n, n) or (n, m)
         The LP solution (rows approximately stochastic, possibly tiny negatives).
     distances : array of shape (n, n)
-        A metric (validated by the space that produced it).
+        The inputs' metric (validated by the space that produced it).
     epsilon : float
         The privacy level the result must meet exactly.
     eta : float in (0, 1)
@@ -134,7 +139,7 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
 
     Returns
     -------
-    ndarray of shape (n, n)
+    ndarray of the matrix's shape
         Row-stochastic and exactly ``epsilon``-mDP (proof above).
 
     Raises
@@ -157,10 +162,10 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
     """
     p = np.array(matrix, dtype=np.float64)
     d = np.asarray(distances, dtype=np.float64)
-    if p.ndim != 2 or p.shape[0] != p.shape[1]:
-        raise ValidationError(f"matrix must be square, got shape {p.shape}")
-    if d.shape != p.shape:
-        raise ValidationError(f"distances has shape {d.shape} but matrix has shape {p.shape}")
+    if p.ndim != 2 or 0 in p.shape:
+        raise ValidationError(f"matrix must be a non-empty 2-d array, got shape {p.shape}")
+    if d.shape != (p.shape[0], p.shape[0]):
+        raise ValidationError(f"distances has shape {d.shape} but matrix has {p.shape[0]} rows (inputs)")
     if not np.all(np.isfinite(p)):
         i, j = np.argwhere(~np.isfinite(p))[0]
         raise ValidationError(f"matrix is not finite at ({i}, {j}): {p[i, j]}")
