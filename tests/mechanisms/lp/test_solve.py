@@ -79,6 +79,24 @@ def test_time_limit_maps_to_status_1():
     assert info.value.status == "limit"
 
 
+def test_time_limit_of_a_resolve_counts_from_now():
+    """HiGHS's clock is cumulative over the runs of one instance: every run gets its own
+    seconds on top of the time already run (before the fix, a re-solve stopped at once
+    once the earlier runs had used its limit)."""
+    g = np.random.default_rng(0)
+    a = sp.random(3000, 3000, density=0.01, random_state=1, format="csr")
+    h = new_highs()
+    first = solve_lp(g.random(3000), a, 1.0, np.inf, 0.0, np.inf, time_limit=0.05, highs=h)
+    assert first.status == 1
+    ran = h.getRunTime()
+    assert ran >= 0.05
+    h.clearSolver()  # a cold restart, so the re-solve needs its time
+    second = resolve(h, time_limit=0.05)
+    assert second.status == 1
+    assert second.seconds >= 0.04  # it ran, rather than stopping on the earlier runs' clock
+    assert h.getOptionValue("time_limit")[1] == pytest.approx(ran + 0.05, abs=1e-6)
+
+
 def test_time_limit_on_a_mechanism_is_a_solver_error():
     with pytest.raises(SolverError) as info:
         optimal(random_space(0, 25), 0.5, time_limit=1e-6)
