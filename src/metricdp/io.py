@@ -261,7 +261,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
             raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
         order[row[0]] = k
         try:
-            values[k] = [float(x) for x in row[1:]]
+            values[k] = [_decimal(x) for x in row[1:]]
         except ValueError:
             raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
     missing = [lab for lab in space.labels if lab not in order]
@@ -294,18 +294,31 @@ def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         raise ValidationError(f"{path}: not UTF-8 text (invalid byte 0x{raw[at]:02x} at byte offset {at})") from None
     with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError(f"{path}: empty file (no header row)")
-        rows, lines = [], []
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ValidationError(f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}")
-            rows.append(row)
-            lines.append(reader.line_num)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise ValidationError(f"{path}: empty file (no header row)")
+            rows, lines = [], []
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise ValidationError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
+                    )
+                rows.append(row)
+                lines.append(reader.line_num)
+        except csv.Error as ex:  # a field over csv.field_size_limit(), a NUL byte
+            raise ValidationError(f"{path}: line {reader.line_num} is not valid CSV ({ex})") from None
     return header, rows, lines
+
+
+def _decimal(text: str) -> float:
+    """``float(text)`` of a plain ASCII number: Python's float() also reads ``1_000`` and
+    non-ASCII digits (``'\\u0661'`` is 1.0), which a data file never means (a ValueError)."""
+    if "_" in text or not text.isascii():
+        raise ValueError(f"not a plain decimal number: {text!r}")
+    return float(text)
 
 
 def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -313,7 +326,7 @@ def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     coords = []
     for row, line_no in zip(rows, lines, strict=True):
         try:
-            coords.append([float(x) for x in row[1:]])
+            coords.append([_decimal(x) for x in row[1:]])
         except ValueError:
             raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
     if not rows:
