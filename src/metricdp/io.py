@@ -17,7 +17,7 @@ import stat
 import tempfile
 import threading
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +31,7 @@ from .spaces import METRICS, MetricSpace
 
 __all__ = [
     "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
-    "read_output_points", "read_points",
+    "read_output_points", "read_point_columns", "read_points",
 ]
 
 
@@ -213,11 +213,33 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         raise ValidationError(f"{p}: {ex}") from None
 
 
-def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
+def read_point_columns(path: str | PathLike[str]) -> list[str] | None:
+    """The coordinate columns (after ``label``, stripped, lower case) of a ``.csv`` / ``.parquet``
+    POINTS file already read by :func:`read_points`; None for a ``.npy`` distance matrix."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            header = next(csv.reader(fh), [])
+    elif suffix in (".parquet", ".pq"):
+        from ._optional import import_optional
+
+        header = list(import_optional("pyarrow.parquet", extra="parquet").read_schema(p).names)
+    else:
+        return None
+    return [h.strip().lower() for h in header[1:]]
+
+
+def read_output_points(
+    path: str | PathLike[str], space: MetricSpace, *, columns: Sequence[str] | None = None
+) -> OutputSet:
     """A separate output set from a POINTS file (``.csv`` / ``.parquet``, as :func:`read_points`),
     measured with ``space``'s own metric (the space must have coordinates).
 
-    ``build --outputs POINTS``: a coarse release grid, points of interest.
+    ``build --outputs POINTS``: a coarse release grid, points of interest. ``columns``, the
+    space's coordinate columns (:func:`read_point_columns`), when given must equal the
+    file's: outputs in ``lat,lon`` are not measured as the ``x,y`` of a Euclidean space,
+    nor ``y,x`` as ``x,y``.
     """
     p = Path(path)
     if space.points is None or space.metric not in METRICS:
@@ -235,6 +257,9 @@ def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputS
         raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
     if space.metric == "haversine" and cols != ["lat", "lon"]:
         raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
+    if columns is not None and cols != [c.strip().lower() for c in columns]:
+        raise ValidationError(f"--outputs {p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
+                              f"has {','.join(columns)}: outputs must be points of the same coordinates and metric")
     try:
         return OutputSet.from_points(space, coords, labels)
     except ValidationError as ex:
