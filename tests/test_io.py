@@ -467,3 +467,20 @@ def test_csv_numbers_are_plain_decimal(tmp_path, value):
         read_points(q)
     with pytest.raises(ValidationError, match="line 2 has a non-numeric coordinate"):
         read_output_points(q, _SPACE3)
+
+
+def test_parquet_coordinates_must_be_numeric_columns(tmp_path):
+    """A string column was converted by float(): '1_0' read as 10.0, '\\u0661' as 1.0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from metricdp.io import read_output_points
+
+    pq.write_table(pa.table({"label": ["a", "b"], "x": ["0", "1_0"]}), tmp_path / "s.parquet")
+    with pytest.raises(ValidationError, match=r"s\.parquet: coordinate column 'x' has type string"):
+        read_points(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"label": ["p"], "x": ["0"], "y": [1.0]}), tmp_path / "o.parquet")
+    with pytest.raises(ValidationError, match="coordinate column 'x' has type string"):
+        read_output_points(tmp_path / "o.parquet", _SPACE3)
+    pq.write_table(pa.table({"label": ["a", "b"], "x": pa.array([0, 3], pa.int32())}), tmp_path / "i.parquet")
+    assert read_points(tmp_path / "i.parquet").distances[0, 1] == 3.0  # integers are numbers

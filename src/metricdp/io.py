@@ -369,6 +369,11 @@ def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
         raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
     header = table.column_names
     labels = [str(x) for x in table.column(0).to_pylist()]
+    pa = import_optional("pyarrow", extra="parquet")
+    for c in header[1:]:  # numbers only: numpy would run float() on strings ('1_0' is 10.0)
+        kind = table.schema.field(c).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
+            raise ValidationError(f"{p}: coordinate column {c!r} has type {kind}; coordinates must be numbers")
     try:
         coords = np.column_stack([np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in header[1:]])
     except (ValueError, TypeError) as ex:
