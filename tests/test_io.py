@@ -484,3 +484,13 @@ def test_parquet_coordinates_must_be_numeric_columns(tmp_path):
         read_output_points(tmp_path / "o.parquet", _SPACE3)
     pq.write_table(pa.table({"label": ["a", "b"], "x": pa.array([0, 3], pa.int32())}), tmp_path / "i.parquet")
     assert read_points(tmp_path / "i.parquet").distances[0, 1] == 3.0  # integers are numbers
+
+
+def test_parquet_null_labels_are_refused(tmp_path):
+    """A null label was read as the string 'None' (str(None))."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"label": ["a", None], "x": [0.0, 1.0]}), tmp_path / "n.parquet")
+    with pytest.raises(ValidationError, match=r"n\.parquet: the label of row 1 is null"):
+        read_points(tmp_path / "n.parquet")

@@ -368,7 +368,10 @@ def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     except Exception as ex:  # pyarrow raises several unrelated types for bad files
         raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
     header = table.column_names
-    labels = [str(x) for x in table.column(0).to_pylist()]
+    raw = table.column(0).to_pylist()
+    if None in raw:
+        raise ValidationError(f"{p}: the label of row {raw.index(None)} is null; every point needs a label")
+    labels = [str(x) for x in raw]
     pa = import_optional("pyarrow", extra="parquet")
     for c in header[1:]:  # numbers only: numpy would run float() on strings ('1_0' is 10.0)
         kind = table.schema.field(c).type
