@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp import ValidationError
@@ -441,3 +441,34 @@ def test_rectangular_hand_computed():
     r = audit(m, D2)
     assert r.epsilon == pytest.approx(math.log(6) / 2, rel=1e-14) and r.witness == (0, 1, 2)
     assert audit(np.array([[1.0], [1.0]]), D2).epsilon == 0.0  # one output: nothing to distinguish
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 5), k=st.sampled_from([1, 2, 40, 300]), seed=st.integers(0, 2**32 - 1),
+       kind=st.sampled_from(["plain", "spread", "subnormal", "dead column", "near one"]),
+       normalize=st.booleans())
+def test_rectangular_audit_on_adversarial_matrices(n, k, seed, kind, normalize):
+    """m = 1, m >> n, subnormal entries, all-zero columns, ratios within ulps of 1, with and without
+    normalisation, against a brute force over every triple (the row sums taken exactly)."""
+    from fractions import Fraction
+
+    g = np.random.default_rng(seed)
+    x = g.normal(size=(n, 2))
+    d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    m = {"plain": lambda: g.random((n, k)) + 1e-3,
+         "spread": lambda: np.exp(-740 * g.random((n, k))),
+         "subnormal": lambda: np.where(g.random((n, k)) < 0.5, 5e-324, 1e-320) * (1 + np.arange(k)),
+         "dead column": lambda: np.where(np.arange(k) % 3 == 1, 0.0, g.random((n, k)) + 0.1),
+         "near one": lambda: np.ones((n, k)) * (1 + 1e-15 * g.integers(0, 4, (n, k)))}[kind]()
+    logs = np.log(np.where(m > 0, m, 1.0))
+    if normalize:
+        logs -= np.array([math.log(sum(Fraction(float(v)) for v in row)) for row in m])[:, None]
+    off = ~np.eye(n, dtype=bool)
+    live = (m > 0).all(axis=0)
+    gaps = (logs[:, None, live] - logs[None, :, live]).max(axis=2) if live.any() else np.zeros((n, n))
+    want = max(0.0, float((gaps[off] / d[off]).max()))
+    got = audit(m, d, normalize=normalize)
+    # the brute force's own rounding: a few ulps of |log m| (<= 745), over the smallest distance
+    assert got.epsilon == pytest.approx(want, rel=1e-9, abs=1e-12 * 745 / d[off].min())
+    if got.witness is not None:
+        assert got.witness[2] < k and live[got.witness[2]]

@@ -215,6 +215,31 @@ def test_expected_emd_is_seeded_and_orders_mechanisms() -> None:
         expected_emd(sharp, data, repetitions=2, rng=2, method="magic")
 
 
+@pytest.mark.parametrize("m", [2, 12])
+def test_expected_emd_with_a_separate_output_set(m: int) -> None:
+    """Reports are output indices in 0..m-1: m > n was a raw numpy reshape error (and rows of the
+    repetitions were mixed), m < n a counts-shape error."""
+    import warnings
+
+    from metricdp.errors import PrivacyLeakWarning
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points(np.random.default_rng(0).random((5, 2)))
+    outs = OutputSet.from_points(space, np.random.default_rng(1).random((m, 2)))
+    mech = exponential(space, 1.0, outputs=outs)
+    data = np.array([0, 1, 2, 3, 4, 0, 0])
+    got = expected_emd(mech, data, repetitions=3, rng=7)
+    # the same pipeline by hand: one batch of draws, per-repetition counts over the m outputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        reports = mech.sample(np.tile(data, 3), np.random.default_rng(7))
+    truth = np.bincount(data, minlength=5) / data.size
+    for r in range(3):
+        counts = np.bincount(reports[r * data.size : (r + 1) * data.size], minlength=m).astype(np.float64)
+        assert got.values[r] == pytest.approx(emd(ibu(counts, mech.matrix).estimate, truth, space.distances), abs=1e-9)
+
+
 def test_counts_from_indices() -> None:
     np.testing.assert_array_equal(counts_from_indices(np.array([0, 2, 2]), 4), [1, 0, 2, 0])
     with pytest.raises(ValidationError, match=r"report index 4 is outside 0\.\.3"):

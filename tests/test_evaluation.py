@@ -22,3 +22,11 @@ def test_rectangular_evaluation():
     assert out["epsilon_audit"] <= 1.0
     square = evaluate_mechanism(exponential(space, 1.0))
     assert "outputs" not in square and "lower_bound" in square
+
+
+def test_rectangular_progress_names_the_matrix_shape():
+    space = MetricSpace.grid(3, 3)
+    mech = exponential(space, 1.0, outputs=OutputSet.from_points(space, [[0.5, 0.5], [1.5, 1.5]]))
+    seen: list[str] = []
+    evaluate_mechanism(mech, progress=lambda done, total, message: seen.append(message))
+    assert "auditing 9 x 2 matrix" in seen

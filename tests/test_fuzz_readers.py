@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from metricdp.audit import audit
 from metricdp.errors import ValidationError
-from metricdp.io import read_points
+from metricdp.io import read_output_distances, read_output_points, read_points
 from metricdp.mechanisms import build
 from metricdp.mechanisms.base import AUDIT_RTOL
 from metricdp.mechanisms.file import load_mechanism
@@ -145,6 +145,48 @@ def test_points_reader_survives_hostile_csv(tmp_path_factory, edits, cut, extra)
     d = np.asarray(space.distances)
     assert np.all(np.isfinite(d)) and np.all(d == d.T) and np.all(np.diag(d) == 0)
     assert np.all(d[~np.eye(space.n, dtype=bool)] > 0)
+
+
+CROSS_CSV = b"label,p,q\na,0.5,2.5\nb,0.6,1.5\nc,1.5,2.5\nd,2.6,0.5\n"
+OUTPUT_POINTS_CSV = b"label,x,y\np,0.5,0\nq,2,1\n"
+
+
+def _accept_outputs(outputs: OutputSet) -> None:
+    """A read output set is well formed for SPACE: (n, m) finite non-negative distances, unique labels."""
+    d = np.asarray(outputs.distances)
+    assert d.shape == (SPACE.n, outputs.m) and outputs.m >= 1
+    assert np.all(np.isfinite(d)) and np.all(d >= 0)
+    assert len(set(outputs.labels)) == outputs.m
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 255)), max_size=6),
+       cut=st.none() | st.integers(0, len(CROSS_CSV)),
+       extra=st.binary(max_size=40) | st.sampled_from([b"e,1,1\n", b"a,1,1\n", b"nan,1", b"\n,,\n", b"\x00",
+                                                        b"1" * 140_000, b'"' + b"1" * 140_000]))
+def test_output_distances_reader_survives_hostile_csv(tmp_path_factory, edits, cut, extra) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "cross.csv"
+    path.write_bytes(_mutate(CROSS_CSV, edits, cut) + extra)
+    try:
+        outputs = read_output_distances(path, SPACE)
+    except ValidationError:
+        return
+    _accept_outputs(outputs)
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 255)), max_size=6),
+       cut=st.none() | st.integers(0, len(OUTPUT_POINTS_CSV)),
+       extra=st.binary(max_size=40) | st.sampled_from([b"r,1e308,1e308\n", b"p,1,1\n", b"r,1_0,1\n"]))
+def test_output_points_reader_survives_hostile_csv(tmp_path_factory, edits, cut, extra) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "outs.csv"
+    path.write_bytes(_mutate(OUTPUT_POINTS_CSV, edits, cut) + extra)
+    try:
+        outputs = read_output_points(path, SPACE)
+    except ValidationError:
+        return
+    _accept_outputs(outputs)
+    assert outputs.triangle_violation(SPACE).ratio <= 1.0 + 1e-9  # one metric: the cross triangle holds
 
 
 @FUZZ

@@ -429,3 +429,68 @@ def test_atomic_write_leaves_an_ignored_signal_ignored(tmp_path):
     finally:
         signal.signal(signal.SIGTERM, old)
     assert (tmp_path / "a.txt").read_text() == "x"
+
+
+# ----------------------------------------------------------------- hostile CSV content (review)
+_SPACE3 = MetricSpace.from_points([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]], ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("reader", ["points", "output_points", "output_distances"])
+def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader):
+    """csv.Error (a field over csv.field_size_limit, 131,072 characters) was a traceback."""
+    from metricdp.io import read_output_distances, read_output_points
+
+    p = tmp_path / "a.csv"
+    huge = "1" * 200_000
+    if reader == "output_distances":
+        p.write_text(f"label,p\na,{huge}\nb,1\nc,1\n")
+        call = lambda: read_output_distances(p, _SPACE3)  # noqa: E731
+    else:
+        p.write_text(f"label,x,y\na,0,{huge}\nb,0,1\n")
+        call = (lambda: read_points(p)) if reader == "points" else (lambda: read_output_points(p, _SPACE3))
+    with pytest.raises(ValidationError, match=r"a\.csv.*line 2"):
+        call()
+
+
+@pytest.mark.parametrize("value", ["0_5", "1_000", "\u0661", "\uff11", "0x1p0"])
+def test_csv_numbers_are_plain_decimal(tmp_path, value):
+    """Python's float() reads '0_5' as 5.0 and Unicode digits as numbers: a silently different value."""
+    from metricdp.io import read_output_distances, read_output_points
+
+    p = tmp_path / "d.csv"
+    p.write_text(f"label,p\na,{value}\nb,1\nc,1.5\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="line 2 has a non-numeric distance"):
+        read_output_distances(p, _SPACE3)
+    q = tmp_path / "p.csv"
+    q.write_text(f"label,x,y\na,0,{value}\nb,0,3\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="line 2 has a non-numeric coordinate"):
+        read_points(q)
+    with pytest.raises(ValidationError, match="line 2 has a non-numeric coordinate"):
+        read_output_points(q, _SPACE3)
+
+
+def test_parquet_coordinates_must_be_numeric_columns(tmp_path):
+    """A string column was converted by float(): '1_0' read as 10.0, '\\u0661' as 1.0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from metricdp.io import read_output_points
+
+    pq.write_table(pa.table({"label": ["a", "b"], "x": ["0", "1_0"]}), tmp_path / "s.parquet")
+    with pytest.raises(ValidationError, match=r"s\.parquet: coordinate column 'x' has type string"):
+        read_points(tmp_path / "s.parquet")
+    pq.write_table(pa.table({"label": ["p"], "x": ["0"], "y": [1.0]}), tmp_path / "o.parquet")
+    with pytest.raises(ValidationError, match="coordinate column 'x' has type string"):
+        read_output_points(tmp_path / "o.parquet", _SPACE3)
+    pq.write_table(pa.table({"label": ["a", "b"], "x": pa.array([0, 3], pa.int32())}), tmp_path / "i.parquet")
+    assert read_points(tmp_path / "i.parquet").distances[0, 1] == 3.0  # integers are numbers
+
+
+def test_parquet_null_labels_are_refused(tmp_path):
+    """A null label was read as the string 'None' (str(None))."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"label": ["a", None], "x": [0.0, 1.0]}), tmp_path / "n.parquet")
+    with pytest.raises(ValidationError, match=r"n\.parquet: the label of row 1 is null"):
+        read_points(tmp_path / "n.parquet")

@@ -94,3 +94,21 @@ def test_cross_triangle_agrees_with_brute_force(n, m, seed, noise):
     assert abs(cross[got.u, got.y] - cross[got.v, got.y]) / space.distances[got.u, got.v] == pytest.approx(want)
     if not noise:
         assert got.ratio <= 1.0 + 1e-9
+
+
+def test_check_outputs_refuses_an_output_set_measured_on_another_space():
+    """An OutputSet from points remembers its coordinates: one built on another space of the same size
+    (another scale, other points, another metric) was accepted, and losses used the wrong distances."""
+    x = MetricSpace.from_points([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    y = OutputSet.from_points(x, [[0.5, 0.5], [3.0, 3.0]])
+    assert check_outputs(y, x) is y
+    assert check_outputs(y, MetricSpace.from_points(np.asarray(x.points) + 0.0)) is y  # the same points: fine
+    scaled = MetricSpace.from_points(np.asarray(x.points) * 10.0)
+    with pytest.raises(ValidationError, match=r"another space.*output distance d\('1', 'y0'\)"):
+        check_outputs(y, scaled)
+    manhattan = MetricSpace.from_points(x.points, metric="manhattan")
+    with pytest.raises(ValidationError, match=r"euclidean.*manhattan"):
+        check_outputs(y, manhattan)
+    # given distances carry no coordinates: nothing to compare (the cross triangle check is the builders')
+    z = OutputSet.from_distances(x, y.distances)
+    assert check_outputs(z, scaled) is z

@@ -403,12 +403,12 @@ def expected_emd(
         raise ValidationError(f"data must be a non-empty 1-d array of indices, got {x.dtype} {x.shape}")
     repetitions = check_int(repetitions, "repetitions", minimum=1)
     source = check_rng(rng)
-    n = mechanism.n
+    n, k = mechanism.n, mechanism.m  # k outputs: n, or m for a separate output set
     truth = counts_from_indices(x, n)
     truth /= truth.sum()
     reports = np.asarray(mechanism.sample(np.tile(x, repetitions), source))
     row = np.repeat(np.arange(repetitions), x.size)
-    counts = np.bincount(row * n + reports, minlength=repetitions * n).reshape(repetitions, n).astype(np.float64)
+    counts = np.bincount(row * k + reports, minlength=repetitions * k).reshape(repetitions, k).astype(np.float64)
     estimates = np.atleast_2d(_estimate(counts, mechanism.matrix, method, tol, max_iter))
     values = np.array([emd(e, truth, mechanism.distances) for e in estimates])
     stderr = float(values.std(ddof=1) / math.sqrt(repetitions)) if repetitions > 1 else float("nan")

@@ -78,7 +78,7 @@ def evaluate_mechanism(
     if not mechanism.square:
         out["outputs"] = mechanism.m
     if mechanism.exact:
-        report(progress, 0, 3, f"auditing {n} x {n} matrix")
+        report(progress, 0, 3, f"auditing {n} x {mechanism.m} matrix")
         out["epsilon_audit"] = mechanism.audit().epsilon
         report(progress, 1, 3, f"epsilon_tight at delta={delta:g}")
         out["epsilon_tight"] = mechanism.epsilon_tight(delta)

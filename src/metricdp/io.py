@@ -17,7 +17,7 @@ import stat
 import tempfile
 import threading
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +31,7 @@ from .spaces import METRICS, MetricSpace
 
 __all__ = [
     "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
-    "read_output_points", "read_points",
+    "read_output_points", "read_point_columns", "read_points",
 ]
 
 
@@ -213,11 +213,33 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         raise ValidationError(f"{p}: {ex}") from None
 
 
-def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
+def read_point_columns(path: str | PathLike[str]) -> list[str] | None:
+    """The coordinate columns (after ``label``, stripped, lower case) of a ``.csv`` / ``.parquet``
+    POINTS file already read by :func:`read_points`; None for a ``.npy`` distance matrix."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            header = next(csv.reader(fh), [])
+    elif suffix in (".parquet", ".pq"):
+        from ._optional import import_optional
+
+        header = list(import_optional("pyarrow.parquet", extra="parquet").read_schema(p).names)
+    else:
+        return None
+    return [h.strip().lower() for h in header[1:]]
+
+
+def read_output_points(
+    path: str | PathLike[str], space: MetricSpace, *, columns: Sequence[str] | None = None
+) -> OutputSet:
     """A separate output set from a POINTS file (``.csv`` / ``.parquet``, as :func:`read_points`),
     measured with ``space``'s own metric (the space must have coordinates).
 
-    ``build --outputs POINTS``: a coarse release grid, points of interest.
+    ``build --outputs POINTS``: a coarse release grid, points of interest. ``columns``, the
+    space's coordinate columns (:func:`read_point_columns`), when given must equal the
+    file's: outputs in ``lat,lon`` are not measured as the ``x,y`` of a Euclidean space,
+    nor ``y,x`` as ``x,y``.
     """
     p = Path(path)
     if space.points is None or space.metric not in METRICS:
@@ -235,6 +257,9 @@ def read_output_points(path: str | PathLike[str], space: MetricSpace) -> OutputS
         raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
     if space.metric == "haversine" and cols != ["lat", "lon"]:
         raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
+    if columns is not None and cols != [c.strip().lower() for c in columns]:
+        raise ValidationError(f"--outputs {p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
+                              f"has {','.join(columns)}: outputs must be points of the same coordinates and metric")
     try:
         return OutputSet.from_points(space, coords, labels)
     except ValidationError as ex:
@@ -261,7 +286,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
             raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
         order[row[0]] = k
         try:
-            values[k] = [float(x) for x in row[1:]]
+            values[k] = [_decimal(x) for x in row[1:]]
         except ValueError:
             raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
     missing = [lab for lab in space.labels if lab not in order]
@@ -294,18 +319,31 @@ def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         raise ValidationError(f"{path}: not UTF-8 text (invalid byte 0x{raw[at]:02x} at byte offset {at})") from None
     with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError(f"{path}: empty file (no header row)")
-        rows, lines = [], []
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ValidationError(f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}")
-            rows.append(row)
-            lines.append(reader.line_num)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise ValidationError(f"{path}: empty file (no header row)")
+            rows, lines = [], []
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise ValidationError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
+                    )
+                rows.append(row)
+                lines.append(reader.line_num)
+        except csv.Error as ex:  # a field over csv.field_size_limit(), a NUL byte
+            raise ValidationError(f"{path}: line {reader.line_num} is not valid CSV ({ex})") from None
     return header, rows, lines
+
+
+def _decimal(text: str) -> float:
+    """``float(text)`` of a plain ASCII number: Python's float() also reads ``1_000`` and
+    non-ASCII digits (``'\\u0661'`` is 1.0), which a data file never means (a ValueError)."""
+    if "_" in text or not text.isascii():
+        raise ValueError(f"not a plain decimal number: {text!r}")
+    return float(text)
 
 
 def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -313,7 +351,7 @@ def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     coords = []
     for row, line_no in zip(rows, lines, strict=True):
         try:
-            coords.append([float(x) for x in row[1:]])
+            coords.append([_decimal(x) for x in row[1:]])
         except ValueError:
             raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
     if not rows:
@@ -330,7 +368,15 @@ def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     except Exception as ex:  # pyarrow raises several unrelated types for bad files
         raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
     header = table.column_names
-    labels = [str(x) for x in table.column(0).to_pylist()]
+    raw = table.column(0).to_pylist()
+    if None in raw:
+        raise ValidationError(f"{p}: the label of row {raw.index(None)} is null; every point needs a label")
+    labels = [str(x) for x in raw]
+    pa = import_optional("pyarrow", extra="parquet")
+    for c in header[1:]:  # numbers only: numpy would run float() on strings ('1_0' is 10.0)
+        kind = table.schema.field(c).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
+            raise ValidationError(f"{p}: coordinate column {c!r} has type {kind}; coordinates must be numbers")
     try:
         coords = np.column_stack([np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in header[1:]])
     except (ValueError, TypeError) as ex:

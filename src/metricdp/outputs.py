@@ -158,6 +158,9 @@ class OutputSet:
     points: NDArray[np.float64] | None = None
     metric: str = "precomputed"
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
+    #: (metric, input points) the cross distances were measured from (:meth:`from_points`), which
+    #: :func:`check_outputs` compares with the space it is used on; None for given distances.
+    _source: tuple[str, NDArray[np.float64]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         labels = _labels(self.labels, len(self.labels))
@@ -219,7 +222,9 @@ class OutputSet:
             raise ValidationError(f"output point {j} is not a (lat, lon) in degrees: {y[j].tolist()}")
         labs = _labels(labels, y.shape[0])
         cross = pairwise_distances(space.points, y, space.metric)
-        return cls(labs, _readonly(np.ascontiguousarray(cross)), _readonly(y), space.metric)
+        out = cls(labs, _readonly(np.ascontiguousarray(cross)), _readonly(y), space.metric)
+        object.__setattr__(out, "_source", (space.metric, space.points))
+        return out
 
     @classmethod
     def from_distances(
@@ -280,4 +285,19 @@ def check_outputs(outputs: object, space: MetricSpace, name: str = "outputs") ->
         raise ValidationError(f"{name} must be an OutputSet (metricdp.outputs) or None, got {type(outputs).__name__}")
     if outputs.n != space.n:
         raise ValidationError(f"{name} have distances to {outputs.n} inputs, but the space has {space.n} points")
+    if outputs._source is not None:  # measured from points: they must be this space's (O(n dim), no distances)
+        metric, points = outputs._source
+        if space.metric != metric:
+            raise ValidationError(f"{name} were measured with the {metric} metric, but the space's is {space.metric}")
+        if space.points is None or space.points.shape != points.shape or not np.array_equal(space.points, points):
+            differ = np.ones(space.n, dtype=bool) if space.points is None or space.points.shape != points.shape \
+                else (space.points != points).any(axis=1)
+            u = int(np.argmax(differ))
+            here = "no coordinates" if space.points is None else float(
+                pairwise_distances(space.points[u : u + 1], outputs.points[:1], metric)[0, 0])  # type: ignore[index]
+            raise ValidationError(
+                f"{name} were measured from another space's points: output distance "
+                f"d({space.labels[u]!r}, {outputs.labels[0]!r}) is {float(outputs.distances[u, 0])!r}, this space "
+                f"gives {here!r}; build the outputs on this space (OutputSet.from_points(space, ...))"
+            )
     return outputs

@@ -406,11 +406,15 @@ def test_build_with_output_distances(points, tmp_path):
         (["-m", "optimal", "--outputs", "{ys}", "--output-distances", "{cross}"], ["one of --outputs"]),
         (["-m", "optimal", "--output-distances", "{bad}"], ["lacks input(s) ['d']"]),
         (["-m", "exponential", "--output-distances", "{cross}"], ["triangle inequality"]),
-        (["-m", "optimal", "--outputs", "{ys3d}"], ["shape (m, 2)"]),
+        (["-m", "optimal", "--outputs", "{ys3d}"], ["columns", "x,y,z"]),
+        # another metric / other axes than the space's POINTS (label,x,y): refused, not measured as x, y
+        (["-m", "exponential", "--outputs", "{ysgeo}"], ["columns", "lat,lon", "x,y"]),
+        (["-m", "optimal", "--outputs", "{ysswap}"], ["columns", "y,x", "x,y"]),
     ],
 )
 def test_bad_outputs_are_one_line_errors(points, tmp_path, args, fragments):
     files = {"ys": "label,x,y\np,0,0\n", "ys3d": "label,x,y,z\np,0,0,0\nq,1,1,1\n",
+             "ysgeo": "label,lat,lon\np,48.8,2.3\n", "ysswap": "label,y,x\np,0,1\n",
              "cross": "label,hub\na,0\nb,9\nc,2\nd,3\n", "bad": "label,hub\na,0\nb,1\nc,2\n"}
     for key, text in files.items():
         (tmp_path / f"{key}.csv").write_text(text)

@@ -227,3 +227,18 @@ def test_outputs_for_another_space_are_refused():
     ys = OutputSet.from_distances(space3(), [[0.0], [1.0], [3.0]])
     with pytest.raises(ValidationError, match="distances to 3 inputs"):
         exponential(MetricSpace.grid(1, 2), 1.0, outputs=ys)
+
+
+def test_calibrate_with_outputs_when_rounding_puts_the_textbook_matrix_at_epsilon():
+    """Inputs 1e-3 apart, outputs on a 1e3 grid through them: |d(u,y) - d(v,y)| = d(u,v) for outputs on
+    the line through u and v, and rounding puts the textbook matrix a few 1e-10 over epsilon (within the
+    audit's slack: calibrate=False is certified). calibrate=True refused it ("lower end lo=1.0 does not
+    pass the audit ... choose a smaller lo", a bracket the caller never chose)."""
+    from metricdp.outputs import OutputSet
+
+    space = MetricSpace.from_points([[i * 1e-3, j * 1e-3] for i in range(6) for j in range(6)])
+    ys = OutputSet.from_points(space, [[i * 1e3, j * 1e3] for i in range(-2, 3) for j in range(-2, 3)])
+    plain = exponential(space, 1.0, outputs=ys)
+    cal = exponential(space, 1.0, outputs=ys, calibrate=True)
+    assert cal.params["inner_epsilon"] >= 1.0 and cal.audit().satisfies(1.0)
+    assert cal.worst_case_loss() <= plain.worst_case_loss() * (1 + 1e-12)

@@ -35,6 +35,7 @@ def _tamper(path, **changes) -> None:
         meta["params"][key] = value
     arrays["metadata"] = np.array(json.dumps(meta))
     arrays.update(changes)
+    arrays = {k: v for k, v in arrays.items() if v is not None}  # None: the member removed
     np.savez(path, **arrays)
 
 
@@ -234,6 +235,9 @@ def test_tampered_cross_distances_are_refused(tmp_path) -> None:
         ({"meta": {"outputs": None}}, "declares no outputs"),
         ({"meta": {"outputs": {"m": 3, "metric": "nonsense"}}}, "unknown metric"),
         ({"meta": {"mechanism": "krr"}}, "never have"),
+        # the outputs' metric is a claim like any other: the space's (verified on the points) or precomputed
+        ({"meta": {"outputs": {"m": 3, "metric": "haversine"}}}, "claims the haversine metric.*euclidean"),
+        ({"output_points": None}, "claims the euclidean metric.*no output_points"),
     ],
 )
 def test_hostile_rectangular_files_are_refused(tmp_path, changes, match) -> None:

@@ -22,7 +22,7 @@ import typer
 
 from .._validation import check_epsilon
 from ..errors import ValidationError
-from ..io import read_output_distances, read_output_points, read_points
+from ..io import read_output_distances, read_output_points, read_point_columns, read_points
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
@@ -264,7 +264,7 @@ def register(app: typer.Typer) -> None:
                 space = elastic_metric(space, read_label_values(elastic, space.labels, "--elastic"))
             output_set = None
             if outputs is not None:
-                output_set = read_output_points(outputs, space)
+                output_set = read_output_points(outputs, space, columns=read_point_columns(points))
             elif output_distances is not None:
                 output_set = read_output_distances(output_distances, space)
         with progress(f"building {mechanism.value} on {space.n} points") as bar:

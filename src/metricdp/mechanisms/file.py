@@ -39,8 +39,10 @@ What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the fil
 6. a separate output set: the metadata's ``m``, the labels (unique strings), the cross
    distances (finite, >= 0, (n, m)) and the matrix's shape agree; the family is one that
    takes outputs; with a coordinate metric and points stored for inputs and outputs, the
-   cross distances recomputed from them equal the stored ones (cross distances only
-   affect losses, but a file is never trusted for what it claims).
+   cross distances recomputed from them equal the stored ones, and a coordinate metric
+   claimed for the outputs is the space's and comes with the output points (cross
+   distances only affect losses, but a file is never trusted for what it claims;
+   ``precomputed`` cross distances, given without points, cannot be checked).
 """
 
 from __future__ import annotations
@@ -227,6 +229,15 @@ def _file_outputs(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], 
     metric = str(declared.get("metric", "precomputed"))
     if metric not in (*METRICS, "precomputed"):
         raise MechanismFileError(f"{p}: metadata 'outputs' names an unknown metric {metric!r}")
+    if metric != "precomputed":  # a coordinate metric is a claim: the space's, checked on the output points
+        if space.metric in METRICS and metric != space.metric:
+            raise MechanismFileError(f"{p}: metadata 'outputs' claims the {metric} metric, but the space's is "
+                                     f"{space.metric}")
+        if points is None:
+            raise MechanismFileError(f"{p}: metadata 'outputs' claims the {metric} metric but the file stores no "
+                                     "output_points to check the output distances against")
+        if space.points is None or space.metric not in METRICS:
+            metric = "precomputed"  # a trusted space without coordinates: nothing to check them on
     try:
         outputs = OutputSet(tuple(str(x) for x in labels), cross, points, metric)
     except ValidationError as ex:
