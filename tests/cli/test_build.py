@@ -349,6 +349,20 @@ def test_build_remap_lowers_expected_loss_and_stays_audited(points, tmp_path):
                           "--remap needs --prior FILE")
 
 
+@pytest.mark.parametrize("objective", ["worst", "expected"])
+def test_build_optimal_remap_takes_the_prior(points, tmp_path, objective):
+    """--prior is the remapping's; with --objective expected it is the LP's too (review finding B)."""
+    prior = tmp_path / "prior.csv"
+    prior.write_text("a,0.7\nb,0.1\nc,0.1\nd,0.1\n")
+    out = tmp_path / "m.npz"
+    result = run("build", points, "-m", "optimal", "-e", 0.5, "--objective", objective, "--remap", "--prior", prior,
+                 "-o", out)
+    assert result.exit_code == 0, result.output
+    mech = load_mechanism(out)
+    assert mech.audit().epsilon <= 0.5 * (1 + 1e-9)
+    assert mech.params["objective"] == objective
+
+
 def test_build_on_an_elastic_metric(points, tmp_path):
     weights = tmp_path / "w.csv"
     weights.write_text("a,5\nb,1\nc,1\nd,1\n")

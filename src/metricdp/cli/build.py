@@ -254,7 +254,8 @@ def register(app: typer.Typer) -> None:
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
         family = registry.get(mechanism.value)
-        if remap and not any(p.flag == "--prior" for p in family.params):
+        expected = getattr(objective, "value", objective) == "expected"
+        if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
             space = read_points(points, None if metric is None else metric.value)
