@@ -21,7 +21,7 @@ from ..._validation import check_epsilon, check_probability_vector
 from ...errors import ValidationError
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
-from .core import implied_pairs, lp_info, solve_and_repair
+from .core import TIEBREAK, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
 __all__ = ["optimal"]
@@ -173,6 +173,7 @@ def optimal(
         time_limit=deadline,
         what="optimal",
         progress=progress,
+        tiebreak=TIEBREAK if pi is None else 0.0,
     )
     h = solved.matrix
     losses = np.einsum("uv,uv->u", h, loss)
