@@ -47,3 +47,44 @@ def test_fast_matches_full_across_epsilon(epsilon: float, objective: str) -> Non
     assert a == pytest.approx(b, rel=1e-9, abs=1e-9)
     for mech in (fast, full):
         assert audit(mech.matrix, space.distances).epsilon <= epsilon * (1 + 1e-9)
+
+
+def _raw(space: MetricSpace, eps: float, formulation: str, tiebreak: float = 0.0):  # type: ignore[no-untyped-def]
+    from metricdp.mechanisms.lp.core import solve_raw
+
+    allowed = ~np.eye(space.n, dtype=bool)
+    return solve_raw(space, eps, 0.0, allowed, space.distances, None, formulation=formulation,
+                     time_limit=None, what="t", tiebreak=tiebreak)
+
+
+@pytest.mark.parametrize(("seed", "eps"), [(0, 0.3), (1, 1.0), (2, 3.0)])
+def test_tiebreak_reaches_the_full_optimum_accepted_or_not(
+    monkeypatch: pytest.MonkeyPatch, seed: int, eps: float
+) -> None:
+    """The worst-case tie-break (core._solve_fast): the same optimum as the full LP whether
+    its bound check accepts the tie-broken point or the generation goes on without it."""
+    from metricdp.mechanisms.lp import core
+    from metricdp.mechanisms.lp._solve import LPModel
+
+    space = MetricSpace.from_points(np.random.default_rng(seed).standard_normal((8, 2)))
+    full = _raw(space, eps, "full").result.objective
+    switched: list[int] = []
+    real = LPModel.change_costs
+
+    def spy(self: LPModel, cost: np.ndarray) -> None:
+        switched.append(1)
+        real(self, cost)
+
+    monkeypatch.setattr(LPModel, "change_costs", spy)
+    accepted = _raw(space, eps, "fast", core.TIEBREAK)
+    assert switched == [1]  # the pure objective was restored once, for the bound
+    assert accepted.result.objective == pytest.approx(full, rel=1e-9)
+    # a point above the threshold: the check refuses, the generation goes on to the optimum
+    monkeypatch.setattr(core, "TIEBREAK_GAP", -1.0)
+    refused = _raw(space, eps, "fast", 1000.0)
+    assert refused.result.objective == pytest.approx(full, rel=1e-9)
+    assert len(switched) == 2
+    # the privacy rows hold at the solution (the scan found none violated)
+    m = refused.matrix
+    factor = np.exp(eps * space.distances)
+    assert (m[:, None, :] <= factor[:, :, None] * m[None, :, :] + 1e-9).all()

@@ -270,10 +270,46 @@ def test_within_1e8_of_the_exact_optimum_and_of_the_budget(seed: int, eps: float
     ref = float(np.max(np.einsum("uv,uv->u", p / p.sum(axis=1, keepdims=True), s.distances)))
     m = optimal(s, eps)
     assert abs(m.worst_case_loss() - ref) <= 1e-8 * ref
-    # the budget left unused is the repair's eta, eps * eta * d_min = 1e-9 (retry.OPTMECH)
+    # the budget left unused is the repair's eta, eps * eta * d_min = 1e-10 (retry.OPTMECH)
     eta = m.info["lp"]["eta"]
-    assert eta == pytest.approx(1e-9 / (eps * s.d_min))
+    assert eta == pytest.approx(1e-10 / (eps * s.d_min))
     assert eps * (1 - eta) * (1 - 1e-12) <= audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)
+
+
+def _exact_loss(s: MetricSpace, eps: float, prior: np.ndarray | None) -> float:
+    """The exact optimum at eps: the full LP at eps itself (eta = 0 up to float), normalised."""
+    core = importlib.import_module("metricdp.mechanisms.lp.core")
+    n = s.n
+    raw = core.solve_raw(s, eps, 1e-300, ~np.eye(n, dtype=bool), s.distances, prior,
+                         formulation="full", time_limit=None, what="ref")
+    p = np.maximum(raw.matrix, 0.0)
+    losses = np.einsum("uv,uv->u", p / p.sum(axis=1, keepdims=True), s.distances)
+    return float(losses.max() if prior is None else losses @ prior)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 1.0, 3.0, 10.0])
+@pytest.mark.parametrize(
+    ("space", "objective"),
+    [("random", "worst"), ("random", "expected"), ("grid", "worst"), ("grid", "expected")],
+)
+def test_within_1e9_of_the_exact_optimum_across_eps(space: str, objective: str, eps: float) -> None:
+    # issue 27: "optimal" means the exact LP optimum at eps to 1e-9 relative, audited at eps,
+    # over the privacy range; grids exercise the implied-pair pruning, priors the expected loss
+    from metricdp.audit import audit
+
+    seed = int(eps * 10)
+    s = random_space(seed, 9, dim=2 + seed % 2) if space == "random" else MetricSpace.grid(3, 4)
+    prior = np.random.default_rng(seed).dirichlet(np.full(s.n, 0.5)) if objective == "expected" else None
+    ref = _exact_loss(s, eps, prior)
+    m = optimal(s, eps, objective=objective, prior=prior)
+    got = m.worst_case_loss() if prior is None else m.info["loss"]["expected"]
+    if eps < 10:  # nothing private beats the exact optimum ...
+        assert got >= ref * (1 - 1e-12)
+    # ... but at eps = 10 the plain full LP (entries down to e^-20, rows met to 1e-10) is
+    # the inexact one, 6e-7 to 1.3e-6 below what any private matrix reaches (RESULTS.md,
+    # issue 27); the substituted fast LP states those entries through its kernel
+    assert got <= ref * (1 + 1e-9)
+    assert audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)
 
 
 # ----------------------------------------------------------------------------- a separate output set

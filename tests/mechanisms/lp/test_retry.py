@@ -22,7 +22,7 @@ def test_schedule() -> None:
     assert p.initial(1.0, 1.0) == pytest.approx(1e-5)
     assert p.initial(1e-9, 1.0) == 1e-3 and p.initial(1e9, 1.0) == 1e-9  # clipped
     assert [p.next(1e-5), p.next(1e-3), p.next(0.1)] == [pytest.approx(1e-3), 0.1, None]
-    assert OPTMECH.initial(1.0, 1e-6) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
+    assert OPTMECH.initial(1.0, 1e-8) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
 
 
 def test_run_retries_only_retryable_repair_errors() -> None:
@@ -83,7 +83,8 @@ def test_optimal_retries_a_spread_failure(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(core, "repair", spread_once)
     mech = optimal(random_space(1, 5), 1.0)
-    assert calls[1] == pytest.approx(100 * calls[0]) and mech.info["lp"]["eta"] == calls[1]
+    assert OPTMECH.factor == 10 and calls[1] == pytest.approx(10 * calls[0])
+    assert mech.info["lp"]["eta"] == calls[1]
     assert_private(mech)
 
 

@@ -559,6 +559,12 @@ class LPModel:
             a.data,
         )
 
+    def change_costs(self, cost: ArrayLike) -> None:
+        """Replace the whole objective vector (basis kept: the next :meth:`resolve` is a
+        primal-simplex warm start)."""
+        m = self.num_cols
+        self.highs.changeColsCost(m, np.arange(m, dtype=np.int32), _vector(cost, m, "cost"))
+
     def change_coeffs(self, rows: ArrayLike, cols: ArrayLike, values: ArrayLike) -> None:
         """Set the matrix entries ``(rows[k], cols[k])`` to ``values[k]`` (basis kept)."""
         r = np.asarray(rows, dtype=np.intp).ravel()

@@ -22,7 +22,7 @@ from ...errors import SolverNumericalError, ValidationError
 from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
-from .core import LPSolution, implied_pairs, lp_info, solve_and_repair
+from .core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
 __all__ = ["optimal"]
@@ -76,11 +76,12 @@ def optimal(
     or, with ``objective="expected"``, minimises :math:`\sum_u \pi_u \sum_v L[u,v] M[u,v]`
     under the same constraints. ``L`` is the metric unless ``loss_matrix`` is given.
     It is solved at :math:`\varepsilon' = \varepsilon(1-\eta)` with a tiny :math:`\eta`
-    (:func:`.core.choose_eta`: :math:`\varepsilon\eta d_{\min} = 10^{-9}`), then repaired to
+    (:func:`.core.choose_eta`: :math:`\varepsilon\eta d_{\min} = 10^{-10}`), then repaired to
     an exactly :math:`\varepsilon`-mDP matrix (:func:`~metricdp.mechanisms.lp.repair.repair`,
     proof there), then audited independently by
     :func:`~metricdp.mechanisms.base.certify`. The price of :math:`\eta` is a relative
-    loss increase of order :math:`\eta` over the exact optimum at :math:`\varepsilon`.
+    loss increase of order :math:`\eta` over the exact optimum at :math:`\varepsilon`:
+    measured 3e-11 to 3.4e-10 on small random spaces and grids, eps 0.1 to 10.
 
     Parameters
     ----------
@@ -105,13 +106,25 @@ def optimal(
         constraint generation (same optimum: see ``core._solve_fast``). Measured on GloVe
         vocabularies at eps = 1 (2 cores): n = 30: 0.02 s against 1.3 s for ``full``;
         n = 50: 0.05 s against 13 s; n = 100: 0.9 s; n = 200: 200 s. Smaller eps needs
-        more rows and rounds (n = 100, eps = 0.5: 48 s).
+        more rows and rounds. For the worst case the rounds break ties by the mean row
+        loss and the result is then certified against the pure LP's bound (proof in
+        ``core._solve_fast``); whole builds, GloVe n = 100, 2 shared cores at load
+        4.5-4.8 (issue 27): eps = 0.25: 11.4 s, 86k rows (a time-out at 60 s before;
+        without the tie-break the objective is final at round 14 but the LP wanders
+        over its optimal face, still adding 3-5k rows a round at 240 s); eps = 0.5:
+        21-24 s against 31-36 s without it (the same runs, alternated); eps 1, 2, 4:
+        1.6, 0.7, 0.7 s (unchanged).
         ``fast`` and ``ipm`` (all rows at once, interior point without crossover) leave
         out the rows of pairs with a point between them
         (:func:`~metricdp.mechanisms.lp.core.implied_pairs`: collinear grid cells), which
         follow from shorter rows: 37 % of the pairs of a 10 x 10 grid; on it, eps = 0.3 with
         a Dirichlet(0.5) prior, constraint generation reached round 13 in 18 s instead of
-        57 s (still unfinished at 90 s; ``ipm`` did not finish in 180 s).
+        57 s (still unfinished at 90 s; ``ipm`` did not finish in 180 s). Still out of
+        reach there (eps 0.3, 2 cores, load 4): 21 rounds, 122k rows in 240 s with the
+        objective still rising (each round adds about 6,150 rows, one per violated
+        (input, output) pair); a tie-break, seeding the rows of the 8 neighbours, dropping
+        slack rows, parallel dual simplex and a Dantzig-Wolfe master over Laplace-shaped
+        columns did not help (issue 27 notes).
     progress : callable, optional
         ``progress(round, None, message)`` after every constraint-generation round
         (rows, LP objective, time left); see :mod:`metricdp._progress`.
@@ -192,6 +205,7 @@ def optimal(
             what="optimal",
             progress=progress,
             anchor=anchor,
+            tiebreak=TIEBREAK if pi is None else 0.0,
         )
 
     fallback = None
