@@ -302,6 +302,7 @@ def _child_main(workdir: str) -> None:
         else:
             out["objective"] = out["loss_max"]
         if job.get("certify") and job["family"] == "optimal":
+            out["peak_mib"] = _rss_mib()  # the build's peak, before the certificate's own LP
             out.update(_certify(mech, job, prior, out["objective"]))
     except SolverError as ex:
         timed_out = isinstance(ex, SolverTimeLimitError)
@@ -309,7 +310,7 @@ def _child_main(workdir: str) -> None:
     except Exception as ex:  # reported in the table, never hidden
         out.update(status="error", message=f"{type(ex).__name__}: {' '.join(str(ex).split())}",
                    traceback=traceback.format_exc(limit=5))
-    out["peak_mib"] = _rss_mib()
+    out.setdefault("peak_mib", _rss_mib())
     (work / "result.json").write_text(json.dumps(jsonable(out), allow_nan=False), encoding="utf-8")
 
 

@@ -189,7 +189,7 @@ def optimal(
         pi = np.full(n, 1.0 / n) if prior is None else check_probability_vector(prior, n, name="prior")
     elif prior is not None:
         raise ValidationError('prior is only used with objective="expected"')
-    def solve(formulation: str) -> LPSolution:
+    def solve(formulation: str, tiebreak: float) -> LPSolution:
         allowed = ~np.eye(n, dtype=bool)
         if formulation != "full":  # the reference keeps every row
             allowed &= ~implied_pairs(space.distances, epsilon)
@@ -205,23 +205,39 @@ def optimal(
             what="optimal",
             progress=progress,
             anchor=anchor,
-            tiebreak=TIEBREAK if pi is None else 0.0,
+            tiebreak=tiebreak,
         )
 
-    fallback = None
-    try:
-        solved = solve(formulation)
-    except SolverNumericalError as ex:
-        if outputs is None or formulation == "full":
-            raise
-        # A separate output set: HiGHS's dual simplex hit numerical trouble on the substituted
-        # LP (measured: the worst-case objective on Paris cells with a coarse lat/lon grid at
-        # eps >= 2 per km, where one far input sets the optimum and the LP is very degenerate);
-        # the full LP has the same optimum (proof: core._solve_fast) and solved every such case.
-        fallback = f"{formulation} formulation: {ex.status}; solved with the full formulation"
-        report(progress, 0, None, f"optimal: {fallback}")
-        formulation = "full"
-        solved = solve(formulation)
+    # Attempts in order, each on HiGHS numerical trouble of the one before (same optimum,
+    # shared deadline, recorded in info["lp"]["fallback"]):
+    # * the tie-break (worst case, fast): measured to put HiGHS in numerical trouble on the
+    #   100 Paris cells at eps 0.5 and 1 per km, where the plain constraint generation
+    #   solves eps = 1 in 8 s;
+    # * a separate output set: the dual simplex hit numerical trouble on the substituted LP
+    #   (the worst case on Paris cells with a coarse lat/lon grid at eps >= 2 per km, where
+    #   one far input sets the optimum and the LP is very degenerate); the full LP has the
+    #   same optimum (proof: core._solve_fast) and solved every such case.
+    attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
+    if attempts[0][1] > 0:
+        attempts.append((formulation, 0.0))
+    if outputs is not None and formulation != "full":
+        attempts.append(("full", 0.0))
+    fallbacks: list[str] = []
+    for k, (form, tiebreak) in enumerate(attempts):
+        try:
+            solved = solve(form, tiebreak)
+        except SolverNumericalError as ex:
+            if k + 1 == len(attempts):
+                raise
+            nxt = attempts[k + 1]
+            what = "without the tie-break" if nxt[0] == form else f"with the {nxt[0]} formulation"
+            fallbacks.append(f"{form} formulation{' with the tie-break' if tiebreak else ''}: {ex.status}; "
+                             f"solved again {what}")
+            report(progress, 0, None, f"optimal: {fallbacks[-1]}")
+            continue
+        formulation = form
+        break
+    fallback = "; ".join(fallbacks) or None
     h = solved.matrix
     losses = np.einsum("uv,uv->u", h, loss)
     info: dict[str, Any] = {
