@@ -27,11 +27,15 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 
 #: The dense regime (issue 27): when more than this fraction of the absent blocks price
 #: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
-#: of them and solved from scratch. Measured on GloVe n = 400, r = 10, three lambdas
-#: (load average about 4 on 2 cores; CPU seconds of the whole build): eps = 2: 75 rounds,
-#: 117k simplex iterations, 78 s before; 2 rounds, 17k iterations, 23 s after; eps = 4:
-#: 87 rounds, 111k iterations, 121 s before; 8k iterations, 15 s after. At eps <= 1 fewer
-#: than a quarter of the outputs are ever released and it never triggers.
+#: of them and solved from scratch. Measured with the sides and seeds of
+#: :class:`FastModel` (``metricdp bench lp --data glove``, n = 400, r = 10, three lambdas,
+#: whole builds, load average 4.3-4.6 on 2 cores, both runs in one window): eps = 2:
+#: 75 rounds, 117k simplex iterations, 142 s before; 2 rounds, 17k iterations, 35 s after;
+#: eps = 4: 87 rounds, 103k iterations, 211 s before; 8k iterations, 24 s after; eps =
+#: 0.25 / 0.5 / 1 unchanged (0.8 / 2.1 / 4.3 s): there at most a quarter of the outputs
+#: are released and it never triggers. Not the lever alone: adding every negatively
+#: priced block to the live model and re-solving by primal simplex took 10,700 iterations
+#: where the fresh model takes 5,300 (eps = 2, lambda = 0.001).
 DENSE_SWITCH = 0.5
 
 #: The variable of a free entry is its fraction of the room between rows (26) and (25)
@@ -60,8 +64,10 @@ class FastModel:
     reduced cost of z), or, for the next lambda, the side each entry took in the previous
     lambda's optimum (:meth:`sides`; with its blocks, the *seed* of the next model): an
     entry that sits at the bound its variable starts from costs no simplex pivot. Measured
-    (GloVe n = 400, eps = 4, every block): the seeded lambdas took about 2,000 dual simplex
-    iterations against 5,000-6,000 from the lower side. Auxiliary ``A, B, s``. Rows:
+    (GloVe n = 400, eps = 2, every block): lambdas 0.1 and 1 seeded took 4,400 and 5,600
+    dual simplex iterations against 5,800 and 6,200 with every entry on the lower side;
+    with the sides of the optimum itself, lambda = 0.001 takes 3,200 against 4,700 (the
+    floor of the idea). Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
     * objective rows: paper fit :math:`A_u + \lambda B_u - s \le 0` with :math:`B \ge 1`
@@ -99,6 +105,24 @@ class FastModel:
     (85% at eps = 2, all at eps = 4 on GloVe n = 400), adding 20 blocks per round took
     75-87 rounds of 1,500-2,500 primal simplex iterations each on an ever larger model;
     one model with every block takes about 5,000 dual simplex iterations from scratch.
+    What binds there (eps = 2, lambda = 0.001): 338 of 400 outputs released, 263 rows (18)
+    and 332 rows (20) tight; eps = 4: all 400, 384 and 399. Each simplex iteration then
+    works on a dense block of about 800 rows by 400 columns (1-3 ms, measured), the
+    floor of this approach. Tried and not kept (same space, load 3-5):
+
+    * HiGHS interior point on the whole model: 52 iterations, "imprecise", 22 s with
+      crossover, against 12-20 s (5,200 iterations) for the dual simplex;
+    * dual simplex pricing: Devex 6,400 iterations, 23 s; Dantzig 10,700, 29 s; steepest
+      edge (kept) 5,200, 20 s; primal simplex from scratch 26,600, 73 s;
+    * warm-starting the next lambda from the previous basis (2n coefficients changed):
+      2,100 and 3,700 dual simplex iterations against 4,400-5,600 for the seeded fresh
+      model, but the docstring of :meth:`paper` measured it 10x slower at n = 2,000;
+    * a Dantzig-Wolfe master over the blocks' extreme rays (2n dense rows only): still
+      3e-4 above the optimum after 45 rounds and 500 s;
+    * dropping the dense terms below 1e-2, then re-solving the exact model from that
+      optimal basis: 4 s, then 18,300 iterations and 48 s;
+    * seeding the normalised fit's model with the paper fit's blocks: 7.1 s against 4.7 s
+      at eps = 1, equal at eps = 2.
     """
 
     def __init__(
