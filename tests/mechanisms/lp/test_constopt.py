@@ -577,6 +577,7 @@ def test_fast_model_seeds_the_next_lambda_with_its_blocks_and_sides() -> None:
     space = random_space(2, 60, dim=3)
     model = _fast_model(space, 1.0, 4)
     r = model.paper(0.001)
+    assert model.present.all()  # the dense regime: the only one that seeds the next lambda
     assert r.status == 0 and model.seed is not None
     blocks, up = model.seed
     x = model.point(r.x)
