@@ -20,10 +20,32 @@ from ..deadline import Deadline
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
-__all__ = ["FAST_OPTIONS", "FastModel", "dinkelbach"]
+__all__ = ["DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel", "dinkelbach"]
 
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
 PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
+
+#: The dense regime (issue 27): when more than this fraction of the absent blocks price
+#: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
+#: of them and solved from scratch. Measured with the sides and seeds of
+#: :class:`FastModel` (``metricdp bench lp --data glove``, n = 400, r = 10, three lambdas,
+#: whole builds, load average 4.3-4.6 on 2 cores, both runs in one window): eps = 2:
+#: 75 rounds, 117k simplex iterations, 142 s before; 2 rounds, 17k iterations, 35 s after;
+#: eps = 4: 87 rounds, 103k iterations, 211 s before; 8k iterations, 24 s after; eps =
+#: 0.25 / 0.5 / 1 unchanged (0.8 / 2.1 / 4.3 s): there at most a quarter of the outputs
+#: are released and it never triggers. Not the lever alone: adding every negatively
+#: priced block to the live model and re-solving by primal simplex took 10,700 iterations
+#: where the fresh model takes 5,300 (eps = 2, lambda = 0.001).
+DENSE_SWITCH = 0.5
+
+#: The variable of a free entry is its fraction of the room between rows (26) and (25)
+#: (``v = e / width``, rows (25) become ``v <= Y_w``) when every room is at most this.
+#: Unscaled, e reaches 1e3-1e5 at eps = 2 on GloVe and HiGHS's dual tolerance (1e-7) on
+#: its reduced cost left the paper LP 1.5e-6 relative above its optimum (3.8157023 against
+#: 3.8156966458 for the plain LP at 1e-10 tolerances); scaled it agrees to 5e-15. With
+#: rooms up to e^20 (eps = 4, LOG_CAP reached) the scaled model made HiGHS report
+#: numerical trouble, so there the unscaled variables are kept.
+SCALE_MAX_WIDTH = 1e6
 
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
 #: that grows to minutes at n = 2,000.
@@ -33,8 +55,21 @@ FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
 class FastModel:
     r"""A warm-started HiGHS model for the paper LPs or the normalised fit (``fast`` formulation).
 
-    Variables ``x = (Y, e)`` with the free entries written as :math:`z_f = c^{26}_f Y_w + e_f`,
-    :math:`e \ge 0` (rows (26) become bounds), and auxiliary ``A, B, s``. Rows:
+    Variables ``x = (Y, e)`` with each free entry written from the side of its rows (26)
+    or (25): :math:`z_f = c^{26}_f Y_w + e_f` (lower side) or
+    :math:`z_f = c^{25}_f Y_w - e_f` (upper side), :math:`e \ge 0`, so one of its rows
+    becomes a bound and the other is :math:`e_f \le (c^{25}_f - c^{26}_f) Y_w`; ``e`` is
+    scaled by that room when :data:`SCALE_MAX_WIDTH` allows. The side of a block's entries
+    is the one of its best direction at the pricing that brings it in (the sign of the
+    reduced cost of z), or, for the next lambda after a model in the dense regime, the
+    side each entry took in the previous lambda's optimum (:meth:`sides`; with its blocks,
+    the *seed* of the next model; outside the dense regime a seed was measured slower:
+    GloVe n = 2,000, eps = 1, 114 s against 43 s fresh, load 2): an
+    entry that sits at the bound its variable starts from costs no simplex pivot. Measured
+    (GloVe n = 400, eps = 2, every block): lambdas 0.1 and 1 seeded took 4,400 and 5,600
+    dual simplex iterations against 5,800 and 6,200 with every entry on the lower side;
+    with the sides of the optimum itself, lambda = 0.001 takes 3,200 against 4,700 (the
+    floor of the idea). Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
     * objective rows: paper fit :math:`A_u + \lambda B_u - s \le 0` with :math:`B \ge 1`
@@ -67,6 +102,29 @@ class FastModel:
     ``2F + 1000`` non-implied rows overall); otherwise they are generated when a solution
     violates them. No solution is used before it satisfies every non-implied (22) row of
     its blocks to a relative 1e-9.
+
+    **The dense regime** (large eps, :data:`DENSE_SWITCH`): when most outputs are released
+    (85% at eps = 2, all at eps = 4 on GloVe n = 400), adding 20 blocks per round took
+    75-87 rounds of 1,500-2,500 primal simplex iterations each on an ever larger model;
+    one model with every block takes about 5,000 dual simplex iterations from scratch.
+    What binds there (eps = 2, lambda = 0.001): 338 of 400 outputs released, 263 rows (18)
+    and 332 rows (20) tight; eps = 4: all 400, 384 and 399. Each simplex iteration then
+    works on a dense block of about 800 rows by 400 columns (1-3 ms, measured), the
+    floor of this approach. Tried and not kept (same space, load 3-5):
+
+    * HiGHS interior point on the whole model: 52 iterations, "imprecise", 22 s with
+      crossover, against 12-20 s (5,200 iterations) for the dual simplex;
+    * dual simplex pricing: Devex 6,400 iterations, 23 s; Dantzig 10,700, 29 s; steepest
+      edge (kept) 5,200, 20 s; primal simplex from scratch 26,600, 73 s;
+    * warm-starting the next lambda from the previous basis (2n coefficients changed):
+      2,100 and 3,700 dual simplex iterations against 4,400-5,600 for the seeded fresh
+      model, but the docstring of :meth:`paper` measured it 10x slower at n = 2,000;
+    * a Dantzig-Wolfe master over the blocks' extreme rays (2n dense rows only): still
+      3e-4 above the optimum after 45 rounds and 500 s;
+    * dropping the dense terms below 1e-2, then re-solving the exact model from that
+      optimal basis: 4 s, then 18,300 iterations and 48 s;
+    * seeding the normalised fit's model with the paper fit's blocks: 7.1 s against 4.7 s
+      at eps = 1, equal at eps = 2.
     """
 
     def __init__(
@@ -82,17 +140,17 @@ class FastModel:
         self.options = dict(FAST_OPTIONS if options is None else options)
         self.nx = nx = n + nf
         bounded = cone.bounded
-        c26 = np.where(bounded, np.exp(cone.log26), 0.0)
-        # x_(Y,z) = T x_(Y,e)
-        fb = np.flatnonzero(bounded)
-        self.t = sp.csr_matrix(
-            (np.concatenate([np.ones(nx), c26[fb]]), (np.concatenate([np.arange(nx), n + fb]),
-             np.concatenate([np.arange(nx), cone.fw[fb]]))),
-            shape=(nx, nx),
-        )
-        self.da = sp.csc_matrix(dense_rows(cone, True) @ self.t)
-        self.db = sp.csc_matrix(dense_rows(cone, False) @ self.t)
-        self.width = np.where(bounded, np.exp(cone.log25) - c26, np.inf)  # room of e_f
+        self.c25 = np.where(bounded, np.exp(cone.log25), 0.0)
+        self.c26 = np.where(bounded, np.exp(cone.log26), 0.0)
+        self.fb = np.flatnonzero(bounded)
+        self.up = np.zeros(nf, dtype=bool)  # side of each free entry's variable (see the class docstring)
+        self.rcz = np.zeros(nf)  # reduced costs of z at the last pricing
+        self.dza = sp.csc_matrix(dense_rows(cone, True))
+        self.dzb = sp.csc_matrix(dense_rows(cone, False))
+        self.width = np.where(bounded, self.c25 - self.c26, np.inf)  # room of e_f
+        finite = self.width[self.fb]
+        self.scaled = bool(finite.size == 0 or finite.max() <= SCALE_MAX_WIDTH)
+        self.seed: tuple[NDArray[np.intp], NDArray[np.bool_]] | None = None
         self.size = np.bincount(cone.fw, minlength=n)
         self.start = np.cumsum(self.size) - self.size
         self.c22 = np.exp(cone.log22)
@@ -107,16 +165,41 @@ class FastModel:
         self.lp: LPModel | None = None
         self.kind = ""  # "paper" or "normalised", fixed by the first solve
 
+    @property
+    def t(self) -> sp.csr_matrix:
+        """``x_(Y,z) = T x_(Y,e)`` for the current sides: ``z_f = c26 Y_w + e_f`` (lower side)
+        or ``z_f = c25 Y_w - e_f`` (upper side); a free entry without fixed entry in its
+        column is ``z_f = e_f``."""
+        n, nx, fb = self.cone.n, self.nx, self.fb
+        up = self.up[fb]
+        sign = np.ones(self.cone.nfree)
+        if self.scaled:
+            sign[fb] = self.width[fb]
+        sign[fb[up]] *= -1.0
+        return sp.csr_matrix(
+            (np.concatenate([np.ones(n), sign, np.where(up, self.c25[fb], self.c26[fb])]),
+             (np.concatenate([np.arange(nx), n + fb]), np.concatenate([np.arange(nx), self.cone.fw[fb]]))),
+            shape=(nx, nx),
+        )
+
+    def _dense(self, cols: NDArray[np.intp]) -> tuple[sp.csc_matrix, sp.csc_matrix]:
+        """Columns ``cols`` (over x) of the dense rows a(x), b(x) at the current sides."""
+        t = sp.csc_matrix(self.t)[:, cols]
+        return sp.csc_matrix(self.dza @ t), sp.csc_matrix(self.dzb @ t)
+
     # ------------------------------------------------------------------ blocks
     def _initial_blocks(self) -> NDArray[np.intp]:
         """Outputs to start from: the most-chosen neighbours, then cover every row."""
         cone, n = self.cone, self.cone.n
-        m = max(20, n // 10)
         chosen = np.zeros(n, dtype=bool)
-        chosen[np.argsort(-self.size, kind="stable")[:m]] = True
+        if self.seed is not None:  # the blocks of an earlier solve, on their sides
+            chosen[self.seed[0]] = True
+            self.up[:] = self.seed[1]
+        else:
+            chosen[np.argsort(-self.size, kind="stable")[: max(20, n // 10)]] = True
         chosen |= cone.free.all(axis=0)  # a column without fixed entry has no Y: always in
         # every row needs a positive coefficient in its row sum b_u among the chosen blocks
-        yb = self.db[:, :n].tocsr()
+        yb = self.dzb[:, :n].tocsr()
         covered = (yb[:, np.flatnonzero(chosen)].max(axis=1).toarray().ravel() > 0)
         for u in np.flatnonzero(~covered):  # rare (dropped terms only): one block per row
             row = yb.getrow(u)
@@ -137,13 +220,26 @@ class FastModel:
         f = np.flatnonzero(mask[cone.fw] & cone.bounded)
         k = len(f)
         r25 = sp.csr_matrix(
-            (np.concatenate([np.ones(k), -self.width[f]]),
+            (np.concatenate([np.ones(k), -np.ones(k) if self.scaled else -self.width[f]]),
              (np.concatenate([np.arange(k), np.arange(k)]), np.concatenate([cone.n + f, cone.fw[f]]))),
             shape=(k, self.nx),
         )
         pairs = np.flatnonzero(self.candidate & mask[cone.fw[cone.pi]]) if self.eager22 else np.empty(0, np.intp)
         self.in_model[pairs] = True
-        return sp.vstack([r25, pair_rows(cone, pairs, self.nx) @ self.t], format="csr")
+        return sp.vstack([r25, self._pairs(pairs)], format="csr")
+
+    def _pairs(self, pairs: NDArray[np.intp]) -> sp.csr_matrix:
+        r"""Rows (22) of ``pairs`` over x, each divided by its largest coefficient.
+
+        Over the scaled variables a row's coefficients reach :math:`c^{22} \cdot` width,
+        up to :math:`e^{40}`, beyond HiGHS's ``large_matrix_value`` (1e15): dividing a
+        ``<= 0`` row by a positive number leaves it the same row.
+        """
+        rows = sp.csr_matrix(pair_rows(self.cone, pairs, self.nx) @ self.t)
+        rows.eliminate_zeros()
+        big = np.maximum.reduceat(np.abs(rows.data), rows.indptr[:-1]) if rows.nnz else np.ones(0)
+        big = np.where(np.diff(rows.indptr) > 0, big, 1.0)
+        return sp.csr_matrix(sp.diags(1.0 / big) @ rows)
 
     def _to_highs(self, rows: sp.csr_matrix) -> sp.csr_matrix:
         """Rows over x rewritten over the HiGHS columns (every column used is present)."""
@@ -152,11 +248,14 @@ class FastModel:
 
     def _add_blocks(self, blocks: NDArray[np.intp]) -> None:
         n = self.cone.n
+        f = np.flatnonzero(np.isin(self.cone.fw, blocks) & self.cone.bounded)
+        self.up[f] = self.rcz[f] < 0  # the side of the block's best direction at the pricing
         cols = self._block_columns(blocks)
         self.hcol[cols] = self.ncols + np.arange(len(cols))
         self.ncols += len(cols)
         self.present[blocks] = True
-        entries = sp.vstack([self.da[:, cols], self.db[:, cols], sp.csr_matrix((n + 1, len(cols)))], format="csc")
+        da, db = self._dense(cols)
+        entries = sp.vstack([da, db, sp.csr_matrix((n + 1, len(cols)))], format="csc")
         lp = self._model()
         entries.resize((lp.num_rows, len(cols)))
         lp.add_cols(np.zeros(len(cols)), 0.0, np.inf, entries)
@@ -172,12 +271,23 @@ class FastModel:
         cone, n = self.cone, self.cone.n
         objective = float(r.objective)  # type: ignore[arg-type]
         y = np.asarray(r.row_dual, dtype=np.float64)
-        rc = -(self.da.T @ y[:n] + self.db.T @ y[n : 2 * n])
-        gain = np.minimum(rc[n:], 0.0) * np.where(np.isfinite(self.width), self.width, 0.0)
+        rc = -(self.dza.T @ y[:n] + self.dzb.T @ y[n : 2 * n])  # over (Y, z)
+        self.rcz = rcz = rc[n:]
+        gain = rcz * self.c26 + np.minimum(rcz, 0.0) * np.where(np.isfinite(self.width), self.width, 0.0)
         rho = rc[:n] + np.bincount(cone.fw, weights=gain, minlength=n)
         absent = np.flatnonzero(~self.present & (rho < -1e-7 * max(1.0, abs(objective))))
+        if len(absent) > DENSE_SWITCH * int((~self.present).sum()):
+            return np.flatnonzero(~self.present)
         batch = max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)
         return absent[np.argsort(rho[absent], kind="stable")[:batch]]
+
+    def sides(self, col_value: ArrayLike) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """The blocks in the model and, per free entry, whether a solution is nearer its upper bound."""
+        x = self.point(col_value)
+        n = self.cone.n
+        y = x[self.cone.fw]
+        up = np.where(y > 0, x[n:] - self.c26 * y > 0.5 * np.where(self.cone.bounded, self.width, 0.0) * y, self.up)
+        return np.flatnonzero(self.present), up & self.cone.bounded
 
     def point(self, col_value: ArrayLike) -> NDArray[np.float64]:
         """``(Y, z)`` of a solution of this model (absent blocks 0, negatives clipped)."""
@@ -208,7 +318,8 @@ class FastModel:
         self.ncols += len(cols)
         self.present[blocks] = True
         rows = self._to_highs(self._block_rows(blocks))
-        top = sp.hstack([base, sp.vstack([self.da[:, cols], self.db[:, cols], sp.csr_matrix((n + 1, len(cols)))])])
+        da, db = self._dense(cols)
+        top = sp.hstack([base, sp.vstack([da, db, sp.csr_matrix((n + 1, len(cols)))])])
         a = sp.vstack([top, rows], format="csr")
         k = rows.shape[0]
         norm = (-np.inf, np.inf) if paper else (float(n), float(n))
@@ -241,11 +352,18 @@ class FastModel:
             new = self._violated(r.optimum("constopt")[0])
             if new.size:
                 self.in_model[new] = True
-                self._model().add_rows(self._to_highs(pair_rows(self.cone, new, self.nx) @ self.t), -np.inf, 0.0)
+                self._model().add_rows(self._to_highs(self._pairs(new)), -np.inf, 0.0)
             else:
                 blocks = self._price(r)
                 if blocks.size == 0:
                     break
+                if self.present.sum() + blocks.size == self.cone.n and self.kind == "paper":
+                    # the dense regime: a fresh model with every block, on the pricing's sides
+                    self.up[:] = self.rcz < 0
+                    self.seed = (np.arange(self.cone.n), self.up & self.cone.bounded)
+                    self.stats.rounds += 1
+                    r = self._rebuild()
+                    continue
                 self._add_blocks(blocks)
             self.stats.rounds += 1
             r = self._resolve(primal=new.size == 0)
@@ -270,6 +388,14 @@ class FastModel:
         self.ncols = 2 * self.cone.n + 1
         self.present[:] = False
         self.in_model[:] = False
+        self.up[:] = False
+
+    def _rebuild(self) -> SolveResult:
+        lam = self.lam
+        self._reset()
+        r = self._build(lam)
+        self.stats.record(r)
+        return r
 
     def paper(self, lam: float) -> SolveResult:
         """Solve the paper's LP for ``lam`` (rows (18), (20), (22), (25), (26)).
@@ -283,7 +409,11 @@ class FastModel:
             raise RuntimeError("a normalised-fit model cannot solve the paper LP")  # internal misuse
         self._reset()
         self.kind = "paper"
-        return self._solve(self._build(lam))
+        self.lam = lam
+        r = self._solve(self._build(lam))
+        if r.status == 0 and r.x is not None and self.present.all():  # seeds only in the dense regime
+            self.seed = self.sides(r.x)
+        return r
 
     def normalised(self, t: float, c: NDArray[np.float64]) -> SolveResult:
         r"""Solve :math:`\min s` s.t. :math:`a - t b \le c\, s`, :math:`\sum b = n`, x in the cone."""
