@@ -179,13 +179,7 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
     if points is not None and metric in METRICS:
         recomputed = pairwise_distances(points, points, metric)
         np.fill_diagonal(recomputed, 0.0)
-        bad = np.abs(recomputed - d) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(d))
-        if bad.any():
-            u, v = (int(x) for x in np.argwhere(bad)[0])
-            raise ClaimError(
-                f"{p}: stored distance d({str(labels[u])!r}, {str(labels[v])!r}) = {float(d[u, v])!r} differs from "
-                f"the {float(recomputed[u, v])!r} its points give under the {metric} metric; refusing the file"
-            )
+        _check_recomputed(p, "distance", d, recomputed, labels, labels, metric)
     elif metric in METRICS:
         raise MechanismFileError(f"{p}: metadata names the {metric} metric but the file stores no points")
     if points is not None:
@@ -199,6 +193,19 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
     except ValidationError as ex:
         raise MechanismFileError(f"{p}: {ex}") from None
     return MetricSpace(d, tuple(str(x) for x in labels), metric, points, cell_value)
+
+
+def _check_recomputed(
+    p: Path, what: str, stored: np.ndarray, recomputed: np.ndarray, rows: Any, cols: Any, metric: str
+) -> None:
+    """Refuse a file whose stored distances differ from those its points give (a ClaimError)."""
+    bad = np.abs(recomputed - stored) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(stored))
+    if bad.any():
+        u, v = (int(x) for x in np.argwhere(bad)[0])
+        raise ClaimError(
+            f"{p}: stored {what} d({str(rows[u])!r}, {str(cols[v])!r}) = {float(stored[u, v])!r} differs from "
+            f"the {float(recomputed[u, v])!r} the points give under the {metric} metric; refusing the file"
+        )
 
 
 def _file_outputs(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], space: MetricSpace) -> OutputSet | None:
@@ -244,14 +251,7 @@ def _file_outputs(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], 
         raise MechanismFileError(f"{p}: {ex}") from None
     if points is not None and space.points is not None and space.metric in METRICS:
         recomputed = pairwise_distances(space.points, points, space.metric)
-        bad = np.abs(recomputed - cross) > _DISTANCE_RTOL * np.maximum(np.abs(recomputed), np.abs(cross))
-        if bad.any():
-            u, y = (int(x) for x in np.argwhere(bad)[0])
-            raise ClaimError(
-                f"{p}: stored output distance d({space.labels[u]!r}, {outputs.labels[y]!r}) = {float(cross[u, y])!r} "
-                f"differs from the {float(recomputed[u, y])!r} the points give under the {space.metric} metric; "
-                "refusing the file"
-            )
+        _check_recomputed(p, "output distance", cross, recomputed, space.labels, outputs.labels, space.metric)
     return outputs
 
 
