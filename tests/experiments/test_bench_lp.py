@@ -39,6 +39,8 @@ def test_bad_arguments() -> None:
         run_bench([10], ["optimal"], epsilon=0.0, data="gaussian")
     with pytest.raises(ValidationError, match="data"):
         run_bench([10], ["optimal"], data="fasttext")
+    with pytest.raises(ValidationError, match="no sizes for mechanism 'optimal-expected'"):
+        run_bench({"optimal": [10]}, ["optimal", "optimal-expected"], data="gaussian")
 
 
 def test_optimal_fast_full_and_spanner_rows() -> None:

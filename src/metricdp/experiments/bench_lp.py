@@ -173,6 +173,10 @@ def sizes_for(sizes: Sequence[int] | Mapping[str, Sequence[int]], token: str) ->
     """The sizes of one mechanism token (see :func:`run_bench`'s ``sizes``)."""
     if isinstance(sizes, Mapping):
         raw = sizes.get(token, sizes.get(token.partition("@")[0], sizes.get("*", ())))
+        if not raw:  # a mechanism the user named must not vanish from the run
+            named = ", ".join(str(k) for k in sizes)
+            raise ValidationError(f"no sizes for mechanism {token!r}: --sizes names only {named} "
+                                  f"(add {token}=N,... or plain N,... for every mechanism)")
     else:
         raw = sizes
     return [check_int(n, "size", minimum=2) for n in raw]
