@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,29 +87,35 @@ class Bound:
     status: str
 
 
-def near_binding(
-    matrix: ArrayLike, distances: ArrayLike, epsilon: float, rtol: float = 1e-6
-) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    r"""Triples (u, v, w), u != v, with :math:`M[u,w] \ge (1 - \text{rtol})\, e^{\varepsilon d(u,v)} M[v,w] > 0`."""
-    m = np.asarray(matrix, dtype=np.float64)
-    d = np.asarray(distances, dtype=np.float64)
-    n = m.shape[0]
+Triples = tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]
+
+
+def _scan(
+    x: NDArray[np.float64], d: NDArray[np.float64], epsilon: float,
+    select: Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.bool_]],
+) -> Triples:
+    """Triples (u, v, w), u != v, where ``select(x[u], e^{eps d(u,v)} x[v])`` holds, in blocks of pairs."""
+    n = x.shape[0]
     pu, pv = np.nonzero(~np.eye(n, dtype=bool) & (epsilon * d < _EXP_MAX))
-    block = max(1, _BLOCK // m.shape[1])
+    block = max(1, _BLOCK // x.shape[1])
     us, vs, ws = [], [], []
     for start in range(0, len(pu), block):
         u, v = pu[start : start + block], pv[start : start + block]
-        rhs = np.exp(epsilon * d[u, v])[:, None] * m[v]
-        k, w = np.nonzero((m[u] >= (1.0 - rtol) * rhs) & (rhs > 0))
+        k, w = np.nonzero(select(x[u], np.exp(epsilon * d[u, v])[:, None] * x[v]))
         us.append(u[k])
         vs.append(v[k])
         ws.append(w)
     return np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
 
 
+def near_binding(matrix: ArrayLike, distances: ArrayLike, epsilon: float, rtol: float = 1e-6) -> Triples:
+    r"""Triples (u, v, w), u != v, with :math:`M[u,w] \ge (1 - \text{rtol})\, e^{\varepsilon d(u,v)} M[v,w] > 0`."""
+    return _scan(np.asarray(matrix, dtype=np.float64), np.asarray(distances, dtype=np.float64), epsilon,
+                 lambda xu, rhs: (xu >= (1.0 - rtol) * rhs) & (rhs > 0))
+
+
 def _privacy_rows(
-    d: NDArray[np.float64], epsilon: float, rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]],
-    nvar: int,
+    d: NDArray[np.float64], epsilon: float, rows: Triples, nvar: int,
 ) -> sp.csr_matrix:
     r"""Rows :math:`e^{-\varepsilon d(u,v)} M[u,w] - M[v,w] \le 0` (the privacy row divided by its
     factor, so that every coefficient is in (0, 1]: HiGHS refuses coefficients above 1e15)."""
@@ -124,7 +131,7 @@ def _privacy_rows(
 def optmech_lp(
     distances: ArrayLike,
     epsilon: float,
-    rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]],
+    rows: Triples,
     *,
     loss: ArrayLike | None = None,
     prior: ArrayLike | None = None,
@@ -169,20 +176,9 @@ def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike)
     return math.fsum(np.r_[ye * problem.b_eq, yu * problem.b_ub, terms].tolist())
 
 
-def _violated(x: NDArray[np.float64], distances: NDArray[np.float64], epsilon: float,
-              tol: float) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+def _violated(x: NDArray[np.float64], distances: NDArray[np.float64], epsilon: float, tol: float) -> Triples:
     """Privacy rows (u, v, w) of the full LP at eps that ``x`` (an n x n matrix) violates by more than ``tol``."""
-    n = x.shape[0]
-    pu, pv = np.nonzero(~np.eye(n, dtype=bool) & (epsilon * distances < _EXP_MAX))
-    block = max(1, _BLOCK // n)
-    us, vs, ws = [], [], []
-    for start in range(0, len(pu), block):
-        u, v = pu[start : start + block], pv[start : start + block]
-        k, w = np.nonzero(x[u] - np.exp(epsilon * distances[u, v])[:, None] * x[v] > tol)
-        us.append(u[k])
-        vs.append(v[k])
-        ws.append(w)
-    return np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
+    return _scan(x, distances, epsilon, lambda xu, rhs: xu - rhs > tol)
 
 
 def lower_bound(
