@@ -206,8 +206,11 @@ def lower_bound(
     ``status`` is HiGHS's last; ``value`` is ``-inf`` when no solve returned multipliers.
     """
     t0 = time.perf_counter()
+    d = np.asarray(distances, dtype=np.float64)
+    m = np.asarray(matrix, dtype=np.float64)
+    problem = optmech_lp(d, epsilon, near_binding(m, d, epsilon, rtol), loss=loss, prior=prior)
     passes = [
-        _bound_pass(distances, epsilon, matrix, loss, prior, rtol,
+        _bound_pass(problem, d, epsilon, m, loss, prior,
                     None if time_limit is None else time_limit / 2, max_rounds, scaled)
         for scaled in (True, False)
     ]
@@ -216,16 +219,12 @@ def lower_bound(
 
 
 def _bound_pass(
-    distances: ArrayLike, epsilon: float, matrix: ArrayLike, loss: ArrayLike | None, prior: ArrayLike | None,
-    rtol: float, time_limit: float | None, max_rounds: int, scaled: bool,
+    problem: LPProblem, d: NDArray[np.float64], epsilon: float, m: NDArray[np.float64], loss: ArrayLike | None,
+    prior: ArrayLike | None, time_limit: float | None, max_rounds: int, scaled: bool,
 ) -> Bound:
-    """One pass of :func:`lower_bound`, with the LP scaled by ``matrix`` or as it is."""
+    """One pass of :func:`lower_bound` from its starting LP ``problem``, scaled by ``m`` or as it is."""
     t0 = time.perf_counter()
-    d = np.asarray(distances, dtype=np.float64)
-    m = np.asarray(matrix, dtype=np.float64)
     n = d.shape[0]
-    rows = near_binding(m, d, epsilon, rtol)
-    problem = optmech_lp(d, epsilon, rows, loss=loss, prior=prior)
     nvar = problem.c.shape[0]
     # multipliers of the scaled LP map back exactly: y = r y' / sigma
     col = np.ones(nvar)
