@@ -7,6 +7,7 @@ them into one line on stderr and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
     "InfeasibleError",
     "MechanismFileError",
     "MetricDPError",
@@ -86,6 +87,19 @@ class RepairError(PrivacyViolationError):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class BudgetExceededError(MetricDPError):
+    """A release would take some persons over their privacy budget; nothing was spent.
+
+    ``over`` is how many persons would exceed it and ``persons`` how many the release
+    touches; the message never names a person.
+    """
+
+    def __init__(self, message: str, *, over: int, persons: int) -> None:
+        super().__init__(message)
+        self.over = over
+        self.persons = persons
 
 
 class PrivacyLeakWarning(UserWarning):

@@ -1,0 +1,271 @@
+"""A per-person privacy budget in memory, and contribution bounding.
+
+:class:`Accountant` is the shape users know from diffprivlib's ``BudgetAccountant`` and
+OpenDP's filters, per person instead of per dataset: every person has the same budget ``B``
+(eps per unit of distance); a release of ``c_p`` values of person ``p`` at ``eps`` each costs
+``c_p eps`` (sequential composition, :mod:`metricdp.accounting.composition`), and a release
+that would take any person past ``B`` is refused whole (``policy="refuse"``) or cut down to
+what each person has left (``policy="drop"``: the person's excess values are withheld).
+Spends are exact integers on the accounting grid (:func:`~.composition.to_units`), so the
+number of values a person can release at eps is exactly ``floor(B / eps)`` of the decimals
+they typed.
+
+:func:`bound_contributions` caps the rows of each person at ``k``, choosing the kept rows
+uniformly at random among the person's rows (not the first ``k``, which would bias a
+release towards the start of a file): every row gets an independent uniform 64-bit key,
+rows are sorted by (person, key) and a row is kept when its rank within its person is below
+``k``. Given distinct keys, the order within a person is a uniformly random permutation, so
+every ``k``-subset of the person's rows is kept with the same probability; keys tie with
+probability below ``n**2 / 2**65`` (a tie keeps the earlier row). The choice protects
+nothing by itself (the guarantee is the cap), so a seeded ``rng`` is allowed without a
+warning; the default is the OS secure source.
+
+Person ids are compared by value within one array; integer ids and their decimal text name
+the same person (the ledger hashes ``str(id)``), so mixing them converts integers to text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .._random import check_rng, random_words
+from ..errors import BudgetExceededError, ValidationError
+from .composition import MAX_UNITS, from_units, to_units
+
+__all__ = ["Accountant", "Grant", "Policy", "bound_contributions", "canonical_ids", "demand"]
+
+Policy = Literal["refuse", "drop"]
+
+
+def canonical_ids(user_ids: ArrayLike, name: str = "persons") -> NDArray[Any]:
+    """A 1-D array of person ids: integers stay int64, anything else becomes text (``str``).
+
+    Floats and booleans are refused: a float id (often a NaN from an empty cell) is a bug.
+    """
+    ids = np.asarray(user_ids)
+    if ids.ndim != 1:
+        raise ValidationError(f"{name} must be one-dimensional, got shape {ids.shape}")
+    if ids.dtype.kind in "iu":
+        return ids.astype(np.int64)
+    if ids.dtype.kind in "fcb":
+        raise ValidationError(f"{name} must be integers or text, got dtype {ids.dtype}")
+    if ids.dtype.kind == "O":
+        bad = [v for v in ids[:1000].tolist() if isinstance(v, float | bool) or v is None]
+        if bad:
+            raise ValidationError(f"{name} must be integers or text, got {bad[0]!r}")
+    return ids.astype(str)
+
+
+def _common(a: NDArray[Any], b: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
+    if a.dtype.kind == b.dtype.kind:
+        return a, b
+    return a.astype(str), b.astype(str)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a release may spend: per distinct person (sorted), rows asked and rows granted.
+
+    ``units`` is the spend per person (accounting units); ``over`` counts the persons whose
+    request exceeded what they had left (all of them refused under ``refuse``).
+    """
+
+    persons: NDArray[Any]
+    requested: NDArray[np.int64]
+    granted: NDArray[np.int64]
+    units: NDArray[np.int64]
+    over: int
+
+    @property
+    def withheld(self) -> int:
+        """Rows withheld under the ``drop`` policy."""
+        return int((self.requested - self.granted).sum())
+
+    @property
+    def eps(self) -> NDArray[np.float64]:
+        """The eps each person spends."""
+        return from_units(self.units)
+
+    def keep_mask(self, user_ids: ArrayLike, rng: object = None) -> NDArray[np.bool_]:
+        """Which rows of ``user_ids`` to release: ``granted[p]`` of person p's rows, chosen at random."""
+        ids = canonical_ids(user_ids, "user ids")
+        ids, persons = _common(ids, self.persons)
+        pos = np.searchsorted(persons, ids)
+        pos = np.minimum(pos, max(persons.size - 1, 0))
+        if persons.size == 0 or not np.array_equal(persons[pos], ids):
+            raise ValidationError("user ids name a person this grant does not cover")
+        return _keep(pos.astype(np.intp), self.granted, check_rng(rng))
+
+
+def demand(
+    persons: ArrayLike, eps: Any, counts: ArrayLike | None = None
+) -> tuple[NDArray[Any], NDArray[np.int64], int]:
+    """A release as (distinct persons sorted, values per person, units per value).
+
+    ``persons`` holds one id per released value (``counts=None``) or distinct ids with
+    ``counts[i]`` values each. One eps per release: a release mixing epsilons is several
+    releases, one per eps.
+    """
+    ids = canonical_ids(persons)
+    units = to_units(eps)
+    if counts is None:
+        uniq, n = np.unique(ids, return_counts=True)
+        return uniq, n.astype(np.int64), units
+    c = np.asarray(counts)
+    if c.shape != ids.shape or c.dtype.kind not in "iu" or (c < 0).any():
+        raise ValidationError(f"counts must be one integer >= 0 per person ({ids.size}), got {c.dtype} {c.shape}")
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    if uniq.size != ids.size:
+        raise ValidationError("persons must be distinct when counts are given")
+    out = np.zeros(uniq.size, dtype=np.int64)
+    out[inverse.ravel()] = c
+    return uniq, out, units
+
+
+def grant(
+    persons: NDArray[Any], requested: NDArray[np.int64], units: int, left: NDArray[np.int64], policy: str
+) -> Grant:
+    """Decide a request against what each person has ``left`` (units); raise under ``refuse``."""
+    if policy not in ("refuse", "drop"):
+        raise ValidationError(f"policy must be 'refuse' or 'drop', got {policy!r}")
+    if requested.size and int(requested.max()) > MAX_UNITS // units:
+        raise ValidationError("a person's request is too large to account")
+    fits = np.maximum(left, 0) // units
+    over = int((requested > fits).sum())
+    if over and policy == "refuse":
+        raise BudgetExceededError(
+            f"{over} of {persons.size} persons would exceed their privacy budget; nothing was spent",
+            over=over, persons=int(persons.size),
+        )
+    granted = np.minimum(requested, fits)
+    return Grant(persons, requested, granted, granted * units, over)
+
+
+class Accountant:
+    """Per-person budgets in memory: ``spend``, ``remaining``, ``check`` and ``reserve``.
+
+    >>> acc = Accountant(budget=1.0)
+    >>> acc.spend(["ann", "bob", "ann"], eps=0.25).eps.tolist()
+    [0.5, 0.25]
+    >>> acc.remaining(["ann", "bob", "cy"]).tolist()
+    [0.5, 0.75, 1.0]
+    >>> acc.spend(["ann"] * 3, eps=0.25)
+    Traceback (most recent call last):
+    ...
+    metricdp.errors.BudgetExceededError: 1 of 1 persons would exceed their privacy budget; nothing was spent
+    >>> g = acc.spend(["ann"] * 3, eps=0.25, policy="drop")
+    >>> int(g.granted[0]), g.withheld
+    (2, 1)
+    """
+
+    def __init__(self, budget: float) -> None:
+        self._budget = to_units(budget, "budget", budget=True)
+        self._persons: NDArray[Any] = np.zeros(0, dtype=np.int64)
+        self._spent = np.zeros(0, dtype=np.int64)
+
+    @property
+    def budget(self) -> float:
+        """The budget of every person (eps per unit of distance)."""
+        return float(from_units(self._budget))
+
+    def _lookup(self, ids: NDArray[Any]) -> NDArray[np.int64]:
+        if self._persons.size == 0:
+            return np.zeros(ids.size, dtype=np.int64)
+        store, ids = _common(self._persons, ids)
+        pos = np.minimum(np.searchsorted(store, ids), store.size - 1)
+        return np.where(store[pos] == ids, self._spent[pos], 0)
+
+    def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
+        """Units spent by each of ``persons`` (0 for a person never seen)."""
+        return self._lookup(canonical_ids(persons))
+
+    def spent(self, persons: ArrayLike) -> NDArray[np.float64]:
+        """Eps spent by each of ``persons``."""
+        return from_units(self.spent_units(persons))
+
+    def remaining(self, persons: ArrayLike) -> NDArray[np.float64]:
+        """Eps each of ``persons`` has left."""
+        return from_units(self._budget - self.spent_units(persons))
+
+    def check(self, persons: ArrayLike, eps: Any, counts: ArrayLike | None = None) -> None:
+        """Raise :class:`BudgetExceededError` if the release would exceed anyone's budget."""
+        uniq, requested, units = demand(persons, eps, counts)
+        grant(uniq, requested, units, self._budget - self._lookup(uniq), "refuse")
+
+    def spend(
+        self, persons: ArrayLike, eps: Any, counts: ArrayLike | None = None, *, policy: Policy = "refuse"
+    ) -> Grant:
+        """Spend a release: all of it, or (``drop``) what each person has left; returns the :class:`Grant`."""
+        uniq, requested, units = demand(persons, eps, counts)
+        g = grant(uniq, requested, units, self._budget - self._lookup(uniq), policy)
+        self._add(g.persons, g.units)
+        return g
+
+    def _add(self, persons: NDArray[Any], units: NDArray[np.int64]) -> None:
+        if persons.size == 0:
+            return
+        store, persons = _common(self._persons, persons)
+        merged = np.union1d(store, persons)
+        spent = np.zeros(merged.size, dtype=np.int64)
+        if store.size:
+            spent[np.searchsorted(merged, store)] = self._spent
+        np.add.at(spent, np.searchsorted(merged, persons), units)
+        self._persons, self._spent = merged, spent
+
+    @contextlib.contextmanager
+    def reserve(
+        self, persons: ArrayLike, eps: Any, counts: ArrayLike | None = None, *, policy: Policy = "refuse"
+    ) -> Iterator[Grant]:
+        """Spend now, give it back if the block raises (the release was not made)."""
+        g = self.spend(persons, eps, counts, policy=policy)
+        try:
+            yield g
+        except BaseException:
+            self._add(g.persons, -g.units)
+            raise
+
+    def export(self) -> tuple[NDArray[Any], NDArray[np.float64]]:
+        """Every person seen (sorted) and the eps they spent."""
+        return self._persons.copy(), from_units(self._spent)
+
+
+def _keep(inverse: NDArray[np.intp], limit: NDArray[np.int64] | int, rng: Any) -> NDArray[np.bool_]:
+    n = inverse.size
+    keys = random_words(rng, n)
+    order = np.lexsort((keys, inverse))
+    grouped = inverse[order]
+    rank = np.arange(n) - np.searchsorted(grouped, grouped, side="left")
+    cap = limit if isinstance(limit, int) else np.asarray(limit)[grouped]
+    keep = np.zeros(n, dtype=bool)
+    keep[order] = rank < cap
+    return keep
+
+
+def bound_contributions(user_ids: ArrayLike, k: int | ArrayLike, rng: object = None) -> NDArray[np.bool_]:
+    """Rows to keep so that each person has at most ``k``, chosen uniformly at random.
+
+    ``k`` is one cap for everyone or one per distinct person (in ``np.unique(user_ids)``
+    order). Returns a boolean mask over the rows; the kept rows stay in file order.
+
+    >>> mask = bound_contributions(["a", "b", "a", "a", "b"], 2, rng=0)
+    >>> int(mask.sum()), int(mask[[0, 2, 3]].sum()), bool(mask[1] and mask[4])
+    (4, 2, True)
+    """
+    ids = canonical_ids(user_ids, "user ids")
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    if isinstance(k, int | np.integer) and not isinstance(k, bool):
+        if k < 0:
+            raise ValidationError(f"k must be >= 0, got {k}")
+        limit: NDArray[np.int64] | int = int(k)
+    else:
+        arr = np.asarray(k)
+        if arr.shape != uniq.shape or arr.dtype.kind not in "iu" or (arr < 0).any():
+            raise ValidationError(f"k must be an integer >= 0 or one per distinct person ({uniq.size})")
+        limit = arr.astype(np.int64)
+    return _keep(inverse.ravel().astype(np.intp), limit, check_rng(rng))

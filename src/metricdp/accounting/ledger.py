@@ -1,0 +1,633 @@
+"""A persistent per-person privacy ledger: spend survives runs, processes and crashes.
+
+A :class:`Ledger` is a database: a SQLite file by default (stdlib :mod:`sqlite3`, WAL
+journal, ``synchronous=FULL``), or any SQLAlchemy URL (SQLAlchemy Core, the ``ledger-sql``
+extra; PostgreSQL is tested). Every person has the ledger's budget ``B``; a run spends in
+three steps:
+
+1. :meth:`Ledger.reserve` -- in one exclusive transaction, read what each person of the run
+   has spent, refuse the whole run (:class:`~metricdp.errors.BudgetExceededError`, nothing
+   written) or grant what fits (``policy="drop"``), add the grant to the persons' totals and
+   record the run as ``reserved``. This happens *before* anything is published.
+2. publish the release.
+3. :meth:`Ledger.commit` -- mark the run ``committed``. Or, if the release failed *before*
+   it was published, :meth:`Ledger.abort` gives the reservation back.
+
+**Why it never overspends.** A person's total counts every reserved and committed run, and
+the check and the addition happen in one transaction that excludes every other writer
+(SQLite ``BEGIN IMMEDIATE``; elsewhere ``SELECT ... FOR UPDATE`` on one lock row, so
+reservations are serialised the same way): two runs cannot both read the old total. A run
+interrupted anywhere (``kill -9`` included) leaves either no trace (before its reservation
+committed: nothing was published either) or a reservation that stays spent until an explicit
+:meth:`Ledger.abort`, which only the process that knows the release was not published may
+call; a committed run can never be aborted. So the spend recorded is always at least what
+was published, never the reverse.
+
+**What is stored.** Never a person id or a true value in clear. Persons are stored as
+``HMAC-SHA256(key, id)`` truncated to 128 bits; memoized releases (``--consistent``) under
+``HMAC-SHA256(key, scope, id, value)``, the released index XORed with a pad derived from the
+key (HMAC again), so the table can be neither searched for a known person and value nor read
+back without the key. The key is 32 random bytes in a file beside a SQLite ledger
+(``LEDGER.key``, created with mode 0600 on first use, published with a hard link so that
+concurrent creators agree on one key); for a URL ledger its path is an argument. A key file
+readable by group or others is refused. The key's fingerprint is stored in the ledger, so a
+wrong or regenerated key is refused rather than silently starting everyone from zero. Ids
+are hashed as text (``str(id)``, UTF-8): the integer 7 and the string "7" are one person.
+
+**Accounting.** Spends are integers on the grid of
+:func:`~metricdp.accounting.composition.to_units` (1e-12 eps), summed exactly in the
+database; one run releases values at one eps.
+
+**Memoized releases.** :meth:`Ledger.memo_lookup` returns the release of a (person, value)
+pair only when the run that stored it is committed (a committed run cannot be aborted, so
+the release was paid for and may be repeated for free as post-processing);
+:meth:`Ledger.memo_store` keeps the first release stored for a pair and returns it (a later
+run that drew a fresh one uses the stored one instead, having paid for a fresh one); a pair
+stored by a run that is still reserved is taken over by the storing run, which paid for it
+too, and the memo entries of an aborted run are deleted with its refund.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import re
+import sqlite3
+import stat
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import ValidationError
+from .accountant import Grant, Policy, canonical_ids, demand, grant
+from .composition import from_units, to_units
+
+__all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
+
+#: Length of a ledger key (bytes) and of a stored person hash (bytes).
+KEY_BYTES = 32
+HASH_BYTES = 16
+SCHEMA_VERSION = "1"
+_KEY_CHECK = b"metricdp-ledger-key-check"
+_RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+#: Rows per executemany batch (bounds the parameter lists held in memory at once).
+_BATCH = 50_000
+
+
+def key_path_for(path: str | os.PathLike[str]) -> Path:
+    """The key file beside a SQLite ledger: ``LEDGER.key``."""
+    p = Path(path)
+    return p.with_name(p.name + ".key")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _field(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
+
+
+# ---------------------------------------------------------------------------- backends
+class _Tx(Protocol):
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+
+
+class _Backend(Protocol):
+    blob: str
+
+    def write(self) -> contextlib.AbstractContextManager[_Tx]: ...
+    def read(self) -> contextlib.AbstractContextManager[_Tx]: ...
+    def close(self) -> None: ...
+
+
+class _SQLiteTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, dict(params or {})).fetchall()
+
+    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        for start in range(0, len(rows), _BATCH):
+            self.conn.executemany(sql, rows[start:start + _BATCH])
+
+
+class _SQLite:
+    """stdlib sqlite3: WAL, ``synchronous=FULL``, writers serialised by ``BEGIN IMMEDIATE``."""
+
+    blob = "BLOB"
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        if not create and not path.is_file():
+            raise ValidationError(f"ledger {path} does not exist")
+        if path.is_dir():
+            raise ValidationError(f"ledger {path} is a directory, expected a database file")
+        try:
+            self.conn = sqlite3.connect(path, timeout=120.0, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise ValidationError(f"ledger {path} is not a usable SQLite database: {exc}") from None
+        if tables and "meta" not in tables:
+            self.conn.close()
+            raise ValidationError(f"{path} is a SQLite database but not a metricdp ledger")
+        if not tables and not create:
+            self.conn.close()
+            raise ValidationError(f"ledger {path} is empty (not a metricdp ledger)")
+
+    @contextlib.contextmanager
+    def _tx(self, begin: str) -> Iterator[_Tx]:
+        self.conn.execute(begin)
+        try:
+            yield _SQLiteTx(self.conn)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def write(self) -> contextlib.AbstractContextManager[_Tx]:
+        return self._tx("BEGIN IMMEDIATE")
+
+    def read(self) -> contextlib.AbstractContextManager[_Tx]:
+        return self._tx("BEGIN")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _SQLATx:
+    def __init__(self, conn: Any, text: Any) -> None:
+        self.conn, self.text = conn, text
+
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        result = self.conn.execute(self.text(sql), dict(params or {}))
+        return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
+
+    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        for start in range(0, len(rows), _BATCH):
+            self.conn.execute(self.text(sql), list(rows[start:start + _BATCH]))
+
+
+class _SQLAlchemy:
+    """SQLAlchemy Core: writers serialised by ``SELECT ... FOR UPDATE`` on the lock row of ``meta``."""
+
+    def __init__(self, url: str) -> None:
+        from .._optional import import_optional
+
+        sa = import_optional("sqlalchemy", "ledger-sql")
+        try:
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+        except Exception as exc:  # a malformed URL or a missing driver
+            raise ValidationError(f"ledger URL {_redact(url)}: {exc}") from None
+        self.text = sa.text
+        self.blob = "BYTEA" if self.engine.dialect.name == "postgresql" else "BLOB"
+        self._errors = (sa.exc.OperationalError, sa.exc.InterfaceError)
+        self._ready = False
+
+    @contextlib.contextmanager
+    def _tx(self, lock: bool) -> Iterator[_Tx]:
+        try:
+            cm = self.engine.begin()
+            conn = cm.__enter__()
+        except self._errors as exc:
+            raise ValidationError(f"cannot connect to the ledger: {' '.join(str(exc.orig).split())}") from None
+        tx = _SQLATx(conn, self.text)
+        try:
+            if lock:
+                if not self._ready:  # first write of this process: create the tables once, serialised
+                    if self.engine.dialect.name == "postgresql":
+                        tx.q("SELECT pg_advisory_xact_lock(7746313437)")
+                    _ensure_schema(tx, self.blob)
+                    self._ready = True
+                tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL)")
+                tx.q("SELECT v FROM meta WHERE k = 'lock' FOR UPDATE")
+            yield tx
+        except BaseException as exc:
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        cm.__exit__(None, None, None)
+
+    def write(self) -> contextlib.AbstractContextManager[_Tx]:
+        return self._tx(True)
+
+    def read(self) -> contextlib.AbstractContextManager[_Tx]:
+        return self._tx(False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+
+
+def _ensure_schema(tx: _Tx, blob: str) -> None:
+    tx.q("CREATE TABLE IF NOT EXISTS meta (k VARCHAR(64) PRIMARY KEY, v VARCHAR(256) NOT NULL)")
+    tx.q(f"CREATE TABLE IF NOT EXISTS persons (ph {blob} PRIMARY KEY, total BIGINT NOT NULL)")
+    tx.q("CREATE TABLE IF NOT EXISTS runs (run VARCHAR(128) PRIMARY KEY, state VARCHAR(16) NOT NULL, "
+         "mechanism VARCHAR(256) NOT NULL, eps_units BIGINT NOT NULL, n_rows BIGINT NOT NULL, "
+         "withheld BIGINT NOT NULL, n_persons BIGINT NOT NULL, over BIGINT NOT NULL, units BIGINT NOT NULL, "
+         "created VARCHAR(32) NOT NULL, finished VARCHAR(32))")
+    tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
+         "units BIGINT NOT NULL, PRIMARY KEY (run, ph))")
+    tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)")
+    tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {blob} NOT NULL)")
+    if not tx.q("SELECT v FROM meta WHERE k = 'lock'"):
+        tx.q("INSERT INTO meta (k, v) VALUES ('lock', '0'), ('version', :v)", {"v": SCHEMA_VERSION})
+
+
+# ---------------------------------------------------------------------------- keys
+def _load_key(path: Path) -> bytes:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ValidationError(f"ledger key file {path} does not exist") from None
+    if info.st_mode & 0o077:
+        raise ValidationError(
+            f"ledger key file {path} is readable by others (mode {stat.filemode(info.st_mode)}); "
+            "make it private (chmod 600)"
+        )
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise ValidationError(f"ledger key file {path} must hold {KEY_BYTES} bytes, found {len(key)}")
+    return key
+
+
+def _create_key(path: Path) -> bytes:
+    """A new random key at ``path`` (0600), published atomically; an existing key wins."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, os.urandom(KEY_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return _load_key(path)
+
+
+# ---------------------------------------------------------------------------- ledger
+@dataclass(frozen=True)
+class Reservation:
+    """A reserved run: its id and the :class:`~metricdp.accounting.accountant.Grant`."""
+
+    run_id: str
+    grant: Grant
+
+
+class Ledger:
+    """Per-person spend in a database; see the module docstring for the protocol.
+
+    ``target`` is a SQLite file path (created on first use with ``create=True``) or a
+    SQLAlchemy URL (``postgresql+psycopg://...``, needs ``key_file``). ``budget`` is every
+    person's total eps: required for a new ledger, and must equal the stored one for an
+    existing ledger (change it with :meth:`set_budget`).
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str],
+        *,
+        budget: float | None = None,
+        key_file: str | os.PathLike[str] | None = None,
+        create: bool = True,
+    ) -> None:
+        text = os.fspath(target)
+        self._is_url = "://" in text
+        if self._is_url and text.startswith("sqlite://"):
+            raise ValidationError("for a SQLite ledger give the file path, not a sqlite:// URL")
+        if self._is_url:
+            if key_file is None:
+                raise ValidationError("a ledger given by URL needs the path of its key file")
+            self.name = _redact(text)
+            self._db: _Backend = _SQLAlchemy(text)
+        else:
+            self.name = text
+            self._db = _SQLite(Path(text), create=create)
+        self._key_path = Path(key_file) if key_file is not None else key_path_for(text)
+        self._key: bytes | None = None
+        with self._db.write() as tx:
+            _ensure_schema(tx, self._db.blob)
+            meta = dict(tx.q("SELECT k, v FROM meta"))
+            if meta.get("version") != SCHEMA_VERSION:
+                raise ValidationError(f"ledger {self.name} has schema version {meta.get('version')!r}, "
+                                      f"this metricdp reads {SCHEMA_VERSION}")
+            stored = meta.get("budget")
+            if stored is None:
+                if not create:
+                    raise ValidationError(f"ledger {self.name} does not exist")
+                if budget is None:
+                    raise ValidationError(f"ledger {self.name} is new: it needs a budget")
+                key = _load_key(self._key_path) if self._key_path.exists() else _create_key(self._key_path)
+                tx.q("INSERT INTO meta (k, v) VALUES ('budget', :b), ('key_check', :c), ('created', :t)",
+                     {"b": str(to_units(budget, "budget", budget=True)), "c": _fingerprint(key), "t": _now()})
+                self._key = key
+                stored = meta["budget"] = str(to_units(budget, "budget", budget=True))
+                meta["key_check"] = _fingerprint(key)
+            elif budget is not None and to_units(budget, "budget", budget=True) != int(stored):
+                raise ValidationError(
+                    f"ledger {self.name} has a budget of {float(from_units(int(stored))):g} per person, "
+                    f"not {budget:g}; change it explicitly (Ledger.set_budget) if that is meant"
+                )
+            self._budget = int(stored)
+            self._key_check = meta["key_check"]
+
+    # ------------------------------------------------------------------ basics
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (the ledger file or server keeps everything)."""
+        self._db.close()
+
+    @property
+    def budget(self) -> float:
+        """Every person's total budget (eps per unit of distance)."""
+        return float(from_units(self._budget))
+
+    def set_budget(self, budget: float) -> None:
+        """Change every person's budget (persons already above a lower one can spend nothing more)."""
+        units = to_units(budget, "budget", budget=True)
+        with self._db.write() as tx:
+            tx.q("UPDATE meta SET v = :b WHERE k = 'budget'", {"b": str(units)})
+        self._budget = units
+
+    def _keyed(self) -> bytes:
+        if self._key is None:
+            key = _load_key(self._key_path)
+            if not hmac.compare_digest(_fingerprint(key), self._key_check):
+                raise ValidationError(f"ledger key file {self._key_path} does not belong to ledger {self.name}")
+            self._key = key
+        return self._key
+
+    def person_hashes(self, persons: ArrayLike) -> list[bytes]:
+        """The stored hash of each person id (``HMAC-SHA256(key, "p", str(id))``, 16 bytes)."""
+        key = self._keyed()
+        ids = canonical_ids(persons).astype(str).tolist()
+        return [hmac.digest(key, b"p" + _field(p.encode()), "sha256")[:HASH_BYTES] for p in ids]
+
+    # ------------------------------------------------------------------ spending
+    def _totals(self, tx: _Tx, hashes: list[bytes]) -> NDArray[np.int64]:
+        tx.q("DELETE FROM demand")
+        tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": h} for i, h in enumerate(hashes)])
+        rows = tx.q("SELECT d.i, p.total FROM demand d JOIN persons p ON p.ph = d.ph")
+        totals = np.zeros(len(hashes), dtype=np.int64)
+        if rows:
+            arr = np.array(rows, dtype=np.int64)
+            totals[arr[:, 0]] = arr[:, 1]
+        tx.q("DELETE FROM demand")
+        return totals
+
+    def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
+        """Units reserved or committed for each of ``persons`` (0 for someone never seen)."""
+        hashes = self.person_hashes(persons)
+        with self._db.write() as tx:  # the temporary table needs a writable transaction
+            return self._totals(tx, hashes)
+
+    def spent(self, persons: ArrayLike) -> NDArray[np.float64]:
+        """Eps reserved or committed for each of ``persons``."""
+        return from_units(self.spent_units(persons))
+
+    def remaining(self, persons: ArrayLike) -> NDArray[np.float64]:
+        """Eps each of ``persons`` has left."""
+        return from_units(self._budget - self.spent_units(persons))
+
+    def reserve(
+        self,
+        persons: ArrayLike,
+        eps: Any,
+        counts: ArrayLike | None = None,
+        *,
+        policy: Policy = "refuse",
+        run_id: str | None = None,
+        mechanism: str = "",
+    ) -> Reservation:
+        """Reserve a run's spend before publishing it (see the module docstring).
+
+        ``persons``/``eps``/``counts`` as in :meth:`Accountant.spend
+        <metricdp.accounting.accountant.Accountant.spend>`. Raises
+        :class:`~metricdp.errors.BudgetExceededError` under ``refuse`` (nothing written);
+        under ``drop`` the grant says how many values each person may release.
+        """
+        run = run_id if run_id is not None else uuid.uuid4().hex
+        if not isinstance(run, str) or not _RUN_ID.match(run):
+            raise ValidationError(f"run id must be 1-128 letters, digits or ._:-, got {run!r}")
+        uniq, requested, units = demand(persons, eps, counts)
+        hashes = self.person_hashes(uniq)
+        with self._db.write() as tx:
+            if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
+                raise ValidationError(f"run {run} is already in ledger {self.name}")
+            totals = self._totals(tx, hashes)
+            g = grant(uniq, requested, units, self._budget - totals, policy)
+            spend = [{"ph": h, "u": int(u), "r": run} for h, u in zip(hashes, g.units.tolist(), strict=True) if u]
+            tx.many("INSERT INTO persons (ph, total) VALUES (:ph, :u) "
+                    "ON CONFLICT (ph) DO UPDATE SET total = persons.total + excluded.total", spend)
+            tx.many("INSERT INTO charges (run, ph, units) VALUES (:r, :ph, :u)", spend)
+            self._insert_run(tx, run, mechanism, units, g)
+        return Reservation(run, g)
+
+    def _insert_run(self, tx: _Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
+        tx.q("INSERT INTO runs (run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, created) "
+             "VALUES (:r, 'reserved', :m, :e, :n, :w, :p, :o, :u, :t)",
+             {"r": run, "m": str(mechanism)[:256], "e": units, "n": int(g.granted.sum()), "w": g.withheld,
+              "p": int((g.granted > 0).sum()), "o": g.over, "u": int(g.units.sum()), "t": _now()})
+
+    def _state(self, tx: _Tx, run_id: str) -> str:
+        rows = tx.q("SELECT state FROM runs WHERE run = :r", {"r": run_id})
+        if not rows:
+            raise ValidationError(f"run {run_id} is not in ledger {self.name}")
+        return str(rows[0][0])
+
+    def commit(self, run_id: str) -> None:
+        """Mark a reserved run published (idempotent); an aborted run cannot be committed."""
+        with self._db.write() as tx:
+            state = self._state(tx, run_id)
+            if state == "aborted":
+                raise ValidationError(f"run {run_id} was aborted: its reservation was given back")
+            if state == "reserved":
+                tx.q("UPDATE runs SET state = 'committed', finished = :t WHERE run = :r", {"r": run_id, "t": _now()})
+
+    def abort(self, run_id: str) -> None:
+        """Give a reserved run's spend back: only for a release that was NOT published."""
+        with self._db.write() as tx:
+            state = self._state(tx, run_id)
+            if state == "committed":
+                raise ValidationError(f"run {run_id} was committed (published): its spend cannot be given back")
+            if state == "reserved":
+                tx.q("UPDATE persons SET total = total - (SELECT c.units FROM charges c WHERE c.run = :r "
+                     "AND c.ph = persons.ph) WHERE ph IN (SELECT ph FROM charges WHERE run = :r)", {"r": run_id})
+                tx.q("DELETE FROM charges WHERE run = :r", {"r": run_id})
+                tx.q("DELETE FROM memo WHERE run = :r", {"r": run_id})
+                tx.q("UPDATE runs SET state = 'aborted', finished = :t WHERE run = :r", {"r": run_id, "t": _now()})
+
+    @contextlib.contextmanager
+    def reservation(
+        self,
+        persons: ArrayLike,
+        eps: Any,
+        counts: ArrayLike | None = None,
+        *,
+        policy: Policy = "refuse",
+        run_id: str | None = None,
+        mechanism: str = "",
+    ) -> Iterator[_Publishing]:
+        """Reserve; commit when the block ends; abort if it raises *before* ``publishing()``.
+
+        ::
+
+            with ledger.reservation(users, eps) as res:
+                release = mechanism.release(...)   # an error here gives the budget back
+                res.publishing()                   # from here on the budget stays spent
+                publish(release)
+        """
+        r = self.reserve(persons, eps, counts, policy=policy, run_id=run_id, mechanism=mechanism)
+        handle = _Publishing(r)
+        try:
+            yield handle
+        except BaseException:
+            if not handle.published:
+                self.abort(r.run_id)
+            raise
+        self.commit(r.run_id)
+
+    # ------------------------------------------------------------------ memo
+    def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> tuple[list[bytes], list[bytes]]:
+        key = self._keyed()
+        ids = canonical_ids(persons).astype(str).tolist()
+        vals = np.asarray(values).astype(str).tolist()
+        if len(vals) != len(ids):
+            raise ValidationError(f"values must be one per person ({len(ids)}), got {len(vals)}")
+        s = _field(str(scope).encode())
+        mks = [hmac.digest(key, b"m" + s + _field(p.encode()) + _field(v.encode()), "sha256")
+               for p, v in zip(ids, vals, strict=True)]
+        pads = [hmac.digest(key, b"x" + mk, "sha256")[:8] for mk in mks]
+        return mks, pads
+
+    def memo_lookup(
+        self, scope: str, persons: ArrayLike, values: ArrayLike
+    ) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+        """For each (person, true value): whether a paid-for release is memoized, and its index.
+
+        ``scope`` names the mechanism (its file's hash, say): a release is reused only by
+        the same mechanism. Only releases of committed runs count (module docstring).
+        """
+        mks, pads = self._memo_keys(scope, persons, values)
+        found = np.zeros(len(mks), dtype=bool)
+        rel = np.full(len(mks), -1, dtype=np.int64)
+        with self._db.write() as tx:
+            tx.q("DELETE FROM demand")
+            tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": m} for i, m in enumerate(mks)])
+            rows = tx.q("SELECT d.i, m.rel FROM demand d JOIN memo m ON m.mk = d.ph JOIN runs r ON r.run = m.run "
+                        "WHERE r.state = 'committed'")
+            tx.q("DELETE FROM demand")
+        for i, blob in rows:
+            found[i] = True
+            rel[i] = _unpad(bytes(blob), pads[i])
+        return found, rel
+
+    def memo_store(
+        self, run_id: str, scope: str, persons: ArrayLike, values: ArrayLike, releases: ArrayLike
+    ) -> NDArray[np.int64]:
+        """Memoize fresh releases of a reserved run; returns the releases to publish (first stored wins)."""
+        mks, pads = self._memo_keys(scope, persons, values)
+        rel = np.asarray(releases)
+        if rel.shape != (len(mks),) or rel.dtype.kind not in "iu":
+            raise ValidationError(f"releases must be one integer index per person ({len(mks)})")
+        out = rel.astype(np.int64).copy()
+        with self._db.write() as tx:
+            if self._state(tx, run_id) != "reserved":
+                raise ValidationError(f"run {run_id} is not reserved: memoize before committing")
+            tx.q("DELETE FROM demand")
+            tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": m} for i, m in enumerate(mks)])
+            existing = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
+                            "LEFT JOIN runs r ON r.run = m.run")
+            taken = {int(i): (bytes(b), s) for i, b, s in existing}
+            fresh = [{"mk": mks[i], "rel": _pad(int(out[i]), pads[i]), "r": run_id}
+                     for i in range(len(mks)) if i not in taken]
+            tx.many("INSERT INTO memo (mk, rel, run) VALUES (:mk, :rel, :r)", fresh)
+            adopt = [{"mk": mks[i], "r": run_id} for i, (_, s) in taken.items() if s != "committed"]
+            tx.many("UPDATE memo SET run = :r WHERE mk = :mk", adopt)
+            tx.q("DELETE FROM demand")
+        for i, (blob, _) in taken.items():
+            out[i] = _unpad(blob, pads[i])
+        return out
+
+    # ------------------------------------------------------------------ reports
+    def persons_table(self) -> dict[str, NDArray[Any]]:
+        """Every person (hashed, hex): eps committed, reserved (not yet committed), total and remaining."""
+        with self._db.read() as tx:
+            rows = tx.q("SELECT c.ph, SUM(CASE WHEN r.state = 'committed' THEN c.units ELSE 0 END), SUM(c.units) "
+                        "FROM charges c JOIN runs r ON r.run = c.run GROUP BY c.ph ORDER BY c.ph")
+        ph = np.array([bytes(r[0]).hex() for r in rows], dtype=str)
+        committed = np.array([int(r[1]) for r in rows], dtype=np.int64)
+        total = np.array([int(r[2]) for r in rows], dtype=np.int64)
+        return {"person": ph, "committed": from_units(committed), "reserved": from_units(total - committed),
+                "total": from_units(total), "remaining": from_units(self._budget - total)}
+
+    def runs_table(self) -> list[dict[str, Any]]:
+        """Every run, oldest first: state, mechanism, eps, rows released and withheld, persons, eps spent."""
+        with self._db.read() as tx:
+            rows = tx.q("SELECT run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, "
+                        "created, finished FROM runs ORDER BY created, run")
+        return [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
+                 "rows": int(r[4]), "withheld": int(r[5]), "persons": int(r[6]), "persons_over": int(r[7]),
+                 "eps_spent": float(from_units(int(r[8]))), "created": r[9], "finished": r[10]} for r in rows]
+
+    def check_integrity(self) -> None:
+        """Raise if a person's total differs from the sum of their charges (a corrupted ledger)."""
+        with self._db.read() as tx:
+            bad = tx.q("SELECT COUNT(*) FROM persons p LEFT JOIN (SELECT ph, SUM(units) AS s FROM charges "
+                       "GROUP BY ph) c ON c.ph = p.ph WHERE p.total <> COALESCE(c.s, 0)")
+        if int(bad[0][0]):
+            raise ValidationError(f"ledger {self.name}: {int(bad[0][0])} persons' totals differ from their charges")
+
+
+class _Publishing:
+    """Yielded by :meth:`Ledger.reservation`: the reservation and the point of no return."""
+
+    def __init__(self, reservation: Reservation) -> None:
+        self.reservation = reservation
+        self.published = False
+
+    @property
+    def run_id(self) -> str:
+        return self.reservation.run_id
+
+    @property
+    def grant(self) -> Grant:
+        return self.reservation.grant
+
+    def publishing(self) -> None:
+        """From now on the release may be out: an error no longer gives the budget back."""
+        self.published = True
+
+
+def _fingerprint(key: bytes) -> str:
+    return hmac.digest(key, _KEY_CHECK, "sha256").hex()[:32] if key else ""
+
+
+def _pad(index: int, pad: bytes) -> bytes:
+    return bytes(a ^ b for a, b in zip(index.to_bytes(8, "big", signed=True), pad, strict=True))
+
+
+def _unpad(blob: bytes, pad: bytes) -> int:
+    return int.from_bytes(bytes(a ^ b for a, b in zip(blob, pad, strict=True)), "big", signed=True)
+
