@@ -51,7 +51,7 @@ def canonical_ids(user_ids: ArrayLike, name: str = "persons") -> NDArray[Any]:
     ids = np.asarray(user_ids)
     if ids.ndim != 1:
         raise ValidationError(f"{name} must be one-dimensional, got shape {ids.shape}")
-    if ids.dtype.kind in "iu":
+    if ids.size == 0 or ids.dtype.kind in "iu":
         return ids.astype(np.int64)
     if ids.dtype.kind in "fcb":
         raise ValidationError(f"{name} must be integers or text, got dtype {ids.dtype}")

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_epsilon
+from .._validation import check_number
 from ..errors import ValidationError
 
 __all__ = [
@@ -67,7 +67,7 @@ def to_units(eps: Any, name: str = "epsilon", *, budget: bool = False) -> int:
     >>> to_units(1e-13)  # never free: at least one unit
     1
     """
-    value = check_epsilon(eps, name)
+    value = check_number(eps, name, minimum=0.0, open_minimum=True)
     exact = Decimal(repr(value)) * UNITS_PER_EPS
     units = int(exact.to_integral_value(rounding=ROUND_FLOOR if budget else ROUND_CEILING))
     if units > MAX_UNITS:
