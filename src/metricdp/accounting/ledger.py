@@ -321,6 +321,13 @@ class Ledger:
             self._db = _SQLite(Path(text), create=create)
         self._key_path = Path(key_file) if key_file is not None else key_path_for(text)
         self._key: bytes | None = None
+        try:
+            self._open(budget, create)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self, budget: float | None, create: bool) -> None:
         with self._db.write() as tx:
             _ensure_schema(tx, self._db.blob)
             meta = dict(tx.q("SELECT k, v FROM meta"))
@@ -333,12 +340,12 @@ class Ledger:
                     raise ValidationError(f"ledger {self.name} does not exist")
                 if budget is None:
                     raise ValidationError(f"ledger {self.name} is new: it needs a budget")
+                stored = str(to_units(budget, "budget", budget=True))
                 key = _load_key(self._key_path) if self._key_path.exists() else _create_key(self._key_path)
-                tx.q("INSERT INTO meta (k, v) VALUES ('budget', :b), ('key_check', :c), ('created', :t)",
-                     {"b": str(to_units(budget, "budget", budget=True)), "c": _fingerprint(key), "t": _now()})
-                self._key = key
-                stored = meta["budget"] = str(to_units(budget, "budget", budget=True))
                 meta["key_check"] = _fingerprint(key)
+                tx.q("INSERT INTO meta (k, v) VALUES ('budget', :b), ('key_check', :c), ('created', :t)",
+                     {"b": stored, "c": meta["key_check"], "t": _now()})
+                self._key = key
             elif budget is not None and to_units(budget, "budget", budget=True) != int(stored):
                 raise ValidationError(
                     f"ledger {self.name} has a budget of {float(from_units(int(stored))):g} per person, "
