@@ -312,14 +312,14 @@ class Ledger:
         if self._is_url and text.startswith("sqlite://"):
             raise ValidationError("for a SQLite ledger give the file path, not a sqlite:// URL")
         if self._is_url:
-            if key_file is None:
+            if key_file is None and create:
                 raise ValidationError("a ledger given by URL needs the path of its key file")
             self.name = _redact(text)
             self._db: _Backend = _SQLAlchemy(text)
         else:
             self.name = text
             self._db = _SQLite(Path(text), create=create)
-        self._key_path = Path(key_file) if key_file is not None else key_path_for(text)
+        self._key_path = Path(key_file) if key_file is not None else None if self._is_url else key_path_for(text)
         self._key: bytes | None = None
         try:
             self._open(budget, create)
@@ -341,6 +341,8 @@ class Ledger:
                 if budget is None:
                     raise ValidationError(f"ledger {self.name} is new: it needs a budget")
                 stored = str(to_units(budget, "budget", budget=True))
+                if self._key_path is None:
+                    raise ValidationError("a ledger given by URL needs the path of its key file")
                 key = _load_key(self._key_path) if self._key_path.exists() else _create_key(self._key_path)
                 meta["key_check"] = _fingerprint(key)
                 tx.q("INSERT INTO meta (k, v) VALUES ('budget', :b), ('key_check', :c), ('created', :t)",
@@ -379,6 +381,8 @@ class Ledger:
 
     def _keyed(self) -> bytes:
         if self._key is None:
+            if self._key_path is None:
+                raise ValidationError(f"ledger {self.name}: the path of its key file is needed to hash persons")
             key = _load_key(self._key_path)
             if not hmac.compare_digest(_fingerprint(key), self._key_check):
                 raise ValidationError(f"ledger key file {self._key_path} does not belong to ledger {self.name}")
@@ -596,7 +600,8 @@ class Ledger:
                         "created, finished FROM runs ORDER BY created, run")
         return [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
                  "rows": int(r[4]), "withheld": int(r[5]), "persons": int(r[6]), "persons_over": int(r[7]),
-                 "eps_spent": float(from_units(int(r[8]))), "created": r[9], "finished": r[10]} for r in rows]
+                 "eps_spent": 0.0 if r[1] == "aborted" else float(from_units(int(r[8]))),
+                 "created": r[9], "finished": r[10]} for r in rows]
 
     def check_integrity(self) -> None:
         """Raise if a person's total differs from the sum of their charges (a corrupted ledger)."""

@@ -22,6 +22,7 @@ from . import (
     evaluate,
     example,
     experiment,
+    ledger,
     paper_experiments,
     privatize,
     privatize_points,
@@ -61,7 +62,7 @@ def _main(
 
 
 for _module in (example, build, evaluate, report, privatize, privatize_points, text, estimate, calibrate, data,
-                bench, experiment):
+                bench, experiment, ledger):
     _module.register(app)
 paper_experiments.register(experiment.experiment_app)
 

@@ -1,0 +1,110 @@
+"""``metricdp ledger show|export LEDGER``: what a privacy ledger holds, per person and per run.
+
+* ``metricdp ledger show LEDGER [--json]`` -- the budget, how many persons and runs, the
+  distribution of eps spent per person (max, median, 90th and 99th percentiles) and every
+  run with its state, mechanism, eps, rows released and withheld.
+* ``metricdp ledger export LEDGER [--json] [--out FILE]`` -- one row per person: the
+  person's keyed hash (never the id), eps committed, reserved by runs not yet committed,
+  total and remaining; CSV by default, one JSON object (persons and runs) with ``--json``.
+
+``LEDGER`` is a SQLite file or a SQLAlchemy URL (``postgresql+psycopg://...``, the
+``ledger-sql`` extra). Reading a ledger needs no key: it only shows hashes. Nothing is ever
+created: a missing ledger is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .._jsonable import jsonable
+from ..accounting.composition import summarize
+from ..accounting.ledger import Ledger
+from ..io import atomic_write
+from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors
+
+__all__ = ["ledger_app", "register"]
+
+ledger_app = typer.Typer(
+    name="ledger",
+    help="Inspect a privacy ledger: spent and remaining eps per person (hashed) and per run.",
+    no_args_is_help=True,
+)
+
+LedgerArg = Annotated[str, typer.Argument(help="The ledger: a SQLite file or a SQLAlchemy URL.", show_default=False)]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``ledger`` command group to ``app``."""
+    app.add_typer(ledger_app, name="ledger")
+
+
+def _open(target: str) -> Ledger:
+    return Ledger(target, create=False)
+
+
+def _snapshot(target: str) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
+    with _open(target) as ledger:
+        return ledger.budget, ledger.persons_table(), ledger.runs_table()
+
+
+@ledger_app.command("show")
+@handle_errors
+def show(ledger: LedgerArg, json_out: JsonOption = False) -> None:
+    """The budget, the per-person distribution of eps spent, and every run."""
+    budget, persons, runs = _snapshot(ledger)
+    spent = summarize(persons["total"]).as_dict()
+    states = {s: sum(r["state"] == s for r in runs) for s in ("committed", "reserved", "aborted")}
+    if json_out:
+        echo_json({"ledger": ledger, "budget": budget, "persons": int(persons["person"].size),
+                   "exhausted": int((persons["remaining"] <= 0).sum()), "spent": spent, "runs_by_state": states,
+                   "runs": runs})
+        return
+    from rich.table import Table
+
+    console.print(f"ledger {ledger}: budget {fmt(budget)} per person, {persons['person'].size} persons "
+                  f"({int((persons['remaining'] <= 0).sum())} exhausted), {len(runs)} runs "
+                  f"({states['committed']} committed, {states['reserved']} reserved, {states['aborted']} aborted)",
+                  markup=False, highlight=False)
+    console.print("eps spent per person: " + ", ".join(f"{k} {fmt(v)}" for k, v in spent.items() if k != "persons"),
+                  markup=False, highlight=False)
+    table = Table("run", "state", "mechanism", "eps", "rows", "withheld", "persons", "over", "eps spent", "created")
+    for r in runs:
+        table.add_row(r["run"], r["state"], r["mechanism"], fmt(r["eps"]), fmt(r["rows"]), fmt(r["withheld"]),
+                      fmt(r["persons"]), fmt(r["persons_over"]), fmt(r["eps_spent"]), r["created"])
+    console.print(table)
+
+
+@ledger_app.command("export")
+@handle_errors
+def export(
+    ledger: LedgerArg,
+    json_out: JsonOption = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Write to this file (atomically), not stdout.")] = None,
+) -> None:
+    """Every person (keyed hash) with eps committed, reserved, total and remaining."""
+    if out is not None:
+        check_output(out)
+    budget, persons, runs = _snapshot(ledger)
+    columns = ["person", "committed", "reserved", "total", "remaining"]
+    if json_out:
+        rows = [dict(zip(columns, values, strict=True))
+                for values in zip(*(persons[c].tolist() for c in columns), strict=True)]
+        obj = {"ledger": ledger, "budget": budget, "persons": rows, "runs": runs}
+        if out is None:
+            echo_json(obj)
+            return
+        with atomic_write(out, "w") as fh:
+            fh.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
+        return
+    with atomic_write(out, "w") if out is not None else contextlib.nullcontext(sys.stdout) as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(zip(persons["person"].tolist(), *(map(repr, persons[c].tolist()) for c in columns[1:]),
+                             strict=True))
