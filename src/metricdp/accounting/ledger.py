@@ -65,7 +65,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import ValidationError
+from ..errors import MetricDPError, ValidationError
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
 
@@ -182,9 +182,10 @@ class _SQLAlchemy:
     """SQLAlchemy Core: writers serialised by ``SELECT ... FOR UPDATE`` on the lock row of ``meta``."""
 
     def __init__(self, url: str) -> None:
-        from .._optional import import_optional
-
-        sa = import_optional("sqlalchemy", "ledger-sql")
+        try:
+            import sqlalchemy as sa
+        except ImportError:
+            raise MetricDPError("a ledger URL needs SQLAlchemy: pip install 'metricdp[ledger-sql]'") from None
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
         except Exception as exc:  # a malformed URL or a missing driver
