@@ -131,6 +131,7 @@ class _SQLite:
             raise ValidationError(f"ledger {path} does not exist")
         if path.is_dir():
             raise ValidationError(f"ledger {path} is a directory, expected a database file")
+        self.path = path
         try:
             self.conn = sqlite3.connect(path, timeout=120.0, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -147,13 +148,17 @@ class _SQLite:
 
     @contextlib.contextmanager
     def _tx(self, begin: str) -> Iterator[_Tx]:
-        self.conn.execute(begin)
         try:
-            yield _SQLiteTx(self.conn)
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            self.conn.execute(begin)
+            try:
+                yield _SQLiteTx(self.conn)
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # locked past the timeout, disk full, read-only file: rolled back
+            raise MetricDPError(f"ledger {self.path}: {exc}") from None
 
     def write(self) -> contextlib.AbstractContextManager[_Tx]:
         return self._tx("BEGIN IMMEDIATE")
@@ -191,8 +196,10 @@ class _SQLAlchemy:
         except Exception as exc:  # a malformed URL or a missing driver
             raise ValidationError(f"ledger URL {_redact(url)}: {exc}") from None
         self.text = sa.text
+        self.name = _redact(url)
         self.blob = "BYTEA" if self.engine.dialect.name == "postgresql" else "BLOB"
         self._errors = (sa.exc.OperationalError, sa.exc.InterfaceError)
+        self._dbapi_error = sa.exc.DBAPIError
         self._ready = False
 
     @contextlib.contextmanager
@@ -213,10 +220,16 @@ class _SQLAlchemy:
                 tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL)")
                 tx.q("SELECT v FROM meta WHERE k = 'lock' FOR UPDATE")
             yield tx
+        except self._dbapi_error as exc:  # rolled back by the engine
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
         except BaseException as exc:
             cm.__exit__(type(exc), exc, exc.__traceback__)
             raise
-        cm.__exit__(None, None, None)
+        try:
+            cm.__exit__(None, None, None)
+        except self._dbapi_error as exc:
+            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
 
     def write(self) -> contextlib.AbstractContextManager[_Tx]:
         return self._tx(True)
