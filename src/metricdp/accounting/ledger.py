@@ -51,12 +51,13 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import itertools
 import os
 import re
 import sqlite3
 import stat
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,9 +97,16 @@ def _field(data: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------------------- backends
+def _batches(rows: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str, Any]]]:
+    """``rows`` in lists of at most ``_BATCH``: parameter lists stay bounded however many persons a run has."""
+    it = iter(rows)
+    while batch := list(itertools.islice(it, _BATCH)):
+        yield batch
+
+
 class _Tx(Protocol):
     def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
-    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None: ...
 
 
 class _Backend(Protocol):
@@ -116,9 +124,9 @@ class _SQLiteTx:
     def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, dict(params or {})).fetchall()
 
-    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        for start in range(0, len(rows), _BATCH):
-            self.conn.executemany(sql, rows[start:start + _BATCH])
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        for batch in _batches(rows):
+            self.conn.executemany(sql, batch)
 
 
 class _SQLite:
@@ -136,6 +144,8 @@ class _SQLite:
             self.conn = sqlite3.connect(path, timeout=120.0, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA cache_size=-262144")  # up to 256 MiB of pages: runs touching 1M persons
+            self.conn.execute("PRAGMA temp_store=MEMORY")
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise ValidationError(f"ledger {path} is not a usable SQLite database: {exc}") from None
@@ -178,9 +188,9 @@ class _SQLATx:
         result = self.conn.execute(self.text(sql), dict(params or {}))
         return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
 
-    def many(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        for start in range(0, len(rows), _BATCH):
-            self.conn.execute(self.text(sql), list(rows[start:start + _BATCH]))
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        for batch in _batches(rows):
+            self.conn.execute(self.text(sql), batch)
 
 
 class _SQLAlchemy:
@@ -217,7 +227,8 @@ class _SQLAlchemy:
                         tx.q("SELECT pg_advisory_xact_lock(7746313437)")
                     _ensure_schema(tx, self.blob)
                     self._ready = True
-                tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL)")
+                tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL, "
+                     "u BIGINT NOT NULL)")
                 tx.q("SELECT v FROM meta WHERE k = 'lock' FOR UPDATE")
             yield tx
         except self._dbapi_error as exc:  # rolled back by the engine
@@ -255,7 +266,7 @@ def _ensure_schema(tx: _Tx, blob: str) -> None:
     tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
          "units BIGINT NOT NULL, PRIMARY KEY (run, ph))")
     tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)")
-    tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {blob} NOT NULL)")
+    tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {blob} NOT NULL, u BIGINT NOT NULL)")
     if not tx.q("SELECT v FROM meta WHERE k = 'lock'"):
         tx.q("INSERT INTO meta (k, v) VALUES ('lock', '0'), ('version', :v)", {"v": SCHEMA_VERSION})
 
@@ -410,22 +421,26 @@ class Ledger:
         return [hmac.digest(key, b"p" + _field(p.encode()), "sha256")[:HASH_BYTES] for p in ids]
 
     # ------------------------------------------------------------------ spending
-    def _totals(self, tx: _Tx, hashes: list[bytes]) -> NDArray[np.int64]:
+    def _totals(self, tx: _Tx, hashes: list[bytes], units: list[int] | None = None) -> NDArray[np.int64]:
+        """Each person's total; leaves ``demand`` holding (i, hash, ``units[i]``) for set-based updates."""
         tx.q("DELETE FROM demand")
-        tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": h} for i, h in enumerate(hashes)])
+        u = units if units is not None else [0] * len(hashes)
+        tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, :u)",
+                ({"i": i, "ph": h, "u": x} for i, (h, x) in enumerate(zip(hashes, u, strict=True))))
         rows = tx.q("SELECT d.i, p.total FROM demand d JOIN persons p ON p.ph = d.ph")
         totals = np.zeros(len(hashes), dtype=np.int64)
         if rows:
             arr = np.array(rows, dtype=np.int64)
             totals[arr[:, 0]] = arr[:, 1]
-        tx.q("DELETE FROM demand")
         return totals
 
     def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
         """Units reserved or committed for each of ``persons`` (0 for someone never seen)."""
         hashes = self.person_hashes(persons)
         with self._db.write() as tx:  # the temporary table needs a writable transaction
-            return self._totals(tx, hashes)
+            totals = self._totals(tx, hashes)
+            tx.q("DELETE FROM demand")
+        return totals
 
     def spent(self, persons: ArrayLike) -> NDArray[np.float64]:
         """Eps reserved or committed for each of ``persons``."""
@@ -460,12 +475,14 @@ class Ledger:
         with self._db.write() as tx:
             if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
                 raise ValidationError(f"run {run} is already in ledger {self.name}")
-            totals = self._totals(tx, hashes)
+            totals = self._totals(tx, hashes, (requested * units).tolist())
             g = grant(uniq, requested, units, self._budget - totals, policy)
-            spend = [{"ph": h, "u": int(u), "r": run} for h, u in zip(hashes, g.units.tolist(), strict=True) if u]
-            tx.many("INSERT INTO persons (ph, total) VALUES (:ph, :u) "
-                    "ON CONFLICT (ph) DO UPDATE SET total = persons.total + excluded.total", spend)
-            tx.many("INSERT INTO charges (run, ph, units) VALUES (:r, :ph, :u)", spend)
+            cut = np.flatnonzero(g.granted != g.requested)  # only under drop; usually few
+            tx.many("UPDATE demand SET u = :u WHERE i = :i", ({"i": int(i), "u": int(g.units[i])} for i in cut))
+            tx.q("INSERT INTO persons (ph, total) SELECT ph, u FROM demand WHERE u > 0 "
+                 "ON CONFLICT (ph) DO UPDATE SET total = persons.total + excluded.total")
+            tx.q("INSERT INTO charges (run, ph, units) SELECT :r, ph, u FROM demand WHERE u > 0", {"r": run})
+            tx.q("DELETE FROM demand")
             self._insert_run(tx, run, mechanism, units, g)
         return Reservation(run, g)
 
@@ -559,7 +576,7 @@ class Ledger:
         rel = np.full(len(mks), -1, dtype=np.int64)
         with self._db.write() as tx:
             tx.q("DELETE FROM demand")
-            tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": m} for i, m in enumerate(mks)])
+            tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
             rows = tx.q("SELECT d.i, m.rel FROM demand d JOIN memo m ON m.mk = d.ph JOIN runs r ON r.run = m.run "
                         "WHERE r.state = 'committed'")
             tx.q("DELETE FROM demand")
@@ -581,7 +598,7 @@ class Ledger:
             if self._state(tx, run_id) != "reserved":
                 raise ValidationError(f"run {run_id} is not reserved: memoize before committing")
             tx.q("DELETE FROM demand")
-            tx.many("INSERT INTO demand (i, ph) VALUES (:i, :ph)", [{"i": i, "ph": m} for i, m in enumerate(mks)])
+            tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
             existing = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
                             "LEFT JOIN runs r ON r.run = m.run")
             taken = {int(i): (bytes(b), s) for i, b, s in existing}
