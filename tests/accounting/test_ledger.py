@@ -150,3 +150,18 @@ def test_refusals(tmp_path: Path) -> None:
         ledger.reserve(["a"], -0.1)
     ledger.set_budget(0.5)
     assert Ledger(tmp_path / "l.db", budget=0.5).budget == 0.5
+
+
+def test_memo_keys_points_and_odd_text(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.db", budget=1.0)
+    odd = "caf\udce9"  # an undecodable byte read with surrogateescape
+    r = ledger.reserve([odd, "b"], 0.5)
+    points = np.array([[48.8566, 2.3522], [41.9, 12.5]])
+    assert ledger.memo_store(r.run_id, "m", [odd, "b"], points, np.array([1, 2])).tolist() == [1, 2]
+    ledger.commit(r.run_id)
+    found, rel = ledger.memo_lookup("m", [odd, "b", "b"], np.array([[48.8566, 2.3522], [41.9, 12.5], [41.9, 12.6]]))
+    assert found.tolist() == [True, True, False] and rel[:2].tolist() == [1, 2]
+    assert ledger.spent([odd]).tolist() == [0.5]
+    with pytest.raises(ValidationError, match="finite"):
+        ledger.memo_lookup("m", ["b"], np.array([np.nan]))
+    ledger.close()

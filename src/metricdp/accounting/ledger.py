@@ -418,7 +418,7 @@ class Ledger:
         """The stored hash of each person id (``HMAC-SHA256(key, "p", str(id))``, 16 bytes)."""
         key = self._keyed()
         ids = canonical_ids(persons).astype(str).tolist()
-        return [hmac.digest(key, b"p" + _field(p.encode()), "sha256")[:HASH_BYTES] for p in ids]
+        return [hmac.digest(key, b"p" + _field(_utf8(p)), "sha256")[:HASH_BYTES] for p in ids]
 
     # ------------------------------------------------------------------ spending
     def _totals(self, tx: _Tx, hashes: list[bytes], units: list[int] | None = None) -> NDArray[np.int64]:
@@ -554,11 +554,11 @@ class Ledger:
     def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> tuple[list[bytes], list[bytes]]:
         key = self._keyed()
         ids = canonical_ids(persons).astype(str).tolist()
-        vals = np.asarray(values).astype(str).tolist()
+        vals = _value_texts(values)
         if len(vals) != len(ids):
             raise ValidationError(f"values must be one per person ({len(ids)}), got {len(vals)}")
-        s = _field(str(scope).encode())
-        mks = [hmac.digest(key, b"m" + s + _field(p.encode()) + _field(v.encode()), "sha256")
+        s = _field(_utf8(str(scope)))
+        mks = [hmac.digest(key, b"m" + s + _field(_utf8(p)) + _field(_utf8(v)), "sha256")
                for p, v in zip(ids, vals, strict=True)]
         pads = [hmac.digest(key, b"x" + mk, "sha256")[:8] for mk in mks]
         return mks, pads
@@ -661,6 +661,24 @@ class _Publishing:
     def publishing(self) -> None:
         """From now on the release may be out: an error no longer gives the budget back."""
         self.published = True
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8, lone surrogates (undecodable bytes read with ``surrogateescape``) included."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _value_texts(values: ArrayLike) -> list[str]:
+    """One text per true value: labels as they are, numbers by ``repr`` (exact), points joined by commas."""
+    arr = np.asarray(values)
+    if arr.ndim not in (1, 2):
+        raise ValidationError(f"values must be one label or one point per person, got shape {arr.shape}")
+    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        raise ValidationError("values must be finite")
+    cells = arr.tolist() if arr.dtype.kind in "fciub" else arr.astype(str).tolist()
+    if arr.ndim == 1:
+        return [c if isinstance(c, str) else repr(c) for c in cells]
+    return [",".join(c if isinstance(c, str) else repr(c) for c in row) for row in cells]
 
 
 def _fingerprint(key: bytes) -> str:
