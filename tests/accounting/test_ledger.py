@@ -165,3 +165,21 @@ def test_memo_keys_points_and_odd_text(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="finite"):
         ledger.memo_lookup("m", ["b"], np.array([np.nan]))
     ledger.close()
+
+
+def test_memo_of_points(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.db", budget=1.0)
+    r = ledger.reserve(["a", "b"], 0.5)
+    fresh = np.array([[48.85, 2.35], [41.9, 12.5]])
+    stored = ledger.memo_store(r.run_id, "pl", ["a", "b"], ["home", "work"], fresh)
+    assert np.array_equal(stored, fresh)
+    ledger.commit(r.run_id)
+    found, rel = ledger.memo_lookup("pl", ["a", "b", "a"], ["home", "work", "gym"], width=2)
+    assert found.tolist() == [True, True, False]
+    assert np.array_equal(rel[:2], fresh) and np.isnan(rel[2]).all()
+    with pytest.raises(ValidationError, match="not indices"):
+        ledger.memo_lookup("pl", ["a"], ["home"])
+    r2 = ledger.reserve(["a"], 0.25)
+    with pytest.raises(ValidationError, match="finite point"):
+        ledger.memo_store(r2.run_id, "pl", ["a"], ["x"], np.array([[np.inf, 0.0]]))
+    ledger.close()

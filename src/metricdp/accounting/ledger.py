@@ -25,9 +25,9 @@ was published, never the reverse.
 
 **What is stored.** Never a person id or a true value in clear. Persons are stored as
 ``HMAC-SHA256(key, id)`` truncated to 128 bits; memoized releases (``--consistent``) under
-``HMAC-SHA256(key, scope, id, value)``, the released index XORed with a pad derived from the
-key (HMAC again), so the table can be neither searched for a known person and value nor read
-back without the key. The key is 32 random bytes in a file beside a SQLite ledger
+``HMAC-SHA256(key, scope, id, value)``, the release (an index or a point) XORed with a
+keystream derived from the key and that hash (HMAC again), so the table can be neither
+searched for a known person and value nor read back without the key. The key is 32 random bytes in a file beside a SQLite ledger
 (``LEDGER.key``, created with mode 0600 on first use, published with a hard link so that
 concurrent creators agree on one key); for a URL ledger its path is an argument. A key file
 readable by group or others is refused. The key's fingerprint is stored in the ledger, so a
@@ -551,65 +551,78 @@ class Ledger:
         self.commit(r.run_id)
 
     # ------------------------------------------------------------------ memo
-    def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> tuple[list[bytes], list[bytes]]:
+    def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> list[bytes]:
         key = self._keyed()
         ids = canonical_ids(persons).astype(str).tolist()
         vals = _value_texts(values)
         if len(vals) != len(ids):
             raise ValidationError(f"values must be one per person ({len(ids)}), got {len(vals)}")
         s = _field(_utf8(str(scope)))
-        mks = [hmac.digest(key, b"m" + s + _field(_utf8(p)) + _field(_utf8(v)), "sha256")
-               for p, v in zip(ids, vals, strict=True)]
-        pads = [hmac.digest(key, b"x" + mk, "sha256")[:8] for mk in mks]
-        return mks, pads
+        return [hmac.digest(key, b"m" + s + _field(_utf8(p)) + _field(_utf8(v)), "sha256")
+                for p, v in zip(ids, vals, strict=True)]
+
+    def _crypt(self, mk: bytes, data: bytes) -> bytes:
+        """XOR with a keystream ``HMAC(key, "x", mk, block counter)``: encrypts and decrypts."""
+        key = self._keyed()
+        stream = b"".join(hmac.digest(key, b"x" + mk + bytes([c]), "sha256") for c in range(len(data) // 32 + 1))
+        return bytes(a ^ b for a, b in zip(data, stream, strict=False))
+
+    def _read_memo(self, tx: _Tx, mks: list[bytes], extra: str = "") -> list[tuple[Any, ...]]:
+        tx.q("DELETE FROM demand")
+        tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
+        rows = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
+                    f"LEFT JOIN runs r ON r.run = m.run {extra}")
+        tx.q("DELETE FROM demand")
+        return rows
 
     def memo_lookup(
-        self, scope: str, persons: ArrayLike, values: ArrayLike
-    ) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
-        """For each (person, true value): whether a paid-for release is memoized, and its index.
+        self, scope: str, persons: ArrayLike, values: ArrayLike, *, width: int | None = None
+    ) -> tuple[NDArray[np.bool_], NDArray[Any]]:
+        """For each (person, true value): whether a paid-for release is memoized, and the release.
 
+        Releases are integer indices (``width=None``: an int64 vector, -1 where none) or
+        points of ``width`` coordinates (a float64 array ``(n, width)``, NaN where none).
         ``scope`` names the mechanism (its file's hash, say): a release is reused only by
         the same mechanism. Only releases of committed runs count (module docstring).
         """
-        mks, pads = self._memo_keys(scope, persons, values)
+        mks = self._memo_keys(scope, persons, values)
         found = np.zeros(len(mks), dtype=bool)
-        rel = np.full(len(mks), -1, dtype=np.int64)
+        rel: NDArray[Any] = (np.full(len(mks), -1, dtype=np.int64) if width is None
+                             else np.full((len(mks), int(width)), np.nan))
         with self._db.write() as tx:
-            tx.q("DELETE FROM demand")
-            tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
-            rows = tx.q("SELECT d.i, m.rel FROM demand d JOIN memo m ON m.mk = d.ph JOIN runs r ON r.run = m.run "
-                        "WHERE r.state = 'committed'")
-            tx.q("DELETE FROM demand")
-        for i, blob in rows:
+            rows = self._read_memo(tx, mks, "WHERE r.state = 'committed'")
+        for i, blob, _ in rows:
             found[i] = True
-            rel[i] = _unpad(bytes(blob), pads[i])
+            rel[i] = _decode(self._crypt(mks[i], bytes(blob)), width, scope)
         return found, rel
 
     def memo_store(
         self, run_id: str, scope: str, persons: ArrayLike, values: ArrayLike, releases: ArrayLike
-    ) -> NDArray[np.int64]:
-        """Memoize fresh releases of a reserved run; returns the releases to publish (first stored wins)."""
-        mks, pads = self._memo_keys(scope, persons, values)
+    ) -> NDArray[Any]:
+        """Memoize fresh releases of a reserved run; returns the releases to publish (first stored wins).
+
+        ``releases``: one integer index per pair, or one point per row of a float array.
+        """
+        mks = self._memo_keys(scope, persons, values)
         rel = np.asarray(releases)
-        if rel.shape != (len(mks),) or rel.dtype.kind not in "iu":
-            raise ValidationError(f"releases must be one integer index per person ({len(mks)})")
-        out = rel.astype(np.int64).copy()
+        ok = (rel.shape == (len(mks),) and rel.dtype.kind in "iu") or (
+            rel.ndim == 2 and rel.shape[0] == len(mks) and 1 <= rel.shape[1] <= 255 and rel.dtype.kind == "f"
+            and bool(np.isfinite(rel).all()))
+        if not ok:
+            raise ValidationError(f"releases must be one integer index or one finite point per pair ({len(mks)})")
+        out = rel.astype(np.int64 if rel.ndim == 1 else np.float64).copy()
+        width = None if rel.ndim == 1 else rel.shape[1]
         with self._db.write() as tx:
             if self._state(tx, run_id) != "reserved":
                 raise ValidationError(f"run {run_id} is not reserved: memoize before committing")
-            tx.q("DELETE FROM demand")
-            tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
-            existing = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
-                            "LEFT JOIN runs r ON r.run = m.run")
-            taken = {int(i): (bytes(b), s) for i, b, s in existing}
-            fresh = [{"mk": mks[i], "rel": _pad(int(out[i]), pads[i]), "r": run_id}
-                     for i in range(len(mks)) if i not in taken]
+            taken = {int(i): (bytes(b), st) for i, b, st in self._read_memo(tx, mks)}
+            fresh = ({"mk": mks[i], "rel": self._crypt(mks[i], _encode(out[i])), "r": run_id}
+                     for i in range(len(mks)) if i not in taken)
             tx.many("INSERT INTO memo (mk, rel, run) VALUES (:mk, :rel, :r)", fresh)
-            adopt = [{"mk": mks[i], "r": run_id} for i, (_, s) in taken.items() if s != "committed"]
+            adopt = ({"mk": mks[i], "r": run_id} for i, (_, st) in taken.items() if st != "committed")
             tx.many("UPDATE memo SET run = :r WHERE mk = :mk", adopt)
-            tx.q("DELETE FROM demand")
         for i, (blob, _) in taken.items():
-            out[i] = _unpad(blob, pads[i])
+            out[i] = _decode(self._crypt(mks[i], blob), width, scope)
         return out
 
     # ------------------------------------------------------------------ reports
@@ -685,10 +698,18 @@ def _fingerprint(key: bytes) -> str:
     return hmac.digest(key, _KEY_CHECK, "sha256").hex()[:32] if key else ""
 
 
-def _pad(index: int, pad: bytes) -> bytes:
-    return bytes(a ^ b for a, b in zip(index.to_bytes(8, "big", signed=True), pad, strict=True))
+def _encode(release: NDArray[Any]) -> bytes:
+    """A release as bytes: ``i`` + int64, or ``f`` + width + float64s (big-endian)."""
+    if release.ndim == 0:
+        return b"i" + int(release).to_bytes(8, "big", signed=True)
+    return b"f" + bytes([release.size]) + release.astype(">f8").tobytes()
 
 
-def _unpad(blob: bytes, pad: bytes) -> int:
-    return int.from_bytes(bytes(a ^ b for a, b in zip(blob, pad, strict=True)), "big", signed=True)
+def _decode(data: bytes, width: int | None, scope: str) -> Any:
+    if width is None and data[:1] == b"i" and len(data) == 9:
+        return int.from_bytes(data[1:], "big", signed=True)
+    if width is not None and data[:1] == b"f" and data[1] == width and len(data) == 2 + 8 * width:
+        return np.frombuffer(data[2:], dtype=">f8").astype(np.float64)
+    raise ValidationError(f"memoized releases of scope {scope!r} are not {'indices' if width is None else 'points'}"
+                          f"{'' if width is None else f' of width {width}'}")
 
