@@ -27,12 +27,13 @@ was published, never the reverse.
 ``HMAC-SHA256(key, id)`` truncated to 128 bits; memoized releases (``--consistent``) under
 ``HMAC-SHA256(key, scope, id, value)``, the release (an index or a point) XORed with a
 keystream derived from the key and that hash (HMAC again), so the table can be neither
-searched for a known person and value nor read back without the key. The key is 32 random bytes in a file beside a SQLite ledger
-(``LEDGER.key``, created with mode 0600 on first use, published with a hard link so that
-concurrent creators agree on one key); for a URL ledger its path is an argument. A key file
-readable by group or others is refused. The key's fingerprint is stored in the ledger, so a
-wrong or regenerated key is refused rather than silently starting everyone from zero. Ids
-are hashed as text (``str(id)``, UTF-8): the integer 7 and the string "7" are one person.
+searched for a known person and value nor read back without the key. The key is 32 random
+bytes in a file beside a SQLite ledger (``LEDGER.key``, created with mode 0600 on first use,
+published with a hard link so that concurrent creators agree on one key); for a URL ledger
+its path is an argument. A key file readable by group or others is refused. The key's
+fingerprint is stored in the ledger, so a wrong or regenerated key is refused rather than
+silently starting everyone from zero. Ids are hashed as text (``str(id)``, UTF-8): the
+integer 7 and the string "7" are one person.
 
 **Accounting.** Spends are integers on the grid of
 :func:`~metricdp.accounting.composition.to_units` (1e-12 eps), summed exactly in the

@@ -1,0 +1,217 @@
+"""One release's accounting from start to finish: cap, memo, budget, and which rows to release.
+
+:func:`plan_release` is what a command calls *before* drawing anything, with the user
+column of the rows it is about to release (and, for ``consistent``, their true values):
+
+1. **cap** -- with ``max_rows_per_user=K``, at most K rows per person, chosen uniformly at
+   random (:func:`~.accountant.bound_contributions`);
+2. **groups** -- each kept row is its own release; with ``consistent``, the rows of one
+   (person, true value) pair form one group that shares one release (post-processing,
+   ``docs/proofs/composition.md`` Corollary 3);
+3. **memo** -- with a ledger and ``consistent``, a group whose release a committed run
+   already paid for is free: its release is read back;
+4. **budget** -- the fresh groups (one eps each) are reserved in the ledger (or spent in a
+   one-run :class:`~.accountant.Accountant` for ``budget`` without a ledger), refusing the
+   run or, under ``drop``, withholding the groups that do not fit, chosen at random.
+
+The caller then draws one release per fresh group (the true value of a group is the one
+of its row ``group_row``), passes them to :meth:`Plan.releases` (which memoizes them and
+returns one release per group, first stored wins), publishes the rows ``keep`` with the
+release of their ``group``, calling :meth:`Plan.publishing` just before and
+:meth:`Plan.commit` after; on a failure before publishing, :meth:`Plan.abort`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .._random import check_rng
+from .._validation import check_int
+from ..errors import ValidationError
+from .accountant import Accountant, Grant, Policy, bound_contributions, canonical_ids, demand
+from .composition import EpsilonSummary, from_units, summarize, to_units
+from .ledger import Ledger, Reservation
+
+__all__ = ["Plan", "plan_release"]
+
+
+@dataclass
+class Plan:
+    """The accounting of one release (see the module docstring for the protocol).
+
+    Per row: ``keep`` (released or withheld) and ``group`` (its release group, -1 when
+    withheld). Per group: ``group_row`` (a row holding the group's true value), ``memo_hit``
+    (the release is already paid for) and ``memo_release`` (that release). ``run`` is the
+    per-person eps of this run over the persons with released rows; ``total`` the persons'
+    totals in the ledger after it (None without a ledger).
+    """
+
+    keep: NDArray[np.bool_]
+    group: NDArray[np.intp]
+    group_row: NDArray[np.intp]
+    memo_hit: NDArray[np.bool_]
+    memo_release: NDArray[Any]
+    withheld_cap: int
+    withheld_budget: int
+    persons_over: int
+    run: EpsilonSummary
+    total: EpsilonSummary | None
+    reservation: Reservation | None = None
+    _ledger: Ledger | None = field(default=None, repr=False)
+    _memo: tuple[str, NDArray[Any], NDArray[Any]] | None = field(default=None, repr=False)
+
+    @property
+    def fresh(self) -> NDArray[np.intp]:
+        """The groups that need a fresh release, in group order."""
+        return np.flatnonzero(~self.memo_hit)
+
+    def releases(self, fresh_releases: ArrayLike) -> NDArray[Any]:
+        """One release per group from the fresh draws (one per :attr:`fresh` group), memoized in the ledger."""
+        fresh = self.fresh
+        drawn = np.asarray(fresh_releases)
+        if drawn.shape[:1] != fresh.shape or drawn.ndim != self.memo_release.ndim:
+            raise ValidationError(f"expected {fresh.size} fresh releases shaped like {self.memo_release.shape[1:]}, "
+                                  f"got shape {drawn.shape}")
+        out = self.memo_release.astype(np.result_type(self.memo_release, drawn), copy=True)
+        if self._memo is not None and self._ledger is not None and self.reservation is not None and fresh.size:
+            scope, persons, values = self._memo
+            drawn = self._ledger.memo_store(self.reservation.run_id, scope, persons[fresh], values[fresh], drawn)
+        out[fresh] = drawn
+        return out
+
+    def publishing(self) -> None:
+        """Nothing to do but document the point of no return: from here on never :meth:`abort`."""
+
+    def commit(self) -> None:
+        """The release is published: commit the reservation (no-op without a ledger)."""
+        if self._ledger is not None and self.reservation is not None:
+            self._ledger.commit(self.reservation.run_id)
+
+    def abort(self) -> None:
+        """The release failed before publishing: give the reservation back (no-op without a ledger)."""
+        if self._ledger is not None and self.reservation is not None:
+            self._ledger.abort(self.reservation.run_id)
+
+
+def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.intp]) -> tuple[NDArray[np.intp], ...]:
+    """Group index of each of ``rows`` and the first row of each group (in row order)."""
+    if values is None:
+        return np.arange(rows.size, dtype=np.intp), rows
+    _, person = np.unique(ids[rows], return_inverse=True)
+    flat = values[rows].reshape(rows.size, -1)
+    _, value = np.unique(flat, axis=0, return_inverse=True)
+    pair = person.ravel().astype(np.int64) * (int(value.max(initial=0)) + 1) + value.ravel()
+    _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups numbered by their first row
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
+
+
+def plan_release(
+    user_ids: ArrayLike,
+    eps: float,
+    *,
+    budget: float | None = None,
+    ledger: Ledger | None = None,
+    max_rows_per_user: int | None = None,
+    policy: Policy = "refuse",
+    consistent: bool = False,
+    true_values: ArrayLike | None = None,
+    scope: str = "",
+    width: int | None = None,
+    rng: object = None,
+    run_id: str | None = None,
+    mechanism: str = "",
+) -> Plan:
+    """Plan a release of one value per row at ``eps`` (module docstring).
+
+    ``true_values`` (one label or point per row) are needed with ``consistent``; ``scope``
+    names the mechanism for the memo and ``width`` the number of coordinates of a point
+    release (None: releases are output indices). With a ledger, its budget applies and
+    ``budget`` must be None or equal to it; raises
+    :class:`~metricdp.errors.BudgetExceededError` under ``refuse``.
+    """
+    ids = canonical_ids(user_ids, "user ids")
+    units = to_units(eps)
+    source = check_rng(rng)
+    if ledger is not None and budget is not None and to_units(budget, "budget", budget=True) != to_units(
+            ledger.budget, "budget", budget=True):
+        raise ValidationError(f"budget {budget:g} differs from the ledger's {ledger.budget:g}")
+    values = None
+    if consistent:
+        if true_values is None:
+            raise ValidationError("consistent releases need the true values")
+        values = np.asarray(true_values)
+        if values.shape[:1] != ids.shape or values.ndim > 2:
+            raise ValidationError(f"true values must be one label or point per row ({ids.size}), got {values.shape}")
+    n = ids.size
+    keep = np.ones(n, dtype=bool)
+    if max_rows_per_user is not None:
+        keep = bound_contributions(ids, check_int(max_rows_per_user, "max rows per user", minimum=1), source)
+    withheld_cap = int(n - keep.sum())
+    rows = np.flatnonzero(keep).astype(np.intp)
+    group_of_row, group_row = _groups(ids, values, rows)
+
+    g_ids = ids[group_row]
+    hit = np.zeros(group_row.size, dtype=bool)
+    memo: NDArray[Any] = np.full(group_row.size, -1, dtype=np.int64) if width is None else np.full(
+        (group_row.size, int(width)), np.nan)
+    memo_args = None
+    if consistent and ledger is not None and values is not None:
+        g_values = values[group_row]
+        hit, memo = ledger.memo_lookup(scope, g_ids, g_values, width=width)
+        memo_args = (scope, g_ids, g_values)
+
+    fresh = np.flatnonzero(~hit)
+    reservation = None
+    if ledger is not None:
+        reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism)
+        g: Grant = reservation.grant
+    elif budget is not None:
+        g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)
+    else:
+        persons, requested, _ = demand(g_ids[fresh], eps)
+        g = Grant(persons, requested, requested, requested * units, 0)
+    try:
+        return _finish(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, g, source, ledger,
+                       reservation, withheld_cap)
+    except BaseException:
+        if ledger is not None and reservation is not None:  # nothing was published
+            ledger.abort(reservation.run_id)
+        raise
+
+
+def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
+            group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
+            memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
+            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int) -> Plan:
+    """Withhold the groups the grant does not cover and summarise the run."""
+    n = ids.size
+    fresh = np.flatnonzero(~hit)
+    kept_groups = np.ones(group_row.size, dtype=bool)
+    if g.withheld:
+        kept_groups[fresh] = g.keep_mask(ids[group_row[fresh]], source)
+    # renumber the groups that stay, and withhold the rows of the others
+    new_index = np.cumsum(kept_groups) - 1
+    row_group = np.full(n, -1, dtype=np.intp)
+    row_group[rows] = np.where(kept_groups[group_of_row], new_index[group_of_row], -1)
+    keep = row_group >= 0
+    withheld_budget = int(rows.size - keep.sum())
+
+    group_row, hit, memo = group_row[kept_groups], hit[kept_groups], memo[kept_groups]
+    if memo_args is not None:
+        memo_args = (memo_args[0], memo_args[1][kept_groups], memo_args[2][kept_groups])
+    persons_run = np.unique(ids[keep])
+    spent_run = np.zeros(persons_run.size, dtype=np.int64)
+    fresh_ids = ids[group_row[~hit]]
+    if fresh_ids.size:
+        np.add.at(spent_run, np.searchsorted(persons_run, fresh_ids), units)
+    total = summarize(ledger.spent(persons_run)) if ledger is not None and persons_run.size else (
+        summarize([]) if ledger is not None else None)
+    return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
+                summarize(from_units(spent_run)), total, reservation, ledger, memo_args)
