@@ -44,7 +44,7 @@ def test_consistent_across_runs_costs_nothing_more(tmp_path: Path) -> None:
     first.commit()
     assert ledger.spent(["a", "b"]).tolist() == [1.0, 0.5]
     # again, plus one new pair for b: only that one costs
-    second = plan_release(ids + ["b"], 0.5, ledger=ledger, consistent=True, true_values=[*values, "z"], scope="m")
+    second = plan_release([*ids, "b"], 0.5, ledger=ledger, consistent=True, true_values=[*values, "z"], scope="m")
     assert second.memo_hit.tolist() == [True, True, True, False]
     out2 = second.releases(np.array([6]))[second.group]
     second.commit()

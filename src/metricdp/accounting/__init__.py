@@ -15,8 +15,6 @@ The theorems are proved in ``docs/proofs/composition.md``; ``docs/accounting.md`
 from __future__ import annotations
 
 from .accountant import Accountant, Grant, bound_contributions
-from .ledger import Ledger, Reservation
-from .plan import Plan, plan_release
 from .composition import (
     EpsilonSummary,
     consistent_epsilon,
@@ -27,6 +25,8 @@ from .composition import (
     sequential,
     summarize,
 )
+from .ledger import Ledger, Reservation
+from .plan import Plan, plan_release
 
 __all__ = [
     "Accountant",
