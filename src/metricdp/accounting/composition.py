@@ -12,8 +12,9 @@ proved in ``docs/proofs/composition.md``:
   at eps is ``(k eps)``-mDP (:func:`repeated`);
 * **parallel composition** -- releases of disjoint persons compose by the maximum: each
   person's guarantee depends only on their own releases (:func:`parallel`);
-* **post-processing** -- any function of a release, memoized (consistent) repeats of one
-  release included, costs nothing more (:func:`consistent_epsilon`).
+* **post-processing** -- any function of a release costs nothing more; memoized
+  (consistent) repeats of one release cost nothing more against alternatives with the same
+  equality pattern, which the repeats disclose (:func:`consistent_epsilon`).
 
 Epsilons are *accounted* as integers on a grid of :data:`UNITS_PER_EPS` units per eps
 (:func:`to_units`): sums of per-row epsilons are exact (no float drift over millions of rows
@@ -213,7 +214,9 @@ def consistent_epsilon(
 
     The rows of one (person, value) pair publish one release and copies of it: the copies
     are post-processing, so the pair costs the eps of the release actually drawn, the one of
-    its first row. A person's eps is the sum over their *distinct* values.
+    its first row. A person's eps is the sum over their *distinct* values, against
+    alternatives with the same equality pattern: identical releases disclose which rows
+    share a value (``docs/proofs/composition.md``, Theorem 4).
 
     >>> persons, eps = consistent_epsilon(["a", "a", "a", "b"], [3, 3, 4, 3], 0.5)
     >>> persons.tolist(), eps.tolist()
