@@ -183,3 +183,12 @@ def test_memo_of_points(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="finite point"):
         ledger.memo_store(r2.run_id, "pl", ["a"], ["x"], np.array([[np.inf, 0.0]]))
     ledger.close()
+
+
+def test_budget_changed_by_another_process_applies_at_once(tmp_path: Path) -> None:
+    first = Ledger(tmp_path / "l.db", budget=1.0)
+    Ledger(tmp_path / "l.db").set_budget(0.5)
+    with pytest.raises(BudgetExceededError):
+        first.reserve(["a"] * 6, 0.1)  # 0.6 fits the budget first saw, not the current one
+    assert first.budget == 0.5
+    first.close()

@@ -439,6 +439,7 @@ class Ledger:
         """Units reserved or committed for each of ``persons`` (0 for someone never seen)."""
         hashes = self.person_hashes(persons)
         with self._db.write() as tx:  # the temporary table needs a writable transaction
+            self._budget = self._read_budget(tx)
             totals = self._totals(tx, hashes)
             tx.q("DELETE FROM demand")
         return totals
@@ -476,6 +477,7 @@ class Ledger:
         with self._db.write() as tx:
             if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
                 raise ValidationError(f"run {run} is already in ledger {self.name}")
+            self._budget = self._read_budget(tx)  # another process may have changed it
             totals = self._totals(tx, hashes, (requested * units).tolist())
             g = grant(uniq, requested, units, self._budget - totals, policy)
             cut = np.flatnonzero(g.granted != g.requested)  # only under drop; usually few
@@ -486,6 +488,10 @@ class Ledger:
             tx.q("DELETE FROM demand")
             self._insert_run(tx, run, mechanism, units, g)
         return Reservation(run, g)
+
+    @staticmethod
+    def _read_budget(tx: _Tx) -> int:
+        return int(tx.q("SELECT v FROM meta WHERE k = 'budget'")[0][0])
 
     def _insert_run(self, tx: _Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
         tx.q("INSERT INTO runs (run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, created) "
