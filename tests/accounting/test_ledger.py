@@ -192,3 +192,8 @@ def test_budget_changed_by_another_process_applies_at_once(tmp_path: Path) -> No
         first.reserve(["a"] * 6, 0.1)  # 0.6 fits the budget first saw, not the current one
     assert first.budget == 0.5
     first.close()
+    # remaining() sees the new budget as well
+    again = Ledger(tmp_path / "l.db")
+    Ledger(tmp_path / "l.db").set_budget(2.0)
+    assert again.remaining(["a"]).tolist() == [2.0]
+    again.close()

@@ -450,7 +450,8 @@ class Ledger:
 
     def remaining(self, persons: ArrayLike) -> NDArray[np.float64]:
         """Eps each of ``persons`` has left."""
-        return from_units(self._budget - self.spent_units(persons))
+        spent = self.spent_units(persons)  # reads the current budget too
+        return from_units(self._budget - spent)
 
     def reserve(
         self,
