@@ -395,7 +395,7 @@ class Ledger:
 
     @property
     def budget(self) -> float:
-        """Every person's total budget (eps per unit of distance)."""
+        """Every person's total budget (eps per unit of distance), as of the last access to the ledger."""
         return float(from_units(self._budget))
 
     def set_budget(self, budget: float) -> None:
@@ -639,6 +639,7 @@ class Ledger:
         with self._db.read() as tx:
             rows = tx.q("SELECT c.ph, SUM(CASE WHEN r.state = 'committed' THEN c.units ELSE 0 END), SUM(c.units) "
                         "FROM charges c JOIN runs r ON r.run = c.run GROUP BY c.ph ORDER BY c.ph")
+            self._budget = self._read_budget(tx)
         ph = np.array([bytes(r[0]).hex() for r in rows], dtype=str)
         committed = np.array([int(r[1]) for r in rows], dtype=np.int64)
         total = np.array([int(r[2]) for r in rows], dtype=np.int64)
