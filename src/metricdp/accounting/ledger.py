@@ -52,22 +52,21 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import itertools
 import os
 import re
-import sqlite3
 import stat
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import MetricDPError, ValidationError
+from ..errors import ValidationError
+from ._store import SCHEMA_VERSION, Backend, SQLAlchemy, SQLite, Tx, ensure_schema, redact
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
 
@@ -76,11 +75,8 @@ __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
 #: Length of a ledger key (bytes) and of a stored person hash (bytes).
 KEY_BYTES = 32
 HASH_BYTES = 16
-SCHEMA_VERSION = "1"
 _KEY_CHECK = b"metricdp-ledger-key-check"
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-#: Rows per executemany batch (bounds the parameter lists held in memory at once).
-_BATCH = 50_000
 
 
 def key_path_for(path: str | os.PathLike[str]) -> Path:
@@ -95,181 +91,6 @@ def _now() -> str:
 
 def _field(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
-
-
-# ---------------------------------------------------------------------------- backends
-def _batches(rows: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str, Any]]]:
-    """``rows`` in lists of at most ``_BATCH``: parameter lists stay bounded however many persons a run has."""
-    it = iter(rows)
-    while batch := list(itertools.islice(it, _BATCH)):
-        yield batch
-
-
-class _Tx(Protocol):
-    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
-    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None: ...
-
-
-class _Backend(Protocol):
-    blob: str
-
-    def write(self) -> contextlib.AbstractContextManager[_Tx]: ...
-    def read(self) -> contextlib.AbstractContextManager[_Tx]: ...
-    def close(self) -> None: ...
-
-
-class _SQLiteTx:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, dict(params or {})).fetchall()
-
-    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        for batch in _batches(rows):
-            self.conn.executemany(sql, batch)
-
-
-class _SQLite:
-    """stdlib sqlite3: WAL, ``synchronous=FULL``, writers serialised by ``BEGIN IMMEDIATE``."""
-
-    blob = "BLOB"
-
-    def __init__(self, path: Path, *, create: bool) -> None:
-        if not create and not path.is_file():
-            raise ValidationError(f"ledger {path} does not exist")
-        if path.is_dir():
-            raise ValidationError(f"ledger {path} is a directory, expected a database file")
-        self.path = path
-        try:
-            self.conn = sqlite3.connect(path, timeout=120.0, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.execute("PRAGMA cache_size=-262144")  # up to 256 MiB of pages: runs touching 1M persons
-            self.conn.execute("PRAGMA temp_store=MEMORY")
-            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
-            raise ValidationError(f"ledger {path} is not a usable SQLite database: {exc}") from None
-        if tables and "meta" not in tables:
-            self.conn.close()
-            raise ValidationError(f"{path} is a SQLite database but not a metricdp ledger")
-        if not tables and not create:
-            self.conn.close()
-            raise ValidationError(f"ledger {path} is empty (not a metricdp ledger)")
-
-    @contextlib.contextmanager
-    def _tx(self, begin: str) -> Iterator[_Tx]:
-        try:
-            self.conn.execute(begin)
-            try:
-                yield _SQLiteTx(self.conn)
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
-        except sqlite3.Error as exc:  # locked past the timeout, disk full, read-only file: rolled back
-            raise MetricDPError(f"ledger {self.path}: {exc}") from None
-
-    def write(self) -> contextlib.AbstractContextManager[_Tx]:
-        return self._tx("BEGIN IMMEDIATE")
-
-    def read(self) -> contextlib.AbstractContextManager[_Tx]:
-        return self._tx("BEGIN")
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class _SQLATx:
-    def __init__(self, conn: Any, text: Any) -> None:
-        self.conn, self.text = conn, text
-
-    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        result = self.conn.execute(self.text(sql), dict(params or {}))
-        return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
-
-    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        for batch in _batches(rows):
-            self.conn.execute(self.text(sql), batch)
-
-
-class _SQLAlchemy:
-    """SQLAlchemy Core: writers serialised by ``SELECT ... FOR UPDATE`` on the lock row of ``meta``."""
-
-    def __init__(self, url: str) -> None:
-        try:
-            import sqlalchemy as sa
-        except ImportError:
-            raise MetricDPError("a ledger URL needs SQLAlchemy: pip install 'metricdp[ledger-sql]'") from None
-        try:
-            self.engine = sa.create_engine(url, pool_pre_ping=True)
-        except Exception as exc:  # a malformed URL or a missing driver
-            raise ValidationError(f"ledger URL {_redact(url)}: {exc}") from None
-        self.text = sa.text
-        self.name = _redact(url)
-        self.blob = "BYTEA" if self.engine.dialect.name == "postgresql" else "BLOB"
-        self._errors = (sa.exc.OperationalError, sa.exc.InterfaceError)
-        self._dbapi_error = sa.exc.DBAPIError
-        self._ready = False
-
-    @contextlib.contextmanager
-    def _tx(self, lock: bool) -> Iterator[_Tx]:
-        try:
-            cm = self.engine.begin()
-            conn = cm.__enter__()
-        except self._errors as exc:
-            raise ValidationError(f"cannot connect to the ledger: {' '.join(str(exc.orig).split())}") from None
-        tx = _SQLATx(conn, self.text)
-        try:
-            if lock:
-                if not self._ready:  # first write of this process: create the tables once, serialised
-                    if self.engine.dialect.name == "postgresql":
-                        tx.q("SELECT pg_advisory_xact_lock(7746313437)")
-                    _ensure_schema(tx, self.blob)
-                    self._ready = True
-                tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL, "
-                     "u BIGINT NOT NULL)")
-                tx.q("SELECT v FROM meta WHERE k = 'lock' FOR UPDATE")
-            yield tx
-        except self._dbapi_error as exc:  # rolled back by the engine
-            cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
-        except BaseException as exc:
-            cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        try:
-            cm.__exit__(None, None, None)
-        except self._dbapi_error as exc:
-            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
-
-    def write(self) -> contextlib.AbstractContextManager[_Tx]:
-        return self._tx(True)
-
-    def read(self) -> contextlib.AbstractContextManager[_Tx]:
-        return self._tx(False)
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
-def _redact(url: str) -> str:
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
-
-
-def _ensure_schema(tx: _Tx, blob: str) -> None:
-    tx.q("CREATE TABLE IF NOT EXISTS meta (k VARCHAR(64) PRIMARY KEY, v VARCHAR(256) NOT NULL)")
-    tx.q(f"CREATE TABLE IF NOT EXISTS persons (ph {blob} PRIMARY KEY, total BIGINT NOT NULL)")
-    tx.q("CREATE TABLE IF NOT EXISTS runs (run VARCHAR(128) PRIMARY KEY, state VARCHAR(16) NOT NULL, "
-         "mechanism VARCHAR(256) NOT NULL, eps_units BIGINT NOT NULL, n_rows BIGINT NOT NULL, "
-         "withheld BIGINT NOT NULL, n_persons BIGINT NOT NULL, over BIGINT NOT NULL, units BIGINT NOT NULL, "
-         "created VARCHAR(32) NOT NULL, finished VARCHAR(32))")
-    tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
-         "units BIGINT NOT NULL, PRIMARY KEY (run, ph))")
-    tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)")
-    tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {blob} NOT NULL, u BIGINT NOT NULL)")
-    if not tx.q("SELECT v FROM meta WHERE k = 'lock'"):
-        tx.q("INSERT INTO meta (k, v) VALUES ('lock', '0'), ('version', :v)", {"v": SCHEMA_VERSION})
 
 
 # ---------------------------------------------------------------------------- keys
@@ -340,11 +161,11 @@ class Ledger:
         if self._is_url:
             if key_file is None and create:
                 raise ValidationError("a ledger given by URL needs the path of its key file")
-            self.name = _redact(text)
-            self._db: _Backend = _SQLAlchemy(text)
+            self.name = redact(text)
+            self._db: Backend = SQLAlchemy(text)
         else:
             self.name = text
-            self._db = _SQLite(Path(text), create=create)
+            self._db = SQLite(Path(text), create=create)
         self._key_path = Path(key_file) if key_file is not None else None if self._is_url else key_path_for(text)
         self._key: bytes | None = None
         try:
@@ -355,7 +176,7 @@ class Ledger:
 
     def _open(self, budget: float | None, create: bool) -> None:
         with self._db.write() as tx:
-            _ensure_schema(tx, self._db.blob)
+            ensure_schema(tx, self._db.blob)
             meta = dict(tx.q("SELECT k, v FROM meta"))
             if meta.get("version") != SCHEMA_VERSION:
                 raise ValidationError(f"ledger {self.name} has schema version {meta.get('version')!r}, "
@@ -422,7 +243,7 @@ class Ledger:
         return [hmac.digest(key, b"p" + _field(_utf8(p)), "sha256")[:HASH_BYTES] for p in ids]
 
     # ------------------------------------------------------------------ spending
-    def _totals(self, tx: _Tx, hashes: list[bytes], units: list[int] | None = None) -> NDArray[np.int64]:
+    def _totals(self, tx: Tx, hashes: list[bytes], units: list[int] | None = None) -> NDArray[np.int64]:
         """Each person's total; leaves ``demand`` holding (i, hash, ``units[i]``) for set-based updates."""
         tx.q("DELETE FROM demand")
         u = units if units is not None else [0] * len(hashes)
@@ -491,16 +312,16 @@ class Ledger:
         return Reservation(run, g)
 
     @staticmethod
-    def _read_budget(tx: _Tx) -> int:
+    def _read_budget(tx: Tx) -> int:
         return int(tx.q("SELECT v FROM meta WHERE k = 'budget'")[0][0])
 
-    def _insert_run(self, tx: _Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
+    def _insert_run(self, tx: Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
         tx.q("INSERT INTO runs (run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, created) "
              "VALUES (:r, 'reserved', :m, :e, :n, :w, :p, :o, :u, :t)",
              {"r": run, "m": str(mechanism)[:256], "e": units, "n": int(g.granted.sum()), "w": g.withheld,
               "p": int((g.granted > 0).sum()), "o": g.over, "u": int(g.units.sum()), "t": _now()})
 
-    def _state(self, tx: _Tx, run_id: str) -> str:
+    def _state(self, tx: Tx, run_id: str) -> str:
         rows = tx.q("SELECT state FROM runs WHERE run = :r", {"r": run_id})
         if not rows:
             raise ValidationError(f"run {run_id} is not in ledger {self.name}")
@@ -575,7 +396,7 @@ class Ledger:
         stream = b"".join(hmac.digest(key, b"x" + mk + bytes([c]), "sha256") for c in range(len(data) // 32 + 1))
         return bytes(a ^ b for a, b in zip(data, stream, strict=False))
 
-    def _read_memo(self, tx: _Tx, mks: list[bytes], extra: str = "") -> list[tuple[Any, ...]]:
+    def _read_memo(self, tx: Tx, mks: list[bytes], extra: str = "") -> list[tuple[Any, ...]]:
         tx.q("DELETE FROM demand")
         tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
         rows = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "

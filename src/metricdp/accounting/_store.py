@@ -1,0 +1,213 @@
+"""Storage of a ledger: one small SQL dialect over stdlib sqlite3 and SQLAlchemy Core.
+
+Both backends run the same SQL text with ``:name`` parameters (sqlite3 accepts the named
+style, SQLAlchemy's ``text()`` requires it) and differ only in how a writer excludes the
+others and in the binary column type:
+
+* :class:`SQLite` -- a file, WAL journal, ``synchronous=FULL`` (a committed reservation
+  survives a power cut), ``BEGIN IMMEDIATE`` for writers (one at a time, the others wait up
+  to two minutes), a 256 MiB page cache for runs that touch a million persons;
+* :class:`SQLAlchemy` -- any URL; a writer locks the ``lock`` row of ``meta`` with
+  ``SELECT ... FOR UPDATE`` (PostgreSQL, MySQL), serialising reservations the same way; the
+  tables are created once per process under an advisory lock (PostgreSQL).
+
+Database errors (locked past the timeout, a lost connection, a full disk) become one
+:class:`~metricdp.errors.MetricDPError` after the transaction is rolled back. Parameter
+lists are streamed in batches of :data:`BATCH` rows, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import MetricDPError, ValidationError
+
+__all__ = ["BATCH", "SCHEMA_VERSION", "Backend", "SQLAlchemy", "SQLite", "Tx", "ensure_schema", "redact"]
+
+SCHEMA_VERSION = "1"
+#: Rows per executemany batch (bounds the parameter lists held in memory at once).
+BATCH = 50_000
+
+
+def batches(rows: Iterable[Mapping[str, Any]]) -> Iterator[list[Mapping[str, Any]]]:
+    """``rows`` in lists of at most ``BATCH``: parameter lists stay bounded however many persons a run has."""
+    it = iter(rows)
+    while batch := list(itertools.islice(it, BATCH)):
+        yield batch
+
+
+class Tx(Protocol):
+    """One transaction: ``q`` runs a statement (rows back for a query), ``many`` one per parameter set."""
+
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None: ...
+
+
+class Backend(Protocol):
+    """A database: exclusive ``write`` transactions, plain ``read`` ones, and its binary column type."""
+
+    blob: str
+
+    def write(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def read(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def close(self) -> None: ...
+
+
+class SQLiteTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, dict(params or {})).fetchall()
+
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        for batch in batches(rows):
+            self.conn.executemany(sql, batch)
+
+
+class SQLite:
+    """stdlib sqlite3: WAL, ``synchronous=FULL``, writers serialised by ``BEGIN IMMEDIATE``."""
+
+    blob = "BLOB"
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        if not create and not path.is_file():
+            raise ValidationError(f"ledger {path} does not exist")
+        if path.is_dir():
+            raise ValidationError(f"ledger {path} is a directory, expected a database file")
+        self.path = path
+        try:
+            self.conn = sqlite3.connect(path, timeout=120.0, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA cache_size=-262144")  # up to 256 MiB of pages: runs touching 1M persons
+            self.conn.execute("PRAGMA temp_store=MEMORY")
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise ValidationError(f"ledger {path} is not a usable SQLite database: {exc}") from None
+        if tables and "meta" not in tables:
+            self.conn.close()
+            raise ValidationError(f"{path} is a SQLite database but not a metricdp ledger")
+        if not tables and not create:
+            self.conn.close()
+            raise ValidationError(f"ledger {path} is empty (not a metricdp ledger)")
+
+    @contextlib.contextmanager
+    def _tx(self, begin: str) -> Iterator[Tx]:
+        try:
+            self.conn.execute(begin)
+            try:
+                yield SQLiteTx(self.conn)
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # locked past the timeout, disk full, read-only file: rolled back
+            raise MetricDPError(f"ledger {self.path}: {exc}") from None
+
+    def write(self) -> contextlib.AbstractContextManager[Tx]:
+        return self._tx("BEGIN IMMEDIATE")
+
+    def read(self) -> contextlib.AbstractContextManager[Tx]:
+        return self._tx("BEGIN")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SQLATx:
+    def __init__(self, conn: Any, text: Any) -> None:
+        self.conn, self.text = conn, text
+
+    def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        result = self.conn.execute(self.text(sql), dict(params or {}))
+        return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
+
+    def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        for batch in batches(rows):
+            self.conn.execute(self.text(sql), batch)
+
+
+class SQLAlchemy:
+    """SQLAlchemy Core: writers serialised by ``SELECT ... FOR UPDATE`` on the lock row of ``meta``."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import sqlalchemy as sa
+        except ImportError:
+            raise MetricDPError("a ledger URL needs SQLAlchemy: pip install 'metricdp[ledger-sql]'") from None
+        try:
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+        except Exception as exc:  # a malformed URL or a missing driver
+            raise ValidationError(f"ledger URL {redact(url)}: {exc}") from None
+        self.text = sa.text
+        self.name = redact(url)
+        self.blob = "BYTEA" if self.engine.dialect.name == "postgresql" else "BLOB"
+        self._errors = (sa.exc.OperationalError, sa.exc.InterfaceError)
+        self._dbapi_error = sa.exc.DBAPIError
+        self._ready = False
+
+    @contextlib.contextmanager
+    def _tx(self, lock: bool) -> Iterator[Tx]:
+        try:
+            cm = self.engine.begin()
+            conn = cm.__enter__()
+        except self._errors as exc:
+            raise ValidationError(f"cannot connect to the ledger: {' '.join(str(exc.orig).split())}") from None
+        tx = SQLATx(conn, self.text)
+        try:
+            if lock:
+                if not self._ready:  # first write of this process: create the tables once, serialised
+                    if self.engine.dialect.name == "postgresql":
+                        tx.q("SELECT pg_advisory_xact_lock(7746313437)")
+                    ensure_schema(tx, self.blob)
+                    self._ready = True
+                tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL, "
+                     "u BIGINT NOT NULL)")
+                tx.q("SELECT v FROM meta WHERE k = 'lock' FOR UPDATE")
+            yield tx
+        except self._dbapi_error as exc:  # rolled back by the engine
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
+        except BaseException as exc:
+            cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        try:
+            cm.__exit__(None, None, None)
+        except self._dbapi_error as exc:
+            raise MetricDPError(f"ledger {self.name}: {' '.join(str(exc.orig).split())}") from None
+
+    def write(self) -> contextlib.AbstractContextManager[Tx]:
+        return self._tx(True)
+
+    def read(self) -> contextlib.AbstractContextManager[Tx]:
+        return self._tx(False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def redact(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+
+
+def ensure_schema(tx: Tx, blob: str) -> None:
+    tx.q("CREATE TABLE IF NOT EXISTS meta (k VARCHAR(64) PRIMARY KEY, v VARCHAR(256) NOT NULL)")
+    tx.q(f"CREATE TABLE IF NOT EXISTS persons (ph {blob} PRIMARY KEY, total BIGINT NOT NULL)")
+    tx.q("CREATE TABLE IF NOT EXISTS runs (run VARCHAR(128) PRIMARY KEY, state VARCHAR(16) NOT NULL, "
+         "mechanism VARCHAR(256) NOT NULL, eps_units BIGINT NOT NULL, n_rows BIGINT NOT NULL, "
+         "withheld BIGINT NOT NULL, n_persons BIGINT NOT NULL, over BIGINT NOT NULL, units BIGINT NOT NULL, "
+         "created VARCHAR(32) NOT NULL, finished VARCHAR(32))")
+    tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
+         "units BIGINT NOT NULL, PRIMARY KEY (run, ph))")
+    tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)")
+    tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {blob} NOT NULL, u BIGINT NOT NULL)")
+    if not tx.q("SELECT v FROM meta WHERE k = 'lock'"):
+        tx.q("INSERT INTO meta (k, v) VALUES ('lock', '0'), ('version', :v)", {"v": SCHEMA_VERSION})
