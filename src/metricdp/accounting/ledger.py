@@ -175,7 +175,7 @@ class Ledger:
             raise
 
     def _open(self, budget: float | None, create: bool) -> None:
-        with self._db.write() as tx:
+        with self._db.write() if create else self._db.read() as tx:  # reading takes no write lock
             ensure_schema(tx, self._db.blob)
             meta = dict(tx.q("SELECT k, v FROM meta"))
             if meta.get("version") != SCHEMA_VERSION:
