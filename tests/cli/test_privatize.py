@@ -153,7 +153,7 @@ def test_invalid_utf8_is_one_line_with_the_byte_offset(mech_file, tmp_path):
     inp = tmp_path / "in.csv"
     inp.write_bytes(b"id,city\n1,Par\xe9s\n")
     assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
-                          "in.csv: not valid UTF-8 at byte offset 13")
+                          "in.csv: line 2: not valid UTF-8 at byte offset 13")
     assert not (tmp_path / "out.csv").exists()
 
 
@@ -199,10 +199,10 @@ def test_read_csv_table_refuses_invalid_utf8_with_its_offset(tmp_path):
 
     p = tmp_path / "bad.csv"
     p.write_bytes(b"id,lat,lon\n1,\xff48.8,2.3\n")
-    with pytest.raises(ValidationError, match=r"not UTF-8 text \(invalid byte 0xff at byte offset 13\)"):
+    with pytest.raises(ValidationError, match=r"line 2: not valid UTF-8 at byte offset 13 \(byte 0xff\)"):
         read_csv_table(p)
     p.write_bytes(b"\xef\xbb\xbfid,lat\n1,\xfe\n")  # the offset counts the byte-order mark
-    with pytest.raises(ValidationError, match=r"invalid byte 0xfe at byte offset 12\)"):
+    with pytest.raises(ValidationError, match=r"not valid UTF-8 at byte offset 12 \(byte 0xfe\)"):
         read_csv_table(p)
 
 

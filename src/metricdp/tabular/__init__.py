@@ -5,7 +5,7 @@
   :class:`~.csv.CsvReader`, :func:`~.csv.scan_csv` (validate and count a whole file,
   for engines) and :func:`~.csv.read_csv` (a small file's rows);
 * :mod:`.columns` -- :func:`~.columns.plan_columns`: which columns are released, kept
-  unreleased (named) or dropped.
+  unreleased (named) or dropped; :func:`~.header.table_header` reads the names it plans.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from .columns import ColumnPlan, look_alikes, plan_columns
 from .csv import CsvReader, CsvScan, max_record_bytes, read_csv, scan_csv
 from .formats import FORMATS, TABLE_FORMATS, format_of
+from .header import table_header
 
 __all__ = [
     "FORMATS", "TABLE_FORMATS", "ColumnPlan", "CsvReader", "CsvScan", "format_of", "look_alikes",
-    "max_record_bytes", "plan_columns", "read_csv", "scan_csv",
+    "max_record_bytes", "plan_columns", "read_csv", "scan_csv", "table_header",
 ]

@@ -54,7 +54,8 @@ from ..errors import ValidationError
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_RECORD_BYTES", "MAX_RECORD_ENV", "Chunk", "CsvReader", "CsvScan",
-    "Header", "Records", "check_names", "check_utf8", "max_record_bytes", "read_csv", "scan_csv", "split_records",
+    "Header", "Records", "check_names", "check_utf8", "csv_header", "max_record_bytes", "read_csv", "scan_csv",
+    "split_records",
 ]
 
 QUOTE, COMMA, LF, CR = 34, 44, 10, 13
@@ -397,6 +398,20 @@ def check_names(names: Sequence[str], where: str, released: Sequence[str] = ()) 
         seen.add(name)
 
 
+def csv_header(
+    path: str | PathLike[str], *, released: Sequence[str] = (), max_record: int | None = None
+) -> tuple[str, ...]:
+    """The header names of a CSV file (only the header is read; empty or duplicated names refused,
+    a duplicated ``released`` column said so)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
+    with p.open("rb") as fh:
+        names = CsvReader(fh, str(p), max_record=max_record).header().names
+    check_names(names, str(p), released)
+    return names
+
+
 @dataclass(frozen=True)
 class CsvScan:
     """What :func:`scan_csv` found: the header's names, the number of records, bytes."""
@@ -444,8 +459,11 @@ def read_csv(
         raise ValidationError(f"{p}: no such file")
     rows: list[list[str]] = []
     lines: list[int] = []
+    cap = max_record_bytes(max_record)
+    if csv.field_size_limit() < cap:  # the cap is enforced above; the csv module's own limit must not be lower
+        csv.field_size_limit(cap)
     with p.open("rb") as fh:
-        reader = CsvReader(fh, str(p), max_record=max_record)
+        reader = CsvReader(fh, str(p), max_record=cap)
         header = list(reader.header().names)
         check_names(header, str(p))
         for chunk in reader.chunks():

@@ -66,16 +66,18 @@ def format_of(
 ) -> str:
     """The format name of ``path`` from its suffix (see the module table).
 
-    ``allowed`` restricts the answer (default: every format); ``what`` prefixes the
-    error (default: the path). Raises :class:`ValidationError` naming the path, the
-    suffix found and the suffixes accepted, with the reason for ``.tsv`` and ``.txt``.
+    ``allowed`` restricts the answer (default: every format); ``what`` replaces the
+    ``PATH:`` that starts the error (``f"{path}: POINTS"`` gives ``PATH: POINTS must be ...``).
+    Raises :class:`ValidationError` naming the path, the suffix found and the suffixes
+    accepted, with the reason for ``.tsv`` and ``.txt``.
     """
     p = Path(path)
-    where = what or str(p)
+    where = what or f"{p}:"
     suffix = p.suffix.lower()
     fmt = FORMATS.get(suffix)
     if fmt is not None and (allowed is None or fmt in allowed):
         return fmt
-    wanted = " or ".join(_suffixes(f) for f in (allowed if allowed is not None else dict.fromkeys(FORMATS.values())))
+    names = [_suffixes(f) for f in (allowed if allowed is not None else dict.fromkeys(FORMATS.values()))]
+    wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     why = f" ({_WHY_NOT[fmt]})" if fmt in _WHY_NOT else ""
-    raise ValidationError(f"{where}: must be {wanted}, got {suffix or 'no extension'}{why}")
+    raise ValidationError(f"{where} must be {wanted}, got {suffix or 'no extension'}{why}")
