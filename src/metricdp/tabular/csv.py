@@ -386,9 +386,11 @@ class CsvReader:
                 return
 
 
-def check_names(names: Sequence[str], where: str, released: Sequence[str] = ()) -> None:
-    """Every header name non-empty and unique (a duplicated released column said so)."""
+def check_names(names: Sequence[str], where: str, released: Sequence[str] = (), line: int | None = None) -> None:
+    """Every header name non-empty and unique (a duplicated released column said so); ``line``: the header's."""
     seen: set[str] = set()
+    if line is not None:
+        where = f"{where}: line {line}"
     for i, name in enumerate(names):
         if name == "":
             raise ValidationError(f"{where}: header column {i + 1} has an empty name")
@@ -407,8 +409,9 @@ def csv_header(
     if not p.is_file():
         raise ValidationError(f"{p}: no such file")
     with p.open("rb") as fh:
-        names = CsvReader(fh, str(p), max_record=max_record).header().names
-    check_names(names, str(p), released)
+        header = CsvReader(fh, str(p), max_record=max_record).header()
+    check_names(header.names, str(p), released, header.line)
+    names = header.names
     return names
 
 
@@ -439,7 +442,7 @@ def scan_csv(
     with p.open("rb") as fh:
         reader = CsvReader(fh, str(p), chunk_bytes=chunk_bytes, max_record=max_record)
         names = reader.header().names
-        check_names(names, str(p))
+        check_names(names, str(p), line=reader.header().line)
         for chunk in reader.chunks():
             n += len(chunk.records.starts)
     return CsvScan(names, n, p.stat().st_size)
@@ -465,7 +468,7 @@ def read_csv(
     with p.open("rb") as fh:
         reader = CsvReader(fh, str(p), max_record=cap)
         header = list(reader.header().names)
-        check_names(header, str(p))
+        check_names(header, str(p), line=reader.header().line)
         for chunk in reader.chunks():
             recs = chunk.records
             text = chunk.data[: recs.end].decode("utf-8")
