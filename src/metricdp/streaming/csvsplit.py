@@ -33,12 +33,20 @@ def encode_field(value: str, *, quoted: bool = False) -> bytes:
     return value.encode("utf-8")
 
 
-def _ranges_mask(n: int, fs: NDArray[np.int64], fe: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """``mask[i]`` is True when ``fs[k] <= i < fe[k]`` for some k (ranges disjoint)."""
+def _ranges_mask(n: int, fs: NDArray[np.int64], fe: NDArray[np.int64], *, inside: bool = True) -> NDArray[np.bool_]:
+    """``mask[i]`` is ``inside`` when ``fs[k] <= i < fe[k]`` for some k (ranges disjoint).
+
+    One int8 array of ``n + 1`` bytes: +1/-1 at the range ends, summed in place (values
+    stay 0 or 1 because the ranges are disjoint) and viewed as booleans.
+    """
     step = np.zeros(n + 1, dtype=np.int8)
     np.add.at(step, fs, 1)  # unbuffered: an empty range may start where another starts
     np.add.at(step, fe, -1)  # an empty range (fs == fe) cancels out
-    return np.cumsum(step[:n], dtype=np.int8).astype(bool)
+    np.cumsum(step, out=step)
+    mask = step[:n].view(np.bool_)
+    if not inside:
+        np.logical_not(mask, out=mask)
+    return mask
 
 
 def field_values(buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64]) -> tuple[
@@ -118,7 +126,7 @@ def splice(
     """
     if len(fs) == 0:
         return buf[:end]
-    kept = buf[:end][~_ranges_mask(end, fs, fe)]
+    kept = buf[:end][_ranges_mask(end, fs, fe, inside=False)]
     removed = fe - fs
     pos = fs - np.concatenate(([0], np.cumsum(removed)[:-1]))  # each range's start in ``kept``
     lens = table_offsets[choice + 1] - table_offsets[choice]

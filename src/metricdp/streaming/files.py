@@ -222,7 +222,7 @@ def _privatize_csv(
         hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
         raw = np.frombuffer(header.raw, dtype=np.uint8)
         fh.write(csvsplit.splice(raw, len(raw), hs, he, table, table_off,
-                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).tobytes())
+                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).data)
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
             data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
@@ -242,7 +242,7 @@ def _privatize_csv(
             if len(idx):
                 released = release(idx) + n_out * quoted
                 choice[kind == 0] = released[row[kind == 0]]
-            fh.write(csvsplit.splice(buf, recs.end, starts, stops, table, table_off, choice).tobytes())
+            fh.write(csvsplit.splice(buf, recs.end, starts, stops, table, table_off, choice).data)  # no copy
             rows += len(idx)
             if len(idx):
                 tick(rows)

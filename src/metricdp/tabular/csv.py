@@ -239,15 +239,28 @@ def _check_bytes(buf: NDArray[np.uint8], end: int, q: NDArray[np.int64], fail: _
                                          "must end in \\n or \\r\\n (a classic-Mac CSV? convert its line endings)")
 
 
+#: UTF-8 is validated this many bytes at a time (the decoded text of one piece is the only copy).
+_UTF8_PIECE = 8 * 2**20
+
+
 def check_utf8(data: bytes | memoryview, where: str, offset: int, first_line: int = 1) -> None:
-    """Raise a :class:`ValidationError` naming the line and byte offset of the first invalid UTF-8 byte."""
-    try:
-        codecs.utf_8_decode(data, "strict", True)
-    except UnicodeDecodeError as ex:
-        line = first_line + bytes(data[: ex.start]).count(b"\n")
-        bad = bytes(data[ex.start : ex.start + 1]).hex()
-        raise ValidationError(f"{where}: line {line}: not valid UTF-8 at byte offset {offset + ex.start:,} "
-                              f"(byte 0x{bad})") from None
+    """Raise a :class:`ValidationError` naming the line and byte offset of the first invalid UTF-8 byte.
+
+    Decoded in pieces (a character cut by a piece boundary is finished by the next
+    piece), so memory stays at one piece whatever the record size.
+    """
+    view = memoryview(data)
+    start = 0
+    while start < len(view):
+        stop = min(start + max(_UTF8_PIECE, 4), len(view))  # >= 4: a whole character always fits
+        try:
+            _, used = codecs.utf_8_decode(view[start:stop], "strict", stop == len(view))
+        except UnicodeDecodeError as ex:
+            at = start + ex.start
+            line = first_line + bytes(view[:at]).count(b"\n")
+            raise ValidationError(f"{where}: line {line}: not valid UTF-8 at byte offset {offset + at:,} "
+                                  f"(byte 0x{bytes(view[at : at + 1]).hex()})") from None
+        start += used
 
 
 def _unquote(raw: bytes) -> str:
