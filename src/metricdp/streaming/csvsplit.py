@@ -14,14 +14,14 @@ constants: one byte mask and the output, never an index per byte of the input.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..tabular.csv import Records, split_records
 
-__all__ = ["Records", "edits_for", "encode_field", "field_values", "splice", "split_records"]
+__all__ = ["Records", "edits_for", "encode_field", "field_values", "splice", "splice_to", "split_records"]
 
 QUOTE = 34
 
@@ -66,8 +66,10 @@ def field_values(buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.i
     np.cumsum(length, out=offsets[1:])
     if offsets[-1] >= 2**31:
         raise OverflowError("a chunk of over 2 GiB in one column")  # pragma: no cover - chunks are MiB
-    end = int(fe.max()) if len(fe) else 0
-    data = buf[:end][_ranges_mask(end, fs[~quoted], fe[~quoted])]
+    plain_s, plain_e = fs[~quoted], fe[~quoted]
+    lo = int(plain_s.min()) if len(plain_s) else 0
+    hi = int(plain_e.max()) if len(plain_e) else 0
+    data = buf[lo:hi][_ranges_mask(hi - lo, plain_s - lo, plain_e - lo)]  # the span of the fields only
     raw_quoted = [bytes(buf[a + 1 : b - 1]).replace(b'""', b'"') for a, b in zip(fs[quoted], fe[quoted], strict=True)]
     return data, offsets.astype(np.int32), quoted, raw_quoted
 
@@ -132,6 +134,43 @@ def splice(
     lens = table_offsets[choice + 1] - table_offsets[choice]
     values = table[_gather_index(table_offsets[choice], lens)]
     return np.insert(kept, np.repeat(pos, lens), values)
+
+
+#: Bytes spliced at a time by :func:`splice_to`: its temporaries are a few times this, whatever the chunk.
+SPLICE_BLOCK = 4 * 2**20
+
+
+def splice_to(
+    fh: IO[bytes],
+    buf: NDArray[np.uint8],
+    end: int,
+    fs: NDArray[np.int64],
+    fe: NDArray[np.int64],
+    table: NDArray[np.uint8],
+    table_offsets: NDArray[np.int64],
+    choice: NDArray[np.intp],
+    *,
+    block: int = SPLICE_BLOCK,
+) -> None:
+    """Write :func:`splice` of ``buf[:end]`` to ``fh``, block by block, never building it whole.
+
+    Blocks end after an edited range; a stretch of more than ``block`` unedited bytes (a
+    long field of a kept column) is written straight from ``buf``, with no copy. So the
+    temporaries stay a few times ``block`` (plus one edited range: a long dropped field)
+    however long a record is; the loop runs once per block, not once per row.
+    """
+    view = memoryview(buf)
+    lo, k, m = 0, 0, len(fs)
+    while k < m:
+        if fs[k] - lo > block:
+            fh.write(view[lo : fs[k]])
+            lo = int(fs[k])
+        k2 = max(k + 1, int(np.searchsorted(fe, lo + block, side="right")))
+        hi = int(fe[k2 - 1])
+        part = splice(buf[lo:hi], hi - lo, fs[k:k2] - lo, fe[k:k2] - lo, table, table_offsets, choice[k:k2])
+        fh.write(part.data)
+        lo, k = hi, k2
+    fh.write(view[lo:end])
 
 
 def _gather_index(starts: NDArray[np.int64], lens: NDArray[np.int64]) -> NDArray[np.integer[Any]]:

@@ -242,7 +242,7 @@ def _privatize_csv(
             if len(idx):
                 released = release(idx) + n_out * quoted
                 choice[kind == 0] = released[row[kind == 0]]
-            fh.write(csvsplit.splice(buf, recs.end, starts, stops, table, table_off, choice).data)  # no copy
+            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
             rows += len(idx)
             if len(idx):
                 tick(rows)
