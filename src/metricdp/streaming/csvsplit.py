@@ -159,7 +159,7 @@ def splice_to(
     temporaries stay a few times ``block`` (plus one edited range: a long dropped field)
     however long a record is; the loop runs once per block, not once per row.
     """
-    view = memoryview(buf)
+    view = buf.data  # a memoryview: slices are written without a copy
     lo, k, m = 0, 0, len(fs)
     while k < m:
         if fs[k] - lo > block:
