@@ -9,11 +9,23 @@ A value that is not one of the mechanism's labels stops the release: the rest of
 file is still scanned so that the error gives the count and the first line numbers, and
 nothing is written.
 
+What is read
+------------
+CSV through the one record definition of :mod:`metricdp.tabular.csv` (a bare ``\\r``, a
+ragged row, a stray quote, a byte-order mark past the first byte, a NUL, invalid UTF-8 or
+a record over the cap is one error with line and byte offset, before anything is
+published); the suffix decides the format (:func:`metricdp.tabular.formats.format_of`).
+
 What is kept
 ------------
-* CSV: every byte outside the released column is copied unchanged (quoting, spaces,
-  ``\\r\\n``, blank lines, a byte-order mark) -- see :mod:`metricdp.streaming.csvsplit`.
-  A released value is quoted when the input field was quoted or when it must be.
+Every column but the released one leaves with its true values unless ``drop`` names it;
+the returned :class:`ReleaseStats` carries the :class:`~metricdp.tabular.columns.ColumnPlan`
+that names them.
+
+* CSV: every byte outside the released and dropped columns is copied unchanged (quoting,
+  spaces, ``\\r\\n``, blank lines, a byte-order mark) -- see :mod:`metricdp.streaming.csvsplit`.
+  A released value is quoted when the input field was quoted or when it must be; a
+  dropped column goes with one delimiter.
 * Parquet: schema, schema metadata, column types and values of the other columns and
   the compression codec of the first column chunk; row groups become ``chunk_rows``
   rows each (Parquet has no byte-level identity to keep).
