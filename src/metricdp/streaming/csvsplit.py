@@ -37,11 +37,14 @@ def _ranges_mask(n: int, fs: NDArray[np.int64], fe: NDArray[np.int64], *, inside
     """``mask[i]`` is ``inside`` when ``fs[k] <= i < fe[k]`` for some k (ranges disjoint).
 
     One int8 array of ``n + 1`` bytes: +1/-1 at the range ends, summed in place (values
-    stay 0 or 1 because the ranges are disjoint) and viewed as booleans.
+    stay 0 or 1 because the ranges are disjoint) and viewed as booleans. Empty ranges are
+    left out; the others, disjoint, have distinct starts and distinct ends, so plain
+    fancy indexing adds each once (no ``np.add.at``, 10x slower).
     """
     step = np.zeros(n + 1, dtype=np.int8)
-    np.add.at(step, fs, 1)  # unbuffered: an empty range may start where another starts
-    np.add.at(step, fe, -1)  # an empty range (fs == fe) cancels out
+    full = fe > fs
+    step[fs[full]] += 1
+    step[fe[full]] -= 1  # a stop may equal the next start: two separate updates
     np.cumsum(step, out=step)
     mask = step[:n].view(np.bool_)
     if not inside:
