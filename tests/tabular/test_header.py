@@ -19,7 +19,7 @@ def test_csv_and_parquet_names(tmp_path):
 
 def test_refusals(tmp_path):
     pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["lat", "lat"]), tmp_path / "d.parquet")
-    with pytest.raises(ValidationError, match="d.parquet: the released column 'lat' appears more than once"):
+    with pytest.raises(ValidationError, match=r"d\.parquet: the released column 'lat' appears more than once"):
         table_header(tmp_path / "d.parquet", ["lat"])
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(ValidationError, match="not a readable Parquet file"):
