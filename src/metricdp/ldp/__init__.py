@@ -1,0 +1,35 @@
+r"""Local differential privacy frequency oracles as channels (issue 36).
+
+k-RR (:class:`GRR`), optimized unary encoding (:class:`OUE`), optimized local hashing
+(:class:`OLH`), subset selection (:class:`SubsetSelection`) and Hadamard response
+(:class:`HadamardResponse`), each eps-LDP (= eps-mDP under the discrete metric) with an
+exact sampler from the OS's secure source by default, support counts, Wang et al.'s
+unbiased estimate, and a k x k *support channel* that the library's estimators
+(:func:`metricdp.estimation.ibu`, :func:`metricdp.estimation.matrix_inversion`) take as
+they take any mechanism matrix (:mod:`metricdp.ldp._base` explains why it is right).
+Longitudinal collection with memoized reports: :func:`privatize_longitudinal`.
+
+>>> import numpy as np
+>>> from metricdp.estimation import ibu
+>>> oracle = OUE(k=4, epsilon=1.0)
+>>> reports = oracle.sample(np.repeat([0, 1, 2, 3], [400, 300, 200, 100]), rng=7)
+>>> est = ibu(oracle.support(reports), oracle.channel()).estimate
+>>> bool(abs(est.sum() - 1) < 1e-12 and est.argmax() == 0)
+True
+"""
+
+from ._base import FrequencyOracle, discrete_metric
+from .hashing import OLH
+from .memo import privatize_longitudinal
+from .oracles import GRR, OUE, HadamardResponse, SubsetSelection
+
+__all__ = [
+    "GRR",
+    "OLH",
+    "OUE",
+    "FrequencyOracle",
+    "HadamardResponse",
+    "SubsetSelection",
+    "discrete_metric",
+    "privatize_longitudinal",
+]
