@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import _ibu_kernels as _kernels
 from ._random import check_rng
 from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
@@ -100,6 +102,51 @@ def counts_from_indices(reports: ArrayLike, n: int) -> NDArray[np.float64]:
         bad = int(r[(r < 0) | (r >= n)][0])
         raise ValidationError(f"report index {bad} is outside 0..{n - 1}")
     return np.bincount(r, minlength=n).astype(np.float64)
+
+
+_Product = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def krr_structure(m: NDArray[np.float64]) -> tuple[float, float] | None:
+    """``(a, b)`` when the square matrix m is exactly ``a I + b J`` (k-RR and the LDP support channels), else None."""
+    n = m.shape[0]
+    if n < 2 or m.shape[1] != n:
+        return None
+    diag, off = np.diagonal(m), m.ravel()[1:].reshape(n - 1, n + 1)[:, :n]
+    if not (np.all(diag == diag[0]) and np.all(off == off[0, 0])):
+        return None
+    return float(diag[0] - off[0, 0]), float(off[0, 0])
+
+
+def _ibu_products(
+    m: NDArray[np.float64], q: NDArray[np.float64]
+) -> tuple[_Product, _Product, NDArray[np.float64]]:
+    r"""The two products of an IBU update, ``p @ M`` and ``r @ M.T``, and the data they take.
+
+    For :math:`M = aI + bJ` (:func:`krr_structure`) they are :math:`a p + b \sum p` and
+    :math:`a r + b \sum r`: O(k) instead of O(k^2) per update. Otherwise dense products
+    on the observed outputs only (an unobserved output has ratio 0 and adds nothing to
+    ``r @ M.T``), with both M and its transpose contiguous.
+    """
+    ab = krr_structure(m)
+    if ab is not None:
+        a, b = ab
+
+        def forward_s(p: NDArray[np.float64]) -> NDArray[np.float64]:
+            return a * p + b * p.sum(axis=1, keepdims=True)
+
+        return forward_s, forward_s, q
+    seen = q.any(axis=0)
+    mo = np.ascontiguousarray(m[:, seen]) if not seen.all() else m
+    mt = np.ascontiguousarray(mo.T)
+
+    def forward(p: NDArray[np.float64]) -> NDArray[np.float64]:
+        return p @ mo
+
+    def backward(r: NDArray[np.float64]) -> NDArray[np.float64]:
+        return r @ mt
+
+    return forward, backward, np.ascontiguousarray(q[:, seen])
 
 
 # --------------------------------------------------------------------------- IBU
@@ -195,14 +242,19 @@ def ibu(
     pi = np.full((batch, n_in), 1.0 / n_in)
     iterations = np.zeros(batch, dtype=np.intp)
     converged = np.zeros(batch, dtype=bool)
+    if _kernels.KERNELS is not None:
+        return _ibu_compiled(m, q, pi, tol, max_iter, single)
+    forward, backward, q = _ibu_products(m, q)
     rows = np.arange(batch)  # rows still iterating; p, qa hold their iterates and data
     p, qa = pi.copy(), q
     for _ in range(max_iter):
-        den = p @ m  # (a, n_out): probability of each report under pi_t
-        # Unobserved outputs contribute nothing (0/0 is 0); den == 0 at an observed
-        # output only after underflow of every x that can produce it.
-        ratio = np.divide(qa, den, out=np.zeros_like(den), where=(qa > 0) & (den > 0))
-        new = p * (ratio @ m.T)
+        den = forward(p)  # (a, n_out): probability of each report under pi_t
+        if den.min() > 0:
+            ratio = qa / den
+        else:  # unobserved outputs contribute nothing (0/0 is 0); den == 0 at an observed
+            # output only after underflow of every x that can produce it
+            ratio = np.divide(qa, den, out=np.zeros_like(den), where=(qa > 0) & (den > 0))
+        new = p * backward(ratio)
         new /= new.sum(axis=1, keepdims=True)  # exact simplex despite rounding
         done = np.abs(new - p).sum(axis=1) <= tol
         iterations[rows] += 1
@@ -214,6 +266,29 @@ def ibu(
             if rows.size == 0:
                 break
     pi[rows] = p
+    if single:
+        return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
+    return IBUResult(pi, iterations, converged)
+
+
+def _ibu_compiled(
+    m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
+) -> IBUResult:
+    """:func:`ibu`'s loop, row by row, in the compiled kernels of :mod:`metricdp._ibu_kernels`."""
+    krr_kernel, dense_kernel = _kernels.KERNELS
+    ab = krr_structure(m)
+    iterations = np.zeros(len(q), dtype=np.intp)
+    converged = np.zeros(len(q), dtype=bool)
+    if ab is None:
+        seen = q.any(axis=0)
+        m = np.ascontiguousarray(m[:, seen])
+        q = np.ascontiguousarray(q[:, seen])
+    mt = np.ascontiguousarray(m.T)
+    for i in range(len(q)):  # rows of a batch (repetitions), not users
+        if ab is not None:
+            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, max_iter)
+        else:
+            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, mt, tol, max_iter)
     if single:
         return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
     return IBUResult(pi, iterations, converged)

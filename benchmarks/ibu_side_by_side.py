@@ -1,0 +1,82 @@
+"""IBU time per iteration: metricdp vs multi-freq-ldpy, side by side in one run (issue 36).
+
+Run: ``PYTHONPATH=src python benchmarks/ibu_side_by_side.py`` with multi-freq-ldpy installed
+(``pip install multi-freq-ldpy``; only this script uses it, it is no dependency of metricdp).
+
+Channels, k = 100, 225, 400, 900 categories, counts of 10 k * 10 reports drawn from a Zipf-like
+distribution through the channel (seeded; timing only):
+
+* ``krr``   -- k-RR at eps = 1 (metricdp: the a I + b J structured product; multi-freq-ldpy:
+  its GRR matrix, dense, as ``GRR_Aggregator_IBU`` builds it);
+* ``oue``   -- the OUE support channel at eps = 1 (structured too; multi-freq-ldpy: its UE matrix);
+* ``dense`` -- a row-normalised exponential channel exp(-d/2) on a sqrt(k) x sqrt(k) grid (asymmetric:
+  no structure; both dense. multi-freq-ldpy multiplies by A where A^T is due, which gives wrong
+  estimates on asymmetric channels but the same cost).
+
+Each side runs ITER updates (tolerance tiny so that neither stops) after a warm-up (numba's
+compilation excluded); the best of REPEATS interleaved runs is reported, in microseconds per update.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from multi_freq_ldpy.estimators.Histogram_estimator import IBU as mfl_ibu
+
+from metricdp.estimation import ibu
+from metricdp.ldp import OUE
+from metricdp.mechanisms.krr import krr_matrix
+
+ITER, REPEATS = 200, 7
+KS = tuple(int(v) for v in os.environ.get("IBU_KS", "100,225,400,900").split(","))
+
+
+def channels(k: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """name -> (metricdp's matrix, multi-freq-ldpy's A)."""
+    e = np.exp(1.0)
+    p, q = e / (e + k - 1), 1 / (e + k - 1)
+    a_grr = np.full((k, k), q)
+    np.fill_diagonal(a_grr, p)
+    a_ue = np.full((k, k), 1 / (e + 1))
+    np.fill_diagonal(a_ue, 0.5)
+    side = int(round(k**0.5))
+    g = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1).reshape(-1, 2)
+    d = np.sqrt(((g[:, None, :] - g[None, :, :]) ** 2).sum(-1))
+    dense = np.exp(-d / 2)
+    dense /= dense.sum(axis=1, keepdims=True)
+    return {"krr": (krr_matrix(k, 1.0), a_grr), "oue": (OUE(k, 1.0).channel(), a_ue), "dense": (dense, dense)}
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+    print("| k | channel | metricdp us/iter | multi-freq-ldpy us/iter | speed-up |")
+    print("|---|---|---|---|---|")
+    for k in KS:
+        for name, (m, a) in channels(k).items():
+            prior = 1.0 / np.arange(1, k + 1)
+            prior /= prior.sum()
+            x = rng.choice(k, size=10 * k * 10, p=prior)
+            cdf = np.cumsum(m, axis=1)
+            y = np.minimum((rng.random(x.size)[:, None] > cdf[x]).sum(axis=1), k - 1)
+            counts = np.bincount(y, minlength=k).astype(np.float64)
+            freq = counts / counts.sum()
+            mfl_ibu(k, a, freq, 2, 1e-300, "max_abs")  # compile
+            ibu(counts, m, tol=1e-300, max_iter=2)
+            ours, theirs = [], []
+            for _ in range(REPEATS):
+                t0 = time.perf_counter()
+                res = ibu(counts, m, tol=1e-300, max_iter=ITER)
+                ours.append((time.perf_counter() - t0) / int(res.iterations))
+                t0 = time.perf_counter()
+                mfl_ibu(k, a, freq, ITER, 1e-300, "max_abs")
+                theirs.append((time.perf_counter() - t0) / ITER)
+            o, t = min(ours) * 1e6, min(theirs) * 1e6
+            print(f"| {k} | {name} | {o:.1f} | {t:.1f} | {t / o:.1f}x |", flush=True)
+    print(f"uptime: {os.popen('uptime').read().strip()}")
+
+
+if __name__ == "__main__":
+    main()
