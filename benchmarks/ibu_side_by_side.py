@@ -41,7 +41,7 @@ def channels(k: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     np.fill_diagonal(a_grr, p)
     a_ue = np.full((k, k), 1 / (e + 1))
     np.fill_diagonal(a_ue, 0.5)
-    side = int(round(k**0.5))
+    side = round(k**0.5)
     g = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1).reshape(-1, 2)
     d = np.sqrt(((g[:, None, :] - g[None, :, :]) ** 2).sum(-1))
     dense = np.exp(-d / 2)

@@ -25,8 +25,11 @@ __all__ = ["KERNELS"]
 
 KERNELS: Any = None
 
+njit: Any
 try:  # pragma: no cover - exercised when numba is installed
-    from numba import njit
+    import numba
+
+    njit = numba.njit
 except ImportError:  # pragma: no cover
     njit = None
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._optional import import_optional
 from ._random import RandomSource, check_release_rng
 from .errors import ValidationError
 from .mechanisms.base import Mechanism
@@ -58,8 +59,7 @@ def _release(values: NDArray[Any], mechanism: Mechanism, source: RandomSource, w
 
 # ---------------------------------------------------------------------------- pandas
 def _pandas_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
-    import pandas as pd
-
+    pd = import_optional("pandas", "pandas")
     missing = s.isna().to_numpy()
     if missing.any():
         raise ValidationError(f"{where}: missing value at index {s.index[int(np.argmax(missing))]!r}")
@@ -68,7 +68,7 @@ def _pandas_series(s: Any, mechanism: Mechanism, source: RandomSource, where: st
     dtype = s.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         return out.astype(pd.CategoricalDtype(categories=list(mechanism.output_labels)))
-    if dtype == object:
+    if dtype == np.dtype(object):
         return out
     if dtype.kind == "b":
         flags = out.map({"True": True, "False": False})
@@ -82,8 +82,7 @@ def _pandas_series(s: Any, mechanism: Mechanism, source: RandomSource, where: st
 
 # ---------------------------------------------------------------------------- polars
 def _polars_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
-    import polars as pl
-
+    pl = import_optional("polars", "polars")
     if s.null_count():
         first = int(np.argmax(s.is_null().to_numpy()))
         raise ValidationError(f"{where}: missing value at row {first}")
@@ -183,11 +182,11 @@ class PrivatizeTransformer:
             setattr(self, key, value)
         return self
 
-    def fit(self, X: Any = None, y: Any = None) -> PrivatizeTransformer:  # noqa: N803 - scikit-learn's names
+    def fit(self, X: Any = None, y: Any = None) -> PrivatizeTransformer:
         """Learn nothing (the data is not read) and return self."""
         return self
 
-    def transform(self, X: Any) -> Any:  # noqa: N803
+    def transform(self, X: Any) -> Any:
         """Release the data (see the class docstring)."""
         if _library(X) and hasattr(X, "columns") and not hasattr(X, "to_frame"):
             if self.column is None:
@@ -203,7 +202,7 @@ class PrivatizeTransformer:
         source = check_release_rng(self.rng)
         return _release(arr, self.mechanism, source, "input")
 
-    def fit_transform(self, X: Any, y: Any = None) -> Any:  # noqa: N803
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
         return self.fit(X, y).transform(X)
 
     def __repr__(self) -> str:

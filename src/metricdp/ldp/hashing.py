@@ -112,7 +112,8 @@ class OLH(FrequencyOracle):
     def _check_reports(self, reports: ArrayLike) -> NDArray[np.int64]:
         r = np.asarray(reports)
         if r.ndim != 2 or r.shape[1] != 3 or not np.issubdtype(r.dtype, np.integer):
-            raise ValidationError(f"olh reports must be integer rows (a, b, y) of shape (n, 3), got {r.dtype} {r.shape}")
+            raise ValidationError(
+                f"olh reports must be integer rows (a, b, y) of shape (n, 3), got {r.dtype} {r.shape}")
         r = r.astype(np.int64)
         bad = (r[:, 0] < 1) | (r[:, 0] >= self.prime) | (r[:, 1] < 0) | (r[:, 1] >= self.prime) | (r[:, 2] < 0) | (
             r[:, 2] >= self.g)

@@ -160,7 +160,7 @@ def optimal_subset_size(k: int, e_eps: float) -> int:
     and :math:`\lceil k/(E+1) \rceil` clamped to [1, k-1] (Wang et al. 2016 [2]_: the optimum is
     :math:`k/(E+1)`)."""
     base = k / (e_eps + 1.0)
-    cands = {min(k - 1, max(1, int(math.floor(base)))), min(k - 1, max(1, int(math.ceil(base))))}
+    cands = {min(k - 1, max(1, math.floor(base))), min(k - 1, max(1, math.ceil(base)))}
     return min(sorted(cands), key=lambda d: SubsetSelection(k, math.log(e_eps), d=d).variance(1))
 
 

@@ -1,0 +1,230 @@
+"""LDP frequency oracles (metricdp.ldp): laws, eps-LDP audits, support probabilities, estimates, memo."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+import metricdp.estimation as est
+from metricdp import _ibu_kernels
+from metricdp.accounting.ledger import Ledger
+from metricdp.audit import audit
+from metricdp.errors import PrivacyLeakWarning, ValidationError
+from metricdp.estimation import ibu, matrix_inversion
+from metricdp.ldp import GRR, OLH, OUE, HadamardResponse, SubsetSelection, discrete_metric, privatize_longitudinal
+from metricdp.ldp.memo import from_codes, to_codes
+from metricdp.mechanisms.krr import krr_matrix
+
+
+def small_oracles() -> list:
+    """Oracles whose full channel is a small matrix."""
+    return [
+        GRR(4, 1.0),
+        OUE(4, 1.0),
+        OUE(3, 0.3),
+        SubsetSelection(5, 0.7),
+        SubsetSelection(5, 0.7, d=3),
+        HadamardResponse(5, 1.0),
+        HadamardResponse(3, 2.0),
+        OLH(3, 1.0, prime=5),
+        OLH(4, 0.5, g=3, prime=7),
+    ]
+
+
+def column_reports(o) -> list:
+    """The report of every column of ``o.matrix()`` (decoded independently of report_index)."""
+    n_cols = o.matrix().shape[1]
+    if isinstance(o, OUE | SubsetSelection):
+        return [np.array([[(j >> b) & 1 for b in range(o.k)]], dtype=np.uint8) for j in range(n_cols)]
+    if isinstance(o, OLH):
+        out = []
+        for j in range(n_cols):
+            y, ab = j % o.g, j // o.g
+            out.append(np.array([[ab // o.prime + 1, ab % o.prime, y]]))
+        return out
+    return [np.array([j]) for j in range(n_cols)]
+
+
+@pytest.mark.parametrize("o", small_oracles(), ids=repr)
+def test_audit_is_exactly_epsilon(o) -> None:
+    m = o.matrix()
+    assert np.allclose(m.sum(axis=1), 1.0, atol=1e-12)
+    assert audit(m, discrete_metric(o.k)).epsilon == pytest.approx(o.epsilon, rel=1e-9)
+
+
+@pytest.mark.parametrize("o", small_oracles(), ids=repr)
+def test_support_probabilities_match_the_channel(o) -> None:
+    # S[j, v] = 1 when the report of column j supports v, by the oracle's own support()
+    s = np.stack([o.support(r) for r in column_reports(o)])
+    assert set(np.unique(s)) <= {0.0, 1.0}
+    pr = o.matrix() @ s  # Pr[support v | x]
+    expected = np.full((o.k, o.k), o.q_star)
+    np.fill_diagonal(expected, o.p_star)
+    assert np.allclose(pr, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("o", small_oracles(), ids=repr)
+def test_law_by_chi_square(o) -> None:
+    m = o.matrix()
+    n = 60 * m.shape[1]
+    for x in range(o.k):
+        reports = o.sample(np.full(n, x), rng=1000 + x)
+        counts = np.bincount(o.report_index(reports), minlength=m.shape[1])
+        assert counts.size == m.shape[1]
+        zero = m[x] == 0
+        assert counts[zero].sum() == 0, "a report of probability 0"
+        p = chisquare(counts[~zero], n * m[x, ~zero] / m[x, ~zero].sum()).pvalue
+        assert p > 1e-4, (o, x, p)
+
+
+def test_report_index_matches_the_columns() -> None:
+    for o in small_oracles():
+        idx = np.concatenate([o.report_index(r) for r in column_reports(o)])
+        assert idx.tolist() == list(range(o.matrix().shape[1]))
+
+
+def test_grr_is_krr() -> None:
+    assert np.allclose(GRR(6, 0.8).matrix(), krr_matrix(6, 0.8), atol=1e-15)
+
+
+@pytest.mark.parametrize("make", [GRR, OUE, SubsetSelection, HadamardResponse, OLH])
+def test_unbiased_estimate(make) -> None:
+    k, n = 10, 60_000
+    o = make(k, 1.0)
+    truth = np.arange(1, k + 1) / (k * (k + 1) / 2)
+    x = np.repeat(np.arange(k), (truth * n).astype(int))
+    x = np.concatenate([x, np.zeros(n - x.size, dtype=int)])
+    f = np.bincount(x, minlength=k) / n
+    e = o.estimate(o.support(o.sample(x, rng=7)), n)
+    z = (e - f) / np.sqrt([o.variance(n, fi) for fi in f])
+    assert np.abs(z).max() < 4.5, z
+    assert abs(e.sum() - 1) < 0.2
+    # the support channel reaches the same answer through IBU and inversion
+    s = o.support(o.sample(x, rng=8))
+    for estimate in (ibu(s, o.channel()).estimate, matrix_inversion(s, o.channel())):
+        assert np.abs(estimate - f).max() < 0.05
+
+
+def test_unbiased_on_average_over_repetitions() -> None:
+    # mean of the estimate over many independent small collections: the bias is 0
+    o = OUE(4, 1.0)
+    x = np.repeat(np.arange(4), [50, 30, 15, 5])
+    reps = 400
+    est_all = np.stack([o.estimate(o.support(o.sample(x, rng=s)), x.size) for s in range(reps)])
+    sd = np.sqrt([o.variance(x.size, f) for f in (0.5, 0.3, 0.15, 0.05)]) / math.sqrt(reps)
+    assert np.all(np.abs(est_all.mean(axis=0) - [0.5, 0.3, 0.15, 0.05]) < 4.5 * sd)
+
+
+def test_hadamard_fast_transform_support() -> None:
+    o = HadamardResponse(11, 1.0)
+    r = o.sample(np.arange(11).repeat(5), rng=3)
+    brute = np.zeros(o.k)
+    for v in range(o.k):
+        brute[v] = sum(bin((v + 1) & int(y)).count("1") % 2 == 0 for y in r)
+    assert o.support(r).tolist() == brute.tolist()
+
+
+def test_olh_support_brute_force() -> None:
+    o = OLH(6, 1.0)
+    r = o.sample(np.arange(6).repeat(4), rng=3)
+    brute = [sum(((int(a) * v + int(b)) % o.prime) % o.g == int(y) for a, b, y in r) for v in range(6)]
+    assert o.support(r).tolist() == brute
+
+
+def test_privatize_is_secure_by_default_and_warns_when_seeded() -> None:
+    o = OUE(5, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = o.privatize([0, 1, 4])
+    assert out.shape == (3, 5)
+    with pytest.warns(PrivacyLeakWarning):
+        o.privatize([0, 1], rng=3)
+
+
+@pytest.mark.parametrize("bad", [[0, 5], [-1], [[0, 1]], ["a"]])
+def test_bad_values_one_error(bad) -> None:
+    with pytest.raises(ValidationError):
+        GRR(5, 1.0).sample(bad, rng=1)
+
+
+def test_bad_parameters() -> None:
+    with pytest.raises(ValidationError, match="prime"):
+        OLH(10, 1.0, prime=7)
+    with pytest.raises(ValidationError, match="prime"):
+        OLH(3, 1.0, prime=9)
+    with pytest.raises(ValidationError):
+        SubsetSelection(5, 1.0, d=5)
+    with pytest.raises(ValidationError, match="too large"):
+        OUE(20, 1.0).matrix()
+
+
+# ----------------------------------------------------------------------------- IBU speed paths
+def _ibu_paths(counts, m, monkeypatch) -> list:
+    out = [ibu(counts, m, tol=1e-13, max_iter=400)]
+    with monkeypatch.context() as mp:
+        mp.setattr(_ibu_kernels, "KERNELS", None)
+        out.append(ibu(counts, m, tol=1e-13, max_iter=400))  # numpy, structured where it applies
+        mp.setattr(est, "krr_structure", lambda _m: None)
+        out.append(ibu(counts, m, tol=1e-13, max_iter=400))  # numpy dense: the reference
+    return out
+
+
+@pytest.mark.parametrize("kind", ["krr", "oue", "dense", "zeros"])
+def test_ibu_fast_paths_equal_the_dense_reference(kind, monkeypatch) -> None:
+    g = np.random.default_rng(5)
+    k = 30
+    if kind == "krr":
+        m = krr_matrix(k, 0.7)
+    elif kind == "oue":
+        m = OUE(k, 0.7).channel()
+    else:
+        m = g.random((k, k + 5)) ** 3
+        m /= m.sum(axis=1, keepdims=True)
+    counts = g.integers(0, 50, size=(3, m.shape[1])).astype(float)
+    if kind == "zeros":
+        counts[:, :7] = 0  # unobserved outputs
+    fast, numpy_fast, dense = _ibu_paths(counts, m, monkeypatch)
+    for r in (fast, numpy_fast):
+        assert np.abs(r.estimate - dense.estimate).max() <= 1e-12
+        assert np.abs(np.asarray(r.iterations) - dense.iterations).max() <= 1
+    single = _ibu_paths(counts[0], m, monkeypatch)
+    assert all(np.abs(r.estimate - single[2].estimate).max() <= 1e-12 for r in single)
+    assert np.abs(single[2].estimate - dense.estimate[0]).max() <= 1e-12
+
+
+def test_structure_detection() -> None:
+    assert est.krr_structure(krr_matrix(4, 1.0)) is not None
+    m = krr_matrix(4, 1.0)
+    m[1, 2] += 1e-17 if m[1, 2] + 1e-17 != m[1, 2] else 1e-16
+    assert est.krr_structure(m) is None
+    assert est.krr_structure(np.ones((2, 3)) / 3) is None
+
+
+# ----------------------------------------------------------------------------- memo
+@pytest.mark.parametrize(
+    "o", [OUE(40, 1.0), SubsetSelection(9, 1.0), OLH(7, 1.0), HadamardResponse(6, 1.0), GRR(5, 1.0)], ids=repr
+)
+def test_codes_round_trip(o) -> None:
+    r = o.sample(np.arange(o.k) % o.k, rng=2)
+    assert np.array_equal(from_codes(o, to_codes(o, r)), np.asarray(r))
+
+
+def test_longitudinal_memo_repeats_the_first_report(tmp_path) -> None:
+    o = OUE(12, 1.0)
+    users = np.array(["u1", "u2", "u3"])
+    with Ledger(tmp_path / "l.db", budget=5.0) as ledger, warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        first, plan = privatize_longitudinal(o, [3, 4, 5], users, ledger, rng=1)
+        plan.commit()
+        again, plan2 = privatize_longitudinal(o, [3, 4, 6], users, ledger, rng=2)
+        plan2.commit()
+        assert np.array_equal(first[:2], again[:2])  # same (user, value): same report, free
+        assert ledger.spent(users).tolist() == pytest.approx([1.0, 1.0, 2.0])
+        # an aborted run's reports are not reused
+        _, plan3 = privatize_longitudinal(o, [7], ["u1"], ledger, rng=3)
+        plan3.abort()
+        assert ledger.spent(["u1"]).tolist() == pytest.approx([1.0])
