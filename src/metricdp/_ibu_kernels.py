@@ -66,10 +66,10 @@ if njit is not None:  # pragma: no branch
         return p, max_iter, False
 
     @njit(cache=True, nogil=True)
-    def ibu_dense(p: Any, q: Any, m: Any, mt: Any, tol: float, max_iter: int) -> tuple[Any, int, bool]:
+    def ibu_dense(p: Any, q: Any, m: Any, tol: float, max_iter: int) -> tuple[Any, int, bool]:
         n_out = q.size
         for it in range(1, max_iter + 1):
-            den = np.dot(mt, p)  # p @ m as a plain matrix-vector product on the contiguous transpose
+            den = np.dot(p, m)  # one matrix for both products: half the memory traffic of m and m.T
             if den.min() > 0:
                 ratio = q / den
             else:

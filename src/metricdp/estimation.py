@@ -283,12 +283,11 @@ def _ibu_compiled(
         seen = q.any(axis=0)
         m = np.ascontiguousarray(m[:, seen])
         q = np.ascontiguousarray(q[:, seen])
-    mt = np.ascontiguousarray(m.T)
     for i in range(len(q)):  # rows of a batch (repetitions), not users
         if ab is not None:
             pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, max_iter)
         else:
-            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, mt, tol, max_iter)
+            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, max_iter)
     if single:
         return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
     return IBUResult(pi, iterations, converged)
