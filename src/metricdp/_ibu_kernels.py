@@ -67,20 +67,18 @@ if njit is not None:  # pragma: no branch
 
     @njit(cache=True, nogil=True)
     def ibu_dense(p: Any, q: Any, m: Any, tol: float, max_iter: int) -> tuple[Any, int, bool]:
-        n_out = q.size
+        n_in, n_out = m.shape
+        ratio = np.empty(n_out)
+        new = np.empty(n_in)
         for it in range(1, max_iter + 1):
             den = np.dot(p, m)  # one matrix for both products: half the memory traffic of m and m.T
-            if den.min() > 0:
-                ratio = q / den
-            else:
-                ratio = np.zeros(n_out)
-                for y in range(n_out):
-                    if q[y] > 0 and den[y] > 0:
-                        ratio[y] = q[y] / den[y]
-            new = p * np.dot(m, ratio)
-            new /= new.sum()
-            done = np.abs(new - p).sum() <= tol
-            p = new
+            for y in range(n_out):
+                ratio[y] = q[y] / den[y] if den[y] > 0 else 0.0
+            back = np.dot(m, ratio)
+            for x in range(n_in):
+                new[x] = p[x] * back[x]
+            new, done = _finish(p, new, tol)
+            p, new = new, p
             if done:
                 return p, it, True
         return p, max_iter, False
