@@ -13,7 +13,7 @@ distribution through the channel (seeded; timing only):
   no structure; both dense. multi-freq-ldpy multiplies by A where A^T is due, which gives wrong
   estimates on asymmetric channels but the same cost).
 
-Each side runs ITER updates (ITER / 10 for k = 900; tolerance tiny so that neither stops) after a
+Each side runs ITER updates (ITER / 4 for k = 900; tolerance tiny so that neither stops) after a
 warm-up (numba's compilation excluded), and the time is divided by the updates done: metricdp's one-off
 input checks (O(k^2), about a millisecond at k = 225 on the shared machine) are spread over them; REPEATS runs are interleaved (the machine is shared) and the median and the best
 are reported, in microseconds per update. ``numpy`` is metricdp without numba (the ``fast`` extra absent).
@@ -82,7 +82,7 @@ def main() -> None:
             mfl_ibu(k, a, freq, 2, 1e-300, "max_abs")  # compile
             ibu(counts, m, tol=1e-300, max_iter=2)
             kernels = _ibu_kernels.KERNELS
-            n_iter = ITER if k <= 400 else ITER // 10
+            n_iter = ITER if k <= 400 else ITER // 4
             ours, plain, theirs = [], [], []
 
             for _ in range(REPEATS):
