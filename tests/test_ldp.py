@@ -213,8 +213,8 @@ def test_codes_round_trip(o) -> None:
     assert np.array_equal(from_codes(o, to_codes(o, r)), np.asarray(r))
 
 
-def test_longitudinal_memo_repeats_the_first_report(tmp_path) -> None:
-    o = OUE(12, 1.0)
+@pytest.mark.parametrize("o", [OUE(12, 1.0), OLH(9, 1.0), HadamardResponse(12, 1.0)], ids=repr)
+def test_longitudinal_memo_repeats_the_first_report(o, tmp_path) -> None:
     users = np.array(["u1", "u2", "u3"])
     with Ledger(tmp_path / "l.db", budget=5.0) as ledger, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
