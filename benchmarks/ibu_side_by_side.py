@@ -16,7 +16,8 @@ distribution through the channel (seeded; timing only):
 Each side runs ITER updates (ITER / 4 for k = 900; tolerance tiny so that neither stops) after a
 warm-up (numba's compilation excluded), and the time is divided by the updates done: metricdp's one-off
 input checks (O(k^2), about a millisecond at k = 225 on the shared machine) are spread over them;
-REPEATS runs are interleaved (the machine is shared) and the median and the best are reported, in microseconds per update. ``numpy`` is metricdp without numba (the ``fast`` extra absent).
+REPEATS runs are interleaved (the machine is shared) and the median and the best are reported, in
+microseconds per update. ``numpy`` is metricdp without numba (the ``fast`` extra absent).
 """
 
 from __future__ import annotations
