@@ -29,7 +29,17 @@ njit: Any
 try:  # pragma: no cover - exercised when numba is installed
     import numba
 
-    njit = numba.njit
+    def njit(**options: Any) -> Any:
+        """``numba.njit`` with an on-disk cache where numba finds a writable place for one, else without."""
+
+        def wrap(fn: Any) -> Any:
+            try:
+                return numba.njit(**options)(fn)
+            except RuntimeError:  # "cannot cache function ...: no locator available"
+                return numba.njit(**{**options, "cache": False})(fn)
+
+        return wrap
+
 except ImportError:  # pragma: no cover
     njit = None
 
