@@ -75,7 +75,8 @@ class Engine(StrEnum):
 
 def _flagged(message: str) -> str:
     """A column-plan error with the CLI's flag names (the library names none)."""
-    return message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
+    return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
+            .replace("name it among the columns to keep or to drop", "--keep or --drop it by name"))
 
 
 def register(app: typer.Typer) -> None:
