@@ -22,9 +22,10 @@ an empty or duplicated header name, and a record (the header included) longer th
 Quote state is a parity: a byte is inside quotes exactly when an odd number of ``"``
 precede it in the record stream (an ``""`` escape toggles twice). Chunks are cut after
 a record, where the parity is even, so no state crosses a chunk. When no record ends in
-the bytes at hand, the next read is as large as what is pending (doubling), so a long
-record is rescanned O(log) times -- linear time -- and at most ``max_record_bytes`` plus
-one read are ever pending: memory is bounded by the chunk and the cap.
+the bytes at hand, further reads are scanned alone (the parity carried over) until one
+holds a line break outside quotes, then joined once: every byte is scanned a bounded
+number of times -- linear time -- and at most ``max_record_bytes`` plus one read are ever
+pending: memory is bounded by the chunk and the cap.
 
 Readers: :class:`CsvReader` streams chunks of records (``privatize``);
 :func:`scan_csv` validates a whole file and counts its records (an engine calls it
@@ -327,14 +328,40 @@ class CsvReader:
         self._header: Header | None = None
 
     def _read(self) -> None:
-        """Read as much as is pending (at least one chunk): a long record is rescanned O(log) times."""
-        if len(self._pending) > self.cap + self._bytes:
-            line = self._lines + 1
-            raise _fail(self.where, line, self._consumed, f"a record longer than the cap of {self.cap:,} bytes "
-                                                          f"(set {MAX_RECORD_ENV} to raise it)")
-        data = self._fh.read(max(self._bytes, len(self._pending)))
+        """Read one chunk more into what is pending."""
+        data = self._fh.read(self._bytes)
         self._eof = not data
         self._pending = self._pending + data if self._pending else data
+
+    def _read_record(self) -> None:
+        """Read until a record ends in what is pending (or the file does), each byte scanned once.
+
+        ``_pending`` holds no complete record. Only the new bytes are scanned for a line
+        break outside quotes (the quote parity carried over), the reads are kept apart
+        and joined once: time linear in the record, memory twice the record at the join,
+        and a record over the cap refused as soon as the bytes read exceed it.
+        """
+        parts = [self._pending]
+        size = len(self._pending)
+        parity = int(np.count_nonzero(np.frombuffer(self._pending, dtype=np.uint8) == QUOTE)) & 1
+        while True:
+            if size > self.cap + self._bytes:
+                raise _fail(self.where, self._lines + 1, self._consumed, f"a record longer than the cap of "
+                                                                         f"{self.cap:,} bytes (set {MAX_RECORD_ENV} "
+                                                                         "to raise it)")
+            data = self._fh.read(max(self._bytes, min(size, 64 * 2**20)))
+            if not data:
+                self._eof = True
+                break
+            parts.append(data)
+            size += len(data)
+            arr = np.frombuffer(data, dtype=np.uint8)
+            q = np.flatnonzero(arr == QUOTE)
+            nl = np.flatnonzero(arr == LF)
+            if np.any(((np.searchsorted(q, nl) + parity) & 1) == 0):
+                break
+            parity ^= len(q) & 1
+        self._pending = b"".join(parts)
 
     def _advance(self, n: int) -> None:
         self._lines += self._pending.count(b"\n", 0, n)
@@ -356,7 +383,7 @@ class CsvReader:
             if head.end == 0:
                 if self._eof:
                     raise ValidationError(f"{self.where}: empty file (no header row)")
-                self._read()
+                self._read_record()
                 continue
             if len(head.starts) == 0:  # a blank line before the header: kept, skipped
                 prefix += self._pending[: head.end]
@@ -380,7 +407,9 @@ class CsvReader:
         ncols = len(self.header().names)
         need_more = False
         while True:
-            if not self._eof and (need_more or len(self._pending) < self._bytes):
+            if not self._eof and need_more:
+                self._read_record()
+            elif not self._eof and len(self._pending) < self._bytes:
                 self._read()
             need_more = False
             buf = np.frombuffer(self._pending, dtype=np.uint8)
