@@ -35,7 +35,7 @@ from ..tabular.columns import look_alikes, plan_columns
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, KeepOption, with_flags, leaves_report
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
