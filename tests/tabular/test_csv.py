@@ -129,9 +129,9 @@ class _CountingReader(io.BytesIO):
 
 
 def test_a_long_record_is_read_in_doubling_reads_not_rescanned_per_chunk():
-    """The 200 MB field that cost 59 s: each read was one chunk and the whole pending record was
-    rescanned after each. Reads now double, so a 1 MiB record at 64-byte chunks takes ~15 reads
-    (log2(2**20 / 64) + a few), and the bytes scanned stay within a small multiple of the file."""
+    """A record longer than a read used to be re-split after every one-chunk read (quadratic). Reads now
+    grow with what is pending and only new bytes are scanned: a 1 MiB record at 64-byte chunks takes
+    about log2(2**20 / 64) reads, and the bytes asked for stay a small multiple of the file."""
     data = b"id,text\n1," + b"x" * 2**20 + b"\n2,y\n"
     fh = _CountingReader(data)
     reader = CsvReader(fh, "f", chunk_bytes=64)
