@@ -134,14 +134,12 @@ class TEMText(TextMechanism):
 
     def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, ExactTable, NDArray]]:
         n = self.space.n
-        d = self.space.distances_from(words)
         out = []
         # gamma's own weight: above e^-700 for any gamma the paper's rule gives; clamped like every
         # distance (metricdp.sampling.clamp_distances) so that no weight underflows to 0
         bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.gamma, self.epsilon)))
-        for row in d:
-            inside = np.flatnonzero(row <= self.gamma)
-            w = np.exp(-0.5 * self.epsilon * clamp_distances(row[inside], self.epsilon))
+        for inside, dist in self.space.within(words, self.gamma):  # L_x by an exact range search
+            w = np.exp(-0.5 * self.epsilon * clamp_distances(dist, self.epsilon))
             table = ExactTable.from_matrix(np.append(w, (n - len(inside)) * bottom_w)[None, :])
             out.append((inside.astype(np.intp), table, table.matrix))
         return out
