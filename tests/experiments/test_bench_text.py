@@ -25,6 +25,10 @@ def test_zipf_corpus_is_streamed_and_follows_1_over_k() -> None:
 def test_table_and_unknown_mechanism() -> None:
     row = TextBenchRow("tem", 1000, 10.0, setup_s=1.0, sample_s=0.5, tokens_per_s=2000.0, peak_mib=900.0)
     table = markdown_table([row])
-    assert "| tem | 1,000 | 10 | 1.0 | 0.5 | 2,000 | 900 | n/a | n/a | ok |" in table
+    assert "| tem | zipf | 1,000 | n/a | 10 | 1.0 | 0.5 | 2,000 | n/a | 900 | n/a | n/a | ok |" in table
+    real = TextBenchRow("exponential", 2000, 5.0, corpus="stdlib-docs", distinct_words=400, distinct_per_s=250.0)
+    assert "| exponential | stdlib-docs | 2,000 | 400 | 5 |" in markdown_table([real])
     with pytest.raises(ValidationError, match="unknown text benchmark"):
         run_text_bench(["nope"], 10)
+    with pytest.raises(ValidationError, match="unknown corpus"):
+        run_text_bench(["tem"], 10, corpus="wikipedia")

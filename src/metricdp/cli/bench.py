@@ -234,9 +234,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         epsilon: Annotated[float, typer.Option("--epsilon", help="Per-token eps of every mechanism.")] = 10.0,
         seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Zipf corpus (public data).")] = 0,
+        corpus: Annotated[
+            str, typer.Option("--corpus", help="zipf (synthetic, issue 23) or stdlib-docs (real English text).")
+        ] = "zipf",
         out: OutOpt = None,
     ) -> None:
-        """Text mechanisms over all 400,000 GloVe words on a Zipf corpus (issue 23): one table."""
+        """Text mechanisms over all 400,000 GloVe words on a Zipf or a real corpus: one table."""
         from ..experiments import bench_text
         from ..io import atomic_write
 
@@ -253,13 +256,18 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"{row.mechanism}: {row.status} {row.tokens_per_s or 0:,.0f} tokens/s", markup=False)
 
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row)
+        rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row, corpus=corpus)
         typer.echo(bench_text.markdown_table(rows))
         if out is not None:
             from ..experiments import bench_lp as bench
 
             settings = {
-                "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",
+                "corpus": (
+                    "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks"
+                    if corpus == "zipf" else
+                    "the Python standard library's documentation (pydoc topics, then module docstrings), "
+                    "through text privatize's file path"
+                ),
                 "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": epsilon, "seed": seed,
                 "load average (1, 5, 15 min) before": load_before,
                 "load average after": " ".join(f"{x:.2f}" for x in os.getloadavg()),

@@ -20,12 +20,15 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "run_text_bench", "zipf_tokens"]
+__all__ = [
+    "CORPORA", "MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "run_text_bench", "zipf_tokens",
+]
 
 #: Benchmarked configurations: name -> (family, params).
 MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -38,6 +41,8 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "subsampled-exponential": ("subsampled-exponential", {"candidates": 50, "base": "zipf"}),
 }
 CHUNK = 1_000_000
+#: Corpora: the synthetic Zipf stream and real English text (the standard library's documentation).
+CORPORA = ("zipf", "stdlib-docs")
 
 
 def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:
@@ -67,6 +72,9 @@ class TextBenchRow:
     unchanged: float | None = None
     recall_at_1: float | None = None
     message: str = ""
+    corpus: str = "zipf"
+    distinct_words: int | None = None
+    distinct_per_s: float | None = None
 
 
 def _child_main(job_json: str) -> None:
@@ -82,6 +90,11 @@ def _child_main(job_json: str) -> None:
     space = PointSpace.from_embeddings(load_glove())
     mech = build(family, space, job["epsilon"], **params)
     out["setup_s"] = time.perf_counter() - t0
+    if job.get("corpus", "zipf") == "stdlib-docs":
+        out.update(_real_text_run(mech, space, job["tokens"]))
+        out["peak_mib"] = _rss_mib()
+        print(json.dumps(out))
+        return
     same = 0
     t0 = time.perf_counter()
     for chunk in zipf_tokens(job["tokens"], seed=job["seed"]):
@@ -98,20 +111,48 @@ def _child_main(job_json: str) -> None:
     print(json.dumps(out))
 
 
+def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
+    """``text privatize``'s path (file in, tokenise, release, file out) over real English text."""
+    from ..data.corpus import corpus_summary, stdlib_text
+    from ..text.rewrite import Vocabulary, rewrite_file
+
+    docs = stdlib_text(tokens)
+    summary = corpus_summary(docs)
+    with tempfile.TemporaryDirectory(prefix="metricdp-bench-text-") as tmp:
+        src = Path(tmp) / "corpus.txt"
+        src.write_text("\n".join(docs) + "\n", encoding="utf-8")
+        t0 = time.perf_counter()
+        with open(Path(tmp) / "out.txt", "w", encoding="utf-8") as fh:
+            st = rewrite_file(src, fh, Vocabulary(space.labels), mech.sample)
+        seconds = time.perf_counter() - t0
+    return {
+        "sample_s": seconds, "tokens": st.tokens, "distinct_words": summary["distinct_words"],
+        "distinct_per_s": summary["distinct_words"] / seconds if seconds else None,
+        "unchanged": 1.0 - st.changed / st.replaced if st.replaced else None,
+    }
+
+
 def run_text_bench(
     mechanisms: Sequence[str], tokens: int | Mapping[str, int], *, epsilon: float = 10.0, seed: int = 0,
-    recall_queries: int = 5000, on_row: Any = None,
+    recall_queries: int = 5000, on_row: Any = None, corpus: str = "zipf",
 ) -> list[TextBenchRow]:
-    """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised)."""
+    """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised).
+
+    ``corpus``: ``"zipf"`` (the synthetic stream of issue 23) or ``"stdlib-docs"`` (real English:
+    :func:`metricdp.data.corpus.stdlib_text`, through ``text privatize``'s file path).
+    """
     from ..errors import ValidationError
 
+    if corpus not in CORPORA:
+        raise ValidationError(f"unknown corpus {corpus!r}; choose from {', '.join(CORPORA)}")
     rows = []
     for name in mechanisms:
         if name not in MECHANISMS:
             raise ValidationError(f"unknown text benchmark {name!r}; choose from {', '.join(MECHANISMS)}")
         n = int(tokens[name] if isinstance(tokens, Mapping) else tokens)
-        row = TextBenchRow(name, n, float(epsilon))
-        job = {"mechanism": name, "tokens": n, "epsilon": epsilon, "seed": seed, "recall_queries": recall_queries}
+        row = TextBenchRow(name, n, float(epsilon), corpus=corpus)
+        job = {"mechanism": name, "tokens": n, "epsilon": epsilon, "seed": seed, "recall_queries": recall_queries,
+               "corpus": corpus}
         code = "import sys; from metricdp.experiments.bench_text import _child_main; _child_main(sys.argv[1])"
         with tempfile.TemporaryDirectory(prefix="metricdp-bench-text-") as tmp:
             proc = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True,
@@ -123,7 +164,7 @@ def run_text_bench(
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             for k, v in res.items():
                 setattr(row, k, v)
-            row.tokens_per_s = n / row.sample_s if row.sample_s else None
+            row.tokens_per_s = row.tokens / row.sample_s if row.sample_s else None
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -137,14 +178,16 @@ def _f(v: float | None, fmt: str) -> str:
 def markdown_table(rows: Sequence[TextBenchRow]) -> str:
     """The rows as a markdown table."""
     head = (
-        "| mechanism | tokens | eps | setup (s) | sampling (s) | tokens/s | peak MiB | unchanged | recall@1 "
-        "| status |"
+        "| mechanism | corpus | tokens | distinct words | eps | setup (s) | sampling (s) | tokens/s "
+        "| distinct words/s | peak MiB | unchanged | recall@1 | status |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
+        distinct = "n/a" if r.distinct_words is None else f"{r.distinct_words:,}"
         lines.append(
-            f"| {r.mechanism} | {r.tokens:,} | {r.epsilon:g} | {_f(r.setup_s, '.1f')} | {_f(r.sample_s, '.1f')} | "
-            f"{_f(r.tokens_per_s, ',.0f')} | {_f(r.peak_mib, ',.0f')} | {_f(r.unchanged, '.3f')} | "
+            f"| {r.mechanism} | {r.corpus} | {r.tokens:,} | {distinct} | {r.epsilon:g} | {_f(r.setup_s, '.1f')} | "
+            f"{_f(r.sample_s, '.1f')} | {_f(r.tokens_per_s, ',.0f')} | {_f(r.distinct_per_s, ',.0f')} | "
+            f"{_f(r.peak_mib, ',.0f')} | {_f(r.unchanged, '.3f')} | "
             f"{_f(r.recall_at_1, '.3f')} | {r.status}{': ' + r.message if r.message else ''} |"
         )
     return "\n".join(lines)
