@@ -24,7 +24,6 @@ size and the limit.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -292,12 +291,14 @@ class PointSpace:
         d2 = (2.0 * self.vectors[idx]) @ self.vectors.T
         np.subtract(np.add(self.sqnorms[idx][:, None], self.sqnorms[None, :]), d2, out=d2)
         d2[np.arange(len(idx)), idx] = 0.0  # the point itself: distance exactly 0, as distances_from sets it
-        rows, cols = np.nonzero(d2 <= (r * (1.0 + 1e-12)) ** 2)
-        dist = np.sqrt(np.maximum(d2[rows, cols], 0.0))
-        keep = dist <= r
-        rows, cols, dist = rows[keep], cols[keep], dist[keep]
-        bounds = np.searchsorted(rows, np.arange(len(idx) + 1))
-        return [(cols[a:b].astype(np.intp), dist[a:b]) for a, b in itertools.pairwise(bounds)]
+        wide = (r * (1.0 + 1e-12)) ** 2
+        found = []
+        for row in d2:  # one pass per query point (a block holds few)
+            cand = np.flatnonzero(row <= wide)
+            dist = np.sqrt(np.maximum(row[cand], 0.0))
+            keep = dist <= r
+            found.append((cand[keep].astype(np.intp), dist[keep]))
+        return found
 
     def block_size(self, rows: int) -> int:
         """Points per block so that ``rows`` x block float64 fit in :data:`BLOCK_BYTES`."""
