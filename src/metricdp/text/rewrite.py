@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
+from .policy import TokenPolicy
 from .tokens import restore_case, split
 
 __all__ = ["RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
@@ -40,6 +41,7 @@ class RewriteStats:
     replaced: int = 0
     changed: int = 0
     kept: int = 0
+    kept_by: dict[str, int] = field(default_factory=dict)
     oov: int = 0
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
@@ -65,11 +67,17 @@ def rewrite_texts(
     sample: Sampler,
     *,
     keep: frozenset[str] = frozenset(),
+    policy: TokenPolicy | None = None,
     stats: RewriteStats | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> Iterator[str]:
-    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch)."""
+    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
+
+    ``keep``: words (lower case) never replaced; ``policy``: categories never replaced
+    (:class:`.policy.TokenPolicy`; its output restriction is the sampler's business, see
+    :class:`.policy.OutputFilter`).
+    """
     st = stats if stats is not None else RewriteStats()
     lookup, labels = vocabulary.lookup, vocabulary.labels
     start = time.perf_counter()
@@ -93,14 +101,23 @@ def rewrite_texts(
     for text in texts:
         pieces = []
         d = len(batch)
+        sentence_start = True
         for j, (piece, is_word) in enumerate(split(text)):
             pieces.append(piece)
             if not is_word:
+                sentence_start = sentence_start or TokenPolicy.ends_sentence(piece)
                 continue
+            at_start, sentence_start = sentence_start, False
             st.tokens += 1
             low = piece.lower()
             if low in keep:
                 st.kept += 1
+                st.kept_by["words"] = st.kept_by.get("words", 0) + 1
+                continue
+            category = policy.kept_as(piece, at_start) if policy is not None else None
+            if category is not None:
+                st.kept += 1
+                st.kept_by[category] = st.kept_by.get(category, 0) + 1
                 continue
             k = lookup.get(low)
             suffix = ""
@@ -166,6 +183,7 @@ def rewrite_file(
     *,
     column: str | None = None,
     keep: frozenset[str] = frozenset(),
+    policy: TokenPolicy | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> RewriteStats:
@@ -174,7 +192,7 @@ def rewrite_file(
         raise ValidationError(f"{path}: no such file")
     fmt = detect_format(path, column)
     st = RewriteStats()
-    kw = {"keep": keep, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
+    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
     if fmt == "text":
         endings: deque[str] = deque()
 
