@@ -246,7 +246,7 @@ def test_read_points_npy(tmp_path):
         ("a.csv", "label,x\na,1\na,2\n", "label 'a' appears twice"),
         ("a.csv", "label,x\na,1\nb,1\n", "duplicate points"),
         ("a.csv", "label,x,y\na,1,2\nb,3,4\n", None),  # fine; haversine refused below
-        ("a.txt", "label,x\na,1\nb,2\n", r"must be .csv, .parquet or .npy, got .txt"),
+        ("a.txt", "label,x\na,1\nb,2\n", r"POINTS must be \.csv, \.parquet/\.pq or \.npy, got \.txt"),
         ("a.npy", "not numpy", "not a readable .npy"),
     ],
 )
@@ -297,7 +297,7 @@ def test_atomic_write_applies_the_umask(tmp_path):
 def test_invalid_utf8_in_points_is_one_error_naming_the_byte(tmp_path):
     p = tmp_path / "bad.csv"
     p.write_bytes(b"label,x\na,1\n\xff\xfe,2\n")
-    with pytest.raises(ValidationError, match=r"bad.csv: not UTF-8 text \(invalid byte 0xff at byte offset 12\)"):
+    with pytest.raises(ValidationError, match=r"bad.csv: line 3: not valid UTF-8 at byte offset 12 \(byte 0xff\)"):
         read_points(p)
 
 
@@ -436,10 +436,13 @@ _SPACE3 = MetricSpace.from_points([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]], ["a", "b
 
 
 @pytest.mark.parametrize("reader", ["points", "output_points", "output_distances"])
-def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader):
-    """csv.Error (a field over csv.field_size_limit, 131,072 characters) was a traceback."""
+def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader, monkeypatch):
+    """csv.Error (a field over csv.field_size_limit, 131,072 characters) was a traceback; a record over
+    the file layer's cap (here lowered to 100,000 bytes by its environment variable) is one error."""
     from metricdp.io import read_output_distances, read_output_points
+    from metricdp.tabular.csv import MAX_RECORD_ENV
 
+    monkeypatch.setenv(MAX_RECORD_ENV, "100000")
     p = tmp_path / "a.csv"
     huge = "1" * 200_000
     if reader == "output_distances":
@@ -448,7 +451,7 @@ def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader):
     else:
         p.write_text(f"label,x,y\na,0,{huge}\nb,0,1\n")
         call = (lambda: read_points(p)) if reader == "points" else (lambda: read_output_points(p, _SPACE3))
-    with pytest.raises(ValidationError, match=r"a\.csv.*line 2"):
+    with pytest.raises(ValidationError, match=r"a\.csv: line 2: a record of 200,00\d bytes is over the cap of 100,000"):
         call()
 
 
@@ -494,3 +497,41 @@ def test_parquet_null_labels_are_refused(tmp_path):
     pq.write_table(pa.table({"label": ["a", None], "x": [0.0, 1.0]}), tmp_path / "n.parquet")
     with pytest.raises(ValidationError, match=r"n\.parquet: the label of row 1 is null"):
         read_points(tmp_path / "n.parquet")
+
+
+# ----------------------------------------------------------------------------- issue 31: one CSV record definition
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"label,x\ra,1\rb,2\r", "line 1: a carriage return"),  # was read by the csv module as 3 records
+        (b"label,x\na,1\rb,2\n", "line 2: a carriage return"),
+        (b"label,x\na,1,\nb,2\n", "line 2 has 3 fields, expected 2 as in the header (a trailing ','"),
+        (b"label,x,\na,1,\nb,2,\n", "line 1: header column 3 has an empty name"),
+        (b"label,x\na,1\n\xef\xbb\xbfb,2\n", "line 3: a byte-order mark"),
+        (b"label,x\na,1\nb,2\x00\n", "line 3: a NUL byte"),
+        (b"label,x,x\na,1,2\nb,2,3\n", "line 1: column 'x' appears more than once"),
+    ],
+)
+@pytest.mark.parametrize("reader", ["points", "output_points", "columns"])
+def test_points_csv_hostile_shapes_are_one_error(tmp_path, data, fragment, reader):
+    from metricdp.io import read_output_points, read_point_columns
+
+    p = tmp_path / "p.csv"
+    p.write_bytes(data)
+    call = {"points": lambda: read_points(p), "output_points": lambda: read_output_points(p, _SPACE3),
+            "columns": lambda: read_point_columns(p)}[reader]
+    if reader == "columns" and "line 1" not in fragment:
+        assert call() is not None  # only the header is read
+        return
+    with pytest.raises(ValidationError) as info:
+        call()
+    assert f"p.csv: {fragment}" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_points_csv_crlf_lf_mixture_and_quoted_labels(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_bytes(b'label,x\r\n"a,1",0\n"b\r\nc",1\r\n\r\nd,3')
+    space = read_points(p)
+    assert space.labels == ("a,1", "b\r\nc", "d")
+    assert np.allclose(np.asarray(space.points).ravel(), [0, 1, 3])
