@@ -561,3 +561,41 @@ def test_rectangular_sample_matches_matrix_chi_square():
     with pytest.warns(PrivacyLeakWarning):
         released = mech.privatize(["0", "4", "4"], rng=3)
     assert set(released) <= {"p", "q", "r"}
+
+
+# ---------------------------------------------------------------- the table build against its oracle
+from metricdp.sampling import _fill_block, _fill_block_reference  # noqa: E402
+
+_ENTRY = st.one_of(
+    st.just(0.0),
+    st.floats(min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False),
+    st.integers(-1074, 1000).map(lambda e: float(np.ldexp(1.0, e))),
+)
+
+
+@given(
+    st.lists(st.lists(_ENTRY, min_size=1, max_size=12), min_size=1, max_size=4).filter(
+        lambda rows: len({len(r) for r in rows}) == 1
+    ),
+    st.sampled_from([56, 12, 3]),
+)
+def test_fill_block_equals_integer_shift_reference(rows, precision):
+    # the float-scaling build (floor of p / 2**sigma) is the mantissa-shift build, bit for bit:
+    # prefix sums, scales and truncation flags (subnormals, 2**-1074, huge sums, zeros)
+    m = np.array(rows, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        if not np.isfinite(m.sum(axis=1)).all():
+            return
+    a = np.zeros((m.shape[0], m.shape[1] + 1), dtype=np.uint64)
+    b = np.zeros_like(a)
+    s1, c1 = _fill_block(m, a, precision)
+    s2, c2 = _fill_block_reference(m, b, precision)
+    assert np.array_equal(s1, s2) and np.array_equal(c1, c2) and np.array_equal(a, b)
+
+
+def test_fill_block_flags_entries_scaled_to_nothing():
+    # a row sum of 2**1000 puts sigma = 944: an entry 2**-1074 scales below every float and is truncated
+    m = np.array([[2.0**1000, 2.0**-1074]])
+    prefix = np.zeros((1, 3), dtype=np.uint64)
+    _, cut = _fill_block(m, prefix, 56)
+    assert cut.tolist() == [True] and prefix[0, 2] == prefix[0, 1]

@@ -257,12 +257,48 @@ class PointSpace:
         block = self.vectors[start:stop]
         if self.metric != "euclidean":
             return pairwise_distances(x, block, self.metric)
-        d2 = self.sqnorms[idx][:, None] + self.sqnorms[start:stop][None, :] - 2.0 * (x @ block.T)
+        # |x|^2 + |p|^2 - 2 x.p, evaluated in that order in place (one k x block temporary)
+        d2 = (2.0 * x) @ block.T  # = 2 (x @ block.T) bit for bit: scaling by 2 is exact in every product and sum
+        np.subtract(np.add(self.sqnorms[idx][:, None], self.sqnorms[start:stop][None, :]), d2, out=d2)
         np.maximum(d2, 0.0, out=d2)
         d = np.sqrt(d2, out=d2)
         rows = np.flatnonzero((idx >= start) & (idx < stop))
         d[rows, idx[rows] - start] = 0.0
         return d
+
+    def within(self, indices: ArrayLike, r: float) -> list[tuple[NDArray[np.intp], NDArray[np.float64]]]:
+        """For each point of ``indices``: the indices (increasing) and distances of the points with
+        ``distances_from(...) <= r``, exactly as :meth:`distances_from` computes them.
+
+        Euclidean: the squared distances of a block are compared with a threshold a little above
+        :math:`r^2` first, and the square roots taken only for the survivors. The prefilter keeps
+        every point the exact test keeps: a correctly rounded square root :math:`\\mathrm{fl}(\\sqrt
+        y) \\le r` implies :math:`\\sqrt y < r (1 + 2^{-52})`, so :math:`y < r^2 (1 + 3 \\cdot
+        2^{-52})`, below the threshold :math:`(r (1 + 10^{-12}))^2`; survivors then take the
+        same elementwise operations as :meth:`distances_from` and the same test.
+        """
+        idx = self._check_indices(indices)
+        r = float(r)
+        if not r >= 0:
+            raise ValidationError(f"radius must be >= 0, got {r!r}")
+        if self.metric != "euclidean":
+            found = []
+            for i in idx:
+                hit, dist = self.radius(int(i), r)
+                found.append((hit, dist))
+            return found
+        check_memory(8.0 * len(idx) * self.n, f"{len(idx):,} x {self.n:,} distances")
+        d2 = (2.0 * self.vectors[idx]) @ self.vectors.T
+        np.subtract(np.add(self.sqnorms[idx][:, None], self.sqnorms[None, :]), d2, out=d2)
+        d2[np.arange(len(idx)), idx] = 0.0  # the point itself: distance exactly 0, as distances_from sets it
+        wide = (r * (1.0 + 1e-12)) ** 2
+        found = []
+        for row in d2:  # one pass per query point (a block holds few)
+            cand = np.flatnonzero(row <= wide)
+            dist = np.sqrt(np.maximum(row[cand], 0.0))
+            keep = dist <= r
+            found.append((cand[keep].astype(np.intp), dist[keep]))
+        return found
 
     def block_size(self, rows: int) -> int:
         """Points per block so that ``rows`` x block float64 fit in :data:`BLOCK_BYTES`."""

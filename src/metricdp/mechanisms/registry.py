@@ -281,9 +281,10 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "geometric", f"{_M}.geometric:geometric",
-            "Geometric mechanism on a lattice torus or row-normalised (Ghosh et al. 2009; Alvim et al. 2018)",
-            (Param("form", "choice", "auto", "lattice torus or row-normalised kernel", choices=(
-                "auto", "lattice", "row-normalised")),),
+            "Geometric mechanism on a lattice torus, clamped on a line, or row-normalised (Ghosh et al. 2009; "
+            "Alvim et al. 2018)",
+            (Param("form", "choice", "auto", "lattice torus, clamped line or row-normalised kernel", choices=(
+                "auto", "lattice", "clamped", "row-normalised")),),
         ),
         Family(
             "planar-laplace", f"{_M}.planar_laplace:planar_laplace",

@@ -37,6 +37,7 @@ and cross-checked record by record: after validation the two definitions agree.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 import itertools
@@ -55,7 +56,8 @@ from ..errors import ValidationError
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_RECORD_BYTES", "MAX_RECORD_ENV", "Chunk", "CsvReader", "CsvScan",
-    "Header", "Records", "check_names", "check_utf8", "csv_header", "max_record_bytes", "read_csv", "scan_csv",
+    "Header", "Records", "check_names", "check_utf8", "csv_header", "iter_csv_rows", "max_record_bytes", "read_csv",
+    "scan_csv",
     "split_records",
 ]
 
@@ -490,36 +492,53 @@ def scan_csv(
     return CsvScan(names, n, p.stat().st_size)
 
 
-def read_csv(
-    path: str | PathLike[str], *, max_record: int | None = None
-) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``).
+@contextlib.contextmanager
+def iter_csv_rows(
+    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Iterator[tuple[tuple[str, ...], Iterator[tuple[int, list[str]]]]]:
+    """``with iter_csv_rows(path) as (header, rows)``: the header and a stream of ``(line, row)``
+    of a CSV file of any size (the file is closed when the block ends).
 
     Each chunk is validated by :class:`CsvReader`, then parsed by Python's csv module
     (C speed); the two must agree on every chunk's record count and field counts, else
-    the chunk is refused -- so what this returns is what the byte splitter sees.
+    the chunk is refused -- so what this yields is what the byte splitter sees. Memory:
+    one chunk plus one record.
     """
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"{p}: no such file")
-    rows: list[list[str]] = []
-    lines: list[int] = []
     cap = max_record_bytes(max_record)
     if csv.field_size_limit() < cap:  # the cap is enforced above; the csv module's own limit must not be lower
         csv.field_size_limit(cap)
     with p.open("rb") as fh:
-        reader = CsvReader(fh, str(p), max_record=cap)
-        header = list(reader.header().names)
+        reader = CsvReader(fh, str(p), max_record=cap, chunk_bytes=chunk_bytes)
+        header = reader.header().names
         check_names(header, str(p), line=reader.header().line)
-        for chunk in reader.chunks():
-            recs = chunk.records
-            text = chunk.data[: recs.end].decode("utf-8")
-            got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
-            if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover - a bug
-                raise _fail(str(p), chunk.first_line, chunk.offset, "records read differently by two parsers")
-            rows.extend(got)
-            lines.extend((recs.lines + chunk.first_line).tolist())
-    return header, rows, lines
+
+        def rows() -> Iterator[tuple[int, list[str]]]:
+            for chunk in reader.chunks():
+                recs = chunk.records
+                text = chunk.data[: recs.end].decode("utf-8")
+                got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
+                if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover
+                    raise _fail(str(p), chunk.first_line, chunk.offset, "records read differently by two parsers")
+                yield from zip((recs.lines + chunk.first_line).tolist(), got, strict=True)
+
+        yield header, rows()
+
+
+def read_csv(
+    path: str | PathLike[str], *, max_record: int | None = None
+) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``):
+    :func:`iter_csv_rows` collected."""
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    with iter_csv_rows(path, max_record=max_record) as (header, stream):
+        for line, row in stream:
+            lines.append(line)
+            rows.append(row)
+    return list(header), rows, lines
 
 
 def names_of(names: Sequence[str]) -> str:
