@@ -29,7 +29,7 @@ from .tabular.csv import check_names, csv_header, read_csv
 from .tabular.formats import TABLE_FORMATS, format_of
 
 __all__ = [
-    "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
+    "atomic_write", "check_npy_header", "check_output_path", "parse_decimal", "read_csv_table", "read_output_distances",
     "read_output_points", "read_point_columns", "read_points",
 ]
 
@@ -273,7 +273,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
             raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
         order[row[0]] = k
         try:
-            values[k] = [_decimal(x) for x in row[1:]]
+            values[k] = [parse_decimal(x) for x in row[1:]]
         except ValueError:
             raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
     missing = [lab for lab in space.labels if lab not in order]
@@ -301,7 +301,7 @@ def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     return read_csv(path)
 
 
-def _decimal(text: str) -> float:
+def parse_decimal(text: str) -> float:
     """``float(text)`` of a plain ASCII number: Python's float() also reads ``1_000`` and
     non-ASCII digits (``'\\u0661'`` is 1.0), which a data file never means (a ValueError)."""
     if "_" in text or not text.isascii():
@@ -314,7 +314,7 @@ def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     coords = []
     for row, line_no in zip(rows, lines, strict=True):
         try:
-            coords.append([_decimal(x) for x in row[1:]])
+            coords.append([parse_decimal(x) for x in row[1:]])
         except ValueError:
             raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
     if not rows:
