@@ -100,7 +100,9 @@ def _invalid_values(param: registry.Param) -> list[object]:
     if param.kind == "bool":
         return [1, 0.0, "yes", None, np.nan]
     if param.kind in ("int", "float"):
-        values: list[object] = [True, False, "1", None, np.nan, math.inf, -math.inf, [1]]
+        values: list[object] = [True, False, "1", np.nan, math.inf, -math.inf, [1]]
+        if not param.optional:  # None is the "not given" of a parameter whose default is None
+            values.append(None)
         if param.kind == "int":
             values.append(1.5)
         if param.minimum is not None:
@@ -111,9 +113,9 @@ def _invalid_values(param: registry.Param) -> list[object]:
             values.append(param.maximum + 1)
         return values
     if param.kind == "choice":
-        return ["no-such-choice", 1, True, None, ""]
+        return ["no-such-choice", 1, True, ""] + ([] if param.optional else [None])
     if param.kind == "floats":
-        return [[], "0.1,1", [0.1, -1.0], [0.0], [np.nan], [True], 1.0]
+        return ["0.1,1", [0.1, -1.0], [np.nan], [True], 1.0]
     if param.kind == "vector":
         return [[-1.0] * GRID.n, [np.nan] * GRID.n, [[1.0] * GRID.n], "weights", True]
     if param.kind == "matrix":

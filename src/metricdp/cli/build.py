@@ -14,6 +14,7 @@ an error rather than silently ignored.
 
 from __future__ import annotations
 
+import inspect
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,30 +44,21 @@ class Metric(StrEnum):
     chebyshev = "chebyshev"
 
 
-class Objective(StrEnum):
-    worst = "worst"
-    expected = "expected"
+#: Every ``build`` option a family declares, by flag (:func:`metricdp.mechanisms.registry.options`).
+OPTIONS: dict[str, registry.Option] = registry.options(registry.FAMILIES.values())
+
+#: The keyword of each family option (the Typer parameter name) -> its flag
+#: (``--base-weights`` is the keyword ``base_weights``).
+_FLAGS: dict[str, str] = {o.keyword: flag for flag, o in OPTIONS.items()}
 
 
-class Fit(StrEnum):
-    normalised = "normalised"
-    paper = "paper"
-
-
-#: The keyword of each ``build`` option (the Typer parameter name) -> its flag, derived from the
-#: flags the registry's families declare (``--base-weights`` is the keyword ``base_weights``).
-_FLAGS: dict[str, str] = {
-    p.flag[2:].replace("-", "_"): p.flag for name in registry.names() for p in registry.get(name).params if p.flag
-}
-
-
-def _parse_lambdas(text: str) -> tuple[float, ...]:
+def _parse_floats(text: str, flag: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValidationError(f"--lambdas must be comma-separated numbers, got {text!r}") from None
+        raise ValidationError(f"{flag} must be comma-separated numbers, got {text!r}") from None
     if not values:
-        raise ValidationError(f"--lambdas must list at least one number, got {text!r}")
+        raise ValidationError(f"{flag} must list at least one number, got {text!r}")
     return values
 
 
@@ -104,13 +96,16 @@ def build_mechanism(
     eps = None if epsilon is None else check_epsilon(epsilon, "--epsilon")
     params: dict[str, Any] = {}
     for key, value in given.items():
-        param = by_flag[_FLAGS[key]]
+        flag = _FLAGS[key]
+        param = by_flag[flag]
         if param.kind == "vector":
-            value = read_label_values(Path(value), space.labels, param.flag or key)
+            value = read_label_values(Path(value), space.labels, flag)
         elif param.kind == "floats" and isinstance(value, str):
-            value = _parse_lambdas(value)
+            value = _parse_floats(value, flag)
         elif isinstance(value, Enum):
             value = value.value
+        if param.kind not in ("vector", "rng"):  # per-label values: the builder names the failing label
+            value = param.check(value, family.name, where=flag)
         params[param.name] = value
     if outputs is not None and not family.outputs:
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
@@ -150,40 +145,48 @@ _Points = Annotated[
 _Mechanism = Annotated[MechanismName, typer.Option("--mechanism", "-m", help="Mechanism family.")]
 _Epsilon = Annotated[float | None, typer.Option("--epsilon", "-e", help="The mDP guarantee, per unit of distance.")]
 _Metric = Annotated[Metric | None, typer.Option(help="Metric (default: haversine for label,lat,lon, else euclidean).")]
-_Calibrate = Annotated[
-    bool,
-    typer.Option(
-        "--calibrate",
-        help="Tune the inner parameter to the exact audit "
-        f"({', '.join(n for n in registry.names() if any(p.flag == '--calibrate' for p in registry.get(n).params))}).",
-    ),
-]
-_Weights = Annotated[Path | None, typer.Option(help="weighted-exponential: CSV label,weight or a .npy vector.")]
-_Ldp = Annotated[float | None, typer.Option("--ldp-epsilon", help="krr: the LDP parameter, instead of --epsilon.")]
-_Objective = Annotated[Objective | None, typer.Option(help="optimal: the loss to minimise (default worst).")]
-_Prior = Annotated[Path | None, typer.Option(help="optimal: prior of --objective expected (CSV label,prob or .npy).")]
-_TimeLimit = Annotated[
-    float | None, typer.Option("--time-limit", help="LP mechanisms: deadline of the whole build, in seconds.")
-]
-_Stretch = Annotated[float | None, typer.Option(help="spanner: stretch of the spanner (default 3).")]
-_Neighbours = Annotated[
-    int | None, typer.Option("--neighbours", "-r", min=1, help="constopt: neighbours r (default 10).")
-]
-_Fit = Annotated[Fit | None, typer.Option(help="constopt: how H is fitted (default normalised).")]
-_Lambdas = Annotated[str | None, typer.Option(help="constopt: comma-separated lambdas, e.g. 0.001,0.1,1.0.")]
-_Quantile = Annotated[
-    float | None, typer.Option(help="constopt: minimise this quantile loss instead of the worst case.")
-]
-_Samples = Annotated[
-    int | None, typer.Option(min=1, help="madlib, subsampled-exponential: Monte-Carlo samples per row.")
-]
-_Seed = Annotated[
-    int | None, typer.Option(min=0, help="madlib, subsampled-exponential: seed of the Monte-Carlo estimate.")
-]
-_Candidates = Annotated[int | None, typer.Option(min=1, help="subsampled-exponential: candidates drawn per release.")]
-_Base = Annotated[
-    Path | None, typer.Option("--base-weights", help="subsampled-exponential: base distribution (CSV or .npy).")
-]
+def _option(option: registry.Option) -> inspect.Parameter:
+    """The Typer parameter of one declared family option: flag, type, default and help from the registry.
+
+    The range is the registry's to check (one error line in its message template, with the
+    flag), so the command line takes any number and ``--help`` states the range in words.
+    """
+    p = option.param
+    notes = [p.describe()] if p.kind in ("int", "float") else []
+    if p.default is not None and p.kind not in ("bool", "rng"):
+        notes.append(f"default {_shown(p.default)}")
+    text = f"{', '.join(option.families)}: {p.help}{' (' + '; '.join(notes) + ')' if notes else ''}."
+    info: dict[str, Any] = {"help": text, "rich_help_panel": "Mechanism parameters", "show_default": False}
+    annotation: Any
+    if p.kind == "bool":
+        annotation, value = bool, False
+    elif p.kind == "int":
+        annotation, value = int | None, None
+    elif p.kind == "float":
+        annotation, value = float | None, None
+    elif p.kind == "choice":
+        annotation, value = StrEnum(option.keyword.title(), {c: c for c in p.choices}) | None, None  # type: ignore[misc]
+    elif p.kind == "vector":
+        annotation, value = Path | None, None
+        info["metavar"] = "FILE"
+    elif p.kind == "floats":
+        annotation, value = str | None, None
+        info["metavar"] = "X,Y,..."
+    elif p.kind == "rng":  # a seed
+        annotation, value = int | None, None
+        info["min"] = 0
+    else:  # pragma: no cover - matrices have no flag
+        raise RuntimeError(f"{p.flag}: a {p.kind} parameter has no command-line form")
+    return inspect.Parameter(
+        option.keyword, inspect.Parameter.KEYWORD_ONLY, default=value,
+        annotation=Annotated[annotation, typer.Option(p.flag, *p.aliases, **info)],
+    )
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(f"{v:g}" for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 _Outputs = Annotated[
@@ -213,37 +216,21 @@ _Elastic = Annotated[
 def register(app: typer.Typer) -> None:
     """Add the ``build`` command to ``app``."""
 
-    @app.command("build")
-    @handle_errors
     def build(
         points: _Points,
         mechanism: _Mechanism,
         out: OutOption,
         epsilon: _Epsilon = None,
         metric: _Metric = None,
-        calibrate: _Calibrate = False,
-        weights: _Weights = None,
-        ldp_epsilon: _Ldp = None,
-        objective: _Objective = None,
-        prior: _Prior = None,
-        time_limit: _TimeLimit = None,
-        stretch: _Stretch = None,
-        neighbours: _Neighbours = None,
-        fit: _Fit = None,
-        lambdas: _Lambdas = None,
-        quantile: _Quantile = None,
-        samples: _Samples = None,
-        seed: _Seed = None,
-        candidates: _Candidates = None,
-        base_weights: _Base = None,
         remap: _Remap = False,
         elastic: _Elastic = None,
         outputs: _Outputs = None,
         output_distances: _OutputDistances = None,
+        **family_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
-        local = locals()
-        options = {k: v for k, v in local.items() if k in _FLAGS}
+        options = dict(family_options)
+        prior = options.get("prior")
         check_output(out)
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
@@ -254,7 +241,7 @@ def register(app: typer.Typer) -> None:
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
         family = registry.get(mechanism.value)
-        expected = getattr(objective, "value", objective) == "expected"
+        expected = getattr(options.get("objective"), "value", None) == "expected"
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
@@ -278,10 +265,21 @@ def register(app: typer.Typer) -> None:
                 bar.update("Bayesian remapping under the prior")
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
-            inputs = [p for p in (points, prior, elastic, weights, base_weights, outputs, output_distances)
-                      if p is not None]
+            files = [family_options.get(o.keyword) for o in OPTIONS.values() if o.param.kind == "vector"]
+            inputs = [p for p in (points, elastic, *files, outputs, output_distances) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)
+
+    # the family options are generated from the registry: the command's signature is the
+    # hand-written options above with one keyword-only parameter per declared flag (Typer
+    # reads ``__signature__``), so a new family's flags need no edit here
+    command = handle_errors(build)
+    fixed = [p for p in inspect.signature(build, eval_str=True).parameters.values()
+             if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*fixed, *(_option(o) for o in OPTIONS.values())]
+    )
+    app.command("build")(command)
