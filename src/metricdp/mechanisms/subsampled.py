@@ -40,11 +40,11 @@ from .._random import RandomSource, check_rng
 from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
 from ..sampling import clamp_distances
-from ..selection import compositions, draw_base, exponential_choice, multiset_probabilities
 from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
 from .base import Mechanism
 from .registry import declared
+from .selection import compositions, draw_base, exponential_choice, multiset_probabilities
 
 __all__ = ["subsampled_exponential", "subsampled_exponential_exact", "subsampled_exponential_sample", "true_sampler"]
 
