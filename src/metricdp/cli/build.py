@@ -14,7 +14,6 @@ an error rather than silently ignored.
 
 from __future__ import annotations
 
-import inspect
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +28,7 @@ from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
+from ._options import with_options
 
 __all__ = ["MechanismName", "build_mechanism", "register"]
 
@@ -145,50 +145,6 @@ _Points = Annotated[
 _Mechanism = Annotated[MechanismName, typer.Option("--mechanism", "-m", help="Mechanism family.")]
 _Epsilon = Annotated[float | None, typer.Option("--epsilon", "-e", help="The mDP guarantee, per unit of distance.")]
 _Metric = Annotated[Metric | None, typer.Option(help="Metric (default: haversine for label,lat,lon, else euclidean).")]
-def _option(option: registry.Option) -> inspect.Parameter:
-    """The Typer parameter of one declared family option: flag, type, default and help from the registry.
-
-    The range is the registry's to check (one error line in its message template, with the
-    flag), so the command line takes any number and ``--help`` states the range in words.
-    """
-    p = option.param
-    notes = [p.describe()] if p.kind in ("int", "float") else []
-    if p.default is not None and p.kind not in ("bool", "rng"):
-        notes.append(f"default {_shown(p.default)}")
-    text = f"{', '.join(option.families)}: {p.help}{' (' + '; '.join(notes) + ')' if notes else ''}."
-    info: dict[str, Any] = {"help": text, "rich_help_panel": "Mechanism parameters", "show_default": False}
-    annotation: Any
-    if p.kind == "bool":
-        annotation, value = bool, False
-    elif p.kind == "int":
-        annotation, value = int | None, None
-    elif p.kind == "float":
-        annotation, value = float | None, None
-    elif p.kind == "choice":
-        annotation, value = StrEnum(option.keyword.title(), {c: c for c in p.choices}) | None, None  # type: ignore[misc]
-    elif p.kind == "vector":
-        annotation, value = Path | None, None
-        info["metavar"] = "FILE"
-    elif p.kind == "floats":
-        annotation, value = str | None, None
-        info["metavar"] = "X,Y,..."
-    elif p.kind == "rng":  # a seed
-        annotation, value = int | None, None
-        info["min"] = 0
-    else:  # pragma: no cover - matrices have no flag
-        raise RuntimeError(f"{p.flag}: a {p.kind} parameter has no command-line form")
-    return inspect.Parameter(
-        option.keyword, inspect.Parameter.KEYWORD_ONLY, default=value,
-        annotation=Annotated[annotation, typer.Option(p.flag, *p.aliases, **info)],
-    )
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, tuple):
-        return ",".join(f"{v:g}" for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 _Outputs = Annotated[
     Path | None,
     typer.Option("--outputs", metavar="POINTS", help="A separate output set (exponential, optimal): POINTS in the "
@@ -273,13 +229,5 @@ def register(app: typer.Typer) -> None:
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)
 
-    # the family options are generated from the registry: the command's signature is the
-    # hand-written options above with one keyword-only parameter per declared flag (Typer
-    # reads ``__signature__``), so a new family's flags need no edit here
-    command = handle_errors(build)
-    fixed = [p for p in inspect.signature(build, eval_str=True).parameters.values()
-             if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*fixed, *(_option(o) for o in OPTIONS.values())]
-    )
-    app.command("build")(command)
+    # the family options are generated from the registry, so a new family's flags need no edit here
+    app.command("build")(with_options(handle_errors(build), build, OPTIONS))
