@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             echo_json(
                 {
                     "mechanism": mechanism,
-                    "parameter": "ldp_epsilon" if mechanism == "krr" else "epsilon",
+                    "parameter": registry.get(mechanism).calibration or "epsilon",
                     "epsilon": cal.epsilon,
                     "epsilon_mdp": cal.mechanism.epsilon,
                     "expected_distance": cal.expected_distance,
