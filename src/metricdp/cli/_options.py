@@ -14,17 +14,19 @@ passed on, so the library's default applies (the CLI default is the library's).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ..errors import MetricDPError
 from ..mechanisms import registry
 
-__all__ = ["option_parameter", "with_options"]
+__all__ = ["naming_flags", "option_parameter", "with_options"]
 
 
 def option_parameter(option: registry.Option) -> inspect.Parameter:
@@ -83,3 +85,24 @@ def with_options(command: Callable[..., Any], function: Callable[..., Any],
         [*fixed, *(option_parameter(o) for o in options.values())]
     )
     return command
+
+
+@contextlib.contextmanager
+def naming_flags(flags: Mapping[str, str], prefix: str | None = None) -> Iterator[None]:
+    """Put a library error in the command line's terms: the flag the user typed, not the parameter.
+
+    Library messages name Python parameters (``the parameter 'column'``, ``parameter
+    'metric'``) and never CLI flags; inside this block an error's message has each
+    parameter of ``flags`` replaced by its flag, and ``prefix`` (the option whose value
+    the message is about, e.g. ``--outputs``) put in front. The error keeps its type.
+    """
+    try:
+        yield
+    except MetricDPError as ex:
+        message = str(ex)
+        for name, flag in flags.items():
+            message = message.replace(f"the parameter {name!r}", flag).replace(f"parameter {name!r}", flag)
+        if prefix:
+            message = f"{prefix} {message}"
+        ex.args = (message, *ex.args[1:])
+        raise

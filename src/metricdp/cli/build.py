@@ -28,7 +28,7 @@ from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
-from ._options import with_options
+from ._options import naming_flags, with_options
 
 __all__ = ["MechanismName", "build_mechanism", "register"]
 
@@ -201,16 +201,19 @@ def register(app: typer.Typer) -> None:
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
-            space = read_points(points, None if metric is None else metric.value)
+            with naming_flags({"metric": "--metric"}):
+                space = read_points(points, None if metric is None else metric.value)
             if elastic is not None:
                 from ..elastic import elastic_metric
 
                 space = elastic_metric(space, read_label_values(elastic, space.labels, "--elastic"))
             output_set = None
             if outputs is not None:
-                output_set = read_output_points(outputs, space, columns=read_point_columns(points))
+                with naming_flags({}, "--outputs"):
+                    output_set = read_output_points(outputs, space, columns=read_point_columns(points))
             elif output_distances is not None:
-                output_set = read_output_distances(output_distances, space)
+                with naming_flags({}, "--output-distances"):
+                    output_set = read_output_distances(output_distances, space)
         with progress(f"building {mechanism.value} on {space.n} points") as bar:
             mech = build_mechanism(space, mechanism.value, epsilon, options, output_set)
             if remap:

@@ -18,6 +18,7 @@ from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
 from ._common import JsonOption, echo_json, handle_errors, progress, read_label_values
+from ._options import naming_flags
 
 __all__ = ["read_prior", "register"]
 
@@ -74,7 +75,8 @@ def register(app: typer.Typer) -> None:
         """
         if mechanism not in FAMILIES:
             raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(FAMILIES)}")
-        space = read_points(points, metric)
+        with naming_flags({"metric": "--metric"}):
+            space = read_points(points, metric)
         pi = read_prior(prior, space.labels)
         with progress(f"calibrating {mechanism} to E_d = {expected_distance:g}") as report:
             cal = calibrate_expected_distance(mechanism, space, pi, expected_distance, tol=tol, progress=report)

@@ -31,7 +31,7 @@ from ._common import (
     handle_errors,
     warn,
 )
-from ._options import with_options
+from ._options import naming_flags, with_options
 
 __all__ = ["load_vocabulary", "register"]
 
@@ -171,7 +171,8 @@ def register(app: typer.Typer) -> None:
         for other in (input_file, keep, Path(mechanism)):
             if other is not None and other.exists() and out.resolve() == other.resolve():
                 raise UnsafeOutputError(f"--out {out} is also an input ({other}); refusing to overwrite it")
-        detect_format(input_file, column)
+        with naming_flags({"column": "--column"}):
+            detect_format(input_file, column)
         kept: frozenset[str] = frozenset()
         if keep is not None:
             if not keep.is_file():

@@ -175,7 +175,7 @@ def sizes_for(sizes: Sequence[int] | Mapping[str, Sequence[int]], token: str) ->
         raw = sizes.get(token, sizes.get(token.partition("@")[0], sizes.get("*", ())))
         if not raw:  # a mechanism the user named must not vanish from the run
             named = ", ".join(str(k) for k in sizes)
-            raise ValidationError(f"no sizes for mechanism {token!r}: --sizes names only {named} "
+            raise ValidationError(f"no sizes for mechanism {token!r}: sizes names only {named} "
                                   f"(add {token}=N,... or plain N,... for every mechanism)")
     else:
         raw = sizes

@@ -130,9 +130,11 @@ def detect_format(path: Path, column: str | None) -> str:
     suffix = path.suffix.lower()
     fmt = "csv" if suffix in (".csv", ".tsv") else "jsonl" if suffix in (".jsonl", ".ndjson") else "text"
     if fmt != "text" and column is None:
-        raise ValidationError(f"{path}: a {fmt.upper()} input needs --column (the field holding the text)")
+        raise ValidationError(f"{path}: a {fmt.upper()} input needs the parameter 'column' (the text's field)")
     if fmt == "text" and column is not None:
-        raise ValidationError(f"{path}: --column applies to .csv/.jsonl inputs; this file is read as plain text")
+        raise ValidationError(
+            f"{path}: the parameter 'column' applies to .csv/.jsonl inputs; this file is read as plain text"
+        )
     return fmt
 
 
