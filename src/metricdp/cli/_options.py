@@ -49,7 +49,8 @@ def option_parameter(option: registry.Option) -> inspect.Parameter:
     elif p.kind == "float":
         annotation, value = float | None, None
     elif p.kind == "choice":
-        annotation, value = StrEnum(option.keyword.title(), {c: c for c in p.choices}) | None, None  # type: ignore[misc]
+        choices: Any = StrEnum(option.keyword.title(), {c: c for c in p.choices})  # type: ignore[misc]
+        annotation, value = choices | None, None
     elif p.kind == "vector":
         annotation, value = Path | None, None
         info["metavar"] = "FILE"
@@ -73,13 +74,17 @@ def _shown(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def with_options(command: Callable[..., Any], function: Callable[..., Any],
-                 options: Mapping[str, registry.Option]) -> Callable[..., Any]:
+def with_options(
+    command: Callable[..., Any], function: Callable[..., Any], options: Mapping[str, registry.Option],
+    annotations: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
     """``command`` (``function`` wrapped) with the signature of ``function`` plus one option per entry of ``options``.
 
-    ``function`` ends with ``**family_options``, which receives the generated options by keyword.
+    ``function`` ends with ``**kwargs``, which receives the generated options by keyword;
+    ``annotations`` replaces the annotations of fixed parameters (choices read at registration).
     """
-    fixed = [p for p in inspect.signature(function, eval_str=True).parameters.values()
+    fixed = [p.replace(annotation=(annotations or {}).get(p.name, p.annotation))
+             for p in inspect.signature(function, eval_str=True).parameters.values()
              if p.kind is not inspect.Parameter.VAR_KEYWORD]
     command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [*fixed, *(option_parameter(o) for o in options.values())]

@@ -33,8 +33,13 @@ from ._options import naming_flags, with_options
 __all__ = ["MechanismName", "build_mechanism", "register"]
 
 
-#: The families ``metricdp build`` can build: every family of the registry.
-MechanismName = StrEnum("MechanismName", {n.replace("-", "_"): n for n in registry.names()})  # type: ignore[misc]
+def mechanism_names() -> type[StrEnum]:
+    """The choices of ``--mechanism``: every family of the registry, read when the command is registered."""
+    return StrEnum("MechanismName", {n.replace("-", "_"): n for n in registry.names()})  # type: ignore[return-value]
+
+
+#: The families ``metricdp build`` can build (as the registry listed them at import).
+MechanismName = mechanism_names()
 
 
 class Metric(StrEnum):
@@ -44,12 +49,14 @@ class Metric(StrEnum):
     chebyshev = "chebyshev"
 
 
-#: Every ``build`` option a family declares, by flag (:func:`metricdp.mechanisms.registry.options`).
-OPTIONS: dict[str, registry.Option] = registry.options(registry.FAMILIES.values())
+def family_options() -> dict[str, registry.Option]:
+    """Every ``build`` option a family declares, by flag (:func:`metricdp.mechanisms.registry.options`)."""
+    return registry.options(registry.FAMILIES.values())
 
-#: The keyword of each family option (the Typer parameter name) -> its flag
-#: (``--base-weights`` is the keyword ``base_weights``).
-_FLAGS: dict[str, str] = {o.keyword: flag for flag, o in OPTIONS.items()}
+
+def _flags() -> dict[str, str]:
+    """Each family option's keyword (the Typer parameter name) -> its flag (``base_weights`` -> ``--base-weights``)."""
+    return {o.keyword: flag for flag, o in family_options().items()}
 
 
 def _parse_floats(text: str, flag: str) -> tuple[float, ...]:
@@ -68,11 +75,12 @@ def build_mechanism(
 ) -> Mechanism:
     """Build mechanism ``name`` on ``space`` from ``build``'s options, through the registry.
 
-    ``options`` holds the CLI options by Typer keyword (see ``_FLAGS``); ``None`` and
+    ``options`` holds the CLI options by Typer keyword (see :func:`_flags`); ``None`` and
     False values are "not given". Per-label file options (weights, prior, base weights)
     are paths, read here against the space's labels.
     """
     family = registry.get(name)
+    _FLAGS = _flags()  # read from the registry at each call (a family registered later counts)
     given = {k: v for k, v in (options or {}).items() if v is not None and v is not False}
     unknown = sorted(set(given) - set(_FLAGS))
     if unknown:
@@ -142,7 +150,7 @@ _Points = Annotated[
         show_default=False,
     ),
 ]
-_Mechanism = Annotated[MechanismName, typer.Option("--mechanism", "-m", help="Mechanism family.")]
+_Mechanism = Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism family.")]  # choices: register()
 _Epsilon = Annotated[float | None, typer.Option("--epsilon", "-e", help="The mDP guarantee, per unit of distance.")]
 _Metric = Annotated[Metric | None, typer.Option(help="Metric (default: haversine for label,lat,lon, else euclidean).")]
 _Outputs = Annotated[
@@ -182,21 +190,22 @@ def register(app: typer.Typer) -> None:
         elastic: _Elastic = None,
         outputs: _Outputs = None,
         output_distances: _OutputDistances = None,
-        **family_options: Any,
+        **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
-        options = dict(family_options)
+        options = dict(given_options)
+        name = str(getattr(mechanism, "value", mechanism))  # a member of the choices register() reads
         prior = options.get("prior")
         check_output(out)
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
-        if (outputs is not None or output_distances is not None) and not registry.get(mechanism.value).outputs:
+        if (outputs is not None or output_distances is not None) and not registry.get(name).outputs:
             takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
-            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {mechanism.value} "
+            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} "
                                   f"(they apply to: {takes})")
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
-        family = registry.get(mechanism.value)
+        family = registry.get(name)
         expected = getattr(options.get("objective"), "value", None) == "expected"
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
@@ -214,8 +223,8 @@ def register(app: typer.Typer) -> None:
             elif output_distances is not None:
                 with naming_flags({}, "--output-distances"):
                     output_set = read_output_distances(output_distances, space)
-        with progress(f"building {mechanism.value} on {space.n} points") as bar:
-            mech = build_mechanism(space, mechanism.value, epsilon, options, output_set)
+        with progress(f"building {name} on {space.n} points") as bar:
+            mech = build_mechanism(space, name, epsilon, options, output_set)
             if remap:
                 from ..remap import bayesian_remap
 
@@ -224,7 +233,7 @@ def register(app: typer.Typer) -> None:
                 bar.update("Bayesian remapping under the prior")
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
-            files = [family_options.get(o.keyword) for o in OPTIONS.values() if o.param.kind == "vector"]
+            files = [given_options.get(o.keyword) for o in options_now.values() if o.param.kind == "vector"]
             inputs = [p for p in (points, elastic, *files, outputs, output_distances) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
@@ -232,5 +241,8 @@ def register(app: typer.Typer) -> None:
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)
 
-    # the family options are generated from the registry, so a new family's flags need no edit here
-    app.command("build")(with_options(handle_errors(build), build, OPTIONS))
+    # the choices of --mechanism and the family options are generated from the registry when the
+    # app is built, so a new family (one module and one entry) needs no edit here
+    options_now = family_options()
+    choices: Any = Annotated[mechanism_names(), typer.Option("--mechanism", "-m", help="Mechanism family.")]
+    app.command("build")(with_options(handle_errors(build), build, options_now, {"mechanism": choices}))

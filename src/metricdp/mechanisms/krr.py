@@ -97,7 +97,7 @@ def krr(space: MetricSpace, epsilon: float | None = None, *, ldp_epsilon: float 
         eps = check_epsilon(epsilon)
         a = eps * d_min
     else:
-        a = float(ldp_epsilon)  # declared: finite and > 0 (registry)
+        a = float(ldp_epsilon)  # type: ignore[arg-type]  # not None here; declared finite and > 0 (registry)
         eps = a / d_min
     matrix = krr_matrix(space.n, a)
     _check_representable(matrix, "krr", eps)
