@@ -26,7 +26,7 @@ import typer
 from ..errors import MetricDPError
 from ..mechanisms import registry
 
-__all__ = ["naming_flags", "option_parameter", "with_options"]
+__all__ = ["naming_flags", "option_parameter", "shown", "with_options"]
 
 
 def option_parameter(option: registry.Option) -> inspect.Parameter:
@@ -36,9 +36,9 @@ def option_parameter(option: registry.Option) -> inspect.Parameter:
     flag), so the command line takes any number and ``--help`` states the range in words.
     """
     p = option.param
-    notes = [p.describe()] if p.kind in ("int", "float") else []
+    notes = [p.describe()] if p.kind in ("int", "float", "floats") else []
     if p.default is not None and p.kind not in ("bool", "rng"):
-        notes.append(f"default {_shown(p.default)}")
+        notes.append(f"default {shown(p.default)}")
     text = f"{', '.join(option.families)}: {p.help}{' (' + '; '.join(notes) + ')' if notes else ''}."
     info: dict[str, Any] = {"help": text, "rich_help_panel": "Mechanism parameters", "show_default": False}
     annotation: Any
@@ -68,7 +68,8 @@ def option_parameter(option: registry.Option) -> inspect.Parameter:
     )
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    """A default as ``--help`` writes it (``0.001,0.1,1`` for a tuple)."""
     if isinstance(value, tuple):
         return ",".join(f"{v:g}" for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -375,7 +375,7 @@ FAMILIES: dict[str, Family] = {
             "planar-laplace", f"{_M}.planar_laplace:planar_laplace",
             "Planar Laplace discretised to a grid (Andres et al., CCS 2013)",
             (Param("accuracy", "float", 1e-12, "target accuracy of the cell masses", minimum=0.0,
-                   maximum=1e-3, open_minimum=True),),
+                   maximum=1e-3, open_minimum=True, open_maximum=True),),
         ),
         Family(
             "optimal", f"{_M}.lp.optimal:optimal",
