@@ -29,7 +29,6 @@ from .deadline import Deadline
 __all__ = ["optimal"]
 
 
-
 def _check_loss_matrix(
     loss_matrix: ArrayLike | None, space: MetricSpace, outputs: OutputSet | None = None
 ) -> NDArray[np.float64]:
