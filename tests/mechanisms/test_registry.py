@@ -378,6 +378,9 @@ def test_a_toy_family_builds_through_python_and_a_fresh_cli(toy, tmp_path) -> No
     assert_one_line_error(result, "--spread must be finite and >= 1, got 0.5")
     result = runner.invoke(app, ["build", "--help"])
     assert "--spread" in result.output and "toy: divisor of epsilon" in " ".join(result.output.split())
+    from metricdp.cli.calibrate import calibratable
+
+    assert "toy" in calibratable()  # exact, nothing required: calibrate offers it too
 
 
 def test_the_toy_family_is_not_registered_outside_its_fixture() -> None:

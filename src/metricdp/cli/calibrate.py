@@ -39,11 +39,16 @@ def read_prior(value: str, labels: tuple[str, ...]) -> np.ndarray | None:
     return p / p.sum()
 
 
-#: Families ``calibrate`` takes: the exact families that need no parameter beyond epsilon.
-FAMILIES = tuple(
-    n for n in registry.names()
-    if registry.get(n).exact and not any(p.required for p in registry.get(n).params)
-)
+def calibratable() -> tuple[str, ...]:
+    """Families ``calibrate`` takes (the registry's classification, read now): exact, no required parameter."""
+    return tuple(
+        n for n in registry.names()
+        if registry.get(n).exact and not any(p.required for p in registry.get(n).params)
+    )
+
+
+#: The families ``calibrate`` took when this module was imported.
+FAMILIES = calibratable()
 
 
 def register(app: typer.Typer) -> None:
@@ -73,8 +78,9 @@ def register(app: typer.Typer) -> None:
         For krr the printed value is its LDP epsilon; for the other families the mDP
         epsilon per unit of distance.
         """
-        if mechanism not in FAMILIES:
-            raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(FAMILIES)}")
+        families = calibratable()
+        if mechanism not in families:
+            raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(families)}")
         with naming_flags({"metric": "--metric"}):
             space = read_points(points, metric)
         pi = read_prior(prior, space.labels)
