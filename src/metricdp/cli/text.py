@@ -53,7 +53,7 @@ EmbOpt = Annotated[
 SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
 ]
-#: The options of the matrix-free families, generated from their registry entries
+#: The options of the matrix-free families (as at import; commands read them when registered), from their entries
 #: (:data:`metricdp.mechanisms.registry.SAMPLER_FAMILIES`): ``--index``, ``--gamma``, ``--beta``,
 #: ``--lam``, ``--candidates``, ``--base``.
 OPTIONS: dict[str, registry.Option] = registry.options(registry.SAMPLER_FAMILIES.values())
@@ -86,7 +86,7 @@ def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
     family = registry.SAMPLER_FAMILIES.get(mechanism)
     params: dict[str, Any] = {}
     ignored = []
-    for flag, option in OPTIONS.items():
+    for flag, option in registry.options(registry.SAMPLER_FAMILIES.values()).items():
         value = given.get(option.keyword)
         if value is None:
             continue
@@ -227,7 +227,8 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
 
-    text_app.command("privatize")(with_options(handle_errors(privatize), privatize, OPTIONS))
+    options_now = registry.options(registry.SAMPLER_FAMILIES.values())  # read when the app is built
+    text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))
 
     def stats(
         mechanism: MechOpt,
@@ -292,5 +293,5 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             err_console.print(f"wrote {plot}", markup=False, highlight=False)
 
-    text_app.command("stats")(with_options(handle_errors(stats), stats, OPTIONS))
+    text_app.command("stats")(with_options(handle_errors(stats), stats, options_now))
     app.add_typer(text_app, name="text")
