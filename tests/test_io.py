@@ -225,7 +225,7 @@ def test_read_points_npy(tmp_path):
     space = read_points(tmp_path / "d.npy")
     assert space.metric == "precomputed"
     np.testing.assert_array_equal(space.distances, D3)
-    with pytest.raises(ValidationError, match="takes no --metric"):
+    with pytest.raises(ValidationError, match="takes no parameter 'metric'"):
         read_points(tmp_path / "d.npy", "euclidean")
     bad = D3.copy()
     bad[0, 2] = bad[2, 0] = 10.0

@@ -24,8 +24,8 @@ from metricdp.kmedian import (
     subset_costs,
     swap_costs,
 )
-from metricdp.selection import exponent_for, exponential_probabilities, subsampled_distribution
-from tests.test_selection import dp_level
+from metricdp.mechanisms.selection import exponent_for, exponential_probabilities, subsampled_distribution
+from tests.mechanisms.test_selection import dp_level
 
 
 def disc(seed: int, n: int, s: int, k: int) -> KMedian:

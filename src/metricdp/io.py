@@ -184,7 +184,7 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         except NPY_HEADER_ERRORS as ex:
             raise ValidationError(f"{p}: not a readable .npy distance matrix ({type(ex).__name__}: {ex})") from None
         if metric not in (None, "precomputed"):
-            raise ValidationError(f"{p}: a .npy distance matrix takes no --metric (got {metric!r})")
+            raise ValidationError(f"{p}: a .npy distance matrix takes no parameter 'metric' (got {metric!r})")
         try:
             return MetricSpace.from_distances(d)
         except ValidationError as ex:
@@ -236,22 +236,22 @@ def read_output_points(
     """
     p = Path(path)
     if space.points is None or space.metric not in METRICS:
-        raise ValidationError(f"--outputs {p}: output points need a space of points under a coordinate metric; "
-                              f"this space's metric is {space.metric!r} (give --output-distances instead)")
-    fmt = format_of(p, TABLE_FORMATS, what=f"--outputs {p}: output points")
+        raise ValidationError(f"{p}: output points need a space of points under a coordinate metric; "
+                              f"this space's metric is {space.metric!r} (give the outputs by their distances instead)")
+    fmt = format_of(p, TABLE_FORMATS, what=f"{p}: output points")
     header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
     cols = [h.strip().lower() for h in header[1:]]
     if header[0].strip().lower() != "label" or not cols:
-        raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
+        raise ValidationError(f"{p}: the columns must be label then coordinates, got {','.join(header)}")
     if space.metric == "haversine" and cols != ["lat", "lon"]:
-        raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
+        raise ValidationError(f"{p}: the space is haversine, so the columns must be label,lat,lon")
     if columns is not None and cols != [c.strip().lower() for c in columns]:
-        raise ValidationError(f"--outputs {p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
+        raise ValidationError(f"{p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
                               f"has {','.join(columns)}: outputs must be points of the same coordinates and metric")
     try:
         return OutputSet.from_points(space, coords, labels)
     except ValidationError as ex:
-        raise ValidationError(f"--outputs {p}: {ex}") from None
+        raise ValidationError(f"{p}: {ex}") from None
 
 
 def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
@@ -262,31 +262,31 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
     Every input label of ``space`` appears exactly once (in any order).
     """
     p = Path(path)
-    format_of(p, ("csv",), what=f"--output-distances {p}: the file (label, then one column per output)")
+    format_of(p, ("csv",), what=f"{p}: the file (label, then one column per output)")
     header, rows, lines = read_csv_table(p)
     if header[0].strip().lower() != "label" or len(header) < 2:
-        raise ValidationError(f"--output-distances {p}: the header must be 'label' then the output labels")
+        raise ValidationError(f"{p}: the header must be 'label' then the output labels")
     order: dict[str, int] = {}
     values = np.empty((len(rows), len(header) - 1))
     for k, (row, line) in enumerate(zip(rows, lines, strict=True)):
         if row[0] in order:
-            raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
+            raise ValidationError(f"{p}: input {row[0]!r} appears twice (line {line})")
         order[row[0]] = k
         try:
             values[k] = [parse_decimal(x) for x in row[1:]]
         except ValueError:
-            raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
+            raise ValidationError(f"{p}: line {line} has a non-numeric distance") from None
     missing = [lab for lab in space.labels if lab not in order]
     known = set(space.labels)
     extra = [lab for lab in order if lab not in known]
     if missing or extra:
         what = f"lacks input(s) {missing[:5]}" if missing else f"names input(s) not in the space: {extra[:5]}"
-        raise ValidationError(f"--output-distances {p}: {what}")
+        raise ValidationError(f"{p}: {what}")
     cross = values[[order[lab] for lab in space.labels]]
     try:
         return OutputSet.from_distances(space, cross, [h.strip() for h in header[1:]])
     except ValidationError as ex:
-        raise ValidationError(f"--output-distances {p}: {ex}") from None
+        raise ValidationError(f"{p}: {ex}") from None
 
 
 def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:

@@ -154,3 +154,34 @@ def test_output_equal_to_input_is_refused(tmp_path: Path, emb: Path) -> None:
     r = invoke("privatize", src, "--out", src, "-m", "tem", "-e", 1, "--embeddings", emb)
     assert_one_line_error(r, "also an input")
     assert src.read_text(encoding="utf-8") == "the cat\n"
+
+
+def test_cli_defaults_are_the_library_defaults(tmp_path: Path, emb: Path) -> None:
+    """No option given: the library's defaults (subsampled base uniform, not zipf); given: passed on."""
+    from metricdp.mechanisms import registry
+    from metricdp.text.build import build as build_text
+
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    common = ["privatize", src, "--out", tmp_path / "o.txt", "-m", "subsampled-exponential", "-e", 1,
+              "--embeddings", emb, "--json"]
+    r = invoke(*common)
+    assert r.exit_code == 0, r.output
+    space = text.load_vocabulary(str(emb), None)
+    assert json.loads(r.stdout)["mechanism"] == repr(build_text("subsampled-exponential", space, 1.0))
+    assert "base=None" in json.loads(r.stdout)["mechanism"]
+    r = invoke(*common, "--base", "zipf", "--candidates", 7)
+    assert r.exit_code == 0, r.output
+    assert "candidates=7, base='zipf'" in json.loads(r.stdout)["mechanism"]
+    for p in registry.get_sampler("subsampled-exponential").params:
+        if p.flag:
+            assert p.flag in invoke("privatize", "--help").output
+
+
+def test_an_out_of_range_text_option_is_one_line_naming_its_flag(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    r = invoke("privatize", src, "--out", tmp_path / "o.txt", "-m", "mahalanobis", "-e", 1, "--embeddings", emb,
+               "--lam", 1.0)
+    assert_one_line_error(r, "--lam must be finite and >= 0 and < 1, got 1.0")
+    assert not (tmp_path / "o.txt").exists()

@@ -271,7 +271,7 @@ def test_bad_epsilon(eps):
 
 
 def test_bad_form():
-    with pytest.raises(ValidationError, match="form must be"):
+    with pytest.raises(ValidationError, match="'form' must be"):  # the registry's one message template
         geometric(MetricSpace.grid(2, 2), 1.0, form="torus")  # type: ignore[arg-type]
 
 

@@ -64,7 +64,7 @@ def test_files_in_each_format(tmp_path: Path) -> None:
         ("b.jsonl", b'{"text": 3}\n', "text", "no string field"),
         ("b.jsonl", b"not json\n", "text", "line 1 is not JSON"),
         ("b.txt", b"cat \xff dog\n", None, "invalid UTF-8 at byte offset 4"),
-        ("b.csv", b"id,text\n", None, "needs a column"),
+        ("b.csv", b"id,text\n", None, "needs the parameter 'column'"),
     ],
 )
 def test_bad_inputs_are_one_clear_error(

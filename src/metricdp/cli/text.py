@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ import typer
 from rich.table import Table
 
 from ..errors import UnsafeOutputError, ValidationError
+from ..mechanisms import registry
 from ._common import (
     JsonOption,
     OutOption,
@@ -29,6 +31,7 @@ from ._common import (
     handle_errors,
     warn,
 )
+from ._options import naming_flags, with_options
 
 __all__ = ["load_vocabulary", "register"]
 
@@ -37,7 +40,7 @@ _SEED_WARNING = "--seed makes the releases reproducible by anyone who knows the 
 MechOpt = Annotated[
     str,
     typer.Option(
-        "--mechanism", "-m", help="exponential, tem, madlib, mahalanobis, subsampled-exponential, or a mechanism .npz."
+        "--mechanism", "-m", help=f"{', '.join(registry.sampler_names())}, or a mechanism .npz."
     ),
 ]
 EpsOpt = Annotated[
@@ -50,12 +53,10 @@ EmbOpt = Annotated[
 SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
 ]
-IndexOpt = Annotated[
-    str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact, ivf or hnsw (faiss).")
-]
-GammaOpt = Annotated[float | None, typer.Option("--gamma", help="TEM threshold (default: the paper's, beta = 0.001).")]
-LamOpt = Annotated[float, typer.Option("--lam", help="Mahalanobis lambda in [0, 1).")]
-CandOpt = Annotated[int, typer.Option("--candidates", min=1, help="Subsampled exponential: candidates per token.")]
+#: The options of the matrix-free families (as at import; commands read them when registered), from their entries
+#: (:data:`metricdp.mechanisms.registry.SAMPLER_FAMILIES`): ``--index``, ``--gamma``, ``--beta``,
+#: ``--lam``, ``--candidates``, ``--base``.
+OPTIONS: dict[str, registry.Option] = registry.options(registry.SAMPLER_FAMILIES.values())
 
 
 def load_vocabulary(embeddings: str, size: int | None) -> Any:
@@ -75,14 +76,30 @@ def load_vocabulary(embeddings: str, size: int | None) -> Any:
     return PointSpace.from_embeddings(reader(path, limit=size))
 
 
-def _params(name: str, index: str, gamma: float | None, lam: float, candidates: int) -> dict[str, Any]:
-    if name in ("madlib", "mahalanobis"):
-        return {"index": index, **({"lam": lam} if name == "mahalanobis" else {})}
-    if name == "tem":
-        return {} if gamma is None else {"gamma": gamma}
-    if name == "subsampled-exponential":
-        return {"candidates": candidates, "base": "zipf"}
-    return {}
+def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The family parameters of the options given (by keyword), validated and named by flag.
+
+    Only the options given are passed on, so the library's defaults apply otherwise (the
+    subsampled mechanism's base is uniform unless ``--base zipf``). An option the chosen
+    mechanism does not take is ignored with a warning.
+    """
+    family = registry.SAMPLER_FAMILIES.get(mechanism)
+    params: dict[str, Any] = {}
+    ignored = []
+    for flag, option in registry.options(registry.SAMPLER_FAMILIES.values()).items():
+        value = given.get(option.keyword)
+        if value is None:
+            continue
+        param = None if family is None else family.find(option.param.name)
+        if family is None or param is None or param.flag != flag:
+            ignored.append(flag)
+            continue
+        value = value.value if isinstance(value, Enum) else value
+        params[param.name] = param.check(value, f"text {family.name}", where=flag)
+    if ignored:
+        warn(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --mechanism {mechanism}: "
+             "ignored")
+    return params
 
 
 def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | None, params: dict[str, Any]) -> Any:
@@ -125,8 +142,6 @@ def register(app: typer.Typer) -> None:
         name="text", help="Word-level mDP for texts over a large embedding vocabulary.", no_args_is_help=True
     )
 
-    @text_app.command("privatize")
-    @handle_errors
     def privatize(
         input_file: Annotated[
             Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")
@@ -143,11 +158,8 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--keep", help="File of tokens never replaced, one per line.")
         ] = None,
         seed: SeedOption = None,
-        index: IndexOpt = "exact",
-        gamma: GammaOpt = None,
-        lam: LamOpt = 0.2,
-        candidates: CandOpt = 50,
         json_out: JsonOption = False,
+        **family_options: Any,
     ) -> None:
         """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
         from ..io import atomic_write
@@ -159,7 +171,8 @@ def register(app: typer.Typer) -> None:
         for other in (input_file, keep, Path(mechanism)):
             if other is not None and other.exists() and out.resolve() == other.resolve():
                 raise UnsafeOutputError(f"--out {out} is also an input ({other}); refusing to overwrite it")
-        detect_format(input_file, column)
+        with naming_flags({"column": "--column"}):
+            detect_format(input_file, column)
         kept: frozenset[str] = frozenset()
         if keep is not None:
             if not keep.is_file():
@@ -169,7 +182,7 @@ def register(app: typer.Typer) -> None:
             except UnicodeDecodeError as ex:
                 raise ValidationError(f"--keep {keep}: invalid UTF-8 at byte offset {ex.start}") from None
         sample, labels, _, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )
         if seed is not None:
             warn(_SEED_WARNING)
@@ -214,8 +227,9 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
 
-    @text_app.command("stats")
-    @handle_errors
+    options_now = registry.options(registry.SAMPLER_FAMILIES.values())  # read when the app is built
+    text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))
+
     def stats(
         mechanism: MechOpt,
         epsilon: EpsOpt = None,
@@ -226,11 +240,8 @@ def register(app: typer.Typer) -> None:
         draws: Annotated[int, typer.Option("--draws", "-k", min=1, help="Releases per word (k of S_w).")] = 100,
         plot: Annotated[Path | None, typer.Option("--plot", help="Write histograms of N_w and S_w (PNG).")] = None,
         seed: SeedOption = None,
-        index: IndexOpt = "exact",
-        gamma: GammaOpt = None,
-        lam: LamOpt = 0.2,
-        candidates: CandOpt = 50,
         json_out: JsonOption = False,
+        **family_options: Any,
     ) -> None:
         """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws)."""
         from ..pointspace import PointSpace
@@ -239,7 +250,7 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             check_output(plot, "--plot")
         sample, _labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )
         if space is None:  # a mechanism file: distances from its points, when it has them
             from ..mechanisms.file import load_mechanism
@@ -282,4 +293,5 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             err_console.print(f"wrote {plot}", markup=False, highlight=False)
 
+    text_app.command("stats")(with_options(handle_errors(stats), stats, options_now))
     app.add_typer(text_app, name="text")

@@ -18,3 +18,7 @@ from __future__ import annotations
 from ._common import partition_rng
 
 __all__ = ["partition_rng"]
+
+from .._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

@@ -121,7 +121,7 @@ def privatize_file_spark(
     names, schema = _header(src, fmt)
     check_header(names, column, str(src))
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise MetricDPError("--engine spark needs Java (e.g. apt-get install openjdk-17-jre-headless)")
+        raise MetricDPError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     spark = active or (

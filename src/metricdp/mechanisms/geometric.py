@@ -103,6 +103,7 @@ from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
 from .exponential import _check_representable, exponential_matrix
+from .registry import declared
 
 __all__ = ["MASS_LEFT_OUT", "geometric", "lattice_tail_bound", "lattice_truncation_radius"]
 
@@ -381,6 +382,7 @@ def _row_normalised(distances: NDArray[np.float64], parameter: float) -> NDArray
     return exponential_matrix(distances, 2.0 * parameter)
 
 
+@declared("geometric")
 def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mechanism:
     r"""The geometric mechanism, exactly :math:`\varepsilon`-mDP.
 
@@ -423,8 +425,6 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
     """
     epsilon = check_epsilon(epsilon)
     space = check_space(space)
-    if form not in ("auto", "lattice", "clamped", "row-normalised"):
-        raise ValidationError(f"form must be 'auto', 'lattice', 'clamped' or 'row-normalised', got {form!r}")
     params: dict[str, Any] = {}
     info: dict[str, Any] = {}
     if form in ("auto", "lattice"):

@@ -59,6 +59,7 @@ from ..errors import MetricDPError, PrivacyViolationError, ValidationError
 from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
 from .base import Mechanism, certify
 from .lp.repair import ROUNDING_RESERVE, repair
+from .registry import declared
 
 __all__ = [
     "planar_laplace",
@@ -471,6 +472,7 @@ def _discretised_matrix(
     return matrix.astype(np.float64), dict(info)
 
 
+@declared("planar-laplace")
 def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
     r"""The discretised planar Laplace on a grid space, as an exact eps-mDP matrix.
 
@@ -544,9 +546,7 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"(space.cell is None for {space!r}); build one with MetricSpace.grid"
         )
     epsilon = check_epsilon(epsilon)
-    if not (0 < float(accuracy) < 1e-3):
-        raise ValidationError(f"accuracy must be in (0, 1e-3), got {accuracy!r}")
-    accuracy = float(accuracy)
+    accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)
     d = np.asarray(space.distances)
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
     d_min = float(space.d_min)

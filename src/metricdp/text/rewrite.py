@@ -154,9 +154,11 @@ def detect_format(path: Path, column: str | None) -> str:
     if fmt not in ("csv", "jsonl", "text"):
         format_of(path, ("csv", "jsonl", "text"), what=f"{path}: a text input")  # raises, with the reason
     if fmt != "text" and column is None:
-        raise ValidationError(f"{path}: a {fmt.upper()} input needs a column (the field holding the text)")
+        raise ValidationError(f"{path}: a {fmt.upper()} input needs the parameter 'column' (the text's field)")
     if fmt == "text" and column is not None:
-        raise ValidationError(f"{path}: a column applies to .csv/.jsonl inputs; this file is read as plain text")
+        raise ValidationError(
+            f"{path}: the parameter 'column' applies to .csv/.jsonl inputs; this file is read as plain text"
+        )
     return fmt
 
 

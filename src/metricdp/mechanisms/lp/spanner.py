@@ -24,6 +24,7 @@ from ...errors import RepairError, ValidationError
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
+from ..registry import declared
 from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
@@ -33,7 +34,6 @@ __all__ = ["Spanner", "greedy_spanner", "spanner"]
 
 _SCAN = 4096  # sorted pairs examined per vectorised step of the greedy scan
 _CALIBRATION_RTOL = 1e-3
-_FORMULATIONS = ("auto", "fast", "ipm", "full")
 #: ``formulation="auto"`` picks ``ipm`` from this many edge rows 2mn on (about n = 150 on
 #: GloVe); below, ``fast`` (see the measurements in :func:`spanner`).
 _IPM_FROM_ROWS = 100_000
@@ -149,6 +149,7 @@ def greedy_spanner(space: MetricSpace, stretch: float = 3.0) -> Spanner:
     return Spanner(e, d[e[:, 0], e[:, 1]], t, achieved)
 
 
+@declared("spanner")
 def spanner(
     space: MetricSpace,
     epsilon: float,
@@ -242,11 +243,7 @@ def spanner(
     deadline = Deadline(time_limit)
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
-    t = _check_stretch(stretch)
-    if not isinstance(calibrate, bool):
-        raise ValidationError(f"calibrate must be True or False, got {calibrate!r}")
-    if formulation not in _FORMULATIONS:
-        raise ValidationError(f"formulation must be one of {list(_FORMULATIONS)}, got {formulation!r}")
+    t = float(stretch)
     g = greedy_spanner(space, t)
     n = space.n
     if formulation == "auto":

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.experiments.bench_lp import run_bench
-from metricdp.experiments.lp_certificate import (
+from metricdp.mechanisms.exponential import exponential
+from metricdp.mechanisms.lp.certificate import (
     bound_from_multipliers,
     lower_bound,
     near_binding,
     optmech_lp,
 )
-from metricdp.mechanisms.exponential import exponential
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.spaces import MetricSpace
 
