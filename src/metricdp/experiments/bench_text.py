@@ -117,8 +117,8 @@ def _child_main(job_json: str) -> None:
 
 def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
     """``text privatize``'s path (file in, tokenise, release, file out) over real English text."""
-    from ..data.corpus import corpus_summary, stdlib_text
     from ..text.rewrite import Vocabulary, rewrite_file
+    from .corpus import corpus_summary, stdlib_text
 
     docs = stdlib_text(tokens)
     summary = corpus_summary(docs)
@@ -170,7 +170,7 @@ def run_text_bench(
     """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised).
 
     ``corpus``: ``"zipf"`` (the synthetic stream of issue 23) or ``"stdlib-docs"`` (real English:
-    :func:`metricdp.data.corpus.stdlib_text`, through ``text privatize``'s file path).
+    :func:`metricdp.experiments.corpus.stdlib_text`, through ``text privatize``'s file path).
     """
     from ..errors import ValidationError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from metricdp.data.corpus import corpus_summary, stdlib_documents, stdlib_text
+from metricdp.experiments.corpus import corpus_summary, stdlib_documents, stdlib_text
 
 
 def test_summary_by_hand() -> None:
