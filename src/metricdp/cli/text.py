@@ -32,6 +32,7 @@ from ._common import (
     warn,
 )
 from ._options import naming_flags, with_options
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["load_vocabulary", "register"]
 
@@ -154,36 +155,64 @@ def register(app: typer.Typer) -> None:
         column: Annotated[
             str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")
         ] = None,
-        keep: Annotated[
-            Path | None, typer.Option("--keep", help="File of tokens never replaced, one per line.")
+        keep_words: Annotated[
+            Path | None, typer.Option("--keep-words", help="File of words never replaced, one per line.")
         ] = None,
+        keep_tokens: Annotated[
+            str | None,
+            typer.Option("--keep-tokens", help="Never replace these (comma-separated): stopwords, numbers, names, "
+                         "punctuation. Kept tokens leave with their true text."),
+        ] = None,
+        outputs: Annotated[
+            str | None,
+            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings) or any "
+                         "(default with a mechanism file); alphabetic maps a release to the nearest alphabetic word."),
+        ] = None,
+        keep: KeepOption = None,
+        drop: DropOption = None,
         seed: SeedOption = None,
         json_out: JsonOption = False,
         **family_options: Any,
     ) -> None:
         """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
         from ..io import atomic_write
+        from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
         check_output(out)
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        for other in (input_file, keep, Path(mechanism)):
+        for other in (input_file, keep_words, Path(mechanism)):
             if other is not None and other.exists() and out.resolve() == other.resolve():
                 raise UnsafeOutputError(f"--out {out} is also an input ({other}); refusing to overwrite it")
         with naming_flags({"column": "--column"}):
             detect_format(input_file, column)
+        is_file = Path(mechanism).suffix.lower() == ".npz"
+        with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
+            policy = TokenPolicy.parse(keep_tokens, outputs or ("any" if is_file else "alphabetic"))
         kept: frozenset[str] = frozenset()
-        if keep is not None:
-            if not keep.is_file():
-                raise ValidationError(f"--keep {keep}: no such file")
+        if keep_words is not None:
+            if not keep_words.is_file():
+                raise ValidationError(f"--keep-words {keep_words}: no such file")
             try:
-                kept = frozenset(w.strip().lower() for w in keep.read_text(encoding="utf-8").splitlines() if w.strip())
+                kept = frozenset(
+                    w.strip().lower() for w in keep_words.read_text(encoding="utf-8").splitlines() if w.strip()
+                )
             except UnicodeDecodeError as ex:
-                raise ValidationError(f"--keep {keep}: invalid UTF-8 at byte offset {ex.start}") from None
-        sample, labels, _, desc, eps = _build(
+                raise ValidationError(f"--keep-words {keep_words}: invalid UTF-8 at byte offset {ex.start}") from None
+        sample, labels, space, desc, eps = _build(
             mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )
+        if policy.outputs == "alphabetic":
+            if space is None:  # a mechanism file: its own space
+                from ..mechanisms.file import load_mechanism
+
+                space = load_mechanism(mechanism).space
+            restrict = OutputFilter(space, alphabetic_mask(labels))
+            unrestricted = sample
+
+            def sample(idx: np.ndarray, rng: Any = None) -> np.ndarray:
+                return restrict(unrestricted(idx, rng=rng))
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
@@ -195,8 +224,14 @@ def register(app: typer.Typer) -> None:
             def draw(idx: np.ndarray) -> np.ndarray:
                 return sample(idx)
 
-        with atomic_write(out, "w") as fh:
-            st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, progress=_Ticker())
+        with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
+            try:
+                st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, policy=policy,
+                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker())
+            except ValidationError as ex:
+                raise ValidationError(with_flags(str(ex))) from None
+        if st.columns is not None:
+            leaves_report(st.columns)
         top = sorted(st.oov_examples.items(), key=lambda kv: -kv[1])[:5]
         summary = {
             "output": str(out),
@@ -208,6 +243,9 @@ def register(app: typer.Typer) -> None:
             "replaced": st.replaced,
             "changed": st.changed,
             "kept": st.kept,
+            "kept_by": st.kept_by,
+            "outputs": policy.outputs,
+            "columns": st.columns.as_dict() if st.columns is not None else None,
             "out_of_vocabulary": st.oov,
             "top_out_of_vocabulary": dict(top),
             "seconds": round(st.seconds, 3),
@@ -219,7 +257,7 @@ def register(app: typer.Typer) -> None:
             return
         console.print(
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
-            f"({st.changed:,} changed), {st.kept:,} kept (--keep), {st.oov:,} out of vocabulary"
+            f"({st.changed:,} changed), {st.kept:,} kept (--keep-words, --keep-tokens), {st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
             f"{desc}, epsilon={eps:.6g} per token; {st.tokens_per_second:,.0f} tokens/s"
             f"{' [seeded]' if seed is not None else ''}",

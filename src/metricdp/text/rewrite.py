@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
-from ..tabular.columns import plan_columns
+from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
 from ..tabular.formats import FORMATS, format_of
 from .policy import TokenPolicy
@@ -46,7 +46,7 @@ class RewriteStats:
     changed: int = 0
     kept: int = 0
     kept_by: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, list[str]] = field(default_factory=dict)  # what leaves (CSV/JSONL): released, unreleased...
+    columns: ColumnPlan | None = None  # what leaves (CSV/JSONL): released, kept unreleased, dropped
     oov: int = 0
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
@@ -241,7 +241,7 @@ def rewrite_file(
         assert column is not None  # detect_format gives csv only with a column
         with iter_csv_rows(path, max_record=max_record) as (names, stream):
             plan = plan_columns(names, [column], keep=keep_columns, drop=drop_columns, where=str(path))
-            st.columns = plan.as_dict()
+            st.columns = plan
             j = plan.index(column)
             written = [plan.index(c) for c in plan.written]
             writer = csv.writer(out, dialect="excel", lineterminator="\n")
@@ -284,6 +284,9 @@ def rewrite_file(
         rec[column] = text
         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
     # JSONL has no header: the fields that left with true values are those seen in the records
-    st.columns = {"released": [str(column)], "unreleased": sorted(others), "unacknowledged": sorted(others - set(
-        keep_columns)), "dropped": sorted(dropped)}
+    kept = set(keep_columns)
+    st.columns = ColumnPlan(
+        header=(str(column), *sorted(others | dropped)), released=(str(column),), kept=tuple(sorted(others & kept)),
+        unacknowledged=tuple(sorted(others - kept)), dropped=tuple(sorted(dropped)),
+    )
     return st
