@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
         local = locals()
         options = {k: v for k, v in local.items() if k in _FLAGS}
-        check_output(out)
+        check_output(out, inputs=(points, weights, prior, base_weights, elastic, outputs, output_distances))
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
         if (outputs is not None or output_distances is not None) and not registry.get(mechanism.value).outputs:

@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
         from ..io import atomic_write
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
-        check_output(out)
+        check_output(out, inputs=(input_file, keep, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         for other in (input_file, keep, Path(mechanism)):
@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
         from ..text.stats import QUANTILES, plausible_deniability, plot_deniability
 
         if plot is not None:
-            check_output(plot, "--plot")
+            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
         sample, _labels, space, desc, eps = _build(
             mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
         )
