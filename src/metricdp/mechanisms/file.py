@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from .._readonly import frozen
 from .._resources import check_allocation
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
 from ..audit import audit
@@ -220,8 +221,8 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
     if points is not None:
         # with another metric (a graph, an elastic metric) the points are for display only:
         # the distances cannot be recomputed from them, so only a trusted space= pins them
-        points.setflags(write=False)
-    d.setflags(write=False)
+        points = frozen(points)
+    d = frozen(d)
     cell = space_meta.get("cell")
     try:
         cell_value = None if cell is None else check_epsilon(cell, "space.cell")
