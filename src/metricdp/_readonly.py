@@ -40,7 +40,7 @@ def is_frozen(a: object) -> bool:
     return isinstance(b, bytes)
 
 
-def frozen(a: ArrayLike, dtype: DTypeLike = None) -> NDArray[Any]:
+def frozen(a: ArrayLike, dtype: DTypeLike | None = None) -> NDArray[Any]:
     """``a`` (as ``dtype`` when given) backed by immutable ``bytes``; ``a`` itself when it already is.
 
     The copy is C-contiguous; a numeric or boolean dtype (an object array has no bytes).

@@ -140,7 +140,7 @@ def clean_stale_temporaries(real: Path) -> list[Path]:
     start of every :func:`atomic_write`, so the next write to a target cleans up after a
     ``kill -9`` of the previous one.
     """
-    removed = []
+    removed: list[Path] = []
     prefix = _temp_prefix(real)
     try:
         names = os.listdir(real.parent)

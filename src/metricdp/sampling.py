@@ -147,8 +147,8 @@ class ExactTable:
         if int(total.max()) > words:  # cannot happen with n < 2**precision (see _fill_block)
             raise ValidationError(f"rows of {n} entries need more than {word_bits}-bit words at precision {precision}")
         limit = np.array([(words // t) * t - 1 for t in total.tolist()], dtype=np.uint64)
-        tables = (frozen(a) for a in (m, prefix, scale, truncated, total, limit))  # no caller can edit them
-        return cls(*tables, word_bits)
+        return cls(frozen(m), frozen(prefix), frozen(scale), frozen(truncated), frozen(total), frozen(limit),
+                   word_bits)  # backed by bytes: no caller can make them writable
 
     # ------------------------------------------------------------------ draw
     def sample(self, rows: ArrayLike, rng: RandomSource, *, _rounds: int | None = None) -> NDArray[np.intp]:

@@ -563,14 +563,14 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     if reached > accuracy:  # the target was not met: widen the margin to what was reached
         eta = min(_MAX_ETA, max(eta, (16.0 * reached + 2.0 * reserve) / (epsilon * d_min)))
         raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-    first_eta = eta
+    first_eta, cell = eta, float(space.cell)
 
     def attempt(eta: float) -> Mechanism:  # the schedule is the one retry policy's (lp/retry.py)
         nonlocal raw, info
         repaired = eta != first_eta
         if repaired:
             raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-        params = {"epsilon": epsilon, "cell": float(space.cell), "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
+        params = {"epsilon": epsilon, "cell": cell, "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
         # Unrepaired: within the reached accuracy (relative) of an exactly eps1-mDP matrix;
         # the audit in certify decides, and no slack is accepted below.
         matrix = repair(raw, d, epsilon, eta=eta) if repaired else raw / raw.sum(axis=1, keepdims=True)

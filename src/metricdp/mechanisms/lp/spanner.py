@@ -24,7 +24,7 @@ from ...errors import RepairError, ValidationError
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
-from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
+from .core import LPSolution, RawSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
 from .retry import SPANNER
@@ -290,7 +290,7 @@ def spanner(
                 return cache[lam].matrix
             steps[0] += 1
             report(progress, steps[0], _CALIBRATION_ITER, f"spanner: calibration step {steps[0]}, level {lam:.6g}")
-            last: list[LPSolution] = []
+            last: list[RawSolution] = []
 
             def attempt(e: float) -> LPSolution:
                 raw = solve_raw(space, lam, e, allowed, loss, None, formulation=formulation, time_limit=deadline,
