@@ -13,8 +13,8 @@ Builders, spaces, file readers and samplers call :func:`check_allocation` with t
 estimate before allocating anything sized by their input (dense n x n arrays, sample
 blocks, arrays declared by a file header).
 
->>> format_bytes(9.6e9)
-'9.6 GB'
+>>> format_bytes(9.6e9), format_bytes(100 * 2**20), format_bytes(2.5e13)
+('9.6 GB', '105 MB', '25 TB')
 >>> parse_bytes("1.5GiB") == 1.5 * 2**30
 True
 >>> parse_bytes("100MiB"), parse_bytes("2GB"), parse_bytes("4096")
@@ -66,10 +66,11 @@ def parse_bytes(text: str) -> float:
 
 
 def format_bytes(n: float) -> str:
-    """Bytes in decimal units with 2 significant digits (``9.6 GB``)."""
+    """Bytes in decimal units, 2 significant digits below 100 (``9.6 GB``, ``105 MB``)."""
     for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
-            return f"{n / size:.2g} {unit}"
+            value = n / size
+            return f"{value:.0f} {unit}" if value >= 100 else f"{value:.2g} {unit}"
     return f"{n:.0f} B"
 
 
