@@ -24,8 +24,10 @@ small as the measured room the repair needs allows.
 
 Every retrying caller goes through :meth:`RetryPolicy.run`: OPTMech, SpannerMech and
 ConstOPTMech (:func:`~.core.solve_and_repair`), SpannerMech's calibration steps (each
-level solved and repaired under :data:`SPANNER`; a level the schedule cannot repair is
-handed to the audit unrepaired), and the planar Laplace grid mechanism
+level solved and repaired once under ``SPANNER.once()``: in a bisection a repair failure
+says the level is too high, and the level is handed to the audit unrepaired -- a retry
+at a larger eta would solve another level and triple the cost of every failing step),
+and the planar Laplace grid mechanism
 (:data:`PLANAR_LAPLACE`: its audit failing is a retryable error, a repair error that is
 not retryable ends the build at once). ``tests/mechanisms/lp/test_retry_policy.py``
 checks that each of them retries through it.
@@ -34,7 +36,7 @@ checks that each of them retries through it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ..._progress import Progress, report
@@ -85,6 +87,11 @@ class RetryPolicy:
         if eta >= self.max_eta:
             return None
         return float(min(self.factor * eta, self.max_eta))
+
+    def once(self) -> RetryPolicy:
+        """This policy without retries: for a caller to whom a repair failure is an answer,
+        not an accident (a calibration's bisection: the level is then too high)."""
+        return replace(self, max_eta=0.0)
 
     def run(
         self,

@@ -300,10 +300,10 @@ def spanner(
                 return LPSolution(out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, e, raw.iterations)
 
             try:
-                cache[lam] = SPANNER.run(attempt, eta, progress=progress, what=f"spanner at level {lam:.6g}")
+                cache[lam] = SPANNER.once().run(attempt, eta, progress=progress, what=f"spanner at level {lam:.6g}")
             except RepairError:
-                # The one retry policy ran out (or the repair cannot help): this level is
-                # too high; hand the audit the raw (clipped, normalised) LP solution; it
+                # In the bisection a repair failure is an answer (lp/retry.py): this level
+                # is too high; hand the audit the raw (clipped, normalised) LP solution; it
                 # passes only if it is eps-mDP itself.
                 clipped = np.maximum(last[-1].matrix, 0.0)
                 return clipped / clipped.sum(axis=1, keepdims=True)
