@@ -176,10 +176,17 @@ def test_devices_fifos_sockets_and_directories_are_refused(tmp_path: Path, files
 
 
 # ----------------------------------------------------------------------------- publishing
+def _has_unnamed(directory: Path) -> bool:
+    fd = mio._open_unnamed(directory)
+    if fd >= 0:
+        os.close(fd)
+    return fd >= 0
+
+
 @pytest.fixture(params=["O_TMPFILE", "fallback"])
 def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "O_TMPFILE":
-        if mio._open_unnamed(Path(".")) < 0:
+        if not _has_unnamed(Path(".")):
             pytest.skip("no O_TMPFILE here")
     else:
         monkeypatch.setattr(mio, "_open_unnamed", lambda _directory: -1)
@@ -189,10 +196,8 @@ def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_unnamed_file_is_used_where_the_system_has_one(tmp_path: Path) -> None:
     if not hasattr(os, "O_TMPFILE") or not os.path.isdir("/proc/self/fd"):
         pytest.skip("not Linux")
-    fd = mio._open_unnamed(tmp_path)
-    if fd < 0:
+    if not _has_unnamed(tmp_path):
         pytest.skip("this file system has no O_TMPFILE")
-    os.close(fd)
     with atomic_write(tmp_path / "o.bin") as fh:
         fh.write(b"x")
         fh.flush()
@@ -210,6 +215,25 @@ def test_new_and_existing_targets_are_published_whole(tmp_path: Path, way: str) 
         fh.write("replaced\n")
     assert target.read_text() == "replaced\n" and target.stat().st_ino != inode  # a new file, swapped in
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv"]
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_unnamed_file_that_cannot_be_linked_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         existing: bool) -> None:
+    if not _has_unnamed(tmp_path):
+        pytest.skip("no O_TMPFILE here")
+
+    def refuse(_fd: int, _name: Path) -> None:
+        raise PermissionError(1, "linkat refused")
+
+    monkeypatch.setattr(mio, "_link_unnamed", refuse)
+    target = tmp_path / "o.bin"
+    if existing:
+        target.write_bytes(b"old")
+    with atomic_write(target) as fh:
+        fh.write(b"z" * 3_000_000)
+    assert target.read_bytes() == b"z" * 3_000_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.bin"]
 
 
 def test_a_writer_that_closes_the_file_still_publishes(tmp_path: Path, way: str) -> None:

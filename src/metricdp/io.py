@@ -14,6 +14,7 @@ import hashlib
 import io
 import os
 import secrets
+import shutil
 import signal
 import socket
 import stat
@@ -167,7 +168,7 @@ def _open_unnamed(directory: Path) -> int:
     if not flag:
         return -1
     try:
-        fd = os.open(directory, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o666)  # the umask applies
+        fd = os.open(directory, flag | os.O_RDWR | getattr(os, "O_CLOEXEC", 0), 0o666)  # the umask applies
     except OSError:  # EOPNOTSUPP (file system), EISDIR/EINVAL (old kernel), EACCES
         return -1
     if not os.path.exists(f"/proc/self/fd/{fd}"):  # no /proc: it could never be linked
@@ -185,6 +186,20 @@ def _link_unnamed(fd: int, name: Path) -> None:
         os.link(f"/proc/self/fd/{fd}", name.name, dst_dir_fd=dir_fd, follow_symlinks=True)
     finally:
         os.close(dir_fd)
+
+
+def _copy_fd(fd: int, name: Path) -> None:
+    """Copy the whole of ``fd`` into a new file ``name`` (mode from the umask), fsynced."""
+    umask = os.umask(0)
+    os.umask(umask)
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666 & ~umask)
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        with os.fdopen(os.dup(fd), "rb", closefd=True) as src, os.fdopen(out, "wb", closefd=False) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.fsync(out)
+    finally:
+        os.close(out)
 
 
 @contextlib.contextmanager
@@ -257,6 +272,10 @@ def atomic_write(
             except FileExistsError:
                 tmp = _temp_name(real)
                 _link_unnamed(keep, tmp)
+                os.replace(tmp, real)
+            except OSError:  # a file system that made the unnamed file but cannot link it
+                tmp = _temp_name(real)
+                _copy_fd(keep, tmp)
                 os.replace(tmp, real)
         else:
             os.replace(tmp, real)
