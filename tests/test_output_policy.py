@@ -314,9 +314,14 @@ def test_only_stale_temporaries_of_this_host_are_cleaned(tmp_path: Path) -> None
     }
     for name in names.values():
         (tmp_path / name).write_text("complete")
+    parts = mio.scratch_directory(target)  # an engine's parts, of this live process
+    stale = tmp_path / parts.name.replace(f".{alive}@", f".{dead}@")
+    stale.mkdir()
+    (stale / "part-0.csv").write_text("released rows")
     removed = clean_stale_temporaries(target)
-    assert [p.name for p in removed] == [names["dead"]]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
+    assert sorted(p.name for p in removed) == sorted([names["dead"], stale.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [v for k, v in names.items() if k != "dead"] + [parts.name])
 
 
 def test_an_input_swapped_in_at_the_target_mid_write_is_not_overwritten(tmp_path: Path, way: str) -> None:

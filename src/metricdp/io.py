@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import stat
+import tempfile
 import threading
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ from .spaces import METRICS, MetricSpace
 __all__ = [
     "TEMP_SUFFIX", "atomic_write", "check_npy_header", "check_output_path", "clean_stale_temporaries",
     "read_csv_table", "read_output_distances", "read_output_points", "read_point_columns", "read_points",
+    "scratch_directory",
 ]
 
 
@@ -122,6 +124,16 @@ def _temp_name(real: Path) -> Path:
     return real.parent / f"{_temp_prefix(real)}{os.getpid()}@{_HOST}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
 
 
+def scratch_directory(near: str | PathLike[str]) -> Path:
+    """A new hidden directory beside ``near`` (same file system), named like
+    :func:`atomic_write`'s temporaries (``.NAME.PID@HOST.XXXX.metricdp-tmp``), so that if
+    the process is killed before removing it, the next write to ``near`` removes it
+    (:func:`clean_stale_temporaries`). The engines write their part files there."""
+    real = Path(os.path.realpath(near))
+    prefix = f"{_temp_prefix(real)}{os.getpid()}@{_HOST}."
+    return Path(tempfile.mkdtemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=real.parent))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -156,7 +168,10 @@ def clean_stale_temporaries(real: Path) -> list[Path]:
             continue
         path = real.parent / name
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+            if path.is_dir() and not path.is_symlink():  # an engine's scratch directory
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
             removed.append(path)
     return removed
 
