@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import metricdp.io as mio
+import metricdp._atomic as mio
 from metricdp import MetricSpace
 from metricdp.errors import UnsafeOutputError
 from metricdp.io import TEMP_SUFFIX, atomic_write, clean_stale_temporaries
@@ -258,7 +258,7 @@ def test_a_failure_leaves_nothing(tmp_path: Path, way: str, existing: bool) -> N
 
 _CHILD = """
 import sys, time
-import metricdp.io as mio
+import metricdp._atomic as mio
 if sys.argv[2] == "fallback":
     mio._open_unnamed = lambda _directory: -1
 with mio.atomic_write(sys.argv[1]) as fh:
