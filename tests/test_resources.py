@@ -64,6 +64,13 @@ def test_an_empty_variable_means_the_default(monkeypatch: pytest.MonkeyPatch) ->
 
 
 # ----------------------------------------------------------------------------- the default
+@pytest.fixture(autouse=True)
+def _fresh_reading():
+    res.available_memory.cache_clear()
+    yield
+    res.available_memory.cache_clear()
+
+
 def _cgroup(tmp_path: Path, proc: str, files: dict[str, str]) -> tuple[Path, Path]:
     root = tmp_path / "sys"
     for rel, text in files.items():
@@ -110,14 +117,18 @@ def test_default_is_a_fraction_of_the_smallest_of_ram_rlimit_and_cgroup(monkeypa
     monkeypatch.setattr(res, "cgroup_limit", lambda: None)
     assert res.memory_limit() == 32e9
     monkeypatch.setattr(res, "_rlimit_as", lambda: 10e9)
+    assert res.memory_limit() == 32e9  # read once per process
+    res.available_memory.cache_clear()
     assert res.memory_limit() == 5e9
     monkeypatch.setattr(res, "cgroup_limit", lambda: 4e9)
+    res.available_memory.cache_clear()
     assert res.memory_limit() == 2e9
     with pytest.raises(ResourceLimitError, match=r"plan need 3 GB; the limit is 2 GB \(set METRICDP_MEMORY_LIMIT"):
         res.check_allocation(3e9, "plan")
     monkeypatch.setattr(res, "_physical", lambda: None)
     monkeypatch.setattr(res, "_rlimit_as", lambda: None)
     monkeypatch.setattr(res, "cgroup_limit", lambda: None)
+    res.available_memory.cache_clear()
     assert res.memory_limit() == res.SAFETY_FRACTION * res._FALLBACK
 
 

@@ -23,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -137,8 +138,14 @@ def _physical() -> float | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def available_memory() -> float:
-    """Bytes this process can get at most: min(physical memory, RLIMIT_AS, cgroup limit)."""
+    """Bytes this process can get at most: min(physical memory, RLIMIT_AS, cgroup limit).
+
+    Read once per process (a few files under ``/proc`` and ``/sys``: milliseconds, and
+    :func:`check_allocation` runs once per block of some loops); ``available_memory.cache_clear()``
+    reads them again.
+    """
     known = [v for v in (_physical(), _rlimit_as(), cgroup_limit()) if v is not None]
     return min(known) if known else _FALLBACK
 
