@@ -407,7 +407,7 @@ def test_atomic_write_sigterm_in_a_subprocess_leaves_nothing(tmp_path):
                           env=env, text=True) as child:
         try:
             assert child.stdout.readline().strip() == "writing"
-            assert len(list(tmp_path.iterdir())) == 1  # the temporary file
+            assert len(list(tmp_path.iterdir())) <= 1  # an unnamed O_TMPFILE, or a hidden temporary elsewhere
             child.terminate()
             child.wait(timeout=30)
         finally:

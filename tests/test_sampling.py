@@ -449,8 +449,11 @@ def test_enumeration_detects_a_wrong_table():
     row = [0.5, 0.25, 0.25]
     table = ExactTable.from_matrix(np.array([row]), word_bits=6, precision=4)
     assert not table.prefix.flags.writeable  # read-only once built
-    table.prefix.setflags(write=True)
-    table.prefix[0, 1] += np.uint64(1)
+    with pytest.raises(ValueError):
+        table.prefix.setflags(write=True)  # for good (issue 31 item 7): the wrong table is a new one
+    prefix = table.prefix.copy()
+    prefix[0, 1] += np.uint64(1)
+    table = ExactTable(table.matrix, prefix, table.scale, table.truncated, table.total, table.limit, table.word_bits)
     assert enumerate_states(table, 0) != exact_law(row)
 
 

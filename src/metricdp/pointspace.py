@@ -17,14 +17,13 @@ one and :math:`\hat p` the fast one, :math:`\tilde s(p^*) \le s(p^*) + tol \le s
 :math:`\lVert q - p\rVert^2` (no cancellation), ties to the smaller index.
 
 Memory. Every allocation proportional to n^2 or to a user-sized block is checked first
-(:func:`check_memory`) against :func:`memory_limit` (``METRICDP_MEMORY_LIMIT`` in bytes,
-default 4 GiB); a refusal is a :class:`~metricdp.errors.ResourceLimitError` naming the
-size and the limit.
+(:func:`check_memory`, which is :func:`metricdp._resources.check_allocation`, the one
+memory guard and its one parser of ``METRICDP_MEMORY_LIMIT``); a refusal is a
+:class:`~metricdp.errors.ResourceLimitError` naming the size and the limit.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,55 +31,19 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._resources import check_allocation as check_memory
+from ._resources import memory_limit
 from ._validation import check_int
-from .errors import ResourceLimitError, ValidationError
+from .errors import ValidationError
 from .spaces import METRICS, MetricSpace, pairwise_distances
 
-__all__ = ["BLOCK_BYTES", "DEFAULT_MEMORY_LIMIT", "PointSpace", "check_memory", "memory_limit"]
+__all__ = ["BLOCK_BYTES", "PointSpace", "check_memory", "memory_limit"]
 
-#: Default memory limit of one allocation (bytes); ``METRICDP_MEMORY_LIMIT`` overrides it.
-DEFAULT_MEMORY_LIMIT = 4 * 2**30
 #: Bytes of one block of distances or scores (queries x points).
 BLOCK_BYTES = 64 * 2**20
 _U32 = 2.0**-24  # unit roundoff of float32
 _QUERY_BLOCK = 512  # queries per BLAS block
 _MAX_PAIRS = 1 << 20  # candidate pairs refined at once (pairs x dim x 8 bytes)
-
-
-def memory_limit() -> int:
-    """The configured limit in bytes (``METRICDP_MEMORY_LIMIT``, default 4 GiB)."""
-    raw = os.environ.get("METRICDP_MEMORY_LIMIT")
-    if raw is None:
-        return DEFAULT_MEMORY_LIMIT
-    try:
-        value = int(float(raw))
-    except ValueError:
-        raise ValidationError(f"METRICDP_MEMORY_LIMIT must be a number of bytes, got {raw!r}") from None
-    if value <= 0:
-        raise ValidationError(f"METRICDP_MEMORY_LIMIT must be > 0, got {raw!r}")
-    return value
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**28 else f"{nbytes / 2**20:,.1f} MiB"
-
-
-def check_memory(nbytes: float, what: str) -> None:
-    """Refuse (before allocating) anything larger than :func:`memory_limit`.
-
-    Examples
-    --------
-    >>> check_memory(8 * 1000**2, "1,000 x 1,000 distances")
-    >>> check_memory(8 * 400_000**2, "400,000 x 400,000 distances")
-    Traceback (most recent call last):
-    ...
-    metricdp.errors.ResourceLimitError: 400,000 x 400,000 distances need 1,192.09 GiB; the limit is ...
-    """
-    limit = memory_limit()
-    if nbytes > limit:
-        raise ResourceLimitError(
-            f"{what} need {_gib(nbytes)}; the limit is {_gib(limit)} (set METRICDP_MEMORY_LIMIT in bytes to change it)"
-        )
 
 
 def _readonly(a: NDArray) -> NDArray:

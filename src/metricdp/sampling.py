@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import RandomSource, random_words
+from ._readonly import frozen
 from .errors import ValidationError
 
 __all__ = [
@@ -147,10 +148,8 @@ class ExactTable:
         if int(total.max()) > words:  # cannot happen with n < 2**precision (see _fill_block)
             raise ValidationError(f"rows of {n} entries need more than {word_bits}-bit words at precision {precision}")
         limit = np.array([(words // t) * t - 1 for t in total.tolist()], dtype=np.uint64)
-        frozen = m if not m.flags.writeable else m.copy()
-        for a in (frozen, prefix, scale, truncated, total, limit):
-            a.setflags(write=False)
-        return cls(frozen, prefix, scale, truncated, total, limit, word_bits)
+        return cls(frozen(m), frozen(prefix), frozen(scale), frozen(truncated), frozen(total), frozen(limit),
+                   word_bits)  # backed by bytes: no caller can make them writable
 
     # ------------------------------------------------------------------ draw
     def sample(self, rows: ArrayLike, rng: RandomSource, *, _rounds: int | None = None) -> NDArray[np.intp]:

@@ -45,7 +45,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Annotated, Any, TypeVar, cast, overload
@@ -56,7 +56,7 @@ from numpy.typing import NDArray
 from rich.console import Console
 
 from .._jsonable import jsonable
-from ..errors import MetricDPError, PrivacyViolationError, SolverError, ValidationError
+from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
 from ..io import NPY_HEADER_ERRORS, check_npy_header, check_output_path, parse_decimal
 from ..tabular.csv import iter_csv_rows
 from ..tabular.formats import format_of
@@ -240,8 +240,17 @@ def fmt(value: Any, digits: int = 6) -> str:
 
 
 # ---------------------------------------------------------------------------- files
-def check_output(path: Path, option: str = "--out") -> Path:
-    """Refuse an output path that cannot be written, before any long computation."""
+def check_output(
+    path: Path, option: str = "--out", inputs: Iterable[str | os.PathLike[str] | None] = ()
+) -> Path:
+    """Refuse an output path that cannot be written, before any long computation.
+
+    ``inputs`` are every file the command reads (``None`` for an option not given) and
+    every other file it writes: ``path`` may be none of them, by any name (a symlink, a
+    hard link, ``..``). Devices, FIFOs, sockets and directories are refused too
+    (:func:`metricdp.io.check_output_path`, the refusals :func:`metricdp.io.atomic_write`
+    makes again when it writes).
+    """
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise ValidationError(f"{option} {path} is a directory, expected a file name")
@@ -249,7 +258,10 @@ def check_output(path: Path, option: str = "--out") -> Path:
         raise ValidationError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise ValidationError(f"{option} {path}: directory {parent} is not writable")
-    check_output_path(path, ())  # devices, FIFOs, sockets: the refusals atomic_write makes, made early
+    try:
+        check_output_path(path, [p for p in inputs if p is not None and p is not path])
+    except UnsafeOutputError as ex:
+        raise UnsafeOutputError(f"{option}: {ex}") from None
     return path
 
 

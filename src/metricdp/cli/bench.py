@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
             checkpoint = out.with_suffix(".jsonl")
         for path, opt in ((out, "--out"), (csv_out, "--csv"), (checkpoint, "--checkpoint"), (plot, "--plot")):
             if path is not None:
-                check_output(path, opt)
+                check_output(path, opt, inputs=(out, csv_out, checkpoint, plot))  # the outputs differ
         try:
             eps_list = [float(t) for t in _split(epsilons, "--epsilons")] if epsilons is not None else [epsilon]
         except ValueError:

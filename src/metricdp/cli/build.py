@@ -196,7 +196,8 @@ def register(app: typer.Typer) -> None:
         options = dict(given_options)
         name = str(getattr(mechanism, "value", mechanism))  # a member of the choices register() reads
         prior = options.get("prior")
-        check_output(out)
+        check_output(out, inputs=(points, options.get("weights"), prior, options.get("base_weights"), elastic,
+                                  outputs, output_distances))
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
         if (outputs is not None or output_distances is not None) and not registry.get(name).outputs:

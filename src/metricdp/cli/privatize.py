@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
         from ..tabular.header import table_header
 
-        check_output(out)
+        check_output(out, inputs=(mechanism_file, input_file))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         file_format(input_file)

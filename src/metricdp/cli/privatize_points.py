@@ -194,11 +194,11 @@ def register(app: typer.Typer) -> None:
         out_kind = _format(out, "--out")
         if out_kind != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
-        check_output(out)
+        check_output(out, inputs=(input_file, snap_to, region, plot))
         if input_file.exists() and out.exists() and input_file.resolve() == out.resolve():
             raise UnsafeOutputError(f"--out {out} is the input file; write the releases to a new file")
         if plot is not None:
-            check_output(plot, "--plot")
+            check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
         if truncate not in TRUNCATIONS:

@@ -18,7 +18,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ..errors import UnsafeOutputError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms import registry
 from ._common import (
     JsonOption,
@@ -179,12 +179,9 @@ def register(app: typer.Typer) -> None:
         from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
-        check_output(out)
+        check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        for other in (input_file, keep_words, Path(mechanism)):
-            if other is not None and other.exists() and out.resolve() == other.resolve():
-                raise UnsafeOutputError(f"--out {out} is also an input ({other}); refusing to overwrite it")
         with naming_flags({"column": "--column"}):
             detect_format(input_file, column)
         is_file = Path(mechanism).suffix.lower() == ".npz"
@@ -286,7 +283,7 @@ def register(app: typer.Typer) -> None:
         from ..text.stats import QUANTILES, plausible_deniability, plot_deniability
 
         if plot is not None:
-            check_output(plot, "--plot")
+            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
         sample, _labels, space, desc, eps = _build(
             mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )

@@ -13,19 +13,20 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .._optional import import_optional
+from ..io import scratch_directory
 
 __all__ = ["join_parts", "scratch_dir"]
 
 
 def scratch_dir(near: Path) -> Path:
-    """A new hidden directory beside ``near`` (same file system: parts are large)."""
-    return Path(tempfile.mkdtemp(prefix=f".{near.name}.parts.", dir=near.resolve().parent))
+    """A new hidden directory beside ``near`` (same file system: parts are large), which the
+    next write to ``near`` removes if this process dies first (:func:`metricdp.io.scratch_directory`)."""
+    return scratch_directory(near)
 
 
 def remove(path: Path) -> None:

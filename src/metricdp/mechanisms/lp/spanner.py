@@ -25,7 +25,7 @@ from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
 from ..registry import declared
-from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
+from .core import LPSolution, RawSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
 from .retry import SPANNER
@@ -287,31 +287,24 @@ def spanner(
                 return cache[lam].matrix
             steps[0] += 1
             report(progress, steps[0], _CALIBRATION_ITER, f"spanner: calibration step {steps[0]}, level {lam:.6g}")
-            raw = solve_raw(
-                space,
-                lam,
-                eta,
-                allowed,
-                loss,
-                None,
-                formulation=formulation,
-                time_limit=deadline,
-                what="spanner",
-                graph_distances=dg,
-                progress=progress,
-            )
+            last: list[RawSolution] = []
+
+            def attempt(e: float) -> LPSolution:
+                raw = solve_raw(space, lam, e, allowed, loss, None, formulation=formulation, time_limit=deadline,
+                                what="spanner", graph_distances=dg, progress=progress)
+                last[:] = [raw]
+                out = repair(raw.matrix, d, epsilon, eta=e)
+                return LPSolution(out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, e, raw.iterations)
+
             try:
-                out = repair(raw.matrix, d, epsilon, eta=eta)
+                cache[lam] = SPANNER.once().run(attempt, eta, progress=progress, what=f"spanner at level {lam:.6g}")
             except RepairError:
-                # The repair cannot prove eps-mDP at this level (whether or not a larger
-                # eta would help, this level is then too high): hand the audit the raw
-                # (clipped, normalised) LP solution; it passes only if it is eps-mDP itself.
-                clipped = np.maximum(raw.matrix, 0.0)
+                # In the bisection a repair failure is an answer (lp/retry.py): this level
+                # is too high; hand the audit the raw (clipped, normalised) LP solution; it
+                # passes only if it is eps-mDP itself.
+                clipped = np.maximum(last[-1].matrix, 0.0)
                 return clipped / clipped.sum(axis=1, keepdims=True)
-            cache[lam] = LPSolution(
-                out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations
-            )
-            return out
+            return cache[lam].matrix
 
         cal = largest_passing(
             build, d, epsilon, level, epsilon, rtol=_CALIBRATION_RTOL, max_iter=_CALIBRATION_ITER
