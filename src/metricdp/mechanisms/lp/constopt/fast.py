@@ -32,7 +32,8 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 #: one model with every block solves from scratch in a few thousand dual simplex
 #: iterations; at small eps few outputs are released and the switch never triggers.
 #: Adding every negatively priced block to the live model instead is no substitute (about
-#: twice the iterations of the fresh model). Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
+#: twice the iterations of the fresh model).
+#: Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
 DENSE_SWITCH = 0.5
 
 #: The variable of a free entry is its fraction of the room between rows (26) and (25)
@@ -63,7 +64,8 @@ class FastModel:
     the *seed* of the next model; outside the dense regime a seed is slower than a fresh
     start, so only the dense regime seeds): an entry that sits at the bound its variable
     starts from costs no simplex pivot, so a seeded model needs fewer dual simplex
-    iterations (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel). Auxiliary ``A, B, s``. Rows:
+    iterations (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
+    Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
     * objective rows: paper fit :math:`A_u + \lambda B_u - s \le 0` with :math:`B \ge 1`
