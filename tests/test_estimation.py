@@ -217,6 +217,7 @@ def test_expected_emd_is_seeded_and_orders_mechanisms() -> None:
         expected_emd(sharp, data, repetitions=2, rng=2, method="magic")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [2, 12])
 def test_expected_emd_with_a_separate_output_set(m: int) -> None:
     """Reports are output indices in 0..m-1: m > n was a raw numpy reshape error (and rows of the

@@ -54,6 +54,7 @@ def test_space_must_be_a_metric_space() -> None:
         constopt(np.eye(3), 1.0)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(
     seed=st.integers(0, 10_000),

@@ -12,6 +12,7 @@ from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private, random_space
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_column_generation_reaches_the_full_lp_optimum(seed: int) -> None:
     # n = 60: the fast model starts from 20 outputs and prices the others in
@@ -37,6 +38,7 @@ def test_fast_equal_or_better_across_epsilon(epsilon: float) -> None:
         assert_private(mech)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("epsilon", "seed"), [(0.5, 0), (3.0, 0), (3.0, 1)])
 def test_sides_seeds_and_dense_regime_reach_the_full_lp_optimum(epsilon: float, seed: int) -> None:
     """Issue 27: n = 60, so the fast model prices blocks in (and, at eps = 3 on seed 0,

@@ -92,6 +92,7 @@ def test_black_hole_beats_the_exponential_mechanism() -> None:
         assert_private(mech)
 
 
+@pytest.mark.slow
 @settings(max_examples=20)
 @given(seed=st.integers(0, 10_000), n=st.integers(4, 9), eps=st.floats(0.3, 2.5), clustered=st.booleans())
 def test_normalised_fit_is_never_worse_and_certified(seed: int, n: int, eps: float, clustered: bool) -> None:

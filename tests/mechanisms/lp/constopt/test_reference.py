@@ -48,6 +48,7 @@ def test_all_free_is_no_worse_than_optmech_at_half_epsilon(seed: int, fit: str) 
     assert_private(mech)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_fast_and_full_formulations_agree(seed: int) -> None:
     space = random_space(seed, 10, clustered=seed % 2 == 0)
