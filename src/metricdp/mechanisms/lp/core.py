@@ -86,7 +86,7 @@ _BLOCK = 1 << 22  # elements per temporary of the violation scan
 #: rows. Why this small: a small weight keeps the tie-broken point on the optimal face;
 #: a larger one (1e-3) misses the bound at large eps, and where the tie-broken k misses
 #: the pure LP's lower bound by more than :data:`TIEBREAK_GAP` the generation goes on
-#: without the tie-break, so correctness never depends on the weight.
+#: without the tie-break: the weight changes the speed, not the optimum returned.
 #: Measurements: benchmarks/RESULTS.md#docstrings-lp-core-tiebreak.
 TIEBREAK = 1e-6
 
