@@ -24,8 +24,14 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if _LOG and report.skipped and not hasattr(report, "wasxfail"):
+    if _LOG and report.skipped and not hasattr(report, "wasxfail") and not _skipped_by_doctest_option(report):
         _skipped.append(report.nodeid)
+
+
+def _skipped_by_doctest_option(report: pytest.TestReport) -> bool:
+    """A doctest whose examples all carry ``+SKIP``: skipped in every phase, nothing to rerun."""
+    longrepr = report.longrepr
+    return isinstance(longrepr, tuple) and len(longrepr) == 3 and "+SKIP" in str(longrepr[2])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
