@@ -36,6 +36,7 @@ def test_other_metrics(metric: str) -> None:
     assert np.array_equal(s.nearest(q), cdist(q, x, scipy_name).argmin(axis=1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("dim", "offset"), [(2, 0.0), (50, 0.0), (10, 1e8)])
 def test_nearest_is_exact_against_brute_force(dim: int, offset: float) -> None:
     x = _points(3, 2000, dim, offset)

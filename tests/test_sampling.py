@@ -262,6 +262,7 @@ EXTREME_ROWS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", EXTREME_ROWS)
 @pytest.mark.parametrize(("word_bits", "precision"), [(4, 2), (6, 4)])
 def test_enumeration_realizes_exact_rationals(row, word_bits, precision):
@@ -269,6 +270,7 @@ def test_enumeration_realizes_exact_rationals(row, word_bits, precision):
     assert enumerate_states(table, 0) == exact_law(row)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [[0.7, 1e-30, 0.3], [0.1] * 10, [2**-60, 0.5, 0.5]])
 def test_enumeration_replaying_every_word_string(row):
     """End to end through ``sample``: every word string, replayed (quadratic, so short rows)."""
@@ -308,6 +310,7 @@ _ENTRY = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(_ENTRY, min_size=1, max_size=4).filter(lambda r: sum(r) > 0))
 def test_enumeration_property_random_rows(row):
     table = ExactTable.from_matrix(np.array([row]), word_bits=4, precision=2)

@@ -101,6 +101,7 @@ def test_build_krr_with_ldp_epsilon(points, tmp_path):
     assert mech.epsilon == pytest.approx(2.0 / 1.0)  # d_min = d(a, b) = 1
 
 
+@pytest.mark.slow
 def test_real_subprocess_of_the_installed_entry_point(tmp_path):
     script = Path(sys.executable).with_name("metricdp")
     cmd = (

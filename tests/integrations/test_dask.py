@@ -18,6 +18,8 @@ pd = pytest.importorskip("pandas")
 
 from metricdp.integrations.dask import privatize_dask  # noqa: E402
 
+pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
+
 LABELS = ["a", "b", "c"]
 
 

@@ -23,7 +23,10 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from metricdp.integrations.spark import privatize_spark  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.slow,  # CI runs it in the full phase (.ci/full)
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 
 LABELS = ["a", "b", "c"]
 

@@ -122,8 +122,8 @@ class LDPConfig:
     sizes: tuple[int, ...] = tuple(range(10, 751, 10))
     repetitions: int = 10
     calibration_tol: float = 1e-6
-    # L1 change 1e-5: measured on this grid (geometric, N = 100 and 750), stopping at
-    # 1e-6 instead moves the EMD by < 0.5 m (0.2 %) at 2.5 to 14 times the cost.
+    # L1 change 1e-5: stopping at 1e-6 instead moves the EMD by a fraction of a per cent
+    # at several times the cost (benchmarks/RESULTS.md#docstrings-experiments-ldp-ibu-tol).
     ibu_tol: float = 1e-5
     ibu_max_iter: int = 20_000
 
