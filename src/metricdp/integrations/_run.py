@@ -150,6 +150,14 @@ _EXC_LINE = re.compile(
 )
 
 
+def _text(ex: BaseException) -> str:
+    """``str(ex)``, or the type's name when that fails (engine exceptions format lazily)."""
+    try:
+        return str(ex)
+    except Exception:
+        return type(ex).__name__
+
+
 def _one_line(text: str, limit: int = 400) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -168,7 +176,7 @@ def root_cause(ex: BaseException) -> str:
         seen.add(id(nxt))
         inner = nxt
     for cand in (ex, inner):
-        text = str(cand)
+        text = _text(cand)
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         python: list[str] = []
         java: list[str] = []
@@ -182,7 +190,7 @@ def root_cause(ex: BaseException) -> str:
             return _one_line(python[-1])
         if java:
             return _one_line(re.sub(r"^Caused by: ", "", java[-1]))
-    text = str(ex).strip()
+    text = _text(ex).strip()
     first = text.splitlines()[0] if text else ""
     return _one_line(f"{type(ex).__name__}: {first}" if first else type(ex).__name__)
 
@@ -193,5 +201,5 @@ def engine_error(engine: str, ex: BaseException) -> MetricDPError:
         return ex
     name = type(ex).__name__
     if name == "KilledWorker":
-        return EngineError(f"the {engine} job failed: a worker process died running a partition ({_one_line(str(ex))})")
+        return EngineError(f"the {engine} job failed: a worker process died running a partition ({_one_line(_text(ex))})")
     return EngineError(f"the {engine} job failed: {root_cause(ex)}")
