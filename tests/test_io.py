@@ -246,7 +246,7 @@ def test_read_points_npy(tmp_path):
         ("a.csv", "label,x\na,1\na,2\n", "label 'a' appears twice"),
         ("a.csv", "label,x\na,1\nb,1\n", "duplicate points"),
         ("a.csv", "label,x,y\na,1,2\nb,3,4\n", None),  # fine; haversine refused below
-        ("a.txt", "label,x\na,1\nb,2\n", r"must be .csv, .parquet or .npy, got .txt"),
+        ("a.txt", "label,x\na,1\nb,2\n", r"POINTS must be \.csv, \.parquet/\.pq or \.npy, got \.txt"),
         ("a.npy", "not numpy", "not a readable .npy"),
     ],
 )
@@ -297,7 +297,7 @@ def test_atomic_write_applies_the_umask(tmp_path):
 def test_invalid_utf8_in_points_is_one_error_naming_the_byte(tmp_path):
     p = tmp_path / "bad.csv"
     p.write_bytes(b"label,x\na,1\n\xff\xfe,2\n")
-    with pytest.raises(ValidationError, match=r"bad.csv: not UTF-8 text \(invalid byte 0xff at byte offset 12\)"):
+    with pytest.raises(ValidationError, match=r"bad.csv: line 3: not valid UTF-8 at byte offset 12 \(byte 0xff\)"):
         read_points(p)
 
 
@@ -436,10 +436,13 @@ _SPACE3 = MetricSpace.from_points([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]], ["a", "b
 
 
 @pytest.mark.parametrize("reader", ["points", "output_points", "output_distances"])
-def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader):
-    """csv.Error (a field over csv.field_size_limit, 131,072 characters) was a traceback."""
+def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader, monkeypatch):
+    """csv.Error (a field over csv.field_size_limit, 131,072 characters) was a traceback; a record over
+    the file layer's cap (here lowered to 100,000 bytes by its environment variable) is one error."""
     from metricdp.io import read_output_distances, read_output_points
+    from metricdp.tabular.csv import MAX_RECORD_ENV
 
+    monkeypatch.setenv(MAX_RECORD_ENV, "100000")
     p = tmp_path / "a.csv"
     huge = "1" * 200_000
     if reader == "output_distances":
@@ -448,7 +451,7 @@ def test_csv_field_over_the_csv_module_limit_is_one_error(tmp_path, reader):
     else:
         p.write_text(f"label,x,y\na,0,{huge}\nb,0,1\n")
         call = (lambda: read_points(p)) if reader == "points" else (lambda: read_output_points(p, _SPACE3))
-    with pytest.raises(ValidationError, match=r"a\.csv.*line 2"):
+    with pytest.raises(ValidationError, match=r"a\.csv: line 2: a record of 200,00\d bytes is over the cap of 100,000"):
         call()
 
 

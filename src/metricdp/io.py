@@ -7,10 +7,7 @@ module imports nothing of the mechanisms).
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import csv
-import io
 import os
 import signal
 import stat
@@ -28,6 +25,8 @@ from ._resources import check_allocation
 from .errors import UnsafeOutputError, ValidationError
 from .outputs import OutputSet
 from .spaces import METRICS, MetricSpace
+from .tabular.csv import check_names, csv_header, read_csv
+from .tabular.formats import TABLE_FORMATS, format_of
 
 __all__ = [
     "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
@@ -175,8 +174,8 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"{p}: no such file")
-    suffix = p.suffix.lower()
-    if suffix == ".npy":
+    fmt = format_of(p, ("csv", "parquet", "npy"), what=f"{p}: POINTS")
+    if fmt == "npy":
         try:
             with p.open("rb") as fh:
                 check_npy_header(fh, str(p))
@@ -190,12 +189,7 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
             return MetricSpace.from_distances(d)
         except ValidationError as ex:
             raise ValidationError(f"{p}: {ex}") from None
-    if suffix == ".csv":
-        header, labels, coords = _read_csv(p)
-    elif suffix in (".parquet", ".pq"):
-        header, labels, coords = _read_parquet(p)
-    else:
-        raise ValidationError(f"{p}: POINTS must be .csv, .parquet or .npy, got {suffix or 'no extension'}")
+    header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
     if header[0].strip().lower() != "label":
         raise ValidationError(f"{p}: the first column must be 'label', got {header[0]!r}")
     if len(header) < 2:
@@ -217,11 +211,10 @@ def read_point_columns(path: str | PathLike[str]) -> list[str] | None:
     """The coordinate columns (after ``label``, stripped, lower case) of a ``.csv`` / ``.parquet``
     POINTS file already read by :func:`read_points`; None for a ``.npy`` distance matrix."""
     p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix == ".csv":
-        with p.open(encoding="utf-8-sig", newline="") as fh:
-            header = next(csv.reader(fh), [])
-    elif suffix in (".parquet", ".pq"):
+    fmt = format_of(p, ("csv", "parquet", "npy"), what=f"{p}: POINTS")
+    if fmt == "csv":
+        header = list(csv_header(p))
+    elif fmt == "parquet":
         from ._optional import import_optional
 
         header = list(import_optional("pyarrow.parquet", extra="parquet").read_schema(p).names)
@@ -245,13 +238,8 @@ def read_output_points(
     if space.points is None or space.metric not in METRICS:
         raise ValidationError(f"--outputs {p}: output points need a space of points under a coordinate metric; "
                               f"this space's metric is {space.metric!r} (give --output-distances instead)")
-    suffix = p.suffix.lower()
-    if suffix == ".csv":
-        header, labels, coords = _read_csv(p)
-    elif suffix in (".parquet", ".pq"):
-        header, labels, coords = _read_parquet(p)
-    else:
-        raise ValidationError(f"--outputs {p}: output points must be a .csv or .parquet POINTS file")
+    fmt = format_of(p, TABLE_FORMATS, what=f"--outputs {p}: output points")
+    header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
     cols = [h.strip().lower() for h in header[1:]]
     if header[0].strip().lower() != "label" or not cols:
         raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
@@ -274,7 +262,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
     Every input label of ``space`` appears exactly once (in any order).
     """
     p = Path(path)
-    if p.suffix.lower() != ".csv":
+    if p.suffix.lower() != ".csv":  # the message says what the file holds, beyond format_of's
         raise ValidationError(f"--output-distances {p}: expected a .csv file (label, then one column per output)")
     header, rows, lines = read_csv_table(p)
     if header[0].strip().lower() != "label" or len(header) < 2:
@@ -305,37 +293,13 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
 def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, rows and each row's line number of a small CSV file read whole.
 
-    UTF-8 with an optional byte-order mark; invalid bytes, an empty file and ragged rows are
-    one :class:`ValidationError` naming the file and the byte offset or line. Blank lines are
-    skipped. (``privatize`` streams instead: :mod:`metricdp.streaming`.)
+    :func:`metricdp.tabular.csv.read_csv`: the one CSV record definition (RFC 4180, LF or
+    CRLF records; a bare CR, a ragged row, a stray quote, a BOM past the first byte, a NUL,
+    invalid UTF-8, an empty or duplicated header name, a record over the cap are each one
+    :class:`ValidationError` naming the file, the line and the byte offset). Blank lines
+    are skipped. (``privatize`` streams instead: :mod:`metricdp.streaming`.)
     """
-    if not path.is_file():
-        raise ValidationError(f"{path}: no such file")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as ex:
-        at = ex.start + (3 if raw.startswith(codecs.BOM_UTF8) else 0)
-        raise ValidationError(f"{path}: not UTF-8 text (invalid byte 0x{raw[at]:02x} at byte offset {at})") from None
-    with io.StringIO(text, newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader, None)
-            if header is None:
-                raise ValidationError(f"{path}: empty file (no header row)")
-            rows, lines = [], []
-            for row in reader:
-                if not row:
-                    continue
-                if len(row) != len(header):
-                    raise ValidationError(
-                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
-                    )
-                rows.append(row)
-                lines.append(reader.line_num)
-        except csv.Error as ex:  # a field over csv.field_size_limit(), a NUL byte
-            raise ValidationError(f"{path}: line {reader.line_num} is not valid CSV ({ex})") from None
-    return header, rows, lines
+    return read_csv(path)
 
 
 def _decimal(text: str) -> float:
@@ -368,6 +332,9 @@ def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     except Exception as ex:  # pyarrow raises several unrelated types for bad files
         raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
     header = table.column_names
+    check_names(header, str(p))
+    if not header:
+        raise ValidationError(f"{p}: no columns")
     raw = table.column(0).to_pylist()
     if None in raw:
         raise ValidationError(f"{p}: the label of row {raw.index(None)} is null; every point needs a label")

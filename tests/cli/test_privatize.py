@@ -153,7 +153,7 @@ def test_invalid_utf8_is_one_line_with_the_byte_offset(mech_file, tmp_path):
     inp = tmp_path / "in.csv"
     inp.write_bytes(b"id,city\n1,Par\xe9s\n")
     assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
-                          "in.csv: not valid UTF-8 at byte offset 13")
+                          "in.csv: line 2: not valid UTF-8 at byte offset 13")
     assert not (tmp_path / "out.csv").exists()
 
 
@@ -199,10 +199,10 @@ def test_read_csv_table_refuses_invalid_utf8_with_its_offset(tmp_path):
 
     p = tmp_path / "bad.csv"
     p.write_bytes(b"id,lat,lon\n1,\xff48.8,2.3\n")
-    with pytest.raises(ValidationError, match=r"not UTF-8 text \(invalid byte 0xff at byte offset 13\)"):
+    with pytest.raises(ValidationError, match=r"line 2: not valid UTF-8 at byte offset 13 \(byte 0xff\)"):
         read_csv_table(p)
     p.write_bytes(b"\xef\xbb\xbfid,lat\n1,\xfe\n")  # the offset counts the byte-order mark
-    with pytest.raises(ValidationError, match=r"invalid byte 0xfe at byte offset 12\)"):
+    with pytest.raises(ValidationError, match=r"not valid UTF-8 at byte offset 12 \(byte 0xfe\)"):
         read_csv_table(p)
 
 
@@ -243,3 +243,138 @@ def test_rectangular_releases_are_output_labels(rect_file, tmp_path, suffix):
         assert counts.sum() == 4000  # only output labels are released
         p = mech.matrix[mech.space.index(city)[0]]
         assert stats.chisquare(counts, p * 4000).pvalue > 0.001
+
+
+# ----------------------------------------------------------------------------- issue 31: the file layer
+# Each shape: ONE error naming the file, the line and the byte offset, exit 2, no output, no temporary.
+HOSTILE = [
+    (b"id,city\rParis\r", "line 1", "carriage return"),  # classic-Mac CSV: was exit 0, "0 values released"
+    (b"id,city\r1,Paris\r2,Lyon\r", "line 1", "carriage return"),
+    (b"id,city\n1,Paris\r2,Lyon\n", "line 2", "carriage return"),  # LF file with one CR record end
+    (b"id,city\r\n1,Paris\r\n2,Lyon\r", "line 3", "carriage return"),  # CRLF file ending in a bare CR
+    (b"id,city\n1,Paris,\n", "line 2", "a trailing ',' adds an empty field"),
+    (b"id,city,\n1,Paris,\n", "line 1", "header column 3 has an empty name"),
+    (b"id,city\n1,Paris\n2\n", "line 3", "has 1 fields, expected 2"),
+    (b"id,city\n1,Paris\n\xef\xbb\xbf2,Lyon\n", "line 3", "byte-order mark"),
+    (b"id,city\n1,Pa\x00ris\n", "line 2", "NUL byte"),
+    (b"id,city\n1,Paris\n2,Ly\xffon\n", "line 3", "not valid UTF-8"),
+    (b'id,city\n1,"Paris\n', "line 2", "not closed"),
+]
+
+
+@pytest.mark.parametrize(("data", "line", "what"), HOSTILE)
+@pytest.mark.parametrize("chunk_rows", [1, 1000])
+def test_hostile_csv_is_one_error_and_writes_nothing(mech_file, tmp_path, data, line, what, chunk_rows):
+    inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    inp.write_bytes(data)
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--chunk-rows", chunk_rows)
+    assert_one_line_error(result, f"{inp}: {line}", what)
+    assert "byte offset" in result.stderr or "header column" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "m.npz"]
+
+
+def test_a_record_over_the_cap_is_one_error(mech_file, tmp_path, monkeypatch):
+    from metricdp.tabular.csv import MAX_RECORD_ENV
+
+    inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    inp.write_bytes(b"id,city\n1,Paris\n2," + b"x" * 5000 + b"\n")
+    monkeypatch.setenv(MAX_RECORD_ENV, "1KiB")
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--chunk-rows", 1)
+    assert_one_line_error(result, f"{inp}: line 3", "over the cap of 1,024 bytes", MAX_RECORD_ENV)
+    assert not out.exists()
+    monkeypatch.delenv(MAX_RECORD_ENV)  # the default cap lets the record through, to its unknown value
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out), "1 value(s) not in the space")
+
+
+@pytest.mark.parametrize("eols", [[b"\n"], [b"\r\n"], [b"\n", b"\r\n"], [b"\r\n", b"\r\n", b"\n"]])
+def test_lf_crlf_mixtures_release_every_row_and_keep_other_bytes(mech_file, tmp_path, eols):
+    records = [b"id,city,note", *(b'%d,%s,"n\r\n%d"' % (i, LABELS[i % 4].encode(), i) for i in range(12))]
+    data = b"".join(r + eols[k % len(eols)] for k, r in enumerate(records))
+    inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    inp.write_bytes(data)
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--chunk-rows", 5, "--keep", "id",
+                 "--keep", "note")
+    assert result.exit_code == 0, result.output
+    got = out.read_bytes()
+    src_rows, out_rows = _read(inp), _read(out)
+    assert len(out_rows) == len(src_rows) == 13
+    assert all(r[1] in LABELS for r in out_rows[1:])
+    assert [(r[0], r[2]) for r in out_rows] == [(r[0], r[2]) for r in src_rows]
+    assert got.count(b"\r\n") == data.count(b"\r\n")  # line ends and quoted newlines as they were
+
+
+def test_other_columns_are_named_on_stderr_and_in_json(mech_file, tmp_path):
+    import json
+
+    inp = _write(tmp_path / "in.csv", [["user", "city", "lat", "lon"], ["u1", "Paris", "48.85", "2.35"]])
+    out = tmp_path / "out.csv"
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out)
+    assert result.exit_code == 0, result.output
+    warning = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and "'user', 'lat', 'lon' are written UNRELEASED" in warning[0]
+    assert _read(out)[0] == ["user", "city", "lat", "lon"]  # the default still keeps them
+
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--drop", "lat", "--drop", "lon",
+                 "--keep", "user", "--json")
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.stderr
+    assert "kept unreleased (--keep): 'user'" in result.stderr and "dropped (--drop): 'lat', 'lon'" in result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["rows"] == 1 and doc["columns"] == {"released": ["city"], "unreleased": ["user"],
+                                                   "unacknowledged": [], "dropped": ["lat", "lon"]}
+    assert _read(out)[0] == ["user", "city"] and _read(out)[1][0] == "u1"
+    assert out.read_bytes().startswith(b"user,city\r\nu1,")  # the csv module wrote \r\n: kept
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--drop", "town"], ["no column 'town' to be dropped (--drop)"]),
+        (["--keep", "town"], ["no column 'town' to be kept (--keep)"]),
+        (["--keep", "lat", "--drop", "lat"], ["column 'lat' is both kept and dropped"]),
+        (["--drop", "city"], ["column 'city' is released; it cannot also be dropped"]),
+    ],
+)
+def test_bad_keep_or_drop_is_one_error(mech_file, tmp_path, args, fragments):
+    inp = _write(tmp_path / "in.csv", [["user", "city", "lat"], ["u1", "Paris", "48.85"]])
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "o.csv", *args),
+                          *fragments)
+    assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("drop", [["id"], ["lat"], ["id", "lat"], ["note", "id"]])
+def test_drop_removes_the_columns_and_keeps_every_other_byte(mech_file, tmp_path, drop):
+    header = ["id", "city", "lat", "note"]
+    rows = [[str(i), LABELS[i % 4], f"4{i}.5", 'say "hi",\nbye' if i % 2 else ""] for i in range(9)]
+    inp = _write(tmp_path / "in.csv", [header, *rows])
+    out = tmp_path / "out.csv"
+    result = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--chunk-rows", 4,
+                 *[a for d in drop for a in ("--drop", d)])
+    assert result.exit_code == 0, result.output
+    kept = [k for k, h in enumerate(header) if h not in drop]
+    got = _read(out)
+    assert got[0] == [header[k] for k in kept]
+    j = got[0].index("city")
+    assert [[r[k] for k in kept if header[k] != "city"] for r in rows] == [
+        [v for i, v in enumerate(r) if i != j] for r in got[1:]]
+    assert all(r[j] in LABELS for r in got[1:])
+
+
+def test_parquet_drop(mech_file, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [1, 2], "city": ["Nice", "Lyon"], "lat": [1.0, 2.0]}), tmp_path / "in.pq")
+    result = run("privatize", mech_file, tmp_path / "in.pq", "-c", "city", "-o", tmp_path / "out.pq",
+                 "--drop", "lat")
+    assert result.exit_code == 0, result.output
+    back = pq.read_table(tmp_path / "out.pq")
+    assert back.column_names == ["id", "city"] and back.column("id").to_pylist() == [1, 2]
+    assert "'id' are written UNRELEASED" in result.stderr
+
+
+def test_tsv_and_txt_are_refused_by_name(mech_file, tmp_path):
+    for name, why in (("in.tsv", "tab-separated"), ("in.txt", "plain text")):
+        (tmp_path / name).write_text("id\tcity\n1\tParis\n")
+        assert_one_line_error(run("privatize", mech_file, tmp_path / name, "-c", "city", "-o", tmp_path / "o.csv"),
+                              "must be .csv or .parquet/.pq", why)

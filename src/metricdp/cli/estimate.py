@@ -21,13 +21,18 @@ from ..io import atomic_write, read_csv_table
 from ..mechanisms.file import load_mechanism
 from ..outputs import OutputSet
 from ..spaces import MetricSpace
+from ..tabular.formats import format_of
 from ._common import check_output, console, err_console, handle_errors, progress, warn
 
 __all__ = ["column_indices", "register"]
 
 
 def column_indices(path: Path, column: str, space: MetricSpace | OutputSet, option: str = "--column") -> np.ndarray:
-    """Indices into ``space`` (or an output set) of the values of one CSV column; errors name file and column."""
+    """Indices into ``space`` (or an output set) of the values of one CSV column; errors name file and column.
+
+    The file is read under the one CSV record definition (:func:`metricdp.tabular.csv.read_csv`).
+    """
+    format_of(path, ("csv",))
     header, rows, _ = read_csv_table(path)
     if column not in header:
         raise ValidationError(

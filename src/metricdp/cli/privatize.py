@@ -6,6 +6,10 @@ a CSV outside the released column is kept. ``--engine dask`` / ``--engine spark`
 the release on a cluster (:mod:`metricdp.integrations`), a local one unless
 ``--scheduler`` / ``--master`` names an existing one. Progress (rows, rows/s) goes to
 stderr: a live line in a terminal, one line per 10 s in a pipe.
+
+What leaves: every column other than ``--column`` is written with its TRUE values unless
+``--drop COL`` removes it; the command names those columns on stderr (a warning for
+each one not named by ``--keep COL``) and in ``--json`` (:mod:`metricdp.tabular.columns`).
 """
 
 from __future__ import annotations
@@ -14,15 +18,51 @@ import time
 import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
-from ._common import OutOption, SeedOption, check_output, console, err_console, handle_errors, progress, warn
+from ..tabular.columns import ColumnPlan, plan_columns
+from ._common import (
+    JsonOption,
+    OutOption,
+    SeedOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    handle_errors,
+    progress,
+    warn,
+)
 
-__all__ = ["register"]
+__all__ = ["DropOption", "KeepOption", "leaves_report", "register"]
+
+DropOption = Annotated[
+    list[str] | None,
+    typer.Option("--drop", metavar="COL", help="Leave this column out of the output (repeatable)."),
+]
+KeepOption = Annotated[
+    list[str] | None,
+    typer.Option("--keep", metavar="COL", help="Write this column unreleased, on purpose (repeatable; "
+                 "silences its warning)."),
+]
+
+
+def leaves_report(plan: ColumnPlan) -> None:
+    """Name on stderr every column written with its true values: a warning for those nobody named."""
+    if plan.unacknowledged:
+        names = ", ".join(repr(c) for c in plan.unacknowledged)
+        warn(f"column(s) {names} are written UNRELEASED, with their true values: --drop COL to leave one out, "
+             f"--keep COL to keep it on purpose")
+    if plan.kept:
+        err_console.print(f"kept unreleased (--keep): {', '.join(repr(c) for c in plan.kept)}",
+                          markup=False, highlight=False)
+    if plan.dropped:
+        err_console.print(f"dropped (--drop): {', '.join(repr(c) for c in plan.dropped)}",
+                          markup=False, highlight=False)
 
 _PIPE_EVERY_S = 10.0
 
@@ -31,6 +71,11 @@ class Engine(StrEnum):
     local = "local"
     dask = "dask"
     spark = "spark"
+
+
+def _flagged(message: str) -> str:
+    """A column-plan error with the CLI's flag names (the library names none)."""
+    return message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
 
 
 def register(app: typer.Typer) -> None:
@@ -57,15 +102,30 @@ def register(app: typer.Typer) -> None:
         chunk_rows: Annotated[
             int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk of the local engine.")
         ] = None,
+        drop: DropOption = None,
+        keep: KeepOption = None,
         seed: SeedOption = None,
+        json: JsonOption = False,
     ) -> None:
-        """Replace each value of a column by a release of the mechanism; other columns are kept."""
+        """Replace each value of a column by a release of the mechanism.
+
+        Other columns are written with their TRUE values (each one named on stderr)
+        unless --drop removes them; --keep COL keeps one on purpose.
+        """
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
+        from ..tabular.header import table_header
 
         check_output(out)
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         file_format(input_file)
+        kept, dropped = list(keep or ()), list(drop or ())
+        try:
+            header = table_header(input_file, [column])
+            plan = plan_columns(header, [column], keep=kept, drop=dropped, where=str(input_file))
+        except ValidationError as ex:  # the library names no flag; say which one
+            raise ValidationError(_flagged(str(ex))) from None
+        columns: dict[str, Any] = {} if not (kept or dropped) else {"keep": kept, "drop": dropped}
         if scheduler is not None and engine is not Engine.dask:
             raise ValidationError("--scheduler is for --engine dask")
         if master is not None and engine is not Engine.spark:
@@ -86,21 +146,24 @@ def register(app: typer.Typer) -> None:
                     err_console.print(f"privatize: {message}", markup=False, highlight=False)
 
             if engine is Engine.local:
-                rows = privatize_file(
+                stats = privatize_file(
                     mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                    inputs=[mechanism_file], progress=on_progress,
-                ).rows
+                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped,
+                )
+                rows = stats.rows
+                plan = stats.columns or plan
             elif engine is Engine.dask:
                 from ..integrations.dask import privatize_file_dask
 
                 rows = privatize_file_dask(
-                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file]
+                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file],
+                    **columns,
                 )
             else:
                 from ..integrations.spark import privatize_file_spark
 
                 rows = privatize_file_spark(
-                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file]
+                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file], **columns
                 )
         dt = time.perf_counter() - t0
         if seed is not None:  # said after the run: an input error is the one line of a failed command
@@ -109,6 +172,13 @@ def register(app: typer.Typer) -> None:
                 "not private for real data"
                 + ("" if engine is Engine.local else " (one SeedSequence child per partition)")
             )
+        leaves_report(plan)
+        if json:
+            echo_json({
+                "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,
+                "engine": engine.value, "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
+            })
+            return
         console.print(
             f"wrote {out}: {rows} values of {column!r} released by {mech.name} "
             f"(epsilon={mech.epsilon:.6g}){'' if seed is None else ' [seeded]'}; "

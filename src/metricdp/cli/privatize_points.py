@@ -4,7 +4,12 @@ Planar Laplace on latitude/longitude columns of a CSV or Parquet file, eps per k
 great-circle distance (:func:`metricdp.location.points.privatize_points`); options keep
 releases in a region (``--region``, nearest point or rejection), snap them to a finite
 set (``--snap-to``), and draw true vs released points (``--plot``). Every other column
-is written back untouched (CSV: the same text; Parquet: the same arrays and schema).
+is written back untouched (CSV: the same values; Parquet: the same arrays and schema)
+unless ``--drop COL`` removes it; those columns are named on stderr and in ``--json``
+(:mod:`metricdp.tabular.columns`). A column that looks like one of the released
+coordinates (the same name up to case and punctuation, or another latitude/longitude
+name such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
+release the true location next to the noisy one.
 """
 
 from __future__ import annotations
@@ -26,7 +31,11 @@ from ..io import atomic_write, read_csv_table
 from ..location.points import TRUNCATIONS, privatize_points
 from ..location.region import Region, parse_region
 from ..location.snap import Snapper
+from ..tabular.columns import look_alikes, plan_columns
+from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.header import table_header
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
+from .privatize import DropOption, KeepOption, _flagged, leaves_report
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -36,12 +45,7 @@ _REGION_TOLERANCE_KM = 1e-6
 
 
 def _format(path: Path, option: str) -> str:
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return "csv"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    raise ValidationError(f"{option} {path}: expected a .csv or .parquet file")
+    return format_of(path, TABLE_FORMATS, what=f"{option} {path}:")
 
 
 def _parse_column(values: list[str], name: str, path: Path) -> NDArray[np.float64]:
@@ -174,13 +178,16 @@ def register(app: typer.Typer) -> None:
         digits: Annotated[
             int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates (6 = 0.1 m).")
         ] = 6,
+        drop: DropOption = None,
+        keep: KeepOption = None,
         seed: SeedOption = None,
         json: JsonOption = False,
     ) -> None:
         """Release latitude/longitude columns with planar Laplace (geo-indistinguishability).
 
-        Each row is released independently at EPSILON per km (great-circle); all
-        other columns are kept as they are. A person with k rows gets k x EPSILON.
+        Each row is released independently at EPSILON per km (great-circle); other
+        columns are written with their TRUE values (named on stderr) unless --drop
+        removes them. A person with k rows gets k x EPSILON.
         """
         epsilon = check_epsilon(epsilon, "--epsilon")
         kind = _format(input_file, "INPUT")
@@ -198,6 +205,20 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
         if lat == lon:
             raise ValidationError("--lat and --lon name the same column")
+        if not input_file.is_file():
+            raise ValidationError(f"{input_file}: no such file")
+        try:
+            plan = plan_columns(table_header(input_file, [lat, lon]), [lat, lon], keep=keep or (), drop=drop or (),
+                                where=str(input_file))
+        except ValidationError as ex:  # the library names no flag; say which one
+            raise ValidationError(_flagged(str(ex))) from None
+        twins = look_alikes(plan)
+        if twins:
+            raise ValidationError(
+                f"{input_file}: column(s) {', '.join(map(repr, twins))} look like the released coordinates "
+                f"({lat!r}, {lon!r}) and would leave with their true values: --drop each one, or --keep it if it "
+                "is not a location"
+            )
         area = None if region is None else parse_region(region)
         snapper = None if snap_to is None else Snapper(read_latlon_points(snap_to))
         if snapper is not None and area is not None and not area.contains(snapper.points).all():
@@ -233,21 +254,23 @@ def register(app: typer.Typer) -> None:
                     exact = ~area.contains(rounded, tolerance_km=_REGION_TOLERANCE_KM)
                 released = np.where(exact[:, None], released, rounded)
             if kind == "csv":
+                written = [k for k, name in enumerate(header) if name in set(plan.written)]
                 with atomic_write(out, "w") as fh:
                     writer = csv.writer(fh, lineterminator="\n")
-                    writer.writerow(header)
+                    writer.writerow([header[k] for k in written])
                     for row, (a, b), full in zip(rows, released, exact, strict=True):
                         if full:
                             row[i], row[j] = repr(float(a)), repr(float(b))
                         else:
                             row[i], row[j] = f"{a:.{digits}f}", f"{b:.{digits}f}"
-                        writer.writerow(row)
+                        writer.writerow([row[k] for k in written])
             else:
                 pa = import_optional("pyarrow", "parquet")
                 pq = import_optional("pyarrow.parquet", "parquet")
                 for name, values in ((lat, released[:, 0]), (lon, released[:, 1])):
                     k = table.column_names.index(name)
                     table = table.set_column(k, pa.field(name, pa.float64()), pa.array(values, pa.float64()))
+                table = table.drop_columns(list(plan.dropped))
                 with atomic_write(out) as fh:
                     pq.write_table(table, fh)
             if plot is not None:
@@ -263,7 +286,9 @@ def register(app: typer.Typer) -> None:
             "snap_points": None if snapper is None else len(snapper.points),
             "plot": None if plot is None else str(plot),
             "seeded": seed is not None,
+            "columns": plan.as_dict(),
         }
+        leaves_report(plan)
         if json:
             echo_json(summary)
             return

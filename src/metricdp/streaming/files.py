@@ -28,7 +28,6 @@ distribution: every row gets an independent release from its row of the mechanis
 
 from __future__ import annotations
 
-import codecs
 import time
 import warnings
 from collections.abc import Sequence
@@ -45,26 +44,29 @@ from .._progress import Progress, report
 from .._random import SecureRandom, check_rng
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import atomic_write
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.formats import TABLE_FORMATS, format_of
 from . import csvsplit
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "ReleaseStats", "check_header", "privatize_file"]
+__all__ = [
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "ReleaseStats", "check_header", "file_format", "privatize_file",
+]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
 DEFAULT_CHUNK_ROWS = 1_000_000
-#: CSV bytes read at a time (a chunk holds at most this much input plus one record); 1-4 MiB measured fastest
-#: on the 2-core bench machine (larger chunks page-fault more on fresh arrays).
-DEFAULT_CHUNK_BYTES = 2 * 2**20
 _SHOW = 5  # line numbers / values shown in an error
 _KEEP_DISTINCT = 10_000  # distinct unknown values remembered for the error
 
 
 @dataclass(frozen=True)
 class ReleaseStats:
-    """What :func:`privatize_file` did: rows released, seconds, rows per second."""
+    """What :func:`privatize_file` did: rows released, seconds, format, and what left (``columns``)."""
 
     rows: int
     seconds: float
     format: str
+    columns: ColumnPlan | None = None
 
     @property
     def rows_per_second(self) -> float:
@@ -72,28 +74,13 @@ class ReleaseStats:
 
 
 def file_format(path: Path) -> str:
-    """``"csv"`` or ``"parquet"`` from the suffix."""
-    suffix = path.suffix.lower()
-    if suffix in (".csv", ".txt"):
-        return "csv"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    raise ValidationError(f"{path}: input must be .csv or .parquet, got {suffix or 'no extension'}")
+    """``"csv"`` or ``"parquet"`` from the suffix (:func:`metricdp.tabular.formats.format_of`)."""
+    return format_of(path, TABLE_FORMATS)
 
 
 def check_header(names: Sequence[str], column: str, where: str) -> int:
     """Index of ``column`` in ``names``; empty or duplicate names are refused by name."""
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if name == "":
-            raise ValidationError(f"{where}: column {i + 1} has an empty name")
-        if name in seen:
-            what = "the released column" if name == column else "column"
-            raise ValidationError(f"{where}: {what} {name!r} appears more than once in the header")
-        seen.add(name)
-    if column not in seen:
-        raise ValidationError(f"{where}: no column {column!r}; available: {', '.join(repr(h) for h in names)}")
-    return list(names).index(column)
+    return plan_columns(names, [column], where=where).index(column)
 
 
 class _Unknown:
@@ -138,18 +125,26 @@ def privatize_file(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     inputs: Sequence[str | PathLike[str]] = (),
     progress: Progress | None = None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    max_record: int | None = None,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out``.
 
     ``out`` has the input's format. ``inputs`` are further files of the same command
-    (the mechanism file) that ``out`` must not be. See the module docstring for what
-    is kept and how randomness is drawn.
+    (the mechanism file) that ``out`` must not be. ``drop`` names columns left out of
+    ``out``, ``keep`` columns written unreleased on purpose; the returned
+    :attr:`ReleaseStats.columns` names every column that left with true values
+    (:func:`metricdp.tabular.columns.plan_columns`). ``max_record`` caps a CSV record's
+    bytes (:func:`metricdp.tabular.csv.max_record_bytes`). See the module docstring for
+    what is kept and how randomness is drawn.
 
     Raises
     ------
     ValidationError
-        a missing/ambiguous column, a value that is not a label (count and first line
-        numbers), a malformed file (line number), invalid UTF-8 (byte offset).
+        a missing/ambiguous column, a bad ``keep``/``drop`` name, a value that is not a
+        label (count and first line numbers), a malformed file or one the CSV record
+        definition refuses (:mod:`metricdp.tabular.csv`: line and byte offset).
     UnsafeOutputError
         ``out`` is a device, a directory, the input, ... (nothing written).
     """
@@ -169,6 +164,11 @@ def privatize_file(
         )
     source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
     t0 = time.perf_counter()
+    plan: list[ColumnPlan] = []
+
+    def make_plan(names: Sequence[str]) -> ColumnPlan:
+        plan.append(plan_columns(names, [column], keep=keep, drop=drop, where=str(src)))
+        return plan[0]
 
     def release(indices: NDArray[np.intp]) -> NDArray[np.intp]:
         with warnings.catch_warnings():
@@ -181,35 +181,29 @@ def privatize_file(
 
     with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
         if fmt == "csv":
-            rows = _privatize_csv(mechanism, src, column, fh, release, tick, chunk_rows, chunk_bytes)
+            rows = _privatize_csv(mechanism, src, column, fh, release, tick, make_plan, chunk_rows, chunk_bytes,
+                                  max_record)
         else:
-            rows = _privatize_parquet(mechanism, src, column, fh, release, tick, chunk_rows)
-    return ReleaseStats(rows, time.perf_counter() - t0, fmt)
+            rows = _privatize_parquet(mechanism, src, column, fh, release, tick, make_plan, chunk_rows)
+    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plan[0])
 
 
 # ------------------------------------------------------------------------------------ CSV
-def _utf8(data: bytes | memoryview, offset: int, where: str) -> None:
-    try:
-        codecs.utf_8_decode(data, "strict", True)
-    except UnicodeDecodeError as ex:
-        raise ValidationError(f"{where}: not valid UTF-8 at byte offset {offset + ex.start:,}") from None
-
-
 def _label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
-    """Encoded labels: entries 0..n-1 as needed, n..2n-1 always quoted."""
+    """Encoded labels: entries 0..n-1 as needed, n..2n-1 always quoted, 2n empty (a removal)."""
     enc = [csvsplit.encode_field(x) for x in labels] + [csvsplit.encode_field(x, quoted=True) for x in labels]
+    enc.append(b"")
     offsets = np.zeros(len(enc) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in enc], out=offsets[1:])
     return np.frombuffer(b"".join(enc), dtype=np.uint8), offsets
 
 
 def _privatize_csv(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, chunk_rows: int, chunk_bytes: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, make_plan: Any,
+    chunk_rows: int, chunk_bytes: int, max_record: int | None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    import csv
-    import io
 
     labels = list(mechanism.labels)
     outs = list(getattr(mechanism, "output_labels", labels))  # a separate output set releases its own labels
@@ -220,48 +214,17 @@ def _privatize_csv(
     where = str(src)
     unknown = _Unknown()
     rows = 0
-    consumed = 0  # bytes of the file before ``buf``
-    lines_before = 0  # line breaks before ``buf``
-    ncols = col = -1
-    pending = b""
     with src.open("rb") as inp:
-        eof = need_more = False
-        while True:
-            if not eof and (need_more or len(pending) < chunk_bytes):
-                data = inp.read(max(chunk_bytes, 4))  # >= 4: a byte-order mark arrives whole
-                eof = not data
-                pending = pending + data if pending else data
-            need_more = False
-            if ncols < 0:
-                if consumed == 0 and pending.startswith(b"\xef\xbb\xbf"):  # a BOM: kept as it was, not part of a name
-                    fh.write(pending[:3])
-                    pending, consumed = pending[3:], 3
-                buf = np.frombuffer(pending, dtype=np.uint8)
-                head = csvsplit.split_records(buf, eof=eof, ncols=None, column=0, max_records=1, where=where)
-                if head.end == 0 and not eof:
-                    need_more = True
-                    continue  # the header is longer than one read
-                if len(head.starts) == 0:
-                    raise ValidationError(f"{where}: empty file (no header row)")
-                _utf8(pending[: head.end], consumed, where)
-                text = pending[head.starts[0] : head.stops[0]].decode("utf-8")
-                names = next(csv.reader(io.StringIO(text, newline="")))
-                col = check_header(names, column, where)
-                ncols = len(names)
-                fh.write(pending[: head.end])
-                lines_before += pending.count(b"\n", 0, head.end)
-                pending, consumed = pending[head.end :], consumed + head.end
-                continue
-            buf = np.frombuffer(pending, dtype=np.uint8)
-            recs = csvsplit.split_records(
-                buf, eof=eof, ncols=ncols, column=col, max_records=chunk_rows, where=where, first_line=lines_before + 1
-            )
-            if recs.end == 0:
-                if eof:
-                    break
-                need_more = True
-                continue  # one record longer than a read: read more
-            _utf8(memoryview(pending)[: recs.end], consumed, where)
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        header = reader.header()
+        plan: ColumnPlan = make_plan(header.names)
+        col, dropped = plan.index(column), plan.dropped_indices
+        hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
+        raw = np.frombuffer(header.raw, dtype=np.uint8)
+        fh.write(csvsplit.splice(raw, len(raw), hs, he, table, table_off,
+                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).tobytes())
+        for chunk in reader.chunks(col):
+            recs, buf = chunk.records, chunk.buf
             data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
             values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
             idx_arr = pc.index_in(values, value_set=value_set)
@@ -270,20 +233,19 @@ def _privatize_csv(
                 idx[quoted] = [lookup.get(v, -1) for v in raw_quoted]
             bad = np.flatnonzero(idx < 0)
             if len(bad):
-                vals = [_field_text(pending, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
-                unknown.add(lines_before + recs.lines[bad] + 1, vals)
-            if unknown.rows == 0 and len(idx) == 0:
-                fh.write(pending[: recs.end])  # blank lines only
-            elif unknown.rows == 0:
-                released = release(idx)
-                choice = released + n_out * quoted
-                fh.write(csvsplit.splice(buf, recs.end, recs.fs, recs.fe, table, table_off, choice).data)
-                rows += len(idx)
+                vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
+                unknown.add(chunk.first_line + recs.lines[bad], vals)
+            if unknown.rows:
+                continue  # scanned for the error's counts; nothing more is written
+            starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+            choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
+            if len(idx):
+                released = release(idx) + n_out * quoted
+                choice[kind == 0] = released[row[kind == 0]]
+            fh.write(csvsplit.splice(buf, recs.end, starts, stops, table, table_off, choice).tobytes())
+            rows += len(idx)
+            if len(idx):
                 tick(rows)
-            lines_before += pending.count(b"\n", 0, recs.end)
-            pending, consumed = pending[recs.end :], consumed + recs.end
-            if eof and not pending:
-                break
     if unknown.rows:
         raise unknown.error(where, column, "line(s)")
     return rows
@@ -298,7 +260,7 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 # -------------------------------------------------------------------------------- Parquet
 def _privatize_parquet(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, chunk_rows: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, make_plan: Any, chunk_rows: int
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -309,8 +271,11 @@ def _privatize_parquet(
     except Exception as ex:  # pyarrow raises several unrelated types for bad files
         raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
     schema = pf.schema_arrow
-    j = check_header(schema.names, column, where)
+    plan: ColumnPlan = make_plan(schema.names)
+    j = plan.index(column)
     field = schema.field(j)
+    written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
+    out_schema = pa.schema([schema.field(k) for k in written], metadata=schema.metadata)
     labels = list(mechanism.labels)
     value_set = pa.array(labels, type=pa.string())
     outs = pa.array(list(getattr(mechanism, "output_labels", labels)), type=pa.string())
@@ -326,7 +291,7 @@ def _privatize_parquet(
         compression = "none" if compression == "uncompressed" else compression
     unknown = _Unknown()
     rows = seen = 0
-    writer = pq.ParquetWriter(fh, schema, compression=compression)
+    writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
             col = batch.column(j)
@@ -343,8 +308,8 @@ def _privatize_parquet(
             if unknown.rows:
                 continue
             new = out_values.take(pa.array(release(idx)))
-            columns = [new if k == j else batch.column(k) for k in range(batch.num_columns)]
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
+            columns = [new if k == j else batch.column(k) for k in written]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
             rows += len(idx)
             tick(rows)
     finally:

@@ -1,0 +1,21 @@
+"""The file layer: one suffix table, one CSV record definition, one "what leaves" plan.
+
+* :mod:`.formats` -- :func:`~.formats.format_of`, the only suffix table;
+* :mod:`.csv` -- the CSV record (RFC 4180, LF/CRLF), its streaming reader
+  :class:`~.csv.CsvReader`, :func:`~.csv.scan_csv` (validate and count a whole file,
+  for engines) and :func:`~.csv.read_csv` (a small file's rows);
+* :mod:`.columns` -- :func:`~.columns.plan_columns`: which columns are released, kept
+  unreleased (named) or dropped; :func:`~.header.table_header` reads the names it plans.
+"""
+
+from __future__ import annotations
+
+from .columns import ColumnPlan, look_alikes, plan_columns
+from .csv import CsvReader, CsvScan, max_record_bytes, read_csv, scan_csv
+from .formats import FORMATS, TABLE_FORMATS, format_of
+from .header import table_header
+
+__all__ = [
+    "FORMATS", "TABLE_FORMATS", "ColumnPlan", "CsvReader", "CsvScan", "format_of", "look_alikes",
+    "max_record_bytes", "plan_columns", "read_csv", "scan_csv", "table_header",
+]

@@ -1,0 +1,83 @@
+"""The one suffix table: which file format a path holds, decided by its extension only.
+
+Every command that reads or writes a data file asks :func:`format_of` instead of looking
+at ``Path.suffix`` itself, so a suffix means the same thing everywhere:
+
+============  ===========  ======================================================
+suffix        format       read as
+============  ===========  ======================================================
+``.csv``      ``csv``      RFC 4180, comma, UTF-8 (:mod:`metricdp.tabular.csv`)
+``.parquet``  ``parquet``  Apache Parquet (pyarrow)
+``.pq``       ``parquet``
+``.jsonl``    ``jsonl``    one JSON document per line
+``.ndjson``   ``jsonl``
+``.txt``      ``text``     plain UTF-8 text (not a table)
+``.tsv``      ``tsv``      tab-separated: named so that it is refused by name
+``.npy``      ``npy``      a numpy array (a distance matrix)
+============  ===========  ======================================================
+
+Why ``.tsv`` is a format of its own and not a table format: the record definition of
+:mod:`metricdp.tabular.csv` is comma-separated, and reading a tab-separated file as CSV
+would make each whole line one field -- a release of a column that does not exist, or
+true values passed through as one opaque field. Commands that take tables therefore
+refuse ``.tsv`` with a message saying so (``allowed`` below); a reader of plain text
+rows (``text privatize``) may accept it explicitly. ``.txt`` is plain text, never a
+CSV in disguise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from os import PathLike
+from pathlib import Path
+from typing import Final
+
+from ..errors import ValidationError
+
+__all__ = ["FORMATS", "TABLE_FORMATS", "format_of"]
+
+#: suffix (lower case, with the dot) -> format name. The only such table in the package.
+FORMATS: Final[dict[str, str]] = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".txt": "text",
+    ".tsv": "tsv",
+    ".npy": "npy",
+}
+
+#: Formats whose rows have named columns that a release reads and writes back.
+TABLE_FORMATS: Final[tuple[str, ...]] = ("csv", "parquet")
+
+_WHY_NOT = {
+    "tsv": "tab-separated files are not read as tables (the CSV reader is comma-separated); convert it to .csv",
+    "text": "a .txt file is plain text, not a table with a header",
+}
+
+
+def _suffixes(fmt: str) -> str:
+    return "/".join(s for s, f in FORMATS.items() if f == fmt)
+
+
+def format_of(
+    path: str | PathLike[str], allowed: Collection[str] | None = None, *, what: str | None = None
+) -> str:
+    """The format name of ``path`` from its suffix (see the module table).
+
+    ``allowed`` restricts the answer (default: every format); ``what`` replaces the
+    ``PATH:`` that starts the error (``f"{path}: POINTS"`` gives ``PATH: POINTS must be ...``).
+    Raises :class:`ValidationError` naming the path, the suffix found and the suffixes
+    accepted, with the reason for ``.tsv`` and ``.txt``.
+    """
+    p = Path(path)
+    where = what or f"{p}:"
+    suffix = p.suffix.lower()
+    fmt = FORMATS.get(suffix)
+    if fmt is not None and (allowed is None or fmt in allowed):
+        return fmt
+    names = [_suffixes(f) for f in (allowed if allowed is not None else dict.fromkeys(FORMATS.values()))]
+    wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    why = f" ({_WHY_NOT[fmt]})" if fmt in _WHY_NOT else ""
+    raise ValidationError(f"{where} must be {wanted}, got {suffix or 'no extension'}{why}")
