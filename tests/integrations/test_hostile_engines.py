@@ -36,6 +36,7 @@ ENGINES = [
     pytest.param("dask", marks=pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))),
     pytest.param("spark", marks=pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))),
 ]
+CLUSTER_ENGINES = ENGINES[1:]
 
 #: (name, file bytes, released column): shapes on which byte splitters, csv, pandas and Spark disagree
 SHAPES: list[tuple[str, bytes, str]] = [
@@ -124,8 +125,6 @@ def assert_released_or_refused(result, data: bytes, column: str, workdir: Path, 
 def test_hostile_csv_is_refused_in_one_line_or_released_correctly(
     engine, shape, data, column, mech_file, tmp_path, request
 ):
-    if engine == "local" and shape.startswith("bare CR"):  # the byte splitter's gap the tabular layer closes
-        request.applymarker(pytest.mark.xfail(reason="local engine before metricdp.tabular (issue 31)", strict=False))
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
     src.write_bytes(data)
     before = {p.name for p in tmp_path.iterdir()}
@@ -146,6 +145,41 @@ def test_engines_refuse_what_local_refuses_with_its_message(engine, mech_file, t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_drop_and_keep_leave_what_the_local_engine_leaves(engine, mech_file, tmp_path, request):
+    """--drop removes columns (names and fields, quoted or not), --keep silences a warning; the same bytes as local."""
+    data = b'\xef\xbb\xbfid,lat,w,"no,te",lon\r\n1,48.1,a,"x\ny",2.3\r\n2,"48,2",b,z,2.4\r\n\r\n3,48.3,c,,2.5\r\n'
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_bytes(data)
+    args = ["privatize", mech_file, src, "-c", "w", "-o", out, "--drop", "lat", "--drop", "lon", "--keep", "id"]
+    result = run(*args, *engine_args(engine, request))
+    assert result.exit_code == 0, result.output
+    assert "'no,te'" in result.stderr and "UNRELEASED" in result.stderr  # the column nobody named is named
+    got = out.read_bytes()
+    for x in OUTPUTS:
+        got = got.replace(b"," + x.encode() + b",", b",?,")
+    assert got == b'\xef\xbb\xbfid,w,"no,te"\r\n1,?,"x\ny"\r\n2,?,z\r\n\r\n3,?,\r\n'
+    result = run(*args[:-2], "--drop", "nope", *engine_args(engine, request))
+    assert_one_line_error(result, "no column 'nope' to be dropped")
+
+
+@pytest.mark.parametrize("engine", CLUSTER_ENGINES)
+def test_parquet_drop_through_the_engines(engine, mech_file, tmp_path, request):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from metricdp.mechanisms.file import load_mechanism
+
+    table = pa.table({"id": pa.array(range(300), pa.int64()), "w": ["a", "b", "c"] * 100, "lat": [1.5] * 300},
+                     metadata={b"origin": b"test"})
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=50)
+    rows = _library(engine)(load_mechanism(mech_file), tmp_path / "in.parquet", "w", tmp_path / "out.parquet",
+                            drop=["lat"], piece_bytes=1, **_engine_kwargs(engine, request))  # a piece per row group
+    back = pq.read_table(tmp_path / "out.parquet")
+    assert rows == 300 and back.schema.names == ["id", "w"] and back.schema.metadata == {b"origin": b"test"}
+    assert back.column("id").to_pylist() == list(range(300)) and set(back.column("w").to_pylist()) <= set(OUTPUTS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "out.parquet"]
+
+
 # ------------------------------------------------------------------- the engines' own library paths
 def _library(engine: str):
     if engine == "dask":
@@ -163,8 +197,6 @@ def _engine_kwargs(engine: str, request: pytest.FixtureRequest) -> dict[str, obj
     request.getfixturevalue("spark")
     return {}
 
-
-CLUSTER_ENGINES = ENGINES[1:]
 
 
 def _big_csv(path: Path, n: int) -> bytes:
@@ -286,9 +318,9 @@ def test_root_cause_of_a_py4j_style_message():
 
 def test_a_killed_worker_is_one_engine_error():
     distributed = pytest.importorskip("distributed")
-    from metricdp.integrations._run import engine_error
-
     from types import SimpleNamespace
+
+    from metricdp.integrations._run import engine_error
 
     ex = distributed.KilledWorker("metricdp-piece-0", SimpleNamespace(address="tcp://127.0.0.1:1"), allowed_failures=3)
     err = engine_error("Dask", ex)
@@ -298,9 +330,12 @@ def test_a_killed_worker_is_one_engine_error():
 
 @pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))
 def test_dask_unreachable_scheduler_is_one_line(mech_file, tmp_path):
+    import dask
+
     (tmp_path / "in.csv").write_bytes(b"w\na\n")
-    result = run("privatize", mech_file, tmp_path / "in.csv", "-c", "w", "-o", tmp_path / "out.csv",
-                 "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        result = run("privatize", mech_file, tmp_path / "in.csv", "-c", "w", "-o", tmp_path / "out.csv",
+                     "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
     assert_one_line_error(result, "the Dask job failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
 

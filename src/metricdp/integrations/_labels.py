@@ -36,8 +36,9 @@ def sample(mechanism: Any, codes: NDArray[np.intp], rng: RandomSource) -> NDArra
 class Labels:
     """Input labels for lookup and output labels encoded as CSV fields.
 
-    ``table`` holds entries ``0..n-1`` encoded as needed and ``n..2n-1`` always quoted
-    (:func:`metricdp.streaming.csvsplit.encode_field`), the layout of the local engine.
+    ``table`` holds entries ``0..n-1`` encoded as needed, ``n..2n-1`` always quoted
+    (:func:`metricdp.streaming.csvsplit.encode_field`) and ``2n`` empty (a removed
+    range: a dropped column), the layout of the local engine.
     """
 
     def __init__(self, mechanism: Any) -> None:
@@ -48,6 +49,7 @@ class Labels:
         self.lookup = {x.encode("utf-8"): i for i, x in enumerate(labels)}
         self.n_out = len(outs)
         enc = [csvsplit.encode_field(x) for x in outs] + [csvsplit.encode_field(x, quoted=True) for x in outs]
+        enc.append(b"")
         self.table_offsets = np.zeros(len(enc) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in enc], out=self.table_offsets[1:])
         self.table = np.frombuffer(b"".join(enc), dtype=np.uint8)
@@ -67,11 +69,22 @@ class Labels:
         return idx, quoted
 
     def splice(
-        self, buf: NDArray[np.uint8], recs: csvsplit.Records, released: NDArray[np.intp], quoted: NDArray[np.bool_]
+        self, buf: NDArray[np.uint8], recs: csvsplit.Records, column: int, dropped: tuple[int, ...],
+        released: NDArray[np.intp], quoted: NDArray[np.bool_],
     ) -> NDArray[np.uint8]:
-        """``buf[:recs.end]`` with each record's field replaced by its release, every other byte kept."""
-        choice = released + self.n_out * quoted
-        return csvsplit.splice(buf, recs.end, recs.fs, recs.fe, self.table, self.table_offsets, choice)
+        """``buf[:recs.end]`` with field ``column`` of each record replaced by its release and the
+        ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept."""
+        starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
+        choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
+        if len(released):
+            field = kind == 0
+            choice[field] = (released + self.n_out * quoted)[row[field]]
+        return csvsplit.splice(buf, recs.end, starts, stops, self.table, self.table_offsets, choice)
+
+    def remove(self, buf: NDArray[np.uint8], starts: NDArray[np.int64], stops: NDArray[np.int64]) -> bytes:
+        """``buf`` without the ranges ``[starts[i], stops[i])`` (sorted, disjoint)."""
+        choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
+        return csvsplit.splice(buf, len(buf), starts, stops, self.table, self.table_offsets, choice).tobytes()
 
 
 def field_text(buf: bytes | NDArray[np.uint8], a: int, b: int) -> str:

@@ -99,7 +99,7 @@ def _release_csv(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
     buf = np.frombuffer(data, dtype=np.uint8)
     recs = csvsplit.split_records(
         buf, eof=True, ncols=len(plan.names), column=plan.column, max_records=len(buf) + 1, where=plan.path,
-        first_line=piece.first,
+        first_line=piece.first, first_offset=piece.start, max_record=plan.max_record,
     )
     if recs.end != len(buf) or len(recs.starts) != piece.rows:
         raise _changed(job, f"{len(recs.starts):,} records where {piece.rows:,} were counted")
@@ -111,7 +111,8 @@ def _release_csv(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
         raise _changed(job, f"line {piece.first + int(recs.lines[i])}: "
                             f"{field_text(buf, int(recs.fs[i]), int(recs.fe[i]))!r} is not a label")
     released = sample(mechanism, idx, partition_rng(job.seed, piece.index))
-    return labels.splice(buf, recs, released, quoted).tobytes(), len(idx)
+    dropped = plan.columns.dropped_indices if plan.columns is not None else ()
+    return labels.splice(buf, recs, plan.column, dropped, released, quoted).tobytes(), len(idx)
 
 
 def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
@@ -120,9 +121,9 @@ def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int
     pq = import_optional("pyarrow.parquet", extra="parquet")
     plan = job.plan
     table = pq.ParquetFile(plan.path).read_row_groups(list(range(piece.start, piece.stop)))
-    if table.num_rows != piece.rows or not table.schema.equals(plan.schema):
-        raise _changed(job, f"row groups {piece.start} to {piece.stop - 1}")
     j = plan.column
+    if table.num_rows != piece.rows or table.schema.names != list(plan.names):
+        raise _changed(job, f"row groups {piece.start} to {piece.stop - 1}")
     col = table.column(j).combine_chunks()
     as_text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
     value_set = pa.array(list(mechanism.labels), type=pa.string())
@@ -130,9 +131,11 @@ def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int
                      dtype=np.intp)
     if (idx < 0).any():
         raise _changed(job, f"row {piece.first + int(np.flatnonzero(idx < 0)[0])} is not a label")
-    outs = out_values(mechanism, plan.schema.field(j).type, plan.path, job.column_name)
+    field = table.schema.field(j)
+    outs = out_values(mechanism, field.type, plan.path, job.column_name)
     released = sample(mechanism, idx, partition_rng(job.seed, piece.index))
-    table = table.set_column(j, plan.schema.field(j), outs.take(pa.array(released)))
+    table = table.set_column(j, field, outs.take(pa.array(released))).select(plan.schema.names)
+    table = table.replace_schema_metadata(plan.schema.metadata)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=plan.compression)
     return sink.getvalue().to_pybytes(), len(idx)

@@ -4,36 +4,38 @@ Dask's and Spark's own readers guess: pandas infers an index when the data rows 
 one field more than the header (every column then shifts left and true values are
 written under another column's name), Spark drops the extra field, splits records at
 line breaks inside quotes, trims blanks on write. So the engines do not read the file
-with them. The driver reads it once with the local engine's record definition
-(:mod:`metricdp.streaming.csvsplit`, RFC 4180: records end in ``\\n`` or ``\\r\\n``,
-every quote checked, the same field count on every record), and refuses what the local
-engine refuses with the local engine's message; it adds the record rules the local
-layer is getting (a bare ``\\r`` outside quotes, a NUL byte: refused with line and byte
-offset), checks UTF-8 and every value of the released column against the mechanism's
-labels (the count and first line numbers, as the local engine says it), and cuts the
-file into :class:`Piece` s at record boundaries. Every engine partition then releases
-exactly one piece with the same record definition (:mod:`._pieces`), so the three
-engines accept the same files and release the same records.
+with them. The driver reads it once with the local engine's reader and record
+definition (:class:`metricdp.tabular.csv.CsvReader`: RFC 4180, records end in ``\\n``
+or ``\\r\\n``; a bare ``\\r``, a stray quote, a field-count mismatch, a NUL, a BOM
+inside, invalid UTF-8, an over-long record each refused with file, line and byte
+offset), plans the columns that leave as the local engine does
+(:func:`metricdp.tabular.columns.plan_columns`), checks every value of the released
+column against the mechanism's labels (the local engine's message: count and first
+line numbers), and cuts the file into :class:`Piece` s at record boundaries. Every
+engine partition then releases exactly one piece with the same record definition
+(:mod:`._pieces`), so the three engines accept the same files and release the same
+records.
 
 Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
 """
 
 from __future__ import annotations
 
-import codecs
-import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
 from ..streaming import csvsplit
-from ..streaming.files import DEFAULT_CHUNK_BYTES, _Unknown, check_header, file_format
+from ..streaming.files import _Unknown
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.formats import TABLE_FORMATS, format_of
 from ._labels import Labels, field_text
 
 __all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
@@ -42,8 +44,6 @@ __all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
 #: a partition's fixed cost (a task, a part file) is small against its work, small enough that a file of a
 #: few GB gives every core of a small cluster several partitions.
 DEFAULT_PIECE_BYTES = 64 * 2**20
-_BOM = b"\xef\xbb\xbf"
-_NUL, _CR = 0, 13
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,12 @@ class Piece:
 class Plan:
     """What the driver checked: the header, the pieces and the row count.
 
-    ``header`` is the header record's bytes as in the file (a byte-order mark
-    included), written first to the output; ``size``/``mtime_ns`` identify the version
-    of the file that was checked (a partition that finds another one refuses it).
+    ``header`` is the output's first bytes: the header record as in the file (a
+    byte-order mark and blank lines before it included), dropped columns' names removed;
+    ``size``/``mtime_ns`` identify the version of the file that was checked (a
+    partition that finds another one refuses it); ``columns`` says what leaves
+    (:func:`metricdp.tabular.columns.plan_columns`); ``schema`` is the output's
+    (Parquet); ``max_record`` the CSV record cap the driver applied.
     """
 
     path: str
@@ -80,30 +83,35 @@ class Plan:
     rows: int
     size: int
     mtime_ns: int
+    columns: ColumnPlan | None = None
     schema: Any = None
     compression: str = "snappy"
+    max_record: int | None = None
 
 
 def plan_file(
     src: Path, column: str, mechanism: Any, *, piece_bytes: int = DEFAULT_PIECE_BYTES,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
+    max_record: int | None = None,
 ) -> Plan:
     """Check ``src`` entirely and cut it into pieces of about ``piece_bytes`` bytes.
+
+    ``keep``/``drop`` plan the columns that leave as the local engine plans them.
 
     Raises
     ------
     ValidationError
-        the local engine's errors (a missing or repeated column, a record with the
-        wrong field count, a stray quote, invalid UTF-8, a value that is not a label),
-        and a bare carriage return or a NUL byte (line and byte offset).
+        the local engine's errors, with its messages: a missing or repeated column, a
+        bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
+        byte offset), a value that is not a label (count and first line numbers).
     """
     if piece_bytes < 1:
         raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
-    fmt = file_format(src)
+    fmt = format_of(src, TABLE_FORMATS)
     st = os.stat(src)
     if fmt == "csv":
-        return _plan_csv(src, column, mechanism, piece_bytes, chunk_bytes, st)
-    return _plan_parquet(src, column, mechanism, piece_bytes, st)
+        return _plan_csv(src, column, mechanism, piece_bytes, chunk_bytes, st, keep, drop, max_record)
+    return _plan_parquet(src, column, mechanism, piece_bytes, st, keep, drop)
 
 
 def check_unchanged(plan: Plan) -> None:
@@ -117,128 +125,55 @@ def check_unchanged(plan: Plan) -> None:
 
 
 # ------------------------------------------------------------------------------------ CSV
-def strict_bytes(buf: NDArray[np.uint8], end: int, *, where: str, first_line: int, offset: int) -> None:
-    """Refuse a NUL byte, or a ``\\r`` outside quotes not followed by ``\\n``, in ``buf[:end]``.
-
-    ``buf`` starts at a record boundary, so quote parity (an odd number of ``"`` before a
-    byte: inside a quoted field) is exact. Python's csv module, pandas and Spark end a
-    record at a bare ``\\r``; the byte splitter does not: refusing it keeps one
-    definition of a record. ``offset`` is the file offset of ``buf[0]``.
-    """
-    region = buf[:end]
-    nl = np.flatnonzero(region == csvsplit.LF)
-    nul = np.flatnonzero(region == _NUL)
-    if len(nul):
-        at = int(nul[0])
-        raise ValidationError(
-            f"{where}: line {first_line + int(np.searchsorted(nl, at))}: a NUL byte at byte offset {offset + at:,} "
-            "(not a text CSV file)"
-        )
-    cr = np.flatnonzero(region == _CR)
-    if not len(cr):
-        return
-    q = np.flatnonzero(region == csvsplit.QUOTE)
-    outside = (np.searchsorted(q, cr) & 1) == 0
-    nxt = region[np.minimum(cr + 1, end - 1)]
-    bare = np.flatnonzero(outside & ((cr + 1 >= end) | (nxt != csvsplit.LF)))
-    if len(bare):
-        at = int(cr[bare[0]])
-        raise ValidationError(
-            f"{where}: line {first_line + int(np.searchsorted(nl, at))}: a carriage return not followed by a line "
-            f"feed at byte offset {offset + at:,} (records must end in \\n or \\r\\n)"
-        )
-
-
-def _utf8(data: bytes | memoryview, offset: int, where: str) -> None:
-    try:
-        codecs.utf_8_decode(data, "strict", True)
-    except UnicodeDecodeError as ex:
-        raise ValidationError(f"{where}: not valid UTF-8 at byte offset {offset + ex.start:,}") from None
-
-
-def _plan_csv(src: Path, column: str, mechanism: Any, piece_bytes: int, chunk_bytes: int, st: os.stat_result) -> Plan:
-    import csv
-
+def _plan_csv(
+    src: Path, column: str, mechanism: Any, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
+    keep: Sequence[str], drop: Sequence[str], max_record: int | None,
+) -> Plan:
     labels = Labels(mechanism)
     where = str(src)
     unknown = _Unknown()
     pieces: list[Piece] = []
-    rows = consumed = lines_before = 0
-    ncols = col = -1
-    names: list[str] = []
-    header = b""
-    piece_start = piece_rows = 0
-    piece_line = 1
-    pending = b""
-
-    def close_piece() -> None:
-        nonlocal piece_start, piece_rows, piece_line
-        if consumed > piece_start:
-            pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
-        piece_start, piece_rows, piece_line = consumed, 0, lines_before + 1
-
+    rows = piece_rows = 0
+    piece_start = piece_line = -1
+    consumed = 0
     with src.open("rb") as inp:
-        eof = need_more = False
-        while True:
-            if not eof and (need_more or len(pending) < chunk_bytes):
-                data = inp.read(max(chunk_bytes, 4))  # >= 4: a byte-order mark arrives whole
-                eof = not data
-                pending = pending + data if pending else data
-            need_more = False
-            if ncols < 0:
-                skip = 3 if consumed == 0 and pending.startswith(_BOM) else 0  # a BOM is not part of a name
-                buf = np.frombuffer(pending, dtype=np.uint8)[skip:]
-                head = csvsplit.split_records(buf, eof=eof, ncols=None, column=0, max_records=1, where=where)
-                if head.end == 0 and not eof:
-                    need_more = True
-                    continue  # the header is longer than one read
-                if len(head.starts) == 0:
-                    raise ValidationError(f"{where}: empty file (no header row)")
-                strict_bytes(buf, head.end, where=where, first_line=1, offset=skip)
-                _utf8(pending[skip : skip + head.end], skip, where)
-                text = bytes(buf[head.starts[0] : head.stops[0]]).decode("utf-8")
-                names = next(csv.reader(io.StringIO(text, newline="")))
-                col = check_header(names, column, where)
-                ncols = len(names)
-                end = skip + head.end
-                header = pending[:end]
-                lines_before += pending.count(b"\n", 0, end)
-                pending, consumed = pending[end:], end
-                piece_start, piece_line = consumed, lines_before + 1
-                continue
-            buf = np.frombuffer(pending, dtype=np.uint8)
-            recs = csvsplit.split_records(
-                buf, eof=eof, ncols=ncols, column=col, max_records=len(buf) + 1, where=where,
-                first_line=lines_before + 1,
-            )
-            if recs.end == 0:
-                if eof:
-                    break
-                need_more = True
-                continue  # one record longer than a read: read more
-            strict_bytes(buf, recs.end, where=where, first_line=lines_before + 1, offset=consumed)
-            _utf8(memoryview(pending)[: recs.end], consumed, where)
-            idx, _quoted = labels.codes(buf, recs)
+        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
+        header = reader.header()
+        cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
+        col = cols.index(column)
+        consumed = len(header.raw)
+        for chunk in reader.chunks(col):
+            recs = chunk.records
+            if piece_start < 0:
+                piece_start, piece_line = chunk.offset, chunk.first_line
+            idx, _quoted = labels.codes(chunk.buf, recs)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
-                vals = [field_text(buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
-                unknown.add(lines_before + recs.lines[bad] + 1, vals)
+                vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
+                unknown.add(chunk.first_line + recs.lines[bad], vals)
             rows += len(idx)
             piece_rows += len(idx)
-            lines_before += pending.count(b"\n", 0, recs.end)
-            pending, consumed = pending[recs.end :], consumed + recs.end
+            consumed = chunk.offset + recs.end
             if consumed - piece_start >= piece_bytes:
-                close_piece()
-            if eof and not pending:
-                break
+                pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+                piece_start, piece_rows = -1, 0
+        cap = reader.cap
     if unknown.rows:
         raise unknown.error(where, column, "line(s)")
-    close_piece()
-    return Plan(where, "csv", tuple(names), col, header, tuple(pieces), rows, st.st_size, st.st_mtime_ns)
+    if piece_start >= 0:
+        pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+    raw = np.frombuffer(header.raw, dtype=np.uint8)
+    hs, he, _, _ = csvsplit.edits_for(header.record, None, cols.dropped_indices)
+    out_header = labels.remove(raw, hs, he)  # the header as the local engine writes it (dropped names removed)
+    return Plan(where, "csv", header.names, col, out_header, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
+                columns=cols, max_record=cap)
 
 
 # -------------------------------------------------------------------------------- Parquet
-def _plan_parquet(src: Path, column: str, mechanism: Any, piece_bytes: int, st: os.stat_result) -> Plan:
+def _plan_parquet(
+    src: Path, column: str, mechanism: Any, piece_bytes: int, st: os.stat_result, keep: Sequence[str],
+    drop: Sequence[str],
+) -> Plan:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")
@@ -248,7 +183,8 @@ def _plan_parquet(src: Path, column: str, mechanism: Any, piece_bytes: int, st: 
     except Exception as ex:  # pyarrow raises several unrelated types for bad files
         raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
     schema = pf.schema_arrow
-    j = check_header(schema.names, column, where)
+    cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
+    j = cols.index(column)
     out_values(mechanism, schema.field(j).type, where, column)  # labels writable as the column's type
     value_set = pa.array(list(mechanism.labels), type=pa.string())
     unknown = _Unknown()
@@ -288,9 +224,11 @@ def _plan_parquet(src: Path, column: str, mechanism: Any, piece_bytes: int, st: 
     total = sum(p.rows for p in pieces)
     if total != seen:
         raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
+    written = set(cols.written)
+    out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
     return Plan(
         where, "parquet", tuple(schema.names), j, b"", tuple(pieces), total, st.st_size, st.st_mtime_ns,
-        schema=schema, compression=compression,
+        columns=cols, schema=out_schema, compression=compression,
     )
 
 

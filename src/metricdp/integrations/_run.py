@@ -53,8 +53,14 @@ def release_file(
     seed: int | None,
     inputs: Sequence[str | PathLike[str]],
     piece_bytes: int | None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
 ) -> int:
-    """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written."""
+    """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
+
+    ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
+    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them.
+    """
     from ..io import atomic_write
 
     src, target = Path(input_path), Path(out)
@@ -62,7 +68,7 @@ def release_file(
         raise ValidationError(f"{src}: no such file")
     seed = check_seed(seed)
     with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES)
+        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop)
         _remove_stale_scratch(target)
         scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.parts.{os.getpid()}.", dir=target.resolve().parent))
         try:
@@ -201,5 +207,7 @@ def engine_error(engine: str, ex: BaseException) -> MetricDPError:
         return ex
     name = type(ex).__name__
     if name == "KilledWorker":
-        return EngineError(f"the {engine} job failed: a worker process died running a partition ({_one_line(_text(ex))})")
+        return EngineError(
+            f"the {engine} job failed: a worker process died running a partition ({_one_line(_text(ex))})"
+        )
     return EngineError(f"the {engine} job failed: {root_cause(ex)}")

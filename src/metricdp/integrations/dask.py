@@ -76,6 +76,8 @@ def privatize_file_dask(
     scheduler: str | None = None,
     seed: int | None = None,
     inputs: Sequence[str | PathLike[str]] = (),
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
     piece_bytes: int | None = None,
 ) -> int:
     """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
@@ -91,7 +93,11 @@ def privatize_file_dask(
     records with it (see :mod:`metricdp.integrations._run`), so the output is what the
     local engine writes (every byte outside the released column kept), with partition
     ``k`` drawing from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``.
-    ``piece_bytes`` is the input per partition (default 64 MiB). Returns the rows written.
+    ``drop`` names columns left out of ``out`` and ``keep`` columns written unreleased on
+    purpose, with the local engine's rules and messages
+    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
+    dropped leaves with its true values). ``piece_bytes`` is the input per partition
+    (default 64 MiB). Returns the rows written.
 
     Raises
     ------
@@ -110,7 +116,8 @@ def privatize_file_dask(
         return _run_pieces(job, pieces, mech, scheduler)
 
     return release_file(
-        "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes
+        "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+        keep=keep, drop=drop,
     )
 
 
@@ -124,7 +131,7 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str 
     try:
         with contextlib.ExitStack() as stack:
             if scheduler:
-                client = stack.enter_context(distributed.Client(scheduler, timeout="30s"))
+                client = stack.enter_context(distributed.Client(scheduler))
             else:
                 cluster = stack.enter_context(
                     distributed.LocalCluster(

@@ -96,6 +96,8 @@ def privatize_file_spark(
     master: str | None = None,
     seed: int | None = None,
     inputs: Sequence[str | PathLike[str]] = (),
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
     piece_bytes: int | None = None,
 ) -> int:
     """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
@@ -113,7 +115,11 @@ def privatize_file_spark(
     each task releases one piece of whole records with it (see
     :mod:`metricdp.integrations._run`), so the output is what the local engine writes,
     with partition ``k`` drawing from :func:`~metricdp.integrations.partition_rng`
-    ``(seed, k)``. ``piece_bytes`` is the input per partition (default 64 MiB).
+    ``(seed, k)``. ``drop`` names columns left out of ``out`` and ``keep`` columns
+    written unreleased on purpose, with the local engine's rules and messages
+    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
+    dropped leaves with its true values). ``piece_bytes`` is the input per partition
+    (default 64 MiB).
     Returns the rows written.
 
     Raises
@@ -132,7 +138,8 @@ def privatize_file_spark(
         return _run_pieces(job, pieces, mech, master)
 
     return release_file(
-        "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes
+        "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+        keep=keep, drop=drop,
     )
 
 
