@@ -287,9 +287,10 @@ def test_a_worker_exception_is_one_engine_error(engine, tmp_path, request):
 
         request.getfixturevalue("spark")
         results = _run_pieces(job, pieces, not_a_mechanism, None)
-    with pytest.raises(EngineError, match=r"^the x job failed in partition 0: AttributeError: 'int' object has no "
-                                          r"attribute 'labels'$"):
+    with pytest.raises(EngineError) as info:
         _run._check("x", plan, results)
+    assert str(info.value) == "the x job failed in partition 0: AttributeError: 'int' object has no attribute 'labels'"
+    assert "Traceback" in info.value.__notes__[0]  # the worker's, for --debug
 
 
 # ------------------------------------------------------------------------------ error mapping
@@ -372,3 +373,47 @@ def test_worker_failure_prints_one_line_from_a_fresh_process(engine, mech_file, 
     assert len(lines) == 1 and lines[0].startswith("error: ") and "the file changed" in lines[0], proc.stderr
     assert proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+# ------------------------------------------------------------------ what is checked after the job
+def _tiny_plan(tmp_path: Path):
+    from metricdp.integrations import _plan
+
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"w\na\nb\nc\n")
+    st = src.stat()
+    pieces = (_plan.Piece(0, 2, 6, 2, 2), _plan.Piece(1, 6, 8, 1, 4))
+    return _plan.Plan(str(src), "csv", ("w",), 0, b"w\n", pieces, 3, st.st_size, st.st_mtime_ns)
+
+
+def test_a_row_count_that_differs_from_the_input_is_an_error(tmp_path):
+    from metricdp.integrations._pieces import Done, Failed
+    from metricdp.integrations._run import _check
+
+    plan = _tiny_plan(tmp_path)
+    _check("x", plan, [Done(0, 2, 4), Done(1, 1, 2)])  # agrees: no error
+    with pytest.raises(EngineError, match=r"^the x job wrote 0 row\(s\) for partition 1 where the input has 1; "
+                                          r"nothing written$"):
+        _check("x", plan, [Done(0, 2, 4), Done(1, 0, 0)])
+    with pytest.raises(EngineError, match="returned 1 partition"):
+        _check("x", plan, [Done(0, 2, 4)])
+    with pytest.raises(ValidationError) as info:  # the input's problem comes first
+        _check("x", plan, [Failed(0, False, "MemoryError: "), Failed(1, True, "f.csv: line 3 bad", "Traceback...")])
+    assert str(info.value) == "f.csv: line 3 bad"
+    assert info.value.__notes__ == ["partition 1, on the worker:\nTraceback..."]  # shown by --debug only
+
+
+@pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))
+def test_scratch_left_by_a_killed_run_is_removed_by_the_next(mech_file, tmp_path, request):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".out.csv.parts.{dead.pid}.abc123"
+    stale.mkdir()
+    (stale / "00000000.csv").write_bytes(b"a\n")
+    alive = tmp_path / ".out.csv.parts.1.abc123"  # pid 1 exists: another run's, left alone
+    alive.mkdir()
+    (tmp_path / "in.csv").write_bytes(b"w\na\n")
+    result = run("privatize", mech_file, tmp_path / "in.csv", "-c", "w", "-o", tmp_path / "out.csv",
+                 *engine_args("dask", request))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [alive.name, "in.csv", "out.csv"]

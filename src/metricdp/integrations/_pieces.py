@@ -17,6 +17,7 @@ them into one typed error, and the engines log no worker tracebacks.
 from __future__ import annotations
 
 import os
+import traceback
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +53,13 @@ class Done:
 
 @dataclass(frozen=True)
 class Failed:
-    """A partition's error: ``input`` True for a problem of the file (a ValidationError)."""
+    """A partition's error: ``input`` True for a problem of the file (a ValidationError);
+    ``detail`` the worker's traceback (shown by the CLI's ``--debug`` only)."""
 
     index: int
     input: bool
     message: str
+    detail: str = ""
 
 
 def part_path(scratch: str, index: int, fmt: str) -> str:
@@ -78,11 +81,11 @@ def release_piece(job: Job, piece: Piece, mechanism: Any) -> Done | Failed:
         os.replace(tmp, final)
         return Done(piece.index, rows, len(data))
     except ValidationError as ex:
-        return Failed(piece.index, True, str(ex))
+        return Failed(piece.index, True, str(ex), traceback.format_exc())
     except MetricDPError as ex:
-        return Failed(piece.index, False, str(ex))
+        return Failed(piece.index, False, str(ex), traceback.format_exc())
     except Exception as ex:  # any other worker-side failure: reported by the driver in one line
-        return Failed(piece.index, False, f"{type(ex).__name__}: {ex}")
+        return Failed(piece.index, False, f"{type(ex).__name__}: {ex}", traceback.format_exc())
 
 
 def _changed(job: Job, what: str) -> ValidationError:

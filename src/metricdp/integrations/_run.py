@@ -88,9 +88,13 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
     failed = [r for r in results if isinstance(r, Failed)]
     if failed:
         first = min(failed, key=lambda r: (not r.input, r.index))  # a problem of the input explains the rest
-        if first.input:
-            raise ValidationError(first.message)
-        raise EngineError(f"the {engine} job failed in partition {first.index}: {_one_line(first.message)}")
+        err: MetricDPError = (
+            ValidationError(first.message) if first.input
+            else EngineError(f"the {engine} job failed in partition {first.index}: {_one_line(first.message)}")
+        )
+        if first.detail:
+            err.add_note(f"partition {first.index}, on the worker:\n{first.detail.rstrip()}")  # for --debug
+        raise err
     if len(results) != len(plan.pieces):
         raise EngineError(f"the {engine} job returned {len(results)} partition(s) for {len(plan.pieces)}")
     for piece, done in zip(plan.pieces, results, strict=True):
