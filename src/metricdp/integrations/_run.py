@@ -211,7 +211,11 @@ def engine_error(engine: str, ex: BaseException) -> MetricDPError:
         return ex
     name = type(ex).__name__
     if name == "KilledWorker":
+        task = str(getattr(ex, "task", "")).rsplit("-", 1)[-1]
+        tries = int(getattr(ex, "allowed_failures", 0) or 0) + 1
+        which = f"partition {task}" if task.isdigit() else "a partition"
         return EngineError(
-            f"the {engine} job failed: a worker process died running a partition ({_one_line(_text(ex))})"
+            f"the {engine} job failed: the worker processes running {which} died {tries} time(s) "
+            "(out of memory? the workers' logs say why)"
         )
     return EngineError(f"the {engine} job failed: {root_cause(ex)}")

@@ -141,7 +141,9 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str 
                 )
                 client = stack.enter_context(distributed.Client(cluster))
             token = uuid.uuid4().hex
-            shipped = client.scatter(Shipped(mechanism), broadcast=False, hash=False)  # sent once per worker
+            # one task holding the mechanism: sent once per worker, and recomputed if its worker dies
+            # (scattered data would be lost with it)
+            shipped = client.submit(_identity, Shipped(mechanism), key=f"metricdp-mechanism-{token}", pure=False)
             futures = [
                 client.submit(_release, job, piece, shipped, key=f"metricdp-piece-{token}-{piece.index}", pure=False)
                 for piece in pieces
@@ -149,6 +151,10 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str 
             return list(client.gather(futures))
     except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, ...): one typed line
         raise engine_error("Dask", ex) from ex
+
+
+def _identity(x: Any) -> Any:
+    return x
 
 
 def _release(job: Any, piece: Any, shipped: Shipped) -> Any:
