@@ -293,6 +293,34 @@ def test_a_worker_exception_is_one_engine_error(engine, tmp_path, request):
     assert "Traceback" in info.value.__notes__[0]  # the worker's, for --debug
 
 
+class _CrashOnArrival:
+    """Unpickling this (on a Spark Python worker) ends that process at once: a worker crash."""
+
+    def __reduce__(self):
+        import os
+
+        return (os._exit, (3,))
+
+
+@pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))
+def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
+    from metricdp.integrations import _pieces, _plan
+    from metricdp.integrations.spark import _run_pieces
+
+    request.getfixturevalue("spark")
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"w\na\n")
+    st = src.stat()
+    plan = _plan.Plan(str(src), "csv", ("w",), 0, b"w\n", (), 1, st.st_size, st.st_mtime_ns)
+    job = _pieces.Job(plan, "w", None, str(tmp_path))
+    with pytest.raises(EngineError) as info:
+        _run_pieces(job, (_plan.Piece(0, 2, 4, 1, 2),), _CrashOnArrival(), None)
+    message = str(info.value)
+    assert message.startswith("the Spark job failed: ") and "\n" not in message and len(message) < 500, message
+    assert "crashed" in message or "exited" in message or "EOF" in message, message
+    assert info.value.__cause__ is not None  # the Py4J error, for --debug
+
+
 # ------------------------------------------------------------------------------ error mapping
 def test_root_cause_of_a_py4j_style_message():
     from metricdp.integrations._run import engine_error

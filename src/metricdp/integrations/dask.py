@@ -14,6 +14,10 @@ Example (a local cluster)::
 
     df = dd.read_parquet("cities.parquet")
     privatize_dask(df, "city", mechanism).to_parquet("released/")
+
+For a CSV file use :func:`privatize_file_dask`, not ``dd.read_csv``: pandas infers an
+index from a trailing delimiter (every column shifts left, true values land under
+another column's name) and Dask's byte blocks split records at quoted line breaks.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ Example::
     spark = SparkSession.builder.master("local[*]").getOrCreate()
     df = spark.read.parquet("cities.parquet")
     privatize_spark(df, "city", mechanism).write.parquet("released/")
+
+For a CSV file use :func:`privatize_file_spark`, not ``spark.read.csv``: Spark drops a
+surplus field, splits records at quoted line breaks unless ``multiLine`` is set and
+reads an empty field as null.
 """
 
 from __future__ import annotations
