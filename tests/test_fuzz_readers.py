@@ -10,6 +10,7 @@ A few hundred examples per target run in CI; ``METRICDP_FUZZ_EXAMPLES`` raises t
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -207,3 +208,100 @@ def test_distance_matrix_reader_survives_hostile_npy(tmp_path_factory, matrix, e
         return
     d = np.asarray(space.distances)
     assert np.all(np.isfinite(d)) and np.allclose(d, d.T) and np.all(np.diag(d) == 0)
+
+
+# ----------------------------------------------------------------------------- issue 31: CSV shapes, privatize
+# Byte-level mutations of valid CSVs aimed at where readers disagree: line endings, delimiters, quotes,
+# byte-order marks, NULs, encodings. Oracle: refused in one line with nothing written, OR every record is
+# released (the csv module, same dialect, counts as many records in the output as in the input), each
+# released cell is an OUTPUT label -- disjoint from the input labels, so it provably came from the
+# sampler, never passed through -- and every other cell is unchanged.
+RECT = build("exponential", SPACE, 0.7, outputs=OUTPUTS)
+TOKENS = [b",", b'"', b'""', b"\xef\xbb\xbf", b"\x00", b"\r", b"\n", b"\r\n", b"\xff", b"\xe9", b" ", b"\t"]
+_note = st.text(alphabet=st.sampled_from(list('xy ,"\n\r\té')), max_size=5)
+
+
+@st.composite
+def _valid_csv(draw: st.DrawFn) -> bytes:
+    rows = draw(st.lists(st.tuples(st.integers(0, 99), st.sampled_from(SPACE.labels), _note), min_size=1,
+                         max_size=8))
+    quoting = draw(st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]))
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=quoting, lineterminator=draw(st.sampled_from(["\n", "\r\n"])))
+    writer.writerow(["id", "city", "note"])
+    writer.writerows([(i, c, n if quoting == csv.QUOTE_ALL else n.replace("\r", "")) for i, c, n in rows])
+    return (b"\xef\xbb\xbf" if draw(st.booleans()) else b"") + out.getvalue().encode("utf-8")
+
+
+_op = st.one_of(
+    st.tuples(st.just("eol"), st.sampled_from([(b"\r\n", b"\r"), (b"\n", b"\r"), (b"\r\n", b"\n"), (b"\n", b"\r\n")]),
+              st.booleans()),
+    st.tuples(st.just("insert"), st.integers(0, 10**4), st.sampled_from(TOKENS)),
+    st.tuples(st.just("delete"), st.integers(0, 10**4), st.integers(1, 3)),
+    st.tuples(st.just("flip"), st.integers(0, 10**4), st.integers(0, 255)),
+    st.tuples(st.just("encode"), st.sampled_from(["latin-1", "utf-16", "utf-8-sig"]), st.just(0)),
+)
+
+
+def _apply(data: bytes, ops: list[tuple[object, ...]]) -> bytes:
+    for kind, a, b in ops:
+        if kind == "eol":
+            old, new = a  # type: ignore[misc]
+            data = data.replace(old, new) if b else data.replace(old, new, 1)
+        elif kind == "encode":
+            data = data.decode("utf-8", errors="replace").encode(str(a), errors="replace")
+        elif data:
+            pos = int(a) % (len(data) + 1)  # type: ignore[call-overload]
+            if kind == "insert":
+                data = data[:pos] + b + data[pos:]  # type: ignore[operator]
+            elif kind == "delete":
+                data = data[:pos] + data[pos + int(b):]  # type: ignore[call-overload]
+            else:
+                data = data[:pos] + bytes([int(b)]) + data[pos + 1:]  # type: ignore[call-overload]
+    return data
+
+
+def _records(data: bytes) -> list[list[str]]:
+    return [r for r in csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""), strict=True) if r]
+
+
+@FUZZ
+@given(data=_valid_csv(), ops=st.lists(_op, max_size=3), chunk_bytes=st.sampled_from([7, 64, 1 << 20]))
+def test_privatize_csv_mutations_are_refused_or_released_whole(tmp_path_factory, data, ops, chunk_bytes) -> None:
+    import warnings
+
+    from metricdp.errors import PrivacyLeakWarning
+    from metricdp.streaming import privatize_file
+
+    d = tmp_path_factory.mktemp("fuzz")
+    inp, out = d / "in.csv", d / "out.csv"
+    inp.write_bytes(_apply(data, ops))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            stats = privatize_file(RECT, inp, "city", out, rng=0, chunk_bytes=chunk_bytes, chunk_rows=3)
+    except ValidationError as ex:
+        assert "\n" not in str(ex) and str(inp) in str(ex)
+        assert not out.exists() and sorted(p.name for p in d.iterdir()) == ["in.csv"]
+        return
+    before, after = _records(inp.read_bytes()), _records(out.read_bytes())
+    assert len(after) == len(before) and stats.rows == len(before) - 1
+    assert after[0] == before[0] and before[0].count("city") == 1
+    j = before[0].index("city")
+    for a, b in zip(after[1:], before[1:], strict=True):
+        assert b[j] in SPACE.labels and a[j] in RECT.output_labels  # disjoint: released, not passed through
+        assert a[:j] + a[j + 1:] == b[:j] + b[j + 1:]
+
+
+@FUZZ
+@given(ops=st.lists(_op, max_size=3))
+def test_points_csv_mutations_are_refused_or_read_as_the_csv_module_reads_them(tmp_path_factory, ops) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "p.csv"
+    path.write_bytes(_apply(POINTS_CSV, ops))
+    try:
+        space = read_points(path)
+    except ValidationError as ex:
+        assert "\n" not in str(ex)
+        return
+    rows = _records(path.read_bytes())
+    assert space.n == len(rows) - 1 and list(space.labels) == [r[0] for r in rows[1:]]

@@ -497,3 +497,41 @@ def test_parquet_null_labels_are_refused(tmp_path):
     pq.write_table(pa.table({"label": ["a", None], "x": [0.0, 1.0]}), tmp_path / "n.parquet")
     with pytest.raises(ValidationError, match=r"n\.parquet: the label of row 1 is null"):
         read_points(tmp_path / "n.parquet")
+
+
+# ----------------------------------------------------------------------------- issue 31: one CSV record definition
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"label,x\ra,1\rb,2\r", "line 1: a carriage return"),  # was read by the csv module as 3 records
+        (b"label,x\na,1\rb,2\n", "line 2: a carriage return"),
+        (b"label,x\na,1,\nb,2\n", "line 2 has 3 fields, expected 2 as in the header (a trailing ','"),
+        (b"label,x,\na,1,\nb,2,\n", "line 1: header column 3 has an empty name"),
+        (b"label,x\na,1\n\xef\xbb\xbfb,2\n", "line 3: a byte-order mark"),
+        (b"label,x\na,1\nb,2\x00\n", "line 3: a NUL byte"),
+        (b"label,x,x\na,1,2\nb,2,3\n", "line 1: column 'x' appears more than once"),
+    ],
+)
+@pytest.mark.parametrize("reader", ["points", "output_points", "columns"])
+def test_points_csv_hostile_shapes_are_one_error(tmp_path, data, fragment, reader):
+    from metricdp.io import read_output_points, read_point_columns
+
+    p = tmp_path / "p.csv"
+    p.write_bytes(data)
+    call = {"points": lambda: read_points(p), "output_points": lambda: read_output_points(p, _SPACE3),
+            "columns": lambda: read_point_columns(p)}[reader]
+    if reader == "columns" and "line 1" not in fragment:
+        assert call() is not None  # only the header is read
+        return
+    with pytest.raises(ValidationError) as info:
+        call()
+    assert f"p.csv: {fragment}" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_points_csv_crlf_lf_mixture_and_quoted_labels(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_bytes(b'label,x\r\n"a,1",0\n"b\r\nc",1\r\n\r\nd,3')
+    space = read_points(p)
+    assert space.labels == ("a,1", "b\r\nc", "d")
+    assert np.allclose(np.asarray(space.points).ravel(), [0, 1, 3])

@@ -262,8 +262,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
     Every input label of ``space`` appears exactly once (in any order).
     """
     p = Path(path)
-    if p.suffix.lower() != ".csv":  # the message says what the file holds, beyond format_of's
-        raise ValidationError(f"--output-distances {p}: expected a .csv file (label, then one column per output)")
+    format_of(p, ("csv",), what=f"--output-distances {p}: the file (label, then one column per output)")
     header, rows, lines = read_csv_table(p)
     if header[0].strip().lower() != "label" or len(header) < 2:
         raise ValidationError(f"--output-distances {p}: the header must be 'label' then the output labels")

@@ -112,3 +112,34 @@ def test_estimate_reads_releases_as_output_labels(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("v\na\n")  # an input label is not a release
     assert_one_line_error(run("estimate", path, bad, "-c", "v"), "not among the output labels")
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"user,place\ru1,a\ru2,b\r", "line 1: a carriage return"),  # the csv module read 3 records
+        (b"user,place\nu1,a\ru2,b\n", "line 2: a carriage return"),
+        (b"user,place\nu1,a,\n", "line 2 has 3 fields, expected 2 as in the header (a trailing ','"),
+        (b"user,place\nu1,a\n\xef\xbb\xbfu2,b\n", "line 3: a byte-order mark"),
+        (b"user,place\nu1,a\x00\n", "line 2: a NUL byte"),
+        (b"user,place,place\nu1,a,b\n", "line 1: column 'place' appears more than once"),
+    ],
+)
+@pytest.mark.parametrize("which", ["released", "true"])
+def test_hostile_csv_is_one_error(setup, tmp_path, data, fragment, which) -> None:
+    """Issue 31: estimate's column reader is the file layer's CSV record definition."""
+    _mech, mech_file, released, true, _counts, _truth = setup
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(data)
+    args = [bad, "--true", true] if which == "released" else [released, "--true", bad]
+    out = tmp_path / "est.csv"
+    assert_one_line_error(run("estimate", mech_file, *args, "--column", "place", "--out", out),
+                          f"bad.csv: {fragment}")
+    assert not out.exists()
+
+
+def test_released_file_must_be_csv(setup, tmp_path) -> None:
+    _mech, mech_file, released, _true, _counts, _truth = setup
+    tsv = tmp_path / "r.tsv"
+    tsv.write_bytes(released.read_bytes())
+    assert_one_line_error(run("estimate", mech_file, tsv, "--column", "place"), "must be .csv, got .tsv")

@@ -159,3 +159,76 @@ def test_rounding_never_leaves_a_slanted_region(app, tmp_path):
     assert region.contains(z, tolerance_km=1e-6).all()
     # the check bites: plain rounding would have left some releases outside
     assert (~region.contains(np.round(z, 6), tolerance_km=1e-6)).any()
+
+
+# ----------------------------------------------------------------------------- issue 31: what leaves
+def _raw(path, text):
+    path.write_bytes(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("header", "fragments"),
+    [
+        ("id,lat,lon,lat,lon", ["the released column 'lat' appears more than once"]),
+        ("id,lat,lon,Lat", ["column 'Lat' is named like the released column 'lat'", "--keep or --drop it"]),
+        ("id,lat,lon,lat2", ["column(s) 'lat2' look like the released coordinates ('lat', 'lon')"]),
+        ("id,lat,lon,home_lat,home_lon", ["'home_lat', 'home_lon' look like the released coordinates"]),
+        ("id,lat,lon,latitude", ["'latitude' look like"]),
+    ],
+)
+def test_a_second_coordinate_pair_is_refused(app, tmp_path, header, fragments):
+    """A second pair was written with its TRUE values beside the noisy first one."""
+    n = header.count(",") + 1
+    src = _raw(tmp_path / "in.csv", (f"{header}\n" + ",".join(["1"] + ["48.5"] * (n - 1)) + "\n").encode())
+    out = tmp_path / "out.csv"
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "1", "--out", out)
+    assert_one_line_error(r, str(src), *fragments)
+    assert not out.exists()
+
+
+def test_drop_and_keep_the_other_columns(app, tmp_path):
+    src = _raw(tmp_path / "in.csv", b"id,lat,lon,lat2,city\n1,48.5,2.3,48.5,Paris\n2,48.6,2.4,48.6,Lyon\n")
+    out = tmp_path / "out.csv"
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "1", "--out", out, "--drop", "lat2",
+                "--drop", "city", "--keep", "id", "--json", "--seed", "3")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["columns"] == {"released": ["lat", "lon"], "unreleased": ["id"], "unacknowledged": [],
+                              "dropped": ["lat2", "city"]}
+    header, rows = _read(out)
+    assert header == ["id", "lat", "lon"] and [r[0] for r in rows] == ["1", "2"]
+    assert "dropped (--drop): 'lat2', 'city'" in r.stderr
+    # no flag: the city leaves with its true value, and a warning names it
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "1", "--out", out, "--keep", "lat2")
+    assert r.exit_code == 0, r.output
+    assert "'id', 'city' are written UNRELEASED" in r.stderr
+    assert _read(out)[0] == ["id", "lat", "lon", "lat2", "city"]
+
+
+def test_parquet_drop_and_duplicate_pair(app, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "lat": [48.0, 48.1], "lon": [2.0, 2.1], "Lon": [2.0, 2.1]}), src)
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "2", "--out", out)
+    assert_one_line_error(r, "'Lon' is named like the released column 'lon'")
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "2", "--out", out, "--drop", "Lon")
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out).column_names == ["id", "lat", "lon"]
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"id,lat,lon\r1,48.5,2.3\r", "line 1: a carriage return"),
+        (b"id,lat,lon\n1,48.5,2.3,\n", "line 2 has 4 fields, expected 3"),
+        (b"id,lat,lon\n1,48.5,2.3\n\xef\xbb\xbf2,48.5,2.3\n", "line 3: a byte-order mark"),
+        (b"id,lat,lon\n1,48.5,2.3\x00\n", "line 2: a NUL byte"),
+    ],
+)
+def test_hostile_csv_is_one_error(app, tmp_path, data, fragment):
+    src, out = _raw(tmp_path / "in.csv", data), tmp_path / "out.csv"
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "1", "--out", out)
+    assert_one_line_error(r, f"{src}: {fragment}", "byte offset")
+    assert not out.exists()

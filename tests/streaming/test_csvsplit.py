@@ -110,3 +110,36 @@ def test_fields_match_the_csv_module(rows, quote_all, crlf):
             else:
                 got.append(values[offsets[i] : offsets[i + 1]].tobytes().decode())
         assert got == [r[column] for r in rows]
+
+
+@given(
+    rows=st.lists(st.lists(_field, min_size=3, max_size=3), min_size=1, max_size=12),
+    dropped=st.sampled_from([(), (0,), (2,), (0, 2), (1,)]),
+    block=st.integers(1, 30),
+    picks=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+)
+def test_blocked_splice_with_drops_matches_the_csv_module(rows, dropped, block, picks):
+    """splice_to (block by block) writes what splice writes; released fields replaced, dropped columns gone."""
+    rows = [r for r in rows if r != ["", "", ""]]
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    data = text.getvalue().encode("utf-8")
+    buf = _buf(data)
+    column = next(c for c in range(3) if c not in dropped)
+    recs = _split(data, 3, column)
+    starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
+    labels = [b"P", b'"Q,"', b""]  # two labels, then the empty entry that removes a range
+    table = _buf(b"".join(labels))
+    offsets = np.cumsum([0] + [len(x) for x in labels])
+    choice = np.where(kind == 0, np.asarray(picks)[row % 12] % 2, 2)
+    whole = csvsplit.splice(buf, recs.end, starts, stops, table, offsets, choice).tobytes()
+    out = io.BytesIO()
+    csvsplit.splice_to(out, buf, recs.end, starts, stops, table, offsets, choice, block=block)
+    assert out.getvalue() == whole
+    got = list(csv.reader(io.StringIO(whole.decode("utf-8"), newline="")))
+    keep = [c for c in range(3) if c not in dropped]
+    j = keep.index(column)
+    assert len(got) == len(rows)
+    for g, r, i in zip(got, rows, range(len(rows)), strict=True):
+        assert g[:j] + g[j + 1:] == [r[c] for c in keep if c != column]
+        assert g[j] == ["P", "Q,"][picks[i % 12] % 2]

@@ -277,3 +277,34 @@ def test_a_signal_mid_write_leaves_no_output(tmp_path, signum):
             child.wait()
     assert child.returncode == -signum  # killed by the signal, re-delivered after the clean-up
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+# ------------------------------------------------------------------------------------ issue 31
+def test_stats_name_what_left_and_drop_removes_columns(tmp_path, mech):
+    inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    inp.write_bytes(b'id,city,lat,lon\r\n1,Paris,48.8,2.3\r\n2,"Lyon",45.7,4.8\r\n')
+    stats = _run(mech, inp, out, keep=["id"], drop=["lat", "lon"], chunk_bytes=5, chunk_rows=1)
+    assert stats.rows == 2
+    assert stats.columns is not None and stats.columns.as_dict() == {
+        "released": ["city"], "unreleased": ["id"], "unacknowledged": [], "dropped": ["lat", "lon"]}
+    got = out.read_bytes().split(b"\r\n")
+    assert got[0] == b"id,city" and got[1].startswith(b"1,") and got[2].startswith(b'2,"') and got[3] == b""
+    with pytest.raises(ValidationError, match="no column 'town' to be dropped"):
+        _run(mech, inp, tmp_path / "o2.csv", drop=["town"])
+
+
+def test_parquet_drop_keeps_the_rest_of_the_schema(tmp_path, mech):
+    table = pa.table({"id": [1, 2], "city": ["Paris", "Lyon"], "lat": [1.0, 2.0]}).replace_schema_metadata({"k": "v"})
+    pq.write_table(table, tmp_path / "in.parquet")
+    stats = _run(mech, tmp_path / "in.parquet", tmp_path / "out.parquet", drop=["lat"])
+    back = pq.read_table(tmp_path / "out.parquet")
+    assert back.column_names == ["id", "city"] and back.schema.metadata == {b"k": b"v"}
+    assert stats.columns is not None and stats.columns.unreleased == ("id",)
+
+
+def test_record_cap_keyword(tmp_path, mech):
+    inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    inp.write_bytes(b"id,city\n" + b"x" * 300 + b",Paris\n")
+    with pytest.raises(ValidationError, match=r"line 2: a record of 306 bytes is over the cap of 100 bytes"):
+        _run(mech, inp, out, max_record=100)
+    assert not out.exists()

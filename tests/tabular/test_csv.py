@@ -169,3 +169,14 @@ def test_agrees_with_the_csv_module_at_any_chunking(tmp_path_factory, rows, quot
     assert got_header == header
     assert got_rows == [r for r in csv.reader(io.StringIO(text, newline=""))][1:]
     assert got_rows == rows
+
+
+def test_utf8_is_checked_in_pieces_across_character_boundaries(tmp_path, monkeypatch):
+    import metricdp.tabular.csv as tcsv
+
+    monkeypatch.setattr(tcsv, "_UTF8_PIECE", 3)  # every multi-byte character is cut by some piece boundary
+    p = _file(tmp_path, "id,city\n1,Zürich€😀\n2,Köln\n".encode())
+    assert read_csv(p)[1] == [["1", "Zürich€😀"], ["2", "Köln"]]
+    p = _file(tmp_path, "id,city\n1,Zürich€\n2,K".encode() + b"\xf6ln\n")
+    with pytest.raises(ValidationError, match=r"line 3: not valid UTF-8 at byte offset 24 \(byte 0xf6\)"):
+        scan_csv(p)

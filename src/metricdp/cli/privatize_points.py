@@ -35,7 +35,7 @@ from ..tabular.columns import look_alikes, plan_columns
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, KeepOption, _flagged, leaves_report
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
             plan = plan_columns(table_header(input_file, [lat, lon]), [lat, lon], keep=keep or (), drop=drop or (),
                                 where=str(input_file))
         except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(_flagged(str(ex))) from None
+            raise ValidationError(with_flags(str(ex))) from None
         twins = look_alikes(plan)
         if twins:
             raise ValidationError(

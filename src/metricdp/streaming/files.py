@@ -9,11 +9,23 @@ A value that is not one of the mechanism's labels stops the release: the rest of
 file is still scanned so that the error gives the count and the first line numbers, and
 nothing is written.
 
+What is read
+------------
+CSV through the one record definition of :mod:`metricdp.tabular.csv` (a bare ``\\r``, a
+ragged row, a stray quote, a byte-order mark past the first byte, a NUL, invalid UTF-8 or
+a record over the cap is one error with line and byte offset, before anything is
+published); the suffix decides the format (:func:`metricdp.tabular.formats.format_of`).
+
 What is kept
 ------------
-* CSV: every byte outside the released column is copied unchanged (quoting, spaces,
-  ``\\r\\n``, blank lines, a byte-order mark) -- see :mod:`metricdp.streaming.csvsplit`.
-  A released value is quoted when the input field was quoted or when it must be.
+Every column but the released one leaves with its true values unless ``drop`` names it;
+the returned :class:`ReleaseStats` carries the :class:`~metricdp.tabular.columns.ColumnPlan`
+that names them.
+
+* CSV: every byte outside the released and dropped columns is copied unchanged (quoting,
+  spaces, ``\\r\\n``, blank lines, a byte-order mark) -- see :mod:`metricdp.streaming.csvsplit`.
+  A released value is quoted when the input field was quoted or when it must be; a
+  dropped column goes with one delimiter.
 * Parquet: schema, schema metadata, column types and values of the other columns and
   the compression codec of the first column chunk; row groups become ``chunk_rows``
   rows each (Parquet has no byte-level identity to keep).
@@ -222,7 +234,7 @@ def _privatize_csv(
         hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
         raw = np.frombuffer(header.raw, dtype=np.uint8)
         fh.write(csvsplit.splice(raw, len(raw), hs, he, table, table_off,
-                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).tobytes())
+                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).data)
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
             data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
@@ -242,7 +254,7 @@ def _privatize_csv(
             if len(idx):
                 released = release(idx) + n_out * quoted
                 choice[kind == 0] = released[row[kind == 0]]
-            fh.write(csvsplit.splice(buf, recs.end, starts, stops, table, table_off, choice).tobytes())
+            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
             rows += len(idx)
             if len(idx):
                 tick(rows)

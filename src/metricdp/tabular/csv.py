@@ -22,9 +22,10 @@ an empty or duplicated header name, and a record (the header included) longer th
 Quote state is a parity: a byte is inside quotes exactly when an odd number of ``"``
 precede it in the record stream (an ``""`` escape toggles twice). Chunks are cut after
 a record, where the parity is even, so no state crosses a chunk. When no record ends in
-the bytes at hand, the next read is as large as what is pending (doubling), so a long
-record is rescanned O(log) times -- linear time -- and at most ``max_record_bytes`` plus
-one read are ever pending: memory is bounded by the chunk and the cap.
+the bytes at hand, further reads are scanned alone (the parity carried over) until one
+holds a line break outside quotes, then joined once: every byte is scanned a bounded
+number of times -- linear time -- and at most ``max_record_bytes`` plus one read are ever
+pending: memory is bounded by the chunk and the cap.
 
 Readers: :class:`CsvReader` streams chunks of records (``privatize``);
 :func:`scan_csv` validates a whole file and counts its records (an engine calls it
@@ -239,15 +240,28 @@ def _check_bytes(buf: NDArray[np.uint8], end: int, q: NDArray[np.int64], fail: _
                                          "must end in \\n or \\r\\n (a classic-Mac CSV? convert its line endings)")
 
 
+#: UTF-8 is validated this many bytes at a time (the decoded text of one piece is the only copy).
+_UTF8_PIECE = 8 * 2**20
+
+
 def check_utf8(data: bytes | memoryview, where: str, offset: int, first_line: int = 1) -> None:
-    """Raise a :class:`ValidationError` naming the line and byte offset of the first invalid UTF-8 byte."""
-    try:
-        codecs.utf_8_decode(data, "strict", True)
-    except UnicodeDecodeError as ex:
-        line = first_line + bytes(data[: ex.start]).count(b"\n")
-        bad = bytes(data[ex.start : ex.start + 1]).hex()
-        raise ValidationError(f"{where}: line {line}: not valid UTF-8 at byte offset {offset + ex.start:,} "
-                              f"(byte 0x{bad})") from None
+    """Raise a :class:`ValidationError` naming the line and byte offset of the first invalid UTF-8 byte.
+
+    Decoded in pieces (a character cut by a piece boundary is finished by the next
+    piece), so memory stays at one piece whatever the record size.
+    """
+    view = memoryview(data)
+    start = 0
+    while start < len(view):
+        stop = min(start + max(_UTF8_PIECE, 4), len(view))  # >= 4: a whole character always fits
+        try:
+            _, used = codecs.utf_8_decode(view[start:stop], "strict", stop == len(view))
+        except UnicodeDecodeError as ex:
+            at = start + ex.start
+            line = first_line + bytes(view[:at]).count(b"\n")
+            raise ValidationError(f"{where}: line {line}: not valid UTF-8 at byte offset {offset + at:,} "
+                                  f"(byte 0x{bytes(view[at : at + 1]).hex()})") from None
+        start += used
 
 
 def _unquote(raw: bytes) -> str:
@@ -314,14 +328,40 @@ class CsvReader:
         self._header: Header | None = None
 
     def _read(self) -> None:
-        """Read as much as is pending (at least one chunk): a long record is rescanned O(log) times."""
-        if len(self._pending) > self.cap + self._bytes:
-            line = self._lines + 1
-            raise _fail(self.where, line, self._consumed, f"a record longer than the cap of {self.cap:,} bytes "
-                                                          f"(set {MAX_RECORD_ENV} to raise it)")
-        data = self._fh.read(max(self._bytes, len(self._pending)))
+        """Read one chunk more into what is pending."""
+        data = self._fh.read(self._bytes)
         self._eof = not data
         self._pending = self._pending + data if self._pending else data
+
+    def _read_record(self) -> None:
+        """Read until a record ends in what is pending (or the file does), each byte scanned once.
+
+        ``_pending`` holds no complete record. Only the new bytes are scanned for a line
+        break outside quotes (the quote parity carried over), the reads are kept apart
+        and joined once: time linear in the record, memory twice the record at the join,
+        and a record over the cap refused as soon as the bytes read exceed it.
+        """
+        parts = [self._pending]
+        size = len(self._pending)
+        parity = int(np.count_nonzero(np.frombuffer(self._pending, dtype=np.uint8) == QUOTE)) & 1
+        while True:
+            if size > self.cap + self._bytes:
+                raise _fail(self.where, self._lines + 1, self._consumed, f"a record longer than the cap of "
+                                                                         f"{self.cap:,} bytes (set {MAX_RECORD_ENV} "
+                                                                         "to raise it)")
+            data = self._fh.read(max(self._bytes, min(size, 64 * 2**20)))
+            if not data:
+                self._eof = True
+                break
+            parts.append(data)
+            size += len(data)
+            arr = np.frombuffer(data, dtype=np.uint8)
+            q = np.flatnonzero(arr == QUOTE)
+            nl = np.flatnonzero(arr == LF)
+            if np.any(((np.searchsorted(q, nl) + parity) & 1) == 0):
+                break
+            parity ^= len(q) & 1
+        self._pending = b"".join(parts)
 
     def _advance(self, n: int) -> None:
         self._lines += self._pending.count(b"\n", 0, n)
@@ -343,7 +383,7 @@ class CsvReader:
             if head.end == 0:
                 if self._eof:
                     raise ValidationError(f"{self.where}: empty file (no header row)")
-                self._read()
+                self._read_record()
                 continue
             if len(head.starts) == 0:  # a blank line before the header: kept, skipped
                 prefix += self._pending[: head.end]
@@ -367,7 +407,9 @@ class CsvReader:
         ncols = len(self.header().names)
         need_more = False
         while True:
-            if not self._eof and (need_more or len(self._pending) < self._bytes):
+            if not self._eof and need_more:
+                self._read_record()
+            elif not self._eof and len(self._pending) < self._bytes:
                 self._read()
             need_more = False
             buf = np.frombuffer(self._pending, dtype=np.uint8)
