@@ -160,6 +160,9 @@ _EXC_LINE = re.compile(
 )
 
 
+_JAVA_PREFIXES = ("org.", "java.", "javax.", "scala.", "py4j.", "com.", "io.")
+
+
 def _text(ex: BaseException) -> str:
     """``str(ex)``, or the type's name when that fails (engine exceptions format lazily)."""
     try:
@@ -173,12 +176,34 @@ def _one_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+_JAVA_EXC = re.compile(r"((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?::\s*)?")
+
+
+def _java_cause(lines: list[str]) -> str | None:
+    """The innermost Java exception with a message (``Job aborted ...`` is Spark's wrapper, not a cause)."""
+    pairs: list[tuple[str, str]] = []
+    for ln in lines:
+        if ln.startswith("at "):
+            continue
+        found = list(_JAVA_EXC.finditer(ln))
+        for k, m in enumerate(found):
+            stop = found[k + 1].start() if k + 1 < len(found) else len(ln)
+            pairs.append((m[1], ln[m.end() : stop].strip(" :")))
+    told = [(c, msg) for c, msg in pairs if msg and not msg.startswith("Job aborted")]
+    if not (told or pairs):
+        return None
+    cls, msg = (told or pairs)[-1]
+    return f"{cls}: {msg}" if msg else cls
+
+
 def root_cause(ex: BaseException) -> str:
     """The root cause of an engine exception in one line.
 
-    The innermost chained exception; in its text (a Py4J error carries the Java stack
-    and the Python worker's traceback), the last line that names a Python exception,
-    else the last ``Caused by:`` / Java exception line, else its first line.
+    In the exception's text and its innermost chained one's (a Py4J error carries the
+    Java stack and the Python worker's traceback): the last line naming a Python
+    exception (what the Python worker raised), else the innermost Java exception that
+    carries a message (a crashed worker: ``Python worker exited unexpectedly``), else
+    the first line.
     """
     inner = ex
     seen = {id(ex)}
@@ -186,20 +211,16 @@ def root_cause(ex: BaseException) -> str:
         seen.add(id(nxt))
         inner = nxt
     for cand in (ex, inner):
-        text = _text(cand)
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        python: list[str] = []
-        java: list[str] = []
-        for ln in lines:
-            m = _EXC_LINE.match(ln)
-            if m is None:
-                continue
-            cls = m["cls"]
-            (java if cls.startswith(("org.", "java.", "scala.", "py4j.", "com.")) else python).append(ln)
+        lines = [ln.strip() for ln in _text(cand).splitlines() if ln.strip()]
+        python = [
+            ln for ln in lines
+            if (m := _EXC_LINE.match(ln)) is not None and not m["cls"].startswith(_JAVA_PREFIXES)
+        ]
         if python:
             return _one_line(python[-1])
+        java = _java_cause(lines)
         if java:
-            return _one_line(re.sub(r"^Caused by: ", "", java[-1]))
+            return _one_line(java)
     text = _text(ex).strip()
     first = text.splitlines()[0] if text else ""
     return _one_line(f"{type(ex).__name__}: {first}" if first else type(ex).__name__)
