@@ -98,3 +98,12 @@ def test_the_fuzzer_reaches_both_outcomes(tmp_path):
     src.write_bytes(b"id,w,note\r\n1,a,x\r2,b,y\r\n")
     with pytest.raises(ValidationError, match="carriage return"):
         release_file("test", _loop, MECH, src, "w", tmp_path / "p.csv", seed=None, inputs=(), piece_bytes=3)
+
+
+def test_the_record_cap_applies_to_the_engines(tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"id,w\n1,a\n" + b"2" * 50 + b",b\n")
+    with pytest.raises(ValidationError, match=r"line 3: a record of 52 bytes is over the cap of 20 bytes"):
+        release_file("test", _loop, MECH, src, "w", tmp_path / "o.csv", seed=None, inputs=(), piece_bytes=4,
+                     max_record=20)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]

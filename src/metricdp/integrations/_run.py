@@ -55,11 +55,13 @@ def release_file(
     piece_bytes: int | None,
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
+    max_record: int | None = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
 
     ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
-    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them.
+    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
+    ``max_record`` caps a CSV record's bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
     """
     from ..io import atomic_write
 
@@ -68,7 +70,8 @@ def release_file(
         raise ValidationError(f"{src}: no such file")
     seed = check_seed(seed)
     with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop)
+        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop,
+                         max_record=max_record)
         _remove_stale_scratch(target)
         scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.parts.{os.getpid()}.", dir=target.resolve().parent))
         try:

@@ -83,6 +83,7 @@ def privatize_file_dask(
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     piece_bytes: int | None = None,
+    max_record: int | None = None,
 ) -> int:
     """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
 
@@ -100,7 +101,8 @@ def privatize_file_dask(
     ``drop`` names columns left out of ``out`` and ``keep`` columns written unreleased on
     purpose, with the local engine's rules and messages
     (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
-    dropped leaves with its true values). ``piece_bytes`` is the input per partition
+    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
+    for the local engine). ``piece_bytes`` is the input per partition
     (default 64 MiB). Returns the rows written.
 
     Raises
@@ -121,7 +123,7 @@ def privatize_file_dask(
 
     return release_file(
         "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop,
+        keep=keep, drop=drop, max_record=max_record,
     )
 
 

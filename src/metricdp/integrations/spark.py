@@ -103,6 +103,7 @@ def privatize_file_spark(
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     piece_bytes: int | None = None,
+    max_record: int | None = None,
 ) -> int:
     """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
 
@@ -122,7 +123,8 @@ def privatize_file_spark(
     ``(seed, k)``. ``drop`` names columns left out of ``out`` and ``keep`` columns
     written unreleased on purpose, with the local engine's rules and messages
     (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
-    dropped leaves with its true values). ``piece_bytes`` is the input per partition
+    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
+    for the local engine). ``piece_bytes`` is the input per partition
     (default 64 MiB).
     Returns the rows written.
 
@@ -143,7 +145,7 @@ def privatize_file_spark(
 
     return release_file(
         "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop,
+        keep=keep, drop=drop, max_record=max_record,
     )
 
 
