@@ -46,13 +46,6 @@ def test_seeded_partitions_differ_and_replay(mech):
     assert a[:200] != a[200:]  # but the two partitions do not share a stream
 
 
-@pytest.fixture(scope="module")
-def scheduler():
-    """A local cluster with real worker processes, shared by the tests of this module."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        yield c.scheduler_address
-
-
 def test_local_cluster_end_to_end(mech, scheduler):
     """Real worker processes: the mechanism is pickled, shipped and used there."""
     n = 3000
