@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import subprocess
 import sys
 import textwrap
@@ -445,10 +446,14 @@ def test_a_row_count_that_differs_from_the_input_is_an_error(tmp_path):
 def test_scratch_left_by_a_killed_run_is_removed_by_the_next(mech_file, tmp_path, request):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / f".out.csv.parts.{dead.pid}.abc123"
-    stale.mkdir()
+    # the engines' scratch directories are named like atomic_write's temporaries (the one output policy)
+    from metricdp.io import scratch_directory
+
+    mine = scratch_directory(tmp_path / "out.csv")
+    stale = mine.with_name(mine.name.replace(f".{os.getpid()}@", f".{dead.pid}@"))
+    alive = mine.with_name(mine.name.replace(f".{os.getpid()}@", ".1@"))  # pid 1 exists: another run's, left alone
+    mine.rename(stale)
     (stale / "00000000.csv").write_bytes(b"a\n")
-    alive = tmp_path / ".out.csv.parts.1.abc123"  # pid 1 exists: another run's, left alone
     alive.mkdir()
     (tmp_path / "in.csv").write_bytes(b"w\na\n")
     result = run("privatize", mech_file, tmp_path / "in.csv", "-c", "w", "-o", tmp_path / "out.csv",

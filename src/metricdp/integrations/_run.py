@@ -16,11 +16,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from os import PathLike
@@ -39,7 +36,6 @@ __all__ = ["Runner", "engine_error", "release_file", "root_cause"]
 #: order, anywhere) and returns the results in the order of ``pieces``.
 Runner = Callable[[Job, Sequence[Piece], Any], Sequence[Done | Failed]]
 
-_SCRATCH = re.compile(r"^\.(?P<name>.+)\.parts\.(?P<pid>\d+)\.[^.]+$")
 
 
 def release_file(
@@ -63,7 +59,7 @@ def release_file(
     :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
     ``max_record`` caps a CSV record's bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
     """
-    from ..io import atomic_write
+    from ..io import atomic_write, scratch_directory
 
     src, target = Path(input_path), Path(out)
     if not src.is_file():
@@ -72,8 +68,8 @@ def release_file(
     with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
         plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop,
                          max_record=max_record)
-        _remove_stale_scratch(target)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.parts.{os.getpid()}.", dir=target.resolve().parent))
+        # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
+        scratch = scratch_directory(target)
         try:
             job = Job(replace(plan, pieces=()), column, seed, str(scratch))
             results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
@@ -132,29 +128,6 @@ def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
                 rows += table.num_rows
     if rows != plan.rows:
         raise EngineError(f"the parts hold {rows:,} rows where the input has {plan.rows:,}; nothing written")
-
-
-def _remove_stale_scratch(target: Path) -> None:
-    """Remove scratch directories of this output left by processes that no longer exist (SIGKILL)."""
-    parent = target.resolve().parent
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            m = _SCRATCH.match(entry.name)
-            if m is None or m["name"] != target.name or not entry.is_dir(follow_symlinks=False):
-                continue
-            pid = int(m["pid"])
-            if pid != os.getpid() and not _alive(pid):
-                shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ------------------------------------------------------------------------------ errors
