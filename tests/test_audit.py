@@ -277,6 +277,7 @@ def _euclidean(n: int, seed: int) -> np.ndarray:
     return np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dense", [False, True])
 def test_audit_of_larger_matrices_matches_the_unpruned_oracle(monkeypatch, dense):
     """n = 240: the pruned scan (a generic matrix) and the dense pass (k-RR on the discrete

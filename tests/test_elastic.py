@@ -45,6 +45,7 @@ def spaces(draw):
     return MetricSpace.from_points(np.array(coords, dtype=float)), np.array(weights), cov
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(spaces())
 def test_metric_axioms(case):

@@ -31,6 +31,8 @@ from metricdp.mechanisms.file import load_mechanism
 from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace
 
+pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
+
 EXAMPLES = int(os.environ.get("METRICDP_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                              HealthCheck.too_slow])

@@ -120,3 +120,100 @@ def test_no_function_shadows_its_module() -> None:
         if getattr(parent, attr, module) is not module:
             shadowed.append(info.name)
     assert not shadowed, f"names bound to something other than their module: {shadowed}"
+
+
+# ----------------------------------------------------------------------------- layers
+#: The floors of the package, lowest first (issue 32): a module may import modules on its
+#: own floor or below, never above. Grouped by top-level name (a subpackage is one group;
+#: inside it only the no-cycle test applies). Names listed before they exist (``tabular``,
+#: the file layer; ``accounting``, the ledger) are checked from the day they land; a new
+#: top-level module must be placed here (``test_every_top_level_module_has_a_floor``).
+#: ``selection`` is the alias of :mod:`metricdp.mechanisms.selection` (re-exports it).
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version"),
+    ("spaces", "audit", "loss", "sampling"),
+    ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units"),
+    ("mechanisms",),
+    ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
+     "kmedian", "accounting", "selection"),
+    ("experiments",),
+    ("cli",),
+)
+FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
+
+
+def _group(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _floor(group: str) -> int:
+    if group in FLOOR:
+        return FLOOR[group]
+    return 0 if group.startswith("_") else -1  # a private helper not listed sits at the bottom
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor than the importer's, as 'a (floor) -> b (floor)'."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        group = _group(module)
+        if not group:  # metricdp/__init__ re-exports from every floor: the package's front door
+            continue
+        for target in sorted(targets):
+            other = _group(target)
+            if other and other != group and _floor(other) > _floor(group):
+                out.append(f"{module} (floor {_floor(group)}) -> {target} (floor {_floor(other)})")
+    return out
+
+
+def test_layer_check_sees_an_upward_import() -> None:
+    graph = {"metricdp.spaces": {"metricdp.mechanisms.base"}, "metricdp.mechanisms.base": {"metricdp.spaces"}}
+    assert layer_violations(graph) == ["metricdp.spaces (floor 1) -> metricdp.mechanisms.base (floor 3)"]
+
+
+def test_every_top_level_module_has_a_floor() -> None:
+    groups = {_group(m) for m in import_graph()} - {""}
+    unplaced = sorted(g for g in groups if _floor(g) < 0)
+    assert not unplaced, f"place these in FLOORS (tests/test_imports.py): {unplaced}"
+
+
+def test_no_module_imports_a_higher_floor() -> None:
+    violations = layer_violations(import_graph())
+    assert not violations, "imports above the importer's floor:\n" + "\n".join(violations)
+
+
+def test_every_submodule_is_reachable_as_an_attribute() -> None:
+    """``pkg.module`` gives the module without importing it first (a fresh interpreter walks the tree)."""
+    import subprocess
+    import sys
+
+    script = """
+import importlib, pkgutil, sys
+import metricdp
+bad = []
+def walk(pkg):
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue
+        full = f"{pkg.__name__}.{info.name}"
+        try:
+            mod = getattr(pkg, info.name)
+        except ModuleNotFoundError as ex:  # an optional dependency that is not installed
+            if (ex.name or "").startswith("metricdp"):
+                raise
+            continue
+        except AttributeError:
+            bad.append(full)
+            continue
+        if mod is not sys.modules.get(full):
+            bad.append(full + " (bound to something else)")
+        elif info.ispkg:
+            walk(mod)
+walk(metricdp)
+print("\\n".join(bad))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={**__import__("os").environ, "PYTHONPATH": str(SRC.parent)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", "not reachable as attributes:\n" + result.stdout

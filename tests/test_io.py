@@ -225,7 +225,7 @@ def test_read_points_npy(tmp_path):
     space = read_points(tmp_path / "d.npy")
     assert space.metric == "precomputed"
     np.testing.assert_array_equal(space.distances, D3)
-    with pytest.raises(ValidationError, match="takes no --metric"):
+    with pytest.raises(ValidationError, match="takes no parameter 'metric'"):
         read_points(tmp_path / "d.npy", "euclidean")
     bad = D3.copy()
     bad[0, 2] = bad[2, 0] = 10.0
@@ -407,7 +407,7 @@ def test_atomic_write_sigterm_in_a_subprocess_leaves_nothing(tmp_path):
                           env=env, text=True) as child:
         try:
             assert child.stdout.readline().strip() == "writing"
-            assert len(list(tmp_path.iterdir())) == 1  # the temporary file
+            assert len(list(tmp_path.iterdir())) <= 1  # an unnamed O_TMPFILE, or a hidden temporary elsewhere
             child.terminate()
             child.wait(timeout=30)
         finally:

@@ -24,8 +24,8 @@ from metricdp.kmedian import (
     subset_costs,
     swap_costs,
 )
-from metricdp.selection import exponent_for, exponential_probabilities, subsampled_distribution
-from tests.test_selection import dp_level
+from metricdp.mechanisms.selection import exponent_for, exponential_probabilities, subsampled_distribution
+from tests.mechanisms.test_selection import dp_level
 
 
 def disc(seed: int, n: int, s: int, k: int) -> KMedian:
@@ -129,6 +129,7 @@ def _index(subsets: np.ndarray, f: np.ndarray) -> int:
     return int(np.flatnonzero((subsets == np.sort(f)).all(axis=1))[0])
 
 
+@pytest.mark.slow
 def test_em_matches_its_exact_distribution_chi_square() -> None:
     p = disc(5, 7, 4, 2)
     subsets, costs = subset_costs(p)
@@ -140,6 +141,7 @@ def test_em_matches_its_exact_distribution_chi_square() -> None:
     assert stats.chisquare(counts, exact * len(draws)).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_ssem_matches_its_exact_distribution_chi_square() -> None:
     p = disc(6, 6, 4, 2)
     subsets, costs = subset_costs(p)  # uniform k-subsets = the uniform base over this list

@@ -36,6 +36,7 @@ def test_other_metrics(metric: str) -> None:
     assert np.array_equal(s.nearest(q), cdist(q, x, scipy_name).argmin(axis=1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("dim", "offset"), [(2, 0.0), (50, 0.0), (10, 1e8)])
 def test_nearest_is_exact_against_brute_force(dim: int, offset: float) -> None:
     x = _points(3, 2000, dim, offset)
@@ -96,3 +97,40 @@ def test_to_metric_space_and_labels() -> None:
 def test_bad_input_is_one_clear_error(points: list, labels: list | None, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
         PointSpace.from_points(points, labels)
+
+
+# ---------------------------------------------------------------- exact range search
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.integers(2, 60),
+    st.integers(1, 4),
+    st.sampled_from([1e-3, 1.0, 50.0]),
+    st.sampled_from([0.0, 1e6]),
+    st.booleans(),
+    st.integers(0, 2**31),
+    st.floats(0.0, 1.0),
+)
+def test_within_is_the_filter_of_distances_from(n, dim, scale, offset, rounded, seed, q):
+    g = np.random.default_rng(seed)
+    v = g.standard_normal((n, dim)) * scale
+    if rounded:  # ties: many distances equal, some exactly on the radius
+        v = np.round(v / scale * 2) * scale
+    v = v + offset + np.arange(n)[:, None] * 1e-7 * scale
+    space = PointSpace.from_points(v, [str(i) for i in range(n)])
+    idx = g.choice(n, min(n, 5), replace=False)
+    d = space.distances_from(idx)
+    r = float(np.quantile(d, q))  # a radius equal to some distance
+    for row, (hit, dist) in zip(d, space.within(idx, r), strict=True):
+        expected = np.flatnonzero(row <= r)
+        assert np.array_equal(hit, expected) and np.array_equal(dist, row[expected])
+
+
+def test_within_refuses_a_bad_radius():
+    space = PointSpace.from_points([[0.0], [1.0]], ["a", "b"])
+    with pytest.raises(ValidationError, match="radius"):
+        space.within([0], float("nan"))
+    assert [h.tolist() for h, _ in space.within([0, 1], 0.0)] == [[0], [1]]

@@ -43,6 +43,7 @@ def _self_contained(text: str) -> None:
     assert "http://" not in text and "https://" not in text
 
 
+@pytest.mark.slow
 def test_geo_report_content(geo_mech):
     text = render_report(geo_mech, prior=np.full(geo_mech.n, 1 / geo_mech.n))
     _self_contained(text)
@@ -55,6 +56,7 @@ def test_geo_report_content(geo_mech):
     assert "A lower bound of 0 means" in text
 
 
+@pytest.mark.slow
 def test_word_report_has_a_table_of_most_likely_releases(word_mech):
     text = render_report(word_mech, top=3)
     _self_contained(text)
@@ -99,6 +101,7 @@ def _blank(png_path) -> bool:
     return non_white < 0.01 or float(img.std()) < 0.02
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_report_renders_in_headless_chromium(geo_mech, word_mech, tmp_path):
     for name, mech in (("geo", geo_mech), ("words", word_mech)):
@@ -111,6 +114,7 @@ def test_report_renders_in_headless_chromium(geo_mech, word_mech, tmp_path):
         assert shot.is_file() and not _blank(shot)
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_rendering_checks_can_fail(tmp_path):
     """Negative controls: a console error is seen, a white page is blank."""

@@ -262,6 +262,7 @@ EXTREME_ROWS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", EXTREME_ROWS)
 @pytest.mark.parametrize(("word_bits", "precision"), [(4, 2), (6, 4)])
 def test_enumeration_realizes_exact_rationals(row, word_bits, precision):
@@ -269,6 +270,7 @@ def test_enumeration_realizes_exact_rationals(row, word_bits, precision):
     assert enumerate_states(table, 0) == exact_law(row)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [[0.7, 1e-30, 0.3], [0.1] * 10, [2**-60, 0.5, 0.5]])
 def test_enumeration_replaying_every_word_string(row):
     """End to end through ``sample``: every word string, replayed (quadratic, so short rows)."""
@@ -308,6 +310,7 @@ _ENTRY = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(_ENTRY, min_size=1, max_size=4).filter(lambda r: sum(r) > 0))
 def test_enumeration_property_random_rows(row):
     table = ExactTable.from_matrix(np.array([row]), word_bits=4, precision=2)
@@ -449,8 +452,11 @@ def test_enumeration_detects_a_wrong_table():
     row = [0.5, 0.25, 0.25]
     table = ExactTable.from_matrix(np.array([row]), word_bits=6, precision=4)
     assert not table.prefix.flags.writeable  # read-only once built
-    table.prefix.setflags(write=True)
-    table.prefix[0, 1] += np.uint64(1)
+    with pytest.raises(ValueError):
+        table.prefix.setflags(write=True)  # for good (issue 31 item 7): the wrong table is a new one
+    prefix = table.prefix.copy()
+    prefix[0, 1] += np.uint64(1)
+    table = ExactTable(table.matrix, prefix, table.scale, table.truncated, table.total, table.limit, table.word_bits)
     assert enumerate_states(table, 0) != exact_law(row)
 
 
@@ -561,3 +567,41 @@ def test_rectangular_sample_matches_matrix_chi_square():
     with pytest.warns(PrivacyLeakWarning):
         released = mech.privatize(["0", "4", "4"], rng=3)
     assert set(released) <= {"p", "q", "r"}
+
+
+# ---------------------------------------------------------------- the table build against its oracle
+from metricdp.sampling import _fill_block, _fill_block_reference  # noqa: E402
+
+_ENTRY = st.one_of(
+    st.just(0.0),
+    st.floats(min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False),
+    st.integers(-1074, 1000).map(lambda e: float(np.ldexp(1.0, e))),
+)
+
+
+@given(
+    st.lists(st.lists(_ENTRY, min_size=1, max_size=12), min_size=1, max_size=4).filter(
+        lambda rows: len({len(r) for r in rows}) == 1
+    ),
+    st.sampled_from([56, 12, 3]),
+)
+def test_fill_block_equals_integer_shift_reference(rows, precision):
+    # the float-scaling build (floor of p / 2**sigma) is the mantissa-shift build, bit for bit:
+    # prefix sums, scales and truncation flags (subnormals, 2**-1074, huge sums, zeros)
+    m = np.array(rows, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        if not np.isfinite(m.sum(axis=1)).all():
+            return
+    a = np.zeros((m.shape[0], m.shape[1] + 1), dtype=np.uint64)
+    b = np.zeros_like(a)
+    s1, c1 = _fill_block(m, a, precision)
+    s2, c2 = _fill_block_reference(m, b, precision)
+    assert np.array_equal(s1, s2) and np.array_equal(c1, c2) and np.array_equal(a, b)
+
+
+def test_fill_block_flags_entries_scaled_to_nothing():
+    # a row sum of 2**1000 puts sigma = 944: an entry 2**-1074 scales below every float and is truncated
+    m = np.array([[2.0**1000, 2.0**-1074]])
+    prefix = np.zeros((1, 3), dtype=np.uint64)
+    _, cut = _fill_block(m, prefix, 56)
+    assert cut.tolist() == [True] and prefix[0, 2] == prefix[0, 1]

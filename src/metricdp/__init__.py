@@ -48,3 +48,7 @@ __all__ = [
     "uniform_losses",
     "worst_case_loss",
 ]
+
+from ._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

@@ -156,21 +156,41 @@ def is_secure(source: object) -> bool:
     return type(source) is SecureRandom
 
 
-def check_release_rng(rng: object = None, *, stacklevel: int = 3) -> RandomSource:
-    """:func:`check_rng` for releases of real data: warn unless the source is secure.
+def insecure_message(rng: object) -> str:
+    """The one text of the :class:`~metricdp.errors.PrivacyLeakWarning` for a release
+    source that is not the OS's secure one (what it is, why it leaks, what to do)."""
+    if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
+        what = f"the seed {int(rng)}"
+    elif isinstance(rng, np.random.SeedSequence):
+        what = f"the seed sequence {rng.entropy!r:.40}"
+    else:
+        what = f"the generator {rng!r:.60}"
+    return (f"{what} is not the OS secure source: anyone who knows the seed or the generator's state can reproduce "
+            "the releases, which are NOT private; use the default source (the OS's) for real data")
 
-    A seeded or user-supplied generator makes the noise replayable by whoever knows or
-    can reconstruct its state, so releasing with it is not private:
-    a :class:`~metricdp.errors.PrivacyLeakWarning` says so (once per call).
+
+def warn_unless_secure(rng: object, *, stacklevel: int = 2) -> bool:
+    """The one rule of release randomness: True when ``rng`` is the OS secure source
+    (``None``, the default, or a :class:`SecureRandom`), else a
+    :class:`~metricdp.errors.PrivacyLeakWarning` (:func:`insecure_message`) and False.
+
+    Every releasing entry point asks this function -- :func:`check_release_rng`, the file
+    and point releases, the engines' seeds -- so the rule and its message are stated
+    once. ``stacklevel`` is the caller's, as if the caller had called :func:`warnings.warn`
+    (2: the line that called the caller). A subclass of :class:`SecureRandom` is not the
+    secure source (it may override the draws).
     """
+    if rng is None or type(rng) is SecureRandom:
+        return True
+    warnings.warn(insecure_message(rng), PrivacyLeakWarning, stacklevel=stacklevel + 1)
+    return False
+
+
+def check_release_rng(rng: object = None, *, stacklevel: int = 3) -> RandomSource:
+    """:func:`check_rng` for releases of real data, warning unless the source is secure
+    (:func:`warn_unless_secure`: once per call)."""
     source = check_rng(rng)
-    if not is_secure(source):
-        warnings.warn(
-            f"rng={rng!r:.60} is not the OS secure source: the releases are reproducible by anyone who "
-            "knows the seed or the generator's state, and are NOT private; use rng=None for real data",
-            PrivacyLeakWarning,
-            stacklevel=stacklevel,
-        )
+    warn_unless_secure(rng, stacklevel=stacklevel)
     return source
 
 

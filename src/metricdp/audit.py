@@ -352,7 +352,7 @@ def _pair_levels(
     one max per triple. Zeros become a sentinel far below any log of a positive float64
     (>= -745), so M[u,w] > 0 = M[v,w] gives g >= 1e300 - 745 (read as infinite) and
     0 = M[u,w] contributes nothing. Each log errs by at most 4 ulp of its value (numpy's
-    documented bound for its SIMD functions; 0.54 ulp measured here), the subtraction and
+    documented bound for its SIMD functions), the subtraction and
     the division by another ulp each, so |level - true level| <= 16 ulp(max |log M|) / d,
     the returned error bound (``_FAST_ULPS``): small against the level unless
     eps d(u, v) is tiny, which is when the candidates are recomputed precisely.

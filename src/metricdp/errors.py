@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "EngineError",
     "InfeasibleError",
     "MechanismFileError",
     "MetricDPError",
@@ -44,6 +45,13 @@ class ResourceLimitError(ValidationError):
 
 class UnsafeOutputError(ValidationError):
     """An output path that must not be written: a device, FIFO, directory, or one of the inputs."""
+
+
+class EngineError(MetricDPError, RuntimeError):
+    """A Dask or Spark job failed for a reason other than the input (a worker died, a JVM error).
+
+    The message is the root cause in one line; the engine's own exception is chained.
+    """
 
 
 class SolverError(MetricDPError, RuntimeError):

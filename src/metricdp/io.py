@@ -1,4 +1,4 @@
-"""Files: POINTS files in, atomic writes out.
+"""Files: POINTS files in, atomic writes out (:mod:`metricdp._atomic`, re-exported here).
 
 Mechanism files are written by :meth:`metricdp.mechanisms.base.Mechanism.save` and read
 by :func:`metricdp.mechanisms.file.load_mechanism` (beside :class:`Mechanism`, so this
@@ -7,137 +7,27 @@ module imports nothing of the mechanisms).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import stat
-import tempfile
-import threading
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from ._atomic import TEMP_SUFFIX, atomic_write, check_output_path, clean_stale_temporaries, scratch_directory
 from ._resources import check_allocation
-from .errors import UnsafeOutputError, ValidationError
+from .errors import ValidationError
 from .outputs import OutputSet
 from .spaces import METRICS, MetricSpace
 from .tabular.csv import check_names, csv_header, read_csv
 from .tabular.formats import TABLE_FORMATS, format_of
 
 __all__ = [
-    "atomic_write", "check_npy_header", "check_output_path", "read_csv_table", "read_output_distances",
-    "read_output_points", "read_point_columns", "read_points",
+    "TEMP_SUFFIX", "atomic_write", "check_npy_header", "check_output_path", "clean_stale_temporaries",
+    "parse_decimal", "read_csv_table", "read_output_distances", "read_output_points", "read_point_columns",
+    "read_points", "scratch_directory",
 ]
-
-
-
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-class _Signalled(BaseException):
-    """SIGINT/SIGTERM arrived inside :func:`atomic_write`: unwind, clean up, then re-deliver."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def check_output_path(target: Path, inputs: Iterable[str | PathLike[str]]) -> Path:
-    """The real path to write (symlinks followed), or :class:`UnsafeOutputError`."""
-    real = Path(os.path.realpath(target))
-    try:
-        st = os.stat(real)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
-        raise UnsafeOutputError(f"refusing to write {target}: it is {kind}, not a regular file")
-    if not real.parent.is_dir():
-        raise UnsafeOutputError(f"cannot write {target}: directory {target.parent} does not exist")
-    for item in inputs:
-        src = Path(item)
-        same = False
-        if st is not None and src.exists():
-            same = os.path.samefile(src, real)  # hard links and symlinks alike
-        elif os.path.realpath(src) == str(real):
-            same = True
-        if same:
-            raise UnsafeOutputError(f"refusing to write {target}: it is the input {src}")
-    return real
-
-
-@contextlib.contextmanager
-def atomic_write(
-    path: str | PathLike[str], mode: str = "wb", *, inputs: Iterable[str | PathLike[str]] = ()
-) -> Iterator[IO[Any]]:
-    """Write to a temporary file beside ``path`` and rename it into place on success.
-
-    Refused with :class:`~metricdp.errors.UnsafeOutputError` before anything is written:
-    a ``path`` that exists and is not a regular file (a directory, a device such as
-    ``/dev/null``, a FIFO, a socket), a ``path`` that is (after symlinks, or as a hard
-    link) one of ``inputs`` -- the files the same command reads -- and a directory that
-    does not exist. A symlink is written through: its target is replaced, the link kept.
-
-    On any exception, and on SIGINT or SIGTERM (handlers installed for the duration when
-    called from the main thread, the previous ones restored and the signal re-delivered
-    after the clean-up), the temporary file is removed and ``path`` is left untouched,
-    so a failed or interrupted command never leaves a half-written output. The output
-    gets the permissions the umask gives a new file.
-    """
-    target = Path(path)
-    real = check_output_path(target, inputs)
-    previous: dict[int, Any] = {}
-    fd, tmp = -1, None
-
-    def _on_signal(signum: int, _frame: Any) -> None:
-        raise _Signalled(signum)
-
-    try:
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored signal stays ignored
-                    previous[signum] = signal.signal(signum, _on_signal)
-        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
-        text: dict[str, Any] = {} if "b" in mode else {"newline": "", "encoding": "utf-8"}
-        with os.fdopen(fd, mode, **text) as fh:
-            fd = -1  # owned (and closed) by fh from here
-            yield fh
-        os.replace(tmp, real)
-    except BaseException as ex:
-        if fd >= 0:
-            os.close(fd)
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _restore(previous)
-        if isinstance(ex, _Signalled):
-            signal.raise_signal(ex.signum)  # the previous handler decides (default: terminate)
-            if ex.signum == signal.SIGINT:
-                raise KeyboardInterrupt from None
-            raise SystemExit(128 + ex.signum) from None
-        raise
-    finally:
-        _restore(previous)
-
-
-def _restore(previous: dict[int, Any]) -> None:
-    """Put back the signal handlers :func:`atomic_write` replaced (once)."""
-    for signum, handler in previous.items():
-        signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
-    previous.clear()
 
 
 #: What numpy raises on a malformed .npy header (it parses the header as a Python literal).
@@ -184,7 +74,7 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
         except NPY_HEADER_ERRORS as ex:
             raise ValidationError(f"{p}: not a readable .npy distance matrix ({type(ex).__name__}: {ex})") from None
         if metric not in (None, "precomputed"):
-            raise ValidationError(f"{p}: a .npy distance matrix takes no --metric (got {metric!r})")
+            raise ValidationError(f"{p}: a .npy distance matrix takes no parameter 'metric' (got {metric!r})")
         try:
             return MetricSpace.from_distances(d)
         except ValidationError as ex:
@@ -236,22 +126,22 @@ def read_output_points(
     """
     p = Path(path)
     if space.points is None or space.metric not in METRICS:
-        raise ValidationError(f"--outputs {p}: output points need a space of points under a coordinate metric; "
-                              f"this space's metric is {space.metric!r} (give --output-distances instead)")
-    fmt = format_of(p, TABLE_FORMATS, what=f"--outputs {p}: output points")
+        raise ValidationError(f"{p}: output points need a space of points under a coordinate metric; "
+                              f"this space's metric is {space.metric!r} (give the outputs by their distances instead)")
+    fmt = format_of(p, TABLE_FORMATS, what=f"{p}: output points")
     header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
     cols = [h.strip().lower() for h in header[1:]]
     if header[0].strip().lower() != "label" or not cols:
-        raise ValidationError(f"--outputs {p}: the columns must be label then coordinates, got {','.join(header)}")
+        raise ValidationError(f"{p}: the columns must be label then coordinates, got {','.join(header)}")
     if space.metric == "haversine" and cols != ["lat", "lon"]:
-        raise ValidationError(f"--outputs {p}: the space is haversine, so the columns must be label,lat,lon")
+        raise ValidationError(f"{p}: the space is haversine, so the columns must be label,lat,lon")
     if columns is not None and cols != [c.strip().lower() for c in columns]:
-        raise ValidationError(f"--outputs {p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
+        raise ValidationError(f"{p}: the coordinate columns are {','.join(cols)}, but the space's POINTS "
                               f"has {','.join(columns)}: outputs must be points of the same coordinates and metric")
     try:
         return OutputSet.from_points(space, coords, labels)
     except ValidationError as ex:
-        raise ValidationError(f"--outputs {p}: {ex}") from None
+        raise ValidationError(f"{p}: {ex}") from None
 
 
 def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> OutputSet:
@@ -262,31 +152,31 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
     Every input label of ``space`` appears exactly once (in any order).
     """
     p = Path(path)
-    format_of(p, ("csv",), what=f"--output-distances {p}: the file (label, then one column per output)")
+    format_of(p, ("csv",), what=f"{p}: the file (label, then one column per output)")
     header, rows, lines = read_csv_table(p)
     if header[0].strip().lower() != "label" or len(header) < 2:
-        raise ValidationError(f"--output-distances {p}: the header must be 'label' then the output labels")
+        raise ValidationError(f"{p}: the header must be 'label' then the output labels")
     order: dict[str, int] = {}
     values = np.empty((len(rows), len(header) - 1))
     for k, (row, line) in enumerate(zip(rows, lines, strict=True)):
         if row[0] in order:
-            raise ValidationError(f"--output-distances {p}: input {row[0]!r} appears twice (line {line})")
+            raise ValidationError(f"{p}: input {row[0]!r} appears twice (line {line})")
         order[row[0]] = k
         try:
-            values[k] = [_decimal(x) for x in row[1:]]
+            values[k] = [parse_decimal(x) for x in row[1:]]
         except ValueError:
-            raise ValidationError(f"--output-distances {p}: line {line} has a non-numeric distance") from None
+            raise ValidationError(f"{p}: line {line} has a non-numeric distance") from None
     missing = [lab for lab in space.labels if lab not in order]
     known = set(space.labels)
     extra = [lab for lab in order if lab not in known]
     if missing or extra:
         what = f"lacks input(s) {missing[:5]}" if missing else f"names input(s) not in the space: {extra[:5]}"
-        raise ValidationError(f"--output-distances {p}: {what}")
+        raise ValidationError(f"{p}: {what}")
     cross = values[[order[lab] for lab in space.labels]]
     try:
         return OutputSet.from_distances(space, cross, [h.strip() for h in header[1:]])
     except ValidationError as ex:
-        raise ValidationError(f"--output-distances {p}: {ex}") from None
+        raise ValidationError(f"{p}: {ex}") from None
 
 
 def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
@@ -301,7 +191,7 @@ def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     return read_csv(path)
 
 
-def _decimal(text: str) -> float:
+def parse_decimal(text: str) -> float:
     """``float(text)`` of a plain ASCII number: Python's float() also reads ``1_000`` and
     non-ASCII digits (``'\\u0661'`` is 1.0), which a data file never means (a ValueError)."""
     if "_" in text or not text.isascii():
@@ -314,7 +204,7 @@ def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     coords = []
     for row, line_no in zip(rows, lines, strict=True):
         try:
-            coords.append([_decimal(x) for x in row[1:]])
+            coords.append([parse_decimal(x) for x in row[1:]])
         except ValueError:
             raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
     if not rows:

@@ -51,7 +51,7 @@ from ._progress import Progress, report
 from ._random import RandomSource, check_rng
 from ._validation import check_epsilon, check_int
 from .errors import ResourceLimitError, SolverTimeLimitError, ValidationError
-from .selection import exponent_for, exponential_choice, subsampled_exponential_mechanism
+from .mechanisms.selection import exponent_for, exponential_choice, subsampled_exponential_mechanism
 
 __all__ = [
     "MAX_SUBSETS",

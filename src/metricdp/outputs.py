@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._readonly import frozen, is_frozen
 from .errors import ValidationError
 from .spaces import METRICS, MetricSpace, check_space, pairwise_distances
 
@@ -44,10 +45,8 @@ _BLOCK_ELEMENTS = 1 << 22  # elements per temporary of the triangle check
 
 
 def _readonly(a: NDArray) -> NDArray:
-    a.setflags(write=False)
-    out = a.view()
-    out.setflags(write=False)
-    return out
+    """Read-only for good (:func:`metricdp._readonly.frozen`)."""
+    return frozen(a)
 
 
 def _labels(labels: Sequence[object] | None, m: int) -> tuple[str, ...]:
@@ -167,7 +166,7 @@ class OutputSet:
         d = np.asarray(self.distances)
         if d.ndim != 2 or d.shape[1] != len(labels) or d.shape[1] < 1:
             raise ValidationError(f"output distances have shape {d.shape}, expected (n, {len(labels)})")
-        if d.dtype != np.float64 or d.flags.writeable:
+        if d.dtype != np.float64 or not is_frozen(d):
             d = _readonly(np.array(d, dtype=np.float64))
         if not np.all(np.isfinite(d)) or (d < 0).any():
             i, j = (int(x) for x in np.argwhere(~np.isfinite(d) | (d < 0))[0])
@@ -176,7 +175,7 @@ class OutputSet:
             p = np.asarray(self.points)
             if p.ndim != 2 or p.shape[0] != len(labels):
                 raise ValidationError(f"output points have shape {p.shape}, expected ({len(labels)}, dim)")
-            if p.dtype != np.float64 or p.flags.writeable:
+            if p.dtype != np.float64 or not is_frozen(p):
                 object.__setattr__(self, "points", _readonly(np.array(p, dtype=np.float64)))
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "distances", d)

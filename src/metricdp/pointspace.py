@@ -17,14 +17,13 @@ one and :math:`\hat p` the fast one, :math:`\tilde s(p^*) \le s(p^*) + tol \le s
 :math:`\lVert q - p\rVert^2` (no cancellation), ties to the smaller index.
 
 Memory. Every allocation proportional to n^2 or to a user-sized block is checked first
-(:func:`check_memory`) against :func:`memory_limit` (``METRICDP_MEMORY_LIMIT`` in bytes,
-default 4 GiB); a refusal is a :class:`~metricdp.errors.ResourceLimitError` naming the
-size and the limit.
+(:func:`check_memory`, which is :func:`metricdp._resources.check_allocation`, the one
+memory guard and its one parser of ``METRICDP_MEMORY_LIMIT``); a refusal is a
+:class:`~metricdp.errors.ResourceLimitError` naming the size and the limit.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,55 +31,19 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._resources import check_allocation as check_memory
+from ._resources import memory_limit
 from ._validation import check_int
-from .errors import ResourceLimitError, ValidationError
+from .errors import ValidationError
 from .spaces import METRICS, MetricSpace, pairwise_distances
 
-__all__ = ["BLOCK_BYTES", "DEFAULT_MEMORY_LIMIT", "PointSpace", "check_memory", "memory_limit"]
+__all__ = ["BLOCK_BYTES", "PointSpace", "check_memory", "memory_limit"]
 
-#: Default memory limit of one allocation (bytes); ``METRICDP_MEMORY_LIMIT`` overrides it.
-DEFAULT_MEMORY_LIMIT = 4 * 2**30
 #: Bytes of one block of distances or scores (queries x points).
 BLOCK_BYTES = 64 * 2**20
 _U32 = 2.0**-24  # unit roundoff of float32
 _QUERY_BLOCK = 512  # queries per BLAS block
 _MAX_PAIRS = 1 << 20  # candidate pairs refined at once (pairs x dim x 8 bytes)
-
-
-def memory_limit() -> int:
-    """The configured limit in bytes (``METRICDP_MEMORY_LIMIT``, default 4 GiB)."""
-    raw = os.environ.get("METRICDP_MEMORY_LIMIT")
-    if raw is None:
-        return DEFAULT_MEMORY_LIMIT
-    try:
-        value = int(float(raw))
-    except ValueError:
-        raise ValidationError(f"METRICDP_MEMORY_LIMIT must be a number of bytes, got {raw!r}") from None
-    if value <= 0:
-        raise ValidationError(f"METRICDP_MEMORY_LIMIT must be > 0, got {raw!r}")
-    return value
-
-
-def _gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**28 else f"{nbytes / 2**20:,.1f} MiB"
-
-
-def check_memory(nbytes: float, what: str) -> None:
-    """Refuse (before allocating) anything larger than :func:`memory_limit`.
-
-    Examples
-    --------
-    >>> check_memory(8 * 1000**2, "1,000 x 1,000 distances")
-    >>> check_memory(8 * 400_000**2, "400,000 x 400,000 distances")
-    Traceback (most recent call last):
-    ...
-    metricdp.errors.ResourceLimitError: 400,000 x 400,000 distances need 1,192.09 GiB; the limit is ...
-    """
-    limit = memory_limit()
-    if nbytes > limit:
-        raise ResourceLimitError(
-            f"{what} need {_gib(nbytes)}; the limit is {_gib(limit)} (set METRICDP_MEMORY_LIMIT in bytes to change it)"
-        )
 
 
 def _readonly(a: NDArray) -> NDArray:
@@ -257,12 +220,48 @@ class PointSpace:
         block = self.vectors[start:stop]
         if self.metric != "euclidean":
             return pairwise_distances(x, block, self.metric)
-        d2 = self.sqnorms[idx][:, None] + self.sqnorms[start:stop][None, :] - 2.0 * (x @ block.T)
+        # |x|^2 + |p|^2 - 2 x.p, evaluated in that order in place (one k x block temporary)
+        d2 = (2.0 * x) @ block.T  # = 2 (x @ block.T) bit for bit: scaling by 2 is exact in every product and sum
+        np.subtract(np.add(self.sqnorms[idx][:, None], self.sqnorms[start:stop][None, :]), d2, out=d2)
         np.maximum(d2, 0.0, out=d2)
         d = np.sqrt(d2, out=d2)
         rows = np.flatnonzero((idx >= start) & (idx < stop))
         d[rows, idx[rows] - start] = 0.0
         return d
+
+    def within(self, indices: ArrayLike, r: float) -> list[tuple[NDArray[np.intp], NDArray[np.float64]]]:
+        """For each point of ``indices``: the indices (increasing) and distances of the points with
+        ``distances_from(...) <= r``, exactly as :meth:`distances_from` computes them.
+
+        Euclidean: the squared distances of a block are compared with a threshold a little above
+        :math:`r^2` first, and the square roots taken only for the survivors. The prefilter keeps
+        every point the exact test keeps: a correctly rounded square root :math:`\\mathrm{fl}(\\sqrt
+        y) \\le r` implies :math:`\\sqrt y < r (1 + 2^{-52})`, so :math:`y < r^2 (1 + 3 \\cdot
+        2^{-52})`, below the threshold :math:`(r (1 + 10^{-12}))^2`; survivors then take the
+        same elementwise operations as :meth:`distances_from` and the same test.
+        """
+        idx = self._check_indices(indices)
+        r = float(r)
+        if not r >= 0:
+            raise ValidationError(f"radius must be >= 0, got {r!r}")
+        if self.metric != "euclidean":
+            found = []
+            for i in idx:
+                hit, dist = self.radius(int(i), r)
+                found.append((hit, dist))
+            return found
+        check_memory(8.0 * len(idx) * self.n, f"{len(idx):,} x {self.n:,} distances")
+        d2 = (2.0 * self.vectors[idx]) @ self.vectors.T
+        np.subtract(np.add(self.sqnorms[idx][:, None], self.sqnorms[None, :]), d2, out=d2)
+        d2[np.arange(len(idx)), idx] = 0.0  # the point itself: distance exactly 0, as distances_from sets it
+        wide = (r * (1.0 + 1e-12)) ** 2
+        found = []
+        for row in d2:  # one pass per query point (a block holds few)
+            cand = np.flatnonzero(row <= wide)
+            dist = np.sqrt(np.maximum(row[cand], 0.0))
+            keep = dist <= r
+            found.append((cand[keep].astype(np.intp), dist[keep]))
+        return found
 
     def block_size(self, rows: int) -> int:
         """Points per block so that ``rows`` x block float64 fit in :data:`BLOCK_BYTES`."""

@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import RandomSource, random_words
+from ._readonly import frozen
 from .errors import ValidationError
 
 __all__ = [
@@ -126,7 +127,8 @@ class ExactTable:
             raise ValidationError(f"matrix must be 2-D with at least one column, got shape {m.shape}")
         if not (1 <= precision < word_bits <= 64):
             raise ValidationError(f"need 1 <= precision < word_bits <= 64, got {precision}, {word_bits}")
-        if not np.all(np.isfinite(m)) or (m < 0).any():
+        # one pass: NaN and negative entries fail >= 0; an infinite entry is caught by its row sum (_fill_block)
+        if not (m >= 0).all():
             raise ValidationError("matrix must be finite and non-negative to be sampled")
         rows, n = m.shape
         prefix = np.empty((rows, n + 1), dtype=np.uint64)
@@ -146,10 +148,8 @@ class ExactTable:
         if int(total.max()) > words:  # cannot happen with n < 2**precision (see _fill_block)
             raise ValidationError(f"rows of {n} entries need more than {word_bits}-bit words at precision {precision}")
         limit = np.array([(words // t) * t - 1 for t in total.tolist()], dtype=np.uint64)
-        frozen = m if not m.flags.writeable else m.copy()
-        for a in (frozen, prefix, scale, truncated, total, limit):
-            a.setflags(write=False)
-        return cls(frozen, prefix, scale, truncated, total, limit, word_bits)
+        return cls(frozen(m), frozen(prefix), frozen(scale), frozen(truncated), frozen(total), frozen(limit),
+                   word_bits)  # backed by bytes: no caller can make them writable
 
     # ------------------------------------------------------------------ draw
     def sample(self, rows: ArrayLike, rng: RandomSource, *, _rounds: int | None = None) -> NDArray[np.intp]:
@@ -261,7 +261,42 @@ def _fill_block(p: NDArray[np.float64], prefix: NDArray[np.uint64], precision: i
     sigma = exponent(float sum) - precision, so every entry is below 2**(sigma + precision + 1)
     and the truncated sum H_n <= T / 2**sigma < 2**precision (1 + n 2**-52): with
     n < 2**precision, N = H_n + n fits a word of more than precision + 1 bits.
+
+    The units ``p_j / 2**sigma`` are computed in float64 and floored: scaling by a power of
+    two is exact whenever the result is at least the smallest normal float (it is below
+    2**(precision + 1), so it never overflows), and an entry whose scaled value is below 1
+    has ``H``-weight 0 whether or not the scaling rounded it, so
+    ``floor(p_j 2**-sigma)`` is exactly the integer ``floor(W_j 2**(E - sigma))`` of the
+    method, and an entry is truncated exactly when it is positive and its scaled value is
+    not an integer or is below 1 (``[fill-block]`` in docs/proofs/exact_sampling.md).
     """
+    sums = p.sum(axis=1)
+    if not np.all(np.isfinite(sums)):
+        if not np.isfinite(p).all():
+            raise ValidationError("matrix must be finite and non-negative to be sampled")
+        raise ValidationError("matrix rows must have a finite sum to be sampled")
+    _, top = np.frexp(sums)
+    sigma = top.astype(np.int64) - precision
+    # 2**-sigma is a normal float for -1022 <= -sigma <= 1023 (a multiplication is then exact
+    # up to underflow, see above); other rows go through ldexp
+    safe = (sigma >= -1023) & (sigma <= 1022)
+    scaled = p * np.exp2(-np.where(safe, sigma, 0).astype(np.float64))[:, None]
+    if not safe.all():
+        scaled[~safe] = np.ldexp(p[~safe], -sigma[~safe, None])
+    units = scaled.astype(np.uint64)  # truncation: the floor of a non-negative float below 2**64
+    cut = (units != scaled).any(axis=1)
+    # an entry scaled below the smallest float's reach only when sigma > 0 (the row sum >= 2**precision)
+    down = np.flatnonzero(sigma > 0)
+    if down.size:
+        cut[down] |= ((units[down] == 0) & (p[down] > 0)).any(axis=1)
+    np.cumsum(units, axis=1, out=prefix[:, 1:])
+    return sigma, cut
+
+
+def _fill_block_reference(
+    p: NDArray[np.float64], prefix: NDArray[np.uint64], precision: int
+) -> tuple[NDArray, NDArray]:
+    """:func:`_fill_block` by integer mantissa shifts (the test oracle)."""
     sums = p.sum(axis=1)
     if not np.all(np.isfinite(sums)):
         raise ValidationError("matrix rows must have a finite sum to be sampled")

@@ -18,6 +18,7 @@ from scipy.sparse import csgraph, csr_matrix
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
+from ._readonly import frozen
 from ._resources import check_allocation
 from ._validation import check_int, check_metric, check_number
 from .errors import ValidationError
@@ -66,11 +67,8 @@ def _labels(labels: Sequence[object] | None, n: int) -> tuple[str, ...]:
 
 
 def _readonly(a: NDArray) -> NDArray:
-    """Read-only for good: a view of a read-only base, whose WRITEABLE flag cannot be set again."""
-    a.setflags(write=False)
-    out = a.view()
-    out.setflags(write=False)
-    return out
+    """Read-only for good: backed by immutable bytes, no array on its base chain can be made writable."""
+    return frozen(a)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

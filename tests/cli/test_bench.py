@@ -26,6 +26,7 @@ def _table(stdout: str) -> list[dict[str, str]]:
     return [dict(zip(header, (c.strip() for c in ln.strip("|").split("|")), strict=True)) for ln in lines[2:]]
 
 
+@pytest.mark.slow
 def test_bench_lp_quick(app: typer.Typer, tmp_path) -> None:
     out, csv_out = tmp_path / "RESULTS.md", tmp_path / "rows.csv"
     res = runner.invoke(app, ["bench", "lp", "--quick", "--out", str(out), "--csv", str(csv_out)])
@@ -73,6 +74,7 @@ def test_parse_sizes() -> None:
         "optimal": [50, 100], "constopt": [400], "*": [20]}
 
 
+@pytest.mark.slow
 def test_bench_privatize_small(tmp_path):
     """`metricdp bench privatize` measures real commands and writes its table (tiny sizes)."""
     out = tmp_path / "r.md"
@@ -85,6 +87,7 @@ def test_bench_privatize_small(tmp_path):
     assert_one_line_error(run("bench", "privatize", "--engines", "flink", "--workdir", tmp_path / "w"), "flink")
 
 
+@pytest.mark.slow
 def test_bench_lp_epsilon_sweep_checkpoint_and_plot(app: typer.Typer, tmp_path) -> None:
     out, plot = tmp_path / "R.md", tmp_path / "s.png"
     res = runner.invoke(app, ["bench", "lp", "--data", "gaussian", "--sizes", "8", "--mechanisms", "optimal",

@@ -101,6 +101,7 @@ def test_build_krr_with_ldp_epsilon(points, tmp_path):
     assert mech.epsilon == pytest.approx(2.0 / 1.0)  # d_min = d(a, b) = 1
 
 
+@pytest.mark.slow
 def test_real_subprocess_of_the_installed_entry_point(tmp_path):
     script = Path(sys.executable).with_name("metricdp")
     cmd = (
@@ -436,3 +437,16 @@ def test_bad_outputs_are_one_line_errors(points, tmp_path, args, fragments):
     argv = [a.format(**{k: tmp_path / f"{k}.csv" for k in files}) for a in args]
     assert_one_line_error(run("build", points, "-e", 0.5, "--out", out, *argv), *fragments)
     assert not out.exists()
+
+
+def test_weights_file_goes_through_the_csv_record_definition(points, tmp_path):
+    # a label,value file with classic-Mac record ends was read by the csv module as three records;
+    # the file layer refuses it in one line (file, line, byte offset), as every other CSV reader does
+    weights = tmp_path / "w.csv"
+    weights.write_bytes(b"a,1\rb,2\rc,3\rd,4\r")
+    out = tmp_path / "m.npz"
+    assert_one_line_error(run("build", points, "-m", "weighted-exponential", "-e", "1", "--weights", weights,
+                              "-o", out), "line 1")
+    assert not out.exists()
+    weights.write_text("label,weight\na,1\nb,2\nc,3\nd,4\n")  # an optional header
+    assert run("build", points, "-m", "weighted-exponential", "-e", "1", "--weights", weights, "-o", out).exit_code == 0

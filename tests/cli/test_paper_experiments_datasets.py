@@ -89,6 +89,7 @@ def test_utility_on_a_distance_matrix_has_no_madlib(points: Path, tmp_path: Path
     assert "EM" in labels and "Madlib" not in labels  # no coordinates to add noise to
 
 
+@pytest.mark.slow
 def test_scalability_quick_on_a_file_has_the_exponential_row(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
     res = _invoke("scalability", "--quick", "--out", out, "--datasets", points, "--sizes", "12")
@@ -105,6 +106,7 @@ def test_scalability_quick_on_a_file_has_the_exponential_row(points: Path, tmp_p
     assert (out / "scalability_vocab-24.png").is_file()
 
 
+@pytest.mark.slow
 def test_scalability_lat_lon_file_takes_the_geo_target(tmp_path: Path) -> None:
     path = tmp_path / "cells.csv"
     lat = (39.9 + 0.005 * (np.arange(12) % 6)).tolist()
@@ -119,6 +121,7 @@ def test_scalability_lat_lon_file_takes_the_geo_target(tmp_path: Path) -> None:
     assert float(row["target_eps_tight"]) == 0.3 and row["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_ablation_quick_on_a_file(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "a"
     res = _invoke("ablation", "--quick", "--out", out, "--datasets", points, "--eps-tight", "1")
@@ -129,6 +132,7 @@ def test_ablation_quick_on_a_file(points: Path, tmp_path: Path) -> None:
     assert {r["n"] for r in rows} == {"20"}
 
 
+@pytest.mark.slow
 def test_changed_file_is_not_read_from_the_cache(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
     args = ("scalability", "--quick", "--out", out, "--datasets", points, "--sizes", "12",
@@ -185,6 +189,7 @@ def test_first_n_rows_of_a_sampled_vocabulary_are_the_size_n_sample() -> None:
     assert big.labels != vocabulary_space(emb, 40, seed=3, pool=200, neighbours=5).labels
 
 
+@pytest.mark.slow
 def test_same_file_under_another_spelling_resumes(points: Path, tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "s"
     args = ("scalability", "--quick", "--out", out, "--sizes", "12", "--mechanisms", "exponential")

@@ -378,3 +378,13 @@ def test_tsv_and_txt_are_refused_by_name(mech_file, tmp_path):
         (tmp_path / name).write_text("id\tcity\n1\tParis\n")
         assert_one_line_error(run("privatize", mech_file, tmp_path / name, "-c", "city", "-o", tmp_path / "o.csv"),
                               "must be .csv or .parquet/.pq", why)
+
+
+def test_a_column_named_like_the_released_one_is_refused(mech_file, tmp_path):
+    inp = _write(tmp_path / "in.csv", [["id", "city", "City"], ["1", "Paris", "Paris"]])
+    out = tmp_path / "o.csv"
+    assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", out),
+                          "column 'City' is named like the released column 'city'", "--keep or --drop it by name")
+    assert not out.exists()
+    assert run("privatize", mech_file, inp, "-c", "city", "-o", out, "--drop", "City").exit_code == 0
+    assert _read(out)[0] == ["id", "city"]

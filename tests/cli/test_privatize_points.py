@@ -171,7 +171,8 @@ def _raw(path, text):
     ("header", "fragments"),
     [
         ("id,lat,lon,lat,lon", ["the released column 'lat' appears more than once"]),
-        ("id,lat,lon,Lat", ["column(s) 'Lat' look like the released coordinates ('lat', 'lon')"]),
+        ("id,lat,lon,Lat", ["column 'Lat' is named like the released column 'lat'", "--keep or --drop it"]),
+        ("id,lat,lon,lat2", ["column(s) 'lat2' look like the released coordinates ('lat', 'lon')"]),
         ("id,lat,lon,home_lat,home_lon", ["'home_lat', 'home_lon' look like the released coordinates"]),
         ("id,lat,lon,latitude", ["'latitude' look like"]),
     ],
@@ -211,7 +212,7 @@ def test_parquet_drop_and_duplicate_pair(app, tmp_path):
     src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
     pq.write_table(pa.table({"id": [1, 2], "lat": [48.0, 48.1], "lon": [2.0, 2.1], "Lon": [2.0, 2.1]}), src)
     r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "2", "--out", out)
-    assert_one_line_error(r, "'Lon' look like the released coordinates")
+    assert_one_line_error(r, "'Lon' is named like the released column 'lon'")
     r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "2", "--out", out, "--drop", "Lon")
     assert r.exit_code == 0, r.output
     assert pq.read_table(out).column_names == ["id", "lat", "lon"]

@@ -29,6 +29,7 @@ def mech_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_report_writes_html(app, mech_file, tmp_path):
     out = tmp_path / "r.html"
     prior = tmp_path / "prior.csv"

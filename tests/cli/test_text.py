@@ -78,13 +78,17 @@ def test_privatize_csv_keep_and_json_summary(tmp_path: Path, emb: Path) -> None:
         emb,
         "--column",
         "body",
-        "--keep",
+        "--keep-words",
         keep,
+        "--keep",
+        "id",
         "--json",
     )
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)
     assert (s["word_tokens"], s["replaced"], s["kept"], s["out_of_vocabulary"], s["seeded"]) == (5, 3, 2, 0, False)
+    assert s["columns"] == {"released": ["body"], "unreleased": ["id"], "unacknowledged": [], "dropped": []}
+    assert s["kept_by"] == {"words": 2} and s["outputs"] == "alphabetic"
     lines = out.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "id,body" and lines[1].startswith("1,the ") and lines[2].startswith("2,a ")
     assert all(w in WORDS for line in lines[1:] for w in line.split(",")[1].split())
@@ -154,3 +158,68 @@ def test_output_equal_to_input_is_refused(tmp_path: Path, emb: Path) -> None:
     r = invoke("privatize", src, "--out", src, "-m", "tem", "-e", 1, "--embeddings", emb)
     assert_one_line_error(r, "also an input")
     assert src.read_text(encoding="utf-8") == "the cat\n"
+
+
+def test_cli_defaults_are_the_library_defaults(tmp_path: Path, emb: Path) -> None:
+    """No option given: the library's defaults (subsampled base uniform, not zipf); given: passed on."""
+    from metricdp.mechanisms import registry
+    from metricdp.text.build import build as build_text
+
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    common = ["privatize", src, "--out", tmp_path / "o.txt", "-m", "subsampled-exponential", "-e", 1,
+              "--embeddings", emb, "--json"]
+    r = invoke(*common)
+    assert r.exit_code == 0, r.output
+    space = text.load_vocabulary(str(emb), None)
+    assert json.loads(r.stdout)["mechanism"] == repr(build_text("subsampled-exponential", space, 1.0))
+    assert "base=None" in json.loads(r.stdout)["mechanism"]
+    r = invoke(*common, "--base", "zipf", "--candidates", 7)
+    assert r.exit_code == 0, r.output
+    assert "candidates=7, base='zipf'" in json.loads(r.stdout)["mechanism"]
+    for p in registry.get_sampler("subsampled-exponential").params:
+        if p.flag:
+            assert p.flag in invoke("privatize", "--help").output
+
+
+def test_an_out_of_range_text_option_is_one_line_naming_its_flag(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    r = invoke("privatize", src, "--out", tmp_path / "o.txt", "-m", "mahalanobis", "-e", 1, "--embeddings", emb,
+               "--lam", 1.0)
+    assert_one_line_error(r, "--lam must be finite and >= 0 and < 1, got 1.0")
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_token_policies_what_leaves_and_alphabetic_outputs(tmp_path: Path) -> None:
+    # a vocabulary with punctuation and number tokens, as GloVe has: at a tiny eps every word is
+    # released almost uniformly, and under the default policy no release is punctuation or a number
+    g = np.random.default_rng(1)
+    vocab = ["the", "cat", ",", ".", "1990", "--", "dog", "paris"]
+    emb = tmp_path / "emb.txt"
+    emb.write_text("".join(f"{w} " + " ".join(f"{v:.5f}" for v in g.normal(size=3)) + "\n" for w in vocab))
+    src = tmp_path / "in.csv"
+    src.write_text("who,body,date\nann,the cat saw Paris in 1990,x\nbob,dog dog dog,y\n")
+    out = tmp_path / "out.csv"
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.001, "--embeddings", emb,
+               "--column", "body", "--drop", "who", "--keep-tokens", "numbers,names", "--json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert s["columns"]["dropped"] == ["who"] and s["columns"]["unacknowledged"] == ["date"]
+    assert s["kept_by"] == {"names": 1, "numbers": 1}
+    assert "'date' are written UNRELEASED" in r.stderr
+    rows = [line.split(",") for line in out.read_text().splitlines()]
+    assert rows[0] == ["body", "date"]
+    words = [w for row in rows[1:] for w in row[0].split()]
+    assert "Paris" in words and "1990" in words  # kept on request
+    released = [w for w in words if w not in ("Paris", "1990", "saw", "in")]  # kept, or out of vocabulary
+    assert len(released) == 5 and all(w.lower() in ("the", "cat", "dog", "paris") for w in released)
+    with_any = invoke("privatize", src, "--out", tmp_path / "o2.csv", "-m", "exponential", "-e", 0.001,
+                      "--embeddings", emb, "--column", "body", "--drop", "who", "--keep", "date",
+                      "--outputs", "any", "--seed", 1, "--json")
+    assert with_any.exit_code == 0, with_any.output
+    assert json.loads(with_any.stdout)["outputs"] == "any"
+    bad = invoke("privatize", src, "--out", tmp_path / "o3.csv", "-m", "exponential", "-e", 1, "--embeddings", emb,
+                 "--column", "body", "--keep-tokens", "verbs")
+    assert_one_line_error(bad, "unknown category 'verbs'")
+    assert not (tmp_path / "o3.csv").exists()

@@ -18,6 +18,7 @@ def _app() -> typer.Typer:
     return make_app(register, "experiment")
 
 
+@pytest.mark.slow
 def test_quick_end_to_end(tmp_path) -> None:
     res = CliRunner().invoke(_app(), ["experiment", "ablation", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output

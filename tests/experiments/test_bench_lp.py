@@ -43,6 +43,7 @@ def test_bad_arguments() -> None:
         run_bench({"optimal": [10]}, ["optimal", "optimal-expected"], data="gaussian")
 
 
+@pytest.mark.slow
 def test_optimal_fast_full_and_spanner_rows() -> None:
     every = run_bench({"optimal": [12, 14], "spanner": [12]}, ["optimal", "spanner"], ["fast", "full"],
                       data="gaussian", time_limit=120, full_max_n=12)
@@ -76,6 +77,7 @@ def test_optimal_fast_full_and_spanner_rows() -> None:
     assert "cpu test-cpu" in report and "epsilon = 1.0" in report
 
 
+@pytest.mark.slow
 def test_time_out_stops_the_series() -> None:
     """A time limit HiGHS cannot meet is a time-out row; the next size is skipped, not run."""
     ballast = np.ones(40_000_000)  # 305 MiB in the parent: the child must not report it
@@ -88,6 +90,7 @@ def test_time_out_stops_the_series() -> None:
     assert 10 < rows[0].peak_mib < 250
 
 
+@pytest.mark.slow
 def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
     """The reference gets its own limit: it times out and stops its series; fast does not."""
     rows = run_bench([40, 60], ["optimal"], ["fast", "full"], data="gaussian", time_limit=120,
@@ -108,6 +111,7 @@ def test_child_killed_after_limit_and_grace() -> None:
     assert rows[0].peak_mib is None  # the child never reported
 
 
+@pytest.mark.slow
 def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
     """One row per (n, eps, mechanism, formulation); expected objective under the grid's
     Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""

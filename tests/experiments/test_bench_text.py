@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from metricdp.errors import ValidationError
-from metricdp.experiments.bench_text import TextBenchRow, markdown_table, run_text_bench, zipf_tokens
+from metricdp.experiments.bench_text import (
+    TextBenchRow,
+    markdown_table,
+    plot_utility,
+    replacement_summary,
+    run_text_bench,
+    zipf_tokens,
+)
 
 
 def test_zipf_corpus_is_streamed_and_follows_1_over_k() -> None:
@@ -25,6 +32,29 @@ def test_zipf_corpus_is_streamed_and_follows_1_over_k() -> None:
 def test_table_and_unknown_mechanism() -> None:
     row = TextBenchRow("tem", 1000, 10.0, setup_s=1.0, sample_s=0.5, tokens_per_s=2000.0, peak_mib=900.0)
     table = markdown_table([row])
-    assert "| tem | 1,000 | 10 | 1.0 | 0.5 | 2,000 | 900 | n/a | n/a | ok |" in table
+    assert "| tem | zipf | 1,000 | n/a | 10 | 1.0 | 0.5 | 2,000 | n/a | 900 | n/a | n/a | n/a | ok |" in table
+    real = TextBenchRow("exponential", 2000, 5.0, corpus="stdlib-docs", distinct_words=400, distinct_per_s=250.0)
+    assert "| exponential | stdlib-docs | 2,000 | 400 | 5 |" in markdown_table([real])
     with pytest.raises(ValidationError, match="unknown text benchmark"):
         run_text_bench(["nope"], 10)
+    with pytest.raises(ValidationError, match="unknown corpus"):
+        run_text_bench(["tem"], 10, corpus="wikipedia")
+
+
+def test_replacement_summary_by_hand() -> None:
+    from metricdp.pointspace import PointSpace
+
+    space = PointSpace.from_points([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]], ["a", "b", "c"])
+    pairs = [(np.array([0, 1]), np.array([0, 2])), (np.array([2]), np.array([0]))]
+    got = replacement_summary(space, pairs)
+    assert got["mean_distance"] == pytest.approx((0.0 + 5.0 + 10.0) / 3)
+    assert got["examples"] == ["b -> c", "c -> a"]
+    assert replacement_summary(space, []) == {"mean_distance": None, "examples": []}
+
+
+def test_utility_plot(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [TextBenchRow(m, 100, e, unchanged=1 - 1 / e, mean_distance=5 / e) for m in ("exponential", "tem")
+            for e in (1.0, 5.0, 10.0)]
+    plot_utility(rows, tmp_path / "u.png")
+    assert (tmp_path / "u.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -33,6 +33,7 @@ def _latlon(x_m: np.ndarray, y_m: np.ndarray, centre=PARIS_CENTRE) -> tuple[np.n
     return centre[0] + y_m / k, centre[1] + x_m / (k * math.cos(math.radians(centre[0])))
 
 
+@pytest.mark.slow
 def test_quick_mode_runs_end_to_end_from_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "ldp"
     result = CliRunner().invoke(app, ["experiment", "ldp", "--out", str(out), "--quick", "--seed", "3"])
@@ -51,6 +52,7 @@ def test_quick_mode_runs_end_to_end_from_the_cli(tmp_path: Path) -> None:
     assert "wrote" in result.stdout
 
 
+@pytest.mark.slow
 def test_tiny_run_meets_the_target_and_is_reproducible(tmp_path: Path) -> None:
     a = run_ldp(tmp_path / "a", config=TINY, seed=11)
     b = run_ldp(None, config=TINY, seed=11)
@@ -86,6 +88,7 @@ def test_bin_checkins_cells_and_edges() -> None:
     np.testing.assert_array_equal(cells, [0, 15, 10, 13])
 
 
+@pytest.mark.slow
 def test_checkin_file_replaces_the_standin(tmp_path: Path) -> None:
     g = np.random.default_rng(0)
     x, y = g.uniform(-590, 590, 60), g.uniform(-590, 590, 60)

@@ -14,6 +14,8 @@ from metricdp.cli.paper_experiments import register
 from metricdp.experiments import scalability
 from tests.cli_helpers import make_app
 
+pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
+
 
 def _app() -> typer.Typer:
     return make_app(register, "experiment")

@@ -17,6 +17,8 @@ from metricdp.experiments import _tuning as tu
 from metricdp.experiments import utility
 from tests.cli_helpers import make_app
 
+pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -18,6 +18,8 @@ pd = pytest.importorskip("pandas")
 
 from metricdp.integrations.dask import privatize_dask  # noqa: E402
 
+pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
+
 LABELS = ["a", "b", "c"]
 
 
@@ -42,13 +44,6 @@ def test_seeded_partitions_differ_and_replay(mech):
         b = privatize_dask(df, "w", mech, seed=4).compute(scheduler="sync")["w"].tolist()
     assert a == b  # reproducible with a seed
     assert a[:200] != a[200:]  # but the two partitions do not share a stream
-
-
-@pytest.fixture(scope="module")
-def scheduler():
-    """A local cluster with real worker processes, shared by the tests of this module."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
-        yield c.scheduler_address
 
 
 def test_local_cluster_end_to_end(mech, scheduler):

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
-import sys
 
 import numpy as np
 import pytest
@@ -14,16 +11,18 @@ import pytest
 from metricdp import MetricSpace, PrivacyLeakWarning
 from metricdp.mechanisms.base import certify
 from tests.cli_helpers import assert_one_line_error, run
+from tests.integrations.conftest import spark_unavailable
 
-pytest.importorskip("pyspark", reason="pyspark is not installed: pip install 'metricdp[spark]'")
+if spark_unavailable:
+    pytest.skip(spark_unavailable, allow_module_level=True)
 pd = pytest.importorskip("pandas")
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("Spark needs Java: apt-get install openjdk-17-jre-headless (.ci/run does as root)",
-                allow_module_level=True)
 
 from metricdp.integrations.spark import privatize_spark  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.slow,  # CI runs it in the full phase (.ci/full)
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 
 LABELS = ["a", "b", "c"]
 
@@ -33,23 +32,6 @@ def mech():
     space = MetricSpace.from_points([[0.0], [1.0], [2.0]], LABELS)
     m = np.exp(-1.0 * np.asarray(space.distances) / 2)
     return certify(m / m.sum(axis=1, keepdims=True), space, 1.0, "exponential")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def test_local_mode_releases_and_seeded_partitions(spark, mech):

@@ -271,7 +271,7 @@ def test_bad_epsilon(eps):
 
 
 def test_bad_form():
-    with pytest.raises(ValidationError, match="form must be"):
+    with pytest.raises(ValidationError, match="'form' must be"):  # the registry's one message template
         geometric(MetricSpace.grid(2, 2), 1.0, form="torus")  # type: ignore[arg-type]
 
 
@@ -303,3 +303,54 @@ def test_an_epsilon_too_small_for_the_lattice_falls_back_without_overflow():
     assert "about 10^" in mech.info["lattice_form_skipped"]
     with pytest.raises(ValidationError, match="lattice tables would need about 10"):
         geometric(space, 1e-300, form="lattice")
+
+
+# ----------------------------------------------------------------- clamped form on a line
+def test_clamped_two_and_three_points_by_hand():
+    # 2 points, step h: rows [1, a] / (1 + a) and [a, 1] / (1 + a), a = exp(-eps h)
+    eps, h = 0.8, 2.5
+    a = math.exp(-eps * h)
+    m = geometric(MetricSpace.from_points([[0.0], [h]]), eps)
+    assert m.params == {"form": "clamped", "parameter": eps, "step": h}
+    np.testing.assert_allclose(m.matrix, np.array([[1, a], [a, 1]]) / (1 + a), rtol=1e-14)
+    # 3 points: the middle column is (1 - a)/(1 + a) a^|r - 1|, the ends the geometric tails
+    m3 = geometric(MetricSpace.from_points([[0.0], [h], [2 * h]]), eps)
+    c = (1 - a) / (1 + a)
+    expected = np.array([[1 / (1 + a), c * a, a * a / (1 + a)],
+                         [a / (1 + a), c, a / (1 + a)],
+                         [a * a / (1 + a), c * a, 1 / (1 + a)]])
+    np.testing.assert_allclose(m3.matrix, expected, rtol=1e-13)
+    assert_private(m3)
+
+
+def test_clamped_ages_halve_the_worst_case_loss():
+    # issue 36: ages 0..99 at eps 0.1 -- row-normalised 18.0, clamped two-sided geometric 9.91
+    from metricdp.loss import worst_case_loss
+
+    ages = MetricSpace.from_points(np.arange(100.0)[:, None])
+    clamped, normalised = geometric(ages, 0.1), geometric(ages, 0.1, form="row-normalised")
+    assert clamped.params["form"] == "clamped"
+    assert worst_case_loss(clamped.matrix, ages.distances) == pytest.approx(9.9125, abs=1e-3)
+    assert worst_case_loss(normalised.matrix, ages.distances) == pytest.approx(18.0, abs=0.01)
+    assert clamped.audit().epsilon <= 0.1 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 5.0])
+def test_clamped_in_any_order_and_offset_is_private(eps):
+    g = np.random.default_rng(3)
+    pts = g.permutation(np.arange(9.0)) * 0.5 + 1e3
+    m = geometric(MetricSpace.from_points(pts[:, None]), eps)
+    assert m.params["form"] == "clamped" and m.params["step"] == pytest.approx(0.5)
+    np.testing.assert_allclose(m.matrix.sum(axis=1), 1.0, rtol=1e-12)
+    assert brute_force_epsilon(m.matrix, m.space.distances) <= eps * (1 + 1e-9)
+    assert_private(m)
+
+
+def test_clamped_form_needs_an_equally_spaced_line():
+    with pytest.raises(ValidationError, match="equally spaced line"):
+        geometric(MetricSpace.from_points([[0.0], [1.0], [3.0]]), 1.0, form="clamped")
+    m = geometric(MetricSpace.from_points([[0.0], [1.0], [3.0]]), 1.0)  # auto: not a line, row-normalised
+    assert m.params["form"] == "row-normalised"
+    path = MetricSpace.from_distances([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    assert geometric(path, 1.0, form="clamped").params["form"] == "clamped"  # a line by its distances, on request
+    assert geometric(MetricSpace.grid(1, 3, cell=1.0), 1.0).params["form"] == "lattice"  # 2-d lattices first

@@ -76,9 +76,9 @@ def test_large_parameter_does_not_overflow():
         ({"epsilon": 1.0, "ldp_epsilon": 1.0}, "exactly one of epsilon"),
         ({"epsilon": 0.0}, "epsilon must be finite and > 0"),
         ({"epsilon": -1.0}, "epsilon must be finite and > 0"),
-        ({"ldp_epsilon": 0.0}, "ldp_epsilon must be finite and > 0"),
-        ({"ldp_epsilon": float("inf")}, "ldp_epsilon must be finite and > 0"),
-        ({"ldp_epsilon": "big"}, "ldp_epsilon must be a number"),
+        ({"ldp_epsilon": 0.0}, "'ldp_epsilon' must be finite and > 0"),
+        ({"ldp_epsilon": float("inf")}, "'ldp_epsilon' must be finite and > 0"),
+        ({"ldp_epsilon": "big"}, "'ldp_epsilon' must be a number"),
     ],
 )
 def test_bad_parameters_name_the_culprit(kwargs, match):

@@ -43,6 +43,7 @@ def test_bernoulli_exp_rate(bounds, upper, gamma):
         assert stats.binomtest(hits, 6_000, math.exp(-gamma)).pvalue > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [Fraction(1, 3), Fraction(3, 2)])
 def test_discrete_laplace_pmf(beta):
     bits = BitStream(check_rng(5))
@@ -58,6 +59,7 @@ def test_discrete_laplace_pmf(beta):
     assert stats.chisquare(observed, expected).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_offsets_follow_the_planar_law():
     alpha = 0.8
     k = lattice_laplace_offsets(Fraction(alpha), 3_000, check_rng(2024))

@@ -100,7 +100,9 @@ def _invalid_values(param: registry.Param) -> list[object]:
     if param.kind == "bool":
         return [1, 0.0, "yes", None, np.nan]
     if param.kind in ("int", "float"):
-        values: list[object] = [True, False, "1", None, np.nan, math.inf, -math.inf, [1]]
+        values: list[object] = [True, False, "1", np.nan, math.inf, -math.inf, [1]]
+        if not param.optional:  # None is the "not given" of a parameter whose default is None
+            values.append(None)
         if param.kind == "int":
             values.append(1.5)
         if param.minimum is not None:
@@ -111,9 +113,9 @@ def _invalid_values(param: registry.Param) -> list[object]:
             values.append(param.maximum + 1)
         return values
     if param.kind == "choice":
-        return ["no-such-choice", 1, True, None, ""]
+        return ["no-such-choice", 1, True, ""] + ([] if param.optional else [None])
     if param.kind == "floats":
-        return [[], "0.1,1", [0.1, -1.0], [0.0], [np.nan], [True], 1.0]
+        return ["0.1,1", [0.1, -1.0], [np.nan], [True], 1.0]
     if param.kind == "vector":
         return [[-1.0] * GRID.n, [np.nan] * GRID.n, [[1.0] * GRID.n], "weights", True]
     if param.kind == "matrix":
@@ -133,8 +135,25 @@ INVALID = [
 def test_every_declared_parameter_refuses_invalid_values(name: str, param: str, value: object) -> None:
     params = dict(PARAMS.get(name, {}))
     params[param] = value
-    with pytest.raises(ValidationError, match=param):
+    with pytest.raises(ValidationError, match=param) as info:
         build(name, GRID, EPSILON, **params)
+    assert str(info.value).startswith(f"{name}: parameter {param!r} must "), info.value  # the one template
+
+
+#: Per-point values (vectors, matrices) are the builder's to check against the space, naming the index.
+DIRECT = [(n, p, v) for n, p, v in INVALID if get(n).param(p).kind not in ("vector", "matrix")]
+
+
+@pytest.mark.parametrize(("name", "param", "value"), DIRECT, ids=[f"{n}-{p}-{v!r}"[:60] for n, p, v in DIRECT])
+def test_builders_called_directly_refuse_the_same_values(name: str, param: str, value: object) -> None:
+    """The builder itself (not only ``build``) validates from the declaration: one source."""
+    params = dict(PARAMS.get(name, {}))
+    params[param] = value
+    builder = get(name).builder_function()
+    args = (GRID, None) if get(name).epsilon == "or-ldp" else (GRID, EPSILON)
+    with pytest.raises(ValidationError, match=param) as info:
+        builder(*args, **params)
+    assert str(info.value).startswith(f"{name}: parameter {param!r} must "), info.value
 
 
 def test_invalid_value_message_names_family_parameter_and_value() -> None:
@@ -208,3 +227,161 @@ def test_only_families_with_outputs_take_them() -> None:
             with pytest.raises(ValidationError, match=f"{name} has no separate output set.*exponential, optimal"):
                 build(name, GRID, EPSILON, outputs=ys, **PARAMS.get(name, {}))
     assert registry.supports_outputs("custom") and not registry.supports_outputs("krr")
+
+
+# ----------------------------------------------------------------------------- one source: signatures, CLI options
+def _signature_default(entry: registry.Family | registry.SamplerFamily, name: str) -> object:
+    import inspect
+
+    fn = entry.builder_function() if isinstance(entry, registry.Family) else registry._resolve(entry.builder)
+    parameter = inspect.signature(fn).parameters[name]
+    return None if parameter.default is inspect.Parameter.empty else parameter.default
+
+
+ENTRIES = [*registry.FAMILIES.values(), *registry.SAMPLER_FAMILIES.values()]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[("text-" if isinstance(e, registry.SamplerFamily) else "") + e.name
+                                                for e in ENTRIES])
+def test_every_declared_default_is_the_builders(entry) -> None:
+    for param in entry.params:
+        assert _signature_default(entry, param.name) == param.default, (entry.name, param.name)
+        if param.default is not None:
+            param.check(param.default, entry.name)  # a declared default is a valid value
+
+
+def _click_params(*path: str) -> dict[str, object]:
+    """Flag -> click parameter of ``metricdp PATH...``."""
+    import typer.main
+
+    from metricdp.cli import app
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return {opt: p for p in command.params for opt in getattr(p, "opts", ())}
+
+
+def _assert_option_matches(option: registry.Option, click_param) -> None:
+    p = option.param
+    from enum import Enum
+    from pathlib import Path
+
+    from metricdp.cli._options import shown
+
+    annotation = click_param.type_descriptor.annotation
+    if p.kind == "choice":
+        assert issubclass(annotation, Enum) and tuple(m.value for m in annotation) == p.choices
+    else:
+        expected = {"bool": bool, "int": int, "float": float, "vector": Path, "floats": str, "rng": int}[p.kind]
+        assert annotation is expected, (p.flag, annotation)
+    if p.kind == "rng":
+        assert click_param.min == 0  # a seed
+    assert click_param.default in (None, False)  # not given: the library's default applies
+    assert set(p.aliases) <= set(click_param.opts)
+    if p.kind in ("int", "float", "floats"):
+        assert p.describe() in click_param.help  # the range, in words
+    if p.default is not None and p.kind not in ("bool", "rng"):
+        assert f"default {shown(p.default)}" in click_param.help
+
+
+@pytest.mark.parametrize(("command", "entries"), [(("build",), registry.FAMILIES),
+                                                  (("text", "privatize"), registry.SAMPLER_FAMILIES),
+                                                  (("text", "stats"), registry.SAMPLER_FAMILIES)])
+def test_every_declared_flag_is_a_cli_option_of_the_same_type_and_default(command, entries) -> None:
+    params = _click_params(*command)
+    options = registry.options(entries.values())
+    declared = {p.flag for e in entries.values() for p in e.params if p.flag}
+    assert set(options) == declared
+    for flag, option in options.items():
+        assert flag in params, f"metricdp {' '.join(command)} lacks {flag}"
+        _assert_option_matches(option, params[flag])
+
+
+BOUNDED = [
+    (name, p) for name in names() for p in get(name).params
+    if p.flag and p.kind in ("int", "float") and (p.minimum is not None or p.maximum is not None)
+]
+
+
+@pytest.mark.parametrize(("name", "param"), BOUNDED, ids=[f"{n}-{p.name}" for n, p in BOUNDED])
+def test_cli_ranges_are_the_registry_ranges(name: str, param: registry.Param) -> None:
+    """Just outside a declared bound, the CLI refuses with the registry's template naming the flag."""
+    from metricdp.cli.build import build_mechanism
+
+    outside = []
+    if param.minimum is not None:
+        outside.append(param.minimum if param.open_minimum else param.minimum - (1 if param.kind == "int" else 1e-9))
+    if param.maximum is not None:
+        outside.append(param.maximum if param.open_maximum else param.maximum + (1 if param.kind == "int" else 1e-9))
+    keyword = param.flag[2:].replace("-", "_")
+    eps = None if get(name).epsilon == "or-ldp" else EPSILON
+    for value in outside:
+        if param.kind == "int":
+            value = int(value)
+        with pytest.raises(ValidationError) as info:
+            build_mechanism(GRID, name, eps, {keyword: value})
+        assert str(info.value).startswith(f"{param.flag} must be finite and "), info.value
+
+
+def test_options_refuse_a_flag_declared_unalike() -> None:
+    a = registry.Family("a", "x:y", "", (registry.Param("n", "int", 1, "", "--n", minimum=1),))
+    b = registry.Family("b", "x:y", "", (registry.Param("n", "int", 1, "", "--n", minimum=2),))
+    assert registry.options([a, a])["--n"].families == ("a", "a")
+    with pytest.raises(RuntimeError, match="b declares --n unlike a"):
+        registry.options([a, b])
+
+
+def test_samples_beyond_memory_are_one_error_line(tmp_path) -> None:
+    points = tmp_path / "p.csv"
+    points.write_text("label,x\na,0\nb,1\nc,3\n")
+    result = run("build", points, "-m", "madlib", "-e", 1, "--samples", 10**12, "-o", tmp_path / "m.npz")
+    assert_one_line_error(result, "--samples must be finite and >= 2 and <= 1e+08")
+    from metricdp.errors import ResourceLimitError
+
+    with pytest.raises(ResourceLimitError, match="madlib with 100,000,000 samples per row"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("METRICDP_MEMORY_LIMIT", str(2**30))
+            build("madlib", GRID, 1.0, samples=10**8)
+
+
+# ----------------------------------------------------------------------------- a new family: one module, one entry
+@pytest.fixture
+def toy(monkeypatch):
+    from tests.mechanisms.toy_family import ENTRY
+
+    monkeypatch.setitem(registry.FAMILIES, ENTRY.name, ENTRY)
+    return ENTRY
+
+
+def test_a_toy_family_builds_through_python_and_a_fresh_cli(toy, tmp_path) -> None:
+    from metricdp.cli import build as build_cli
+    from tests.cli_helpers import make_app, runner
+    from tests.mechanisms.toy_family import toy as toy_builder
+
+    assert "toy" in names()
+    mech = build("toy", GRID, 1.0, spread=4.0)
+    assert mech.name == "toy" and mech.params["spread"] == 4.0 and mech.audit().epsilon <= 0.25 * (1 + 1e-9)
+    with pytest.raises(ValidationError, match=r"^toy: parameter 'spread' must be finite and >= 1, got 0.5$"):
+        toy_builder(GRID, 1.0, spread=0.5)
+
+    app = make_app(build_cli.register)  # the command is built after the entry was registered
+    points = tmp_path / "p.csv"
+    points.write_text("label,x\na,0\nb,1\nc,3\n")
+    out = tmp_path / "toy.npz"
+    result = runner.invoke(app, ["build", str(points), "-m", "toy", "-e", "1", "--spread", "3", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = load_mechanism(out)
+    assert saved.name == "toy" and saved.params["spread"] == 3.0
+    assert audit(saved.matrix, saved.distances).epsilon <= 1.0 / 3.0 * (1 + 1e-9)
+    result = runner.invoke(app, ["build", str(points), "-m", "toy", "-e", "1", "--spread", "0.5", "-o", str(out)])
+    assert_one_line_error(result, "--spread must be finite and >= 1, got 0.5")
+    result = runner.invoke(app, ["build", "--help"])
+    assert "--spread" in result.output and "toy: divisor of epsilon" in " ".join(result.output.split())
+    from metricdp.cli.calibrate import calibratable
+
+    assert "toy" in calibratable()  # exact, nothing required: calibrate offers it too
+
+
+def test_the_toy_family_is_not_registered_outside_its_fixture() -> None:
+    assert "toy" not in names()

@@ -269,7 +269,7 @@ def test_a_signal_mid_write_leaves_no_output(tmp_path, signum):
     ) as child:
         try:
             assert child.stdout.readline().strip() == "chunk", child.stderr.read()
-            assert any(p.name.startswith(".out.csv.") for p in tmp_path.iterdir())  # mid-write
+            assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == ["in.csv"]  # unpublished
             child.send_signal(signum)
             child.wait(timeout=30)
         finally:

@@ -16,6 +16,7 @@ EPS = 1.5
 WORDS = [0, 17, 250]
 
 
+@pytest.mark.slow
 def test_release_frequencies_match_the_exact_matrix(vocab) -> None:
     dense, points = vocab
     matrix = exponential_matrix(dense.distances, EPS)

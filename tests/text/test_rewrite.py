@@ -55,13 +55,16 @@ def test_files_in_each_format(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "column", "match"),
     [
-        ("b.csv", b"id,text,text\n1,a,b\n", "text", "appears 2 times"),
-        ("b.csv", b"id,,text\n1,a,b\n", "text", "empty or appears twice"),
+        # CSV through the file layer's record definition (metricdp.tabular.csv) and its messages
+        ("b.csv", b"id,text,text\n1,a,b\n", "text", "'text' appears more than once"),
+        ("b.csv", b"id,,text\n1,a,b\n", "text", "column 2 has an empty name"),
         ("b.csv", b"id,text\n1,a,b\n", "text", "line 2 has 3 fields"),
+        ("b.csv", b"id,text\r1,a\r", "text", "line 1"),  # classic-Mac record ends: refused, never passed through
+        ("b.tsv", b"id\ttext\n1\ta\n", "text", "tab-separated"),
         ("b.jsonl", b'{"text": 3}\n', "text", "no string field"),
         ("b.jsonl", b"not json\n", "text", "line 1 is not JSON"),
         ("b.txt", b"cat \xff dog\n", None, "invalid UTF-8 at byte offset 4"),
-        ("b.csv", b"id,text\n", None, "needs --column"),
+        ("b.csv", b"id,text\n", None, "needs the parameter 'column'"),
     ],
 )
 def test_bad_inputs_are_one_clear_error(
@@ -71,3 +74,44 @@ def test_bad_inputs_are_one_clear_error(
     p.write_bytes(content)
     with pytest.raises(ValidationError, match=match):
         rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)
+
+
+def test_what_leaves_csv_and_jsonl(tmp_path: Path) -> None:
+    voc = Vocabulary(LABELS)
+    src = tmp_path / "a.csv"
+    src.write_text("author,text,date\nann,cat,1999\nbob,dog,2001\n")
+    buf = io.StringIO()
+    st = rewrite_file(src, buf, voc, shift, column="text", drop_columns=["author"])
+    assert buf.getvalue().splitlines()[0] == "text,date"  # the dropped column is gone
+    assert st.columns is not None and st.columns.as_dict() == {
+        "released": ["text"], "unreleased": ["date"], "unacknowledged": ["date"], "dropped": ["author"]}
+    st = rewrite_file(src, io.StringIO(), voc, shift, column="text", keep_columns=["author", "date"])
+    assert st.columns is not None
+    assert st.columns.unreleased == ("author", "date") and st.columns.unacknowledged == ()
+    with pytest.raises(ValidationError, match="no column 'nope'"):
+        rewrite_file(src, io.StringIO(), voc, shift, column="text", drop_columns=["nope"])
+    jl = tmp_path / "a.jsonl"
+    jl.write_text('{"id": 1, "text": "cat", "who": "ann"}\n{"text": "dog"}\n')
+    buf = io.StringIO()
+    st = rewrite_file(jl, buf, voc, shift, column="text", drop_columns=["who"])
+    assert [json.loads(x) for x in buf.getvalue().splitlines()] == [{"id": 1, "text": "dog"}, {"text": "paris"}]
+    assert st.columns is not None and st.columns.unreleased == ("id",) and st.columns.dropped == ("who",)
+    txt = tmp_path / "a.txt"
+    txt.write_text("cat\n")
+    with pytest.raises(ValidationError, match="plain text has no columns"):
+        rewrite_file(txt, io.StringIO(), voc, shift, drop_columns=["x"])
+
+
+@pytest.mark.parametrize("name", ["long.txt", "long.jsonl", "long.csv"])
+def test_a_line_over_the_cap_is_one_error_and_bounded(tmp_path: Path, name: str) -> None:
+    # a 40 MB line once cost text privatize 4.4 GB: every reader stops at the record cap
+    p = tmp_path / name
+    body = "cat " * 5000
+    content = {"long.txt": body + "\n", "long.jsonl": json.dumps({"text": body}) + "\n",
+               "long.csv": f"text\n{body}\n"}[name]
+    p.write_text(content)
+    column = None if name.endswith(".txt") else "text"
+    with pytest.raises(ValidationError, match="cap of 1,024 bytes"):
+        rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column, max_record=1024)
+    st = rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)  # the default cap: fine
+    assert st.tokens == 5000

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from metricdp.text.tokens import case_pattern, restore_case, split
 
 
+@pytest.mark.slow
 @given(st.text())
 def test_split_covers_the_text_exactly(text: str) -> None:
     pieces = split(text)

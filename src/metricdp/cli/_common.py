@@ -39,13 +39,13 @@ Example (a command module)::
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
+import itertools
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Annotated, Any, TypeVar, cast, overload
@@ -56,8 +56,10 @@ from numpy.typing import NDArray
 from rich.console import Console
 
 from .._jsonable import jsonable
-from ..errors import MetricDPError, PrivacyViolationError, SolverError, ValidationError
-from ..io import NPY_HEADER_ERRORS, check_npy_header, check_output_path
+from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
+from ..io import NPY_HEADER_ERRORS, check_npy_header, check_output_path, parse_decimal
+from ..tabular.csv import iter_csv_rows
+from ..tabular.formats import format_of
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -238,8 +240,17 @@ def fmt(value: Any, digits: int = 6) -> str:
 
 
 # ---------------------------------------------------------------------------- files
-def check_output(path: Path, option: str = "--out") -> Path:
-    """Refuse an output path that cannot be written, before any long computation."""
+def check_output(
+    path: Path, option: str = "--out", inputs: Iterable[str | os.PathLike[str] | None] = ()
+) -> Path:
+    """Refuse an output path that cannot be written, before any long computation.
+
+    ``inputs`` are every file the command reads (``None`` for an option not given) and
+    every other file it writes: ``path`` may be none of them, by any name (a symlink, a
+    hard link, ``..``). Devices, FIFOs, sockets and directories are refused too
+    (:func:`metricdp.io.check_output_path`, the refusals :func:`metricdp.io.atomic_write`
+    makes again when it writes).
+    """
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise ValidationError(f"{option} {path} is a directory, expected a file name")
@@ -247,7 +258,10 @@ def check_output(path: Path, option: str = "--out") -> Path:
         raise ValidationError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise ValidationError(f"{option} {path}: directory {parent} is not writable")
-    check_output_path(path, ())  # devices, FIFOs, sockets: the refusals atomic_write makes, made early
+    try:
+        check_output_path(path, [p for p in inputs if p is not None and p is not path])
+    except UnsafeOutputError as ex:
+        raise UnsafeOutputError(f"{option}: {ex}") from None
     return path
 
 
@@ -276,25 +290,26 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
                 f"{what} {p}: expected a numeric vector of shape ({n},), got {v.dtype} {v.shape}"
             )
         return v.astype(np.float64)
-    if p.suffix.lower() != ".csv":
-        raise ValidationError(f"{what} {p}: expected a .csv (label,value) or a .npy vector")
+    if format_of(p, ("csv", "npy"), what=f"{what} {p}:") != "csv":  # pragma: no cover - .npy handled above
+        raise AssertionError
     index = {lab: i for i, lab in enumerate(labels)}
     out = np.full(n, np.nan)
     unknown: list[str] = []
-    with p.open(newline="", encoding="utf-8-sig") as fh:
-        for line_no, row in enumerate(csv.reader(fh), start=1):
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
+    # the file layer's one CSV record definition (metricdp.tabular.csv); its first record is read as
+    # a header, and is data when its value is a number (label,value files have an optional header)
+    with iter_csv_rows(p) as (header, stream):
+        if len(header) != 2:
+            raise ValidationError(f"{what} {p}: line 1 has {len(header)} fields, expected 2 (label,value)")
+        first = [(1, list(header))] if _is_number(header[1]) else []
+        for line_no, row in itertools.chain(first, stream):
             if len(row) != 2:
                 raise ValidationError(
                     f"{what} {p}: line {line_no} has {len(row)} fields, expected 2 (label,value)"
                 )
             label, raw = row[0], row[1]
             try:
-                value = float(raw)
+                value = parse_decimal(raw)
             except ValueError:
-                if line_no == 1:  # header
-                    continue
                 raise ValidationError(f"{what} {p}: line {line_no}: {raw!r} is not a number") from None
             if label not in index:
                 unknown.append(label)
@@ -309,6 +324,14 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     if missing:
         raise ValidationError(f"{what} {p}: no value for {len(missing)} label(s): {_few(missing)}")
     return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        parse_decimal(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _few(items: Sequence[str], k: int = 5) -> str:

@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
             checkpoint = out.with_suffix(".jsonl")
         for path, opt in ((out, "--out"), (csv_out, "--csv"), (checkpoint, "--checkpoint"), (plot, "--plot")):
             if path is not None:
-                check_output(path, opt)
+                check_output(path, opt, inputs=(out, csv_out, checkpoint, plot))  # the outputs differ
         try:
             eps_list = [float(t) for t in _split(epsilons, "--epsilons")] if epsilons is not None else [epsilon]
         except ValueError:
@@ -232,16 +232,27 @@ def register(app: typer.Typer) -> None:
         tokens: Annotated[
             list[str] | None, typer.Option("--tokens", help="Corpus size (1,000,000); repeat as NAME=N per mechanism.")
         ] = None,
-        epsilon: Annotated[float, typer.Option("--epsilon", help="Per-token eps of every mechanism.")] = 10.0,
+        epsilon: Annotated[
+            str, typer.Option("--epsilon", help="Per-token eps of every mechanism; a comma-separated list runs each.")
+        ] = "10",
         seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Zipf corpus (public data).")] = 0,
+        corpus: Annotated[
+            str, typer.Option("--corpus", help="zipf (synthetic, issue 23) or stdlib-docs (real English text).")
+        ] = "zipf",
+        plot: Annotated[
+            Path | None, typer.Option("--plot", help="PNG: tokens changed and mean distance against eps.")
+        ] = None,
         out: OutOpt = None,
     ) -> None:
-        """Text mechanisms over all 400,000 GloVe words on a Zipf corpus (issue 23): one table."""
+        """Text mechanisms over all 400,000 GloVe words on a Zipf or a real corpus: one table."""
         from ..experiments import bench_text
         from ..io import atomic_write
 
         if out is not None:
             check_output(out)
+        if plot is not None:
+            check_output(plot, "--plot")
+        epsilons = [float(e) for e in _split(epsilon, "--epsilon")]
         per = parse_sizes(tokens or ["1000000"])
         names = _split(mechanisms, "--mechanisms")
         if isinstance(per, list):
@@ -250,17 +261,28 @@ def register(app: typer.Typer) -> None:
             size = {n: (per.get(n) or per.get("*") or [1_000_000])[0] for n in names}
 
         def on_row(row: bench_text.TextBenchRow) -> None:
-            err_console.print(f"{row.mechanism}: {row.status} {row.tokens_per_s or 0:,.0f} tokens/s", markup=False)
+            err_console.print(
+                f"{row.mechanism} eps={row.epsilon:g}: {row.status} {row.tokens_per_s or 0:,.0f} tokens/s", markup=False
+            )
 
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        rows = bench_text.run_text_bench(names, size, epsilon=epsilon, seed=seed, on_row=on_row)
+        rows = bench_text.run_text_bench(names, size, epsilon=epsilons, seed=seed, on_row=on_row, corpus=corpus)
         typer.echo(bench_text.markdown_table(rows))
+        if plot is not None:
+            bench_text.plot_utility(rows, plot)
+            err_console.print(f"wrote {plot}", markup=False, highlight=False)
         if out is not None:
             from ..experiments import bench_lp as bench
 
             settings = {
-                "corpus": "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks",
-                "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": epsilon, "seed": seed,
+                "corpus": (
+                    "Zipf (1/k) over the 20,000 most frequent GloVe words, streamed in 1,000,000-token chunks"
+                    if corpus == "zipf" else
+                    "the Python standard library's documentation (pydoc topics, then module docstrings), "
+                    "through text privatize's file path"
+                ),
+                "vocabulary": "all 400,000 GloVe 6B 50-d words", "epsilon": ", ".join(map(str, epsilons)),
+                "seed": seed,
                 "load average (1, 5, 15 min) before": load_before,
                 "load average after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
                 "command": "`metricdp " + " ".join(shlex.quote(a) for a in sys.argv[1:]) + "`",

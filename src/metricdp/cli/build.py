@@ -28,12 +28,18 @@ from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
 from ..spaces import MetricSpace
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
+from ._options import naming_flags, with_options
 
 __all__ = ["MechanismName", "build_mechanism", "register"]
 
 
-#: The families ``metricdp build`` can build: every family of the registry.
-MechanismName = StrEnum("MechanismName", {n.replace("-", "_"): n for n in registry.names()})  # type: ignore[misc]
+def mechanism_names() -> type[StrEnum]:
+    """The choices of ``--mechanism``: every family of the registry, read when the command is registered."""
+    return StrEnum("MechanismName", {n.replace("-", "_"): n for n in registry.names()})  # type: ignore[return-value]
+
+
+#: The families ``metricdp build`` can build (as the registry listed them at import).
+MechanismName = mechanism_names()
 
 
 class Metric(StrEnum):
@@ -43,30 +49,23 @@ class Metric(StrEnum):
     chebyshev = "chebyshev"
 
 
-class Objective(StrEnum):
-    worst = "worst"
-    expected = "expected"
+def family_options() -> dict[str, registry.Option]:
+    """Every ``build`` option a family declares, by flag (:func:`metricdp.mechanisms.registry.options`)."""
+    return registry.options(registry.FAMILIES.values())
 
 
-class Fit(StrEnum):
-    normalised = "normalised"
-    paper = "paper"
+def _flags() -> dict[str, str]:
+    """Each family option's keyword (the Typer parameter name) -> its flag (``base_weights`` -> ``--base-weights``)."""
+    return {o.keyword: flag for flag, o in family_options().items()}
 
 
-#: The keyword of each ``build`` option (the Typer parameter name) -> its flag, derived from the
-#: flags the registry's families declare (``--base-weights`` is the keyword ``base_weights``).
-_FLAGS: dict[str, str] = {
-    p.flag[2:].replace("-", "_"): p.flag for name in registry.names() for p in registry.get(name).params if p.flag
-}
-
-
-def _parse_lambdas(text: str) -> tuple[float, ...]:
+def _parse_floats(text: str, flag: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValidationError(f"--lambdas must be comma-separated numbers, got {text!r}") from None
+        raise ValidationError(f"{flag} must be comma-separated numbers, got {text!r}") from None
     if not values:
-        raise ValidationError(f"--lambdas must list at least one number, got {text!r}")
+        raise ValidationError(f"{flag} must list at least one number, got {text!r}")
     return values
 
 
@@ -76,11 +75,12 @@ def build_mechanism(
 ) -> Mechanism:
     """Build mechanism ``name`` on ``space`` from ``build``'s options, through the registry.
 
-    ``options`` holds the CLI options by Typer keyword (see ``_FLAGS``); ``None`` and
+    ``options`` holds the CLI options by Typer keyword (see :func:`_flags`); ``None`` and
     False values are "not given". Per-label file options (weights, prior, base weights)
     are paths, read here against the space's labels.
     """
     family = registry.get(name)
+    _FLAGS = _flags()  # read from the registry at each call (a family registered later counts)
     given = {k: v for k, v in (options or {}).items() if v is not None and v is not False}
     unknown = sorted(set(given) - set(_FLAGS))
     if unknown:
@@ -104,13 +104,16 @@ def build_mechanism(
     eps = None if epsilon is None else check_epsilon(epsilon, "--epsilon")
     params: dict[str, Any] = {}
     for key, value in given.items():
-        param = by_flag[_FLAGS[key]]
+        flag = _FLAGS[key]
+        param = by_flag[flag]
         if param.kind == "vector":
-            value = read_label_values(Path(value), space.labels, param.flag or key)
+            value = read_label_values(Path(value), space.labels, flag)
         elif param.kind == "floats" and isinstance(value, str):
-            value = _parse_lambdas(value)
+            value = _parse_floats(value, flag)
         elif isinstance(value, Enum):
             value = value.value
+        if param.kind not in ("vector", "rng"):  # per-label values: the builder names the failing label
+            value = param.check(value, family.name, where=flag)
         params[param.name] = value
     if outputs is not None and not family.outputs:
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
@@ -147,45 +150,9 @@ _Points = Annotated[
         show_default=False,
     ),
 ]
-_Mechanism = Annotated[MechanismName, typer.Option("--mechanism", "-m", help="Mechanism family.")]
+_Mechanism = Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism family.")]  # choices: register()
 _Epsilon = Annotated[float | None, typer.Option("--epsilon", "-e", help="The mDP guarantee, per unit of distance.")]
 _Metric = Annotated[Metric | None, typer.Option(help="Metric (default: haversine for label,lat,lon, else euclidean).")]
-_Calibrate = Annotated[
-    bool,
-    typer.Option(
-        "--calibrate",
-        help="Tune the inner parameter to the exact audit "
-        f"({', '.join(n for n in registry.names() if any(p.flag == '--calibrate' for p in registry.get(n).params))}).",
-    ),
-]
-_Weights = Annotated[Path | None, typer.Option(help="weighted-exponential: CSV label,weight or a .npy vector.")]
-_Ldp = Annotated[float | None, typer.Option("--ldp-epsilon", help="krr: the LDP parameter, instead of --epsilon.")]
-_Objective = Annotated[Objective | None, typer.Option(help="optimal: the loss to minimise (default worst).")]
-_Prior = Annotated[Path | None, typer.Option(help="optimal: prior of --objective expected (CSV label,prob or .npy).")]
-_TimeLimit = Annotated[
-    float | None, typer.Option("--time-limit", help="LP mechanisms: deadline of the whole build, in seconds.")
-]
-_Stretch = Annotated[float | None, typer.Option(help="spanner: stretch of the spanner (default 3).")]
-_Neighbours = Annotated[
-    int | None, typer.Option("--neighbours", "-r", min=1, help="constopt: neighbours r (default 10).")
-]
-_Fit = Annotated[Fit | None, typer.Option(help="constopt: how H is fitted (default normalised).")]
-_Lambdas = Annotated[str | None, typer.Option(help="constopt: comma-separated lambdas, e.g. 0.001,0.1,1.0.")]
-_Quantile = Annotated[
-    float | None, typer.Option(help="constopt: minimise this quantile loss instead of the worst case.")
-]
-_Samples = Annotated[
-    int | None, typer.Option(min=1, help="madlib, subsampled-exponential: Monte-Carlo samples per row.")
-]
-_Seed = Annotated[
-    int | None, typer.Option(min=0, help="madlib, subsampled-exponential: seed of the Monte-Carlo estimate.")
-]
-_Candidates = Annotated[int | None, typer.Option(min=1, help="subsampled-exponential: candidates drawn per release.")]
-_Base = Annotated[
-    Path | None, typer.Option("--base-weights", help="subsampled-exponential: base distribution (CSV or .npy).")
-]
-
-
 _Outputs = Annotated[
     Path | None,
     typer.Option("--outputs", metavar="POINTS", help="A separate output set (exponential, optimal): POINTS in the "
@@ -213,63 +180,52 @@ _Elastic = Annotated[
 def register(app: typer.Typer) -> None:
     """Add the ``build`` command to ``app``."""
 
-    @app.command("build")
-    @handle_errors
     def build(
         points: _Points,
         mechanism: _Mechanism,
         out: OutOption,
         epsilon: _Epsilon = None,
         metric: _Metric = None,
-        calibrate: _Calibrate = False,
-        weights: _Weights = None,
-        ldp_epsilon: _Ldp = None,
-        objective: _Objective = None,
-        prior: _Prior = None,
-        time_limit: _TimeLimit = None,
-        stretch: _Stretch = None,
-        neighbours: _Neighbours = None,
-        fit: _Fit = None,
-        lambdas: _Lambdas = None,
-        quantile: _Quantile = None,
-        samples: _Samples = None,
-        seed: _Seed = None,
-        candidates: _Candidates = None,
-        base_weights: _Base = None,
         remap: _Remap = False,
         elastic: _Elastic = None,
         outputs: _Outputs = None,
         output_distances: _OutputDistances = None,
+        **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
-        local = locals()
-        options = {k: v for k, v in local.items() if k in _FLAGS}
-        check_output(out)
+        options = dict(given_options)
+        name = str(getattr(mechanism, "value", mechanism))  # a member of the choices register() reads
+        prior = options.get("prior")
+        check_output(out, inputs=(points, options.get("weights"), prior, options.get("base_weights"), elastic,
+                                  outputs, output_distances))
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
-        if (outputs is not None or output_distances is not None) and not registry.get(mechanism.value).outputs:
+        if (outputs is not None or output_distances is not None) and not registry.get(name).outputs:
             takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
-            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {mechanism.value} "
+            raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} "
                                   f"(they apply to: {takes})")
         if remap and prior is None:
             raise ValidationError("--remap needs --prior FILE (the prior the remapping minimises the loss under)")
-        family = registry.get(mechanism.value)
-        expected = getattr(objective, "value", objective) == "expected"
+        family = registry.get(name)
+        expected = getattr(options.get("objective"), "value", None) == "expected"
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
-            space = read_points(points, None if metric is None else metric.value)
+            with naming_flags({"metric": "--metric"}):
+                space = read_points(points, None if metric is None else metric.value)
             if elastic is not None:
                 from ..elastic import elastic_metric
 
                 space = elastic_metric(space, read_label_values(elastic, space.labels, "--elastic"))
             output_set = None
             if outputs is not None:
-                output_set = read_output_points(outputs, space, columns=read_point_columns(points))
+                with naming_flags({}, "--outputs"):
+                    output_set = read_output_points(outputs, space, columns=read_point_columns(points))
             elif output_distances is not None:
-                output_set = read_output_distances(output_distances, space)
-        with progress(f"building {mechanism.value} on {space.n} points") as bar:
-            mech = build_mechanism(space, mechanism.value, epsilon, options, output_set)
+                with naming_flags({}, "--output-distances"):
+                    output_set = read_output_distances(output_distances, space)
+        with progress(f"building {name} on {space.n} points") as bar:
+            mech = build_mechanism(space, name, epsilon, options, output_set)
             if remap:
                 from ..remap import bayesian_remap
 
@@ -278,10 +234,16 @@ def register(app: typer.Typer) -> None:
                 bar.update("Bayesian remapping under the prior")
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
-            inputs = [p for p in (points, prior, elastic, weights, base_weights, outputs, output_distances)
-                      if p is not None]
+            files = [given_options.get(o.keyword) for o in options_now.values() if o.param.kind == "vector"]
+            inputs = [p for p in (points, elastic, *files, outputs, output_distances) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)
+
+    # the choices of --mechanism and the family options are generated from the registry when the
+    # app is built, so a new family (one module and one entry) needs no edit here
+    options_now = family_options()
+    choices: Any = Annotated[mechanism_names(), typer.Option("--mechanism", "-m", help="Mechanism family.")]
+    app.command("build")(with_options(handle_errors(build), build, options_now, {"mechanism": choices}))

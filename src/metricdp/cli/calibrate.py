@@ -18,6 +18,7 @@ from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
 from ._common import JsonOption, echo_json, handle_errors, progress, read_label_values
+from ._options import naming_flags
 
 __all__ = ["read_prior", "register"]
 
@@ -38,11 +39,16 @@ def read_prior(value: str, labels: tuple[str, ...]) -> np.ndarray | None:
     return p / p.sum()
 
 
-#: Families ``calibrate`` takes: the exact families that need no parameter beyond epsilon.
-FAMILIES = tuple(
-    n for n in registry.names()
-    if registry.get(n).exact and not any(p.required for p in registry.get(n).params)
-)
+def calibratable() -> tuple[str, ...]:
+    """Families ``calibrate`` takes (the registry's classification, read now): exact, no required parameter."""
+    return tuple(
+        n for n in registry.names()
+        if registry.get(n).exact and not any(p.required for p in registry.get(n).params)
+    )
+
+
+#: The families ``calibrate`` took when this module was imported.
+FAMILIES = calibratable()
 
 
 def register(app: typer.Typer) -> None:
@@ -72,9 +78,11 @@ def register(app: typer.Typer) -> None:
         For krr the printed value is its LDP epsilon; for the other families the mDP
         epsilon per unit of distance.
         """
-        if mechanism not in FAMILIES:
-            raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(FAMILIES)}")
-        space = read_points(points, metric)
+        families = calibratable()
+        if mechanism not in families:
+            raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(families)}")
+        with naming_flags({"metric": "--metric"}):
+            space = read_points(points, metric)
         pi = read_prior(prior, space.labels)
         with progress(f"calibrating {mechanism} to E_d = {expected_distance:g}") as report:
             cal = calibrate_expected_distance(mechanism, space, pi, expected_distance, tol=tol, progress=report)
@@ -82,7 +90,7 @@ def register(app: typer.Typer) -> None:
             echo_json(
                 {
                     "mechanism": mechanism,
-                    "parameter": "ldp_epsilon" if mechanism == "krr" else "epsilon",
+                    "parameter": registry.get(mechanism).calibration or "epsilon",
                     "epsilon": cal.epsilon,
                     "epsilon_mdp": cal.mechanism.epsilon,
                     "expected_distance": cal.expected_distance,

@@ -90,11 +90,11 @@ def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float6
             writer.writerow([label, repr(w)])
 
 
-def _target(out: Path | None, default: str) -> Path:
+def _target(out: Path | None, default: str, inputs: Sequence[Path] = ()) -> Path:
     path = Path(default) if out is None else out
     if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise ValidationError(f"--out {path}: a POINTS file must end in .csv or .parquet")
-    return check_output(path)
+    return check_output(path, inputs=inputs)
 
 
 # The vocabulary sampling options that `data glove` and `data vec` share.
@@ -308,7 +308,7 @@ def vec(
     from ..data.embeddings import read_vec, read_word2vec_binary
     from ..data.glove import vocabulary_space
 
-    target = _target(out, f"vec-{size}-seed{seed}.csv")
+    target = _target(out, f"vec-{size}-seed{seed}.csv", (file,))
     reader = read_word2vec_binary if file.suffix.lower() == ".bin" else read_vec
     with progress(f"reading {file} and sampling {size} words"):
         embeddings = reader(file, limit=4 * pool)

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
         if method not in ("ibu", "inversion"):
             raise ValidationError(f"--method must be 'ibu' or 'inversion', got {method!r}")
         if out is not None:
-            check_output(out)
+            check_output(out, inputs=(mechanism_file, released, true_file))
         mech = load_mechanism(mechanism_file)
         # releases are output labels: the output set's when the mechanism has one
         releases = mech.space if mech.outputs is None else mech.outputs

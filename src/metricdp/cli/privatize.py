@@ -38,7 +38,7 @@ from ._common import (
     warn,
 )
 
-__all__ = ["DropOption", "KeepOption", "leaves_report", "register"]
+__all__ = ["DropOption", "KeepOption", "leaves_report", "register", "with_flags"]
 
 DropOption = Annotated[
     list[str] | None,
@@ -73,9 +73,10 @@ class Engine(StrEnum):
     spark = "spark"
 
 
-def _flagged(message: str) -> str:
+def with_flags(message: str) -> str:
     """A column-plan error with the CLI's flag names (the library names none)."""
-    return message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
+    return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
+            .replace("name it among the columns to keep or to drop", "--keep or --drop it by name"))
 
 
 def register(app: typer.Typer) -> None:
@@ -115,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
         from ..tabular.header import table_header
 
-        check_output(out)
+        check_output(out, inputs=(mechanism_file, input_file))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         file_format(input_file)
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             header = table_header(input_file, [column])
             plan = plan_columns(header, [column], keep=kept, drop=dropped, where=str(input_file))
         except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(_flagged(str(ex))) from None
+            raise ValidationError(with_flags(str(ex))) from None
         columns: dict[str, Any] = {} if not (kept or dropped) else {"keep": kept, "drop": dropped}
         if scheduler is not None and engine is not Engine.dask:
             raise ValidationError("--scheduler is for --engine dask")

@@ -35,7 +35,7 @@ from ..tabular.columns import look_alikes, plan_columns
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, KeepOption, _flagged, leaves_report
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -194,11 +194,11 @@ def register(app: typer.Typer) -> None:
         out_kind = _format(out, "--out")
         if out_kind != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
-        check_output(out)
+        check_output(out, inputs=(input_file, snap_to, region, plot))
         if input_file.exists() and out.exists() and input_file.resolve() == out.resolve():
             raise UnsafeOutputError(f"--out {out} is the input file; write the releases to a new file")
         if plot is not None:
-            check_output(plot, "--plot")
+            check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
         if truncate not in TRUNCATIONS:
@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
             plan = plan_columns(table_header(input_file, [lat, lon]), [lat, lon], keep=keep or (), drop=drop or (),
                                 where=str(input_file))
         except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(_flagged(str(ex))) from None
+            raise ValidationError(with_flags(str(ex))) from None
         twins = look_alikes(plan)
         if twins:
             raise ValidationError(

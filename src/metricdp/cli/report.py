@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         """Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a picture."""
         if out.suffix.lower() not in (".html", ".htm"):
             raise ValidationError(f"--out {out}: expected an .html file")
-        check_output(out)
+        check_output(out, inputs=(mechanism_file, prior))
         mech = load_mechanism(mechanism_file)
         idx = None
         if inputs is not None:

@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,8 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ..errors import UnsafeOutputError, ValidationError
+from ..errors import ValidationError
+from ..mechanisms import registry
 from ._common import (
     JsonOption,
     OutOption,
@@ -29,6 +31,8 @@ from ._common import (
     handle_errors,
     warn,
 )
+from ._options import naming_flags, with_options
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["load_vocabulary", "register"]
 
@@ -37,7 +41,7 @@ _SEED_WARNING = "--seed makes the releases reproducible by anyone who knows the 
 MechOpt = Annotated[
     str,
     typer.Option(
-        "--mechanism", "-m", help="exponential, tem, madlib, mahalanobis, subsampled-exponential, or a mechanism .npz."
+        "--mechanism", "-m", help=f"{', '.join(registry.sampler_names())}, or a mechanism .npz."
     ),
 ]
 EpsOpt = Annotated[
@@ -50,12 +54,10 @@ EmbOpt = Annotated[
 SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
 ]
-IndexOpt = Annotated[
-    str, typer.Option("--index", help="Nearest-word search of madlib/mahalanobis: exact, ivf or hnsw (faiss).")
-]
-GammaOpt = Annotated[float | None, typer.Option("--gamma", help="TEM threshold (default: the paper's, beta = 0.001).")]
-LamOpt = Annotated[float, typer.Option("--lam", help="Mahalanobis lambda in [0, 1).")]
-CandOpt = Annotated[int, typer.Option("--candidates", min=1, help="Subsampled exponential: candidates per token.")]
+#: The options of the matrix-free families (as at import; commands read them when registered), from their entries
+#: (:data:`metricdp.mechanisms.registry.SAMPLER_FAMILIES`): ``--index``, ``--gamma``, ``--beta``,
+#: ``--lam``, ``--candidates``, ``--base``.
+OPTIONS: dict[str, registry.Option] = registry.options(registry.SAMPLER_FAMILIES.values())
 
 
 def load_vocabulary(embeddings: str, size: int | None) -> Any:
@@ -75,14 +77,30 @@ def load_vocabulary(embeddings: str, size: int | None) -> Any:
     return PointSpace.from_embeddings(reader(path, limit=size))
 
 
-def _params(name: str, index: str, gamma: float | None, lam: float, candidates: int) -> dict[str, Any]:
-    if name in ("madlib", "mahalanobis"):
-        return {"index": index, **({"lam": lam} if name == "mahalanobis" else {})}
-    if name == "tem":
-        return {} if gamma is None else {"gamma": gamma}
-    if name == "subsampled-exponential":
-        return {"candidates": candidates, "base": "zipf"}
-    return {}
+def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The family parameters of the options given (by keyword), validated and named by flag.
+
+    Only the options given are passed on, so the library's defaults apply otherwise (the
+    subsampled mechanism's base is uniform unless ``--base zipf``). An option the chosen
+    mechanism does not take is ignored with a warning.
+    """
+    family = registry.SAMPLER_FAMILIES.get(mechanism)
+    params: dict[str, Any] = {}
+    ignored = []
+    for flag, option in registry.options(registry.SAMPLER_FAMILIES.values()).items():
+        value = given.get(option.keyword)
+        if value is None:
+            continue
+        param = None if family is None else family.find(option.param.name)
+        if family is None or param is None or param.flag != flag:
+            ignored.append(flag)
+            continue
+        value = value.value if isinstance(value, Enum) else value
+        params[param.name] = param.check(value, f"text {family.name}", where=flag)
+    if ignored:
+        warn(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --mechanism {mechanism}: "
+             "ignored")
+    return params
 
 
 def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | None, params: dict[str, Any]) -> Any:
@@ -125,8 +143,6 @@ def register(app: typer.Typer) -> None:
         name="text", help="Word-level mDP for texts over a large embedding vocabulary.", no_args_is_help=True
     )
 
-    @text_app.command("privatize")
-    @handle_errors
     def privatize(
         input_file: Annotated[
             Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")
@@ -139,38 +155,61 @@ def register(app: typer.Typer) -> None:
         column: Annotated[
             str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")
         ] = None,
-        keep: Annotated[
-            Path | None, typer.Option("--keep", help="File of tokens never replaced, one per line.")
+        keep_words: Annotated[
+            Path | None, typer.Option("--keep-words", help="File of words never replaced, one per line.")
         ] = None,
+        keep_tokens: Annotated[
+            str | None,
+            typer.Option("--keep-tokens", help="Never replace these (comma-separated): stopwords, numbers, names, "
+                         "punctuation. Kept tokens leave with their true text."),
+        ] = None,
+        outputs: Annotated[
+            str | None,
+            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings) or any "
+                         "(default with a mechanism file); alphabetic maps a release to the nearest alphabetic word."),
+        ] = None,
+        keep: KeepOption = None,
+        drop: DropOption = None,
         seed: SeedOption = None,
-        index: IndexOpt = "exact",
-        gamma: GammaOpt = None,
-        lam: LamOpt = 0.2,
-        candidates: CandOpt = 50,
         json_out: JsonOption = False,
+        **family_options: Any,
     ) -> None:
         """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
         from ..io import atomic_write
+        from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
-        check_output(out)
+        check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        for other in (input_file, keep, Path(mechanism)):
-            if other is not None and other.exists() and out.resolve() == other.resolve():
-                raise UnsafeOutputError(f"--out {out} is also an input ({other}); refusing to overwrite it")
-        detect_format(input_file, column)
+        with naming_flags({"column": "--column"}):
+            detect_format(input_file, column)
+        is_file = Path(mechanism).suffix.lower() == ".npz"
+        with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
+            policy = TokenPolicy.parse(keep_tokens, outputs or ("any" if is_file else "alphabetic"))
         kept: frozenset[str] = frozenset()
-        if keep is not None:
-            if not keep.is_file():
-                raise ValidationError(f"--keep {keep}: no such file")
+        if keep_words is not None:
+            if not keep_words.is_file():
+                raise ValidationError(f"--keep-words {keep_words}: no such file")
             try:
-                kept = frozenset(w.strip().lower() for w in keep.read_text(encoding="utf-8").splitlines() if w.strip())
+                kept = frozenset(
+                    w.strip().lower() for w in keep_words.read_text(encoding="utf-8").splitlines() if w.strip()
+                )
             except UnicodeDecodeError as ex:
-                raise ValidationError(f"--keep {keep}: invalid UTF-8 at byte offset {ex.start}") from None
-        sample, labels, _, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+                raise ValidationError(f"--keep-words {keep_words}: invalid UTF-8 at byte offset {ex.start}") from None
+        sample, labels, space, desc, eps = _build(
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )
+        if policy.outputs == "alphabetic":
+            if space is None:  # a mechanism file: its own space
+                from ..mechanisms.file import load_mechanism
+
+                space = load_mechanism(mechanism).space
+            restrict = OutputFilter(space, alphabetic_mask(labels))
+            unrestricted = sample
+
+            def sample(idx: np.ndarray, rng: Any = None) -> np.ndarray:
+                return restrict(unrestricted(idx, rng=rng))
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
@@ -182,8 +221,14 @@ def register(app: typer.Typer) -> None:
             def draw(idx: np.ndarray) -> np.ndarray:
                 return sample(idx)
 
-        with atomic_write(out, "w") as fh:
-            st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, progress=_Ticker())
+        with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
+            try:
+                st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, policy=policy,
+                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker())
+            except ValidationError as ex:
+                raise ValidationError(with_flags(str(ex))) from None
+        if st.columns is not None:
+            leaves_report(st.columns)
         top = sorted(st.oov_examples.items(), key=lambda kv: -kv[1])[:5]
         summary = {
             "output": str(out),
@@ -195,6 +240,9 @@ def register(app: typer.Typer) -> None:
             "replaced": st.replaced,
             "changed": st.changed,
             "kept": st.kept,
+            "kept_by": st.kept_by,
+            "outputs": policy.outputs,
+            "columns": st.columns.as_dict() if st.columns is not None else None,
             "out_of_vocabulary": st.oov,
             "top_out_of_vocabulary": dict(top),
             "seconds": round(st.seconds, 3),
@@ -206,7 +254,7 @@ def register(app: typer.Typer) -> None:
             return
         console.print(
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
-            f"({st.changed:,} changed), {st.kept:,} kept (--keep), {st.oov:,} out of vocabulary"
+            f"({st.changed:,} changed), {st.kept:,} kept (--keep-words, --keep-tokens), {st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
             f"{desc}, epsilon={eps:.6g} per token; {st.tokens_per_second:,.0f} tokens/s"
             f"{' [seeded]' if seed is not None else ''}",
@@ -214,8 +262,9 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
 
-    @text_app.command("stats")
-    @handle_errors
+    options_now = registry.options(registry.SAMPLER_FAMILIES.values())  # read when the app is built
+    text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))
+
     def stats(
         mechanism: MechOpt,
         epsilon: EpsOpt = None,
@@ -226,20 +275,17 @@ def register(app: typer.Typer) -> None:
         draws: Annotated[int, typer.Option("--draws", "-k", min=1, help="Releases per word (k of S_w).")] = 100,
         plot: Annotated[Path | None, typer.Option("--plot", help="Write histograms of N_w and S_w (PNG).")] = None,
         seed: SeedOption = None,
-        index: IndexOpt = "exact",
-        gamma: GammaOpt = None,
-        lam: LamOpt = 0.2,
-        candidates: CandOpt = 50,
         json_out: JsonOption = False,
+        **family_options: Any,
     ) -> None:
         """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws)."""
         from ..pointspace import PointSpace
         from ..text.stats import QUANTILES, plausible_deniability, plot_deniability
 
         if plot is not None:
-            check_output(plot, "--plot")
+            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
         sample, _labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
+            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )
         if space is None:  # a mechanism file: distances from its points, when it has them
             from ..mechanisms.file import load_mechanism
@@ -282,4 +328,5 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             err_console.print(f"wrote {plot}", markup=False, highlight=False)
 
+    text_app.command("stats")(with_options(handle_errors(stats), stats, options_now))
     app.add_typer(text_app, name="text")

@@ -5,3 +5,7 @@ an output directory; ``metricdp experiment NAME --out DIR`` runs it from the com
 and ``--quick`` runs a small version in CI. :mod:`._plot` holds the shared plotting
 helpers. docs/experiments.md reports the full runs next to the papers' numbers.
 """
+
+from .._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

@@ -330,7 +330,9 @@ class MechanismSpec:
 
     @property
     def is_lp(self) -> bool:
-        return self.family in ("optimal", "spanner", "constopt")
+        """Whether the family is solved by LP (the registry's classification, ``Family.lp``)."""
+        family = registry.FAMILIES.get(self.family)
+        return family is not None and family.lp
 
 
 #: Families the Imola et al. experiments compare (all in the registry).
@@ -360,6 +362,6 @@ def make_builder(
         opts["exponential_candidate"] = False
     if family.lp:
         opts["time_limit"] = time_limit
-    if spec.family == "madlib":
+    if family.find("rng") is not None:  # a Monte-Carlo estimate: seeded, so the experiment is reproducible
         return lambda eps: family.build(space, eps, rng=np.random.default_rng(seed), **opts)
     return lambda eps: family.build(space, eps, **{k: v for k, v in opts.items() if v is not None})

@@ -175,7 +175,7 @@ def sizes_for(sizes: Sequence[int] | Mapping[str, Sequence[int]], token: str) ->
         raw = sizes.get(token, sizes.get(token.partition("@")[0], sizes.get("*", ())))
         if not raw:  # a mechanism the user named must not vanish from the run
             named = ", ".join(str(k) for k in sizes)
-            raise ValidationError(f"no sizes for mechanism {token!r}: --sizes names only {named} "
+            raise ValidationError(f"no sizes for mechanism {token!r}: sizes names only {named} "
                                   f"(add {token}=N,... or plain N,... for every mechanism)")
     else:
         raw = sizes
@@ -319,8 +319,8 @@ def _child_main(workdir: str) -> None:
 
 
 def _certify(mech: Any, job: Mapping[str, Any], prior: np.ndarray | None, objective: float) -> dict[str, Any]:
-    """The certified gap of an OPTMech build (:mod:`.lp_certificate`), after the timed build."""
-    from .lp_certificate import lower_bound
+    """The certified gap of an OPTMech build (:mod:`..mechanisms.lp.certificate`), after the timed build."""
+    from ..mechanisms.lp.certificate import lower_bound
 
     expected = job["options"].get("objective") == "expected"
     pi = (np.full(mech.n, 1.0 / mech.n) if prior is None else np.asarray(prior, dtype=float)) if expected else None
@@ -427,7 +427,7 @@ def run_bench(
         ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_jsonl`).
     certify : float, optional
         Seconds for a certified lower bound on the LP optimum after each OPTMech build
-        (:mod:`.lp_certificate`, not timed with the build): ``certified_gap`` =
+        (:mod:`metricdp.mechanisms.lp.certificate`, not timed with the build): ``certified_gap`` =
         (objective - bound) / bound, an upper bound on the distance to the exact optimum.
     """
     eps_list = [check_epsilon(e) for e in ([epsilon] if epsilons is None else epsilons)]
@@ -671,7 +671,7 @@ def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machi
         "(or expected loss under the prior for optimal-expected) of the returned, audited matrix; "
         "gap vs full = its relative difference to the reference (full) build's objective; "
         "certified gap (OPTMech, with --certify) = (objective - L) / L for a lower bound L on the exact LP "
-        "optimum at eps proven by weak duality (metricdp.experiments.lp_certificate): at most this far from "
+        "optimum at eps proven by weak duality (metricdp.mechanisms.lp.certificate): at most this far from "
         "optimal; '-' where the bound's own LP did not finish in time; "
         "vs full = speed-up of the fast formulation over the full one and that difference.",
         "",

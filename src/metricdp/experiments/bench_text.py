@@ -13,19 +13,24 @@ noise.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "run_text_bench", "zipf_tokens"]
+__all__ = [
+    "CORPORA", "MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "plot_utility", "replacement_summary",
+    "run_text_bench", "zipf_tokens",
+]
 
 #: Benchmarked configurations: name -> (family, params).
 MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -38,6 +43,8 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "subsampled-exponential": ("subsampled-exponential", {"candidates": 50, "base": "zipf"}),
 }
 CHUNK = 1_000_000
+#: Corpora: the synthetic Zipf stream and real English text (the standard library's documentation).
+CORPORA = ("zipf", "stdlib-docs")
 
 
 def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:
@@ -67,6 +74,11 @@ class TextBenchRow:
     unchanged: float | None = None
     recall_at_1: float | None = None
     message: str = ""
+    corpus: str = "zipf"
+    distinct_words: int | None = None
+    distinct_per_s: float | None = None
+    mean_distance: float | None = None
+    examples: list[str] = field(default_factory=list)
 
 
 def _child_main(job_json: str) -> None:
@@ -82,6 +94,11 @@ def _child_main(job_json: str) -> None:
     space = PointSpace.from_embeddings(load_glove())
     mech = build(family, space, job["epsilon"], **params)
     out["setup_s"] = time.perf_counter() - t0
+    if job.get("corpus", "zipf") == "stdlib-docs":
+        out.update(_real_text_run(mech, space, job["tokens"]))
+        out["peak_mib"] = _rss_mib()
+        print(json.dumps(out))
+        return
     same = 0
     t0 = time.perf_counter()
     for chunk in zipf_tokens(job["tokens"], seed=job["seed"]):
@@ -98,20 +115,77 @@ def _child_main(job_json: str) -> None:
     print(json.dumps(out))
 
 
+def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
+    """``text privatize``'s path (file in, tokenise, release, file out) over real English text."""
+    from ..text.rewrite import Vocabulary, rewrite_file
+    from .corpus import corpus_summary, stdlib_text
+
+    docs = stdlib_text(tokens)
+    summary = corpus_summary(docs)
+    seen: list[tuple[NDArray[np.intp], NDArray[np.intp]]] = []
+
+    def sample(idx: NDArray[np.intp]) -> NDArray[np.intp]:
+        out = mech.sample(idx)
+        seen.append((idx, out))
+        return out
+
+    with tempfile.TemporaryDirectory(prefix="metricdp-bench-text-") as tmp:
+        src = Path(tmp) / "corpus.txt"
+        src.write_text("\n".join(docs) + "\n", encoding="utf-8")
+        t0 = time.perf_counter()
+        with open(Path(tmp) / "out.txt", "w", encoding="utf-8") as fh:
+            st = rewrite_file(src, fh, Vocabulary(space.labels), sample)
+        seconds = time.perf_counter() - t0
+    return {
+        "sample_s": seconds, "tokens": st.tokens, "distinct_words": summary["distinct_words"],
+        "distinct_per_s": summary["distinct_words"] / seconds if seconds else None,
+        "unchanged": 1.0 - st.changed / st.replaced if st.replaced else None,
+        **replacement_summary(space, seen),
+    }
+
+
+def replacement_summary(
+    space: Any, pairs: Sequence[tuple[NDArray[np.intp], NDArray[np.intp]]], examples: int = 8
+) -> dict[str, Any]:
+    """Mean embedding distance between each released token and its input, and the first changed pairs."""
+    if not pairs:
+        return {"mean_distance": None, "examples": []}
+    x = np.concatenate([a for a, _ in pairs])
+    y = np.concatenate([b for _, b in pairs])
+    total = 0.0
+    for start in range(0, len(x), 1 << 16):  # vectors of a block of pairs at a time
+        a, b = x[start : start + (1 << 16)], y[start : start + (1 << 16)]
+        total += float(np.linalg.norm(space.vectors[a] - space.vectors[b], axis=1).sum())
+    changed = np.flatnonzero(x != y)[:examples]
+    return {
+        "mean_distance": total / len(x),
+        "examples": [f"{space.labels[x[i]]} -> {space.labels[y[i]]}" for i in changed],
+    }
+
+
 def run_text_bench(
-    mechanisms: Sequence[str], tokens: int | Mapping[str, int], *, epsilon: float = 10.0, seed: int = 0,
-    recall_queries: int = 5000, on_row: Any = None,
+    mechanisms: Sequence[str], tokens: int | Mapping[str, int], *, epsilon: float | Sequence[float] = 10.0,
+    seed: int = 0, recall_queries: int = 5000, on_row: Any = None, corpus: str = "zipf",
 ) -> list[TextBenchRow]:
-    """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised)."""
+    """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised).
+
+    ``corpus``: ``"zipf"`` (the synthetic stream of issue 23) or ``"stdlib-docs"`` (real English:
+    :func:`metricdp.experiments.corpus.stdlib_text`, through ``text privatize``'s file path).
+    """
     from ..errors import ValidationError
 
-    rows = []
+    if corpus not in CORPORA:
+        raise ValidationError(f"unknown corpus {corpus!r}; choose from {', '.join(CORPORA)}")
     for name in mechanisms:
         if name not in MECHANISMS:
             raise ValidationError(f"unknown text benchmark {name!r}; choose from {', '.join(MECHANISMS)}")
+    epsilons = [float(epsilon)] if isinstance(epsilon, int | float) else [float(e) for e in epsilon]
+    rows = []
+    for name, eps in itertools.product(mechanisms, epsilons):
         n = int(tokens[name] if isinstance(tokens, Mapping) else tokens)
-        row = TextBenchRow(name, n, float(epsilon))
-        job = {"mechanism": name, "tokens": n, "epsilon": epsilon, "seed": seed, "recall_queries": recall_queries}
+        row = TextBenchRow(name, n, eps, corpus=corpus)
+        job = {"mechanism": name, "tokens": n, "epsilon": eps, "seed": seed, "recall_queries": recall_queries,
+               "corpus": corpus}
         code = "import sys; from metricdp.experiments.bench_text import _child_main; _child_main(sys.argv[1])"
         with tempfile.TemporaryDirectory(prefix="metricdp-bench-text-") as tmp:
             proc = subprocess.run([sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True,
@@ -123,7 +197,7 @@ def run_text_bench(
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             for k, v in res.items():
                 setattr(row, k, v)
-            row.tokens_per_s = n / row.sample_s if row.sample_s else None
+            row.tokens_per_s = row.tokens / row.sample_s if row.sample_s else None
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -137,14 +211,16 @@ def _f(v: float | None, fmt: str) -> str:
 def markdown_table(rows: Sequence[TextBenchRow]) -> str:
     """The rows as a markdown table."""
     head = (
-        "| mechanism | tokens | eps | setup (s) | sampling (s) | tokens/s | peak MiB | unchanged | recall@1 "
-        "| status |"
+        "| mechanism | corpus | tokens | distinct words | eps | setup (s) | sampling (s) | tokens/s "
+        "| distinct words/s | peak MiB | unchanged | mean distance | recall@1 | status |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
+        distinct = "n/a" if r.distinct_words is None else f"{r.distinct_words:,}"
         lines.append(
-            f"| {r.mechanism} | {r.tokens:,} | {r.epsilon:g} | {_f(r.setup_s, '.1f')} | {_f(r.sample_s, '.1f')} | "
-            f"{_f(r.tokens_per_s, ',.0f')} | {_f(r.peak_mib, ',.0f')} | {_f(r.unchanged, '.3f')} | "
+            f"| {r.mechanism} | {r.corpus} | {r.tokens:,} | {distinct} | {r.epsilon:g} | {_f(r.setup_s, '.1f')} | "
+            f"{_f(r.sample_s, '.1f')} | {_f(r.tokens_per_s, ',.0f')} | {_f(r.distinct_per_s, ',.0f')} | "
+            f"{_f(r.peak_mib, ',.0f')} | {_f(r.unchanged, '.3f')} | {_f(r.mean_distance, '.3f')} | "
             f"{_f(r.recall_at_1, '.3f')} | {r.status}{': ' + r.message if r.message else ''} |"
         )
     return "\n".join(lines)
@@ -160,3 +236,15 @@ def markdown_report(rows: Sequence[TextBenchRow], settings: Mapping[str, Any], m
     return "\n".join(parts)
 
 
+def plot_utility(rows: Sequence[TextBenchRow], path: Any) -> None:
+    """Fraction of tokens changed and mean embedding distance of the releases against eps, per mechanism."""
+    from ._plot import plot_grid
+
+    panels: list[tuple[str, list[Any]]] = [("tokens changed", []), ("mean embedding distance of the release", [])]
+    for name in dict.fromkeys(r.mechanism for r in rows):
+        ok = sorted((r for r in rows if r.mechanism == name and r.status == "ok"), key=lambda r: r.epsilon)
+        eps = [r.epsilon for r in ok]
+        panels[0][1].append((name, eps, [1.0 - (r.unchanged or 0.0) for r in ok], "-o"))
+        panels[1][1].append((name, eps, [r.mean_distance or 0.0 for r in ok], "-o"))
+    plot_grid(path, panels, xlabel="epsilon per token (Euclidean GloVe distance)",
+              ylabel=["fraction of word tokens changed", "mean distance (GloVe units)"], logx=True)

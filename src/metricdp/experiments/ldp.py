@@ -122,8 +122,8 @@ class LDPConfig:
     sizes: tuple[int, ...] = tuple(range(10, 751, 10))
     repetitions: int = 10
     calibration_tol: float = 1e-6
-    # L1 change 1e-5: measured on this grid (geometric, N = 100 and 750), stopping at
-    # 1e-6 instead moves the EMD by < 0.5 m (0.2 %) at 2.5 to 14 times the cost.
+    # L1 change 1e-5: stopping at 1e-6 instead moves the EMD by a fraction of a per cent
+    # at several times the cost (benchmarks/RESULTS.md#docstrings-experiments-ldp-ibu-tol).
     ibu_tol: float = 1e-5
     ibu_max_iter: int = 20_000
 
@@ -261,7 +261,7 @@ def _dataset(
         raise ValidationError(
             f"{checkins}: only {cells.size} of {len(ch.lat)} check-ins fall in the "
             f"{2 * _square(config)[0] / 1000:g} km square around ({centre[0]}, {centre[1]}); "
-            "choose the square's centre with --centre LAT,LON"
+            "choose the square's centre (the parameter 'centre': LAT, LON)"
         )
     take = min(config.checkins, cells.size)
     data = cells[rng.permutation(cells.size)[:take]]
@@ -316,7 +316,7 @@ def run_ldp(
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
         if out_dir.exists() and not out_dir.is_dir():
-            raise ValidationError(f"--out {out_dir} exists and is not a directory")
+            raise ValidationError(f"{out_dir} exists and is not a directory")
         out_dir.mkdir(parents=True, exist_ok=True)
     # Independent streams for the data, the subsets and each mechanism's noise.
     streams = np.random.SeedSequence(seed).spawn(2 + len(MECHANISMS))

@@ -5,7 +5,15 @@
 * :func:`metricdp.integrations.spark.privatize_spark` -- ``mapInPandas`` with the
   mechanism broadcast once.
 
-Both draw each partition's releases from its own stream: the operating system's secure
+Files (``privatize_file_dask``, ``privatize_file_spark``; the CLI's ``--engine``) are
+not read by pandas' or Spark's CSV readers: the driver checks the whole file with the
+local engine's record definition and column plan (:mod:`metricdp.tabular`), each
+partition releases whole records with it, the row count is checked after the job and
+the output published atomically (:mod:`._run`); every engine failure is one typed
+error (:class:`~metricdp.errors.EngineError`, or the input's
+:class:`~metricdp.errors.ValidationError`).
+
+All draw each partition's releases from its own stream: the operating system's secure
 source by default, or, with a ``seed`` (experiments only, with a
 :class:`~metricdp.errors.PrivacyLeakWarning`), the child of
 ``numpy.random.SeedSequence(seed)`` spawned for that partition
@@ -18,3 +26,7 @@ from __future__ import annotations
 from ._common import partition_rng
 
 __all__ = ["partition_rng"]
+
+from .._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

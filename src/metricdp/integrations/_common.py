@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._random import RandomSource, SecureRandom
+from .._random import RandomSource, SecureRandom, warn_unless_secure
 from ..errors import PrivacyLeakWarning, ValidationError
 
 __all__ = ["Shipped", "check_seed", "partition_rng", "release_column"]
@@ -33,11 +33,7 @@ def check_seed(seed: int | None) -> int | None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValidationError(f"seed must be None or an int >= 0, got {seed!r}")
-    warnings.warn(
-        "seed makes every partition's releases reproducible by anyone who knows it: not private for real data",
-        PrivacyLeakWarning,
-        stacklevel=3,
-    )
+    warn_unless_secure(int(seed), stacklevel=3)
     return int(seed)
 
 

@@ -14,16 +14,19 @@ Example (a local cluster)::
 
     df = dd.read_parquet("cities.parquet")
     privatize_dask(df, "city", mechanism).to_parquet("released/")
+
+For a CSV file use :func:`privatize_file_dask`, not ``dd.read_csv``: pandas infers an
+index from a trailing delimiter (every column shifts left, true values land under
+another column's name) and Dask's byte blocks split records at quoted line breaks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import os
+import uuid
 from collections.abc import Sequence
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from .._optional import import_optional
@@ -77,92 +80,90 @@ def privatize_file_dask(
     scheduler: str | None = None,
     seed: int | None = None,
     inputs: Sequence[str | PathLike[str]] = (),
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    piece_bytes: int | None = None,
+    max_record: int | None = None,
 ) -> int:
-    """The ``--engine dask`` file path: read, release on a cluster, write ``out`` atomically.
+    """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
 
-    ``scheduler`` is the address of an existing Dask scheduler (``tcp://host:8786``);
-    without it a local cluster (one single-threaded worker process per core) is started
-    and closed. CSV is read as strings (pandas' parser: a line break inside a quoted
-    field is not supported by Dask's block splitting) and written with minimal quoting:
-    values of the other columns are kept, their quoting is not (the local engine keeps
-    bytes). Returns the number of rows written.
+    ``scheduler`` is the address of an existing Dask scheduler (``tcp://host:8786``; its
+    workers must see ``input_path`` and the output's directory at the same paths);
+    without it a local cluster (one single-threaded worker process per core, at most
+    one per partition) is started and closed, its logs silenced.
+
+    The file is not read by Dask's or pandas' CSV reader (pandas infers an index from a
+    trailing delimiter and shifts every column): the driver checks it in one pass with
+    the local engine's record definition, and each task releases one piece of whole
+    records with it (see :mod:`metricdp.integrations._run`), so the output is what the
+    local engine writes (every byte outside the released column kept), with partition
+    ``k`` drawing from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``.
+    ``drop`` names columns left out of ``out`` and ``keep`` columns written unreleased on
+    purpose, with the local engine's rules and messages
+    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
+    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
+    for the local engine). ``piece_bytes`` is the input per partition
+    (default 64 MiB). Returns the rows written.
+
+    Raises
+    ------
+    ValidationError
+        the file is refused as the local engine refuses it (one line naming file and
+        line), or changed while it was released.
+    EngineError
+        the cluster failed (a worker died, the scheduler cannot be reached, ...): the
+        root cause in one line, the engine's exception chained. Nothing is written.
     """
-    from ..io import atomic_write
-    from ..streaming.files import check_header, file_format
-    from ._files import join_parts, part_files, remove, scratch_dir
+    from ._run import release_file
 
-    dask = import_optional("dask", extra="dask")
-    dd = import_optional("dask.dataframe", extra="dask")
+    import_optional("distributed", extra="dask")
+
+    def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
+        return _run_pieces(job, pieces, mech, scheduler)
+
+    return release_file(
+        "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+        keep=keep, drop=drop, max_record=max_record,
+    )
+
+
+def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None) -> list[Any]:
+    """:func:`~metricdp.integrations._pieces.release_piece` for every piece on a Dask cluster."""
+    import logging
+
+    from ._run import engine_error
+
     distributed = import_optional("distributed", extra="dask")
-    src, target = Path(input_path), Path(out)
-    if not src.is_file():
-        raise ValidationError(f"{src}: no such file")
-    fmt = file_format(src)
-    names, schema = _header(src, fmt)
-    check_header(names, column, str(src))
-    with contextlib.ExitStack() as stack:
-        if scheduler:
-            client = stack.enter_context(distributed.Client(scheduler))
-        else:
-            cluster = stack.enter_context(
-                distributed.LocalCluster(
-                    n_workers=os.cpu_count() or 1, threads_per_worker=1, dashboard_address=":0", processes=True
+    try:
+        with contextlib.ExitStack() as stack:
+            if scheduler:
+                client = stack.enter_context(distributed.Client(scheduler))
+            else:
+                cluster = stack.enter_context(
+                    distributed.LocalCluster(
+                        n_workers=max(1, min(os.cpu_count() or 1, len(pieces))), threads_per_worker=1,
+                        processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
+                    )
                 )
-            )
-            client = stack.enter_context(distributed.Client(cluster))
-        del client  # the default client of the computations below
-        if fmt == "csv":
-            df = dd.read_csv(str(src), dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
-        else:
-            df = dd.read_parquet(str(src))
-        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-            tmp = scratch_dir(target)
-            try:
-                result = privatize_dask(df, column, mechanism, seed=seed)
-                if fmt == "csv":  # pyarrow's CSV writer, several times faster than pandas' to_csv
-                    parts = result.to_delayed()
-                    dask.compute(*(_write_csv_part(p, str(tmp / f"{_part_name(i)}.csv")) for i, p in enumerate(parts)))
-                else:
-                    result.to_parquet(str(tmp), write_index=False, name_function=lambda i: f"{_part_name(i)}.parquet")
-                return join_parts(part_files(tmp, "." + fmt), fmt, fh, header=names, schema=schema)
-            finally:
-                remove(tmp)
-    raise AssertionError("unreachable")  # pragma: no cover
+                client = stack.enter_context(distributed.Client(cluster))
+            token = uuid.uuid4().hex
+            # one task holding the mechanism: sent once per worker, and recomputed if its worker dies
+            # (scattered data would be lost with it)
+            shipped = client.submit(_identity, Shipped(mechanism), key=f"metricdp-mechanism-{token}", pure=False)
+            futures = [
+                client.submit(_release, job, piece, shipped, key=f"metricdp-piece-{token}-{piece.index}", pure=False)
+                for piece in pieces
+            ]
+            return list(client.gather(futures))
+    except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, ...): one typed line
+        raise engine_error("Dask", ex) from ex
 
 
-def _part_name(i: int) -> str:
-    return f"{i:08d}"
+def _identity(x: Any) -> Any:
+    return x
 
 
-def _write_csv_part_now(part: Any, path: str) -> int:
-    """One partition as CSV without a header (minimal quoting, ``\n``); its row count."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
+def _release(job: Any, piece: Any, shipped: Shipped) -> Any:
+    from ._pieces import release_piece
 
-    table = pa.Table.from_pandas(part, preserve_index=False)
-    pacsv.write_csv(table, path, write_options=pacsv.WriteOptions(include_header=False, quoting_style="needed"))
-    return len(part)
-
-
-def _write_csv_part(part: Any, path: str) -> Any:
-    dask = import_optional("dask", extra="dask")
-    return dask.delayed(_write_csv_part_now, pure=False)(part, path)
-
-
-def _header(src: Path, fmt: str) -> tuple[list[str], Any]:
-    """Column names (and the Arrow schema of a Parquet file)."""
-    if fmt == "parquet":
-        pq = import_optional("pyarrow.parquet", extra="parquet")
-        try:
-            schema = pq.read_schema(src)
-        except Exception as ex:  # pyarrow raises several unrelated types for bad files
-            raise ValidationError(f"{src}: not a readable Parquet file ({ex})") from None
-        return list(schema.names), schema
-    with src.open(newline="", encoding="utf-8-sig", errors="strict") as fh:
-        try:
-            header = next(csv.reader(fh), None)
-        except UnicodeDecodeError as ex:
-            raise ValidationError(f"{src}: not valid UTF-8 in the header (byte {ex.start})") from None
-    if header is None:
-        raise ValidationError(f"{src}: empty file (no header row)")
-    return header, None
+    return release_piece(job, piece, shipped.mechanism)

@@ -18,20 +18,25 @@ Example::
     spark = SparkSession.builder.master("local[*]").getOrCreate()
     df = spark.read.parquet("cities.parquet")
     privatize_spark(df, "city", mechanism).write.parquet("released/")
+
+For a CSV file use :func:`privatize_file_spark`, not ``spark.read.csv``: Spark drops a
+surplus field, splits records at quoted line breaks unless ``multiLine`` is set and
+reads an empty field as null.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from .._optional import import_optional
-from ..errors import MetricDPError, ValidationError
+from ..errors import EngineError, ValidationError
 from ._common import Shipped, check_seed, partition_rng, release_column
 
 __all__ = ["privatize_file_spark", "privatize_spark"]
@@ -95,74 +100,109 @@ def privatize_file_spark(
     master: str | None = None,
     seed: int | None = None,
     inputs: Sequence[str | PathLike[str]] = (),
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    piece_bytes: int | None = None,
+    max_record: int | None = None,
 ) -> int:
-    """The ``--engine spark`` file path: read, release with Spark, write ``out`` atomically.
+    """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
 
-    ``master`` is a Spark master URL (``spark://host:7077``, ``yarn``, ``local[4]``);
-    default ``local[*]``. A session already active in this process is used as it is
-    (and left running); one created here is stopped at the end. Python workers run
-    this interpreter (``PYSPARK_PYTHON``, unless set). CSV is read as strings with
-    RFC 4180 escaping, one record per line (Spark splits files by lines); an empty
-    unquoted field is read as null and written back empty. Returns the rows written.
+    ``master`` is a Spark master URL (``spark://host:7077``, ``yarn``, ``local[4]``;
+    its executors must see ``input_path`` and the output's directory at the same paths);
+    default ``local[*]``. A SparkContext already active in this process is used as it
+    is (and left running); one created here runs quietly (the JVM's console output
+    discarded) and is stopped at the end. Python workers run this interpreter
+    (``PYSPARK_PYTHON``, unless set).
+
+    The file is not read by Spark's CSV reader (it splits records at line breaks inside
+    quotes, drops surplus fields, reads empty fields as null, trims blanks on write):
+    the driver checks it in one pass with the local engine's record definition, and
+    each task releases one piece of whole records with it (see
+    :mod:`metricdp.integrations._run`), so the output is what the local engine writes,
+    with partition ``k`` drawing from :func:`~metricdp.integrations.partition_rng`
+    ``(seed, k)``. ``drop`` names columns left out of ``out`` and ``keep`` columns
+    written unreleased on purpose, with the local engine's rules and messages
+    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
+    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
+    for the local engine). ``piece_bytes`` is the input per partition
+    (default 64 MiB).
+    Returns the rows written.
+
+    Raises
+    ------
+    ValidationError
+        the file is refused as the local engine refuses it, or changed while released.
+    EngineError
+        Spark failed (a JVM error, a Python worker that crashed, no Java): the root cause
+        in one line, the engine's exception chained. Nothing is written.
     """
-    from ..io import atomic_write
-    from ..streaming.files import check_header, file_format
-    from ._files import join_parts, part_files, remove, scratch_dir
+    from ._run import release_file
 
     import_optional("pyspark", extra="spark")
-    from pyspark.sql import SparkSession
 
-    from .dask import _header
+    def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
+        return _run_pieces(job, pieces, mech, master)
 
-    src, target = Path(input_path), Path(out)
-    if not src.is_file():
-        raise ValidationError(f"{src}: no such file")
-    fmt = file_format(src)
-    names, schema = _header(src, fmt)
-    check_header(names, column, str(src))
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise MetricDPError("--engine spark needs Java (e.g. apt-get install openjdk-17-jre-headless)")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    active = SparkSession.getActiveSession()
-    spark = active or (
-        SparkSession.builder.master(master or "local[*]")
-        .appName("metricdp privatize")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # Arrow batches of 10,000 rows (the default) make one sampler call per 10,000 rows;
-        # the sampler's cost per call grows with the distinct inputs, not the rows
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(_BATCH_ROWS))
-        .getOrCreate()
+    return release_file(
+        "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+        keep=keep, drop=drop, max_record=max_record,
     )
+
+
+def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | None) -> list[Any]:
+    """:func:`~metricdp.integrations._pieces.release_piece` for every piece, one Spark task each."""
+    from ._run import engine_error
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
-        if fmt == "csv":
-            df = spark.read.option("header", True).option("escape", '"').option("inferSchema", False).csv(str(src))
-        else:
-            df = spark.read.parquet(str(src))
-        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-            tmp = scratch_dir(target)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
+            sc, created = _context(master)
             try:
-                result = privatize_spark(df, column, mechanism, seed=seed)
-                if fmt == "csv":
-                    result.write.option("header", False).option("escape", '"').option("emptyValue", "").csv(
-                        str(tmp / "out")
+                shipped = sc.broadcast(Shipped(mechanism))  # sent once per executor
+                try:
+                    return list(
+                        sc.parallelize([(job, p) for p in pieces], len(pieces))
+                        .map(lambda task: _release(task, shipped.value))
+                        .collect()
                     )
-                else:
-                    result.write.parquet(str(tmp / "out"))
-                return join_parts(part_files(tmp / "out", "." + fmt), fmt, fh, header=names, schema=schema)
-            except Exception as ex:
-                if isinstance(ex, MetricDPError):
-                    raise
-                raise MetricDPError(f"the Spark job failed: {_last_line(ex)}") from None
+                finally:
+                    shipped.unpersist()
             finally:
-                remove(tmp)
-    finally:
-        if active is None:
-            spark.stop()
+                if created:
+                    sc.stop()
+    except Exception as ex:  # Py4J / JVM / worker crash: one typed line, the rest chained
+        raise engine_error("Spark", ex) from ex
 
 
-def _last_line(ex: BaseException) -> str:
-    """The Python error at the bottom of a Spark exception (its traceback is on the worker)."""
-    lines = [ln.strip() for ln in str(ex).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "Error: " in ln or "Exception: " in ln]
-    return (errors or lines or [type(ex).__name__])[-1]
+def _release(task: tuple[Any, Any], shipped: Shipped) -> Any:
+    from ._pieces import release_piece
+
+    job, piece = task
+    return release_piece(job, piece, shipped.mechanism)
+
+
+def _context(master: str | None) -> tuple[Any, bool]:
+    """The active SparkContext (not ours to stop), or a new quiet one (ours)."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active, False
+    conf = (
+        SparkConf()
+        .setMaster(master or "local[*]")
+        .setAppName("metricdp privatize")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+    )
+    gateway = None
+    if SparkContext._gateway is None:  # the JVM's log4j output and progress bars are not the CLI's output
+        from pyspark.java_gateway import launch_gateway
+
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})
+    sc = SparkContext(conf=conf, gateway=gateway)
+    sc.setLogLevel("OFF")
+    return sc, True

@@ -19,3 +19,7 @@ privatize_points``); the package binds no function names.
 from __future__ import annotations
 
 __all__: list[str] = []
+
+from .._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

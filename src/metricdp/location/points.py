@@ -26,15 +26,14 @@ Each row is released independently; k rows of one person compose to k epsilon.
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._random import SecureRandom, check_rng
+from .._random import check_rng, warn_unless_secure
 from .._validation import check_epsilon
-from ..errors import PrivacyLeakWarning, ValidationError
+from ..errors import ValidationError
 from .projection import check_latlon
 from .region import Region, sample_in_region
 from .snap import Snapper
@@ -93,12 +92,7 @@ def privatize_points(
     if region is not None and not isinstance(region, Region):
         raise ValidationError(f"region must be a Region, got {type(region).__name__}")
     snapper = None if snap_to is None else snap_to if isinstance(snap_to, Snapper) else Snapper(np.asarray(snap_to))
-    if rng is not None and not isinstance(rng, SecureRandom):
-        warnings.warn(
-            "a seeded rng makes the releases reproducible by anyone who knows the seed: not private for real data",
-            PrivacyLeakWarning,
-            stacklevel=2,
-        )
+    warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
     from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 

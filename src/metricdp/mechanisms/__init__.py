@@ -14,22 +14,12 @@ that submodule. Submodules are imported on first attribute access (PEP 562), so
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
+from .._lazy import submodule_getattr
 from .base import Mechanism, certify
 from .file import load_mechanism
 from .registry import build, get, names
 
 __all__ = ["Mechanism", "build", "certify", "get", "load_mechanism", "names"]
 
-_SUBMODULES = frozenset(
-    {"base", "calibration", "exponential", "file", "geometric", "krr", "lp", "madlib", "planar_laplace",
-     "registry", "subsampled"}
-)
-
-
-def __getattr__(name: str) -> ModuleType:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: Submodules are read from the package's directory on first attribute access (PEP 562).
+__getattr__ = submodule_getattr(__name__, __path__)

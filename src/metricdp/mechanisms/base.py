@@ -12,6 +12,7 @@ from its parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._jsonable import jsonable
 from .._random import RandomSource, check_release_rng, check_rng
+from .._readonly import frozen, is_frozen
 from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
 from .._version import __version__
 from ..audit import AuditResult, audit, epsilon_tight
@@ -50,12 +52,19 @@ _AUDITED = object()
 
 
 def _frozen(a: ArrayLike) -> NDArray[np.float64]:
-    """A read-only copy that cannot be made writable again (a view of a read-only base)."""
-    base = np.array(a, dtype=np.float64, copy=True)
-    base.setflags(write=False)
-    out = base.view()
-    out.setflags(write=False)
-    return out
+    """A float64 copy that cannot be made writable again, by anyone (:func:`metricdp._readonly.frozen`)."""
+    return frozen(a, np.float64)
+
+
+def _frozen_space(space: MetricSpace) -> MetricSpace:
+    """``space`` itself when its arrays are frozen (every constructor of
+    :class:`~metricdp.spaces.MetricSpace` freezes them), else a copy whose are: the audit
+    and every release must read distances nobody can edit afterwards."""
+    points = space.points
+    if is_frozen(space.distances) and (points is None or is_frozen(points)):
+        return space
+    return dataclasses.replace(space, distances=frozen(space.distances, np.float64),
+                               points=None if points is None else frozen(points, np.float64))
 
 
 def _check_audit(matrix: NDArray[np.float64], space: MetricSpace, epsilon: float, name: str) -> AuditResult:
@@ -120,6 +129,7 @@ class Mechanism:
         if not isinstance(self.name, str) or not self.name:
             raise ValidationError(f"name must be a non-empty string, got {self.name!r}")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "space", _frozen_space(self.space))
         outputs = check_outputs(self.outputs, self.space)
         matrix = check_stochastic(self.matrix, name=f"{self.name} matrix", square=outputs is None)
         shape = (self.space.n, self.space.n if outputs is None else outputs.m)
@@ -241,7 +251,7 @@ class Mechanism:
     # ----------------------------------------------------------------- sampling
     @cached_property
     def _cdf(self) -> NDArray[np.float64]:
-        return np.cumsum(self.matrix, axis=1)
+        return frozen(np.cumsum(self.matrix, axis=1))
 
     def sample(self, inputs: ArrayLike, rng: object = None, *, exact: bool = True) -> NDArray[np.intp]:
         """One release per input index.

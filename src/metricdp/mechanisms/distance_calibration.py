@@ -169,10 +169,12 @@ def calibrate_expected_distance(
         value, mech = cache[log_eps]
         return Calibrated(math.exp(log_eps), value, len(cache), mech)
 
-    # k-RR's parameter has no unit; for the others E_d is about c / eps, so start at
-    # 1 / target, kept where the matrix is representable (eps d_min <= 10).
-    start = 0.0 if name == "krr" else min(max(-math.log(target), math.log(1e-3 / space.diameter)),
-                                          math.log(10.0 / space.d_min))
+    # A family calibrated on its own keyword (k-RR's ldp_epsilon) has a parameter without a
+    # unit; for the others E_d is about c / eps, so start at 1 / target, kept where the
+    # matrix is representable (eps d_min <= 10).
+    unitless = isinstance(build, str) and registry.get(build).calibration is not None
+    start = 0.0 if unitless else min(max(-math.log(target), math.log(1e-3 / space.diameter)),
+                                     math.log(10.0 / space.d_min))
     lo, hi = _bracket(evaluate, name, target, tol, bracket, start)
     for t in (lo, hi):
         if abs(cache[t][0] - target) <= tol * target:

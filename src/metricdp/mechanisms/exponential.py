@@ -47,13 +47,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import check_bool, check_epsilon
+from .._validation import check_epsilon
 from ..audit import audit_epsilon
 from ..errors import ValidationError
 from ..outputs import CROSS_TRIANGLE_RTOL, OutputSet, check_outputs
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
+from .registry import declared
 
 __all__ = ["exponential", "exponential_matrix", "weighted_exponential"]
 
@@ -160,7 +161,6 @@ def _build(
     outputs: OutputSet | None = None,
 ) -> Mechanism:
     space = check_space(space)
-    calibrate = check_bool(calibrate, "calibrate")
     outputs = check_outputs(outputs, space)
     if outputs is not None:
         _check_cross(space, outputs)
@@ -198,6 +198,7 @@ def _build(
     return certify(matrix, space, epsilon, name, params, info, outputs=outputs)
 
 
+@declared("exponential")
 def exponential(
     space: MetricSpace, epsilon: float, *, calibrate: bool = False, outputs: OutputSet | None = None
 ) -> Mechanism:
@@ -241,6 +242,7 @@ def exponential(
     return _build(space, epsilon, None, calibrate, "exponential", outputs)
 
 
+@declared("weighted-exponential")
 def weighted_exponential(
     space: MetricSpace, epsilon: float, weights: ArrayLike, *, calibrate: bool = False
 ) -> Mechanism:

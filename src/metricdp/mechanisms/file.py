@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from .._readonly import frozen
 from .._resources import check_allocation
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
 from ..audit import audit
@@ -82,47 +83,82 @@ class ClaimError(MechanismFileError, PrivacyViolationError):
     """A mechanism file whose privacy claim does not hold (exit status 1 in the CLI)."""
 
 
-def _check_headers(p: Path, fh: Any) -> None:
-    """Every member's .npy header vetted before any array is read (:func:`metricdp.io.check_npy_header`)."""
-    with zipfile.ZipFile(fh) as archive:
-        members = [info for info in archive.infolist() if info.filename.endswith(".npy")]
-        missing = [k for k in _REQUIRED if f"{k}.npy" not in {m.filename for m in members}]
-        if missing:
-            raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-        for info in archive.infolist():
-            if info.filename[:-4] in (*_REQUIRED, *_OPTIONAL):  # the only members read
-                try:
-                    check_allocation(float(info.file_size), f"{p}: member {info.filename} ({info.file_size:,} bytes)")
-                except ValidationError as ex:
-                    raise MechanismFileError(f"not a mechanism file: {ex}") from None
-        for info in members:
-            with archive.open(info) as member:
-                try:
-                    check_npy_header(member, f"{p}: member {info.filename}")
-                except ValidationError as ex:
-                    raise MechanismFileError(f"not a mechanism file: {ex}") from None
+#: Members a mechanism file may hold at most (it needs 8); the zip's directory is read
+#: only after its end record says so, so a file of a million empty members costs nothing.
+_MAX_MEMBERS = 64
+_EOCD = b"PK\x05\x06"  # end of central directory record: its entry count is at offset 10
+
+
+def _check_member_count(p: Path, fh: Any) -> None:
+    """Refuse an archive whose end record declares more than :data:`_MAX_MEMBERS` entries
+    (found as :mod:`zipfile` finds it: at the end, else the last one in the final 64 KiB)."""
+    size = fh.seek(0, 2)
+    fh.seek(max(0, size - (1 << 16) - 22))
+    tail = fh.read()
+    at = len(tail) - 22 if tail[-22:-18] == _EOCD else tail.rfind(_EOCD)
+    if at < 0 or len(tail) < at + 22:
+        return  # zipfile will refuse it
+    total = int.from_bytes(tail[at + 10:at + 12], "little")
+    if total > _MAX_MEMBERS:
+        raise MechanismFileError(f"{p}: not a mechanism file ({total:,} members; a mechanism file has at most 8)")
+
+
+def _read_members(p: Path, archive: zipfile.ZipFile) -> dict[str, np.ndarray]:
+    """The arrays of the members named exactly ``KEY.npy`` for the keys of :data:`_REQUIRED`
+    and :data:`_OPTIONAL`; nothing else is opened.
+
+    Every header is vetted first (:func:`metricdp.io.check_npy_header`: no pickle, the
+    declared size within the memory guard), then their total, and only then is any array
+    read -- the allocation is the one the vetted header declared. A name that appears twice
+    is refused (which copy would be read is the zip reader's choice, not the file's
+    writer's); members under other names (``matrix`` without ``.npy``, ``x/matrix.npy``)
+    are ignored unread, so they cannot make the loader allocate or parse anything.
+    """
+    infos: dict[str, zipfile.ZipInfo] = {}
+    for info in archive.infolist():
+        if info.filename in infos:
+            raise MechanismFileError(f"{p}: not a mechanism file (member {info.filename} appears twice)")
+        infos[info.filename] = info
+    missing = [k for k in _REQUIRED if f"{k}.npy" not in infos]
+    if missing:
+        raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
+    keys = [k for k in (*_REQUIRED, *_OPTIONAL) if f"{k}.npy" in infos]
+    total = 0.0
+    for key in keys:
+        with archive.open(infos[f"{key}.npy"]) as member:
+            try:
+                shape, dtype = check_npy_header(member, f"{p}: member {key}.npy")
+            except ValidationError as ex:
+                raise MechanismFileError(f"not a mechanism file: {ex}") from None
+        total += float(np.prod(shape, dtype=np.float64)) * max(dtype.itemsize, 1)
+    try:
+        check_allocation(total, f"{p}: the {len(keys)} arrays of the mechanism file")
+    except ValidationError as ex:
+        raise MechanismFileError(f"not a mechanism file: {ex}") from None
+    arrays = {}
+    for key in keys:
+        with archive.open(infos[f"{key}.npy"]) as member:
+            arrays[key] = np.lib.format.read_array(member, allow_pickle=False)
+    return arrays
 
 
 def _read_arrays(p: Path) -> dict[str, np.ndarray]:
     if not p.is_file():
         raise MechanismFileError(f"{p}: no such file")
     try:
-        # Open the file ourselves: np.load leaks its handle when a zip is truncated, returns a
-        # bare array (no context manager) for a .npy, and tries pickle on anything else.
+        # Not np.load: it leaks its handle when a zip is truncated, returns a bare array for a
+        # .npy, tries pickle on anything else, and reads a member "matrix" (no suffix) in
+        # place of "matrix.npy" -- unvetted.
         with p.open("rb") as fh:
             if not zipfile.is_zipfile(fh):
                 raise MechanismFileError(f"{p}: not a mechanism file (not an .npz archive)")
+            _check_member_count(p, fh)
             fh.seek(0)
-            _check_headers(p, fh)
-            fh.seek(0)
-            with np.load(fh, allow_pickle=False) as z:
-                missing = [k for k in _REQUIRED if k not in z.files]
-                if missing:
-                    raise MechanismFileError(f"{p}: not a mechanism file (missing {', '.join(missing)})")
-                return {k: z[k] for k in (*_REQUIRED, *_OPTIONAL) if k in z.files}  # nothing else is read
+            with zipfile.ZipFile(fh) as archive:
+                return _read_members(p, archive)
     except MechanismFileError:
         raise
-    except (ValueError, MemoryError) as ex:  # object arrays need pickle; absurd header shapes
+    except (ValueError, MemoryError) as ex:  # object arrays need pickle; truncated data
         raise MechanismFileError(f"{p}: not a mechanism file ({type(ex).__name__}: {ex})") from None
     except (*NPY_HEADER_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError,
             NotImplementedError) as ex:  # NotImplementedError: an unsupported zip compression method
@@ -185,8 +221,8 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
     if points is not None:
         # with another metric (a graph, an elastic metric) the points are for display only:
         # the distances cannot be recomputed from them, so only a trusted space= pins them
-        points.setflags(write=False)
-    d.setflags(write=False)
+        points = frozen(points)
+    d = frozen(d)
     cell = space_meta.get("cell")
     try:
         cell_value = None if cell is None else check_epsilon(cell, "space.cell")

@@ -61,7 +61,25 @@ float matrix is entrywise within about :math:`10^{-13}` (relative) of the exact 
 far inside the audit's :math:`10^{-9}` relative slack for :math:`\alpha \ge 10^{-3}`, and
 :func:`~metricdp.mechanisms.base.certify` audits it anyway.
 
-**(b) Row-normalised form** (``form="row-normalised"``; the default on every other
+**(b) Clamped form** (``form="clamped"``; the default for 1-d points on a line: the points of the space
+are :math:`h r_u` for the ranks :math:`r_u = 0, \dots, n-1` of an equally spaced line, and
+:math:`h\lvert r_u - r_v\rvert \le d(u, v)` up to 1e-12 relative -- ages 0..99, readings on a
+fixed step). The release for u is the point of rank :math:`\min(n-1, \max(0, r_u + Z))`
+with Z two-sided geometric, :math:`\Pr[Z = k] = \frac{1-\alpha}{1+\alpha}\alpha^{\lvert k
+\rvert}`, :math:`\alpha = e^{-\varepsilon h}` (the truncated geometric mechanism of Ghosh,
+Roughgarden and Sundararajan, STOC 2009): interior columns :math:`\frac{1-\alpha}{1+\alpha}
+\alpha^{\lvert r_u - j\rvert}`, the end columns the tails :math:`\alpha^{r_u}/(1+\alpha)` and
+:math:`\alpha^{n-1-r_u}/(1+\alpha)`.
+
+*Privacy (exact).* :math:`\Pr[r_u + Z = k] \le e^{\varepsilon h \lvert r_u - r_v\rvert}
+\Pr[r_v + Z = k]` for every integer k (the ratio of :math:`\alpha^{\lvert k - r_u\rvert}` and
+:math:`\alpha^{\lvert k - r_v\rvert}`, triangle inequality), and the clamp is a function of
+:math:`r_u + Z` (post-processing), so the mechanism is :math:`\varepsilon h\lvert r_u -
+r_v\rvert \le \varepsilon d(u,v)`-private between u and v; the float matrix computes every
+power as one ``exp`` (relative error a few ulps) and :func:`~metricdp.mechanisms.base.certify`
+audits it.
+
+**(c) Row-normalised form** (``form="row-normalised"``; the default on every other
 space): :math:`M_p[u,v] = e^{-p\,d(u,v)}/Z_u(p)` at the largest p in
 :math:`[\varepsilon/2, \varepsilon]` whose matrix passes the exact audit at
 :math:`\varepsilon` (bisection, :func:`~metricdp.mechanisms.calibration.largest_passing`).
@@ -85,6 +103,7 @@ from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
 from .exponential import _check_representable, exponential_matrix
+from .registry import declared
 
 __all__ = ["MASS_LEFT_OUT", "geometric", "lattice_tail_bound", "lattice_truncation_radius"]
 
@@ -100,7 +119,7 @@ _CHUNK = 1 << 22  # elements per temporary
 #: is not treated as a lattice: the proof bounds ratios by the lattice distance.
 _LATTICE_DIST_RTOL = 1e-12
 
-Form = Literal["auto", "lattice", "row-normalised"]
+Form = Literal["auto", "lattice", "clamped", "row-normalised"]
 
 
 def lattice_tail_bound(alpha: float, radius: int) -> float:
@@ -319,11 +338,51 @@ def _lattice_matrix(k: NDArray[np.int64], alpha: float, radius: int) -> NDArray[
     return out / z_torus
 
 
+def _line_ranks(space: MetricSpace) -> tuple[NDArray[np.int64], float] | None:
+    """(ranks 0..n-1, step h) when the space is an equally spaced line (module docstring, (b)), else None.
+
+    From the distances alone: the point farthest from point 0 is an end of a line; ranks
+    are its distances in steps of the smallest positive distance. The line's distance
+    ``h |r_u - r_v|`` may exceed the space's by at most ``_LATTICE_DIST_RTOL`` (relative):
+    the privacy proof bounds ratios by it.
+    """
+    d = space.distances
+    n = space.n
+    positive = d[d > 0]
+    if n < 2 or positive.size == 0:
+        return None
+    h = float(positive.min())
+    end = int(np.argmax(d[0]))
+    steps = d[end] / h
+    r = np.rint(steps).astype(np.int64)
+    if not np.array_equal(np.sort(r), np.arange(n)):
+        return None
+    line = h * np.abs(r[:, None] - r[None, :]).astype(np.float64)
+    if np.any(line > d * (1 + _LATTICE_DIST_RTOL)):
+        return None
+    return r, h
+
+
+def _clamped_matrix(ranks: NDArray[np.int64], alpha_log: float) -> NDArray[np.float64]:
+    """The clamped two-sided geometric matrix on ranks (module docstring, (b)); ``alpha_log`` = eps h."""
+    n = len(ranks)
+    j = np.arange(n)
+    gap = np.abs(ranks[:, None] - j[None, :]).astype(np.float64)
+    a = math.exp(-alpha_log)
+    body = -math.expm1(-alpha_log) / (1.0 + a)  # (1 - alpha) / (1 + alpha), without cancellation
+    out = body * np.exp(-alpha_log * gap)
+    out[:, 0] = np.exp(-alpha_log * ranks) / (1.0 + a)
+    out[:, n - 1] = np.exp(-alpha_log * (n - 1 - ranks)) / (1.0 + a)
+    # columns are in rank order; put them back in the space's order
+    return out[:, ranks]
+
+
 def _row_normalised(distances: NDArray[np.float64], parameter: float) -> NDArray[np.float64]:
     """exp(-p d(u,v)) / Z_u(p): the exponential mechanism at inner parameter 2p."""
     return exponential_matrix(distances, 2.0 * parameter)
 
 
+@declared("geometric")
 def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mechanism:
     r"""The geometric mechanism, exactly :math:`\varepsilon`-mDP.
 
@@ -335,10 +394,12 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
     space : MetricSpace
     epsilon : float
         The mDP guarantee, > 0.
-    form : {"auto", "lattice", "row-normalised"}, optional
-        ``auto`` (default) uses the lattice form when the space lies on a square lattice
-        in the Euclidean plane (``space.cell`` is set) and the tables stay small
-        (:math:`(R+T)(C+T)` and :math:`n R C` at most 2e8), else the row-normalised form.
+    form : {"auto", "lattice", "clamped", "row-normalised"}, optional
+        ``auto`` (default) uses the lattice form when the space lies on a square lattice in
+        the Euclidean plane (``space.cell`` is set) and the tables stay small
+        (:math:`(R+T)(C+T)` and :math:`n R C` at most 2e8), else the clamped form when the
+        points are 1-d and equally spaced (ages, readings on a step), else the
+        row-normalised form. ``clamped`` also takes a line given by its distances.
 
     Returns
     -------
@@ -364,11 +425,9 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
     """
     epsilon = check_epsilon(epsilon)
     space = check_space(space)
-    if form not in ("auto", "lattice", "row-normalised"):
-        raise ValidationError(f"form must be 'auto', 'lattice' or 'row-normalised', got {form!r}")
     params: dict[str, Any] = {}
     info: dict[str, Any] = {}
-    if form != "row-normalised":
+    if form in ("auto", "lattice"):
         k = _lattice_coordinates(space)
         reason = None
         if k is None:
@@ -406,6 +465,17 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
             _check_representable(matrix, "geometric", epsilon)
             return certify(matrix, space, epsilon, "geometric", params, info)
 
+    one_d = space.points is not None and space.points.shape[1] == 1
+    if form == "clamped" or (form == "auto" and one_d):
+        line = _line_ranks(space)
+        if line is not None:
+            ranks, h = line
+            matrix = _clamped_matrix(ranks, epsilon * h)
+            params.update(form="clamped", parameter=epsilon, step=h)
+            _check_representable(matrix, "geometric", epsilon)
+            return certify(matrix, space, epsilon, "geometric", params, info)
+        if form == "clamped":
+            raise ValidationError("geometric form='clamped' needs an equally spaced line (points h*0, h*1, ...)")
     d = space.distances
     # p = epsilon/2 is the exponential mechanism at epsilon: refuse it clearly if it underflows.
     _check_representable(_row_normalised(d, epsilon / 2), "geometric", epsilon)

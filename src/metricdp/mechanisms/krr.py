@@ -25,6 +25,7 @@ from ..errors import ValidationError
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .exponential import _check_representable
+from .registry import declared
 
 __all__ = ["krr", "krr_matrix"]
 
@@ -49,6 +50,7 @@ def krr_matrix(n: int, ldp_epsilon: float) -> NDArray[np.float64]:
     return m
 
 
+@declared("krr")
 def krr(space: MetricSpace, epsilon: float | None = None, *, ldp_epsilon: float | None = None) -> Mechanism:
     r"""k-ary randomized response on ``space``, exactly eps-mDP.
 
@@ -95,7 +97,7 @@ def krr(space: MetricSpace, epsilon: float | None = None, *, ldp_epsilon: float 
         eps = check_epsilon(epsilon)
         a = eps * d_min
     else:
-        a = check_epsilon(ldp_epsilon, "ldp_epsilon")
+        a = float(ldp_epsilon)  # type: ignore[arg-type]  # not None here; declared finite and > 0 (registry)
         eps = a / d_min
     matrix = krr_matrix(space.n, a)
     _check_representable(matrix, "krr", eps)

@@ -39,6 +39,7 @@ from ..pointspace import PointSpace
 from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
 from .base import Mechanism
+from .registry import declared
 
 __all__ = [
     "madlib", "madlib_epsilon", "madlib_noise", "madlib_polar", "madlib_sample", "nearest_release", "true_sampler",
@@ -194,6 +195,7 @@ def true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSour
     return madlib_sample(mechanism.space, inputs, float(mechanism.params["epsilon"]), rng)
 
 
+@declared("madlib")
 def madlib(space: MetricSpace, epsilon: float, *, samples: int = 2000, rng: object = None) -> Mechanism:
     """Madlib over a finite vocabulary with a Monte-Carlo estimate of its matrix.
 
@@ -225,7 +227,6 @@ def madlib(space: MetricSpace, epsilon: float, *, samples: int = 2000, rng: obje
     """
     space = _check_space(space)
     epsilon = check_epsilon(epsilon)
-    samples = check_int(samples, "samples", minimum=2)
     source = check_rng(rng)
     matrix, estimate = estimate_matrix(space, lambda idx, r: madlib_sample(space, idx, epsilon, r), samples, source)
     params = {"epsilon": epsilon, "samples": samples, "dim": int(np.asarray(space.points).shape[1])}

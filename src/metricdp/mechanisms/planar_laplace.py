@@ -55,10 +55,12 @@ from scipy.special import lambertw
 
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
-from ..errors import MetricDPError, PrivacyViolationError, ValidationError
+from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
 from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
 from .base import Mechanism, certify
 from .lp.repair import ROUNDING_RESERVE, repair
+from .lp.retry import PLANAR_LAPLACE
+from .registry import declared
 
 __all__ = [
     "planar_laplace",
@@ -75,7 +77,7 @@ _MAX_NODES = 256  # Gauss-Legendre nodes per angular piece, at most
 #: for 1e-3 <= eps * cell <= 20 and 1e-11 at eps * cell = 1e-6, where rounding in the
 #: angles of thin far-away atoms dominates; the reached accuracy sets eta.
 _WORST_ACCURACY = 1e-9
-_MAX_ETA = 1e-3  # largest relative privacy margin spent on numerical error
+_MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on numerical error (1e-3)
 _REGION_CHUNK = 512  # regions integrated together: (chunk, 8, nodes) temporaries
 
 
@@ -471,6 +473,7 @@ def _discretised_matrix(
     return matrix.astype(np.float64), dict(info)
 
 
+@declared("planar-laplace")
 def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
     r"""The discretised planar Laplace on a grid space, as an exact eps-mDP matrix.
 
@@ -544,9 +547,7 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"(space.cell is None for {space!r}); build one with MetricSpace.grid"
         )
     epsilon = check_epsilon(epsilon)
-    if not (0 < float(accuracy) < 1e-3):
-        raise ValidationError(f"accuracy must be in (0, 1e-3), got {accuracy!r}")
-    accuracy = float(accuracy)
+    accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)
     d = np.asarray(space.distances)
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
     d_min = float(space.d_min)
@@ -562,26 +563,27 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     if reached > accuracy:  # the target was not met: widen the margin to what was reached
         eta = min(_MAX_ETA, max(eta, (16.0 * reached + 2.0 * reserve) / (epsilon * d_min)))
         raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-    repaired, problem = False, ""
-    while True:
-        params = {"epsilon": epsilon, "cell": float(space.cell), "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
+    first_eta, cell = eta, float(space.cell)
+
+    def attempt(eta: float) -> Mechanism:  # the schedule is the one retry policy's (lp/retry.py)
+        nonlocal raw, info
+        repaired = eta != first_eta
+        if repaired:
+            raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
+        params = {"epsilon": epsilon, "cell": cell, "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
+        # Unrepaired: within the reached accuracy (relative) of an exactly eps1-mDP matrix;
+        # the audit in certify decides, and no slack is accepted below.
+        matrix = repair(raw, d, epsilon, eta=eta) if repaired else raw / raw.sum(axis=1, keepdims=True)
+        info["repair"] = "envelope" if repaired else "none"
         try:
-            if repaired:
-                matrix = repair(raw, d, epsilon, eta=eta)
-            else:
-                # Within the reached accuracy (relative) of an exactly eps1-mDP matrix;
-                # the audit in certify decides, and no slack is accepted below.
-                matrix = raw / raw.sum(axis=1, keepdims=True)
-            info["repair"] = "envelope" if repaired else "none"
             mech = certify(matrix, space, epsilon, "planar-laplace", params, info)
-        except PrivacyViolationError as ex:
-            problem = str(ex)
-        else:
-            if mech.info["epsilon_audit"] <= epsilon:
-                return mech
-            problem = f"audited level {mech.info['epsilon_audit']!r} exceeds {epsilon!r}"
-        if eta >= _MAX_ETA:
-            break
-        eta, repaired = min(_MAX_ETA, 10.0 * eta), True
-        raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-    raise MetricDPError(f"planar-laplace: could not make the matrix exactly {epsilon}-mDP: {problem}")
+        except PrivacyViolationError as ex:  # the audit refused: a larger margin can help
+            raise RepairError(str(ex), retryable=True) from None
+        if mech.info["epsilon_audit"] > epsilon:
+            raise RepairError(f"audited level {mech.info['epsilon_audit']!r} exceeds {epsilon!r}", retryable=True)
+        return mech
+
+    try:
+        return PLANAR_LAPLACE.run(attempt, eta, what="planar-laplace")
+    except RepairError as ex:  # the schedule ran out, or the repair cannot help (not retryable)
+        raise MetricDPError(f"planar-laplace: could not make the matrix exactly {epsilon}-mDP: {ex}") from None

@@ -20,18 +20,29 @@ Traceback (most recent call last):
 metricdp.errors.ValidationError: exponential takes no parameter 'calibrat'; it takes: calibrate
 
 A builder takes ``(space, epsilon, **params)`` and returns a
-:class:`~metricdp.mechanisms.base.Mechanism`; the registry checks every parameter against
-its :class:`Param` before calling it, so one invalid value gives one
-:class:`~metricdp.errors.ValidationError` naming the family, the parameter, the allowed
-values and the value received, whatever the family.
+:class:`~metricdp.mechanisms.base.Mechanism`. Its parameters are validated from their
+declarations only (as scikit-learn's ``_param_validation`` derives its checks from
+declared constraints): :meth:`Family.build` checks every parameter against its
+:class:`Param` before calling the builder, and a builder called directly is wrapped by
+:func:`declared`, which applies the same checks to the arguments given. One invalid value
+gives one :class:`~metricdp.errors.ValidationError` naming the family, the parameter, the
+allowed values and the value received, whatever the family; builders restate none of these
+constraints (they check only what depends on the space: shapes, n, the metric).
+
+The command line reads the same declarations: ``metricdp build`` has one option per
+declared ``flag`` (type, range, default and help from the :class:`Param`), ``metricdp
+text`` one per flag of the matrix-free families (:data:`SAMPLER_FAMILIES`), and the CLI
+names the flag of a parameter through :func:`flag_of` when it reports an error.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -47,8 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Mechanism, TrueSampler
 
 __all__ = [
-    "FAMILIES", "SAMPLER_FAMILIES", "Family", "Param", "SamplerFamily", "build", "get", "get_sampler", "names",
-    "sampler_names", "supports_outputs",
+    "FAMILIES", "SAMPLER_FAMILIES", "Family", "Option", "Param", "SamplerFamily", "build", "declared", "flag_of",
+    "get", "get_sampler", "names", "options", "sampler_names", "supports_outputs",
 ]
 
 Kind = Literal["bool", "int", "float", "choice", "vector", "floats", "matrix", "rng"]
@@ -66,14 +77,17 @@ class Param:
         ``bool``; ``int`` / ``float`` (within ``[minimum, maximum]``, bounds included
         unless ``open_minimum``); ``choice`` (one of ``choices``); ``vector`` (n finite
         non-negative numbers, one per point: weights, priors; read from a per-label file
-        on the command line); ``floats`` (a non-empty sequence of positive numbers);
+        on the command line); ``floats`` (a sequence of numbers within the bounds);
         ``matrix`` (an n x n array; Python only); ``rng`` (None, a seed or a Generator).
     default : object
-        The builder's default (documentation; the builder applies it).
+        The builder's default: the builder's signature has the same one (a test asserts
+        it), and the CLI shows it. ``None`` is then a valid value meaning "not given".
     help : str
         One line for ``--help`` and the docs.
     flag : str or None
-        The ``metricdp build`` option; None when the parameter is Python-only.
+        The command-line option; None when the parameter is Python-only.
+    aliases : tuple of str
+        Short forms of ``flag`` (``-r``).
     """
 
     name: str
@@ -86,10 +100,39 @@ class Param:
     open_minimum: bool = False
     choices: tuple[str, ...] = ()
     required: bool = False
+    open_maximum: bool = False
+    aliases: tuple[str, ...] = ()
 
-    def check(self, value: Any, family: str) -> Any:
-        """The validated value, or one ValidationError naming family, parameter and value."""
-        where = f"{family}: parameter {self.name!r}"
+    @property
+    def optional(self) -> bool:
+        """Whether ``None`` is a valid value (the default is None and the parameter is not required)."""
+        return self.default is None and not self.required
+
+    def describe(self) -> str:
+        """The allowed values in words (``--help`` and the docs): ``integer >= 2, <= 1e+08``."""
+        if self.kind in ("int", "float", "floats"):
+            bounds = []
+            if self.minimum is not None:
+                bounds.append(f"{'>' if self.open_minimum else '>='} {self.minimum:g}")
+            if self.maximum is not None:
+                bounds.append(f"{'<' if self.open_maximum else '<='} {self.maximum:g}")
+            what = {"int": "integer", "float": "number", "floats": "numbers"}[self.kind]
+            return f"{what}{' ' if bounds else ''}{', '.join(bounds)}"
+        if self.kind == "choice":
+            return " | ".join(self.choices)
+        if self.kind == "vector":
+            return "one non-negative number per point"
+        return self.kind
+
+    def check(self, value: Any, family: str, *, where: str | None = None) -> Any:
+        """The validated value, or one ValidationError naming family, parameter and value.
+
+        ``where`` replaces the subject of the message (``"family: parameter 'name'"``):
+        the CLI passes its flag, so the same template names what the user typed.
+        """
+        where = where or f"{family}: parameter {self.name!r}"
+        if value is None and (self.optional or self.kind in ("vector", "matrix", "rng")):
+            return None
         if self.kind == "bool":
             if not isinstance(value, bool | np.bool_):
                 raise ValidationError(f"{where} must be True or False, got {value!r}")
@@ -102,14 +145,9 @@ class Param:
             return value
         if self.kind == "floats":
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
-                raise ValidationError(f"{where} must be a sequence of positive numbers, got {value!r}")
-            items = tuple(value)
-            if not items:
-                raise ValidationError(f"{where} must list at least one number, got {value!r}")
-            return tuple(self._number(v, where, positive=True) for v in items)
+                raise ValidationError(f"{where} must be a sequence of numbers, got {value!r}")
+            return tuple(self._number(v, where) for v in value)
         if self.kind in ("vector", "matrix"):
-            if value is None:
-                return None
             try:
                 arr = np.asarray(value, dtype=np.float64)
             except (TypeError, ValueError):
@@ -122,15 +160,50 @@ class Param:
             return arr
         return value  # rng: normalised by the builder's check_rng
 
-    def _number(self, value: Any, where: str, positive: bool = False) -> Any:
+    def _number(self, value: Any, where: str) -> Any:
         if self.kind == "int" and not isinstance(value, bool | np.bool_) and isinstance(value, float | np.floating) \
                 and not float(value).is_integer():
             raise ValidationError(f"{where} must be an integer, got {value!r}")
-        if positive:
-            x = check_number(value, where, minimum=0.0, open_minimum=True)
-        else:
-            x = check_number(value, where, minimum=self.minimum, maximum=self.maximum, open_minimum=self.open_minimum)
+        x = check_number(value, where, minimum=self.minimum, maximum=self.maximum, open_minimum=self.open_minimum,
+                         open_maximum=self.open_maximum)
         return int(x) if self.kind == "int" else x
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def declared(family: str) -> Callable[[F], F]:
+    """Decorate the builder of ``family``: the arguments a caller gives are checked against its Params.
+
+    The one validation of a builder's declared parameters, whether it is called through
+    :func:`build` (which checks first and calls the undecorated function) or directly:
+    ``exponential(space, 1.0, calibrate="no")`` gives the same ValidationError as
+    ``build("exponential", space, 1.0, calibrate="no")``. Defaults are not re-checked:
+    they equal the declared ones (tests/mechanisms/test_registry.py asserts it). The
+    family is looked up at call time, so the builder's module need not import the table.
+    """
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            entry = get(family)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return fn(*args, **kwargs)  # Python's own TypeError: a call the signature does not allow
+            for name, value in bound.arguments.items():
+                param = entry.find(name)
+                if param is not None and param.kind not in ("vector", "matrix"):
+                    # per-point values depend on the space: the builder checks them and names the index
+                    bound.arguments[name] = param.check(value, entry.name)
+            return fn(*bound.args, **bound.kwargs)
+
+        wrapper.__family__ = family  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _resolve(path: str) -> Any:
@@ -163,10 +236,14 @@ class Family:
     sampler_params: tuple[str, ...] = ()
     outputs: bool = False
 
+    def find(self, name: str) -> Param | None:
+        """The declared parameter called ``name``, or None."""
+        return next((p for p in self.params if p.name == name), None)
+
     def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
+        p = self.find(name)
+        if p is not None:
+            return p
         takes = ", ".join(p.name for p in self.params) or "no parameters"
         raise ValidationError(f"{self.name} takes no parameter {name!r}; it takes: {takes}")
 
@@ -200,7 +277,7 @@ class Family:
         if missing:
             raise ValidationError(f"{self.name}: parameters lack {', '.join(map(repr, missing))}")
         for key, value in params.items():
-            param = next((p for p in self.params if p.name == key), None)
+            param = self.find(key)
             if param is not None and param.kind != "rng":
                 param.check(value, self.name)
 
@@ -242,7 +319,15 @@ class Family:
         n = getattr(space, "n", None)
         if isinstance(n, int) and not self.lp:
             check_allocation(6 * 8.0 * n * n, f"{self.name} on {n:,} points (6 dense {n:,} x {n:,} arrays)")
+        samples = kwargs.get("samples")
+        if isinstance(samples, int) and not self.exact:
+            # the Monte-Carlo estimate draws at least `samples` releases per call of the sampler,
+            # each with a point's coordinates and a few index arrays (madlib: noise of the space's dimension)
+            points = getattr(space, "points", None)
+            dim = int(np.shape(points)[1]) if points is not None and np.ndim(points) == 2 else 1
+            check_allocation(8.0 * samples * (dim + 4), f"{self.name} with {samples:,} samples per row")
         fn = self.builder_function()
+        fn = getattr(fn, "__wrapped__", fn) if getattr(fn, "__family__", None) == self.name else fn
         if self.epsilon == "or-ldp":
             return fn(space, epsilon=None if epsilon is None else check_epsilon(epsilon), **kwargs)
         if epsilon is None:
@@ -253,7 +338,8 @@ class Family:
 _CALIBRATE = Param("calibrate", "bool", False, "tune the inner parameter up to the exact audit", "--calibrate")
 _TIME_LIMIT = Param("time_limit", "float", None, "deadline of the whole build, in seconds", "--time-limit",
                     minimum=0.0, open_minimum=True)
-_SAMPLES = Param("samples", "int", 2000, "Monte-Carlo releases per row of the estimate", "--samples", minimum=2)
+_SAMPLES = Param("samples", "int", 2000, "Monte-Carlo releases per row of the estimate", "--samples", minimum=2,
+                 maximum=10**8)
 _RNG = Param("rng", "rng", None, "randomness of the Monte-Carlo estimate (a seed: reproducible)", "--seed")
 
 _M = "metricdp.mechanisms"
@@ -281,15 +367,16 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             "geometric", f"{_M}.geometric:geometric",
-            "Geometric mechanism on a lattice torus or row-normalised (Ghosh et al. 2009; Alvim et al. 2018)",
-            (Param("form", "choice", "auto", "lattice torus or row-normalised kernel", choices=(
-                "auto", "lattice", "row-normalised")),),
+            "Geometric mechanism on a lattice torus, clamped on a line, or row-normalised (Ghosh et al. 2009; "
+            "Alvim et al. 2018)",
+            (Param("form", "choice", "auto", "lattice torus, clamped line or row-normalised kernel", choices=(
+                "auto", "lattice", "clamped", "row-normalised")),),
         ),
         Family(
             "planar-laplace", f"{_M}.planar_laplace:planar_laplace",
             "Planar Laplace discretised to a grid (Andres et al., CCS 2013)",
             (Param("accuracy", "float", 1e-12, "target accuracy of the cell masses", minimum=0.0,
-                   maximum=1e-3, open_minimum=True),),
+                   maximum=1e-3, open_minimum=True, open_maximum=True),),
         ),
         Family(
             "optimal", f"{_M}.lp.optimal:optimal",
@@ -313,9 +400,10 @@ FAMILIES: dict[str, Family] = {
         Family(
             "constopt", f"{_M}.lp.constopt:constopt",
             "ConstOPTMech: r free neighbours per output, the rest fixed (Imola et al., UAI 2022, Sec. 5)",
-            (Param("neighbours", "int", 10, "free neighbours r per output", "--neighbours", minimum=1),
+            (Param("neighbours", "int", 10, "free neighbours r per output (0: the weighted exponential fit)",
+                   "--neighbours", minimum=0, aliases=("-r",)),
              Param("fit", "choice", "normalised", "how H is fitted", "--fit", choices=("normalised", "paper")),
-             Param("lambdas", "floats", (0.001, 0.1, 1.0), "lambdas of the paper fit", "--lambdas"),
+             Param("lambdas", "floats", (0.001, 0.1, 1.0), "lambdas of the paper fit", "--lambdas", minimum=0.0),
              Param("quantile", "float", None, "minimise this quantile loss instead of the worst case",
                    "--quantile", minimum=0.0, maximum=1.0, open_minimum=True),
              _CALIBRATE, _TIME_LIMIT,
@@ -360,10 +448,14 @@ class SamplerFamily:
     params: tuple[Param, ...] = ()
     exact: bool = True
 
+    def find(self, name: str) -> Param | None:
+        """The declared parameter called ``name``, or None."""
+        return next((p for p in self.params if p.name == name), None)
+
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         out = {}
         for key, value in params.items():
-            param = next((p for p in self.params if p.name == key), None)
+            param = self.find(key)
             if param is None:
                 takes = ", ".join(p.name for p in self.params) or "no parameters"
                 raise ValidationError(f"text {self.name} takes no parameter {key!r}; it takes: {takes}")
@@ -383,7 +475,7 @@ class SamplerFamily:
 
 _T = "metricdp.text"
 _INDEX = Param("index", "choice", "exact", "nearest-word search: exact, or an approximate faiss index (ivf, hnsw)",
-               choices=("exact", "ivf", "hnsw"))
+               "--index", choices=("exact", "ivf", "hnsw"))
 _CACHE = Param("cache_bytes", "int", 256 * 2**20, "bytes of per-word cumulative tables kept", minimum=0)
 
 #: Matrix-free families over a PointSpace, in the order ``sampler_names()`` lists them.
@@ -395,23 +487,25 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       f"{_T}.exponential:exponential_epsilon", (_CACHE,)),
         SamplerFamily("tem", f"{_T}.tem:TEMText",
                       "Truncated Exponential Mechanism (Carvalho et al. 2021, Sec. 4)", f"{_T}.tem:tem_epsilon",
-                      (Param("gamma", "float", None, "truncation radius (default: the paper's choice)", minimum=0.0),
-                       Param("beta", "float", 0.001, "the paper's beta of the default gamma", minimum=0.0,
-                             maximum=1.0, open_minimum=True),
+                      (Param("gamma", "float", None, "truncation radius (default: the paper's, from beta)", "--gamma",
+                             minimum=0.0),
+                       Param("beta", "float", 0.001, "the paper's beta of the default gamma", "--beta", minimum=0.0,
+                             maximum=1.0, open_minimum=True, open_maximum=True),
                        _CACHE)),
         SamplerFamily("madlib", f"{_T}.madlib:MadlibText",
                       "Madlib over a whole vocabulary (Feyisetan et al., WSDM 2020)",
                       f"{_M}.madlib:madlib_epsilon", (_INDEX,), exact=False),
         SamplerFamily("mahalanobis", f"{_T}.mahalanobis:MahalanobisText",
                       "Regularised Mahalanobis mechanism (Xu et al. 2020)", f"{_T}.mahalanobis:proven_epsilon",
-                      (Param("lam", "float", 0.2, "regularisation lambda", minimum=0.0, maximum=1.0), _INDEX),
+                      (Param("lam", "float", 0.2, "regularisation lambda", "--lam", minimum=0.0, maximum=1.0,
+                             open_maximum=True), _INDEX),
                       exact=False),
         SamplerFamily("subsampled-exponential", f"{_T}.subsampled:SubsampledText",
                       "Subsampled exponential mechanism on m candidates (Lantz et al., AISec 2015)",
                       f"{_T}.subsampled:subsampled_epsilon",
-                      (Param("candidates", "int", 50, "candidates m per release", minimum=1),
+                      (Param("candidates", "int", 50, "candidates m per release", "--candidates", minimum=1),
                        Param("base", "choice", None, "data-independent base: zipf (word ranks); uniform when omitted",
-                             choices=("zipf",)))),
+                             "--base", choices=("zipf",)))),
     )
 }
 
@@ -460,3 +554,49 @@ def supports_outputs(name: str) -> bool:
     """
     family = FAMILIES.get(name)
     return family is None or family.outputs
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option: the parameter it sets and the families that declare it."""
+
+    param: Param
+    families: tuple[str, ...]
+
+    @property
+    def flag(self) -> str:
+        assert self.param.flag is not None
+        return self.param.flag
+
+    @property
+    def keyword(self) -> str:
+        """The Python identifier of the option (``--base-weights`` -> ``base_weights``)."""
+        return self.flag[2:].replace("-", "_")
+
+
+def options(entries: Iterable[Family | SamplerFamily]) -> dict[str, Option]:
+    """Flag -> :class:`Option` over the declared flags of ``entries``, in declaration order.
+
+    Families may share a flag (``--samples``, ``--calibrate``) only if they declare it
+    alike: same name, kind, default, range and choices (else a RuntimeError: the table
+    itself is wrong), so one option has one type, range and default on the command line.
+    """
+    out: dict[str, Option] = {}
+    for entry in entries:
+        for p in entry.params:
+            if p.flag is None:
+                continue
+            seen = out.get(p.flag)
+            if seen is None:
+                out[p.flag] = Option(p, (entry.name,))
+                continue
+            if replace(seen.param, help="") != replace(p, help=""):
+                raise RuntimeError(f"{entry.name} declares {p.flag} unlike {', '.join(seen.families)}")
+            out[p.flag] = Option(seen.param, (*seen.families, entry.name))
+    return out
+
+
+def flag_of(family: Family | SamplerFamily, name: str) -> str | None:
+    """The command-line flag of ``family``'s parameter ``name`` (None: Python-only or undeclared)."""
+    param = family.find(name)
+    return None if param is None else param.flag

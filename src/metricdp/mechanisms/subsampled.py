@@ -40,10 +40,11 @@ from .._random import RandomSource, check_rng
 from .._validation import check_epsilon, check_indices, check_int
 from ..errors import ValidationError
 from ..sampling import clamp_distances
-from ..selection import compositions, draw_base, exponential_choice, multiset_probabilities
 from ..spaces import MetricSpace, check_space
 from ._montecarlo import estimate_matrix
 from .base import Mechanism
+from .registry import declared
+from .selection import compositions, draw_base, exponential_choice, multiset_probabilities
 
 __all__ = ["subsampled_exponential", "subsampled_exponential_exact", "subsampled_exponential_sample", "true_sampler"]
 
@@ -180,6 +181,7 @@ def true_sampler(mechanism: Mechanism, inputs: NDArray[np.intp], rng: RandomSour
     return _sample(np.asarray(mechanism.distances), inputs, float(p["epsilon"]), int(p["candidates"]), mu, rng)
 
 
+@declared("subsampled-exponential")
 def subsampled_exponential(
     space: MetricSpace,
     epsilon: float,
@@ -215,8 +217,7 @@ def subsampled_exponential(
     """
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
-    m = check_int(candidates, "candidates", minimum=1)
-    samples = check_int(samples, "samples", minimum=2)
+    m = int(candidates)
     mu = _base(base, space.n)
     source = check_rng(rng)
     d = np.asarray(space.distances)

@@ -39,7 +39,7 @@ def _ranges_mask(n: int, fs: NDArray[np.int64], fe: NDArray[np.int64], *, inside
     One int8 array of ``n + 1`` bytes: +1/-1 at the range ends, summed in place (values
     stay 0 or 1 because the ranges are disjoint) and viewed as booleans. Empty ranges are
     left out; the others, disjoint, have distinct starts and distinct ends, so plain
-    fancy indexing adds each once (no ``np.add.at``, 10x slower).
+    fancy indexing adds each once (no unbuffered ``np.add.at``, much slower).
     """
     step = np.zeros(n + 1, dtype=np.int8)
     full = fe > fs
@@ -58,7 +58,8 @@ def field_values(buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.i
     """The fields' bytes as Arrow binary buffers (data, offsets), unquoted.
 
     Returns ``(data, offsets, quoted, raw_quoted)``: unquoted fields are gathered with
-    one vectorised mask (memory: a byte per input byte); quoted ones (rare in practice)
+    one vectorised mask over their span (a byte per byte), or by index when they are a
+    sliver of the span (a long field of another column lies between); quoted ones (rare in practice)
     are unquoted one by one and their values returned in ``raw_quoted`` (in row order)
     for the caller to look up.
     """
@@ -72,7 +73,11 @@ def field_values(buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.i
     plain_s, plain_e = fs[~quoted], fe[~quoted]
     lo = int(plain_s.min()) if len(plain_s) else 0
     hi = int(plain_e.max()) if len(plain_e) else 0
-    data = buf[lo:hi][_ranges_mask(hi - lo, plain_s - lo, plain_e - lo)]  # the span of the fields only
+    total = int(offsets[-1])
+    if 8 * total < hi - lo:  # the fields are a sliver of their span (a long field elsewhere): gather them
+        data = buf[_gather_index(fs, length)]
+    else:  # a byte mask over the fields' span: 1 byte per byte, no index per byte
+        data = buf[lo:hi][_ranges_mask(hi - lo, plain_s - lo, plain_e - lo)]
     raw_quoted = [bytes(buf[a + 1 : b - 1]).replace(b'""', b'"') for a, b in zip(fs[quoted], fe[quoted], strict=True)]
     return data, offsets.astype(np.int32), quoted, raw_quoted
 

@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from .._progress import Progress, report
-from .._random import SecureRandom, check_rng
+from .._random import check_rng, warn_unless_secure
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
@@ -166,14 +166,7 @@ def privatize_file(
     if chunk_rows < 1 or chunk_bytes < 1:
         raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
     fmt = file_format(src)
-    seeded = rng is not None and not isinstance(rng, SecureRandom)
-    if seeded:
-        warnings.warn(
-            "a seeded or non-secure generator makes the releases reproducible by anyone who knows the seed: "
-            "not private for real data",
-            PrivacyLeakWarning,
-            stacklevel=2,
-        )
+    warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
     t0 = time.perf_counter()
     plan: list[ColumnPlan] = []

@@ -6,7 +6,8 @@ file must see that list. The policy, decided here once for every command and eng
 
 * the released columns must each appear exactly once in the header, and every header
   name once (a copy of a released column would leave its true values beside the
-  release);
+  release); a column whose name equals a released one up to case and punctuation
+  (``City``, ``city_`` beside ``city``) is refused unless ``keep`` or ``drop`` names it;
 * ``drop`` names columns removed from the output, ``keep`` names columns written
   unchanged on purpose; an unknown name in either, a name in both, or a released
   column in either is refused (a typo must not silently keep a column);
@@ -87,7 +88,8 @@ def plan_columns(
 
     Raises :class:`ValidationError` naming ``where`` and the column: an empty or
     duplicated header name (a duplicated released column said so), a released column
-    missing, a ``keep``/``drop`` name unknown, in both lists, or a released column.
+    missing, a ``keep``/``drop`` name unknown, in both lists, or a released column, a
+    column named like a released one (case, punctuation) that neither list names.
     """
     header = tuple(header)
     keep_t, drop_t = tuple(dict.fromkeys(keep)), tuple(dict.fromkeys(drop))
@@ -109,6 +111,13 @@ def plan_columns(
     if both:
         raise ValidationError(f"{where}: column {both[0]!r} is both kept and dropped")
     rel, kp, dr = set(released), set(keep_t), set(drop_t)
+    norms = {_norm(r): r for r in released}
+    twins = [h for h in header if h not in rel | kp | dr and _norm(h) in norms]
+    if twins:
+        raise ValidationError(
+            f"{where}: column {twins[0]!r} is named like the released column {norms[_norm(twins[0])]!r} and would "
+            "leave with its true values; name it among the columns to keep or to drop"
+        )
     return ColumnPlan(
         header=header,
         released=tuple(h for h in header if h in rel),

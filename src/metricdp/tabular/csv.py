@@ -22,9 +22,10 @@ an empty or duplicated header name, and a record (the header included) longer th
 Quote state is a parity: a byte is inside quotes exactly when an odd number of ``"``
 precede it in the record stream (an ``""`` escape toggles twice). Chunks are cut after
 a record, where the parity is even, so no state crosses a chunk. When no record ends in
-the bytes at hand, the next read is as large as what is pending (doubling), so a long
-record is rescanned O(log) times -- linear time -- and at most ``max_record_bytes`` plus
-one read are ever pending: memory is bounded by the chunk and the cap.
+the bytes at hand, further reads are scanned alone (the parity carried over) until one
+holds a line break outside quotes, then joined once: every byte is scanned a bounded
+number of times -- linear time -- and at most ``max_record_bytes`` plus one read are ever
+pending: memory is bounded by the chunk and the cap.
 
 Readers: :class:`CsvReader` streams chunks of records (``privatize``);
 :func:`scan_csv` validates a whole file and counts its records (an engine calls it
@@ -36,6 +37,7 @@ and cross-checked record by record: after validation the two definitions agree.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import io
 import itertools
@@ -54,7 +56,8 @@ from ..errors import ValidationError
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_RECORD_BYTES", "MAX_RECORD_ENV", "Chunk", "CsvReader", "CsvScan",
-    "Header", "Records", "check_names", "check_utf8", "csv_header", "max_record_bytes", "read_csv", "scan_csv",
+    "Header", "Records", "check_names", "check_utf8", "csv_header", "iter_csv_rows", "max_record_bytes", "read_csv",
+    "scan_csv",
     "split_records",
 ]
 
@@ -327,14 +330,40 @@ class CsvReader:
         self._header: Header | None = None
 
     def _read(self) -> None:
-        """Read as much as is pending (at least one chunk): a long record is rescanned O(log) times."""
-        if len(self._pending) > self.cap + self._bytes:
-            line = self._lines + 1
-            raise _fail(self.where, line, self._consumed, f"a record longer than the cap of {self.cap:,} bytes "
-                                                          f"(set {MAX_RECORD_ENV} to raise it)")
-        data = self._fh.read(max(self._bytes, len(self._pending)))
+        """Read one chunk more into what is pending."""
+        data = self._fh.read(self._bytes)
         self._eof = not data
         self._pending = self._pending + data if self._pending else data
+
+    def _read_record(self) -> None:
+        """Read until a record ends in what is pending (or the file does), each byte scanned once.
+
+        ``_pending`` holds no complete record. Only the new bytes are scanned for a line
+        break outside quotes (the quote parity carried over), the reads are kept apart
+        and joined once: time linear in the record, memory twice the record at the join,
+        and a record over the cap refused as soon as the bytes read exceed it.
+        """
+        parts = [self._pending]
+        size = len(self._pending)
+        parity = int(np.count_nonzero(np.frombuffer(self._pending, dtype=np.uint8) == QUOTE)) & 1
+        while True:
+            if size > self.cap + self._bytes:
+                raise _fail(self.where, self._lines + 1, self._consumed, f"a record longer than the cap of "
+                                                                         f"{self.cap:,} bytes (set {MAX_RECORD_ENV} "
+                                                                         "to raise it)")
+            data = self._fh.read(max(self._bytes, min(size, 64 * 2**20)))
+            if not data:
+                self._eof = True
+                break
+            parts.append(data)
+            size += len(data)
+            arr = np.frombuffer(data, dtype=np.uint8)
+            q = np.flatnonzero(arr == QUOTE)
+            nl = np.flatnonzero(arr == LF)
+            if np.any(((np.searchsorted(q, nl) + parity) & 1) == 0):
+                break
+            parity ^= len(q) & 1
+        self._pending = b"".join(parts)
 
     def _advance(self, n: int) -> None:
         self._lines += self._pending.count(b"\n", 0, n)
@@ -356,7 +385,7 @@ class CsvReader:
             if head.end == 0:
                 if self._eof:
                     raise ValidationError(f"{self.where}: empty file (no header row)")
-                self._read()
+                self._read_record()
                 continue
             if len(head.starts) == 0:  # a blank line before the header: kept, skipped
                 prefix += self._pending[: head.end]
@@ -380,7 +409,9 @@ class CsvReader:
         ncols = len(self.header().names)
         need_more = False
         while True:
-            if not self._eof and (need_more or len(self._pending) < self._bytes):
+            if not self._eof and need_more:
+                self._read_record()
+            elif not self._eof and len(self._pending) < self._bytes:
                 self._read()
             need_more = False
             buf = np.frombuffer(self._pending, dtype=np.uint8)
@@ -461,36 +492,53 @@ def scan_csv(
     return CsvScan(names, n, p.stat().st_size)
 
 
-def read_csv(
-    path: str | PathLike[str], *, max_record: int | None = None
-) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``).
+@contextlib.contextmanager
+def iter_csv_rows(
+    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Iterator[tuple[tuple[str, ...], Iterator[tuple[int, list[str]]]]]:
+    """``with iter_csv_rows(path) as (header, rows)``: the header and a stream of ``(line, row)``
+    of a CSV file of any size (the file is closed when the block ends).
 
     Each chunk is validated by :class:`CsvReader`, then parsed by Python's csv module
     (C speed); the two must agree on every chunk's record count and field counts, else
-    the chunk is refused -- so what this returns is what the byte splitter sees.
+    the chunk is refused -- so what this yields is what the byte splitter sees. Memory:
+    one chunk plus one record.
     """
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"{p}: no such file")
-    rows: list[list[str]] = []
-    lines: list[int] = []
     cap = max_record_bytes(max_record)
     if csv.field_size_limit() < cap:  # the cap is enforced above; the csv module's own limit must not be lower
         csv.field_size_limit(cap)
     with p.open("rb") as fh:
-        reader = CsvReader(fh, str(p), max_record=cap)
-        header = list(reader.header().names)
+        reader = CsvReader(fh, str(p), max_record=cap, chunk_bytes=chunk_bytes)
+        header = reader.header().names
         check_names(header, str(p), line=reader.header().line)
-        for chunk in reader.chunks():
-            recs = chunk.records
-            text = chunk.data[: recs.end].decode("utf-8")
-            got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
-            if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover - a bug
-                raise _fail(str(p), chunk.first_line, chunk.offset, "records read differently by two parsers")
-            rows.extend(got)
-            lines.extend((recs.lines + chunk.first_line).tolist())
-    return header, rows, lines
+
+        def rows() -> Iterator[tuple[int, list[str]]]:
+            for chunk in reader.chunks():
+                recs = chunk.records
+                text = chunk.data[: recs.end].decode("utf-8")
+                got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
+                if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover
+                    raise _fail(str(p), chunk.first_line, chunk.offset, "records read differently by two parsers")
+                yield from zip((recs.lines + chunk.first_line).tolist(), got, strict=True)
+
+        yield header, rows()
+
+
+def read_csv(
+    path: str | PathLike[str], *, max_record: int | None = None
+) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``):
+    :func:`iter_csv_rows` collected."""
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    with iter_csv_rows(path, max_record=max_record) as (header, stream):
+        for line, row in stream:
+            lines.append(line)
+            rows.append(row)
+    return list(header), rows, lines
 
 
 def names_of(names: Sequence[str]) -> str:

@@ -19,3 +19,7 @@ Accounting: see docs/text.md. Each token is released with eps-mDP for the Euclid
 distance of the embedding; two documents differing in tokens i_1..i_k are
 ``sum_j eps d(x_j, x'_j)``-indistinguishable (sequential composition).
 """
+
+from .._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

@@ -6,11 +6,10 @@ is post-processing. Only utility changes: a query may return a word that is not 
 nearest; :func:`recall_at_1` measures how often an index agrees with the exact search.
 
 * :class:`IVFIndex` -- ``IndexIVFFlat``: k-means cells, ``nprobe`` cells searched. The
-  default (1,024 cells, nprobe 8) is the one measured in docs/text.md (GloVe 400k,
-  Madlib at eps 10: recall@1 0.96, about 10,000 queries/s on a loaded 2-core machine;
-  nprobe 16: 0.99 at about 6,000/s). Trained on every 4th word (deterministic).
-* :class:`HNSWIndex` -- ``IndexHNSWFlat``: a graph; slower to build here (108 s for
-  400k words against 19 s) and lower recall at equal speed on these queries.
+  default (1,024 cells, nprobe 8) trades a few per cent of recall@1 for speed against
+  nprobe 16 on GloVe 400k (benchmarks/RESULTS.md#docstrings-text-ann). Trained on every 4th word (deterministic).
+* :class:`HNSWIndex` -- ``IndexHNSWFlat``: a graph; slower to build than the IVF index
+  and of lower recall at equal speed on the same queries (benchmarks/RESULTS.md#docstrings-text-ann).
 
 Install with ``pip install 'metricdp[faiss-cpu]'``.
 """

@@ -161,9 +161,13 @@ class ExponentialText(TextMechanism):
     def _make(self, words: NDArray[np.intp]) -> list[tuple[ExactTable, NDArray[np.float64]]]:
         n = self.space.n
         check_memory(8.0 * len(words) * n, f"{len(words)} exact tables of {n:,} words")
-        lw = self.log_weights(words)
-        np.exp(lw, out=lw)  # the word itself has weight exactly 1: no overflow, no all-zero row
-        block = ExactTable.from_matrix(lw)  # one vectorised build for the block (about 2x a row at a time)
+        w = self.space.distances_from(words)
+        # in place, the same arithmetic as log_weights: -eps/2 * min(d, 1400/eps), then exp
+        np.minimum(w, clamp_distances(np.inf, self.epsilon), out=w)
+        np.multiply(w, -0.5 * self.epsilon, out=w)
+        np.exp(w, out=w)  # the word itself has weight exactly 1: no overflow, no all-zero row
+        w.setflags(write=False)  # the table keeps it as it is (no copy)
+        block = ExactTable.from_matrix(w)  # one vectorised build for the block
         tables = [block.row(i) for i in range(len(words))]
         return [(t, t.matrix) for t in tables]  # the row too, so the cache counts what it holds
 

@@ -11,6 +11,7 @@ the batch whatever the corpus size.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import time
 from collections import deque
@@ -24,6 +25,10 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
+from ..tabular.formats import FORMATS, format_of
+from .policy import TokenPolicy
 from .tokens import restore_case, split
 
 __all__ = ["RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
@@ -40,6 +45,8 @@ class RewriteStats:
     replaced: int = 0
     changed: int = 0
     kept: int = 0
+    kept_by: dict[str, int] = field(default_factory=dict)
+    columns: ColumnPlan | None = None  # what leaves (CSV/JSONL): released, kept unreleased, dropped
     oov: int = 0
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
@@ -65,11 +72,17 @@ def rewrite_texts(
     sample: Sampler,
     *,
     keep: frozenset[str] = frozenset(),
+    policy: TokenPolicy | None = None,
     stats: RewriteStats | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> Iterator[str]:
-    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch)."""
+    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
+
+    ``keep``: words (lower case) never replaced; ``policy``: categories never replaced
+    (:class:`.policy.TokenPolicy`; its output restriction is the sampler's business, see
+    :class:`.policy.OutputFilter`).
+    """
     st = stats if stats is not None else RewriteStats()
     lookup, labels = vocabulary.lookup, vocabulary.labels
     start = time.perf_counter()
@@ -93,14 +106,23 @@ def rewrite_texts(
     for text in texts:
         pieces = []
         d = len(batch)
+        sentence_start = True
         for j, (piece, is_word) in enumerate(split(text)):
             pieces.append(piece)
             if not is_word:
+                sentence_start = sentence_start or TokenPolicy.ends_sentence(piece)
                 continue
+            at_start, sentence_start = sentence_start, False
             st.tokens += 1
             low = piece.lower()
             if low in keep:
                 st.kept += 1
+                st.kept_by["words"] = st.kept_by.get("words", 0) + 1
+                continue
+            category = policy.kept_as(piece, at_start) if policy is not None else None
+            if category is not None:
+                st.kept += 1
+                st.kept_by[category] = st.kept_by.get(category, 0) + 1
                 continue
             k = lookup.get(low)
             suffix = ""
@@ -126,21 +148,36 @@ def rewrite_texts(
 
 
 def detect_format(path: Path, column: str | None) -> str:
-    """``csv``, ``jsonl`` or ``text`` from the file name; CSV and JSONL need ``column``."""
-    suffix = path.suffix.lower()
-    fmt = "csv" if suffix in (".csv", ".tsv") else "jsonl" if suffix in (".jsonl", ".ndjson") else "text"
+    """``csv``, ``jsonl`` or ``text`` (:func:`metricdp.tabular.formats.format_of`; any other suffix
+    is plain text, a table suffix that is not CSV is refused); CSV and JSONL need ``column``."""
+    fmt = FORMATS.get(path.suffix.lower(), "text")
+    if fmt not in ("csv", "jsonl", "text"):
+        format_of(path, ("csv", "jsonl", "text"), what=f"{path}: a text input")  # raises, with the reason
     if fmt != "text" and column is None:
-        raise ValidationError(f"{path}: a {fmt.upper()} input needs --column (the field holding the text)")
+        raise ValidationError(f"{path}: a {fmt.upper()} input needs the parameter 'column' (the text's field)")
     if fmt == "text" and column is not None:
-        raise ValidationError(f"{path}: --column applies to .csv/.jsonl inputs; this file is read as plain text")
+        raise ValidationError(
+            f"{path}: the parameter 'column' applies to .csv/.jsonl inputs; this file is read as plain text"
+        )
     return fmt
 
 
-def _decoded_lines(path: Path) -> Iterator[str]:
-    """Lines with their endings, decoded as UTF-8; invalid bytes are one error naming the offset."""
+def _decoded_lines(path: Path, max_record: int | None = None) -> Iterator[str]:
+    """Lines with their endings, decoded as UTF-8, each at most the record cap
+    (:func:`metricdp.tabular.csv.max_record_bytes`: a hostile line never costs more memory than
+    that); invalid bytes and an over-long line are one error naming the line and the offset."""
+    cap = max_record_bytes(max_record)
     offset = 0
     with path.open("rb") as fh:
-        for raw in fh:
+        for number in itertools.count(1):
+            raw = fh.readline(cap + 1)
+            if not raw:
+                return
+            if len(raw) > cap:
+                raise ValidationError(
+                    f"{path}: line {number} is longer than the cap of {cap:,} bytes (byte offset {offset:,}; "
+                    f"set {MAX_RECORD_ENV} to raise it)"
+                )
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as ex:
@@ -166,20 +203,33 @@ def rewrite_file(
     *,
     column: str | None = None,
     keep: frozenset[str] = frozenset(),
+    policy: TokenPolicy | None = None,
+    keep_columns: Sequence[str] = (),
+    drop_columns: Sequence[str] = (),
+    max_record: int | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
 ) -> RewriteStats:
-    """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring)."""
+    """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
+
+    CSV is read under the file layer's record definition (:mod:`metricdp.tabular.csv`), and
+    what leaves unreleased is planned by :func:`metricdp.tabular.columns.plan_columns`
+    (``keep_columns``, ``drop_columns``; JSONL: by field name); :attr:`RewriteStats.columns`
+    names it. Plain-text and JSONL lines, like CSV records, are capped at ``max_record``
+    bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
+    """
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
     fmt = detect_format(path, column)
+    if fmt == "text" and (keep_columns or drop_columns):
+        raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
-    kw = {"keep": keep, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
+    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
     if fmt == "text":
         endings: deque[str] = deque()
 
         def bodies() -> Iterator[str]:
-            for line in _decoded_lines(path):
+            for line in _decoded_lines(path, max_record):
                 body, end = _split_ending(line)
                 endings.append(end)
                 yield body
@@ -189,46 +239,32 @@ def rewrite_file(
         return st
     if fmt == "csv":
         assert column is not None  # detect_format gives csv only with a column
-        dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-        reader = csv.reader(_decoded_lines(path), dialect=dialect)
-        header = next(reader, None)
-        if header is None:
-            raise ValidationError(f"{path}: empty file (no header row)")
-        if header.count(column) != 1:
-            raise ValidationError(
-                f"{path}: column {column!r} appears {header.count(column)} times in the header "
-                f"({', '.join(repr(h) for h in header)}); it must appear exactly once"
-            )
-        if len(set(header)) != len(header) or "" in header:
-            dup = next(h for h in header if header.count(h) > 1 or h == "")
-            raise ValidationError(
-                f"{path}: column name {dup!r} is empty or appears twice; refusing an ambiguous header"
-            )
-        j = header.index(column)
-        writer = csv.writer(out, dialect=dialect, lineterminator="\n")
-        writer.writerow(header)
-        rows: deque[list[str]] = deque()
+        with iter_csv_rows(path, max_record=max_record) as (names, stream):
+            plan = plan_columns(names, [column], keep=keep_columns, drop=drop_columns, where=str(path))
+            st.columns = plan
+            j = plan.index(column)
+            written = [plan.index(c) for c in plan.written]
+            writer = csv.writer(out, dialect="excel", lineterminator="\n")
+            writer.writerow(plan.written)
+            rows: deque[list[str]] = deque()
 
-        def cells() -> Iterator[str]:
-            for row in reader:
-                if not row:
-                    continue
-                if len(row) != len(header):
-                    raise ValidationError(
-                        f"{path}: line {reader.line_num} has {len(row)} fields, expected {len(header)}"
-                    )
-                rows.append(row)
-                yield row[j]
+            def cells() -> Iterator[str]:
+                for _, row in stream:
+                    rows.append(row)
+                    yield row[j]
 
-        for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
-            row = rows.popleft()
-            row[j] = text
-            writer.writerow(row)
+            for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
+                row = rows.popleft()
+                row[j] = text
+                writer.writerow([row[k] for k in written])
         return st
     records: deque[dict] = deque()
+    if column in drop_columns or column in keep_columns:
+        raise ValidationError(f"{path}: field {column!r} is released; it cannot also be kept or dropped")
+    dropped, others = set(drop_columns), set[str]()
 
     def fields() -> Iterator[str]:
-        for n, line in enumerate(_decoded_lines(path), start=1):
+        for n, line in enumerate(_decoded_lines(path, max_record), start=1):
             if not line.strip():
                 continue
             try:
@@ -237,6 +273,9 @@ def rewrite_file(
                 raise ValidationError(f"{path}: line {n} is not JSON ({ex.msg})") from None
             if not isinstance(rec, dict) or not isinstance(rec.get(column), str):
                 raise ValidationError(f"{path}: line {n} has no string field {column!r}")
+            for key in dropped.intersection(rec):
+                del rec[key]
+            others.update(k for k in rec if k != column)
             records.append(rec)
             yield rec[column]
 
@@ -244,4 +283,10 @@ def rewrite_file(
         rec = records.popleft()
         rec[column] = text
         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    # JSONL has no header: the fields that left with true values are those seen in the records
+    kept = set(keep_columns)
+    st.columns = ColumnPlan(
+        header=(str(column), *sorted(others | dropped)), released=(str(column),), kept=tuple(sorted(others & kept)),
+        unacknowledged=tuple(sorted(others - kept)), dropped=tuple(sorted(dropped)),
+    )
     return st

@@ -134,15 +134,17 @@ class TEMText(TextMechanism):
 
     def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, ExactTable, NDArray]]:
         n = self.space.n
-        d = self.space.distances_from(words)
         out = []
         # gamma's own weight: above e^-700 for any gamma the paper's rule gives; clamped like every
         # distance (metricdp.sampling.clamp_distances) so that no weight underflows to 0
         bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.gamma, self.epsilon)))
-        for row in d:
-            inside = np.flatnonzero(row <= self.gamma)
-            w = np.exp(-0.5 * self.epsilon * clamp_distances(row[inside], self.epsilon))
-            table = ExactTable.from_matrix(np.append(w, (n - len(inside)) * bottom_w)[None, :])
+        for inside, dist in self.space.within(words, self.gamma):  # L_x by an exact range search
+            w = np.empty((1, len(inside) + 1))  # L_x's weights, then the bottom candidate's mass
+            np.multiply(clamp_distances(dist, self.epsilon), -0.5 * self.epsilon, out=w[0, :-1])
+            np.exp(w[0, :-1], out=w[0, :-1])
+            w[0, -1] = (n - len(inside)) * bottom_w
+            w.setflags(write=False)  # kept by the table as it is (no copy)
+            table = ExactTable.from_matrix(w)
             out.append((inside.astype(np.intp), table, table.matrix))
         return out
 

@@ -67,6 +67,7 @@ def _record_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "build",
     [

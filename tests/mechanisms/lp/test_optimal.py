@@ -119,6 +119,7 @@ def test_three_points_on_a_line_matches_linprog():
 
 # eps * diameter stays moderate (<= ~10): with row coefficients exp(eps d) beyond ~1e5 the
 # solvers' 1e-9 absolute row tolerance alone moves the optimum by ~1e-7 relative.
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "n", "eps"), [(0, 10, 0.5), (1, 14, 1.0), (2, 20, 0.3), (3, 12, 0.8), (4, 8, 3.0)])
 def test_worst_case_matches_linprog_and_beats_em_spanner_constopt(seed, n, eps):
     s = random_space(seed, n, dim=3, clustered=seed % 2 == 1)
@@ -188,6 +189,7 @@ def _city_and_towns() -> MetricSpace:
     return MetricSpace.from_points(np.r_[rng.normal(0, 3, size=(20, 2)), rng.uniform(-150, 150, size=(10, 2))])
 
 
+@pytest.mark.slow
 def test_huge_eps_times_distance_is_solved_with_capped_factors(monkeypatch: pytest.MonkeyPatch) -> None:
     # measured: without the cap, HiGHS calls "optimal" a solution that violates rows with
     # factors up to e^99 by 0.7 in probability, and the repair refuses it

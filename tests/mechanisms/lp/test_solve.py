@@ -69,6 +69,7 @@ def test_unbounded_maps_to_status_3():
         require_optimal(r, "toy")
 
 
+@pytest.mark.slow
 def test_time_limit_maps_to_status_1():
     g = np.random.default_rng(0)
     a = sp.random(3000, 3000, density=0.01, random_state=1, format="csr")
@@ -244,6 +245,7 @@ def test_highs_writes_nothing_to_stdout(capfd):
     assert out == ""
 
 
+@pytest.mark.slow
 def test_a_fresh_process_prints_no_banner():
     # HiGHS prints its banner once per process, from the first instance: a fresh interpreter
     code = (

@@ -106,6 +106,7 @@ def test_auto_picks_ipm_for_many_edge_rows(monkeypatch):
     assert spanner(s, 1.0).params["formulation"] == "fast"
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(12, 30), eps=st.floats(0.3, 3.0))
 def test_fast_and_ipm_match_full_reference(seed, n, eps):

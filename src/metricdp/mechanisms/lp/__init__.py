@@ -36,3 +36,7 @@ __all__ = [
     "require_optimal",
     "solve_lp",
 ]
+
+from ..._lazy import submodule_getattr
+
+__getattr__ = submodule_getattr(__name__, __path__)

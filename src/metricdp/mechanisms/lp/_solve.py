@@ -79,27 +79,20 @@ __all__ = [
 STATUS_NAMES = {0: "optimal", 1: "limit", 2: "infeasible", 3: "unbounded", 4: "numerical/other"}
 
 #: Largest row or bound residual (relative to 1 + |bound|) accepted from a solution that
-#: HiGHS calls optimal; HiGHS's own primal feasibility tolerance is 1e-7, measured on the
+#: HiGHS calls optimal; HiGHS's own primal feasibility tolerance is 1e-7, applied to the
 #: scaled model, so the unscaled residual may be a little larger.
 RESIDUAL_TOL = 1e-5
 
 #: Largest exponent C of a coefficient ratio e^C handed to HiGHS by any LP of the family
 #: (OPTMech/SpannerMech privacy factors and kernels, ConstOPTMech cone rows); beyond it a
 #: row is made stricter, never looser, so privacy is untouched (proofs: ``core.solve_raw``,
-#: ``docs/proofs/constopt.md`` §4). Chosen by measurement: on the 100-cell beijing-tianjin
-#: space at eps = 0.3 per km, OPTMech with a cap of 30 still left HiGHS in numerical
-#: trouble and 20 did not; at n = 50 the optimum moved by 9e-7 relative against 30.
-#: ConstOPTMech used 25 without a recorded reason; re-measured against 20 (neighbours = 4,
-#: load average 7.5 on 2 cores): city-and-towns spaces in km (30 and 120 points, eps 0.3
-#: and 1) agree to 2e-8 relative for both fits; on the 5x5 grid at eps = 20 the
-#: normalised fit reaches loss 1.603e-4 at 20 but falls back to the exponential
-#: mechanism (1.857e-4) at 25. So one cap, 20, serves every LP of the family.
-#: Its price, measured with a certified lower bound on the exact optimum
-#: (``experiments.lp_certificate``, issue 27): OPTMech on GloVe n = 100 at eps = 4 (eps d up
-#: to 38) is 1.95e-4 above the exact optimum at 20 and 2.9e-5 at 30 or 40; on 50 Paris cells
-#: at eps = 2 per km (eps d up to 94) 1.35e-6 at 20, 1.4e-8 at 30, and at 40 HiGHS lost row
-#: accuracy (repair retries up to eta = 0.1, loss 25 % worse). Kept at 20 for the
-#: beijing-tianjin failure above; raising it needs a better-scaled LP first.
+#: ``docs/proofs/constopt.md`` §4; the capped optimum is within :math:`n e^{-C} \max d`
+#: of the uncapped one, ``docs/proofs/lp_repair.md``, "Capped row factors"). Why 20: a
+#: cap of 30 left HiGHS in numerical trouble on a 100-cell geolocation space where 20 did
+#: not, and one cap serves every LP of the family (ConstOPTMech's results at 20 agree
+#: with or improve on those at 25). Its price in optimality at large eps * d is bounded
+#: by the certified lower bound of ``experiments.lp_certificate``; raising the cap needs
+#: a better-scaled LP first. Measurements: benchmarks/RESULTS.md#docstrings-lp-solve-log-cap.
 LOG_CAP = 20.0
 
 #: Where the HiGHS log goes when it is wanted (DEBUG level); never stdout.
@@ -255,9 +248,9 @@ def _set_time_limit(h: highspy.Highs, time_limit: float | None) -> None:
     HiGHS compares its ``time_limit`` option with the instance's *cumulative* run clock
     (:meth:`highspy.Highs.getRunTime`, never reset between runs), so the option is set
     to the time already run plus the seconds allowed. Without the offset, the re-solves
-    of constraint generation (one instance, many runs) stopped after about half of
-    their deadline: measured on a 10 x 10 grid (eps 0.3, prior), a 40 s build gave up at
-    20 s wall, the HiGHS clock then reading 40 s.
+    of constraint generation (one instance, many runs) stop early: a second run given
+    T seconds after a first that ran T stops at once, so a build gave up after about half
+    of its deadline (benchmarks/RESULTS.md#docstrings-lp-solve-set-time-limit).
     """
     if time_limit is None:
         h.setOptionValue("time_limit", float("inf"))

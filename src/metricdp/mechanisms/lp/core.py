@@ -66,8 +66,8 @@ FULL_OPTIONS: Mapping[str, Any] = {
 #: Options set after the first solve of constraint generation: Devex pricing in the dual
 #: simplex instead of exact steepest edge, whose weights HiGHS recomputes from scratch after
 #: every batch of added rows (over 1 s per round at n = 60). Devex and Dantzig pricing
-#: measured on GloVe spaces (2 loaded cores): n = 100, eps = 0.5: 44 s vs 59 s;
-#: n = 200, eps = 1: 263 s vs 201 s; SpannerMech n = 100: 27 s vs 23 s.
+#: were timed against each other on GloVe spaces with mixed results; Devex stays.
+#: Measurements: benchmarks/RESULTS.md#docstrings-lp-core-warm-options.
 WARM_OPTIONS: Mapping[str, Any] = {"simplex_dual_edge_weight_strategy": 1}
 
 #: A privacy row not yet in the model is added when violated by more than this (absolute,
@@ -80,19 +80,19 @@ _BLOCK = 1 << 22  # elements per temporary of the violation scan
 
 #: Weight of the tie-break of OPTMech's worst-case LP (:func:`_solve_fast`): the objective
 #: is :math:`k + \delta \cdot \text{mean}_u \sum_w L[u,w] M[u,w]` until constraint
-#: generation converges. Measured on GloVe n = 100 (2 shared cores, load 4-4.8, the LP
-#: alone): eps = 0.25: 14.1 s, 86k rows, instead of a time-out at 240 s (the pure
-#: objective is final at round 14, then every round adds 4-5k rows); eps = 0.5: 23 s and
-#: 43k rows with 1e-3 or 1e-5, against 30-45 s and 51.6k rows. A small weight keeps the
-#: tie-broken point on the optimal face where that face is large (small eps: bound met to
-#: 1e-14); at large eps (GloVe n = 50, eps 2; n = 100, eps 4; 50-d Gaussians, eps 2) 1e-3
-#: missed the bound by 6e-6 to 5e-5 relative, 1e-6 by 1e-7, and the generation goes on
-#: without it (0.1-0.5 s there).
+#: generation converges. Why: with the pure objective, k can be final early while every
+#: later round still adds thousands of rows (the optimal face is large at small eps); the
+#: tie-break chooses a point on that face whose rows settle in fewer rounds, with fewer
+#: rows. Why this small: a small weight keeps the tie-broken point on the optimal face;
+#: a larger one (1e-3) misses the bound at large eps, and where the tie-broken k misses
+#: the pure LP's lower bound by more than :data:`TIEBREAK_GAP` the generation goes on
+#: without the tie-break: the weight changes the speed, not the optimum returned.
+#: Measurements: benchmarks/RESULTS.md#docstrings-lp-core-tiebreak.
 TIEBREAK = 1e-6
 
 #: Options of the bound solve after the tie-break (the pure objective restored, the basis
-#: still primal feasible): primal simplex. The default dual simplex took 14,190 iterations
-#: (20-25 s) from that basis on 100 Gaussian points in 50-d at eps 2; primal 166 (0.09 s).
+#: still primal feasible): primal simplex, which needs about a hundredth of the dual
+#: simplex's iterations from that basis. Measurements: benchmarks/RESULTS.md#docstrings-lp-core-bound-options.
 BOUND_OPTIONS: Mapping[str, Any] = {"simplex_strategy": 4}
 
 #: Restored after a refused bound: dual simplex, HiGHS's default, for the re-solves.
@@ -108,11 +108,11 @@ def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH) -> f
     r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
 
     OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\min} = 10^{-10}`, clipped
-    to [1e-12, 1e-3]; the log-spread of the row sums after the envelope measured 1e-15 to
-    5.4e-10, so the first repair succeeds in most builds and a failed one re-solves at 10x
-    (cost in loss: a relative change of order :math:`\eta\,\varepsilon d_{\max}`, at
-    most 3.4e-10 in the tests across eps 0.1-10; the audit finds :math:`\eta` of the
-    budget unused).
+    to [1e-12, 1e-3]. The log-spread of the row sums after the envelope is of the order
+    of the solver's tolerance, below that margin in most builds, so the first repair
+    usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
+    order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
+    budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
     """
     return policy.initial(epsilon, d_min)
 
@@ -398,9 +398,9 @@ def _solve_fast(
     the matrices :math:`M \ge 0` with :math:`M[u,w] \ge K[u,w] M[w,w]` for all u, w. Those
     are exactly the privacy rows (w, u, w) of OPTMech, and for SpannerMech they are
     implied by the edge rows (chain them along a shortest path from w to u). So the LP
-    in X has the same feasible set and optimum, and n(n-1) of its privacy rows (in
-    the optima measured, about 80 % of the binding ones) are now bounds, which cost the
-    simplex nothing.
+    in X has the same feasible set and optimum, and n(n-1) of its privacy rows (most of
+    the binding ones, in practice: benchmarks/RESULTS.md#docstrings-lp-core-solve-fast) are now bounds, which cost
+    the simplex nothing.
 
     **A separate output set** (outputs w of Y, not points of the space; the model's
     ``anchor``): each output w has an anchor input a(w) (OPTMech: the input nearest to

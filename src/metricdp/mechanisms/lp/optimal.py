@@ -22,13 +22,11 @@ from ...errors import SolverNumericalError, ValidationError
 from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
+from ..registry import declared
 from .core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
 __all__ = ["optimal"]
-
-_OBJECTIVES = ("worst", "expected")
-_FORMULATIONS = ("fast", "full", "ipm")
 
 
 def _check_loss_matrix(
@@ -50,6 +48,7 @@ def _check_loss_matrix(
     return loss
 
 
+@declared("optimal")
 def optimal(
     space: MetricSpace,
     epsilon: float,
@@ -175,10 +174,6 @@ def optimal(
     deadline = Deadline(time_limit)
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
-    if objective not in _OBJECTIVES:
-        raise ValidationError(f"objective must be one of {list(_OBJECTIVES)}, got {objective!r}")
-    if formulation not in _FORMULATIONS:
-        raise ValidationError(f"formulation must be one of {list(_FORMULATIONS)}, got {formulation!r}")
     n = space.n
     outputs = check_outputs(outputs, space)
     loss = _check_loss_matrix(loss_matrix, space, outputs)

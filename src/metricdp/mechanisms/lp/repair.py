@@ -22,7 +22,7 @@ __all__ = ["ROUNDING_RESERVE", "envelope", "repair", "repair_free"]
 _ULP = 2.0**-53
 #: Log-space reserve per unit of (1 + eps * diameter) kept for float rounding (see the
 #: "Floating point" paragraph of :func:`repair`): 64 unit roundoffs.
-ROUNDING_RESERVE = 64 * _ULP
+ROUNDING_RESERVE = 64 * _ULP  # [repair:reserve]
 _ROW_BLOCK = 64  # rows of the envelope updated together: (64, n) stays in cache
 _PAIR_BLOCK = 1 << 22  # elements per temporary of the pairwise spread check
 _ROW_CHUNK = 1 << 22  # elements per temporary of the row-wise passes of repair_free
@@ -43,7 +43,7 @@ def envelope(matrix: ArrayLike, distances: ArrayLike, level: float) -> NDArray[n
     n = p.shape[0]
     kernel = np.exp(-level * d)  # kernel[u, v] = e^{-level d(u,v)} (1 on the diagonal)
     sources = np.flatnonzero(p.max(axis=1) > 0)
-    out = p.copy()  # the v = u term
+    out = p.copy()  # the v = u term  [envelope:self-term]
 
     def rows(start: int) -> None:
         stop = min(start + _ROW_BLOCK, n)
@@ -65,7 +65,8 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
 
     The LP is solved at :math:`\varepsilon_1 = \varepsilon(1-\eta)`; its solution P meets
     the privacy rows only up to the solver's tolerance and may hold exact zeros. The
-    repair is (line references to this function's body):
+    repair is (the ``[repair:...]`` labels mark each step in this function's body;
+    ``docs/proofs/lp_repair.md`` cites them):
 
     1. clip negatives: :math:`P \leftarrow \max(P, 0)` (``clipped``);
     2. column envelope at :math:`\varepsilon_1` (:func:`envelope`):
@@ -177,11 +178,12 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
     n = p.shape[0]
     eps1 = epsilon * (1.0 - eta)
 
-    clipped = np.maximum(p, 0.0)  # step 1
-    if not clipped.any():
+    clipped = np.maximum(p, 0.0)  # step 1  [repair:clip]
+    if not clipped.any():  # [repair:all-zero]
         raise ValidationError("matrix is all zero: nothing to repair")
-    env = envelope(clipped, d, eps1)  # step 2
+    env = envelope(clipped, d, eps1)  # step 2  [repair:envelope]
 
+    # [repair:underflow]
     positive_cols = clipped.max(axis=0) > 0
     if not np.all(env[:, positive_cols] > 0):
         raise RepairError(
@@ -189,19 +191,19 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
             f"(eps * diameter = {epsilon * float(d.max()):.4g}); the proof needs it positive",
             retryable=False,
         )
-    pos = env[env > 0]
+    pos = env[env > 0]  # [repair:subnormal]
     if pos.size and float(pos.min()) < np.finfo(np.float64).tiny:
         raise RepairError(
             f"repair: an entry {float(pos.min()):.3g} is subnormal; its rounding error voids the proof",
             retryable=False,
         )
 
-    sums = env.sum(axis=1)  # step 3
+    sums = env.sum(axis=1)  # step 3  [repair:normalise]
     log_s = np.log(sums)
     margin_d = epsilon * eta  # per unit distance
     off = ~np.eye(n, dtype=bool)
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
-    spread = float(log_s.max() - log_s.min())  # step 4
+    spread = float(log_s.max() - log_s.min())  # step 4  [repair:spread] (global test first)
     if spread > margin_d * float(d[off].min()) - reserve and not _pairwise_ok(log_s, d, margin_d, reserve):
         raise RepairError(
             f"repair: row sums after the envelope spread by a factor exp({spread:.3g}), more than "
@@ -209,11 +211,11 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
             "solve the LP at a smaller eps (larger eta) or with tighter tolerances",
             retryable=True,
         )
-    return env / sums[:, None]
+    return env / sums[:, None]  # [repair:normalise]
 
 
 def _pairwise_ok(log_s: NDArray, d: NDArray, margin_d: float, reserve: float) -> bool:
-    """``log s_v - log s_u <= margin_d * d(u,v) - reserve`` for all u != v (blocked)."""
+    """``log s_v - log s_u <= margin_d * d(u,v) - reserve`` for all u != v (blocked).  [repair:pairwise]"""
     n = len(log_s)
     block = max(1, _PAIR_BLOCK // n)
     for start in range(0, n, block):
@@ -381,7 +383,7 @@ def repair_free(
         off = db.copy()
         off[idx - s, idx] = np.inf
         d_min = min(d_min, float(off.min()))
-    reserve = ROUNDING_RESERVE * (1.0 + epsilon * diam)
+    reserve = ROUNDING_RESERVE * (1.0 + epsilon * diam)  # [repair_free:margin]
     if n > 1 and not (epsilon - 2.0 * level) * d_min >= reserve:
         raise RepairError(
             f"repair_free: epsilon - 2 * level = {epsilon - 2.0 * level:.3g} leaves "
@@ -389,7 +391,7 @@ def repair_free(
             retryable=True,
         )
 
-    # step 2: envelope of each column's free entries, one pass over their pairs
+    # step 2: envelope of each column's free entries, one pass over their pairs  [repair_free:lift]
     fu, fw, pi, pj = _free_pairs(fr.astype(np.intp), fc.astype(np.intp), n)
     if len(pi):
         pf = p[fu, fw]
@@ -399,7 +401,7 @@ def repair_free(
         target = pi[starts]
         p[fu[target], fw[target]] = np.maximum(pf[target], best)
 
-    # step 3: checks and normalisation, row block by row block
+    # step 3: checks and normalisation, row block by row block  [repair_free:normalise]
     tiny = np.finfo(np.float64).tiny
     for s in range(0, n, step):
         block = p[s : s + step]

@@ -20,19 +20,29 @@ spread check misses by orders of magnitude, float rounding against a 1e-15 margi
 sits within 10x of the spreads measured (10, see :data:`OPTMECH`). The margins stay
 per family (:data:`OPTMECH` 1e-10, :data:`SPANNER` 1e-5, :data:`CONSTOPT` 1e-6; the
 measurements are beside each): the margin is budget the audit finds unused, so it is as
-small as the measured room the repair needs allows. ``planar_laplace`` can adopt :meth:`RetryPolicy.run` as it is.
+small as the measured room the repair needs allows.
+
+Every retrying caller goes through :meth:`RetryPolicy.run`: OPTMech, SpannerMech and
+ConstOPTMech (:func:`~.core.solve_and_repair`), SpannerMech's calibration steps (each
+level solved and repaired once under ``SPANNER.once()``: in a bisection a repair failure
+says the level is too high, and the level is handed to the audit unrepaired -- a retry
+at a larger eta would solve another level and triple the cost of every failing step),
+and the planar Laplace grid mechanism
+(:data:`PLANAR_LAPLACE`: its audit failing is a retryable error, a repair error that is
+not retryable ends the build at once). ``tests/mechanisms/lp/test_retry_policy.py``
+checks that each of them retries through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ..._progress import Progress, report
 from ...errors import RepairError, ValidationError
 
-__all__ = ["CONSTOPT", "OPTMECH", "SPANNER", "RetryPolicy"]
+__all__ = ["CONSTOPT", "OPTMECH", "PLANAR_LAPLACE", "SPANNER", "RetryPolicy"]
 
 T = TypeVar("T")
 
@@ -77,6 +87,11 @@ class RetryPolicy:
         if eta >= self.max_eta:
             return None
         return float(min(self.factor * eta, self.max_eta))
+
+    def once(self) -> RetryPolicy:
+        """This policy without retries: for a caller to whom a repair failure is an answer,
+        not an accident (a calibration's bisection: the level is then too high)."""
+        return replace(self, max_eta=0.0)
 
     def run(
         self,
@@ -126,3 +141,9 @@ SPANNER = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
 #: ConstOPTMech: margin 1e-6 (the measured spread of its repairs is 1e-16); its first
 #: eta may be large on spaces with a tiny eps d_min, hence the higher caps.
 CONSTOPT = RetryPolicy(margin=1e-6, max_initial_eta=0.5, max_eta=0.5)
+
+#: The planar Laplace grid mechanism (:func:`~metricdp.mechanisms.planar_laplace.planar_laplace`):
+#: its first eta comes from the reached integration accuracy (``16 accuracy + 2 reserve``
+#: over ``eps d_min``), which it passes to :meth:`RetryPolicy.run` itself, so ``margin`` is
+#: unused; then 10x per retry up to 1e-3, the schedule it has always had.
+PLANAR_LAPLACE = RetryPolicy(margin=0.0, max_initial_eta=1e-3, max_eta=1e-3, min_eta=1e-8, factor=10.0)

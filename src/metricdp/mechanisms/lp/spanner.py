@@ -24,7 +24,8 @@ from ...errors import RepairError, ValidationError
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..calibration import largest_passing
-from .core import LPSolution, choose_eta, lp_info, solve_and_repair, solve_raw
+from ..registry import declared
+from .core import LPSolution, RawSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
 from .retry import SPANNER
@@ -33,7 +34,6 @@ __all__ = ["Spanner", "greedy_spanner", "spanner"]
 
 _SCAN = 4096  # sorted pairs examined per vectorised step of the greedy scan
 _CALIBRATION_RTOL = 1e-3
-_FORMULATIONS = ("auto", "fast", "ipm", "full")
 #: ``formulation="auto"`` picks ``ipm`` from this many edge rows 2mn on (about n = 150 on
 #: GloVe); below, ``fast`` (see the measurements in :func:`spanner`).
 _IPM_FROM_ROWS = 100_000
@@ -149,6 +149,7 @@ def greedy_spanner(space: MetricSpace, stretch: float = 3.0) -> Spanner:
     return Spanner(e, d[e[:, 0], e[:, 1]], t, achieved)
 
 
+@declared("spanner")
 def spanner(
     space: MetricSpace,
     epsilon: float,
@@ -242,11 +243,7 @@ def spanner(
     deadline = Deadline(time_limit)
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
-    t = _check_stretch(stretch)
-    if not isinstance(calibrate, bool):
-        raise ValidationError(f"calibrate must be True or False, got {calibrate!r}")
-    if formulation not in _FORMULATIONS:
-        raise ValidationError(f"formulation must be one of {list(_FORMULATIONS)}, got {formulation!r}")
+    t = float(stretch)
     g = greedy_spanner(space, t)
     n = space.n
     if formulation == "auto":
@@ -290,31 +287,24 @@ def spanner(
                 return cache[lam].matrix
             steps[0] += 1
             report(progress, steps[0], _CALIBRATION_ITER, f"spanner: calibration step {steps[0]}, level {lam:.6g}")
-            raw = solve_raw(
-                space,
-                lam,
-                eta,
-                allowed,
-                loss,
-                None,
-                formulation=formulation,
-                time_limit=deadline,
-                what="spanner",
-                graph_distances=dg,
-                progress=progress,
-            )
+            last: list[RawSolution] = []
+
+            def attempt(e: float) -> LPSolution:
+                raw = solve_raw(space, lam, e, allowed, loss, None, formulation=formulation, time_limit=deadline,
+                                what="spanner", graph_distances=dg, progress=progress)
+                last[:] = [raw]
+                out = repair(raw.matrix, d, epsilon, eta=e)
+                return LPSolution(out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, e, raw.iterations)
+
             try:
-                out = repair(raw.matrix, d, epsilon, eta=eta)
+                cache[lam] = SPANNER.once().run(attempt, eta, progress=progress, what=f"spanner at level {lam:.6g}")
             except RepairError:
-                # The repair cannot prove eps-mDP at this level (whether or not a larger
-                # eta would help, this level is then too high): hand the audit the raw
-                # (clipped, normalised) LP solution; it passes only if it is eps-mDP itself.
-                clipped = np.maximum(raw.matrix, 0.0)
+                # In the bisection a repair failure is an answer (lp/retry.py): this level
+                # is too high; hand the audit the raw (clipped, normalised) LP solution; it
+                # passes only if it is eps-mDP itself.
+                clipped = np.maximum(last[-1].matrix, 0.0)
                 return clipped / clipped.sum(axis=1, keepdims=True)
-            cache[lam] = LPSolution(
-                out, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations
-            )
-            return out
+            return cache[lam].matrix
 
         cal = largest_passing(
             build, d, epsilon, level, epsilon, rtol=_CALIBRATION_RTOL, max_iter=_CALIBRATION_ITER

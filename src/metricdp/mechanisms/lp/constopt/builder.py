@@ -7,7 +7,6 @@ of the bisection), and audits the result (:func:`~metricdp.mechanisms.base.certi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,10 +14,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ...._progress import Progress
-from ...._validation import check_epsilon, check_quantile
+from ...._validation import check_epsilon
 from ....errors import ValidationError
 from ....spaces import MetricSpace, check_space
 from ...base import Mechanism, certify
+from ...registry import declared
 from ..deadline import Deadline
 from .fit import Fit, run_fit
 from .replacement import free_mask
@@ -27,23 +27,9 @@ __all__ = ["DEFAULT_LAMBDAS", "constopt"]
 
 #: The penalties of the paper's experiments (Imola et al., Section 6).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.001, 0.1, 1.0)
-_FITS = ("normalised", "paper")
-_FORMULATIONS = ("fast", "full")
 
 
-def _check_lambdas(lambdas: object, fit: str) -> tuple[float, ...]:
-    try:
-        values = [float(v) for v in lambdas]  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        raise ValidationError(f"lambdas must be a sequence of numbers, got {lambdas!r}") from None
-    for v in values:
-        if not (math.isfinite(v) and v >= 0):
-            raise ValidationError(f"every lambda must be finite and >= 0, got {v!r}")
-    if fit == "paper" and not values:
-        raise ValidationError("the paper fit needs at least one lambda")
-    return tuple(dict.fromkeys(values))  # duplicates removed, order kept
-
-
+@declared("constopt")
 def constopt(
     space: MetricSpace,
     epsilon: float,
@@ -196,16 +182,10 @@ def constopt(
     deadline = Deadline(time_limit)  # the whole build, from here
     space = check_space(space)
     epsilon = check_epsilon(epsilon)
-    if fit not in _FITS:
-        raise ValidationError(f"fit must be one of {', '.join(_FITS)}, got {fit!r}")
-    if formulation not in _FORMULATIONS:
-        raise ValidationError(f"formulation must be one of {', '.join(_FORMULATIONS)}, got {formulation!r}")
-    lams = _check_lambdas(lambdas, fit)
-    q = None if quantile is None else check_quantile(quantile)
-    if not isinstance(calibrate, bool | np.bool_):
-        raise ValidationError(f"calibrate must be True or False, got {calibrate!r}")
-    if not isinstance(exponential_candidate, bool | np.bool_):
-        raise ValidationError(f"exponential_candidate must be True or False, got {exponential_candidate!r}")
+    lams = tuple(dict.fromkeys(float(v) for v in lambdas))  # declared >= 0 (registry); duplicates removed
+    if fit == "paper" and not lams:
+        raise ValidationError("the paper fit needs at least one lambda")
+    q = None if quantile is None else float(quantile)
     free = free_mask(space, replacement, neighbours)
     if epsilon * space.diameter > 700:
         raise ValidationError(

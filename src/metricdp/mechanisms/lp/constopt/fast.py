@@ -27,24 +27,22 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 
 #: The dense regime (issue 27): when more than this fraction of the absent blocks price
 #: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
-#: of them and solved from scratch. Measured with the sides and seeds of
-#: :class:`FastModel` (``metricdp bench lp --data glove``, n = 400, r = 10, three lambdas,
-#: whole builds, load average 4.3-4.6 on 2 cores, both runs in one window): eps = 2:
-#: 75 rounds, 117k simplex iterations, 142 s before; 2 rounds, 17k iterations, 35 s after;
-#: eps = 4: 87 rounds, 103k iterations, 211 s before; 8k iterations, 24 s after; eps =
-#: 0.25 / 0.5 / 1 unchanged (0.8 / 2.1 / 4.3 s): there at most a quarter of the outputs
-#: are released and it never triggers. Not the lever alone: adding every negatively
-#: priced block to the live model and re-solving by primal simplex took 10,700 iterations
-#: where the fresh model takes 5,300 (eps = 2, lambda = 0.001).
+#: of them and solved from scratch. Why: at large eps most outputs are released, and
+#: pricing blocks in a batch at a time costs tens of rounds on an ever larger model, where
+#: one model with every block solves from scratch in a few thousand dual simplex
+#: iterations; at small eps few outputs are released and the switch never triggers.
+#: Adding every negatively priced block to the live model instead is no substitute (about
+#: twice the iterations of the fresh model).
+#: Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
 DENSE_SWITCH = 0.5
 
 #: The variable of a free entry is its fraction of the room between rows (26) and (25)
 #: (``v = e / width``, rows (25) become ``v <= Y_w``) when every room is at most this.
-#: Unscaled, e reaches 1e3-1e5 at eps = 2 on GloVe and HiGHS's dual tolerance (1e-7) on
-#: its reduced cost left the paper LP 1.5e-6 relative above its optimum (3.8157023 against
-#: 3.8156966458 for the plain LP at 1e-10 tolerances); scaled it agrees to 5e-15. With
-#: rooms up to e^20 (eps = 4, LOG_CAP reached) the scaled model made HiGHS report
-#: numerical trouble, so there the unscaled variables are kept.
+#: Why: unscaled, e spans several orders of magnitude at large eps, and HiGHS's dual
+#: tolerance (1e-7) on its reduced cost then stops the paper LP measurably above its
+#: optimum, which the scaled model reaches to rounding. With rooms up to e^20 (LOG_CAP
+#: reached) the scaled model is numerically troubled, so there the unscaled variables are
+#: kept. Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-scale-max-width.
 SCALE_MAX_WIDTH = 1e6
 
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
@@ -63,13 +61,11 @@ class FastModel:
     is the one of its best direction at the pricing that brings it in (the sign of the
     reduced cost of z), or, for the next lambda after a model in the dense regime, the
     side each entry took in the previous lambda's optimum (:meth:`sides`; with its blocks,
-    the *seed* of the next model; outside the dense regime a seed was measured slower:
-    GloVe n = 2,000, eps = 1, 114 s against 43 s fresh, load 2): an
-    entry that sits at the bound its variable starts from costs no simplex pivot. Measured
-    (GloVe n = 400, eps = 2, every block): lambdas 0.1 and 1 seeded took 4,400 and 5,600
-    dual simplex iterations against 5,800 and 6,200 with every entry on the lower side;
-    with the sides of the optimum itself, lambda = 0.001 takes 3,200 against 4,700 (the
-    floor of the idea). Auxiliary ``A, B, s``. Rows:
+    the *seed* of the next model; outside the dense regime a seed is slower than a fresh
+    start, so only the dense regime seeds): an entry that sits at the bound its variable
+    starts from costs no simplex pivot, so a seeded model needs fewer dual simplex
+    iterations (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
+    Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
     * objective rows: paper fit :math:`A_u + \lambda B_u - s \le 0` with :math:`B \ge 1`
@@ -77,13 +73,13 @@ class FastModel:
       :math:`\sum_u B_u = n`, :math:`B \ge 0` (a model is one or the other, fixed by its
       first solve). A new t and c change ``2n`` coefficients of the live model, whose
       basis warm-starts the next solve; a new :math:`\lambda` starts a fresh model
-      (:meth:`paper`: measured far faster than the warm start there);
+      (:meth:`paper`: a fresh model is far faster than the warm start there);
     * per output column ``w`` in the model (a *block*: :math:`Y_w` and the :math:`e_f` of
       its free entries): rows (25), and the rows (22) of its pairs that are not implied by
-      (25) and (26) (:class:`Cone`; over 98% are implied on GloVe and Gaussian spaces).
+      (25) and (26) (:class:`Cone`; on GloVe and Gaussian spaces nearly all are implied).
 
     **Column generation over outputs.** At the optimum most outputs are never released
-    (:math:`Y_w = 0`, measured: 79% at n = 400 on GloVe), so only some blocks are in the
+    (:math:`Y_w = 0` for most w), so only some blocks are in the
     model. After each solve the reduced cost of every absent block's best direction is
     priced from the row duals :math:`y` (vectorised, one product with the dense rows):
     with :math:`\bar c = -(D_A^\top y_A + D_B^\top y_B)`,
@@ -103,28 +99,14 @@ class FastModel:
     violates them. No solution is used before it satisfies every non-implied (22) row of
     its blocks to a relative 1e-9.
 
-    **The dense regime** (large eps, :data:`DENSE_SWITCH`): when most outputs are released
-    (85% at eps = 2, all at eps = 4 on GloVe n = 400), adding 20 blocks per round took
-    75-87 rounds of 1,500-2,500 primal simplex iterations each on an ever larger model;
-    one model with every block takes about 5,000 dual simplex iterations from scratch.
-    What binds there (eps = 2, lambda = 0.001): 338 of 400 outputs released, 263 rows (18)
-    and 332 rows (20) tight; eps = 4: all 400, 384 and 399. Each simplex iteration then
-    works on a dense block of about 800 rows by 400 columns (1-3 ms, measured), the
-    floor of this approach. Tried and not kept (same space, load 3-5):
-
-    * HiGHS interior point on the whole model: 52 iterations, "imprecise", 22 s with
-      crossover, against 12-20 s (5,200 iterations) for the dual simplex;
-    * dual simplex pricing: Devex 6,400 iterations, 23 s; Dantzig 10,700, 29 s; steepest
-      edge (kept) 5,200, 20 s; primal simplex from scratch 26,600, 73 s;
-    * warm-starting the next lambda from the previous basis (2n coefficients changed):
-      2,100 and 3,700 dual simplex iterations against 4,400-5,600 for the seeded fresh
-      model, but the docstring of :meth:`paper` measured it 10x slower at n = 2,000;
-    * a Dantzig-Wolfe master over the blocks' extreme rays (2n dense rows only): still
-      3e-4 above the optimum after 45 rounds and 500 s;
-    * dropping the dense terms below 1e-2, then re-solving the exact model from that
-      optimal basis: 4 s, then 18,300 iterations and 48 s;
-    * seeding the normalised fit's model with the paper fit's blocks: 7.1 s against 4.7 s
-      at eps = 1, equal at eps = 2.
+    **The dense regime** (large eps, :data:`DENSE_SWITCH`): when most outputs are released,
+    adding blocks a batch per round takes tens of rounds on an ever larger model, while
+    one model with every block solves from scratch in a few thousand dual simplex
+    iterations; most rows (18) and (20) are then tight, and each simplex iteration works on
+    a dense block of about 2n rows by n columns, the floor of this approach. The
+    alternatives timed and not used (interior point, other pricing rules, warm starts
+    across lambdas, a Dantzig-Wolfe master, dropping small dense terms, seeding the
+    normalised fit) are in benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel.
     """
 
     def __init__(
@@ -329,13 +311,13 @@ class FastModel:
         cost[self.col_s] = 1.0
         col_lo = np.concatenate([np.zeros(n), np.full(n, 1.0 if paper else 0.0), [-np.inf], np.zeros(len(cols))])
         self.lp = LPModel(method=self.method)
-        if self.method == "auto":  # from the slack basis: measured 2x faster each way (n = 800)
+        if self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
             self.lp.set_options({"simplex_strategy": 1 if paper else 4})
         self.lp.set_options(self.options)
         return self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
 
     def _resolve(self, primal: bool) -> SolveResult:
-        # new columns at 0 keep the basis primal feasible: primal simplex (measured 5-10x
+        # new columns at 0 keep the basis primal feasible: primal simplex (several times
         # fewer iterations than dual there); changed coefficients or new rows: dual simplex
         lp = self._model()
         lp.set_options({"simplex_strategy": 4 if primal else 1})
@@ -401,9 +383,8 @@ class FastModel:
         """Solve the paper's LP for ``lam`` (rows (18), (20), (22), (25), (26)).
 
         Every lambda starts from a fresh model on the initial blocks: re-solving from the
-        previous lambda's basis was measured about 10x slower (GloVe, r = 10, n = 2,000:
-        465 s of HiGHS time for the three lambdas warm-started, 399 s of it the
-        lambda = 0.1 -> 1.0 re-solve, against 43 s fresh).
+        previous lambda's basis is about 10x slower on large spaces
+        (benchmarks/RESULTS.md#docstrings-constopt-fast-paper).
         """
         if self.kind == "normalised":
             raise RuntimeError("a normalised-fit model cannot solve the paper LP")  # internal misuse

@@ -75,8 +75,9 @@ def run_fit(
     """Every candidate of one fit at inner level ``inner`` (guarantee ``2 inner``), repaired.
 
     Should the repair fail in a way a larger margin can fix (a retryable
-    :class:`~metricdp.errors.RepairError`; measured spread: 1e-16 against a room of
-    1e-6), the fit is redone at a larger eta (:data:`..retry.CONSTOPT`).
+    :class:`~metricdp.errors.RepairError`; rare, since the observed spreads are far
+    inside the margin: benchmarks/RESULTS.md#docstrings-constopt-fit-run-fit), the fit is redone at a larger eta
+    (:data:`..retry.CONSTOPT`).
     """
     stats = FitStats(progress=progress, deadline=deadline)
 
@@ -132,7 +133,7 @@ def fit_at(
         # start from the best point of the family found so far (EM is x = 1)
         points = [c.x for c in candidates if c.x is not None] + [np.ones(cone.n + cone.nfree)]
         x0 = min(points, key=lambda p: float(ratios(cone, p).max()))
-        if model is not None:  # a fresh model: measured 2x faster than switching the paper one
+        if model is not None:  # a fresh model: faster than switching the paper one
             x, normalised = dinkelbach(FastModel(cone, deadline, stats), x0, FIT_RTOL)
         else:
             x, normalised = bisection(cone, x0, deadline, stats, FIT_RTOL)

@@ -97,7 +97,7 @@ def parametric_lp(cone: Cone, t: float, time_limit: float | None = None) -> Solv
     member of the family has worst-case loss at most t (``docs/proofs/constopt.md`` §5).
     Unlike the pure feasibility LP (:func:`feasibility_lp`), it is always feasible:
     HiGHS proves an optimum far more readily than it proves infeasibility far from the
-    optimum (measured: over 120 s against 2 s at n = 100).
+    optimum (benchmarks/RESULTS.md#docstrings-constopt-reference-parametric-lp).
     """
     a, b, rows = full_rows(cone)
     n, nv = cone.n, cone.n + cone.nfree

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.experiments.bench_lp import run_bench
-from metricdp.experiments.lp_certificate import (
+from metricdp.mechanisms.exponential import exponential
+from metricdp.mechanisms.lp.certificate import (
     bound_from_multipliers,
     lower_bound,
     near_binding,
     optmech_lp,
 )
-from metricdp.mechanisms.exponential import exponential
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.spaces import MetricSpace
 
@@ -45,6 +45,7 @@ def test_near_binding_rows_of_a_hand_matrix() -> None:
     assert sorted(zip(u.tolist(), v.tolist(), w.tolist(), strict=True)) == [(0, 1, 0), (1, 0, 1)]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     n=st.integers(2, 5),
@@ -70,6 +71,7 @@ def test_any_multipliers_give_a_valid_bound(n: int, eps: float, seed: int, worst
     assert (loss - b.value) <= 1e-8 * max(loss, 1e-12)  # the builder is near-optimal here
 
 
+@pytest.mark.slow
 def test_bench_certified_gap_column() -> None:
     rows = run_bench([8], ["optimal"], ["fast"], data="gaussian", time_limit=60, certify=30.0)
     (row,) = rows

@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ..mechanisms.lp._solve import LPModel
+from ._solve import LPModel
 
 __all__ = ["Bound", "LPProblem", "bound_from_multipliers", "lower_bound", "near_binding", "optmech_lp"]
 

@@ -13,7 +13,7 @@ from scipy import stats
 
 from metricdp.audit import audit
 from metricdp.errors import ResourceLimitError, ValidationError
-from metricdp.selection import (
+from metricdp.mechanisms.selection import (
     candidates_for_accuracy,
     exponent_for,
     exponential_choice,
@@ -208,7 +208,7 @@ def test_log_domain_choice_is_exact_by_chi_square_and_never_underflows():
     from scipy import stats
 
     from metricdp.mechanisms.lattice_laplace import BitStream
-    from metricdp.selection import _log_domain_choice
+    from metricdp.mechanisms.selection import _log_domain_choice
 
     logw = np.array([0.0, -0.5, -1.0, -2.5])
     bits = BitStream(np.random.default_rng(11))

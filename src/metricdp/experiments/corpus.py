@@ -1,0 +1,78 @@
+"""Real English text that every Python installation ships: the standard library's documentation.
+
+The text benchmarks need a real corpus, with the distinct-word rate of real prose, that
+installs with no download: the CPython standard library carries its own documentation,
+``pydoc_data.topics`` (the language reference and library topics that ``help()`` shows)
+and the docstrings of its modules. :func:`stdlib_documents` yields them as documents in a
+fixed order (topics by name, then modules by path), one paragraph per document, so a
+corpus of a given size is the same on every machine with the same Python version.
+
+The text is technical English (names of functions appear as words) rather than fiction;
+its distinct-word rate (:func:`corpus_summary`) is what the benchmark reports beside the
+throughput, so a reader can compare it with their own corpus.
+"""
+
+from __future__ import annotations
+
+import ast
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["corpus_summary", "stdlib_documents", "stdlib_text"]
+
+_SKIP_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "lib2to3"})
+
+
+def _paragraphs(text: str) -> Iterator[str]:
+    for para in text.split("\n\n"):
+        flat = " ".join(para.split())
+        if flat:
+            yield flat
+
+
+def _module_docstrings(root: Path) -> Iterator[str]:
+    for path in sorted(root.rglob("*.py")):
+        if _SKIP_DIRS.intersection(path.relative_to(root).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                doc = ast.get_docstring(node, clean=True)
+                if doc:
+                    yield doc
+
+
+def stdlib_documents() -> Iterator[str]:
+    """Paragraphs of the standard library's documentation, in a fixed order (a generator)."""
+    from pydoc_data.topics import topics
+
+    for name in sorted(topics):
+        yield from _paragraphs(topics[name])
+    for doc in _module_docstrings(Path(sysconfig.get_paths()["stdlib"])):
+        yield from _paragraphs(doc)
+
+
+def stdlib_text(min_tokens: int) -> list[str]:
+    """The first documents of :func:`stdlib_documents` holding at least ``min_tokens`` word tokens."""
+    from ..text.tokens import WORD
+
+    docs: list[str] = []
+    count = 0
+    for doc in stdlib_documents():
+        docs.append(doc)
+        count += sum(1 for _ in WORD.finditer(doc))
+        if count >= min_tokens:
+            return docs
+    return docs
+
+
+def corpus_summary(documents: list[str]) -> dict[str, int]:
+    """Documents, word tokens and distinct words (case-insensitive) of a corpus."""
+    from ..text.tokens import WORD
+
+    words = [m.group().lower() for doc in documents for m in WORD.finditer(doc)]
+    return {"documents": len(documents), "tokens": len(words), "distinct_words": len(set(words))}

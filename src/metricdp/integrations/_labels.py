@@ -1,0 +1,95 @@
+"""A mechanism's labels as the CSV byte layer sees them: lookup codes and encoded outputs.
+
+The driver's validation pass and every engine partition map a column's raw CSV fields
+to the mechanism's row indices with the same code (:meth:`Labels.codes`), and splice
+releases back with the same encoded table (:meth:`Labels.splice`), so a value that the
+local engine refuses is refused by every engine, and a released field is written
+exactly as the local engine writes it (quoted when its input field was, or when it must
+be). Built once per process from the mechanism: a few label-sized arrays.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from .._random import RandomSource
+from ..errors import PrivacyLeakWarning
+from ..streaming import csvsplit
+
+__all__ = ["Labels", "sample"]
+
+
+def sample(mechanism: Any, codes: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
+    """Releases of ``codes`` (row indices) from ``mechanism``'s public sampler."""
+    if len(codes) == 0:
+        return codes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # a seed is announced once, by the caller
+        return np.asarray(mechanism.sample(codes, rng), dtype=np.intp)
+
+
+class Labels:
+    """Input labels for lookup and output labels encoded as CSV fields.
+
+    ``table`` holds entries ``0..n-1`` encoded as needed, ``n..2n-1`` always quoted
+    (:func:`metricdp.streaming.csvsplit.encode_field`) and ``2n`` empty (a removed
+    range: a dropped column), the layout of the local engine.
+    """
+
+    def __init__(self, mechanism: Any) -> None:
+        pa = import_optional("pyarrow", extra="parquet")
+        labels = list(mechanism.labels)
+        outs = list(getattr(mechanism, "output_labels", None) or labels)  # a separate output set
+        self.value_set = pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
+        self.lookup = {x.encode("utf-8"): i for i, x in enumerate(labels)}
+        self.n_out = len(outs)
+        enc = [csvsplit.encode_field(x) for x in outs] + [csvsplit.encode_field(x, quoted=True) for x in outs]
+        enc.append(b"")
+        self.table_offsets = np.zeros(len(enc) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in enc], out=self.table_offsets[1:])
+        self.table = np.frombuffer(b"".join(enc), dtype=np.uint8)
+
+    def codes(self, buf: NDArray[np.uint8], recs: csvsplit.Records) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """Row index of each record's field (-1: not a label) and whether the field was quoted."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        data, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
+        values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+        idx = np.asarray(
+            pc.fill_null(pc.index_in(values, value_set=self.value_set), -1).to_numpy(zero_copy_only=False),
+            dtype=np.intp,
+        )
+        if quoted.any():
+            idx[quoted] = [self.lookup.get(v, -1) for v in raw_quoted]
+        return idx, quoted
+
+    def splice(
+        self, buf: NDArray[np.uint8], recs: csvsplit.Records, column: int, dropped: tuple[int, ...],
+        released: NDArray[np.intp], quoted: NDArray[np.bool_],
+    ) -> NDArray[np.uint8]:
+        """``buf[:recs.end]`` with field ``column`` of each record replaced by its release and the
+        ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept."""
+        starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
+        choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
+        if len(released):
+            field = kind == 0
+            choice[field] = (released + self.n_out * quoted)[row[field]]
+        return csvsplit.splice(buf, recs.end, starts, stops, self.table, self.table_offsets, choice)
+
+    def remove(self, buf: NDArray[np.uint8], starts: NDArray[np.int64], stops: NDArray[np.int64]) -> bytes:
+        """``buf`` without the ranges ``[starts[i], stops[i])`` (sorted, disjoint)."""
+        choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
+        return csvsplit.splice(buf, len(buf), starts, stops, self.table, self.table_offsets, choice).tobytes()
+
+
+def field_text(buf: bytes | NDArray[np.uint8], a: int, b: int) -> str:
+    """A field's value for an error message (unquoted, undecodable bytes replaced)."""
+    raw = bytes(buf[a:b])
+    if raw[:1] == b'"':
+        raw = raw[1:-1].replace(b'""', b'"')
+    return raw.decode("utf-8", errors="replace")

@@ -1,0 +1,245 @@
+"""The driver's one pass over an input file before any engine runs.
+
+Dask's and Spark's own readers guess: pandas infers an index when the data rows have
+one field more than the header (every column then shifts left and true values are
+written under another column's name), Spark drops the extra field, splits records at
+line breaks inside quotes, trims blanks on write. So the engines do not read the file
+with them. The driver reads it once with the local engine's reader and record
+definition (:class:`metricdp.tabular.csv.CsvReader`: RFC 4180, records end in ``\\n``
+or ``\\r\\n``; a bare ``\\r``, a stray quote, a field-count mismatch, a NUL, a BOM
+inside, invalid UTF-8, an over-long record each refused with file, line and byte
+offset), plans the columns that leave as the local engine does
+(:func:`metricdp.tabular.columns.plan_columns`), checks every value of the released
+column against the mechanism's labels (the local engine's message: count and first
+line numbers), and cuts the file into :class:`Piece` s at record boundaries. Every
+engine partition then releases exactly one piece with the same record definition
+(:mod:`._pieces`), so the three engines accept the same files and release the same
+records.
+
+Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._optional import import_optional
+from ..errors import ValidationError
+from ..streaming import csvsplit
+from ..streaming.files import _Unknown
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.formats import TABLE_FORMATS, format_of
+from ._labels import Labels, field_text
+
+__all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
+
+#: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
+#: a partition's fixed cost (a task, a part file) is small against its work, small enough that a file of a
+#: few GB gives every core of a small cluster several partitions.
+DEFAULT_PIECE_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One partition's share of the file.
+
+    CSV: bytes ``[start, stop)`` (whole records), ``first`` the file line number of
+    ``start``. Parquet: row groups ``[start, stop)``, ``first`` the 1-based number of
+    the piece's first row. ``rows``: the records the driver counted in it.
+    """
+
+    index: int
+    start: int
+    stop: int
+    rows: int
+    first: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the driver checked: the header, the pieces and the row count.
+
+    ``header`` is the output's first bytes: the header record as in the file (a
+    byte-order mark and blank lines before it included), dropped columns' names removed;
+    ``size``/``mtime_ns`` identify the version of the file that was checked (a
+    partition that finds another one refuses it); ``columns`` says what leaves
+    (:func:`metricdp.tabular.columns.plan_columns`); ``schema`` is the output's
+    (Parquet); ``max_record`` the CSV record cap the driver applied.
+    """
+
+    path: str
+    fmt: str
+    names: tuple[str, ...]
+    column: int
+    header: bytes
+    pieces: tuple[Piece, ...]
+    rows: int
+    size: int
+    mtime_ns: int
+    columns: ColumnPlan | None = None
+    schema: Any = None
+    compression: str = "snappy"
+    max_record: int | None = None
+
+
+def plan_file(
+    src: Path, column: str, mechanism: Any, *, piece_bytes: int = DEFAULT_PIECE_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
+    max_record: int | None = None,
+) -> Plan:
+    """Check ``src`` entirely and cut it into pieces of about ``piece_bytes`` bytes.
+
+    ``keep``/``drop`` plan the columns that leave as the local engine plans them.
+
+    Raises
+    ------
+    ValidationError
+        the local engine's errors, with its messages: a missing or repeated column, a
+        bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
+        byte offset), a value that is not a label (count and first line numbers).
+    """
+    if piece_bytes < 1:
+        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
+    fmt = format_of(src, TABLE_FORMATS)
+    st = os.stat(src)
+    if fmt == "csv":
+        return _plan_csv(src, column, mechanism, piece_bytes, chunk_bytes, st, keep, drop, max_record)
+    return _plan_parquet(src, column, mechanism, piece_bytes, st, keep, drop)
+
+
+def check_unchanged(plan: Plan) -> None:
+    """Refuse a file that is not the version the plan checked (size or mtime differ)."""
+    try:
+        st = os.stat(plan.path)
+    except OSError as ex:
+        raise ValidationError(f"{plan.path}: cannot be read any more ({ex.strerror}); nothing written") from None
+    if (st.st_size, st.st_mtime_ns) != (plan.size, plan.mtime_ns):
+        raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
+
+
+# ------------------------------------------------------------------------------------ CSV
+def _plan_csv(
+    src: Path, column: str, mechanism: Any, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
+    keep: Sequence[str], drop: Sequence[str], max_record: int | None,
+) -> Plan:
+    labels = Labels(mechanism)
+    where = str(src)
+    unknown = _Unknown()
+    pieces: list[Piece] = []
+    rows = piece_rows = 0
+    piece_start = piece_line = -1
+    consumed = 0
+    with src.open("rb") as inp:
+        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
+        header = reader.header()
+        cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
+        col = cols.index(column)
+        consumed = len(header.raw)
+        for chunk in reader.chunks(col):
+            recs = chunk.records
+            if piece_start < 0:
+                piece_start, piece_line = chunk.offset, chunk.first_line
+            idx, _quoted = labels.codes(chunk.buf, recs)
+            bad = np.flatnonzero(idx < 0)
+            if len(bad):
+                vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
+                unknown.add(chunk.first_line + recs.lines[bad], vals)
+            rows += len(idx)
+            piece_rows += len(idx)
+            consumed = chunk.offset + recs.end
+            if consumed - piece_start >= piece_bytes:
+                pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+                piece_start, piece_rows = -1, 0
+        cap = reader.cap
+    if unknown.rows:
+        raise unknown.error(where, column, "line(s)")
+    if piece_start >= 0:
+        pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+    raw = np.frombuffer(header.raw, dtype=np.uint8)
+    hs, he, _, _ = csvsplit.edits_for(header.record, None, cols.dropped_indices)
+    out_header = labels.remove(raw, hs, he)  # the header as the local engine writes it (dropped names removed)
+    return Plan(where, "csv", header.names, col, out_header, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
+                columns=cols, max_record=cap)
+
+
+# -------------------------------------------------------------------------------- Parquet
+def _plan_parquet(
+    src: Path, column: str, mechanism: Any, piece_bytes: int, st: os.stat_result, keep: Sequence[str],
+    drop: Sequence[str],
+) -> Plan:
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    where = str(src)
+    try:
+        pf = pq.ParquetFile(src)
+    except Exception as ex:  # pyarrow raises several unrelated types for bad files
+        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
+    schema = pf.schema_arrow
+    cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
+    j = cols.index(column)
+    out_values(mechanism, schema.field(j).type, where, column)  # labels writable as the column's type
+    value_set = pa.array(list(mechanism.labels), type=pa.string())
+    unknown = _Unknown()
+    seen = 0
+    try:
+        for batch in pf.iter_batches(columns=[column], batch_size=1_000_000):
+            col = batch.column(0)
+            as_text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+            idx = np.asarray(
+                pc.fill_null(pc.index_in(as_text, value_set=value_set), -1).to_numpy(zero_copy_only=False),
+                dtype=np.intp,
+            )
+            bad = np.flatnonzero(idx < 0)
+            if len(bad):
+                vals = as_text.take(pa.array(bad[:40_000])).to_pylist()
+                unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
+            seen += len(idx)
+    except (OSError, pa.ArrowException) as ex:
+        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
+    if unknown.rows:
+        raise unknown.error(where, column, "row(s)")
+    meta = pf.metadata
+    compression = "snappy"
+    if meta.num_row_groups and meta.num_columns:
+        compression = meta.row_group(0).column(0).compression.lower()
+        compression = "none" if compression == "uncompressed" else compression
+    pieces: list[Piece] = []
+    start = rows = size = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        rows += group.num_rows
+        size += group.total_byte_size
+        if size >= piece_bytes or g == meta.num_row_groups - 1:
+            first = 1 + sum(p.rows for p in pieces)
+            pieces.append(Piece(len(pieces), start, g + 1, rows, first))
+            start, rows, size = g + 1, 0, 0
+    total = sum(p.rows for p in pieces)
+    if total != seen:
+        raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
+    written = set(cols.written)
+    out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
+    return Plan(
+        where, "parquet", tuple(schema.names), j, b"", tuple(pieces), total, st.st_size, st.st_mtime_ns,
+        columns=cols, schema=out_schema, compression=compression,
+    )
+
+
+def out_values(mechanism: Any, typ: Any, where: str, column: str) -> Any:
+    """The mechanism's output labels as an Arrow array of the column's type (or a ValidationError)."""
+    pa = import_optional("pyarrow", extra="parquet")
+    labels = list(mechanism.labels)
+    outs = pa.array(list(getattr(mechanism, "output_labels", None) or labels), type=pa.string())
+    try:
+        return outs.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
+        raise ValidationError(
+            f"{where}: column {column!r} has type {typ}; the mechanism's labels cannot be written as it ({ex})"
+        ) from None

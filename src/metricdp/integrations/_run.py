@@ -1,0 +1,218 @@
+"""The engines' file path: check, release piece by piece on the engine, verify, publish.
+
+1. The output path is vetted and opened (:func:`metricdp.io.atomic_write`: a hidden
+   temporary file renamed into place at the end), then the driver checks the whole
+   input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
+   the local engine accepts and refuses the rest with its one-line message.
+2. The engine runs :func:`._pieces.release_piece` once per piece; parts go to a scratch
+   directory beside the output.
+3. Each part must report the rows the driver counted for its piece and have the size it
+   reported; the parts' total must equal the input's row count. Any mismatch, any
+   partition error, any engine failure is one typed error (:func:`engine_error`), and
+   nothing is published: the scratch directory and the temporary file are removed on
+   every path out (an exception, SIGINT, SIGTERM). A scratch directory left by a
+   process killed with SIGKILL is removed by the next run beside the same output.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from os import PathLike
+from pathlib import Path
+from typing import IO, Any
+
+from .._optional import import_optional
+from ..errors import EngineError, MetricDPError, ValidationError
+from ._common import check_seed
+from ._pieces import Done, Failed, Job, part_path
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, plan_file
+
+__all__ = ["Runner", "engine_error", "release_file", "root_cause"]
+
+#: ``runner(job, pieces, mechanism)`` runs :func:`._pieces.release_piece` for every piece (in any
+#: order, anywhere) and returns the results in the order of ``pieces``.
+Runner = Callable[[Job, Sequence[Piece], Any], Sequence[Done | Failed]]
+
+
+
+def release_file(
+    engine: str,
+    runner: Runner,
+    mechanism: Any,
+    input_path: str | PathLike[str],
+    column: str,
+    out: str | PathLike[str],
+    *,
+    seed: int | None,
+    inputs: Sequence[str | PathLike[str]],
+    piece_bytes: int | None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    max_record: int | None = None,
+) -> int:
+    """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
+
+    ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
+    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
+    ``max_record`` caps a CSV record's bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
+    """
+    from ..io import atomic_write, scratch_directory
+
+    src, target = Path(input_path), Path(out)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    seed = check_seed(seed)
+    with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop,
+                         max_record=max_record)
+        # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
+        scratch = scratch_directory(target)
+        try:
+            job = Job(replace(plan, pieces=()), column, seed, str(scratch))
+            results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+            _check(engine, plan, results)
+            check_unchanged(plan)
+            _join(plan, scratch, fh)
+            return plan.rows
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
+    """Every piece done with the driver's row count, else one typed error."""
+    failed = [r for r in results if isinstance(r, Failed)]
+    if failed:
+        first = min(failed, key=lambda r: (not r.input, r.index))  # a problem of the input explains the rest
+        err: MetricDPError = (
+            ValidationError(first.message) if first.input
+            else EngineError(f"the {engine} job failed in partition {first.index}: {_one_line(first.message)}")
+        )
+        if first.detail:
+            err.add_note(f"partition {first.index}, on the worker:\n{first.detail.rstrip()}")  # for --debug
+        raise err
+    if len(results) != len(plan.pieces):
+        raise EngineError(f"the {engine} job returned {len(results)} partition(s) for {len(plan.pieces)}")
+    for piece, done in zip(plan.pieces, results, strict=True):
+        if not isinstance(done, Done) or done.index != piece.index or done.rows != piece.rows:
+            got = done.rows if isinstance(done, Done) else "no"
+            raise EngineError(
+                f"the {engine} job wrote {got} row(s) for partition {piece.index} where the input has {piece.rows:,}; "
+                "nothing written"
+            )
+    total = sum(r.rows for r in results if isinstance(r, Done))
+    if total != plan.rows:
+        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {plan.rows:,}; nothing written")
+
+
+def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
+    """The header, then the parts in piece order, into ``fh`` (Parquet: one file, the input's schema)."""
+    parts = [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces]
+    if plan.fmt == "csv":
+        fh.write(plan.header)
+        for part in parts:
+            with part.open("rb") as src:
+                shutil.copyfileobj(src, fh, 4 * 2**20)
+        return
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    rows = 0
+    with pq.ParquetWriter(fh, plan.schema, compression=plan.compression) as writer:
+        for part in parts:
+            pf = pq.ParquetFile(part)
+            for g in range(pf.metadata.num_row_groups):
+                table = pf.read_row_group(g)
+                writer.write_table(table)
+                rows += table.num_rows
+    if rows != plan.rows:
+        raise EngineError(f"the parts hold {rows:,} rows where the input has {plan.rows:,}; nothing written")
+
+
+# ------------------------------------------------------------------------------ errors
+_EXC_LINE = re.compile(
+    r"^\s*(?:Caused by: )?(?P<cls>[A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
+)
+
+
+_JAVA_PREFIXES = ("org.", "java.", "javax.", "scala.", "py4j.", "com.", "io.")
+
+
+def _text(ex: BaseException) -> str:
+    """``str(ex)``, or the type's name when that fails (engine exceptions format lazily)."""
+    try:
+        return str(ex)
+    except Exception:
+        return type(ex).__name__
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_JAVA_EXC = re.compile(r"((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?::\s*)?")
+
+
+def _java_cause(lines: list[str]) -> str | None:
+    """The innermost Java exception with a message (``Job aborted ...`` is Spark's wrapper, not a cause)."""
+    pairs: list[tuple[str, str]] = []
+    for ln in lines:
+        if ln.startswith("at "):
+            continue
+        found = list(_JAVA_EXC.finditer(ln))
+        for k, m in enumerate(found):
+            stop = found[k + 1].start() if k + 1 < len(found) else len(ln)
+            pairs.append((m[1], ln[m.end() : stop].strip(" :")))
+    told = [(c, msg) for c, msg in pairs if msg and not msg.startswith("Job aborted")]
+    if not (told or pairs):
+        return None
+    cls, msg = (told or pairs)[-1]
+    return f"{cls}: {msg}" if msg else cls
+
+
+def root_cause(ex: BaseException) -> str:
+    """The root cause of an engine exception in one line.
+
+    In the exception's text and its innermost chained one's (a Py4J error carries the
+    Java stack and the Python worker's traceback): the last line naming a Python
+    exception (what the Python worker raised), else the innermost Java exception that
+    carries a message (a crashed worker: ``Python worker exited unexpectedly``), else
+    the first line.
+    """
+    inner = ex
+    seen = {id(ex)}
+    while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        inner = nxt
+    for cand in (ex, inner):
+        lines = [ln.strip() for ln in _text(cand).splitlines() if ln.strip()]
+        python = [
+            ln for ln in lines
+            if (m := _EXC_LINE.match(ln)) is not None and not m["cls"].startswith(_JAVA_PREFIXES)
+        ]
+        if python:
+            return _one_line(python[-1])
+        java = _java_cause(lines)
+        if java:
+            return _one_line(java)
+    text = _text(ex).strip()
+    first = text.splitlines()[0] if text else ""
+    return _one_line(f"{type(ex).__name__}: {first}" if first else type(ex).__name__)
+
+
+def engine_error(engine: str, ex: BaseException) -> MetricDPError:
+    """``ex`` (raised by an engine) as one typed metricdp error; metricdp's own errors pass through."""
+    if isinstance(ex, MetricDPError):
+        return ex
+    name = type(ex).__name__
+    if name == "KilledWorker":
+        task = str(getattr(ex, "task", "")).rsplit("-", 1)[-1]
+        tries = int(getattr(ex, "allowed_failures", 0) or 0) + 1
+        which = f"partition {task}" if task.isdigit() else "a partition"
+        return EngineError(
+            f"the {engine} job failed: the worker processes running {which} died {tries} time(s) "
+            "(out of memory? the workers' logs say why)"
+        )
+    return EngineError(f"the {engine} job failed: {root_cause(ex)}")

@@ -1,0 +1,64 @@
+"""One Dask cluster and one Spark session for all integration tests (a JVM start costs ~20 s or more).
+
+``spark_unavailable`` is the reason Spark tests skip (no pyspark, no Java), None when they can run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+
+import pytest
+
+
+def _spark_unavailable() -> str | None:
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed: pip install 'metricdp[spark]'"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java: apt-get install openjdk-17-jre-headless (.ci/run does as root)"
+    return None
+
+
+spark_unavailable = _spark_unavailable()
+dask_unavailable = (
+    None if importlib.util.find_spec("distributed") is not None
+    else "distributed is not installed: pip install 'metricdp[dask]'"
+)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local[2] SparkSession shared by every test of the run (stopped at the end)."""
+    if spark_unavailable:
+        pytest.skip(spark_unavailable)
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("OFF")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def scheduler():
+    """A local Dask cluster with real worker processes, shared by every test of the run."""
+    if dask_unavailable:
+        pytest.skip(dask_unavailable)
+    import logging
+
+    import distributed
+
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
+    ) as cluster:
+        yield cluster.scheduler_address

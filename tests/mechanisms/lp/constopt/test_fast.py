@@ -1,0 +1,107 @@
+"""ConstOPTMech's fast formulation (:mod:`metricdp.mechanisms.lp.constopt.fast`): column and
+row generation reach the reference formulation's LP optima; the warm-start seed and scaling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metricdp.mechanisms.lp.constopt import constopt
+from metricdp.spaces import MetricSpace
+from tests.helpers import assert_private, random_space
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_column_generation_reaches_the_full_lp_optimum(seed: int) -> None:
+    # n = 60: the fast model starts from 20 outputs and prices the others in
+    space = random_space(seed, 60, dim=3, clustered=seed == 1)
+    fast = constopt(space, 1.0, neighbours=4)
+    full = constopt(space, 1.0, neighbours=4, formulation="full")
+    assert fast.info["lp"]["outputs_in_model"] < 60 <= full.info["lp"]["outputs_in_model"]
+    for lam, entry in fast.info["paper"].items():
+        assert entry["objective"] == pytest.approx(full.info["paper"][lam]["objective"], rel=1e-7)
+    assert fast.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-7)
+    assert fast.info["normalised"]["certified"] and full.info["normalised"]["certified"]
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0, 10.0])
+def test_fast_equal_or_better_across_epsilon(epsilon: float) -> None:
+    """Issue 27: across the privacy range the fast paper fit is as good as the reference
+    (equal or lower worst-case loss), and both pass the naive audit."""
+    space = random_space(int(epsilon * 10), 9)
+    fast = constopt(space, epsilon, neighbours=3, fit="paper")
+    full = constopt(space, epsilon, neighbours=3, fit="paper", formulation="full")
+    assert fast.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-8)
+    for mech in (fast, full):
+        assert_private(mech)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("epsilon", "seed"), [(0.5, 0), (3.0, 0), (3.0, 1)])
+def test_sides_seeds_and_dense_regime_reach_the_full_lp_optimum(epsilon: float, seed: int) -> None:
+    """Issue 27: n = 60, so the fast model prices blocks in (and, at eps = 3 on seed 0,
+    switches to every block at once); every lambda's LP optimum equals the reference's
+    (measured <= 3e-14 relative) and the returned loss is equal or lower."""
+    space = random_space(seed, 60, dim=3, clustered=seed == 1)
+    fast = constopt(space, epsilon, neighbours=4, fit="paper")
+    full = constopt(space, epsilon, neighbours=4, fit="paper", formulation="full")
+    for lam, entry in fast.info["paper"].items():
+        assert entry["objective"] == pytest.approx(full.info["paper"][lam]["objective"], rel=1e-9)
+    assert fast.worst_case_loss() <= full.worst_case_loss() * (1 + 1e-8)
+    if (epsilon, seed) == (3.0, 0):
+        assert fast.info["lp"]["outputs_in_model"] == 60  # the dense regime
+    else:
+        assert fast.info["lp"]["outputs_in_model"] < 60
+    assert_private(fast)
+
+
+def _fast_model(space: MetricSpace, epsilon: float, neighbours: int):  # type: ignore[no-untyped-def]
+    from metricdp.mechanisms.lp.constopt.cone import build_cone
+    from metricdp.mechanisms.lp.constopt.fast import FastModel
+    from metricdp.mechanisms.lp.constopt.replacement import free_mask
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    cone = build_cone(space.distances, free_mask(space, None, neighbours), epsilon / 2)
+    return FastModel(cone, Deadline(None), FitStats())
+
+
+def test_fast_model_seeds_the_next_lambda_with_its_blocks_and_sides() -> None:
+    space = random_space(2, 60, dim=3)
+    model = _fast_model(space, 1.0, 4)
+    r = model.paper(0.001)
+    assert model.present.all()  # the dense regime: the only one that seeds the next lambda
+    assert r.status == 0 and model.seed is not None
+    blocks, up = model.seed
+    x = model.point(r.x)
+    used = np.flatnonzero(x[: space.n] > 0)
+    assert set(used.tolist()) <= set(blocks.tolist())
+    assert not up[~model.cone.bounded].any()
+    # an entry is on the upper side iff the optimum put it nearer its row (25)
+    f = np.flatnonzero(model.cone.bounded & (x[model.cone.fw] > 0))
+    y = x[model.cone.fw[f]]
+    nearer = x[space.n + f] - model.c26[f] * y > 0.5 * model.width[f] * y
+    assert np.array_equal(up[f], nearer)
+    model.paper(0.1)  # a fresh model on the seed: it starts from every seeded block
+    assert model.present[blocks].all()
+    # both sides describe the same point: T maps the model's variables back to (Y, z)
+    z = model.point(model.lp.highs.getSolution().col_value)[space.n :]  # type: ignore[union-attr]
+    yw = model.point(model.lp.highs.getSolution().col_value)[model.cone.fw]  # type: ignore[union-attr]
+    b = model.cone.bounded
+    assert np.all(z[b] >= model.c26[b] * yw[b] * (1 - 1e-7) - 1e-9)
+    assert np.all(z[b] <= model.c25[b] * yw[b] * (1 + 1e-7) + 1e-9)
+
+
+def test_fast_model_scales_only_moderate_rooms_and_normalises_rows_22() -> None:
+    space = random_space(5, 30, dim=2)
+    moderate = _fast_model(space, 1.0, 4)
+    assert moderate.scaled
+    capped = _fast_model(space, 80.0 / space.diameter, 4)  # eps' d beyond LOG_CAP: rooms e^20
+    assert not capped.scaled
+    pairs = np.flatnonzero(~moderate.cone.implied)
+    rows = moderate._pairs(pairs)
+    assert rows.shape[0] == len(pairs) > 0
+    assert np.allclose(abs(rows).max(axis=1).toarray().ravel(), 1.0)
+
