@@ -130,12 +130,13 @@ def test_no_function_shadows_its_module() -> None:
 #: top-level module must be placed here (``test_every_top_level_module_has_a_floor``).
 #: ``selection`` is the alias of :mod:`metricdp.mechanisms.selection` (re-exports it).
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version"),
+    ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version",
+     "_ibu_kernels"),
     ("spaces", "audit", "loss", "sampling"),
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units"),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "selection"),
+     "kmedian", "accounting", "selection", "ldp", "frames"),
     ("experiments",),
     ("cli",),
 )
