@@ -16,6 +16,7 @@ from metricdp.audit import audit
 from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.estimation import ibu, matrix_inversion
 from metricdp.ldp import GRR, OLH, OUE, HadamardResponse, SubsetSelection, discrete_metric, privatize_longitudinal
+from metricdp.ldp._base import coins
 from metricdp.ldp.memo import from_codes, to_codes
 from metricdp.mechanisms.krr import krr_matrix
 
@@ -228,3 +229,36 @@ def test_longitudinal_memo_repeats_the_first_report(o, tmp_path) -> None:
         _, plan3 = privatize_longitudinal(o, [7], ["u1"], ledger, rng=3)
         plan3.abort()
         assert ledger.spent(["u1"]).tolist() == pytest.approx([1.0])
+
+
+# ----------------------------------------------------------------------------- coins
+class Words:
+    """A word source replaying given 64-bit words."""
+
+    def __init__(self, words) -> None:
+        self.left = [int(w) for w in words]
+
+    def random(self, size=None):
+        raise AssertionError("coins must use words only")
+
+    def words(self, count):
+        out, self.left = self.left[:count], self.left[count:]
+        return np.array(out, dtype=np.uint64)
+
+
+def test_coin_threshold_and_tie() -> None:
+    t = 2**64 // 3  # weights (2, 1): p = 1/3, 2**64 p = t + 1/3
+    draws = coins(2.0, 1.0, 3, Words([t - 1, t + 1, t, t - 1]))
+    assert draws.tolist() == [True, False, True]  # the tie is finished by the 4th word: t - 1 < t
+    assert coins(2.0, 1.0, 1, Words([t, t, t + 5])).tolist() == [False]  # two ties, then above
+    assert coins(0.0, 1.0, 4, Words([])).all() and not coins(1.0, 0.0, 2, Words([2**64 - 1] * 2)).any()
+    with pytest.raises(ValidationError):
+        coins(-1.0, 1.0, 1, Words([0]))
+
+
+def test_coin_law() -> None:
+    n = 200_000
+    for w0, w1 in ((1.0, 1.0), (math.e, 1.0), (3.0, 0.25)):
+        k = int(coins(w0, w1, n, np.random.default_rng(int(w0 * 10))).sum())
+        p = w1 / (w0 + w1)
+        assert chisquare([k, n - k], [n * p, n * (1 - p)]).pvalue > 1e-4

@@ -31,10 +31,10 @@ categories), as for k-RR (:mod:`metricdp.mechanisms.krr`): each oracle's docstri
 :math:`\Pr[R(x) = r] \le e^{\varepsilon} \Pr[R(x') = r]` for every report r, and on small
 domains the tests audit :meth:`FrequencyOracle.matrix` with :func:`metricdp.audit.audit`.
 
-**Randomness.** Every coin is drawn exactly from random 64-bit words
-(:mod:`metricdp.sampling`): a biased coin with weights :math:`(w_0, w_1)` (floats read as
-the rationals they denote) comes up 1 with probability exactly :math:`w_1/(w_0+w_1)`, the
-value the audited matrix is built from. :meth:`FrequencyOracle.privatize` uses the OS's
+**Randomness.** Every coin is drawn exactly from random 64-bit words (:func:`coins`;
+uniform integers by :func:`metricdp.sampling.uniform_below`): a biased coin with weights
+:math:`(w_0, w_1)` (floats read as the rationals they denote) comes up 1 with probability
+exactly :math:`w_1/(w_0+w_1)`, the value the audited matrix is built from (to rounding). :meth:`FrequencyOracle.privatize` uses the OS's
 secure source by default and warns (:class:`~metricdp.errors.PrivacyLeakWarning`) for any
 other; :meth:`FrequencyOracle.sample` is the experiment entry point (no warning), as
 :meth:`metricdp.mechanisms.base.Mechanism.sample` is.
@@ -44,15 +44,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._random import RandomSource, check_release_rng, check_rng
+from .._random import RandomSource, check_release_rng, check_rng, random_words
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
-from ..sampling import ExactTable
 
 __all__ = ["MATRIX_MAX_CELLS", "FrequencyOracle", "coins", "discrete_metric"]
 
@@ -62,12 +62,42 @@ MATRIX_MAX_CELLS = 4_000_000
 #: Users processed together by the samplers and support counters that need a (users, k)
 #: work array: bounds it to 2**22 cells (32 MiB of words).
 _CHUNK_CELLS = 1 << 22
+_TWO_64 = 2**64
 
 
 def coins(w0: float, w1: float, count: int, rng: RandomSource) -> NDArray[np.bool_]:
-    """``count`` independent coins, each True with probability exactly ``w1 / (w0 + w1)`` (rationals)."""
-    table = ExactTable.from_matrix(np.array([[w0, w1]], dtype=np.float64))
-    return np.asarray(table.sample(np.zeros(int(count), dtype=np.intp), rng)) == 1
+    r"""``count`` independent coins, each True with probability exactly ``w1 / (w0 + w1)`` (rationals).
+
+    With :math:`p` that rational (the floats read exactly, :class:`fractions.Fraction`) and
+    :math:`t = \lfloor 2^{64} p \rfloor`, a uniform 64-bit word W gives True when
+    :math:`W < t`, False when :math:`W > t`; on :math:`W = t` (probability :math:`2^{-64}`)
+    the coin is finished by :func:`_finish_coin` with the fractional part
+    :math:`f = 2^{64}p - t`. So :math:`\Pr[\text{True}] = t/2^{64} + f/2^{64} = p`.
+    """
+    if not (w0 >= 0 and w1 >= 0 and w0 + w1 > 0 and math.isfinite(w0) and math.isfinite(w1)):
+        raise ValidationError(f"coin weights must be finite, >= 0 and not both 0, got ({w0!r}, {w1!r})")
+    n = int(count)
+    p = Fraction(w1) / (Fraction(w0) + Fraction(w1))
+    if p == 1:
+        return np.ones(n, dtype=bool)
+    scaled = p * _TWO_64
+    t = math.floor(scaled)
+    words = random_words(rng, n)
+    out = words < np.uint64(t)
+    for i in np.flatnonzero(words == np.uint64(t)):  # probability 2**-64 per coin
+        out[i] = _finish_coin(scaled - t, rng)
+    return out
+
+
+def _finish_coin(frac: Fraction, rng: RandomSource) -> bool:
+    """True with probability exactly ``frac`` (in [0, 1)): the same comparison, word after word."""
+    while True:
+        scaled = frac * _TWO_64
+        t = math.floor(scaled)
+        w = int(random_words(rng, 1)[0])
+        if w != t:
+            return w < t
+        frac = scaled - t
 
 
 def discrete_metric(k: int) -> NDArray[np.float64]:
