@@ -36,8 +36,9 @@ uniform integers by :func:`metricdp.sampling.uniform_below`): a biased coin with
 :math:`(w_0, w_1)` (floats read as the rationals they denote) comes up 1 with probability
 exactly :math:`w_1/(w_0+w_1)`, the value the audited matrix is built from (to rounding).
 :meth:`FrequencyOracle.privatize` uses the OS's secure source by default and warns
-(:class:`~metricdp.errors.PrivacyLeakWarning`) for any other; :meth:`FrequencyOracle.sample` is the experiment entry point (no warning), as
-:meth:`metricdp.mechanisms.base.Mechanism.sample` is.
+(:class:`~metricdp.errors.PrivacyLeakWarning`) for any other; :meth:`FrequencyOracle.sample`
+is the experiment entry point (no warning), as :meth:`metricdp.mechanisms.base.Mechanism.sample`
+is.
 """
 
 from __future__ import annotations
