@@ -22,6 +22,7 @@ from .outputs import OutputSet
 from .spaces import METRICS, MetricSpace
 from .tabular.csv import check_names, csv_header, read_csv
 from .tabular.formats import TABLE_FORMATS, format_of
+from .tabular.parquet import read_parquet
 
 __all__ = [
     "TEMP_SUFFIX", "atomic_write", "check_npy_header", "check_output_path", "clean_stale_temporaries",
@@ -215,11 +216,7 @@ def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
 def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
     from ._optional import import_optional
 
-    pq = import_optional("pyarrow.parquet", extra="parquet")
-    try:
-        table = pq.read_table(p)
-    except Exception as ex:  # pyarrow raises several unrelated types for bad files
-        raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
+    table = read_parquet(p)
     header = table.column_names
     check_names(header, str(p))
     if not header:

@@ -34,6 +34,7 @@ from ..location.snap import Snapper
 from ..tabular.columns import look_alikes, plan_columns
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
+from ..tabular.parquet import read_parquet
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
 from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
@@ -56,16 +57,6 @@ def _parse_column(values: list[str], name: str, path: Path) -> NDArray[np.float6
         except ValueError:
             raise ValidationError(f"{path}: data row {i + 1}: column {name!r} is {raw!r}, not a number") from None
     return out
-
-
-def _read_parquet(path: Path) -> Any:
-    pq = import_optional("pyarrow.parquet", "parquet")
-    if not path.is_file():
-        raise ValidationError(f"{path}: no such file")
-    try:
-        return pq.read_table(path)
-    except Exception as ex:  # pyarrow raises several unrelated types for bad files
-        raise ValidationError(f"{path}: not a readable Parquet file ({ex})") from None
 
 
 def _parquet_column(table: Any, name: str, path: Path) -> NDArray[np.float64]:
@@ -95,7 +86,7 @@ def read_latlon_points(path: Path) -> NDArray[np.float64]:
         lat = _parse_column([r[i] for r in rows], "lat", path)
         lon = _parse_column([r[j] for r in rows], "lon", path)
     else:
-        table = _read_parquet(path)
+        table = read_parquet(path)
         names = {c.strip().lower(): c for c in table.column_names}
         for c in ("lat", "lon"):
             _column(list(names), c, "--snap-to", path)
@@ -229,7 +220,7 @@ def register(app: typer.Typer) -> None:
             points = np.column_stack([_parse_column([r[i] for r in rows], lat, input_file),
                                       _parse_column([r[j] for r in rows], lon, input_file)])
         else:
-            table = _read_parquet(input_file)
+            table = read_parquet(input_file)
             _column(table.column_names, lat, "--lat", input_file)
             _column(table.column_names, lon, "--lon", input_file)
             points = np.column_stack([_parquet_column(table, lat, input_file),

@@ -36,6 +36,7 @@ from ..streaming.files import _Unknown
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.parquet import open_parquet
 from ._labels import Labels, field_text
 
 __all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
@@ -176,12 +177,8 @@ def _plan_parquet(
 ) -> Plan:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
-    try:
-        pf = pq.ParquetFile(src)
-    except Exception as ex:  # pyarrow raises several unrelated types for bad files
-        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
+    pf = open_parquet(src)
     schema = pf.schema_arrow
     cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
     j = cols.index(column)

@@ -59,6 +59,7 @@ from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.parquet import open_parquet
 from . import csvsplit
 
 __all__ = [
@@ -271,10 +272,7 @@ def _privatize_parquet(
     pc = import_optional("pyarrow.compute", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
-    try:
-        pf = pq.ParquetFile(src)
-    except Exception as ex:  # pyarrow raises several unrelated types for bad files
-        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
+    pf = open_parquet(src)
     schema = pf.schema_arrow
     plan: ColumnPlan = make_plan(schema.names)
     j = plan.index(column)

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
 
-from .._optional import import_optional
-from ..errors import ValidationError
 from .csv import check_names, csv_header
 from .formats import TABLE_FORMATS, format_of
+from .parquet import open_parquet
 
 __all__ = ["table_header"]
 
@@ -26,12 +25,6 @@ def table_header(path: str | PathLike[str], released: Sequence[str] = ()) -> tup
     p = Path(path)
     if format_of(p, TABLE_FORMATS) == "csv":
         return csv_header(p, released=released)
-    if not p.is_file():
-        raise ValidationError(f"{p}: no such file")
-    pq = import_optional("pyarrow.parquet", extra="parquet")
-    try:
-        names = tuple(pq.read_schema(p).names)
-    except Exception as ex:  # pyarrow raises several unrelated types for bad files
-        raise ValidationError(f"{p}: not a readable Parquet file ({ex})") from None
+    names = tuple(open_parquet(p).schema_arrow.names)
     check_names(names, str(p), released)
     return names

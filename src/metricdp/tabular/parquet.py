@@ -1,0 +1,37 @@
+"""Opening a Parquet file: one place that turns pyarrow's many exception types into one error."""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .._optional import import_optional
+from ..errors import ValidationError
+
+__all__ = ["open_parquet", "read_parquet"]
+
+
+def _unreadable(path: Path, ex: BaseException) -> ValidationError:
+    return ValidationError(f"{path}: not a readable Parquet file ({ex})")
+
+
+def open_parquet(path: str | PathLike[str]) -> Any:
+    """A ``pyarrow.parquet.ParquetFile`` of ``path`` (streamed by row group), or one ValidationError."""
+    p = Path(path)
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
+    try:
+        return pq.ParquetFile(p)
+    except Exception as ex:  # pyarrow raises several unrelated types for bad files
+        raise _unreadable(p, ex) from None
+
+
+def read_parquet(path: str | PathLike[str]) -> Any:
+    """A small Parquet file read whole as a ``pyarrow.Table``, or one ValidationError."""
+    pf = open_parquet(path)
+    try:
+        return pf.read()
+    except Exception as ex:  # a corrupt row group surfaces only when read
+        raise _unreadable(Path(path), ex) from None
