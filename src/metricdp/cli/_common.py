@@ -281,6 +281,22 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     index = {lab: i for i, lab in enumerate(labels)}
     out = np.full(n, np.nan)
     unknown: list[str] = []
+    try:
+        _read_label_rows(p, index, out, unknown, what)
+    except UnicodeDecodeError:
+        raise ValidationError(f"{what} {p}: not a UTF-8 text file") from None
+    except csv.Error as ex:
+        raise ValidationError(f"{what} {p}: not a CSV file ({ex})") from None
+    if unknown:
+        raise ValidationError(f"{what} {p}: {len(unknown)} label(s) not in the space: {_few(unknown)}")
+    missing = [labels[int(i)] for i in np.flatnonzero(np.isnan(out))]
+    if missing:
+        raise ValidationError(f"{what} {p}: no value for {len(missing)} label(s): {_few(missing)}")
+    return out
+
+
+def _read_label_rows(p: Path, index: dict[str, int], out: NDArray[np.float64], unknown: list[str], what: str) -> None:
+    """The CSV rows ``label,value`` of :func:`read_label_values` into ``out`` (and ``unknown``)."""
     with p.open(newline="", encoding="utf-8-sig") as fh:
         for line_no, row in enumerate(csv.reader(fh), start=1):
             if not row or (len(row) == 1 and not row[0].strip()):
@@ -303,12 +319,6 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
             if not np.isnan(out[i]):
                 raise ValidationError(f"{what} {p}: label {label!r} appears twice (line {line_no})")
             out[i] = value
-    if unknown:
-        raise ValidationError(f"{what} {p}: {len(unknown)} label(s) not in the space: {_few(unknown)}")
-    missing = [labels[int(i)] for i in np.flatnonzero(np.isnan(out))]
-    if missing:
-        raise ValidationError(f"{what} {p}: no value for {len(missing)} label(s): {_few(missing)}")
-    return out
 
 
 def _few(items: Sequence[str], k: int = 5) -> str:
