@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 
+from .._optional import require
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ._common import OutOption, SeedOption, check_output, console, err_console, handle_errors, progress, warn
@@ -72,6 +73,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--master is for --engine spark")
         if chunk_rows is not None and engine is not Engine.local:
             raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+        if engine is not Engine.local:
+            require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         t0 = time.perf_counter()
         with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():

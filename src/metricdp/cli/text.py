@@ -85,6 +85,18 @@ def _params(name: str, index: str, gamma: float | None, lam: float, candidates: 
     return {}
 
 
+def _require(mechanism: str, embeddings: str, index: str) -> None:
+    """Fail before any work when an option needs an extra that is not installed."""
+    from .._optional import require
+
+    if mechanism.lower().endswith(".npz"):
+        return
+    if embeddings == "glove":
+        require("glove", what="--embeddings glove (the default)")
+    if index in ("ivf", "hnsw") and mechanism in ("madlib", "mahalanobis"):
+        require("faiss-cpu", what=f"--index {index}")
+
+
 def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | None, params: dict[str, Any]) -> Any:
     """(sample function, vocabulary labels, point space or None, description, epsilon)."""
     from ..text.build import build, names
@@ -154,6 +166,7 @@ def register(app: typer.Typer) -> None:
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
         check_output(out)
+        _require(mechanism, embeddings, index)
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         for other in (input_file, keep, Path(mechanism)):
@@ -238,6 +251,10 @@ def register(app: typer.Typer) -> None:
 
         if plot is not None:
             check_output(plot, "--plot")
+            from .._optional import require
+
+            require("plot", what="--plot")
+        _require(mechanism, embeddings, index)
         sample, _labels, space, desc, eps = _build(
             mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, index, gamma, lam, candidates)
         )

@@ -575,15 +575,13 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
     """Seconds against eps, one line per (mechanism, formulation, n), log-log; PNG, atomic.
 
     Rows that did not finish are left out (a time-out is drawn at its limit only by the
-    table). Uses matplotlib's Agg backend (no display needed).
+    table). Drawn on an Agg canvas (:mod:`metricdp._figure`): no display needed, and the
+    caller's matplotlib backend is left alone.
     """
-    import matplotlib
-    import matplotlib.ticker
+    from .._figure import new_figure, save_png
+    from .._optional import import_optional
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..io import atomic_write
+    ticker = import_optional("matplotlib.ticker", "plot")
 
     series: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     for r in rows:
@@ -592,7 +590,8 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
     if not series:
         raise ValidationError("no finished build to plot")
     mechs = sorted({k[0] for k in series})
-    fig, axes = plt.subplots(1, len(mechs), figsize=(4.2 * len(mechs), 3.6), squeeze=False)
+    fig = new_figure(4.2 * len(mechs), 3.6, layout=None)
+    axes = fig.subplots(1, len(mechs), squeeze=False)
     for ax, mech in zip(axes[0], mechs, strict=True):
         for (m, form, n), pts in sorted(series.items()):
             if m != mech:
@@ -603,16 +602,14 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
         ax.set_yscale("log")
         ticks = sorted({e for (m, _, _), pts in series.items() if m == mech for e, _ in pts})
         ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(mech)
         ax.set_xlabel("epsilon")
         ax.set_ylabel("seconds (whole build)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def _cell(row: BenchRow, key: str) -> str:

@@ -85,13 +85,9 @@ def plausible_deniability(
 
 def plot_deniability(stats: DeniabilityStats, path: str | PathLike[str], title: str = "") -> None:
     """Histograms of N_w and S_w side by side, written as a PNG (atomically)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .._figure import new_figure, save_png
 
-    from ..io import atomic_write
-
-    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(9.0, 3.6)
     ax1, ax2 = fig.subplots(1, 2)
     ax1.hist(stats.n_w, bins=20, range=(0.0, 1.0), color="tab:blue")
     ax1.set_xlabel("N_w (fraction of releases equal to the word)")
@@ -100,5 +96,4 @@ def plot_deniability(stats: DeniabilityStats, path: str | PathLike[str], title: 
     ax2.set_xlabel(f"S_w (distinct releases in {stats.draws} draws)")
     if title:
         fig.suptitle(title)
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=100)
+    save_png(fig, path, dpi=100)
