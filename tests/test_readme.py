@@ -134,7 +134,8 @@ def test_readme_command_is_real(line, args):
 @pytest.mark.parametrize(("line", "args"), CASES, ids=[" ".join(a[:3]) for _, a in CASES])
 def test_readme_marks_the_extras_a_command_needs(line, args):
     missing = needed_extras(args) - marked_extras(line)
-    assert not missing, f"README line {line.strip()!r} needs {sorted(missing)}: mark it '# [{','.join(sorted(missing))}]'"
+    mark = ",".join(sorted(missing))
+    assert not missing, f"README line {line.strip()!r} needs {sorted(missing)}: mark it '# [{mark}]'"
 
 
 def test_needed_extras_rules():
