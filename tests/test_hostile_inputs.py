@@ -196,3 +196,27 @@ def test_inside_matches_matplotlib(ring, hole, seed):
     for r in region.polygons[0]:
         expected ^= mpath.Path(r[:, ::-1], closed=False).contains_points(pts[:, ::-1])
     np.testing.assert_array_equal(region._inside(pts)[far], expected[far])
+
+
+# ------------------------------------------------------------------ sizes beyond any memory
+def test_denormal_cell_is_refused_before_int64_keys_overflow():
+    from metricdp.data.geo import cells_from_points
+
+    with pytest.raises(ValidationError, match="more than 1e\\+15 cells"):
+        cells_from_points([48.8], [2.3], region="paris", cell=1e-308, size=2)
+
+
+@pytest.mark.parametrize("huge", [10**12, 10**30])
+def test_text_sizes_beyond_memory(huge):
+    from metricdp.errors import ResourceLimitError
+    from metricdp.pointspace import PointSpace
+    from metricdp.text.exponential import ExponentialText
+    from metricdp.text.stats import plausible_deniability
+    from metricdp.text.subsampled import SubsampledText
+
+    space = PointSpace.from_points([[0.0], [1.0], [9.0]])
+    with pytest.raises(ResourceLimitError, match=f"candidates = {huge}"):
+        SubsampledText(space, 1.0, candidates=huge)
+    mech = ExponentialText(space, 1.0)
+    with pytest.raises(ResourceLimitError, match=f"draws = {huge}"):
+        plausible_deniability(lambda i: mech.sample(i, rng=0), space, np.arange(3), huge)

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._progress import Progress, report
+from .._resources import check_allocation
 from .._validation import check_int
 from ..pointspace import PointSpace
 
@@ -67,6 +68,8 @@ def plausible_deniability(
     """
     words = np.asarray(words, dtype=np.intp)
     draws = check_int(draws, "draws", minimum=1)
+    # one word's draws (indices, vectors, differences) are the smallest block allocated below
+    check_allocation(8.0 * draws * (2 * space.dim + 3), f"draws = {draws}: one word's {draws} releases")
     per = max(1, 200_000 // draws)
     n_w = np.empty(len(words))
     s_w = np.empty(len(words), dtype=np.int64)
