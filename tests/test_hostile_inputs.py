@@ -220,3 +220,18 @@ def test_text_sizes_beyond_memory(huge):
     mech = ExponentialText(space, 1.0)
     with pytest.raises(ResourceLimitError, match=f"draws = {huge}"):
         plausible_deniability(lambda i: mech.sample(i, rng=0), space, np.arange(3), huge)
+
+
+# ------------------------------------------------------------------ benchmarks: arguments checked before any run
+def test_bench_arguments_checked_before_running(tmp_path):
+    from metricdp.experiments.bench_privatize import run_privatize_bench
+    from metricdp.experiments.bench_text import run_text_bench
+
+    with pytest.raises(ValidationError, match="tokens must be >= 1"):
+        run_text_bench(["exponential"], -1)  # ran the benchmark and reported -1,775 tokens/s
+    with pytest.raises(ValidationError, match="epsilon"):
+        run_text_bench(["exponential"], 10, epsilon=float("nan"))
+    for rows, timeout in (([0], 10.0), ([-1], 10.0), ([5], float("nan"))):
+        with pytest.raises(ValidationError):
+            run_privatize_bench(rows, ["csv"], ["local"], tmp_path / "w", timeout=timeout)
+    assert not (tmp_path / "w").exists()

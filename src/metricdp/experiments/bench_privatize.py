@@ -140,6 +140,12 @@ def run_privatize_bench(
     on_row: Any = None,
 ) -> list[PrivatizeRow]:
     """Measure every (format, rows, engine); see the module docstring."""
+    from .._validation import check_int
+
+    rows = [check_int(n, "rows", minimum=1) for n in rows]
+    points = check_int(points, "points", minimum=2)
+    if not (timeout > 0):  # also refuses nan
+        raise ValidationError(f"timeout must be > 0 seconds, got {timeout}")
     workdir.mkdir(parents=True, exist_ok=True)
     mech = make_mechanism(workdir / f"mechanism-{points}.npz", points)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -103,13 +103,18 @@ def run_text_bench(
     recall_queries: int = 5000, on_row: Any = None,
 ) -> list[TextBenchRow]:
     """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised)."""
+    from .._validation import check_epsilon, check_int
     from ..errors import ValidationError
 
-    rows = []
-    for name in mechanisms:
+    sizes = {}
+    for name in mechanisms:  # every argument checked before the first (long) run
         if name not in MECHANISMS:
             raise ValidationError(f"unknown text benchmark {name!r}; choose from {', '.join(MECHANISMS)}")
-        n = int(tokens[name] if isinstance(tokens, Mapping) else tokens)
+        sizes[name] = check_int(tokens[name] if isinstance(tokens, Mapping) else tokens, "tokens", minimum=1)
+    check_epsilon(epsilon)
+    rows = []
+    for name in mechanisms:
+        n = sizes[name]
         row = TextBenchRow(name, n, float(epsilon))
         job = {"mechanism": name, "tokens": n, "epsilon": epsilon, "seed": seed, "recall_queries": recall_queries}
         code = "import sys; from metricdp.experiments.bench_text import _child_main; _child_main(sys.argv[1])"
