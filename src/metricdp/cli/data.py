@@ -18,7 +18,7 @@
   on any FastText/GloVe ``.vec`` text or word2vec ``.bin`` file: ``label,x1,...,xd``.
 
 ``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
-folder; ``.parquet`` is written too (needs ``metricdp[parquet]``). Files are written
+folder; ``.parquet`` is written too (through pyarrow, a core dependency). Files are written
 atomically. The coordinates are written with Python's shortest round-trip ``repr``, so
 :func:`metricdp.read_points` rebuilds exactly the space the library returns.
 """
