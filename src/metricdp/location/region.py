@@ -131,24 +131,35 @@ class Region:
         """Even-odd rule in (lon, lat): inside a polygon when a ray towards +lon crosses its rings an odd
         number of times; inside the region when inside one of its polygons.
 
-        An edge from a to b crosses the ray from p when exactly one end lies above p
-        (``(a_lat > p_lat) != (b_lat > p_lat)``, half-open so a vertex on the ray counts
-        once) and the crossing's longitude exceeds p's. Blocks of points x edges keep the
-        temporaries at ``_CHUNK`` elements.
+        An edge from a to b crosses the ray from p when p's latitude lies in the edge's
+        half-open span ``[min(a_lat, b_lat), max(a_lat, b_lat))`` (so a vertex on the ray
+        counts once and a horizontal edge never) and the crossing's longitude exceeds p's.
+        With the points sorted by latitude, the points an edge spans are one contiguous run
+        (two binary searches), so the work is the number of (edge, spanned point) pairs, not
+        points x edges; the pairs are taken in blocks of at most ``_CHUNK``.
         """
+        order = np.argsort(pts[:, 0], kind="stable")
+        lat, lon = pts[order, 0], pts[order, 1]
         inside = np.zeros(len(pts), dtype=bool)
         for poly in self.polygons:
             a = np.concatenate(poly)
             b = np.concatenate([np.roll(ring, -1, axis=0) for ring in poly])
-            rising = b[:, 0] - a[:, 0]
-            step = max(1, _CHUNK // max(1, len(a)))
-            for start in range(0, len(pts), step):
-                lat, lon = pts[start : start + step, 0:1], pts[start : start + step, 1:2]
-                spans = (a[None, :, 0] > lat) != (b[None, :, 0] > lat)  # (c, e)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    cross = a[None, :, 1] + (lat - a[None, :, 0]) * (b[None, :, 1] - a[None, :, 1]) / rising[None]
-                hits = np.count_nonzero(spans & (lon < cross), axis=1)
-                inside[start : start + step] |= (hits % 2) == 1
+            lo = np.searchsorted(lat, np.minimum(a[:, 0], b[:, 0]), side="left")
+            count = np.searchsorted(lat, np.maximum(a[:, 0], b[:, 0]), side="left") - lo
+            ends = np.cumsum(count)
+            crossings = np.zeros(len(pts), dtype=np.int64)  # per point, in latitude order
+            first = 0
+            while first < len(a):
+                stop = max(first + 1, int(np.searchsorted(ends, ends[first] - count[first] + _CHUNK, side="right")))
+                edges = np.arange(first, stop)
+                c = count[edges]
+                edge = np.repeat(edges, c)
+                p = lo[edge] + np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+                ea, eb = a[edge], b[edge]  # a spanned edge has ea_lat != eb_lat
+                cross = ea[:, 1] + (lat[p] - ea[:, 0]) * (eb[:, 1] - ea[:, 1]) / (eb[:, 0] - ea[:, 0])
+                crossings += np.bincount(p[lon[p] < cross], minlength=len(pts))
+                first = stop
+            inside[order] |= crossings % 2 == 1
         return inside
 
     def boundary_distance_km(self, latlon: ArrayLike) -> NDArray[np.float64]:
