@@ -235,3 +235,35 @@ def test_bench_arguments_checked_before_running(tmp_path):
         with pytest.raises(ValidationError):
             run_privatize_bench(rows, ["csv"], ["local"], tmp_path / "w", timeout=timeout)
     assert not (tmp_path / "w").exists()
+
+
+# ------------------------------------------------------------------ found by the second sweep
+@pytest.mark.parametrize(("option", "value"), [("--certify", "inf"), ("--certify", "nan"), ("--time-limit", "1e308")])
+def test_bench_lp_time_limits_beyond_a_deadline(option, value):
+    assert_one_line_error(run("bench", "lp", "--quick", "--data", "gaussian", option, value),
+                          option.lstrip("-").replace("-", "_"))
+
+
+def test_bench_privatize_infinite_timeout(tmp_path):
+    from metricdp.experiments.bench_privatize import run_privatize_bench
+
+    with pytest.raises(ValidationError, match="timeout"):
+        run_privatize_bench([5], ["csv"], ["local"], tmp_path / "w", timeout=float("inf"))
+
+
+def test_exponential_choice_with_an_overflowing_exponent():
+    """eps * score overflows to -inf for all but the best candidate: those have weight 0."""
+    from metricdp.selection import exponential_choice
+
+    picks = [int(exponential_choice(np.array([0.0, -1.0, -2.0]), 1e308, np.random.default_rng(s)))
+             for s in range(20)]
+    assert picks == [0] * 20
+
+
+def test_checkins_file_that_is_not_text(tmp_path):
+    from metricdp.data.checkins import read_checkins
+
+    p = tmp_path / "c.csv"
+    p.write_bytes(b"\x93NUMPY" + bytes(range(256)))
+    with pytest.raises(ValidationError, match="not a UTF-8 text file"):
+        read_checkins(p)

@@ -168,7 +168,8 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
     if not np.all(np.isfinite(s)):
         raise ValidationError("scores must be finite")
     m = s.shape[1]
-    logw = exponent * (s - s.max(axis=1, keepdims=True))  # <= 0, the best at 0
+    with np.errstate(over="ignore"):  # exponent * gap beyond the floats is -inf: weight 0, never drawn
+        logw = exponent * (s - s.max(axis=1, keepdims=True))  # <= 0, the best at 0
     pick = np.zeros(s.shape[0], dtype=np.intp)
     if m > 1:
         # rows whose weights all stay normal floats: the vectorised exact table; rows with a
@@ -197,6 +198,8 @@ def _log_domain_choice(logw: NDArray[np.float64], bits: BitStream) -> int:
     m = len(logw)
     while True:
         i = bits.below(m)
+        if logw[i] == -math.inf:  # weight e^-inf = 0 (eps * d overflowed): never accepted
+            continue
         if logw[i] == 0.0 or bernoulli_exp_minus(bits, Fraction(-float(logw[i]))):
             return int(i)
 

@@ -369,6 +369,19 @@ def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formula
         return dict(json.loads(result_file.read_text(encoding="utf-8")))
 
 
+#: Longest time limit a benchmark takes (seconds, about 116 days): the child's deadline adds a
+#: grace to it and must stay a finite number of seconds.
+_MAX_SECONDS = 1e7
+
+
+def _seconds(value: float, name: str) -> float:
+    """A time limit in (0, _MAX_SECONDS] seconds."""
+    value = check_epsilon(value, name)
+    if value > _MAX_SECONDS:
+        raise ValidationError(f"{name} must be at most {_MAX_SECONDS:g} seconds, got {value:g}")
+    return value
+
+
 def run_bench(
     sizes: Sequence[int] | Mapping[str, Sequence[int]],
     mechanisms: Sequence[str] = ("optimal", "constopt", "spanner"),
@@ -436,8 +449,10 @@ def run_bench(
     if data not in DATASETS:
         raise ValidationError(f"data must be one of {', '.join(DATASETS)}, got {data!r}")
     if time_limit is not None:
-        time_limit = check_epsilon(time_limit, "time_limit")
-    full_limit = time_limit if full_time_limit is None else check_epsilon(full_time_limit, "full_time_limit")
+        time_limit = _seconds(time_limit, "time_limit")
+    full_limit = time_limit if full_time_limit is None else _seconds(full_time_limit, "full_time_limit")
+    if certify is not None:
+        certify = _seconds(certify, "certify")
 
     def grace_for(limit: float | None) -> float:
         return max(30.0, limit or 0.0) if grace is None else float(grace)

@@ -144,8 +144,8 @@ def run_privatize_bench(
 
     rows = [check_int(n, "rows", minimum=1) for n in rows]
     points = check_int(points, "points", minimum=2)
-    if not (timeout > 0):  # also refuses nan
-        raise ValidationError(f"timeout must be > 0 seconds, got {timeout}")
+    if not (0 < timeout <= 1e7):  # also refuses nan; subprocess deadlines need finite seconds
+        raise ValidationError(f"timeout must be in (0, 1e7] seconds, got {timeout}")
     workdir.mkdir(parents=True, exist_ok=True)
     mech = make_mechanism(workdir / f"mechanism-{points}.npz", points)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
