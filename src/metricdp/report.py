@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -31,7 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import check_int, check_probability_vector
+from ._figure import hist_range, new_figure, png_bytes
+from ._optional import require
+from ._validation import check_int, check_probability_vector, check_quantile
 from .errors import ValidationError
 from .io import atomic_write
 from .mechanisms.base import AUDIT_RTOL, Mechanism
@@ -55,27 +56,12 @@ img{max-width:100%;height:auto}.note{color:#555;font-size:.92em}.ok{color:#1a7f3
 
 
 def _fig_uri(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    try:
-        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    png = png_bytes(fig, dpi=90, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def _img(uri: str, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="{uri}">'
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _fmt(x: float | None, digits: int = 6) -> str:
@@ -97,7 +83,6 @@ def default_inputs(mechanism: Mechanism, k: int = _MAP_INPUTS) -> NDArray[np.int
 
 
 def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
-    plt = _pyplot()
     rows = [("mechanism", html.escape(mech.name)), ("points", str(mech.n)),
             ("metric", html.escape(mech.space.metric)), ("epsilon (claimed)", _fmt(mech.epsilon))]
     parts = []
@@ -107,7 +92,8 @@ def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
         verdict = '<span class="ok">passes</span>' if ok else '<span class="bad">FAILS</span>'
         rows.append(("epsilon (audited)", f"{_fmt(result.epsilon, 12)} &mdash; audit {verdict}"))
         tight = [mech.epsilon_tight(delta) for delta in deltas]
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        fig = new_figure(6.5, 3.6, layout=None)
+        ax = fig.add_subplot()
         ax.plot(deltas, tight, "o-", label="eps_tight(delta)")
         ax.axhline(mech.epsilon, color="k", ls="--", lw=1, label=f"epsilon = {mech.epsilon:.4g}")
         ax.set_xscale("log")
@@ -129,14 +115,15 @@ def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
 def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
     from .bounds import lower_bound, lower_bound_quantile
 
-    plt = _pyplot()
     losses = mech.element_losses()
     worst, q_loss = float(losses.max()), mech.quantile_loss(quantile)
     mean, uniform = float(losses.mean()), float(np.sort(mech.uniform_losses())[-1])
     lb = lower_bound(mech.space, mech.epsilon)
     lbq = lower_bound_quantile(mech.space, mech.epsilon, quantile)
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    ax.hist(losses, bins=min(50, max(5, mech.n // 4)), color="tab:blue", alpha=0.75)
+    fig = new_figure(6.5, 3.6, layout=None)
+    ax = fig.add_subplot()
+    # equal losses (a symmetric space) differ by rounding only: a range numpy can cut
+    ax.hist(losses, bins=min(50, max(5, mech.n // 4)), range=hist_range(losses), color="tab:blue", alpha=0.75)
     for x, style, label in ((q_loss, "--", f"{quantile:g}-quantile"), (worst, "-", "worst case"),
                             (lbq.value, ":", f"lower bound ({quantile:g}-quantile)"),
                             (lb.value, "-.", "lower bound (worst case)")):
@@ -162,14 +149,14 @@ def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
 
 
 def _map_section(mech: Mechanism, inputs: NDArray[np.intp]) -> str:
-    plt = _pyplot()
     pts = np.asarray(mech.space.points)
     geo = mech.space.metric in ("haversine", "elastic-haversine")
     x, y = (pts[:, 1], pts[:, 0]) if geo else (pts[:, 0], pts[:, 1])
     k = len(inputs)
     cols = 2 if k > 1 else 1
     rows = math.ceil(k / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    fig = new_figure(5.2 * cols, 4.6 * rows, layout=None)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, u in zip(axes.ravel(), inputs, strict=False):
         p = np.asarray(mech.matrix[u])
         floor = max(float(p.max()) * 1e-4, 1e-300)
@@ -262,7 +249,9 @@ def render_report(
             f"the report does not cover mechanisms with a separate output set yet ({mechanism.name}: "
             f"{mechanism.n} inputs, {mechanism.m} outputs); use `metricdp evaluate` for its audit and losses"
         )
+    require("plot", what="the report")  # before the audit: it draws every section
     top = check_int(top, "top", minimum=1)
+    quantile = check_quantile(quantile)
     deltas = [float(d) for d in deltas]
     if not deltas or any(not (0 < d < 1) for d in deltas):
         raise ValidationError(f"deltas must be in (0, 1), got {deltas}")

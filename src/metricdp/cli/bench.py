@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from .._optional import require
 from ..errors import ValidationError
 from ._common import check_output, err_console, handle_errors, progress
 
@@ -116,6 +117,10 @@ def register(app: typer.Typer) -> None:
         for path, opt in ((out, "--out"), (csv_out, "--csv"), (checkpoint, "--checkpoint"), (plot, "--plot")):
             if path is not None:
                 check_output(path, opt, inputs=(out, csv_out, checkpoint, plot))  # the outputs differ
+        if plot is not None:
+            require("plot", what="--plot")
+        if data in ("glove", "geo"):
+            require(data, what=f"--data {data}")
         try:
             eps_list = [float(t) for t in _split(epsilons, "--epsilons")] if epsilons is not None else [epsilon]
         except ValueError:
@@ -204,6 +209,7 @@ def register(app: typer.Typer) -> None:
             bad = [x for x in item if x not in allowed]
             if bad:
                 raise ValidationError(f"{opt}: unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+        require(*(e for e in engine_list if e != "local"), what="--engines")
 
         def on_row(row: bp.PrivatizeRow) -> None:
             err_console.print(
@@ -255,6 +261,9 @@ def register(app: typer.Typer) -> None:
         epsilons = [float(e) for e in _split(epsilon, "--epsilon")]
         per = parse_sizes(tokens or ["1000000"])
         names = _split(mechanisms, "--mechanisms")
+        require("glove", what="bench text")
+        if any(n.endswith(("-ivf", "-hnsw")) for n in names):
+            require("faiss-cpu", what="--mechanisms " + ",".join(n for n in names if n.endswith(("-ivf", "-hnsw"))))
         if isinstance(per, list):
             size: int | dict[str, int] = per[0]
         else:

@@ -18,7 +18,7 @@
   on any FastText/GloVe ``.vec`` text or word2vec ``.bin`` file: ``label,x1,...,xd``.
 
 ``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
-folder; ``.parquet`` is written too (needs ``metricdp[parquet]``). Files are written
+folder; ``.parquet`` is written too (through pyarrow, a core dependency). Files are written
 atomically. The coordinates are written with Python's shortest round-trip ``repr``, so
 :func:`metricdp.read_points` rebuilds exactly the space the library returns.
 """
@@ -34,7 +34,7 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 
-from .._optional import import_optional
+from .._optional import import_optional, require
 from ..data.geo import REGIONS
 from ..errors import ValidationError
 from ..io import atomic_write
@@ -129,6 +129,7 @@ def glove(
     """
     from ..data.glove import glove_space
 
+    require("glove", what="data glove")
     target = _target(out, f"glove-{size}-seed{seed}.csv")
     with progress(f"sampling {size} GloVe words"):
         space = glove_space(size, seed=seed, pool=pool, neighbours=neighbours)
@@ -190,6 +191,7 @@ def geo(
     """
     from ..data.geo import geo_space, parse_region
 
+    require("geo", what="data geo")
     name, _ = parse_region(region)
     target = _target(out, f"geo-{name}-{size}.csv")
     wpath = check_output(weights_path(target))

@@ -57,8 +57,10 @@ def ldp(
     k-RR, the geometric and the discretised planar Laplace mechanisms on a 30 x 30 grid of
     150 m cells, each calibrated to an expected distance of 450 m.
     """
+    from .._optional import require
     from ..experiments.ldp import MECHANISMS, PAPER_EPSILON, PARIS_CENTRE, run_ldp
 
+    require("plot", what="experiment ldp (its figure)")
     with progress("LDP experiment") as update:
         result = run_ldp(
             out,

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._optional import require
 from ..errors import ValidationError
 from ._common import err_console, handle_errors, progress
 
@@ -82,6 +83,23 @@ def _config(base: Any, **changes: Any) -> Any:
     return dataclasses.replace(base, **{k: v for k, v in changes.items() if v is not None})
 
 
+#: Built-in datasets that come from an extra (POINTS files and ``gaussian`` need none).
+_DATASET_EXTRAS = {"text": "glove", "geo": "geo"}
+
+
+def _require(datasets: tuple[str, ...] | None, cached_only: bool) -> None:
+    """Fail before any work when the run needs an extra that is not installed.
+
+    Every experiment draws PNGs (``plot``); a run that builds needs the extras of its
+    datasets (``--cached-only`` builds nothing, so it needs none of them).
+    """
+    require("plot", what="experiment (its figures)")
+    if not cached_only:
+        for name in datasets or ():
+            if name in _DATASET_EXTRAS:
+                require(_DATASET_EXTRAS[name], what=f"dataset {name!r}")
+
+
 def _finish(result: Any) -> None:
     typer.echo(result.summary)
     for path in result.files:
@@ -118,6 +136,7 @@ def register(experiment_app: typer.Typer) -> None:
             sizes=_list(sizes, "--sizes", int), mechanisms=_list(mechanisms, "--mechanisms"), points=points,
             eps_range=rng, constopt_fits=_list(fits, "--fits"), time_limit=time_limit,
         )
+        _require(cfg.datasets, cached_only)
         with progress("utility") as report:
             result = ex.run_utility(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)
@@ -146,6 +165,7 @@ def register(experiment_app: typer.Typer) -> None:
             sizes=_list(sizes, "--sizes", int), eps_tight=eps_tight,
             mechanisms=_list(mechanisms, "--mechanisms"), fit=fit, rtol=rtol, time_limit=time_limit,
         )
+        _require(cfg.datasets, cached_only)
         with progress("scalability") as report:
             result = ex.run_scalability(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)
@@ -174,6 +194,7 @@ def register(experiment_app: typer.Typer) -> None:
             ex.QUICK if quick else ex.FULL, seed=seed, n=n, targets=_list(eps_tight, "--eps-tight", float),
             dataset=None if names is None else names[0], rtol=rtol, time_limit=time_limit,
         )
+        _require((cfg.dataset,), cached_only)
         with progress("ablation") as report:
             result = ex.run_ablation(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)
@@ -217,6 +238,7 @@ def register(experiment_app: typer.Typer) -> None:
             changes.update(replicates=reps, gupta_replicates=reps)
         cfg = _config(base, seed=seed, ks=_list(ks, "--ks", int), epsilons=_list(epsilons, "--eps", float),
                       methods=_list(methods, "--methods"), gupta_time_limit=gupta_time_limit, **changes)
+        _require(None, cached_only)
         with progress("kmedian") as report:
             result = ex.run_kmedian(out, cfg, progress=report, resume=not restart, cached_only=cached_only)
         _finish(result)

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._optional import require
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ..tabular.columns import ColumnPlan, plan_columns
@@ -133,6 +134,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--master is for --engine spark")
         if chunk_rows is not None and engine is not Engine.local:
             raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+        if engine is not Engine.local:
+            require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         t0 = time.perf_counter()
         with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():

@@ -24,7 +24,7 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 
-from .._optional import import_optional
+from .._optional import import_optional, require
 from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, UnsafeOutputError, ValidationError
 from ..io import atomic_write, read_csv_table
@@ -102,35 +102,29 @@ def read_latlon_points(path: Path) -> NDArray[np.float64]:
 
 def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], region: Region | None,
           epsilon: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .._figure import new_figure, save_png
 
     k = min(len(true), _PLOT_SAMPLE)
     pick = np.linspace(0, len(true) - 1, k).astype(int)
     t, z = true[pick], released[pick]
-    fig, ax = plt.subplots(figsize=(7, 7))
-    try:
-        for a, b in zip(t, z, strict=True):
-            ax.plot([a[1], b[1]], [a[0], b[0]], color="0.8", lw=0.5, zorder=1)
-        ax.scatter(t[:, 1], t[:, 0], s=10, c="tab:blue", label="true", zorder=2)
-        ax.scatter(z[:, 1], z[:, 0], s=10, c="tab:red", marker="x", label="released", zorder=3)
-        if region is not None:
-            for poly in region.polygons:
-                for ring in poly:
-                    closed = np.vstack([ring, ring[:1]])
-                    ax.plot(closed[:, 1], closed[:, 0], color="k", lw=1)
-        mid = float(np.mean(t[:, 0]))
-        ax.set_aspect(1.0 / max(math.cos(math.radians(mid)), 1e-3))
-        ax.set_xlabel("longitude (degrees)")
-        ax.set_ylabel("latitude (degrees)")
-        ax.set_title(f"planar Laplace, epsilon = {epsilon:g} per km: {k} of {len(true)} points")
-        ax.legend(loc="best")
-        with atomic_write(path) as fh:
-            fig.savefig(fh, format="png", dpi=100, bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    fig = new_figure(7, 7, layout=None)
+    ax = fig.add_subplot()
+    for a, b in zip(t, z, strict=True):
+        ax.plot([a[1], b[1]], [a[0], b[0]], color="0.8", lw=0.5, zorder=1)
+    ax.scatter(t[:, 1], t[:, 0], s=10, c="tab:blue", label="true", zorder=2)
+    ax.scatter(z[:, 1], z[:, 0], s=10, c="tab:red", marker="x", label="released", zorder=3)
+    if region is not None:
+        for poly in region.polygons:
+            for ring in poly:
+                closed = np.vstack([ring, ring[:1]])
+                ax.plot(closed[:, 1], closed[:, 0], color="k", lw=1)
+    mid = float(np.mean(t[:, 0]))
+    ax.set_aspect(1.0 / max(math.cos(math.radians(mid)), 1e-3))
+    ax.set_xlabel("longitude (degrees)")
+    ax.set_ylabel("latitude (degrees)")
+    ax.set_title(f"planar Laplace, epsilon = {epsilon:g} per km: {k} of {len(true)} points")
+    ax.legend(loc="best")
+    save_png(fig, path, dpi=100, bbox_inches="tight")
 
 
 def register(app: typer.Typer) -> None:
@@ -190,6 +184,7 @@ def register(app: typer.Typer) -> None:
             raise UnsafeOutputError(f"--out {out} is the input file; write the releases to a new file")
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
+            require("plot", what="--plot")
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
         if truncate not in TRUNCATIONS:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .._optional import require
 from ..errors import ValidationError
 from ..mechanisms.file import load_mechanism
 from ..report import write_report
@@ -34,6 +35,7 @@ def register(app: typer.Typer) -> None:
         quantile: Annotated[float, typer.Option("--quantile", help="Quantile of the loss and its bound.")] = 0.95,
     ) -> None:
         """Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a picture."""
+        require("plot", what="report")  # before the mechanism is loaded and audited
         if out.suffix.lower() not in (".html", ".htm"):
             raise ValidationError(f"--out {out}: expected an .html file")
         check_output(out, inputs=(mechanism_file, prior))

@@ -103,6 +103,24 @@ def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _index(options: dict[str, Any]) -> str:
+    """The ``--index`` given (an enum member or a string), or the library's default."""
+    value = options.get("index")
+    return "exact" if value is None else str(getattr(value, "value", value))
+
+
+def _require(mechanism: str, embeddings: str, index: str) -> None:
+    """Fail before any work when an option needs an extra that is not installed."""
+    from .._optional import require
+
+    if mechanism.lower().endswith(".npz"):
+        return
+    if embeddings == "glove":
+        require("glove", what="--embeddings glove (the default)")
+    if index in ("ivf", "hnsw") and mechanism in ("madlib", "mahalanobis"):
+        require("faiss-cpu", what=f"--index {index}")
+
+
 def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | None, params: dict[str, Any]) -> Any:
     """(sample function, vocabulary labels, point space or None, description, epsilon)."""
     from ..text.build import build, names
@@ -180,6 +198,7 @@ def register(app: typer.Typer) -> None:
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
         check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
+        _require(mechanism, embeddings, _index(family_options))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         with naming_flags({"column": "--column"}):
@@ -284,6 +303,10 @@ def register(app: typer.Typer) -> None:
 
         if plot is not None:
             check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
+            from .._optional import require
+
+            require("plot", what="--plot")
+        _require(mechanism, embeddings, _index(family_options))
         sample, _labels, space, desc, eps = _build(
             mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
         )

@@ -135,6 +135,13 @@ def _parse_time(text: str, line: int, p: Path) -> np.datetime64:
 
 
 def read_checkins(path: str | PathLike[str], *, limit: int | None = None) -> Checkins:
+    try:
+        return _read_checkins(path, limit=limit)
+    except UnicodeDecodeError as ex:  # a binary file, or another encoding
+        raise ValidationError(f"{path}: not a UTF-8 text file ({ex.reason})") from None
+
+
+def _read_checkins(path: str | PathLike[str], *, limit: int | None = None) -> Checkins:
     """Read a check-in file (see the module docstring for the layouts).
 
     Parameters
@@ -225,6 +232,9 @@ def read_checkins(path: str | PathLike[str], *, limit: int | None = None) -> Che
         np.array(lats, dtype=np.float64),
         np.array(lons, dtype=np.float64),
     )
+
+
+read_checkins.__doc__ = _read_checkins.__doc__
 
 
 def checkin_cells(

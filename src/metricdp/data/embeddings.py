@@ -31,6 +31,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+from .._resources import check_allocation
 from .._validation import check_int
 from ..errors import ValidationError
 from ..spaces import MetricSpace
@@ -232,6 +233,7 @@ def read_vec(
     if not np.issubdtype(dt, np.floating):
         raise ValidationError(f"dtype must be a float dtype, got {dt}")
     lines = _count_lines(p)
+    size = p.stat().st_size
     if lines == 0:
         raise ValidationError(f"{p}: empty file")
     words: list[str] = []
@@ -247,6 +249,13 @@ def read_vec(
             announced, dim = head
             if dim < 1:
                 raise ValidationError(f"{p}: line 1: the header announces dimension {dim}")
+            # a value takes at least 2 bytes ("0 "): a larger dim is a header that lies,
+            # refused before (lines - 1) x dim values are allocated for it
+            if 2 * dim > size:
+                raise ValidationError(
+                    f"{p}: line 1: the header announces dimension {dim}, more values per line than the "
+                    f"file's {size} bytes can hold"
+                )
             rows, line_no, pending = lines - 1, 1, None
         else:
             announced = None
@@ -259,6 +268,7 @@ def read_vec(
         capacity = rows if lim is None else min(rows, lim)
         if vocab is not None:
             capacity = min(capacity, len(vocab))
+        check_allocation(float(capacity) * dim * dt.itemsize, f"{p}: {capacity} x {dim} vectors")
         vectors = np.empty((capacity, dim), dtype=dt)
         scanned = 0
         batch: list[str] = []  # vector text of kept lines, parsed _BATCH lines at a time
@@ -426,9 +436,19 @@ def read_word2vec_binary(
         announced, dim = head
         if dim < 1 or announced < 1:
             raise ValidationError(f"{p}: line 1: the header announces {announced} words of dimension {dim}")
-        capacity = announced if lim is None else min(announced, lim)
+        # a record is at least a 1-byte word, a space and 4 * dim bytes, so the file holds at
+        # most body // (4 dim + 2) records: the allocation follows the file, not the header
+        body = p.stat().st_size - len(first)
+        fits = body // (4 * dim + 2)
+        if fits == 0:
+            raise ValidationError(
+                f"{p}: line 1: the header announces dimension {dim}, but the file's {body} bytes of records "
+                "cannot hold one vector of that dimension"
+            )
+        capacity = min(announced, fits) if lim is None else min(announced, fits, lim)
         if vocab is not None:
             capacity = min(capacity, len(vocab))
+        check_allocation(float(capacity) * dim * dt.itemsize, f"{p}: {capacity} x {dim} vectors")
         vectors = np.empty((capacity, dim), dtype=dt)
         reader = _ByteReader(fh)
         reader.offset = len(first)

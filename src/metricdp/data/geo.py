@@ -57,6 +57,8 @@ __all__ = [
     "populated_places",
 ]
 
+#: Most cells a grid may have: flat cell keys row * ncols + col stay far inside int64.
+_MAX_GRID = 1e15
 #: Side of a cell in degrees (Imola et al.'s Geolife bins).
 DEFAULT_CELL = 0.005
 
@@ -239,6 +241,10 @@ def populated_places(lat0: float, lon0: float, lat1: float, lon1: float) -> Plac
 # ------------------------------------------------------------------------------ cells
 def _grid(box: Box, cell: float) -> tuple[int, int]:
     lat0, lon0, lat1, lon1 = box
+    if (lat1 - lat0) / cell * ((lon1 - lon0) / cell) > _MAX_GRID:  # cell keys are int64
+        raise ValidationError(
+            f"cell = {cell:g} degrees cuts the box {list(box)} into more than {_MAX_GRID:.0e} cells: use a larger cell"
+        )
     # A box a whole number of cells wide must not gain an extra row from float rounding.
     nrows = max(1, math.ceil((lat1 - lat0) / cell - 1e-9))
     ncols = max(1, math.ceil((lon1 - lon0) / cell - 1e-9))

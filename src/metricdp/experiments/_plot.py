@@ -16,7 +16,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import ValidationError
-from ..io import atomic_write
 
 __all__ = ["Curve", "Series", "line_plot", "new_figure", "plot_grid", "save_png"]
 
@@ -26,18 +25,17 @@ Series = ArrayLike | tuple[ArrayLike, ArrayLike | None]
 
 def new_figure(width: float = 6.4, height: float = 4.2) -> tuple[Any, Any]:
     """A ``(Figure, Axes)`` pair on the Agg canvas (sizes in inches)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .._figure import new_figure as figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = figure(width, height)
     return fig, fig.add_subplot()
 
 
 def save_png(fig: Any, path: str | PathLike[str], dpi: int = 100) -> None:
     """Write ``fig`` as a PNG, atomically (a failed save leaves no partial file)."""
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=dpi)
+    from .._figure import save_png as save
+
+    save(fig, path, dpi=dpi)
 
 
 def line_plot(
@@ -119,15 +117,13 @@ def plot_grid(
     mechanism is plotted at its own measured eps). Uses the Agg canvas and
     :func:`metricdp.experiments._plot.save_png` (atomic).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .._figure import new_figure as figure
 
     if not panels:
         raise ValidationError("nothing to plot: no panels")
     cols = 1 if len(panels) == 1 else 2
     rows = math.ceil(len(panels) / cols)
-    fig = Figure(figsize=(6.4 * cols, 4.4 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = figure(6.4 * cols, 4.4 * rows)
     axes = fig.subplots(rows, cols, squeeze=False)
     def per_panel(value: Any) -> list[Any]:
         return [value] * len(panels) if isinstance(value, str | bool) else list(value)

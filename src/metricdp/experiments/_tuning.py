@@ -221,7 +221,12 @@ def tune_to_eps_tight(
                 slope = (_log(f) - _log(history[-2][1])) / (math.log(x) - math.log(history[-2][0]))
                 slope = min(5.0, max(0.2, slope)) if math.isfinite(slope) else 1.0
             step = 1.05 * (log_t - _log(f)) / slope if f > 0 else math.log(8.0)
-            x = math.exp(point[0] + max(-math.log(8.0), min(math.log(8.0), step)))
+            try:
+                x = math.exp(point[0] + max(-math.log(8.0), min(math.log(8.0), step)))
+            except OverflowError:  # e.g. target 1e308: no float nominal eps reaches it
+                raise ValidationError(
+                    f"eps_tight = {target:g} is out of reach: the nominal eps would exceed the float range"
+                ) from None
             continue
         (xl, rl), (xh, rh) = lo, hi
         if not math.isfinite(rl):

@@ -369,6 +369,19 @@ def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formula
         return dict(json.loads(result_file.read_text(encoding="utf-8")))
 
 
+#: Longest time limit a benchmark takes (seconds, about 116 days): the child's deadline adds a
+#: grace to it and must stay a finite number of seconds.
+_MAX_SECONDS = 1e7
+
+
+def _seconds(value: float, name: str) -> float:
+    """A time limit in (0, _MAX_SECONDS] seconds."""
+    value = check_epsilon(value, name)
+    if value > _MAX_SECONDS:
+        raise ValidationError(f"{name} must be at most {_MAX_SECONDS:g} seconds, got {value:g}")
+    return value
+
+
 def run_bench(
     sizes: Sequence[int] | Mapping[str, Sequence[int]],
     mechanisms: Sequence[str] = ("optimal", "constopt", "spanner"),
@@ -436,8 +449,10 @@ def run_bench(
     if data not in DATASETS:
         raise ValidationError(f"data must be one of {', '.join(DATASETS)}, got {data!r}")
     if time_limit is not None:
-        time_limit = check_epsilon(time_limit, "time_limit")
-    full_limit = time_limit if full_time_limit is None else check_epsilon(full_time_limit, "full_time_limit")
+        time_limit = _seconds(time_limit, "time_limit")
+    full_limit = time_limit if full_time_limit is None else _seconds(full_time_limit, "full_time_limit")
+    if certify is not None:
+        certify = _seconds(certify, "certify")
 
     def grace_for(limit: float | None) -> float:
         return max(30.0, limit or 0.0) if grace is None else float(grace)
@@ -575,15 +590,13 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
     """Seconds against eps, one line per (mechanism, formulation, n), log-log; PNG, atomic.
 
     Rows that did not finish are left out (a time-out is drawn at its limit only by the
-    table). Uses matplotlib's Agg backend (no display needed).
+    table). Drawn on an Agg canvas (:mod:`metricdp._figure`): no display needed, and the
+    caller's matplotlib backend is left alone.
     """
-    import matplotlib
-    import matplotlib.ticker
+    from .._figure import new_figure, save_png
+    from .._optional import import_optional
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..io import atomic_write
+    ticker = import_optional("matplotlib.ticker", "plot")
 
     series: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     for r in rows:
@@ -592,7 +605,8 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
     if not series:
         raise ValidationError("no finished build to plot")
     mechs = sorted({k[0] for k in series})
-    fig, axes = plt.subplots(1, len(mechs), figsize=(4.2 * len(mechs), 3.6), squeeze=False)
+    fig = new_figure(4.2 * len(mechs), 3.6, layout=None)
+    axes = fig.subplots(1, len(mechs), squeeze=False)
     for ax, mech in zip(axes[0], mechs, strict=True):
         for (m, form, n), pts in sorted(series.items()):
             if m != mech:
@@ -603,16 +617,14 @@ def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None
         ax.set_yscale("log")
         ticks = sorted({e for (m, _, _), pts in series.items() if m == mech for e, _ in pts})
         ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(mech)
         ax.set_xlabel("epsilon")
         ax.set_ylabel("seconds (whole build)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def _cell(row: BenchRow, key: str) -> str:

@@ -140,6 +140,12 @@ def run_privatize_bench(
     on_row: Any = None,
 ) -> list[PrivatizeRow]:
     """Measure every (format, rows, engine); see the module docstring."""
+    from .._validation import check_int
+
+    rows = [check_int(n, "rows", minimum=1) for n in rows]
+    points = check_int(points, "points", minimum=2)
+    if not (0 < timeout <= 1e7):  # also refuses nan; subprocess deadlines need finite seconds
+        raise ValidationError(f"timeout must be in (0, 1e7] seconds, got {timeout}")
     workdir.mkdir(parents=True, exist_ok=True)
     mech = make_mechanism(workdir / f"mechanism-{points}.npz", points)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

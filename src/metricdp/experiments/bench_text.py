@@ -172,17 +172,22 @@ def run_text_bench(
     ``corpus``: ``"zipf"`` (the synthetic stream of issue 23) or ``"stdlib-docs"`` (real English:
     :func:`metricdp.experiments.corpus.stdlib_text`, through ``text privatize``'s file path).
     """
+    from .._validation import check_epsilon, check_int
     from ..errors import ValidationError
 
     if corpus not in CORPORA:
         raise ValidationError(f"unknown corpus {corpus!r}; choose from {', '.join(CORPORA)}")
-    for name in mechanisms:
+    sizes = {}
+    for name in mechanisms:  # every argument checked before the first (long) run
         if name not in MECHANISMS:
             raise ValidationError(f"unknown text benchmark {name!r}; choose from {', '.join(MECHANISMS)}")
+        sizes[name] = check_int(tokens[name] if isinstance(tokens, Mapping) else tokens, "tokens", minimum=1)
     epsilons = [float(epsilon)] if isinstance(epsilon, int | float) else [float(e) for e in epsilon]
+    for eps in epsilons:
+        check_epsilon(eps)
     rows = []
     for name, eps in itertools.product(mechanisms, epsilons):
-        n = int(tokens[name] if isinstance(tokens, Mapping) else tokens)
+        n = sizes[name]
         row = TextBenchRow(name, n, eps, corpus=corpus)
         job = {"mechanism": name, "tokens": n, "epsilon": eps, "seed": seed, "recall_queries": recall_queries,
                "corpus": corpus}

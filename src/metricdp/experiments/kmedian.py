@@ -333,11 +333,9 @@ def _band(values: list[float]) -> tuple[float, float, float]:
 
 
 def _figure(rows: int, cols: int) -> tuple[Any, Any]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .._figure import new_figure
 
-    fig = Figure(figsize=(3.2 * cols, 2.6 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(3.2 * cols, 2.6 * rows)
     return fig, fig.subplots(rows, cols, squeeze=False)
 
 

@@ -71,7 +71,7 @@ def check_latlon(latlon: ArrayLike, name: str = "latlon") -> tuple[NDArray[np.fl
     """
     try:
         a = np.asarray(latlon, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValidationError(f"{name} must be numeric (lat, lon) pairs") from None
     single = a.ndim == 1
     a = np.atleast_2d(a)

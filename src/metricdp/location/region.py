@@ -63,7 +63,8 @@ from .projection import check_latlon, equirectangular, equirectangular_inverse
 
 __all__ = ["Region", "parse_region", "sample_in_region"]
 
-_CHUNK = 1 << 21  # points x edges per block of the nearest-point search
+_CHUNK = 1 << 21  # points x edges per block of the nearest-point search and the even-odd test
+_MAX_DEPTH = 16  # GeoJSON objects nested deeper than this (collections of collections ...) are refused
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -127,16 +128,38 @@ class Region:
         return np.concatenate(starts), np.concatenate(ends)
 
     def _inside(self, pts: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """Even-odd rule over every ring (matplotlib's crossing test, in (lon, lat))."""
-        from matplotlib.path import Path as MplPath
+        """Even-odd rule in (lon, lat): inside a polygon when a ray towards +lon crosses its rings an odd
+        number of times; inside the region when inside one of its polygons.
 
-        lonlat = pts[:, ::-1]
+        An edge from a to b crosses the ray from p when p's latitude lies in the edge's
+        half-open span ``[min(a_lat, b_lat), max(a_lat, b_lat))`` (so a vertex on the ray
+        counts once and a horizontal edge never) and the crossing's longitude exceeds p's.
+        With the points sorted by latitude, the points an edge spans are one contiguous run
+        (two binary searches), so the work is the number of (edge, spanned point) pairs, not
+        points x edges; the pairs are taken in blocks of at most ``_CHUNK``.
+        """
+        order = np.argsort(pts[:, 0], kind="stable")
+        lat, lon = pts[order, 0], pts[order, 1]
         inside = np.zeros(len(pts), dtype=bool)
         for poly in self.polygons:
-            inner = np.zeros(len(pts), dtype=bool)
-            for ring in poly:
-                inner ^= MplPath(ring[:, ::-1], closed=False).contains_points(lonlat)
-            inside |= inner
+            a = np.concatenate(poly)
+            b = np.concatenate([np.roll(ring, -1, axis=0) for ring in poly])
+            lo = np.searchsorted(lat, np.minimum(a[:, 0], b[:, 0]), side="left")
+            count = np.searchsorted(lat, np.maximum(a[:, 0], b[:, 0]), side="left") - lo
+            ends = np.cumsum(count)
+            crossings = np.zeros(len(pts), dtype=np.int64)  # per point, in latitude order
+            first = 0
+            while first < len(a):
+                stop = max(first + 1, int(np.searchsorted(ends, ends[first] - count[first] + _CHUNK, side="right")))
+                edges = np.arange(first, stop)
+                c = count[edges]
+                edge = np.repeat(edges, c)
+                p = lo[edge] + np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+                ea, eb = a[edge], b[edge]  # a spanned edge has ea_lat != eb_lat
+                cross = ea[:, 1] + (lat[p] - ea[:, 0]) * (eb[:, 1] - ea[:, 1]) / (eb[:, 0] - ea[:, 0])
+                crossings += np.bincount(p[lon[p] < cross], minlength=len(pts))
+                first = stop
+            inside[order] |= crossings % 2 == 1
         return inside
 
     def boundary_distance_km(self, latlon: ArrayLike) -> NDArray[np.float64]:
@@ -194,9 +217,11 @@ class Region:
 
 
 def _ring(raw: Any, where: str) -> NDArray[np.float64]:
+    if not isinstance(raw, list):
+        raise ValidationError(f"{where}: a ring must be a list of [lon, lat] positions")
     try:
         a = np.asarray(raw, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # ragged, not numbers, an integer beyond a float
         raise ValidationError(f"{where}: a ring must be a list of [lon, lat] positions") from None
     if a.ndim != 2 or a.shape[1] < 2:
         raise ValidationError(f"{where}: a ring must be a list of [lon, lat] positions, got shape {a.shape}")
@@ -209,28 +234,42 @@ def _ring(raw: Any, where: str) -> NDArray[np.float64]:
     return latlon
 
 
-def _collect(obj: Any, out: list[tuple[NDArray[np.float64], ...]], where: str) -> None:
+def _members(obj: dict[str, Any], key: str, where: str) -> list[Any]:
+    """``obj[key]`` as a list (absent or null: empty); anything else is an error naming ``where``."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValidationError(f"{where}: {key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _collect(obj: Any, out: list[tuple[NDArray[np.float64], ...]], where: str, depth: int = 0) -> None:
     if not isinstance(obj, dict) or "type" not in obj:
         raise ValidationError(f"{where}: not a GeoJSON object (no 'type')")
+    if depth > _MAX_DEPTH:  # RFC 7946 3.1.8: nested GeometryCollections SHOULD be avoided
+        raise ValidationError(f"{where}: GeoJSON objects nested more than {_MAX_DEPTH} deep")
     kind = obj["type"]
+    if not isinstance(kind, str):
+        raise ValidationError(f"{where}: 'type' must be a string, got {type(kind).__name__}")
     if kind == "FeatureCollection":
-        for i, feature in enumerate(obj.get("features") or []):
-            _collect(feature, out, f"{where} feature {i}")
+        for i, feature in enumerate(_members(obj, "features", where)):
+            _collect(feature, out, f"{where} feature {i}", depth + 1)
     elif kind == "Feature":
         if obj.get("geometry") is None:
             raise ValidationError(f"{where}: a Feature without geometry")
-        _collect(obj["geometry"], out, where)
+        _collect(obj["geometry"], out, where, depth + 1)
     elif kind == "GeometryCollection":
-        for i, geometry in enumerate(obj.get("geometries") or []):
-            _collect(geometry, out, f"{where} geometry {i}")
+        for i, geometry in enumerate(_members(obj, "geometries", where)):
+            _collect(geometry, out, f"{where} geometry {i}", depth + 1)
     elif kind == "Polygon":
-        rings = obj.get("coordinates") or []
+        rings = _members(obj, "coordinates", where)
         if not rings:
             raise ValidationError(f"{where}: a Polygon without coordinates")
         out.append(tuple(_ring(r, f"{where} ring {j}") for j, r in enumerate(rings)))
     elif kind == "MultiPolygon":
-        for i, poly in enumerate(obj.get("coordinates") or []):
-            if not poly:
+        for i, poly in enumerate(_members(obj, "coordinates", where)):
+            if not poly or not isinstance(poly, list):
                 raise ValidationError(f"{where} polygon {i}: no rings")
             out.append(tuple(_ring(r, f"{where} polygon {i} ring {j}") for j, r in enumerate(poly)))
     else:
@@ -250,6 +289,8 @@ def parse_region(spec: str | PathLike[str] | Sequence[float] | Region) -> Region
             obj = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as ex:
             raise ValidationError(f"region {p}: not a JSON file ({ex})") from None
+        except RecursionError:  # brackets nested thousands deep: no GeoJSON is
+            raise ValidationError(f"region {p}: JSON nested too deep to be GeoJSON") from None
         try:
             return Region.from_geojson(obj, name=p.name)
         except ValidationError as ex:

@@ -159,6 +159,8 @@ def lattice_truncation_radius(alpha: float, minimum: int = 0, mass: float = MASS
     hi = max(1, lo)
     while lattice_tail_bound(alpha, hi) > mass:
         hi *= 2
+        if hi > 1 << 996:  # float(T) would overflow: at such alpha no table is feasible anyway
+            raise ValidationError(f"alpha = {alpha:.3g} is too small: the truncation radius exceeds 10^300")
     while hi - lo > 1:  # invariant: lo fails, hi passes
         mid = (lo + hi) // 2
         if lattice_tail_bound(alpha, mid) <= mass:
@@ -437,9 +439,12 @@ def geometric(space: MetricSpace, epsilon: float, *, form: Form = "auto") -> Mec
             h = float(space.cell)
             alpha = epsilon * h
             size0, size1 = int(k[:, 0].max()) + 1, int(k[:, 1].max()) + 1
-            radius = lattice_truncation_radius(alpha, minimum=2 * max(size0, size1))
+            try:
+                radius = lattice_truncation_radius(alpha, minimum=2 * max(size0, size1))
+            except ValidationError as ex:
+                radius, reason = 0, f"epsilon * cell = {alpha:.3g}: {ex}"
             work = max((size0 + radius) * (size1 + radius), space.n * size0 * size1)
-            if work > _LATTICE_WORK_LIMIT:
+            if reason is None and work > _LATTICE_WORK_LIMIT:
                 # radius is an exact int that can overflow a float at tiny alpha
                 terms = f"{work:.3g}" if work < 1e300 else f"about 10^{len(str(work)) - 1}"
                 reason = (

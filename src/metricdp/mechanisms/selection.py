@@ -168,7 +168,15 @@ def exponential_choice(scores: ArrayLike, exponent: float, rng: RandomSource) ->
     if not np.all(np.isfinite(s)):
         raise ValidationError("scores must be finite")
     m = s.shape[1]
-    logw = exponent * (s - s.max(axis=1, keepdims=True))  # <= 0, the best at 0
+    with np.errstate(over="ignore"):
+        logw = exponent * (s - s.max(axis=1, keepdims=True))  # <= 0, the best at 0
+    if np.isneginf(logw).any():
+        # a weight e^-inf would be drawn never from these data and maybe from a neighbour's: an
+        # unbounded privacy loss. Refused rather than rounded into a false guarantee.
+        raise ValidationError(
+            f"exponent {exponent:g} times a score gap exceeds the float range: the exponential mechanism's "
+            "weights cannot be represented; choose a smaller epsilon"
+        )
     pick = np.zeros(s.shape[0], dtype=np.intp)
     if m > 1:
         # rows whose weights all stay normal floats: the vectorised exact table; rows with a

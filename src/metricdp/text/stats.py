@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._progress import Progress, report
+from .._resources import check_allocation
 from .._validation import check_int
 from ..pointspace import PointSpace
 
@@ -67,6 +68,8 @@ def plausible_deniability(
     """
     words = np.asarray(words, dtype=np.intp)
     draws = check_int(draws, "draws", minimum=1)
+    # one word's draws (indices, vectors, differences) are the smallest block allocated below
+    check_allocation(8.0 * draws * (2 * space.dim + 3), f"draws = {draws}: one word's {draws} releases")
     per = max(1, 200_000 // draws)
     n_w = np.empty(len(words))
     s_w = np.empty(len(words), dtype=np.int64)
@@ -85,13 +88,9 @@ def plausible_deniability(
 
 def plot_deniability(stats: DeniabilityStats, path: str | PathLike[str], title: str = "") -> None:
     """Histograms of N_w and S_w side by side, written as a PNG (atomically)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from .._figure import new_figure, save_png
 
-    from ..io import atomic_write
-
-    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(9.0, 3.6)
     ax1, ax2 = fig.subplots(1, 2)
     ax1.hist(stats.n_w, bins=20, range=(0.0, 1.0), color="tab:blue")
     ax1.set_xlabel("N_w (fraction of releases equal to the word)")
@@ -100,5 +99,4 @@ def plot_deniability(stats: DeniabilityStats, path: str | PathLike[str], title: 
     ax2.set_xlabel(f"S_w (distinct releases in {stats.draws} draws)")
     if title:
         fig.suptitle(title)
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=100)
+    save_png(fig, path, dpi=100)

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource
+from .._resources import check_allocation
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 from ..pointspace import PointSpace
@@ -63,6 +64,8 @@ class SubsampledText(TextMechanism):
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
         m = check_int(candidates, "candidates", minimum=1)
+        # one token's candidates (their vectors, distances, weights) are the smallest block _sample allocates
+        check_allocation(8.0 * m * (space.dim + 4), f"candidates = {m}: one token's {m} candidate vectors")
         if isinstance(base, str):
             if base != "zipf":
                 raise ValidationError(f"base must be None, 'zipf' or n weights, got {base!r}")

@@ -219,8 +219,9 @@ class FastModel:
         """
         rows = sp.csr_matrix(pair_rows(self.cone, pairs, self.nx) @ self.t)
         rows.eliminate_zeros()
-        big = np.maximum.reduceat(np.abs(rows.data), rows.indptr[:-1]) if rows.nnz else np.ones(0)
-        big = np.where(np.diff(rows.indptr) > 0, big, 1.0)
+        # row maxima; an empty row (every coefficient underflowed to 0, e.g. at eps = 1e-308) keeps 1
+        big = abs(rows).max(axis=1).toarray().ravel()
+        big[big == 0] = 1.0
         return sp.csr_matrix(sp.diags(1.0 / big) @ rows)
 
     def _to_highs(self, rows: sp.csr_matrix) -> sp.csr_matrix:
