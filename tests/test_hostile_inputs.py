@@ -119,7 +119,8 @@ def test_lattice_radius_at_tiny_alpha_is_an_error():
 # ------------------------------------------------------------------ label,value files
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(bytes(range(256)) * 4, "not a UTF-8 text file"), (b"a,0.5\n\xff\xfe,1\n", "not a UTF-8 text file")],
+    # the file layer's reader: one line naming the option, the file, the line and the byte
+    [(bytes(range(256)) * 4, "line 1"), (b"a,0.5\n\xff\xfe,1\n", "line 2: not valid UTF-8 at byte offset 6")],
 )
 def test_prior_file_that_is_not_text(tmp_path, content, message):
     (tmp_path / "g.csv").write_text(GRID_2X2)

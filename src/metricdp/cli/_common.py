@@ -297,7 +297,7 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     unknown: list[str] = []
     # the file layer's one CSV record definition (metricdp.tabular.csv); its first record is read as
     # a header, and is data when its value is a number (label,value files have an optional header)
-    with iter_csv_rows(p) as (header, stream):
+    with _named(what), iter_csv_rows(p) as (header, stream):
         if len(header) != 2:
             raise ValidationError(f"{what} {p}: line 1 has {len(header)} fields, expected 2 (label,value)")
         first = [(1, list(header))] if _is_number(header[1]) else []
@@ -324,6 +324,17 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     if missing:
         raise ValidationError(f"{what} {p}: no value for {len(missing)} label(s): {_few(missing)}")
     return out
+
+
+@contextlib.contextmanager
+def _named(what: str) -> Iterator[None]:
+    """Put ``what`` (the option, e.g. ``--prior``) in front of the file layer's errors that lack it."""
+    try:
+        yield
+    except ValidationError as ex:
+        if str(ex).startswith(what):
+            raise
+        raise ValidationError(f"{what} {ex}") from None
 
 
 def _is_number(text: str) -> bool:
