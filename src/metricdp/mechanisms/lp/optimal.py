@@ -28,7 +28,7 @@ from .deadline import Deadline
 __all__ = ["optimal"]
 
 _OBJECTIVES = ("worst", "expected")
-_FORMULATIONS = ("fast", "full", "ipm")
+_FORMULATIONS = ("fast", "full", "ipm", "block-ipm")
 
 
 def _check_loss_matrix(

@@ -1,0 +1,506 @@
+r"""A structured primal-dual interior-point method for the OPTMech LP (issue 37).
+
+One concept: Mehrotra's predictor-corrector method on the mechanism LP written so that
+its normal equations split into one dense block per output. The result is an *interior*
+point, never a mechanism: :mod:`.ipm_finish` turns it into an exact vertex.
+
+**The LP** (Bordenabe et al., CCS 2014, Sec. 4; Imola et al., UAI 2022, LP (1)), M of
+shape (n, m) for n inputs and m outputs (m = n, the square case, or a separate output
+set), at level :math:`\lambda`:
+
+.. math::
+
+    \min\ c^\top M \ \text{(expected)}\quad\text{or}\quad \min t,\ \ \textstyle\sum_w
+    L[u,w] M[u,w] \le t \ \text{(worst)},\qquad \sum_w M[u,w] = 1,\ M \ge 0,
+
+    a_{uv} M[u,w] - M[v,w] \le 0 \quad\text{for every allowed ordered pair } (u, v)
+    \text{ and every output } w,\qquad a_{uv} = e^{-\lambda d(u,v)} .
+
+**Scaling (no exponent cap).** Each privacy row :math:`M[u,w] \le e^{\lambda d}
+M[v,w]` is divided by its factor, so its coefficients are :math:`a_{uv} \in (0, 1]` and
+1: every row has norm between 1 and :math:`\sqrt 2`, whatever :math:`\lambda d`. Where
+:math:`\lambda d > 745` the float :math:`a_{uv}` underflows to 0 and the row reads
+:math:`-M[v,w] \le 0`, which the bound :math:`M \ge 0` already states: such rows are left
+out. This relaxes the true row by at most :math:`e^{-745} M[u,w]` in probability, far
+below every tolerance downstream, and the exact finish (:mod:`.ipm_finish`), the repair
+and the audit check the true rows anyway. Coefficients between :math:`10^{-308}` and 1
+are kept as they are (gradual underflow): their products with the iterates are at worst
+denormal, never inf or NaN. The loss is scaled by its largest entry so the objective is
+O(1).
+
+**The structure.** Write :math:`G` for the privacy rows, with slacks :math:`s \ge 0`
+(:math:`Gx + s = 0`) and duals :math:`z \ge 0`, and :math:`x = \mathrm{vec}\,M \ge 0`
+with duals :math:`z_x`. Eliminating :math:`\Delta s, \Delta z, \Delta z_x` from the
+Newton system leaves
+
+.. math::
+
+    H \Delta x + E^\top \Delta y + L_r^\top \Delta q = f,\quad
+    H = G^\top (Z S^{-1}) G + Z_x X^{-1},
+
+with E the n row sums and :math:`L_r` the n loss rows (worst case; :math:`\Delta q`
+their dual step). Row (u, v, w) of G touches only column w of M, so H is block diagonal:
+m dense n x n blocks :math:`H_w`. Each is factored (batched Cholesky, a tiny diagonal
+regularisation) and inverted through its triangular factor :math:`C_w = R_w^{-1}`
+(:math:`H_w^{-1} = C_w^\top C_w`); the coupling rows then give a Schur complement of size
+n (expected: :math:`\sum_w H_w^{-1}`) or 2n + 1 (worst: the row sums, the loss rows and
+t), formed as one Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
+loss-weighted copies): positive semidefinite by construction. Per iteration
+:math:`O(m n^3)` flops and :math:`O(m n^2)` memory, with every privacy row present from
+the start (no row generation). Each direction is refined against the unregularised
+system (iterative refinement with the same factors), which is what keeps the solve
+accurate when the diagonal spreads over 20 orders of magnitude near the optimum.
+
+**The method.** Infeasible primal-dual path following with Mehrotra's predictor-
+corrector, separate primal and dual step lengths, step factor 0.995 (0.9995 once the
+gap is small), a starting point by Mehrotra's heuristic on a strictly feasible
+kernel-shaped primal (:func:`_start`). It stops when the relative primal and dual
+residuals and the relative duality gap are all below ``tol``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import cho_factor as _cho_factor
+from scipy.linalg import cho_solve as _cho_solve
+from scipy.linalg.lapack import dtrtri as _trtri
+
+from ..._progress import Progress, report
+from ..._resources import check_allocation
+from ...errors import SolverNumericalError
+from .deadline import Deadline
+
+__all__ = ["IPMResult", "ipm_bytes", "solve_ipm"]
+
+#: Relative regularisation of each block H_w (times its largest diagonal entry); the
+#: refinement against the unregularised system removes its effect on the direction.
+REGULARISATION = 1e-13
+
+#: Refinement steps per Newton solve at most; stops earlier once the residual is below
+#: 1e-3 of the right-hand side's (relative).
+REFINE_STEPS = 3
+
+#: Gondzio centrality correctors per iteration at most (each one Newton solve with the
+#: factors at hand; kept only while it lengthens the step).
+CORRECTORS = 2
+
+#: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
+#: inverse factors, temporaries of the elementwise passes): the memory estimate.
+_LIVE_CUBES = 14
+import os
+_DEBUG = bool(os.environ.get('IPM_DEBUG'))
+
+
+def ipm_bytes(n: int, m: int) -> float:
+    """Bytes the interior-point method needs for n inputs and m outputs (estimate)."""
+    return 8.0 * _LIVE_CUBES * m * n * n + 8.0 * 64 * n * max(n, m)
+
+
+@dataclass
+class IPMResult:
+    """An interior point of the mechanism LP (:func:`solve_ipm`), in the LP's own units.
+
+    Attributes
+    ----------
+    matrix : ndarray (n, m)
+        The primal iterate M (row sums 1 and privacy rows met to the residual reached).
+    slack, dual : ndarray (m, n, n)
+        Privacy-row slacks s and duals z, indexed [w, u, v] (scaled rows; 1 and 0 for the
+        rows left out).
+    objective, dual_objective : float
+        Primal and dual objective (unscaled loss).
+    gap, primal_residual, dual_residual : float
+        Relative duality gap and relative residuals at the last iterate.
+    iterations : int
+    seconds : float
+    converged : bool
+        All three measures below ``tol``.
+    history : list of tuples
+        (iteration, seconds, primal objective, dual objective, gap, primal res, dual res).
+    """
+
+    matrix: NDArray[np.float64]
+    slack: NDArray[np.float64]
+    dual: NDArray[np.float64]
+    row_dual: NDArray[np.float64]
+    objective: float
+    dual_objective: float
+    gap: float
+    primal_residual: float
+    dual_residual: float
+    iterations: int
+    seconds: float
+    converged: bool
+    history: list[tuple[float, ...]] = field(default_factory=list)
+
+
+class _LP:
+    """The scaled LP and its structured products (see the module docstring)."""
+
+    def __init__(
+        self,
+        distances: NDArray[np.float64],
+        level: float,
+        allowed: NDArray[np.bool_],
+        loss: NDArray[np.float64],
+        prior: NDArray[np.float64] | None,
+    ) -> None:
+        self.n, self.m = loss.shape
+        with np.errstate(under="ignore"):
+            a = np.exp(-level * distances)
+        keep = allowed & (a > 0)
+        np.fill_diagonal(keep, False)
+        self.a = np.where(keep, a, 0.0)
+        self.mask = np.broadcast_to(keep.astype(np.float64), (self.m, self.n, self.n))
+        self.rows = int(keep.sum()) * self.m
+        self.scale = float(loss.max()) if loss.max() > 0 else 1.0
+        self.loss = loss / self.scale
+        self.worst = prior is None
+        self.c = np.zeros_like(self.loss) if prior is None else prior[:, None] * self.loss
+        self.ncomp = self.rows + self.n * self.m + (self.n if self.worst else 0)
+
+    def gx(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """G x as [w, u, v]: a[u,v] x[u,w] - x[v,w] (0 on rows left out)."""
+        xt = x.T
+        out = self.a[None, :, :] * xt[:, :, None]
+        out -= xt[:, None, :]
+        out *= self.mask
+        return out
+
+    def gtz(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
+        """G^T q as [u, w] for q [w, u, v] (zero on rows left out)."""
+        return np.einsum("wuv,uv->uw", q, self.a) - q.sum(axis=1).T
+
+
+class _Factor:
+    """The factored normal equations of one iteration (block inverses + Schur complement)."""
+
+    def __init__(self, lp: _LP, d: NDArray[np.float64], dx: NDArray[np.float64], dl: NDArray[np.float64] | None):
+        n, m = lp.n, lp.m
+        self.lp, self.d, self.dx, self.dl = lp, d, dx, dl
+        da = d * lp.a[None, :, :]
+        h = -(da + da.transpose(0, 2, 1))
+        diag = (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T  # [w, u]
+        idx = np.arange(n)
+        h[:, idx, idx] += diag + REGULARISATION * diag.max(axis=1, keepdims=True)
+        try:
+            r = np.linalg.cholesky(h)
+        except np.linalg.LinAlgError:
+            h[:, idx, idx] += 1e-8 * diag.max(axis=1, keepdims=True)
+            try:
+                r = np.linalg.cholesky(h)
+            except np.linalg.LinAlgError as exc:
+                raise SolverNumericalError(
+                    "interior point: a block of the normal equations is not positive definite",
+                    status="numerical/other",
+                ) from exc
+        # C_w = R_w^{-1}, lower triangular, so H_w^{-1} = C_w^T C_w. One LAPACK call per
+        # block: numpy's batched inverse (an LU per block) ran 20-40x slower under load,
+        # OpenBLAS threading each 100 x 100 factorisation.
+        self.cinv = np.empty_like(r)
+        for w in range(m):
+            self.cinv[w] = _trtri(r[w], lower=1)[0]
+        if lp.worst:
+            stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2)  # (m, n, 2n)
+        else:
+            stack = self.cinv
+        flat = stack.reshape(m * n, -1)
+        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]
+        if dl is not None:
+            gram[n:, n:] += np.diag(1.0 / dl)
+        k = gram.shape[0]
+        gram[np.arange(k), np.arange(k)] *= 1.0 + 1e-14
+        try:
+            self.schur = ("cho", _cho_factor(gram, lower=True))
+        except np.linalg.LinAlgError:
+            self.schur = ("lu", gram)
+        if lp.worst:
+            unit = np.r_[np.zeros(n), np.ones(n)]
+            self.bt = self._schur_solve(unit)
+
+    def _schur_solve(self, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
+        kind, f = self.schur
+        if kind == "cho":
+            return np.asarray(_cho_solve(f, rhs))
+        return np.asarray(np.linalg.lstsq(f, rhs, rcond=None)[0])
+
+    def hinv(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """H^{-1} f block by block, f [u, w]."""
+        cf = np.matmul(self.cinv, f.T[:, :, None])
+        return np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T
+
+    def hop(self, dx: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The unregularised H dx."""
+        return self.lp.gtz(self.d * self.lp.gx(dx)) + self.dx * dx
+
+    def solve(
+        self, f: NDArray[np.float64], e: NDArray[np.float64], g4: NDArray[np.float64] | None, g5: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None, float]:
+        """(dx, dy, dq, dt) of the reduced system, refined (see the module docstring)."""
+        sol = self._solve_once(f, e, g4, g5)
+        scale = max(float(np.abs(f).max()), float(np.abs(e).max()), 1e-300)
+        for _ in range(REFINE_STEPS):
+            r1, r2, r4, r5 = self._residual(sol, f, e, g4, g5)
+            worst = max(float(np.abs(r1).max()), float(np.abs(r2).max()),
+                        float(np.abs(r4).max()) if r4 is not None else 0.0, abs(r5))
+            if worst <= 1e-12 * scale:
+                break
+            corr = self._solve_once(r1, r2, r4, r5)
+            sol = (sol[0] + corr[0], sol[1] + corr[1],
+                   None if sol[2] is None or corr[2] is None else sol[2] + corr[2], sol[3] + corr[3])
+        return sol
+
+    def _residual(self, sol, f, e, g4, g5):  # type: ignore[no-untyped-def]
+        dx, dy, dq, dt = sol
+        lp = self.lp
+        r1 = f - self.hop(dx) - dy[:, None]
+        r2 = e - dx.sum(axis=1)
+        if dq is None or g4 is None or self.dl is None:
+            return r1, r2, None, 0.0
+        r1 -= dq[:, None] * lp.loss
+        r4 = g4 - ((lp.loss * dx).sum(axis=1) - dt - dq / self.dl)
+        return r1, r2, r4, g5 - float(dq.sum())
+
+    def _solve_once(self, f, e, g4, g5):  # type: ignore[no-untyped-def]
+        lp, n = self.lp, self.lp.n
+        h = self.hinv(f)
+        rhs_y = h.sum(axis=1) - e
+        if not lp.worst:
+            dy = self._schur_solve(rhs_y)
+            return self.hinv(f - dy[:, None]), dy, None, 0.0
+        rhs_q = (lp.loss * h).sum(axis=1) - g4
+        a = self._schur_solve(np.r_[rhs_y, rhs_q])
+        dt = (float(a[n:].sum()) - g5) / float(self.bt[n:].sum())
+        sol = a - self.bt * dt
+        dy, dq = sol[:n], sol[n:]
+        dx = self.hinv(f - dy[:, None] - dq[:, None] * lp.loss)
+        return dx, dy, dq, dt
+
+
+def _ratio(v: NDArray[np.float64], dv: NDArray[np.float64]) -> float:
+    """Largest step in (0, 1] keeping v + step dv >= 0 (v > 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(dv < 0, v / -dv, np.inf)
+    return float(min(1.0, r.min()))
+
+
+def _start(lp: _LP, distances_to_anchor: NDArray[np.float64], level: float):  # type: ignore[no-untyped-def]
+    r"""Mehrotra's starting-point heuristic on a strictly feasible primal.
+
+    Primal: :math:`M[u,w] \propto e^{-\lambda d(u, a(w))/4}` (rows normalised), which
+    meets every privacy row with slack: the ratio :math:`M[u,w]/M[v,w]` is at most
+    :math:`e^{\lambda d(u,v)/4}` times the ratio of row normalisers, itself at most
+    :math:`e^{\lambda d(u,v)/4}` (triangle inequality), so at most
+    :math:`e^{\lambda d(u,v)/2}`. Duals: :math:`z = 0`, :math:`z_L = 1/n` (so
+    :math:`\sum z_L = 1`), y the least-squares choice making :math:`z_x = c + y +
+    z_L L` small. Then Mehrotra's shifts: every primal and every dual vector moved by
+    :math:`\max(-1.5 \min, 0)`, then by half the complementarity over the other side's
+    sum, so no product starts near 0.
+    """
+    n, m = lp.n, lp.m
+    x = np.exp(-0.25 * level * distances_to_anchor)
+    x /= x.sum(axis=1, keepdims=True)
+    s = -lp.gx(x)
+    ones = lp.mask
+    zl = np.full(n, 1.0 / n) if lp.worst else None
+    base = lp.c + (zl[:, None] * lp.loss if zl is not None else 0.0)
+    y = -base.mean(axis=1)
+    zx = base + y[:, None]
+    z = np.zeros((m, n, n))
+    t = 0.0
+    sl = None
+    if lp.worst:
+        lossu = (lp.loss * x).sum(axis=1)
+        t = float(lossu.max())
+        sl = t - lossu
+    prim = [x, s] + ([sl] if sl is not None else [])
+    dual = [zx, z] + ([zl] if zl is not None else [])
+    masks = [None, ones] + ([None] if lp.worst else [])
+
+    def vmin(vs):  # type: ignore[no-untyped-def]
+        return min(float(v.min()) if mk is None else float(v[mk > 0].min(initial=np.inf)) for v, mk in zip(vs, masks))
+
+    def vsum(vs):  # type: ignore[no-untyped-def]
+        return sum(float(v.sum()) if mk is None else float((v * mk).sum()) for v, mk in zip(vs, masks))
+
+    if os.environ.get('IPM_START') == 'centred':
+        mu0 = float(np.median(x)) / n * float(os.environ.get('IPM_MU', '1'))
+        s = np.where(ones > 0, np.maximum(s, 1e-3 * x.T[:, None, :]), 1.0)
+        z = mu0 / s * ones
+        zx = mu0 / x
+        y = np.zeros(n)
+        if lp.worst:
+            t = t * 1.1 + 1e-3
+            sl = t - (lp.loss * x).sum(axis=1)
+            zl = mu0 / sl
+        return x, s, y, z, zx, t, sl, zl
+    dp = max(-1.5 * vmin(prim), 0.0)
+    dd = max(-1.5 * vmin(dual), 0.0)
+    prim = [p + dp for p in prim]
+    dual = [q + dd for q in dual]
+    pd = sum(float((p * q).sum()) if mk is None else float((p * q * mk).sum()) for p, q, mk in zip(prim, dual, masks))
+    sp_, sd_ = vsum(prim), vsum(dual)
+    dp2, dd2 = 0.5 * pd / max(sd_, 1e-300), 0.5 * pd / max(sp_, 1e-300)
+    prim = [p + dp2 for p in prim]
+    dual = [q + dd2 for q in dual]
+    x, s = prim[0], np.where(ones > 0, prim[1], 1.0)
+    zx, z = dual[0], dual[1] * ones
+    if lp.worst:
+        return x, s, y, z, zx, t, prim[2], dual[2]
+    return x, s, y, z, zx, t, None, None
+
+
+def solve_ipm(
+    distances: NDArray[np.float64],
+    level: float,
+    allowed: NDArray[np.bool_],
+    loss: NDArray[np.float64],
+    prior: NDArray[np.float64] | None,
+    *,
+    anchor: NDArray[np.intp] | None = None,
+    tol: float = 1e-9,
+    max_iter: int = 200,
+    deadline: Deadline | None = None,
+    progress: Progress | None = None,
+    what: str = "optimal",
+) -> IPMResult:
+    r"""Solve the scaled mechanism LP by the structured interior-point method.
+
+    ``distances`` (n, n) between inputs; ``level`` :math:`\lambda` of the privacy rows;
+    ``allowed`` (n, n) the ordered pairs whose rows are imposed; ``loss`` (n, m); ``prior``
+    (n,) for the expected objective, None for the worst case; ``anchor`` a(w) per output
+    (None: square), used only by the starting point. Stops at relative gap and residuals
+    below ``tol`` or after ``max_iter`` iterations (then ``converged`` is False: the caller
+    decides). ``progress(iteration, max_iter, message)`` after every iteration. The memory
+    (:func:`ipm_bytes`) is checked first (:func:`~metricdp._resources.check_allocation`).
+
+    Raises SolverTimeLimitError when ``deadline`` passes, SolverNumericalError when a
+    step fails (a non-finite iterate).
+    """
+    deadline = Deadline.of(deadline)
+    n, m = loss.shape
+    check_allocation(ipm_bytes(n, m), f"{what}: the interior-point method for n = {n}, m = {m}")
+    t0 = time.perf_counter()
+    lp = _LP(np.asarray(distances, np.float64), level, allowed, np.asarray(loss, np.float64), prior)
+    dist_a = distances if anchor is None else distances[:, anchor]
+    x, s, y, z, zx, t, sl, zl = _start(lp, dist_a, level)
+    mask, worst, L = lp.mask, lp.worst, lp.loss
+    history: list[tuple[float, ...]] = []
+    sm_ = np.where(mask > 0, 1.0, 0.0)
+    it = 0
+    pres = dres = gap = np.inf
+    pobj = dobj = np.nan
+    while True:
+        rd = lp.c + y[:, None] + lp.gtz(z) - zx
+        if worst:
+            rd += zl[:, None] * L
+            rdt = 1.0 - float(zl.sum())
+            ril = (L * x).sum(axis=1) - t + sl
+        else:
+            rdt, ril = 0.0, None
+        re = x.sum(axis=1) - 1.0
+        ri = lp.gx(x) + s * mask
+        mu_sum = float((s * z).sum() + (x * zx).sum() + (float((sl * zl).sum()) if worst else 0.0))
+        mu = mu_sum / lp.ncomp
+        pobj = t if worst else float((lp.c * x).sum())
+        dobj = -float(y.sum())
+        pres = max(float(np.abs(re).max()), float(np.abs(ri).max()), float(np.abs(ril).max()) if worst else 0.0)
+        dres = max(float(np.abs(rd).max()), abs(rdt))
+        gap = max(abs(pobj - dobj), mu_sum) / (1.0 + abs(pobj))
+        elapsed = time.perf_counter() - t0
+        history.append((it, elapsed, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
+        report(progress, it, max_iter,
+               f"{what}: interior point iteration {it}: objective {pobj * lp.scale:.10g}, gap {gap:.1e}, "
+               f"residuals {pres:.1e} / {dres:.1e}, {deadline.describe()}")
+        if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(gap)):
+            raise SolverNumericalError(f"{what}: the interior point method produced a non-finite iterate",
+                                       status="numerical/other")
+        if (pres <= tol and dres <= tol and gap <= tol) or it >= max_iter:
+            break
+        deadline.require(what)
+        it += 1
+        d = z / s * mask
+        fac = _Factor(lp, d, zx / x, (zl / sl) if worst else None)
+
+        def direction(rc, rcx, rcl, res=True):  # type: ignore[no-untyped-def]
+            """The Newton step for complementarity targets (rc, rcx, rcl); ``res``: with
+            the residuals of the current point (False: a centrality corrector)."""
+            k = 1.0 if res else 0.0
+            rik = ri * k
+            f = -k * rd - lp.gtz((rc + z * rik) / s * mask) + rcx / x
+            g4 = None if not worst else -(k * ril + rcl / zl)
+            dx, dy, dq, dt = fac.solve(f, -k * re, g4, k * rdt)
+            ds = (-rik - lp.gx(dx)) * mask
+            dz = (rc - z * ds) / s * mask
+            dzx = (rcx - zx * dx) / x
+            if not worst:
+                return dx, ds, dy, dz, dzx, 0.0, None, None
+            dsl = -k * ril - (L * dx).sum(axis=1) + dt
+            return dx, ds, dy, dz, dzx, dt, dsl, dq
+
+        def steps(dd):  # type: ignore[no-untyped-def]
+            dx, ds, _dy, dz, dzx, _dt, dsl, dzl = dd
+            ap = min(_ratio(x, dx), _ratio(s, ds))
+            ad = min(_ratio(zx, dzx), _ratio(np.where(mask > 0, z, 1.0), dz))
+            if worst:
+                ap, ad = min(ap, _ratio(sl, dsl)), min(ad, _ratio(zl, dzl))
+            return ap, ad
+
+        def _gondzio(dd, ap, ad, smu):  # type: ignore[no-untyped-def]
+            """Gondzio's centrality corrector: aim at longer steps and pull the trial
+            point's outlying products back into [0.1, 10] sigma mu."""
+            dx, ds, dy, dz, dzx, dt, dsl, dzl = dd
+            tp, td = min(1.0, 1.5 * ap + 0.1), min(1.0, 1.5 * ad + 0.1)
+
+            def target(v):  # type: ignore[no-untyped-def]
+                return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
+
+            rc2 = target((s + tp * ds) * (z + td * dz)) * mask
+            rcx2 = target((x + tp * dx) * (zx + td * dzx))
+            rcl2 = target((sl + tp * dsl) * (zl + td * dzl)) if worst else None
+            c2 = direction(rc2, rcx2, rcl2, res=False)
+            cand = (dx + c2[0], ds + c2[1], dy + c2[2], dz + c2[3], dzx + c2[4], dt + c2[5],
+                    None if dsl is None else dsl + c2[6], None if dzl is None else dzl + c2[7])
+            return (cand, *steps(cand))
+
+        aff = direction(-s * z * mask, -x * zx, (-sl * zl) if worst else None)
+        ap, ad = steps(aff)
+        dx, ds, _, dz, dzx, _, dsl, dzl = aff
+        mu_aff = float(((s + ap * ds) * (z + ad * dz) * mask).sum() + ((x + ap * dx) * (zx + ad * dzx)).sum()
+                       + (float(((sl + ap * dsl) * (zl + ad * dzl)).sum()) if worst else 0.0)) / lp.ncomp
+        sigma = min(1.0, (mu_aff / mu) ** 3)
+        smu = sigma * mu
+        rc = (smu - s * z - ds * dz) * sm_
+        rcx = smu - x * zx - dx * dzx
+        rcl = (smu - sl * zl - dsl * dzl) if worst else None
+        cor = direction(rc, rcx, rcl)
+        ap, ad = steps(cor)
+        for _ in range(CORRECTORS):
+            cand, ap2, ad2 = _gondzio(cor, ap, ad, smu)
+            if min(ap2, ad2) < min(ap, ad) + 0.01:
+                break
+            cor, ap, ad = cand, ap2, ad2
+        gamma = 0.9995 if gap < 1e-5 else 0.995
+        if _DEBUG:
+            print(f"it {it} mu {mu:.2e} sigma {sigma:.2e} ap {ap:.3f} ad {ad:.3f} gap {gap:.2e} pres {pres:.1e} dres {dres:.1e}")
+        ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
+        dx, ds, dy, dz, dzx, dt, dsl, dzl = cor
+        x = x + ap * dx
+        s = np.where(mask > 0, s + ap * ds, 1.0)
+        y = y + ad * dy
+        z = (z + ad * dz) * mask
+        zx = zx + ad * dzx
+        if worst:
+            t = t + ap * dt
+            sl = sl + ap * dsl
+            zl = zl + ad * dzl
+    return IPMResult(
+        matrix=x, slack=s, dual=z, row_dual=y * lp.scale,
+        objective=pobj * lp.scale, dual_objective=dobj * lp.scale, gap=gap, primal_residual=pres,
+        dual_residual=dres, iterations=it, seconds=time.perf_counter() - t0,
+        converged=bool(pres <= tol and dres <= tol and gap <= tol), history=history,
+    )

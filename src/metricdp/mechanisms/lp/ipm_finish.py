@@ -1,0 +1,107 @@
+r"""The exact finish of the structured interior-point method: the ``block-ipm`` formulation.
+
+One concept: turn the interior point of :mod:`.ipm` into the same exact LP vertex that
+constraint generation (``core._solve_fast``) returns, so that the repair, the audit and
+every caller see no difference but time.
+
+**Why not return the interior point.** An interior point meets the rows only to the
+method's tolerance, is not a vertex, and its objective is certified only by its own
+duality gap. The library's contract (the LP optimum to the simplex's tolerance, then the
+repair proven at eps) is kept by finishing with the simplex.
+
+**The finish** (:func:`solve_block_ipm`). The interior point tells which privacy rows
+bind: at an optimal interior point with complementarity :math:`\mu`, a binding row has
+slack :math:`s \approx \mu / z`, far below the slack of a non-binding one. The rows with
+*relative* slack :math:`s_{uvw} / M[v,w] \le` :data:`SEED_SLACK` (scaled rows: the
+relative slack is :math:`1 - e^{-\lambda d(u,v)} M[u,w]/M[v,w]`, the distance of the
+pair's ratio from its bound) seed the substituted LP of ``core._solve_fast`` (its
+variables, its capped factors, the rows (a(w), v, w) as bounds). That LP is solved by the
+dual simplex; then, as in constraint generation, every row still violated by more than
+:data:`~.core.VIOLATION_TOL` is added and the LP re-solved warm, until none is. The
+result is optimal for the full LP by the constraint-generation argument
+(``core._solve_fast``): the seeds change only where the generation starts, never where
+it stops, so a poor seed costs rounds, never correctness.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+
+from ..._progress import Progress, report
+from .core import (
+    LP_OPTIONS,
+    WARM_OPTIONS,
+    MechanismLP,
+    RawSolution,
+    _privacy_rows,
+    _resolve,
+    _violated,
+)
+from ._solve import LPModel, require_optimal
+from .deadline import Deadline
+from .ipm import IPMResult, solve_ipm
+
+__all__ = ["SEED_SLACK", "IPM_TOL", "seed_rows", "solve_block_ipm"]
+
+#: Relative slack below which a privacy row of the interior point seeds the simplex.
+SEED_SLACK = 1e-4
+
+#: Tolerance of the interior-point method before the finish (relative gap and residuals).
+IPM_TOL = 1e-8
+
+
+def seed_rows(point: IPMResult, pu: NDArray[np.intp], pv: NDArray[np.intp]) -> NDArray[np.bool_]:
+    """(allowed pair, w) of the rows whose relative slack at ``point`` is at most :data:`SEED_SLACK`."""
+    m = point.matrix
+    rel = point.slack[:, pu, pv] / np.maximum(m.T[:, pv], 1e-300)  # (w, pair)
+    return np.ascontiguousarray((rel <= SEED_SLACK).T)
+
+
+def solve_block_ipm(
+    model: MechanismLP,
+    factor: NDArray[np.float64],
+    allowed: NDArray[np.bool_],
+    distances: NDArray[np.float64],
+    level: float,
+    loss: NDArray[np.float64],
+    prior: NDArray[np.float64] | None,
+    deadline: Deadline,
+    what: str,
+    progress: Progress | None = None,
+) -> RawSolution:
+    r"""The structured interior point (:func:`.ipm.solve_ipm` at ``level``), then the
+    seeded constraint generation on ``model`` (the substituted LP with the capped
+    ``factor``; see the module docstring). Returns the simplex's vertex, as
+    ``core._solve_fast`` does; ``rounds`` counts the simplex solves after the interior
+    point and ``privacy_rows`` the rows in the final model."""
+    point = solve_ipm(distances, level, allowed, loss, prior, anchor=model.anchor, tol=IPM_TOL,
+                      deadline=deadline, progress=progress, what=what)
+    pu, pv = np.nonzero(allowed)
+    in_model = pu[:, None] == model.anchors[None, :]  # rows (a(w), v, w) are bounds
+    seeds = seed_rows(point, pu, pv) & ~in_model
+    k, w = np.nonzero(seeds)
+    in_model |= seeds
+    a = sp.vstack([model.base, _privacy_rows(pu[k], pv[k], w, factor, model)], format="csr")
+    lower = np.r_[model.lower, np.full(len(k), -np.inf)]
+    upper = np.r_[model.upper, np.zeros(len(k))]
+    report(progress, 0, None, f"{what}: interior point done ({point.iterations} iterations, objective "
+           f"{point.objective:.10g}); simplex on {len(k):,} seeded privacy rows, {deadline.describe()}")
+    lp = LPModel(options=LP_OPTIONS)
+    result = lp.load(model.c, a, lower, upper, 0.0, np.inf, time_limit=deadline.require(what))
+    x = require_optimal(result, what)
+    lp.set_options(WARM_OPTIONS)
+    rounds, rows, seconds, its = 1, len(k), point.seconds + result.seconds, result.iterations
+    while True:
+        p = model.matrix(x)
+        kk, ww = _violated(p, factor, pu, pv, in_model)
+        report(progress, rounds, None, f"{what}: simplex round {rounds}: {rows:,} privacy rows, objective "
+               f"{result.objective:.10g}, {len(kk):,} violated, {deadline.describe()}")
+        if len(kk) == 0:
+            return RawSolution(p, result, rounds, rows, seconds, its)
+        in_model[kk, ww] = True
+        lp.add_rows(_privacy_rows(pu[kk], pv[kk], ww, factor, model), -np.inf, 0.0)
+        result = _resolve(lp, deadline, what, result)
+        x = require_optimal(result, what)
+        rounds, rows, seconds, its = rounds + 1, rows + len(kk), seconds + result.seconds, its + result.iterations
