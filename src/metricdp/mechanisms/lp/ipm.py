@@ -85,14 +85,13 @@ REGULARISATION = 1e-13
 REFINE_STEPS = 3
 
 #: Gondzio centrality correctors per iteration at most (each one Newton solve with the
-#: factors at hand; kept only while it lengthens the step).
-CORRECTORS = 2
+#: factors at hand; kept only while it lengthens the step). Iterations to 1e-9 on the
+#: 6 x 6 grid at eps 0.3 with its Dirichlet(0.5) prior: 46 with none, 33 with 2, 29 with 4.
+CORRECTORS = 4
 
 #: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
 #: inverse factors, temporaries of the elementwise passes): the memory estimate.
 _LIVE_CUBES = 14
-import os
-_DEBUG = bool(os.environ.get('IPM_DEBUG'))
 
 
 def ipm_bytes(n: int, m: int) -> float:
@@ -327,17 +326,6 @@ def _start(lp: _LP, distances_to_anchor: NDArray[np.float64], level: float):  # 
     def vsum(vs):  # type: ignore[no-untyped-def]
         return sum(float(v.sum()) if mk is None else float((v * mk).sum()) for v, mk in zip(vs, masks))
 
-    if os.environ.get('IPM_START') == 'centred':
-        mu0 = float(np.median(x)) / n * float(os.environ.get('IPM_MU', '1'))
-        s = np.where(ones > 0, np.maximum(s, 1e-3 * x.T[:, None, :]), 1.0)
-        z = mu0 / s * ones
-        zx = mu0 / x
-        y = np.zeros(n)
-        if lp.worst:
-            t = t * 1.1 + 1e-3
-            sl = t - (lp.loss * x).sum(axis=1)
-            zl = mu0 / sl
-        return x, s, y, z, zx, t, sl, zl
     dp = max(-1.5 * vmin(prim), 0.0)
     dd = max(-1.5 * vmin(dual), 0.0)
     prim = [p + dp for p in prim]
@@ -485,8 +473,6 @@ def solve_ipm(
                 break
             cor, ap, ad = cand, ap2, ad2
         gamma = 0.9995 if gap < 1e-5 else 0.995
-        if _DEBUG:
-            print(f"it {it} mu {mu:.2e} sigma {sigma:.2e} ap {ap:.3f} ad {ad:.3f} gap {gap:.2e} pres {pres:.1e} dres {dres:.1e}")
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
         dx, ds, dy, dz, dzx, dt, dsl, dzl = cor
         x = x + ap * dx
