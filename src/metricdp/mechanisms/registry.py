@@ -299,7 +299,7 @@ FAMILIES: dict[str, Family] = {
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
              _TIME_LIMIT,
              Param("formulation", "choice", "fast", "constraint generation, the full LP, or interior point",
-                   choices=("fast", "full", "ipm"))),
+                   choices=("fast", "full", "ipm", "block-ipm"))),
             lp=True, outputs=True,
         ),
         Family(
