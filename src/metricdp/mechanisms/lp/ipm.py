@@ -84,6 +84,11 @@ REGULARISATION = 1e-13
 #: 1e-3 of the right-hand side's (relative).
 REFINE_STEPS = 3
 
+#: Floor of the denominator of the relative gap (scaled loss, max entry 1): relative
+#: above it, absolute below it. Optima far below the loss scale are common (large eps d:
+#: the optimum is about d / (1 + e^(eps d))), so 1 + |objective| was too loose there.
+GAP_FLOOR = 1e-4
+
 #: Gondzio centrality correctors per iteration at most (each one Newton solve with the
 #: factors at hand; kept only while it lengthens the step). Iterations to 1e-9 on the
 #: 6 x 6 grid at eps 0.3 with its Dirichlet(0.5) prior: 46 with none, 33 with 2, 29 with 4.
@@ -398,7 +403,7 @@ def solve_ipm(
         dobj = -float(y.sum())
         pres = max(float(np.abs(re).max()), float(np.abs(ri).max()), float(np.abs(ril).max()) if worst else 0.0)
         dres = max(float(np.abs(rd).max()), abs(rdt))
-        gap = max(abs(pobj - dobj), mu_sum) / (1.0 + abs(pobj))
+        gap = max(abs(pobj - dobj), mu_sum) / max(abs(pobj), abs(dobj), GAP_FLOOR)
         elapsed = time.perf_counter() - t0
         history.append((it, elapsed, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
         report(progress, it, max_iter,
