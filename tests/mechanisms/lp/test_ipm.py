@@ -97,10 +97,10 @@ def test_structured_products_are_adjoint_and_the_block_solve_is_exact():
         assert np.sum(lp.gx(x) * q) == pytest.approx(np.sum(x * lp.gtz(q)), rel=1e-12)
         dd = g.random((n, n, n)) * lp.mask
         dx = g.random((n, n)) + 0.1
-        dl = g.random(n) + 0.1 if prior is None else None
+        dl = g.random(n) + 0.1 if prior is None else np.zeros(0)
         fac = _Factor(lp, dd, dx, dl)
         f, e, g4, g5 = g.normal(size=(n, n)), g.normal(size=n), g.normal(size=n), 0.3
-        sx, sy, sq, st = fac.solve(f, e, g4 if prior is None else None, g5 if prior is None else 0.0)
+        sx, sy, sq, st = fac.solve(f, e, g4 if prior is None else np.zeros(0), g5 if prior is None else 0.0)
         # dense H from the operator, then the KKT system of the reduced equations
         h = np.stack([fac.hop(np.eye(n * n)[i].reshape(n, n)).ravel() for i in range(n * n)], axis=1)
         ee = np.kron(np.eye(n), np.ones(n))  # row sums of vec(M) (row-major)

@@ -76,6 +76,8 @@ from .deadline import Deadline
 
 __all__ = ["IPMResult", "ipm_bytes", "solve_ipm"]
 
+Array = NDArray[np.float64]
+
 #: Relative regularisation of each block H_w (times its largest diagonal entry); the
 #: refinement against the unregularised system removes its effect on the direction.
 REGULARISATION = 1e-13
@@ -181,9 +183,13 @@ class _LP:
 
 
 class _Factor:
-    """The factored normal equations of one iteration (block inverses + Schur complement)."""
+    """The factored normal equations of one iteration (block inverses + Schur complement).
 
-    def __init__(self, lp: _LP, d: NDArray[np.float64], dx: NDArray[np.float64], dl: NDArray[np.float64] | None):
+    ``d`` (m, n, n): z/s of the privacy rows; ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L
+    of the loss rows (worst case; empty otherwise).
+    """
+
+    def __init__(self, lp: _LP, d: Array, dx: Array, dl: Array) -> None:
         n, m = lp.n, lp.m
         self.lp, self.d, self.dx, self.dl = lp, d, dx, dl
         da = d * lp.a[None, :, :]
@@ -208,74 +214,75 @@ class _Factor:
         self.cinv = np.empty_like(r)
         for w in range(m):
             self.cinv[w] = _trtri(r[w], lower=1)[0]
-        if lp.worst:
-            stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2)  # (m, n, 2n)
-        else:
-            stack = self.cinv
+        stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2) if lp.worst else self.cinv
         flat = stack.reshape(m * n, -1)
-        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]
-        if dl is not None:
-            gram[n:, n:] += np.diag(1.0 / dl)
+        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]: E H^-1 E^T, E H^-1 L^T, ...
         k = gram.shape[0]
-        gram[np.arange(k), np.arange(k)] *= 1.0 + 1e-14
-        try:
-            self.schur = ("cho", _cho_factor(gram, lower=True))
-        except np.linalg.LinAlgError:
-            self.schur = ("lu", gram)
         if lp.worst:
-            unit = np.r_[np.zeros(n), np.ones(n)]
-            self.bt = self._schur_solve(unit)
+            gram[n:, n:] += np.diag(1.0 / dl)
+        gram[np.arange(k), np.arange(k)] *= 1.0 + 1e-14
+        self._cho: tuple[Array, bool] | None
+        try:
+            self._cho = _cho_factor(gram, lower=True)
+        except np.linalg.LinAlgError:
+            self._cho = None
+        self._gram = gram
+        # the Schur system's response to t: P b = (0, 1) (worst case)
+        self.bt = self._schur_solve(np.r_[np.zeros(n), np.ones(n)]) if lp.worst else np.zeros(0)
 
-    def _schur_solve(self, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
-        kind, f = self.schur
-        if kind == "cho":
-            return np.asarray(_cho_solve(f, rhs))
-        return np.asarray(np.linalg.lstsq(f, rhs, rcond=None)[0])
+    def _schur_solve(self, rhs: Array) -> Array:
+        if self._cho is not None:
+            return np.asarray(_cho_solve(self._cho, rhs))
+        return np.asarray(np.linalg.lstsq(self._gram, rhs, rcond=None)[0])
 
-    def hinv(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+    def hinv(self, f: Array) -> Array:
         """H^{-1} f block by block, f [u, w]."""
         cf = np.matmul(self.cinv, f.T[:, :, None])
-        return np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T
+        return np.asarray(np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T)
 
-    def hop(self, dx: NDArray[np.float64]) -> NDArray[np.float64]:
+    def hop(self, dx: Array) -> Array:
         """The unregularised H dx."""
         return self.lp.gtz(self.d * self.lp.gx(dx)) + self.dx * dx
 
-    def solve(
-        self, f: NDArray[np.float64], e: NDArray[np.float64], g4: NDArray[np.float64] | None, g5: float
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None, float]:
-        """(dx, dy, dq, dt) of the reduced system, refined (see the module docstring)."""
+    def solve(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
+        """(dx, dy, dq, dt) of the reduced system (module docstring), refined against the
+        unregularised operator:
+
+        H dx + E^T dy + L^T dq = f,  E dx = e,  L dx - dt - dq / D_L = g4,  1^T dq = g5
+
+        (expected objective: no dq, dt; ``g4`` empty).
+        """
         sol = self._solve_once(f, e, g4, g5)
         scale = max(float(np.abs(f).max()), float(np.abs(e).max()), 1e-300)
         for _ in range(REFINE_STEPS):
             r1, r2, r4, r5 = self._residual(sol, f, e, g4, g5)
-            worst = max(float(np.abs(r1).max()), float(np.abs(r2).max()),
-                        float(np.abs(r4).max()) if r4 is not None else 0.0, abs(r5))
+            worst = max(float(np.abs(r1).max()), float(np.abs(r2).max()), float(np.abs(r4).max(initial=0.0)), abs(r5))
             if worst <= 1e-12 * scale:
                 break
-            corr = self._solve_once(r1, r2, r4, r5)
-            sol = (sol[0] + corr[0], sol[1] + corr[1],
-                   None if sol[2] is None or corr[2] is None else sol[2] + corr[2], sol[3] + corr[3])
+            c = self._solve_once(r1, r2, r4, r5)
+            sol = (sol[0] + c[0], sol[1] + c[1], sol[2] + c[2], sol[3] + c[3])
         return sol
 
-    def _residual(self, sol, f, e, g4, g5):  # type: ignore[no-untyped-def]
+    def _residual(
+        self, sol: tuple[Array, Array, Array, float], f: Array, e: Array, g4: Array, g5: float
+    ) -> tuple[Array, Array, Array, float]:
         dx, dy, dq, dt = sol
         lp = self.lp
         r1 = f - self.hop(dx) - dy[:, None]
         r2 = e - dx.sum(axis=1)
-        if dq is None or g4 is None or self.dl is None:
-            return r1, r2, None, 0.0
+        if not lp.worst:
+            return r1, r2, g4, 0.0
         r1 -= dq[:, None] * lp.loss
         r4 = g4 - ((lp.loss * dx).sum(axis=1) - dt - dq / self.dl)
         return r1, r2, r4, g5 - float(dq.sum())
 
-    def _solve_once(self, f, e, g4, g5):  # type: ignore[no-untyped-def]
+    def _solve_once(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
         lp, n = self.lp, self.lp.n
         h = self.hinv(f)
         rhs_y = h.sum(axis=1) - e
         if not lp.worst:
             dy = self._schur_solve(rhs_y)
-            return self.hinv(f - dy[:, None]), dy, None, 0.0
+            return self.hinv(f - dy[:, None]), dy, np.zeros(0), 0.0
         rhs_q = (lp.loss * h).sum(axis=1) - g4
         a = self._schur_solve(np.r_[rhs_y, rhs_q])
         dt = (float(a[n:].sum()) - g5) / float(self.bt[n:].sum())
@@ -285,14 +292,109 @@ class _Factor:
         return dx, dy, dq, dt
 
 
-def _ratio(v: NDArray[np.float64], dv: NDArray[np.float64]) -> float:
+@dataclass
+class _Point:
+    """A primal-dual iterate (loss-row parts ``sl``, ``zl`` empty for the expected objective)."""
+
+    x: Array  # (n, m)
+    s: Array  # (m, n, n) privacy slacks, 1 on rows left out
+    y: Array  # (n,) row-sum duals
+    z: Array  # (m, n, n) privacy duals, 0 on rows left out
+    zx: Array  # (n, m) duals of x >= 0
+    t: float  # the worst-case bound (0 for the expected objective)
+    sl: Array  # (n,) loss-row slacks
+    zl: Array  # (n,) loss-row duals
+
+
+@dataclass
+class _Step:
+    """A direction: the changes of every field of :class:`_Point`."""
+
+    x: Array
+    s: Array
+    y: Array
+    z: Array
+    zx: Array
+    t: float
+    sl: Array
+    zl: Array
+
+    def __add__(self, o: _Step) -> _Step:
+        return _Step(self.x + o.x, self.s + o.s, self.y + o.y, self.z + o.z, self.zx + o.zx, self.t + o.t,
+                     self.sl + o.sl, self.zl + o.zl)
+
+
+@dataclass
+class _Residuals:
+    rd: Array  # dual: c + E^T y + G^T z + L^T z_L - z_x, (n, m)
+    re: Array  # row sums - 1, (n,)
+    ri: Array  # G x + s, (m, n, n)
+    ril: Array  # L x - t + s_L, (n,) or empty
+    rdt: float  # 1 - sum z_L
+
+
+def _residuals(lp: _LP, p: _Point) -> _Residuals:
+    rd = lp.c + p.y[:, None] + lp.gtz(p.z) - p.zx
+    if lp.worst:
+        rd += p.zl[:, None] * lp.loss
+        return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask,
+                          (lp.loss * p.x).sum(axis=1) - p.t + p.sl, 1.0 - float(p.zl.sum()))
+    return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask, np.zeros(0), 0.0)
+
+
+def _direction(
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, rc: Array, rcx: Array, rcl: Array, *, residuals: bool = True
+) -> _Step:
+    """The Newton step for the complementarity targets (rc, rcx, rcl), with the current
+    residuals (``residuals=False``: a centrality corrector, residuals left alone)."""
+    k = 1.0 if residuals else 0.0
+    ri = r.ri * k
+    f = -k * r.rd - lp.gtz((rc + p.z * ri) / p.s * lp.mask) + rcx / p.x
+    g4 = -(k * r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
+    dx, dy, dq, dt = fac.solve(f, -k * r.re, g4, k * r.rdt)
+    ds = (-ri - lp.gx(dx)) * lp.mask
+    dz = (rc - p.z * ds) / p.s * lp.mask
+    dzx = (rcx - p.zx * dx) / p.x
+    dsl = (-k * r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
+    return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq)
+
+
+def _ratio(v: Array, dv: Array) -> float:
     """Largest step in (0, 1] keeping v + step dv >= 0 (v > 0)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(dv < 0, v / -dv, np.inf)
-    return float(min(1.0, r.min()))
+    return float(min(1.0, r.min(initial=np.inf)))
 
 
-def _start(lp: _LP, distances_to_anchor: NDArray[np.float64], level: float):  # type: ignore[no-untyped-def]
+def _lengths(p: _Point, d: _Step) -> tuple[float, float]:
+    """Primal and dual step to the boundary (rows left out: s = 1, ds = dz = 0)."""
+    ap = min(_ratio(p.x, d.x), _ratio(p.s, d.s), _ratio(p.sl, d.sl))
+    ad = min(_ratio(p.zx, d.zx), _ratio(p.z, d.z), _ratio(p.zl, d.zl))
+    return ap, ad
+
+
+def _products(lp: _LP, p: _Point, d: _Step, ap: float, ad: float) -> tuple[Array, Array, Array]:
+    """Complementarity products at the trial point (p + ap d primal, ad d dual)."""
+    return (((p.s + ap * d.s) * (p.z + ad * d.z)) * lp.mask, (p.x + ap * d.x) * (p.zx + ad * d.zx),
+            (p.sl + ap * d.sl) * (p.zl + ad * d.zl))
+
+
+def _gondzio(
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, d: _Step, ap: float, ad: float, smu: float
+) -> tuple[_Step, float, float]:
+    """Gondzio's centrality corrector: aim at longer steps and pull the trial point's
+    outlying products back into [0.1, 10] sigma mu (large ones by at most 10 sigma mu)."""
+    tp, td = min(1.0, 1.5 * ap + 0.1), min(1.0, 1.5 * ad + 0.1)
+
+    def target(v: Array) -> Array:
+        return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
+
+    vs, vx, vl = _products(lp, p, d, tp, td)
+    cand = d + _direction(lp, p, r, fac, target(vs) * lp.mask, target(vx), target(vl), residuals=False)
+    return (cand, *_lengths(p, cand))
+
+
+def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
     r"""Mehrotra's starting-point heuristic on a strictly feasible primal.
 
     Primal: :math:`M[u,w] \propto e^{-\lambda d(u, a(w))/4}` (rows normalised), which
@@ -303,61 +405,46 @@ def _start(lp: _LP, distances_to_anchor: NDArray[np.float64], level: float):  # 
     :math:`\sum z_L = 1`), y the least-squares choice making :math:`z_x = c + y +
     z_L L` small. Then Mehrotra's shifts: every primal and every dual vector moved by
     :math:`\max(-1.5 \min, 0)`, then by half the complementarity over the other side's
-    sum, so no product starts near 0.
+    sum, so no product starts near 0 (rows left out take no part).
     """
     n, m = lp.n, lp.m
     x = np.exp(-0.25 * level * distances_to_anchor)
     x /= x.sum(axis=1, keepdims=True)
+    on = lp.mask > 0
     s = -lp.gx(x)
-    ones = lp.mask
-    zl = np.full(n, 1.0 / n) if lp.worst else None
-    base = lp.c + (zl[:, None] * lp.loss if zl is not None else 0.0)
+    zl = np.full(n, 1.0 / n) if lp.worst else np.zeros(0)
+    base = lp.c + (zl[:, None] * lp.loss if lp.worst else 0.0)
     y = -base.mean(axis=1)
     zx = base + y[:, None]
     z = np.zeros((m, n, n))
-    t = 0.0
-    sl = None
-    if lp.worst:
-        lossu = (lp.loss * x).sum(axis=1)
-        t = float(lossu.max())
-        sl = t - lossu
-    prim = [x, s] + ([sl] if sl is not None else [])
-    dual = [zx, z] + ([zl] if zl is not None else [])
-    masks = [None, ones] + ([None] if lp.worst else [])
-
-    def vmin(vs):  # type: ignore[no-untyped-def]
-        return min(float(v.min()) if mk is None else float(v[mk > 0].min(initial=np.inf)) for v, mk in zip(vs, masks))
-
-    def vsum(vs):  # type: ignore[no-untyped-def]
-        return sum(float(v.sum()) if mk is None else float((v * mk).sum()) for v, mk in zip(vs, masks))
-
-    dp = max(-1.5 * vmin(prim), 0.0)
-    dd = max(-1.5 * vmin(dual), 0.0)
-    prim = [p + dp for p in prim]
-    dual = [q + dd for q in dual]
-    pd = sum(float((p * q).sum()) if mk is None else float((p * q * mk).sum()) for p, q, mk in zip(prim, dual, masks))
-    sp_, sd_ = vsum(prim), vsum(dual)
-    dp2, dd2 = 0.5 * pd / max(sd_, 1e-300), 0.5 * pd / max(sp_, 1e-300)
-    prim = [p + dp2 for p in prim]
-    dual = [q + dd2 for q in dual]
-    x, s = prim[0], np.where(ones > 0, prim[1], 1.0)
-    zx, z = dual[0], dual[1] * ones
-    if lp.worst:
-        return x, s, y, z, zx, t, prim[2], dual[2]
-    return x, s, y, z, zx, t, None, None
+    lossu = (lp.loss * x).sum(axis=1)
+    t = float(lossu.max()) if lp.worst else 0.0
+    sl = t - lossu if lp.worst else np.zeros(0)
+    prim, dual = [x, s[on], sl], [zx, z[on], zl]
+    dp = max(-1.5 * min(float(v.min(initial=np.inf)) for v in prim), 0.0)
+    dd = max(-1.5 * min(float(v.min(initial=np.inf)) for v in dual), 0.0)
+    prim, dual = [v + dp for v in prim], [v + dd for v in dual]
+    pd = sum(float((a * b).sum()) for a, b in zip(prim, dual, strict=True))
+    sp_, sd_ = sum(float(v.sum()) for v in prim), sum(float(v.sum()) for v in dual)
+    prim = [v + 0.5 * pd / max(sd_, 1e-300) for v in prim]
+    dual = [v + 0.5 * pd / max(sp_, 1e-300) for v in dual]
+    s = np.ones((m, n, n))
+    s[on] = prim[1]
+    z[on] = dual[1]
+    return _Point(prim[0], s, y, z, dual[0], t, prim[2], dual[2])
 
 
 def solve_ipm(
-    distances: NDArray[np.float64],
+    distances: Array,
     level: float,
     allowed: NDArray[np.bool_],
-    loss: NDArray[np.float64],
-    prior: NDArray[np.float64] | None,
+    loss: Array,
+    prior: Array | None,
     *,
     anchor: NDArray[np.intp] | None = None,
     tol: float = 1e-9,
     max_iter: int = 200,
-    deadline: Deadline | None = None,
+    deadline: Deadline | float | None = None,
     progress: Progress | None = None,
     what: str = "optimal",
 ) -> IPMResult:
@@ -371,127 +458,60 @@ def solve_ipm(
     decides). ``progress(iteration, max_iter, message)`` after every iteration. The memory
     (:func:`ipm_bytes`) is checked first (:func:`~metricdp._resources.check_allocation`).
 
-    Raises SolverTimeLimitError when ``deadline`` passes, SolverNumericalError when a
-    step fails (a non-finite iterate).
+    Raises SolverTimeLimitError when ``deadline`` passes, SolverNumericalError when an
+    iterate is not finite or a block is not positive definite.
     """
     deadline = Deadline.of(deadline)
     n, m = loss.shape
     check_allocation(ipm_bytes(n, m), f"{what}: the interior-point method for n = {n}, m = {m}")
     t0 = time.perf_counter()
-    lp = _LP(np.asarray(distances, np.float64), level, allowed, np.asarray(loss, np.float64), prior)
-    dist_a = distances if anchor is None else distances[:, anchor]
-    x, s, y, z, zx, t, sl, zl = _start(lp, dist_a, level)
-    mask, worst, L = lp.mask, lp.worst, lp.loss
+    d = np.asarray(distances, np.float64)
+    lp = _LP(d, level, allowed, np.asarray(loss, np.float64), prior)
+    p = _start(lp, d if anchor is None else d[:, anchor], level)
     history: list[tuple[float, ...]] = []
-    sm_ = np.where(mask > 0, 1.0, 0.0)
     it = 0
-    pres = dres = gap = np.inf
-    pobj = dobj = np.nan
     while True:
-        rd = lp.c + y[:, None] + lp.gtz(z) - zx
-        if worst:
-            rd += zl[:, None] * L
-            rdt = 1.0 - float(zl.sum())
-            ril = (L * x).sum(axis=1) - t + sl
-        else:
-            rdt, ril = 0.0, None
-        re = x.sum(axis=1) - 1.0
-        ri = lp.gx(x) + s * mask
-        mu_sum = float((s * z).sum() + (x * zx).sum() + (float((sl * zl).sum()) if worst else 0.0))
+        r = _residuals(lp, p)
+        mu_sum = float((p.s * p.z).sum() + (p.x * p.zx).sum() + (p.sl * p.zl).sum())
         mu = mu_sum / lp.ncomp
-        pobj = t if worst else float((lp.c * x).sum())
-        dobj = -float(y.sum())
-        pres = max(float(np.abs(re).max()), float(np.abs(ri).max()), float(np.abs(ril).max()) if worst else 0.0)
-        dres = max(float(np.abs(rd).max()), abs(rdt))
+        pobj = p.t if lp.worst else float((lp.c * p.x).sum())
+        dobj = -float(p.y.sum())
+        pres = max(float(np.abs(r.re).max()), float(np.abs(r.ri).max()), float(np.abs(r.ril).max(initial=0.0)))
+        dres = max(float(np.abs(r.rd).max()), abs(r.rdt))
         gap = max(abs(pobj - dobj), mu_sum) / max(abs(pobj), abs(dobj), GAP_FLOOR)
-        elapsed = time.perf_counter() - t0
-        history.append((it, elapsed, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
+        history.append((it, time.perf_counter() - t0, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
         report(progress, it, max_iter,
                f"{what}: interior point iteration {it}: objective {pobj * lp.scale:.10g}, gap {gap:.1e}, "
                f"residuals {pres:.1e} / {dres:.1e}, {deadline.describe()}")
         if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(gap)):
-            raise SolverNumericalError(f"{what}: the interior point method produced a non-finite iterate",
+            raise SolverNumericalError(f"{what}: the interior-point method produced a non-finite iterate",
                                        status="numerical/other")
-        if (pres <= tol and dres <= tol and gap <= tol) or it >= max_iter:
+        converged = pres <= tol and dres <= tol and gap <= tol
+        if converged or it >= max_iter:
             break
         deadline.require(what)
         it += 1
-        d = z / s * mask
-        fac = _Factor(lp, d, zx / x, (zl / sl) if worst else None)
-
-        def direction(rc, rcx, rcl, res=True):  # type: ignore[no-untyped-def]
-            """The Newton step for complementarity targets (rc, rcx, rcl); ``res``: with
-            the residuals of the current point (False: a centrality corrector)."""
-            k = 1.0 if res else 0.0
-            rik = ri * k
-            f = -k * rd - lp.gtz((rc + z * rik) / s * mask) + rcx / x
-            g4 = None if not worst else -(k * ril + rcl / zl)
-            dx, dy, dq, dt = fac.solve(f, -k * re, g4, k * rdt)
-            ds = (-rik - lp.gx(dx)) * mask
-            dz = (rc - z * ds) / s * mask
-            dzx = (rcx - zx * dx) / x
-            if not worst:
-                return dx, ds, dy, dz, dzx, 0.0, None, None
-            dsl = -k * ril - (L * dx).sum(axis=1) + dt
-            return dx, ds, dy, dz, dzx, dt, dsl, dq
-
-        def steps(dd):  # type: ignore[no-untyped-def]
-            dx, ds, _dy, dz, dzx, _dt, dsl, dzl = dd
-            ap = min(_ratio(x, dx), _ratio(s, ds))
-            ad = min(_ratio(zx, dzx), _ratio(np.where(mask > 0, z, 1.0), dz))
-            if worst:
-                ap, ad = min(ap, _ratio(sl, dsl)), min(ad, _ratio(zl, dzl))
-            return ap, ad
-
-        def _gondzio(dd, ap, ad, smu):  # type: ignore[no-untyped-def]
-            """Gondzio's centrality corrector: aim at longer steps and pull the trial
-            point's outlying products back into [0.1, 10] sigma mu."""
-            dx, ds, dy, dz, dzx, dt, dsl, dzl = dd
-            tp, td = min(1.0, 1.5 * ap + 0.1), min(1.0, 1.5 * ad + 0.1)
-
-            def target(v):  # type: ignore[no-untyped-def]
-                return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
-
-            rc2 = target((s + tp * ds) * (z + td * dz)) * mask
-            rcx2 = target((x + tp * dx) * (zx + td * dzx))
-            rcl2 = target((sl + tp * dsl) * (zl + td * dzl)) if worst else None
-            c2 = direction(rc2, rcx2, rcl2, res=False)
-            cand = (dx + c2[0], ds + c2[1], dy + c2[2], dz + c2[3], dzx + c2[4], dt + c2[5],
-                    None if dsl is None else dsl + c2[6], None if dzl is None else dzl + c2[7])
-            return (cand, *steps(cand))
-
-        aff = direction(-s * z * mask, -x * zx, (-sl * zl) if worst else None)
-        ap, ad = steps(aff)
-        dx, ds, _, dz, dzx, _, dsl, dzl = aff
-        mu_aff = float(((s + ap * ds) * (z + ad * dz) * mask).sum() + ((x + ap * dx) * (zx + ad * dzx)).sum()
-                       + (float(((sl + ap * dsl) * (zl + ad * dzl)).sum()) if worst else 0.0)) / lp.ncomp
-        sigma = min(1.0, (mu_aff / mu) ** 3)
-        smu = sigma * mu
-        rc = (smu - s * z - ds * dz) * sm_
-        rcx = smu - x * zx - dx * dzx
-        rcl = (smu - sl * zl - dsl * dzl) if worst else None
-        cor = direction(rc, rcx, rcl)
-        ap, ad = steps(cor)
+        fac = _Factor(lp, p.z / p.s * lp.mask, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0))
+        # predictor (affine scaling), then Mehrotra's sigma and corrector
+        aff = _direction(lp, p, r, fac, -p.s * p.z * lp.mask, -p.x * p.zx, -p.sl * p.zl)
+        ap, ad = _lengths(p, aff)
+        mu_aff = sum(float(v.sum()) for v in _products(lp, p, aff, ap, ad)) / lp.ncomp
+        smu = min(1.0, (mu_aff / mu) ** 3) * mu
+        step = _direction(lp, p, r, fac, (smu - p.s * p.z - aff.s * aff.z) * lp.mask,
+                          smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
+        ap, ad = _lengths(p, step)
         for _ in range(CORRECTORS):
-            cand, ap2, ad2 = _gondzio(cor, ap, ad, smu)
+            cand, ap2, ad2 = _gondzio(lp, p, r, fac, step, ap, ad, smu)
             if min(ap2, ad2) < min(ap, ad) + 0.01:
                 break
-            cor, ap, ad = cand, ap2, ad2
+            step, ap, ad = cand, ap2, ad2
         gamma = 0.9995 if gap < 1e-5 else 0.995
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
-        dx, ds, dy, dz, dzx, dt, dsl, dzl = cor
-        x = x + ap * dx
-        s = np.where(mask > 0, s + ap * ds, 1.0)
-        y = y + ad * dy
-        z = (z + ad * dz) * mask
-        zx = zx + ad * dzx
-        if worst:
-            t = t + ap * dt
-            sl = sl + ap * dsl
-            zl = zl + ad * dzl
+        p = _Point(p.x + ap * step.x, np.where(lp.mask > 0, p.s + ap * step.s, 1.0), p.y + ad * step.y,
+                   (p.z + ad * step.z) * lp.mask, p.zx + ad * step.zx, p.t + ap * step.t,
+                   p.sl + ap * step.sl, p.zl + ad * step.zl)
     return IPMResult(
-        matrix=x, slack=s, dual=z, row_dual=y * lp.scale,
-        objective=pobj * lp.scale, dual_objective=dobj * lp.scale, gap=gap, primal_residual=pres,
-        dual_residual=dres, iterations=it, seconds=time.perf_counter() - t0,
-        converged=bool(pres <= tol and dres <= tol and gap <= tol), history=history,
+        matrix=p.x, slack=p.s, dual=p.z, row_dual=p.y * lp.scale, objective=pobj * lp.scale,
+        dual_objective=dobj * lp.scale, gap=gap, primal_residual=pres, dual_residual=dres, iterations=it,
+        seconds=time.perf_counter() - t0, converged=bool(converged), history=history,
     )

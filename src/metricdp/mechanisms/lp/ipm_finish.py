@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ..._progress import Progress, report
+from ._solve import LPModel, require_optimal
 from .core import (
     LP_OPTIONS,
     WARM_OPTIONS,
@@ -39,7 +40,6 @@ from .core import (
     _resolve,
     _violated,
 )
-from ._solve import LPModel, require_optimal
 from .deadline import Deadline
 from .ipm import IPMResult, solve_ipm
 
@@ -81,10 +81,10 @@ def seed_rows(point: IPMResult, pu: NDArray[np.intp], pv: NDArray[np.intp]) -> N
     top = min(SEED_TOP, n - 1)
     if top > 0:
         v = np.argpartition(-z, top - 1, axis=2)[:, :, :top]  # (w, u, top)
-        w, u, _ = np.indices(v.shape)
+        u = np.arange(n)[None, :, None]
         k = index[u, v]
         ok = (k >= 0) & (np.take_along_axis(z, v, axis=2) > 0)
-        seeds[w[ok], k[ok]] = True
+        seeds[np.nonzero(ok)[0], k[ok]] = True
     return np.ascontiguousarray(seeds.T)
 
 
