@@ -372,7 +372,7 @@ def _run_child(space: MetricSpace, family: str, options: dict[str, Any], formula
 def run_bench(
     sizes: Sequence[int] | Mapping[str, Sequence[int]],
     mechanisms: Sequence[str] = ("optimal", "constopt", "spanner"),
-    formulations: Sequence[str] = FORMULATIONS,
+    formulations: Sequence[str] = ("fast", "full"),
     *,
     neighbours: int = 10,
     epsilon: float = 1.0,
