@@ -52,7 +52,8 @@ system (iterative refinement with the same factors), which is what keeps the sol
 accurate when the diagonal spreads over 20 orders of magnitude near the optimum.
 
 **The method.** Infeasible primal-dual path following with Mehrotra's predictor-
-corrector, separate primal and dual step lengths, step factor 0.995 (0.9995 once the
+corrector and up to :data:`CORRECTORS` Gondzio centrality correctors (each reusing the
+iteration's factors), separate primal and dual step lengths, step factor 0.995 (0.9995 once the
 gap is small), a starting point by Mehrotra's heuristic on a strictly feasible
 kernel-shaped primal (:func:`_start`). It stops when the relative primal and dual
 residuals and the relative duality gap are all below ``tol``.
@@ -82,8 +83,8 @@ Array = NDArray[np.float64]
 #: refinement against the unregularised system removes its effect on the direction.
 REGULARISATION = 1e-13
 
-#: Refinement steps per Newton solve at most; stops earlier once the residual is below
-#: 1e-3 of the right-hand side's (relative).
+#: Refinement steps per Newton solve at most; stops earlier once the largest residual of
+#: the reduced system is below 1e-12 of the right-hand side's largest entry.
 REFINE_STEPS = 3
 
 #: Floor of the denominator of the relative gap (scaled loss, max entry 1): relative
@@ -117,6 +118,8 @@ class IPMResult:
     slack, dual : ndarray (m, n, n)
         Privacy-row slacks s and duals z, indexed [w, u, v] (scaled rows; 1 and 0 for the
         rows left out).
+    row_dual : ndarray (n,)
+        Duals y of the row sums (unscaled loss; the dual objective is -sum y).
     objective, dual_objective : float
         Primal and dual objective (unscaled loss).
     gap, primal_residual, dual_residual : float

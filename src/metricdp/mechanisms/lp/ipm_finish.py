@@ -14,13 +14,28 @@ bind: at an optimal interior point with complementarity :math:`\mu`, a binding r
 slack :math:`s \approx \mu / z`, far below the slack of a non-binding one. The rows with
 *relative* slack :math:`s_{uvw} / M[v,w] \le` :data:`SEED_SLACK` (scaled rows: the
 relative slack is :math:`1 - e^{-\lambda d(u,v)} M[u,w]/M[v,w]`, the distance of the
-pair's ratio from its bound) seed the substituted LP of ``core._solve_fast`` (its
+pair's ratio from its bound), and for each input u and output w the :data:`SEED_TOP`
+rows (u, v, w) of largest dual, seed the substituted LP of ``core._solve_fast`` (its
 variables, its capped factors, the rows (a(w), v, w) as bounds). That LP is solved by the
 dual simplex; then, as in constraint generation, every row still violated by more than
-:data:`~.core.VIOLATION_TOL` is added and the LP re-solved warm, until none is. The
-result is optimal for the full LP by the constraint-generation argument
+:data:`~.core.VIOLATION_TOL` is added and the LP re-solved warm, until none is.
+
+Why the rows of largest dual: an output that the optimum leaves (almost) empty is kept
+empty by the duals of its privacy rows. The interior point converges to the centre of the
+dual optimal face, which spreads that certificate over every row of the column, so no row
+of such a column looks near-active by its slack, and the generation then adds them
+thousands at a time (79 rounds on the 8 x 8 grid). A basic certificate needs few rows per
+(input, output); the largest duals are where the central one puts its weight.
+
+The result is optimal for the full LP by the constraint-generation argument
 (``core._solve_fast``): the seeds change only where the generation starts, never where
 it stops, so a poor seed costs rounds, never correctness.
+
+**The exponent cap.** The interior point solves the uncapped, scaled LP; the simplex
+finish solves the same LP as ``fast``, whose factors are capped at
+:data:`~._solve.LOG_CAP` (``core.solve_raw``). So the returned vertex is ``fast``'s optimum,
+the capped one where :math:`\lambda d > 20` for some pair; solving that regime in scaled
+form to the end needs the simplex to take scaled rows too (left for issue 37).
 """
 
 from __future__ import annotations
