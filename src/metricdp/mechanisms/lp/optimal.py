@@ -116,7 +116,7 @@ def optimal(
         objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
         was measured to win, and ``fast`` otherwise.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
-        (default) substitutes the rows (w, u, w) into bounds and adds the others by
+        substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``). Measured on GloVe
         vocabularies at eps = 1 (2 cores): n = 30: 0.02 s against 1.3 s for ``full``;
         n = 50: 0.05 s against 13 s; n = 100: 0.9 s; n = 200: 200 s. Smaller eps needs
