@@ -385,8 +385,8 @@ FAMILIES: dict[str, Family] = {
              Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
              _TIME_LIMIT,
-             Param("formulation", "choice", "fast", "constraint generation, the full LP, or interior point",
-                   choices=("fast", "full", "ipm"))),
+             Param("formulation", "choice", "auto", "constraint generation, the full LP, or interior point",
+                   choices=("auto", "fast", "full", "ipm", "block-ipm"))),
             lp=True, outputs=True,
         ),
         Family(

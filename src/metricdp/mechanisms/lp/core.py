@@ -543,6 +543,11 @@ def solve_raw(
         kernel = kernel[:, anchor]  # K[u, w] = e^{-lam d(u, a(w))}
     if formulation == "ipm":
         return _solve_ipm(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what)
+    if formulation == "block-ipm":
+        from .ipm_finish import solve_block_ipm  # it imports this module
+
+        return solve_block_ipm(_base_model(loss, prior, kernel, anchor), factor, allowed, space.distances, lam,
+                               loss, prior, deadline, what, progress)
     extra = None
     if tiebreak > 0 and prior is None:
         n = loss.shape[0]

@@ -28,6 +28,15 @@ from .deadline import Deadline
 
 __all__ = ["optimal"]
 
+#: ``formulation="auto"`` takes ``block-ipm`` for the expected objective on a square space
+#: of at least this many points, ``fast`` otherwise. Measured whole builds (2 shared cores,
+#: load 10-17), Dirichlet(0.5) priors: 5 x 5 grid, eps 0.3: fast 1.5 s, block-ipm 2.1 s;
+#: 6 x 6: 26 s against 6-9 s; 8 x 8: a time-out at 120 s against 47 s; 10 x 10: fast times
+#: out at every eps (issue 27), block-ipm finishes (benchmarks/RESULTS.md, issue 37);
+#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s. The worst case stays
+#: on ``fast``: GloVe n = 100 at eps 1: 3.0 s against 161 s; eps 0.5: 41 s against 206 s.
+AUTO_BLOCK_IPM_MIN_N = 36
+
 
 def _check_loss_matrix(
     loss_matrix: ArrayLike | None, space: MetricSpace, outputs: OutputSet | None = None
@@ -57,7 +66,7 @@ def optimal(
     prior: ArrayLike | None = None,
     loss_matrix: ArrayLike | None = None,
     time_limit: float | None = None,
-    formulation: str = "fast",
+    formulation: str = "auto",
     progress: Progress | None = None,
     outputs: OutputSet | None = None,
 ) -> Mechanism:
@@ -99,9 +108,14 @@ def optimal(
         Seconds for the whole build (:class:`~.deadline.Deadline`: every LP solve,
         re-solves after a failed repair included, gets the time left); on expiry a
         :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``).
-    formulation : {"fast", "full", "ipm"}
+    formulation : {"auto", "fast", "full", "ipm", "block-ipm"}
+        ``block-ipm``: the structured interior-point method of :mod:`.ipm`, then the
+        simplex seeded with the rows it finds binding, to the same exact vertex as
+        ``fast`` (:mod:`.ipm_finish`); ``auto`` (default) takes it for the expected
+        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
+        was measured to win, and ``fast`` otherwise.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
-        (default) substitutes the rows (w, u, w) into bounds and adds the others by
+        substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``). Measured on GloVe
         vocabularies at eps = 1 (2 cores): n = 30: 0.02 s against 1.3 s for ``full``;
         n = 50: 0.05 s against 13 s; n = 100: 0.9 s; n = 200: 200 s. Smaller eps needs
@@ -212,7 +226,11 @@ def optimal(
     #   (the worst case on Paris cells with a coarse lat/lon grid at eps >= 2 per km, where
     #   one far input sets the optimum and the LP is very degenerate); the full LP has the
     #   same optimum (proof: core._solve_fast) and solved every such case.
+    if formulation == "auto":
+        formulation = "block-ipm" if pi is not None and outputs is None and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
+    if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
+        attempts.append(("fast", TIEBREAK if pi is None else 0.0))
     if attempts[0][1] > 0:
         attempts.append((formulation, 0.0))
     if outputs is not None and formulation != "full":

@@ -1,0 +1,520 @@
+r"""A structured primal-dual interior-point method for the OPTMech LP (issue 37).
+
+One concept: Mehrotra's predictor-corrector method on the mechanism LP written so that
+its normal equations split into one dense block per output. The result is an *interior*
+point, never a mechanism: :mod:`.ipm_finish` turns it into an exact vertex.
+
+**The LP** (Bordenabe et al., CCS 2014, Sec. 4; Imola et al., UAI 2022, LP (1)), M of
+shape (n, m) for n inputs and m outputs (m = n, the square case, or a separate output
+set), at level :math:`\lambda`:
+
+.. math::
+
+    \min\ c^\top M \ \text{(expected)}\quad\text{or}\quad \min t,\ \ \textstyle\sum_w
+    L[u,w] M[u,w] \le t \ \text{(worst)},\qquad \sum_w M[u,w] = 1,\ M \ge 0,
+
+    a_{uv} M[u,w] - M[v,w] \le 0 \quad\text{for every allowed ordered pair } (u, v)
+    \text{ and every output } w,\qquad a_{uv} = e^{-\lambda d(u,v)} .
+
+**Scaling (no exponent cap).** Each privacy row :math:`M[u,w] \le e^{\lambda d}
+M[v,w]` is divided by its factor, so its coefficients are :math:`a_{uv} \in (0, 1]` and
+1: every row has norm between 1 and :math:`\sqrt 2`, whatever :math:`\lambda d`. Where
+:math:`\lambda d > 745` the float :math:`a_{uv}` underflows to 0 and the row reads
+:math:`-M[v,w] \le 0`, which the bound :math:`M \ge 0` already states: such rows are left
+out. This relaxes the true row by at most :math:`e^{-745} M[u,w]` in probability, far
+below every tolerance downstream, and the exact finish (:mod:`.ipm_finish`), the repair
+and the audit check the true rows anyway. Coefficients between :math:`10^{-308}` and 1
+are kept as they are (gradual underflow): their products with the iterates are at worst
+denormal, never inf or NaN. The loss is scaled by its largest entry so the objective is
+O(1).
+
+**The structure.** Write :math:`G` for the privacy rows, with slacks :math:`s \ge 0`
+(:math:`Gx + s = 0`) and duals :math:`z \ge 0`, and :math:`x = \mathrm{vec}\,M \ge 0`
+with duals :math:`z_x`. Eliminating :math:`\Delta s, \Delta z, \Delta z_x` from the
+Newton system leaves
+
+.. math::
+
+    H \Delta x + E^\top \Delta y + L_r^\top \Delta q = f,\quad
+    H = G^\top (Z S^{-1}) G + Z_x X^{-1},
+
+with E the n row sums and :math:`L_r` the n loss rows (worst case; :math:`\Delta q`
+their dual step). Row (u, v, w) of G touches only column w of M, so H is block diagonal:
+m dense n x n blocks :math:`H_w`. Each is factored (batched Cholesky, a tiny diagonal
+regularisation) and inverted through its triangular factor :math:`C_w = R_w^{-1}`
+(:math:`H_w^{-1} = C_w^\top C_w`); the coupling rows then give a Schur complement of size
+n (expected: :math:`\sum_w H_w^{-1}`) or 2n + 1 (worst: the row sums, the loss rows and
+t), formed as one Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
+loss-weighted copies): positive semidefinite by construction. Per iteration
+:math:`O(m n^3)` flops and :math:`O(m n^2)` memory, with every privacy row present from
+the start (no row generation). Each direction is refined against the unregularised
+system (iterative refinement with the same factors), which is what keeps the solve
+accurate when the diagonal spreads over 20 orders of magnitude near the optimum.
+
+**The method.** Infeasible primal-dual path following with Mehrotra's predictor-
+corrector and up to :data:`CORRECTORS` Gondzio centrality correctors (each reusing the
+iteration's factors), separate primal and dual step lengths, step factor 0.995 (0.9995 once the
+gap is small), a starting point by Mehrotra's heuristic on a strictly feasible
+kernel-shaped primal (:func:`_start`). It stops when the relative primal and dual
+residuals and the relative duality gap are all below ``tol``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import cho_factor as _cho_factor
+from scipy.linalg import cho_solve as _cho_solve
+from scipy.linalg.lapack import dtrtri as _trtri
+
+from ..._progress import Progress, report
+from ..._resources import check_allocation
+from ...errors import SolverNumericalError
+from .deadline import Deadline
+
+__all__ = ["IPMResult", "ipm_bytes", "solve_ipm"]
+
+Array = NDArray[np.float64]
+
+#: Relative regularisation of each block H_w (times its largest diagonal entry); the
+#: refinement against the unregularised system removes its effect on the direction.
+REGULARISATION = 1e-13
+
+#: Refinement steps per Newton solve at most; stops earlier once the largest residual of
+#: the reduced system is below 1e-12 of the right-hand side's largest entry.
+REFINE_STEPS = 3
+
+#: Floor of the denominator of the relative gap (scaled loss, max entry 1): relative
+#: above it, absolute below it. Optima far below the loss scale are common (large eps d:
+#: the optimum is about d / (1 + e^(eps d))), so 1 + |objective| was too loose there.
+GAP_FLOOR = 1e-4
+
+#: Gondzio centrality correctors per iteration at most (each one Newton solve with the
+#: factors at hand; kept only while it lengthens the step). Iterations to 1e-9 on the
+#: 6 x 6 grid at eps 0.3 with its Dirichlet(0.5) prior: 46 with none, 33 with 2, 29 with 4.
+CORRECTORS = 4
+
+#: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
+#: inverse factors, temporaries of the elementwise passes): the memory estimate.
+_LIVE_CUBES = 14
+
+
+def ipm_bytes(n: int, m: int) -> float:
+    """Bytes the interior-point method needs for n inputs and m outputs (estimate)."""
+    return 8.0 * _LIVE_CUBES * m * n * n + 8.0 * 64 * n * max(n, m)
+
+
+@dataclass
+class IPMResult:
+    """An interior point of the mechanism LP (:func:`solve_ipm`), in the LP's own units.
+
+    Attributes
+    ----------
+    matrix : ndarray (n, m)
+        The primal iterate M (row sums 1 and privacy rows met to the residual reached).
+    slack, dual : ndarray (m, n, n)
+        Privacy-row slacks s and duals z, indexed [w, u, v] (scaled rows; 1 and 0 for the
+        rows left out).
+    row_dual : ndarray (n,)
+        Duals y of the row sums (unscaled loss; the dual objective is -sum y).
+    objective, dual_objective : float
+        Primal and dual objective (unscaled loss).
+    gap, primal_residual, dual_residual : float
+        Relative duality gap and relative residuals at the last iterate.
+    iterations : int
+    seconds : float
+    converged : bool
+        All three measures below ``tol``.
+    history : list of tuples
+        (iteration, seconds, primal objective, dual objective, gap, primal res, dual res).
+    """
+
+    matrix: NDArray[np.float64]
+    slack: NDArray[np.float64]
+    dual: NDArray[np.float64]
+    row_dual: NDArray[np.float64]
+    objective: float
+    dual_objective: float
+    gap: float
+    primal_residual: float
+    dual_residual: float
+    iterations: int
+    seconds: float
+    converged: bool
+    history: list[tuple[float, ...]] = field(default_factory=list)
+
+
+class _LP:
+    """The scaled LP and its structured products (see the module docstring)."""
+
+    def __init__(
+        self,
+        distances: NDArray[np.float64],
+        level: float,
+        allowed: NDArray[np.bool_],
+        loss: NDArray[np.float64],
+        prior: NDArray[np.float64] | None,
+    ) -> None:
+        self.n, self.m = loss.shape
+        with np.errstate(under="ignore"):
+            a = np.exp(-level * distances)
+        keep = allowed & (a > 0)
+        np.fill_diagonal(keep, False)
+        self.a = np.where(keep, a, 0.0)
+        self.mask = np.broadcast_to(keep.astype(np.float64), (self.m, self.n, self.n))
+        self.rows = int(keep.sum()) * self.m
+        self.scale = float(loss.max()) if loss.max() > 0 else 1.0
+        self.loss = loss / self.scale
+        self.worst = prior is None
+        self.c = np.zeros_like(self.loss) if prior is None else prior[:, None] * self.loss
+        self.ncomp = self.rows + self.n * self.m + (self.n if self.worst else 0)
+
+    def gx(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """G x as [w, u, v]: a[u,v] x[u,w] - x[v,w] (0 on rows left out)."""
+        xt = x.T
+        out = self.a[None, :, :] * xt[:, :, None]
+        out -= xt[:, None, :]
+        out *= self.mask
+        return out
+
+    def gtz(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
+        """G^T q as [u, w] for q [w, u, v] (zero on rows left out)."""
+        return np.einsum("wuv,uv->uw", q, self.a) - q.sum(axis=1).T
+
+
+class _Factor:
+    """The factored normal equations of one iteration (block inverses + Schur complement).
+
+    ``d`` (m, n, n): z/s of the privacy rows; ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L
+    of the loss rows (worst case; empty otherwise).
+    """
+
+    def __init__(self, lp: _LP, d: Array, dx: Array, dl: Array) -> None:
+        n, m = lp.n, lp.m
+        self.lp, self.d, self.dx, self.dl = lp, d, dx, dl
+        da = d * lp.a[None, :, :]
+        h = -(da + da.transpose(0, 2, 1))
+        diag = (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T  # [w, u]
+        idx = np.arange(n)
+        h[:, idx, idx] += diag + REGULARISATION * diag.max(axis=1, keepdims=True)
+        try:
+            r = np.linalg.cholesky(h)
+        except np.linalg.LinAlgError:
+            h[:, idx, idx] += 1e-8 * diag.max(axis=1, keepdims=True)
+            try:
+                r = np.linalg.cholesky(h)
+            except np.linalg.LinAlgError as exc:
+                raise SolverNumericalError(
+                    "interior point: a block of the normal equations is not positive definite",
+                    status="numerical/other",
+                ) from exc
+        # C_w = R_w^{-1}, lower triangular, so H_w^{-1} = C_w^T C_w. One LAPACK call per
+        # block: numpy's batched inverse (an LU per block) ran 20-40x slower under load,
+        # OpenBLAS threading each 100 x 100 factorisation.
+        self.cinv = np.empty_like(r)
+        for w in range(m):
+            self.cinv[w] = _trtri(r[w], lower=1)[0]
+        stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2) if lp.worst else self.cinv
+        flat = stack.reshape(m * n, -1)
+        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]: E H^-1 E^T, E H^-1 L^T, ...
+        k = gram.shape[0]
+        if lp.worst:
+            gram[n:, n:] += np.diag(1.0 / dl)
+        gram[np.arange(k), np.arange(k)] *= 1.0 + 1e-14
+        self._cho: tuple[Array, bool] | None
+        try:
+            self._cho = _cho_factor(gram, lower=True)
+        except np.linalg.LinAlgError:
+            self._cho = None
+        self._gram = gram
+        # the Schur system's response to t: P b = (0, 1) (worst case)
+        self.bt = self._schur_solve(np.r_[np.zeros(n), np.ones(n)]) if lp.worst else np.zeros(0)
+
+    def _schur_solve(self, rhs: Array) -> Array:
+        if self._cho is not None:
+            return np.asarray(_cho_solve(self._cho, rhs))
+        return np.asarray(np.linalg.lstsq(self._gram, rhs, rcond=None)[0])
+
+    def hinv(self, f: Array) -> Array:
+        """H^{-1} f block by block, f [u, w]."""
+        cf = np.matmul(self.cinv, f.T[:, :, None])
+        return np.asarray(np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T)
+
+    def hop(self, dx: Array) -> Array:
+        """The unregularised H dx."""
+        return self.lp.gtz(self.d * self.lp.gx(dx)) + self.dx * dx
+
+    def solve(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
+        """(dx, dy, dq, dt) of the reduced system (module docstring), refined against the
+        unregularised operator:
+
+        H dx + E^T dy + L^T dq = f,  E dx = e,  L dx - dt - dq / D_L = g4,  1^T dq = g5
+
+        (expected objective: no dq, dt; ``g4`` empty).
+        """
+        sol = self._solve_once(f, e, g4, g5)
+        scale = max(float(np.abs(f).max()), float(np.abs(e).max()), 1e-300)
+        for _ in range(REFINE_STEPS):
+            r1, r2, r4, r5 = self._residual(sol, f, e, g4, g5)
+            worst = max(float(np.abs(r1).max()), float(np.abs(r2).max()), float(np.abs(r4).max(initial=0.0)), abs(r5))
+            if worst <= 1e-12 * scale:
+                break
+            c = self._solve_once(r1, r2, r4, r5)
+            sol = (sol[0] + c[0], sol[1] + c[1], sol[2] + c[2], sol[3] + c[3])
+        return sol
+
+    def _residual(
+        self, sol: tuple[Array, Array, Array, float], f: Array, e: Array, g4: Array, g5: float
+    ) -> tuple[Array, Array, Array, float]:
+        dx, dy, dq, dt = sol
+        lp = self.lp
+        r1 = f - self.hop(dx) - dy[:, None]
+        r2 = e - dx.sum(axis=1)
+        if not lp.worst:
+            return r1, r2, g4, 0.0
+        r1 -= dq[:, None] * lp.loss
+        r4 = g4 - ((lp.loss * dx).sum(axis=1) - dt - dq / self.dl)
+        return r1, r2, r4, g5 - float(dq.sum())
+
+    def _solve_once(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
+        lp, n = self.lp, self.lp.n
+        h = self.hinv(f)
+        rhs_y = h.sum(axis=1) - e
+        if not lp.worst:
+            dy = self._schur_solve(rhs_y)
+            return self.hinv(f - dy[:, None]), dy, np.zeros(0), 0.0
+        rhs_q = (lp.loss * h).sum(axis=1) - g4
+        a = self._schur_solve(np.r_[rhs_y, rhs_q])
+        dt = (float(a[n:].sum()) - g5) / float(self.bt[n:].sum())
+        sol = a - self.bt * dt
+        dy, dq = sol[:n], sol[n:]
+        dx = self.hinv(f - dy[:, None] - dq[:, None] * lp.loss)
+        return dx, dy, dq, dt
+
+
+@dataclass
+class _Point:
+    """A primal-dual iterate (loss-row parts ``sl``, ``zl`` empty for the expected objective)."""
+
+    x: Array  # (n, m)
+    s: Array  # (m, n, n) privacy slacks, 1 on rows left out
+    y: Array  # (n,) row-sum duals
+    z: Array  # (m, n, n) privacy duals, 0 on rows left out
+    zx: Array  # (n, m) duals of x >= 0
+    t: float  # the worst-case bound (0 for the expected objective)
+    sl: Array  # (n,) loss-row slacks
+    zl: Array  # (n,) loss-row duals
+
+
+@dataclass
+class _Step:
+    """A direction: the changes of every field of :class:`_Point`."""
+
+    x: Array
+    s: Array
+    y: Array
+    z: Array
+    zx: Array
+    t: float
+    sl: Array
+    zl: Array
+
+    def __add__(self, o: _Step) -> _Step:
+        return _Step(self.x + o.x, self.s + o.s, self.y + o.y, self.z + o.z, self.zx + o.zx, self.t + o.t,
+                     self.sl + o.sl, self.zl + o.zl)
+
+
+@dataclass
+class _Residuals:
+    rd: Array  # dual: c + E^T y + G^T z + L^T z_L - z_x, (n, m)
+    re: Array  # row sums - 1, (n,)
+    ri: Array  # G x + s, (m, n, n)
+    ril: Array  # L x - t + s_L, (n,) or empty
+    rdt: float  # 1 - sum z_L
+
+
+def _residuals(lp: _LP, p: _Point) -> _Residuals:
+    rd = lp.c + p.y[:, None] + lp.gtz(p.z) - p.zx
+    if lp.worst:
+        rd += p.zl[:, None] * lp.loss
+        return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask,
+                          (lp.loss * p.x).sum(axis=1) - p.t + p.sl, 1.0 - float(p.zl.sum()))
+    return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask, np.zeros(0), 0.0)
+
+
+def _direction(
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, rc: Array, rcx: Array, rcl: Array, *, residuals: bool = True
+) -> _Step:
+    """The Newton step for the complementarity targets (rc, rcx, rcl), with the current
+    residuals (``residuals=False``: a centrality corrector, residuals left alone)."""
+    k = 1.0 if residuals else 0.0
+    ri = r.ri * k
+    f = -k * r.rd - lp.gtz((rc + p.z * ri) / p.s * lp.mask) + rcx / p.x
+    g4 = -(k * r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
+    dx, dy, dq, dt = fac.solve(f, -k * r.re, g4, k * r.rdt)
+    ds = (-ri - lp.gx(dx)) * lp.mask
+    dz = (rc - p.z * ds) / p.s * lp.mask
+    dzx = (rcx - p.zx * dx) / p.x
+    dsl = (-k * r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
+    return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq)
+
+
+def _ratio(v: Array, dv: Array) -> float:
+    """Largest step in (0, 1] keeping v + step dv >= 0 (v > 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(dv < 0, v / -dv, np.inf)
+    return float(min(1.0, r.min(initial=np.inf)))
+
+
+def _lengths(p: _Point, d: _Step) -> tuple[float, float]:
+    """Primal and dual step to the boundary (rows left out: s = 1, ds = dz = 0)."""
+    ap = min(_ratio(p.x, d.x), _ratio(p.s, d.s), _ratio(p.sl, d.sl))
+    ad = min(_ratio(p.zx, d.zx), _ratio(p.z, d.z), _ratio(p.zl, d.zl))
+    return ap, ad
+
+
+def _products(lp: _LP, p: _Point, d: _Step, ap: float, ad: float) -> tuple[Array, Array, Array]:
+    """Complementarity products at the trial point (p + ap d primal, ad d dual)."""
+    return (((p.s + ap * d.s) * (p.z + ad * d.z)) * lp.mask, (p.x + ap * d.x) * (p.zx + ad * d.zx),
+            (p.sl + ap * d.sl) * (p.zl + ad * d.zl))
+
+
+def _gondzio(
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, d: _Step, ap: float, ad: float, smu: float
+) -> tuple[_Step, float, float]:
+    """Gondzio's centrality corrector: aim at longer steps and pull the trial point's
+    outlying products back into [0.1, 10] sigma mu (large ones by at most 10 sigma mu)."""
+    tp, td = min(1.0, 1.5 * ap + 0.1), min(1.0, 1.5 * ad + 0.1)
+
+    def target(v: Array) -> Array:
+        return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
+
+    vs, vx, vl = _products(lp, p, d, tp, td)
+    cand = d + _direction(lp, p, r, fac, target(vs) * lp.mask, target(vx), target(vl), residuals=False)
+    return (cand, *_lengths(p, cand))
+
+
+def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
+    r"""Mehrotra's starting-point heuristic on a strictly feasible primal.
+
+    Primal: :math:`M[u,w] \propto e^{-\lambda d(u, a(w))/4}` (rows normalised), which
+    meets every privacy row with slack: the ratio :math:`M[u,w]/M[v,w]` is at most
+    :math:`e^{\lambda d(u,v)/4}` times the ratio of row normalisers, itself at most
+    :math:`e^{\lambda d(u,v)/4}` (triangle inequality), so at most
+    :math:`e^{\lambda d(u,v)/2}`. Duals: :math:`z = 0`, :math:`z_L = 1/n` (so
+    :math:`\sum z_L = 1`), y the least-squares choice making :math:`z_x = c + y +
+    z_L L` small. Then Mehrotra's shifts: every primal and every dual vector moved by
+    :math:`\max(-1.5 \min, 0)`, then by half the complementarity over the other side's
+    sum, so no product starts near 0 (rows left out take no part).
+    """
+    n, m = lp.n, lp.m
+    x = np.exp(-0.25 * level * distances_to_anchor)
+    x /= x.sum(axis=1, keepdims=True)
+    on = lp.mask > 0
+    s = -lp.gx(x)
+    zl = np.full(n, 1.0 / n) if lp.worst else np.zeros(0)
+    base = lp.c + (zl[:, None] * lp.loss if lp.worst else 0.0)
+    y = -base.mean(axis=1)
+    zx = base + y[:, None]
+    z = np.zeros((m, n, n))
+    lossu = (lp.loss * x).sum(axis=1)
+    t = float(lossu.max()) if lp.worst else 0.0
+    sl = t - lossu if lp.worst else np.zeros(0)
+    prim, dual = [x, s[on], sl], [zx, z[on], zl]
+    dp = max(-1.5 * min(float(v.min(initial=np.inf)) for v in prim), 0.0)
+    dd = max(-1.5 * min(float(v.min(initial=np.inf)) for v in dual), 0.0)
+    prim, dual = [v + dp for v in prim], [v + dd for v in dual]
+    pd = sum(float((a * b).sum()) for a, b in zip(prim, dual, strict=True))
+    sp_, sd_ = sum(float(v.sum()) for v in prim), sum(float(v.sum()) for v in dual)
+    prim = [v + 0.5 * pd / max(sd_, 1e-300) for v in prim]
+    dual = [v + 0.5 * pd / max(sp_, 1e-300) for v in dual]
+    s = np.ones((m, n, n))
+    s[on] = prim[1]
+    z[on] = dual[1]
+    return _Point(prim[0], s, y, z, dual[0], t, prim[2], dual[2])
+
+
+def solve_ipm(
+    distances: Array,
+    level: float,
+    allowed: NDArray[np.bool_],
+    loss: Array,
+    prior: Array | None,
+    *,
+    anchor: NDArray[np.intp] | None = None,
+    tol: float = 1e-9,
+    max_iter: int = 200,
+    deadline: Deadline | float | None = None,
+    progress: Progress | None = None,
+    what: str = "optimal",
+) -> IPMResult:
+    r"""Solve the scaled mechanism LP by the structured interior-point method.
+
+    ``distances`` (n, n) between inputs; ``level`` :math:`\lambda` of the privacy rows;
+    ``allowed`` (n, n) the ordered pairs whose rows are imposed; ``loss`` (n, m); ``prior``
+    (n,) for the expected objective, None for the worst case; ``anchor`` a(w) per output
+    (None: square), used only by the starting point. Stops at relative gap and residuals
+    below ``tol`` or after ``max_iter`` iterations (then ``converged`` is False: the caller
+    decides). ``progress(iteration, max_iter, message)`` after every iteration. The memory
+    (:func:`ipm_bytes`) is checked first (:func:`~metricdp._resources.check_allocation`).
+
+    Raises SolverTimeLimitError when ``deadline`` passes, SolverNumericalError when an
+    iterate is not finite or a block is not positive definite.
+    """
+    deadline = Deadline.of(deadline)
+    n, m = loss.shape
+    check_allocation(ipm_bytes(n, m), f"{what}: the interior-point method for n = {n}, m = {m}")
+    t0 = time.perf_counter()
+    d = np.asarray(distances, np.float64)
+    lp = _LP(d, level, allowed, np.asarray(loss, np.float64), prior)
+    p = _start(lp, d if anchor is None else d[:, anchor], level)
+    history: list[tuple[float, ...]] = []
+    it = 0
+    while True:
+        r = _residuals(lp, p)
+        mu_sum = float((p.s * p.z).sum() + (p.x * p.zx).sum() + (p.sl * p.zl).sum())
+        mu = mu_sum / lp.ncomp
+        pobj = p.t if lp.worst else float((lp.c * p.x).sum())
+        dobj = -float(p.y.sum())
+        pres = max(float(np.abs(r.re).max()), float(np.abs(r.ri).max()), float(np.abs(r.ril).max(initial=0.0)))
+        dres = max(float(np.abs(r.rd).max()), abs(r.rdt))
+        gap = max(abs(pobj - dobj), mu_sum) / max(abs(pobj), abs(dobj), GAP_FLOOR)
+        history.append((it, time.perf_counter() - t0, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
+        report(progress, it, max_iter,
+               f"{what}: interior point iteration {it}: objective {pobj * lp.scale:.10g}, gap {gap:.1e}, "
+               f"residuals {pres:.1e} / {dres:.1e}, {deadline.describe()}")
+        if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(gap)):
+            raise SolverNumericalError(f"{what}: the interior-point method produced a non-finite iterate",
+                                       status="numerical/other")
+        converged = pres <= tol and dres <= tol and gap <= tol
+        if converged or it >= max_iter:
+            break
+        deadline.require(what)
+        it += 1
+        fac = _Factor(lp, p.z / p.s * lp.mask, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0))
+        # predictor (affine scaling), then Mehrotra's sigma and corrector
+        aff = _direction(lp, p, r, fac, -p.s * p.z * lp.mask, -p.x * p.zx, -p.sl * p.zl)
+        ap, ad = _lengths(p, aff)
+        mu_aff = sum(float(v.sum()) for v in _products(lp, p, aff, ap, ad)) / lp.ncomp
+        smu = min(1.0, (mu_aff / mu) ** 3) * mu
+        step = _direction(lp, p, r, fac, (smu - p.s * p.z - aff.s * aff.z) * lp.mask,
+                          smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
+        ap, ad = _lengths(p, step)
+        for _ in range(CORRECTORS):
+            cand, ap2, ad2 = _gondzio(lp, p, r, fac, step, ap, ad, smu)
+            if min(ap2, ad2) < min(ap, ad) + 0.01:
+                break
+            step, ap, ad = cand, ap2, ad2
+        gamma = 0.9995 if gap < 1e-5 else 0.995
+        ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
+        p = _Point(p.x + ap * step.x, np.where(lp.mask > 0, p.s + ap * step.s, 1.0), p.y + ad * step.y,
+                   (p.z + ad * step.z) * lp.mask, p.zx + ad * step.zx, p.t + ap * step.t,
+                   p.sl + ap * step.sl, p.zl + ad * step.zl)
+    return IPMResult(
+        matrix=p.x, slack=p.s, dual=p.z, row_dual=p.y * lp.scale, objective=pobj * lp.scale,
+        dual_objective=dobj * lp.scale, gap=gap, primal_residual=pres, dual_residual=dres, iterations=it,
+        seconds=time.perf_counter() - t0, converged=bool(converged), history=history,
+    )
