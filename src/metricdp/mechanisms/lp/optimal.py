@@ -116,28 +116,15 @@ def optimal(
         was measured to win, and ``fast`` otherwise.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
-        constraint generation (same optimum: see ``core._solve_fast``). Measured on GloVe
-        vocabularies at eps = 1 (2 cores): n = 30: 0.02 s against 1.3 s for ``full``;
-        n = 50: 0.05 s against 13 s; n = 100: 0.9 s; n = 200: 200 s. Smaller eps needs
-        more rows and rounds. For the worst case the rounds break ties by the mean row
-        loss and the result is then certified against the pure LP's bound (proof in
-        ``core._solve_fast``); whole builds, GloVe n = 100, 2 shared cores at load
-        4.5-4.8 (issue 27): eps = 0.25: 11.4 s, 86k rows (a time-out at 60 s before;
-        without the tie-break the objective is final at round 14 but the LP wanders
-        over its optimal face, still adding 3-5k rows a round at 240 s); eps = 0.5:
-        21-24 s against 31-36 s without it (the same runs, alternated); eps 1, 2, 4:
-        1.6, 0.7, 0.7 s (unchanged).
+        constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
+        rounds break ties by the mean row loss and the result is then certified against the
+        pure LP's bound (proof in ``core._solve_fast``). Timings:
+        benchmarks/RESULTS.md#docstrings-optimal-formulation.
         ``fast`` and ``ipm`` (all rows at once, interior point without crossover) leave
         out the rows of pairs with a point between them
         (:func:`~metricdp.mechanisms.lp.core.implied_pairs`: collinear grid cells), which
-        follow from shorter rows: 37 % of the pairs of a 10 x 10 grid; on it, eps = 0.3 with
-        a Dirichlet(0.5) prior, constraint generation reached round 13 in 18 s instead of
-        57 s (still unfinished at 90 s; ``ipm`` did not finish in 180 s). Still out of
-        reach there (eps 0.3, 2 cores, load 4): 21 rounds, 122k rows in 240 s with the
-        objective still rising (each round adds about 6,150 rows, one per violated
-        (input, output) pair); a tie-break, seeding the rows of the 8 neighbours, dropping
-        slack rows, parallel dual simplex and a Dantzig-Wolfe master over Laplace-shaped
-        columns did not help (issue 27 notes).
+        follow from shorter rows (37 % of the pairs of a 10 x 10 grid). What was tried on the
+        grids and did not help: benchmarks/RESULTS.md#docstrings-optimal-formulation.
     progress : callable, optional
         ``progress(round, None, message)`` after every constraint-generation round
         (rows, LP objective, time left); see :mod:`metricdp._progress`.

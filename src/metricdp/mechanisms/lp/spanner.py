@@ -213,17 +213,7 @@ def spanner(
         ``ipm``: the same substituted LP with every edge row, one interior-point solve
         without crossover (an interior optimum; the repair makes it exact). ``full``:
         the plain LP with every edge row, one simplex solve (the tests' reference).
-        Measured on GloVe vocabularies at eps = 1 (2 cores shared with other jobs; CPU
-        seconds, wall in brackets): n = 50: ``fast`` 0.3 s, ``ipm`` 0.6 s; n = 100
-        (m = 215 edges, 43,000 edge rows): ``fast`` 10 s (13 s), 116 rounds, ``ipm``
-        9 s (13 s); n = 150 (m = 364, 109,200 rows): ``fast`` 49 s (78 s), 143 rounds,
-        ``ipm`` 41 s (61 s); n = 200 (m = 514, 205,600 rows): ``fast`` 198 s (300 s), 222
-        rounds, ``ipm`` 122 s (177 s), its worst-case loss 6e-9 relative above the
-        vertex optimum. n = 400 (m = 1,293, 1.03 million rows) is out of reach of both:
-        ``fast`` did not finish in 25 minutes; ``ipm`` CPU time grows as about
-        :math:`n^{3.8}` from n = 100 to 200, which gives about 28 CPU minutes; in the
-        one run of the benchmark (benchmarks/RESULTS.md, run 3, nothing else running)
-        ``ipm`` at n = 400 ran into its 1,800 s limit.
+        Timings on GloVe vocabularies: benchmarks/RESULTS.md#docstrings-spanner-formulation.
     progress : callable, optional
         ``progress(done, total, message)``: every constraint-generation round (rows, LP
         objective, time left) and every calibration step.
