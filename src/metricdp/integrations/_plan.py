@@ -32,7 +32,7 @@ import numpy as np
 from .._optional import import_optional
 from ..errors import ValidationError
 from ..streaming import csvsplit
-from ..streaming.files import _Unknown
+from ..streaming.files import UnknownValues
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
@@ -132,7 +132,7 @@ def _plan_csv(
 ) -> Plan:
     labels = Labels(mechanism)
     where = str(src)
-    unknown = _Unknown()
+    unknown = UnknownValues()
     pieces: list[Piece] = []
     rows = piece_rows = 0
     piece_start = piece_line = -1
@@ -184,7 +184,7 @@ def _plan_parquet(
     j = cols.index(column)
     out_values(mechanism, schema.field(j).type, where, column)  # labels writable as the column's type
     value_set = pa.array(list(mechanism.labels), type=pa.string())
-    unknown = _Unknown()
+    unknown = UnknownValues()
     seen = 0
     try:
         for batch in pf.iter_batches(columns=[column], batch_size=1_000_000):

@@ -63,7 +63,8 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "ReleaseStats", "check_header", "file_format", "privatize_file",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "ReleaseStats", "UnknownValues", "check_header", "file_format",
+    "privatize_file",
 ]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
@@ -96,7 +97,7 @@ def check_header(names: Sequence[str], column: str, where: str) -> int:
     return plan_columns(names, [column], where=where).index(column)
 
 
-class _Unknown:
+class UnknownValues:
     """Rows whose value is not a label: count, first line numbers, some distinct values."""
 
     def __init__(self) -> None:
@@ -218,7 +219,7 @@ def _privatize_csv(
     lookup = {x.encode("utf-8"): i for i, x in enumerate(labels)}
     table, table_off = _label_table(outs)
     where = str(src)
-    unknown = _Unknown()
+    unknown = UnknownValues()
     rows = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
@@ -292,7 +293,7 @@ def _privatize_parquet(
     if pf.metadata.num_row_groups and pf.metadata.num_columns:
         compression = pf.metadata.row_group(0).column(0).compression.lower()
         compression = "none" if compression == "uncompressed" else compression
-    unknown = _Unknown()
+    unknown = UnknownValues()
     rows = seen = 0
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
