@@ -40,7 +40,7 @@ def png_bytes(fig: Any, dpi: int = 100, **kwargs: Any) -> bytes:
 
 def save_png(fig: Any, path: str | PathLike[str], dpi: int = 100, **kwargs: Any) -> None:
     """Write ``fig`` as a PNG, atomically (a failed save leaves no partial file)."""
-    from .io import atomic_write
+    from ._atomic import atomic_write
 
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=dpi, **kwargs)

@@ -12,7 +12,7 @@ statistics of ``info["lp"]`` (:func:`lp_info`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -490,6 +490,12 @@ def _resolve(lp: LPModel, deadline: Deadline, what: str, last: SolveResult) -> S
         raise
 
 
+#: Formulations whose solvers live in modules that build on this one (and so cannot be
+#: imported from it without a cycle): name -> solver, registered by the module at import.
+#: ``block-ipm``: :func:`.ipm_finish.solve_block_ipm` (:mod:`.optimal` imports it).
+EXTERNAL_FORMULATIONS: dict[str, Callable[..., RawSolution]] = {}
+
+
 def solve_raw(
     space: MetricSpace,
     level: float,
@@ -543,11 +549,10 @@ def solve_raw(
         kernel = kernel[:, anchor]  # K[u, w] = e^{-lam d(u, a(w))}
     if formulation == "ipm":
         return _solve_ipm(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what)
-    if formulation == "block-ipm":
-        from .ipm_finish import solve_block_ipm  # it imports this module
-
-        return solve_block_ipm(_base_model(loss, prior, kernel, anchor), factor, allowed, space.distances, lam,
-                               loss, prior, deadline, what, progress)
+    solver = EXTERNAL_FORMULATIONS.get(formulation)
+    if solver is not None:
+        return solver(_base_model(loss, prior, kernel, anchor), factor, allowed, space.distances, lam,
+                      loss, prior, deadline, what, progress)
     extra = None
     if tiebreak > 0 and prior is None:
         n = loss.shape[0]

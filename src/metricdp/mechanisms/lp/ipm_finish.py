@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from ..._progress import Progress, report
 from ._solve import LPModel, require_optimal
 from .core import (
+    EXTERNAL_FORMULATIONS,
     LP_OPTIONS,
     WARM_OPTIONS,
     MechanismLP,
@@ -155,3 +156,6 @@ def solve_block_ipm(
         result = _resolve(lp, deadline, what, result)
         x = require_optimal(result, what)
         rounds, rows, seconds, its = rounds + 1, rows + len(kk), seconds + result.seconds, its + result.iterations
+
+
+EXTERNAL_FORMULATIONS["block-ipm"] = solve_block_ipm

@@ -23,6 +23,7 @@ from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..registry import declared
+from . import ipm_finish  # noqa: F401 -- registers the "block-ipm" formulation with .core
 from .core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
