@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional, require
 from .._validation import check_epsilon
-from ..errors import PrivacyLeakWarning, UnsafeOutputError, ValidationError
+from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import atomic_write, read_csv_table
 from ..location.points import TRUNCATIONS, privatize_points
 from ..location.region import Region, parse_region
@@ -180,8 +180,6 @@ def register(app: typer.Typer) -> None:
         if out_kind != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
         check_output(out, inputs=(input_file, snap_to, region, plot))
-        if input_file.exists() and out.exists() and input_file.resolve() == out.resolve():
-            raise UnsafeOutputError(f"--out {out} is the input file; write the releases to a new file")
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
             require("plot", what="--plot")
