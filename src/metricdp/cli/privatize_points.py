@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from .._optional import import_optional, require
 from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
-from ..io import atomic_write, read_csv_table
+from ..io import atomic_write, parse_decimal, read_csv_table
 from ..location.points import TRUNCATIONS, privatize_points
 from ..location.region import Region, parse_region
 from ..location.snap import Snapper
@@ -53,7 +53,7 @@ def _parse_column(values: list[str], name: str, path: Path) -> NDArray[np.float6
     out = np.empty(len(values))
     for i, raw in enumerate(values):
         try:
-            out[i] = float(raw)
+            out[i] = parse_decimal(raw)  # plain ASCII decimals, as every CSV number reader
         except ValueError:
             raise ValidationError(f"{path}: data row {i + 1}: column {name!r} is {raw!r}, not a number") from None
     return out
