@@ -66,7 +66,7 @@ def test_glove_default_out_json_and_parquet(app, tmp_path, monkeypatch):
     ("args", "message"),
     [
         (["--size", "200", "--pool", "100"], "size 200 exceeds the pool of 100"),
-        (["--out", "words.txt"], "must end in .csv or .parquet"),
+        (["--out", "words.txt"], "must be .csv or .parquet/.pq, got .txt"),
         (["--out", "no/such/dir/w.csv"], "does not exist"),
     ],
 )
@@ -122,7 +122,7 @@ def test_geo_box_default_out_and_json(app, tmp_path, monkeypatch):
         (["--region", "paris", "--size", "100000"], "region 'paris' has only"),
         (["--region", "paris", "--cell", "-1"], "cell must be in (0, 10] degrees"),
         (["--region", "2,0,1,1"], "lat0 < lat1"),
-        (["--region", "paris", "--out", "x.json"], "must end in .csv or .parquet"),
+        (["--region", "paris", "--out", "x.json"], "must be .csv or .parquet/.pq, got .json"),
     ],
 )
 def test_geo_errors(app, tmp_path, monkeypatch, args, message):

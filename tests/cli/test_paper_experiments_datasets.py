@@ -171,7 +171,7 @@ def test_unknown_name_lists_the_built_in_datasets(points: Path, tmp_path: Path) 
     other = tmp_path / "x.txt"
     other.write_text("label,x\n", encoding="utf-8")
     res = _invoke("scalability", "--quick", "--out", tmp_path / "s", "--datasets", other)
-    assert_one_line_error(res, ".csv, .parquet or .npy")
+    assert_one_line_error(res, ".csv, .parquet/.pq or .npy, got .txt")
 
 
 def test_first_n_rows_of_a_sampled_vocabulary_are_the_size_n_sample() -> None:

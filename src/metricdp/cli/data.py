@@ -36,8 +36,8 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional, require
 from ..data.geo import REGIONS
-from ..errors import ValidationError
 from ..io import atomic_write
+from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors, progress
 
 __all__ = ["data_app", "register", "weights_path", "write_points"]
@@ -63,23 +63,21 @@ def write_points(
     out: Path, labels: Sequence[str], coords: NDArray[np.float64], columns: Sequence[str]
 ) -> None:
     """Write a POINTS file (``label`` + coordinate columns) as CSV or Parquet, atomically."""
-    suffix = out.suffix.lower()
+    fmt = format_of(out, TABLE_FORMATS, what=f"--out {out}: a POINTS file")
     header = ["label", *columns]
-    if suffix == ".csv":
+    if fmt == "csv":
         with atomic_write(out, "w") as fh:
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(header)
             for label, row in zip(labels, coords.tolist(), strict=True):
                 writer.writerow([label, *map(repr, row)])
-    elif suffix in (".parquet", ".pq"):
+    else:
         pa = import_optional("pyarrow", "parquet")
         pq = import_optional("pyarrow.parquet", "parquet")
         arrays = [pa.array(list(labels), pa.string())]
         arrays += [pa.array(coords[:, j]) for j in range(coords.shape[1])]
         with atomic_write(out, "wb") as fh:
             pq.write_table(pa.Table.from_arrays(arrays, names=header), fh)
-    else:
-        raise ValidationError(f"--out {out}: a POINTS file must end in .csv or .parquet")
 
 
 def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float64]) -> None:
@@ -92,8 +90,7 @@ def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float6
 
 def _target(out: Path | None, default: str, inputs: Sequence[Path] = ()) -> Path:
     path = Path(default) if out is None else out
-    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ValidationError(f"--out {path}: a POINTS file must end in .csv or .parquet")
+    format_of(path, TABLE_FORMATS, what=f"--out {path}: a POINTS file")
     return check_output(path, inputs=inputs)
 
 

@@ -19,6 +19,7 @@ from .._jsonable import jsonable
 from .._validation import check_int
 from ..errors import SolverTimeLimitError, ValidationError
 from ..spaces import MetricSpace
+from ..tabular.formats import format_of
 from ._tuning import Tuned
 
 __all__ = [
@@ -53,8 +54,8 @@ __all__ = [
 #: dataset token is the path of a POINTS file (see :func:`dataset_space`).
 DATASETS = ("text", "geo", "gaussian")
 
-#: Suffixes of POINTS files :func:`metricdp.io.read_points` reads.
-POINTS_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+#: Formats of POINTS files :func:`metricdp.io.read_points` reads (suffixes: :mod:`metricdp.tabular.formats`).
+POINTS_FORMATS = ("csv", "parquet", "npy")
 
 
 def is_file_dataset(name: str) -> bool:
@@ -89,9 +90,7 @@ def check_dataset(name: str) -> None:
     if not p.is_file():
         raise ValidationError(f"dataset {name!r} is neither one of the built-in datasets ({', '.join(DATASETS)}) "
                               "nor an existing POINTS file (.csv/.parquet label+coordinates, .npy distance matrix)")
-    if p.suffix.lower() not in POINTS_SUFFIXES:
-        raise ValidationError(f"dataset {name!r}: a POINTS file must be .csv, .parquet or .npy, "
-                              f"got {p.suffix or 'no extension'}")
+    format_of(p, POINTS_FORMATS, what=f"dataset {name!r}: a POINTS file")
 
 
 def check_sizes(datasets: Sequence[str], sizes: Sequence[int]) -> None:
