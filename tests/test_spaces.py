@@ -109,6 +109,8 @@ def test_named_metrics_hand_computed(metric, expected):
 
 def test_unknown_metric():
     with pytest.raises(ValidationError, match="metric must be one of"):
+        pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "taxicab")
+    with pytest.raises(ValidationError, match="'cosine' is refused: 1 - cos"):  # issue 36: with the reason
         pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "cosine")
 
 
