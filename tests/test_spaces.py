@@ -142,7 +142,9 @@ def test_graph_shortest_path_metric():
 
 
 def test_graph_not_connected():
-    with pytest.raises(ValidationError, match=r"not connected: no path between nodes 0 and 2"):
+    # issue 36: the components are named (labels), not one pair of nodes
+    with pytest.raises(ValidationError, match=r"not connected: 2 components .*\{'0', '1'\} \(2 node\(s\)\); "
+                                              r"\{'2', '3'\}"):
         MetricSpace.from_graph([[0, 1], [2, 3]])
 
 

@@ -291,7 +291,13 @@ class MetricSpace:
         n: int | None = None,
         labels: Sequence[object] | None = None,
     ) -> MetricSpace:
-        """Shortest-path metric of an undirected weighted graph.
+        """Shortest-path metric of an undirected weighted graph (road networks: Takagi et al. 2019).
+
+        Parallel edges count once, with their shortest length (a road map may list two
+        segments between one pair of junctions); a self-loop changes no shortest path. A
+        graph of several connected components is refused naming them: points in different
+        components would be infinitely far apart, and a finite mechanism on the whole space
+        would not be :math:`\varepsilon`-mDP for any finite distance between them.
 
         Parameters
         ----------
@@ -319,12 +325,19 @@ class MetricSpace:
         size = int(e.max()) + 1 if n is None else check_int(n, "n", minimum=2)
         if e.min() < 0 or e.max() >= size:
             raise ValidationError(f"edges name a node outside 0..{size - 1}")
-        g = csr_matrix((w, (e[:, 0], e[:, 1])), shape=(size, size))
-        d = csgraph.shortest_path(g, method="auto", directed=False)
-        if not np.all(np.isfinite(d)):
-            i, j = np.argwhere(~np.isfinite(d))[0]
-            raise ValidationError(f"the graph is not connected: no path between nodes {i} and {j}")
         labs = _labels(labels, size)
+        a, b = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+        loop = a == b
+        a, b, w = a[~loop], b[~loop], w[~loop]
+        order = np.lexsort((w, b, a))  # per pair, the shortest first
+        a, b, w = a[order], b[order], w[order]
+        first = np.ones(len(a), dtype=bool)
+        first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        g = csr_matrix((w[first], (a[first], b[first])), shape=(size, size))
+        count, component = csgraph.connected_components(g, directed=False)
+        if count > 1:
+            raise ValidationError(f"the graph is not connected: {_components(component, count, labs)}")
+        d = csgraph.shortest_path(g, method="auto", directed=False)
         d = check_metric(d, name="distances", labels=labs, triangle=False)
         return cls(_readonly(d), labs, "graph")
 
@@ -419,6 +432,19 @@ class MetricSpace:
             f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, "
             f"diameter={self.diameter:.6g}{extra})"
         )
+
+
+def _components(component: NDArray[np.int32], count: int, labels: Sequence[str], show: int = 3) -> str:
+    """The components of a disconnected graph, largest first, a few labels each."""
+    sizes = np.bincount(component, minlength=count)
+    parts = []
+    for c in np.argsort(-sizes, kind="stable")[:show].tolist():
+        members = np.flatnonzero(component == c)
+        names = ", ".join(repr(labels[i]) for i in members[:5].tolist())
+        parts.append(f"{{{names}{', ...' if len(members) > 5 else ''}}} ({len(members)} node(s))")
+    more = f" and {count - show} more" if count > show else ""
+    return (f"{count} components with no path between them: {'; '.join(parts)}{more}; add the missing edges or "
+            "build one component at a time")
 
 
 #: Largest bounding box (in cells) a set of points may span and still count as a grid.
