@@ -193,3 +193,11 @@ def test_registry_builds_and_audits_discrete_laplace():
 def test_grid_of_decimals_is_exact():
     g = NumericGrid(Decimal("1.10"), 2.2, "0.55")
     assert g.n == 3 and g.labels(0, 2) == ["1.10", "1.65", "2.20"]
+
+
+def test_ages_worst_case_loss_is_the_issues_figure():
+    # issue 36: ages 0..99 at eps 0.1: the clamped form's worst-case loss 9.91 (row-normalised geometric: 18.0)
+    from metricdp.loss import worst_case_loss
+
+    m = number_mechanism(NumericGrid(0, 99, 1), 0.1)
+    assert worst_case_loss(m.matrix(), m.distances()) == pytest.approx(9.9125, abs=1e-3)
