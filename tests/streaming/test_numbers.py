@@ -163,3 +163,26 @@ def test_parquet_refusals_name_rows(tmp_path):
     pq.write_table(pa.table({"age": pa.array([1, 2], pa.uint8())}), src)
     with pytest.raises(ValidationError, match="cannot be written as it"):
         privatize_numbers_file(m, src, "age", out)
+
+
+@given(st.lists(st.tuples(st.text(alphabet="0123456789+-.eE _\u0661nai", min_size=0, max_size=6), st.booleans()),
+                min_size=1, max_size=12))
+def test_file_fuzzed_against_the_oracle(tmp_path_factory, fields):
+    # end to end through the CSV layer (quoted or not): released iff every field is a number on the grid
+    d = tmp_path_factory.mktemp("fuzz")
+    src, out = d / "in.csv", d / "out.csv"
+    src.write_text("v\n" + "".join((f'"{t}"' if q else t) + "\n" for t, q in fields), encoding="utf-8")
+    wanted = [_oracle(t) for t, _ in fields]
+    ok = [w is not None and math.isfinite(w) and 0 <= w <= 99 and w == int(w) for w in wanted]
+    blank = [t == "" and not q for t, q in fields]  # an empty unquoted line is no record (RFC 4180 reader)
+    try:
+        privatize_numbers_file(AGES, src, "v", out)
+    except ValidationError as ex:
+        refused = sum(1 for good, b in zip(ok, blank, strict=True) if not good and not b)
+        assert refused > 0 and f"{refused:,} value(s)" in str(ex), (fields, str(ex))
+        assert not out.exists()
+    else:
+        assert all(good or b for good, b in zip(ok, blank, strict=True)), fields
+        got = [x for x in out.read_text().splitlines()[1:] if x]  # blank lines are copied as they are
+        assert len(got) == sum(not b for b in blank)
+        assert all(0 <= int(x.strip('"')) <= 99 for x in got)

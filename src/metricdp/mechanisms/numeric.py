@@ -32,17 +32,17 @@ release draws z with probability exactly :math:`w_z / \sum w` (the weights read 
 rationals they are) from 64-bit random words (:class:`~metricdp.sampling.ExactTable`,
 :func:`draw_offsets`): no float uniform, no inverse float CDF.
 
-**Why the float weights keep the guarantee exactly.** :math:`a' = \lfloor a(1 - 2^{-40}) -
-2^{-44}\rfloor_{33}` (:math:`a = \mathrm{fl}(\varepsilon S)`, rounded down to a 33-bit
+**Why the float weights keep the guarantee exactly** (``docs/proofs/numeric_grid.md``).
+:math:`a' = \lfloor a(1 - 2^{-40}) - 2^{-44}\rfloor_{33}` (:math:`a = \mathrm{fl}(\varepsilon
+\mathrm{fl}(S)) \le \varepsilon S (1+u)^2`, :math:`u = 2^{-53}`; rounded down to a 33-bit
 mantissa): every product :math:`a'|z|` with :math:`|z| < 2^{20}` is exact, ``exp`` and
-``expm1`` err by at most 1 ulp, so :math:`w_z = e^{-a'|z|}(1 + \eta_z)` with
-:math:`|\eta_z| \le 5 \cdot 2^{-53}` (the end weights, three operations, included). A
-release column is either one weight (interior) or a sum of consecutive weights (an
-end), and a sum of positive terms each within a relative :math:`\eta` of its ideal is
-within :math:`\eta` of the ideal sum, so every likelihood ratio is within a factor
-:math:`(1 + 5u)/(1 - 5u)` (:math:`u = 2^{-53}`) of the ideal one, at most
-:math:`e^{a'|i - i'| + 11u}`. Since :math:`a - a' \ge 2^{-44} > 11u + a u` (the error of
-:math:`\mathrm{fl}(\varepsilon S)`) for every :math:`|i - i'| \ge 1`, the released law is
+``expm1`` err by a few ulps, so :math:`w_z = e^{-a'|z|}(1 + \eta_z)` with
+:math:`|\eta_z| \le 16u` (the end weights, three operations, included). A release column
+is either one weight (interior) or a sum of consecutive weights (an end), and a sum of
+positive terms each within a relative :math:`\eta` of its ideal is within :math:`\eta` of
+the ideal sum, so every likelihood ratio is at most :math:`e^{a'|i - i'| + 33u}`. Since
+:math:`a - a' \ge a 2^{-40} + 2^{-44}`, :math:`a'|i-i'| + 33u < a(1 - 3u)|i - i'| \le
+\varepsilon S |i - i'|` for every :math:`|i - i'| \ge 1`: the released law is
 :math:`\varepsilon`-mDP exactly, not up to a tolerance.
 
 Weights below the smallest normal float would turn a positive probability into 0 for one
