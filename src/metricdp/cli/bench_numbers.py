@@ -11,7 +11,15 @@ import typer
 
 from ..errors import ValidationError
 from ._common import check_output, err_console, handle_errors
-from .bench import OutOpt, _split
+
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Write the markdown report here.")]
+
+
+def _split(text: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValidationError(f"{what} must be a comma-separated list, got {text!r}")
+    return items
 
 __all__ = ["add_command"]
 
