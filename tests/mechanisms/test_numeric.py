@@ -138,6 +138,17 @@ def test_draw_offsets_is_exacttable_sample_word_for_word():
                           t.sample(np.zeros(4000, dtype=np.intp), np.random.default_rng(4)))
 
 
+@given(st.lists(st.integers(0, 2**20), min_size=1, max_size=40), st.integers(0, 2**32))
+def test_guide_search_is_searchsorted(steps, seed):
+    from metricdp.mechanisms.numeric import _largest_at_most
+
+    prefix = np.concatenate([[0], np.cumsum(steps)]).astype(np.uint64)  # repeats where a step is 0
+    total = int(prefix[-1]) + len(steps) + 1  # as a truncated row: x may lie past prefix[n]
+    x = np.random.default_rng(seed).integers(0, total, 2000, dtype=np.uint64)
+    x[:3] = [0, total - 1, int(prefix[-1])]
+    assert np.array_equal(_largest_at_most(prefix, total)(x), np.searchsorted(prefix, x, side="right") - 1)
+
+
 @pytest.mark.parametrize("kind", ["clamped-geometric", "discrete-laplace"])
 def test_chi_square_against_the_exact_law(kind):
     m = number_mechanism(NumericGrid(0, 9, 1), 0.6, kind)
