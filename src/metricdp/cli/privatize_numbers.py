@@ -25,10 +25,23 @@ from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
 from ..tabular.columns import plan_columns
-from ._common import JsonOption, OutOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
+from ._common import (
+    JsonOption,
+    OutOption,
+    SeedOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    handle_errors,
+    progress,
+    warn,
+)
 from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["parse_range", "register"]
+
+_PIPE_EVERY_S = 10.0
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -115,8 +128,14 @@ def register(app: typer.Typer) -> None:
         with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
 
+            last = [t0]
+
             def on_progress(_done: int, _total: int | None, message: str) -> None:
                 bar.update(f"privatizing {input_file}: {message}")
+                now = time.perf_counter()
+                if not err_console.is_terminal and now - last[0] >= _PIPE_EVERY_S:  # a pipe: a line per 10 s
+                    last[0] = now
+                    err_console.print(f"privatize-numbers: {message}", markup=False, highlight=False)
 
             stats = privatize_numbers_file(
                 mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
