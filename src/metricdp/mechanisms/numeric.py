@@ -313,6 +313,44 @@ class NumberMechanism:
         out = np.clip(ranks.reshape(-1) + z, self.lo_rank, self.hi_rank) - self.lo_rank
         return out.reshape(ranks.shape)
 
+    def release_labels(self, values: ArrayLike, source: RandomSource, *, where: str = "values",
+                       out_of_range: str = "error", off_grid: str = "error") -> NDArray[Any]:
+        """Released grid points (text, an object array) for true ``values`` (numbers or numeric text).
+
+        Text is read by the CSV number rule (:func:`metricdp.io.parse_decimal`, each distinct
+        value once); ``out_of_range`` / ``off_grid`` as in
+        :func:`metricdp.streaming.numbers.privatize_numbers_file`. A value that cannot be
+        released stops everything: one error naming ``where``, the count, the first
+        positions, values and reasons. ``source`` comes from :func:`~metricdp._random.check_rng`.
+        """
+        from ..io import parse_decimal
+
+        v = np.asarray(values)
+        if v.dtype.kind in "iuf":
+            numbers = v.astype(np.float64).reshape(-1)
+            not_number = np.zeros(numbers.shape, dtype=bool)
+        else:
+            uniq, inverse = np.unique(v.astype(str).reshape(-1), return_inverse=True)
+            parsed = np.full(len(uniq), np.nan)
+            bad = np.zeros(len(uniq), dtype=bool)
+            for i, text in enumerate(uniq.tolist()):  # distinct values, not rows
+                try:
+                    parsed[i] = parse_decimal(text)
+                except ValueError:
+                    bad[i] = True
+            numbers, not_number = parsed[inverse.ravel()], bad[inverse.ravel()]
+        ranks, status = self.grid.ranks(numbers, clamp=out_of_range == "clamp", snap=off_grid == "round")
+        status[not_number] = 4
+        refused = np.flatnonzero(status)
+        if refused.size:
+            why = {1: "not finite", 2: "outside the range", 3: "not on the grid", 4: "not a number"}
+            flat = v.reshape(-1)
+            first = "; ".join(f"position {int(i)}: {flat[i]!r} ({why[int(status[i])]})" for i in refused[:5])
+            raise ValidationError(f"{where}: {refused.size:,} value(s) cannot be released on the grid "
+                                  f"{self.grid.lo}..{self.grid.hi} step {self.grid.step}; first: {first}")
+        out = self.draw(ranks, source)
+        return np.asarray(self.output_labels, dtype=object)[out]
+
     def matrix(self) -> NDArray[np.float64]:
         """The (n, m) law: row i = the clip of i + Z, normalised.
 
