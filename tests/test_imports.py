@@ -136,7 +136,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units"),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "selection", "ldp", "frames"),
+     "kmedian", "accounting", "selection", "ldp", "frames", "graphs"),
     ("experiments",),
     ("cli",),
 )

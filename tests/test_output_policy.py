@@ -84,6 +84,8 @@ COMMANDS = {
                  ["mech", "released", "true"], ".csv"),
     "report": (lambda f, o: ["report", f["mech"], "--prior", f["prior"], "-o", o], ["mech", "prior"], ".html"),
     "privatize-points": (_points, ["geo", "snap", "region"], ".csv"),
+    "privatize-numbers": (lambda f, o: ["privatize-numbers", f["geo"], "-c", "id", "-e", 1, "--range", "0,9",
+                                        "-o", o], ["geo"], ".csv"),
     "privatize-points --plot": (lambda f, o: _points(f, f["geo"].parent.parent / "o.csv", o),
                                 ["geo", "snap", "region"], ".png"),
     "text privatize": (lambda f, o: ["text", "privatize", f["text"], "-m", f["mech"], "--keep-words", f["keep"],

@@ -16,7 +16,9 @@ from metricdp._random import SecureRandom, check_release_rng, insecure_message, 
 from metricdp.integrations._common import check_seed
 from metricdp.location.points import privatize_points
 from metricdp.mechanisms import build
+from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
 from metricdp.streaming.files import privatize_file
+from metricdp.streaming.numbers import privatize_numbers_file
 
 
 class _Sub(SecureRandom):
@@ -31,12 +33,16 @@ def mech():
 def _entry_points(mech, tmp_path: Path):
     src = tmp_path / "in.csv"
     src.write_text("w\na\nb\n")
+    num = tmp_path / "num.csv"
+    num.write_text("x\n0\n1\n")
     outs = iter(range(100))
     return {
         "check_release_rng": lambda rng: check_release_rng(rng),
         "Mechanism.privatize": lambda rng: mech.privatize(["a", "b"], rng),
         "privatize_points": lambda rng: privatize_points([[48.85, 2.35]], 1.0, rng=rng),
         "privatize_file": lambda rng: privatize_file(mech, src, "w", tmp_path / f"o{next(outs)}.csv", rng=rng),
+        "privatize_numbers_file": lambda rng: privatize_numbers_file(
+            number_mechanism(NumericGrid(0, 1, 1), 1.0), num, "x", tmp_path / f"o{next(outs)}.csv", rng=rng),
     }
 
 

@@ -109,6 +109,8 @@ def test_named_metrics_hand_computed(metric, expected):
 
 def test_unknown_metric():
     with pytest.raises(ValidationError, match="metric must be one of"):
+        pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "taxicab")
+    with pytest.raises(ValidationError, match="'cosine' is refused: 1 - cos"):  # issue 36: with the reason
         pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "cosine")
 
 
@@ -140,7 +142,9 @@ def test_graph_shortest_path_metric():
 
 
 def test_graph_not_connected():
-    with pytest.raises(ValidationError, match=r"not connected: no path between nodes 0 and 2"):
+    # issue 36: the components are named (labels), not one pair of nodes
+    with pytest.raises(ValidationError, match=r"not connected: 2 components .*\{'0', '1'\} \(2 node\(s\)\); "
+                                              r"\{'2', '3'\}"):
         MetricSpace.from_graph([[0, 1], [2, 3]])
 
 

@@ -46,6 +46,10 @@ def _library(obj: object) -> str:
 
 def _release(values: NDArray[Any], mechanism: Mechanism, source: RandomSource, where: str) -> NDArray[Any]:
     """Output labels (object array) for the true values, each distinct value looked up once."""
+    from .mechanisms.numeric import NumberMechanism
+
+    if isinstance(mechanism, NumberMechanism):  # a numeric column on a grid (issue 36): values read as numbers
+        return mechanism.release_labels(values, source, where=where)
     if not isinstance(mechanism, Mechanism):
         raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
     uniq, inverse = np.unique(values.astype(str), return_inverse=True)

@@ -35,7 +35,7 @@ from ._resources import check_allocation as check_memory
 from ._resources import memory_limit
 from ._validation import check_int
 from .errors import ValidationError
-from .spaces import METRICS, MetricSpace, pairwise_distances
+from .spaces import MetricSpace, check_metric_name, pairwise_distances
 
 __all__ = ["BLOCK_BYTES", "PointSpace", "check_memory", "memory_limit"]
 
@@ -93,8 +93,7 @@ class PointSpace:
     ) -> PointSpace:
         """Points (n, dim) and unique labels; duplicate points are allowed (a word may
         share another's vector) but every query then names the smaller index."""
-        if metric not in METRICS:
-            raise ValidationError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+        check_metric_name(metric)
         try:
             x = np.asarray(points)
         except (TypeError, ValueError) as ex:

@@ -1,8 +1,18 @@
-"""Finite metric spaces: points with a named metric, distance matrices, weighted graphs.
+r"""Finite metric spaces: points with a named metric, distance matrices, weighted graphs.
 
 A :class:`MetricSpace` is immutable and validated on construction: the distance matrix
 is symmetric, zero on the diagonal, positive off it and satisfies the triangle
 inequality. Errors name the pair or triple that fails.
+
+Coordinate metrics (:data:`METRICS`): ``euclidean``, ``haversine`` (km on (lat, lon)
+degrees), ``manhattan``, ``chebyshev`` and ``angular`` -- the angle between two vectors
+as a fraction of :math:`\pi`, :math:`\arccos(\cos(x, y))/\pi \in [0, 1]` (the great-circle
+distance between their directions on the unit sphere, a metric; sentence, voice and LSH
+embeddings). ``cosine`` (:math:`1 - \cos`) is refused with the reason: it is not a metric
+(:data:`REFUSED_METRICS`). ``mahalanobis`` takes a public covariance :math:`\Sigma`
+(:meth:`MetricSpace.from_points` ``covariance=``; :func:`estimate_covariance` from public
+points): :math:`d(x, y) = \sqrt{(x - y)^\top \Sigma^{-1} (x - y)}`, the Euclidean distance
+after whitening by the Cholesky factor, so a metric whenever :math:`\Sigma` is positive definite.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.linalg import cholesky, solve_triangular
 from scipy.sparse import csgraph, csr_matrix
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
@@ -23,14 +34,34 @@ from ._resources import check_allocation
 from ._validation import check_int, check_metric, check_number
 from .errors import ValidationError
 
-__all__ = ["EARTH_RADIUS_KM", "METRICS", "MetricSpace", "check_space", "haversine_km", "pairwise_distances"]
+__all__ = [
+    "EARTH_RADIUS_KM", "METRICS", "REFUSED_METRICS", "MetricSpace", "angular_distances", "check_covariance",
+    "check_metric_name", "check_space", "estimate_covariance", "haversine_km", "mahalanobis_distances",
+    "pairwise_distances",
+]
 
 #: Mean Earth radius (IUGG), in kilometres.
 EARTH_RADIUS_KM = 6371.0088
 
-MetricName = Literal["euclidean", "haversine", "manhattan", "chebyshev"]
-METRICS: tuple[str, ...] = ("euclidean", "haversine", "manhattan", "chebyshev")
+MetricName = Literal["euclidean", "haversine", "manhattan", "chebyshev", "angular"]
+METRICS: tuple[str, ...] = ("euclidean", "haversine", "manhattan", "chebyshev", "angular")
 _CDIST = {"euclidean": "euclidean", "manhattan": "cityblock", "chebyshev": "chebyshev"}
+#: Names that are not metrics, each with the reason and what to use instead.
+REFUSED_METRICS = {
+    "cosine": "1 - cos(x, y) is not a metric: it breaks the triangle inequality (x = (1, 0), y = (1, 1), "
+              "z = (0, 1): d(x, z) = 1 > d(x, y) + d(y, z) = 2 - sqrt(2)); use 'angular', arccos(cos(x, y)) / pi, "
+              "the metric of the same angles",
+}
+
+
+def check_metric_name(metric: object, *, extra: Sequence[str] = ()) -> str:
+    """``metric`` when it is one of :data:`METRICS` (or ``extra``); else one error, with the
+    reason for a name that is not a metric (:data:`REFUSED_METRICS`)."""
+    if isinstance(metric, str) and (metric in METRICS or metric in extra):
+        return metric
+    if isinstance(metric, str) and metric.lower() in REFUSED_METRICS:
+        raise ValidationError(f"metric {metric!r} is refused: {REFUSED_METRICS[metric.lower()]}")
+    raise ValidationError(f"metric must be one of {', '.join((*METRICS, *extra))}, got {metric!r}")
 
 
 def haversine_km(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
@@ -43,12 +74,100 @@ def haversine_km(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
 
 
+def _directions(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+    norms = np.linalg.norm(x, axis=1)
+    if not np.all(norms > 0):
+        i = int(np.flatnonzero(~(norms > 0))[0])
+        raise ValidationError(f"{what} row {i} is the zero vector: it has no direction (angular metric)")
+    return x / norms[:, None]
+
+
+def angular_distances(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+    r""":math:`ngle(x, y)/\pi` between rows of ``a`` and ``b`` (in [0, 1]).
+
+    The angle of unit vectors u, v is :math:`2 rctan2(\lVert u - v
+Vert, \lVert u + v
+Vert)`
+    (Kahan): accurate for tiny and near-straight angles alike, where :math:`rccos(u \cdot v)`
+    loses half the digits. It is the geodesic distance on the unit sphere, a metric on directions
+    (two positive multiples of one vector are the same direction: distance 0).
+
+    >>> angular_distances([[1.0, 0.0]], [[0.0, 2.0], [-1.0, 0.0], [1.0, 1.0]]).round(12).tolist()
+    [[0.5, 1.0, 0.25]]
+    """
+    u = _directions(np.atleast_2d(np.asarray(a, dtype=np.float64)), "points")
+    v = _directions(np.atleast_2d(np.asarray(b, dtype=np.float64)), "points")
+    diff = cdist(u, v, "euclidean")
+    add = cdist(u, -v, "euclidean")
+    return np.asarray(2.0 * np.arctan2(diff, add) / np.pi, dtype=np.float64)
+
+
+def check_covariance(covariance: ArrayLike, dim: int) -> NDArray[np.float64]:
+    """The lower Cholesky factor L of a (dim, dim) symmetric positive definite covariance (Sigma = L L^T)."""
+    try:
+        c = np.asarray(covariance, dtype=np.float64)
+    except (TypeError, ValueError) as ex:
+        raise ValidationError(f"covariance must be a numeric (dim, dim) matrix: {ex}") from None
+    if c.shape != (dim, dim):
+        raise ValidationError(f"covariance must have shape ({dim}, {dim}) like the points' dimension, got {c.shape}")
+    if not np.all(np.isfinite(c)):
+        raise ValidationError("covariance must be finite")
+    scale = float(np.max(np.abs(c))) or 1.0
+    asym = np.abs(c - c.T)
+    if asym.max() > 1e-12 * scale:
+        i, j = (int(x) for x in np.unravel_index(int(np.argmax(asym)), asym.shape))
+        raise ValidationError(f"covariance is not symmetric: entry ({i}, {j}) is {c[i, j]!r}, ({j}, {i}) is "
+                              f"{c[j, i]!r}")
+    try:
+        low = cholesky((c + c.T) / 2, lower=True)
+    except np.linalg.LinAlgError:
+        low = None
+    if low is None or not np.all(np.diag(low) > 1e-12 * np.sqrt(scale)):
+        smallest = float(np.linalg.eigvalsh((c + c.T) / 2).min())
+        raise ValidationError(f"covariance is not positive definite (smallest eigenvalue {smallest:.3g}): "
+                              "the Mahalanobis distance would be 0 between distinct points")
+    return np.asarray(low, dtype=np.float64)
+
+
+def estimate_covariance(public_points: ArrayLike) -> NDArray[np.float64]:
+    """The sample covariance (ddof 1) of ``public_points`` (m, dim), m > dim.
+
+    Privacy: the metric is part of the mechanism's definition and must not depend on the
+    private data; estimate it only from public points (the space's own points, which
+    are the public domain, or a public sample), never from the records being released.
+    """
+    x = np.asarray(public_points, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] <= x.shape[1]:
+        raise ValidationError(f"estimating a covariance needs more points than dimensions, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValidationError("public points must be finite")
+    return np.asarray(np.cov(x, rowvar=False, ddof=1).reshape(x.shape[1], x.shape[1]), dtype=np.float64)
+
+
+def mahalanobis_distances(a: ArrayLike, b: ArrayLike, covariance: ArrayLike) -> NDArray[np.float64]:
+    r""":math:`\sqrt{(x - y)^	op \Sigma^{-1} (x - y)}` between rows of ``a`` and ``b``.
+
+    Computed as the Euclidean distance of the whitened points :math:`L^{-1}x`
+    (:math:`\Sigma = L L^	op`, a triangular solve: no inverse is formed).
+
+    >>> mahalanobis_distances([[0.0, 0.0]], [[2.0, 0.0], [0.0, 3.0]], [[4.0, 0.0], [0.0, 9.0]]).tolist()
+    [[1.0, 1.0]]
+    """
+    x = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    y = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    low = check_covariance(covariance, x.shape[1])
+    wx = solve_triangular(low, x.T, lower=True).T
+    wy = solve_triangular(low, y.T, lower=True).T
+    return np.asarray(cdist(wx, wy, "euclidean"), dtype=np.float64)
+
+
 def pairwise_distances(a: ArrayLike, b: ArrayLike, metric: str) -> NDArray[np.float64]:
     """Distances between rows of ``a`` and rows of ``b`` under a named metric."""
     if metric == "haversine":
         return haversine_km(a, b)
-    if metric not in _CDIST:
-        raise ValidationError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if metric == "angular":
+        return angular_distances(a, b)
+    check_metric_name(metric)
     return cdist(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), _CDIST[metric])
 
 
@@ -115,13 +234,23 @@ class MetricSpace:
         points: ArrayLike,
         labels: Sequence[object] | None = None,
         metric: str = "euclidean",
+        *,
+        covariance: ArrayLike | None = None,
     ) -> MetricSpace:
         """Build from coordinates (n, dim) with a named metric.
 
-        ``haversine`` takes columns (lat, lon) in degrees and gives kilometres.
-        Distances computed from coordinates satisfy the metric axioms by construction,
-        so only duplicate points (a zero distance off the diagonal) are checked for.
+        ``haversine`` takes columns (lat, lon) in degrees and gives kilometres;
+        ``angular`` the angle between directions over pi (no zero vector);
+        ``mahalanobis`` needs ``covariance``, a PUBLIC (dim, dim) positive definite matrix
+        (given, or :func:`estimate_covariance` of public points: never of the private
+        records). Distances computed from coordinates satisfy the metric axioms by
+        construction, so only duplicate points (a zero distance off the diagonal; for
+        ``angular``, two points in the same direction) are checked for.
         """
+        check_metric_name(metric, extra=("mahalanobis",))
+        if (covariance is None) == (metric == "mahalanobis"):
+            raise ValidationError("the mahalanobis metric needs a public covariance (covariance=)" if covariance is None
+                                  else f"covariance is for the mahalanobis metric, not {metric!r}")
         try:
             x = np.asarray(points, dtype=np.float64)
         except (TypeError, ValueError) as ex:
@@ -141,7 +270,7 @@ class MetricSpace:
         n = x.shape[0]
         # the distance matrix, its transpose-average and cdist's temporaries: 3 n x n arrays
         check_allocation(3 * 8.0 * n * n, f"{n:,} points ({8.0 * n * n / 1e9:.2g} GB for the distance matrix)")
-        d = pairwise_distances(x, x, metric)
+        d = mahalanobis_distances(x, x, covariance) if covariance is not None else pairwise_distances(x, x, metric)
         np.fill_diagonal(d, 0.0)
         d = check_metric((d + d.T) / 2, name="distances", labels=labs, triangle=False)
         return cls(_readonly(d), labs, metric, _readonly(x.copy()), _detect_cell(x, metric))
@@ -162,7 +291,13 @@ class MetricSpace:
         n: int | None = None,
         labels: Sequence[object] | None = None,
     ) -> MetricSpace:
-        """Shortest-path metric of an undirected weighted graph.
+        """Shortest-path metric of an undirected weighted graph (road networks: Takagi et al. 2019).
+
+        Parallel edges count once, with their shortest length (a road map may list two
+        segments between one pair of junctions); a self-loop changes no shortest path. A
+        graph of several connected components is refused naming them: points in different
+        components would be infinitely far apart, and a finite mechanism on the whole space
+        would not be :math:`\varepsilon`-mDP for any finite distance between them.
 
         Parameters
         ----------
@@ -190,12 +325,19 @@ class MetricSpace:
         size = int(e.max()) + 1 if n is None else check_int(n, "n", minimum=2)
         if e.min() < 0 or e.max() >= size:
             raise ValidationError(f"edges name a node outside 0..{size - 1}")
-        g = csr_matrix((w, (e[:, 0], e[:, 1])), shape=(size, size))
-        d = csgraph.shortest_path(g, method="auto", directed=False)
-        if not np.all(np.isfinite(d)):
-            i, j = np.argwhere(~np.isfinite(d))[0]
-            raise ValidationError(f"the graph is not connected: no path between nodes {i} and {j}")
         labs = _labels(labels, size)
+        a, b = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+        loop = a == b
+        a, b, w = a[~loop], b[~loop], w[~loop]
+        order = np.lexsort((w, b, a))  # per pair, the shortest first
+        a, b, w = a[order], b[order], w[order]
+        first = np.ones(len(a), dtype=bool)
+        first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        g = csr_matrix((w[first], (a[first], b[first])), shape=(size, size))
+        count, component = csgraph.connected_components(g, directed=False)
+        if count > 1:
+            raise ValidationError(f"the graph is not connected: {_components(component, count, labs)}")
+        d = csgraph.shortest_path(g, method="auto", directed=False)
         d = check_metric(d, name="distances", labels=labs, triangle=False)
         return cls(_readonly(d), labs, "graph")
 
@@ -290,6 +432,19 @@ class MetricSpace:
             f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, "
             f"diameter={self.diameter:.6g}{extra})"
         )
+
+
+def _components(component: NDArray[np.int32], count: int, labels: Sequence[str], show: int = 3) -> str:
+    """The components of a disconnected graph, largest first, a few labels each."""
+    sizes = np.bincount(component, minlength=count)
+    parts = []
+    for c in np.argsort(-sizes, kind="stable")[:show].tolist():
+        members = np.flatnonzero(component == c)
+        names = ", ".join(repr(labels[i]) for i in members[:5].tolist())
+        parts.append(f"{{{names}{', ...' if len(members) > 5 else ''}}} ({len(members)} node(s))")
+    more = f" and {count - show} more" if count > show else ""
+    return (f"{count} components with no path between them: {'; '.join(parts)}{more}; add the missing edges or "
+            "build one component at a time")
 
 
 #: Largest bounding box (in cells) a set of points may span and still count as a grid.

@@ -126,7 +126,7 @@ def test_every_mechanism_name_is_wired():
     assert set(registry.names()) == {m.value for m in build_cli.MechanismName}
     assert set(registry.names()) == {
         "exponential", "weighted-exponential", "krr", "geometric", "optimal", "spanner", "constopt",
-        "madlib", "planar-laplace", "subsampled-exponential",
+        "madlib", "planar-laplace", "subsampled-exponential", "discrete-laplace",
     }  # fmt: skip
 
 
@@ -417,7 +417,8 @@ def test_build_with_output_distances(points, tmp_path):
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["-m", "krr", "--outputs", "{ys}"], ["do not apply to --mechanism krr", "exponential, optimal"]),
+        (["-m", "krr", "--outputs", "{ys}"],
+         ["do not apply to --mechanism krr", "exponential, discrete-laplace, optimal"]),
         (["-m", "optimal", "--outputs", "{ys}", "--output-distances", "{cross}"], ["one of --outputs"]),
         (["-m", "optimal", "--output-distances", "{bad}"], ["lacks input(s) ['d']"]),
         (["-m", "exponential", "--output-distances", "{cross}"], ["triangle inequality"]),

@@ -25,6 +25,7 @@ from . import (
     ledger,
     paper_experiments,
     privatize,
+    privatize_numbers,
     privatize_points,
     report,
     text,
@@ -61,8 +62,8 @@ def _main(
     set_debug(debug)
 
 
-for _module in (example, build, evaluate, report, privatize, privatize_points, text, estimate, calibrate, data,
-                bench, experiment, ledger):
+for _module in (example, build, evaluate, report, privatize, privatize_points, privatize_numbers, text, estimate,
+                calibrate, data, bench, experiment, ledger):
     _module.register(app)
 paper_experiments.register(experiment.experiment_app)
 

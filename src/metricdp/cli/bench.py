@@ -228,6 +228,9 @@ def register(app: typer.Typer) -> None:
                 fh.write(f"{table}\n\nload average at the end: {load}\n")
 
     _add_sample(bench_app)
+    from .bench_numbers import add_command  # privatize-numbers (issue 36)
+
+    add_command(bench_app)
 
     @bench_app.command("text")
     @handle_errors

@@ -47,6 +47,7 @@ class Metric(StrEnum):
     haversine = "haversine"
     manhattan = "manhattan"
     chebyshev = "chebyshev"
+    angular = "angular"
 
 
 def family_options() -> dict[str, registry.Option]:
@@ -170,6 +171,11 @@ _Remap = Annotated[
     typer.Option("--remap", help="Bayesian remapping under --prior (Chatzikokolakis et al. 2017): same epsilon, "
                  "lower expected loss, audited."),
 ]
+_Graph = Annotated[
+    Path | None,
+    typer.Option("--graph", metavar="EDGES", help="Road network: the shortest-path metric of this edge list (CSV/"
+                 "Parquet source,target[,weight]) on the nodes of POINTS (metricdp.graphs)."),
+]
 _Elastic = Annotated[
     Path | None,
     typer.Option("--elastic", help="Build on the elastic metric (Chatzikokolakis et al. 2015) of these privacy "
@@ -190,6 +196,7 @@ def register(app: typer.Typer) -> None:
         elastic: _Elastic = None,
         outputs: _Outputs = None,
         output_distances: _OutputDistances = None,
+        graph: _Graph = None,
         **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
@@ -197,7 +204,9 @@ def register(app: typer.Typer) -> None:
         name = str(getattr(mechanism, "value", mechanism))  # a member of the choices register() reads
         prior = options.get("prior")
         check_output(out, inputs=(points, options.get("weights"), prior, options.get("base_weights"), elastic,
-                                  outputs, output_distances))
+                                  outputs, output_distances, graph))
+        if graph is not None and metric is not None:
+            raise ValidationError("--metric does not apply with --graph (the metric is the shortest path)")
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
         if (outputs is not None or output_distances is not None) and not registry.get(name).outputs:
@@ -213,6 +222,10 @@ def register(app: typer.Typer) -> None:
         with progress(f"reading {points}"):
             with naming_flags({"metric": "--metric"}):
                 space = read_points(points, None if metric is None else metric.value)
+            if graph is not None:
+                from ..graphs import graph_space
+
+                space = graph_space(space, graph)
             if elastic is not None:
                 from ..elastic import elastic_metric
 
@@ -235,7 +248,7 @@ def register(app: typer.Typer) -> None:
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
             files = [given_options.get(o.keyword) for o in options_now.values() if o.param.kind == "vector"]
-            inputs = [p for p in (points, elastic, *files, outputs, output_distances) if p is not None]
+            inputs = [p for p in (points, elastic, *files, outputs, output_distances, graph) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)

@@ -373,6 +373,14 @@ FAMILIES: dict[str, Family] = {
                 "auto", "lattice", "clamped", "row-normalised")),),
         ),
         Family(
+            "discrete-laplace", f"{_M}.numeric:discrete_laplace",
+            "Discrete Laplace (two-sided geometric) noise on an equally spaced line, outputs extended past the ends "
+            "(Ghosh et al. 2009; metricdp.mechanisms.numeric)",
+            (Param("tail", "float", 1e-15, "mass allowed beyond the extended outputs", minimum=0.0, maximum=0.5,
+                   open_minimum=True, open_maximum=True),),
+            outputs=True,
+        ),
+        Family(
             "planar-laplace", f"{_M}.planar_laplace:planar_laplace",
             "Planar Laplace discretised to a grid (Andres et al., CCS 2013)",
             (Param("accuracy", "float", 1e-12, "target accuracy of the cell masses", minimum=0.0,

@@ -1,12 +1,16 @@
 """Streaming privatization of files of any size (CSV and Parquet, chunk by chunk).
 
 :func:`~metricdp.streaming.files.privatize_file` is the entry point; the byte-exact CSV
-splitter is :mod:`metricdp.streaming.csvsplit`. Engines for data that outgrows one
+splitter is :mod:`metricdp.streaming.csvsplit`; numeric columns on a grid are
+:mod:`metricdp.streaming.numbers`. Engines for data that outgrows one
 machine are in :mod:`metricdp.integrations`.
 """
 
 from __future__ import annotations
 
+from .._lazy import submodule_getattr
 from .files import ReleaseStats, privatize_file
 
 __all__ = ["ReleaseStats", "privatize_file"]
+
+__getattr__ = submodule_getattr(__name__, __path__)

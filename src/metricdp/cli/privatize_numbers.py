@@ -1,0 +1,168 @@
+"""``metricdp privatize-numbers INPUT --column C --epsilon E --range LO,HI [--step S] --out OUTPUT``.
+
+Releases a numeric column on the grid LO, LO+S, ..., HI with an exact mechanism
+(:mod:`metricdp.mechanisms.numeric`): ``clamped-geometric`` (releases stay in the range)
+or ``discrete-laplace`` (unbiased away from the ends; releases may leave the range). The
+guarantee is EPSILON per unit of the value: two values x, x' are
+``EPSILON * |x - x'|``-indistinguishable. The file is streamed with the same file layer
+as ``privatize`` (:mod:`metricdp.streaming.numbers`): CSV bytes outside the column kept,
+Parquet schema kept, atomic output, the OS secure random source unless ``--seed``.
+
+What leaves: every other column is written with its TRUE values unless ``--drop COL``
+removes it; the command names those columns on stderr and in ``--json``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .._validation import check_epsilon
+from ..errors import PrivacyLeakWarning, ValidationError
+from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
+from ..tabular.columns import plan_columns
+from ._common import (
+    JsonOption,
+    OutOption,
+    SeedOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    handle_errors,
+    progress,
+    warn,
+)
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
+
+__all__ = ["parse_range", "register"]
+
+_PIPE_EVERY_S = 10.0
+
+
+def parse_range(text: str) -> tuple[str, str]:
+    """``"LO,HI"`` -> (LO, HI) as text (the grid reads them as decimals)."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ValidationError(f"--range must be LO,HI (two numbers), got {text!r}")
+    return parts[0], parts[1]
+
+
+def _grid(lo: str, hi: str, step: str) -> NumericGrid:
+    try:
+        return NumericGrid(lo, hi, step)
+    except ValidationError as ex:
+        raise ValidationError(f"--range {lo},{hi} --step {step}: {ex}") from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``privatize-numbers`` command to ``app``."""
+
+    @app.command("privatize-numbers")
+    @handle_errors
+    def privatize_numbers(
+        input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV (with a header row) or Parquet file.")],
+        column: Annotated[str, typer.Option("--column", "-c", help="Numeric column whose values are released.")],
+        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Guarantee per unit of the value.")],
+        value_range: Annotated[str, typer.Option("--range", metavar="LO,HI", help="The values' range (public).")],
+        out: OutOption,
+        step: Annotated[str, typer.Option("--step", help="Grid step: values are LO, LO+STEP, ..., HI.")] = "1",
+        mechanism: Annotated[
+            str, typer.Option("--mechanism", "-m", help=f"{' | '.join(KINDS)}: clamped to the range, or unbiased "
+                              "discrete Laplace (releases may leave the range).")
+        ] = "clamped-geometric",
+        out_of_range: Annotated[
+            str, typer.Option("--out-of-range", help="error: refuse values outside LO,HI; clamp: move them to the "
+                              "nearest end (the guarantee is unchanged: clamping never increases |x - x'|).")
+        ] = "error",
+        off_grid: Annotated[
+            str, typer.Option("--off-grid", help="error: refuse values between grid points; round: move them to "
+                              "the nearest one (the guarantee becomes EPSILON * (|x - x'| + STEP)).")
+        ] = "error",
+        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        drop: DropOption = None,
+        keep: KeepOption = None,
+        seed: SeedOption = None,
+        json: JsonOption = False,
+    ) -> None:
+        """Release a numeric column with an exact geometric / discrete Laplace mechanism on a grid.
+
+        Each row is released independently at EPSILON per unit of the value; other
+        columns are written with their TRUE values (named on stderr) unless --drop
+        removes them. A person with k rows gets k x EPSILON.
+        """
+        from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format
+        from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, privatize_numbers_file
+        from ..tabular.header import table_header
+
+        epsilon = check_epsilon(epsilon, "--epsilon")
+        if mechanism not in KINDS:
+            raise ValidationError(f"--mechanism must be one of {', '.join(KINDS)}, got {mechanism!r}")
+        if out_of_range not in OUT_OF_RANGE:
+            raise ValidationError(f"--out-of-range must be one of {', '.join(OUT_OF_RANGE)}, got {out_of_range!r}")
+        if off_grid not in OFF_GRID:
+            raise ValidationError(f"--off-grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
+        lo, hi = parse_range(value_range)
+        grid = _grid(lo, hi, step)
+        check_output(out, inputs=(input_file,))
+        if not input_file.is_file():
+            raise ValidationError(f"{input_file}: no such file")
+        kind = file_format(input_file)
+        if file_format(out) != kind:
+            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
+        kept, dropped = list(keep or ()), list(drop or ())
+        try:
+            plan = plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped,
+                                where=str(input_file))
+        except ValidationError as ex:  # the library names no flag; say which one
+            raise ValidationError(with_flags(str(ex))) from None
+        try:
+            mech = number_mechanism(grid, epsilon, mechanism)
+        except ValidationError as ex:
+            raise ValidationError(f"--mechanism {mechanism} --epsilon {epsilon:g}: {ex}") from None
+        t0 = time.perf_counter()
+        with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+
+            last = [t0]
+
+            def on_progress(_done: int, _total: int | None, message: str) -> None:
+                bar.update(f"privatizing {input_file}: {message}")
+                now = time.perf_counter()
+                if not err_console.is_terminal and now - last[0] >= _PIPE_EVERY_S:  # a pipe: a line per 10 s
+                    last[0] = now
+                    err_console.print(f"privatize-numbers: {message}", markup=False, highlight=False)
+
+            stats = privatize_numbers_file(
+                mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
+                off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
+                progress=on_progress, keep=kept, drop=dropped,
+            )
+        plan = stats.columns or plan
+        dt = time.perf_counter() - t0
+        if seed is not None:
+            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
+        leaves_report(plan)
+        guarantee = "epsilon * |x - x'|" + (" + epsilon * step" if off_grid == "round" else "")
+        summary: dict[str, Any] = {
+            "out": str(out), "rows": stats.rows, "column": column, "mechanism": mechanism, "epsilon": epsilon,
+            "range": [str(grid.lo), str(grid.hi)], "step": str(grid.step), "grid_points": grid.n,
+            "outputs": [mech.output_labels[0], mech.output_labels[-1]], "log_ratio": mech.log_ratio,
+            "out_of_range": out_of_range, "off_grid": off_grid, "guarantee": guarantee,
+            "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
+        }
+        if json:
+            echo_json(summary)
+            return
+        console.print(
+            f"wrote {out}: {stats.rows} values of {column!r} released by {mechanism} on {grid.lo}..{grid.hi} step "
+            f"{grid.step} at epsilon={epsilon:g} per unit "
+            f"(releases in {mech.output_labels[0]}..{mech.output_labels[-1]})"
+            f"{'' if seed is None else ' [seeded]'}; {dt:.1f} s, {stats.rows / dt if dt > 0 else 0:,.0f} rows/s",
+            markup=False,
+            highlight=False,
+        )

@@ -1,0 +1,323 @@
+"""Release one numeric column of a CSV or Parquet file of any size on a fixed-step grid.
+
+The file layer is :mod:`metricdp.streaming.files`'s: the same record definition
+(:mod:`metricdp.tabular.csv`), the same column plan (``keep``/``drop``, the returned
+:class:`~metricdp.streaming.files.ReleaseStats` names every column that left with true
+values), the same byte-exact CSV splice (:mod:`metricdp.streaming.csvsplit`: every byte
+outside the released and dropped columns is copied), the same Parquet batch writer, the
+same atomic output (:func:`metricdp.io.atomic_write`: a temporary file renamed at the
+end, nothing published on error) and one random source for the whole file. What differs
+is how a field becomes an input: it is read as a number and mapped to its rank on the
+grid (:class:`~metricdp.mechanisms.numeric.NumericGrid`), and the release is a rank of a
+:class:`~metricdp.mechanisms.numeric.NumberMechanism` written as the grid point's text.
+
+What a number is
+----------------
+:func:`metricdp.io.parse_decimal`, the one CSV number rule: Python's ``float`` of a plain
+ASCII decimal (sign, digits, point, exponent; surrounding ASCII blanks allowed; no ``_``,
+no non-ASCII digits). The fast path casts a chunk with Arrow (``fast_float``, correctly
+rounded like ``float``); a chunk the cast refuses (a blank-padded or quoted number, or a
+bad field) is read field by field, the fields matching the plain-decimal pattern still by
+Arrow and every other field by :func:`~metricdp.io.parse_decimal` itself. Parquet
+integer, floating and decimal columns are read as numbers, string columns as text.
+
+Refused values
+--------------
+A field that is not a number, is NaN or infinite, lies outside the range, or lies off the
+grid stops the release: the rest of the file is still read so that the one error gives
+the count and the first lines (file, line, column, value, reason), and nothing is
+written. ``out_of_range="clamp"`` moves values outside the range to its nearest end
+instead (clamping is 1-Lipschitz, so the guarantee ``epsilon |x - x'|`` holds for every
+pair of real values), ``off_grid="round"`` moves an off-grid value to the nearest grid
+point (then the guarantee is ``epsilon (|x - x'| + step)``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from os import PathLike
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from .._progress import Progress, report
+from .._random import check_rng, warn_unless_secure
+from ..errors import ValidationError
+from ..io import atomic_write, parse_decimal
+from ..mechanisms.numeric import NumberMechanism
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.parquet import open_parquet
+from . import csvsplit
+from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
+
+__all__ = ["OFF_GRID", "OUT_OF_RANGE", "BadNumbers", "parse_numbers", "privatize_numbers_file"]
+
+OUT_OF_RANGE = ("error", "clamp")
+OFF_GRID = ("error", "round")
+_SHOW = 5
+_REASONS = {1: "not a number", 2: "not finite", 3: "outside the range", 4: "not on the grid", 5: "empty"}
+#: A plain decimal in the form both Arrow's cast and ``float`` read alike (the slow path's fast lane).
+_PLAIN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+class BadNumbers:
+    """Rows refused: count per reason and the first few (line, value, reason)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.first: list[tuple[int, str, str]] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, lines: NDArray[np.int64], values: Sequence[str], status: NDArray[np.int8]) -> None:
+        self.rows += len(lines)
+        for code in np.unique(status).tolist():
+            self.counts[_REASONS[code]] = self.counts.get(_REASONS[code], 0) + int((status == code).sum())
+        for line, value, code in zip(lines[: _SHOW - len(self.first)].tolist(), values, status.tolist(), strict=False):
+            self.first.append((line, value, _REASONS[code]))
+
+    def error(self, where: str, column: str, grid: Any, unit: str) -> ValidationError:
+        shown = "; ".join(f"{unit} {line}: {value!r} ({why})" for line, value, why in self.first)
+        counts = ", ".join(f"{k} {v:,}" for k, v in sorted(self.counts.items()))
+        return ValidationError(
+            f"{where}: column {column!r}: {self.rows:,} value(s) cannot be released on the grid {grid.lo}..{grid.hi} "
+            f"step {grid.step} ({counts}); first: {shown}; nothing written"
+        )
+
+
+def parse_numbers(values: Any, quoted: NDArray[np.bool_] | None = None,
+                  raw_quoted: Sequence[bytes] = ()) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """Float values of an Arrow string array and a mask of fields that are not numbers.
+
+    ``quoted`` marks fields whose text is in ``raw_quoted`` instead (in row order, as
+    :func:`metricdp.streaming.csvsplit.field_values` returns them). The number rule is
+    :func:`metricdp.io.parse_decimal` (module docstring).
+    """
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    n = len(values)
+    q = np.zeros(n, dtype=bool) if quoted is None else np.asarray(quoted, dtype=bool)
+    if not q.any():
+        try:
+            out = np.asarray(pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+            bad = np.zeros(n, dtype=bool)
+            for i in np.flatnonzero(np.isnan(out)).tolist():  # Arrow also reads 'nan(...)', which float() refuses
+                bad[i] = _oracle_refuses(values[i].as_py())
+            return out, bad
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    plain = np.asarray(pc.match_substring_regex(values, _PLAIN).to_numpy(zero_copy_only=False), dtype=bool) & ~q
+    out = np.full(n, np.nan)
+    bad = np.zeros(n, dtype=bool)
+    idx = np.flatnonzero(plain)
+    if idx.size:
+        out[idx] = pc.cast(values.take(pa.array(idx)), pa.float64()).to_numpy(zero_copy_only=False)
+    others = np.flatnonzero(~plain & ~q)
+    texts = values.take(pa.array(others)).to_pylist() if others.size else []
+    others = np.concatenate([others, np.flatnonzero(q)])
+    texts += [b.decode("utf-8") for b in raw_quoted]
+    for i, text in zip(others.tolist(), texts, strict=True):  # the irregular fields only
+        try:
+            out[i] = parse_decimal(text)
+        except ValueError:
+            bad[i] = True
+    return out, bad
+
+
+def _oracle_refuses(text: str) -> bool:
+    try:
+        parse_decimal(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _status(mechanism: NumberMechanism, numbers: NDArray[np.float64], not_number: NDArray[np.bool_],
+            empty: NDArray[np.bool_], out_of_range: str, off_grid: str) -> tuple[NDArray[np.intp], NDArray[np.int8]]:
+    ranks, st = mechanism.grid.ranks(numbers, clamp=out_of_range == "clamp", snap=off_grid == "round")
+    status = np.where(st == 0, 0, st + 1).astype(np.int8)  # grid codes 1..3 -> reasons 2..4
+    status[not_number] = 1
+    status[empty] = 5
+    return ranks, status
+
+
+def privatize_numbers_file(
+    mechanism: NumberMechanism,
+    input_path: str | PathLike[str],
+    column: str,
+    out: str | PathLike[str],
+    *,
+    rng: object = None,
+    out_of_range: Literal["error", "clamp"] = "error",
+    off_grid: Literal["error", "round"] = "error",
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    inputs: Sequence[str | PathLike[str]] = (),
+    progress: Progress | None = None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    max_record: int | None = None,
+) -> ReleaseStats:
+    """Replace every value of ``column`` by a release of ``mechanism``; write ``out`` (same format).
+
+    See the module docstring for the number rule, the refusals and the options.
+
+    Raises
+    ------
+    ValidationError
+        A missing column, a bad ``keep``/``drop`` name, values that cannot be released
+        (count, first lines and reasons), a malformed file (line and byte offset).
+    UnsafeOutputError
+        ``out`` is a device, a directory, the input, ... (nothing written).
+    """
+    if not isinstance(mechanism, NumberMechanism):
+        raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
+    if out_of_range not in OUT_OF_RANGE:
+        raise ValidationError(f"out_of_range must be one of {', '.join(OUT_OF_RANGE)}, got {out_of_range!r}")
+    if off_grid not in OFF_GRID:
+        raise ValidationError(f"off_grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
+    src = Path(input_path)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    if chunk_rows < 1 or chunk_bytes < 1:
+        raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
+    fmt = file_format(src)
+    warn_unless_secure(rng, stacklevel=2)
+    source = check_rng(rng)  # ONE stream for the whole file
+    t0 = time.perf_counter()
+    plans: list[ColumnPlan] = []
+
+    def make_plan(names: Sequence[str]) -> ColumnPlan:
+        plans.append(plan_columns(names, [column], keep=keep, drop=drop, where=str(src)))
+        return plans[0]
+
+    def tick(rows: int) -> None:
+        dt = time.perf_counter() - t0
+        report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
+
+    def classify(numbers: NDArray[np.float64], bad: NDArray[np.bool_], empty: NDArray[np.bool_]) -> Any:
+        return _status(mechanism, numbers, bad, empty, out_of_range, off_grid)
+
+    with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+        if fmt == "csv":
+            rows = _csv(mechanism, src, column, fh, source, classify, tick, make_plan, chunk_rows, chunk_bytes,
+                        max_record)
+        else:
+            rows = _parquet(mechanism, src, column, fh, source, classify, tick, make_plan, chunk_rows)
+    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0])
+
+
+def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any, tick: Any,
+         make_plan: Any, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> int:
+    pa = import_optional("pyarrow", extra="parquet")
+    outs = mechanism.output_labels
+    n_out = len(outs)
+    table, table_off = _label_table(outs)
+    where = str(src)
+    bad_rows = BadNumbers()
+    rows = 0
+    with src.open("rb") as inp:
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        header = reader.header()
+        plan: ColumnPlan = make_plan(header.names)
+        col, dropped = plan.index(column), plan.dropped_indices
+        hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
+        raw = np.frombuffer(header.raw, dtype=np.uint8)
+        fh.write(csvsplit.splice(raw, len(raw), hs, he, table, table_off,
+                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).data)
+        for chunk in reader.chunks(col):
+            recs, buf = chunk.records, chunk.buf
+            data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
+            values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
+            numbers, not_number = parse_numbers(values, quoted, raw_quoted)
+            empty = (recs.fe == recs.fs)
+            ranks, status = classify(numbers, not_number, empty)
+            refused = np.flatnonzero(status)
+            if refused.size:
+                texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
+                bad_rows.add(chunk.first_line + recs.lines[refused], texts, status[refused])
+            if bad_rows.rows:
+                continue  # scanned for the error's counts; nothing more is written
+            starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+            choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
+            if len(ranks):
+                released = mechanism.draw(ranks, source) + n_out * quoted
+                choice[kind == 0] = released[row[kind == 0]]
+            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+            rows += len(ranks)
+            if len(ranks):
+                tick(rows)
+    if bad_rows.rows:
+        raise bad_rows.error(where, column, mechanism.grid, "line")
+    return rows
+
+
+def _field_text(pending: bytes, a: int, b: int) -> str:
+    raw = pending[a:b]
+    if raw[:1] == b'"':
+        raw = raw[1:-1].replace(b'""', b'"')
+    return raw.decode("utf-8", errors="replace")
+
+
+def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any,
+             tick: Any, make_plan: Any, chunk_rows: int) -> int:
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    where = str(src)
+    pf = open_parquet(src)
+    schema = pf.schema_arrow
+    plan: ColumnPlan = make_plan(schema.names)
+    j = plan.index(column)
+    field = schema.field(j)
+    kind = field.type
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    if not (numeric or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise ValidationError(f"{where}: column {column!r} has type {kind}; numbers or text expected")
+    written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
+    out_schema = pa.schema([schema.field(k) for k in written], metadata=schema.metadata)
+    try:
+        out_values = pa.array(mechanism.output_labels, type=pa.string()).cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
+        raise ValidationError(
+            f"{where}: column {column!r} has type {kind}; the released grid points cannot be written as it ({ex})"
+        ) from None
+    compression = "snappy"
+    if pf.metadata.num_row_groups and pf.metadata.num_columns:
+        compression = pf.metadata.row_group(0).column(0).compression.lower()
+        compression = "none" if compression == "uncompressed" else compression
+    bad_rows = BadNumbers()
+    rows = seen = 0
+    writer = pq.ParquetWriter(fh, out_schema, compression=compression)
+    try:
+        for batch in pf.iter_batches(batch_size=chunk_rows):
+            col = batch.column(j)
+            empty = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if numeric:
+                filled = pc.fill_null(pc.cast(col, pa.float64()), 0.0)
+                numbers = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.float64)
+                not_number = np.zeros(len(col), dtype=bool)
+            else:
+                numbers, not_number = parse_numbers(pc.fill_null(col.cast(pa.string()), "0"))
+            ranks, status = classify(numbers, not_number, empty)
+            refused = np.flatnonzero(status)
+            if refused.size:
+                texts = ["null" if v is None else str(v) for v in col.take(pa.array(refused[:_SHOW])).to_pylist()]
+                bad_rows.add(seen + refused + 1, texts, status[refused])
+            seen += len(col)
+            if bad_rows.rows:
+                continue
+            new = out_values.take(pa.array(mechanism.draw(ranks, source)))
+            columns = [new if k == j else batch.column(k) for k in written]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
+            rows += len(col)
+            tick(rows)
+    finally:
+        writer.close()
+    if bad_rows.rows:
+        raise bad_rows.error(where, column, mechanism.grid, "row")
+    return rows
