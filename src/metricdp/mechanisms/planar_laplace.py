@@ -512,7 +512,9 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     ----------
     space : MetricSpace
         A grid: Euclidean 2-d points on one square lattice (``space.cell`` not None),
-        e.g. :meth:`MetricSpace.grid`.
+        e.g. :meth:`MetricSpace.grid`; or a haversine space of the centres of equal
+        square cells (:class:`metricdp.location.grid.CellGrid`), built on their
+        tangent-plane lattice and audited on the sphere (:mod:`metricdp.location.cells`).
     epsilon : float
         Level per unit of the space's distances (e.g. per metre).
     accuracy : float
@@ -541,10 +543,14 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     """
     space = check_space(space)
     pts = space.points
+    if space.metric == "haversine" and pts is not None:  # (lat, lon) cell centres: their tangent-plane lattice
+        from ..location.cells import planar_laplace_cells
+
+        return planar_laplace_cells(space, epsilon, accuracy=accuracy)  # type: ignore[return-value]
     if space.cell is None or pts is None or space.metric != "euclidean" or pts.shape[1] != 2:
         raise ValidationError(
-            "planar-laplace needs a grid space: Euclidean 2-d points on one square lattice "
-            f"(space.cell is None for {space!r}); build one with MetricSpace.grid"
+            "planar-laplace needs a grid: Euclidean 2-d points on one square lattice or (lat, lon) centres "
+            f"of equal square cells; these {space.n} points ({space.metric}) are neither"
         )
     epsilon = check_epsilon(epsilon)
     accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)
