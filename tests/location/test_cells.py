@@ -53,7 +53,7 @@ def test_points_off_a_grid_are_refused():
                                        metric="haversine")
     with pytest.raises(ValidationError, match="not the centres of one grid"):
         planar_laplace(capitals, 1.0)
-    with pytest.raises(ValidationError, match="is neither"):
+    with pytest.raises(ValidationError, match="are neither"):
         planar_laplace(MetricSpace.from_points([[0.0, 0.0], [1.0, 0.3], [2.5, 1.0]]), 1.0)
 
 

@@ -71,7 +71,7 @@ def _parse_floats(text: str, flag: str) -> tuple[float, ...]:
 
 def build_mechanism(
     space: MetricSpace, name: str, epsilon: float | None, options: dict[str, Any] | None = None,
-    outputs: OutputSet | None = None,
+    outputs: OutputSet | None = None, progress: Any = None,
 ) -> Mechanism:
     """Build mechanism ``name`` on ``space`` from ``build``'s options, through the registry.
 
@@ -119,7 +119,7 @@ def build_mechanism(
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
         raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} (they apply to: "
                               f"{takes})")
-    return family.build(space, eps, outputs=outputs, **params)
+    return family.build(space, eps, outputs=outputs, progress=progress, **params)
 
 
 def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
@@ -224,8 +224,18 @@ def register(app: typer.Typer) -> None:
             elif output_distances is not None:
                 with naming_flags({}, "--output-distances"):
                     output_set = read_output_distances(output_distances, space)
+        if name == "optimal":  # what the LP will take, before it starts; a refusal when it cannot fit
+            from ..mechanisms.lp.plan import check_plan, plan_optimal
+            from ._common import err_console
+
+            plan = plan_optimal(space.n, None if output_set is None else output_set.m,
+                                objective=getattr(options.get("objective"), "value", "worst"))
+            check_plan(plan, "try --mechanism planar-laplace (exact, O(n^2); --remap --prior for utility), "
+                             "--mechanism spanner, or larger cells")
+            if plan.seconds >= 60:  # worth a line of its own; a quick build keeps stderr clean
+                err_console.print(plan.summary(), markup=False, highlight=False)
         with progress(f"building {name} on {space.n} points") as bar:
-            mech = build_mechanism(space, name, epsilon, options, output_set)
+            mech = build_mechanism(space, name, epsilon, options, output_set, progress=bar)
             if remap:
                 from ..remap import bayesian_remap
 
