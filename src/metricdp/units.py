@@ -33,6 +33,8 @@ __all__ = [
     "METRES_PER",
     "Epsilon",
     "UnitError",
+    "describe_epsilon",
+    "epsilon_forms",
     "level_radius",
     "parse_epsilon",
     "parse_length",
@@ -207,6 +209,41 @@ def _checked(eps: Epsilon, text: str) -> Epsilon:
     if eps.per * 1000 > Fraction(1e300) or _nearest(eps.per / 1000) == 0.0:
         raise UnitError(f"epsilon out of range (too small or too large for a float in m or km): {text!r}")
     return eps
+
+
+#: Radii at which (l, r) is stated, in metres, for spaces measured in m or km.
+REFERENCE_RADII_M = (100, 1000)
+
+
+def epsilon_forms(epsilon: float, unit: str) -> dict[str, Any]:
+    """Both forms of an epsilon in a space's ``unit``, for JSON: per unit (and per m and km when the
+    unit is one of them), and the (l, r) form at 100 m and 1 km (at radius 1 for a unit-less space).
+
+    Examples
+    --------
+    >>> f = epsilon_forms(0.5, "km")
+    >>> f["per_km"], f["per_m"], f["level_radius"][0]
+    (0.5, 0.0005, {'level': 0.05, 'radius': 100, 'radius_unit': 'm'})
+    """
+    eps = float(epsilon)
+    out: dict[str, Any] = {"epsilon": eps, "unit": unit}
+    if unit in METRES_PER:
+        per_m = eps / float(METRES_PER[unit])
+        out.update(per_m=per_m, per_km=per_m * 1000)
+        out["level_radius"] = [{"level": per_m * r, "radius": r, "radius_unit": "m"} for r in REFERENCE_RADII_M]
+    else:
+        out["level_radius"] = [{"level": eps, "radius": 1, "radius_unit": unit}]
+    return out
+
+
+def describe_epsilon(epsilon: float, unit: str) -> str:
+    """``"0.5 per km = level 0.05 within 100 m, 0.5 within 1 km"``; ``"0.7"`` (per unit) for a unit-less space."""
+    f = epsilon_forms(epsilon, unit)
+    if unit not in METRES_PER:
+        return f"{epsilon:.6g} per unit of distance" if not unit else f"{epsilon:.6g} per {unit}"
+    parts = [f"{x['level']:.6g} within {x['radius'] if x['radius'] < 1000 else x['radius'] // 1000}"
+             f" {'m' if x['radius'] < 1000 else 'km'}" for x in f["level_radius"]]
+    return f"{epsilon:.6g} per {unit} = level {', '.join(parts)}"
 
 
 def space_unit(space: MetricSpace, metadata: Mapping[str, Any] | None = None) -> str:
