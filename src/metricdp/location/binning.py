@@ -39,7 +39,7 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import open_parquet
 from .grid import CellGrid, Unknown, assign_cells
 
-__all__ = ["BinStats", "bin_file"]
+__all__ = ["BinStats", "bin_file", "read_label_column"]
 
 _SHOW = 5  # line numbers shown in an error
 
@@ -290,3 +290,59 @@ def _bin_parquet(grid: CellGrid, src: Path, lat: str, lon: str, fh: IO[bytes], c
             writer.write_batch(pa.RecordBatch.from_arrays([*batch.columns, new], schema=out_schema))
     finally:
         writer.close()
+
+
+# ------------------------------------------------------------------------ reading labels
+def read_label_column(path: str | PathLike[str], column: str, labels: Sequence[str]) -> NDArray[np.intp]:
+    """The index into ``labels`` of every row's ``column`` value (CSV or Parquet, streamed by chunk).
+
+    A value that is not a label is an error naming the file, the line (CSV) or row
+    (Parquet) and the value.
+    """
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    src = Path(path)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    where = str(src)
+    value_set = pa.array(list(labels), type=pa.string())
+    parts: list[NDArray[np.intp]] = []
+
+    def check(idx: NDArray[np.intp], at: NDArray[np.int64], values: Any, unit: str) -> None:
+        bad = np.flatnonzero(idx < 0)
+        if len(bad):
+            raise ValidationError(f"{where}: {unit} {int(at[bad[0]])}: column {column!r} has {values(bad[0])!r}, "
+                                  "not a label of the mechanism's points")
+
+    if format_of(src, TABLE_FORMATS) == "csv":
+        with src.open("rb") as inp:
+            reader = CsvReader(inp, where)
+            names = reader.header().names
+            if column not in names:
+                raise ValidationError(f"{where}: no column {column!r}")
+            for chunk in reader.chunks(list(names).index(column)):
+                recs = chunk.records
+                data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, recs.fs, recs.fe)
+                values = pa.Array.from_buffers(pa.string(), len(offs) - 1,
+                                               [None, pa.py_buffer(offs), pa.py_buffer(data)])
+                idx = np.asarray(pc.fill_null(pc.index_in(values, value_set=value_set), -1)
+                                 .to_numpy(zero_copy_only=False), dtype=np.intp)
+                if quoted.any():
+                    lookup = {lab: i for i, lab in enumerate(labels)}
+                    idx[quoted] = [lookup.get(v.decode("utf-8"), -1) for v in raw_quoted]
+                check(idx, chunk.first_line + recs.lines, lambda i, v=values: v[int(i)].as_py(), "line")
+                parts.append(idx)
+    else:
+        pf = open_parquet(src)
+        if column not in pf.schema_arrow.names:
+            raise ValidationError(f"{where}: no column {column!r}")
+        seen = 0
+        for batch in pf.iter_batches(columns=[column]):
+            col = batch.column(0)
+            text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+            idx = np.asarray(pc.fill_null(pc.index_in(text, value_set=value_set), -1).to_numpy(zero_copy_only=False),
+                             dtype=np.intp)
+            check(idx, np.arange(seen + 1, seen + 1 + len(idx)), lambda i, v=text: v[int(i)].as_py(), "row")
+            seen += len(idx)
+            parts.append(idx)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
