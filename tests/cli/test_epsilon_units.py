@@ -67,3 +67,12 @@ def test_evaluate_states_both_forms(capitals, tmp_path):
                                      {"level": 0.002, "radius": 1000, "radius_unit": "m"}]
     text = " ".join(run("evaluate", out).stdout.split())
     assert "epsilon (l, r)" in text and "level 0.0002 within 100 m" in text
+
+
+def test_calibrate_json_states_both_forms(capitals):
+    r = run("calibrate", "-m", "exponential", "--points", capitals, "-E", "500", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    forms = out["epsilon_forms"]
+    assert forms["unit"] == "km" and forms["per_km"] == out["epsilon_mdp"]
+    assert forms["level_radius"][1] == {"level": pytest.approx(out["epsilon_mdp"]), "radius": 1000, "radius_unit": "m"}
