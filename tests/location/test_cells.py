@@ -70,3 +70,23 @@ def test_cli_build_on_grid_cells(tmp_path):
     r = run("build", caps, "-m", "planar-laplace", "--epsilon", "2", "--out", tmp_path / "x.npz")
     assert_one_line_error(r, "not the centres of one grid")
     assert "MetricSpace" not in r.stderr
+
+
+def test_a_rotated_lattice_is_fitted_and_a_perturbed_one_refused():
+    from metricdp.location.projection import TangentPlane
+
+    i, j = np.meshgrid(np.arange(-10, 10), np.arange(-10, 10))
+    ij = np.column_stack([i.ravel(), j.ravel()]).astype(float)
+    theta = 0.01  # 10 cells out: 0.1 cell off a lattice aligned with this plane's axes
+    rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    plane = TangentPlane(57.0, 24.1)
+    latlon = plane.inverse(0.5 * ij @ rot.T)
+    space = MetricSpace.from_points(latlon, [f"c{k}" for k in range(len(ij))], metric="haversine")
+    lat = lattice_of(space)
+    assert lat.space.cell == pytest.approx(0.5, rel=1e-6) and lat.residual_km < 1e-5
+    assert 1.0 <= lat.ratio < 1 + 1e-5
+    moved = 0.5 * ij @ rot.T
+    moved[7] += [0.05, 0.0]  # one centre a tenth of a cell off
+    bad = MetricSpace.from_points(plane.inverse(moved), space.labels, metric="haversine")
+    with pytest.raises(ValidationError, match=r"'c7' is 49\.\d m off the lattice of 49\d\.\d+ m cells"):
+        lattice_of(bad)

@@ -7,9 +7,11 @@ alone, with no knowledge of how they were made:
 1. project the centres with the azimuthal equidistant projection
    (:class:`~metricdp.location.projection.TangentPlane`) about the middle of their
    bounding box;
-2. take the cell side h as the median nearest-neighbour distance in that plane, and the
-   lattice coordinates as the rounded offsets from the first centre in units of h;
-3. refuse when a centre lies more than ``tolerance`` h off its lattice point (the cells
+2. take the lattice coordinates (i, j) as the offsets from the first centre rounded in
+   units of the median nearest-neighbour distance, fit the similarity (rotation and
+   scale) (i, j) -> plane by least squares (it absorbs the small rotation between this
+   plane and the tiling's), and take the cell side h from its scale;
+3. refuse when a centre lies more than ``tolerance`` h off the fitted lattice (the cells
    are not one grid of equal squares, or they span a region where the projection bends
    them noticeably).
 
@@ -81,9 +83,15 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
     h = float(np.median(dist[:, 1]))
     if not h > 0:
         raise ValidationError("two cells have the same centre")
-    rel = (xy - xy[0]) / h
-    ij = np.rint(rel)
-    off = np.hypot(*(rel - ij).T)
+    ij = np.rint((xy - xy[0]) / h)
+    # the lattice as the plane sees it: the similarity z = a w + b (w = i + j sqrt(-1), a complex: a
+    # rotation and a scale, so squares stay squares) of least squares, and each centre's offset from it
+    w, z = ij[:, 0] + 1j * ij[:, 1], xy[:, 0] + 1j * xy[:, 1]
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([w, np.ones_like(w)]), z, rcond=None)
+    h = float(abs(a))
+    if not h > 0:
+        raise ValidationError("the cell centres do not span a lattice")
+    off = np.abs(a * w + b - z) / h
     worst = int(np.argmax(off))
     if off[worst] > tolerance:
         raise ValidationError(
