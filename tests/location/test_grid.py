@@ -187,6 +187,8 @@ def test_bin_refuses_with_lines_and_writes_nothing(grid, tmp_path):
         bin_file(grid, src, "lat", "lon", out)
     with pytest.raises(ValidationError, match="no column 'latitude'"):
         bin_file(grid, src, "latitude", "lon", out)
+    with pytest.raises(ValidationError, match=r"has the input's format \(csv\); name it .csv"):
+        bin_file(grid, src, "lat", "lon", tmp_path / "out.parquet")
 
 
 def test_bin_parquet(grid, tmp_path):

@@ -109,6 +109,8 @@ def bin_file(
     if not cell_column or cell_column != cell_column.strip():
         raise ValidationError(f"the cell column's name must be non-empty without edge spaces, got {cell_column!r}")
     fmt = format_of(src, TABLE_FORMATS)
+    if out is not None and format_of(Path(out), TABLE_FORMATS) != fmt:
+        raise ValidationError(f"{out}: the labelled output has the input's format ({fmt}); name it .{fmt}")
     t0 = time.perf_counter()
     counts = np.zeros(grid.n, dtype=np.int64)
     outside = _Outside()
