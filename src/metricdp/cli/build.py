@@ -121,6 +121,10 @@ def build_mechanism(
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
         raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} (they apply to: "
                               f"{takes})")
+    if name == "planar-laplace" and space.metric == "haversine" and eps is not None:  # lat/lon cells
+        from ..location.cells import planar_laplace_cells
+
+        return planar_laplace_cells(space, eps, **params)
     return family.build(space, eps, outputs=outputs, progress=progress, **params)
 
 

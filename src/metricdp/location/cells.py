@@ -42,7 +42,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._resources import check_allocation
+from .._validation import check_epsilon
 from ..errors import MetricDPError, ValidationError
+from ..mechanisms.base import Mechanism, certify
+from ..mechanisms.planar_laplace import planar_laplace
 from ..spaces import MetricSpace
 from .projection import TangentPlane
 
@@ -73,6 +77,7 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
         raise ValidationError(f"expected a haversine space of (lat, lon) cell centres, got {space!r}")
     if space.n < 2:
         raise ValidationError("a grid needs at least 2 cells")
+    check_allocation(8 * 8.0 * space.n * space.n, f"planar-laplace on {space.n:,} cells (8 dense n x n arrays)")
     lat0, lon0 = float(pts[:, 0].min()), float(pts[:, 1].min())
     lat1, lon1 = float(pts[:, 0].max()), float(pts[:, 1].max())
     if lon1 - lon0 > 180:
@@ -111,13 +116,11 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
     return Lattice(grid, ratio, float(off[worst] * h), plane)
 
 
-def planar_laplace_cells(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> object:
+def planar_laplace_cells(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
     """The discretised planar Laplace on a haversine space of square cells, exactly epsilon-mDP for the
     great-circle distance (module docstring). Returns a :class:`~metricdp.mechanisms.base.Mechanism` on
     ``space`` (its labels, its metric); ``params`` adds ``cell`` (km), ``lattice_epsilon`` and ``ratio``."""
-    from ..mechanisms.base import certify
-    from ..mechanisms.planar_laplace import planar_laplace
-
+    epsilon = check_epsilon(epsilon)
     lat = lattice_of(space)
     inner = epsilon / lat.ratio
     planar = planar_laplace(lat.space, inner, accuracy=accuracy)
