@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from metricdp.location.cells import planar_laplace_cells
 from metricdp.location.grid import CellGrid
-from metricdp.mechanisms.planar_laplace import planar_laplace
 from metricdp.spaces import MetricSpace
 from tests.cli_helpers import assert_one_line_error, run
 
@@ -19,7 +19,7 @@ pytest.importorskip("matplotlib")
 @pytest.fixture(scope="module")
 def mech():
     g = CellGrid.over("56.90,24.00,56.93,24.05", 1.0)
-    return planar_laplace(MetricSpace.from_points(g.centres, g.labels, metric="haversine"), 2.0)
+    return planar_laplace_cells(MetricSpace.from_points(g.centres, g.labels, metric="haversine"), 2.0)
 
 
 def _number(page: str, name: str) -> float:
