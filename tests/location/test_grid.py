@@ -69,11 +69,12 @@ def test_locate_matches_floor_in_the_plane(x, y):
     assert g.labels[g.locate(ll)[0]] == f"x{i}y{j}"
 
 
-def test_grid_refuses_too_many_cells_and_empty():
+def test_grid_refuses_too_many_cells_and_bad_sides():
     with pytest.raises(ValidationError, match="candidate cells"):
-        CellGrid.over("europe", 0.001) if False else CellGrid.over(Region.box(40, 0, 60, 30), 0.01)
-    with pytest.raises(ValidationError, match="positive"):
-        CellGrid.over(BOX, 0.0)
+        CellGrid.over(Region.box(40, 0, 60, 30), 0.01)  # 2,200 km x 2,300 km in 10 m cells
+    for side in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValidationError, match="positive"):
+            CellGrid.over(BOX, side)
 
 
 # ----------------------------------------------------------------------------------- prior
