@@ -191,13 +191,13 @@ def _numbers(buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64
     data, offs, quoted, raw_quoted = csvsplit.field_values(buf, fs, fe)
     values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
     plain = ~quoted
+    out = np.full(len(fs), np.nan)
     try:
-        if pc.all(pc.match_substring_regex(values.filter(pa.array(plain)),
-                                               r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")).as_py() not in (True, None):
+        some = values.filter(pa.array(plain)) if quoted.any() else values  # quoted ones are read below
+        if pc.all(pc.match_substring_regex(some, r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")).as_py() is False:
             raise ValueError
-        out = np.asarray(pc.cast(values, pa.float64(), safe=True).to_numpy(zero_copy_only=False), dtype=np.float64)
+        out[plain] = np.asarray(pc.cast(some, pa.float64(), safe=True).to_numpy(zero_copy_only=False))
     except (ValueError, pa.ArrowInvalid):
-        out = np.full(len(fs), np.nan)
         texts = values.to_pylist()
         for i in np.flatnonzero(plain):  # the error path only: find the culprit
             try:
