@@ -41,7 +41,7 @@ from ._validation import check_int, check_probability_vector, check_quantile
 from .errors import ValidationError
 from .io import atomic_write
 from .mechanisms.base import AUDIT_RTOL, Mechanism
-from .units import space_unit, with_unit
+from .units import describe_epsilon, space_unit, with_unit
 
 __all__ = ["DEFAULT_DELTAS", "default_inputs", "render_report", "write_report"]
 
@@ -87,9 +87,11 @@ def default_inputs(mechanism: Mechanism, k: int = _MAP_INPUTS) -> NDArray[np.int
     return np.asarray(chosen, dtype=np.intp)
 
 
-def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
+def _privacy_section(mech: Mechanism, deltas: Sequence[float], unit: str = "") -> str:
     rows = [("mechanism", html.escape(mech.name)), ("points", str(mech.n)),
             ("metric", html.escape(mech.space.metric)), ("epsilon (claimed)", _fmt(mech.epsilon))]
+    if unit:  # both forms: per unit and (l, r)
+        rows.append(("epsilon (l, r)", html.escape(describe_epsilon(mech.epsilon, unit))))
     parts = []
     if mech.exact:
         result = mech.audit()
@@ -353,7 +355,7 @@ def render_report(
                 idx.min() < 0 or idx.max() >= mechanism.n:
             raise ValidationError(f"inputs must be indices in 0..{mechanism.n - 1}, got {np.asarray(inputs).tolist()}")
     pi = None if prior is None else check_probability_vector(prior, mechanism.n)
-    sections = [_privacy_section(mechanism, deltas), _loss_section(mechanism, unit, quantile)]
+    sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
     obs = None
     if observed is not None:
         t, r = (np.asarray(a) for a in observed)

@@ -76,3 +76,20 @@ def test_calibrate_json_states_both_forms(capitals):
     forms = out["epsilon_forms"]
     assert forms["unit"] == "km" and forms["per_km"] == out["epsilon_mdp"]
     assert forms["level_radius"][1] == {"level": pytest.approx(out["epsilon_mdp"]), "radius": 1000, "radius_unit": "m"}
+
+
+def test_privatize_json_and_report_state_both_forms(capitals, tmp_path):
+    mech = tmp_path / "m.npz"
+    assert run("build", capitals, "-m", "exponential", "--epsilon", "0.004/km", "--out", mech).exit_code == 0
+    rows = tmp_path / "rows.csv"
+    rows.write_text("city\nParis\nRome\n")
+    r = run("privatize", mech, rows, "--column", "city", "--out", tmp_path / "rel.csv", "--json")
+    assert r.exit_code == 0, r.output
+    forms = json.loads(r.stdout)["epsilon_forms"]
+    assert forms["per_km"] == 0.004 and forms["level_radius"][1]["level"] == 0.004
+    pytest.importorskip("matplotlib")
+    from metricdp import load_mechanism
+    from metricdp.report import _privacy_section
+
+    page = _privacy_section(load_mechanism(mech), [1e-3], "km")
+    assert "0.004 per km = level 0.0004 within 100 m, 0.004 within 1 km" in page
