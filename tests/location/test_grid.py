@@ -220,3 +220,36 @@ def test_counts_only(grid, tmp_path):
     st_ = bin_file(grid, src, "lat", "lon", None)
     assert st_.counts[0] == 2 and st_.counts[3] == 1 and st_.counts.sum() == 3
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["in.csv"]
+
+
+_TEXT = st.text(alphabet=st.sampled_from('ab ,"x'), max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 47), st.booleans(), _TEXT, st.sampled_from(["\n", "\r\n"])),
+             min_size=1, max_size=30),
+    st.booleans(), st.integers(1, 7),
+)
+def test_bin_csv_fuzz_against_a_line_oracle(rows, last_eol, chunk_rows):
+    """Random quoting, CRLF/LF, commas and quotes in a text column, chunk sizes: the output is every
+    input line with ``,label`` before its line break (an oracle that needs no CSV parser: no field
+    holds a line break)."""
+    import tempfile
+
+    g = CellGrid.over(BOX, 1.0)
+    lines = []
+    for k, quote, text, eol in rows:
+        lat, lon = g.centres[k].tolist()
+        field = f'"{lat}"' if quote else f"{lat}"
+        note = '"' + text.replace('"', '""') + '"'
+        lines.append((f"{note},{field},{lon}", eol))
+    lines[-1] = (lines[-1][0], lines[-1][1] if last_eol else "")
+    src_text = "note,lat,lon\n" + "".join(a + e for a, e in lines)
+    labelled = [f"{a},{g.labels[row[0]]}{e}" for (a, e), row in zip(lines, rows, strict=True)]
+    want = "note,lat,lon,cell\n" + "".join(labelled)
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "in.csv", Path(d) / "out.csv"
+        src.write_bytes(src_text.encode())
+        bin_file(g, src, "lat", "lon", out, chunk_rows=chunk_rows)
+        assert out.read_bytes() == want.encode()
