@@ -37,7 +37,7 @@ def test_report_on_a_symmetric_space(tmp_path, metric):
     out = tmp_path / "r.html"
     result = run("report", mech, "--out", out)
     assert result.exit_code == 0, result.output
-    assert out.read_text().count("data:image/png;base64,") == 3  # eps_tight, losses, map
+    assert out.read_text().count("data:image/png;base64,") == 4  # eps_tight, losses, true vs released (issue 34), map
 
 
 def test_hist_range_widens_only_rounding_spans():

@@ -15,7 +15,7 @@ from ._progress import Progress, report
 from ._validation import check_delta, check_quantile
 from .loss import quantile_rank
 from .mechanisms.base import Mechanism
-from .units import space_unit
+from .units import epsilon_forms, space_unit
 
 __all__ = ["ESTIMATE_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
 
@@ -75,6 +75,7 @@ def evaluate_mechanism(
         "loss_uniform_max": float(uniform[-1]),
         "unit": space_unit(mechanism.space, mechanism.metadata),
     }
+    out["epsilon_forms"] = epsilon_forms(mechanism.epsilon, out["unit"])  # per unit and (l, r)
     if not mechanism.square:
         out["outputs"] = mechanism.m
     if mechanism.exact:

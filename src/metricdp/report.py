@@ -12,7 +12,12 @@ every plot is a PNG inlined as a ``data:`` URI) with
 * for spaces of 2-d points (geolocation: lat/lon, grids: x/y) a map-like plot of the
   release distribution from a few inputs; for other spaces (words) a table of each
   element's most likely releases;
-* with a prior, the Bayes-optimal adversary's error (:mod:`metricdp.adversary`).
+* with a prior, the Bayes-optimal adversary's error (:mod:`metricdp.adversary`);
+* for location spaces (2-d points: lat/lon or a planar grid) the heat map of the true
+  locations next to that of the releases, and the histogram of the displacement
+  d(true, released): from the matrix (true locations drawn from the prior, uniform
+  without one; releases from the matrix: exact distributions, no sampling), and from
+  observed rows when they are given (``observed``: each row's true and released label).
 
 Distances are labelled with the space's unit (:func:`metricdp.units.space_unit`).
 """
@@ -36,7 +41,7 @@ from ._validation import check_int, check_probability_vector, check_quantile
 from .errors import ValidationError
 from .io import atomic_write
 from .mechanisms.base import AUDIT_RTOL, Mechanism
-from .units import space_unit, with_unit
+from .units import describe_epsilon, space_unit, with_unit
 
 __all__ = ["DEFAULT_DELTAS", "default_inputs", "render_report", "write_report"]
 
@@ -82,9 +87,11 @@ def default_inputs(mechanism: Mechanism, k: int = _MAP_INPUTS) -> NDArray[np.int
     return np.asarray(chosen, dtype=np.intp)
 
 
-def _privacy_section(mech: Mechanism, deltas: Sequence[float]) -> str:
+def _privacy_section(mech: Mechanism, deltas: Sequence[float], unit: str = "") -> str:
     rows = [("mechanism", html.escape(mech.name)), ("points", str(mech.n)),
             ("metric", html.escape(mech.space.metric)), ("epsilon (claimed)", _fmt(mech.epsilon))]
+    if unit:  # both forms: per unit and (l, r)
+        rows.append(("epsilon (l, r)", html.escape(describe_epsilon(mech.epsilon, unit))))
     parts = []
     if mech.exact:
         result = mech.audit()
@@ -215,6 +222,85 @@ def _adversary_section(mech: Mechanism, prior: NDArray[np.float64], unit: str) -
     return f"<h2>Adversary (Shokri et al.)</h2><table>{table}</table>"
 
 
+def _plane(mech: Mechanism, unit: str) -> tuple[NDArray[np.float64], str, str]:
+    """Coordinates for pictures with their axis labels: km east/north of the middle for lat/lon
+    (azimuthal equidistant, :class:`~metricdp.location.projection.TangentPlane`), else x, y as they are."""
+    pts = np.asarray(mech.space.points, dtype=np.float64)
+    if mech.space.metric in ("haversine", "elastic-haversine"):
+        from .location.projection import TangentPlane
+
+        lat0 = (float(pts[:, 0].min()) + float(pts[:, 0].max())) / 2
+        lon0 = (float(pts[:, 1].min()) + float(pts[:, 1].max())) / 2
+        where = f"of ({lat0:.4f}, {lon0:.4f})"
+        return TangentPlane(lat0, lon0).forward(pts), f"km east {where}", f"km north {where}"
+    u = f" ({unit})" if unit else " (the space's units)"
+    return pts, f"x{u}", f"y{u}"
+
+
+def _heat(ax: Any, xy: NDArray[np.float64], weight: NDArray[np.float64], title: str, vmax: float) -> Any:
+    order = np.argsort(weight)
+    sc = ax.scatter(xy[order, 0], xy[order, 1], c=weight[order], s=18, marker="s", cmap="magma_r", vmin=0.0,
+                    vmax=vmax, linewidths=0)
+    ax.set_title(title, fontsize=10)
+    ax.set_aspect("equal")
+    return sc
+
+
+def _location_section(
+    mech: Mechanism, unit: str, prior: NDArray[np.float64] | None,
+    observed: tuple[NDArray[np.intp], NDArray[np.intp]] | None,
+) -> str:
+    xy, xlabel, ylabel = _plane(mech, unit)
+    d = np.asarray(mech.distances)
+    m = np.asarray(mech.matrix)
+    pi = np.full(mech.n, 1.0 / mech.n) if prior is None else prior
+    source = "the prior" if prior is not None else "uniform over the points"
+    dist_unit = f" ({unit})" if unit else ""
+    panels = [("true locations: " + source, pi, "released (exact, from the matrix)", pi @ m,
+               np.ravel(d), np.ravel(pi[:, None] * m), "probability")]
+    if observed is not None:
+        t, r = observed
+        panels.append((f"true locations: {len(t):,} observed rows", np.bincount(t, minlength=mech.n).astype(float),
+                       "their releases", np.bincount(r, minlength=mech.n).astype(float), d[t, r],
+                       np.ones(len(t)), "rows"))
+    fig = new_figure(15.0, 4.4 * len(panels), layout=None)
+    axes = fig.subplots(len(panels), 3, squeeze=False)
+    fig.subplots_adjust(hspace=0.4, wspace=0.35)
+    rows: list[tuple[str, str]] = []
+    for (a_title, a_w, b_title, b_w, dist, w, what), ax in zip(panels, axes, strict=True):
+        vmax = float(max(a_w.max(), b_w.max())) or 1.0
+        _heat(ax[0], xy, a_w, a_title, vmax)
+        sc = _heat(ax[1], xy, b_w, b_title, vmax)
+        for a in ax[:2]:
+            a.set_xlabel(xlabel)
+            a.set_ylabel(ylabel)
+        fig.colorbar(sc, ax=list(ax[:2]), label=f"{what} per point (same scale in both maps)")
+        total = float(w.sum())
+        mean = float((dist * w).sum() / total)
+        order = np.argsort(dist)
+        cum = np.cumsum(w[order]) / total
+        q95 = float(dist[order][min(int(np.searchsorted(cum, 0.95)), len(cum) - 1)])
+        ax[2].hist(dist, bins=40, weights=w / total if what == "probability" else w, range=hist_range(dist),
+                   color="tab:blue", alpha=0.8)
+        ax[2].axvline(mean, color="k", lw=1, ls="-", label=f"mean displacement {mean:.3g}{' ' + unit if unit else ''}")
+        ax[2].axvline(q95, color="k", lw=1, ls="--", label=f"95% of displacements below {q95:.3g}"
+                      f"{' ' + unit if unit else ''}")
+        ax[2].set_xlabel(f"displacement d(true, released){dist_unit}")
+        ax[2].set_ylabel(what if what == "rows" else "probability")
+        ax[2].set_title("displacement of the releases", fontsize=10)
+        ax[2].legend(loc="upper right", fontsize=8)
+        tv = 0.5 * float(np.abs(a_w / a_w.sum() - b_w / max(b_w.sum(), 1e-300)).sum())
+        label = "matrix" if what == "probability" else "observed rows"
+        rows += [(f"mean displacement ({label})", f"{mean:.6g}{' ' + unit if unit else ''}"),
+                 (f"95% displacement quantile ({label})", f"{q95:.6g}{' ' + unit if unit else ''}"),
+                 (f"total variation, true vs released heat map ({label})", f"{tv:.4g}")]
+    table = "".join(f'<tr><th>{html.escape(k)}</th><td class="num">{v}</td></tr>' for k, v in rows)
+    return ("<h2>True and released locations</h2><p class=\"note\">Left: where the true locations are; middle: "
+            "where the releases land (one colour scale for both); right: how far each release is from its "
+            "true location. Axes in " + html.escape(xlabel.split(" of ")[0].split(" ")[0] or "units") +
+            "; no map tiles.</p>" + f"<table>{table}</table>" + _img(_fig_uri(fig), "true and released heat maps"))
+
+
 def render_report(
     mechanism: Mechanism,
     *,
@@ -224,6 +310,7 @@ def render_report(
     quantile: float = 0.95,
     top: int = 5,
     title: str | None = None,
+    observed: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> str:
     """The HTML report of ``mechanism`` (see the module docstring) as one string.
 
@@ -241,6 +328,9 @@ def render_report(
     top : int
         Releases per row of the table (spaces that are not 2-d points).
     title : str, optional
+    observed : (true, released) index arrays, optional
+        Observed rows (2-d spaces): each row's true and released point, for the heat maps
+        and the displacement histogram of the data themselves.
     """
     if not isinstance(mechanism, Mechanism):
         raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
@@ -265,8 +355,17 @@ def render_report(
                 idx.min() < 0 or idx.max() >= mechanism.n:
             raise ValidationError(f"inputs must be indices in 0..{mechanism.n - 1}, got {np.asarray(inputs).tolist()}")
     pi = None if prior is None else check_probability_vector(prior, mechanism.n)
-    sections = [_privacy_section(mechanism, deltas), _loss_section(mechanism, unit, quantile)]
+    sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
+    obs = None
+    if observed is not None:
+        t, r = (np.asarray(a) for a in observed)
+        if t.shape != r.shape or t.ndim != 1 or not len(t) or not np.issubdtype(t.dtype, np.integer) or \
+                not np.issubdtype(r.dtype, np.integer) or min(t.min(), r.min()) < 0 or \
+                max(t.max(), r.max()) >= mechanism.n:
+            raise ValidationError("observed must be two equal-length non-empty index vectors into the points")
+        obs = (t.astype(np.intp), r.astype(np.intp))
     if idx is not None:
+        sections.append(_location_section(mechanism, unit, pi, obs))
         sections.append(_map_section(mechanism, idx.astype(np.intp)))
     else:
         sections.append(_table_section(mechanism, top))

@@ -22,6 +22,7 @@ from . import (
     evaluate,
     example,
     experiment,
+    grid,
     ledger,
     paper_experiments,
     privatize,
@@ -63,7 +64,7 @@ def _main(
 
 
 for _module in (example, build, evaluate, report, privatize, privatize_points, privatize_numbers, text, estimate,
-                calibrate, data, bench, experiment, ledger):
+                calibrate, data, bench, experiment, ledger, grid):
     _module.register(app)
 paper_experiments.register(experiment.experiment_app)
 

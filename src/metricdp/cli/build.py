@@ -27,7 +27,9 @@ from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
 from ..spaces import MetricSpace
+from ..units import describe_epsilon, space_unit
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
+from ._epsilon import EpsilonOption, LevelOption, RadiusOption, resolve_epsilon
 from ._options import naming_flags, with_options
 
 __all__ = ["MechanismName", "build_mechanism", "register"]
@@ -72,7 +74,7 @@ def _parse_floats(text: str, flag: str) -> tuple[float, ...]:
 
 def build_mechanism(
     space: MetricSpace, name: str, epsilon: float | None, options: dict[str, Any] | None = None,
-    outputs: OutputSet | None = None,
+    outputs: OutputSet | None = None, progress: Any = None,
 ) -> Mechanism:
     """Build mechanism ``name`` on ``space`` from ``build``'s options, through the registry.
 
@@ -120,11 +122,18 @@ def build_mechanism(
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
         raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} (they apply to: "
                               f"{takes})")
-    return family.build(space, eps, outputs=outputs, **params)
+    if name == "planar-laplace" and space.metric == "haversine" and eps is not None:  # lat/lon cells
+        from ..location.cells import planar_laplace_cells
+
+        return planar_laplace_cells(space, eps, **params)
+    return family.build(space, eps, outputs=outputs, progress=progress, **params)
 
 
 def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     rows = [("mechanism", mechanism.name), ("n", fmt(mechanism.n)), ("epsilon", fmt(mechanism.epsilon, 12))]
+    unit = space_unit(mechanism.space, mechanism.metadata)
+    if unit:  # both forms: per unit and (l, r)
+        rows.append(("epsilon (l, r)", describe_epsilon(mechanism.epsilon, unit)))
     if not mechanism.square:
         rows.insert(2, ("outputs", fmt(mechanism.m)))
     if mechanism.exact:
@@ -152,7 +161,7 @@ _Points = Annotated[
     ),
 ]
 _Mechanism = Annotated[str, typer.Option("--mechanism", "-m", help="Mechanism family.")]  # choices: register()
-_Epsilon = Annotated[float | None, typer.Option("--epsilon", "-e", help="The mDP guarantee, per unit of distance.")]
+_Epsilon = EpsilonOption  # 0.5/km, 1/m, 2 / 100m or a plain number (cli/_epsilon.py)
 _Metric = Annotated[Metric | None, typer.Option(help="Metric (default: haversine for label,lat,lon, else euclidean).")]
 _Outputs = Annotated[
     Path | None,
@@ -191,6 +200,8 @@ def register(app: typer.Typer) -> None:
         mechanism: _Mechanism,
         out: OutOption,
         epsilon: _Epsilon = None,
+        level: LevelOption = None,
+        radius: RadiusOption = None,
         metric: _Metric = None,
         remap: _Remap = False,
         elastic: _Elastic = None,
@@ -237,8 +248,19 @@ def register(app: typer.Typer) -> None:
             elif output_distances is not None:
                 with naming_flags({}, "--output-distances"):
                     output_set = read_output_distances(output_distances, space)
+        eps = resolve_epsilon(epsilon, level, radius, space_unit(space))  # in the space's unit
+        if name == "optimal":  # what the LP will take, before it starts; a refusal when it cannot fit
+            from ..mechanisms.lp.plan import check_plan, plan_optimal
+            from ._common import err_console
+
+            plan = plan_optimal(space.n, None if output_set is None else output_set.m,
+                                objective=getattr(options.get("objective"), "value", "worst"))
+            check_plan(plan, "try --mechanism planar-laplace (exact, O(n^2); --remap --prior for utility), "
+                             "--mechanism spanner, or larger cells")
+            if plan.seconds >= 60:  # worth a line of its own; a quick build keeps stderr clean
+                err_console.print(plan.summary(), markup=False, highlight=False)
         with progress(f"building {name} on {space.n} points") as bar:
-            mech = build_mechanism(space, name, epsilon, options, output_set)
+            mech = build_mechanism(space, name, eps, options, output_set, progress=bar)
             if remap:
                 from ..remap import bayesian_remap
 

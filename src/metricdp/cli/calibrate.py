@@ -17,6 +17,7 @@ from ..errors import ValidationError
 from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
+from ..units import epsilon_forms, space_unit
 from ._common import JsonOption, echo_json, handle_errors, progress, read_label_values
 from ._options import naming_flags
 
@@ -93,6 +94,7 @@ def register(app: typer.Typer) -> None:
                     "parameter": registry.get(mechanism).calibration or "epsilon",
                     "epsilon": cal.epsilon,
                     "epsilon_mdp": cal.mechanism.epsilon,
+                    "epsilon_forms": epsilon_forms(cal.mechanism.epsilon, space_unit(space)),  # per unit and (l, r)
                     "expected_distance": cal.expected_distance,
                     "target": expected_distance,
                     "tol": tol,

@@ -13,7 +13,7 @@ from ..adversary import adversary_report
 from ..evaluation import ESTIMATE_NOTE, evaluate_mechanism
 from ..io import read_points
 from ..mechanisms.file import load_mechanism
-from ..units import with_unit
+from ..units import describe_epsilon, with_unit
 from ._common import JsonOption, console, echo_json, fmt, handle_errors, progress, read_label_values
 
 __all__ = ["register"]
@@ -35,6 +35,7 @@ def _table(result: dict[str, Any], path: Path) -> Table:
         ("points", f"{result['n']} ({result['metric']})"),
         *([("outputs", f"{result['outputs']} (a separate output set)")] if "outputs" in result else []),
         ("epsilon (guarantee)", fmt(result["epsilon"], 12)),
+        *([("epsilon (l, r)", describe_epsilon(result["epsilon"], unit))] if unit else []),
     ]
     if result["exact"]:
         rows += [

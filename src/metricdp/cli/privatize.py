@@ -26,6 +26,7 @@ from .._optional import require
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ..tabular.columns import ColumnPlan, plan_columns
+from ..units import epsilon_forms, space_unit
 from ._common import (
     JsonOption,
     OutOption,
@@ -180,6 +181,7 @@ def register(app: typer.Typer) -> None:
         if json:
             echo_json({
                 "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,
+                "epsilon_forms": epsilon_forms(mech.epsilon, space_unit(mech.space, mech.metadata)),
                 "engine": engine.value, "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
             })
             return

@@ -1,4 +1,5 @@
-"""``metricdp report MECH.npz --out report.html [--inputs LABEL,...] [--prior FILE] [--top K]``."""
+"""``metricdp report MECH.npz --out report.html [--inputs LABEL,...] [--prior FILE] [--top K]
+[--true ROWS --released RELEASED --column cell]``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .._optional import require
 from ..errors import ValidationError
 from ..mechanisms.file import load_mechanism
 from ..report import write_report
-from ._common import check_output, console, handle_errors, progress, read_label_values
+from ._common import check_output, console, handle_errors, progress, read_label_values, warn
 
 __all__ = ["register"]
 
@@ -33,12 +34,21 @@ def register(app: typer.Typer) -> None:
         ] = None,
         top: Annotated[int, typer.Option("--top", min=1, help="Releases per row of the table (word spaces).")] = 5,
         quantile: Annotated[float, typer.Option("--quantile", help="Quantile of the loss and its bound.")] = 0.95,
+        true_file: Annotated[
+            Path | None, typer.Option("--true", metavar="FILE", help="Rows with their TRUE location labels (e.g. "
+                                      "grid --labelled): with --released, heat maps and displacements of the data.")
+        ] = None,
+        released_file: Annotated[
+            Path | None, typer.Option("--released", metavar="FILE", help="The same rows, released (privatize's "
+                                      "output), in the same order.")
+        ] = None,
+        column: Annotated[str, typer.Option("--column", help="The label column of --true and --released.")] = "cell",
     ) -> None:
         """Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a picture."""
         require("plot", what="report")  # before the mechanism is loaded and audited
         if out.suffix.lower() not in (".html", ".htm"):
             raise ValidationError(f"--out {out}: expected an .html file")
-        check_output(out, inputs=(mechanism_file, prior))
+        check_output(out, inputs=(mechanism_file, prior, true_file, released_file))
         mech = load_mechanism(mechanism_file)
         idx = None
         if inputs is not None:
@@ -50,7 +60,19 @@ def register(app: typer.Typer) -> None:
             if not (pi >= 0).all() or total <= 0:
                 raise ValidationError(f"--prior {prior}: values must be >= 0 and not all 0")
             pi = pi / total
+        observed = None
+        if (true_file is None) != (released_file is None):
+            raise ValidationError("--true and --released go together (the same rows, before and after release)")
+        if true_file is not None and released_file is not None:
+            from ..location.binning import read_label_column
+
+            t, r = (read_label_column(f, column, mech.labels) for f in (true_file, released_file))
+            if len(t) != len(r) or not len(t):
+                raise ValidationError(f"--true {true_file} has {len(t):,} rows and --released {released_file} "
+                                      f"{len(r):,}: the same rows are needed, in the same order")
+            observed = (t, r)
+            warn(f"{out} shows the TRUE locations of the rows of {true_file}: it is not a release; keep it private")
         with progress(f"auditing and drawing {mech.name} (n = {mech.n})"):
-            write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile)
+            write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile, observed=observed)
         console.print(f"wrote {out}: report of {mech.name} (n = {mech.n}, epsilon = {mech.epsilon:.6g})",
                       markup=False, highlight=False)

@@ -512,7 +512,10 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     ----------
     space : MetricSpace
         A grid: Euclidean 2-d points on one square lattice (``space.cell`` not None),
-        e.g. :meth:`MetricSpace.grid`.
+        e.g. :meth:`MetricSpace.grid`. For the (lat, lon) centres of equal square cells
+        (:class:`metricdp.location.grid.CellGrid`) use
+        :func:`metricdp.location.cells.planar_laplace_cells` (``build`` does): the same
+        mechanism on their tangent-plane lattice, audited on the sphere.
     epsilon : float
         Level per unit of the space's distances (e.g. per metre).
     accuracy : float
@@ -542,9 +545,11 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     space = check_space(space)
     pts = space.points
     if space.cell is None or pts is None or space.metric != "euclidean" or pts.shape[1] != 2:
+        cells = " (lat, lon) cell centres: metricdp.location.cells.planar_laplace_cells" \
+            if space.metric == "haversine" else ""
         raise ValidationError(
-            "planar-laplace needs a grid space: Euclidean 2-d points on one square lattice "
-            f"(space.cell is None for {space!r}); build one with MetricSpace.grid"
+            f"planar-laplace needs a grid: Euclidean 2-d points on one square lattice; these {space.n} points "
+            f"({space.metric}) are not one{';' + cells if cells else ''}"
         )
     epsilon = check_epsilon(epsilon)
     accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)

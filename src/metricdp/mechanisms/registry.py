@@ -296,7 +296,8 @@ class Family:
         return check_epsilon(params["epsilon"], f"{self.name} parameter 'epsilon'")
 
     def build(
-        self, space: MetricSpace, epsilon: float | None = None, *, outputs: OutputSet | None = None, **params: Any
+        self, space: MetricSpace, epsilon: float | None = None, *, outputs: OutputSet | None = None,
+        progress: Any = None, **params: Any,
     ) -> Mechanism:
         """Build on ``space`` at ``epsilon`` with validated ``params``.
 
@@ -328,6 +329,8 @@ class Family:
             check_allocation(8.0 * samples * (dim + 4), f"{self.name} with {samples:,} samples per row")
         fn = self.builder_function()
         fn = getattr(fn, "__wrapped__", fn) if getattr(fn, "__family__", None) == self.name else fn
+        if progress is not None and "progress" in inspect.signature(fn).parameters:  # a builder that reports
+            kwargs["progress"] = progress
         if self.epsilon == "or-ldp":
             return fn(space, epsilon=None if epsilon is None else check_epsilon(epsilon), **kwargs)
         if epsilon is None:

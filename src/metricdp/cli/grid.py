@@ -1,0 +1,164 @@
+"""``metricdp grid IN --lat C --lon C --cell 500m --region R --out cells.csv``.
+
+Bins (lat, lon) rows to the square cells of a public tiling of the region
+(:mod:`metricdp.location.grid`: the azimuthal equidistant plane about the middle of the
+region's bounding box, cells ``x{i}y{j}``), and writes
+
+* ``--out``: the cells as a POINTS file (``label,lat,lon``, the centres), the space
+  ``build`` builds a mechanism on; it depends on the region and the cell size only;
+* ``--labelled``: the input with a cell-label column (streamed, CSV or Parquet), the
+  input of ``privatize --column cell``; it keeps the TRUE coordinates (said on stderr);
+* ``--prior-out`` with ``--prior-epsilon E``: an E-differentially private histogram of
+  the rows per cell (exact two-sided geometric noise on each count, clamped, normalised),
+  the ``--prior`` of ``build --remap`` and ``calibrate``. E is standard DP per row, not
+  mDP: a person with k rows is protected at k E, and E adds to the budget of every
+  release that uses the prior.
+
+The region is required: a grid drawn around the data would reveal where the data are.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import PrivacyLeakWarning, ValidationError
+from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
+
+__all__ = ["register"]
+
+
+class UnknownPolicy(StrEnum):
+    refuse = "refuse"
+    drop = "drop"
+    nearest = "nearest"
+
+
+def _cell_km(text: str) -> float:
+    from ..units import METRES_PER, UnitError, parse_length
+
+    try:
+        value, unit = parse_length(text)
+    except UnitError as ex:
+        raise ValidationError(f"--cell: {ex}") from None
+    if not unit:
+        raise ValidationError(f"--cell {text!r} needs a unit: 500m or 0.5km")
+    return float(value * METRES_PER[unit] / 1000)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``grid`` command to ``app``."""
+
+    @app.command("grid")
+    @handle_errors
+    def grid(
+        input_file: Annotated[Path, typer.Argument(metavar="IN", help="CSV (with a header row) or Parquet file.")],
+        cell: Annotated[str, typer.Option("--cell", help="Side of the square cells, with its unit: 500m, 0.5km.")],
+        region: Annotated[
+            str, typer.Option("--region", "-r", help="The area the grid covers: a named region (paris, ...), "
+                              "LAT0,LON0,LAT1,LON1 or a GeoJSON file. Required: a grid drawn around the data "
+                              "would reveal where they are.")
+        ],
+        out: Annotated[Path, typer.Option("--out", "-o", metavar="CELLS.csv",
+                                          help="The cells as a POINTS file (label,lat,lon).")],
+        lat: Annotated[str, typer.Option("--lat", metavar="COL", help="Latitude column (degrees).")] = "lat",
+        lon: Annotated[str, typer.Option("--lon", metavar="COL", help="Longitude column (degrees).")] = "lon",
+        labelled: Annotated[
+            Path | None, typer.Option("--labelled", metavar="OUT", help="Write the input with a cell-label column "
+                                      "(same format; true coordinates kept).")
+        ] = None,
+        cell_column: Annotated[str, typer.Option("--cell-column", help="Name of the cell-label column.")] = "cell",
+        unknown: Annotated[
+            UnknownPolicy, typer.Option("--unknown", case_sensitive=False,
+                                        help="Rows outside the grid: refuse (an error), drop, or nearest cell.")
+        ] = UnknownPolicy.refuse,
+        prior_out: Annotated[
+            Path | None, typer.Option("--prior-out", metavar="PRIOR.csv",
+                                      help="Write a differentially private histogram prior (label,probability).")
+        ] = None,
+        prior_epsilon: Annotated[
+            float | None, typer.Option("--prior-epsilon", help="Epsilon of the prior (standard DP per row; "
+                                       "a person with k rows: k times it).")
+        ] = None,
+        chunk_rows: Annotated[int, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = 1_000_000,
+        seed: SeedOption = None,
+        json: JsonOption = False,
+    ) -> None:
+        """Bin lat/lon rows to square cells of a public grid; write the cells, the labelled rows, a DP prior."""
+        from ..location.binning import bin_file
+        from ..location.grid import CellGrid, private_prior, write_prior
+
+        if (prior_out is None) != (prior_epsilon is None):
+            raise ValidationError("--prior-out and --prior-epsilon go together")
+        if prior_epsilon is not None and not (0 < prior_epsilon <= 1000):
+            raise ValidationError(f"--prior-epsilon must be in (0, 1000], got {prior_epsilon!r}")
+        if seed is not None and prior_out is None:
+            raise ValidationError("--seed is for the prior's noise (--prior-out)")
+        for option, path in (("--out", out), ("--prior-out", prior_out)):
+            if path is not None and path.suffix.lower() != ".csv":
+                raise ValidationError(f"{option} {path}: written as CSV; name it .csv")
+        outs = [p for p in (out, labelled, prior_out) if p is not None]
+        if len({p.resolve() for p in outs}) < len(outs):
+            raise ValidationError("--out, --labelled and --prior-out must be different files")
+        for option, path in (("--out", out), ("--labelled", labelled), ("--prior-out", prior_out)):
+            if path is not None:
+                check_output(path, option, inputs=[input_file, *[p for p in outs if p is not path]])
+        if not input_file.is_file():
+            raise ValidationError(f"{input_file}: no such file")
+        h = _cell_km(cell)
+        t0 = time.perf_counter()
+        with progress(f"grid over {region}") as bar:
+            try:
+                cells = CellGrid.over(region, h)
+            except ValidationError as ex:
+                raise ValidationError(f"--region {region}: {ex}") from None
+            stats = None
+            if labelled is not None or prior_out is not None:
+                bar.update(f"binning {input_file}")
+                stats = bin_file(cells, input_file, lat, lon, labelled, unknown=unknown.value,
+                                 cell_column=cell_column, chunk_rows=chunk_rows, inputs=[out], progress=bar)
+            noisy = None
+            if prior_out is not None and stats is not None:
+                bar.update(f"drawing the prior's noise for {cells.n} cells")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below
+                    prior, noisy = private_prior(stats.counts, repr(prior_epsilon), rng=seed)
+                write_prior(prior_out, cells.labels, prior, inputs=[input_file])
+            cells.write_points(out, inputs=[input_file])
+        dt = time.perf_counter() - t0
+        if seed is not None:
+            warn("--seed makes the prior's noise reproducible by anyone who knows the seed: not private for real data")
+        if labelled is not None:
+            warn(f"{labelled} holds the rows' TRUE coordinates ({lat!r}, {lon!r}) beside {cell_column!r}: release "
+                 f"it with privatize --column {cell_column} --drop {lat} --drop {lon}")
+        summary = {
+            "out": str(out), "grid": cells.describe(), "labelled": None if labelled is None else str(labelled),
+            "unknown": unknown.value, "seconds": dt,
+        }
+        if stats is not None:
+            summary.update(rows=stats.rows, written=stats.written, dropped=stats.dropped, nearest=stats.nearest)
+        if prior_out is not None:
+            summary["prior"] = {
+                "out": str(prior_out), "epsilon": prior_epsilon, "mechanism": "two-sided geometric on counts",
+                "guarantee": f"{prior_epsilon}-DP per row (add/remove one row); a person with k rows: k * epsilon",
+                "seeded": seed is not None,
+            }
+        if json:
+            echo_json(summary)
+            return
+        lines = [f"wrote {out}: {cells.n:,} cells of {h * 1000:g} m over {cells.region.name}"]
+        if stats is not None:
+            extra = {"drop": f", {stats.dropped:,} outside dropped", "nearest": f", {stats.nearest:,} outside moved "
+                     "to the nearest cell", "refuse": ""}[unknown.value]
+            what = f"wrote {labelled}" if labelled is not None else "read"
+            lines.append(f"{what}: {stats.rows:,} rows binned{extra}; {dt:.1f} s")
+        if prior_out is not None and noisy is not None:
+            lines.append(f"wrote {prior_out}: prior over {cells.n:,} cells, {prior_epsilon:g}-DP per row "
+                         f"(noisy total {int(noisy.sum()):,}){' [seeded]' if seed is not None else ''}")
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
