@@ -138,7 +138,8 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
         raise ValidationError("--epsilon is required with a named mechanism")
     space = load_vocabulary(embeddings, size)
     mech = build(mechanism, space, epsilon, **params)
-    return mech.sample, space.labels, space, repr(mech), mech.epsilon
+    desc = repr(mech) if mech.guarantee.startswith("Euclidean") else f"{mech!r} (eps-mDP for the {mech.guarantee})"
+    return mech.sample, space.labels, space, desc, mech.epsilon
 
 
 class _Ticker:

@@ -506,6 +506,10 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       (Param("candidates", "int", 50, "candidates m per release", "--candidates", minimum=1),
                        Param("base", "choice", None, "data-independent base: zipf (word ranks); uniform when omitted",
                              "--base", choices=("zipf",)))),
+        SamplerFamily("diffractor", f"{_T}.diffractor:DiffractorText",
+                      "1-Diffractor: geometric noise on positions in 1-d word lists (Meisenbacher et al. 2024); "
+                      "eps-mDP for the list distance", f"{_T}.diffractor:diffractor_epsilon",
+                      (Param("lists", "int", 1, "number of word lists K", "--lists", minimum=1, maximum=64),)),
     )
 }
 
