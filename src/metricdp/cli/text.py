@@ -51,6 +51,11 @@ EmbOpt = Annotated[
     str,
     typer.Option("--embeddings", help="glove (packaged GloVe 6B 50-d) or a GloVe text / .vec / word2vec .bin file."),
 ]
+EpsListOpt = Annotated[
+    str | None,
+    typer.Option("--epsilon", "-e", help="Per-token mDP level; a comma-separated list (1,2,3) gives word token j of "
+                 "each document the (j mod m)-th value, as dp-diffractor's per-token lists."),
+]
 SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
 ]
@@ -101,6 +106,25 @@ def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
         warn(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --mechanism {mechanism}: "
              "ignored")
     return params
+
+
+def _epsilons(value: str | None) -> list[float] | None:
+    """``--epsilon``: one number or a comma-separated list, each finite and > 0."""
+    from .._validation import check_epsilon
+
+    if value is None:
+        return None
+    out = []
+    for item in value.split(","):
+        try:
+            number = float(item)
+        except ValueError:
+            raise ValidationError(f"--epsilon {value!r}: {item.strip()!r} is not a number") from None
+        try:
+            out.append(check_epsilon(number))
+        except ValidationError as ex:
+            raise ValidationError(f"--epsilon {value!r}: {ex}") from None
+    return out
 
 
 def _index(options: dict[str, Any]) -> str:
@@ -168,7 +192,7 @@ def register(app: typer.Typer) -> None:
         ],
         out: OutOption,
         mechanism: MechOpt,
-        epsilon: EpsOpt = None,
+        epsilon: EpsListOpt = None,
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
         column: Annotated[
@@ -217,43 +241,61 @@ def register(app: typer.Typer) -> None:
                 )
             except UnicodeDecodeError as ex:
                 raise ValidationError(f"--keep-words {keep_words}: invalid UTF-8 at byte offset {ex.start}") from None
+        epsilons = _epsilons(epsilon)
+        if is_file and epsilons is not None and len(epsilons) > 1:
+            raise ValidationError("--epsilon: a mechanism file has one epsilon; give one value or none")
+        params = _params(mechanism, family_options)
         sample, labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
+            mechanism, None if epsilons is None else epsilons[0], embeddings, vocabulary_size, params
         )
+        cycle = 1 if epsilons is None else len(epsilons)
+        if cycle > 1:  # one mechanism per epsilon over the same vocabulary; token j of a document: the (j mod m)-th
+            from ..text.build import build as build_text
+
+            mechs = [build_text(mechanism, space, e, **params) for e in epsilons]  # type: ignore[union-attr]
+
+            def release(idx: np.ndarray, slots: np.ndarray | None, rng: Any) -> np.ndarray:
+                res = np.empty(len(idx), dtype=np.intp)
+                for k, mech in enumerate(mechs):
+                    sel = np.flatnonzero(slots == k)
+                    if sel.size:
+                        res[sel] = mech.sample(idx[sel], rng=rng)
+                return res
+        else:
+
+            def release(idx: np.ndarray, slots: np.ndarray | None, rng: Any) -> np.ndarray:
+                return sample(idx, rng=rng)
+
+        restrict = None
         if policy.outputs == "alphabetic":
             if space is None:  # a mechanism file: its own space
                 from ..mechanisms.file import load_mechanism
 
                 space = load_mechanism(mechanism).space
             restrict = OutputFilter(space, alphabetic_mask(labels))
-            unrestricted = sample
-
-            def sample(idx: np.ndarray, rng: Any = None) -> np.ndarray:
-                return restrict(unrestricted(idx, rng=rng))
+        generator = None
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
 
-            def draw(idx: np.ndarray) -> np.ndarray:
-                return sample(idx, rng=generator)
-        else:
-
-            def draw(idx: np.ndarray) -> np.ndarray:
-                return sample(idx)
+        def draw(idx: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+            res = release(idx, slots, generator)
+            return res if restrict is None else restrict(res)
 
         with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
             try:
                 st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, policy=policy,
-                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker())
+                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker(), cycle=cycle)
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
         if st.columns is not None:
             leaves_report(st.columns)
         top = sorted(st.oov_examples.items(), key=lambda kv: -kv[1])[:5]
+        shown_eps = f"{eps:.6g}" if cycle == 1 else ",".join(f"{e:g}" for e in epsilons or ())
         summary = {
             "output": str(out),
             "mechanism": desc,
-            "epsilon_per_token": eps,
+            "epsilon_per_token": eps if cycle == 1 else epsilons,
             "vocabulary": len(labels),
             "documents": st.documents,
             "word_tokens": st.tokens,
@@ -276,7 +318,8 @@ def register(app: typer.Typer) -> None:
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
             f"({st.changed:,} changed), {st.kept:,} kept (--keep-words, --keep-tokens), {st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
-            f"{desc}, epsilon={eps:.6g} per token; {st.tokens_per_second:,.0f} tokens/s"
+            f"{desc}, epsilon={shown_eps} per token"
+            f"{' (cycled over each document)' if cycle > 1 else ''}; {st.tokens_per_second:,.0f} tokens/s"
             f"{' [seeded]' if seed is not None else ''}",
             markup=False,
             highlight=False,

@@ -42,6 +42,7 @@ for :math:`d_L` (``guarantee``).
 
 from __future__ import annotations
 
+import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -58,6 +59,8 @@ from .base import TextMechanism, check_point_space
 __all__ = ["DiffractorText", "diffractor_epsilon", "diffractor_matrix", "embedding_epsilon", "word_lists"]
 
 _NEIGHBOURS = 50  # nearest words read per word before a full pass (the paper's code reads 50)
+# lists already built per space (a per-token epsilon list builds one mechanism per epsilon over one space)
+_BUILT: weakref.WeakKeyDictionary[PointSpace, dict[tuple[int, int], NDArray[np.intp]]] = weakref.WeakKeyDictionary()
 
 
 def diffractor_epsilon(epsilon: float, **_: object) -> float:
@@ -88,6 +91,10 @@ def word_lists(space: PointSpace, count: int = 1, neighbours: int = _NEIGHBOURS)
     space = check_point_space(space)
     count = check_int(count, "lists", minimum=1, maximum=space.n)
     n = space.n
+    key = (count, int(neighbours))
+    built = _BUILT.setdefault(space, {})
+    if key in built:
+        return built[key]
     table = _nearest_table(space, max(1, min(int(neighbours), n - 1)))
     starts = np.argsort(-space.sqnorms, kind="stable")[:count]
     lists = np.empty((count, n), dtype=np.intp)
@@ -107,6 +114,8 @@ def word_lists(space: PointSpace, count: int = 1, neighbours: int = _NEIGHBOURS)
                 d = space.distances_from([word])[0]
                 d[listed] = np.inf
                 word = int(np.argmin(d))  # the first minimum: the smaller index
+    lists.setflags(write=False)
+    built[key] = lists
     return lists
 
 
@@ -177,9 +186,8 @@ class DiffractorText(TextMechanism):
     def __init__(self, space: PointSpace, epsilon: float, *, lists: int = 1) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
-        self.lists = word_lists(space, lists)
+        self.lists = word_lists(space, lists)  # read-only, shared by the mechanisms over this space
         self.positions = _positions(self.lists)
-        self.lists.setflags(write=False)
         self.positions.setflags(write=False)
         self._beta = Fraction(epsilon)  # the float eps, exactly
         super().__init__(space, epsilon, {"epsilon": epsilon, "lists": int(lists)})
