@@ -166,6 +166,57 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
     return mech.sample, space.labels, space, desc, mech.epsilon
 
 
+def _corpus_stats(
+    corpus: Path, mechanisms: str, epsilons: list[float] | None, embeddings: str, size: int | None,
+    plot: Path | None, seed: int | None, json_out: bool, options: dict[str, Any],
+) -> None:
+    """``text stats --corpus``: :func:`metricdp.text.utility.utility_rows` per mechanism and eps."""
+    from ..text.build import build, names
+    from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
+    from ..text.rewrite import _decoded_lines
+    from ..text.utility import plot_utility, utility_rows
+
+    chosen = [m.strip() for m in mechanisms.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in names()]
+    if not chosen or unknown:
+        raise ValidationError(f"--mechanism {mechanisms!r}: with --corpus, choose among {', '.join(names())}")
+    if epsilons is None:
+        raise ValidationError("--epsilon is required")
+    if not corpus.is_file():
+        raise ValidationError(f"--corpus {corpus}: no such file")
+    for name in chosen:
+        _require(name, embeddings, _index(options))
+    texts = [line.rstrip("\r\n") for line in _decoded_lines(corpus)]
+    space = load_vocabulary(embeddings, size)
+    restrict = OutputFilter(space, alphabetic_mask(space.labels))  # the default output policy of privatize
+    if seed is not None:
+        warn(_SEED_WARNING)
+    generator = None if seed is None else np.random.default_rng(seed)
+    samplers = []
+    for name in chosen:
+        params = _params(name, options)
+        for eps in epsilons:
+            mech = build(name, space, eps, **params)
+            samplers.append((name, eps, lambda idx, m=mech: restrict(m.sample(idx, rng=generator))))
+    rows = utility_rows(space, texts, samplers, policy=TokenPolicy())
+    if plot is not None:
+        plot_utility(rows, plot, corpus.name)
+    if json_out:
+        echo_json({"corpus": str(corpus), "documents": len(texts), "vocabulary": space.n, "outputs": "alphabetic",
+                   "rows": [r.as_dict() for r in rows], "plot": str(plot) if plot else None})
+        return
+    table = Table(title=f"{corpus.name}: {len(texts):,} documents, {space.n:,}-word vocabulary, alphabetic outputs")
+    for col in ("mechanism", "eps", "word tokens", "changed", "mean distance", "examples"):
+        table.add_column(col, justify="left" if col in ("mechanism", "examples") else "right")
+    for r in rows:
+        changed = "n/a" if r.changed is None else f"{r.changed:.3f}"
+        moved = "n/a" if r.mean_distance is None else f"{r.mean_distance:.3f}"
+        table.add_row(r.mechanism, f"{r.epsilon:g}", f"{r.tokens:,}", changed, moved, "; ".join(r.examples[:3]))
+    console.print(table)
+    if plot is not None:
+        err_console.print(f"wrote {plot}", markup=False, highlight=False)
+
+
 class _Ticker:
     """Progress lines with tokens/s on stderr (every 2 s in a terminal, 10 s in a pipe)."""
 
@@ -329,10 +380,22 @@ def register(app: typer.Typer) -> None:
     text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))
 
     def stats(
-        mechanism: MechOpt,
-        epsilon: EpsOpt = None,
+        mechanism: Annotated[
+            str,
+            typer.Option("--mechanism", "-m", help=f"{', '.join(registry.sampler_names())}, or a mechanism .npz; "
+                         "with --corpus, a comma-separated list compared side by side."),
+        ],
+        epsilon: Annotated[
+            str | None,
+            typer.Option("--epsilon", "-e", help="Per-token mDP level; with --corpus, a comma-separated list."),
+        ] = None,
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
+        corpus: Annotated[
+            Path | None,
+            typer.Option("--corpus", help="Plain text (one document per line): report the fraction of word tokens "
+                         "changed, the mean embedding distance of the releases and examples, per mechanism and eps."),
+        ] = None,
         words: Annotated[int, typer.Option("--words", min=1, help="Number of words measured.")] = 200,
         top: Annotated[int, typer.Option("--from-top", min=1, help="Words drawn among the T most frequent.")] = 20_000,
         draws: Annotated[int, typer.Option("--draws", "-k", min=1, help="Releases per word (k of S_w).")] = 100,
@@ -341,18 +404,27 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOption = False,
         **family_options: Any,
     ) -> None:
-        """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws)."""
+        """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws); with
+        --corpus, the utility of each mechanism and eps on a text (tokens changed, mean distance)."""
         from ..pointspace import PointSpace
         from ..text.stats import QUANTILES, plausible_deniability, plot_deniability
 
         if plot is not None:
-            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
+            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings, corpus) if f and Path(f).is_file()])
             from .._optional import require
 
             require("plot", what="--plot")
+        epsilons = _epsilons(epsilon)
+        if corpus is not None:
+            _corpus_stats(corpus, mechanism, epsilons, embeddings, vocabulary_size, plot, seed, json_out,
+                          family_options)
+            return
+        if epsilons is not None and len(epsilons) > 1:
+            raise ValidationError("--epsilon: one value (several are compared with --corpus)")
         _require(mechanism, embeddings, _index(family_options))
         sample, _labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
+            mechanism, None if epsilons is None else epsilons[0], embeddings, vocabulary_size,
+            _params(mechanism, family_options)
         )
         if space is None:  # a mechanism file: distances from its points, when it has them
             from ..mechanisms.file import load_mechanism
