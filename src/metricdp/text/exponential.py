@@ -132,9 +132,15 @@ def sample_tables(
     flush()
 
 
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize  # (NULL, size): a new bytes object, not zero-filled
+_new_bytes.restype = ctypes.py_object
+_new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+
+
 def _fresh_frozen(shape: tuple[int, ...], dtype: type) -> tuple[NDArray, NDArray]:
-    """A new zeroed array backed by an immutable ``bytes`` (as :func:`metricdp._readonly.frozen`
-    makes them) and a writable alias of the same memory, to fill it without a copy.
+    """A new array backed by an immutable ``bytes`` (as :func:`metricdp._readonly.frozen` makes
+    them) and a writable alias of the same memory, to fill it without a copy; its contents are
+    undefined until the caller has written every element.
 
     The ``bytes`` object is fresh (more than one byte, so not one of CPython's shared
     singletons), nobody else holds it, and the caller drops the alias once the array is
@@ -144,7 +150,7 @@ def _fresh_frozen(shape: tuple[int, ...], dtype: type) -> tuple[NDArray, NDArray
     size = int(np.prod(shape)) * dt.itemsize
     if size < 2:
         raise ValidationError("a fresh frozen buffer needs at least 2 bytes")
-    data = bytes(size)
+    data = _new_bytes(None, size)  # uninitialised: the caller writes every byte
     readonly = np.frombuffer(data, dtype=dt).reshape(shape)
     memory = memoryview((ctypes.c_char * size).from_address(readonly.ctypes.data)).cast("B")
     alias = np.frombuffer(memory, dtype=dt).reshape(shape)
