@@ -510,6 +510,11 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       "1-Diffractor: geometric noise on positions in 1-d word lists (Meisenbacher et al. 2024); "
                       "eps-mDP for the list distance", f"{_T}.diffractor:diffractor_epsilon",
                       (Param("lists", "int", 1, "number of word lists K", "--lists", minimum=1, maximum=64),)),
+        SamplerFamily("vickrey", f"{_T}.vickrey:VickreyText",
+                      "Vickrey mechanism: Madlib's noise, then the nearest or second-nearest word (Xu et al. 2021)",
+                      f"{_T}.vickrey:vickrey_epsilon",
+                      (Param("threshold", "float", 0.75, "the paper's t: weight of the second-nearest word",
+                             "--threshold", minimum=0.0, maximum=1.0),), exact=False),
     )
 }
 
