@@ -515,6 +515,11 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       f"{_T}.vickrey:vickrey_epsilon",
                       (Param("threshold", "float", 0.75, "the paper's t: weight of the second-nearest word",
                              "--threshold", minimum=0.0, maximum=1.0),), exact=False),
+        SamplerFamily("custext", f"{_T}.custext:CusTextText",
+                      "CusText: exponential mechanism inside output sets of K near words (Chen et al. 2023); "
+                      "eps-DP within a set, none across", f"{_T}.custext:custext_epsilon",
+                      (Param("size", "int", 20, "words K per output set (the paper's top_k)", "--set-size",
+                             minimum=1),)),
     )
 }
 
