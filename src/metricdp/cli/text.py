@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -192,13 +193,15 @@ def _corpus_stats(
     if seed is not None:
         warn(_SEED_WARNING)
     generator = None if seed is None else np.random.default_rng(seed)
-    samplers = []
-    for name in chosen:
-        params = _params(name, options)
-        for eps in epsilons:
-            mech = build(name, space, eps, **params)
-            samplers.append((name, eps, lambda idx, m=mech: restrict(m.sample(idx, rng=generator))))
-    rows = utility_rows(space, texts, samplers, policy=TokenPolicy())
+    params = {name: _params(name, options) for name in chosen}
+
+    def samplers() -> Iterator[tuple[str, float, Any]]:  # one mechanism at a time (its table cache freed after)
+        for name in chosen:
+            for eps in epsilons or ():
+                mech = build(name, space, eps, **params[name])
+                yield name, eps, lambda idx, m=mech: restrict(m.sample(idx, rng=generator))
+
+    rows = utility_rows(space, texts, samplers(), policy=TokenPolicy())
     if plot is not None:
         plot_utility(rows, plot, corpus.name)
     if json_out:

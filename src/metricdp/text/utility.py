@@ -76,13 +76,15 @@ def replacement_summary(
 def utility_rows(
     space: PointSpace,
     texts: Iterable[str],
-    samplers: Sequence[tuple[str, float, Sampler]],
+    samplers: Iterable[tuple[str, float, Sampler]],
     *,
     policy: TokenPolicy | None = None,
     examples: int = 8,
 ) -> list[UtilityRow]:
     """One :class:`UtilityRow` per ``(mechanism name, eps, sampler)``; ``texts`` is read once (kept
-    in memory) and rewritten by each sampler (a sampler includes the output filter, if any)."""
+    in memory) and rewritten by each sampler (a sampler includes the output filter, if any).
+    ``samplers`` may be a generator: each sampler is then built when its turn comes and freed
+    after it (its caches with it)."""
     docs = list(texts)
     vocabulary = Vocabulary(space.labels)
     rows = []
