@@ -106,17 +106,25 @@ def utility_rows(
 
 
 def plot_utility(rows: Sequence[UtilityRow], path: str | PathLike[str], title: str = "") -> None:
-    """Fraction of tokens changed and mean embedding distance against eps, one curve per mechanism."""
-    from ..experiments._plot import plot_grid
+    """Fraction of tokens changed and mean embedding distance against eps (log scale), one curve per
+    mechanism, side by side, written as a PNG (atomically)."""
+    from .._figure import new_figure, save_png
 
-    panels: list[tuple[str, list[Any]]] = [
-        (f"word tokens changed{': ' + title if title else ''}", []),
-        ("mean embedding distance of the release", []),
-    ]
+    fig = new_figure(12.8, 4.4)
+    axes = fig.subplots(1, 2)
     for name in dict.fromkeys(r.mechanism for r in rows):
         ok = sorted((r for r in rows if r.mechanism == name and r.changed is not None), key=lambda r: r.epsilon)
         eps = [r.epsilon for r in ok]
-        panels[0][1].append((name, eps, [r.changed for r in ok], "-o"))
-        panels[1][1].append((name, eps, [r.mean_distance for r in ok], "-o"))
-    plot_grid(path, panels, xlabel="epsilon per token", ylabel=["fraction of word tokens changed",
-                                                                  "mean distance (embedding units)"], logx=True)
+        axes[0].plot(eps, [r.changed for r in ok], "-o", markersize=4, linewidth=1.4, label=name)
+        axes[1].plot(eps, [r.mean_distance for r in ok], "-o", markersize=4, linewidth=1.4, label=name)
+    titles = (f"word tokens changed{': ' + title if title else ''}", "mean embedding distance of the release")
+    labels = ("fraction of word tokens changed", "mean distance (embedding units)")
+    for ax, head, label in zip(axes, titles, labels, strict=True):
+        ax.set_title(head)
+        ax.set_xlabel("epsilon per token")
+        ax.set_ylabel(label)
+        ax.set_xscale("log")
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    save_png(fig, path)
