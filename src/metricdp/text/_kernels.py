@@ -69,6 +69,9 @@ if njit is not None:  # pragma: no branch
 
         status 0: built; 1: an entry is negative or NaN; 2: an entry is infinite; 3: the sum is
         not finite (the caller raises the error of :class:`~metricdp.sampling.ExactTable`).
+        The usual case (the scale a normal power of two, precision <= 62) runs a branch-free
+        loop: every scaled entry is below 2**(precision + 1) <= 2**63 (an entry is at
+        most the float sum of non-negative entries), so the floor goes through int64.
         """
         n = p.shape[0]
         if not math.isfinite(total):
@@ -79,10 +82,25 @@ if njit is not None:  # pragma: no branch
         _, top = math.frexp(total)
         sigma = top - precision
         safe = -1023 <= -sigma <= 1022
-        unit = math.ldexp(1.0, -sigma) if safe else 1.0
         acc = np.uint64(0)
         cut = False
         prefix[0] = 0
+        if safe and precision <= 62:
+            unit = math.ldexp(1.0, -sigma)
+            down = sigma > 0
+            bad = False
+            for j in range(n):
+                x = p[j]
+                s = x * unit
+                i = np.int64(s)  # exact floor: 0 <= s < 2**63 (a NaN or negative x is reported below)
+                bad |= not x >= 0.0
+                cut |= (np.float64(i) != s) | (down & (i == 0) & (x > 0.0))
+                acc += np.uint64(i)
+                prefix[j + 1] = acc
+            if bad:
+                return 0, False, 1
+            return sigma, cut, 0
+        unit = math.ldexp(1.0, -sigma) if safe else 1.0
         for j in range(n):
             x = p[j]
             if not x >= 0.0:
