@@ -38,3 +38,28 @@ def test_baseline_flags_are_checked(tmp_path: Path, emb: Path) -> None:  # noqa:
                "--embeddings", emb)
     assert_one_line_error(r, "--threshold")
     assert not (tmp_path / "o.txt").exists()
+
+
+def test_mechanism_file_never_releases_punctuation_by_default(tmp_path: Path) -> None:
+    # a mechanism file over labels with punctuation: at a tiny eps every label is nearly equally likely,
+    # and the default policy for files (words: a letter or a digit) maps "," and "." to the nearest word
+    import numpy as np
+
+    from metricdp.mechanisms.exponential import exponential
+    from metricdp.spaces import MetricSpace
+
+    space = MetricSpace.from_points(np.arange(5.0)[:, None], ["cat", ",", "dog", ".", "1990"])
+    mech_file = tmp_path / "m.npz"
+    exponential(space, 0.001).save(mech_file)
+    src = tmp_path / "in.txt"
+    src.write_text(" ".join(["cat"] * 300) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = invoke("privatize", src, "--out", out, "--mechanism", mech_file, "--seed", 2, "--json")
+    assert r.exit_code == 0, r.output
+    released = out.read_text(encoding="utf-8").split()
+    assert json.loads(r.stdout)["outputs"] == "words"
+    assert set(released) <= {"cat", "dog", "1990"} and {"dog", "1990"} <= set(released)
+    anything = invoke("privatize", src, "--out", tmp_path / "o2.txt", "--mechanism", mech_file, "--seed", 2,
+                      "--outputs", "any")
+    assert anything.exit_code == 0, anything.output
+    assert {",", "."} & set((tmp_path / "o2.txt").read_text(encoding="utf-8").split())

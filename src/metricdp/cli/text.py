@@ -262,8 +262,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         outputs: Annotated[
             str | None,
-            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings) or any "
-                         "(default with a mechanism file); alphabetic maps a release to the nearest alphabetic word."),
+            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings), words "
+                         "(a letter or a digit: default with a mechanism file) or any; a release outside is "
+                         "mapped to the nearest allowed word."),
         ] = None,
         keep: KeepOption = None,
         drop: DropOption = None,
@@ -273,7 +274,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
         from ..io import atomic_write
-        from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
+        from ..text.policy import OutputFilter, TokenPolicy, output_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
         check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
@@ -284,7 +285,7 @@ def register(app: typer.Typer) -> None:
             detect_format(input_file, column)
         is_file = Path(mechanism).suffix.lower() == ".npz"
         with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
-            policy = TokenPolicy.parse(keep_tokens, outputs or ("any" if is_file else "alphabetic"))
+            policy = TokenPolicy.parse(keep_tokens, outputs or ("words" if is_file else "alphabetic"))
         kept: frozenset[str] = frozenset()
         if keep_words is not None:
             if not keep_words.is_file():
@@ -321,12 +322,13 @@ def register(app: typer.Typer) -> None:
                 return sample(idx, rng=rng)
 
         restrict = None
-        if policy.outputs == "alphabetic":
+        allowed = output_mask(policy.outputs, labels)
+        if allowed is not None:
             if space is None:  # a mechanism file: its own space
                 from ..mechanisms.file import load_mechanism
 
                 space = load_mechanism(mechanism).space
-            restrict = OutputFilter(space, alphabetic_mask(labels))
+            restrict = OutputFilter(space, allowed)
         generator = None
         if seed is not None:
             warn(_SEED_WARNING)
