@@ -140,6 +140,17 @@ class ExactTable:
             for start in range(0, rows, step):
                 sl = slice(start, start + step)
                 scale[sl], truncated[sl] = _fill_block(m[sl], prefix[sl], precision)
+        return cls.from_prefix(m, prefix, scale, truncated, word_bits=word_bits, precision=precision)
+
+    @classmethod
+    def from_prefix(
+        cls, matrix: NDArray[np.float64], prefix: NDArray[np.uint64], scale: NDArray[np.int64],
+        truncated: NDArray[np.bool_], *, word_bits: int = WORD_BITS, precision: int = PRECISION,
+    ) -> ExactTable:
+        """The table of rows whose prefix sums, scales and flags :func:`_fill_block` (or a
+        compiled twin equal to it bit for bit) has built; the arrays are frozen (copied into
+        ``bytes`` unless they already are)."""
+        n = matrix.shape[1]
         total = prefix[:, n] + np.where(truncated, np.uint64(n), np.uint64(0))
         if (total == 0).any():
             row = int(np.argmax(total == 0))
@@ -148,7 +159,7 @@ class ExactTable:
         if int(total.max()) > words:  # cannot happen with n < 2**precision (see _fill_block)
             raise ValidationError(f"rows of {n} entries need more than {word_bits}-bit words at precision {precision}")
         limit = np.array([(words // t) * t - 1 for t in total.tolist()], dtype=np.uint64)
-        return cls(frozen(m), frozen(prefix), frozen(scale), frozen(truncated), frozen(total), frozen(limit),
+        return cls(frozen(matrix), frozen(prefix), frozen(scale), frozen(truncated), frozen(total), frozen(limit),
                    word_bits)  # backed by bytes: no caller can make them writable
 
     # ------------------------------------------------------------------ draw

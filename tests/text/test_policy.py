@@ -83,3 +83,14 @@ def test_output_filter_law_is_the_post_processed_law() -> None:
     counts = np.array([(draws == k).sum() for k in (0, 2, 4)])
     assert counts.sum() == 20_000
     assert stats.chisquare(counts, expected * 20_000).pvalue > 1e-4
+
+
+def test_word_mask_and_output_mask_by_hand() -> None:
+    from metricdp.text.policy import output_mask, word_mask
+
+    labels = ["the", ",", "1990", "--", "u.s.", "''", "café"]
+    assert word_mask(labels).tolist() == [True, False, True, False, True, False, True]
+    assert output_mask("any", labels) is None
+    assert output_mask("alphabetic", labels).tolist() == alphabetic_mask(labels).tolist()
+    with pytest.raises(ValidationError, match="outputs must be one of"):
+        output_mask("letters", labels)

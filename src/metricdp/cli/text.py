@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,6 +51,11 @@ EpsOpt = Annotated[
 EmbOpt = Annotated[
     str,
     typer.Option("--embeddings", help="glove (packaged GloVe 6B 50-d) or a GloVe text / .vec / word2vec .bin file."),
+]
+EpsListOpt = Annotated[
+    str | None,
+    typer.Option("--epsilon", "-e", help="Per-token mDP level; a comma-separated list (1,2,3) gives word token j of "
+                 "each document the (j mod m)-th value, as dp-diffractor's per-token lists."),
 ]
 SizeOpt = Annotated[
     int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
@@ -103,6 +109,25 @@ def _params(mechanism: str, given: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _epsilons(value: str | None) -> list[float] | None:
+    """``--epsilon``: one number or a comma-separated list, each finite and > 0."""
+    from .._validation import check_epsilon
+
+    if value is None:
+        return None
+    out = []
+    for item in value.split(","):
+        try:
+            number = float(item)
+        except ValueError:
+            raise ValidationError(f"--epsilon {value!r}: {item.strip()!r} is not a number") from None
+        try:
+            out.append(check_epsilon(number))
+        except ValidationError as ex:
+            raise ValidationError(f"--epsilon {value!r}: {ex}") from None
+    return out
+
+
 def _index(options: dict[str, Any]) -> str:
     """The ``--index`` given (an enum member or a string), or the library's default."""
     value = options.get("index")
@@ -138,7 +163,61 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
         raise ValidationError("--epsilon is required with a named mechanism")
     space = load_vocabulary(embeddings, size)
     mech = build(mechanism, space, epsilon, **params)
-    return mech.sample, space.labels, space, repr(mech), mech.epsilon
+    desc = repr(mech) if mech.guarantee.startswith("Euclidean") else f"{mech!r} (eps-mDP for the {mech.guarantee})"
+    return mech.sample, space.labels, space, desc, mech.epsilon
+
+
+def _corpus_stats(
+    corpus: Path, mechanisms: str, epsilons: list[float] | None, embeddings: str, size: int | None,
+    plot: Path | None, seed: int | None, json_out: bool, options: dict[str, Any],
+) -> None:
+    """``text stats --corpus``: :func:`metricdp.text.utility.utility_rows` per mechanism and eps."""
+    from ..text.build import build, names
+    from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
+    from ..text.rewrite import _decoded_lines
+    from ..text.utility import plot_utility, utility_rows
+
+    chosen = [m.strip() for m in mechanisms.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in names()]
+    if not chosen or unknown:
+        raise ValidationError(f"--mechanism {mechanisms!r}: with --corpus, choose among {', '.join(names())}")
+    if epsilons is None:
+        raise ValidationError("--epsilon is required")
+    if not corpus.is_file():
+        raise ValidationError(f"--corpus {corpus}: no such file")
+    for name in chosen:
+        _require(name, embeddings, _index(options))
+    texts = [line.rstrip("\r\n") for line in _decoded_lines(corpus)]
+    space = load_vocabulary(embeddings, size)
+    restrict = OutputFilter(space, alphabetic_mask(space.labels))  # the default output policy of privatize
+    if seed is not None:
+        warn(_SEED_WARNING)
+    generator = None if seed is None else np.random.default_rng(seed)
+    params = {name: _params(name, options) for name in chosen}
+
+    def samplers() -> Iterator[tuple[str, float, Any]]:  # one mechanism at a time (its table cache freed after)
+        for name in chosen:
+            for eps in epsilons or ():
+                mech = build(name, space, eps, **params[name])
+                yield name, eps, lambda idx, m=mech: restrict(m.sample(idx, rng=generator))
+
+    rows = utility_rows(space, texts, samplers(), policy=TokenPolicy())
+    if plot is not None:
+        plot_utility(rows, plot, corpus.name)
+    if json_out:
+        echo_json({"corpus": str(corpus), "documents": len(texts), "vocabulary": space.n, "outputs": "alphabetic",
+                   "rows": [r.as_dict() for r in rows], "plot": str(plot) if plot else None})
+        return
+    table = Table(title=f"{corpus.name}: {len(texts):,} documents, {space.n:,}-word vocabulary, alphabetic outputs")
+    for col in ("mechanism", "eps", "word tokens", "changed", "mean distance", "examples"):
+        table.add_column(col, justify="left" if col in ("mechanism", "examples") else "right")
+    for r in rows:
+        changed = "n/a" if r.changed is None else f"{r.changed:.3f}"
+        moved = "n/a" if r.mean_distance is None else f"{r.mean_distance:.3f}"
+        table.add_row(r.mechanism, f"{r.epsilon:g}", f"{r.tokens:,}", changed, moved, "; ".join(r.examples[:3]))
+    console.print(table)
+    if plot is not None:
+        err_console.print(f"wrote {plot}", markup=False, highlight=False)
 
 
 class _Ticker:
@@ -167,7 +246,7 @@ def register(app: typer.Typer) -> None:
         ],
         out: OutOption,
         mechanism: MechOpt,
-        epsilon: EpsOpt = None,
+        epsilon: EpsListOpt = None,
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
         column: Annotated[
@@ -183,8 +262,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         outputs: Annotated[
             str | None,
-            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings) or any "
-                         "(default with a mechanism file); alphabetic maps a release to the nearest alphabetic word."),
+            typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings), words "
+                         "(a letter or a digit: default with a mechanism file) or any; a release outside is "
+                         "mapped to the nearest allowed word."),
         ] = None,
         keep: KeepOption = None,
         drop: DropOption = None,
@@ -194,7 +274,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
         from ..io import atomic_write
-        from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
+        from ..text.policy import OutputFilter, TokenPolicy, output_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
         check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file())))
@@ -205,7 +285,7 @@ def register(app: typer.Typer) -> None:
             detect_format(input_file, column)
         is_file = Path(mechanism).suffix.lower() == ".npz"
         with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
-            policy = TokenPolicy.parse(keep_tokens, outputs or ("any" if is_file else "alphabetic"))
+            policy = TokenPolicy.parse(keep_tokens, outputs or ("words" if is_file else "alphabetic"))
         kept: frozenset[str] = frozenset()
         if keep_words is not None:
             if not keep_words.is_file():
@@ -216,43 +296,62 @@ def register(app: typer.Typer) -> None:
                 )
             except UnicodeDecodeError as ex:
                 raise ValidationError(f"--keep-words {keep_words}: invalid UTF-8 at byte offset {ex.start}") from None
+        epsilons = _epsilons(epsilon)
+        if is_file and epsilons is not None and len(epsilons) > 1:
+            raise ValidationError("--epsilon: a mechanism file has one epsilon; give one value or none")
+        params = _params(mechanism, family_options)
         sample, labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
+            mechanism, None if epsilons is None else epsilons[0], embeddings, vocabulary_size, params
         )
-        if policy.outputs == "alphabetic":
+        cycle = 1 if epsilons is None else len(epsilons)
+        if cycle > 1:  # one mechanism per epsilon over the same vocabulary; token j of a document: the (j mod m)-th
+            from ..text.build import build as build_text
+
+            mechs = [build_text(mechanism, space, e, **params) for e in epsilons]  # type: ignore[union-attr]
+
+            def release(idx: np.ndarray, slots: np.ndarray | None, rng: Any) -> np.ndarray:
+                res = np.empty(len(idx), dtype=np.intp)
+                for k, mech in enumerate(mechs):
+                    sel = np.flatnonzero(slots == k)
+                    if sel.size:
+                        res[sel] = mech.sample(idx[sel], rng=rng)
+                return res
+        else:
+
+            def release(idx: np.ndarray, slots: np.ndarray | None, rng: Any) -> np.ndarray:
+                return sample(idx, rng=rng)
+
+        restrict = None
+        allowed = output_mask(policy.outputs, labels)
+        if allowed is not None:
             if space is None:  # a mechanism file: its own space
                 from ..mechanisms.file import load_mechanism
 
                 space = load_mechanism(mechanism).space
-            restrict = OutputFilter(space, alphabetic_mask(labels))
-            unrestricted = sample
-
-            def sample(idx: np.ndarray, rng: Any = None) -> np.ndarray:
-                return restrict(unrestricted(idx, rng=rng))
+            restrict = OutputFilter(space, allowed)
+        generator = None
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
 
-            def draw(idx: np.ndarray) -> np.ndarray:
-                return sample(idx, rng=generator)
-        else:
-
-            def draw(idx: np.ndarray) -> np.ndarray:
-                return sample(idx)
+        def draw(idx: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+            res = release(idx, slots, generator)
+            return res if restrict is None else restrict(res)
 
         with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
             try:
                 st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, policy=policy,
-                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker())
+                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker(), cycle=cycle)
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
         if st.columns is not None:
             leaves_report(st.columns)
         top = sorted(st.oov_examples.items(), key=lambda kv: -kv[1])[:5]
+        shown_eps = f"{eps:.6g}" if cycle == 1 else ",".join(f"{e:g}" for e in epsilons or ())
         summary = {
             "output": str(out),
             "mechanism": desc,
-            "epsilon_per_token": eps,
+            "epsilon_per_token": eps if cycle == 1 else epsilons,
             "vocabulary": len(labels),
             "documents": st.documents,
             "word_tokens": st.tokens,
@@ -275,7 +374,8 @@ def register(app: typer.Typer) -> None:
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
             f"({st.changed:,} changed), {st.kept:,} kept (--keep-words, --keep-tokens), {st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
-            f"{desc}, epsilon={eps:.6g} per token; {st.tokens_per_second:,.0f} tokens/s"
+            f"{desc}, epsilon={shown_eps} per token"
+            f"{' (cycled over each document)' if cycle > 1 else ''}; {st.tokens_per_second:,.0f} tokens/s"
             f"{' [seeded]' if seed is not None else ''}",
             markup=False,
             highlight=False,
@@ -285,10 +385,22 @@ def register(app: typer.Typer) -> None:
     text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))
 
     def stats(
-        mechanism: MechOpt,
-        epsilon: EpsOpt = None,
+        mechanism: Annotated[
+            str,
+            typer.Option("--mechanism", "-m", help=f"{', '.join(registry.sampler_names())}, or a mechanism .npz; "
+                         "with --corpus, a comma-separated list compared side by side."),
+        ],
+        epsilon: Annotated[
+            str | None,
+            typer.Option("--epsilon", "-e", help="Per-token mDP level; with --corpus, a comma-separated list."),
+        ] = None,
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
+        corpus: Annotated[
+            Path | None,
+            typer.Option("--corpus", help="Plain text (one document per line): report the fraction of word tokens "
+                         "changed, the mean embedding distance of the releases and examples, per mechanism and eps."),
+        ] = None,
         words: Annotated[int, typer.Option("--words", min=1, help="Number of words measured.")] = 200,
         top: Annotated[int, typer.Option("--from-top", min=1, help="Words drawn among the T most frequent.")] = 20_000,
         draws: Annotated[int, typer.Option("--draws", "-k", min=1, help="Releases per word (k of S_w).")] = 100,
@@ -297,18 +409,27 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOption = False,
         **family_options: Any,
     ) -> None:
-        """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws)."""
+        """Plausible deniability: N_w (fraction unchanged) and S_w (distinct releases in k draws); with
+        --corpus, the utility of each mechanism and eps on a text (tokens changed, mean distance)."""
         from ..pointspace import PointSpace
         from ..text.stats import QUANTILES, plausible_deniability, plot_deniability
 
         if plot is not None:
-            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings) if Path(f).is_file()])
+            check_output(plot, "--plot", inputs=[f for f in (mechanism, embeddings, corpus) if f and Path(f).is_file()])
             from .._optional import require
 
             require("plot", what="--plot")
+        epsilons = _epsilons(epsilon)
+        if corpus is not None:
+            _corpus_stats(corpus, mechanism, epsilons, embeddings, vocabulary_size, plot, seed, json_out,
+                          family_options)
+            return
+        if epsilons is not None and len(epsilons) > 1:
+            raise ValidationError("--epsilon: one value (several are compared with --corpus)")
         _require(mechanism, embeddings, _index(family_options))
         sample, _labels, space, desc, eps = _build(
-            mechanism, epsilon, embeddings, vocabulary_size, _params(mechanism, family_options)
+            mechanism, None if epsilons is None else epsilons[0], embeddings, vocabulary_size,
+            _params(mechanism, family_options)
         )
         if space is None:  # a mechanism file: distances from its points, when it has them
             from ..mechanisms.file import load_mechanism

@@ -147,20 +147,13 @@ def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
 def replacement_summary(
     space: Any, pairs: Sequence[tuple[NDArray[np.intp], NDArray[np.intp]]], examples: int = 8
 ) -> dict[str, Any]:
-    """Mean embedding distance between each released token and its input, and the first changed pairs."""
-    if not pairs:
-        return {"mean_distance": None, "examples": []}
-    x = np.concatenate([a for a, _ in pairs])
-    y = np.concatenate([b for _, b in pairs])
-    total = 0.0
-    for start in range(0, len(x), 1 << 16):  # vectors of a block of pairs at a time
-        a, b = x[start : start + (1 << 16)], y[start : start + (1 << 16)]
-        total += float(np.linalg.norm(space.vectors[a] - space.vectors[b], axis=1).sum())
-    changed = np.flatnonzero(x != y)[:examples]
-    return {
-        "mean_distance": total / len(x),
-        "examples": [f"{space.labels[x[i]]} -> {space.labels[y[i]]}" for i in changed],
-    }
+    """Mean embedding distance between each released token and its input, and the first changed pairs
+    (:func:`metricdp.text.utility.replacement_summary` without its fraction changed)."""
+    from ..text.utility import replacement_summary as summary
+
+    out = summary(space, pairs, examples)
+    del out["changed"]
+    return out
 
 
 def run_text_bench(

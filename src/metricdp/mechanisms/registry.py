@@ -517,6 +517,20 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       (Param("candidates", "int", 50, "candidates m per release", "--candidates", minimum=1),
                        Param("base", "choice", None, "data-independent base: zipf (word ranks); uniform when omitted",
                              "--base", choices=("zipf",)))),
+        SamplerFamily("diffractor", f"{_T}.diffractor:DiffractorText",
+                      "1-Diffractor: geometric noise on positions in 1-d word lists (Meisenbacher et al. 2024); "
+                      "eps-mDP for the list distance", f"{_T}.diffractor:diffractor_epsilon",
+                      (Param("lists", "int", 1, "number of word lists K", "--lists", minimum=1, maximum=64),)),
+        SamplerFamily("vickrey", f"{_T}.vickrey:VickreyText",
+                      "Vickrey mechanism: Madlib's noise, then the nearest or second-nearest word (Xu et al. 2021)",
+                      f"{_T}.vickrey:vickrey_epsilon",
+                      (Param("threshold", "float", 0.75, "the paper's t: weight of the second-nearest word",
+                             "--threshold", minimum=0.0, maximum=1.0),), exact=False),
+        SamplerFamily("custext", f"{_T}.custext:CusTextText",
+                      "CusText: exponential mechanism inside output sets of K near words (Chen et al. 2023); "
+                      "eps-DP within a set, none across", f"{_T}.custext:custext_epsilon",
+                      (Param("size", "int", 20, "words K per output set (the paper's top_k)", "--set-size",
+                             minimum=1),)),
     )
 }
 

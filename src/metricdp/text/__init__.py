@@ -10,9 +10,14 @@ Modules
 * :mod:`.madlib` -- Madlib (Feyisetan et al. 2020) with an exact or an approximate search.
 * :mod:`.mahalanobis` -- the regularised Mahalanobis mechanism (Xu et al. 2020).
 * :mod:`.subsampled` -- the subsampled exponential mechanism (Lantz et al. 2015).
+* :mod:`.diffractor` -- 1-Diffractor (Meisenbacher et al. 2024): geometric noise on word-list positions.
+* :mod:`.vickrey` -- the Vickrey mechanism (Xu et al. 2021): nearest or second-nearest word.
+* :mod:`.custext` -- CusText (Chen et al. 2023): the exponential mechanism inside output sets.
+* :mod:`._kernels` -- compiled table builds of the exponential mechanism (numba, optional).
 * :mod:`.ann` -- the optional approximate nearest-word index (faiss HNSW).
 * :mod:`.build` -- names -> builders, proven epsilons.
 * :mod:`.stats` -- plausible deniability statistics N_w, S_w (Feyisetan et al. 2020).
+* :mod:`.utility` -- tokens changed and mean embedding distance on a corpus, per mechanism and eps.
 * :mod:`.rewrite` -- streaming rewriting of plain text, CSV and JSONL.
 
 Accounting: see docs/text.md. Each token is released with eps-mDP for the Euclidean

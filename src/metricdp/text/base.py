@@ -41,6 +41,8 @@ class TextMechanism(ABC):
     """
 
     name: str = ""
+    #: The distance ``epsilon`` is proven for.
+    guarantee: str = "Euclidean distance of the embedding"
 
     def __init__(self, space: PointSpace, epsilon: float, params: Mapping[str, Any]) -> None:
         self.space = space

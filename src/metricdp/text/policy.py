@@ -21,6 +21,9 @@ kept tokens carry no protection at all.
   vocabulary as it always does, and a release outside the allowed words is then replaced by
   the allowed word nearest to it (ties: the smaller index; :class:`OutputFilter`).
 * ``any``: every vocabulary word, punctuation tokens of GloVe (``,``, ``.``, ``--``) included.
+* ``words`` (the default with a mechanism file, whose labels were chosen by its builder): every
+  label with a letter or a digit (:func:`word_mask`): no word token is ever released as
+  punctuation, and numeric labels (ZIP codes, years) stay releasable. Same filter, same proof.
 
 *Proof that the filter keeps the guarantee.* The filter is a fixed function f of the
 released word, built from public data only (the vocabulary, its vectors or distances, the
@@ -44,12 +47,15 @@ from ..errors import ValidationError
 from ..pointspace import PointSpace
 from ..spaces import MetricSpace
 
-__all__ = ["KEEP_CATEGORIES", "OUTPUTS", "STOPWORDS", "OutputFilter", "TokenPolicy", "alphabetic_mask"]
+__all__ = [
+    "KEEP_CATEGORIES", "OUTPUTS", "STOPWORDS", "OutputFilter", "TokenPolicy", "alphabetic_mask", "output_mask",
+    "word_mask",
+]
 
 #: Categories of word tokens that ``keep`` can name.
 KEEP_CATEGORIES = ("stopwords", "numbers", "names", "punctuation")
-#: What may be released: ``alphabetic`` words only, or ``any`` vocabulary word.
-OUTPUTS = ("alphabetic", "any")
+#: What may be released: ``alphabetic`` words only, ``any`` vocabulary word, or ``words`` (a letter or a digit).
+OUTPUTS = ("alphabetic", "any", "words")
 
 #: English function words (articles, pronouns, auxiliaries, prepositions, conjunctions).
 STOPWORDS = frozenset(
@@ -63,12 +69,29 @@ STOPWORDS = frozenset(
 
 _ALPHABETIC = re.compile(r"[^\W\d_]+(?:['\u2019\-][^\W\d_]+)*")
 _DIGIT = re.compile(r"\d")
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
 _SENTENCE_END = re.compile(r"[.!?]")
 
 
 def alphabetic_mask(labels: Sequence[str]) -> NDArray[np.bool_]:
     """True for the labels made of letters with inner apostrophes or hyphens (``don't``, ``e-mail``)."""
     return np.fromiter((_ALPHABETIC.fullmatch(lab) is not None for lab in labels), dtype=bool, count=len(labels))
+
+
+def word_mask(labels: Sequence[str]) -> NDArray[np.bool_]:
+    """True for the labels with a letter or a digit (``cat``, ``1990``, ``u.s.``), False for punctuation."""
+    return np.fromiter((_LETTER_OR_DIGIT.search(lab) is not None for lab in labels), dtype=bool, count=len(labels))
+
+
+def output_mask(outputs: str, labels: Sequence[str]) -> NDArray[np.bool_] | None:
+    """The labels ``outputs`` allows (None for ``any``: no filter)."""
+    if outputs == "alphabetic":
+        return alphabetic_mask(labels)
+    if outputs == "words":
+        return word_mask(labels)
+    if outputs == "any":
+        return None
+    raise ValidationError(f"outputs must be one of {', '.join(OUTPUTS)}, got {outputs!r}")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from .tokens import restore_case, split
 
 __all__ = ["RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
 
-Sampler = Callable[[NDArray[np.intp]], NDArray[np.intp]]
+Sampler = Callable[..., NDArray[np.intp]]  # sample(inputs) or, with cycle > 1, sample(inputs, slots)
 
 
 @dataclass
@@ -76,12 +76,15 @@ def rewrite_texts(
     stats: RewriteStats | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
+    cycle: int = 1,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
     ``keep``: words (lower case) never replaced; ``policy``: categories never replaced
     (:class:`.policy.TokenPolicy`; its output restriction is the sampler's business, see
-    :class:`.policy.OutputFilter`).
+    :class:`.policy.OutputFilter`). ``cycle`` > 1: the sampler is called as ``sample(inputs,
+    slots)`` with ``slots[i]`` the index of token i among its document's word tokens modulo
+    ``cycle`` (per-token epsilon lists: token j of a document gets the (j mod m)-th epsilon).
     """
     st = stats if stats is not None else RewriteStats()
     lookup, labels = vocabulary.lookup, vocabulary.labels
@@ -89,10 +92,12 @@ def rewrite_texts(
     batch: list[list[str]] = []
     slots: list[tuple[int, int, str, str]] = []  # (document in batch, piece, original, kept clitic)
     inputs: list[int] = []
+    ranks: list[int] = []  # (cycle > 1) each input's index among its document's word tokens, mod cycle
 
     def flush() -> Iterator[str]:
         if inputs:
-            out = sample(np.asarray(inputs, dtype=np.intp))
+            idx = np.asarray(inputs, dtype=np.intp)
+            out = sample(idx) if cycle <= 1 else sample(idx, np.asarray(ranks, dtype=np.intp))
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
                 batch[doc][piece] = restore_case(labels[k], original) + suffix
                 st.changed += int(k != x)
@@ -102,11 +107,13 @@ def rewrite_texts(
         batch.clear()
         slots.clear()
         inputs.clear()
+        ranks.clear()
 
     for text in texts:
         pieces = []
         d = len(batch)
         sentence_start = True
+        rank = -1
         for j, (piece, is_word) in enumerate(split(text)):
             pieces.append(piece)
             if not is_word:
@@ -114,6 +121,7 @@ def rewrite_texts(
                 continue
             at_start, sentence_start = sentence_start, False
             st.tokens += 1
+            rank += 1
             low = piece.lower()
             if low in keep:
                 st.kept += 1
@@ -140,6 +148,8 @@ def rewrite_texts(
             st.replaced += 1
             slots.append((d, j, piece, suffix))
             inputs.append(k)
+            if cycle > 1:
+                ranks.append(rank % cycle)
         batch.append(pieces)
         st.documents += 1
         if len(inputs) >= batch_tokens:
@@ -209,6 +219,7 @@ def rewrite_file(
     max_record: int | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
+    cycle: int = 1,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
 
@@ -224,7 +235,8 @@ def rewrite_file(
     if fmt == "text" and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
-    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
+    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
+          "cycle": cycle}
     if fmt == "text":
         endings: deque[str] = deque()
 
