@@ -39,7 +39,10 @@ def _read(path):
 
 
 def _invoke(app, *args):
-    return runner.invoke(app, ["privatize-points", *map(str, args)])
+    args = [str(a) for a in args]
+    if not {"--origin", "--region", "--sampler"} & set(args):  # the exact default needs a public lattice origin
+        args += ["--origin", "48.5,2.3"]
+    return runner.invoke(app, ["privatize-points", *args])
 
 
 def test_csv_release_law_and_untouched_columns(app, tmp_path):
@@ -119,7 +122,7 @@ def test_geojson_region_and_snap_and_plot(app, tmp_path):
 def test_errors_are_one_line_and_write_nothing(app, tmp_path, extra, fragment):
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
     _write_csv(src, n=3)
-    r = runner.invoke(app, ["privatize-points", str(src), *extra, "--out", str(out)])
+    r = _invoke(app, src, *extra, "--out", out)
     assert_one_line_error(r, fragment)
     assert not out.exists()
 
@@ -129,7 +132,7 @@ def test_bad_coordinate_names_the_row_and_keeps_the_old_output(app, tmp_path):
     src.write_text("latitude,longitude\n48.0,2.0\n95.0,2.0\n")
     out.write_text("precious\n")
     r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1", "--out", out)
-    assert_one_line_error(r, "row 1")
+    assert_one_line_error(r, "data row 2", "(95.0, 2.0) is not a (lat, lon)")
     assert out.read_text() == "precious\n"
     src.write_text("latitude,longitude\n48.0,2.0\nx,2.0\n")
     assert_one_line_error(_invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1",
