@@ -228,6 +228,9 @@ def register(app: typer.Typer) -> None:
                 fh.write(f"{table}\n\nload average at the end: {load}\n")
 
     _add_sample(bench_app)
+    from .bench_points import add_points
+
+    add_points(bench_app)
 
     @bench_app.command("text")
     @handle_errors
