@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._random import check_rng
 from .._validation import check_epsilon
 from ..errors import ValidationError
+from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
 from ..spaces import EARTH_RADIUS_KM
 from .projection import TangentPlane, check_latlon
 from .region import Region
@@ -55,6 +56,15 @@ def _stretch_bound(extent_km: float) -> Fraction:
     """kappa = 1 / (1 - x^2 / 6) >= x / sin(x), x = r / R (sin x >= x - x^3/6): rational, no libm."""
     x = (Fraction(extent_km) + Fraction(_EXTENT_MARGIN_KM)) / Fraction(EARTH_RADIUS_KM)
     return 1 / (1 - x * x / 6)
+
+
+def _forward(plane: TangentPlane, pts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """plane.forward of checked points (the compiled kernel when numba is there: the same formulas)."""
+    if _KERNELS is not None:
+        x, y = _KERNELS["forward"](np.ascontiguousarray(pts[:, 0]), np.ascontiguousarray(pts[:, 1]),
+                                   float(plane.lat0), float(plane.lon0))
+        return np.column_stack([x, y])
+    return np.atleast_2d(plane.forward(pts))
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ class LatticePlane:
     def snap(self, latlon: ArrayLike, *, first_row: int = 1) -> NDArray[np.int64]:
         """Lattice indices rint(P(x) / h) of each input; one beyond the extent is an error naming its row."""
         pts, _ = check_latlon(latlon)
-        xy = np.atleast_2d(self._plane.forward(pts))
+        xy = _forward(self._plane, pts)
         far = np.hypot(xy[:, 0], xy[:, 1]) > self.extent_km
         if far.any():
             i = int(np.flatnonzero(far)[0])
@@ -121,7 +131,12 @@ class LatticePlane:
 
     def points(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
         """(lat, lon) of lattice points (post-processing: a fixed function of the index)."""
-        return np.atleast_2d(self._plane.inverse(np.asarray(index, dtype=np.float64) * self.cell_km))
+        xy = np.asarray(index, dtype=np.float64) * self.cell_km
+        if _KERNELS is not None:
+            lat, lon = _KERNELS["inverse"](np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]),
+                                           float(self.lat), float(self.lon))
+            return np.column_stack([lat, lon])
+        return np.atleast_2d(self._plane.inverse(xy))
 
     def describe(self, epsilon_per_km: float) -> dict[str, Any]:
         """What the release guarantees, for reports and ``--json``."""

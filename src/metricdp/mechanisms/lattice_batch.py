@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from .._random import RandomSource, random_words
 from ..errors import ValidationError
+from ._lattice_kernels import KERNELS as _KERNELS
 
 __all__ = ["LatticeSampler", "exp_neg_bounds", "exp_neg_float", "lazy_less"]
 
@@ -156,36 +157,53 @@ def _power_bounds(ql: int, qh: int, count: int) -> tuple[list[int], list[int]]:
 class _Level:
     """C = #{g in 1..N : U < t_g} for decreasing thresholds t_g, decided by a table of floor(t_g 2^64).
 
-    ``guess(w)`` is a float estimate of C (any function: it only picks which two table
-    entries to compare); a row whose guess is not confirmed by the integer comparisons
-    ``table[C - 1] > W > table[C]`` is counted by binary search, and a row whose W equals an
-    entry decides that threshold exactly (``exact(g)`` bounds t_g at any precision).
+    A float guess of C (``mode`` 0: ``ceil(-ln U / p1) - 1``; 1: ``ceil(-ln(U(1 - p2) + p2) / p1) - 1``)
+    only picks which two table entries to compare; a row whose guess is not confirmed by
+    the integer comparisons ``table[C - 1] > W > table[C]`` is counted by binary search, and
+    a row whose W equals an entry decides that threshold exactly (``exact(g)`` bounds t_g at
+    any precision). The compiled kernel (``_lattice_kernels.level_count``) makes the same
+    decisions.
     """
 
-    def __init__(self, floors: list[int], exact: Callable[[int], IntBounds],
-                 guess: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> None:
+    def __init__(self, floors: list[int], exact: Callable[[int], IntBounds], mode: int, p1: float,
+                 p2: float = 0.0) -> None:
         self.size = len(floors)
         self.desc = np.array(floors, dtype=np.uint64)  # floor(t_g 2^64), g = 1..N: non-increasing
         self.asc = self.desc[::-1].copy()
-        self.exact, self.guess = exact, guess
+        self.exact, self.mode, self.p1, self.p2 = exact, mode, p1, p2
 
-    def count(self, w: NDArray[np.uint64], words: Callable[[int], NDArray[np.uint64]]) -> NDArray[np.int64]:
+    def _guess(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
+        inner = u if self.mode == 0 else u * (1.0 - self.p2) + self.p2
+        return np.ceil(-np.log(inner) / self.p1) - 1.0
+
+    def certain(self, w: NDArray[np.uint64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        """(number of entries > W, whether W equals an entry) per row: numpy."""
         u = (w.astype(np.float64) + 0.5) * 2.0**-64
-        c = np.clip(np.nan_to_num(self.guess(u), nan=0.0, posinf=self.size), 0, self.size).astype(np.int64)
+        c = np.clip(np.nan_to_num(self._guess(u), nan=0.0, posinf=self.size), 0, self.size).astype(np.int64)
         above = np.where(c > 0, self.desc[np.maximum(c - 1, 0)] > w, True)  # W < F_c: U < t_c
         below = np.where(c < self.size, self.desc[np.minimum(c, self.size - 1)] < w, True)  # W > F_{c+1}
+        eq = np.zeros(len(w), dtype=bool)
         miss = np.flatnonzero(~(above & below))
         if len(miss):
             wm = w[miss]
             right = np.searchsorted(self.asc, wm, side="right")
-            left = np.searchsorted(self.asc, wm, side="left")
-            c[miss] = self.size - right  # entries > W: U < t_g for certain
-            for i, n_eq in zip(miss[right > left], (right - left)[right > left], strict=True):
-                lazy = LazyUniform(int(w[i]), words)  # W equals entries: decide them exactly, in order
-                for _ in range(int(n_eq)):
-                    if not lazy.less(self.exact(int(c[i]) + 1)):
-                        break
-                    c[i] += 1
+            c[miss] = self.size - right
+            eq[miss] = np.searchsorted(self.asc, wm, side="left") < right
+        return c, eq
+
+    def count(self, w: NDArray[np.uint64], words: Callable[[int], NDArray[np.uint64]]) -> NDArray[np.int64]:
+        if _KERNELS is not None:
+            c, eq = _KERNELS["level_count"](w, self.desc, self.mode, self.p1, self.p2)
+        else:
+            c, eq = self.certain(w)
+        for i in np.flatnonzero(eq):  # W equals entries: decide those thresholds exactly, in order
+            wi = w[i]
+            n_eq = int(np.searchsorted(self.asc, wi, side="right") - np.searchsorted(self.asc, wi, side="left"))
+            lazy = LazyUniform(int(wi), words)
+            for _ in range(n_eq):
+                if not lazy.less(self.exact(int(c[i]) + 1)):
+                    break
+                c[i] += 1
         return c
 
 
@@ -239,12 +257,8 @@ class LatticeSampler:
         n_m = max(1, min(_TABLE_CAP, math.ceil(_TAIL / float(rho_x))))
         rl, rh = exp_neg_bounds(rho_x, _P)
         lows, highs = _power_bounds(rl, rh, n_m)
-        beta_f, rho_f = b, b * n
-
-        def guess_m(u: NDArray[np.float64]) -> NDArray[np.float64]:  # U < rho^m  <=>  m < -ln U / (beta n)
-            return np.ceil(-np.log(u) / rho_f) - 1.0
-
-        self._m = _Level(_floors(lows, highs, self._exact_power), self._exact_power, guess_m)
+        # U < rho^m  <=>  m < -ln U / (beta n)
+        self._m = _Level(_floors(lows, highs, self._exact_power), self._exact_power, 0, b * n)
         self._r: _Level | None = None
         if n > 1:
             ql, qh = exp_neg_bounds(self.beta, _P)
@@ -253,12 +267,8 @@ class LatticeSampler:
             one = 1 << _P
             s_lo = [((lo - nh) << _P) // (one - nl) for lo in lows[:-1]]
             s_hi = [-((-(hi - nl) << _P) // (one - nh)) for hi in highs[:-1]]
-            tail = math.exp(-rho_f)
-
-            def guess_r(u: NDArray[np.float64]) -> NDArray[np.float64]:  # U < S_r <=> r < -ln(U(1-q^n)+q^n)/beta
-                return np.ceil(-np.log(u * (1.0 - tail) + tail) / beta_f) - 1.0
-
-            self._r = _Level(_floors(s_lo, s_hi, self._exact_rest), self._exact_rest, guess_r)
+            # U < S_r  <=>  r < -ln(U (1 - q^n) + q^n) / beta
+            self._r = _Level(_floors(s_lo, s_hi, self._exact_rest), self._exact_rest, 1, b, math.exp(-b * n))
 
     # exact threshold bounds (rare path) ------------------------------------------------
     def _exact_power(self, m: int) -> IntBounds:
@@ -334,6 +344,19 @@ class LatticeSampler:
         integer bounds floor(y 2^64 (1 - 2^-32)) <= t 2^64 <= ceil(z 2^64 (1 + 2^-32)); rows
         between them, and rows with a coordinate of 2^31 or more, are decided exactly.
         """
+        if _KERNELS is not None:
+            accept, unsure = _KERNELS["accept"](a, b, w, self.alpha_f, self.beta_f, _KERNELS["coef"])
+        else:
+            accept, unsure = self._accept_float(a, b, w)
+        for i in np.flatnonzero(unsure):
+            ai, bi = int(a[i]), int(b[i])
+            accept[i] = lazy_less(int(w[i]), self._exact_accept(ai * ai + bi * bi, abs(ai) + abs(bi)), words)
+        return accept
+
+    def _accept_float(self, a: NDArray[np.int64], b: NDArray[np.int64], w: NDArray[np.uint64]) -> tuple[
+        NDArray[np.bool_], NDArray[np.bool_]
+    ]:
+        """(accepted for certain, undecided) per row from the float bounds: numpy."""
         big = (np.abs(a) >= _BIG) | (np.abs(b) >= _BIG)
         sa, sb = np.where(big, 0, a), np.where(big, 0, b)
         q = sa * sa + sb * sb  # < 2^63: exact
@@ -353,8 +376,4 @@ class LatticeSampler:
         accept = (w < lo_int) | (q == 0)  # W + 1 <= lo <= t 2^64; gamma(0) = 0
         reject = can_reject & (w >= hi_int) & (q != 0)  # W >= hi >= t 2^64
         unsure = big | ~(accept | reject)
-        accept &= ~big
-        for i in np.flatnonzero(unsure):
-            ai, bi = int(a[i]), int(b[i])
-            accept[i] = lazy_less(int(w[i]), self._exact_accept(ai * ai + bi * bi, abs(ai) + abs(bi)), words)
-        return accept
+        return accept & ~big, unsure

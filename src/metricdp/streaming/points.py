@@ -33,6 +33,7 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write, parse_decimal
+from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
@@ -138,6 +139,27 @@ def _texts(values: NDArray[np.float64], digits: int, full: Full | None) -> tuple
     return out, new_off
 
 
+def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDArray[np.int64],
+                    stops: NDArray[np.int64], row: NDArray[np.intp], kind: NDArray[np.intp],
+                    released: NDArray[np.float64], digits: int, full: Full | None) -> bool:
+    """The chunk's output by the compiled splice (same bytes as format_fixed + splice); False: use numpy.
+
+    Used only when numba is there and no row needs full precision (then numpy writes the chunk).
+    """
+    if _KERNELS is None or not 0 <= digits <= 15:
+        return False
+    scaled = np.rint(released * 10.0**digits)
+    if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
+        return False  # format_fixed raises the error
+    n = scaled.astype(np.int64)
+    if full is not None and full(n / 10.0**digits).any():
+        return False
+    out = _KERNELS["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
+                                    np.ascontiguousarray(n[:, 1]), digits)
+    fh.write(out.data)
+    return True
+
+
 # ----------------------------------------------------------------------------- CSV
 def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[int, ...]) -> tuple[
     NDArray[np.int64], NDArray[np.int64], NDArray[np.intp], NDArray[np.intp]
@@ -214,11 +236,12 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
                 continue
             pts = np.column_stack([_parse(chunk, i, lat, where, rows + 1), _parse(chunk, j, lon, where, rows + 1)])
             released = release(pts, rows + 1)
-            table, table_off = _texts(released, digits, full)
-            table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
             starts, stops, row, kind = edits_for_columns(recs, [i, j], dropped)
-            choice = np.where(kind < 0, 2 * n, kind * n + row).astype(np.intp)
-            csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
+            if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
+                table, table_off = _texts(released, digits, full)
+                table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
+                choice = np.where(kind < 0, 2 * n, kind * n + row).astype(np.intp)
+                csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
             rows += n
             tick(rows)
     return rows
