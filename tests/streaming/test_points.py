@@ -126,3 +126,30 @@ def test_format_fixed_texts_denote_the_rounded_values(values, digits):
     assert np.all(np.abs(rounded - x) <= 0.5 * 10.0**-digits * (1 + 1e-9) + 1e-12 * np.abs(x))
     for t, r in zip(texts, rounded, strict=True):
         assert t == f"{r:.{digits}f}" or (r == 0 and t.lstrip("-") == f"{0:.{digits}f}")
+
+
+def test_geojson_from_csv_is_a_feature_collection(tmp_path):
+    import json
+
+    src, out = tmp_path / "in.csv", tmp_path / "out.geojson"
+    src.write_bytes(RAW)
+    stats = privatize_points_file(src, "lat", "lon", out, _shift, digits=3, chunk_rows=3, keep=["id"],
+                                  drop=["note"])
+    doc = json.loads(out.read_text())
+    assert stats.rows == 4 and doc["type"] == "FeatureCollection" and len(doc["features"]) == 4
+    f0 = doc["features"][0]
+    assert f0["geometry"] == {"type": "Point", "coordinates": [2.0, 49.0]}  # [lon, lat] (RFC 7946)
+    assert f0["properties"] == {"id": "1"} and "note" not in doc["features"][3]["properties"]
+
+
+def test_geojson_from_parquet_keeps_typed_properties(tmp_path):
+    import json
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src, out = tmp_path / "in.parquet", tmp_path / "out.geojson"
+    pq.write_table(pa.table({"id": [1, 2], "lat": [48.0, 48.5], "lon": [2.0, 2.5], "tag": ['a "q"', None]}), src)
+    privatize_points_file(src, "lat", "lon", out, _shift, digits=2, keep=["id", "tag"])
+    doc = json.loads(out.read_text())
+    assert [f["properties"] for f in doc["features"]] == [{"id": 1, "tag": 'a "q"'}, {"id": 2, "tag": None}]
+    assert doc["features"][1]["geometry"]["coordinates"] == [2.25, 49.0]

@@ -344,7 +344,11 @@ def register(app: typer.Typer) -> None:
         input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV or Parquet file with a header.")],
         lat: Annotated[str, typer.Option("--lat", help="Latitude column (degrees).")],
         lon: Annotated[str, typer.Option("--lon", help="Longitude column (degrees).")],
-        out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="Output file (.csv or .parquet).")],
+        out: Annotated[
+            Path,
+            typer.Option("--out", "-o", dir_okay=False, help="Output file: the input's format (.csv, .parquet) or "
+                         ".geojson (a FeatureCollection of Points for GIS tools, other columns as properties)."),
+        ],
         epsilon: Annotated[
             str | None,
             typer.Option("--epsilon", "-e", help="Guarantee per distance: 0.5/km, 1/m, 2 / 100m, or a plain number "
@@ -413,8 +417,8 @@ def register(app: typer.Typer) -> None:
         """
         eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
-        if _format(out, "--out") != kind:
-            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
+        if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
+            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind}), or .geojson")
         check_output(out, inputs=(input_file, snap_to, region, plot))
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
@@ -447,6 +451,8 @@ def register(app: typer.Typer) -> None:
         if seed is not None:
             warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
         leaves_report(stats.columns)
+        if settings.sampler is Sampler.float:
+            warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
         if json:
             echo_json(_summary(out, stats, settings, plot, seed, seconds))
             return
@@ -460,8 +466,6 @@ def register(app: typer.Typer) -> None:
             extra.append(f"kept in {settings.area.name} by {how}")
         if settings.snapper is not None:
             extra.append(f"snapped to {len(settings.snapper.points)} points")
-        if settings.sampler is Sampler.float:
-            warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
         console.print(
             f"wrote {out}: {stats.rows} points of ({lat!r}, {lon!r}) released by planar Laplace at "
             f"epsilon={eps:g} per km (mean displacement {2 / eps:.3g} km)"

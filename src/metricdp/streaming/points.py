@@ -41,7 +41,7 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
 
-__all__ = ["PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
+__all__ = ["GeoJsonSink", "PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
@@ -139,6 +139,55 @@ def _texts(values: NDArray[np.float64], digits: int, full: Full | None) -> tuple
     return out, new_off
 
 
+class GeoJsonSink:
+    """A FeatureCollection written feature by feature (RFC 7946: Point coordinates [lon, lat]).
+
+    Properties are the written non-coordinate columns (CSV: their texts; Parquet: their
+    values, ``null`` for nulls). Memory: one chunk of features.
+    """
+
+    def __init__(self, fh: IO[bytes], lat: str, lon: str) -> None:
+        self.fh, self.lat, self.lon, self.first = fh, lat, lon, True
+        fh.write(b'{"type":"FeatureCollection","features":[\n')
+
+    def write(self, released: NDArray[np.float64], digits: int, full: Full | None,
+              properties: dict[str, list[Any]]) -> None:
+        import json
+
+        data, off = _texts(released, digits, full)
+        n = len(released)
+        raw = bytes(data)
+        names = list(properties)
+        columns = [properties[k] for k in names]
+        parts = []
+        for r in range(n):
+            la, lo = raw[off[r]:off[r + 1]].decode(), raw[off[n + r]:off[n + r + 1]].decode()
+            props = json.dumps(dict(zip(names, (c[r] for c in columns), strict=True)), ensure_ascii=False,
+                               allow_nan=False, default=str)
+            parts.append(f'{"" if self.first and r == 0 else ","}{{"type":"Feature","geometry":{{"type":"Point",'
+                         f'"coordinates":[{lo},{la}]}},"properties":{props}}}\n')
+        self.first = self.first and n == 0
+        self.fh.write("".join(parts).encode("utf-8"))
+
+    def close(self) -> None:
+        self.fh.write(b"]}\n")
+
+
+def _csv_properties(chunk: Any, columns: Sequence[tuple[int, str]]) -> dict[str, list[str]]:
+    """The texts of the given (index, name) columns of a chunk, unquoted."""
+    out: dict[str, list[str]] = {}
+    for k, name in columns:
+        fs, fe = chunk.records.field(k)
+        out[name] = [_unquote(bytes(chunk.buf[a:b])) for a, b in zip(fs, fe, strict=True)]
+    return out
+
+
+def _unquote(raw: bytes) -> str:
+    if raw[:1] == b'"':
+        raw = raw[1:-1].replace(b'""', b'"')
+    return raw.decode("utf-8")
+
+
 def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDArray[np.int64],
                     stops: NDArray[np.int64], row: NDArray[np.intp], kind: NDArray[np.intp],
                     released: NDArray[np.float64], digits: int, full: Full | None) -> bool:
@@ -216,7 +265,7 @@ def _parse(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArr
 
 def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any, digits: int,
          full: Full | None, chunk_rows: int, chunk_bytes: int, max_record: int | None,
-         tick: Callable[[int], None]) -> int:
+         tick: Callable[[int], None], geojson: bool) -> int:
     where = str(src)
     rows = 0
     with src.open("rb") as inp:
@@ -224,11 +273,14 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         i, j, dropped = plan.index(lat), plan.index(lon), plan.dropped_indices
-        hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
-        raw = np.frombuffer(header.raw, dtype=np.uint8)
-        empty = np.zeros(2, dtype=np.int64)
-        fh.write(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
-                                 np.zeros(len(hs), dtype=np.intp)).data)
+        sink = GeoJsonSink(fh, lat, lon) if geojson else None
+        props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
+        if sink is None:
+            hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
+            raw = np.frombuffer(header.raw, dtype=np.uint8)
+            empty = np.zeros(2, dtype=np.int64)
+            fh.write(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
+                                     np.zeros(len(hs), dtype=np.intp)).data)
         for chunk in reader.chunks(i):
             recs = chunk.records
             n = len(recs.starts)
@@ -236,6 +288,11 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
                 continue
             pts = np.column_stack([_parse(chunk, i, lat, where, rows + 1), _parse(chunk, j, lon, where, rows + 1)])
             released = release(pts, rows + 1)
+            if sink is not None:
+                sink.write(released, digits, full, _csv_properties(chunk, props))
+                rows += n
+                tick(rows)
+                continue
             starts, stops, row, kind = edits_for_columns(recs, [i, j], dropped)
             if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
                 table, table_off = _texts(released, digits, full)
@@ -244,6 +301,8 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
                 csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
             rows += n
             tick(rows)
+        if sink is not None:
+            sink.close()
     return rows
 
 
@@ -260,7 +319,7 @@ def _column_floats(batch: Any, k: int, name: str, where: str, first_row: int) ->
 
 
 def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any,
-             chunk_rows: int, tick: Callable[[int], None]) -> int:
+             chunk_rows: int, tick: Callable[[int], None], geojson: bool, digits: int, full: Full | None) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
@@ -276,7 +335,8 @@ def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, mak
         compression = pf.metadata.row_group(0).column(0).compression.lower()
         compression = "none" if compression == "uncompressed" else compression
     rows = 0
-    writer = pq.ParquetWriter(fh, out_schema, compression=compression)
+    sink = GeoJsonSink(fh, lat, lon) if geojson else None
+    writer = None if sink is not None else pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
             if not batch.num_rows:
@@ -284,13 +344,22 @@ def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, mak
             pts = np.column_stack([_column_floats(batch, i, lat, where, rows + 1),
                                    _column_floats(batch, j, lon, where, rows + 1)])
             released = release(pts, rows + 1)
+            if sink is not None:
+                sink.write(released, digits, full, {schema.names[k]: batch.column(k).to_pylist() for k in written
+                                                    if k not in (i, j)})
+                rows += batch.num_rows
+                tick(rows)
+                continue
             new = {i: pa.array(released[:, 0], pa.float64()), j: pa.array(released[:, 1], pa.float64())}
             columns = [new.get(k, batch.column(k)) for k in written]
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))  # type: ignore[union-attr]
             rows += batch.num_rows
             tick(rows)
+        if sink is not None:
+            sink.close()
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
     return rows
 
 
@@ -313,7 +382,10 @@ def privatize_points_file(
     progress: Progress | None = None,
     plan_check: Callable[[ColumnPlan], None] | None = None,
 ) -> PointStats:
-    """Replace every (lat, lon) of ``input_path`` by ``release`` of it; write ``out`` (same format).
+    """Replace every (lat, lon) of ``input_path`` by ``release`` of it; write ``out``.
+
+    ``out`` has the input's format, or is a GeoJSON FeatureCollection when it ends in
+    ``.geojson`` (one Point feature per row, the other written columns as properties).
 
     ``plan_check`` sees the column plan before anything is released (the CLI refuses
     look-alike coordinate columns there). Nothing is published unless the whole file
@@ -345,12 +417,13 @@ def privatize_points_file(
         dt = time.perf_counter() - t0
         report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
 
+    geojson = Path(out).suffix.lower() == ".geojson"
     with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
         if fmt == "csv":
             rows = _csv(src, fh, lat, lon, release, make_plan, digits, full, chunk_rows, chunk_bytes, max_record,
-                        tick)
+                        tick, geojson)
         else:
-            rows = _parquet(src, fh, lat, lon, release, make_plan, chunk_rows, tick)
+            rows = _parquet(src, fh, lat, lon, release, make_plan, chunk_rows, tick, geojson, digits, full)
         if rows == 0:
             raise ValidationError(f"{src}: no data rows")
     return PointStats(rows, time.perf_counter() - t0, fmt, plans[0])
