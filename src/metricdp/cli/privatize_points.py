@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,11 +30,12 @@ from numpy.typing import NDArray
 
 from .._optional import require
 from .._random import check_rng
-from ..errors import PrivacyLeakWarning, ValidationError
+from ..errors import ValidationError
 from ..io import parse_decimal, read_csv_table
-from ..location.lattice import LatticePlane, release_lattice
-from ..location.points import TRUNCATIONS, privatize_points
+from ..location.lattice import LatticePlane
+from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
+from ..location.release import PointSettings, full_precision, make_release
 from ..location.snap import Snapper
 from ..streaming.points import PointStats, Release, privatize_points_file
 from ..tabular.columns import ColumnPlan, look_alikes
@@ -49,8 +48,6 @@ from .privatize import DropOption, KeepOption, leaves_report, with_flags
 __all__ = ["read_latlon_points", "register"]
 
 _PLOT_SAMPLE = 500
-#: A release within this distance of a region's boundary counts as inside (1 mm).
-_REGION_TOLERANCE_KM = 1e-6
 _DEFAULT_CELL = "1m"
 _FLOAT_CAVEAT = ("continuous planar Laplace is epsilon-geo-indistinguishable for real numbers, not exactly for the "
                  "floats it releases (Mironov 2012); the default --sampler exact draws every release exactly on a "
@@ -158,18 +155,6 @@ def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], 
     save_png(fig, path, dpi=100, bbox_inches="tight")
 
 
-@dataclass(frozen=True)
-class _Settings:
-    """What the command releases with, parsed and checked before any row is read."""
-
-    epsilon: float
-    sampler: Sampler
-    area: Region | None
-    truncate: str
-    snapper: Snapper | None
-    plane: LatticePlane | None
-
-
 def _epsilon(epsilon: str | None, level: float | None, radius: str | None) -> float:
     """eps per km from --epsilon (0.5/km, 1/m, or a plain number per km) or --level/--radius."""
     if (level is None) != (radius is None):
@@ -220,7 +205,7 @@ def _plane(origin: str | None, cell: str, extent: str | None, area: Region | Non
 
 
 def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: str, snap_to: Path | None,
-              origin: str | None, cell: str | None, extent: str | None) -> _Settings:
+              origin: str | None, cell: str | None, extent: str | None) -> PointSettings:
     if truncate not in TRUNCATIONS:
         raise ValidationError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
     if sampler is Sampler.float and (origin is not None or cell is not None or extent is not None):
@@ -230,57 +215,12 @@ def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: st
     if snapper is not None and area is not None and not area.contains(snapper.points).all():
         warn("some --snap-to points lie outside --region: snapped releases may leave the region")
     plane = None if sampler is Sampler.float else _plane(origin, cell or _DEFAULT_CELL, extent, area)
-    return _Settings(epsilon, sampler, area, truncate, snapper, plane)
+    return PointSettings(epsilon, plane, area, truncate, snapper)
 
 
-def _check_rows(pts: NDArray[np.float64], first_row: int) -> None:
-    bad = ~np.isfinite(pts).all(axis=1) | (np.abs(pts[:, 0]) > 90) | (np.abs(pts[:, 1]) > 180)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        lat, lon = float(pts[i, 0]), float(pts[i, 1])
-        raise ValidationError(f"data row {first_row + i}: ({lat!r}, {lon!r}) is not a (lat, lon) in degrees")
-
-
-def release_chunk(settings: _Settings, seed: int | None) -> Release:
-    """The function that releases one chunk of (lat, lon) rows: ONE random source for the whole file."""
-    source = check_rng(seed)
-    if settings.plane is not None:
-        from ..mechanisms.lattice_batch import LatticeSampler
-
-        reject = settings.area is not None and settings.truncate == "reject"
-        sampler = LatticeSampler(settings.plane.alpha(settings.epsilon / 2 if reject else settings.epsilon))
-
-        def exact(pts: NDArray[np.float64], first_row: int) -> NDArray[np.float64]:
-            _check_rows(pts, first_row)
-            return release_lattice(pts, settings.epsilon, settings.plane, region=settings.area,  # type: ignore[arg-type]
-                                   truncation=settings.truncate, snap_to=settings.snapper,  # type: ignore[arg-type]
-                                   rng=source, first_row=first_row, sampler=sampler)
-
-        return exact
-
-    def continuous(pts: NDArray[np.float64], first_row: int) -> NDArray[np.float64]:
-        _check_rows(pts, first_row)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
-            try:
-                out = privatize_points(pts, settings.epsilon, region=settings.area,
-                                       truncation=settings.truncate,  # type: ignore[arg-type]
-                                       snap_to=settings.snapper, rng=source)
-            except ValidationError as ex:
-                raise ValidationError(f"rows from data row {first_row}: {ex}") from None
-        return np.atleast_2d(out)
-
-    return continuous
-
-
-def _full_precision(settings: _Settings) -> Any:
-    """Rows whose rounded text would matter: snapped ones (exact set points) and ones rounding would move out."""
-    if settings.snapper is not None:
-        return lambda rounded: np.ones(len(rounded), dtype=bool)
-    if settings.area is not None:
-        area = settings.area
-        return lambda rounded: ~area.contains(rounded, tolerance_km=_REGION_TOLERANCE_KM)
-    return None
+def release_chunk(settings: PointSettings, seed: int | None) -> Release:
+    """The function that releases one chunk of rows: ONE random source for the whole file."""
+    return make_release(settings, check_rng(seed))
 
 
 class _Sample:
@@ -310,7 +250,7 @@ def _check_plan(input_file: Path, lat: str, lon: str) -> Any:
     return check
 
 
-def _summary(out: Path, stats: PointStats, settings: _Settings, plot: Path | None, seed: int | None,
+def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
              seconds: float) -> dict[str, Any]:
     eps, area = settings.epsilon, settings.area
     reject = area is not None and settings.truncate == "reject"
@@ -321,7 +261,7 @@ def _summary(out: Path, stats: PointStats, settings: _Settings, plot: Path | Non
         "epsilon": f"{eps:g}/km",
         "level_radius": {"level": 1.0, "radius_km": 1 / eps},
         "mean_noise_km": 2.0 / eps,
-        "sampler": settings.sampler.value,
+        "sampler": "float" if settings.plane is None else "exact",
         "lattice": None if settings.plane is None else settings.plane.describe(eps),
         "region": None if area is None else area.name,
         "truncate": settings.truncate if area is not None else None,
@@ -436,7 +376,7 @@ def register(app: typer.Typer) -> None:
         with progress(f"releasing points of {input_file}") as bar:
             try:
                 stats = privatize_points_file(
-                    input_file, lat, lon, out, sample or release, digits=digits, full=_full_precision(settings),
+                    input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
                     keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
                     inputs=[p for p in (snap_to, plot) if p is not None], progress=bar,
                     plan_check=_check_plan(input_file, lat, lon),
@@ -451,7 +391,7 @@ def register(app: typer.Typer) -> None:
         if seed is not None:
             warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
         leaves_report(stats.columns)
-        if settings.sampler is Sampler.float:
+        if settings.plane is None:
             warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
         if json:
             echo_json(_summary(out, stats, settings, plot, seed, seconds))
