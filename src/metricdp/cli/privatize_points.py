@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,7 +31,7 @@ from numpy.typing import NDArray
 
 from .._optional import require
 from .._random import check_rng
-from ..errors import ValidationError
+from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal, read_csv_table
 from ..location.lattice import LatticePlane
 from ..location.points import TRUNCATIONS
@@ -43,7 +44,7 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import read_parquet
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, KeepOption, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -275,6 +276,42 @@ def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path |
     }
 
 
+def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
+                  plot: Path | None, out: Path) -> None:
+    if scheduler is not None and engine is not Engine.dask:
+        raise ValidationError("--scheduler is for --engine dask")
+    if master is not None and engine is not Engine.spark:
+        raise ValidationError("--master is for --engine spark")
+    if engine is not Engine.local:
+        if chunk_rows is not None:
+            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+        if plot is not None:
+            raise ValidationError("--plot is for --engine local")
+        if out.suffix.lower() == ".geojson":
+            raise ValidationError("--out .geojson is for --engine local")
+        require(engine.value, what=f"--engine {engine.value}")
+
+
+def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path, settings: PointSettings,
+                seed: int | None, digits: int, keep: list[str] | None, drop: list[str] | None,
+                snap_to: Path | None, scheduler: str | None, master: str | None) -> PointStats:
+    from ..integrations._points import privatize_points_engine
+
+    t0 = time.perf_counter()
+    with progress(f"releasing points of {input_file} on {engine.value}"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
+        try:
+            rows, plan = privatize_points_engine(
+                engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
+                drop=drop or (), inputs=[p for p in (snap_to,) if p is not None],
+                plan_check=_check_plan(input_file, lat, lon), scheduler=scheduler, master=master)
+        except ValidationError as ex:
+            msg = with_flags(str(ex))
+            raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
+    fmt = _format(input_file, "INPUT")
+    return PointStats(rows, time.perf_counter() - t0, fmt, plan)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``privatize-points`` command to ``app``."""
 
@@ -343,7 +380,15 @@ def register(app: typer.Typer) -> None:
         digits: Annotated[
             int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates (6 = 0.1 m).")
         ] = 6,
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
+        = None,
+        engine: Annotated[
+            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
+        ] = Engine.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+        ] = None,
+        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -369,7 +414,14 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--lat and --lon name the same column")
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
+        _check_engine(engine, scheduler, master, chunk_rows, plot, out)
         settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
+        if engine is not Engine.local:
+            t0 = time.perf_counter()
+            stats = _run_engine(engine, input_file, lat, lon, out, settings, seed, digits, keep, drop, snap_to,
+                                scheduler, master)
+            _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine)
+            return
         release: Release = release_chunk(settings, seed)
         sample = _Sample(release) if plot is not None else None
         t0 = time.perf_counter()
@@ -387,32 +439,38 @@ def register(app: typer.Typer) -> None:
             if sample is not None and plot is not None:
                 _plot(plot, np.concatenate(sample.true), np.concatenate(sample.released), settings.area, eps,
                       stats.rows)
-        seconds = time.perf_counter() - t0
-        if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
-        leaves_report(stats.columns)
-        if settings.plane is None:
-            warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
-        if json:
-            echo_json(_summary(out, stats, settings, plot, seed, seconds))
-            return
-        extra = []
-        if settings.plane is not None:
-            extra.append(f"exact on a {settings.plane.cell_km * 1000:g} m lattice centred at "
-                         f"({settings.plane.lat:g}, {settings.plane.lon:g}), additive "
-                         f"{settings.plane.additive(eps):.2g}")
-        if settings.area is not None:
-            how = "rejection (noise at epsilon/2)" if truncate == "reject" else "nearest point"
-            extra.append(f"kept in {settings.area.name} by {how}")
-        if settings.snapper is not None:
-            extra.append(f"snapped to {len(settings.snapper.points)} points")
-        console.print(
-            f"wrote {out}: {stats.rows} points of ({lat!r}, {lon!r}) released by planar Laplace at "
-            f"epsilon={eps:g} per km (mean displacement {2 / eps:.3g} km)"
-            + (f"; {'; '.join(extra)}" if extra else "")
-            + ("" if seed is None else " [seeded]")
-            + ("" if plot is None else f"; plot {plot}")
-            + f"; {seconds:.1f} s, {stats.rows / seconds if seconds > 0 else 0:,.0f} rows/s",
-            markup=False,
-            highlight=False,
-        )
+        _report(out, stats, settings, plot, seed, time.perf_counter() - t0, json, lat, lon, engine)
+
+
+def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
+            seconds: float, json: bool, lat: str, lon: str, engine: Engine) -> None:
+    """Warnings, what left, and the summary (a line, or one JSON object)."""
+    eps = settings.epsilon
+    if seed is not None:
+        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
+    leaves_report(stats.columns)
+    if settings.plane is None:
+        warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
+    if json:
+        echo_json({**_summary(out, stats, settings, plot, seed, seconds), "engine": engine.value})
+        return
+    extra = []
+    if settings.plane is not None:
+        extra.append(f"exact on a {settings.plane.cell_km * 1000:g} m lattice centred at "
+                     f"({settings.plane.lat:g}, {settings.plane.lon:g}), additive "
+                     f"{settings.plane.additive(eps):.2g}")
+    if settings.area is not None:
+        how = "rejection (noise at epsilon/2)" if settings.truncate == "reject" else "nearest point"
+        extra.append(f"kept in {settings.area.name} by {how}")
+    if settings.snapper is not None:
+        extra.append(f"snapped to {len(settings.snapper.points)} points")
+    console.print(
+        f"wrote {out}: {stats.rows} points of ({lat!r}, {lon!r}) released by planar Laplace at "
+        f"epsilon={eps:g} per km (mean displacement {2 / eps:.3g} km)"
+        + (f"; {'; '.join(extra)}" if extra else "")
+        + ("" if seed is None else " [seeded]")
+        + ("" if plot is None else f"; plot {plot}")
+        + f"; {engine.value} engine, {seconds:.1f} s, {stats.rows / seconds if seconds > 0 else 0:,.0f} rows/s",
+        markup=False,
+        highlight=False,
+    )

@@ -234,7 +234,29 @@ def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[i
             np.concatenate(parts_k)[order])
 
 
-def _parse(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
+def write_csv_chunk(fh: IO[bytes], chunk: Any, columns: tuple[int, int], dropped: tuple[int, ...],
+                    released: NDArray[np.float64], digits: int, full: Full | None) -> None:
+    """The chunk's records with the two coordinate fields replaced by ``released`` and dropped columns removed."""
+    recs = chunk.records
+    n = len(recs.starts)
+    starts, stops, row, kind = edits_for_columns(recs, list(columns), dropped)
+    if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
+        table, table_off = _texts(released, digits, full)
+        table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
+        choice = np.where(kind < 0, 2 * n, kind * n + row).astype(np.intp)
+        csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
+
+
+def csv_header_bytes(header: Any, dropped: tuple[int, ...]) -> bytes:
+    """The header record (and what precedes it) with the dropped columns removed."""
+    hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
+    raw = np.frombuffer(header.raw, dtype=np.uint8)
+    empty = np.zeros(2, dtype=np.int64)
+    return bytes(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
+                                 np.zeros(len(hs), dtype=np.intp)))
+
+
+def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
     """The column's values as floats by the one CSV number rule; an error names row, line and value."""
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -276,29 +298,21 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
         sink = GeoJsonSink(fh, lat, lon) if geojson else None
         props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
         if sink is None:
-            hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
-            raw = np.frombuffer(header.raw, dtype=np.uint8)
-            empty = np.zeros(2, dtype=np.int64)
-            fh.write(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
-                                     np.zeros(len(hs), dtype=np.intp)).data)
+            fh.write(csv_header_bytes(header, dropped))
         for chunk in reader.chunks(i):
             recs = chunk.records
             n = len(recs.starts)
             if not n:
                 continue
-            pts = np.column_stack([_parse(chunk, i, lat, where, rows + 1), _parse(chunk, j, lon, where, rows + 1)])
+            pts = np.column_stack([parse_column(chunk, i, lat, where, rows + 1),
+                                   parse_column(chunk, j, lon, where, rows + 1)])
             released = release(pts, rows + 1)
             if sink is not None:
                 sink.write(released, digits, full, _csv_properties(chunk, props))
                 rows += n
                 tick(rows)
                 continue
-            starts, stops, row, kind = edits_for_columns(recs, [i, j], dropped)
-            if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
-                table, table_off = _texts(released, digits, full)
-                table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
-                choice = np.where(kind < 0, 2 * n, kind * n + row).astype(np.intp)
-                csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
+            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full)
             rows += n
             tick(rows)
         if sink is not None:
@@ -307,7 +321,7 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
 
 
 # ------------------------------------------------------------------------- Parquet
-def _column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
+def column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
     col = batch.column(k)
     if col.null_count:
         i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
@@ -341,8 +355,8 @@ def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, mak
         for batch in pf.iter_batches(batch_size=chunk_rows):
             if not batch.num_rows:
                 continue
-            pts = np.column_stack([_column_floats(batch, i, lat, where, rows + 1),
-                                   _column_floats(batch, j, lon, where, rows + 1)])
+            pts = np.column_stack([column_floats(batch, i, lat, where, rows + 1),
+                                   column_floats(batch, j, lon, where, rows + 1)])
             released = release(pts, rows + 1)
             if sink is not None:
                 sink.write(released, digits, full, {schema.names[k]: batch.column(k).to_pylist() for k in written
