@@ -53,7 +53,7 @@ def test_dask_errors_name_the_row_and_publish_nothing(tmp_path):
         privatize_points_engine("dask", src, "lat", "lon", out, SETTINGS, piece_bytes=1000)
     assert not out.exists()
     src.write_text("lat,lon\n48.8,2.3\n60.0,2.3\n")
-    with pytest.raises(ValidationError, match="data row 2 .* beyond the extent"):
+    with pytest.raises(ValidationError, match=r"data row 2 .* beyond the extent"):
         privatize_points_engine("dask", src, "lat", "lon", out, PointSettings(1.0, LatticePlane(48.85, 2.35,
                                                                                                  extent_km=100.0)))
     with pytest.raises(ValidationError, match="local engine only"):
