@@ -82,3 +82,12 @@ def test_splice_points_equals_format_fixed_and_splice():
         choice = np.where(kind < 0, 4, kind * 2 + row)
         want = bytes(csvsplit.splice(buf, len(buf), starts, stops, data, off, choice))
         assert got == want, (digits, got, want)
+
+
+def test_gather_fields_equals_field_values():
+    buf = np.frombuffer(b'12.5,x,-3\n,y,4.25\n"7",z,8\n', dtype=np.uint8)
+    fs, fe = np.array([0, 10, 18]), np.array([4, 10, 21])
+    data, off, plain = KERNELS["gather_fields"](buf, fs[:2], fe[:2])
+    d2, o2, quoted, _ = csvsplit.field_values(buf, fs[:2], fe[:2])
+    assert plain and bytes(data) == bytes(d2) and off.tolist() == o2.tolist() and not quoted.any()
+    assert not KERNELS["gather_fields"](buf, fs, fe)[2]  # a quoted field: numpy unquotes

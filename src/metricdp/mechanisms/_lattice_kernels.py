@@ -11,6 +11,8 @@ replaces (which stays the reference the tests compare them with):
   the same order; an undecided row is flagged for the exact path;
 * :func:`forward` / :func:`inverse` -- :class:`metricdp.location.projection.TangentPlane`'s
   formulas (post-processing and snapping; their float error is the delta of the proof);
+* :func:`gather_fields` -- a column's unquoted fields as Arrow buffers, as
+  :func:`metricdp.streaming.csvsplit.field_values` gathers them;
 * :func:`splice_points` -- the CSV output of a chunk: the input bytes with the two
   coordinate fields replaced by fixed-decimal texts and dropped ranges removed, as
   :func:`metricdp.streaming.csvsplit.splice` with :func:`metricdp.streaming.points.format_fixed`.
@@ -237,5 +239,26 @@ if njit is not None:  # pragma: no branch
             pos += 1
         return out[:pos]
 
-    KERNELS = {"level_count": level_count, "accept": accept, "forward": forward, "inverse": inverse,
-               "splice_points": splice_points, "coef": _COEF}
+    @njit(cache=True, nogil=True)
+    def gather_fields(buf: Any, fs: Any, fe: Any) -> tuple[Any, Any, bool]:
+        """Fields' bytes as Arrow binary buffers (data, int32 offsets); False when one is quoted (use numpy)."""
+        n = fs.size
+        offsets = np.empty(n + 1, dtype=np.int32)
+        total = 0
+        offsets[0] = 0
+        for r in range(n):
+            a, b = fs[r], fe[r]
+            if b > a and buf[a] == 34:  # '"': csvsplit.field_values unquotes
+                return np.empty(0, dtype=np.uint8), offsets, False
+            total += b - a
+            offsets[r + 1] = total
+        data = np.empty(total, dtype=np.uint8)
+        pos = 0
+        for r in range(n):
+            for t in range(fs[r], fe[r]):
+                data[pos] = buf[t]
+                pos += 1
+        return data, offsets, True
+
+    KERNELS = {"gather_fields": gather_fields, "level_count": level_count, "accept": accept, "forward": forward,
+               "inverse": inverse, "splice_points": splice_points, "coef": _COEF}

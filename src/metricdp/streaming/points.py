@@ -262,14 +262,20 @@ def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) ->
     pc = import_optional("pyarrow.compute", extra="parquet")
     recs = chunk.records
     fs, fe = recs.field(col)
-    data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
-    if not quoted.any():
+    plain = False
+    if _KERNELS is not None:
+        data, offs, plain = _KERNELS["gather_fields"](chunk.buf, fs, fe)
+    if not plain:
+        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
+    if plain or not quoted.any():
         arr = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
         try:
             return np.asarray(pc.cast(pc.cast(arr, pa.string()), pa.float64()).to_numpy(zero_copy_only=False),
                               dtype=np.float64)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass  # something pyarrow refuses: Python's rule decides, row by row, and names the culprit
+    if plain:
+        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
     out = np.empty(len(fs), dtype=np.float64)
     quoted_values = iter(raw_quoted)
     for k in range(len(fs)):
