@@ -91,3 +91,38 @@ def test_gather_fields_equals_field_values():
     d2, o2, quoted, _ = csvsplit.field_values(buf, fs[:2], fe[:2])
     assert plain and bytes(data) == bytes(d2) and off.tolist() == o2.tolist() and not quoted.any()
     assert not KERNELS["gather_fields"](buf, fs, fe)[2]  # a quoted field: numpy unquotes
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_sampler_draws_the_same_offsets_with_and_without_numba(alpha, monkeypatch):
+    from metricdp.mechanisms import lattice_batch
+
+    s = LatticeSampler(alpha)
+    with_kernels = s.offsets(20_000, np.random.default_rng(11))
+    monkeypatch.setattr(lattice_batch, "_KERNELS", None)
+    np.testing.assert_array_equal(s.offsets(20_000, np.random.default_rng(11)), with_kernels)
+
+
+def test_points_file_bytes_are_the_same_with_and_without_numba(tmp_path, monkeypatch):
+    from metricdp.location import lattice
+    from metricdp.location.lattice import LatticePlane
+    from metricdp.location.release import PointSettings, make_release
+    from metricdp.mechanisms import lattice_batch
+    from metricdp.streaming import points
+    from metricdp.streaming.points import privatize_points_file
+
+    src = tmp_path / "in.csv"
+    g = np.random.default_rng(3)
+    rows = [f"u{i},{48.85 + g.normal(0, 0.05):.6f},x,{2.35 + g.normal(0, 0.05):.6f}" for i in range(3000)]
+    src.write_text("id,lat,note,lon\n" + "\n".join(rows) + "\n")
+    settings = PointSettings(0.5, LatticePlane(48.85, 2.35, cell_km=0.01))
+    outs = []
+    for kernels in (True, False):
+        if not kernels:
+            for module in (lattice_batch, lattice, points):
+                monkeypatch.setattr(module, "_KERNELS", None)
+        out = tmp_path / f"out-{kernels}.csv"
+        privatize_points_file(src, "lat", "lon", out, make_release(settings, np.random.default_rng(5)),
+                              keep=["id"], drop=["note"], chunk_rows=700)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
