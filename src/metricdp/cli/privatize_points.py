@@ -141,7 +141,7 @@ def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], 
     ax.set_xlabel("longitude (degrees east)")
     ax.set_ylabel("latitude (degrees north)")
     ax.set_title(f"{k} of {rows:,} rows of one file: true -> released (grey line)")
-    ax.legend(loc="best", title="each row appears twice")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, title="one input file: each row appears twice")
     d = np.array([float(np.hypot(*TangentPlane(float(a[0]), float(a[1])).forward(b))) for a, b in zip(t, z,
                                                                                                         strict=True)])
     top = max(float(np.quantile(d, 0.99)) if len(d) else 1.0, 1e-9)
