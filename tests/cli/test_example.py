@@ -97,7 +97,7 @@ def test_checkins_match_the_capitals_and_feed_privatize_points(tmp_path: Path):
     released = tmp_path / "released.csv"
     app = make_app(register)
     r = runner.invoke(app, ["privatize-points", str(out), "--lat", "lat", "--lon", "lon", "--epsilon", "0.5",
-                            "--out", str(released)])
+                            "--out", str(released), "--origin", "50,10", "--extent", "4000km"])
     assert r.exit_code == 0, r.output
 
 

@@ -39,7 +39,10 @@ def _read(path):
 
 
 def _invoke(app, *args):
-    return runner.invoke(app, ["privatize-points", *map(str, args)])
+    args = [str(a) for a in args]
+    if not {"--origin", "--region", "--sampler"} & set(args):  # the exact default needs a public lattice origin
+        args += ["--origin", "48.5,2.3"]
+    return runner.invoke(app, ["privatize-points", *args])
 
 
 def test_csv_release_law_and_untouched_columns(app, tmp_path):
@@ -119,7 +122,7 @@ def test_geojson_region_and_snap_and_plot(app, tmp_path):
 def test_errors_are_one_line_and_write_nothing(app, tmp_path, extra, fragment):
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
     _write_csv(src, n=3)
-    r = runner.invoke(app, ["privatize-points", str(src), *extra, "--out", str(out)])
+    r = _invoke(app, src, *extra, "--out", out)
     assert_one_line_error(r, fragment)
     assert not out.exists()
 
@@ -129,7 +132,7 @@ def test_bad_coordinate_names_the_row_and_keeps_the_old_output(app, tmp_path):
     src.write_text("latitude,longitude\n48.0,2.0\n95.0,2.0\n")
     out.write_text("precious\n")
     r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1", "--out", out)
-    assert_one_line_error(r, "row 1")
+    assert_one_line_error(r, "data row 2", "(95.0, 2.0) is not a (lat, lon)")
     assert out.read_text() == "precious\n"
     src.write_text("latitude,longitude\n48.0,2.0\nx,2.0\n")
     assert_one_line_error(_invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--epsilon", "1",
@@ -231,4 +234,48 @@ def test_hostile_csv_is_one_error(app, tmp_path, data, fragment):
     src, out = _raw(tmp_path / "in.csv", data), tmp_path / "out.csv"
     r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "--epsilon", "1", "--out", out)
     assert_one_line_error(r, f"{src}: {fragment}", "byte offset")
+    assert not out.exists()
+
+
+def test_geojson_out_and_plot_with_units(app, tmp_path):
+    src, out, png = tmp_path / "in.csv", tmp_path / "out.geojson", tmp_path / "p.png"
+    _write_csv(src, n=50)
+    r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "-e", "2/km", "--out", out, "--plot", png,
+                "--drop", "note", "--keep", "user", "--keep", "when")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert len(doc["features"]) == 50 and set(doc["features"][0]["properties"]) == {"user", "when"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "-e", "1", "--out", tmp_path / "o.txt")
+    assert_one_line_error(r, "--out")
+
+
+def test_units_level_radius_and_sampler_float(app, tmp_path):
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    _write_csv(src, n=20)
+    r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--level", "2", "--radius", "500m", "--out", out,
+                "--json", "--keep", "user", "--keep", "when", "--keep", "note")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["epsilon_per_km"] == 4.0 and doc["sampler"] == "exact" and doc["lattice"]["cell_km"] == 0.001
+    assert "Mironov" not in r.stderr
+    r = _invoke(app, src, "--lat", "latitude", "--lon", "longitude", "-e", "0.004/m", "--out", out, "--sampler",
+                "float", "--json", "--keep", "user", "--keep", "when", "--keep", "note")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["epsilon_per_km"] == 4.0 and "Mironov" in r.stderr
+    for extra, fragment in ((["--level", "2"], "--level and --radius go together"),
+                            (["-e", "1/parsec"], "--epsilon"),
+                            (["-e", "1", "--sampler", "float", "--origin", "48,2"], "are for --sampler exact"),
+                            (["-e", "1", "--origin", "48"], "--origin must be LAT,LON"),
+                            (["-e", "1", "--sampler", "exact"], "needs a public lattice origin")):
+        assert_one_line_error(_invoke(app, src, "--lat", "latitude", "--lon", "longitude", "--out", out, *extra),
+                              fragment)
+
+
+def test_rows_beyond_the_extent_are_refused_by_row(app, tmp_path):
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("lat,lon\n48.85,2.35\n51.5,-0.12\n")
+    r = _invoke(app, src, "--lat", "lat", "--lon", "lon", "-e", "1", "--out", out, "--origin", "48.85,2.35",
+                "--extent", "100km")
+    assert_one_line_error(r, "data row 2", "beyond the extent 100 km")
     assert not out.exists()

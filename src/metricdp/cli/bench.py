@@ -231,6 +231,9 @@ def register(app: typer.Typer) -> None:
     from .bench_numbers import add_command  # privatize-numbers (issue 36)
 
     add_command(bench_app)
+    from .bench_points import add_points
+
+    add_points(bench_app)
 
     @bench_app.command("text")
     @handle_errors

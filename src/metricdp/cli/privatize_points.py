@@ -1,22 +1,27 @@
-"""``metricdp privatize-points INPUT --lat COL --lon COL --epsilon E --out OUTPUT``.
+"""``metricdp privatize-points INPUT --lat COL --lon COL --epsilon 0.5/km --out OUTPUT``.
 
-Planar Laplace on latitude/longitude columns of a CSV or Parquet file, eps per km of
-great-circle distance (:func:`metricdp.location.points.privatize_points`); options keep
-releases in a region (``--region``, nearest point or rejection), snap them to a finite
-set (``--snap-to``), and draw true vs released points (``--plot``). Every other column
-is written back untouched (CSV: the same values; Parquet: the same arrays and schema)
-unless ``--drop COL`` removes it; those columns are named on stderr and in ``--json``
-(:mod:`metricdp.tabular.columns`). A column that looks like one of the released
-coordinates (the same name up to case and punctuation, or another latitude/longitude
-name such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
+Planar Laplace on latitude/longitude columns of a CSV or Parquet file of any size,
+streamed chunk by chunk (:mod:`metricdp.streaming.points`: memory bounded by a chunk, the
+output published atomically). By default every release is drawn **exactly** from the
+lattice planar Laplace law on a public lattice (``--origin``, ``--cell``, ``--extent``;
+:mod:`metricdp.location.lattice`, proof in ``docs/proofs/lattice_points.md``);
+``--sampler float`` keeps the continuous sampler, which is private only for real numbers.
+Options keep releases in a region (``--region``, nearest point or rejection), snap them to
+a finite set (``--snap-to``), and draw true vs released points (``--plot``). Every other
+column is written back untouched (CSV: the same bytes; Parquet: the same arrays and
+schema) unless ``--drop COL`` removes it; those columns are named on stderr and in
+``--json`` (:mod:`metricdp.tabular.columns`). A column that looks like one of the released
+coordinates (the same name up to case and punctuation, or another latitude/longitude name
+such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
 release the true location next to the noisy one.
 """
 
 from __future__ import annotations
 
-import csv
 import math
+import time
 import warnings
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,25 +29,35 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 
-from .._optional import import_optional, require
-from .._validation import check_epsilon
+from .._optional import require
+from .._random import check_rng
 from ..errors import PrivacyLeakWarning, ValidationError
-from ..io import atomic_write, parse_decimal, read_csv_table
-from ..location.points import TRUNCATIONS, privatize_points
+from ..io import parse_decimal, read_csv_table
+from ..location.lattice import LatticePlane
+from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
+from ..location.release import PointSettings, full_precision, make_release
 from ..location.snap import Snapper
-from ..tabular.columns import look_alikes, plan_columns
+from ..streaming.points import PointStats, Release, privatize_points_file
+from ..tabular.columns import ColumnPlan, look_alikes
 from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.header import table_header
 from ..tabular.parquet import read_parquet
+from ..units import UnitError, level_radius, parse_epsilon, parse_length
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, KeepOption, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
 _PLOT_SAMPLE = 500
-#: A release within this distance of a region's boundary counts as inside (1 mm).
-_REGION_TOLERANCE_KM = 1e-6
+_DEFAULT_CELL = "1m"
+_FLOAT_CAVEAT = ("continuous planar Laplace is epsilon-geo-indistinguishable for real numbers, not exactly for the "
+                 "floats it releases (Mironov 2012); the default --sampler exact draws every release exactly on a "
+                 "public lattice (docs/proofs/lattice_points.md)")
+
+
+class Sampler(StrEnum):
+    exact = "exact"
+    float = "float"
 
 
 def _format(path: Path, option: str) -> str:
@@ -101,18 +116,21 @@ def read_latlon_points(path: Path) -> NDArray[np.float64]:
 
 
 def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], region: Region | None,
-          epsilon: float) -> None:
+          epsilon: float, rows: int) -> None:
+    """Left: a sample of rows, each true location joined to its own release (one input, two states);
+    right: the histogram of displacements (km) against the planar Laplace law."""
     from .._figure import new_figure, save_png
+    from ..location.projection import TangentPlane
 
     k = min(len(true), _PLOT_SAMPLE)
     pick = np.linspace(0, len(true) - 1, k).astype(int)
     t, z = true[pick], released[pick]
-    fig = new_figure(7, 7, layout=None)
-    ax = fig.add_subplot()
+    fig = new_figure(13, 6, layout=None)
+    ax, hx = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for a, b in zip(t, z, strict=True):
         ax.plot([a[1], b[1]], [a[0], b[0]], color="0.8", lw=0.5, zorder=1)
-    ax.scatter(t[:, 1], t[:, 0], s=10, c="tab:blue", label="true", zorder=2)
-    ax.scatter(z[:, 1], z[:, 0], s=10, c="tab:red", marker="x", label="released", zorder=3)
+    ax.scatter(t[:, 1], t[:, 0], s=10, c="tab:blue", label="a row's true location", zorder=2)
+    ax.scatter(z[:, 1], z[:, 0], s=10, c="tab:red", marker="x", label="the same row, released", zorder=3)
     if region is not None:
         for poly in region.polygons:
             for ring in poly:
@@ -120,11 +138,178 @@ def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], 
                 ax.plot(closed[:, 1], closed[:, 0], color="k", lw=1)
     mid = float(np.mean(t[:, 0]))
     ax.set_aspect(1.0 / max(math.cos(math.radians(mid)), 1e-3))
-    ax.set_xlabel("longitude (degrees)")
-    ax.set_ylabel("latitude (degrees)")
-    ax.set_title(f"planar Laplace, epsilon = {epsilon:g} per km: {k} of {len(true)} points")
-    ax.legend(loc="best")
+    ax.set_xlabel("longitude (degrees east)")
+    ax.set_ylabel("latitude (degrees north)")
+    ax.set_title(f"{k} of {rows:,} rows of one file: true -> released (grey line)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, title="one input file: each row appears twice")
+    d = np.array([float(np.hypot(*TangentPlane(float(a[0]), float(a[1])).forward(b))) for a, b in zip(t, z,
+                                                                                                        strict=True)])
+    top = max(float(np.quantile(d, 0.99)) if len(d) else 1.0, 1e-9)
+    hx.hist(d, bins=40, range=(0.0, top), density=True, color="tab:gray", label="released rows (sample)")
+    grid = np.linspace(0.0, top, 200)
+    hx.plot(grid, epsilon**2 * grid * np.exp(-epsilon * grid), color="k", lw=1.5,
+            label=f"planar Laplace law, epsilon = {epsilon:g}/km")
+    hx.set_xlabel("displacement: great-circle distance true -> released (km)")
+    hx.set_ylabel("density (1/km)")
+    hx.set_title(f"mean displacement {float(np.mean(d)) if len(d) else 0:.3g} km (law: {2 / epsilon:.3g} km)")
+    hx.legend(loc="best")
     save_png(fig, path, dpi=100, bbox_inches="tight")
+
+
+def _epsilon(epsilon: str | None, level: float | None, radius: str | None) -> float:
+    """eps per km from --epsilon (0.5/km, 1/m, or a plain number per km) or --level/--radius."""
+    if (level is None) != (radius is None):
+        raise ValidationError("--level and --radius go together (eps = level / radius)")
+    if epsilon is not None and level is not None:
+        raise ValidationError("give --epsilon or --level/--radius, not both")
+    if epsilon is None and level is None:
+        raise ValidationError("--epsilon is required (e.g. 0.5/km, 1/m), or --level L --radius R")
+    try:
+        eps = parse_epsilon(epsilon) if epsilon is not None else level_radius(level, radius)  # type: ignore[arg-type]
+        value = eps.to("km")
+    except UnitError as ex:
+        raise ValidationError(f"--epsilon: {ex}" if epsilon is not None else f"--level/--radius: {ex}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValidationError(f"--epsilon must be positive, got {epsilon!r}")
+    return value
+
+
+def _km(text: str, option: str) -> float:
+    try:
+        value, unit = parse_length(text)
+    except UnitError as ex:
+        raise ValidationError(f"{option}: {ex}") from None
+    return float(value / 1000) if unit == "m" else float(value)
+
+
+def _plane(origin: str | None, cell: str, extent: str | None, area: Region | None) -> LatticePlane:
+    """The public lattice: --origin (or the centre of --region), --cell, --extent."""
+    cell_km = _km(cell, "--cell")
+    extent_km = None if extent is None else _km(extent, "--extent")
+    try:
+        if origin is not None:
+            parts = origin.split(",")
+            if len(parts) != 2:
+                raise ValidationError(f"--origin must be LAT,LON, got {origin!r}")
+            lat, lon = (parse_decimal(p.strip()) for p in parts)
+            return LatticePlane(lat, lon, cell_km=cell_km, extent_km=500.0 if extent_km is None else extent_km)
+        if area is not None:
+            return LatticePlane.around(area, cell_km=cell_km, extent_km=extent_km)
+    except ValueError:
+        raise ValidationError(f"--origin must be LAT,LON in degrees, got {origin!r}") from None
+    except ValidationError as ex:
+        raise ValidationError(f"--origin/--cell/--extent: {ex}") from None
+    raise ValidationError(
+        "the exact sampler needs a public lattice origin fixed before seeing the data: --origin LAT,LON (e.g. the "
+        "city centre) or --region; or --sampler float (continuous, not exact in floating point)"
+    )
+
+
+def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: str, snap_to: Path | None,
+              origin: str | None, cell: str | None, extent: str | None) -> PointSettings:
+    if truncate not in TRUNCATIONS:
+        raise ValidationError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
+    if sampler is Sampler.float and (origin is not None or cell is not None or extent is not None):
+        raise ValidationError("--origin, --cell and --extent are for --sampler exact (the lattice)")
+    area = None if region is None else parse_region(region)
+    snapper = None if snap_to is None else Snapper(read_latlon_points(snap_to))
+    if snapper is not None and area is not None and not area.contains(snapper.points).all():
+        warn("some --snap-to points lie outside --region: snapped releases may leave the region")
+    plane = None if sampler is Sampler.float else _plane(origin, cell or _DEFAULT_CELL, extent, area)
+    return PointSettings(epsilon, plane, area, truncate, snapper)
+
+
+def release_chunk(settings: PointSettings, seed: int | None) -> Release:
+    """The function that releases one chunk of rows: ONE random source for the whole file."""
+    return make_release(settings, check_rng(seed))
+
+
+class _Sample:
+    """Up to _PLOT_SAMPLE (true, released) pairs per chunk, for --plot (memory bounded)."""
+
+    def __init__(self, inner: Release) -> None:
+        self.inner, self.true, self.released = inner, [], []  # type: ignore[var-annotated]
+
+    def __call__(self, pts: NDArray[np.float64], first_row: int) -> NDArray[np.float64]:
+        out = self.inner(pts, first_row)
+        pick = np.linspace(0, len(pts) - 1, min(len(pts), _PLOT_SAMPLE)).astype(int)
+        self.true.append(pts[pick])
+        self.released.append(out[pick])
+        return out
+
+
+def _check_plan(input_file: Path, lat: str, lon: str) -> Any:
+    def check(plan: ColumnPlan) -> None:
+        twins = look_alikes(plan)
+        if twins:
+            raise ValidationError(
+                f"{input_file}: column(s) {', '.join(map(repr, twins))} look like the released coordinates "
+                f"({lat!r}, {lon!r}) and would leave with their true values: --drop each one, or --keep it if it "
+                "is not a location"
+            )
+
+    return check
+
+
+def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
+             seconds: float) -> dict[str, Any]:
+    eps, area = settings.epsilon, settings.area
+    reject = area is not None and settings.truncate == "reject"
+    return {
+        "out": str(out),
+        "rows": stats.rows,
+        "epsilon_per_km": eps,
+        "epsilon": f"{eps:g}/km",
+        "level_radius": {"level": 1.0, "radius_km": 1 / eps},
+        "mean_noise_km": 2.0 / eps,
+        "sampler": "float" if settings.plane is None else "exact",
+        "lattice": None if settings.plane is None else settings.plane.describe(eps),
+        "region": None if area is None else area.name,
+        "truncate": settings.truncate if area is not None else None,
+        "noise_epsilon_per_km": eps / 2 if reject else eps,
+        "snap_points": None if settings.snapper is None else len(settings.snapper.points),
+        "plot": None if plot is None else str(plot),
+        "seeded": seed is not None,
+        "seconds": seconds,
+        "rows_per_second": stats.rows / seconds if seconds > 0 else None,
+        "columns": stats.columns.as_dict(),
+    }
+
+
+def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
+                  plot: Path | None, out: Path) -> None:
+    if scheduler is not None and engine is not Engine.dask:
+        raise ValidationError("--scheduler is for --engine dask")
+    if master is not None and engine is not Engine.spark:
+        raise ValidationError("--master is for --engine spark")
+    if engine is not Engine.local:
+        if chunk_rows is not None:
+            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+        if plot is not None:
+            raise ValidationError("--plot is for --engine local")
+        if out.suffix.lower() == ".geojson":
+            raise ValidationError("--out .geojson is for --engine local")
+        require(engine.value, what=f"--engine {engine.value}")
+
+
+def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path, settings: PointSettings,
+                seed: int | None, digits: int, keep: list[str] | None, drop: list[str] | None,
+                snap_to: Path | None, scheduler: str | None, master: str | None) -> PointStats:
+    from ..integrations._points import privatize_points_engine
+
+    t0 = time.perf_counter()
+    with progress(f"releasing points of {input_file} on {engine.value}"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
+        try:
+            rows, plan = privatize_points_engine(
+                engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
+                drop=drop or (), inputs=[p for p in (snap_to,) if p is not None],
+                plan_check=_check_plan(input_file, lat, lon), scheduler=scheduler, master=master)
+        except ValidationError as ex:
+            msg = with_flags(str(ex))
+            raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
+    fmt = _format(input_file, "INPUT")
+    return PointStats(rows, time.perf_counter() - t0, fmt, plan)
 
 
 def register(app: typer.Typer) -> None:
@@ -136,8 +321,40 @@ def register(app: typer.Typer) -> None:
         input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV or Parquet file with a header.")],
         lat: Annotated[str, typer.Option("--lat", help="Latitude column (degrees).")],
         lon: Annotated[str, typer.Option("--lon", help="Longitude column (degrees).")],
-        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Guarantee per km of great-circle distance.")],
-        out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="Output file (.csv or .parquet).")],
+        out: Annotated[
+            Path,
+            typer.Option("--out", "-o", dir_okay=False, help="Output file: the input's format (.csv, .parquet) or "
+                         ".geojson (a FeatureCollection of Points for GIS tools, other columns as properties)."),
+        ],
+        epsilon: Annotated[
+            str | None,
+            typer.Option("--epsilon", "-e", help="Guarantee per distance: 0.5/km, 1/m, 2 / 100m, or a plain number "
+                         "per km of great-circle distance."),
+        ] = None,
+        level: Annotated[
+            float | None, typer.Option("--level", help="With --radius: level L within radius R (eps = L / R).")
+        ] = None,
+        radius: Annotated[str | None, typer.Option("--radius", help="With --level: e.g. 200m, 1km.")] = None,
+        sampler: Annotated[
+            Sampler,
+            typer.Option("--sampler", case_sensitive=False, help="exact (default): every release drawn exactly on "
+                         "a public lattice, guarantee proved for the released values. float: continuous planar "
+                         "Laplace in floating point, no lattice needed, but private only for real numbers: its "
+                         "float releases may leak (Mironov 2012)."),
+        ] = Sampler.exact,
+        origin: Annotated[
+            str | None,
+            typer.Option("--origin", help="LAT,LON of the lattice's centre, fixed before seeing the data (default: "
+                         "the centre of --region)."),
+        ] = None,
+        cell: Annotated[
+            str | None, typer.Option("--cell", help="Lattice step (default 1m): adds eps x cell x 1.42 to the loss.")
+        ] = None,
+        extent: Annotated[
+            str | None,
+            typer.Option("--extent", help="Rows farther than this from the origin are refused (default 500km, or "
+                         "1.5x the region's reach); noise grows by the projection's stretch there (0.1% at 500km)."),
+        ] = None,
         region: Annotated[
             str | None,
             typer.Option("--region", help="Keep releases in LAT0,LON0,LAT1,LON1, a named region, or a GeoJSON file."),
@@ -157,12 +374,21 @@ def register(app: typer.Typer) -> None:
         ] = None,
         plot: Annotated[
             Path | None,
-            typer.Option("--plot", dir_okay=False, help="PNG of a sample of true vs released points "
-                         "(it shows TRUE locations: keep it private)."),
+            typer.Option("--plot", dir_okay=False, help="PNG of a sample of true vs released points and the "
+                         "displacement histogram (it shows TRUE locations: keep it private)."),
         ] = None,
         digits: Annotated[
             int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates (6 = 0.1 m).")
         ] = 6,
+        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
+        = None,
+        engine: Annotated[
+            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
+        ] = Engine.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+        ] = None,
+        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -170,128 +396,81 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Release latitude/longitude columns with planar Laplace (geo-indistinguishability).
 
-        Each row is released independently at EPSILON per km (great-circle); other
-        columns are written with their TRUE values (named on stderr) unless --drop
-        removes them. A person with k rows gets k x EPSILON.
+        Each row is released independently at EPSILON per km (great-circle), exactly on a
+        public lattice by default; other columns are written with their TRUE values (named
+        on stderr) unless --drop removes them. A person with k rows gets k x EPSILON.
         """
-        epsilon = check_epsilon(epsilon, "--epsilon")
+        eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
-        out_kind = _format(out, "--out")
-        if out_kind != kind:
-            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
+        if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
+            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind}), or .geojson")
         check_output(out, inputs=(input_file, snap_to, region, plot))
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
             require("plot", what="--plot")
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
-        if truncate not in TRUNCATIONS:
-            raise ValidationError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
         if lat == lon:
             raise ValidationError("--lat and --lon name the same column")
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        try:
-            plan = plan_columns(table_header(input_file, [lat, lon]), [lat, lon], keep=keep or (), drop=drop or (),
-                                where=str(input_file))
-        except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(with_flags(str(ex))) from None
-        twins = look_alikes(plan)
-        if twins:
-            raise ValidationError(
-                f"{input_file}: column(s) {', '.join(map(repr, twins))} look like the released coordinates "
-                f"({lat!r}, {lon!r}) and would leave with their true values: --drop each one, or --keep it if it "
-                "is not a location"
-            )
-        area = None if region is None else parse_region(region)
-        snapper = None if snap_to is None else Snapper(read_latlon_points(snap_to))
-        if snapper is not None and area is not None and not area.contains(snapper.points).all():
-            warn("some --snap-to points lie outside --region: snapped releases may leave the region")
-        if kind == "csv":
-            header, rows, _ = read_csv_table(input_file)
-            i, j = _column(header, lat, "--lat", input_file), _column(header, lon, "--lon", input_file)
-            points = np.column_stack([_parse_column([r[i] for r in rows], lat, input_file),
-                                      _parse_column([r[j] for r in rows], lon, input_file)])
-        else:
-            table = read_parquet(input_file)
-            _column(table.column_names, lat, "--lat", input_file)
-            _column(table.column_names, lon, "--lon", input_file)
-            points = np.column_stack([_parquet_column(table, lat, input_file),
-                                      _parquet_column(table, lon, input_file)])
-        if not len(points):
-            raise ValidationError(f"{input_file}: no data rows")
-        if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
-        with progress(f"releasing {len(points)} points"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PrivacyLeakWarning)  # said above, once, as a CLI warning
-                try:
-                    released = privatize_points(points, epsilon, region=area, truncation=truncate,  # type: ignore[arg-type]
-                                                snap_to=snapper, rng=seed)
-                except ValidationError as ex:
-                    raise ValidationError(f"{input_file}: {ex}") from None
-            released = np.atleast_2d(released)
-            exact = np.full(len(released), snapper is not None)  # rows written at full precision
-            if snapper is None:
-                rounded = np.round(released, digits)
-                if area is not None:  # rounding must not move a release out of the region
-                    exact = ~area.contains(rounded, tolerance_km=_REGION_TOLERANCE_KM)
-                released = np.where(exact[:, None], released, rounded)
-            if kind == "csv":
-                written = [k for k, name in enumerate(header) if name in set(plan.written)]
-                with atomic_write(out, "w") as fh:
-                    writer = csv.writer(fh, lineterminator="\n")
-                    writer.writerow([header[k] for k in written])
-                    for row, (a, b), full in zip(rows, released, exact, strict=True):
-                        if full:
-                            row[i], row[j] = repr(float(a)), repr(float(b))
-                        else:
-                            row[i], row[j] = f"{a:.{digits}f}", f"{b:.{digits}f}"
-                        writer.writerow([row[k] for k in written])
-            else:
-                pa = import_optional("pyarrow", "parquet")
-                pq = import_optional("pyarrow.parquet", "parquet")
-                for name, values in ((lat, released[:, 0]), (lon, released[:, 1])):
-                    k = table.column_names.index(name)
-                    table = table.set_column(k, pa.field(name, pa.float64()), pa.array(values, pa.float64()))
-                table = table.drop_columns(list(plan.dropped))
-                with atomic_write(out) as fh:
-                    pq.write_table(table, fh)
-            if plot is not None:
-                _plot(plot, points, released, area, epsilon)
-        summary = {
-            "out": str(out),
-            "rows": len(points),
-            "epsilon_per_km": epsilon,
-            "mean_noise_km": 2.0 / epsilon,
-            "region": None if area is None else area.name,
-            "truncate": truncate if area is not None else None,
-            "noise_epsilon_per_km": epsilon / 2 if area is not None and truncate == "reject" else epsilon,
-            "snap_points": None if snapper is None else len(snapper.points),
-            "plot": None if plot is None else str(plot),
-            "seeded": seed is not None,
-            "columns": plan.as_dict(),
-        }
-        leaves_report(plan)
-        if json:
-            echo_json(summary)
+        _check_engine(engine, scheduler, master, chunk_rows, plot, out)
+        settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
+        if engine is not Engine.local:
+            t0 = time.perf_counter()
+            stats = _run_engine(engine, input_file, lat, lon, out, settings, seed, digits, keep, drop, snap_to,
+                                scheduler, master)
+            _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine)
             return
-        extra = []
-        if area is not None:
-            how = "rejection (noise at epsilon/2)" if truncate == "reject" else "nearest point"
-            extra.append(f"kept in {area.name} by {how}")
-        if snapper is not None:
-            extra.append(f"snapped to {len(snapper.points)} points")
-        # the one caveat the continuous mechanism carries (docs/proofs/exact_sampling.md, section 4)
-        warn("continuous planar Laplace is epsilon-geo-indistinguishable for real numbers, not exactly for the "
-             "floats it releases (Mironov 2012); for releases that follow an audited distribution exactly, build "
-             "planar-laplace on a grid and use `metricdp privatize` (docs/location.md)")
-        console.print(
-            f"wrote {out}: {len(points)} points of ({lat!r}, {lon!r}) released by planar Laplace at "
-            f"epsilon={epsilon:g} per km (mean displacement {2 / epsilon:.3g} km)"
-            + (f"; {'; '.join(extra)}" if extra else "")
-            + ("" if seed is None else " [seeded]")
-            + ("" if plot is None else f"; plot {plot}"),
-            markup=False,
-            highlight=False,
-        )
+        release: Release = release_chunk(settings, seed)
+        sample = _Sample(release) if plot is not None else None
+        t0 = time.perf_counter()
+        with progress(f"releasing points of {input_file}") as bar:
+            try:
+                stats = privatize_points_file(
+                    input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
+                    keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
+                    inputs=[p for p in (snap_to, plot) if p is not None], progress=bar,
+                    plan_check=_check_plan(input_file, lat, lon),
+                )
+            except ValidationError as ex:  # the library names no flag; say which one
+                msg = with_flags(str(ex))
+                raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
+            if sample is not None and plot is not None:
+                _plot(plot, np.concatenate(sample.true), np.concatenate(sample.released), settings.area, eps,
+                      stats.rows)
+        _report(out, stats, settings, plot, seed, time.perf_counter() - t0, json, lat, lon, engine)
+
+
+def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
+            seconds: float, json: bool, lat: str, lon: str, engine: Engine) -> None:
+    """Warnings, what left, and the summary (a line, or one JSON object)."""
+    eps = settings.epsilon
+    if seed is not None:
+        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
+    leaves_report(stats.columns)
+    if settings.plane is None:
+        warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
+    if json:
+        echo_json({**_summary(out, stats, settings, plot, seed, seconds), "engine": engine.value})
+        return
+    extra = []
+    if settings.plane is not None:
+        extra.append(f"exact on a {settings.plane.cell_km * 1000:g} m lattice centred at "
+                     f"({settings.plane.lat:g}, {settings.plane.lon:g}), additive "
+                     f"{settings.plane.additive(eps):.2g}")
+    if settings.area is not None:
+        how = "rejection (noise at epsilon/2)" if settings.truncate == "reject" else "nearest point"
+        extra.append(f"kept in {settings.area.name} by {how}")
+    if settings.snapper is not None:
+        extra.append(f"snapped to {len(settings.snapper.points)} points")
+    console.print(
+        f"wrote {out}: {stats.rows} points of ({lat!r}, {lon!r}) released by planar Laplace at "
+        f"epsilon={eps:g} per km (mean displacement {2 / eps:.3g} km)"
+        + (f"; {'; '.join(extra)}" if extra else "")
+        + ("" if seed is None else " [seeded]")
+        + ("" if plot is None else f"; plot {plot}")
+        + f"; {engine.value} engine, {seconds:.1f} s, {stats.rows / seconds if seconds > 0 else 0:,.0f} rows/s",
+        markup=False,
+        highlight=False,
+    )

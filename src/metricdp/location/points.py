@@ -17,6 +17,12 @@ density is exactly proportional to :math:`e^{-\varepsilon d_{gc}}`). Then, optio
 2. ``snap_to`` -- replace each release by the nearest point of a finite output set
    (:class:`~metricdp.location.snap.Snapper`), post-processing, epsilon unchanged.
 
+This is the *continuous* mechanism: its guarantee holds for real numbers, not exactly for
+the floats it releases (Mironov, CCS 2012). ``metricdp privatize-points`` releases by
+default with :func:`metricdp.location.lattice.release_lattice` instead: the same law on a
+public lattice, drawn exactly (``docs/proofs/lattice_points.md``); this function is what
+``--sampler float`` runs.
+
 Every step after the draw is a fixed function of the draw, so the composition is
 ``epsilon_per_km``-geo-indistinguishable for the great-circle distance in km: for all
 inputs x, x' and sets S of outputs,

@@ -51,7 +51,7 @@ __all__ = ["BitStream", "bernoulli_exp", "discrete_laplace", "lattice_laplace_of
 Bounds = Callable[[int], tuple[Fraction, Fraction]]
 #: A rational just below 1/sqrt(2): beta = alpha * _INV_SQRT2_LOW <= alpha / sqrt(2).
 _INV_SQRT2_LOW = Fraction(7071, 10000)
-_MIN_ALPHA = Fraction(1, 10**12)  # P(|K| >= 2**62) < exp(-3e6) at the smallest alpha
+_MIN_ALPHA = Fraction(1, 10**9)  # the vectorised sampler's floor (lattice_batch.py)
 _REFINE_BITS = 32  # bits added per refinement of a lazy comparison
 
 
@@ -154,7 +154,11 @@ def discrete_laplace(bits: BitStream, beta: Fraction) -> int:
 
 
 def lattice_laplace_offsets(alpha: Fraction, size: int, rng: RandomSource) -> NDArray[np.int64]:
-    r"""``size`` exact draws of :math:`K \in \mathbb{Z}^2` with :math:`\Pr[K=k] \propto e^{-\alpha\lVert k\rVert_2}`."""
+    r"""``size`` exact draws of :math:`K \in \mathbb{Z}^2` with :math:`\Pr[K=k] \propto e^{-\alpha\lVert k\rVert_2}`.
+
+    Bit by bit in Python integers: the reference (test oracle) of the vectorised
+    :class:`~metricdp.mechanisms.lattice_batch.LatticeSampler`, which releases use.
+    """
     if not alpha > 0:
         raise ValidationError(f"alpha must be > 0, got {alpha}")
     beta = alpha * _INV_SQRT2_LOW
@@ -212,6 +216,8 @@ def sample_lattice_laplace(
     alpha = Fraction(epsilon) * Fraction(float(cell))
     if alpha < _MIN_ALPHA:  # offsets of order 1/alpha must stay far inside int64
         raise ValidationError(f"epsilon * cell = {float(alpha):.3g} is below {float(_MIN_ALPHA):g}: use a larger cell")
-    offsets = lattice_laplace_offsets(alpha, len(points), check_rng(rng))
+    from .lattice_batch import LatticeSampler  # the same law, vectorised (lattice_laplace_offsets is its oracle)
+
+    offsets = LatticeSampler(alpha).offsets(len(points), check_rng(rng))
     released = grid.astype(np.int64) + offsets
     return (released * float(cell)).astype(np.float64), released.astype(np.int64)

@@ -1,0 +1,449 @@
+"""Release the (lat, lon) columns of a CSV or Parquet file of any size, chunk by chunk.
+
+The file layer of :mod:`metricdp.streaming.files`, for two numeric columns instead of one
+label column: the same record definition (:class:`metricdp.tabular.csv.CsvReader`), the
+same column plan (:func:`metricdp.tabular.columns.plan_columns`: ``keep``/``drop`` and the
+columns that leave with true values), the same byte-exact splicing of CSV
+(:mod:`metricdp.streaming.csvsplit`: every byte outside the two released and the dropped
+columns is copied), the same atomic output (:func:`metricdp.io.atomic_write`). Memory is
+bounded by a chunk (``chunk_rows`` rows; for CSV also ``chunk_bytes`` of input).
+
+What a chunk's rows become is the caller's ``release(latlon, first_row)`` (the exact
+lattice or the float sampler, with a region or a snapping set): this module reads, parses,
+formats and writes. Coordinates are parsed by the one CSV number rule
+(:func:`metricdp.io.parse_decimal`: pyarrow's stricter cast first, Python's for a chunk it
+refuses, so an error names the data row, line and value); released values are written
+with ``digits`` decimals, or in full (``repr``) where ``full(rounded)`` says rounding would
+change them in a way that matters (outside a region, off a snapping set).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from .._progress import Progress, report
+from ..errors import ValidationError
+from ..io import atomic_write, parse_decimal
+from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
+from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.parquet import open_parquet
+from . import csvsplit
+from .files import DEFAULT_CHUNK_ROWS
+
+__all__ = ["GeoJsonSink", "PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
+
+#: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
+Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
+#: ``full(rounded (k, 2)) -> mask (k,)``: rows to write at full precision instead of rounded.
+Full = Callable[[NDArray[np.float64]], NDArray[np.bool_]]
+
+
+@dataclass(frozen=True)
+class PointStats:
+    """Rows released, seconds, the input format and the column plan (what left with true values)."""
+
+    rows: int
+    seconds: float
+    format: str
+    columns: ColumnPlan
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+
+# ------------------------------------------------------------------------ formatting
+def format_fixed(values: NDArray[np.float64], digits: int) -> tuple[NDArray[np.uint8], NDArray[np.int64],
+                                                                    NDArray[np.float64]]:
+    """Decimal texts of ``values`` with ``digits`` decimals (|value| < 1e3), vectorised.
+
+    Returns ``(data, offsets, rounded)``: text k is ``data[offsets[k]:offsets[k+1]]`` and
+    ``rounded[k]`` the float that text denotes (``n / 10**digits``, correctly rounded), so
+    a check on ``rounded`` is a check on what a reader of the file gets.
+
+    >>> data, off, r = format_fixed(np.array([48.85660049, -0.5, 2.0]), 3)
+    >>> bytes(data).decode(), off.tolist(), r.tolist()
+    ('48.857-0.5002.000', [0, 6, 12, 17], [48.857, -0.5, 2.0])
+    """
+    if not 0 <= digits <= 15:
+        raise ValidationError(f"digits must be in 0..15, got {digits}")
+    scaled = np.rint(values * 10.0**digits)
+    if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
+        raise ValidationError("format_fixed: values must lie in (-1000, 1000)")
+    n = scaled.astype(np.int64)
+    neg = n < 0
+    m = np.abs(n)
+    int_part, frac = np.divmod(m, 10**digits)
+    width_int = 3
+    cols = 1 + width_int + (1 + digits if digits else 0)
+    chars = np.zeros((len(n), cols), dtype=np.uint8)
+    keep = np.zeros((len(n), cols), dtype=bool)
+    chars[:, 0] = ord("-")
+    keep[:, 0] = neg  # the rounded value's sign: -0.0000001 at 6 digits is 0.000000
+    for c in range(width_int):  # hundreds, tens, units
+        p = 10 ** (width_int - 1 - c)
+        chars[:, 1 + c] = ord("0") + (int_part // p) % 10
+        keep[:, 1 + c] = (int_part >= p) | (c == width_int - 1)
+    if digits:
+        chars[:, 1 + width_int] = ord(".")
+        keep[:, 1 + width_int] = True
+        for c in range(digits):
+            chars[:, 2 + width_int + c] = ord("0") + (frac // 10 ** (digits - 1 - c)) % 10
+        keep[:, 2 + width_int:] = True
+    offsets = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(keep.sum(axis=1), out=offsets[1:])
+    rounded = n / 10.0**digits
+    return chars[keep], offsets, rounded
+
+
+def _format_full(values: NDArray[np.float64]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    texts = [repr(float(v)).encode() for v in values]
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    return np.frombuffer(b"".join(texts), dtype=np.uint8), offsets
+
+
+def _texts(values: NDArray[np.float64], digits: int, full: Full | None) -> tuple[
+    NDArray[np.uint8], NDArray[np.int64]
+]:
+    """Texts of the released (k, 2) values, lat column then lon column, as one table."""
+    flat = np.concatenate([values[:, 0], values[:, 1]])
+    data, off, rounded = format_fixed(flat, digits)
+    exact = full(np.column_stack(np.split(rounded, 2))) if full is not None else np.zeros(len(values), dtype=bool)
+    if not exact.any():
+        return data, off
+    rows = np.flatnonzero(np.concatenate([exact, exact]))
+    fdata, foff = _format_full(flat[rows])
+    lens = np.diff(off)
+    lens[rows] = np.diff(foff)
+    new_off = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=new_off[1:])
+    out = np.empty(int(new_off[-1]), dtype=np.uint8)
+    is_full = np.zeros(len(lens), dtype=bool)
+    is_full[rows] = True
+    src_idx = csvsplit._gather_index(off[:-1][~is_full], lens[~is_full])
+    dst_idx = csvsplit._gather_index(new_off[:-1][~is_full], lens[~is_full])
+    out[dst_idx] = data[src_idx]
+    out[csvsplit._gather_index(new_off[:-1][is_full], lens[is_full])] = fdata
+    return out, new_off
+
+
+class GeoJsonSink:
+    """A FeatureCollection written feature by feature (RFC 7946: Point coordinates [lon, lat]).
+
+    Properties are the written non-coordinate columns (CSV: their texts; Parquet: their
+    values, ``null`` for nulls). Memory: one chunk of features.
+    """
+
+    def __init__(self, fh: IO[bytes], lat: str, lon: str) -> None:
+        self.fh, self.lat, self.lon, self.first = fh, lat, lon, True
+        fh.write(b'{"type":"FeatureCollection","features":[\n')
+
+    def write(self, released: NDArray[np.float64], digits: int, full: Full | None,
+              properties: dict[str, list[Any]]) -> None:
+        import json
+
+        data, off = _texts(released, digits, full)
+        n = len(released)
+        raw = bytes(data)
+        names = list(properties)
+        columns = [properties[k] for k in names]
+        parts = []
+        for r in range(n):
+            la, lo = raw[off[r]:off[r + 1]].decode(), raw[off[n + r]:off[n + r + 1]].decode()
+            props = json.dumps(dict(zip(names, (c[r] for c in columns), strict=True)), ensure_ascii=False,
+                               allow_nan=False, default=str)
+            parts.append(f'{"" if self.first and r == 0 else ","}{{"type":"Feature","geometry":{{"type":"Point",'
+                         f'"coordinates":[{lo},{la}]}},"properties":{props}}}\n')
+        self.first = self.first and n == 0
+        self.fh.write("".join(parts).encode("utf-8"))
+
+    def close(self) -> None:
+        self.fh.write(b"]}\n")
+
+
+def _csv_properties(chunk: Any, columns: Sequence[tuple[int, str]]) -> dict[str, list[str]]:
+    """The texts of the given (index, name) columns of a chunk, unquoted."""
+    out: dict[str, list[str]] = {}
+    for k, name in columns:
+        fs, fe = chunk.records.field(k)
+        out[name] = [_unquote(bytes(chunk.buf[a:b])) for a, b in zip(fs, fe, strict=True)]
+    return out
+
+
+def _unquote(raw: bytes) -> str:
+    if raw[:1] == b'"':
+        raw = raw[1:-1].replace(b'""', b'"')
+    return raw.decode("utf-8")
+
+
+def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDArray[np.int64],
+                    stops: NDArray[np.int64], row: NDArray[np.intp], kind: NDArray[np.intp],
+                    released: NDArray[np.float64], digits: int, full: Full | None) -> bool:
+    """The chunk's output by the compiled splice (same bytes as format_fixed + splice); False: use numpy.
+
+    Used only when numba is there and no row needs full precision (then numpy writes the chunk).
+    """
+    if _KERNELS is None or not 0 <= digits <= 15:
+        return False
+    scaled = np.rint(released * 10.0**digits)
+    if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
+        return False  # format_fixed raises the error
+    n = scaled.astype(np.int64)
+    if full is not None and full(n / 10.0**digits).any():
+        return False
+    out = _KERNELS["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
+                                    np.ascontiguousarray(n[:, 1]), digits)
+    fh.write(out.data)
+    return True
+
+
+# ----------------------------------------------------------------------------- CSV
+def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[int, ...]) -> tuple[
+    NDArray[np.int64], NDArray[np.int64], NDArray[np.intp], NDArray[np.intp]
+]:
+    """:func:`metricdp.streaming.csvsplit.edits_for` for several replaced columns.
+
+    Returns ``(starts, stops, row, kind)`` sorted by start: ``kind`` is the position in
+    ``columns`` of a replaced field, ``-1`` for a removed range (a dropped column with one
+    delimiter, as :func:`~metricdp.streaming.csvsplit.edits_for` removes it).
+    """
+    n = len(records.starts)
+    ds, de, drows, _ = csvsplit.edits_for(records, None, dropped)
+    parts_s, parts_e, parts_k, parts_r = [ds], [de], [np.full(len(ds), -1, dtype=np.intp)], [drows]
+    for pos, col in enumerate(columns):
+        fs, fe = records.field(col)
+        parts_s.append(fs)
+        parts_e.append(fe)
+        parts_k.append(np.full(n, pos, dtype=np.intp))
+        parts_r.append(np.arange(n, dtype=np.intp))
+    starts = np.concatenate(parts_s)
+    order = np.argsort(starts, kind="stable")
+    return (starts[order], np.concatenate(parts_e)[order], np.concatenate(parts_r)[order],
+            np.concatenate(parts_k)[order])
+
+
+def write_csv_chunk(fh: IO[bytes], chunk: Any, columns: tuple[int, int], dropped: tuple[int, ...],
+                    released: NDArray[np.float64], digits: int, full: Full | None) -> None:
+    """The chunk's records with the two coordinate fields replaced by ``released`` and dropped columns removed."""
+    recs = chunk.records
+    n = len(recs.starts)
+    starts, stops, row, kind = edits_for_columns(recs, list(columns), dropped)
+    if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
+        table, table_off = _texts(released, digits, full)
+        table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
+        choice = np.where(kind < 0, 2 * n, kind * n + row).astype(np.intp)
+        csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
+
+
+def csv_header_bytes(header: Any, dropped: tuple[int, ...]) -> bytes:
+    """The header record (and what precedes it) with the dropped columns removed."""
+    hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
+    raw = np.frombuffer(header.raw, dtype=np.uint8)
+    empty = np.zeros(2, dtype=np.int64)
+    return bytes(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
+                                 np.zeros(len(hs), dtype=np.intp)))
+
+
+def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
+    """The column's values as floats by the one CSV number rule; an error names row, line and value."""
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    recs = chunk.records
+    fs, fe = recs.field(col)
+    plain = False
+    if _KERNELS is not None:
+        data, offs, plain = _KERNELS["gather_fields"](chunk.buf, fs, fe)
+    if not plain:
+        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
+    if plain or not quoted.any():
+        arr = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+        try:
+            return np.asarray(pc.cast(pc.cast(arr, pa.string()), pa.float64()).to_numpy(zero_copy_only=False),
+                              dtype=np.float64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # something pyarrow refuses: Python's rule decides, row by row, and names the culprit
+    if plain:
+        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
+    out = np.empty(len(fs), dtype=np.float64)
+    quoted_values = iter(raw_quoted)
+    for k in range(len(fs)):
+        raw = next(quoted_values) if quoted[k] else bytes(chunk.buf[fs[k]:fe[k]])
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            out[k] = parse_decimal(text)
+        except ValueError:
+            line = chunk.first_line + int(recs.lines[k])
+            raise ValidationError(
+                f"{where}: data row {first_row + k} (line {line}): column {name!r} is {text!r}, not a number"
+            ) from None
+    return out
+
+
+def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any, digits: int,
+         full: Full | None, chunk_rows: int, chunk_bytes: int, max_record: int | None,
+         tick: Callable[[int], None], geojson: bool) -> int:
+    where = str(src)
+    rows = 0
+    with src.open("rb") as inp:
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        header = reader.header()
+        plan: ColumnPlan = make_plan(header.names)
+        i, j, dropped = plan.index(lat), plan.index(lon), plan.dropped_indices
+        sink = GeoJsonSink(fh, lat, lon) if geojson else None
+        props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
+        if sink is None:
+            fh.write(csv_header_bytes(header, dropped))
+        for chunk in reader.chunks(i):
+            recs = chunk.records
+            n = len(recs.starts)
+            if not n:
+                continue
+            pts = np.column_stack([parse_column(chunk, i, lat, where, rows + 1),
+                                   parse_column(chunk, j, lon, where, rows + 1)])
+            released = release(pts, rows + 1)
+            if sink is not None:
+                sink.write(released, digits, full, _csv_properties(chunk, props))
+                rows += n
+                tick(rows)
+                continue
+            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full)
+            rows += n
+            tick(rows)
+        if sink is not None:
+            sink.close()
+    return rows
+
+
+# ------------------------------------------------------------------------- Parquet
+def column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
+    col = batch.column(k)
+    if col.null_count:
+        i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise ValidationError(f"{where}: data row {first_row + i}: column {name!r} is empty")
+    try:
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{where}: column {name!r} is not numeric ({col.type})") from None
+
+
+def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any,
+             chunk_rows: int, tick: Callable[[int], None], geojson: bool, digits: int, full: Full | None) -> int:
+    pa = import_optional("pyarrow", extra="parquet")
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    where = str(src)
+    pf = open_parquet(src)
+    schema = pf.schema_arrow
+    plan: ColumnPlan = make_plan(schema.names)
+    i, j = plan.index(lat), plan.index(lon)
+    written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
+    fields = [pa.field(schema.field(k).name, pa.float64()) if k in (i, j) else schema.field(k) for k in written]
+    out_schema = pa.schema(fields, metadata=schema.metadata)
+    compression = "snappy"
+    if pf.metadata.num_row_groups and pf.metadata.num_columns:
+        compression = pf.metadata.row_group(0).column(0).compression.lower()
+        compression = "none" if compression == "uncompressed" else compression
+    rows = 0
+    sink = GeoJsonSink(fh, lat, lon) if geojson else None
+    writer = None if sink is not None else pq.ParquetWriter(fh, out_schema, compression=compression)
+    try:
+        for batch in pf.iter_batches(batch_size=chunk_rows):
+            if not batch.num_rows:
+                continue
+            pts = np.column_stack([column_floats(batch, i, lat, where, rows + 1),
+                                   column_floats(batch, j, lon, where, rows + 1)])
+            released = release(pts, rows + 1)
+            if sink is not None:
+                sink.write(released, digits, full, {schema.names[k]: batch.column(k).to_pylist() for k in written
+                                                    if k not in (i, j)})
+                rows += batch.num_rows
+                tick(rows)
+                continue
+            new = {i: pa.array(released[:, 0], pa.float64()), j: pa.array(released[:, 1], pa.float64())}
+            columns = [new.get(k, batch.column(k)) for k in written]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))  # type: ignore[union-attr]
+            rows += batch.num_rows
+            tick(rows)
+        if sink is not None:
+            sink.close()
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+# ------------------------------------------------------------------------ entry point
+def privatize_points_file(
+    input_path: str | PathLike[str],
+    lat: str,
+    lon: str,
+    out: str | PathLike[str],
+    release: Release,
+    *,
+    digits: int = 6,
+    full: Full | None = None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_record: int | None = None,
+    inputs: Sequence[str | PathLike[str]] = (),
+    progress: Progress | None = None,
+    plan_check: Callable[[ColumnPlan], None] | None = None,
+) -> PointStats:
+    """Replace every (lat, lon) of ``input_path`` by ``release`` of it; write ``out``.
+
+    ``out`` has the input's format, or is a GeoJSON FeatureCollection when it ends in
+    ``.geojson`` (one Point feature per row, the other written columns as properties).
+
+    ``plan_check`` sees the column plan before anything is released (the CLI refuses
+    look-alike coordinate columns there). Nothing is published unless the whole file
+    went through: errors leave ``out`` as it was.
+
+    Raises
+    ------
+    ValidationError
+        A missing column, a bad ``keep``/``drop``, a value that is not a number (data row,
+        line, value), a malformed file, or whatever ``release`` refuses.
+    """
+    src = Path(input_path)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    if chunk_rows < 1 or chunk_bytes < 1:
+        raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
+    fmt = format_of(src, TABLE_FORMATS)
+    t0 = time.perf_counter()
+    plans: list[ColumnPlan] = []
+
+    def make_plan(names: Sequence[str]) -> ColumnPlan:
+        plan = plan_columns(names, [lat, lon], keep=keep, drop=drop, where=str(src))
+        if plan_check is not None:
+            plan_check(plan)
+        plans.append(plan)
+        return plan
+
+    def tick(rows: int) -> None:
+        dt = time.perf_counter() - t0
+        report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
+
+    geojson = Path(out).suffix.lower() == ".geojson"
+    with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+        if fmt == "csv":
+            rows = _csv(src, fh, lat, lon, release, make_plan, digits, full, chunk_rows, chunk_bytes, max_record,
+                        tick, geojson)
+        else:
+            rows = _parquet(src, fh, lat, lon, release, make_plan, chunk_rows, tick, geojson, digits, full)
+        if rows == 0:
+            raise ValidationError(f"{src}: no data rows")
+    return PointStats(rows, time.perf_counter() - t0, fmt, plans[0])
