@@ -112,6 +112,28 @@ def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.int
     return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
 
 
+def _codes(user_ids: ArrayLike, names: NDArray[Any], check_distinct: bool) -> NDArray[np.int64]:
+    """Row codes into ``names``, checked (a ledger refuses repeated names by itself)."""
+    codes = np.asarray(user_ids)
+    if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
+        raise ValidationError(f"user ids must be integer codes into persons, got {codes.dtype} {codes.shape}")
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= names.size):
+        raise ValidationError(f"user ids must be codes in [0, {names.size}), "
+                              f"got {int(codes.min())}..{int(codes.max())}")
+    if check_distinct and np.unique(names).size != names.size:
+        raise ValidationError("persons must be distinct")
+    return codes.astype(np.int64, copy=False)
+
+
+def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any]) -> Grant:
+    """A ledger's grant over ``names[codes]`` (sorted by name) as a grant over the codes (sorted)."""
+    order = np.argsort(canonical_ids(names[codes]), kind="stable")  # the ledger's order of the names
+    out = [np.empty(codes.size, dtype=np.int64) for _ in range(3)]
+    for dst, src in zip(out, (g.requested, g.granted, g.units), strict=True):
+        dst[order] = src
+    return Grant(codes, out[0], out[1], out[2], g.over)
+
+
 def plan_release(
     user_ids: ArrayLike,
     eps: float,
@@ -127,6 +149,7 @@ def plan_release(
     rng: object = None,
     run_id: str | None = None,
     mechanism: str = "",
+    persons: ArrayLike | None = None,
 ) -> Plan:
     """Plan a release of one value per row at ``eps`` (module docstring).
 
@@ -135,8 +158,13 @@ def plan_release(
     release (None: releases are output indices). With a ledger, its budget applies and
     ``budget`` must be None or equal to it; raises
     :class:`~metricdp.errors.BudgetExceededError` under ``refuse``.
+
+    ``persons`` (distinct ids) makes ``user_ids`` integer codes into it, the form a
+    streaming pass builds (one small integer per row instead of one string): everything
+    per row is then done on the codes, and only the ledger sees ``persons[code]``.
     """
-    ids = canonical_ids(user_ids, "user ids")
+    names = None if persons is None else canonical_ids(persons, "persons")
+    ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)
     source = check_rng(rng)
     if ledger is not None and budget is not None and to_units(budget, "budget", budget=True) != to_units(
@@ -164,14 +192,20 @@ def plan_release(
     memo_args = None
     if consistent and ledger is not None and values is not None:
         g_values = values[group_row]
-        hit, memo = ledger.memo_lookup(scope, g_ids, g_values, width=width)
-        memo_args = (scope, g_ids, g_values)
+        g_names = g_ids if names is None else names[g_ids]
+        hit, memo = ledger.memo_lookup(scope, g_names, g_values, width=width)
+        memo_args = (scope, g_names, g_values)
 
     fresh = np.flatnonzero(~hit)
     reservation = None
-    if ledger is not None:
+    if ledger is not None and names is not None:
+        codes, counts = np.unique(g_ids[fresh], return_counts=True)
+        reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
+                                     mechanism=mechanism)
+        g: Grant = _in_codes(reservation.grant, codes, names)
+    elif ledger is not None:
         reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism)
-        g: Grant = reservation.grant
+        g = reservation.grant
     elif budget is not None:
         g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)
     else:
@@ -179,7 +213,7 @@ def plan_release(
         g = Grant(persons, requested, requested, requested * units, 0)
     try:
         return _finish(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, g, source, ledger,
-                       reservation, withheld_cap)
+                       reservation, withheld_cap, names)
     except BaseException:
         if ledger is not None and reservation is not None:  # nothing was published
             ledger.abort(reservation.run_id)
@@ -189,7 +223,8 @@ def plan_release(
 def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
             group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
             memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
-            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int) -> Plan:
+            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
+            names: NDArray[Any] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
     n = ids.size
     fresh = np.flatnonzero(~hit)
@@ -211,7 +246,9 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
     fresh_ids = ids[group_row[~hit]]
     if fresh_ids.size:
         np.add.at(spent_run, np.searchsorted(persons_run, fresh_ids), units)
-    total = summarize(ledger.spent(persons_run)) if ledger is not None and persons_run.size else (
-        summarize([]) if ledger is not None else None)
+    total = None
+    if ledger is not None:
+        total = summarize(ledger.spent(persons_run if names is None else names[persons_run])
+                          if persons_run.size else [])
     return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
                 summarize(from_units(spent_run)), total, reservation, ledger, memo_args)

@@ -26,6 +26,19 @@ from .._optional import require
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ..tabular.columns import ColumnPlan, plan_columns
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    ConsistentOption,
+    LedgerKeyOption,
+    LedgerOption,
+    MaxRowsOption,
+    OverBudgetOption,
+    UserColumnOption,
+    mechanism_scope,
+    print_report,
+    report_json,
+)
 from ._common import (
     JsonOption,
     OutOption,
@@ -108,12 +121,23 @@ def register(app: typer.Typer) -> None:
         keep: KeepOption = None,
         seed: SeedOption = None,
         json: JsonOption = False,
+        user_column: UserColumnOption = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        max_rows_per_user: MaxRowsOption = None,
+        over_budget: OverBudgetOption = None,
+        consistent: ConsistentOption = False,
     ) -> None:
         """Replace each value of a column by a release of the mechanism.
 
         Other columns are written with their TRUE values (each one named on stderr)
-        unless --drop removes them; --keep COL keeps one on purpose.
+        unless --drop removes them; --keep COL keeps one on purpose. With --user-column,
+        the per-person eps is reported and --budget, --ledger, --max-rows-per-user,
+        --over-budget and --consistent account, cap and reuse releases per person.
         """
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct.check()
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
         from ..tabular.header import table_header
 
@@ -135,10 +159,12 @@ def register(app: typer.Typer) -> None:
         if chunk_rows is not None and engine is not Engine.local:
             raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
         if engine is not Engine.local:
+            acct.refuse_engine(engine.value)
             require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         t0 = time.perf_counter()
-        with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+        report = None
+        with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
             last = [t0]
 
@@ -150,12 +176,16 @@ def register(app: typer.Typer) -> None:
                     err_console.print(f"privatize: {message}", markup=False, highlight=False)
 
             if engine is Engine.local:
+                accounting = None if not acct.active else acct.accounting(
+                    ledger=book, scope=mechanism_scope("privatize", mechanism_file),
+                    mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
                 stats = privatize_file(
                     mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped,
+                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
                 )
                 rows = stats.rows
                 plan = stats.columns or plan
+                report = stats.accounting
             elif engine is Engine.dask:
                 from ..integrations.dask import privatize_file_dask
 
@@ -181,6 +211,7 @@ def register(app: typer.Typer) -> None:
             echo_json({
                 "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,
                 "engine": engine.value, "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
+                **({} if report is None else {"accounting": report_json(report, acct, mech.epsilon)}),
             })
             return
         console.print(
@@ -190,3 +221,5 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
+        if report is not None:
+            print_report(report, acct, mech.epsilon)
