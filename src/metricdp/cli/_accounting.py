@@ -144,6 +144,8 @@ class AccountingOptions:
             return
         from ..accounting.ledger import Ledger
 
+        if "://" not in self.ledger and self.budget is None and not Path(self.ledger).exists():
+            raise ValidationError(f"--ledger {self.ledger} does not exist: create it with --budget B")
         with _flags():
             ledger = Ledger(self.ledger, budget=self.budget, key_file=self.ledger_key)
         try:
