@@ -35,7 +35,8 @@ from ._common import console, fmt
 
 __all__ = [
     "AccountingOptions", "BudgetOption", "ConsistentOption", "LedgerKeyOption", "LedgerOption", "MaxRowsOption",
-    "OverBudget", "OverBudgetOption", "UserColumnOption", "mechanism_scope", "print_report", "report_json",
+    "OverBudget", "OverBudgetOption", "UserColumnOption", "mechanism_scope", "print_documents", "print_report",
+    "report_json",
 ]
 
 PANEL = "Privacy per person"
@@ -134,6 +135,13 @@ class AccountingOptions:
         if self.active:
             raise ValidationError(f"{', '.join(self.given())}: per-person accounting is not yet supported by "
                                   f"--engine {engine}; use --engine local (it streams files of any size)")
+
+    def refuse_command(self, command: str, supported: tuple[str, ...]) -> None:
+        """One clear error for the options ``command`` does not support yet."""
+        unsupported = [f for f in self.given() if f not in supported]
+        if unsupported:
+            raise ValidationError(f"{', '.join(unsupported)}: not yet supported by {command} (it supports "
+                                  f"{', '.join(supported)})")
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Any]:
@@ -239,3 +247,23 @@ def print_report(report: Any, opts: AccountingOptions, eps: float, unit: str = "
     for line in lines:
         console.print(line, markup=False, highlight=False)
 
+
+
+def print_documents(report: Any, opts: AccountingOptions) -> None:
+    """The per-document (and per-author) eps of a text rewrite, on stdout."""
+    d = report.as_dict()
+    mode = (" (--consistent: one replacement per word and " + ("author" if opts.user_column else "document") + ")"
+            if opts.consistent else "")
+    lines = [f"per document{mode}: tokens released {_dist(d['tokens_released'])}; distinct words "
+             f"{_dist(d['distinct_words'])}",
+             f"eps per document (summed distance): {_dist(d['eps_per_document'])}",
+             f"eps of a document's most repeated word: {_dist(d['eps_repeated_word'])}"]
+    if d["eps_per_author"] is not None:
+        lines.append(f"eps per author ({opts.user_column!r}): {_dist(d['eps_per_author'])}, "
+                     f"{d['eps_per_author']['persons']:,} authors")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def _dist(s: dict[str, Any]) -> str:
+    return f"max {fmt(s['max'])}, median {fmt(s['median'])}, p90 {fmt(s['p90'])}, p99 {fmt(s['p99'])}"

@@ -28,6 +28,7 @@ from ..errors import ValidationError
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
 from ..tabular.formats import FORMATS, format_of
+from .accounting import TextAccounting
 from .policy import TokenPolicy
 from .tokens import restore_case, split
 
@@ -76,12 +77,14 @@ def rewrite_texts(
     stats: RewriteStats | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
+    accounting: TextAccounting | None = None,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
     ``keep``: words (lower case) never replaced; ``policy``: categories never replaced
     (:class:`.policy.TokenPolicy`; its output restriction is the sampler's business, see
-    :class:`.policy.OutputFilter`).
+    :class:`.policy.OutputFilter`). ``accounting`` (:mod:`.accounting`) counts each
+    document's releases and makes them consistent.
     """
     st = stats if stats is not None else RewriteStats()
     lookup, labels = vocabulary.lookup, vocabulary.labels
@@ -91,8 +94,10 @@ def rewrite_texts(
     inputs: list[int] = []
 
     def flush() -> Iterator[str]:
-        if inputs:
-            out = sample(np.asarray(inputs, dtype=np.intp))
+        if inputs or accounting is not None:
+            words = np.asarray(inputs, dtype=np.intp)
+            out = (sample(words) if accounting is None
+                   else accounting.release(words, [s[0] for s in slots], len(batch), sample))
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
                 batch[doc][piece] = restore_case(labels[k], original) + suffix
                 st.changed += int(k != x)
@@ -209,6 +214,7 @@ def rewrite_file(
     max_record: int | None = None,
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
+    accounting: TextAccounting | None = None,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
 
@@ -224,7 +230,8 @@ def rewrite_file(
     if fmt == "text" and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
-    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress}
+    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
+          "accounting": accounting}
     if fmt == "text":
         endings: deque[str] = deque()
 
@@ -249,8 +256,10 @@ def rewrite_file(
             rows: deque[list[str]] = deque()
 
             def cells() -> Iterator[str]:
-                for _, row in stream:
+                for line, row in stream:
                     rows.append(row)
+                    if accounting is not None:
+                        accounting.add_row(row, names, f"{path}: line {line}")
                     yield row[j]
 
             for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
@@ -273,6 +282,8 @@ def rewrite_file(
                 raise ValidationError(f"{path}: line {n} is not JSON ({ex.msg})") from None
             if not isinstance(rec, dict) or not isinstance(rec.get(column), str):
                 raise ValidationError(f"{path}: line {n} has no string field {column!r}")
+            if accounting is not None:  # before a dropped field goes: the author may be dropped from the output
+                accounting.add_record(rec, f"{path}: line {n}")
             for key in dropped.intersection(rec):
                 del rec[key]
             others.update(k for k in rec if k != column)
