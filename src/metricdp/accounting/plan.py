@@ -125,13 +125,23 @@ def _codes(user_ids: ArrayLike, names: NDArray[Any], check_distinct: bool) -> ND
     return codes.astype(np.int64, copy=False)
 
 
-def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any]) -> Grant:
-    """A ledger's grant over ``names[codes]`` (sorted by name) as a grant over the codes (sorted)."""
+def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any],
+              totals: NDArray[np.int64] | None) -> tuple[Grant, NDArray[np.int64] | None]:
+    """A ledger's grant (and totals) over ``names[codes]`` (sorted by name) as over the codes (sorted)."""
     order = np.argsort(canonical_ids(names[codes]), kind="stable")  # the ledger's order of the names
-    out = [np.empty(codes.size, dtype=np.int64) for _ in range(3)]
-    for dst, src in zip(out, (g.requested, g.granted, g.units), strict=True):
+    out = [np.empty(codes.size, dtype=np.int64) for _ in range(4)]
+    for dst, src in zip(out, (g.requested, g.granted, g.units, totals if totals is not None else g.units),
+                        strict=True):
         dst[order] = src
-    return Grant(codes, out[0], out[1], out[2], g.over)
+    return Grant(codes, out[0], out[1], out[2], g.over), out[3] if totals is not None else None
+
+
+def _known_totals(g: Grant, totals: NDArray[np.int64] | None, persons: NDArray[Any]) -> NDArray[np.int64] | None:
+    """The totals of ``persons`` when every one of them is in the grant, else None."""
+    if totals is None or g.persons.size == 0 or persons.size == 0:
+        return None
+    pos = np.minimum(np.searchsorted(g.persons, persons), g.persons.size - 1)
+    return totals[pos] if np.array_equal(g.persons[pos], persons) else None
 
 
 def plan_release(
@@ -198,14 +208,17 @@ def plan_release(
 
     fresh = np.flatnonzero(~hit)
     reservation = None
+    totals: NDArray[np.int64] | None = None  # each granted person's total after the reservation
     if ledger is not None and names is not None:
-        codes, counts = np.unique(g_ids[fresh], return_counts=True)
+        per_code = np.bincount(g_ids[fresh], minlength=names.size)  # dense codes: counting, not sorting
+        codes = np.flatnonzero(per_code)
+        counts = per_code[codes]
         reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
                                      mechanism=mechanism)
-        g: Grant = _in_codes(reservation.grant, codes, names)
+        g, totals = _in_codes(reservation.grant, codes, names, reservation.totals)
     elif ledger is not None:
         reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism)
-        g = reservation.grant
+        g, totals = reservation.grant, reservation.totals
     elif budget is not None:
         g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)
     else:
@@ -213,7 +226,7 @@ def plan_release(
         g = Grant(persons, requested, requested, requested * units, 0)
     try:
         return _finish(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, g, source, ledger,
-                       reservation, withheld_cap, names)
+                       reservation, withheld_cap, names, totals)
     except BaseException:
         if ledger is not None and reservation is not None:  # nothing was published
             ledger.abort(reservation.run_id)
@@ -224,7 +237,7 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
             group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
             memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
             ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
-            names: NDArray[Any] | None = None) -> Plan:
+            names: NDArray[Any] | None = None, totals: NDArray[np.int64] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
     n = ids.size
     fresh = np.flatnonzero(~hit)
@@ -241,14 +254,18 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
     group_row, hit, memo = group_row[kept_groups], hit[kept_groups], memo[kept_groups]
     if memo_args is not None:
         memo_args = (memo_args[0], memo_args[1][kept_groups], memo_args[2][kept_groups])
-    persons_run = np.unique(ids[keep])
-    spent_run = np.zeros(persons_run.size, dtype=np.int64)
     fresh_ids = ids[group_row[~hit]]
-    if fresh_ids.size:
-        np.add.at(spent_run, np.searchsorted(persons_run, fresh_ids), units)
+    if names is not None:  # dense codes: counting, not sorting
+        persons_run = np.flatnonzero(np.bincount(ids[keep], minlength=names.size))
+        fresh_count = np.bincount(fresh_ids, minlength=names.size)[persons_run]
+    else:
+        persons_run = np.unique(ids[keep])
+        fresh_count = np.bincount(np.searchsorted(persons_run, fresh_ids), minlength=persons_run.size)
+    spent_run = fresh_count.astype(np.int64) * units
     total = None
     if ledger is not None:
-        total = summarize(ledger.spent(persons_run if names is None else names[persons_run])
-                          if persons_run.size else [])
+        known = _known_totals(g, totals, persons_run)  # read in the reservation: no second pass over the persons
+        total = summarize(from_units(known) if known is not None else ledger.spent(
+            persons_run if names is None else names[persons_run]) if persons_run.size else [])
     return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
                 summarize(from_units(spent_run)), total, reservation, ledger, memo_args)
