@@ -321,3 +321,16 @@ def test_kill_9_fast(mech_file: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_9_fifty_runs(mech_file: Path, tmp_path: Path) -> None:
     _crash_runs(mech_file, tmp_path, 50, 2)
+
+
+def test_failure_after_reserving_gives_the_budget_back(mech_file: Path, tmp_path: Path) -> None:
+    """A value that is not a label is found by the release pass, after the reservation: aborted, nothing spent."""
+    inp = _write(tmp_path / "in.csv", [["user", "city"], ["ann", "Paris"], ["bob", "Rome"]])
+    ledger, out = tmp_path / "l.db", tmp_path / "o.csv"
+    res = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--user-column", "user", "--budget", "1",
+              "--ledger", ledger)
+    assert_one_line_error(res, "'Rome'", "nothing written")
+    assert not out.exists()
+    with Ledger(ledger) as book:
+        assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+        assert [r["state"] for r in book.runs_table()] == ["aborted"]
