@@ -34,7 +34,11 @@ from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 
-__all__ = ["RowPersons", "scan_persons"]
+__all__ = ["SCAN_BYTES", "RowPersons", "scan_persons"]
+
+#: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows):
+#: each chunk costs one hash table of the ids seen so far, so fewer, larger chunks are faster.
+SCAN_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,12 @@ class _Dictionary:
         pa, pc = self.pa, self.pc
         enc = pc.dictionary_encode(values)
         local, index = enc.dictionary, np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        fresh = local.filter(pc.invert(pc.is_in(local, value_set=self.seen)))
-        if len(fresh):
-            self.seen = pa.concat_arrays([self.seen, fresh])
-        where = np.asarray(pc.index_in(local, value_set=self.seen).to_numpy(zero_copy_only=False), dtype=np.int64)
+        found = pc.index_in(local, value_set=self.seen)  # one hash of the ids seen so far per chunk
+        where = np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        new = np.flatnonzero(where < 0)
+        if new.size:
+            where[new] = len(self.seen) + np.arange(new.size)
+            self.seen = pa.concat_arrays([self.seen, local.take(pa.array(new))])
         self.chunks.append(where[index])
 
     def finish(self) -> tuple[NDArray[Any], NDArray[np.int64]]:
@@ -114,8 +120,9 @@ def scan_persons(
     value_set = None if labels is None else pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
     if fmt == "csv":
         lookup = {} if labels is None else {x.encode("utf-8"): i for i, x in enumerate(labels)}
-        with src.open("rb") as inp:
-            reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        with src.open("rb") as inp:  # reads of at least SCAN_BYTES: few chunks, so few hashes of the ids seen
+            reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=max(chunk_bytes, SCAN_BYTES),
+                               max_record=max_record)
             names = list(reader.header().names)
             ucol = names.index(user_column)
             vcol = None if value_column is None else names.index(value_column)
