@@ -120,8 +120,6 @@ def test_table_output_states_the_guarantee(mech_file: Path, tmp_path: Path) -> N
     (["--user-column", "who"], ["no user column 'who'"]),
     (["--user-column", "city"], ["the user column 'city' is the released column"]),
     (["--user-column", "user", "--ledger", "{tmp}/new.db"], ["--ledger", "create it with --budget B"]),
-    (["--user-column", "user", "--engine", "dask"], ["--user-column", "not yet supported by --engine dask"]),
-    (["--budget", "1", "--user-column", "user", "--engine", "spark"], ["not yet supported by --engine spark"]),
 ])
 def test_option_combinations_that_mean_nothing(mech_file: Path, tmp_path: Path, args: list[str],
                                                fragments: list[str]) -> None:

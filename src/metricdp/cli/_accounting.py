@@ -130,12 +130,6 @@ class AccountingOptions:
         if self.ledger is not None and "://" in self.ledger and self.ledger_key is None:
             raise ValidationError("--ledger given by URL needs --ledger-key FILE (the key that hashes person ids)")
 
-    def refuse_engine(self, engine: str) -> None:
-        """The accounting options are not yet supported by the distributed engines: one clear error."""
-        if self.active:
-            raise ValidationError(f"{', '.join(self.given())}: per-person accounting is not yet supported by "
-                                  f"--engine {engine}; use --engine local (it streams files of any size)")
-
     def refuse_command(self, command: str, supported: tuple[str, ...]) -> None:
         """One clear error for the options ``command`` does not support yet."""
         unsupported = [f for f in self.given() if f not in supported]

@@ -159,7 +159,6 @@ def register(app: typer.Typer) -> None:
         if chunk_rows is not None and engine is not Engine.local:
             raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
         if engine is not Engine.local:
-            acct.refuse_engine(engine.value)
             require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         t0 = time.perf_counter()
@@ -175,10 +174,11 @@ def register(app: typer.Typer) -> None:
                     last[0] = now
                     err_console.print(f"privatize: {message}", markup=False, highlight=False)
 
+            accounting = None if not acct.active else acct.accounting(
+                ledger=book, scope=mechanism_scope("privatize", mechanism_file),
+                mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
+            reports: list[Any] = []
             if engine is Engine.local:
-                accounting = None if not acct.active else acct.accounting(
-                    ledger=book, scope=mechanism_scope("privatize", mechanism_file),
-                    mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
                 stats = privatize_file(
                     mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
                     inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
@@ -191,14 +191,16 @@ def register(app: typer.Typer) -> None:
 
                 rows = privatize_file_dask(
                     mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file],
-                    **columns,
+                    accounting=accounting, on_report=reports.append, **columns,
                 )
             else:
                 from ..integrations.spark import privatize_file_spark
 
                 rows = privatize_file_spark(
-                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file], **columns
+                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file],
+                    accounting=accounting, on_report=reports.append, **columns
                 )
+            report = reports[0] if reports else report
         dt = time.perf_counter() - t0
         if seed is not None:  # said after the run: an input error is the one line of a failed command
             warn(
