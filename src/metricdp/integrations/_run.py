@@ -160,13 +160,12 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
             got = done.rows if isinstance(done, Done) else "no"
             raise EngineError(
                 f"the {engine} job wrote {got} row(s) for partition {piece.index} where the input has "
-                f"{piece.written:,} to write; nothing written"
+                f"{piece.written:,}; nothing written"
             )
     total = sum(r.rows for r in results if isinstance(r, Done))
     expected = sum(p.written for p in plan.pieces)
     if total != expected:
-        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {expected:,} to write; "
-                          "nothing written")
+        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {expected:,}; nothing written")
 
 
 def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
@@ -189,7 +188,7 @@ def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
                 rows += table.num_rows
     expected = sum(p.written for p in plan.pieces)
     if rows != expected:
-        raise EngineError(f"the parts hold {rows:,} rows where the input has {expected:,} to write; nothing written")
+        raise EngineError(f"the parts hold {rows:,} rows where the input has {expected:,}; nothing written")
 
 
 # ------------------------------------------------------------------------------ errors
