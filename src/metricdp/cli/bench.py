@@ -204,9 +204,9 @@ def register(app: typer.Typer) -> None:
         from ..io import atomic_write
 
         if persons is not None or quick:
-            from ..experiments import bench_ledger
+            from ._bench_ledger import cli
 
-            bench_ledger.cli(rows, persons, formats, workdir, timeout, points, out, quick)
+            cli(rows, persons, formats, workdir, timeout, points, out, quick)
             return
 
         if out is not None:

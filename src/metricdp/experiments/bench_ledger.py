@@ -147,39 +147,3 @@ def markdown_table(rows: list[LedgerRow]) -> str:
                      f"{r.status} |")
     return "\n".join(lines)
 
-
-def cli(rows: str, persons: int | None, formats: str, workdir: Path, timeout: float, points: int, out: Path | None,
-        quick: bool) -> None:
-    """``metricdp bench privatize --persons P [--quick]``: run, print the table, write ``out`` with the load."""
-    import typer
-
-    from ..cli._common import check_output, err_console
-    from ..io import atomic_write
-
-    if out is not None:
-        check_output(out)
-    if quick:
-        row_list, persons, fmt_list, points = [QUICK_ROWS], persons or QUICK_PERSONS, ["csv"], QUICK_POINTS
-    else:
-        try:
-            row_list = [int(x) for x in rows.split(",") if x.strip()]
-        except ValueError:
-            raise ValidationError(f"--rows takes integers, got {rows!r}") from None
-        fmt_list = [f.strip() for f in formats.split(",") if f.strip()]
-    bad = [f for f in fmt_list if f not in ("csv", "parquet")]
-    if bad or not fmt_list:
-        raise ValidationError(f"--formats: unknown {', '.join(bad) or 'nothing'}; choose from csv, parquet")
-    assert persons is not None
-
-    def on_row(r: LedgerRow) -> None:
-        err_console.print(f"{r.format} {r.rows:,} rows, {r.persons:,} persons: plain {r.plain_seconds:.1f} s, "
-                          f"ledger {r.ledger_seconds:.1f} s ({r.ratio:.2f}x), peak RSS {r.plain_rss_mib:,.0f} -> "
-                          f"{r.ledger_rss_mib:,.0f} MiB ({r.status})", markup=False, highlight=False)
-
-    table = markdown_table(run_ledger_bench(row_list, persons, fmt_list, workdir, timeout=timeout, points=points,
-                                            on_row=on_row))
-    typer.echo(table)
-    if out is not None:
-        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        with atomic_write(out, "w") as fh:
-            fh.write(f"{table}\n\nload average at the end: {load}\n")

@@ -42,6 +42,7 @@ from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..tabular.header import table_header
+from .persons import scan_persons
 
 __all__ = ["AccountedRun", "Accounting", "AccountingReport"]
 
@@ -112,8 +113,6 @@ class AccountedRun:
     def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
               *, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> AccountedRun:
         """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
-        from .persons import scan_persons
-
         header = table_header(src, [column])
         if acc.user_column == column:
             raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "

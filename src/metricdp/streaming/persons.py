@@ -33,6 +33,7 @@ from ..errors import ValidationError
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
+from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
 __all__ = ["SCAN_BYTES", "RowPersons", "scan_persons"]
 
@@ -111,8 +112,6 @@ def scan_persons(
     """
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    from .files import UnknownValues, csv_label_indices, parquet_label_indices
-
     where = str(src)
     book = _Dictionary(pa, pc)
     found: list[NDArray[np.intp]] = []
