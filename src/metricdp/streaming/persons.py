@@ -10,8 +10,8 @@ releases, the released column) of a CSV or Parquet file, chunk by chunk, and ret
 * ``codes`` -- one int64 per row, ``persons[codes[i]]`` is row i's person;
 * ``labels`` -- with ``labels=`` a mechanism's label list, one label index per row.
 
-Memory: one chunk of the file, the distinct ids, and 8 bytes per row (16 with labels),
-never a string per row. Ids are merged chunk by chunk into an append-only dictionary
+Memory: one chunk of the file, the distinct ids, and 4 bytes per row while reading (8 in
+the result, 16 with labels), never a string per row. Ids are merged chunk by chunk into an append-only dictionary
 (:func:`pyarrow.compute.index_in` against the ids seen so far), sorted once at the end.
 
 An empty id (or a null in Parquet) is refused with its line or row: it would make every
@@ -61,7 +61,7 @@ class _Dictionary:
     def __init__(self, pa: Any, pc: Any) -> None:
         self.pa, self.pc = pa, pc
         self.seen = pa.array([], type=pa.binary())
-        self.chunks: list[NDArray[np.int64]] = []
+        self.chunks: list[NDArray[np.signedinteger[Any]]] = []
 
     def add(self, values: Any) -> None:
         pa, pc = self.pa, self.pc
@@ -73,7 +73,7 @@ class _Dictionary:
         if new.size:
             where[new] = len(self.seen) + np.arange(new.size)
             self.seen = pa.concat_arrays([self.seen, local.take(pa.array(new))])
-        self.chunks.append(where[index])
+        self.chunks.append(where[index].astype(np.int32 if len(self.seen) < 2**31 else np.int64))  # 4 B per row
 
     def finish(self) -> tuple[NDArray[Any], NDArray[np.int64]]:
         pc = self.pc
