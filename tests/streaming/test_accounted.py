@@ -102,3 +102,11 @@ def test_without_records_is_the_input_without_those_lines(rows: list[tuple[str, 
                           np.zeros(len(s), dtype=np.intp))
     assert bytes(out).decode() == "".join(t for t, removed in segments if not removed)
     assert (k == 1).all() and (np.diff(s) > 0).all()
+
+
+def test_scan_reports_progress(tmp_path: Path) -> None:
+    p = tmp_path / "in.csv"
+    p.write_text("user,city\n" + "a,x\n" * 50)
+    seen: list[tuple[int, str]] = []
+    scan_persons(p, "csv", "user", chunk_rows=20, progress=lambda done, total, message: seen.append((done, message)))
+    assert [d for d, _ in seen] == [20, 40, 50] and seen[-1][1] == "first pass (who each row belongs to): 50 rows"

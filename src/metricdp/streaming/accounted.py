@@ -111,7 +111,8 @@ class AccountedRun:
 
     @classmethod
     def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
-              *, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> AccountedRun:
+              *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
+              progress: Any = None) -> AccountedRun:
         """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
         header = table_header(src, [column])
         if acc.user_column == column:
@@ -124,7 +125,7 @@ class AccountedRun:
         labels = list(mechanism.labels)
         scan = scan_persons(src, fmt, acc.user_column, value_column=column if acc.consistent else None,
                             labels=labels if acc.consistent else None, chunk_rows=chunk_rows,
-                            chunk_bytes=chunk_bytes, max_record=max_record)
+                            chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
         plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                             true_values=scan.labels, scope=acc.scope, rng=source, run_id=acc.run_id,

@@ -168,7 +168,8 @@ def privatize_file(
         from .accounted import AccountedRun
 
         run = AccountedRun.start(mechanism, src, fmt, column, accounting, release, source,
-                                 chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+                                 chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                                 progress=progress)
     select: Select = every_row if run is None else run.select
 
     def tick(rows: int) -> None:

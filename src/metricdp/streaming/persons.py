@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._optional import import_optional
+from .._progress import Progress, report
 from ..errors import ValidationError
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
@@ -104,6 +105,7 @@ def scan_persons(
     chunk_rows: int = 1_000_000,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     max_record: int | None = None,
+    progress: Progress | None = None,
 ) -> RowPersons:
     """Read ``user_column`` (and ``value_column`` as indices into ``labels``) of every row.
 
@@ -136,6 +138,8 @@ def scan_persons(
                 _refuse_empty(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)), where,
                               user_column, lines, "line(s)")
                 book.add(values)
+                done = sum(c.size for c in book.chunks)
+                report(progress, done, None, f"first pass (who each row belongs to): {done:,} rows")
                 if vcol is not None and value_set is not None:
                     fs, fe = recs.field(vcol)
                     idx = csv_label_indices(pa, pc, buf, fs, fe, value_set, lookup)
@@ -162,6 +166,7 @@ def scan_persons(
             _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
                           rows, "row(s)")
             book.add(as_bin)
+            report(progress, seen + len(ids), None, f"first pass (who each row belongs to): {seen + len(ids):,} rows")
             if value_column is not None and value_set is not None:
                 col = batch.column(1)
                 idx, as_text = parquet_label_indices(pa, pc, col, labels or [])
