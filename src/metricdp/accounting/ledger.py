@@ -131,10 +131,12 @@ def _create_key(path: Path) -> bytes:
 # ---------------------------------------------------------------------------- ledger
 @dataclass(frozen=True)
 class Reservation:
-    """A reserved run: its id and the :class:`~metricdp.accounting.accountant.Grant`."""
+    """A reserved run: its id, the :class:`~metricdp.accounting.accountant.Grant` and, per person
+    of the grant, the total (units) recorded once the reservation was added (None: not known)."""
 
     run_id: str
     grant: Grant
+    totals: NDArray[np.int64] | None = None
 
 
 class Ledger:
@@ -309,7 +311,7 @@ class Ledger:
             tx.q("INSERT INTO charges (run, ph, units) SELECT :r, ph, u FROM demand WHERE u > 0", {"r": run})
             tx.q("DELETE FROM demand")
             self._insert_run(tx, run, mechanism, units, g)
-        return Reservation(run, g)
+        return Reservation(run, g, totals + g.units)
 
     @staticmethod
     def _read_budget(tx: Tx) -> int:

@@ -112,6 +112,38 @@ def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.int
     return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
 
 
+def _codes(user_ids: ArrayLike, names: NDArray[Any], check_distinct: bool) -> NDArray[np.int64]:
+    """Row codes into ``names``, checked (a ledger refuses repeated names by itself)."""
+    codes = np.asarray(user_ids)
+    if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
+        raise ValidationError(f"user ids must be integer codes into persons, got {codes.dtype} {codes.shape}")
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= names.size):
+        raise ValidationError(f"user ids must be codes in [0, {names.size}), "
+                              f"got {int(codes.min())}..{int(codes.max())}")
+    if check_distinct and np.unique(names).size != names.size:
+        raise ValidationError("persons must be distinct")
+    return codes.astype(np.int64, copy=False)
+
+
+def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any],
+              totals: NDArray[np.int64] | None) -> tuple[Grant, NDArray[np.int64] | None]:
+    """A ledger's grant (and totals) over ``names[codes]`` (sorted by name) as over the codes (sorted)."""
+    order = np.argsort(canonical_ids(names[codes]), kind="stable")  # the ledger's order of the names
+    out = [np.empty(codes.size, dtype=np.int64) for _ in range(4)]
+    for dst, src in zip(out, (g.requested, g.granted, g.units, totals if totals is not None else g.units),
+                        strict=True):
+        dst[order] = src
+    return Grant(codes, out[0], out[1], out[2], g.over), out[3] if totals is not None else None
+
+
+def _known_totals(g: Grant, totals: NDArray[np.int64] | None, persons: NDArray[Any]) -> NDArray[np.int64] | None:
+    """The totals of ``persons`` when every one of them is in the grant, else None."""
+    if totals is None or g.persons.size == 0 or persons.size == 0:
+        return None
+    pos = np.minimum(np.searchsorted(g.persons, persons), g.persons.size - 1)
+    return totals[pos] if np.array_equal(g.persons[pos], persons) else None
+
+
 def plan_release(
     user_ids: ArrayLike,
     eps: float,
@@ -127,6 +159,7 @@ def plan_release(
     rng: object = None,
     run_id: str | None = None,
     mechanism: str = "",
+    persons: ArrayLike | None = None,
 ) -> Plan:
     """Plan a release of one value per row at ``eps`` (module docstring).
 
@@ -135,8 +168,13 @@ def plan_release(
     release (None: releases are output indices). With a ledger, its budget applies and
     ``budget`` must be None or equal to it; raises
     :class:`~metricdp.errors.BudgetExceededError` under ``refuse``.
+
+    ``persons`` (distinct ids) makes ``user_ids`` integer codes into it, the form a
+    streaming pass builds (one small integer per row instead of one string): everything
+    per row is then done on the codes, and only the ledger sees ``persons[code]``.
     """
-    ids = canonical_ids(user_ids, "user ids")
+    names = None if persons is None else canonical_ids(persons, "persons")
+    ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)
     source = check_rng(rng)
     if ledger is not None and budget is not None and to_units(budget, "budget", budget=True) != to_units(
@@ -164,14 +202,23 @@ def plan_release(
     memo_args = None
     if consistent and ledger is not None and values is not None:
         g_values = values[group_row]
-        hit, memo = ledger.memo_lookup(scope, g_ids, g_values, width=width)
-        memo_args = (scope, g_ids, g_values)
+        g_names = g_ids if names is None else names[g_ids]
+        hit, memo = ledger.memo_lookup(scope, g_names, g_values, width=width)
+        memo_args = (scope, g_names, g_values)
 
     fresh = np.flatnonzero(~hit)
     reservation = None
-    if ledger is not None:
+    totals: NDArray[np.int64] | None = None  # each granted person's total after the reservation
+    if ledger is not None and names is not None:
+        per_code = np.bincount(g_ids[fresh], minlength=names.size)  # dense codes: counting, not sorting
+        codes = np.flatnonzero(per_code)
+        counts = per_code[codes]
+        reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
+                                     mechanism=mechanism)
+        g, totals = _in_codes(reservation.grant, codes, names, reservation.totals)
+    elif ledger is not None:
         reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism)
-        g: Grant = reservation.grant
+        g, totals = reservation.grant, reservation.totals
     elif budget is not None:
         g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)
     else:
@@ -179,7 +226,7 @@ def plan_release(
         g = Grant(persons, requested, requested, requested * units, 0)
     try:
         return _finish(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, g, source, ledger,
-                       reservation, withheld_cap)
+                       reservation, withheld_cap, names, totals)
     except BaseException:
         if ledger is not None and reservation is not None:  # nothing was published
             ledger.abort(reservation.run_id)
@@ -189,7 +236,8 @@ def plan_release(
 def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
             group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
             memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
-            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int) -> Plan:
+            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
+            names: NDArray[Any] | None = None, totals: NDArray[np.int64] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
     n = ids.size
     fresh = np.flatnonzero(~hit)
@@ -206,12 +254,18 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
     group_row, hit, memo = group_row[kept_groups], hit[kept_groups], memo[kept_groups]
     if memo_args is not None:
         memo_args = (memo_args[0], memo_args[1][kept_groups], memo_args[2][kept_groups])
-    persons_run = np.unique(ids[keep])
-    spent_run = np.zeros(persons_run.size, dtype=np.int64)
     fresh_ids = ids[group_row[~hit]]
-    if fresh_ids.size:
-        np.add.at(spent_run, np.searchsorted(persons_run, fresh_ids), units)
-    total = summarize(ledger.spent(persons_run)) if ledger is not None and persons_run.size else (
-        summarize([]) if ledger is not None else None)
+    if names is not None:  # dense codes: counting, not sorting
+        persons_run = np.flatnonzero(np.bincount(ids[keep], minlength=names.size))
+        fresh_count = np.bincount(fresh_ids, minlength=names.size)[persons_run]
+    else:
+        persons_run = np.unique(ids[keep])
+        fresh_count = np.bincount(np.searchsorted(persons_run, fresh_ids), minlength=persons_run.size)
+    spent_run = fresh_count.astype(np.int64) * units
+    total = None
+    if ledger is not None:
+        known = _known_totals(g, totals, persons_run)  # read in the reservation: no second pass over the persons
+        total = summarize(from_units(known) if known is not None else ledger.spent(
+            persons_run if names is None else names[persons_run]) if persons_run.size else [])
     return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
                 summarize(from_units(spent_run)), total, reservation, ledger, memo_args)

@@ -188,14 +188,26 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds per command.")] = 1800.0,
         points: Annotated[int, typer.Option("--points", min=2, help="Points of the mechanism.")] = 1000,
         out: OutOpt = None,
+        persons: Annotated[int | None, typer.Option(
+            "--persons", min=1, help="Ledger variant: N rows of P persons, released without and with "
+            "--user-column/--budget/--ledger (local engine): seconds, peak RSS and their ratios.")] = None,
+        quick: Annotated[bool, typer.Option("--quick", help="Ledger variant smoke run: 20,000 rows, 1,000 persons, "
+                                            "50 points, CSV.")] = False,
     ) -> None:
         """Throughput (rows/s) and peak memory of ``metricdp privatize`` (issue 25 targets).
 
         A 1,000-point mechanism and files of N rows (id, word); every command in a fresh
         process, peak RSS from /usr/bin/time -v. The table goes to stdout (markdown).
+        With --persons (or --quick): the ledger's overhead (issue 33).
         """
         from ..experiments import bench_privatize as bp
         from ..io import atomic_write
+
+        if persons is not None or quick:
+            from ._bench_ledger import cli
+
+            cli(rows, persons, formats, workdir, timeout, points, out, quick)
+            return
 
         if out is not None:
             check_output(out)

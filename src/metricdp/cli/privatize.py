@@ -27,6 +27,19 @@ from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..units import epsilon_forms, space_unit
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    ConsistentOption,
+    LedgerKeyOption,
+    LedgerOption,
+    MaxRowsOption,
+    OverBudgetOption,
+    UserColumnOption,
+    mechanism_scope,
+    print_report,
+    report_json,
+)
 from ._common import (
     JsonOption,
     OutOption,
@@ -109,12 +122,23 @@ def register(app: typer.Typer) -> None:
         keep: KeepOption = None,
         seed: SeedOption = None,
         json: JsonOption = False,
+        user_column: UserColumnOption = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        max_rows_per_user: MaxRowsOption = None,
+        over_budget: OverBudgetOption = None,
+        consistent: ConsistentOption = False,
     ) -> None:
         """Replace each value of a column by a release of the mechanism.
 
         Other columns are written with their TRUE values (each one named on stderr)
-        unless --drop removes them; --keep COL keeps one on purpose.
+        unless --drop removes them; --keep COL keeps one on purpose. With --user-column,
+        the per-person eps is reported and --budget, --ledger, --max-rows-per-user,
+        --over-budget and --consistent account, cap and reuse releases per person.
         """
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct.check()
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
         from ..tabular.header import table_header
 
@@ -139,7 +163,8 @@ def register(app: typer.Typer) -> None:
             require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         t0 = time.perf_counter()
-        with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+        report = None
+        with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
             last = [t0]
 
@@ -150,26 +175,33 @@ def register(app: typer.Typer) -> None:
                     last[0] = now
                     err_console.print(f"privatize: {message}", markup=False, highlight=False)
 
+            accounting = None if not acct.active else acct.accounting(
+                ledger=book, scope=mechanism_scope("privatize", mechanism_file),
+                mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
+            reports: list[Any] = []
             if engine is Engine.local:
                 stats = privatize_file(
                     mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped,
+                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
                 )
                 rows = stats.rows
                 plan = stats.columns or plan
+                report = stats.accounting
             elif engine is Engine.dask:
                 from ..integrations.dask import privatize_file_dask
 
                 rows = privatize_file_dask(
                     mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file],
-                    **columns,
+                    accounting=accounting, on_report=reports.append, **columns,
                 )
             else:
                 from ..integrations.spark import privatize_file_spark
 
                 rows = privatize_file_spark(
-                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file], **columns
+                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file],
+                    accounting=accounting, on_report=reports.append, **columns
                 )
+            report = reports[0] if reports else report
         dt = time.perf_counter() - t0
         if seed is not None:  # said after the run: an input error is the one line of a failed command
             warn(
@@ -183,6 +215,7 @@ def register(app: typer.Typer) -> None:
                 "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,
                 "epsilon_forms": epsilon_forms(mech.epsilon, space_unit(mech.space, mech.metadata)),
                 "engine": engine.value, "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
+                **({} if report is None else {"accounting": report_json(report, acct, mech.epsilon)}),
             })
             return
         console.print(
@@ -192,3 +225,5 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
+        if report is not None:
+            print_report(report, acct, mech.epsilon)

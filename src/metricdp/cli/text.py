@@ -21,6 +21,17 @@ from rich.table import Table
 
 from ..errors import ValidationError
 from ..mechanisms import registry
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    ConsistentOption,
+    LedgerKeyOption,
+    LedgerOption,
+    MaxRowsOption,
+    OverBudgetOption,
+    UserColumnOption,
+    print_documents,
+)
 from ._common import (
     JsonOption,
     OutOption,
@@ -270,9 +281,24 @@ def register(app: typer.Typer) -> None:
         drop: DropOption = None,
         seed: SeedOption = None,
         json_out: JsonOption = False,
+        user_column: UserColumnOption = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        max_rows_per_user: MaxRowsOption = None,
+        over_budget: OverBudgetOption = None,
+        consistent: ConsistentOption = False,
         **family_options: Any,
     ) -> None:
-        """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept)."""
+        """Replace every vocabulary word of INPUT by a release of the mechanism (case pattern kept).
+
+        The report gives each document's eps (its released tokens, summed distance) and the
+        eps of its most repeated word; --consistent gives one replacement per word and
+        document (per word and author with --user-column, a CSV/JSONL field).
+        """
+        from ..text.accounting import TextAccounting
+
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         from ..io import atomic_write
         from ..text.policy import OutputFilter, TokenPolicy, output_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
@@ -282,7 +308,11 @@ def register(app: typer.Typer) -> None:
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         with naming_flags({"column": "--column"}):
-            detect_format(input_file, column)
+            fmt = detect_format(input_file, column)
+        acct.check(person="document")
+        acct.refuse_command("text privatize", supported=("--user-column", "--consistent"))
+        if user_column is not None and (fmt == "text" or user_column == column):
+            raise ValidationError("--user-column names the author's field of a .csv/.jsonl input (not the text's)")
         is_file = Path(mechanism).suffix.lower() == ".npz"
         with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
             policy = TokenPolicy.parse(keep_tokens, outputs or ("words" if is_file else "alphabetic"))
@@ -304,6 +334,9 @@ def register(app: typer.Typer) -> None:
             mechanism, None if epsilons is None else epsilons[0], embeddings, vocabulary_size, params
         )
         cycle = 1 if epsilons is None else len(epsilons)
+        if cycle > 1 and (consistent or user_column is not None):
+            raise ValidationError("--epsilon with several values (per-token epsilons) is not accounted per document "
+                                  "yet: --consistent and --user-column need one epsilon")
         if cycle > 1:  # one mechanism per epsilon over the same vocabulary; token j of a document: the (j mod m)-th
             from ..text.build import build as build_text
 
@@ -339,9 +372,13 @@ def register(app: typer.Typer) -> None:
             return res if restrict is None else restrict(res)
 
         with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
+            # per-token epsilon lists: no per-document accounting yet (refused above with its options)
+            book = None if cycle > 1 else TextAccounting(eps, len(labels), consistent=consistent,
+                                                         user_column=user_column)
             try:
                 st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept, policy=policy,
-                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker(), cycle=cycle)
+                                  keep_columns=keep or (), drop_columns=drop or (), progress=_Ticker(), cycle=cycle,
+                                  accounting=book)
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
         if st.columns is not None:
@@ -366,6 +403,7 @@ def register(app: typer.Typer) -> None:
             "seconds": round(st.seconds, 3),
             "tokens_per_second": round(st.tokens_per_second, 1) if st.seconds else None,
             "seeded": seed is not None,
+            "accounting": None if book is None else {**acct.describe(), **book.report(st.documents).as_dict()},
         }
         if json_out:
             echo_json(summary)
@@ -380,6 +418,8 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
+        if book is not None:
+            print_documents(book.report(st.documents), acct)
 
     options_now = registry.options(registry.SAMPLER_FAMILIES.values())  # read when the app is built
     text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))

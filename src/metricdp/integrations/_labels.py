@@ -70,15 +70,24 @@ class Labels:
 
     def splice(
         self, buf: NDArray[np.uint8], recs: csvsplit.Records, column: int, dropped: tuple[int, ...],
-        released: NDArray[np.intp], quoted: NDArray[np.bool_],
+        released: NDArray[np.intp], quoted: NDArray[np.bool_], keep: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.uint8]:
         """``buf[:recs.end]`` with field ``column`` of each record replaced by its release and the
-        ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept."""
+        ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept.
+
+        With ``keep``, ``released`` holds the kept records' releases and the others are removed whole
+        (:func:`metricdp.streaming.csvsplit.without_records`)."""
         starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
+        if keep is None:
+            per_row = released + self.n_out * quoted
+        else:
+            per_row = np.full(keep.size, 2 * self.n_out, dtype=np.intp)
+            per_row[keep] = released + self.n_out * quoted[keep]
+            starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
         choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
-        if len(released):
+        if len(per_row):
             field = kind == 0
-            choice[field] = (released + self.n_out * quoted)[row[field]]
+            choice[field] = per_row[row[field]]
         return csvsplit.splice(buf, recs.end, starts, stops, self.table, self.table_offsets, choice)
 
     def remove(self, buf: NDArray[np.uint8], starts: NDArray[np.int64], stops: NDArray[np.int64]) -> bytes:

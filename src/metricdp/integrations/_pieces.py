@@ -113,9 +113,17 @@ def _release_csv(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
         i = int(bad[0])
         raise _changed(job, f"line {piece.first + int(recs.lines[i])}: "
                             f"{field_text(buf, int(recs.fs[i]), int(recs.fe[i]))!r} is not a label")
-    released = sample(mechanism, idx, partition_rng(job.seed, piece.index))
+    keep, released = _released(job, piece, mechanism, idx)
     dropped = plan.columns.dropped_indices if plan.columns is not None else ()
-    return labels.splice(buf, recs, plan.column, dropped, released, quoted).tobytes(), len(idx)
+    return labels.splice(buf, recs, plan.column, dropped, released, quoted, keep).tobytes(), len(released)
+
+
+def _released(job: Job, piece: Piece, mechanism: Any, idx: Any) -> tuple[Any, Any]:
+    """The rows written (None: all) and their releases: the driver's (consistent) or fresh draws."""
+    keep, given = piece.selection()
+    if given is not None:
+        return keep, given
+    return keep, sample(mechanism, idx if keep is None else idx[keep], partition_rng(job.seed, piece.index))
 
 
 def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
@@ -136,9 +144,11 @@ def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int
         raise _changed(job, f"row {piece.first + int(np.flatnonzero(idx < 0)[0])} is not a label")
     field = table.schema.field(j)
     outs = out_values(mechanism, field.type, plan.path, job.column_name)
-    released = sample(mechanism, idx, partition_rng(job.seed, piece.index))
+    keep, released = _released(job, piece, mechanism, idx)
+    if keep is not None:
+        table = table.filter(pa.array(keep))
     table = table.set_column(j, field, outs.take(pa.array(released))).select(plan.schema.names)
     table = table.replace_schema_metadata(plan.schema.metadata)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=plan.compression)
-    return sink.getvalue().to_pybytes(), len(idx)
+    return sink.getvalue().to_pybytes(), len(released)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
@@ -61,6 +62,24 @@ class Piece:
     stop: int
     rows: int
     first: int
+    #: an accounted release (:mod:`metricdp.streaming.accounted`): the rows written (``numpy.packbits``), the
+    #: count, and for consistent releases the kept rows' releases drawn by the driver (int32); None: every row
+    keep: bytes | None = None
+    kept: int | None = None
+    given: bytes | None = None
+
+    @property
+    def written(self) -> int:
+        """The rows this piece's part must hold."""
+        return self.rows if self.kept is None else self.kept
+
+    def selection(self) -> tuple[NDArray[np.bool_] | None, NDArray[np.intp] | None]:
+        """The rows written (None: all) and, for a consistent release, their releases."""
+        if self.keep is None:
+            return None, None
+        keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
+        given = None if self.given is None else np.frombuffer(self.given, dtype=np.int32).astype(np.intp)
+        return keep, given
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,17 @@ def release_file(
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     max_record: int | None = None,
+    accounting: Any = None,
+    on_report: Callable[[Any], None] | None = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
+
+    ``accounting`` (:class:`metricdp.streaming.accounted.Accounting`) makes it a release per
+    person with the local engine's plan: the driver reads the user column once more, plans
+    and reserves the budget once for the job (:mod:`metricdp.streaming.accounted`), each
+    piece carries the rows it writes (and, for consistent releases, their releases, drawn
+    by the driver), the workers draw the others; ``publishing()`` before the rename,
+    ``commit`` after, ``abort`` on any failure before. ``on_report`` gets the report.
 
     ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
     :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
@@ -65,21 +74,71 @@ def release_file(
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
     seed = check_seed(seed)
-    with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-        plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop,
-                         max_record=max_record)
-        # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
-        scratch = scratch_directory(target)
-        try:
-            job = Job(replace(plan, pieces=()), column, seed, str(scratch))
-            results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
-            _check(engine, plan, results)
-            check_unchanged(plan)
-            _join(plan, scratch, fh)
-            return plan.rows
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    raise AssertionError("unreachable")  # pragma: no cover
+    run = None
+    try:
+        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+            plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
+                             drop=drop, max_record=max_record)
+            if accounting is not None:
+                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record)
+                plan = replace(plan, pieces=_selected(run, plan))
+            # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
+            scratch = scratch_directory(target)
+            try:
+                job = Job(replace(plan, pieces=()), column, seed, str(scratch))
+                results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+                _check(engine, plan, results)
+                check_unchanged(plan)
+                _join(plan, scratch, fh)
+                written = sum(p.written for p in plan.pieces)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            if run is not None:
+                run.seen = run.rows  # every piece was released as planned (_check)
+                run.publishing()
+    except BaseException:
+        if run is not None:
+            run.abort()  # gives the reservation back only if publishing() was not reached
+        raise
+    if run is not None:
+        run.commit()
+        if on_report is not None:
+            on_report(run.report())
+    return written
+
+
+def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
+               max_record: int | None) -> Any:
+    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`)."""
+    import numpy as np
+
+    from .._random import SecureRandom
+    from ..streaming.accounted import AccountedRun
+    from ..tabular.csv import DEFAULT_CHUNK_BYTES
+    from ._labels import sample
+
+    # the driver's own source: secure, or a seeded child no partition uses (partitions are 0, 1, ...)
+    source = SecureRandom() if seed is None else np.random.default_rng(np.random.SeedSequence(seed,
+                                                                                              spawn_key=(2**31,)))
+    return AccountedRun.start(mechanism, src, plan.fmt, column, accounting, lambda idx: sample(mechanism, idx, source),
+                              source, chunk_rows=1_000_000, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
+
+
+def _selected(run: Any, plan: Plan) -> tuple[Piece, ...]:
+    """Each piece with the rows it writes (and their releases, for consistent releases)."""
+    import numpy as np
+
+    out, offset = [], 0
+    for p in plan.pieces:
+        keep = run.plan.keep[offset : offset + p.rows]
+        given = None
+        if run.group_release is not None:
+            given = run.group_release[run.plan.group[offset : offset + p.rows][keep]].astype(np.int32).tobytes()
+        out.append(replace(p, keep=np.packbits(keep).tobytes(), kept=int(keep.sum()), given=given))
+        offset += p.rows
+    if offset != run.rows:
+        raise run._changed()
+    return tuple(out)
 
 
 def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
@@ -97,15 +156,16 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
     if len(results) != len(plan.pieces):
         raise EngineError(f"the {engine} job returned {len(results)} partition(s) for {len(plan.pieces)}")
     for piece, done in zip(plan.pieces, results, strict=True):
-        if not isinstance(done, Done) or done.index != piece.index or done.rows != piece.rows:
+        if not isinstance(done, Done) or done.index != piece.index or done.rows != piece.written:
             got = done.rows if isinstance(done, Done) else "no"
             raise EngineError(
-                f"the {engine} job wrote {got} row(s) for partition {piece.index} where the input has {piece.rows:,}; "
-                "nothing written"
+                f"the {engine} job wrote {got} row(s) for partition {piece.index} where the input has "
+                f"{piece.written:,}; nothing written"
             )
     total = sum(r.rows for r in results if isinstance(r, Done))
-    if total != plan.rows:
-        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {plan.rows:,}; nothing written")
+    expected = sum(p.written for p in plan.pieces)
+    if total != expected:
+        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {expected:,}; nothing written")
 
 
 def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
@@ -126,8 +186,9 @@ def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
                 table = pf.read_row_group(g)
                 writer.write_table(table)
                 rows += table.num_rows
-    if rows != plan.rows:
-        raise EngineError(f"the parts hold {rows:,} rows where the input has {plan.rows:,}; nothing written")
+    expected = sum(p.written for p in plan.pieces)
+    if rows != expected:
+        raise EngineError(f"the parts hold {rows:,} rows where the input has {expected:,}; nothing written")
 
 
 # ------------------------------------------------------------------------------ errors

@@ -84,6 +84,8 @@ def privatize_file_dask(
     drop: Sequence[str] = (),
     piece_bytes: int | None = None,
     max_record: int | None = None,
+    accounting: Any = None,
+    on_report: Any = None,
 ) -> int:
     """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
 
@@ -102,7 +104,9 @@ def privatize_file_dask(
     purpose, with the local engine's rules and messages
     (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
     dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
-    for the local engine). ``piece_bytes`` is the input per partition
+    for the local engine). ``accounting`` makes it a release per person, planned by the
+    driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
+    ``on_report`` receives its report. ``piece_bytes`` is the input per partition
     (default 64 MiB). Returns the rows written.
 
     Raises
@@ -123,7 +127,7 @@ def privatize_file_dask(
 
     return release_file(
         "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop, max_record=max_record,
+        keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
     )
 
 

@@ -104,6 +104,8 @@ def privatize_file_spark(
     drop: Sequence[str] = (),
     piece_bytes: int | None = None,
     max_record: int | None = None,
+    accounting: Any = None,
+    on_report: Any = None,
 ) -> int:
     """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
 
@@ -124,7 +126,9 @@ def privatize_file_spark(
     written unreleased on purpose, with the local engine's rules and messages
     (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
     dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
-    for the local engine). ``piece_bytes`` is the input per partition
+    for the local engine). ``accounting`` makes it a release per person, planned by the
+    driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
+    ``on_report`` receives its report. ``piece_bytes`` is the input per partition
     (default 64 MiB).
     Returns the rows written.
 
@@ -145,7 +149,7 @@ def privatize_file_spark(
 
     return release_file(
         "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop, max_record=max_record,
+        keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
     )
 
 

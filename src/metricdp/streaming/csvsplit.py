@@ -21,9 +21,11 @@ from numpy.typing import NDArray
 
 from ..tabular.csv import Records, split_records
 
-__all__ = ["Records", "edits_for", "encode_field", "field_values", "splice", "splice_to", "split_records"]
+__all__ = ["Records", "edits_for", "encode_field", "field_values", "splice", "splice_to", "split_records",
+           "without_records"]
 
 QUOTE = 34
+CR, LF = 13, 10
 
 
 def encode_field(value: str, *, quoted: bool = False) -> bytes:
@@ -116,6 +118,37 @@ def edits_for(records: Records, column: int | None, dropped: tuple[int, ...]) ->
     order = np.argsort(starts, kind="stable")
     rows = np.tile(np.arange(n, dtype=np.intp), len(parts_s))
     return starts[order], np.concatenate(parts_e)[order], rows[order], np.concatenate(parts_k)[order]
+
+
+def without_records(
+    buf: NDArray[np.uint8],
+    records: Records,
+    gone: NDArray[np.bool_],
+    starts: NDArray[np.int64],
+    stops: NDArray[np.int64],
+    row: NDArray[np.intp],
+    kind: NDArray[np.intp],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.intp], NDArray[np.intp]]:
+    """The edits of :func:`edits_for` with the records ``gone`` (a mask per record) removed whole.
+
+    A removed record goes with its line break (``\r\n`` or ``\n``; the last record of
+    a file may have none), so the output has no trace of it; its own edits are dropped
+    (they lie inside it), blank lines between records stay. The result is again sorted
+    and disjoint, ``kind`` 1 (a removal) for the new ranges.
+    """
+    take = ~gone[row]
+    w = np.flatnonzero(gone)
+    ws, we = records.starts[w], records.stops[w].copy()
+    for byte in (CR, LF):  # stops point at the record's \r (if any), then its \n
+        inside = we < records.end
+        hit = np.zeros(we.size, dtype=bool)
+        hit[inside] = buf[we[inside]] == byte
+        we += hit
+    all_s = np.concatenate([starts[take], ws])
+    order = np.argsort(all_s, kind="stable")
+    return (all_s[order], np.concatenate([stops[take], we])[order],
+            np.concatenate([row[take], w.astype(np.intp)])[order],
+            np.concatenate([kind[take], np.ones(w.size, dtype=np.intp)])[order])
 
 
 def splice(

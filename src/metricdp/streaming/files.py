@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -61,16 +61,20 @@ from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import open_parquet
 from . import csvsplit
+from .accounted import Accounting, AccountingReport
+from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
+
+#: ``select(first_row, label_indices) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
+#: written and with which output index (``keep=None``: every row).
+Select = Callable[[int, NDArray[np.intp]], tuple[NDArray[np.bool_] | None, NDArray[np.intp]]]
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "ReleaseStats", "UnknownValues", "check_header", "file_format",
-    "privatize_file",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "Select", "UnknownValues",
+    "check_header", "csv_label_indices", "file_format", "parquet_label_indices", "privatize_file",
 ]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
 DEFAULT_CHUNK_ROWS = 1_000_000
-_SHOW = 5  # line numbers / values shown in an error
-_KEEP_DISTINCT = 10_000  # distinct unknown values remembered for the error
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class ReleaseStats:
     seconds: float
     format: str
     columns: ColumnPlan | None = None
+    accounting: AccountingReport | None = None
 
     @property
     def rows_per_second(self) -> float:
@@ -97,37 +102,6 @@ def check_header(names: Sequence[str], column: str, where: str) -> int:
     return plan_columns(names, [column], where=where).index(column)
 
 
-class UnknownValues:
-    """Rows whose value is not a label: count, first line numbers, some distinct values."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.lines: list[int] = []
-        self.values: set[str] = set()
-
-    def add(self, lines: NDArray[np.int64], values: Sequence[str]) -> None:
-        self.rows += len(lines)
-        take = _SHOW - len(self.lines)
-        if take > 0:
-            self.lines.extend(int(x) for x in lines[:take])
-        for v in values:
-            if len(self.values) >= _KEEP_DISTINCT:
-                break
-            self.values.add(v)
-
-    def error(self, where: str, column: str, unit: str) -> ValidationError:
-        vals = sorted(self.values)
-        shown = ", ".join(repr(v) for v in vals[:10])
-        more = len(vals) - 10
-        at_least = "at least " if len(self.values) >= _KEEP_DISTINCT else ""
-        shown += f" and {at_least}{more} more" if more > 0 else ""
-        first = ", ".join(str(x) for x in self.lines)
-        return ValidationError(
-            f"{where}: column {column!r}: {at_least}{len(vals)} value(s) not in the space's labels: {shown} "
-            f"({self.rows:,} row(s); first at {unit} {first}); nothing written"
-        )
-
-
 def privatize_file(
     mechanism: Any,
     input_path: str | PathLike[str],
@@ -142,6 +116,7 @@ def privatize_file(
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     max_record: int | None = None,
+    accounting: Accounting | None = None,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out``.
 
@@ -151,7 +126,10 @@ def privatize_file(
     :attr:`ReleaseStats.columns` names every column that left with true values
     (:func:`metricdp.tabular.columns.plan_columns`). ``max_record`` caps a CSV record's
     bytes (:func:`metricdp.tabular.csv.max_record_bytes`). See the module docstring for
-    what is kept and how randomness is drawn.
+    what is kept and how randomness is drawn. ``accounting`` makes it a release per
+    person (:mod:`metricdp.streaming.accounted`: a first pass over the user column,
+    withheld rows left out, the ledger reserved before and committed after the publish);
+    :attr:`ReleaseStats.accounting` is then its report.
 
     Raises
     ------
@@ -182,17 +160,38 @@ def privatize_file(
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # announced once above
             return np.asarray(mechanism.sample(indices, source), dtype=np.intp)
 
+    def every_row(_start: int, indices: NDArray[np.intp]) -> tuple[None, NDArray[np.intp]]:
+        return None, release(indices)
+
+    run = None
+    if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
+        from .accounted import AccountedRun
+
+        run = AccountedRun.start(mechanism, src, fmt, column, accounting, release, source,
+                                 chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                                 progress=progress)
+    select: Select = every_row if run is None else run.select
+
     def tick(rows: int) -> None:
         dt = time.perf_counter() - t0
         report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
 
-    with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-        if fmt == "csv":
-            rows = _privatize_csv(mechanism, src, column, fh, release, tick, make_plan, chunk_rows, chunk_bytes,
-                                  max_record)
-        else:
-            rows = _privatize_parquet(mechanism, src, column, fh, release, tick, make_plan, chunk_rows)
-    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plan[0])
+    try:
+        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+            if fmt == "csv":
+                rows = _privatize_csv(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, chunk_bytes,
+                                      max_record)
+            else:
+                rows = _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows)
+            if run is not None:
+                run.publishing()  # checks the input is unchanged; from here on the spend stays
+    except BaseException:
+        if run is not None:
+            run.abort()  # gives the reservation back only if publishing() was not reached
+        raise
+    if run is not None:
+        run.commit()
+    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plan[0], None if run is None else run.report())
 
 
 # ------------------------------------------------------------------------------------ CSV
@@ -206,7 +205,7 @@ def _label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.i
 
 
 def _privatize_csv(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, make_plan: Any,
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any,
     chunk_rows: int, chunk_bytes: int, max_record: int | None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
@@ -220,7 +219,7 @@ def _privatize_csv(
     table, table_off = _label_table(outs)
     where = str(src)
     unknown = UnknownValues()
-    rows = 0
+    rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
@@ -232,12 +231,7 @@ def _privatize_csv(
                                  np.full(len(hs), 2 * n_out, dtype=np.intp)).data)
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
-            data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-            values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
-            idx_arr = pc.index_in(values, value_set=value_set)
-            idx = np.asarray(pc.fill_null(idx_arr, -1).to_numpy(zero_copy_only=False), dtype=np.intp)
-            if quoted.any():
-                idx[quoted] = [lookup.get(v, -1) for v in raw_quoted]
+            idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
                 vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
@@ -245,12 +239,18 @@ def _privatize_csv(
             if unknown.rows:
                 continue  # scanned for the error's counts; nothing more is written
             starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+            keep, released = select(seen, idx)
+            seen += len(idx)
+            if keep is None:
+                per_row = released + n_out * quoted
+            else:  # a withheld record goes whole, line break included: its field is never written
+                per_row = np.full(len(idx), 2 * n_out, dtype=np.intp)
+                per_row[keep] = released + n_out * quoted[keep]
+                starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
             choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-            if len(idx):
-                released = release(idx) + n_out * quoted
-                choice[kind == 0] = released[row[kind == 0]]
+            choice[kind == 0] = per_row[row[kind == 0]]
             csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-            rows += len(idx)
+            rows += len(released)
             if len(idx):
                 tick(rows)
     if unknown.rows:
@@ -267,7 +267,7 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 # -------------------------------------------------------------------------------- Parquet
 def _privatize_parquet(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], release: Any, tick: Any, make_plan: Any, chunk_rows: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any, chunk_rows: int
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -281,7 +281,6 @@ def _privatize_parquet(
     written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
     out_schema = pa.schema([schema.field(k) for k in written], metadata=schema.metadata)
     labels = list(mechanism.labels)
-    value_set = pa.array(labels, type=pa.string())
     outs = pa.array(list(getattr(mechanism, "output_labels", labels)), type=pa.string())
     try:
         out_values = outs.cast(field.type)
@@ -298,23 +297,22 @@ def _privatize_parquet(
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
-            col = batch.column(j)
-            as_text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
-            idx = np.asarray(
-                pc.fill_null(pc.index_in(as_text, value_set=value_set), -1).to_numpy(zero_copy_only=False),
-                dtype=np.intp,
-            )
+            idx, as_text = parquet_label_indices(pa, pc, batch.column(j), labels)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
                 vals = as_text.take(pa.array(bad[: 4 * _KEEP_DISTINCT])).to_pylist()
                 unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
-            seen += len(idx)
             if unknown.rows:
+                seen += len(idx)
                 continue
-            new = out_values.take(pa.array(release(idx)))
+            keep, released = select(seen, idx)
+            seen += len(idx)
+            if keep is not None:
+                batch = batch.filter(pa.array(keep))
+            new = out_values.take(pa.array(released))
             columns = [new if k == j else batch.column(k) for k in written]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
-            rows += len(idx)
+            rows += len(released)
             tick(rows)
     finally:
         writer.close()

@@ -28,6 +28,7 @@ from ..errors import ValidationError
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
 from ..tabular.formats import FORMATS, format_of
+from .accounting import TextAccounting
 from .policy import TokenPolicy
 from .tokens import restore_case, split
 
@@ -77,6 +78,7 @@ def rewrite_texts(
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
     cycle: int = 1,
+    accounting: TextAccounting | None = None,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
@@ -85,7 +87,11 @@ def rewrite_texts(
     :class:`.policy.OutputFilter`). ``cycle`` > 1: the sampler is called as ``sample(inputs,
     slots)`` with ``slots[i]`` the index of token i among its document's word tokens modulo
     ``cycle`` (per-token epsilon lists: token j of a document gets the (j mod m)-th epsilon).
+    ``accounting`` (:mod:`.accounting`) counts each document's releases and makes them
+    consistent (one epsilon per run: not with ``cycle`` > 1).
     """
+    if cycle > 1 and accounting is not None:
+        raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
     st = stats if stats is not None else RewriteStats()
     lookup, labels = vocabulary.lookup, vocabulary.labels
     start = time.perf_counter()
@@ -95,9 +101,12 @@ def rewrite_texts(
     ranks: list[int] = []  # (cycle > 1) each input's index among its document's word tokens, mod cycle
 
     def flush() -> Iterator[str]:
-        if inputs:
-            idx = np.asarray(inputs, dtype=np.intp)
-            out = sample(idx) if cycle <= 1 else sample(idx, np.asarray(ranks, dtype=np.intp))
+        if inputs or accounting is not None:
+            words = np.asarray(inputs, dtype=np.intp)
+            if accounting is not None:
+                out = accounting.release(words, [s[0] for s in slots], len(batch), sample)
+            else:
+                out = sample(words) if cycle <= 1 else sample(words, np.asarray(ranks, dtype=np.intp))
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
                 batch[doc][piece] = restore_case(labels[k], original) + suffix
                 st.changed += int(k != x)
@@ -220,6 +229,7 @@ def rewrite_file(
     batch_tokens: int = 500_000,
     progress: Progress | None = None,
     cycle: int = 1,
+    accounting: TextAccounting | None = None,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
 
@@ -236,7 +246,7 @@ def rewrite_file(
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
     kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
-          "cycle": cycle}
+          "cycle": cycle, "accounting": accounting}
     if fmt == "text":
         endings: deque[str] = deque()
 
@@ -261,8 +271,10 @@ def rewrite_file(
             rows: deque[list[str]] = deque()
 
             def cells() -> Iterator[str]:
-                for _, row in stream:
+                for line, row in stream:
                     rows.append(row)
+                    if accounting is not None:
+                        accounting.add_row(row, names, f"{path}: line {line}")
                     yield row[j]
 
             for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
@@ -285,6 +297,8 @@ def rewrite_file(
                 raise ValidationError(f"{path}: line {n} is not JSON ({ex.msg})") from None
             if not isinstance(rec, dict) or not isinstance(rec.get(column), str):
                 raise ValidationError(f"{path}: line {n} has no string field {column!r}")
+            if accounting is not None:  # before a dropped field goes: the author may be dropped from the output
+                accounting.add_record(rec, f"{path}: line {n}")
             for key in dropped.intersection(rec):
                 del rec[key]
             others.update(k for k in rec if k != column)

@@ -1,0 +1,181 @@
+"""A streamed release accounted per person: first pass, plan, release pass, publish, commit.
+
+:func:`~metricdp.streaming.files.privatize_file` with ``accounting=`` runs the protocol
+of :mod:`metricdp.accounting.plan` over a file of any size:
+
+1. **first pass** (:func:`~metricdp.streaming.persons.scan_persons`): only the user column
+   (and, for consistent releases, the released column) is read; each row becomes a small
+   integer code of its person;
+2. **plan** (:func:`~metricdp.accounting.plan.plan_release` on the codes): cap, consistent
+   groups, memo, budget. Under ``refuse`` a person over budget stops the run here,
+   before anything is drawn, written or spent; otherwise the spend is *reserved* in the
+   ledger. For consistent releases the groups' releases are drawn now (one per fresh
+   group) and memoized under the reservation;
+3. **release pass**: every row is read again; a withheld row is not written at all, a
+   kept row gets a fresh release (or its group's). No column is added: the output has
+   the input's columns, so no person id or true value leaves that did not leave before;
+4. **publish**: the input's size, times and inode are compared with the first pass's (a
+   file changed in between would break the link between plan and rows: refused),
+   :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
+   :meth:`~metricdp.accounting.plan.Plan.commit`. Any failure before ``publishing``
+   aborts the reservation; after it the spend stays (an interrupted publish counts as
+   spent, never the reverse: ``docs/proofs/composition.md``, Section 5).
+
+Randomness: the cap's and the budget's choices of rows and every release come from the
+one source of the release (the OS secure source by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..accounting.accountant import Policy
+from ..accounting.composition import EpsilonSummary
+from ..accounting.ledger import Ledger
+from ..accounting.plan import Plan, plan_release
+from ..errors import MetricDPError, ValidationError
+from ..tabular.header import table_header
+from .persons import scan_persons
+
+__all__ = ["AccountedRun", "Accounting", "AccountingReport"]
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """How a release is accounted per person (see :func:`~metricdp.accounting.plan.plan_release`).
+
+    ``scope`` names the mechanism in the memo (a hash of its file, say: a memoized
+    release is only reused by the same mechanism); ``mechanism`` describes the run in the
+    ledger.
+    """
+
+    user_column: str
+    budget: float | None = None
+    ledger: Ledger | None = None
+    max_rows_per_user: int | None = None
+    policy: Policy = "refuse"
+    consistent: bool = False
+    scope: str = ""
+    mechanism: str = ""
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AccountingReport:
+    """What an accounted release did: rows, withheld rows, and the per-person eps (run and total)."""
+
+    rows_in: int
+    rows_released: int
+    withheld_cap: int
+    withheld_budget: int
+    persons_in: int
+    persons_over: int
+    fresh_releases: int
+    run: EpsilonSummary
+    total: EpsilonSummary | None
+    run_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows_in": self.rows_in, "rows_released": self.rows_released, "withheld_cap": self.withheld_cap,
+                "withheld_budget": self.withheld_budget, "persons_in": self.persons_in,
+                "persons_released": self.run.persons, "persons_over": self.persons_over,
+                "fresh_releases": self.fresh_releases, "eps_per_person_run": self.run.as_dict(),
+                "eps_per_person_total": None if self.total is None else self.total.as_dict(),
+                "ledger_run": self.run_id, **self.extra}
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class AccountedRun:
+    """One accounted release in progress: the plan and the rows' codes (module docstring)."""
+
+    def __init__(self, src: Path, plan: Plan, persons_in: int, labels: NDArray[np.intp] | None,
+                 group_release: NDArray[np.intp] | None, release: Any, identity: tuple[int, ...]) -> None:
+        self.src, self.plan, self.persons_in = src, plan, persons_in
+        self.labels, self.group_release, self.release = labels, group_release, release
+        self.identity = identity
+        self.rows = int(plan.keep.size)
+        self.seen = 0
+        self.published = False
+
+    @classmethod
+    def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
+              *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
+              progress: Any = None) -> AccountedRun:
+        """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
+        header = table_header(src, [column])
+        if acc.user_column == column:
+            raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "
+                                  "that says who each row belongs to")
+        if acc.user_column not in header:
+            shown = ", ".join(repr(h) for h in header[:20])
+            raise ValidationError(f"{src}: no user column {acc.user_column!r} (columns: {shown})")
+        identity = _identity(src)
+        labels = list(mechanism.labels)
+        scan = scan_persons(src, fmt, acc.user_column, value_column=column if acc.consistent else None,
+                            labels=labels if acc.consistent else None, chunk_rows=chunk_rows,
+                            chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
+        plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
+                            max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
+                            true_values=scan.labels, scope=acc.scope, rng=source, run_id=acc.run_id,
+                            mechanism=acc.mechanism, persons=scan.persons)
+        try:
+            group_release = None
+            if acc.consistent and scan.labels is not None:
+                drawn = release(scan.labels[plan.group_row[plan.fresh]])
+                group_release = np.asarray(plan.releases(drawn), dtype=np.intp)
+        except BaseException:
+            plan.abort()
+            raise
+        return cls(src, plan, int(scan.persons.size), scan.labels, group_release, release, identity)
+
+    def _changed(self) -> ValidationError:
+        return ValidationError(f"{self.src}: the file changed while it was being released (the first pass read "
+                               f"{self.rows:,} rows); nothing written, nothing spent")
+
+    def select(self, start: int, idx: NDArray[np.intp]) -> tuple[NDArray[np.bool_], NDArray[np.intp]]:
+        """Rows ``start..start+len(idx)`` of the release pass: which are written, and their releases."""
+        stop = start + idx.size
+        if stop > self.rows:
+            raise self._changed()
+        keep = self.plan.keep[start:stop]
+        self.seen = stop
+        if self.group_release is not None and self.labels is not None:
+            if not np.array_equal(idx, self.labels[start:stop]):
+                raise self._changed()
+            return keep, self.group_release[self.plan.group[start:stop][keep]]
+        return keep, np.asarray(self.release(idx[keep]), dtype=np.intp)
+
+    def publishing(self) -> None:
+        """The point of no return (just before the atomic rename): the input must be the one planned."""
+        if self.seen != self.rows or _identity(self.src) != self.identity:
+            raise self._changed()
+        self.plan.publishing()
+        self.published = True
+
+    def abort(self) -> None:
+        """The release failed before :meth:`publishing`: give the reservation back (else keep it spent)."""
+        if not self.published:
+            with contextlib.suppress(MetricDPError):  # a failed refund leaves the spend recorded: the safe side
+                self.plan.abort()
+
+    def commit(self) -> None:
+        self.plan.commit()
+
+    def report(self) -> AccountingReport:
+        p = self.plan
+        return AccountingReport(self.rows, int(p.keep.sum()), p.withheld_cap, p.withheld_budget, self.persons_in,
+                                p.persons_over, int(p.fresh.size), p.run, p.total,
+                                None if p.reservation is None else p.reservation.run_id,
+                                {"memo_hits": int(p.memo_hit.sum())} if self.group_release is not None else {})

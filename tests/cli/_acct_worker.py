@@ -1,0 +1,66 @@
+"""``python -m tests.cli._acct_worker ARGS``: ``metricdp ARGS`` in this process, killed (SIGKILL) at a chosen step.
+
+``ACCT_KILL_AT`` names the step of an accounted release after which the process kills
+itself, as ``kill -9`` would: ``planned`` (budget reserved, nothing written), ``mid-write``
+(part of the temporary output written), ``publishing`` (past the point of no return,
+before the atomic rename), ``renamed`` (the file is out, the run not yet committed).
+Unset: the command runs to its end (the tests kill it at a random time instead).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from metricdp.streaming.accounted import AccountedRun
+
+STEPS = ("planned", "mid-write", "publishing", "renamed")
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _after(name: str, calls: int = 1) -> None:
+    original = getattr(AccountedRun, name)
+    count = [0]
+
+    def dying(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        count[0] += 1
+        if count[0] >= calls:
+            _die()
+        return out
+
+    setattr(AccountedRun, name, dying)
+
+
+def _before(name: str) -> None:
+    def dying(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _die()
+
+    setattr(AccountedRun, name, dying)
+
+
+if __name__ == "__main__":
+    step = os.environ.get("ACCT_KILL_AT", "")
+    if step == "planned":
+        original = AccountedRun.start.__func__  # type: ignore[attr-defined]
+
+        def start(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            original(cls, *args, **kwargs)
+            _die()
+
+        AccountedRun.start = classmethod(start)  # type: ignore[assignment, method-assign]
+    elif step == "mid-write":
+        _after("select", 2)
+    elif step == "publishing":
+        _after("publishing")
+    elif step == "renamed":
+        _before("commit")
+    from metricdp.cli import main
+
+    sys.argv = ["metricdp", *sys.argv[1:]]
+    main()
