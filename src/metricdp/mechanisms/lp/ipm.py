@@ -100,9 +100,8 @@ GAP_FLOOR = 1e-4
 CORRECTORS = 4
 
 #: BLAS threads while the method runs. Every BLAS call here is small (n x n blocks, an
-#: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: on the
-#: shared 2-core machine (load 7) one iteration on the 8 x 8 grid ran 3.5x faster with
-#: one thread (36 iterations: 4.4 s against 15.4 s, back to back).
+#: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: on a
+#: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
 BLAS_THREADS = 1
 
 #: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their

@@ -81,9 +81,10 @@ RESOLVE_OPTIONS = {"solver": "simplex", "simplex_strategy": 1}
 
 #: Tolerance of the interior-point method before the finish (relative gap and residuals):
 #: the seeds need the binding rows told apart, not the optimum's digits (the simplex
-#: gives those). 8 x 8 grid, eps 0.3 (load 10-13): 1e-4: 46 iterations then 3 rounds,
-#: 1e-6: 62 then 2, 1e-8: 63 then 2.
-IPM_TOL = 1e-6
+#: gives those). The 10 x 10 grid with its prior at eps 0.3: 1e-2: 33 iterations, then 5
+#: simplex rounds; 1e-3: 51, then 3 rounds; 1e-6: 83, then 2; the simplex's time the
+#: same from 1e-3 and from 1e-6, twice that from 1e-2 (timings: the lead's RESULTS.md).
+IPM_TOL = 1e-3
 
 
 def seed_rows(point: IPMResult, pu: NDArray[np.intp], pv: NDArray[np.intp]) -> NDArray[np.bool_]:
