@@ -466,7 +466,7 @@ def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
 def _blas_threads(limit: int) -> Iterator[None]:
     """Limit the BLAS thread pools (threadpoolctl when installed; otherwise unchanged)."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn, not numpy
         yield
         return
