@@ -68,10 +68,12 @@ __all__ = ["IPM_TOL", "SEED_SLACK", "SEED_TOP", "seed_rows", "solve_block_ipm"]
 SEED_SLACK = 1e-2
 
 #: Rows (u, ., w) of largest dual seeded per input u and output w: the certificates of the
-#: outputs the optimum leaves (almost) empty (module docstring). Measured on the 8 x 8
-#: grid at eps 0.3 with its prior (2 shared cores, load 10): without them 79 simplex
-#: rounds; 1 per (u, w): 3 rounds, 7.6k rows; 2: 2 rounds, 8.6k rows.
-SEED_TOP = 2
+#: outputs the optimum leaves (almost) empty (module docstring). Without them the 8 x 8
+#: grid at eps 0.3 with its prior took 79 simplex rounds, the 10 x 10 grid 89 rounds and
+#: 157k rows. On the 10 x 10 grid (interior point at 1e-3) one per (u, w) seeds 17k rows
+#: (eps 0.3; 22.8k at eps 1) and finishes in 4 rounds, two seed 21.8k (26.6k) and take
+#: 3 (5) rounds in 1.3x (2.1x) the simplex time, back to back.
+SEED_TOP = 1
 
 #: Options of the re-solves after the first solve of the seeded LP (HiGHS's interior point
 #: with crossover: on the 10 x 10 grid at eps 0.3, 21.7k seeded rows, 18 s against 42 s
