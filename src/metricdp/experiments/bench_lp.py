@@ -517,11 +517,12 @@ def run_bench(
 
 
 def _compare(rows: list[BenchRow]) -> None:
-    """Fill ``vs_full`` and ``gap`` of fast rows: speed-up, relative objective difference."""
+    """Fill ``vs_full`` and ``gap`` of the fast and block-ipm rows: speed-up, relative
+    objective difference against the full LP's row."""
     full = {(r.n, r.epsilon, r.mechanism): r for r in rows if r.formulation == "full"}
     for r in rows:
         ref = full.get((r.n, r.epsilon, r.mechanism))
-        if r.formulation != "fast" or ref is None:
+        if r.formulation == "full" or ref is None:
             continue
         if r.status == "ok" and ref.status == "ok" and r.seconds and ref.seconds and r.objective is not None \
                 and ref.objective is not None:
