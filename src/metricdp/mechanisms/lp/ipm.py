@@ -365,16 +365,19 @@ def _direction(
     """The Newton step for the complementarity targets (rc, rcx, rcl), with the current
     residuals (``residuals=False``: a centrality corrector, residuals left alone)."""
     k = 1.0 if residuals else 0.0
-    ri = r.ri * k
     # rc, ri, z and ds vanish on the rows left out (s = 1 there): no mask needed below
-    q = p.z * ri
-    q += rc
-    q /= p.s
+    if residuals:
+        q = p.z * r.ri
+        q += rc
+        q /= p.s
+    else:
+        q = rc / p.s
     f = -k * r.rd - lp.gtz(q) + rcx / p.x
     g4 = -(k * r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
     dx, dy, dq, dt = fac.solve(f, -k * r.re, g4, k * r.rdt)
     ds = lp.gx(dx)
-    ds += ri
+    if residuals:
+        ds += r.ri
     np.negative(ds, out=ds)
     dz = p.z * ds
     np.subtract(rc, dz, out=dz)
@@ -393,12 +396,21 @@ def _ratio(v: Array, dv: Array) -> float:
     return 1.0 if worst >= -1.0 else -1.0 / worst
 
 
-def _lengths(lp: _LP, p: _Point, d: _Step) -> tuple[float, float]:
-    """Primal and dual step to the boundary (rows left out: s = 1, z = ds = dz = 0; their
-    z is read as 1 through ``lp.unmask`` so that the division stays finite)."""
+def _lengths(p: _Point, zpad: Array, d: _Step) -> tuple[float, float]:
+    """Primal and dual step to the boundary. ``zpad`` is z with the rows left out read
+    as 1 (``z + lp.unmask``: there s = 1, z = ds = dz = 0), so the division stays finite."""
     ap = min(_ratio(p.x, d.x), _ratio(p.s, d.s), _ratio(p.sl, d.sl))
-    ad = min(_ratio(p.zx, d.zx), _ratio(p.z + lp.unmask, d.z), _ratio(p.zl, d.zl))
+    ad = min(_ratio(p.zx, d.zx), _ratio(zpad, d.z), _ratio(p.zl, d.zl))
     return ap, ad
+
+
+def _trial_mu_sum(p: _Point, sz_sum: float, d: _Step, ap: float, ad: float) -> float:
+    r"""Sum of the complementarity products at the trial point, by dot products: for the
+    privacy rows :math:`\sum (s + a_p ds)(z + a_d dz) = \sum sz + a_d \langle s, dz\rangle
+    + a_p \langle ds, z\rangle + a_p a_d \langle ds, dz\rangle` (no temporaries)."""
+    priv = sz_sum + ad * float(np.vdot(p.s, d.z)) + ap * float(np.vdot(d.s, p.z)) + ap * ad * float(np.vdot(d.s, d.z))
+    rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
+    return priv + rest
 
 
 def _products(lp: _LP, p: _Point, d: _Step, ap: float, ad: float) -> tuple[Array, Array, Array]:
@@ -408,7 +420,7 @@ def _products(lp: _LP, p: _Point, d: _Step, ap: float, ad: float) -> tuple[Array
 
 
 def _gondzio(
-    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, d: _Step, ap: float, ad: float, smu: float
+    lp: _LP, p: _Point, zpad: Array, r: _Residuals, fac: _Factor, d: _Step, ap: float, ad: float, smu: float
 ) -> tuple[_Step, float, float]:
     """Gondzio's centrality corrector: aim at longer steps and pull the trial point's
     outlying products back into [0.1, 10] sigma mu (large ones by at most 10 sigma mu)."""
@@ -419,7 +431,7 @@ def _gondzio(
 
     vs, vx, vl = _products(lp, p, d, tp, td)
     cand = d + _direction(lp, p, r, fac, target(vs) * lp.mask, target(vx), target(vl), residuals=False)
-    return (cand, *_lengths(lp, p, cand))
+    return (cand, *_lengths(p, zpad, cand))
 
 
 def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
@@ -522,7 +534,9 @@ def _run(
     it = 0
     while True:
         r = _residuals(lp, p)
-        mu_sum = float((p.s * p.z).sum() + (p.x * p.zx).sum() + (p.sl * p.zl).sum())
+        sz = p.s * p.z
+        sz_sum = float(sz.sum())
+        mu_sum = sz_sum + float((p.x * p.zx).sum() + (p.sl * p.zl).sum())
         mu = mu_sum / lp.ncomp
         pobj = p.t if lp.worst else float((lp.c * p.x).sum())
         dobj = -float(p.y.sum())
@@ -543,15 +557,19 @@ def _run(
         it += 1
         fac = _Factor(lp, p.z / p.s, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0))
         # predictor (affine scaling), then Mehrotra's sigma and corrector
-        aff = _direction(lp, p, r, fac, -p.s * p.z, -p.x * p.zx, -p.sl * p.zl)
-        ap, ad = _lengths(lp, p, aff)
-        mu_aff = sum(float(v.sum()) for v in _products(lp, p, aff, ap, ad)) / lp.ncomp
+        zpad = p.z + lp.unmask
+        aff = _direction(lp, p, r, fac, -sz, -p.x * p.zx, -p.sl * p.zl)
+        ap, ad = _lengths(p, zpad, aff)
+        mu_aff = _trial_mu_sum(p, sz_sum, aff, ap, ad) / lp.ncomp
         smu = min(1.0, (mu_aff / mu) ** 3) * mu
-        step = _direction(lp, p, r, fac, (smu - p.s * p.z - aff.s * aff.z) * lp.mask,
-                          smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
-        ap, ad = _lengths(lp, p, step)
+        rc = aff.s * aff.z
+        rc += sz
+        np.subtract(smu, rc, out=rc)
+        rc *= lp.mask
+        step = _direction(lp, p, r, fac, rc, smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
+        ap, ad = _lengths(p, zpad, step)
         for _ in range(CORRECTORS):
-            cand, ap2, ad2 = _gondzio(lp, p, r, fac, step, ap, ad, smu)
+            cand, ap2, ad2 = _gondzio(lp, p, zpad, r, fac, step, ap, ad, smu)
             if min(ap2, ad2) < min(ap, ad) + 0.01:
                 break
             step, ap, ad = cand, ap2, ad2
