@@ -147,13 +147,17 @@ def solve_block_ipm(
     x = require_optimal(result, what)
     lp.set_options({**RESOLVE_OPTIONS, **WARM_OPTIONS})  # re-solves: dual simplex from that basis
     rounds, rows, seconds, its = 1, len(k), point.seconds + result.seconds, result.iterations
+    order = [(pu[k], pv[k], w)]  # the privacy rows in the model's order
     while True:
         p = model.matrix(x)
         kk, ww = _violated(p, factor, pu, pv, in_model)
         report(progress, rounds, None, f"{what}: simplex round {rounds}: {rows:,} privacy rows, objective "
                f"{result.objective:.10g}, {len(kk):,} violated, {deadline.describe()}")
         if len(kk) == 0:
-            return RawSolution(p, result, rounds, rows, seconds, its)
+            triples = (np.concatenate([o[0] for o in order]), np.concatenate([o[1] for o in order]),
+                       np.concatenate([o[2] for o in order]))
+            return RawSolution(p, result, rounds, rows, seconds, its, triples)
+        order.append((pu[kk], pv[kk], ww))
         in_model[kk, ww] = True
         lp.add_rows(_privacy_rows(pu[kk], pv[kk], ww, factor, model), -np.inf, 0.0)
         result = _resolve(lp, deadline, what, result)
