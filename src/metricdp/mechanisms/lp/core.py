@@ -593,6 +593,12 @@ def solve_and_repair(
     :class:`~.deadline.Deadline`, or seconds from now) covers all solves together.
     ``anchor``: a separate output set (``loss`` (n, m); :func:`solve_raw`).
     ``tiebreak``: as :func:`solve_raw`.
+
+    When the solve reports its privacy rows (the ``block-ipm`` finish, square, OPTMech's
+    ``level == epsilon``), ``info["dual_bound"]`` is a certified lower bound on the LP
+    optimum at exactly eps from that solve's duals
+    (:func:`~.certificate.bound_from_duals`): ``(loss - bound) / bound`` bounds how far
+    the returned mechanism is from optimal.
     """
     deadline = Deadline.of(time_limit)
     first = choose_eta(epsilon, space.d_min, policy) if eta is None else eta
