@@ -151,3 +151,18 @@ def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
         plot_seconds([BenchRow(5, "optimal", "fast", status="error")], png)
     with pytest.raises(ValidationError, match="epsilon"):
         run_bench([9], ["optimal"], epsilons=[1.0, -1.0], data="grid")
+
+
+def test_block_ipm_rows_on_the_grid_are_certified() -> None:
+    """block-ipm on the grid with its prior: same objective as the full LP and a certified
+    gap (weak duality, after the timed build) of at most 1e-9, at a small and a large eps."""
+    rows = run_bench([16], ["optimal-expected"], ["block-ipm", "full"], epsilons=[0.3, 3.0], data="grid",
+                     time_limit=60, certify=60)
+    assert [(r.epsilon, r.formulation) for r in rows] == [(0.3, "full"), (0.3, "block-ipm"), (3.0, "full"),
+                                                          (3.0, "block-ipm")]
+    for r in rows:
+        assert r.status == "ok", r.message
+        assert r.epsilon_audit <= r.epsilon * (1 + 1e-9)
+        assert r.certified_gap is not None and -1e-12 <= r.certified_gap <= 1e-9
+    for ipm in rows[1::2]:
+        assert abs(ipm.gap) < 1e-9

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from metricdp.experiments.bench_lp import run_bench
 from metricdp.mechanisms.exponential import exponential
 from metricdp.mechanisms.lp.certificate import (
+    bound_from_duals,
     bound_from_multipliers,
     lower_bound,
     near_binding,
@@ -78,3 +79,34 @@ def test_bench_certified_gap_column() -> None:
     assert row.status == "ok", row.message
     assert row.certified_gap is not None and 0 <= row.certified_gap < 1e-7
     assert row.extra["bound"] <= row.objective
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 1.0, 3.0, 10.0])
+@pytest.mark.parametrize("objective", ["worst", "expected"])
+def test_block_ipm_dual_bound_is_valid_and_tight(eps: float, objective: str) -> None:
+    # the bound from the block-ipm build's own duals (info["lp"]["dual_bound"]) is below the
+    # full LP's optimum at eps (valid: weak duality) and within 1e-8 of it (tight); the
+    # build's loss is above it (an audited mechanism is feasible)
+    g = np.random.default_rng(int(eps * 10))
+    n = 5
+    space = MetricSpace.from_points(g.random((n, 2)))
+    prior = g.dirichlet(np.full(n, 0.5)) if objective == "expected" else None
+    m = optimal(space, eps, objective=objective, prior=prior, formulation="block-ipm")
+    bound = m.info["lp"]["dual_bound"]
+    full = optimal(space, eps, objective=objective, prior=prior, formulation="full")
+    want = lower_bound(space.distances, eps, full.matrix, prior=prior).value  # the certificate LP's bound
+    loss = m.info["loss"][objective]
+    assert bound <= loss * (1 + 1e-12)
+    assert bound <= full.info["loss"][objective] * (1 + 1e-12)
+    assert bound == pytest.approx(want, rel=1e-8)
+
+
+def test_dual_bound_holds_for_any_duals() -> None:
+    # weak duality whatever the multipliers: random duals give a bound below the optimum
+    space, opt = _two_points(1.0)
+    d = np.asarray(space.distances, dtype=np.float64)
+    rows = (np.array([0, 1]), np.array([1, 0]), np.array([1, 0]))
+    g = np.random.default_rng(3)
+    for _ in range(20):
+        b = bound_from_duals(d, 1.0, rows, g.normal(size=6), g.normal(size=4), np.exp(d), prior=None)
+        assert b <= opt * (1 + 1e-12)

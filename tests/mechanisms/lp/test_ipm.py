@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from metricdp.errors import ResourceLimitError
-from metricdp.mechanisms.lp.ipm import _LP, REGULARISATION, _Factor, ipm_bytes, solve_ipm
+from metricdp.mechanisms.lp.ipm import _LP, BLAS_THREADS, REGULARISATION, _Factor, _ratio, ipm_bytes, solve_ipm
 from metricdp.mechanisms.lp.ipm_finish import seed_rows
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.outputs import OutputSet
@@ -169,3 +169,52 @@ def test_progress_memory_check_and_seeds(monkeypatch):
     monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "10kB")
     with pytest.raises(ResourceLimitError, match="interior-point method"):
         solve_ipm(d, 1.0, _off(6), d, None)
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_block_ipm_fast_and_full_agree_and_audit(eps):
+    # three paths to one LP optimum (the interior point + simplex finish, constraint
+    # generation, every row at once) on random spaces, expected loss with a skewed prior
+    # (the regime auto sends to block-ipm), all to 1e-9 and all audited at eps
+    i = EPSILONS.index(eps)
+    n = 5 + i % 2
+    space, _ = _space(40 + i, n)
+    prior = np.random.default_rng(40 + i).dirichlet(np.full(n, 0.5))
+    forms = ("block-ipm", "fast", "full")
+    got = {f: optimal(space, eps, objective="expected", prior=prior, formulation=f) for f in forms}
+    ref = got["full"].info["lp"]["objective"]
+    for f, mech in got.items():
+        assert mech.info["lp"]["formulation"] == f
+        assert mech.info["lp"]["objective"] == pytest.approx(ref, rel=1e-9, abs=1e-12), f
+        assert_private(mech)
+
+
+def test_step_to_the_boundary_by_hand():
+    # v + a dv >= 0: the largest a in (0, 1] is min over dv < 0 of v / -dv (or 1)
+    v = np.array([1.0, 2.0, 0.5])
+    assert _ratio(v, np.array([-4.0, 1.0, -0.25])) == pytest.approx(0.25)  # 1 / 4 from the first entry
+    assert _ratio(v, np.array([1.0, -1.0, 0.0])) == 1.0  # 2 / 1 > 1: a full step
+    assert _ratio(v, np.array([-1.0, -1.0, -1.0])) == pytest.approx(0.5)  # the last entry binds
+    assert _ratio(np.zeros(0), np.zeros(0)) == 1.0
+
+
+def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
+    # the interior point runs with BLAS_THREADS BLAS threads (threadpoolctl) and gives
+    # the pools back afterwards; the iterates are the same whatever the thread count
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    seen: list[int] = []
+    original = _Factor.__init__
+
+    def spy(self, *args):
+        seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
+        original(self, *args)
+
+    monkeypatch.setattr(_Factor, "__init__", spy)
+    _, d = _space(5, 5)
+    before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    got = solve_ipm(d, 1.0, _off(5), d, None, tol=1e-9)
+    assert seen and set(seen) == {BLAS_THREADS}
+    assert [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"] == before
+    monkeypatch.setattr("metricdp.mechanisms.lp.ipm.BLAS_THREADS", 2)
+    again = solve_ipm(d, 1.0, _off(5), d, None, tol=1e-9)
+    assert again.objective == pytest.approx(got.objective, rel=1e-12)

@@ -53,7 +53,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._solve import LPModel
 
-__all__ = ["Bound", "LPProblem", "bound_from_multipliers", "lower_bound", "near_binding", "optmech_lp"]
+__all__ = ["Bound", "LPProblem", "bound_from_duals", "bound_from_multipliers", "lower_bound", "near_binding",
+           "optmech_lp"]
 
 #: Exponents above this are clipped when writing factors e^{eps d} (rows with such factors
 #: never bind in a mechanism with non-negligible entries; clipping a row makes it stricter,
@@ -174,6 +175,39 @@ def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike)
     r = problem.c - problem.a_eq.T @ ye - problem.a_ub.T @ yu
     terms = np.minimum(r * problem.lower, r * problem.upper)
     return math.fsum(np.r_[ye * problem.b_eq, yu * problem.b_ub, terms].tolist())
+
+
+def bound_from_duals(
+    distances: ArrayLike, epsilon: float, rows: Triples, row_dual: ArrayLike, col_dual: ArrayLike,
+    factor: ArrayLike, *, loss: ArrayLike | None = None, prior: ArrayLike | None = None,
+) -> float:
+    r"""The weak-duality bound at ``epsilon`` from the duals of a solve of the *substituted*
+    square LP (``core._solve_fast``'s variables X; the ``block-ipm`` finish), in milliseconds.
+
+    That LP's rows are the row sums (and, worst case, the loss rows), then the privacy
+    rows ``rows`` = (u, v, w) written :math:`M[u,w] - f[u,v] M[v,w] \le 0` (``factor``
+    f, the solve's level and exponent cap), and its bounds :math:`X[x,w] \ge 0`
+    (x != w) are the privacy rows (w, x, w) in scaled form, :math:`K[x,w] M[w,w] - M[x,w]
+    \le 0`. The substitution changes columns, not rows, so each row keeps its dual: the
+    multiplier of the scaled privacy row (u, v, w) of :func:`optmech_lp` is the row's dual
+    times f[u, v], that of (w, x, w) is minus the reduced cost of X[x, w] (HiGHS's signs:
+    reduced costs ``c - A^T row_dual``). :func:`bound_from_multipliers` then evaluates the
+    bound for the LP at exactly ``epsilon`` with those rows (a relaxation: the rows left
+    out only loosen it), so the solve's level, its exponent cap and its tolerances decide
+    how tight the bound is, never whether it holds.
+    """
+    d = np.asarray(distances, dtype=np.float64)
+    n = d.shape[0]
+    y = np.asarray(row_dual, dtype=np.float64)
+    z = np.asarray(col_dual, dtype=np.float64)
+    f = np.asarray(factor, dtype=np.float64)
+    u, v, w = rows
+    base = n if prior is not None else 2 * n
+    xs, ws = np.nonzero(~np.eye(n, dtype=bool))  # bound X[x, w] >= 0: row (w, x, w)
+    every = (np.r_[u, ws], np.r_[v, xs], np.r_[w, ws])
+    problem = optmech_lp(d, epsilon, every, loss=loss, prior=prior)
+    y_ub = np.r_[y[n:base], y[base:] * f[u, v], -z[xs * n + ws]]
+    return bound_from_multipliers(problem, y[:n], y_ub)
 
 
 def _violated(x: NDArray[np.float64], distances: NDArray[np.float64], epsilon: float, tol: float) -> Triples:

@@ -24,6 +24,7 @@ from ..._progress import Progress, report
 from ...errors import SolverTimeLimitError
 from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
+from .certificate import bound_from_duals
 from .deadline import Deadline
 from .repair import repair
 from .retry import OPTMECH, RetryPolicy
@@ -330,6 +331,9 @@ class RawSolution(NamedTuple):
     privacy_rows: int
     solve_seconds: float
     iterations: int = 0
+    #: (u, v, w) of the privacy rows of the last solve, in the model's row order after
+    #: the row sums (and loss rows): set by the block-ipm finish, for the dual certificate.
+    rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
 
 
 def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
@@ -589,6 +593,12 @@ def solve_and_repair(
     :class:`~.deadline.Deadline`, or seconds from now) covers all solves together.
     ``anchor``: a separate output set (``loss`` (n, m); :func:`solve_raw`).
     ``tiebreak``: as :func:`solve_raw`.
+
+    When the solve reports its privacy rows (the ``block-ipm`` finish, square, OPTMech's
+    ``level == epsilon``), ``info["dual_bound"]`` is a certified lower bound on the LP
+    optimum at exactly eps from that solve's duals
+    (:func:`~.certificate.bound_from_duals`): ``(loss - bound) / bound`` bounds how far
+    the returned mechanism is from optimal.
     """
     deadline = Deadline.of(time_limit)
     first = choose_eta(epsilon, space.d_min, policy) if eta is None else eta
@@ -610,7 +620,15 @@ def solve_and_repair(
             tiebreak=tiebreak,
         )
         matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
-        return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations)
+        info: dict[str, Any] = {}
+        if raw.rows is not None and anchor is None and level == epsilon and raw.result.row_dual is not None \
+                and raw.result.col_dual is not None:
+            lam = level * (1.0 - eta)
+            factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
+            info["dual_bound"] = bound_from_duals(space.distances, epsilon, raw.rows, raw.result.row_dual,
+                                                  raw.result.col_dual, factor, loss=loss, prior=prior)
+        return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
+                          info)
 
     return policy.run(attempt, first, progress=progress, what=what)
 
@@ -628,4 +646,5 @@ def lp_info(solved: LPSolution, formulation: str, full_rows: int) -> dict[str, A
         eta=solved.eta,
         simplex_iterations=solved.iterations,
     )
+    stats.update(solved.info)
     return stats

@@ -68,10 +68,12 @@ __all__ = ["IPM_TOL", "SEED_SLACK", "SEED_TOP", "seed_rows", "solve_block_ipm"]
 SEED_SLACK = 1e-2
 
 #: Rows (u, ., w) of largest dual seeded per input u and output w: the certificates of the
-#: outputs the optimum leaves (almost) empty (module docstring). Measured on the 8 x 8
-#: grid at eps 0.3 with its prior (2 shared cores, load 10): without them 79 simplex
-#: rounds; 1 per (u, w): 3 rounds, 7.6k rows; 2: 2 rounds, 8.6k rows.
-SEED_TOP = 2
+#: outputs the optimum leaves (almost) empty (module docstring). Without them the 8 x 8
+#: grid at eps 0.3 with its prior took 79 simplex rounds, the 10 x 10 grid 89 rounds and
+#: 157k rows. On the 10 x 10 grid (interior point at 1e-3) one per (u, w) seeds 17k rows
+#: (eps 0.3; 22.8k at eps 1) and finishes in 4 rounds, two seed 21.8k (26.6k) and take
+#: 3 (5) rounds in 1.3x (2.1x) the simplex time, back to back.
+SEED_TOP = 1
 
 #: Options of the re-solves after the first solve of the seeded LP (HiGHS's interior point
 #: with crossover: on the 10 x 10 grid at eps 0.3, 21.7k seeded rows, 18 s against 42 s
@@ -81,9 +83,10 @@ RESOLVE_OPTIONS = {"solver": "simplex", "simplex_strategy": 1}
 
 #: Tolerance of the interior-point method before the finish (relative gap and residuals):
 #: the seeds need the binding rows told apart, not the optimum's digits (the simplex
-#: gives those). 8 x 8 grid, eps 0.3 (load 10-13): 1e-4: 46 iterations then 3 rounds,
-#: 1e-6: 62 then 2, 1e-8: 63 then 2.
-IPM_TOL = 1e-6
+#: gives those). The 10 x 10 grid with its prior at eps 0.3: 1e-2: 33 iterations, then 5
+#: simplex rounds; 1e-3: 51, then 3 rounds; 1e-6: 83, then 2; the simplex's time the
+#: same from 1e-3 and from 1e-6, twice that from 1e-2 (timings: the lead's RESULTS.md).
+IPM_TOL = 1e-3
 
 
 def seed_rows(point: IPMResult, pu: NDArray[np.intp], pv: NDArray[np.intp]) -> NDArray[np.bool_]:
@@ -144,13 +147,17 @@ def solve_block_ipm(
     x = require_optimal(result, what)
     lp.set_options({**RESOLVE_OPTIONS, **WARM_OPTIONS})  # re-solves: dual simplex from that basis
     rounds, rows, seconds, its = 1, len(k), point.seconds + result.seconds, result.iterations
+    order = [(pu[k], pv[k], w)]  # the privacy rows in the model's order
     while True:
         p = model.matrix(x)
         kk, ww = _violated(p, factor, pu, pv, in_model)
         report(progress, rounds, None, f"{what}: simplex round {rounds}: {rows:,} privacy rows, objective "
                f"{result.objective:.10g}, {len(kk):,} violated, {deadline.describe()}")
         if len(kk) == 0:
-            return RawSolution(p, result, rounds, rows, seconds, its)
+            triples = (np.concatenate([o[0] for o in order]), np.concatenate([o[1] for o in order]),
+                       np.concatenate([o[2] for o in order]))
+            return RawSolution(p, result, rounds, rows, seconds, its, triples)
+        order.append((pu[kk], pv[kk], ww))
         in_model[kk, ww] = True
         lp.add_rows(_privacy_rows(pu[kk], pv[kk], ww, factor, model), -np.inf, 0.0)
         result = _resolve(lp, deadline, what, result)

@@ -145,7 +145,9 @@ def optimal(
     Mechanism
         ``name="optimal"``; ``info["lp"]`` holds the LP statistics (variables,
         constraints, non-zeros, solve seconds, status, rounds, formulation, the LP
-        objective at :math:`\varepsilon'` and :math:`\eta`).
+        objective at :math:`\varepsilon'` and :math:`\eta`; with ``block-ipm``,
+        ``dual_bound``: a certified lower bound on the LP optimum at eps from the
+        build's own duals).
 
     Raises
     ------
