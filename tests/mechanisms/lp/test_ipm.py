@@ -201,7 +201,7 @@ def test_step_to_the_boundary_by_hand():
 def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
     # the interior point runs with BLAS_THREADS BLAS threads (threadpoolctl) and gives
     # the pools back afterwards; the iterates are the same whatever the thread count
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl  # a core dependency
     seen: list[int] = []
     original = _Factor.__init__
 

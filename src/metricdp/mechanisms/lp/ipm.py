@@ -476,12 +476,9 @@ def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
 
 @contextlib.contextmanager
 def _blas_threads(limit: int) -> Iterator[None]:
-    """Limit the BLAS thread pools (threadpoolctl when installed; otherwise unchanged)."""
-    try:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn, not numpy
-        yield
-        return
+    """Limit the BLAS thread pools (threadpoolctl, a core dependency: see pyproject.toml)."""
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
+
     with threadpool_limits(limits=limit, user_api="blas"):
         yield
 
