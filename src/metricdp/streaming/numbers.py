@@ -263,6 +263,24 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Rows of an integer column whose float64 is not the integer (only possible past 2**53).
+
+    Such a float can be a grid point while the integer is not (2**53 + 1 reads as 2**53):
+    the caller refuses it. The floats are clipped below 2**63 (int64) or 2**64 (uint64)
+    before the exact integer comparison, so a value that rounded up to the bound differs.
+    """
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    ints = np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False))
+    big = np.abs(numbers) >= 2.0**53
+    out = np.zeros(len(numbers), dtype=bool)
+    if big.any():
+        top = 2.0**64 - 2048 if ints.dtype.kind == "u" else 2.0**63 - 1024  # largest floats below the bound
+        back = np.clip(numbers[big], -(2.0**63), top).astype(ints.dtype)
+        out[big] = back != ints[big]
+    return out
+
+
 def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any,
              tick: Any, make_plan: Any, chunk_rows: int) -> int:
     pa = import_optional("pyarrow", extra="parquet")
@@ -297,13 +315,19 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
         for batch in pf.iter_batches(batch_size=chunk_rows):
             col = batch.column(j)
             empty = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            inexact = None
             if numeric:
-                filled = pc.fill_null(pc.cast(col, pa.float64()), 0.0)
+                # safe=False: an integer past 2**53 rounds; _inexact_integers marks those that moved
+                filled = pc.fill_null(pc.cast(col, pa.float64(), safe=False), 0.0)
                 numbers = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.float64)
                 not_number = np.zeros(len(col), dtype=bool)
+                if pa.types.is_integer(kind):
+                    inexact = _inexact_integers(col, numbers)
             else:
                 numbers, not_number = parse_numbers(pc.fill_null(col.cast(pa.string()), "0"))
             ranks, status = classify(numbers, not_number, empty)
+            if inexact is not None and inexact.any():
+                status[inexact & (status == 0)] = 4  # the float is a grid point, the integer is not
             refused = np.flatnonzero(status)
             if refused.size:
                 texts = ["null" if v is None else str(v) for v in col.take(pa.array(refused[:_SHOW])).to_pylist()]
