@@ -80,3 +80,16 @@ def test_grid_tiny_prior_epsilon_is_refused_before_anything_is_written(tmp_path)
             "--labelled", tmp_path / "rows.csv", "--prior-out", tmp_path / "prior.csv", "--prior-epsilon", "1e-300")
     assert_one_line_error(r, "--prior-epsilon")
     assert _files(tmp_path) == ["in.csv"]
+
+
+def test_privatize_numbers_parquet_decimal_grid_points_are_all_accepted(tmp_path):
+    # Arrow's decimal -> float64 cast is not correctly rounded (14.0891 and friends): read decimals as their text
+    from decimal import Decimal
+
+    src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    values = [Decimal(k).scaleb(-4) for k in range(0, 1_000_001, 7)]
+    pq.write_table(pa.table({"v": pa.array(values, pa.decimal128(12, 4))}), src)
+    r = run("privatize-numbers", src, "-c", "v", "-e", "5", "--range", "0,100", "--step", "0.0001", "--out", out,
+            "--seed", "1")
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out).num_rows == len(values)
