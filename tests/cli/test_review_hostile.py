@@ -93,3 +93,13 @@ def test_privatize_numbers_parquet_decimal_grid_points_are_all_accepted(tmp_path
             "--seed", "1")
     assert r.exit_code == 0, r.output
     assert pq.read_table(out).num_rows == len(values)
+
+
+def test_build_graph_subnormal_weight_is_one_line_error(tmp_path):
+    # 1e-320 is a subnormal float: the audit divided by it and printed a numpy overflow warning
+    nodes, edges, out = tmp_path / "n.csv", tmp_path / "e.csv", tmp_path / "m.npz"
+    nodes.write_text("label,x,y\nA,0,0\nB,1,0\nC,1,1\n")
+    edges.write_text("source,target,weight\nA,B,1e-320\nB,C,1\n")
+    r = run("build", nodes, "--graph", edges, "-m", "exponential", "--epsilon", "1", "--out", out)
+    assert_one_line_error(r, "line 2", "weight '1e-320'")
+    assert not out.exists()
