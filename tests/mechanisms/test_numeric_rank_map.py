@@ -58,3 +58,15 @@ def test_clamp_and_out_of_range_use_the_grid_floats():
 def test_a_step_too_fine_for_float64_is_refused():
     with pytest.raises(ValidationError, match="too fine"):
         NumericGrid("1e15", "1.0000000000000001e15", "0.1")
+
+
+def test_release_labels_refuses_an_int64_that_float64_rounds_onto_the_grid():
+    from metricdp._random import check_rng
+    from metricdp.mechanisms.numeric import number_mechanism
+
+    mech = number_mechanism(NumericGrid(2**53, 2**53 + 2048, 1024), 0.001)
+    values = np.array([2**53, 2**53 + 1024, 2**53 + 1], dtype=np.int64)  # the last reads as the float 2**53
+    with pytest.raises(ValidationError, match=r"position 2: .*not on the grid"):
+        mech.release_labels(values, check_rng(np.random.default_rng(0)))
+    out = mech.release_labels(values[:2], check_rng(np.random.default_rng(0)))
+    assert len(out) == 2

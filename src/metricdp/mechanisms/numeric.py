@@ -70,8 +70,8 @@ from ..spaces import MetricSpace
 from .registry import declared
 
 __all__ = [
-    "KINDS", "MAX_OFFSETS", "NumberMechanism", "NumericGrid", "discrete_laplace", "draw_offsets", "number_mechanism",
-    "safe_log_ratio",
+    "KINDS", "MAX_OFFSETS", "NumberMechanism", "NumericGrid", "discrete_laplace", "draw_offsets", "inexact_integers",
+    "number_mechanism", "safe_log_ratio",
 ]
 
 NumberKind = Literal["clamped-geometric", "discrete-laplace"]
@@ -222,6 +222,23 @@ class NumericGrid:
                 status[below | above] = 2
         ranks = np.where(status == 0, r, 0).astype(np.intp)
         return ranks, status
+
+
+def inexact_integers(ints: NDArray[Any], numbers: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Where the float64 ``numbers`` are not the integers ``ints`` they were cast from (only past 2**53).
+
+    Such a float can be a grid point while the integer is not (2**53 + 1 reads as 2**53), so
+    the callers refuse it as off the grid. The floats are clipped below 2**63 (signed) or
+    2**64 (unsigned) before the exact integer comparison: a value that rounded up to the
+    bound differs from every integer of the type.
+    """
+    i = np.asarray(ints)
+    big = np.abs(numbers) >= 2.0**53
+    out = np.zeros(len(numbers), dtype=bool)
+    if big.any():
+        top = 2.0**64 - 2048 if i.dtype.kind == "u" else 2.0**63 - 1024  # the largest floats below the bound
+        out[big] = np.clip(numbers[big], -(2.0**63), top).astype(i.dtype) != i[big]
+    return out
 
 
 def draw_offsets(table: ExactTable, count: int, rng: RandomSource) -> NDArray[np.intp]:
@@ -378,6 +395,8 @@ class NumberMechanism:
                     bad[i] = True
             numbers, not_number = parsed[inverse.ravel()], bad[inverse.ravel()]
         ranks, status = self.grid.ranks(numbers, clamp=out_of_range == "clamp", snap=off_grid == "round")
+        if v.dtype.kind in "iu" and off_grid == "error":
+            status[inexact_integers(v.reshape(-1), numbers) & (status == 0)] = 3  # 2**53 + 1 read as 2**53
         status[not_number] = 4
         refused = np.flatnonzero(status)
         if refused.size:

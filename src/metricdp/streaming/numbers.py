@@ -48,7 +48,7 @@ from .._progress import Progress, report
 from .._random import check_rng, warn_unless_secure
 from ..errors import ValidationError
 from ..io import atomic_write, parse_decimal
-from ..mechanisms.numeric import NumberMechanism
+from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
@@ -264,21 +264,9 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 
 def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool_]:
-    """Rows of an integer column whose float64 is not the integer (only possible past 2**53).
-
-    Such a float can be a grid point while the integer is not (2**53 + 1 reads as 2**53):
-    the caller refuses it. The floats are clipped below 2**63 (int64) or 2**64 (uint64)
-    before the exact integer comparison, so a value that rounded up to the bound differs.
-    """
+    """:func:`~metricdp.mechanisms.numeric.inexact_integers` of an Arrow integer column (nulls as 0)."""
     pc = import_optional("pyarrow.compute", extra="parquet")
-    ints = np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False))
-    big = np.abs(numbers) >= 2.0**53
-    out = np.zeros(len(numbers), dtype=bool)
-    if big.any():
-        top = 2.0**64 - 2048 if ints.dtype.kind == "u" else 2.0**63 - 1024  # largest floats below the bound
-        back = np.clip(numbers[big], -(2.0**63), top).astype(ints.dtype)
-        out[big] = back != ints[big]
-    return out
+    return inexact_integers(np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False)), numbers)
 
 
 def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any,
