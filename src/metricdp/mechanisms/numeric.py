@@ -125,7 +125,9 @@ class NumericGrid:
     """The grid ``lo, lo + step, ..., hi`` (decimal endpoints, so labels print as typed).
 
     ``lo``, ``hi`` and ``step`` are decimal text, ints, floats (their shortest repr) or
-    :class:`~decimal.Decimal`; ``hi - lo`` must be a whole number of steps.
+    :class:`~decimal.Decimal`; ``hi - lo`` must be a whole number of steps, and
+    ``max(|lo|, |hi|) / step`` at most 2**45 (float64 must tell the grid points apart:
+    :meth:`ranks`, docs/proofs/numeric_grid.md section 4).
     """
 
     lo: Decimal
