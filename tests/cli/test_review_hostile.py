@@ -103,3 +103,22 @@ def test_build_graph_subnormal_weight_is_one_line_error(tmp_path):
     r = run("build", nodes, "--graph", edges, "-m", "exponential", "--epsilon", "1", "--out", out)
     assert_one_line_error(r, "line 2", "weight '1e-320'")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("text", ["4_8", "\u0664\u0668", "1e309", "nan"])
+def test_privatize_numbers_epsilon_is_a_plain_decimal(tmp_path, text):
+    # Python's float() reads '4_8' as 48 and Arabic-Indic digits as digits: a privacy parameter must be plain ASCII
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("v\n5\n")
+    r = run("privatize-numbers", src, "-c", "v", "-e", text, "--range", "0,10", "--out", out)
+    assert_one_line_error(r, "--epsilon")
+    assert _files(tmp_path) == ["in.csv"]
+
+
+@pytest.mark.parametrize("text", ["4_8", "\u0664\u0668"])
+def test_build_level_is_a_plain_decimal(tmp_path, text):
+    points, out = tmp_path / "p.csv", tmp_path / "m.npz"
+    points.write_text("label,lat,lon\nA,56.9,24\nB,57,24.1\n")
+    r = run("build", points, "-m", "exponential", "--level", text, "--radius", "1km", "--out", out)
+    assert_one_line_error(r, "--level")
+    assert not out.exists()
