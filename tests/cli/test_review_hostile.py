@@ -122,3 +122,13 @@ def test_build_level_is_a_plain_decimal(tmp_path, text):
     r = run("build", points, "-m", "exponential", "--level", text, "--radius", "1km", "--out", out)
     assert_one_line_error(r, "--level")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("text", ["4_8", "\u0664\u0668"])
+def test_grid_prior_epsilon_is_a_plain_decimal(tmp_path, text):
+    src = tmp_path / "in.csv"
+    src.write_text("lat,lon\n56.95,24.1\n")
+    r = run("grid", src, "--cell", "1km", "--region", RIGA, "--out", tmp_path / "cells.csv",
+            "--prior-out", tmp_path / "prior.csv", "--prior-epsilon", text)
+    assert_one_line_error(r, "--prior-epsilon")
+    assert _files(tmp_path) == ["in.csv"]

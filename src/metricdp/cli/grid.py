@@ -58,6 +58,16 @@ def _cell_km(text: str) -> float:
     return km
 
 
+def _prior_epsilon(text: str) -> float:
+    """``--prior-epsilon`` by the CSV number rule: float() would read ``4_8`` as 48."""
+    from ..io import parse_decimal
+
+    try:
+        return parse_decimal(text)
+    except ValueError:
+        raise ValidationError(f"--prior-epsilon must be a plain decimal number, got {text!r}") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``grid`` command to ``app``."""
 
@@ -88,9 +98,9 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--prior-out", metavar="PRIOR.csv",
                                       help="Write a differentially private histogram prior (label,probability).")
         ] = None,
-        prior_epsilon: Annotated[
-            float | None, typer.Option("--prior-epsilon", help="Epsilon of the prior (standard DP per row; "
-                                       "a person with k rows: k times it).")
+        prior_epsilon_text: Annotated[
+            str | None, typer.Option("--prior-epsilon", metavar="FLOAT", help="Epsilon of the prior (standard DP "
+                                     "per row; a person with k rows: k times it).")
         ] = None,
         chunk_rows: Annotated[int, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = 1_000_000,
         seed: SeedOption = None,
@@ -100,6 +110,7 @@ def register(app: typer.Typer) -> None:
         from ..location.binning import bin_file
         from ..location.grid import MIN_PRIOR_EPSILON, CellGrid, private_prior, write_prior
 
+        prior_epsilon = None if prior_epsilon_text is None else _prior_epsilon(prior_epsilon_text)
         if (prior_out is None) != (prior_epsilon is None):
             raise ValidationError("--prior-out and --prior-epsilon go together")
         if prior_epsilon is not None and not (MIN_PRIOR_EPSILON <= prior_epsilon <= 1000):
