@@ -10,8 +10,8 @@ components.
 
 Every refusal is one :class:`~metricdp.errors.ValidationError` naming the file and the
 line (CSV) or row (Parquet): an endpoint that is not a node, a weight that is not a
-number (the CSV number rule :func:`metricdp.io.parse_decimal`), NaN, infinite, zero or
-negative.
+number (the CSV number rule :func:`metricdp.io.parse_decimal`), NaN, infinite, zero,
+negative or subnormal (below 2.2e-308).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .tabular.formats import TABLE_FORMATS, format_of
 __all__ = ["EDGE_COLUMNS", "graph_space", "read_edges"]
 
 EDGE_COLUMNS = ("source", "target", "weight")
+_TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308, the smallest normal float
 
 
 def _columns(header: list[str], where: str) -> tuple[int, int, int | None]:
@@ -90,13 +91,17 @@ def read_edges(path: str | PathLike[str], labels: tuple[str, ...] | list[str]) -
     if w is None:
         return edges, np.ones(len(src))
     values, not_number = parse_numbers(texts)
-    bad = not_number | ~np.isfinite(values) | ~(values > 0)
+    # below the smallest normal float a length loses its precision and ratios of it overflow
+    bad = not_number | ~np.isfinite(values) | ~(values >= _TINY)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         text = texts[i].as_py()
-        why = "not a number" if not_number[i] else "not finite and > 0"
+        positive = bool(np.isfinite(values[i]) and values[i] > 0)
+        why = f"subnormal (below {_TINY:.3g})" if positive else "not finite and > 0"
+        why = "not a number" if not_number[i] else why
         raise ValidationError(f"{where}: {unit} {int(where_no[i])}: weight {text!r} is {why} "
-                              f"({int(bad.sum())} bad weight(s)); a length must be a finite number > 0")
+                              f"({int(bad.sum())} bad weight(s)); a length must be a finite number > 0 "
+                              f"(a normal float, at least {_TINY:.3g})")
     return edges, values
 
 

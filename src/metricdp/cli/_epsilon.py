@@ -24,8 +24,8 @@ EpsilonOption = Annotated[
     typer.Option("--epsilon", "-e", metavar="EPS", help="The mDP guarantee per unit of distance: 0.5/km, 1/m, "
                  "2 / 100m, or a plain number in the space's units (km for lat/lon)."),
 ]
-LevelOption = Annotated[
-    float | None,
+LevelOption = Annotated[  # text, read by the strict decimal rule (float() would take 4_8 as 48)
+    str | None,
     typer.Option("--level", metavar="L", help="With --radius R: level L within radius R (eps = L / R; "
                  "Andres et al. 2013), instead of --epsilon."),
 ]
@@ -34,7 +34,7 @@ RadiusOption = Annotated[
 ]
 
 
-def resolve_epsilon(epsilon: str | None, level: float | None, radius: str | None, unit: str) -> float | None:
+def resolve_epsilon(epsilon: str | None, level: str | None, radius: str | None, unit: str) -> float | None:
     """The epsilon per ``unit`` the options state (None when none is given); errors name the flags."""
     if (level is None) != (radius is None):
         raise ValidationError("--level and --radius go together (level L within radius R)")

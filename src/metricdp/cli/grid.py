@@ -19,6 +19,7 @@ The region is required: a grid drawn around the data would reveal where the data
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from enum import StrEnum
@@ -48,7 +49,23 @@ def _cell_km(text: str) -> float:
         raise ValidationError(f"--cell: {ex}") from None
     if not unit:
         raise ValidationError(f"--cell {text!r} needs a unit: 500m or 0.5km")
-    return float(value * METRES_PER[unit] / 1000)
+    try:
+        km = float(value * METRES_PER[unit] / 1000)
+    except OverflowError:  # Fraction -> float past 1.8e308
+        km = math.inf
+    if not (math.isfinite(km) and km > 0):
+        raise ValidationError(f"--cell {text!r} is not a cell side a float can hold")
+    return km
+
+
+def _prior_epsilon(text: str) -> float:
+    """``--prior-epsilon`` by the CSV number rule: float() would read ``4_8`` as 48."""
+    from ..io import parse_decimal
+
+    try:
+        return parse_decimal(text)
+    except ValueError:
+        raise ValidationError(f"--prior-epsilon must be a plain decimal number, got {text!r}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -81,9 +98,9 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--prior-out", metavar="PRIOR.csv",
                                       help="Write a differentially private histogram prior (label,probability).")
         ] = None,
-        prior_epsilon: Annotated[
-            float | None, typer.Option("--prior-epsilon", help="Epsilon of the prior (standard DP per row; "
-                                       "a person with k rows: k times it).")
+        prior_epsilon_text: Annotated[
+            str | None, typer.Option("--prior-epsilon", metavar="FLOAT", help="Epsilon of the prior (standard DP "
+                                     "per row; a person with k rows: k times it).")
         ] = None,
         chunk_rows: Annotated[int, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = 1_000_000,
         seed: SeedOption = None,
@@ -91,12 +108,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Bin lat/lon rows to square cells of a public grid; write the cells, the labelled rows, a DP prior."""
         from ..location.binning import bin_file
-        from ..location.grid import CellGrid, private_prior, write_prior
+        from ..location.grid import MIN_PRIOR_EPSILON, CellGrid, private_prior, write_prior
 
+        prior_epsilon = None if prior_epsilon_text is None else _prior_epsilon(prior_epsilon_text)
         if (prior_out is None) != (prior_epsilon is None):
             raise ValidationError("--prior-out and --prior-epsilon go together")
-        if prior_epsilon is not None and not (0 < prior_epsilon <= 1000):
-            raise ValidationError(f"--prior-epsilon must be in (0, 1000], got {prior_epsilon!r}")
+        if prior_epsilon is not None and not (MIN_PRIOR_EPSILON <= prior_epsilon <= 1000):
+            raise ValidationError(f"--prior-epsilon must be in [{MIN_PRIOR_EPSILON:g}, 1000], got {prior_epsilon!r}")
         if seed is not None and prior_out is None:
             raise ValidationError("--seed is for the prior's noise (--prior-out)")
         for option, path in (("--out", out), ("--prior-out", prior_out)):

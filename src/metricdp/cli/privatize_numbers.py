@@ -23,6 +23,7 @@ import typer
 
 from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
+from ..io import parse_decimal
 from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
 from ..tabular.columns import plan_columns
 from ._common import (
@@ -52,6 +53,16 @@ def parse_range(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def _epsilon(text: str) -> float:
+    """``--epsilon`` by the CSV number rule (plain ASCII decimal): Python's float() would read
+    ``4_8`` as 48 and non-ASCII digits as digits, which a privacy parameter must never mean."""
+    try:
+        value = parse_decimal(text)
+    except ValueError:
+        raise ValidationError(f"--epsilon must be a plain decimal number, got {text!r}") from None
+    return check_epsilon(value, "--epsilon")
+
+
 def _grid(lo: str, hi: str, step: str) -> NumericGrid:
     try:
         return NumericGrid(lo, hi, step)
@@ -67,7 +78,8 @@ def register(app: typer.Typer) -> None:
     def privatize_numbers(
         input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV (with a header row) or Parquet file.")],
         column: Annotated[str, typer.Option("--column", "-c", help="Numeric column whose values are released.")],
-        epsilon: Annotated[float, typer.Option("--epsilon", "-e", help="Guarantee per unit of the value.")],
+        epsilon_text: Annotated[str, typer.Option("--epsilon", "-e", metavar="FLOAT",
+                                                  help="Guarantee per unit of the value.")],
         value_range: Annotated[str, typer.Option("--range", metavar="LO,HI", help="The values' range (public).")],
         out: OutOption,
         step: Annotated[str, typer.Option("--step", help="Grid step: values are LO, LO+STEP, ..., HI.")] = "1",
@@ -99,7 +111,7 @@ def register(app: typer.Typer) -> None:
         from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, privatize_numbers_file
         from ..tabular.header import table_header
 
-        epsilon = check_epsilon(epsilon, "--epsilon")
+        epsilon = _epsilon(epsilon_text)
         if mechanism not in KINDS:
             raise ValidationError(f"--mechanism must be one of {', '.join(KINDS)}, got {mechanism!r}")
         if out_of_range not in OUT_OF_RANGE:

@@ -279,7 +279,9 @@ def _bin_parquet(grid: CellGrid, src: Path, lat: str, lon: str, fh: IO[bytes], c
                 if col.null_count:
                     first = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
                     raise ValidationError(f"{where}: row {int(rows[first])}: column {name!r} is null")
-                cols.append(np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64))
+                # safe=False: an integer past 2**53 rounds (it is far outside [-180, 180] and refused below)
+                cols.append(np.asarray(col.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                                       dtype=np.float64))
             latlon = np.column_stack(cols)
             _check_range(latlon, rows, where, (lat, lon), "row")
             idx = cells_of(latlon, rows)

@@ -63,10 +63,13 @@ from ..io import atomic_write
 from .projection import TangentPlane
 from .region import Region, parse_region
 
-__all__ = ["MAX_CELLS", "CellGrid", "Unknown", "assign_cells", "private_prior", "write_prior"]
+__all__ = ["MAX_CELLS", "MIN_PRIOR_EPSILON", "CellGrid", "Unknown", "assign_cells", "private_prior", "write_prior"]
 
 #: Candidate cells (the region's bounding square) a grid may enumerate: 4e7 centres and corners ~ 2.5 GB.
 MAX_CELLS = 20_000_000
+#: Smallest epsilon of the prior: the noise (scale 1/epsilon) must fit a 64-bit count
+#: (Pr[|Z| >= 2**62] = e^(-epsilon 2**62) < e^(-4e9) at 1e-9); below it the prior is pure noise anyway.
+MIN_PRIOR_EPSILON = 1e-9
 _EDGE_SAMPLES = 256  # points per side of the bounding box projected to find the lattice range
 
 Unknown = Literal["refuse", "drop", "nearest"]
@@ -220,8 +223,8 @@ def private_prior(
         eps = Fraction(epsilon if isinstance(epsilon, (str, Fraction)) else repr(float(epsilon)))
     except (ValueError, ZeroDivisionError):
         raise ValidationError(f"the prior's epsilon must be a positive number, got {epsilon!r}") from None
-    if not (0 < eps <= 1000):
-        raise ValidationError(f"the prior's epsilon must be in (0, 1000], got {epsilon!r}")
+    if not (Fraction(MIN_PRIOR_EPSILON) <= eps <= 1000):
+        raise ValidationError(f"the prior's epsilon must be in [{MIN_PRIOR_EPSILON:g}, 1000], got {epsilon!r}")
     warn_unless_secure(rng, stacklevel=2)
     bits = BitStream(check_rng(rng))
     noise = np.array([discrete_laplace(bits, eps) for _ in range(len(c))], dtype=np.int64)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -69,8 +70,8 @@ from ..spaces import MetricSpace
 from .registry import declared
 
 __all__ = [
-    "KINDS", "MAX_OFFSETS", "NumberMechanism", "NumericGrid", "discrete_laplace", "draw_offsets", "number_mechanism",
-    "safe_log_ratio",
+    "KINDS", "MAX_OFFSETS", "NumberMechanism", "NumericGrid", "discrete_laplace", "draw_offsets", "inexact_integers",
+    "number_mechanism", "safe_log_ratio",
 ]
 
 NumberKind = Literal["clamped-geometric", "discrete-laplace"]
@@ -82,6 +83,9 @@ _EXPONENT_CAP = 700.0
 #: Mass allowed beyond the discrete Laplace window (``tail``).
 DEFAULT_TAIL = 1e-15
 _MANTISSA_BITS = 33
+#: Largest max(|lo|, |hi|) / step: adjacent grid points' floats are then >= 2**7 ulps apart and
+#: rint((v - lo) / step) errs by < 2**-5 steps, so it finds the rank of a grid point's float.
+_MAX_SCALE = Decimal(2**45)
 
 
 def safe_log_ratio(a: float) -> float:
@@ -121,7 +125,9 @@ class NumericGrid:
     """The grid ``lo, lo + step, ..., hi`` (decimal endpoints, so labels print as typed).
 
     ``lo``, ``hi`` and ``step`` are decimal text, ints, floats (their shortest repr) or
-    :class:`~decimal.Decimal`; ``hi - lo`` must be a whole number of steps.
+    :class:`~decimal.Decimal`; ``hi - lo`` must be a whole number of steps, and
+    ``max(|lo|, |hi|) / step`` at most 2**45 (float64 must tell the grid points apart:
+    :meth:`ranks`, docs/proofs/numeric_grid.md section 4).
     """
 
     lo: Decimal
@@ -141,6 +147,11 @@ class NumericGrid:
         n = int(count) + 1
         if n - 1 > MAX_OFFSETS:
             raise ValidationError(f"the grid {lo_}..{hi_} step {step_} has {n:,} points; at most {MAX_OFFSETS + 1:,}")
+        if max(abs(lo_), abs(hi_)) > step_ * _MAX_SCALE:
+            raise ValidationError(
+                f"the step {step_} is too fine for values as large as {max(abs(lo_), abs(hi_))}: float64 cannot "
+                f"tell the grid points apart (max(|lo|, |hi|) / step must be at most 2**45)"
+            )
         object.__setattr__(self, "lo", lo_)
         object.__setattr__(self, "hi", hi_)
         object.__setattr__(self, "step", step_)
@@ -155,13 +166,34 @@ class NumericGrid:
         """Labels of ranks ``lo_rank..hi_rank`` (a loop over the grid, never over rows)."""
         return [self.label(r) for r in range(lo_rank, hi_rank + 1)]
 
+    def points(self, ranks: ArrayLike) -> NDArray[np.float64]:
+        """The float64 nearest each grid point ``lo + rank * step`` (correctly rounded from the decimal).
+
+        With ``lo = a 10^e``, ``step = b 10^e`` (integers a, b), the point is ``(a + rank b) 10^e``:
+        when ``|a + rank b| < 2**53`` and ``|e| <= 22`` both factors are exact floats and one IEEE
+        multiplication or division rounds the exact value correctly (Clinger's fast path);
+        otherwise each distinct rank is converted exactly through :class:`~fractions.Fraction`.
+        """
+        r = np.asarray(ranks, dtype=np.int64)
+        e = min(int(self.lo.as_tuple().exponent), int(self.step.as_tuple().exponent))
+        a, b = int(self.lo.scaleb(-e)), int(self.step.scaleb(-e))
+        if abs(a) + (self.n - 1) * b < 2**53 and abs(e) <= 22 and (r.size == 0 or (r.min() >= 0 and r.max() < self.n)):
+            num = (a + r * b).astype(np.float64)
+            return num / float(10**-e) if e < 0 else num * float(10**e)
+        uniq, inverse = np.unique(r, return_inverse=True)
+        lo, step = Fraction(self.lo), Fraction(self.step)
+        exact = np.array([float(lo + k * step) for k in uniq.tolist()], dtype=np.float64)  # distinct ranks only
+        return exact[inverse].reshape(r.shape)
+
     def ranks(self, values: ArrayLike, *, clamp: bool = False, snap: bool = False) -> tuple[
         NDArray[np.intp], NDArray[np.int8]
     ]:
         """Ranks of float ``values`` and a status per value: 0 ok, 1 not finite, 2 out of range, 3 off the grid.
 
-        A value within 1e-9 of a step of a grid point is that point (decimal text such as
-        ``0.3`` on the grid ``0.1, 0.2, ...`` is not exactly representable in binary).
+        A value is the grid point of rank r when it IS that point's float64 (:meth:`points`):
+        decimal text such as ``0.3`` on the grid ``0.1, 0.2, ...`` parses to the float nearest
+        0.3, which is the float of the grid point; no tolerance, so a value off the grid is
+        never taken for a grid point (two texts with one float64 are one value to metricdp).
         ``clamp`` maps values outside the range to its nearest end (``|c(x) - c(x')| <=
         |x - x'|``: the guarantee is unchanged); ``snap`` maps a value off the grid to the
         nearest grid point (then two values x, x' are ``epsilon (|x - x'| + step)``-indistinguishable).
@@ -173,17 +205,42 @@ class NumericGrid:
         status[~finite] = 1
         with np.errstate(invalid="ignore", over="ignore"):
             k = np.where(finite, (v - lo) / step, 0.0)
-        if clamp:
-            k = np.clip(k, 0.0, float(self.n - 1))
-        r = np.rint(k)
-        off = np.abs(k - r) > 1e-9
         if snap:
-            off[:] = False
-        outside = finite & ((r < 0) | (r > self.n - 1))
-        status[finite & off] = 3
-        status[outside] = 2
+            if clamp:
+                k = np.clip(k, 0.0, float(self.n - 1))
+            r = np.rint(k)
+            status[finite & ((r < 0) | (r > self.n - 1))] = 2
+        else:
+            first, last = self.points([0, self.n - 1]).tolist()
+            below, above = finite & (v < first), finite & (v > last)
+            r = np.clip(np.rint(k), 0.0, float(self.n - 1))
+            inside = finite & ~below & ~above
+            on = np.zeros(v.shape, dtype=bool)
+            on[inside] = v[inside] == self.points(r[inside].astype(np.int64))
+            status[inside & ~on] = 3
+            if clamp:
+                r[below], r[above] = 0.0, float(self.n - 1)
+            else:
+                status[below | above] = 2
         ranks = np.where(status == 0, r, 0).astype(np.intp)
         return ranks, status
+
+
+def inexact_integers(ints: NDArray[Any], numbers: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Where the float64 ``numbers`` are not the integers ``ints`` they were cast from (only past 2**53).
+
+    Such a float can be a grid point while the integer is not (2**53 + 1 reads as 2**53), so
+    the callers refuse it as off the grid. The floats are clipped below 2**63 (signed) or
+    2**64 (unsigned) before the exact integer comparison: a value that rounded up to the
+    bound differs from every integer of the type.
+    """
+    i = np.asarray(ints)
+    big = np.abs(numbers) >= 2.0**53
+    out = np.zeros(len(numbers), dtype=bool)
+    if big.any():
+        top = 2.0**64 - 2048 if i.dtype.kind == "u" else 2.0**63 - 1024  # the largest floats below the bound
+        out[big] = np.clip(numbers[big], -(2.0**63), top).astype(i.dtype) != i[big]
+    return out
 
 
 def draw_offsets(table: ExactTable, count: int, rng: RandomSource) -> NDArray[np.intp]:
@@ -340,6 +397,8 @@ class NumberMechanism:
                     bad[i] = True
             numbers, not_number = parsed[inverse.ravel()], bad[inverse.ravel()]
         ranks, status = self.grid.ranks(numbers, clamp=out_of_range == "clamp", snap=off_grid == "round")
+        if v.dtype.kind in "iu" and off_grid == "error":
+            status[inexact_integers(v.reshape(-1), numbers) & (status == 0)] = 3  # 2**53 + 1 read as 2**53
         status[not_number] = 4
         refused = np.flatnonzero(status)
         if refused.size:
