@@ -123,3 +123,27 @@ def test_rejection_gives_up_with_a_clear_error():
     r = parse_region("0,0,0.001,0.001")
     with pytest.raises(ValidationError, match="no release inside the region after 5 draws"):
         sample_in_region([[40.0, 40.0]], 1.0, r, rng=0, max_rounds=5)
+
+
+def _poly(tmp_path, ring):
+    p = tmp_path / "r.geojson"
+    p.write_text(json.dumps({"type": "Polygon", "coordinates": [ring]}), encoding="utf-8")
+    return p
+
+@pytest.mark.parametrize(("ring", "message"), [
+    ([[24.0, 56.9], [24.1, 56.95], [24.2, 57.0], [24.0, 56.9]], "encloses no area"),
+    ([["24.0", 56.9], [24.1, 57.0], [24.2, 56.9], [24.0, 56.9]], "position 0 is not a list of JSON numbers"),
+    ([[24.0, 56.9], [True, 57.0], [24.2, 56.9], [24.0, 56.9]], "position 1 is not a list of JSON numbers"),
+])
+def test_degenerate_or_non_numeric_rings_are_refused(tmp_path, ring, message):
+    with pytest.raises(ValidationError, match=message):
+        parse_region(_poly(tmp_path, ring))
+
+def test_a_valid_triangle_is_read(tmp_path):
+    r = parse_region(_poly(tmp_path, [[24.0, 56.9], [24.1, 57.0], [24.2, 56.9], [24.0, 56.9]]))
+    assert r.bounds == pytest.approx((56.9, 24.0, 57.0, 24.2))
+
+@pytest.mark.parametrize("box", ["5_6.9,24,57,24.25", "56.9,24,57,\u0662\u0664.25"])
+def test_box_numbers_follow_the_one_number_rule(box):
+    with pytest.raises(ValidationError, match="must be numbers"):
+        parse_region(box)

@@ -166,8 +166,10 @@ def parse_region(region: str | Sequence[float]) -> tuple[str, Box]:
                 f"unknown region {region!r}: use one of {', '.join(REGIONS)} "
                 "or LAT0,LON0,LAT1,LON1 in degrees"
             )
+        from ..io import parse_decimal  # the one number rule: no '5_6', no non-ASCII digits
+
         try:
-            values = [float(x) for x in parts]
+            values = [parse_decimal(x.strip()) for x in parts]
         except ValueError:
             raise ValidationError(f"region {region!r}: LAT0,LON0,LAT1,LON1 must be numbers") from None
         name = "box"

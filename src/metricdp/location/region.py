@@ -219,6 +219,11 @@ class Region:
 def _ring(raw: Any, where: str) -> NDArray[np.float64]:
     if not isinstance(raw, list):
         raise ValidationError(f"{where}: a ring must be a list of [lon, lat] positions")
+    for k, position in enumerate(raw):  # JSON numbers only: numpy would read "24.1" and true as numbers
+        if not isinstance(position, list) or not all(
+            isinstance(c, int | float) and not isinstance(c, bool) for c in position
+        ):
+            raise ValidationError(f"{where}: position {k} is not a list of JSON numbers: {str(position)[:60]}")
     try:
         a = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):  # ragged, not numbers, an integer beyond a float
@@ -231,6 +236,10 @@ def _ring(raw: Any, where: str) -> NDArray[np.float64]:
     if len(np.unique(latlon, axis=0)) < 3:
         raise ValidationError(f"{where}: a ring needs at least 3 distinct positions")
     check_latlon(latlon, f"{where} position")
+    x, y = latlon[:, 1], latlon[:, 0]
+    twice_area = abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))  # shoelace
+    if twice_area <= 1e-9 * float(np.ptp(x) * np.ptp(y)):  # relative to its box: rounding of collinear points
+        raise ValidationError(f"{where}: the ring encloses no area (its positions are collinear)")
     return latlon
 
 
