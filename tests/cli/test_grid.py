@@ -84,3 +84,18 @@ def test_outputs_must_differ_and_not_be_the_input(checkins, tmp_path):
     assert_one_line_error(r, "must be different files")
     r = run("grid", checkins, "--cell", "1km", "--region", RIGA, "--out", checkins)
     assert_one_line_error(r, "--out")
+
+
+def test_a_late_failure_takes_back_the_outputs_already_published(checkins, tmp_path, monkeypatch):
+    # the labelled rows and the prior are published before the cells: an I/O error on the last
+    # leaves none of the three (no half-finished set of outputs)
+    cells, rows, prior = tmp_path / "cells.csv", tmp_path / "rows.csv", tmp_path / "prior.csv"
+
+    def fail(self, path, inputs=()):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CellGrid, "write_points", fail)
+    r = run("grid", checkins, "--cell", "1km", "--region", RIGA, "--out", cells, "--labelled", rows,
+            "--unknown", "drop", "--prior-out", prior, "--prior-epsilon", "1")
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkins.csv"]

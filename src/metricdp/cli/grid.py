@@ -141,13 +141,20 @@ def register(app: typer.Typer) -> None:
                 stats = bin_file(cells, input_file, lat, lon, labelled, unknown=unknown.value,
                                  cell_column=cell_column, chunk_rows=chunk_rows, inputs=[out], progress=bar)
             noisy = None
-            if prior_out is not None and stats is not None:
-                bar.update(f"drawing the prior's noise for {cells.n} cells")
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below
-                    prior, noisy = private_prior(stats.counts, repr(prior_epsilon), rng=seed)
-                write_prior(prior_out, cells.labels, prior, inputs=[input_file])
-            cells.write_points(out, inputs=[input_file])
+            published = [labelled] if labelled is not None else []
+            try:  # the outputs are published one by one: a failure after the first takes back what was published
+                if prior_out is not None and stats is not None:
+                    bar.update(f"drawing the prior's noise for {cells.n} cells")
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below
+                        prior, noisy = private_prior(stats.counts, repr(prior_epsilon), rng=seed)
+                    write_prior(prior_out, cells.labels, prior, inputs=[input_file])
+                    published.append(prior_out)
+                cells.write_points(out, inputs=[input_file])
+            except BaseException:
+                for path in published:
+                    path.unlink(missing_ok=True)
+                raise
         dt = time.perf_counter() - t0
         if seed is not None:
             warn("--seed makes the prior's noise reproducible by anyone who knows the seed: not private for real data")
