@@ -241,7 +241,7 @@ def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: st
 
 def release_chunk(settings: PointSettings, seed: object) -> Release:
     """The function that releases one chunk of rows: ONE random source for the whole file."""
-    return make_release(settings, check_rng(seed))  # type: ignore[no-any-return]
+    return make_release(settings, check_rng(seed))
 
 
 def _file_hash(path: str | Path) -> str:

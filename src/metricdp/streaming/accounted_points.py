@@ -179,7 +179,7 @@ class AccountedPointsRun(AccountedRun):
             raise
         return cls(src, plan, int(persons.size), pts, group_release, release, identity)  # type: ignore[arg-type]
 
-    def select(self, start: int, pts: NDArray[Any]) -> tuple[NDArray[np.bool_], NDArray[Any]]:  # type: ignore[override]
+    def select(self, start: int, pts: NDArray[Any]) -> tuple[NDArray[np.bool_], NDArray[Any]]:
         """Rows ``start..start+len(pts)`` of the release pass: which are written, and their releases (k, 2)."""
         stop = start + len(pts)
         if stop > self.rows:

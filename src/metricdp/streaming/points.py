@@ -491,7 +491,7 @@ def privatize_points_file(
         run = AccountedPointsRun.start_points(src, fmt, lat, lon, eps, accounting, release, validate,
                                               check_rng(rng), chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
                                               max_record=max_record, progress=progress)
-    select: Select = every_row if run is None else run.select  # type: ignore[assignment]
+    select: Select = every_row if run is None else run.select
 
     geojson = Path(out).suffix.lower() == ".geojson"
     try:
