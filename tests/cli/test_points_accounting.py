@@ -240,3 +240,49 @@ def test_two_processes_one_sqlite_ledger_never_overspend(tmp_path: Path) -> None
     with Ledger(ledger) as book:
         book.check_integrity()
         assert book.spent(list(THREE)).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_consistent_first_releases_follow_planar_laplace(tmp_path: Path) -> None:
+    """1500 persons, each at Paris twice: one release per person, its displacement ~ Gamma(2, 1/eps) (KS)."""
+    import numpy as np
+    from scipy import stats
+
+    n, eps = 1500, 2.0
+    rows = [["user", "lat", "lon"]] + [[f"u{i}", *PARIS] for i in range(n)] * 2
+    inp = _write(tmp_path / "in.csv", rows)
+    out = tmp_path / "o.csv"
+    res = run("privatize-points", inp, "--lat", "lat", "--lon", "lon", "-e", f"{eps}/km", *LATTICE, "-o", out,
+              "--keep", "user", "--user-column", "user", "--consistent", "--ledger", tmp_path / "l.db", "--budget", "5")
+    assert res.exit_code == 0, res.output
+    got = _read(out)[1:]
+    first = {u: (float(a), float(b)) for u, a, b in got[:n]}
+    assert all(first[u] == (float(a), float(b)) for u, a, b in got[n:])  # the repeat shows the same release
+    lat0, lon0 = np.radians([float(PARIS[0]), float(PARIS[1])])
+    lat, lon = np.radians(np.array(list(first.values()))).T
+    hav = np.sin((lat - lat0) / 2) ** 2 + np.cos(lat0) * np.cos(lat) * np.sin((lon - lon0) / 2) ** 2
+    km = 2 * 6371.0088 * np.arcsin(np.sqrt(hav))
+    assert stats.kstest(km, stats.gamma(2, scale=1 / eps).cdf).pvalue > 1e-3
+    assert stats.kstest(km, stats.gamma(2, scale=1 / (1.5 * eps)).cdf).pvalue < 1e-3  # the test can fail
+
+
+def test_kill_9_at_publishing_or_rename_stays_spent(tmp_path: Path) -> None:
+    """Killed past the point of no return: the spend stays (spent >= published), no temporary file is left."""
+    inp = _checkins(tmp_path, THREE)
+    ledger = tmp_path / "l.db"
+    Ledger(ledger, budget=10.0).close()
+    procs = []
+    for k, step in enumerate(("publishing", "renamed")):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]), "ACCT_KILL_AT": step}
+        args = ["privatize-points", inp, "--lat", "lat", "--lon", "lon", "-e", f"{EPS}/km", *LATTICE, "-o",
+                tmp_path / f"o{k}.csv", "--user-column", "user", "--ledger", ledger, "--keep", "user", "--keep", "t"]
+        procs.append(subprocess.Popen([sys.executable, "-m", "tests.cli._acct_worker", *map(str, args)], cwd=ROOT,
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == -9, err.decode()
+    assert not (tmp_path / "o0.csv").exists() and (tmp_path / "o1.csv").exists()
+    assert not list(tmp_path.glob(".o*"))
+    with Ledger(ledger) as book:
+        book.check_integrity()
+        assert book.spent(list(THREE)).tolist() == [3.0, 1.0, 2.0]  # both runs: ann 2 x 3 rows x 0.5, ...
+        assert {r["state"] for r in book.runs_table()} == {"reserved"}
