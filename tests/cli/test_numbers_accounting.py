@@ -109,3 +109,12 @@ def test_parquet_cap(tmp_path: Path) -> None:
                          "--chunk-rows", "4", "--json"))["accounting"]
     assert sorted(pq.read_table(out).column("user").to_pylist()) == [7, 8, 9]
     assert acc["withheld_cap"] == 3
+
+
+def test_off_grid_round_reports_the_additive_term(tmp_path: Path) -> None:
+    inp = _write(tmp_path / "in.csv", [["user", "age"], ["ann", "30.4"], ["ann", "31"], ["bob", "2"]])
+    acc = _json(run("privatize-numbers", inp, "-c", "age", "-e", EPS, "--range", "0,100", "--step", "2", "--off-grid",
+                    "round", "-o", tmp_path / "o.csv", "--keep", "user", "--user-column", "user", "--json"))
+    acc = acc["accounting"]
+    assert acc["additive_per_release"] == pytest.approx(0.2)  # eps x step
+    assert acc["additive_per_person_max"] == pytest.approx(0.4)  # ann: 2 releases

@@ -191,6 +191,10 @@ def register(app: typer.Typer) -> None:
         }
         if stats.accounting is not None:
             summary["accounting"] = {**report_json(stats.accounting, acct, epsilon), "epsilon_unit": "per unit"}
+            if off_grid == "round":  # rounding onto the grid adds eps * step per release, composed like eps
+                per = epsilon * float(grid.step)
+                summary["accounting"].update(additive_per_release=per, additive_per_person_max=per * round(
+                    stats.accounting.run.max / epsilon))
         if json:
             echo_json(summary)
             return
