@@ -10,10 +10,17 @@ Parquet schema kept, atomic output, the OS secure random source unless ``--seed`
 
 What leaves: every other column is written with its TRUE values unless ``--drop COL``
 removes it; the command names those columns on stderr and in ``--json``.
+
+Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
+``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
+:mod:`metricdp.cli._accounting`, :mod:`metricdp.streaming.accounted_numbers`). A person's
+eps is per unit of the value, summed over their fresh releases; with ``--consistent`` the
+true value is the value's grid point.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 import warnings
 from pathlib import Path
@@ -26,6 +33,18 @@ from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal
 from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
 from ..tabular.columns import plan_columns
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    ConsistentOption,
+    LedgerKeyOption,
+    LedgerOption,
+    MaxRowsOption,
+    OverBudgetOption,
+    UserColumnOption,
+    print_report,
+    report_json,
+)
 from ._common import (
     JsonOption,
     OutOption,
@@ -100,13 +119,24 @@ def register(app: typer.Typer) -> None:
         keep: KeepOption = None,
         seed: SeedOption = None,
         json: JsonOption = False,
+        user_column: UserColumnOption = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        max_rows_per_user: MaxRowsOption = None,
+        over_budget: OverBudgetOption = None,
+        consistent: ConsistentOption = False,
     ) -> None:
         """Release a numeric column with an exact geometric / discrete Laplace mechanism on a grid.
 
         Each row is released independently at EPSILON per unit of the value; other
         columns are written with their TRUE values (named on stderr) unless --drop
-        removes them. A person with k rows gets k x EPSILON.
+        removes them. A person with k rows gets k x EPSILON: with --user-column the
+        per-person eps is reported, and --budget, --ledger, --max-rows-per-user,
+        --over-budget and --consistent account, cap and reuse releases per person.
         """
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct.check()
         from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format
         from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, privatize_numbers_file
         from ..tabular.header import table_header
@@ -137,7 +167,9 @@ def register(app: typer.Typer) -> None:
         except ValidationError as ex:
             raise ValidationError(f"--mechanism {mechanism} --epsilon {epsilon:g}: {ex}") from None
         t0 = time.perf_counter()
-        with progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+        scope = "numbers:" + hashlib.sha256(repr((mechanism, repr(epsilon), str(grid.lo), str(grid.hi),
+                                                 str(grid.step), out_of_range, off_grid)).encode()).hexdigest()[:32]
+        with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
 
             last = [t0]
@@ -149,10 +181,12 @@ def register(app: typer.Typer) -> None:
                     last[0] = now
                     err_console.print(f"privatize-numbers: {message}", markup=False, highlight=False)
 
+            accounting = None if not acct.active else acct.accounting(
+                ledger=book, scope=scope, mechanism=f"privatize-numbers {mechanism} eps={epsilon:g} per unit")
             stats = privatize_numbers_file(
                 mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
                 off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
-                progress=on_progress, keep=kept, drop=dropped,
+                progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
             )
         plan = stats.columns or plan
         dt = time.perf_counter() - t0
@@ -167,6 +201,12 @@ def register(app: typer.Typer) -> None:
             "out_of_range": out_of_range, "off_grid": off_grid, "guarantee": guarantee,
             "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
         }
+        if stats.accounting is not None:
+            summary["accounting"] = {**report_json(stats.accounting, acct, epsilon), "epsilon_unit": "per unit"}
+            if off_grid == "round":  # rounding onto the grid adds eps * step per release, composed like eps
+                per = epsilon * float(grid.step)
+                summary["accounting"].update(additive_per_release=per, additive_per_person_max=per * round(
+                    stats.accounting.run.max / epsilon))
         if json:
             echo_json(summary)
             return
@@ -178,3 +218,5 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
+        if stats.accounting is not None:
+            print_report(stats.accounting, acct, epsilon)

@@ -14,10 +14,18 @@ schema) unless ``--drop COL`` removes it; those columns are named on stderr and 
 coordinates (the same name up to case and punctuation, or another latitude/longitude name
 such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
 release the true location next to the noisy one.
+
+Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
+``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
+:mod:`metricdp.cli._accounting`), on the local engine
+(:mod:`metricdp.streaming.accounted_points`). A person's eps is in eps per km, summed over
+their fresh releases; with ``--consistent`` the true value is the (lat, lon) pair.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json as _json
 import math
 import time
 import warnings
@@ -36,13 +44,25 @@ from ..io import parse_decimal, read_csv_table
 from ..location.lattice import LatticePlane
 from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
-from ..location.release import PointSettings, full_precision, make_release
+from ..location.release import PointSettings, full_precision, make_release, validator
 from ..location.snap import Snapper
 from ..streaming.points import PointStats, Release, privatize_points_file
 from ..tabular.columns import ColumnPlan, look_alikes
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import read_parquet
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    ConsistentOption,
+    LedgerKeyOption,
+    LedgerOption,
+    MaxRowsOption,
+    OverBudgetOption,
+    UserColumnOption,
+    print_report,
+    report_json,
+)
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
 from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
 
@@ -219,9 +239,36 @@ def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: st
     return PointSettings(epsilon, plane, area, truncate, snapper)
 
 
-def release_chunk(settings: PointSettings, seed: int | None) -> Release:
+def release_chunk(settings: PointSettings, seed: object) -> Release:
     """The function that releases one chunk of rows: ONE random source for the whole file."""
     return make_release(settings, check_rng(seed))
+
+
+def _file_hash(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def points_scope(settings: PointSettings, region: str | None, snap_to: Path | None) -> str:
+    """The memo's name of a points release: a hash of everything that makes the release's law.
+
+    epsilon, the sampler and its lattice, the region (and its file's bytes), the
+    truncation and the snapping set's bytes: a memoized release is reused only by the
+    same mechanism, so --consistent never mixes releases of two laws; --digits only
+    formats and stays out.
+    """
+    parts: dict[str, Any] = {
+        "epsilon_per_km": repr(settings.epsilon),
+        "lattice": None if settings.plane is None else settings.plane.describe(settings.epsilon),
+        "region": region, "truncate": settings.truncate if settings.area is not None else None,
+        "region_file": _file_hash(region) if region is not None and Path(region).is_file() else None,
+        "snap_to": None if snap_to is None else _file_hash(snap_to),
+    }
+    text = _json.dumps(parts, sort_keys=True, default=repr)
+    return f"points:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
 class _Sample:
@@ -393,13 +440,28 @@ def register(app: typer.Typer) -> None:
         keep: KeepOption = None,
         seed: SeedOption = None,
         json: JsonOption = False,
+        user_column: UserColumnOption = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        max_rows_per_user: MaxRowsOption = None,
+        over_budget: OverBudgetOption = None,
+        consistent: ConsistentOption = False,
     ) -> None:
         """Release latitude/longitude columns with planar Laplace (geo-indistinguishability).
 
         Each row is released independently at EPSILON per km (great-circle), exactly on a
         public lattice by default; other columns are written with their TRUE values (named
-        on stderr) unless --drop removes them. A person with k rows gets k x EPSILON.
+        on stderr) unless --drop removes them. A person with k rows gets k x EPSILON: with
+        --user-column the per-person eps is reported, and --budget, --ledger,
+        --max-rows-per-user, --over-budget and --consistent account, cap and reuse
+        releases per person.
         """
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct.check()
+        if acct.active and engine is not Engine.local:
+            raise ValidationError(f"{', '.join(acct.given())}: per-person accounting of privatize-points runs on "
+                                  "--engine local only (it streams the file twice, bounded memory)")
         eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
         if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
@@ -422,28 +484,35 @@ def register(app: typer.Typer) -> None:
                                 scheduler, master)
             _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine)
             return
-        release: Release = release_chunk(settings, seed)
+        source = check_rng(seed)  # ONE source: the releases, and the cap's and the budget's choices
+        release: Release = release_chunk(settings, source)
         sample = _Sample(release) if plot is not None else None
         t0 = time.perf_counter()
-        with progress(f"releasing points of {input_file}") as bar:
+        with acct.open() as book, progress(f"releasing points of {input_file}") as bar:
+            accounting = None if not acct.active else acct.accounting(
+                ledger=book, scope=points_scope(settings, region, snap_to),
+                mechanism=f"privatize-points planar Laplace eps={eps:g}/km "
+                          f"{'float' if settings.plane is None else 'exact'}")
             try:
                 stats = privatize_points_file(
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
                     keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
                     inputs=[p for p in (snap_to, plot) if p is not None], progress=bar,
-                    plan_check=_check_plan(input_file, lat, lon),
+                    plan_check=_check_plan(input_file, lat, lon), accounting=accounting,
+                    validate=validator(settings), rng=source, epsilon=eps,
                 )
             except ValidationError as ex:  # the library names no flag; say which one
                 msg = with_flags(str(ex))
                 raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
-            if sample is not None and plot is not None:
+            if sample is not None and plot is not None and sample.true:
                 _plot(plot, np.concatenate(sample.true), np.concatenate(sample.released), settings.area, eps,
                       stats.rows)
-        _report(out, stats, settings, plot, seed, time.perf_counter() - t0, json, lat, lon, engine)
+        _report(out, stats, settings, plot, seed, time.perf_counter() - t0, json, lat, lon, engine, acct)
 
 
 def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
-            seconds: float, json: bool, lat: str, lon: str, engine: Engine) -> None:
+            seconds: float, json: bool, lat: str, lon: str, engine: Engine,
+            acct: AccountingOptions | None = None) -> None:
     """Warnings, what left, and the summary (a line, or one JSON object)."""
     eps = settings.epsilon
     if seed is not None:
@@ -452,7 +521,11 @@ def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | 
     if settings.plane is None:
         warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
     if json:
-        echo_json({**_summary(out, stats, settings, plot, seed, seconds), "engine": engine.value})
+        extra_json: dict[str, Any] = {}
+        if stats.accounting is not None and acct is not None:
+            extra_json["accounting"] = {**report_json(stats.accounting, acct, eps), "epsilon_unit": "per km",
+                                        **_additive(settings, stats)}
+        echo_json({**_summary(out, stats, settings, plot, seed, seconds), "engine": engine.value, **extra_json})
         return
     extra = []
     if settings.plane is not None:
@@ -474,3 +547,19 @@ def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | 
         markup=False,
         highlight=False,
     )
+    if stats.accounting is not None and acct is not None:
+        print_report(stats.accounting, acct, eps)
+        add = _additive(settings, stats)
+        if add:
+            console.print(f"plus the lattice's additive {add['additive_per_release']:.2g} per release "
+                          f"(at most {add['additive_per_person_max']:.2g} per person in this run)",
+                          markup=False, highlight=False)
+
+
+def _additive(settings: PointSettings, stats: PointStats) -> dict[str, float]:
+    """The lattice's additive loss, which composes like eps: per release, and for the person with the most."""
+    if settings.plane is None or stats.accounting is None:
+        return {}
+    per = settings.plane.additive(settings.epsilon)
+    return {"additive_per_release": per,
+            "additive_per_person_max": per * stats.accounting.run.max / settings.epsilon}

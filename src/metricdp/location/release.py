@@ -26,7 +26,7 @@ from .lattice import LatticePlane, release_lattice
 from .region import Region
 from .snap import Snapper
 
-__all__ = ["PointSettings", "check_rows", "full_precision", "make_release"]
+__all__ = ["PointSettings", "check_rows", "full_precision", "make_release", "validator"]
 
 #: A release within this distance of a region's boundary counts as inside (1 mm).
 REGION_TOLERANCE_KM = 1e-6
@@ -55,6 +55,23 @@ def check_rows(pts: NDArray[np.float64], first_row: int) -> None:
         i = int(np.flatnonzero(bad)[0])
         lat, lon = float(pts[i, 0]), float(pts[i, 1])
         raise ValidationError(f"data row {first_row + i}: ({lat!r}, {lon!r}) is not a (lat, lon) in degrees")
+
+
+def validator(settings: PointSettings) -> Any:
+    """``validate(latlon (k, 2), first_row)``: raises on a row the release would refuse, drawing nothing.
+
+    Finite degrees (:func:`check_rows`) and, on the lattice, within its extent (the
+    lattice's own check). An accounted release runs it over the whole file before it
+    reserves any budget, so a bad row costs nobody anything.
+    """
+    plane = settings.plane
+
+    def validate(pts: NDArray[np.float64], first_row: int) -> None:
+        check_rows(pts, first_row)
+        if plane is not None:
+            plane.snap(pts, first_row=first_row)
+
+    return validate
 
 
 def make_release(settings: PointSettings, source: RandomSource) -> Any:

@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,6 +54,9 @@ from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
+
+if TYPE_CHECKING:
+    from .accounted import Accounting
 
 __all__ = ["OFF_GRID", "OUT_OF_RANGE", "BadNumbers", "parse_numbers", "privatize_numbers_file"]
 
@@ -161,10 +164,15 @@ def privatize_numbers_file(
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     max_record: int | None = None,
+    accounting: Accounting | None = None,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out`` (same format).
 
     See the module docstring for the number rule, the refusals and the options.
+    ``accounting`` makes it a release per person (:mod:`metricdp.streaming.accounted_numbers`:
+    a first pass over the user and released columns that refuses what the release would
+    refuse before any budget is reserved, withheld rows left out, the ledger reserved
+    before and committed after the publish); :attr:`ReleaseStats.accounting` is then its report.
 
     Raises
     ------
@@ -202,16 +210,40 @@ def privatize_numbers_file(
     def classify(numbers: NDArray[np.float64], bad: NDArray[np.bool_], empty: NDArray[np.bool_]) -> Any:
         return _status(mechanism, numbers, bad, empty, out_of_range, off_grid)
 
-    with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-        if fmt == "csv":
-            rows = _csv(mechanism, src, column, fh, source, classify, tick, make_plan, chunk_rows, chunk_bytes,
-                        max_record)
-        else:
-            rows = _parquet(mechanism, src, column, fh, source, classify, tick, make_plan, chunk_rows)
-    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0])
+    def release(ranks: NDArray[np.intp]) -> NDArray[np.intp]:
+        return mechanism.draw(ranks, source)
+
+    def every_row(_start: int, ranks: NDArray[np.intp]) -> tuple[None, NDArray[np.intp]]:
+        return None, release(ranks)
+
+    run = None
+    if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
+        from ..tabular.header import table_header
+        from .accounted_numbers import start_numbers
+
+        make_plan(table_header(src, [column]))  # the column plan's errors before the first pass
+        run = start_numbers(mechanism, src, fmt, column, accounting, classify, release, source,
+                            chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
+    select = every_row if run is None else run.select
+    try:
+        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+            if fmt == "csv":
+                rows = _csv(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows, chunk_bytes,
+                            max_record)
+            else:
+                rows = _parquet(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows)
+            if run is not None:
+                run.publishing()  # checks the input is unchanged; from here on the spend stays
+    except BaseException:
+        if run is not None:
+            run.abort()  # gives the reservation back only if publishing() was not reached
+        raise
+    if run is not None:
+        run.commit()
+    return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0], None if run is None else run.report())
 
 
-def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any, tick: Any,
+def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], select: Any, classify: Any, tick: Any,
          make_plan: Any, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     outs = mechanism.output_labels
@@ -219,7 +251,7 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sour
     table, table_off = _label_table(outs)
     where = str(src)
     bad_rows = BadNumbers()
-    rows = 0
+    rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
@@ -245,10 +277,18 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sour
             starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
             choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
             if len(ranks):
-                released = mechanism.draw(ranks, source) + n_out * quoted
+                keep, drawn = select(seen, ranks)
+                seen += len(ranks)
+                if keep is None:
+                    released = drawn + n_out * quoted
+                else:  # a withheld record goes whole, line break included: its field is never written
+                    released = np.full(len(ranks), 2 * n_out, dtype=np.intp)
+                    released[keep] = drawn + n_out * quoted[keep]
+                    starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
+                    choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
                 choice[kind == 0] = released[row[kind == 0]]
+                rows += len(drawn)
             csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-            rows += len(ranks)
             if len(ranks):
                 tick(rows)
     if bad_rows.rows:
@@ -269,7 +309,7 @@ def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool
     return inexact_integers(np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False)), numbers)
 
 
-def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], source: Any, classify: Any,
+def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], select: Any, classify: Any,
              tick: Any, make_plan: Any, chunk_rows: int) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -323,13 +363,17 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
             if refused.size:
                 texts = ["null" if v is None else str(v) for v in col.take(pa.array(refused[:_SHOW])).to_pylist()]
                 bad_rows.add(seen + refused + 1, texts, status[refused])
-            seen += len(col)
             if bad_rows.rows:
+                seen += len(col)
                 continue
-            new = out_values.take(pa.array(mechanism.draw(ranks, source)))
+            keep, drawn = select(seen, ranks)
+            seen += len(col)
+            if keep is not None:  # a withheld row is left out of the output
+                batch = batch.filter(pa.array(keep))
+            new = out_values.take(pa.array(drawn))
             columns = [new if k == j else batch.column(k) for k in written]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
-            rows += len(col)
+            rows += len(drawn)
             tick(rows)
     finally:
         writer.close()

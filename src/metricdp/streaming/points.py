@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,26 +37,34 @@ from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.header import table_header
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
+
+if TYPE_CHECKING:
+    from .accounted import Accounting, AccountingReport
 
 __all__ = ["GeoJsonSink", "PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
+#: ``select(start, latlon (k, 2)) -> (keep (k,) or None, released (kept, 2))``: rows ``start..start+k`` (0-based)
+#: of the file, which of them are written (None: all) and their releases.
+Select = Callable[[int, NDArray[np.float64]], tuple[NDArray[np.bool_] | None, NDArray[np.float64]]]
 #: ``full(rounded (k, 2)) -> mask (k,)``: rows to write at full precision instead of rounded.
 Full = Callable[[NDArray[np.float64]], NDArray[np.bool_]]
 
 
 @dataclass(frozen=True)
 class PointStats:
-    """Rows released, seconds, the input format and the column plan (what left with true values)."""
+    """Rows released, seconds, the input format, the column plan (what left with true values), the accounting."""
 
     rows: int
     seconds: float
     format: str
     columns: ColumnPlan
+    accounting: AccountingReport | None = None
 
     @property
     def rows_per_second(self) -> float:
@@ -235,11 +243,25 @@ def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[i
 
 
 def write_csv_chunk(fh: IO[bytes], chunk: Any, columns: tuple[int, int], dropped: tuple[int, ...],
-                    released: NDArray[np.float64], digits: int, full: Full | None) -> None:
-    """The chunk's records with the two coordinate fields replaced by ``released`` and dropped columns removed."""
+                    released: NDArray[np.float64], digits: int, full: Full | None,
+                    keep: NDArray[np.bool_] | None = None) -> None:
+    """The chunk's records with the two coordinate fields replaced by ``released`` and dropped columns removed.
+
+    ``keep`` (a mask per record, ``released`` then holds the kept records' releases): the
+    other records are left out whole, line break included (a withheld row leaves no trace).
+    """
     recs = chunk.records
     n = len(recs.starts)
     starts, stops, row, kind = edits_for_columns(recs, list(columns), dropped)
+    if keep is not None and not keep.all():
+        # every record gets a (k, 2) row; a withheld one repeats a kept release (never written, never a true value)
+        rows = np.empty((n, 2), dtype=np.float64)
+        rows[keep] = released
+        rows[~keep] = released[0] if len(released) else 0.0
+        released = rows
+        # removals are kind -1 here, 1 in csvsplit: shift by 2 around the call
+        starts, stops, row, kind = csvsplit.without_records(chunk.buf, recs, ~keep, starts, stops, row, kind + 2)
+        kind = kind - 2
     if not _write_compiled(fh, chunk.buf, recs.end, starts, stops, row, kind, released, digits, full):
         table, table_off = _texts(released, digits, full)
         table_off = np.append(table_off, table_off[-1])  # entry 2n: empty (a removed range)
@@ -291,11 +313,11 @@ def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) ->
     return out
 
 
-def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any, digits: int,
+def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan: Any, digits: int,
          full: Full | None, chunk_rows: int, chunk_bytes: int, max_record: int | None,
-         tick: Callable[[int], None], geojson: bool) -> int:
+         tick: Callable[[int], None], geojson: bool) -> tuple[int, int]:
     where = str(src)
-    rows = 0
+    rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
@@ -310,20 +332,23 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_pl
             n = len(recs.starts)
             if not n:
                 continue
-            pts = np.column_stack([parse_column(chunk, i, lat, where, rows + 1),
-                                   parse_column(chunk, j, lon, where, rows + 1)])
-            released = release(pts, rows + 1)
+            pts = np.column_stack([parse_column(chunk, i, lat, where, seen + 1),
+                                   parse_column(chunk, j, lon, where, seen + 1)])
+            keep, released = select(seen, pts)
+            seen += n
+            rows += len(released)
             if sink is not None:
-                sink.write(released, digits, full, _csv_properties(chunk, props))
-                rows += n
+                properties = _csv_properties(chunk, props)
+                if keep is not None:
+                    properties = {k: [v for v, w in zip(c, keep, strict=True) if w] for k, c in properties.items()}
+                sink.write(released, digits, full, properties)
                 tick(rows)
                 continue
-            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full)
-            rows += n
+            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full, keep)
             tick(rows)
         if sink is not None:
             sink.close()
-    return rows
+    return rows, seen
 
 
 # ------------------------------------------------------------------------- Parquet
@@ -338,8 +363,9 @@ def column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> 
         raise ValidationError(f"{where}: column {name!r} is not numeric ({col.type})") from None
 
 
-def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, make_plan: Any,
-             chunk_rows: int, tick: Callable[[int], None], geojson: bool, digits: int, full: Full | None) -> int:
+def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan: Any,
+             chunk_rows: int, tick: Callable[[int], None], geojson: bool, digits: int,
+             full: Full | None) -> tuple[int, int]:
     pa = import_optional("pyarrow", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
@@ -354,33 +380,35 @@ def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, release: Release, mak
     if pf.metadata.num_row_groups and pf.metadata.num_columns:
         compression = pf.metadata.row_group(0).column(0).compression.lower()
         compression = "none" if compression == "uncompressed" else compression
-    rows = 0
+    rows = seen = 0
     sink = GeoJsonSink(fh, lat, lon) if geojson else None
     writer = None if sink is not None else pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
             if not batch.num_rows:
                 continue
-            pts = np.column_stack([column_floats(batch, i, lat, where, rows + 1),
-                                   column_floats(batch, j, lon, where, rows + 1)])
-            released = release(pts, rows + 1)
+            pts = np.column_stack([column_floats(batch, i, lat, where, seen + 1),
+                                   column_floats(batch, j, lon, where, seen + 1)])
+            keep, released = select(seen, pts)
+            seen += batch.num_rows
+            if keep is not None:  # a withheld row is left out of the output
+                batch = batch.filter(pa.array(keep))
+            rows += batch.num_rows
             if sink is not None:
                 sink.write(released, digits, full, {schema.names[k]: batch.column(k).to_pylist() for k in written
                                                     if k not in (i, j)})
-                rows += batch.num_rows
                 tick(rows)
                 continue
             new = {i: pa.array(released[:, 0], pa.float64()), j: pa.array(released[:, 1], pa.float64())}
             columns = [new.get(k, batch.column(k)) for k in written]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))  # type: ignore[union-attr]
-            rows += batch.num_rows
             tick(rows)
         if sink is not None:
             sink.close()
     finally:
         if writer is not None:
             writer.close()
-    return rows
+    return rows, seen
 
 
 # ------------------------------------------------------------------------ entry point
@@ -401,6 +429,10 @@ def privatize_points_file(
     inputs: Sequence[str | PathLike[str]] = (),
     progress: Progress | None = None,
     plan_check: Callable[[ColumnPlan], None] | None = None,
+    accounting: Accounting | None = None,
+    validate: Callable[[NDArray[np.float64], int], None] | None = None,
+    rng: object = None,
+    epsilon: float | None = None,
 ) -> PointStats:
     """Replace every (lat, lon) of ``input_path`` by ``release`` of it; write ``out``.
 
@@ -410,6 +442,13 @@ def privatize_points_file(
     ``plan_check`` sees the column plan before anything is released (the CLI refuses
     look-alike coordinate columns there). Nothing is published unless the whole file
     went through: errors leave ``out`` as it was.
+
+    ``accounting`` makes it a release per person (:mod:`metricdp.streaming.accounted_points`:
+    a first pass over the user and coordinate columns, each chunk of points checked by
+    ``validate`` before the budget is reserved; withheld rows left out; the ledger
+    reserved before and committed after the publish; ``rng`` the source of the cap's and
+    the budget's random choices: pass the release's own source; ``epsilon`` the eps of one
+    release, in the units of the budget). :attr:`PointStats.accounting` is then its report.
 
     Raises
     ------
@@ -437,13 +476,39 @@ def privatize_points_file(
         dt = time.perf_counter() - t0
         report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
 
+    def every_row(start: int, pts: NDArray[np.float64]) -> tuple[None, NDArray[np.float64]]:
+        return None, release(pts, start + 1)
+
+    run = None
+    if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
+        from .._random import check_rng
+        from .accounted_points import AccountedPointsRun
+
+        make_plan(table_header(src, [lat, lon]))  # the column plan (and plan_check) before the first pass
+        if epsilon is None:
+            raise ValidationError("an accounted release needs the epsilon of one release")
+        eps = float(epsilon)
+        run = AccountedPointsRun.start_points(src, fmt, lat, lon, eps, accounting, release, validate,
+                                              check_rng(rng), chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
+                                              max_record=max_record, progress=progress)
+    select: Select = every_row if run is None else run.select
+
     geojson = Path(out).suffix.lower() == ".geojson"
-    with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-        if fmt == "csv":
-            rows = _csv(src, fh, lat, lon, release, make_plan, digits, full, chunk_rows, chunk_bytes, max_record,
-                        tick, geojson)
-        else:
-            rows = _parquet(src, fh, lat, lon, release, make_plan, chunk_rows, tick, geojson, digits, full)
-        if rows == 0:
-            raise ValidationError(f"{src}: no data rows")
-    return PointStats(rows, time.perf_counter() - t0, fmt, plans[0])
+    try:
+        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+            if fmt == "csv":
+                rows, seen = _csv(src, fh, lat, lon, select, make_plan, digits, full, chunk_rows, chunk_bytes,
+                                  max_record, tick, geojson)
+            else:
+                rows, seen = _parquet(src, fh, lat, lon, select, make_plan, chunk_rows, tick, geojson, digits, full)
+            if seen == 0:
+                raise ValidationError(f"{src}: no data rows")
+            if run is not None:
+                run.publishing()  # checks the input is unchanged; from here on the spend stays
+    except BaseException:
+        if run is not None:
+            run.abort()  # gives the reservation back only if publishing() was not reached
+        raise
+    if run is not None:
+        run.commit()
+    return PointStats(rows, time.perf_counter() - t0, fmt, plans[-1], None if run is None else run.report())
