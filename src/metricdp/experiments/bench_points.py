@@ -63,15 +63,17 @@ def make_points(workdir: Path, rows: int, fmt: str, seed: int = 0) -> Path:
     g = np.random.default_rng(seed)
     tmp = path.with_name(path.name + ".partial")
     schema = pa.schema([("user", pa.string()), ("time", pa.int64()), ("lat", pa.float64()), ("lon", pa.float64())])
+    if fmt not in ("csv", "parquet"):
+        raise ValidationError(f"format must be csv or parquet, got {fmt!r}")
+    workdir.mkdir(parents=True, exist_ok=True)
     writer: Any = None
+    fh: Any = None
     try:
         if fmt == "csv":
             fh = tmp.open("w", encoding="utf-8")
             fh.write("user,time,lat,lon\n")
-        elif fmt == "parquet":
-            writer = pq.ParquetWriter(tmp, schema)
         else:
-            raise ValidationError(f"format must be csv or parquet, got {fmt!r}")
+            writer = pq.ParquetWriter(tmp, schema)
         for start in range(0, rows, _GEN_CHUNK):
             k = min(_GEN_CHUNK, rows - start)
             user = g.integers(0, 100_000, k)
@@ -87,7 +89,7 @@ def make_points(workdir: Path, rows: int, fmt: str, seed: int = 0) -> Path:
     finally:
         if writer is not None:
             writer.close()
-        elif fmt == "csv":
+        if fh is not None:
             fh.close()
     tmp.rename(path)
     return path
