@@ -7,13 +7,16 @@ noisy vector is eps-mDP for the Euclidean metric (the density ratio at any point
 most :math:`e^{\varepsilon\lVert x - x'\rVert}` by the triangle inequality), and the word
 search is a fixed function of it (post-processing), exact or approximate.
 
-Search: ``index="exact"`` (default) is the certified blocked search of
-:func:`metricdp.mechanisms.madlib.nearest_release` (centred coordinates, any eps);
+Search: ``index="exact"`` (default) is the certified search of
+:func:`metricdp.mechanisms.madlib.nearest_release` (centred coordinates, any eps), run by
+:func:`.nearest.two_pass_argmin` (the same answer, bit for bit, in a fraction of the time);
 ``index="ivf"`` or ``"hnsw"`` uses a faiss index (:mod:`.ann`) for queries whose noise radius is below
 ``1e6`` times the vocabulary's radius and the exact search beyond it.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +28,7 @@ from ..mechanisms.madlib import madlib_epsilon, madlib_polar, nearest_release
 from ..pointspace import PointSpace
 from .ann import ANNIndex, make_index
 from .base import TextMechanism, check_point_space
+from .nearest import TwoPassSearch
 
 __all__ = ["MadlibText", "madlib_epsilon", "noisy_release"]
 
@@ -42,7 +46,7 @@ def noisy_release(
 ) -> NDArray[np.intp]:
     """Nearest word to :math:`x + (G/\\varepsilon) v` per token: exact, or approximate through ``index``."""
     if index is None:
-        return nearest_release(space, inputs, direction, gamma, epsilon)
+        return nearest_release(_search(space), inputs, direction, gamma, epsilon)
     with np.errstate(over="ignore"):
         r = gamma / epsilon
     scale = np.linalg.norm(direction, axis=1) * r
@@ -52,8 +56,13 @@ def noisy_release(
         q = space.vectors[inputs[near]] + r[near, None] * direction[near]
         out[near] = index.search(q)
     if (~near).any():
-        out[~near] = nearest_release(space, inputs[~near], direction[~near], gamma[~near], epsilon)
+        out[~near] = nearest_release(_search(space), inputs[~near], direction[~near], gamma[~near], epsilon)
     return out
+
+
+def _search(space: PointSpace) -> PointSpace:
+    """``space`` searched by :func:`.nearest.two_pass_argmin` (the same answer, faster)."""
+    return cast(PointSpace, TwoPassSearch(space))
 
 
 class MadlibText(TextMechanism):
