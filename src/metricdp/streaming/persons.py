@@ -162,7 +162,7 @@ def scan_persons(
             if ids.null_count:
                 _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
                               user_column, rows, "row(s)")
-            as_bin = pc.cast(pc.cast(ids, pa.string()), pa.binary())
+            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
             _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
                           rows, "row(s)")
             book.add(as_bin)
@@ -180,6 +180,34 @@ def scan_persons(
     persons, codes = book.finish()
     return RowPersons(persons, codes, None if value_column is None else (
         np.concatenate(found) if found else np.zeros(0, dtype=np.intp)))
+
+
+def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> Any:
+    """A Parquet batch of ids as UTF-8 bytes; binary that is not UTF-8, or a NUL, is refused with its row.
+
+    The ids become text (numpy ``str``, which drops trailing NULs: ``"ann\\0"`` would be ``"ann"``,
+    and the ledger hashes text), so both would merge or split persons behind the user's back.
+    """
+    try:
+        text = pc.cast(ids, pa.string())
+    except pa.ArrowInvalid:
+        lo, hi = 0, len(ids)  # the first row that does not cast: bisection, log2(rows) casts
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            try:
+                pc.cast(ids.slice(lo, mid - lo), pa.string())
+                lo = mid
+            except pa.ArrowInvalid:
+                hi = mid
+        raise ValidationError(f"{where}: user column {column!r} is not UTF-8 text at row {seen + lo + 1:,}: "
+                              "person ids must be integers or text") from None
+    as_bin = pc.cast(text, pa.binary())
+    nul = np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring(as_bin, "\x00"), False)
+                                    .to_numpy(zero_copy_only=False)))
+    if nul.size:
+        raise ValidationError(f"{where}: user column {column!r} holds a NUL character in {nul.size:,} row(s) (first "
+                              f"at row {seen + int(nul[0]) + 1:,}): person ids must be printable text")
+    return as_bin
 
 
 def _text(data: bytes, fs: NDArray[np.int64], fe: NDArray[np.int64], i: int) -> str:
