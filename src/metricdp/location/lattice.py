@@ -197,8 +197,12 @@ def release_lattice(
     epsilon = check_epsilon(epsilon_per_km, name="epsilon_per_km")
     reject = region is not None and truncation == "reject"
     noise_eps = epsilon / 2.0 if reject else epsilon
+    alpha = plane.alpha(noise_eps)
     if sampler is None:
-        sampler = LatticeSampler(plane.alpha(noise_eps))
+        sampler = LatticeSampler(alpha)
+    elif Fraction(sampler.alpha) != alpha:  # a sampler of another epsilon (or plane) would void the guarantee
+        raise ValidationError(f"the sampler draws at alpha {float(sampler.alpha):.6g}, this release needs "
+                              f"{float(alpha):.6g} (epsilon {noise_eps:g} per km on this plane)")
     source = check_rng(rng)
     base = plane.snap(latlon, first_row=first_row)
     out = plane.points(base + sampler.offsets(len(base), source))
