@@ -91,3 +91,18 @@ def test_ledger_unit_library_refusal_leaves_nothing(tmp_path: Path) -> None:
         book.commit(book.reserve(["ann"], 0.1).run_id)  # no unit named: not checked (library callers)
         assert book.spent(["ann"]).tolist() == [pytest.approx(0.2)]
         assert len(book.runs_table()) == 2
+
+
+def test_an_overlong_id_is_refused_with_its_line(km: Path, tmp_path: Path) -> None:
+    """One 200 kB id among 200,000 persons was a MemoryError traceback (numpy asked for 149 GiB of '<U200000')."""
+    src = _rows(tmp_path / "in.csv", ["ann", "bob", "x" * 257, "cy"])
+    out = tmp_path / "o.csv"
+    result = run("privatize", km, src, "-c", "city", "-o", out, "--user-column", "user", "--drop", "user")
+    assert_one_line_error(result, "in.csv", "'user'", "257 bytes", "line 4")
+    assert not out.exists()
+    pq.write_table(pa.table({"user": ["ann", "é" * 129], "city": ["Paris"] * 2}), tmp_path / "in.parquet")
+    result = run("privatize", km, tmp_path / "in.parquet", "-c", "city", "-o", tmp_path / "o.parquet",
+                 "--user-column", "user", "--drop", "user")
+    assert_one_line_error(result, "in.parquet", "258 bytes", "row 2")
+    src = _rows(tmp_path / "ok.csv", ["ann", "y" * 256])  # at the limit: released
+    assert run("privatize", km, src, "-c", "city", "-o", out, "--user-column", "user", "--drop", "user").exit_code == 0

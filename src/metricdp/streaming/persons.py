@@ -15,7 +15,9 @@ the result, 16 with labels), never a string per row. Ids are merged chunk by chu
 (:func:`pyarrow.compute.index_in` against the ids seen so far), sorted once at the end.
 
 An empty id (or a null in Parquet) is refused with its line or row: it would make every
-blank row one "person" sharing one budget, which is nobody's intent.
+blank row one "person" sharing one budget, which is nobody's intent. So is an id longer
+than :data:`MAX_ID_BYTES` (memory), and in Parquet one that is not UTF-8 or holds a NUL
+(the ids become text, which would merge ``"ann"`` and ``"ann\\0"``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,16 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["SCAN_BYTES", "RowPersons", "scan_persons"]
+__all__ = ["MAX_ID_BYTES", "SCAN_BYTES", "RowPersons", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows):
 #: each chunk costs one hash table of the ids seen so far, so fewer, larger chunks are faster.
 SCAN_BYTES = 32 * 2**20
+
+#: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254). The ids
+#: are kept as one fixed-width numpy ``str`` array, 4 bytes per character of the *longest*:
+#: one huge id among many persons would ask for (persons x its length x 4) bytes.
+MAX_ID_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,11 @@ def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: N
         first = ", ".join(str(int(x)) for x in places[bad[:5]])
         raise ValidationError(f"{where}: user column {column!r} is empty in {bad.size:,} row(s) (first at {unit} "
                               f"{first}): every row needs a person")
+    long = np.flatnonzero(lengths > MAX_ID_BYTES)
+    if long.size:
+        raise ValidationError(f"{where}: user column {column!r} holds an id of {int(lengths[long[0]]):,} bytes at "
+                              f"{unit[:-3]} {int(places[long[0]])} ({long.size:,} row(s) over {MAX_ID_BYTES} bytes): "
+                              "a person id is a name, a number or a hash, not a document")
 
 
 def scan_persons(
