@@ -87,3 +87,11 @@ def test_a_sampler_of_another_epsilon_is_refused():
         release_lattice(pts, 0.5, plane, sampler=ok, region=box, truncation="reject", rng=0)
     half = LatticeSampler(plane.alpha(0.25))
     assert release_lattice(pts, 0.5, plane, sampler=half, region=box, truncation="reject", rng=0).shape == (1, 2)
+
+
+def test_a_cell_too_small_for_the_extent_is_refused():
+    """Indices past 2**63 were cast to INT64_MIN (every far input one garbage point); past 2**53, inexact."""
+    with pytest.raises(ValidationError, match="too small"):
+        LatticePlane(48.8566, 2.3522, cell_km=1e-17, extent_km=500.0)
+    plane = LatticePlane(48.8566, 2.3522, cell_km=1e-13, extent_km=400.0)  # 4e15 cells: fine
+    assert plane.snap([[48.8566, 2.3522]]).tolist() == [[0, 0]]

@@ -95,6 +95,9 @@ class LatticePlane:
             raise ValidationError(f"extent_km must be at most 5000 km (one tangent plane), got {self.extent_km!r}")
         if self.cell_km > self.extent_km:
             raise ValidationError(f"cell_km {self.cell_km!r} exceeds extent_km {self.extent_km!r}")
+        if self.extent_km / self.cell_km > 2.0**52:  # indices exact in float64 (and far inside int64)
+            raise ValidationError(f"cell_km {self.cell_km!r} is too small for extent_km {self.extent_km!r}: "
+                                  "more than 2**52 cells across")
         object.__setattr__(self, "_plane", TangentPlane(float(self.lat), float(self.lon)))
 
     @property
