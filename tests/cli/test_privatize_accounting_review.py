@@ -106,3 +106,26 @@ def test_an_overlong_id_is_refused_with_its_line(km: Path, tmp_path: Path) -> No
     assert_one_line_error(result, "in.parquet", "258 bytes", "row 2")
     src = _rows(tmp_path / "ok.csv", ["ann", "y" * 256])  # at the limit: released
     assert run("privatize", km, src, "-c", "city", "-o", out, "--user-column", "user", "--drop", "user").exit_code == 0
+
+
+@pytest.mark.parametrize(("sql", "says"), [
+    ("DROP TABLE persons", "totals, their charges"),  # recreated empty on open: everyone's budget back
+    ("DELETE FROM persons", "totals, their charges"),
+    ("UPDATE persons SET total = 0", "totals, their charges"),
+    ("UPDATE persons SET total = 'zz'", "totals, their charges"),  # was a ValueError traceback
+    ("DELETE FROM charges", "totals, their charges"),
+    ("UPDATE meta SET v = 'abc' WHERE k = 'budget'", "budget 'abc'"),  # was a ValueError traceback
+    ("DELETE FROM meta WHERE k = 'key_check'", "key fingerprint"),  # was a KeyError traceback
+])
+def test_a_corrupted_ledger_is_refused(km: Path, tmp_path: Path, sql: str, says: str) -> None:
+    src, ledger, out = _rows(tmp_path / "in.csv", ["ann", "ann", "bob"]), tmp_path / "l.db", tmp_path / "o.csv"
+    base = ("privatize", km, src, "-c", "city", "-o", out, "--user-column", "user", "--drop", "user",
+            "--ledger", ledger)
+    assert run(*base, "--budget", "0.008").exit_code == 0  # ann has spent all of her budget
+    out.unlink()
+    with sqlite3.connect(ledger) as db:
+        db.execute(sql)
+    db.close()
+    assert_one_line_error(run(*base), "l.db", "corrupted", says)
+    assert not out.exists()
+    assert_one_line_error(run("ledger", "show", ledger), "l.db", "corrupted")

@@ -202,8 +202,33 @@ class Ledger:
                     f"ledger {self.name} has a budget of {float(from_units(int(stored))):g} per person, "
                     f"not {budget:g}; change it explicitly (Ledger.set_budget) if that is meant"
                 )
-            self._budget = int(stored)
+            try:
+                self._budget = int(stored)
+            except ValueError:
+                raise ValidationError(f"ledger {self.name} is corrupted: its budget {stored!r} is not a number; "
+                                      "restore it from a backup") from None
+            if "key_check" not in meta:
+                raise ValidationError(f"ledger {self.name} is corrupted: it has no key fingerprint; restore it from "
+                                      "a backup")
             self._key_check = meta["key_check"]
+            self._check_sums(tx)
+
+    def _check_sums(self, tx: Tx) -> None:
+        """The persons' totals, their charges and the spend of the runs not aborted must be one sum.
+
+        Every write keeps them equal (``reserve`` adds to all three, ``abort`` takes from all
+        three); a table emptied, dropped (and recreated empty on open) or edited breaks it,
+        and reopening it as it is would give every person their budget again.
+        """
+        row = tx.q("SELECT (SELECT COALESCE(SUM(total), 0) FROM persons), (SELECT COALESCE(SUM(units), 0) "
+                   "FROM charges), (SELECT COALESCE(SUM(units), 0) FROM runs WHERE state <> 'aborted')")[0]
+        try:
+            persons, charges, runs = (int(x) for x in row)
+        except (TypeError, ValueError):
+            persons, charges, runs = -1, 0, 0
+        if not persons == charges == runs:
+            raise ValidationError(f"ledger {self.name} is corrupted: the persons' totals, their charges and the "
+                                  "runs' spend differ; restore it from a backup")
 
     # ------------------------------------------------------------------ basics
     def __enter__(self) -> Ledger:
