@@ -129,3 +129,18 @@ def test_a_corrupted_ledger_is_refused(km: Path, tmp_path: Path, sql: str, says:
     assert_one_line_error(run(*base), "l.db", "corrupted", says)
     assert not out.exists()
     assert_one_line_error(run("ledger", "show", ledger), "l.db", "corrupted")
+
+
+@pytest.mark.parametrize("name", ["l.db", "l.db.key", "l.db-wal", "k"])
+def test_the_output_never_overwrites_the_ledger_or_its_key(km: Path, tmp_path: Path, name: str) -> None:
+    """`-o l.db --ledger l.db` replaced the ledger with the CSV (everyone's spend gone); same for its key."""
+    src, ledger = _rows(tmp_path / "in.csv", ["ann", "bob"]), tmp_path / "l.db"
+    base = ("privatize", km, src, "-c", "city", "--user-column", "user", "--drop", "user", "--ledger", ledger)
+    assert run(*base, "-o", tmp_path / "o.csv", "--budget", "1").exit_code == 0
+    (tmp_path / "l.db-wal").touch()
+    key = (tmp_path / "l.db.key").read_bytes()
+    extra = ("--ledger-key", tmp_path / "l.db.key") if name == "k" else ()
+    target = tmp_path / ("l.db.key" if name == "k" else name)
+    assert_one_line_error(run(*base, *extra, "-o", target), "refusing to write", name if name != "k" else "l.db.key")
+    assert (tmp_path / "l.db.key").read_bytes() == key  # (SQLite itself checkpoints and removes the WAL)
+    assert Ledger(ledger).spent(["ann", "bob"]).tolist() == [pytest.approx(EPS)] * 2
