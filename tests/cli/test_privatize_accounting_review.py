@@ -144,3 +144,16 @@ def test_the_output_never_overwrites_the_ledger_or_its_key(km: Path, tmp_path: P
     assert_one_line_error(run(*base, *extra, "-o", target), "refusing to write", name if name != "k" else "l.db.key")
     assert (tmp_path / "l.db.key").read_bytes() == key  # (SQLite itself checkpoints and removes the WAL)
     assert Ledger(ledger).spent(["ann", "bob"]).tolist() == [pytest.approx(EPS)] * 2
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_ledger_export_never_overwrites_the_ledger(km: Path, tmp_path: Path, json_out: bool) -> None:
+    """`ledger export l.db --out l.db` replaced the ledger with its own export."""
+    src, ledger = _rows(tmp_path / "in.csv", ["ann", "bob"]), tmp_path / "l.db"
+    assert run("privatize", km, src, "-c", "city", "--user-column", "user", "--drop", "user", "--ledger", ledger,
+               "-o", tmp_path / "o.csv", "--budget", "1").exit_code == 0
+    flags = ["--json"] if json_out else []
+    for target in ("l.db", "l.db.key", "l.db-wal"):
+        assert_one_line_error(run("ledger", "export", ledger, *flags, "--out", tmp_path / target), "refusing", target)
+    assert Ledger(ledger).spent(["ann", "bob"]).tolist() == [pytest.approx(EPS)] * 2
+    assert run("ledger", "export", ledger, *flags, "--out", tmp_path / "e.txt").exit_code == 0
