@@ -202,8 +202,33 @@ class Ledger:
                     f"ledger {self.name} has a budget of {float(from_units(int(stored))):g} per person, "
                     f"not {budget:g}; change it explicitly (Ledger.set_budget) if that is meant"
                 )
-            self._budget = int(stored)
+            try:
+                self._budget = int(stored)
+            except ValueError:
+                raise ValidationError(f"ledger {self.name} is corrupted: its budget {stored!r} is not a number; "
+                                      "restore it from a backup") from None
+            if "key_check" not in meta:
+                raise ValidationError(f"ledger {self.name} is corrupted: it has no key fingerprint; restore it from "
+                                      "a backup")
             self._key_check = meta["key_check"]
+            self._check_sums(tx)
+
+    def _check_sums(self, tx: Tx) -> None:
+        """The persons' totals, their charges and the spend of the runs not aborted must be one sum.
+
+        Every write keeps them equal (``reserve`` adds to all three, ``abort`` takes from all
+        three); a table emptied, dropped (and recreated empty on open) or edited breaks it,
+        and reopening it as it is would give every person their budget again.
+        """
+        row = tx.q("SELECT (SELECT COALESCE(SUM(total), 0) FROM persons), (SELECT COALESCE(SUM(units), 0) "
+                   "FROM charges), (SELECT COALESCE(SUM(units), 0) FROM runs WHERE state <> 'aborted')")[0]
+        try:
+            persons, charges, runs = (int(x) for x in row)
+        except (TypeError, ValueError):
+            persons, charges, runs = -1, 0, 0
+        if not persons == charges == runs:
+            raise ValidationError(f"ledger {self.name} is corrupted: the persons' totals, their charges and the "
+                                  "runs' spend differ; restore it from a backup")
 
     # ------------------------------------------------------------------ basics
     def __enter__(self) -> Ledger:
@@ -285,6 +310,7 @@ class Ledger:
         policy: Policy = "refuse",
         run_id: str | None = None,
         mechanism: str = "",
+        unit: str | None = None,
     ) -> Reservation:
         """Reserve a run's spend before publishing it (see the module docstring).
 
@@ -292,6 +318,11 @@ class Ledger:
         <metricdp.accounting.accountant.Accountant.spend>`. Raises
         :class:`~metricdp.errors.BudgetExceededError` under ``refuse`` (nothing written);
         under ``drop`` the grant says how many values each person may release.
+
+        ``unit`` is the distance unit ``eps`` is per (``"km"``, ``""`` for none): the first
+        run that names one binds the ledger to it, and a run in another unit is refused (eps
+        per m and eps per km summed into one total would let a person spend 1000 times the
+        budget).
         """
         run = run_id if run_id is not None else uuid.uuid4().hex
         if not isinstance(run, str) or not _RUN_ID.match(run):
@@ -302,6 +333,8 @@ class Ledger:
             if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
                 raise ValidationError(f"run {run} is already in ledger {self.name}")
             self._budget = self._read_budget(tx)  # another process may have changed it
+            if unit is not None:
+                self._bind_unit(tx, str(unit))
             totals = self._totals(tx, hashes, (requested * units).tolist())
             g = grant(uniq, requested, units, self._budget - totals, policy)
             cut = np.flatnonzero(g.granted != g.requested)  # only under drop; usually few
@@ -312,6 +345,17 @@ class Ledger:
             tx.q("DELETE FROM demand")
             self._insert_run(tx, run, mechanism, units, g)
         return Reservation(run, g, totals + g.units)
+
+    def _bind_unit(self, tx: Tx, unit: str) -> None:
+        """The ledger's distance unit: recorded by the first run that names one, then enforced."""
+        rows = tx.q("SELECT v FROM meta WHERE k = 'unit'")
+        if not rows:
+            tx.q("INSERT INTO meta (k, v) VALUES ('unit', :u)", {"u": unit[:64]})
+        elif str(rows[0][0]) != unit[:64]:
+            def said(u: str) -> str:
+                return f"per {u}" if u else "per unit of a unitless distance"
+            raise ValidationError(f"ledger {self.name} accounts eps {said(str(rows[0][0]))}; this release's eps is "
+                                  f"{said(unit)}: their sum would mean nothing (use another ledger)")
 
     @staticmethod
     def _read_budget(tx: Tx) -> int:

@@ -160,6 +160,7 @@ def plan_release(
     run_id: str | None = None,
     mechanism: str = "",
     persons: ArrayLike | None = None,
+    unit: str | None = None,
 ) -> Plan:
     """Plan a release of one value per row at ``eps`` (module docstring).
 
@@ -172,6 +173,8 @@ def plan_release(
     ``persons`` (distinct ids) makes ``user_ids`` integer codes into it, the form a
     streaming pass builds (one small integer per row instead of one string): everything
     per row is then done on the codes, and only the ledger sees ``persons[code]``.
+    ``unit`` (the distance unit of ``eps``) binds the ledger to one unit
+    (:meth:`~metricdp.accounting.ledger.Ledger.reserve`).
     """
     names = None if persons is None else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
@@ -214,10 +217,11 @@ def plan_release(
         codes = np.flatnonzero(per_code)
         counts = per_code[codes]
         reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
-                                     mechanism=mechanism)
+                                     mechanism=mechanism, unit=unit)
         g, totals = _in_codes(reservation.grant, codes, names, reservation.totals)
     elif ledger is not None:
-        reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism)
+        reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism,
+                                     unit=unit)
         g, totals = reservation.grant, reservation.totals
     elif budget is not None:
         g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)

@@ -156,6 +156,18 @@ class AccountingOptions:
         finally:
             ledger.close()
 
+    def files(self) -> list[Path]:
+        """The ledger's local files (database, journals, key): inputs a release must never overwrite."""
+        if self.ledger is None:
+            return []
+        given = [] if self.ledger_key is None else [self.ledger_key]
+        if "://" in self.ledger:
+            return given
+        from ..accounting.ledger import key_path_for
+
+        db = Path(self.ledger)
+        return [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), key_path_for(db), *given]
+
     def accounting(self, *, ledger: Any, scope: str, mechanism: str) -> Any:
         """The library's :class:`~metricdp.streaming.accounted.Accounting` of these options."""
         from ..streaming.accounted import Accounting

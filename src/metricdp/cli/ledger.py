@@ -27,6 +27,7 @@ from .._jsonable import jsonable
 from ..accounting.composition import summarize
 from ..accounting.ledger import Ledger
 from ..io import atomic_write
+from ._accounting import AccountingOptions
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors
 
 __all__ = ["ledger_app", "register"]
@@ -89,8 +90,9 @@ def export(
     out: Annotated[Path | None, typer.Option("--out", help="Write to this file (atomically), not stdout.")] = None,
 ) -> None:
     """Every person (keyed hash) with eps committed, reserved, total and remaining."""
+    protected = AccountingOptions(ledger=ledger).files()  # the ledger, its journals and key: never --out
     if out is not None:
-        check_output(out)
+        check_output(out, inputs=protected)
     budget, persons, runs = _snapshot(ledger)
     columns = ["person", "committed", "reserved", "total", "remaining"]
     if json_out:
@@ -100,10 +102,10 @@ def export(
         if out is None:
             echo_json(obj)
             return
-        with atomic_write(out, "w") as fh:
+        with atomic_write(out, "w", inputs=protected) as fh:
             fh.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
         return
-    with atomic_write(out, "w") if out is not None else contextlib.nullcontext(sys.stdout) as fh:
+    with atomic_write(out, "w", inputs=protected) if out is not None else contextlib.nullcontext(sys.stdout) as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(zip(persons["person"].tolist(), *(map(repr, persons[c].tolist()) for c in columns[1:]),

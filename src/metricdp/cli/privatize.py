@@ -162,6 +162,7 @@ def register(app: typer.Typer) -> None:
         if engine is not Engine.local:
             require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
+        protected = [mechanism_file, *acct.files()]  # never the output: the ledger, its journals, its key
         t0 = time.perf_counter()
         report = None
         with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
@@ -182,7 +183,7 @@ def register(app: typer.Typer) -> None:
             if engine is Engine.local:
                 stats = privatize_file(
                     mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                    inputs=[mechanism_file], progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
+                    inputs=protected, progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
                 )
                 rows = stats.rows
                 plan = stats.columns or plan
@@ -191,14 +192,14 @@ def register(app: typer.Typer) -> None:
                 from ..integrations.dask import privatize_file_dask
 
                 rows = privatize_file_dask(
-                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=[mechanism_file],
+                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=protected,
                     accounting=accounting, on_report=reports.append, **columns,
                 )
             else:
                 from ..integrations.spark import privatize_file_spark
 
                 rows = privatize_file_spark(
-                    mech, input_file, column, out, master=master, seed=seed, inputs=[mechanism_file],
+                    mech, input_file, column, out, master=master, seed=seed, inputs=protected,
                     accounting=accounting, on_report=reports.append, **columns
                 )
             report = reports[0] if reports else report

@@ -95,6 +95,9 @@ class LatticePlane:
             raise ValidationError(f"extent_km must be at most 5000 km (one tangent plane), got {self.extent_km!r}")
         if self.cell_km > self.extent_km:
             raise ValidationError(f"cell_km {self.cell_km!r} exceeds extent_km {self.extent_km!r}")
+        if self.extent_km / self.cell_km > 2.0**52:  # indices exact in float64 (and far inside int64)
+            raise ValidationError(f"cell_km {self.cell_km!r} is too small for extent_km {self.extent_km!r}: "
+                                  "more than 2**52 cells across")
         object.__setattr__(self, "_plane", TangentPlane(float(self.lat), float(self.lon)))
 
     @property
@@ -197,8 +200,12 @@ def release_lattice(
     epsilon = check_epsilon(epsilon_per_km, name="epsilon_per_km")
     reject = region is not None and truncation == "reject"
     noise_eps = epsilon / 2.0 if reject else epsilon
+    alpha = plane.alpha(noise_eps)
     if sampler is None:
-        sampler = LatticeSampler(plane.alpha(noise_eps))
+        sampler = LatticeSampler(alpha)
+    elif Fraction(sampler.alpha) != alpha:  # a sampler of another epsilon (or plane) would void the guarantee
+        raise ValidationError(f"the sampler draws at alpha {float(sampler.alpha):.6g}, this release needs "
+                              f"{float(alpha):.6g} (epsilon {noise_eps:g} per km on this plane)")
     source = check_rng(rng)
     base = plane.snap(latlon, first_row=first_row)
     out = plane.points(base + sampler.offsets(len(base), source))

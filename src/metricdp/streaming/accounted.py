@@ -42,6 +42,7 @@ from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..tabular.header import table_header
+from ..units import space_unit
 from .persons import scan_persons
 
 __all__ = ["AccountedRun", "Accounting", "AccountingReport"]
@@ -129,7 +130,8 @@ class AccountedRun:
         plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                             true_values=scan.labels, scope=acc.scope, rng=source, run_id=acc.run_id,
-                            mechanism=acc.mechanism, persons=scan.persons)
+                            mechanism=acc.mechanism, persons=scan.persons,
+                            unit=space_unit(mechanism.space, mechanism.metadata))
         try:
             group_release = None
             if acc.consistent and scan.labels is not None:

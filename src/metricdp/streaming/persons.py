@@ -15,7 +15,9 @@ the result, 16 with labels), never a string per row. Ids are merged chunk by chu
 (:func:`pyarrow.compute.index_in` against the ids seen so far), sorted once at the end.
 
 An empty id (or a null in Parquet) is refused with its line or row: it would make every
-blank row one "person" sharing one budget, which is nobody's intent.
+blank row one "person" sharing one budget, which is nobody's intent. So is an id longer
+than :data:`MAX_ID_BYTES` (memory), and in Parquet one that is not UTF-8 or holds a NUL
+(the ids become text, which would merge ``"ann"`` and ``"ann\\0"``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,16 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["SCAN_BYTES", "RowPersons", "scan_persons"]
+__all__ = ["MAX_ID_BYTES", "SCAN_BYTES", "RowPersons", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows):
 #: each chunk costs one hash table of the ids seen so far, so fewer, larger chunks are faster.
 SCAN_BYTES = 32 * 2**20
+
+#: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254). The ids
+#: are kept as one fixed-width numpy ``str`` array, 4 bytes per character of the *longest*:
+#: one huge id among many persons would ask for (persons x its length x 4) bytes.
+MAX_ID_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,11 @@ def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: N
         first = ", ".join(str(int(x)) for x in places[bad[:5]])
         raise ValidationError(f"{where}: user column {column!r} is empty in {bad.size:,} row(s) (first at {unit} "
                               f"{first}): every row needs a person")
+    long = np.flatnonzero(lengths > MAX_ID_BYTES)
+    if long.size:
+        raise ValidationError(f"{where}: user column {column!r} holds an id of {int(lengths[long[0]]):,} bytes at "
+                              f"{unit[:-3]} {int(places[long[0]])} ({long.size:,} row(s) over {MAX_ID_BYTES} bytes): "
+                              "a person id is a name, a number or a hash, not a document")
 
 
 def scan_persons(
@@ -162,7 +174,7 @@ def scan_persons(
             if ids.null_count:
                 _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
                               user_column, rows, "row(s)")
-            as_bin = pc.cast(pc.cast(ids, pa.string()), pa.binary())
+            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
             _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
                           rows, "row(s)")
             book.add(as_bin)
@@ -180,6 +192,34 @@ def scan_persons(
     persons, codes = book.finish()
     return RowPersons(persons, codes, None if value_column is None else (
         np.concatenate(found) if found else np.zeros(0, dtype=np.intp)))
+
+
+def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> Any:
+    """A Parquet batch of ids as UTF-8 bytes; binary that is not UTF-8, or a NUL, is refused with its row.
+
+    The ids become text (numpy ``str``, which drops trailing NULs: ``"ann\\0"`` would be ``"ann"``,
+    and the ledger hashes text), so both would merge or split persons behind the user's back.
+    """
+    try:
+        text = pc.cast(ids, pa.string())
+    except pa.ArrowInvalid:
+        lo, hi = 0, len(ids)  # the first row that does not cast: bisection, log2(rows) casts
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            try:
+                pc.cast(ids.slice(lo, mid - lo), pa.string())
+                lo = mid
+            except pa.ArrowInvalid:
+                hi = mid
+        raise ValidationError(f"{where}: user column {column!r} is not UTF-8 text at row {seen + lo + 1:,}: "
+                              "person ids must be integers or text") from None
+    as_bin = pc.cast(text, pa.binary())
+    nul = np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring(as_bin, "\x00"), False)
+                                    .to_numpy(zero_copy_only=False)))
+    if nul.size:
+        raise ValidationError(f"{where}: user column {column!r} holds a NUL character in {nul.size:,} row(s) (first "
+                              f"at row {seen + int(nul[0]) + 1:,}): person ids must be printable text")
+    return as_bin
 
 
 def _text(data: bytes, fs: NDArray[np.int64], fe: NDArray[np.int64], i: int) -> str:
