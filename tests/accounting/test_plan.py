@@ -37,14 +37,15 @@ def test_consistent_groups_by_hand() -> None:
 def test_consistent_across_runs_costs_nothing_more(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db", budget=1.0)
     ids, values = ["a", "a", "b"], ["x", "y", "x"]
-    first = plan_release(ids, 0.5, ledger=ledger, consistent=True, true_values=values, scope="m")
+    first = plan_release(ids, 0.5, ledger=ledger, unit="", consistent=True, true_values=values, scope="m")
     assert first.memo_hit.tolist() == [False, False, False]
     out1 = first.releases(np.array([3, 4, 5]))[first.group]
     first.publishing()
     first.commit()
     assert ledger.spent(["a", "b"]).tolist() == [1.0, 0.5]
     # again, plus one new pair for b: only that one costs
-    second = plan_release([*ids, "b"], 0.5, ledger=ledger, consistent=True, true_values=[*values, "z"], scope="m")
+    second = plan_release([*ids, "b"], 0.5, ledger=ledger, unit="", consistent=True, true_values=[*values, "z"],
+                          scope="m")
     assert second.memo_hit.tolist() == [True, True, True, False]
     out2 = second.releases(np.array([6]))[second.group]
     second.commit()
@@ -52,7 +53,7 @@ def test_consistent_across_runs_costs_nothing_more(tmp_path: Path) -> None:
     assert ledger.spent(["a", "b"]).tolist() == [1.0, 1.0]
     assert second.run.max == 0.5 and second.total is not None and second.total.max == 1.0
     # a's budget is exhausted, but repeats of paid releases are still free
-    third = plan_release(["a", "a"], 0.5, ledger=ledger, consistent=True, true_values=["x", "y"], scope="m")
+    third = plan_release(["a", "a"], 0.5, ledger=ledger, unit="", consistent=True, true_values=["x", "y"], scope="m")
     assert third.memo_hit.all() and third.keep.all()
     third.commit()
 
@@ -61,22 +62,23 @@ def test_refuse_and_drop_with_a_ledger(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db", budget=0.3)
     ids = np.array(["a"] * 5 + ["b"])
     with pytest.raises(BudgetExceededError):
-        plan_release(ids, 0.1, ledger=ledger)
+        plan_release(ids, 0.1, ledger=ledger, unit="")
     assert ledger.spent(["a", "b"]).tolist() == [0.0, 0.0] and ledger.runs_table() == []
-    plan = plan_release(ids, 0.1, ledger=ledger, policy="drop", rng=3)
+    plan = plan_release(ids, 0.1, ledger=ledger, unit="", policy="drop", rng=3)
     assert (plan.persons_over, plan.withheld_budget) == (1, 2)
     assert ids[plan.keep].tolist().count("a") == 3
     plan.abort()
     assert ledger.spent(["a"]).tolist() == [0.0]
     with pytest.raises(ValidationError, match="differs"):
-        plan_release(ids, 0.1, ledger=ledger, budget=1.0)
+        plan_release(ids, 0.1, ledger=ledger, unit="", budget=1.0)
 
 
 def test_drop_withholds_whole_groups(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db", budget=0.2)
     ids = ["a"] * 6
     values = ["x", "x", "y", "y", "z", "z"]
-    plan = plan_release(ids, 0.1, ledger=ledger, policy="drop", consistent=True, true_values=values, scope="m", rng=0)
+    plan = plan_release(ids, 0.1, ledger=ledger, unit="", policy="drop", consistent=True, true_values=values,
+                        scope="m", rng=0)
     assert plan.keep.sum() == 4 and plan.withheld_budget == 2
     kept = {v for v, k in zip(values, plan.keep, strict=True) if k}
     assert len(kept) == 2  # two pairs of rows, each whole
@@ -105,7 +107,7 @@ def test_failure_after_reserving_gives_the_budget_back(tmp_path: Path, monkeypat
 
     monkeypatch.setattr("metricdp.accounting.plan._finish", boom)
     with pytest.raises(RuntimeError):
-        plan_release(["a"], 0.5, ledger=ledger)
+        plan_release(["a"], 0.5, ledger=ledger, unit="")
     assert ledger.spent(["a"]).tolist() == [0.0]
     assert [r["state"] for r in ledger.runs_table()] == ["aborted"]
 
@@ -113,11 +115,20 @@ def test_failure_after_reserving_gives_the_budget_back(tmp_path: Path, monkeypat
 def test_points(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db", budget=1.0)
     pts = np.array([[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]])
-    plan = plan_release(["a", "a", "a"], 0.5, ledger=ledger, consistent=True, true_values=pts, scope="pl", width=2)
+    plan = plan_release(["a", "a", "a"], 0.5, ledger=ledger, unit="", consistent=True, true_values=pts, scope="pl",
+                        width=2)
     assert plan.group.tolist() == [0, 0, 1]
     rel = plan.releases(np.array([[1.1, 2.1], [3.3, 4.4]]))
     plan.commit()
-    again = plan_release(["a"], 0.5, ledger=ledger, consistent=True, true_values=pts[2:], scope="pl", width=2)
+    again = plan_release(["a"], 0.5, ledger=ledger, unit="", consistent=True, true_values=pts[2:], scope="pl", width=2)
     assert again.memo_hit.all() and np.array_equal(again.releases(np.zeros((0, 2))), rel[1:])
     with pytest.raises(ValidationError, match="fresh releases"):
         again.releases(np.zeros((1, 2)))
+
+
+def test_a_ledger_run_must_name_its_unit(tmp_path):
+    # one ledger sums eps of one distance unit: a run that does not say which is refused before it reserves
+    ledger = Ledger(tmp_path / "l.db", budget=1.0)
+    with pytest.raises(ValidationError, match="distance unit"):
+        plan_release(["a"], 0.5, ledger=ledger)
+    assert ledger.spent(["a"]).tolist() == [0.0]

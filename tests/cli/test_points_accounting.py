@@ -286,3 +286,26 @@ def test_kill_9_at_publishing_or_rename_stays_spent(tmp_path: Path) -> None:
         book.check_integrity()
         assert book.spent(list(THREE)).tolist() == [3.0, 1.0, 2.0]  # both runs: ann 2 x 3 rows x 0.5, ...
         assert {r["state"] for r in book.runs_table()} == {"reserved"}
+
+
+def test_the_ledger_and_its_key_are_never_the_output(tmp_path: Path) -> None:
+    inp = _checkins(tmp_path, THREE)
+    led = tmp_path / "l.db"
+    assert _points(inp, tmp_path / "a.csv", "--user-column", "user", "--budget", "5", "--ledger", led).exit_code == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("l.db")}
+    for target in (led, tmp_path / "l.db.key"):
+        res = _points(inp, target, "--user-column", "user", "--budget", "5", "--ledger", led)
+        assert res.exit_code == 2 and "Traceback" not in res.output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("l.db")} == before
+
+
+def test_a_ledger_holds_one_unit(tmp_path: Path) -> None:
+    # eps per km (points) and eps per unit of a value (numbers) never add up in one ledger
+    inp = _checkins(tmp_path, THREE)
+    led = tmp_path / "l.db"
+    assert _points(inp, tmp_path / "a.csv", "--user-column", "user", "--budget", "5", "--ledger", led).exit_code == 0
+    nums = _write(tmp_path / "n.csv", [["user", "age"], ["ann", "30"], ["bob", "40"]])
+    res = run("privatize-numbers", nums, "--column", "age", "--epsilon", "0.1", "--range", "0,99", "--keep", "user",
+              "--user-column", "user", "--ledger", led, "-o", tmp_path / "n-out.csv")
+    assert_one_line_error(res, "unit")
+    assert not (tmp_path / "n-out.csv").exists()

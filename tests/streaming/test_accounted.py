@@ -53,8 +53,8 @@ def test_plan_on_codes_spends_like_plan_on_ids(tmp_path: Path) -> None:
     codes = np.array([0, 1, 0, 2, 0, 0, 1])
     a = Ledger(tmp_path / "a.db", budget=0.3)
     b = Ledger(tmp_path / "b.db", budget=0.3)
-    p1 = plan_release(persons[codes], 0.1, ledger=a, policy="drop", rng=0)
-    p2 = plan_release(codes, 0.1, ledger=b, policy="drop", rng=0, persons=persons)
+    p1 = plan_release(persons[codes], 0.1, ledger=a, unit="", policy="drop", rng=0)
+    p2 = plan_release(codes, 0.1, ledger=b, unit="", policy="drop", rng=0, persons=persons)
     assert a.spent(persons).tolist() == b.spent(persons).tolist() == [0.3, 0.2, 0.1]
     assert p2.keep.sum() == p1.keep.sum() == 6 and (codes[p2.keep] == 0).sum() == 3
     for s1, s2 in ((p1.run, p2.run), (p1.total, p2.total)):
@@ -70,11 +70,11 @@ def test_plan_on_codes_spends_like_plan_on_ids(tmp_path: Path) -> None:
 def test_plan_on_codes_consistent_memo(tmp_path: Path) -> None:
     persons = np.array(["b", "a"])
     led = Ledger(tmp_path / "l.db", budget=1.0)
-    plan = plan_release([0, 1, 0], 0.25, ledger=led, consistent=True, true_values=[5, 5, 5], scope="s",
+    plan = plan_release([0, 1, 0], 0.25, ledger=led, unit="", consistent=True, true_values=[5, 5, 5], scope="s",
                         persons=persons)
     plan.releases(np.array([1, 2]))
     plan.commit()
-    again = plan_release([1, 0], 0.25, ledger=led, consistent=True, true_values=[5, 5], scope="s",
+    again = plan_release([1, 0], 0.25, ledger=led, unit="", consistent=True, true_values=[5, 5], scope="s",
                          persons=np.array(["a", "b"]))
     assert again.memo_hit.all() and again.memo_release.tolist() == [1, 2]  # b, then a
 

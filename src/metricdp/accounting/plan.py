@@ -176,6 +176,8 @@ def plan_release(
     ``unit`` (the distance unit of ``eps``) binds the ledger to one unit
     (:meth:`~metricdp.accounting.ledger.Ledger.reserve`).
     """
+    if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
+        raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
     names = None if persons is None else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)

@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"--off-grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
         lo, hi = parse_range(value_range)
         grid = _grid(lo, hi, step)
-        check_output(out, inputs=(input_file,))
+        check_output(out, inputs=(input_file, *acct.files()))  # never the ledger, its journals or its key
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         kind = file_format(input_file)
@@ -186,7 +186,7 @@ def register(app: typer.Typer) -> None:
             stats = privatize_numbers_file(
                 mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
                 off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
-                progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
+                progress=on_progress, keep=kept, drop=dropped, accounting=accounting, inputs=acct.files(),
             )
         plan = stats.columns or plan
         dt = time.perf_counter() - t0

@@ -466,9 +466,9 @@ def register(app: typer.Typer) -> None:
         kind = _format(input_file, "INPUT")
         if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind}), or .geojson")
-        check_output(out, inputs=(input_file, snap_to, region, plot))
+        check_output(out, inputs=(input_file, snap_to, region, plot, *acct.files()))  # never the ledger or its key
         if plot is not None:
-            check_output(plot, "--plot", inputs=(input_file, snap_to, region, out))
+            check_output(plot, "--plot", inputs=(input_file, snap_to, region, out, *acct.files()))
             require("plot", what="--plot")
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
@@ -497,7 +497,7 @@ def register(app: typer.Typer) -> None:
                 stats = privatize_points_file(
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
                     keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
-                    inputs=[p for p in (snap_to, plot) if p is not None], progress=bar,
+                    inputs=[*(p for p in (snap_to, plot) if p is not None), *acct.files()], progress=bar,
                     plan_check=_check_plan(input_file, lat, lon), accounting=accounting,
                     validate=validator(settings), rng=source, epsilon=eps,
                 )

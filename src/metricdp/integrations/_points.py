@@ -7,7 +7,7 @@ The shape of :mod:`metricdp.integrations._run` for two numeric columns:
    pieces of whole records (CSV: byte ranges; Parquet: runs of row groups), with the
    local engine's column plan and errors;
 2. each task releases one piece exactly as the local engine releases a chunk
-   (:func:`metricdp.streaming.points.parse_column`, :func:`~metricdp.location.release.make_release`,
+   (:func:`metricdp.streaming.point_columns.parse_column`, :func:`~metricdp.location.release.make_release`,
    :func:`~metricdp.streaming.points.write_csv_chunk`) into a part file, drawing from
    :func:`~metricdp.integrations.partition_rng` ``(seed, piece)`` (secure by default) with
    its own lattice tables;
@@ -270,7 +270,8 @@ def release_points_piece(job: PointJob, piece: PointPiece) -> _Done | _Failed:
 
 def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tuple[bytes, int]:
     from ..streaming import csvsplit
-    from ..streaming.points import parse_column, write_csv_chunk
+    from ..streaming.point_columns import parse_column
+    from ..streaming.points import write_csv_chunk
 
     with open(job.path, "rb") as fh:
         fh.seek(piece.start)
@@ -291,7 +292,7 @@ def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tup
 
 
 def _parquet_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tuple[bytes, int]:
-    from ..streaming.points import column_floats
+    from ..streaming.point_columns import column_floats
 
     pa = import_optional("pyarrow", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")

@@ -97,7 +97,8 @@ def privatize_longitudinal(
     x = oracle.check_values(values)
     width = code_width(oracle)
     plan = plan_release(user_ids, oracle.epsilon, ledger=ledger, consistent=True, true_values=x,
-                        scope=oracle.scope, width=width, rng=rng, run_id=run_id, mechanism=oracle.name)
+                        scope=oracle.scope, width=width, rng=rng, run_id=run_id, mechanism=oracle.name,
+                        unit="LDP (discrete metric)")
     try:
         fresh = plan.fresh
         drawn = oracle.privatize(x[plan.group_row[fresh]], rng)

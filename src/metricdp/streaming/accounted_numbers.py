@@ -54,7 +54,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
                  max_record: int | None = None, progress: Progress | None = None,
                  ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.intp] | None]:
     """``(persons, codes, ranks)``: distinct ids (sorted), one code per row, and (``keep_ranks``) the ranks."""
-    from .numbers import _SHOW, BadNumbers, _field_text, parse_numbers
+    from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
 
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -158,7 +158,7 @@ def start_numbers(mechanism: Any, src: Path, fmt: str, column: str, acc: Account
     plan = plan_release(codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
                         max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                         true_values=ranks, scope=acc.scope, rng=source, run_id=acc.run_id, mechanism=acc.mechanism,
-                        persons=persons)
+                        persons=persons, unit=f"unit of {column!r}")
     try:
         group_release = None
         if acc.consistent and ranks is not None:

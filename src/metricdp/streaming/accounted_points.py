@@ -80,10 +80,10 @@ def scan_points(
 ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.float64] | None]:
     """``(persons, codes, points)``: distinct ids (sorted), one code per row, and (``keep_points``) the points.
 
-    Coordinates are parsed by the release's own rules (:func:`~metricdp.streaming.points.parse_column`,
-    :func:`~metricdp.streaming.points.column_floats`) and passed to ``validate`` chunk by chunk.
+    Coordinates are parsed by the release's own rules (:func:`~metricdp.streaming.point_columns.parse_column`,
+    :func:`~metricdp.streaming.point_columns.column_floats`) and passed to ``validate`` chunk by chunk.
     """
-    from .points import column_floats, parse_column
+    from .point_columns import column_floats, parse_column
 
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -167,7 +167,7 @@ class AccountedPointsRun(AccountedRun):
         plan = plan_release(codes, epsilon, budget=acc.budget, ledger=acc.ledger,
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                             true_values=pts, scope=acc.scope, width=2, rng=source, run_id=acc.run_id,
-                            mechanism=acc.mechanism, persons=persons)
+                            mechanism=acc.mechanism, persons=persons, unit="km")
         try:
             group_release = None
             if acc.consistent and pts is not None:

@@ -47,13 +47,14 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from .._random import check_rng, warn_unless_secure
 from ..errors import ValidationError
-from ..io import atomic_write, parse_decimal
+from ..io import atomic_write
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
+from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
 
 if TYPE_CHECKING:
     from .accounted import Accounting
@@ -62,83 +63,6 @@ __all__ = ["OFF_GRID", "OUT_OF_RANGE", "BadNumbers", "parse_numbers", "privatize
 
 OUT_OF_RANGE = ("error", "clamp")
 OFF_GRID = ("error", "round")
-_SHOW = 5
-_REASONS = {1: "not a number", 2: "not finite", 3: "outside the range", 4: "not on the grid", 5: "empty"}
-#: A plain decimal in the form both Arrow's cast and ``float`` read alike (the slow path's fast lane).
-_PLAIN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-
-
-class BadNumbers:
-    """Rows refused: count per reason and the first few (line, value, reason)."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.first: list[tuple[int, str, str]] = []
-        self.counts: dict[str, int] = {}
-
-    def add(self, lines: NDArray[np.int64], values: Sequence[str], status: NDArray[np.int8]) -> None:
-        self.rows += len(lines)
-        for code in np.unique(status).tolist():
-            self.counts[_REASONS[code]] = self.counts.get(_REASONS[code], 0) + int((status == code).sum())
-        for line, value, code in zip(lines[: _SHOW - len(self.first)].tolist(), values, status.tolist(), strict=False):
-            self.first.append((line, value, _REASONS[code]))
-
-    def error(self, where: str, column: str, grid: Any, unit: str) -> ValidationError:
-        shown = "; ".join(f"{unit} {line}: {value!r} ({why})" for line, value, why in self.first)
-        counts = ", ".join(f"{k} {v:,}" for k, v in sorted(self.counts.items()))
-        return ValidationError(
-            f"{where}: column {column!r}: {self.rows:,} value(s) cannot be released on the grid {grid.lo}..{grid.hi} "
-            f"step {grid.step} ({counts}); first: {shown}; nothing written"
-        )
-
-
-def parse_numbers(values: Any, quoted: NDArray[np.bool_] | None = None,
-                  raw_quoted: Sequence[bytes] = ()) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """Float values of an Arrow string array and a mask of fields that are not numbers.
-
-    ``quoted`` marks fields whose text is in ``raw_quoted`` instead (in row order, as
-    :func:`metricdp.streaming.csvsplit.field_values` returns them). The number rule is
-    :func:`metricdp.io.parse_decimal` (module docstring).
-    """
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
-    n = len(values)
-    q = np.zeros(n, dtype=bool) if quoted is None else np.asarray(quoted, dtype=bool)
-    if not q.any():
-        try:
-            out = np.asarray(pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-            bad = np.zeros(n, dtype=bool)
-            for i in np.flatnonzero(np.isnan(out)).tolist():  # Arrow also reads 'nan(...)', which float() refuses
-                bad[i] = _oracle_refuses(values[i].as_py())
-            return out, bad
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    plain = np.asarray(pc.match_substring_regex(values, _PLAIN).to_numpy(zero_copy_only=False), dtype=bool) & ~q
-    out = np.full(n, np.nan)
-    bad = np.zeros(n, dtype=bool)
-    idx = np.flatnonzero(plain)
-    if idx.size:
-        out[idx] = pc.cast(values.take(pa.array(idx)), pa.float64()).to_numpy(zero_copy_only=False)
-    others = np.flatnonzero(~plain & ~q)
-    texts = values.take(pa.array(others)).to_pylist() if others.size else []
-    others = np.concatenate([others, np.flatnonzero(q)])
-    texts += [b.decode("utf-8") for b in raw_quoted]
-    for i, text in zip(others.tolist(), texts, strict=True):  # the irregular fields only
-        try:
-            out[i] = parse_decimal(text)
-        except ValueError:
-            bad[i] = True
-    return out, bad
-
-
-def _oracle_refuses(text: str) -> bool:
-    try:
-        parse_decimal(text)
-    except ValueError:
-        return True
-    return False
-
-
 def _status(mechanism: NumberMechanism, numbers: NDArray[np.float64], not_number: NDArray[np.bool_],
             empty: NDArray[np.bool_], out_of_range: str, off_grid: str) -> tuple[NDArray[np.intp], NDArray[np.int8]]:
     ranks, st = mechanism.grid.ranks(numbers, clamp=out_of_range == "clamp", snap=off_grid == "round")
@@ -294,13 +218,6 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sele
     if bad_rows.rows:
         raise bad_rows.error(where, column, mechanism.grid, "line")
     return rows
-
-
-def _field_text(pending: bytes, a: int, b: int) -> str:
-    raw = pending[a:b]
-    if raw[:1] == b'"':
-        raw = raw[1:-1].replace(b'""', b'"')
-    return raw.decode("utf-8", errors="replace")
 
 
 def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool_]:

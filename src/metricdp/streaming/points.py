@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
-from ..io import atomic_write, parse_decimal
+from ..io import atomic_write
 from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
@@ -41,6 +41,7 @@ from ..tabular.header import table_header
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
+from .point_columns import column_floats, parse_column
 
 if TYPE_CHECKING:
     from .accounted import Accounting, AccountingReport
@@ -278,41 +279,6 @@ def csv_header_bytes(header: Any, dropped: tuple[int, ...]) -> bytes:
                                  np.zeros(len(hs), dtype=np.intp)))
 
 
-def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
-    """The column's values as floats by the one CSV number rule; an error names row, line and value."""
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
-    recs = chunk.records
-    fs, fe = recs.field(col)
-    plain = False
-    if _KERNELS is not None:
-        data, offs, plain = _KERNELS["gather_fields"](chunk.buf, fs, fe)
-    if not plain:
-        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
-    if plain or not quoted.any():
-        arr = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
-        try:
-            return np.asarray(pc.cast(pc.cast(arr, pa.string()), pa.float64()).to_numpy(zero_copy_only=False),
-                              dtype=np.float64)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass  # something pyarrow refuses: Python's rule decides, row by row, and names the culprit
-    if plain:
-        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
-    out = np.empty(len(fs), dtype=np.float64)
-    quoted_values = iter(raw_quoted)
-    for k in range(len(fs)):
-        raw = next(quoted_values) if quoted[k] else bytes(chunk.buf[fs[k]:fe[k]])
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            out[k] = parse_decimal(text)
-        except ValueError:
-            line = chunk.first_line + int(recs.lines[k])
-            raise ValidationError(
-                f"{where}: data row {first_row + k} (line {line}): column {name!r} is {text!r}, not a number"
-            ) from None
-    return out
-
-
 def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan: Any, digits: int,
          full: Full | None, chunk_rows: int, chunk_bytes: int, max_record: int | None,
          tick: Callable[[int], None], geojson: bool) -> tuple[int, int]:
@@ -352,17 +318,6 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
 
 
 # ------------------------------------------------------------------------- Parquet
-def column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
-    col = batch.column(k)
-    if col.null_count:
-        i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
-        raise ValidationError(f"{where}: data row {first_row + i}: column {name!r} is empty")
-    try:
-        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{where}: column {name!r} is not numeric ({col.type})") from None
-
-
 def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan: Any,
              chunk_rows: int, tick: Callable[[int], None], geojson: bool, digits: int,
              full: Full | None) -> tuple[int, int]:
