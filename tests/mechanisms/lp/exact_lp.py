@@ -23,8 +23,11 @@ feasible :math:`x'`, :math:`c^\top x' = \sum_j (c_j - a_j^\top y) x'_j + y^\top 
 \ge y^\top b = c^\top x` (the reduced costs and :math:`x'` are non-negative; on a
 ``<=`` row :math:`y_r a_r x' \ge y_r b_r`; equality rows are met exactly). When the
 float basis is not exactly optimal (HiGHS's tolerances), exact primal simplex pivots
-(Bland's rule, so no cycling) run from it until (P) and (D) hold; a basis that is not
-primal feasible in exact arithmetic raises (never a silent answer).
+(Bland's rule, so no cycling) run from it until (P) and (D) hold; when it is not even
+primal feasible in exact arithmetic (large eps * d: HiGHS drops coefficients below 1e-9),
+they start from the vertex "every input releases output 0" instead. HiGHS sees each row
+divided by its largest coefficient (its basis was then exactly optimal where the raw rows
+left it 1e-8 off); the exact checks use the unscaled rows.
 """
 
 from __future__ import annotations
@@ -89,15 +92,20 @@ def _float_basis(rows, rhs, kind, cost, nv) -> tuple[list[int], list[int]]:
     nr = len(rows)
     r_idx = [r for r, row in enumerate(rows) for _ in row]
     c_idx = [c for row in rows for c in row]
-    vals = [float(v) for row in rows for v in row.values()]
+    # each row divided by its largest coefficient (HiGHS's basis is then exactly optimal where
+    # the raw rows, coefficients up to e^20, left it 1e-8 off; the basis is scaling-invariant)
+    scale = [max(1.0, max(abs(float(v)) for v in row.values())) for row in rows]
+    vals = [float(v) / scale[r] for r, row in enumerate(rows) for v in row.values()]
     a = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(nr, nv))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = nv, nr
     lp.col_cost_ = np.array([float(c) for c in cost])
     lp.col_lower_ = np.zeros(nv)
     lp.col_upper_ = np.full(nv, highspy.kHighsInf)
-    lp.row_lower_ = np.array([float(b) if k == "eq" else -highspy.kHighsInf for b, k in zip(rhs, kind)])
-    lp.row_upper_ = np.array([float(b) for b in rhs])
+    lp.row_lower_ = np.array(
+        [float(b) / c if k == "eq" else -highspy.kHighsInf for b, k, c in zip(rhs, kind, scale, strict=True)]
+    )
+    lp.row_upper_ = np.array([float(b) / c for b, c in zip(rhs, scale, strict=True)])
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = a.indptr
     lp.a_matrix_.index_ = a.indices
@@ -120,7 +128,7 @@ def _float_basis(rows, rhs, kind, cost, nv) -> tuple[list[int], list[int]]:
 
 def _solve(mat: list[dict[int, Fraction]], rhs: list[Fraction], keys: list[int]) -> dict[int, Fraction]:
     """Solve the square sparse system sum_k mat[i][k] z_k = rhs[i] exactly (Gauss-Jordan)."""
-    eqs = [(dict(row), b) for row, b in zip(mat, rhs)]
+    eqs = [(dict(row), b) for row, b in zip(mat, rhs, strict=True)]
     out: dict[int, Fraction] = {}
     pivots: list[tuple[int, dict[int, Fraction], Fraction]] = []
     for key in keys:
@@ -163,13 +171,18 @@ def _transpose(rows: list[dict[int, Fraction]], tight: list[int], cols: list[int
 
 def exact_optimum(
     d: np.ndarray, eps: float, *, loss: np.ndarray | None = None, prior: np.ndarray | None = None,
-    max_pivots: int = 200,
+    max_pivots: int = 5000,
 ) -> ExactOptimum:
     """The exact (rational) optimum of OPTMech's full LP at ``eps``, certified (module doc)."""
     d = np.asarray(d, dtype=np.float64)
     loss = d if loss is None else np.asarray(loss, dtype=np.float64)
     rows, rhs, kind, cost, nv = _build(d, eps, loss, prior)
     cols, tight = _float_basis(rows, rhs, kind, cost, nv)
+    n, m = loss.shape
+    try:
+        _check_primal(rows, rhs, kind, cols, tight)
+    except (AssertionError, ArithmeticError):
+        cols, tight = _trivial_vertex(loss, prior, len(rows))
     col_rows: dict[int, list[int]] = {j: [] for j in range(nv)}
     for r, row in enumerate(rows):
         for j in row:
@@ -206,6 +219,28 @@ def exact_optimum(
             return ExactOptimum(value, mat, pivots)
         cols, tight = _pivot(rows, rhs, kind, cols, tight, x, entering)
     raise AssertionError(f"no exact optimum after {max_pivots} pivots")
+
+
+def _check_primal(rows, rhs, kind, cols, tight) -> None:
+    """Raise unless the basis (cols, tight) is exactly primal feasible."""
+    colset = set(cols)
+    x = _solve([{j: rows[r][j] for j in rows[r] if j in colset} for r in tight], [rhs[r] for r in tight], cols)
+    assert all(x[j] >= 0 for j in cols), "negative basic variable"
+    for r, row in enumerate(rows):
+        ax = sum((v * x.get(j, Q(0)) for j, v in row.items()), Q(0))
+        assert (ax == rhs[r]) if kind[r] == "eq" else (ax <= rhs[r]), f"row {r} violated"
+
+
+def _trivial_vertex(loss: np.ndarray, prior: np.ndarray | None, nrows: int) -> tuple[list[int], list[int]]:
+    """The vertex 'every input releases output 0' (private at any eps): basic M[u, 0] (and
+    k, tight on the loss row of the worst input), the row sums tight."""
+    n, m = loss.shape
+    cols = [u * m for u in range(n)]
+    tight = list(range(n))
+    if prior is None:
+        cols.append(n * m)
+        tight.append(nrows - n + int(np.argmax(loss[:, 0])))
+    return cols, tight
 
 
 def _pivot(rows, rhs, kind, cols, tight, x, entering):
@@ -246,14 +281,9 @@ def _pivot(rows, rhs, kind, cols, tight, x, entering):
     new_cols, new_tight = list(cols), list(free_tight)
     if what == "col":
         new_cols.append(idx)
-    else:
-        pass
     if leave[0] == "col":
         new_cols.remove(leave[1])
     else:
         new_tight.append(leave[1])
-    if what == "row":
-        # a row left the tight set: one basic column must still match; sizes stay equal
-        pass
     assert len(new_cols) == len(new_tight)
     return new_cols, new_tight

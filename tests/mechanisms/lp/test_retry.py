@@ -22,11 +22,11 @@ def test_schedule() -> None:
     assert p.initial(1.0, 1.0) == pytest.approx(1e-5)
     assert p.initial(1e-9, 1.0) == 1e-3 and p.initial(1e9, 1.0) == 1e-9  # clipped
     assert [p.next(1e-5), p.next(1e-3), p.next(0.1)] == [pytest.approx(1e-3), 0.1, None]
-    assert OPTMECH.initial(1.0, 1e-10) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
+    assert OPTMECH.initial(1.0, 1e-8) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
     # OPTMech (issue 37): eps * eta * d_max = 1e-10, unless that leaves < 1e-12 at d_min
     assert OPTMECH.initial(2.0, 0.5, 2.0) == pytest.approx(2.5e-11)
     assert OPTMECH.initial(1.0, 1e-3, 1.0) == pytest.approx(1e-9)
-    assert OPTMECH.initial(1.0, 0.5) == pytest.approx(2e-12)  # no diameter: the floor alone
+    assert OPTMECH.initial(1.0, 0.5) == pytest.approx(2e-10)  # no diameter: 1e-10 at d_min
     assert CONSTOPT.initial(1.0, 1.0, 100.0) == CONSTOPT.initial(1.0, 1.0)  # no diameter margin
 
 

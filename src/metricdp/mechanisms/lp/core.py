@@ -109,13 +109,18 @@ def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_ma
     r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
 
     OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
-    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3].
+    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3];
+    where :math:`\varepsilon d_{\max}` > :data:`LOG_CAP` (or ``d_max`` is not given) as
+    before issue 37, :math:`\varepsilon\eta d_{\min} = 10^{-10}`: there the cap's cost
+    (up to :math:`n e^{-C} d_{\max}`) dwarfs eta's, and a smaller eta buys nothing.
     The log-spread of the row sums after the envelope from a simplex vertex is of the order
     of the rounding, below that room in most builds, so the first repair
     usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
     order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
     budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
     """
+    if d_max is not None and epsilon * d_max > LOG_CAP:
+        d_max = None
     return policy.initial(epsilon, d_min, d_max)
 
 
@@ -346,19 +351,9 @@ def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDAr
 def _solve_full(
     model: MechanismLP, factor: NDArray[np.float64], allowed: NDArray[np.bool_], deadline: Deadline, what: str
 ) -> RawSolution:
-    r"""The plain LP (``model.kernel`` = I) with every allowed privacy row, in one solve.
-
-    Each privacy row is divided by its factor, :math:`M[u,w]/f_{uv} - M[v,w] \le 0`
-    (coefficients in (0, 1], the same half-space up to one rounding of the coefficient,
-    which the repair and the audit absorb as for any solver error). Unscaled, HiGHS met
-    the rows to 1e-10 absolute at coefficients up to e^20 and returned bases 2e-8 to
-    4.6e-7 relative above the exact rational optimum at eps * d_max = 20 (worst case, n =
-    3 to 5, ``tests/mechanisms/lp/test_exact.py``); scaled, its basis is the exact optimum.
-    """
+    """The plain LP (``model.kernel`` = I) with every allowed privacy row, in one solve."""
     u, v, w = _triples(allowed, model.m)
-    rows = _privacy_rows(u, v, w, factor, model)
-    rows = sp.diags(1.0 / factor[u, v]) @ rows  # row (u, v, w) scaled by 1 / f[u, v] (f >= 1)
-    a = sp.vstack([model.base, rows], format="csr")
+    a = sp.vstack([model.base, _privacy_rows(u, v, w, factor, model)], format="csr")
     lower = np.r_[model.lower, np.full(len(u), -np.inf)]
     upper = np.r_[model.upper, np.zeros(len(u))]
     result = LPModel(options=FULL_OPTIONS).load(

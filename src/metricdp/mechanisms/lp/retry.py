@@ -61,13 +61,13 @@ class RetryPolicy:
         Floor of the first :math:`\\eta`.
     factor : float
         :math:`\\eta` is multiplied by this on each retry.
-    diameter_margin : float
-        When > 0 and the caller gives the diameter: the first :math:`\\eta` is the
-        *larger* of ``margin / (epsilon * d_min)`` and ``diameter_margin / (epsilon *
-        d_max)``, so ``margin`` is only the floor of the repair's room at
-        :math:`d_{\\min}` and :math:`\\varepsilon\\eta_0 d_{\\max}` = ``diameter_margin``
-        bounds the loss the slack costs (the optimum feels :math:`\\eta` through
-        :math:`\\varepsilon d`, up to :math:`\\varepsilon d_{\\max}`).
+    diameter_margin, room_floor : float
+        When ``diameter_margin`` > 0 and the caller gives the diameter: the first
+        :math:`\\eta` is the larger of ``diameter_margin / (epsilon * d_max)`` and
+        ``room_floor / (epsilon * d_min)`` (``margin`` is then unused): the optimum feels
+        :math:`\\eta` through :math:`\\varepsilon d` up to :math:`\\varepsilon d_{\\max}`, so
+        :math:`\\varepsilon\\eta_0 d_{\\max}` bounds the loss the slack costs, and the floor
+        keeps the repair's room at :math:`d_{\\min}` above the rounding reserve.
 
     Examples
     --------
@@ -82,16 +82,18 @@ class RetryPolicy:
     min_eta: float = 1e-9
     factor: float = 100.0
     diameter_margin: float = 0.0
+    room_floor: float = 0.0
 
     def initial(self, epsilon: float, d_min: float, d_max: float | None = None) -> float:
-        """The first :math:`\\eta`: ``margin / (epsilon * d_min)`` (or the larger of it and
-        ``diameter_margin / (epsilon * d_max)``), clipped."""
+        """The first :math:`\\eta`: ``margin / (epsilon * d_min)``, or with a diameter the
+        larger of ``diameter_margin / (epsilon * d_max)`` and ``room_floor / (epsilon *
+        d_min)`` (when ``diameter_margin`` > 0), clipped."""
         scale = epsilon * d_min
         if not scale > 0:  # 5e-324 * d underflows: no margin can be placed below it
             raise ValidationError(f"epsilon * d_min = {epsilon!r} * {d_min!r} underflows to 0: use a larger epsilon")
         eta = self.margin / scale
         if self.diameter_margin > 0 and d_max is not None and d_max > 0:
-            eta = max(eta, self.diameter_margin / (epsilon * d_max))
+            eta = max(self.diameter_margin / (epsilon * d_max), self.room_floor / scale)
         return float(min(max(eta, self.min_eta), self.max_initial_eta))
 
     def next(self, eta: float) -> float | None:
@@ -128,7 +130,9 @@ class RetryPolicy:
 
 
 #: OPTMech (:func:`~.core.solve_and_repair`): diameter margin 1e-10 (issue 37: the loss
-#: within 1e-10 relative of the exact optimum), room floor 1e-12 at d_min, factor 10.
+#: within 1e-10 relative of the exact optimum), room floor 1e-12 at d_min, factor 10;
+#: margin 1e-10 at d_min where no diameter is given (eps * d_max > LOG_CAP:
+#: :func:`~.core.choose_eta`).
 #: Until issue 37 the margin was 1e-10 at d_min; the excess over the exact rational optimum
 #: (tests/mechanisms/lp/test_exact.py) was then all eta's (the repair itself adds < 1e-15
 #: on top of the LP value at eps(1 - eta)), up to 1.2e-9 where d_max / d_min ~ 10-30.
@@ -149,8 +153,8 @@ class RetryPolicy:
 #: the factor 10: its retry lands on the eta that margin 1e-9 gave, not 100x beyond).
 #: A sweep of 147 builds at 1e-9 (random, clustered, grid and city-and-towns spaces,
 #: eps 0.1 to 10, worst and expected, fast and full) had no repair failure.
-OPTMECH = RetryPolicy(margin=1e-12, max_initial_eta=1e-3, max_eta=0.1, min_eta=1e-12, factor=10.0,
-                      diameter_margin=1e-10)
+OPTMECH = RetryPolicy(margin=1e-10, max_initial_eta=1e-3, max_eta=0.1, min_eta=1e-12, factor=10.0,
+                      diameter_margin=1e-10, room_floor=1e-12)
 
 #: SpannerMech: margin 1e-5 as before. In the same sweep its ``ipm`` formulation (HiGHS
 #: interior point without crossover) hit HiGHS numerical trouble on one more instance at
