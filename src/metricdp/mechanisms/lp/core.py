@@ -636,7 +636,8 @@ def solve_and_repair(
         return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
                           info)
 
-    return policy.run(attempt, first, progress=progress, what=what)
+    fallback = policy.initial(epsilon, space.d_min) if eta is None else None  # the d_min rule's eta
+    return policy.run(attempt, first, progress=progress, what=what, fallback=fallback)
 
 
 def lp_info(solved: LPSolution, formulation: str, full_rows: int) -> dict[str, Any]:
