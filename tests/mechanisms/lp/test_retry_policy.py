@@ -22,7 +22,7 @@ class Spy(RetryPolicy):
 
     log: list = None  # type: ignore[assignment]
 
-    def run(self, attempt, eta, *, progress=None, what="LP"):  # type: ignore[no-untyped-def]
+    def run(self, attempt, eta, *, progress=None, what="LP", fallback=None):  # type: ignore[no-untyped-def]
         tries: list[float] = []
         self.log.append((what, tries))
 
@@ -30,7 +30,7 @@ class Spy(RetryPolicy):
             tries.append(e)
             return attempt(e)
 
-        return super().run(recorded, eta, progress=progress, what=what)
+        return super().run(recorded, eta, progress=progress, what=what, fallback=fallback)
 
 
 def _spy(policy: RetryPolicy) -> Spy:

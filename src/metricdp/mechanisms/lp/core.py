@@ -105,17 +105,23 @@ TIEBREAK_GAP = 1e-10
 
 
 
-def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH) -> float:
+def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_max: float | None = None) -> float:
     r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
 
-    OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\min} = 10^{-10}`, clipped
-    to [1e-12, 1e-3]. The log-spread of the row sums after the envelope is of the order
-    of the solver's tolerance, below that margin in most builds, so the first repair
+    OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
+    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3];
+    where :math:`\varepsilon d_{\max}` > :data:`LOG_CAP` (or ``d_max`` is not given) as
+    before issue 37, :math:`\varepsilon\eta d_{\min} = 10^{-10}`: there the cap's cost
+    (up to :math:`n e^{-C} d_{\max}`) dwarfs eta's, and a smaller eta buys nothing.
+    The log-spread of the row sums after the envelope from a simplex vertex is of the order
+    of the rounding, below that room in most builds, so the first repair
     usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
     order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
     budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
     """
-    return policy.initial(epsilon, d_min)
+    if d_max is not None and epsilon * d_max > LOG_CAP:
+        d_max = None
+    return policy.initial(epsilon, d_min, d_max)
 
 
 #: Relative slack of the collinearity test of :func:`implied_pairs`.
@@ -601,7 +607,7 @@ def solve_and_repair(
     the returned mechanism is from optimal.
     """
     deadline = Deadline.of(time_limit)
-    first = choose_eta(epsilon, space.d_min, policy) if eta is None else eta
+    first = choose_eta(epsilon, space.d_min, policy, space.diameter) if eta is None else eta
 
     def attempt(eta: float) -> LPSolution:
         raw = solve_raw(
@@ -630,7 +636,8 @@ def solve_and_repair(
         return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
                           info)
 
-    return policy.run(attempt, first, progress=progress, what=what)
+    fallback = policy.initial(epsilon, space.d_min) if eta is None else None  # the d_min rule's eta
+    return policy.run(attempt, first, progress=progress, what=what, fallback=fallback)
 
 
 def lp_info(solved: LPSolution, formulation: str, full_rows: int) -> dict[str, Any]:

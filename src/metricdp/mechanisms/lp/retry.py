@@ -18,7 +18,7 @@ Schedule (one rule for all builders): :math:`\eta_0` with
 spread check misses by orders of magnitude, float rounding against a 1e-15 margin, so
 100 reaches a working margin in half the re-solves) except for OPTMech, whose margin
 sits within 10x of the spreads measured (10, see :data:`OPTMECH`). The margins stay
-per family (:data:`OPTMECH` 1e-10, :data:`SPANNER` 1e-5, :data:`CONSTOPT` 1e-6; the
+per family (:data:`OPTMECH` 1e-10 at the diameter, :data:`SPANNER` 1e-5, :data:`CONSTOPT` 1e-6; the
 measurements are beside each): the margin is budget the audit finds unused, so it is as
 small as the measured room the repair needs allows.
 
@@ -61,6 +61,13 @@ class RetryPolicy:
         Floor of the first :math:`\\eta`.
     factor : float
         :math:`\\eta` is multiplied by this on each retry.
+    diameter_margin, room_floor : float
+        When ``diameter_margin`` > 0 and the caller gives the diameter: the first
+        :math:`\\eta` is the larger of ``diameter_margin / (epsilon * d_max)`` and
+        ``room_floor / (epsilon * d_min)`` (``margin`` is then unused): the optimum feels
+        :math:`\\eta` through :math:`\\varepsilon d` up to :math:`\\varepsilon d_{\\max}`, so
+        :math:`\\varepsilon\\eta_0 d_{\\max}` bounds the loss the slack costs, and the floor
+        keeps the repair's room at :math:`d_{\\min}` above the rounding reserve.
 
     Examples
     --------
@@ -74,13 +81,20 @@ class RetryPolicy:
     max_eta: float
     min_eta: float = 1e-9
     factor: float = 100.0
+    diameter_margin: float = 0.0
+    room_floor: float = 0.0
 
-    def initial(self, epsilon: float, d_min: float) -> float:
-        """The first :math:`\\eta`: ``margin / (epsilon * d_min)``, clipped."""
+    def initial(self, epsilon: float, d_min: float, d_max: float | None = None) -> float:
+        """The first :math:`\\eta`: ``margin / (epsilon * d_min)``, or with a diameter the
+        larger of ``diameter_margin / (epsilon * d_max)`` and ``room_floor / (epsilon *
+        d_min)`` (when ``diameter_margin`` > 0), clipped."""
         scale = epsilon * d_min
         if not scale > 0:  # 5e-324 * d underflows: no margin can be placed below it
             raise ValidationError(f"epsilon * d_min = {epsilon!r} * {d_min!r} underflows to 0: use a larger epsilon")
-        return float(min(max(self.margin / scale, self.min_eta), self.max_initial_eta))
+        eta = self.margin / scale
+        if self.diameter_margin > 0 and d_max is not None and d_max > 0:
+            eta = max(self.diameter_margin / (epsilon * d_max), self.room_floor / scale)
+        return float(min(max(eta, self.min_eta), self.max_initial_eta))
 
     def next(self, eta: float) -> float | None:
         """The :math:`\\eta` of the next attempt, or ``None`` when ``max_eta`` was reached."""
@@ -100,8 +114,13 @@ class RetryPolicy:
         *,
         progress: Progress | None = None,
         what: str = "LP",
+        fallback: float | None = None,
     ) -> T:
-        """``attempt(eta)``, retried at the next :math:`\\eta` on a retryable :class:`RepairError`."""
+        """``attempt(eta)``, retried at the next :math:`\\eta` on a retryable :class:`RepairError`.
+
+        ``fallback``: the first retry goes at least to this :math:`\\eta` (OPTMech: the
+        d_min rule's, so a first attempt at the smaller diameter rule costs at most one
+        solve more than that rule alone, then the same schedule)."""
         tries = 0
         while True:
             try:
@@ -110,12 +129,25 @@ class RetryPolicy:
                 nxt = self.next(eta) if exc.retryable else None
                 if nxt is None:
                     raise
+                if tries == 0 and fallback is not None:
+                    nxt = float(min(max(nxt, fallback), self.max_eta))
                 tries += 1
                 report(progress, tries, None, f"{what}: repair needs more room; solving again at eta = {nxt:.3g}")
                 eta = nxt
 
 
-#: OPTMech (:func:`~.core.solve_and_repair`): margin 1e-10, factor 10. Measured log-spread
+#: OPTMech (:func:`~.core.solve_and_repair`): diameter margin 1e-10 (issue 37: the loss
+#: within 1e-10 relative of the exact optimum), room floor 1e-12 at d_min, factor 10;
+#: margin 1e-10 at d_min where no diameter is given (eps * d_max > LOG_CAP:
+#: :func:`~.core.choose_eta`).
+#: Until issue 37 the margin was 1e-10 at d_min; the excess over the exact rational optimum
+#: (tests/mechanisms/lp/test_exact.py) was then all eta's (the repair itself adds < 1e-15
+#: on top of the LP value at eps(1 - eta)), up to 1.2e-9 where d_max / d_min ~ 10-30.
+#: Spreads after a simplex vertex are 0 to 1e-13 (n <= 30, fast and block-ipm expected),
+#: so a 1e-12 floor (about 7 rounding reserves at eps * d_max = 20) rarely retries; where
+#: it does (fast, worst case: rows violated below VIOLATION_TOL lift the envelope; 2 of 10
+#: builds at n = 30), the first retry goes straight to the d_min rule's eta (``fallback``).
+#: Earlier record, margin 1e-10 at d_min. Measured log-spread
 #: of the row sums after the envelope, GloVe vocabularies (n = 60, 100; eps 0.5, 1; fast,
 #: full and ipm): 1.4e-15 to 7.2e-13; 5.4e-10 on 100 Gaussian points in 50-d at eps 1.
 #: With 1e-5 (until issue 27) OPTMech's loss was 6.5e-6 to 1.3e-5 relative above the
@@ -130,7 +162,8 @@ class RetryPolicy:
 #: the factor 10: its retry lands on the eta that margin 1e-9 gave, not 100x beyond).
 #: A sweep of 147 builds at 1e-9 (random, clustered, grid and city-and-towns spaces,
 #: eps 0.1 to 10, worst and expected, fast and full) had no repair failure.
-OPTMECH = RetryPolicy(margin=1e-10, max_initial_eta=1e-3, max_eta=0.1, min_eta=1e-12, factor=10.0)
+OPTMECH = RetryPolicy(margin=1e-10, max_initial_eta=1e-3, max_eta=0.1, min_eta=1e-12, factor=10.0,
+                      diameter_margin=1e-10, room_floor=1e-12)
 
 #: SpannerMech: margin 1e-5 as before. In the same sweep its ``ipm`` formulation (HiGHS
 #: interior point without crossover) hit HiGHS numerical trouble on one more instance at
