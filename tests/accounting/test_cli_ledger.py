@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from metricdp.accounting.ledger import Ledger
 from tests.cli_helpers import assert_one_line_error, run
 
@@ -36,6 +38,18 @@ def test_show_table(tmp_path: Path) -> None:
     result = run("ledger", "show", _ledger(tmp_path))
     assert result.exit_code == 0, result.output
     assert "budget 1 per person, 2 persons (1 exhausted), 3 runs" in result.stdout
+
+
+def test_show_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra")
+    led = _ledger(tmp_path)
+    png = tmp_path / "spent.png"
+    result = run("ledger", "show", led, "--plot", png)
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_one_line_error(run("ledger", "show", led, "--plot", tmp_path / "x.jpg"), "expected a .png file")
+    assert_one_line_error(run("ledger", "show", led, "--plot", led), "ledger")  # never the ledger itself
+    assert led.exists() and Ledger(led, create=False).budget == 1.0
 
 
 def test_export_csv_and_json(tmp_path: Path) -> None:

@@ -24,8 +24,10 @@ from typing import Annotated, Any
 import typer
 
 from .._jsonable import jsonable
+from .._optional import require
 from ..accounting.composition import summarize
 from ..accounting.ledger import Ledger
+from ..errors import ValidationError
 from ..io import atomic_write
 from ._accounting import AccountingOptions
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors
@@ -57,9 +59,21 @@ def _snapshot(target: str) -> tuple[float, dict[str, Any], list[dict[str, Any]]]
 
 @ledger_app.command("show")
 @handle_errors
-def show(ledger: LedgerArg, json_out: JsonOption = False) -> None:
+def show(
+    ledger: LedgerArg,
+    json_out: JsonOption = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="PNG: histogram of the eps each person has spent, with the budget marked.")] = None,
+) -> None:
     """The budget, the per-person distribution of eps spent, and every run."""
+    if plot is not None:
+        require("plot", what="--plot")
+        if plot.suffix.lower() != ".png":
+            raise ValidationError(f"--plot {plot}: expected a .png file")
+        check_output(plot, "--plot", inputs=AccountingOptions(ledger=ledger).files())
     budget, persons, runs = _snapshot(ledger)
+    if plot is not None:
+        _plot_spent(plot, persons["total"], budget, ledger)
     spent = summarize(persons["total"]).as_dict()
     states = {s: sum(r["state"] == s for r in runs) for s in ("committed", "reserved", "aborted")}
     if json_out:
@@ -80,6 +94,22 @@ def show(ledger: LedgerArg, json_out: JsonOption = False) -> None:
         table.add_row(r["run"], r["state"], r["mechanism"], fmt(r["eps"]), fmt(r["rows"]), fmt(r["withheld"]),
                       fmt(r["persons"]), fmt(r["persons_over"]), fmt(r["eps_spent"]), r["created"])
     console.print(table)
+
+
+def _plot_spent(path: Path, spent: Any, budget: float, name: str) -> None:
+    """Histogram of the eps spent per person (hashed persons: the figure shows no id)."""
+    from .._figure import hist_range, new_figure, save_png
+
+    fig = new_figure(6.4, 3.6)
+    ax = fig.add_subplot()
+    if len(spent):
+        ax.hist(spent, bins=min(50, max(5, len(spent) // 5)), range=hist_range(spent), color="tab:blue")
+    ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:g}")
+    ax.set_xlabel("eps spent per person (reserved + committed, per unit of distance)")
+    ax.set_ylabel("persons")
+    ax.set_title(f"{Path(name).name}: {len(spent):,} persons")
+    ax.legend()
+    save_png(fig, path)
 
 
 @ledger_app.command("export")
