@@ -40,7 +40,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _ibu_kernels as _kernels
 from ._random import check_rng
 from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
@@ -242,6 +241,8 @@ def ibu(
     pi = np.full((batch, n_in), 1.0 / n_in)
     iterations = np.zeros(batch, dtype=np.intp)
     converged = np.zeros(batch, dtype=bool)
+    from . import _ibu_kernels as _kernels  # numba's import (about 0.7 s) only when IBU runs, not per command
+
     if _kernels.KERNELS is not None:
         return _ibu_compiled(m, q, pi, tol, max_iter, single)
     forward, backward, q = _ibu_products(m, q)
@@ -275,6 +276,8 @@ def _ibu_compiled(
     m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
 ) -> IBUResult:
     """:func:`ibu`'s loop, row by row, in the compiled kernels of :mod:`metricdp._ibu_kernels`."""
+    from . import _ibu_kernels as _kernels
+
     krr_kernel, dense_kernel = _kernels.KERNELS
     ab = krr_structure(m)
     iterations = np.zeros(len(q), dtype=np.intp)
