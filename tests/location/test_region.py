@@ -147,3 +147,9 @@ def test_a_valid_triangle_is_read(tmp_path):
 def test_box_numbers_follow_the_one_number_rule(box):
     with pytest.raises(ValidationError, match="must be numbers"):
         parse_region(box)
+
+
+def test_a_figure_eight_ring_is_not_mistaken_for_a_flat_one(tmp_path):
+    # its signed area is 0 (the lobes cancel) but it encloses area under the even-odd rule
+    r = parse_region(_poly(tmp_path, [[0.0, 0.0], [2.0, 2.0], [2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]))
+    assert r.contains([[1.0, 0.5]]).all() and not r.contains([[0.5, 1.0]]).any()  # (lat, lon)

@@ -236,9 +236,9 @@ def _ring(raw: Any, where: str) -> NDArray[np.float64]:
     if len(np.unique(latlon, axis=0)) < 3:
         raise ValidationError(f"{where}: a ring needs at least 3 distinct positions")
     check_latlon(latlon, f"{where} position")
-    x, y = latlon[:, 1] - latlon[:, 1].mean(), latlon[:, 0] - latlon[:, 0].mean()  # centred: no cancellation
-    twice_area = abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))  # shoelace
-    if twice_area <= 1e-9 * float(np.ptp(x) * np.ptp(y)):  # relative to its box: rounding of collinear points
+    centred = latlon - latlon.mean(axis=0)
+    sv = np.linalg.svd(centred, compute_uv=False)  # collinear positions: the second singular value vanishes
+    if sv[1] <= 1e-9 * sv[0]:  # (a signed area would also refuse a figure-eight, which encloses area)
         raise ValidationError(f"{where}: the ring encloses no area (its positions are collinear)")
     return latlon
 
