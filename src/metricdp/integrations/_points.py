@@ -105,7 +105,7 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
     fmt = format_of(src, TABLE_FORMATS)
     pieces: list[PointPiece] = []
     if fmt == "csv":
-        from ..streaming.points import csv_header_bytes
+        from ..streaming.csvsplit import header_bytes
 
         with src.open("rb") as fh:
             reader = CsvReader(fh, where, max_record=max_record)
@@ -113,7 +113,7 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
             plan = plan_columns(header.names, [lat, lon], keep=keep, drop=drop, where=where)
             if plan_check is not None:
                 plan_check(plan)
-            head = csv_header_bytes(header, plan.dropped_indices)
+            head = header_bytes(header, plan.dropped_indices)
             start = first_line = None
             rows = first_row = 0
             stop = 0

@@ -21,7 +21,8 @@ from numpy.typing import NDArray
 
 from ..tabular.csv import Records, split_records
 
-__all__ = ["Records", "edits_for", "encode_field", "field_values", "splice", "splice_to", "split_records",
+__all__ = ["Records", "edits_for", "encode_field", "field_values", "header_bytes", "splice", "splice_to",
+           "split_records",
            "without_records"]
 
 QUOTE = 34
@@ -179,6 +180,15 @@ def splice(
 
 #: Bytes spliced at a time by :func:`splice_to`: its temporaries are a few times this, whatever the chunk.
 SPLICE_BLOCK = 4 * 2**20
+
+
+def header_bytes(header: Any, dropped: tuple[int, ...]) -> bytes:
+    """The header record (and what precedes it, a byte-order mark) with the ``dropped`` columns removed:
+    what every CSV release writes first."""
+    hs, he, _, _ = edits_for(header.record, None, dropped)
+    raw = np.frombuffer(header.raw, dtype=np.uint8)
+    return bytes(splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), np.zeros(2, dtype=np.int64),
+                        np.zeros(len(hs), dtype=np.intp)))
 
 
 def splice_to(

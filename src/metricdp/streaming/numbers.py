@@ -181,10 +181,7 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sele
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices
-        hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
-        raw = np.frombuffer(header.raw, dtype=np.uint8)
-        fh.write(csvsplit.splice(raw, len(raw), hs, he, table, table_off,
-                                 np.full(len(hs), 2 * n_out, dtype=np.intp)).data)
+        fh.write(csvsplit.header_bytes(header, dropped))
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
             data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)

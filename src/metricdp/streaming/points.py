@@ -270,15 +270,6 @@ def write_csv_chunk(fh: IO[bytes], chunk: Any, columns: tuple[int, int], dropped
         csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off, choice)
 
 
-def csv_header_bytes(header: Any, dropped: tuple[int, ...]) -> bytes:
-    """The header record (and what precedes it) with the dropped columns removed."""
-    hs, he, _, _ = csvsplit.edits_for(header.record, None, dropped)
-    raw = np.frombuffer(header.raw, dtype=np.uint8)
-    empty = np.zeros(2, dtype=np.int64)
-    return bytes(csvsplit.splice(raw, len(raw), hs, he, np.zeros(0, dtype=np.uint8), empty,
-                                 np.zeros(len(hs), dtype=np.intp)))
-
-
 def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan: Any, digits: int,
          full: Full | None, chunk_rows: int, chunk_bytes: int, max_record: int | None,
          tick: Callable[[int], None], geojson: bool) -> tuple[int, int]:
@@ -292,7 +283,7 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
         sink = GeoJsonSink(fh, lat, lon) if geojson else None
         props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
         if sink is None:
-            fh.write(csv_header_bytes(header, dropped))
+            fh.write(csvsplit.header_bytes(header, dropped))
         for chunk in reader.chunks(i):
             recs = chunk.records
             n = len(recs.starts)
