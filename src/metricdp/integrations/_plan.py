@@ -37,7 +37,7 @@ from ..streaming.files import UnknownValues
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.parquet import open_parquet
+from ..tabular.parquet import input_compression, open_parquet
 from ._labels import Labels, field_text
 
 __all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
@@ -223,10 +223,7 @@ def _plan_parquet(
     if unknown.rows:
         raise unknown.error(where, column, "row(s)")
     meta = pf.metadata
-    compression = "snappy"
-    if meta.num_row_groups and meta.num_columns:
-        compression = meta.row_group(0).column(0).compression.lower()
-        compression = "none" if compression == "uncompressed" else compression
+    compression = input_compression(meta)
     pieces: list[Piece] = []
     start = rows = size = 0
     for g in range(meta.num_row_groups):

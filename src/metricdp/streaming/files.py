@@ -59,7 +59,7 @@ from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.parquet import open_parquet
+from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .accounted import Accounting, AccountingReport
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
@@ -285,10 +285,7 @@ def _privatize_parquet(
         raise ValidationError(
             f"{where}: column {column!r} has type {field.type}; the mechanism's labels cannot be written as it ({ex})"
         ) from None
-    compression = "snappy"
-    if pf.metadata.num_row_groups and pf.metadata.num_columns:
-        compression = pf.metadata.row_group(0).column(0).compression.lower()
-        compression = "none" if compression == "uncompressed" else compression
+    compression = input_compression(pf.metadata)
     unknown = UnknownValues()
     rows = seen = 0
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)

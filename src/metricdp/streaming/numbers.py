@@ -51,7 +51,7 @@ from ..io import atomic_write
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.parquet import open_parquet
+from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
@@ -246,10 +246,7 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
         raise ValidationError(
             f"{where}: column {column!r} has type {kind}; the released grid points cannot be written as it ({ex})"
         ) from None
-    compression = "snappy"
-    if pf.metadata.num_row_groups and pf.metadata.num_columns:
-        compression = pf.metadata.row_group(0).column(0).compression.lower()
-        compression = "none" if compression == "uncompressed" else compression
+    compression = input_compression(pf.metadata)
     bad_rows = BadNumbers()
     rows = seen = 0
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)

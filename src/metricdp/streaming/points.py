@@ -38,7 +38,7 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
-from ..tabular.parquet import open_parquet
+from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
 from .point_columns import column_floats, parse_column
@@ -322,10 +322,7 @@ def _parquet(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_
     written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
     fields = [pa.field(schema.field(k).name, pa.float64()) if k in (i, j) else schema.field(k) for k in written]
     out_schema = pa.schema(fields, metadata=schema.metadata)
-    compression = "snappy"
-    if pf.metadata.num_row_groups and pf.metadata.num_columns:
-        compression = pf.metadata.row_group(0).column(0).compression.lower()
-        compression = "none" if compression == "uncompressed" else compression
+    compression = input_compression(pf.metadata)
     rows = seen = 0
     sink = GeoJsonSink(fh, lat, lon) if geojson else None
     writer = None if sink is not None else pq.ParquetWriter(fh, out_schema, compression=compression)

@@ -9,7 +9,7 @@ from typing import Any
 from .._optional import import_optional
 from ..errors import ValidationError
 
-__all__ = ["open_parquet", "read_parquet"]
+__all__ = ["input_compression", "open_parquet", "read_parquet"]
 
 
 def _unreadable(path: Path, ex: BaseException) -> ValidationError:
@@ -35,3 +35,11 @@ def read_parquet(path: str | PathLike[str]) -> Any:
         return pf.read()
     except Exception as ex:  # a corrupt row group surfaces only when read
         raise _unreadable(Path(path), ex) from None
+
+
+def input_compression(metadata: Any) -> str:
+    """The compression a release writes: the input's (its first column chunk), ``snappy`` for an empty file."""
+    if not (metadata.num_row_groups and metadata.num_columns):
+        return "snappy"
+    codec = str(metadata.row_group(0).column(0).compression).lower()
+    return "none" if codec == "uncompressed" else codec
