@@ -5,10 +5,15 @@ The fast phase deselects the ``slow`` tests (``-m "not slow"``) and records, in 
 tool: Chromium, a Java runtime). The full phase, with ``METRICDP_CI_SELECT`` naming that record,
 keeps only the ``slow`` tests and the recorded ones, so that together the two phases run the suite
 exactly once. Loaded with ``-p phases`` and ``.ci`` on ``PYTHONPATH``; inert without the variables.
+
+Under pytest-xdist (README's ``-n auto``) each worker collects and runs its share, and the controller
+only hears of a skipped module once per distinct reason; so every process records what it saw in its
+own part file (``LOG.gw0``, ...), and the controller, which finishes last, merges the parts into LOG.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 
 import pytest
@@ -35,9 +40,20 @@ def _skipped_by_doctest_option(report: pytest.TestReport) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if _LOG:
-        with open(_LOG, "w", encoding="utf-8") as f:
-            f.writelines(nodeid + "\n" for nodeid in dict.fromkeys(_skipped))
+    if not _LOG:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # a worker writes its part; the controller merges the parts after the workers stop
+        with open(f"{_LOG}.{worker}", "w", encoding="utf-8") as f:
+            f.writelines(nodeid + "\n" for nodeid in _skipped)
+        return
+    nodeids = list(_skipped)
+    for part in sorted(glob.glob(glob.escape(_LOG) + ".gw*")):
+        with open(part, encoding="utf-8") as f:
+            nodeids.extend(line.rstrip("\n") for line in f if line.strip())
+        os.remove(part)
+    with open(_LOG, "w", encoding="utf-8") as f:
+        f.writelines(nodeid + "\n" for nodeid in dict.fromkeys(nodeids))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
