@@ -93,9 +93,12 @@ def test_author_field_in_jsonl_may_be_dropped(tmp_path: Path, emb: Path) -> None
 
 
 @pytest.mark.parametrize(("name", "body", "args", "fragment"), [
-    ("in.txt", "the cat\n", ["--budget", "1"], "--budget: not yet supported by text privatize"),
-    ("in.txt", "the cat\n", ["--ledger", "l.db", "--max-rows-per-user", "2"],
-     "--ledger, --max-rows-per-user: not yet supported by text privatize"),
+    ("in.txt", "the cat\n", ["--ledger", "l.db", "--budget", "2"],
+     "--ledger needs --user-column COL (a .csv/.jsonl field naming the author or a stable document id)"),
+    ("in.txt", "the cat\n", ["--over-budget", "drop"], "--over-budget needs a budget"),
+    ("in.txt", "the cat\n", ["--budget", "-1"], "--budget must be a finite number > 0"),
+    ("in.txt", "the cat\n", ["--budget", "0.4"], "--over-budget refuse: 1 of 1 documents would exceed their "
+     "budget of 0.4 (eps 0.5 per released word token); nothing written, nothing spent"),
     ("in.txt", "the cat\n", ["--user-column", "author"], "--user-column names the author's field of a .csv/.jsonl"),
     ("in.csv", "author,body\n,the cat\n", ["-c", "body", "--user-column", "author"],
      "line 2: user column 'author' is empty"),
@@ -107,6 +110,17 @@ def test_refusals(tmp_path: Path, emb: Path, name: str, body: str, args: list[st
     out = tmp_path / "o.txt"
     r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.5, "--embeddings", emb, *args)
     assert_one_line_error(r, fragment)
+    assert not out.exists()
+
+
+def test_per_token_epsilon_lists_are_not_accounted(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    out = tmp_path / "o.txt"
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", "0.5,1", "--embeddings", emb,
+               "--budget", "3", "--max-rows-per-user", "2")
+    assert_one_line_error(r, "per-token epsilons) is not accounted per document yet: --budget, --max-rows-per-user "
+                             "need one epsilon")
     assert not out.exists()
 
 
