@@ -321,7 +321,8 @@ def _privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabular
     except BudgetExceededError as ex:
         of = "" if shown_budget is None else f" of {shown_budget:g}"
         raise BudgetExceededError(
-            f"--over-budget refuse: {ex.over:,} of {ex.persons:,} {person}s would exceed their budget{of} "
+            f"--over-budget refuse: {ex.over:,} of {ex.persons:,} {person}s with words to release would exceed "
+            f"their budget{of} "
             f"(eps {eps:g} per released word token{', once per distinct word' if acct.consistent else ''}); "
             f"nothing written, nothing spent (--over-budget drop withholds their excess tokens as {WITHHELD}, "
             f"--max-rows-per-user K releases at most K tokens per {person})", over=ex.over, persons=ex.persons,
