@@ -168,7 +168,8 @@ def test_budget_by_hand_drop_and_refuse(tmp_path: Path, emb: Path) -> None:
     # refuse (the default): exit 2, one line naming how many documents, nothing written
     out = tmp_path / "refused.txt"
     r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.5, "--embeddings", emb, "--budget", 1)
-    assert_one_line_error(r, "--over-budget refuse: 1 of 2 documents with words to release would exceed their budget of 1")
+    assert_one_line_error(r, "--over-budget refuse: 1 of 2 documents with words to release would exceed their "
+                             "budget of 1")
     assert not out.exists()
     # budget 2.5: everything fits, nothing withheld
     acc = _privatize(tmp_path, emb, src, "--budget", 2.5)
@@ -240,7 +241,8 @@ def test_ledger_across_two_runs(tmp_path: Path, emb: Path) -> None:
     assert _spent(ledger, ["ann", "bob"]) == [3.0, 2.0]
     out = tmp_path / "o3.csv"
     r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.5, "--embeddings", emb, *args)
-    assert_one_line_error(r, "--over-budget refuse: 1 of 2 authors with words to release would exceed their budget of 3")
+    assert_one_line_error(r, "--over-budget refuse: 1 of 2 authors with words to release would exceed their "
+                             "budget of 3")
     assert not out.exists() and _spent(ledger, ["ann", "bob"]) == [3.0, 2.0]
 
 
