@@ -282,3 +282,20 @@ def test_ledger_unit_is_the_embedding(tmp_path: Path, emb: Path) -> None:
     assert not out.exists() and _spent(ledger, ["ann", "bob"]) == [2.5, 1.0]
     acc = _privatize(tmp_path, emb, src, *args, "-m", "tem")  # another Euclidean family: the same unit
     assert acc["eps_per_person_total"]["max"] == 5.0
+
+
+def test_seeded_budget_run_is_reproducible_and_names_its_unit(tmp_path: Path, emb: Path) -> None:
+    """--seed fixes the releases and the random choice of withheld tokens (with the usual warning)."""
+    src, ledger = _csv(tmp_path), tmp_path / "l.db"
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"o{k}.csv"
+        r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.5, "--embeddings", emb, "--seed", 7,
+                   "-c", "body", "--user-column", "author", "--keep", "author", "--max-rows-per-user", 3,
+                   "--ledger", ledger, "--budget", 100, "--json")
+        assert r.exit_code == 0, r.output
+        assert "--seed makes the releases reproducible" in r.stderr
+        acc = json.loads(r.stdout)["accounting"]
+        assert acc["withheld_cap"] == 2 and acc["ledger_unit"].startswith("euclidean distance of emb.txt#")
+        outs.append(out.read_text(encoding="utf-8"))
+    assert outs[0] == outs[1] and outs[0].count(W) == 2

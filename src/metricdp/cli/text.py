@@ -294,7 +294,7 @@ def _sha256(path: Path) -> str:
 
 def _privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabulary: Any, draw: Any, rng: Any,
                         eps: float, desc: str, ident: _Identity, rewrite: dict[str, Any],
-                        inputs: list[Path | None]) -> Any:
+                        inputs: list[Path | None]) -> tuple[Any, str | None]:
     """``text privatize`` with --budget, --ledger or --max-rows-per-user (:mod:`metricdp.text.accounted`)."""
     from ..errors import BudgetExceededError
     from ..text.accounted import TextBudget, privatize_text_file
@@ -314,8 +314,9 @@ def _privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabular
                               unit=ident.unit(guarantee) if book is not None else None)
             try:
                 with naming_flags({"column": "--column"}):
-                    return privatize_text_file(src, out, vocabulary, draw, plan, rng=rng,
-                                               inputs=[*inputs, *acct.files()], progress=_Ticker(), **rewrite)
+                    rel = privatize_text_file(src, out, vocabulary, draw, plan, rng=rng,
+                                              inputs=[*inputs, *acct.files()], progress=_Ticker(), **rewrite)
+                    return rel, plan.unit
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
     except BudgetExceededError as ex:
@@ -508,9 +509,9 @@ def register(app: typer.Typer) -> None:
             res = release(idx, slots, generator)
             return res if restrict is None else restrict(res)
 
-        persons = None
+        persons, unit = None, None
         if budgeted:
-            rel = _privatize_budgeted(input_file, out, acct, Vocabulary(labels), draw, generator, eps, desc,
+            rel, unit = _privatize_budgeted(input_file, out, acct, Vocabulary(labels), draw, generator, eps, desc,
                                       _Identity(mechanism, embeddings, params, policy.outputs, labels, space),
                                       {"column": column, "keep": kept, "policy": policy, "keep_columns": keep or (),
                                        "drop_columns": drop or ()}, [keep_words])
@@ -553,7 +554,7 @@ def register(app: typer.Typer) -> None:
                 **acct.describe(), **documents.as_dict(),
                 **({} if persons is None else {**report_json(persons, acct, eps), "rows_are": "word tokens",
                                                "person": "author" if user_column else "document",
-                                               "withheld_as": WITHHELD})},
+                                               "withheld_as": WITHHELD, "ledger_unit": unit})},
         }
         if persons is not None:
             summary["withheld"] = st.withheld
