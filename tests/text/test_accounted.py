@@ -7,13 +7,16 @@ import csv
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metricdp.accounting.ledger import Ledger
-from metricdp.errors import ValidationError
+from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.text import accounted
 from metricdp.text.accounted import TextBudget, privatize_text_file
 from metricdp.text.rewrite import WITHHELD, Vocabulary
@@ -129,3 +132,46 @@ def test_kill_9_at_every_step_spends_at_least_what_was_published(tmp_path: Path)
         with Ledger(ledger) as book:
             book.check_integrity()
             assert (book.spent(["ann", "bob"]) >= published - 1e-12).all(), step
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.lists(st.integers(0, 4), max_size=8), min_size=1, max_size=4),
+       budget=st.sampled_from([None, 0.5, 1.0, 1.5, 2.5]), cap=st.sampled_from([None, 1, 2, 3]),
+       consistent=st.booleans(), drop=st.booleans())
+def test_budget_and_cap_bound_every_document(docs: list[list[int]], budget: float | None, cap: int | None,
+                                             consistent: bool, drop: bool) -> None:
+    """Oracle: each document's cost (released tokens, or distinct released words under --consistent) x 0.5 is at
+    most the budget and the cap; tokens are released or written as the placeholder, in place; refuse refuses
+    exactly when a document's demand exceeds the budget; consistent copies agree and are withheld together."""
+    if budget is None and cap is None:
+        cap = 2
+    eps = 0.5
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
+        src.write_text("".join(" ".join(WORDS[w] for w in doc) + " 42\n" for doc in docs), encoding="utf-8")
+        plan = TextBudget(eps, budget=budget, max_tokens_per_person=cap, consistent=consistent,
+                          policy="drop" if drop else "refuse")
+        demand = [eps * min(len(set(d)) if consistent else len(d), len(d) if cap is None else cap) for d in docs]
+        over = budget is not None and any(x > budget for x in demand)
+        try:
+            rel = privatize_text_file(src, out, Vocabulary(WORDS), _draw, plan, batch_tokens=3)
+        except BudgetExceededError:
+            assert over and not drop and not out.exists()
+            return
+        assert not (over and not drop)
+        lines = out.read_text(encoding="utf-8").splitlines()
+    assert rel.stats.withheld + rel.stats.replaced == sum(map(len, docs)) == rel.persons.rows_in
+    for doc, line in zip(docs, lines, strict=True):
+        got = line.split()[:-1]
+        assert len(got) == len(doc) and line.endswith(" 42")
+        released = [w for w, g in zip(doc, got, strict=True) if g != WITHHELD]
+        assert all(g in WORDS for g in got if g != WITHHELD)
+        cost = eps * (len(set(released)) if consistent else len(released))
+        assert budget is None or cost <= budget + 1e-12
+        if cap is not None:
+            assert len(released) <= cap if not consistent else cost <= eps * cap
+        if consistent and cap is None:  # one release per word, withheld whole (a cap picks tokens, not words)
+            by_word: dict[int, set[str]] = {}
+            for w, g in zip(doc, got, strict=True):
+                by_word.setdefault(w, set()).add(g)
+            assert all(len(v) == 1 for v in by_word.values())

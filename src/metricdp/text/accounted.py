@@ -215,15 +215,17 @@ def privatize_text_file(
     words = np.concatenate(scan.words) if scan.words else np.zeros(0, np.int32)
     owners = np.concatenate(scan.owners) if scan.owners else np.zeros(0, np.int64)
     persons = scan.persons()
+    # no token at all: nothing to group (plan_release cannot reshape zero consistent values)
+    consistent = budget.consistent and words.size > 0
     plan = plan_release(owners, budget.eps, budget=budget.budget, ledger=budget.ledger,
                         max_rows_per_user=budget.max_tokens_per_person, policy=budget.policy,
-                        consistent=budget.consistent, true_values=words if budget.consistent else None,
+                        consistent=consistent, true_values=words if consistent else None,
                         scope=budget.scope, rng=rng, run_id=budget.run_id, mechanism=budget.mechanism,
                         persons=persons, unit=budget.unit)
     run = _Publish(plan, path, identity)
     try:
         group_release = None
-        if budget.consistent:
+        if consistent:
             fresh_words = words[plan.group_row[plan.fresh]].astype(np.intp)
             drawn = draw(fresh_words) if fresh_words.size else np.zeros(0, dtype=np.intp)
             group_release = np.asarray(plan.releases(np.asarray(drawn, dtype=np.int64)), dtype=np.intp)
