@@ -147,6 +147,12 @@ def test_consistent_draw_follows_the_sampler() -> None:
 W = "[WITHHELD]"
 
 
+def test_the_placeholder_is_the_libraries() -> None:
+    from metricdp.text.rewrite import WITHHELD
+
+    assert text.WITHHELD == WITHHELD == W
+
+
 def _out_lines(tmp_path: Path, name: str) -> list[str]:
     return (tmp_path / "out" / name).read_text(encoding="utf-8").splitlines()
 
@@ -299,3 +305,17 @@ def test_seeded_budget_run_is_reproducible_and_names_its_unit(tmp_path: Path, em
         assert acc["withheld_cap"] == 2 and acc["ledger_unit"].startswith("euclidean distance of emb.txt#")
         outs.append(out.read_text(encoding="utf-8"))
     assert outs[0] == outs[1] and outs[0].count(W) == 2
+
+
+def test_the_ledger_and_its_key_are_never_the_output(tmp_path: Path, emb: Path) -> None:
+    (tmp_path / "out").mkdir()
+    src, ledger = _csv(tmp_path), tmp_path / "l.db"
+    args = ("-m", "exponential", "-e", 0.5, "--embeddings", emb, "-c", "body", "--user-column", "author",
+            "--keep", "author", "--ledger", ledger)
+    _privatize(tmp_path, emb, src, *args[6:], "--budget", 5)
+    before = ledger.read_bytes(), (tmp_path / "l.db.key").read_bytes()
+    for target in (ledger, tmp_path / "l.db.key"):
+        r = invoke("privatize", src, "--out", target, *args)
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert (ledger.read_bytes(), (tmp_path / "l.db.key").read_bytes()) == before
+    assert _spent(ledger, ["ann", "bob"]) == [2.5, 1.0]

@@ -244,7 +244,6 @@ class _Identity(NamedTuple):
     params: dict[str, Any]
     outputs: str
     labels: Sequence[str]
-    space: Any
 
     def _embedding(self) -> str:
         """The embedding's name: ``glove-6B-50d``, or a file's name and the start of its SHA-256 (its content)."""
@@ -512,7 +511,7 @@ def register(app: typer.Typer) -> None:
         persons, unit = None, None
         if budgeted:
             rel, unit = _privatize_budgeted(input_file, out, acct, Vocabulary(labels), draw, generator, eps, desc,
-                                      _Identity(mechanism, embeddings, params, policy.outputs, labels, space),
+                                      _Identity(mechanism, embeddings, params, policy.outputs, labels),
                                       {"column": column, "keep": kept, "policy": policy, "keep_columns": keep or (),
                                        "drop_columns": drop or ()}, [keep_words])
             st, documents, persons = rel.stats, rel.documents, rel.persons
