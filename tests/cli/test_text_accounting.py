@@ -319,3 +319,16 @@ def test_the_ledger_and_its_key_are_never_the_output(tmp_path: Path, emb: Path) 
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert (ledger.read_bytes(), (tmp_path / "l.db.key").read_bytes()) == before
     assert _spent(ledger, ["ann", "bob"]) == [2.5, 1.0]
+
+
+def test_jsonl_budget_per_author_with_the_author_dropped(tmp_path: Path, emb: Path) -> None:
+    (tmp_path / "out").mkdir()
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"who": "a", "t": "cat dog"}\n{"who": "a", "t": "cat"}\n{"who": "b", "t": "dog"}\n',
+                   encoding="utf-8")
+    acc = _privatize(tmp_path, emb, src, "-c", "t", "--user-column", "who", "--drop", "who", "--budget", 1,
+                     "--over-budget", "drop")
+    assert (acc["withheld_budget"], acc["persons_over"], acc["eps_per_author"]["max"]) == (1, 1, 1.0)
+    recs = [json.loads(x) for x in (tmp_path / "out" / "in.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert all("who" not in r for r in recs)
+    assert sum((r["t"] + " ").split().count(W) for r in recs[:2]) == 1 and W not in recs[2]["t"]
