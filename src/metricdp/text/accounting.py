@@ -103,25 +103,19 @@ class TextAccounting:
         d = np.asarray(doc_in_batch, dtype=np.int64)
         x = np.asarray(words, dtype=np.int64)
         if x.size == 0:  # documents without a word to release
-            self._parts.append((np.zeros(n_docs, dtype=np.int64),) * 3)
+            self._count(d, x, n_docs)
             self._done += n_docs
             return np.zeros(0, dtype=np.intp)
         v = self.vocabulary
-        pair, inverse, counts = np.unique(d * v + x, return_inverse=True, return_counts=True)
-        pair_doc = pair // v
-        tokens = np.bincount(d, minlength=n_docs).astype(np.int64)
-        distinct = np.bincount(pair_doc, minlength=n_docs).astype(np.int64)
-        repeat = np.zeros(n_docs, dtype=np.int64)
-        np.maximum.at(repeat, pair_doc, counts)
+        pair, inverse, pair_doc = self._count(d, x, n_docs)
         if not self.consistent:
             out = np.asarray(sample(words), dtype=np.intp)
             fresh_owner = d
         elif self.user_column is None:  # one replacement per (document, word); documents never span batches
             drawn = np.asarray(sample((pair % v).astype(np.intp)), dtype=np.intp)
-            out, fresh_owner = drawn[inverse.ravel()], pair_doc
+            out, fresh_owner = drawn[inverse], pair_doc
         else:
             out, fresh_owner = self._by_author(d, x, sample)
-        self._parts.append((tokens, distinct, repeat))
         if self.user_column is not None:
             doc_person = np.asarray(self._doc_person[self._done:self._done + n_docs], dtype=np.int64)
             if doc_person.size != n_docs:
@@ -133,6 +127,23 @@ class TextAccounting:
             self._person_fresh = grown
         self._done += n_docs
         return out
+
+    def _count(self, d: NDArray[np.int64], x: NDArray[np.int64],
+               n_docs: int) -> tuple[NDArray[np.int64], NDArray[np.intp], NDArray[np.int64]]:
+        """Count one batch's released tokens ``x`` of documents ``d`` (in the batch) for :meth:`report`.
+
+        Returns the batch's distinct (document, word) pairs coded ``d * vocabulary + x``,
+        each token's pair and each pair's document.
+        """
+        v = self.vocabulary
+        pair, inverse, counts = np.unique(d * v + x, return_inverse=True, return_counts=True)
+        pair_doc = pair // v
+        tokens = np.bincount(d, minlength=n_docs).astype(np.int64)
+        distinct = np.bincount(pair_doc, minlength=n_docs).astype(np.int64)
+        repeat = np.zeros(n_docs, dtype=np.int64)
+        np.maximum.at(repeat, pair_doc, counts)
+        self._parts.append((tokens, distinct, repeat))
+        return pair, inverse.ravel(), pair_doc
 
     def _by_author(self, d: NDArray[np.int64], x: NDArray[np.int64],
                    sample: Callable[[NDArray[np.intp]], NDArray[np.intp]]) -> tuple[NDArray[np.intp], NDArray[Any]]:

@@ -6,6 +6,11 @@ replaced by a release of the mechanism, in the original's case pattern
 are kept. Documents are processed in batches of about ``batch_tokens`` word tokens:
 one call of the sampler per batch (so repeated words share a pass), memory bounded by
 the batch whatever the corpus size.
+
+A sampler may return -1 for a token: the token is *withheld* (a per-person budget or cap,
+:mod:`.accounted`) and written as :data:`WITHHELD`, a fixed placeholder that carries nothing
+of the word (not its case, not its length); a clitic kept beside it stays, as it does beside
+a release.
 """
 
 from __future__ import annotations
@@ -32,19 +37,24 @@ from .accounting import TextAccounting
 from .policy import TokenPolicy
 from .tokens import restore_case, split
 
-__all__ = ["RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
+__all__ = ["WITHHELD", "RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
+
+#: What a withheld word token becomes in the rewritten text: the same for every word, so it
+#: tells only that a vocabulary word stood there, which the layout already shows.
+WITHHELD = "[WITHHELD]"
 
 Sampler = Callable[..., NDArray[np.intp]]  # sample(inputs) or, with cycle > 1, sample(inputs, slots)
 
 
 @dataclass
 class RewriteStats:
-    """Counts of a rewrite: word tokens seen, replaced (sampled), changed, kept, out of vocabulary."""
+    """Counts of a rewrite: word tokens seen, replaced (released), changed, withheld, kept, out of vocabulary."""
 
     documents: int = 0
     tokens: int = 0
     replaced: int = 0
     changed: int = 0
+    withheld: int = 0
     kept: int = 0
     kept_by: dict[str, int] = field(default_factory=dict)
     columns: ColumnPlan | None = None  # what leaves (CSV/JSONL): released, kept unreleased, dropped
@@ -108,6 +118,11 @@ def rewrite_texts(
             else:
                 out = sample(words) if cycle <= 1 else sample(words, np.asarray(ranks, dtype=np.intp))
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
+                if k < 0:  # withheld by a budget or a cap: the placeholder, not a release
+                    batch[doc][piece] = WITHHELD + suffix
+                    st.withheld += 1
+                    st.replaced -= 1
+                    continue
                 batch[doc][piece] = restore_case(labels[k], original) + suffix
                 st.changed += int(k != x)
         yield from ("".join(pieces) for pieces in batch)
