@@ -309,6 +309,10 @@ class Family:
         limit (:mod:`metricdp._resources`); LP families size their own models.
         """
         kwargs = self.check_params(params)
+        if getattr(space, "policy", False):  # infinite distances: one build per component
+            from .policy import build_on_components
+
+            return build_on_components(self, space, epsilon, kwargs, outputs=outputs, progress=progress)
         if outputs is not None:
             if not self.outputs:
                 takes = ", ".join(f.name for f in FAMILIES.values() if f.outputs)
