@@ -23,6 +23,9 @@ __all__ = ["ESTIMATE_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
 ESTIMATE_NOTE = "not audited: the matrix is a Monte-Carlo estimate; epsilon is the proven guarantee"
 
 #: What the report says instead of the lower bounds for a mechanism with a separate output set.
+#: Why a policy graph (infinite distances between components) gets no lower bound.
+POLICY_BOUND_NOTE = ("not computed on a policy graph: the packing bounds (Imola et al., Theorem 3) assume finite "
+                     "distances between every pair")
 RECTANGULAR_BOUND_NOTE = (
     "not available: the lower bounds (Imola et al., Theorem 3) assume the outputs are the inputs, "
     "and this mechanism has a separate output set"
@@ -94,11 +97,16 @@ def evaluate_mechanism(
         out["estimate"] = {k: v for k, v in estimate.items() if not isinstance(v, list | tuple)}
     report(progress, 2, 3, "lower bounds")
     space, eps = mechanism.space, mechanism.epsilon
-    if mechanism.square:
+    if space.policy:  # an extended metric: the packing bounds assume finite distances
+        out["policy_graph"] = {"components": space.n_components, "cross_component_pairs": "unprotected"}
+        out["lower_bound_note"] = POLICY_BOUND_NOTE
+    elif mechanism.square:
         out["lower_bound"] = float(bounds.lower_bound(space, eps).value)
         out["lower_bound_quantile"] = float(bounds.lower_bound_quantile(space, eps, q).value)
     else:
         out["lower_bound_note"] = RECTANGULAR_BOUND_NOTE
+    if space.covariance is not None:
+        out["covariance"] = space.covariance_source or "recorded in the file"
     out["params"] = dict(mechanism.params)
     if "lp" in mechanism.info:
         out["lp"] = dict(mechanism.info["lp"])
