@@ -4,8 +4,8 @@ r"""The public covariance of a Mahalanobis space, from a file (``build --metric 
 Zhao et al. 2022; :func:`metricdp.spaces.mahalanobis_distances`). :math:`\Sigma` is part of
 the mechanism's *definition*, like the metric itself, so it must be public:
 
-* :func:`read_covariance` -- a given (dim, dim) matrix: a CSV of dim rows of dim numbers
-  (an optional header row naming the coordinate columns) or a ``.npy`` array;
+* :func:`read_covariance` -- a given (dim, dim) matrix: a CSV whose header row names the
+  POINTS file's coordinate columns, then dim rows of dim numbers, or a ``.npy`` array;
 * :func:`covariance_from_public` -- the sample covariance of a PUBLIC file of points (a
   census sample, a published survey), recorded as "estimated from FILE".
 
@@ -52,8 +52,9 @@ def _numbers(row: Sequence[str], where: str) -> list[float]:
 def read_covariance(path: str | PathLike[str], dim: int, columns: Sequence[str] | None = None) -> NDArray[np.float64]:
     """A given (dim, dim) symmetric positive definite covariance from a CSV or ``.npy`` file.
 
-    A CSV's first row is a header when it is not all numbers; it must then name the
-    coordinate ``columns`` of the POINTS file (in their order) when those are known.
+    A CSV's first row is its header: the coordinate ``columns`` of the POINTS file, in
+    their order (checked when ``columns`` is given), so the matrix cannot be read in the
+    wrong coordinates.
     """
     from .io import NPY_HEADER_ERRORS, check_npy_header, read_csv_table
     from .tabular.formats import format_of
@@ -72,17 +73,14 @@ def read_covariance(path: str | PathLike[str], dim: int, columns: Sequence[str] 
         if c.dtype == object or not np.issubdtype(c.dtype, np.number):
             raise ValidationError(f"{p}: the covariance must be numeric, got dtype {c.dtype}")
     else:
-        header, rows, lines = read_csv_table(p)
-        try:
-            first = [_numbers(header, f"{p}: line 1")]
-        except ValidationError:
-            first = []
-            names = [h.strip().lower() for h in header]
-            if columns is not None and names != [c.strip().lower() for c in columns]:
-                raise ValidationError(f"{p}: the header names {','.join(header)}, but the POINTS coordinates are "
-                                      f"{','.join(columns)}: the covariance must be in the same coordinates") from None
-        body = first + [_numbers(r, f"{p}: line {line}") for r, line in zip(rows, lines, strict=True)]
-        c = np.array(body, dtype=np.float64)
+        header, rows, lines = read_csv_table(p)  # the one CSV definition: the first record is the header
+        names = [h.strip().lower() for h in header]
+        if columns is not None and names != [c.strip().lower() for c in columns]:
+            raise ValidationError(f"{p}: the header names {','.join(header)}, but the POINTS coordinates are "
+                                  f"{','.join(columns)}: the covariance's header row must name the same coordinates, "
+                                  "in the same order")
+        c = np.array([_numbers(r, f"{p}: line {line}") for r, line in zip(rows, lines, strict=True)],
+                     dtype=np.float64).reshape(len(rows), len(header))
     try:
         check_covariance(c, dim)
     except ValidationError as ex:
