@@ -232,3 +232,15 @@ def test_a_finite_file_gets_no_policy_treatment(tmp_path):
     back = load_mechanism(tmp_path / "f.npz")
     assert not back.space.policy and back.audit().components == 1 and back.audit().unprotected_pairs == 0
     assert registry.get("exponential").exact
+
+
+def test_per_point_parameters_are_restricted_and_renormalised_per_component():
+    space = MetricSpace.from_graph(np.array([[0, 1], [2, 3], [3, 4]]), [1.0, 2.0, 1.0], policy=True)
+    prior = np.array([0.1, 0.3, 0.2, 0.3, 0.1])
+    mech = build("optimal", space, 1.0, objective="expected", prior=prior)
+    for idx in ([0, 1], [2, 3, 4]):
+        part = prior[idx] / prior[idx].sum()
+        alone = build("optimal", space.subspace(np.array(idx)), 1.0, objective="expected", prior=part)
+        np.testing.assert_array_equal(mech.matrix[np.ix_(idx, idx)], alone.matrix)
+    # the expected loss under the whole prior is the prior-weighted sum of the blocks' (0 * inf = 0 across)
+    assert np.isfinite(mech.expected_loss(prior))

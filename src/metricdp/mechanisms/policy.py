@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._resources import check_allocation
 from ..errors import ValidationError
 from .base import Mechanism, certify
 
@@ -51,11 +52,18 @@ __all__ = ["build_on_components"]
 
 
 def _part(value: Any, kind: str, idx: np.ndarray) -> Any:
-    """A per-point parameter restricted to one component (vectors: entries; matrices: the block)."""
+    """A per-point parameter restricted to one component (vectors: entries; matrices: the block).
+
+    A prior conditioned on the component is the prior restricted and renormalised (the
+    component is revealed anyway); a zero prior mass on a component makes every mechanism
+    there equally good under it, and the uniform prior picks a sensible one.
+    """
     if value is None:
         return None
-    if kind == "vector":
-        return np.asarray(value, dtype=np.float64)[idx]
+    if kind == "vector":  # a prior or relative weights: renormalised on the component (uniform if all 0 there)
+        part = np.asarray(value, dtype=np.float64)[idx]
+        total = float(part.sum())
+        return part / total if total > 0 else np.full(len(idx), 1.0 / len(idx))
     if kind == "matrix":
         return np.asarray(value, dtype=np.float64)[np.ix_(idx, idx)]
     return value
@@ -68,7 +76,8 @@ def build_on_components(
     """``family`` built on each component of the policy graph ``space``, block-diagonal (module docstring).
 
     ``params`` are the family's validated keyword arguments; per-point ones (weights,
-    priors, a loss matrix) are restricted to each component. The mechanism is audited
+    priors, a loss matrix) are restricted to each component. A ``time_limit`` applies to
+    each component's build. The mechanism is audited
     over the whole space (pairs at infinite distance skipped) at the largest epsilon of its
     blocks; its info records the number of components.
     """
@@ -84,6 +93,8 @@ def build_on_components(
                               "graph's nodes, released within the input's component)")
     kinds = {p.name: p.kind for p in family.params}
     n = space.n
+    # the assembled matrix, the audit's and the sampler's n x n temporaries (as Family.build counts them)
+    check_allocation(6 * 8.0 * n * n, f"{family.name} on a policy graph of {n:,} points (6 dense {n:,} x {n:,} arrays)")
     matrix = np.zeros((n, n))
     comp = space.components
     order = np.argsort(comp, kind="stable")
