@@ -71,6 +71,8 @@ def test_extended_metric_checks():
     with pytest.raises(ValidationError, match="triangle"):
         check_extended_metric(triangle)
     assert finite_components(good)[0] == 2
+    with pytest.raises(ValidationError, match="non-zero diagonal"):
+        check_extended_metric(np.array([[INF, INF], [INF, 0]]))
 
 
 # ----------------------------------------------------------------------------- the audit

@@ -533,6 +533,12 @@ def check_extended_metric(
     bad = np.argwhere(~np.isfinite(d) & ~np.isposinf(d))
     if bad.size:
         return check_metric(d, name=name, labels=labels, triangle=triangle)  # names the NaN or -inf
+    if d.shape[0] != d.shape[1]:
+        return check_metric(d, name=name, labels=labels, triangle=triangle)  # names the shape
+    if (np.diag(d) != 0).any():
+        i = int(np.flatnonzero(np.diag(d) != 0)[0])
+        who = repr(str(labels[i])) if labels is not None else str(i)
+        raise ValidationError(f"{name} has a non-zero diagonal at {who}: {float(d[i, i])}")
     finite_components(d, name=name, labels=labels)
     finite = np.isfinite(d)
     cap = float(d[finite].max()) if finite.any() else 1.0
