@@ -17,15 +17,16 @@ from .loss import quantile_rank
 from .mechanisms.base import Mechanism
 from .units import epsilon_forms, space_unit
 
-__all__ = ["ESTIMATE_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
+__all__ = ["ESTIMATE_NOTE", "POLICY_BOUND_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
 
 #: What the report says instead of an audited epsilon for an estimated (Monte-Carlo) mechanism.
 ESTIMATE_NOTE = "not audited: the matrix is a Monte-Carlo estimate; epsilon is the proven guarantee"
 
-#: What the report says instead of the lower bounds for a mechanism with a separate output set.
 #: Why a policy graph (infinite distances between components) gets no lower bound.
 POLICY_BOUND_NOTE = ("not computed on a policy graph: the packing bounds (Imola et al., Theorem 3) assume finite "
                      "distances between every pair")
+
+#: What the report says instead of the lower bounds for a mechanism with a separate output set.
 RECTANGULAR_BOUND_NOTE = (
     "not available: the lower bounds (Imola et al., Theorem 3) assume the outputs are the inputs, "
     "and this mechanism has a separate output set"
