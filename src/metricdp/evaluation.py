@@ -47,7 +47,11 @@ def evaluate_mechanism(
 
     With a separate output set (:mod:`metricdp.outputs`) ``outputs`` gives its size m, the
     losses use the cross distances, and the lower bounds, which assume Y = X, are replaced
-    by ``lower_bound_note`` (:data:`RECTANGULAR_BOUND_NOTE`).
+    by ``lower_bound_note`` (:data:`RECTANGULAR_BOUND_NOTE`). On a policy graph
+    (docs/proofs/policy_graphs.md) ``policy_graph`` gives the number of components, whose
+    cross pairs are unprotected, and the lower bounds are replaced by
+    :data:`POLICY_BOUND_NOTE`; a Mahalanobis space adds ``covariance``, where its public
+    covariance came from.
 
     For an estimated mechanism (``exact`` false) the matrix is a Monte-Carlo estimate:
     ``epsilon_audit`` and ``epsilon_tight`` are ``None`` (auditing an estimate says
