@@ -246,3 +246,22 @@ def test_per_point_parameters_are_restricted_and_renormalised_per_component():
         np.testing.assert_array_equal(mech.matrix[np.ix_(idx, idx)], alone.matrix)
     # the expected loss under the whole prior is the prior-weighted sum of the blocks' (0 * inf = 0 across)
     assert np.isfinite(mech.expected_loss(prior))
+
+
+@given(labels=st.lists(st.integers(0, 3), min_size=2, max_size=9), seed=st.integers(0, 2**32 - 1))
+def test_finite_components_recovers_the_blocks_and_refuses_a_bridge(labels, seed):
+    rng = np.random.default_rng(seed)
+    comp = np.array(labels)
+    x = rng.random(len(comp)) + np.arange(len(comp))  # distinct points on a line: a metric
+    d = np.abs(x[:, None] - x[None, :])
+    d[comp[:, None] != comp[None, :]] = INF
+    count, found = finite_components(d)
+    assert count == len(set(labels))
+    assert ((found[:, None] == found[None, :]) == (comp[:, None] == comp[None, :])).all()
+    check_extended_metric(d)
+    cross = np.argwhere(comp[:, None] != comp[None, :])
+    if len(cross) and count == 2 and min(np.bincount(found)) >= 2:  # a bridge makes a chain to an inf pair
+        i, j = cross[0]
+        d[i, j] = d[j, i] = 1.0
+        with pytest.raises(ValidationError, match="infinite at"):
+            finite_components(d)

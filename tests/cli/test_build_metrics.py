@@ -171,3 +171,15 @@ def test_policy_graph_refusals(files):
     assert_one_line_error(run(*base, "-m", "exponential", "--graph", files / "edges.csv", "--policy-graph",
                               "--elastic", files / "w.csv"), "--elastic cannot be combined with --policy-graph")
     assert not (files / "o.npz").exists()
+
+
+def test_covariance_from_a_public_parquet_file(files):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"x": [0.0, 2.0, 0.0, 2.0], "y": [0.0, 0.0, 2.0, 2.0], "note": list("abcd")}),
+                   files / "public.parquet")
+    np.testing.assert_allclose(covariance_from_public(files / "public.parquet", ["x", "y"]), np.eye(2) * 4 / 3,
+                               rtol=1e-12)
+    pq.write_table(pa.table({"x": [0.0, 2.0, None, 2.0], "y": [0.0, 0.0, 2.0, 2.0]}), files / "holes.parquet")
+    with pytest.raises(ValidationError, match=r"holes\.parquet: row 3 is not finite"):
+        covariance_from_public(files / "holes.parquet", ["x", "y"])
