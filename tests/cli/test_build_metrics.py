@@ -183,3 +183,13 @@ def test_covariance_from_a_public_parquet_file(files):
     pq.write_table(pa.table({"x": [0.0, 2.0, None, 2.0], "y": [0.0, 0.0, 2.0, 2.0]}), files / "holes.parquet")
     with pytest.raises(ValidationError, match=r"holes\.parquet: row 3 is not finite"):
         covariance_from_public(files / "holes.parquet", ["x", "y"])
+
+
+def test_one_node_components_are_called_out(files):
+    (files / "edges2.csv").write_text("source,target\na,b\nb,c\n")
+    r = run("build", files / "nodes.csv", "-m", "exponential", "--epsilon", 1, "--graph", files / "edges2.csv",
+            "--policy-graph", "--out", files / "s.npz")
+    assert r.exit_code == 0, r.output
+    assert "3 components" in r.stdout and "2 one-node component(s): those nodes are released UNCHANGED" in r.stdout
+    mech = load_mechanism(files / "s.npz")
+    assert mech.matrix[3, 3] == 1.0 and mech.matrix[4, 4] == 1.0

@@ -25,6 +25,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 
 from .._validation import check_epsilon
@@ -136,7 +137,9 @@ def policy_line(space: MetricSpace) -> str | None:
     """``N components, cross-component pairs unprotected`` for a policy graph (build, evaluate, report)."""
     if not space.policy:
         return None
-    return f"{space.n_components} components, cross-component pairs unprotected (their component is revealed)"
+    alone = int((np.bincount(space.components) == 1).sum())
+    lone = f"; {alone} one-node component(s): those nodes are released UNCHANGED" if alone else ""
+    return f"{space.n_components} components, cross-component pairs unprotected (their component is revealed){lone}"
 
 
 def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
