@@ -133,7 +133,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version",
      "_ibu_kernels"),
     ("spaces", "audit", "loss", "sampling"),
-    ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units"),
+    ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance"),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
      "kmedian", "accounting", "selection", "ldp", "frames", "graphs"),

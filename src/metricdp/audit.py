@@ -15,6 +15,15 @@ The matrix may be rectangular, (n, m): n inputs with the (n, n) metric d and m o
 (a separate output set, :mod:`metricdp.outputs`); privacy is then over the inputs for
 every output w, and nothing here reads a distance to an output.
 
+**Extended metrics (policy graphs).** ``distances`` may hold ``+inf`` between the
+components of a policy graph (:meth:`metricdp.spaces.MetricSpace.from_graph` with
+``policy=True``; docs/proofs/policy_graphs.md). The definition of eps-mDP constrains the
+pairs at finite distance only, so every function here splits the inputs into the classes of
+"at finite distance" (:func:`finite_components`) and applies itself to each class's rows
+(all outputs kept), exactly as on a finite space: a pair at infinite distance is skipped,
+never approximated, and :class:`AuditResult` reports the number of components and of
+unprotected pairs. A finite distance matrix takes exactly the code path it always took.
+
 The audit bounds every pair's level with two BLAS matrix products, then evaluates only the
 pairs that can reach the maximum (:func:`audit`); eps_tight is blocked numpy over the n^3
 triples. No Python loop runs over pairs or triples.
@@ -34,7 +43,9 @@ from numpy.typing import ArrayLike, NDArray
 from ._validation import check_delta
 from .errors import ValidationError
 
-__all__ = ["AuditResult", "audit", "audit_epsilon", "epsilon_tight", "hockey_stick", "row_log_sums"]
+__all__ = [
+    "AuditResult", "audit", "audit_epsilon", "epsilon_tight", "finite_components", "hockey_stick", "row_log_sums",
+]
 
 _BLOCK_ELEMENTS = 1 << 22  # elements per temporary (32 MiB of float64)
 _ZERO_LOG = -1e300  # stands for log 0 in the audit
@@ -48,11 +59,16 @@ class AuditResult:
     """Outcome of :func:`audit`.
 
     ``epsilon`` is the exact mDP level; ``witness`` is a triple (u, v, w) attaining it
-    (``None`` when epsilon is 0).
+    (``None`` when epsilon is 0). ``components`` is the number of classes of points at
+    finite distance (1 on a metric space; more on a policy graph), and
+    ``unprotected_pairs`` the number of unordered pairs at infinite distance, which the
+    level does not cover.
     """
 
     epsilon: float
     witness: tuple[int, int, int] | None
+    components: int = 1
+    unprotected_pairs: int = 0
 
     def satisfies(self, epsilon: float, rtol: float = 1e-9) -> bool:
         """Whether the audited level is within ``rtol`` (relative) of ``epsilon``."""
@@ -76,6 +92,56 @@ def _inputs(matrix: ArrayLike, distances: ArrayLike) -> tuple[NDArray[np.float64
     if not np.all(d[off] > 0):
         raise ValidationError("distances must be positive off the diagonal")
     return m, d
+
+
+def finite_components(
+    distances: ArrayLike, name: str = "distances", labels: object = None
+) -> tuple[int, NDArray[np.intp]]:
+    """(count, component of every point): the classes of the relation "at finite distance".
+
+    On an extended metric the relation is an equivalence (reflexive: d(u, u) = 0;
+    symmetric; transitive by the triangle inequality, d(u, w) <= d(u, v) + d(v, w) <
+    inf), so its classes are the connected components of the graph of finite entries and
+    every pair inside one class must be finite. A matrix where that fails (d(u, v) and
+    d(v, w) finite, d(u, w) infinite, or an asymmetric pattern) is no extended metric: a
+    ValidationError names the pair. A finite matrix is one class (no graph is built).
+    """
+    d = np.asarray(distances, dtype=np.float64)
+    n = d.shape[0]
+    finite = np.isfinite(d)
+    if finite.all():
+        return 1, np.zeros(n, dtype=np.intp)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    count, comp = connected_components(csr_matrix(finite), directed=False)
+    comp = np.asarray(comp, dtype=np.intp)
+    wrong = finite != (comp[:, None] == comp[None, :])
+    if wrong.any():
+        i, j = (int(x) for x in np.argwhere(wrong)[0])
+        names = labels if labels is not None else range(n)
+        a, b = (repr(str(list(names)[k])) for k in (i, j))  # type: ignore[call-overload]
+        raise ValidationError(
+            f"{name} is infinite at ({a}, {b}) but a chain of finite distances joins them (or d is "
+            "asymmetric there): infinite distances must separate whole components (an extended metric)"
+        )
+    return int(count), comp
+
+
+def _split(d: NDArray[np.float64]) -> tuple[int, list[NDArray[np.intp]]] | None:
+    """None on a finite metric; else (number of components, the index sets of those with >= 2 points)."""
+    count, comp = finite_components(d)
+    if count == 1:
+        return None
+    order = np.argsort(comp, kind="stable")
+    sizes = np.bincount(comp, minlength=count)
+    groups = np.split(order, np.cumsum(sizes)[:-1])
+    return count, [g for g in groups if len(g) >= 2]
+
+
+def _unprotected(n: int, groups: list[NDArray[np.intp]]) -> int:
+    """Unordered pairs at infinite distance: all pairs minus those inside a component."""
+    return n * (n - 1) // 2 - sum(len(g) * (len(g) - 1) // 2 for g in groups)
 
 
 def _workers() -> int:
@@ -120,6 +186,16 @@ def audit(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = False) -
     1.0
     """
     m, d = _inputs(matrix, distances)
+    split = _split(d)
+    if split is not None:  # a policy graph: each component's rows on their own (module docstring)
+        count, groups = split
+        best = AuditResult(0.0, None)
+        for g in groups:  # one per component of >= 2 points: each is an independent finite audit
+            part = audit(m[g], d[np.ix_(g, g)], normalize=normalize)
+            if part.epsilon > best.epsilon:
+                u, v, w = part.witness or (0, 0, 0)
+                best = AuditResult(part.epsilon, (int(g[u]), int(g[v]), w))
+        return AuditResult(best.epsilon, best.witness, count, _unprotected(len(d), groups))
     scale = row_log_sums(m) if normalize else None
     positive = m > 0
     mixed = np.flatnonzero(positive.any(axis=0) & ~positive.all(axis=0))
@@ -396,7 +472,16 @@ def hockey_stick(matrix: ArrayLike, distances: ArrayLike, epsilon: float) -> NDA
     :math:`\Pr[M(u)\in S] - e^{\varepsilon d(u,v)} \Pr[M(v)\in S]` over sets S.
     """
     m, d = _inputs(matrix, distances)
-    return _hockey_rows(m, d, float(epsilon), np.arange(m.shape[0]))
+    split = _split(d)
+    if split is None:
+        return _hockey_rows(m, d, float(epsilon), np.arange(m.shape[0]))
+    # at d = inf, e^{eps d} M[v, w] is inf where M[v, w] > 0 and 0 where it is 0 (the limit):
+    # the divergence is the mass of M(u) outside the support of M(v)
+    out = m @ (m == 0).T.astype(np.float64)
+    for g in split[1]:
+        out[np.ix_(g, g)] = _hockey_rows(m[g], d[np.ix_(g, g)], float(epsilon), np.arange(len(g)))
+    np.fill_diagonal(out, 0.0)
+    return out
 
 
 def _hockey_rows(m: NDArray, d: NDArray, epsilon: float, rows: NDArray[np.intp]) -> NDArray[np.float64]:
@@ -474,6 +559,9 @@ def epsilon_tight(matrix: ArrayLike, distances: ArrayLike, delta: float = 1e-3) 
     """
     delta = check_delta(delta)
     m, d = _inputs(matrix, distances)
+    split = _split(d)
+    if split is not None:  # a policy graph: the pairs at finite distance, component by component
+        return max((epsilon_tight(m[g], d[np.ix_(g, g)], delta) for g in split[1]), default=0.0)
     n = m.shape[0]
     if delta == 0.0:
         return audit(m, d).epsilon

@@ -17,10 +17,14 @@ from .loss import quantile_rank
 from .mechanisms.base import Mechanism
 from .units import epsilon_forms, space_unit
 
-__all__ = ["ESTIMATE_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
+__all__ = ["ESTIMATE_NOTE", "POLICY_BOUND_NOTE", "RECTANGULAR_BOUND_NOTE", "evaluate_mechanism"]
 
 #: What the report says instead of an audited epsilon for an estimated (Monte-Carlo) mechanism.
 ESTIMATE_NOTE = "not audited: the matrix is a Monte-Carlo estimate; epsilon is the proven guarantee"
+
+#: Why a policy graph (infinite distances between components) gets no lower bound.
+POLICY_BOUND_NOTE = ("not computed on a policy graph: the packing bounds (Imola et al., Theorem 3) assume finite "
+                     "distances between every pair")
 
 #: What the report says instead of the lower bounds for a mechanism with a separate output set.
 RECTANGULAR_BOUND_NOTE = (
@@ -43,7 +47,11 @@ def evaluate_mechanism(
 
     With a separate output set (:mod:`metricdp.outputs`) ``outputs`` gives its size m, the
     losses use the cross distances, and the lower bounds, which assume Y = X, are replaced
-    by ``lower_bound_note`` (:data:`RECTANGULAR_BOUND_NOTE`).
+    by ``lower_bound_note`` (:data:`RECTANGULAR_BOUND_NOTE`). On a policy graph
+    (docs/proofs/policy_graphs.md) ``policy_graph`` gives the number of components, whose
+    cross pairs are unprotected, and the lower bounds are replaced by
+    :data:`POLICY_BOUND_NOTE`; a Mahalanobis space adds ``covariance``, where its public
+    covariance came from.
 
     For an estimated mechanism (``exact`` false) the matrix is a Monte-Carlo estimate:
     ``epsilon_audit`` and ``epsilon_tight`` are ``None`` (auditing an estimate says
@@ -94,11 +102,16 @@ def evaluate_mechanism(
         out["estimate"] = {k: v for k, v in estimate.items() if not isinstance(v, list | tuple)}
     report(progress, 2, 3, "lower bounds")
     space, eps = mechanism.space, mechanism.epsilon
-    if mechanism.square:
+    if space.policy:  # an extended metric: the packing bounds assume finite distances
+        out["policy_graph"] = {"components": space.n_components, "cross_component_pairs": "unprotected"}
+        out["lower_bound_note"] = POLICY_BOUND_NOTE
+    elif mechanism.square:
         out["lower_bound"] = float(bounds.lower_bound(space, eps).value)
         out["lower_bound_quantile"] = float(bounds.lower_bound_quantile(space, eps, q).value)
     else:
         out["lower_bound_note"] = RECTANGULAR_BOUND_NOTE
+    if space.covariance is not None:
+        out["covariance"] = space.covariance_source or "recorded in the file"
     out["params"] = dict(mechanism.params)
     if "lp" in mechanism.info:
         out["lp"] = dict(mechanism.info["lp"])

@@ -6,7 +6,10 @@ nodes; EDGES (CSV or Parquet) has the columns ``source``, ``target`` and optiona
 ``weight`` (a length, 1 when the column is absent), one undirected edge per row. The
 space is :meth:`~metricdp.spaces.MetricSpace.from_graph` of the edges: parallel edges
 count once with their shortest length, a disconnected graph is refused naming its
-components.
+components -- unless ``policy`` (``build --graph EDGES --policy-graph``): the graph is
+then a policy graph (Cao et al. 2020), at infinite distance between components, and a
+mechanism built on it protects only the pairs connected in the graph: the component of
+a value is revealed (docs/proofs/policy_graphs.md).
 
 Every refusal is one :class:`~metricdp.errors.ValidationError` naming the file and the
 line (CSV) or row (Parquet): an endpoint that is not a node, a weight that is not a
@@ -27,7 +30,7 @@ from .errors import ValidationError
 from .spaces import MetricSpace
 from .tabular.formats import TABLE_FORMATS, format_of
 
-__all__ = ["EDGE_COLUMNS", "graph_space", "read_edges"]
+__all__ = ["EDGE_COLUMNS", "POLICY_HINT", "graph_space", "read_edges"]
 
 EDGE_COLUMNS = ("source", "target", "weight")
 _TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308, the smallest normal float
@@ -118,16 +121,24 @@ def _indices(names: NDArray[Any], labels: tuple[str, ...] | list[str], where: st
     return np.asarray(order[pos], dtype=np.intp)
 
 
-def graph_space(nodes: MetricSpace, path: str | PathLike[str]) -> MetricSpace:
+#: What a refusal of a disconnected graph adds: the option that accepts it (the CLI's flag).
+POLICY_HINT = "or accept it as a policy graph (cross-component pairs then get no guarantee)"
+
+
+def graph_space(nodes: MetricSpace, path: str | PathLike[str], *, policy: bool = False,
+                hint: str = POLICY_HINT) -> MetricSpace:
     """The shortest-path space on ``nodes``' labels from the edge list at ``path``.
 
     ``nodes``' coordinates are kept as the space's points (for display and snapping);
     its distances are not used. Refusals: :func:`read_edges`, and a disconnected graph
-    (:meth:`MetricSpace.from_graph` names the components).
+    (:meth:`MetricSpace.from_graph` names the components, and ``hint`` says how to accept
+    it) unless ``policy``: then the space is a policy graph, at infinite distance between
+    its components.
     """
     edges, weights = read_edges(path, nodes.labels)
     try:
-        graph = MetricSpace.from_graph(edges, weights, n=nodes.n, labels=nodes.labels)
+        graph = MetricSpace.from_graph(edges, weights, n=nodes.n, labels=nodes.labels, policy=policy)
     except ValidationError as ex:
-        raise ValidationError(f"{path}: {ex}") from None
+        more = f"; {hint}" if "not connected" in str(ex) else ""
+        raise ValidationError(f"{path}: {ex}{more}") from None
     return MetricSpace(graph.distances, graph.labels, "graph", nodes.points)

@@ -43,6 +43,8 @@ def element_losses(matrix: ArrayLike, distances: ArrayLike) -> NDArray[np.float6
     d = np.asarray(distances, dtype=np.float64)
     if m.shape != d.shape or m.ndim != 2 or 0 in m.shape:
         raise ValidationError(f"matrix {m.shape} and distances {d.shape} must have the same non-empty 2-d shape")
+    if not np.isfinite(d).all():  # a policy graph: an output never released costs nothing (0 * inf = 0)
+        d = np.where(m > 0, d, 0.0)
     return np.einsum("ij,ij->i", m, d)
 
 

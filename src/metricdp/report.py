@@ -92,6 +92,8 @@ def _privacy_section(mech: Mechanism, deltas: Sequence[float], unit: str = "") -
             ("metric", html.escape(mech.space.metric)), ("epsilon (claimed)", _fmt(mech.epsilon))]
     if unit:  # both forms: per unit and (l, r)
         rows.append(("epsilon (l, r)", html.escape(describe_epsilon(mech.epsilon, unit))))
+    if mech.space.policy:  # an extended metric (metricdp.mechanisms.policy)
+        rows.append(("policy graph", f"{mech.space.n_components} components, cross-component pairs unprotected"))
     parts = []
     if mech.exact:
         result = mech.audit()
@@ -125,22 +127,23 @@ def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
     losses = mech.element_losses()
     worst, q_loss = float(losses.max()), mech.quantile_loss(quantile)
     mean, uniform = float(losses.mean()), float(np.sort(mech.uniform_losses())[-1])
-    lb = lower_bound(mech.space, mech.epsilon)
-    lbq = lower_bound_quantile(mech.space, mech.epsilon, quantile)
+    policy = mech.space.policy  # the packing bounds assume finite distances: none on a policy graph
+    lb = None if policy else lower_bound(mech.space, mech.epsilon)
+    lbq = None if policy else lower_bound_quantile(mech.space, mech.epsilon, quantile)
+    marks = [] if lb is None or lbq is None else [(lbq.value, ":", f"lower bound ({quantile:g}-quantile)"),
+                                                  (lb.value, "-.", "lower bound (worst case)")]
     fig = new_figure(6.5, 3.6, layout=None)
     ax = fig.add_subplot()
     # equal losses (a symmetric space) differ by rounding only: a range numpy can cut
     ax.hist(losses, bins=min(50, max(5, mech.n // 4)), range=hist_range(losses), color="tab:blue", alpha=0.75)
-    for x, style, label in ((q_loss, "--", f"{quantile:g}-quantile"), (worst, "-", "worst case"),
-                            (lbq.value, ":", f"lower bound ({quantile:g}-quantile)"),
-                            (lb.value, "-.", "lower bound (worst case)")):
+    for x, style, label in ((q_loss, "--", f"{quantile:g}-quantile"), (worst, "-", "worst case"), *marks):
         ax.axvline(x, color="k", ls=style, lw=1, label=f"{label} {x:.3g}")
     ax.set_xlabel(with_unit("loss L(M, u)", f"({unit})" if unit else ""))
     ax.set_ylabel("elements")
     ax.set_title("loss of every element: expected distance to the release")
     ax.legend(loc="best", fontsize=8)
     why = ""
-    if lb.value == 0.0 or lbq.value == 0.0:
+    if lb is not None and lbq is not None and (lb.value == 0.0 or lbq.value == 0.0):
         why = ('<p class="note">A lower bound of 0 means that no packing of this space forces any loss at this '
                "epsilon: the packing bound r*(1 - 1/N) is positive only when N(w, S) = sum over the packing of "
                "exp(-eps d(w, s)) exceeds 1 (for the quantile, after removing the n - ceil(qn) largest terms); "
@@ -148,9 +151,10 @@ def _loss_section(mech: Mechanism, unit: str, quantile: float) -> str:
                "a claim that loss 0 is reachable).</p>")
     u = f" {unit}" if unit else ""
     rows = [("worst case L(M)", worst), (f"{quantile:g}-quantile", q_loss), ("mean (uniform prior)", mean),
-            ("releasing a uniform random point (worst case)", uniform),
-            (f"lower bound, worst case ({lb.kind})", lb.value), (f"lower bound, {quantile:g}-quantile ({lbq.kind})",
-                                                                 lbq.value)]
+            ("releasing a uniform random point (worst case)", uniform)]
+    if lb is not None and lbq is not None:
+        rows += [(f"lower bound, worst case ({lb.kind})", lb.value),
+                 (f"lower bound, {quantile:g}-quantile ({lbq.kind})", lbq.value)]
     table = "".join(f'<tr><th>{html.escape(k)}</th><td class="num">{_fmt(v)}{u}</td></tr>' for k, v in rows)
     return (f"<h2>Loss</h2><table>{table}</table>{_img(_fig_uri(fig), 'distribution of the element losses')}{why}")
 
@@ -275,6 +279,8 @@ def _location_section(
             a.set_xlabel(xlabel)
             a.set_ylabel(ylabel)
         fig.colorbar(sc, ax=list(ax[:2]), label=f"{what} per point (same scale in both maps)")
+        fin = np.isfinite(dist)  # a policy graph: its blocks never release across components (d = inf)
+        dist, w = dist[fin], w[fin]
         total = float(w.sum())
         mean = float((dist * w).sum() / total)
         order = np.argsort(dist)

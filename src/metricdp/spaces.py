@@ -13,6 +13,14 @@ embeddings). ``cosine`` (:math:`1 - \cos`) is refused with the reason: it is not
 (:meth:`MetricSpace.from_points` ``covariance=``; :func:`estimate_covariance` from public
 points): :math:`d(x, y) = \sqrt{(x - y)^\top \Sigma^{-1} (x - y)}`, the Euclidean distance
 after whitening by the Cholesky factor, so a metric whenever :math:`\Sigma` is positive definite.
+:data:`POINT_METRICS` is the one list of the metrics a POINTS file can be measured with
+(the command line's ``--metric`` choices): :data:`METRICS` and ``mahalanobis``.
+
+Policy graphs (:meth:`MetricSpace.from_graph` ``policy=True``; Blowfish policies, Cao et
+al. 2020; Geo-Graph-Indistinguishability, Takagi et al. 2019): a disconnected graph gives
+an *extended* metric, :math:`+\infty` between components (:func:`check_extended_metric`).
+eps-mDP then constrains only the pairs at finite distance: the component a value lies in
+is not protected (docs/proofs/policy_graphs.md).
 """
 
 from __future__ import annotations
@@ -32,19 +40,25 @@ from scipy.spatial.distance import cdist
 from ._readonly import frozen
 from ._resources import check_allocation
 from ._validation import check_int, check_metric, check_number
+from .audit import finite_components
 from .errors import ValidationError
 
 __all__ = [
-    "EARTH_RADIUS_KM", "METRICS", "REFUSED_METRICS", "MetricSpace", "angular_distances", "check_covariance",
-    "check_metric_name", "check_space", "estimate_covariance", "haversine_km", "mahalanobis_distances",
-    "pairwise_distances",
+    "EARTH_RADIUS_KM", "METRICS", "POINT_METRICS", "REFUSED_METRICS", "MetricSpace", "angular_distances",
+    "check_covariance", "check_extended_metric", "check_metric_name", "check_space", "estimate_covariance",
+    "haversine_km", "mahalanobis_distances", "pairwise_distances",
 ]
 
 #: Mean Earth radius (IUGG), in kilometres.
 EARTH_RADIUS_KM = 6371.0088
 
 MetricName = Literal["euclidean", "haversine", "manhattan", "chebyshev", "angular"]
+#: Metrics computed from coordinates alone.
 METRICS: tuple[str, ...] = ("euclidean", "haversine", "manhattan", "chebyshev", "angular")
+#: Metrics that also take a public parameter, with its name.
+PARAMETRISED_METRICS: dict[str, str] = {"mahalanobis": "covariance"}
+#: Every metric a POINTS file can be measured with: the one list (``build --metric``).
+POINT_METRICS: tuple[str, ...] = (*METRICS, *PARAMETRISED_METRICS)
 _CDIST = {"euclidean": "euclidean", "manhattan": "cityblock", "chebyshev": "chebyshev"}
 #: Names that are not metrics, each with the reason and what to use instead.
 REFUSED_METRICS = {
@@ -83,12 +97,10 @@ def _directions(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
 
 
 def angular_distances(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
-    r""":math:`ngle(x, y)/\pi` between rows of ``a`` and ``b`` (in [0, 1]).
+    r""":math:`\angle(x, y)/\pi` between rows of ``a`` and ``b`` (in [0, 1]).
 
-    The angle of unit vectors u, v is :math:`2 rctan2(\lVert u - v
-Vert, \lVert u + v
-Vert)`
-    (Kahan): accurate for tiny and near-straight angles alike, where :math:`rccos(u \cdot v)`
+    The angle of unit vectors u, v is :math:`2 \arctan2(\lVert u - v\rVert, \lVert u + v\rVert)`
+    (Kahan): accurate for tiny and near-straight angles alike, where :math:`\arccos(u \cdot v)`
     loses half the digits. It is the geodesic distance on the unit sphere, a metric on directions
     (two positive multiples of one vector are the same direction: distance 0).
 
@@ -145,10 +157,10 @@ def estimate_covariance(public_points: ArrayLike) -> NDArray[np.float64]:
 
 
 def mahalanobis_distances(a: ArrayLike, b: ArrayLike, covariance: ArrayLike) -> NDArray[np.float64]:
-    r""":math:`\sqrt{(x - y)^	op \Sigma^{-1} (x - y)}` between rows of ``a`` and ``b``.
+    r""":math:`\sqrt{(x - y)^\top \Sigma^{-1} (x - y)}` between rows of ``a`` and ``b``.
 
     Computed as the Euclidean distance of the whitened points :math:`L^{-1}x`
-    (:math:`\Sigma = L L^	op`, a triangular solve: no inverse is formed).
+    (:math:`\Sigma = L L^\top`, a triangular solve: no inverse is formed).
 
     >>> mahalanobis_distances([[0.0, 0.0]], [[2.0, 0.0], [0.0, 3.0]], [[4.0, 0.0], [0.0, 9.0]]).tolist()
     [[1.0, 1.0]]
@@ -211,6 +223,12 @@ class MetricSpace:
     cell : float or None
         Side of the cells when the space is a subset of a square lattice in the plane
         under the Euclidean metric (see :meth:`grid`); ``None`` otherwise.
+    covariance : ndarray of shape (dim, dim) or None
+        The public covariance of the ``mahalanobis`` metric (read-only), so that anyone
+        can recompute the distances from the points.
+    covariance_source : str or None
+        Where that covariance came from, in words (``"given in cov.csv"``, ``"estimated
+        from public.csv"``); recorded in mechanism files.
     """
 
     distances: NDArray[np.float64]
@@ -218,6 +236,8 @@ class MetricSpace:
     metric: str = "precomputed"
     points: NDArray[np.float64] | None = None
     cell: float | None = None
+    covariance: NDArray[np.float64] | None = None
+    covariance_source: str | None = None
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -236,6 +256,7 @@ class MetricSpace:
         metric: str = "euclidean",
         *,
         covariance: ArrayLike | None = None,
+        covariance_source: str | None = None,
     ) -> MetricSpace:
         """Build from coordinates (n, dim) with a named metric.
 
@@ -247,7 +268,7 @@ class MetricSpace:
         construction, so only duplicate points (a zero distance off the diagonal; for
         ``angular``, two points in the same direction) are checked for.
         """
-        check_metric_name(metric, extra=("mahalanobis",))
+        check_metric_name(metric, extra=tuple(PARAMETRISED_METRICS))
         if (covariance is None) == (metric == "mahalanobis"):
             raise ValidationError("the mahalanobis metric needs a public covariance (covariance=)" if covariance is None
                                   else f"covariance is for the mahalanobis metric, not {metric!r}")
@@ -273,7 +294,9 @@ class MetricSpace:
         d = mahalanobis_distances(x, x, covariance) if covariance is not None else pairwise_distances(x, x, metric)
         np.fill_diagonal(d, 0.0)
         d = check_metric((d + d.T) / 2, name="distances", labels=labs, triangle=False)
-        return cls(_readonly(d), labs, metric, _readonly(x.copy()), _detect_cell(x, metric))
+        cov = None if covariance is None else _readonly(np.array(covariance, dtype=np.float64))
+        return cls(_readonly(d), labs, metric, _readonly(x.copy()), _detect_cell(x, metric), cov,
+                   None if cov is None else covariance_source)
 
     @classmethod
     def from_distances(cls, distances: ArrayLike, labels: Sequence[object] | None = None) -> MetricSpace:
@@ -290,14 +313,20 @@ class MetricSpace:
         weights: ArrayLike | None = None,
         n: int | None = None,
         labels: Sequence[object] | None = None,
+        *,
+        policy: bool = False,
     ) -> MetricSpace:
-        """Shortest-path metric of an undirected weighted graph (road networks: Takagi et al. 2019).
+        r"""Shortest-path metric of an undirected weighted graph (road networks: Takagi et al. 2019).
 
         Parallel edges count once, with their shortest length (a road map may list two
         segments between one pair of junctions); a self-loop changes no shortest path. A
         graph of several connected components is refused naming them: points in different
         components would be infinitely far apart, and a finite mechanism on the whole space
-        would not be :math:`\varepsilon`-mDP for any finite distance between them.
+        would not be :math:`\varepsilon`-mDP for any finite distance between them -- unless
+        ``policy`` is True: the graph is then a *policy graph* (Cao et al. 2020), the
+        distance between components is :math:`+\infty` and the mechanisms built on the
+        space protect only the pairs connected in the graph (the component of a value is
+        revealed; docs/proofs/policy_graphs.md).
 
         Parameters
         ----------
@@ -307,6 +336,8 @@ class MetricSpace:
             Positive edge lengths (1 when omitted).
         n : int, optional
             Number of nodes (default: largest index + 1).
+        policy : bool
+            Accept a disconnected graph (infinite distances between its components).
         """
         e = np.asarray(edges)
         if e.size == 0:
@@ -335,10 +366,10 @@ class MetricSpace:
         first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
         g = csr_matrix((w[first], (a[first], b[first])), shape=(size, size))
         count, component = csgraph.connected_components(g, directed=False)
-        if count > 1:
+        if count > 1 and not policy:
             raise ValidationError(f"the graph is not connected: {_components(component, count, labs)}")
         d = csgraph.shortest_path(g, method="auto", directed=False)
-        d = check_metric(d, name="distances", labels=labs, triangle=False)
+        d = check_extended_metric(d, name="distances", labels=labs, triangle=False)
         return cls(_readonly(d), labs, "graph")
 
     @classmethod
@@ -375,8 +406,39 @@ class MetricSpace:
 
     @cached_property
     def diameter(self) -> float:
-        """Largest distance."""
+        """Largest distance (``inf`` on a policy graph of several components)."""
         return float(self.distances.max())
+
+    @cached_property
+    def components(self) -> NDArray[np.intp]:
+        """Component of every point, shape (n,): the classes of "at finite distance"
+        (all 0 on a finite metric space; see :func:`metricdp.audit.finite_components`)."""
+        _, comp = finite_components(self.distances)
+        return _readonly(comp)
+
+    @property
+    def n_components(self) -> int:
+        """Number of components (1 unless the space is a policy graph of several)."""
+        return int(self.components.max()) + 1
+
+    @property
+    def policy(self) -> bool:
+        """Whether some distance is infinite (a policy graph of several components): the
+        pairs at infinite distance get no guarantee."""
+        return self.n_components > 1
+
+    def metadata(self) -> dict[str, object]:
+        """What a mechanism file records of the space (JSON): metric, cell, n, and the public
+        covariance of a Mahalanobis space or the components of a policy graph, so that a
+        verifier can recompute and check the distances the privacy claim is about."""
+        meta: dict[str, object] = {"metric": self.metric, "cell": self.cell, "n": self.n}
+        if self.covariance is not None:
+            meta["covariance"] = self.covariance.tolist()
+            meta["covariance_source"] = self.covariance_source
+        if self.policy:
+            meta["policy_graph"] = {"components": self.n_components,
+                                    "unprotected": "pairs in different components (infinite distance)"}
+        return meta
 
     def index(self, labels: str | Sequence[str]) -> NDArray[np.intp]:
         """Indices of labels; the error names every label not in the space."""
@@ -424,10 +486,12 @@ class MetricSpace:
             raise ValidationError(f"subspace index {bad} is outside 0..{self.n - 1}")
         pts = None if self.points is None else _readonly(self.points[idx].copy())
         d = _readonly(self.distances[np.ix_(idx, idx)].copy())
-        return MetricSpace(d, tuple(self.labels[i] for i in idx), self.metric, pts, self.cell)
+        return MetricSpace(d, tuple(self.labels[i] for i in idx), self.metric, pts, self.cell, self.covariance,
+                           self.covariance_source)
 
     def __repr__(self) -> str:
         extra = f", cell={self.cell}" if self.cell else ""
+        extra += f", components={self.n_components}" if self.policy else ""
         return (
             f"MetricSpace(n={self.n}, metric={self.metric!r}, d_min={self.d_min:.6g}, "
             f"diameter={self.diameter:.6g}{extra})"
@@ -445,6 +509,42 @@ def _components(component: NDArray[np.int32], count: int, labels: Sequence[str],
     more = f" and {count - show} more" if count > show else ""
     return (f"{count} components with no path between them: {'; '.join(parts)}{more}; add the missing edges or "
             "build one component at a time")
+
+
+def check_extended_metric(
+    distances: ArrayLike, name: str = "distances", labels: Sequence[str] | None = None, triangle: bool = True
+) -> NDArray[np.float64]:
+    """An extended metric d: X x X -> [0, +inf] (a policy graph), validated; float64.
+
+    The infinite entries must be ``+inf`` (no NaN, no ``-inf``) and separate whole
+    components: d(u, v) and d(v, w) finite imply d(u, w) finite, which the triangle
+    inequality demands (:func:`metricdp.audit.finite_components` names a violating pair).
+    The finite part is then checked as :func:`metricdp._validation.check_metric` checks a
+    metric, on the matrix with every ``+inf`` replaced by the largest finite distance C:
+    a triple with a cross-component pair (u, w) has another cross-component pair on its
+    other side, C <= C + d >= C, and one with u, w in one component and v elsewhere has
+    d(u, w) <= C <= 2C, so only the triples inside a component can fail, exactly as they
+    would in that component alone. A finite matrix is checked exactly as before.
+    """
+    d = np.asarray(distances)
+    if d.ndim != 2 or d.dtype == object or not np.issubdtype(d.dtype, np.number) or np.isfinite(d).all():
+        return check_metric(d, name=name, labels=labels, triangle=triangle)
+    d = d.astype(np.float64)
+    bad = np.argwhere(~np.isfinite(d) & ~np.isposinf(d))
+    if bad.size:
+        return check_metric(d, name=name, labels=labels, triangle=triangle)  # names the NaN or -inf
+    if d.shape[0] != d.shape[1]:
+        return check_metric(d, name=name, labels=labels, triangle=triangle)  # names the shape
+    if (np.diag(d) != 0).any():
+        i = int(np.flatnonzero(np.diag(d) != 0)[0])
+        who = repr(str(labels[i])) if labels is not None else str(i)
+        raise ValidationError(f"{name} has a non-zero diagonal at {who}: {float(d[i, i])}")
+    finite_components(d, name=name, labels=labels)
+    finite = np.isfinite(d)
+    cap = float(d[finite].max()) if finite.any() else 1.0
+    checked = check_metric(np.where(finite, d, cap if cap > 0 else 1.0), name=name, labels=labels,
+                           triangle=triangle)
+    return np.where(finite, checked, np.inf)
 
 
 #: Largest bounding box (in cells) a set of points may span and still count as a grid.

@@ -1,5 +1,12 @@
 """``metricdp build POINTS --mechanism NAME --epsilon EPS --out MECH.npz``.
 
+``--metric mahalanobis`` takes a public covariance: ``--covariance FILE`` (a dim x dim CSV
+or ``.npy``) or ``--covariance-from PUBLIC`` (the sample covariance of a public file of
+points, never of the records to be released: :mod:`metricdp.covariance` says why); the
+summary and the mechanism file state which. ``--graph EDGES --policy-graph`` accepts a
+disconnected road network as a policy graph (:mod:`metricdp.mechanisms.policy`): the
+summary says how many components, and that pairs across them are unprotected.
+
 ``--outputs POINTS`` (same format and metric as the space's POINTS) or
 ``--output-distances FILE`` (CSV: ``label`` then the output labels; one row per input)
 give a separate output set (:mod:`metricdp.outputs`), for the families that take one
@@ -18,6 +25,7 @@ from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 
 from .._validation import check_epsilon
@@ -26,7 +34,7 @@ from ..io import read_output_distances, read_output_points, read_point_columns, 
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
 from ..outputs import OutputSet
-from ..spaces import MetricSpace
+from ..spaces import POINT_METRICS, MetricSpace
 from ..units import describe_epsilon, space_unit
 from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
 from ._epsilon import EpsilonOption, LevelOption, RadiusOption, resolve_epsilon
@@ -44,12 +52,8 @@ def mechanism_names() -> type[StrEnum]:
 MechanismName = mechanism_names()
 
 
-class Metric(StrEnum):
-    euclidean = "euclidean"
-    haversine = "haversine"
-    manhattan = "manhattan"
-    chebyshev = "chebyshev"
-    angular = "angular"
+#: The choices of ``--metric``: :data:`metricdp.spaces.POINT_METRICS`, the one list.
+Metric = StrEnum("Metric", {m: m for m in POINT_METRICS})  # type: ignore[misc]
 
 
 def family_options() -> dict[str, registry.Option]:
@@ -129,8 +133,22 @@ def build_mechanism(
     return family.build(space, eps, outputs=outputs, progress=progress, **params)
 
 
+def policy_line(space: MetricSpace) -> str | None:
+    """``N components, cross-component pairs unprotected`` for a policy graph (build, evaluate, report)."""
+    if not space.policy:
+        return None
+    alone = int((np.bincount(space.components) == 1).sum())
+    lone = f"; {alone} one-node component(s): those nodes are released UNCHANGED" if alone else ""
+    return f"{space.n_components} components, cross-component pairs unprotected (their component is revealed){lone}"
+
+
 def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     rows = [("mechanism", mechanism.name), ("n", fmt(mechanism.n)), ("epsilon", fmt(mechanism.epsilon, 12))]
+    if mechanism.space.covariance is not None:
+        rows.append(("metric", f"mahalanobis, covariance {mechanism.space.covariance_source}"))
+    policy = policy_line(mechanism.space)
+    if policy:
+        rows.append(("policy graph", policy))
     unit = space_unit(mechanism.space, mechanism.metadata)
     if unit:  # both forms: per unit and (l, r)
         rows.append(("epsilon (l, r)", describe_epsilon(mechanism.epsilon, unit)))
@@ -185,11 +203,48 @@ _Graph = Annotated[
     typer.Option("--graph", metavar="EDGES", help="Road network: the shortest-path metric of this edge list (CSV/"
                  "Parquet source,target[,weight]) on the nodes of POINTS (metricdp.graphs)."),
 ]
+_PolicyGraph = Annotated[
+    bool,
+    typer.Option("--policy-graph", help="With --graph: accept a disconnected graph as a policy graph (Cao et al. "
+                 "2020): infinite distance between components, so only pairs connected in the graph are protected "
+                 "and the component of a value is revealed (docs/proofs/policy_graphs.md)."),
+]
+_Covariance = Annotated[
+    Path | None,
+    typer.Option("--covariance", metavar="FILE", help="With --metric mahalanobis: the PUBLIC covariance, a dim x "
+                 "dim CSV or .npy (symmetric positive definite)."),
+]
+_CovarianceFrom = Annotated[
+    Path | None,
+    typer.Option("--covariance-from", metavar="PUBLIC", help="With --metric mahalanobis: estimate the covariance "
+                 "from this PUBLIC CSV/Parquet of points (the POINTS file's coordinate columns), never from the "
+                 "records you will release (metricdp.covariance)."),
+]
 _Elastic = Annotated[
     Path | None,
     typer.Option("--elastic", help="Build on the elastic metric (Chatzikokolakis et al. 2015) of these privacy "
                  "weights (CSV label,weight or .npy)."),
 ]
+
+
+def _mahalanobis_space(space: MetricSpace, points: Path, covariance: Path | None,
+                       covariance_from: Path | None) -> MetricSpace:
+    """POINTS' coordinates under the Mahalanobis metric of the given or publicly estimated covariance."""
+    from ..covariance import covariance_from_public, read_covariance
+
+    assert space.points is not None  # read_points of a CSV/Parquet (a .npy was refused with --metric)
+    columns = read_point_columns(points) or []
+    dim = space.points.shape[1]
+    if covariance is not None:
+        cov, source = read_covariance(covariance, dim, columns), f"given in {covariance}"
+    else:
+        assert covariance_from is not None
+        cov, source = covariance_from_public(covariance_from, columns), f"estimated from {covariance_from}"
+    try:
+        return MetricSpace.from_points(space.points, space.labels, "mahalanobis", covariance=cov,
+                                       covariance_source=source)
+    except ValidationError as ex:
+        raise ValidationError(f"{points}: {ex}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -208,6 +263,9 @@ def register(app: typer.Typer) -> None:
         outputs: _Outputs = None,
         output_distances: _OutputDistances = None,
         graph: _Graph = None,
+        policy_graph: _PolicyGraph = False,
+        covariance: _Covariance = None,
+        covariance_from: _CovarianceFrom = None,
         **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
@@ -215,9 +273,23 @@ def register(app: typer.Typer) -> None:
         name = str(getattr(mechanism, "value", mechanism))  # a member of the choices register() reads
         prior = options.get("prior")
         check_output(out, inputs=(points, options.get("weights"), prior, options.get("base_weights"), elastic,
-                                  outputs, output_distances, graph))
+                                  outputs, output_distances, graph, covariance, covariance_from))
         if graph is not None and metric is not None:
             raise ValidationError("--metric does not apply with --graph (the metric is the shortest path)")
+        mahalanobis = metric is not None and metric.value == "mahalanobis"
+        if (covariance is not None or covariance_from is not None) and not mahalanobis:
+            raise ValidationError("--covariance / --covariance-from apply only with --metric mahalanobis")
+        if mahalanobis and (covariance is None) == (covariance_from is None):
+            raise ValidationError("--metric mahalanobis needs exactly one of --covariance FILE (a given public "
+                                  "covariance) and --covariance-from PUBLIC (estimated from public points)")
+        if policy_graph:
+            if graph is None:
+                raise ValidationError("--policy-graph applies only with --graph EDGES")
+            clash = [f for f, v in (("--elastic", elastic), ("--remap", remap or None), ("--outputs", outputs),
+                                    ("--output-distances", output_distances)) if v is not None]
+            if clash:
+                raise ValidationError(f"{', '.join(clash)} cannot be combined with --policy-graph (they need finite "
+                                      "distances between every pair of points)")
         if outputs is not None and output_distances is not None:
             raise ValidationError("give one of --outputs and --output-distances, not both")
         if (outputs is not None or output_distances is not None) and not registry.get(name).outputs:
@@ -232,11 +304,14 @@ def register(app: typer.Typer) -> None:
             options["prior"] = None  # the prior is the remapping's, not the builder's
         with progress(f"reading {points}"):
             with naming_flags({"metric": "--metric"}):
-                space = read_points(points, None if metric is None else metric.value)
+                space = read_points(points, "euclidean" if mahalanobis else None if metric is None else metric.value)
+            if mahalanobis:
+                space = _mahalanobis_space(space, points, covariance, covariance_from)
             if graph is not None:
                 from ..graphs import graph_space
 
-                space = graph_space(space, graph)
+                space = graph_space(space, graph, policy=policy_graph, hint="or pass --policy-graph to accept it as "
+                                    "a policy graph (cross-component pairs then get no guarantee)")
             if elastic is not None:
                 from ..elastic import elastic_metric
 
@@ -270,7 +345,8 @@ def register(app: typer.Typer) -> None:
                 mech = bayesian_remap(mech, pi / pi.sum())
             bar.update(f"saving {out}")
             files = [given_options.get(o.keyword) for o in options_now.values() if o.param.kind == "vector"]
-            inputs = [p for p in (points, elastic, *files, outputs, output_distances, graph) if p is not None]
+            inputs = [p for p in (points, elastic, *files, outputs, output_distances, graph, covariance,
+                                  covariance_from) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
         width = max(len(k) for k, _ in rows)

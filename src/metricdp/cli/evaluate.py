@@ -33,6 +33,9 @@ def _table(result: dict[str, Any], path: Path) -> Table:
     rows: list[tuple[str, str]] = [
         ("mechanism", result["mechanism"]),
         ("points", f"{result['n']} ({result['metric']})"),
+        *([("covariance", str(result["covariance"]))] if "covariance" in result else []),
+        *([("policy graph", f"{result['policy_graph']['components']} components, cross-component pairs "
+                            "unprotected")] if "policy_graph" in result else []),
         *([("outputs", f"{result['outputs']} (a separate output set)")] if "outputs" in result else []),
         ("epsilon (guarantee)", fmt(result["epsilon"], 12)),
         *([("epsilon (l, r)", describe_epsilon(result["epsilon"], unit))] if unit else []),

@@ -76,3 +76,6 @@ def register(app: typer.Typer) -> None:
             write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile, observed=observed)
         console.print(f"wrote {out}: report of {mech.name} (n = {mech.n}, epsilon = {mech.epsilon:.6g})",
                       markup=False, highlight=False)
+        if mech.space.policy:
+            console.print(f"policy graph: {mech.space.n_components} components, cross-component pairs unprotected",
+                          markup=False, highlight=False)

@@ -304,7 +304,7 @@ class Mechanism:
             "params": dict(self.params),
             "metricdp_version": __version__,
             "exact": self.exact,
-            "space": {"metric": self.space.metric, "cell": self.space.cell, "n": self.n},
+            "space": self.space.metadata(),
         }
         if self.outputs is not None:
             meta["outputs"] = {"m": self.m, "metric": self.outputs.metric}

@@ -26,7 +26,12 @@ What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the fil
 2. when the file stores points and a coordinate metric (euclidean, haversine, manhattan,
    chebyshev): the distances recomputed from them equal the stored ones to float rounding
    (a file cannot claim privacy against distances its own points contradict); with
-   another metric (a graph, an elastic metric) the points are for display only;
+   another metric (a graph, an elastic metric) the points are for display only; with
+   ``mahalanobis`` the metadata records the public covariance (``space.covariance``, checked
+   symmetric positive definite) and the distances are recomputed with it;
+2b. infinite distances only with the claim ``space.policy_graph.components`` (a policy
+   graph: an extended metric whose ``+inf`` entries separate exactly that many
+   components, each a metric); the audit then covers the pairs at finite distance only;
 3. the claimed epsilon finite and > 0;
 4. exactness from the registry, never from the file: an exact family's matrix is always
    audited at the claimed epsilon; an estimated family's claimed epsilon must be at least
@@ -58,11 +63,19 @@ import numpy as np
 from .._readonly import frozen
 from .._resources import check_allocation
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
-from ..audit import audit
+from ..audit import audit, finite_components
 from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
 from ..io import NPY_HEADER_ERRORS, check_npy_header
 from ..outputs import OutputSet
-from ..spaces import METRICS, MetricSpace, pairwise_distances
+from ..spaces import (
+    METRICS,
+    POINT_METRICS,
+    MetricSpace,
+    check_covariance,
+    check_extended_metric,
+    mahalanobis_distances,
+    pairwise_distances,
+)
 from . import registry
 from .base import _AUDITED, AUDIT_RTOL, Mechanism
 
@@ -201,22 +214,38 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
         raise MechanismFileError(f"{p}: labels must be a 1-d string array")
     n = len(labels)
     d = _float_array(p, arrays, "distances", (n, n))
-    try:
-        d = check_metric(d, labels=list(labels), triangle=n <= _TRIANGLE_CHECK_MAX_N)
-    except ValidationError as ex:
-        raise MechanismFileError(f"{p}: {ex}") from None
     space_meta = meta.get("space") or {}
+    policy = _policy_claim(p, space_meta)
+    try:
+        if policy is None:
+            d = check_metric(d, labels=list(labels), triangle=n <= _TRIANGLE_CHECK_MAX_N)
+        else:
+            d = check_extended_metric(d, labels=list(labels), triangle=n <= _TRIANGLE_CHECK_MAX_N)
+    except ValidationError as ex:
+        hint = "" if policy is not None or np.isfinite(d).all() else (
+            " (infinite distances need the metadata's space.policy_graph claim)")
+        raise MechanismFileError(f"{p}: {ex}{hint}") from None
+    if policy is not None:
+        count, _ = finite_components(d)
+        if count != policy:
+            raise MechanismFileError(f"{p}: metadata claims a policy graph of {policy} components, but its distances "
+                                     f"have {count}")
     metric = str(space_meta.get("metric", "precomputed"))
     points = None
     if "points" in arrays:
         points = _float_array(p, arrays, "points", (n, None))
         if not np.all(np.isfinite(points)):
             raise MechanismFileError(f"{p}: points are not all finite")
+    covariance = _covariance_claim(p, space_meta, metric, points)
     if points is not None and metric in METRICS:
         recomputed = pairwise_distances(points, points, metric)
         np.fill_diagonal(recomputed, 0.0)
         _check_recomputed(p, "distance", d, recomputed, labels, labels, metric)
-    elif metric in METRICS:
+    elif points is not None and covariance is not None:  # mahalanobis: recomputed with the recorded covariance
+        recomputed = mahalanobis_distances(points, points, covariance)
+        np.fill_diagonal(recomputed, 0.0)
+        _check_recomputed(p, "distance", d, recomputed, labels, labels, metric)
+    elif metric in POINT_METRICS:
         raise MechanismFileError(f"{p}: metadata names the {metric} metric but the file stores no points")
     if points is not None:
         # with another metric (a graph, an elastic metric) the points are for display only:
@@ -228,7 +257,46 @@ def _file_space(p: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) ->
         cell_value = None if cell is None else check_epsilon(cell, "space.cell")
     except ValidationError as ex:
         raise MechanismFileError(f"{p}: {ex}") from None
-    return MetricSpace(d, tuple(str(x) for x in labels), metric, points, cell_value)
+    source = space_meta.get("covariance_source")
+    return MetricSpace(d, tuple(str(x) for x in labels), metric, points, cell_value,
+                       None if covariance is None else frozen(covariance),
+                       None if covariance is None or not isinstance(source, str) else source)
+
+
+def _policy_claim(p: Path, space_meta: dict[str, Any]) -> int | None:
+    """The number of components a policy graph claims (``space.policy_graph.components``), or None."""
+    claim = space_meta.get("policy_graph")
+    if claim is None:
+        return None
+    count = claim.get("components") if isinstance(claim, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 2:
+        raise MechanismFileError(f"{p}: metadata space.policy_graph must be an object with an integer "
+                                 f"'components' >= 2, got {claim!r}")
+    return count
+
+
+def _covariance_claim(
+    p: Path, space_meta: dict[str, Any], metric: str, points: np.ndarray | None
+) -> np.ndarray | None:
+    """The public covariance a ``mahalanobis`` file records (checked symmetric positive definite), or None."""
+    raw = space_meta.get("covariance")
+    if metric != "mahalanobis":
+        if raw is not None:
+            raise MechanismFileError(f"{p}: metadata records a covariance, which only the mahalanobis metric takes "
+                                     f"(the file's metric is {metric!r})")
+        return None
+    if raw is None or points is None:
+        raise MechanismFileError(f"{p}: a mahalanobis file must record its covariance and store its points, so that "
+                                 "its distances can be recomputed")
+    if not isinstance(raw, list) or not all(isinstance(r, list) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in r) for r in raw):
+        raise MechanismFileError(f"{p}: metadata space.covariance must be a list of rows of numbers")
+    try:
+        cov = np.array(raw, dtype=np.float64)
+        check_covariance(cov, points.shape[1])
+    except (ValidationError, ValueError) as ex:
+        raise MechanismFileError(f"{p}: metadata space.covariance: {ex}") from None
+    return cov
 
 
 def _check_recomputed(

@@ -309,6 +309,9 @@ class Family:
         limit (:mod:`metricdp._resources`); LP families size their own models.
         """
         kwargs = self.check_params(params)
+        if getattr(space, "policy", False):  # infinite distances: one build per component
+            on_components = _resolve(f"{_M}.policy:build_on_components")  # mechanisms.policy
+            return on_components(self, space, epsilon, kwargs, outputs=outputs, progress=progress)
         if outputs is not None:
             if not self.outputs:
                 takes = ", ".join(f.name for f in FAMILIES.values() if f.outputs)
