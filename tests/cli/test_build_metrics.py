@@ -160,6 +160,10 @@ def test_policy_graph_build_evaluate_report(files):
     js = json.loads(run("evaluate", out, "--json").stdout)
     assert js["policy_graph"] == {"components": 2, "cross_component_pairs": "unprotected"}
     assert "lower_bound" not in js and "policy graph" in js["lower_bound_note"]
+    (files / "rows.csv").write_text("id,node\n1,a\n2,e\n")
+    pv = run("privatize", out, files / "rows.csv", "--column", "node", "--out", files / "rel.csv")
+    assert pv.exit_code == 0, pv.output
+    assert "policy graph of 2 components" in pv.stderr and "reveals the component" in pv.stderr
 
 
 def test_policy_graph_refusals(files):

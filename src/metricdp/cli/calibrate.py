@@ -17,6 +17,7 @@ from ..errors import ValidationError
 from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
+from ..spaces import METRICS
 from ..units import epsilon_forms, space_unit
 from ._common import JsonOption, echo_json, handle_errors, progress, read_label_values
 from ._options import naming_flags
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--prior", help="'uniform' or a CSV label,probability (or .npy).")
         ] = "uniform",
         metric: Annotated[
-            str | None, typer.Option("--metric", help="euclidean, haversine, manhattan or chebyshev.")
+            str | None, typer.Option("--metric", help=f"{', '.join(METRICS)} (a metric without parameters).")
         ] = None,
         tol: Annotated[float, typer.Option("--tol", help="Relative tolerance on E_d.")] = 1e-6,
         json_out: JsonOption = False,

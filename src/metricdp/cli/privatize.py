@@ -162,6 +162,9 @@ def register(app: typer.Typer) -> None:
         if engine is not Engine.local:
             require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
+        if mech.space.policy:  # docs/proofs/policy_graphs.md: cross-component pairs get no guarantee
+            warn(f"{mechanism_file} is built on a policy graph of {mech.space.n_components} components: each "
+                 "release reveals the component of its true value (only pairs within a component are protected)")
         protected = [mechanism_file, *acct.files()]  # never the output: the ledger, its journals, its key
         t0 = time.perf_counter()
         report = None
