@@ -13,7 +13,7 @@ import metricdp.mechanisms.lp.spanner as spanner_module
 import metricdp.mechanisms.planar_laplace as pl_module
 from metricdp import MetricSpace
 from metricdp.errors import MetricDPError, PrivacyViolationError, RepairError
-from metricdp.mechanisms.lp.retry import PLANAR_LAPLACE, SPANNER, RetryPolicy
+from metricdp.mechanisms.lp.retry import OPTMECH, PLANAR_LAPLACE, SPANNER, RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Spy(RetryPolicy):
 
 
 def _spy(policy: RetryPolicy) -> Spy:
-    fields = {k: getattr(policy, k) for k in ("margin", "max_initial_eta", "max_eta", "min_eta", "factor")}
+    names = ("margin", "max_initial_eta", "max_eta", "min_eta", "factor", "diameter_margin", "room_floor")
+    fields = {k: getattr(policy, k) for k in names}
     return Spy(**fields, log=[])
 
 
@@ -94,12 +95,13 @@ def test_once_is_the_policy_without_retries() -> None:
 
 def test_spanner_calibration_solves_each_level_under_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     space = MetricSpace.from_points(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.5], [2.0, 2.0], [3.0, 0.5]]))
-    spy = _spy(SPANNER)
+    spy, main = _spy(SPANNER), _spy(OPTMECH)
     monkeypatch.setattr(spanner_module, "SPANNER", spy)
+    monkeypatch.setattr(spanner_module, "OPTMECH", main)  # the proven level (issue 37: OPTMech's eta rule)
     real, failed = spanner_module.repair, []
 
     def repair(matrix: Any, d: Any, epsilon: float, *, eta: float) -> Any:
-        if not failed and len(spy.log) > 1:  # the first calibration step: the repair needs more room once
+        if not failed and spy.log:  # the first calibration step: the repair needs more room once
             failed.append(eta)
             raise RepairError("forced: spread too wide", retryable=True)
         return real(matrix, d, epsilon, eta=eta)
@@ -107,7 +109,8 @@ def test_spanner_calibration_solves_each_level_under_the_policy(monkeypatch: pyt
     monkeypatch.setattr(spanner_module, "repair", repair)
     mech = spanner_module.spanner(space, 1.0, stretch=1.5, calibrate=True)
     steps = [(what, tries) for what, tries in spy.log if what.startswith("spanner at level")]
-    assert spy.log[0][0] == "spanner" and steps, spy.log  # the proven level, then the calibration's levels
+    # the proven level (OPTMech's rule, one attempt here), then the calibration's levels
+    assert main.log == [("spanner", [OPTMECH.initial(1.0, space.d_min, space.diameter)])] and steps, spy.log
     # each level is one attempt (SPANNER.once()): a failed repair answers "too high", no re-solve
     assert steps[0][1] == failed and all(len(t) == 1 for _, t in steps)
     assert mech.info["calibration"]["iterations"] >= 2

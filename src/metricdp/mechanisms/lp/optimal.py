@@ -123,7 +123,7 @@ def optimal(
         rounds break ties by the mean row loss and the result is then certified against the
         pure LP's bound (proof in ``core._solve_fast``). Timings:
         benchmarks/RESULTS.md#docstrings-optimal-formulation.
-        ``fast`` and ``ipm`` (all rows at once, interior point without crossover) leave
+        ``fast`` and ``ipm`` (all rows at once, interior point and crossover) leave
         out the rows of pairs with a point between them
         (:func:`~metricdp.mechanisms.lp.core.implied_pairs`: collinear grid cells), which
         follow from shorter rows (37 % of the pairs of a 10 x 10 grid). What was tried on the

@@ -28,7 +28,7 @@ from ..registry import declared
 from .core import LPSolution, RawSolution, choose_eta, lp_info, solve_and_repair, solve_raw
 from .deadline import Deadline
 from .repair import repair
-from .retry import SPANNER
+from .retry import OPTMECH, SPANNER
 
 __all__ = ["Spanner", "greedy_spanner", "spanner"]
 
@@ -180,7 +180,11 @@ def spanner(
     .. math:: M[u,w] \le e^{\lambda \sum_i d(x_i, x_{i+1})} M[v,w]
               = e^{\lambda d_G(u,v)} M[v,w] \le e^{\varepsilon_1 d(u,v)} M[v,w].
 
-    The solver meets these rows only to its tolerance; the repair
+    The LP is solved at :math:`\eta` by OPTMech's rule (:data:`.retry.OPTMECH`,
+    :math:`\varepsilon\eta d_{\max} = 10^{-10}`), so the returned loss is within about
+    1e-10 relative of the LP's optimum at :math:`\varepsilon / t^\ast` (the margin 1e-5 used
+    before issue 37 cost up to 5e-4; the calibration's steps keep it:
+    :data:`.retry.SPANNER`). The solver meets these rows only to its tolerance; the repair
     (:func:`~metricdp.mechanisms.lp.repair.repair`, at :math:`\varepsilon`) turns the solution
     into an exactly :math:`\varepsilon`-mDP matrix, and
     :func:`~metricdp.mechanisms.base.certify` audits it independently. Every
@@ -211,7 +215,7 @@ def spanner(
         ``params["formulation"]``). ``fast``: the substitution of OPTMech's fast
         formulation, then constraint generation with the dual simplex (a vertex).
         ``ipm``: the same substituted LP with every edge row, one interior-point solve
-        without crossover (an interior optimum; the repair makes it exact). ``full``:
+        with crossover (a vertex, like the others: :data:`.core.IPM_OPTIONS`). ``full``:
         the plain LP with every edge row, one simplex solve (the tests' reference).
         Timings on GloVe vocabularies: benchmarks/RESULTS.md#docstrings-spanner-formulation.
     progress : callable, optional
@@ -243,7 +247,7 @@ def spanner(
     allowed |= allowed.T
     d = space.distances
     loss = np.asarray(d, dtype=np.float64)
-    eta = choose_eta(epsilon, space.d_min, SPANNER)
+    eta = choose_eta(epsilon, space.d_min, SPANNER)  # the calibration's steps
     level = epsilon / g.achieved_stretch
 
     dg = _graph_distances(n, g)
@@ -259,10 +263,9 @@ def spanner(
             formulation=formulation,
             time_limit=deadline,
             what="spanner",
-            eta=eta,
             graph_distances=dg,
             progress=progress,
-            policy=SPANNER,
+            policy=OPTMECH,
         )
 
     solved = solve(level)
