@@ -15,10 +15,12 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import ValidationError
 from ..io import parse_decimal
-from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from . import csvsplit
 
 __all__ = ["column_floats", "parse_column"]
+
+_KERNELS: Any = LAZY  # the compiled gather, loaded at first use (None: numpy)
 
 
 def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
@@ -28,8 +30,9 @@ def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) ->
     recs = chunk.records
     fs, fe = recs.field(col)
     plain = False
-    if _KERNELS is not None:
-        data, offs, plain = _KERNELS["gather_fields"](chunk.buf, fs, fe)
+    kernels = lattice_kernels(_KERNELS)
+    if kernels is not None:
+        data, offs, plain = kernels["gather_fields"](chunk.buf, fs, fe)
     if not plain:
         data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
     if plain or not quoted.any():

@@ -33,7 +33,7 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write
-from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from .accounted import Accounting, AccountingReport
 
 __all__ = ["GeoJsonSink", "PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
+
+_KERNELS: Any = LAZY  # the compiled splice, loaded at first use (None: numpy)
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
@@ -204,7 +206,8 @@ def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDA
 
     Used only when numba is there and no row needs full precision (then numpy writes the chunk).
     """
-    if _KERNELS is None or not 0 <= digits <= 15:
+    kernels = lattice_kernels(_KERNELS)
+    if kernels is None or not 0 <= digits <= 15:
         return False
     scaled = np.rint(released * 10.0**digits)
     if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
@@ -212,7 +215,7 @@ def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDA
     n = scaled.astype(np.int64)
     if full is not None and full(n / 10.0**digits).any():
         return False
-    out = _KERNELS["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
+    out = kernels["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
                                     np.ascontiguousarray(n[:, 1]), digits)
     fh.write(out.data)
     return True
