@@ -13,6 +13,9 @@ replaces (which stays the reference the tests compare them with):
   formulas (post-processing and snapping; their float error is the delta of the proof);
 * :func:`gather_fields` -- a column's unquoted fields as Arrow buffers, as
   :func:`metricdp.streaming.csvsplit.field_values` gathers them;
+* :func:`parse_decimals` -- a column's plain decimals of up to 15 digits as floats,
+  exactly as :func:`metricdp.io.parse_decimal` reads them (every other field flagged);
+* :func:`splice_table` -- :func:`metricdp.streaming.csvsplit.splice` in one pass;
 * :func:`splice_points` -- the CSV output of a chunk: the input bytes with the two
   coordinate fields replaced by fixed-decimal texts and dropped ranges removed, as
   :func:`metricdp.streaming.csvsplit.splice` with :func:`metricdp.streaming.points.format_fixed`.
@@ -59,6 +62,7 @@ _GAMMA_REL = 2.0**-48
 _GAMMA_CAP = 60.0
 _BIG = 1 << 31
 _R = float(EARTH_RADIUS_KM)
+_POW10 = np.array([10.0**k for k in range(16)])  # exact doubles (10^k < 2^53)
 
 if njit is not None:  # pragma: no branch
 
@@ -260,5 +264,72 @@ if njit is not None:  # pragma: no branch
                 pos += 1
         return data, offsets, True
 
-    KERNELS = {"gather_fields": gather_fields, "level_count": level_count, "accept": accept, "forward": forward,
+    @njit(cache=True, nogil=True)
+    def parse_decimals(buf: Any, fs: Any, fe: Any) -> tuple[Any, Any]:
+        """(value, ok) per field: ``float(text)`` of ``[+-]?(D+(.D*)?|.D+)`` with at most 15 digits.
+
+        Exact by Clinger's fast path: the digits m < 10^15 < 2^53 and 10^k (k <= 15) are
+        exact doubles, so ``m / 10^k`` is one correctly rounded IEEE division -- the double
+        nearest the decimal, which is what Python's ``float`` returns. Any other field
+        (quoted, blank-padded, an exponent, more digits, empty, not a number) is not ok:
+        the caller reads it by the one number rule.
+        """
+        n = fs.size
+        out = np.zeros(n)
+        ok = np.zeros(n, dtype=np.bool_)
+        for r in range(n):
+            a, b = fs[r], fe[r]
+            neg = False
+            if a < b and (buf[a] == 43 or buf[a] == 45):  # '+' '-'
+                neg = buf[a] == 45
+                a += 1
+            m = 0
+            digits = 0
+            frac = 0
+            point = False
+            good = a < b
+            for t in range(a, b):
+                c = buf[t]
+                if 48 <= c <= 57:
+                    m = m * 10 + (c - 48)
+                    digits += 1
+                    if point:
+                        frac += 1
+                elif c == 46 and not point:  # '.'
+                    point = True
+                else:
+                    good = False
+                    break
+            if not good or digits == 0 or digits > 15:
+                continue
+            v = m / _POW10[frac]
+            out[r] = -v if neg else v
+            ok[r] = True
+        return out, ok
+
+    @njit(cache=True, nogil=True)
+    def splice_table(buf: Any, end: int, starts: Any, stops: Any, table: Any, table_off: Any, choice: Any) -> Any:
+        """buf[:end] with range i replaced by table entry choice[i], as csvsplit.splice (ranges sorted, disjoint)."""
+        total = end
+        for i in range(starts.size):
+            total += table_off[choice[i] + 1] - table_off[choice[i]] - (stops[i] - starts[i])
+        out = np.empty(total, dtype=np.uint8)
+        pos = 0
+        prev = 0
+        for i in range(starts.size):
+            s = starts[i]
+            ln = s - prev
+            out[pos:pos + ln] = buf[prev:s]
+            pos += ln
+            a, b = table_off[choice[i]], table_off[choice[i] + 1]
+            for t in range(a, b):
+                out[pos] = table[t]
+                pos += 1
+            prev = stops[i]
+        ln = end - prev
+        out[pos:pos + ln] = buf[prev:end]
+        return out
+
+    KERNELS = {"gather_fields": gather_fields, "parse_decimals": parse_decimals, "splice_table": splice_table,
+               "level_count": level_count, "accept": accept, "forward": forward,
                "inverse": inverse, "splice_points": splice_points, "coef": _COEF}

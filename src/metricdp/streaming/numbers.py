@@ -35,7 +35,7 @@ point (then the guarantee is ``epsilon (|x - x'| + step)``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -48,6 +48,7 @@ from .._progress import Progress, report
 from .._random import check_rng, warn_unless_secure
 from ..errors import ValidationError
 from ..io import atomic_write
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
@@ -55,6 +56,7 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
+from .prefetch import prefetch
 
 if TYPE_CHECKING:
     from .accounted import Accounting
@@ -167,28 +169,38 @@ def privatize_numbers_file(
     return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0], None if run is None else run.report())
 
 
+#: Inputs of at least this many bytes are read and written by the compiled kernels (numba, when installed):
+#: importing numba costs about 0.3-0.5 s, which the kernels win back only over tens of MB.
+COMPILED_FROM_BYTES = 32 * 2**20
+_KERNELS: Any = LAZY  # loaded for a large input only (None: numpy)
+
+
 def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], select: Any, classify: Any, tick: Any,
          make_plan: Any, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> int:
-    pa = import_optional("pyarrow", extra="parquet")
     outs = mechanism.output_labels
     n_out = len(outs)
     table, table_off = _label_table(outs)
     where = str(src)
     bad_rows = BadNumbers()
+    kernels = lattice_kernels(_KERNELS) if src.stat().st_size >= COMPILED_FROM_BYTES else None
     rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices
+
+        def parsed() -> Iterator[tuple[Any, Any, Any, Any]]:  # read ahead in a worker thread (no randomness there)
+            for chunk in reader.chunks(col):
+                recs = chunk.records
+                numbers, quoted = _chunk_numbers(chunk, kernels)
+                empty = recs.fe == recs.fs
+                ranks, status = classify(numbers[0], numbers[1], empty)
+                yield chunk, ranks, status, quoted
+
         fh.write(csvsplit.header_bytes(header, dropped))
-        for chunk in reader.chunks(col):
+        for chunk, ranks, status, quoted in prefetch(parsed()):
             recs, buf = chunk.records, chunk.buf
-            data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-            values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
-            numbers, not_number = parse_numbers(values, quoted, raw_quoted)
-            empty = (recs.fe == recs.fs)
-            ranks, status = classify(numbers, not_number, empty)
             refused = np.flatnonzero(status)
             if refused.size:
                 texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
@@ -209,12 +221,35 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sele
                     choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
                 choice[kind == 0] = released[row[kind == 0]]
                 rows += len(drawn)
-            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+            if kernels is not None:
+                fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
+            else:
+                csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
             if len(ranks):
                 tick(rows)
     if bad_rows.rows:
         raise bad_rows.error(where, column, mechanism.grid, "line")
     return rows
+
+
+def _chunk_numbers(chunk: Any, kernels: Any) -> tuple[tuple[NDArray[np.float64], NDArray[np.bool_]],
+                                                      NDArray[np.bool_]]:
+    """((numbers, not a number), quoted) of a chunk's released fields, by the one number rule.
+
+    The compiled ``parse_decimals`` reads plain decimals of up to 15 digits exactly as
+    :func:`metricdp.io.parse_decimal` does; a chunk with any other field is read by
+    :func:`~metricdp.streaming.number_text.parse_numbers` whole.
+    """
+    recs, buf = chunk.records, chunk.buf
+    if kernels is not None:
+        numbers, ok = kernels["parse_decimals"](buf, recs.fs, recs.fe)
+        if ok.all():
+            none = np.zeros(len(ok), dtype=bool)
+            return (numbers, none), none
+    pa = import_optional("pyarrow", extra="parquet")
+    data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
+    values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
+    return parse_numbers(values, quoted, raw_quoted), quoted
 
 
 def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool_]:

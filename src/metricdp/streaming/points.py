@@ -20,7 +20,7 @@ change them in a way that matters (outside a region, off a snapping set).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -42,6 +42,7 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
 from .point_columns import column_floats, parse_column
+from .prefetch import prefetch
 
 if TYPE_CHECKING:
     from .accounted import Accounting, AccountingReport
@@ -287,13 +288,18 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
         props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
         if sink is None:
             fh.write(csvsplit.header_bytes(header, dropped))
-        for chunk in reader.chunks(i):
+        def parsed() -> Iterator[tuple[Any, NDArray[np.float64]]]:  # read ahead in a worker thread
+            first = 1
+            for chunk in reader.chunks(i):
+                n = len(chunk.records.starts)
+                if n:
+                    yield chunk, np.column_stack([parse_column(chunk, i, lat, where, first),
+                                                  parse_column(chunk, j, lon, where, first)])
+                    first += n
+
+        for chunk, pts in prefetch(parsed()):
             recs = chunk.records
             n = len(recs.starts)
-            if not n:
-                continue
-            pts = np.column_stack([parse_column(chunk, i, lat, where, seen + 1),
-                                   parse_column(chunk, j, lon, where, seen + 1)])
             keep, released = select(seen, pts)
             seen += n
             rows += len(released)

@@ -1,0 +1,98 @@
+"""Read ahead: run the reading and parsing of chunks in a worker thread while the caller releases and writes.
+
+A chunked release does two kinds of work per chunk: *reading* (the file's bytes, the
+record split and validation of :mod:`metricdp.tabular.csv`, parsing the released column)
+and *releasing* (the sampler, formatting, splicing, writing). The two touch different
+chunks, and most of either runs in numpy, pyarrow or compiled kernels that release the
+GIL, so on two cores they overlap: :func:`prefetch` runs an iterator in a worker thread
+at most ``depth`` items ahead of the consumer.
+
+Why it is safe:
+
+* the order is the iterator's: the consumer sees exactly the items, and the exception,
+  that iterating it directly would give, at the same position (an error in chunk k is
+  raised after chunks 0..k-1 were consumed, as before), so error messages and the
+  "nothing published on error" rule of :func:`metricdp.io.atomic_write` are unchanged;
+* nothing random happens in the worker (the release's random source is used by the
+  consumer only, in chunk order): outputs for a seed are byte-identical;
+* memory is bounded: at most ``depth`` items wait in the queue, plus the one the worker
+  builds and the one the consumer holds;
+* when the consumer stops early (an error, a ``break``, garbage collection), the worker
+  is told to stop, its pending item is discarded and the thread joined: no thread
+  outlives the call that started it (the worker's iterator is closed in its own thread).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import TypeVar
+
+__all__ = ["prefetch"]
+
+T = TypeVar("T")
+
+_DONE = object()
+_POLL_S = 0.05  # how often a blocked worker looks for a stop request
+
+
+class _Raised:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """Yield ``items`` in order, produced by a worker thread up to ``depth`` items ahead (module docstring).
+
+    ``depth < 1`` iterates ``items`` in the caller's thread (no worker).
+
+    >>> list(prefetch(iter(range(5))))
+    [0, 1, 2, 3, 4]
+    """
+    if depth < 1:
+        yield from items
+        return
+    box: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                box.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_DONE)
+        except BaseException as ex:  # handed to the consumer, raised there
+            put(_Raised(ex))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=work, name="metricdp-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            got = box.get()
+            if got is _DONE:
+                return
+            if isinstance(got, _Raised):
+                raise got.error
+            yield got  # type: ignore[misc]
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                box.get(timeout=_POLL_S)
+            except queue.Empty:
+                pass
+        worker.join()
