@@ -217,3 +217,24 @@ def test_no_cli_start_imports_numba():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba')[:3])")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "[]", got.stdout + got.stderr
+
+
+@given(st.integers(2, 6), st.data())
+def test_edits_for_columns_without_drops_equals_the_sorted_edits(ncols, data):
+    from metricdp.streaming.points import edits_for_columns
+    from metricdp.tabular.csv import split_records
+
+    cols = data.draw(st.lists(st.integers(0, ncols - 1), min_size=2, max_size=2, unique=True))
+    rows = data.draw(st.lists(st.lists(st.text(alphabet="ab1", max_size=3), min_size=ncols, max_size=ncols),
+                              min_size=1, max_size=5))
+    raw = ("\n".join(",".join(r) for r in [[f"h{i}" for i in range(ncols)], *rows]) + "\n").encode()
+    recs = split_records(np.frombuffer(raw, dtype=np.uint8), eof=True, ncols=ncols, column=0, max_records=99,
+                         where="x")
+    got = edits_for_columns(recs, cols, ())
+    starts = np.concatenate([recs.field(c)[0] for c in cols])
+    order = np.argsort(starts, kind="stable")
+    n = len(recs.starts)
+    want = (starts[order], np.concatenate([recs.field(c)[1] for c in cols])[order],
+            np.tile(np.arange(n), len(cols))[order], np.repeat(np.arange(len(cols)), n)[order])
+    for a, b in zip(got, want, strict=True):
+        assert a.tolist() == b.tolist()
