@@ -238,3 +238,36 @@ def test_edits_for_columns_without_drops_equals_the_sorted_edits(ncols, data):
             np.tile(np.arange(n), len(cols))[order], np.repeat(np.arange(len(cols)), n)[order])
     for a, b in zip(got, want, strict=True):
         assert a.tolist() == b.tolist()
+
+
+# ------------------------------------------------------------------ the compiled split
+@settings(max_examples=400)
+@given(st.text(alphabet='ab,\n\n\n"\r\x00\u00ef', max_size=40), st.integers(1, 4), st.integers(0, 2),
+       st.integers(1, 6), st.booleans(), st.integers(3, 12))
+def test_split_records_compiled_equals_numpy(text, ncols, column, max_records, eof, cap):
+    from metricdp.tabular.csv import split_records
+
+    buf = np.frombuffer(text.encode(), dtype=np.uint8) if text else np.zeros(0, np.uint8)
+    column = min(column, ncols - 1)
+    args = dict(eof=eof, ncols=ncols, column=column, max_records=max_records, where="f.csv", max_record=cap)
+    try:
+        want = split_records(buf, **args)
+    except ValidationError:
+        ok = KERNELS["split_plain"](buf, ncols, max_records, eof, cap)[0]
+        assert not ok, text  # every refusal is numpy's: the compiled split never accepts a refused buffer
+        with pytest.raises(ValidationError):
+            split_records(buf, **args, kernels=KERNELS)
+        return
+    got = split_records(buf, **args, kernels=KERNELS)
+    assert got.end == want.end and got.ncols == want.ncols
+    for name in ("starts", "stops", "lines", "fs", "fe", "delims", "first"):
+        assert getattr(got, name).tolist() == getattr(want, name).tolist(), name
+
+
+def test_split_plain_takes_the_common_chunk():
+    buf = np.frombuffer(b"1,a\n\n2,b\n3,c", dtype=np.uint8)
+    ok, end, starts, stops, lines, delims, first = KERNELS["split_plain"](buf, 2, 99, False, 100)
+    assert ok and end == 9 and starts.tolist() == [0, 5] and stops.tolist() == [3, 8] and lines.tolist() == [0, 2]
+    assert delims.tolist() == [1, 6] and first.tolist() == [0, 1]
+    assert KERNELS["split_plain"](buf, 2, 99, True, 100)[1] == len(buf)
+    assert not KERNELS["split_plain"](np.frombuffer(b'1,"a"\n', dtype=np.uint8), 2, 99, False, 100)[0]

@@ -15,6 +15,8 @@ replaces (which stays the reference the tests compare them with):
   :func:`metricdp.streaming.csvsplit.field_values` gathers them;
 * :func:`parse_decimals` -- a column's plain decimals of up to 15 digits as floats,
   exactly as :func:`metricdp.io.parse_decimal` reads them (every other field flagged);
+* :func:`split_plain` -- :func:`metricdp.tabular.csv.split_records` of a chunk with no
+  quote, carriage return, NUL or 0xEF byte (every other chunk, and every refusal, is numpy's);
 * :func:`splice_table` -- :func:`metricdp.streaming.csvsplit.splice` in one pass;
 * :func:`splice_points` -- the CSV output of a chunk: the input bytes with the two
   coordinate fields replaced by fixed-decimal texts and dropped ranges removed, as
@@ -330,6 +332,84 @@ if njit is not None:  # pragma: no branch
         out[pos:pos + ln] = buf[prev:end]
         return out
 
+    @njit(cache=True, nogil=True)
+    def _refuse_split() -> tuple[bool, int, Any, Any, Any, Any, Any]:
+        e = np.empty(0, dtype=np.int64)
+        return False, 0, e, e, e, e, e
+
+    @njit(cache=True, nogil=True)
+    def split_plain(buf: Any, ncols: int, max_records: int, eof: bool, cap: int) -> tuple[
+            bool, int, Any, Any, Any, Any, Any]:
+        """tabular.csv.split_records of a buffer without ``"``, ``\\r``, NUL or 0xEF up to its records' end.
+
+        Returns ``(ok, end, starts, stops, lines, delims, first)`` with the same values as
+        numpy's split; ``ok`` is False -- use numpy, which also raises the refusals -- for
+        any such byte, a record over ``cap`` bytes or another field count than ``ncols``.
+        """
+        n = buf.size
+        end = 0
+        nlines = 0
+        ncomma = 0
+        for i in range(n):
+            c = buf[i]
+            if c == 10:
+                nlines += 1
+                end = i + 1
+                if nlines == max_records:
+                    break
+            elif c == 44:
+                ncomma += 1
+            elif c == 34 or c == 13 or c == 0 or c == 239:
+                if nlines < max_records:
+                    return _refuse_split()
+        tail = eof and nlines < max_records and end < n
+        if tail:
+            nlines += 1
+            end = n
+        else:
+            ncomma = 0  # commas after the last line break are not in the region: counted again below
+            for i in range(end):
+                if buf[i] == 44:
+                    ncomma += 1
+        starts = np.empty(nlines, dtype=np.int64)
+        stops = np.empty(nlines, dtype=np.int64)
+        lines = np.empty(nlines, dtype=np.int64)
+        first = np.empty(nlines, dtype=np.int64)
+        delims = np.empty(ncomma, dtype=np.int64)
+        k = 0  # records kept (non-empty)
+        line = 0
+        d = 0
+        start = 0
+        for i in range(end + 1):
+            at_end = i == end
+            c = buf[i] if not at_end else 10
+            if c == 44:
+                delims[d] = i
+                d += 1
+            elif c == 10 and (not at_end or tail):
+                if i > start:
+                    if i - start > cap:
+                        return _refuse_split()
+                    starts[k] = start
+                    stops[k] = i
+                    lines[k] = line
+                    k += 1
+                line += 1
+                start = i + 1
+        # fields per record, and each record's first delimiter
+        j = 0
+        for r in range(k):
+            while j < d and delims[j] < starts[r]:
+                j += 1
+            first[r] = j
+            cnt = 0
+            while j + cnt < d and delims[j + cnt] < stops[r]:
+                cnt += 1
+            if cnt != ncols - 1:
+                return _refuse_split()
+        return True, end, starts[:k], stops[:k], lines[:k], delims[:d], first[:k]
+
     KERNELS = {"gather_fields": gather_fields, "parse_decimals": parse_decimals, "splice_table": splice_table,
+               "split_plain": split_plain,
                "level_count": level_count, "accept": accept, "forward": forward,
                "inverse": inverse, "splice_points": splice_points, "coef": _COEF}

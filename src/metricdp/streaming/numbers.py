@@ -185,7 +185,8 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sele
     kernels = lattice_kernels(_KERNELS) if src.stat().st_size >= COMPILED_FROM_BYTES else None
     rows = seen = 0
     with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                           kernels=kernels)
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices

@@ -286,7 +286,8 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
     where = str(src)
     rows = seen = 0
     with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                           kernels=lattice_kernels(_KERNELS))
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         i, j, dropped = plan.index(lat), plan.index(lon), plan.dropped_indices
