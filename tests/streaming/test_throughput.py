@@ -22,7 +22,7 @@ from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.io import parse_decimal
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
 from metricdp.streaming import csvsplit
-from metricdp.streaming.prefetch import prefetch
+from metricdp.streaming.prefetch import prefetch, write_behind
 
 numba = pytest.importorskip("numba")
 from metricdp.mechanisms._lattice_kernels import KERNELS  # noqa: E402 - after the skip
@@ -134,6 +134,32 @@ def test_prefetch_is_bounded_and_leaves_no_thread_when_the_consumer_stops():
     assert len(produced) <= 1 + 2 + 1  # the one consumed, the queue, the one being put
     stream.close()
     assert closed.is_set() and threading.active_count() == before
+
+
+def test_write_behind_runs_in_order_and_raises_the_first_error_in_the_caller():
+    done = []
+
+    def job(i):
+        if i == 3:
+            raise ValidationError("cannot write chunk 3")
+        done.append(i)
+
+    with write_behind() as submit:
+        for i in range(3):
+            submit(job, i)
+    assert done == [0, 1, 2]
+    done.clear()
+    with pytest.raises(ValidationError, match="chunk 3"):
+        with write_behind(depth=1) as submit:
+            for i in range(50):
+                submit(job, i)
+    assert done == [0, 1, 2]  # nothing after the failed call ran
+    done.clear()
+    with pytest.raises(KeyError):  # the caller's own error wins; the writer is finished when the block is left
+        with write_behind() as submit:
+            submit(job, 0)
+            raise KeyError("caller")
+    assert done == [0] and all(t.name != "metricdp-write-behind" for t in threading.enumerate())
 
 
 # -------------------------------------------------------------------- whole files

@@ -56,7 +56,7 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
-from .prefetch import prefetch
+from .prefetch import prefetch, write_behind
 
 if TYPE_CHECKING:
     from .accounted import Accounting
@@ -200,37 +200,53 @@ def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], sele
                 yield chunk, ranks, status, quoted
 
         fh.write(csvsplit.header_bytes(header, dropped))
-        for chunk, ranks, status, quoted in prefetch(parsed()):
-            recs, buf = chunk.records, chunk.buf
-            refused = np.flatnonzero(status)
-            if refused.size:
-                texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
-                bad_rows.add(chunk.first_line + recs.lines[refused], texts, status[refused])
-            if bad_rows.rows:
-                continue  # scanned for the error's counts; nothing more is written
-            starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
-            choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-            if len(ranks):
-                keep, drawn = select(seen, ranks)
-                seen += len(ranks)
-                if keep is None:
-                    released = drawn + n_out * quoted
-                else:  # a withheld record goes whole, line break included: its field is never written
-                    released = np.full(len(ranks), 2 * n_out, dtype=np.intp)
-                    released[keep] = drawn + n_out * quoted[keep]
-                    starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
-                    choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-                choice[kind == 0] = released[row[kind == 0]]
-                rows += len(drawn)
-            if kernels is not None:
-                fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
-            else:
-                csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-            if len(ranks):
-                tick(rows)
+        with write_behind() as submit:  # splicing and writing in a writer thread, in order
+            for chunk, ranks, status, quoted in prefetch(parsed()):
+                recs = chunk.records
+                refused = np.flatnonzero(status)
+                if refused.size:
+                    texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
+                    bad_rows.add(chunk.first_line + recs.lines[refused], texts, status[refused])
+                if bad_rows.rows:
+                    continue  # scanned for the error's counts; nothing more is written
+                keep = None
+                if len(ranks):
+                    keep, drawn = select(seen, ranks)
+                    seen += len(ranks)
+                    rows += len(drawn)
+                    released = drawn + n_out * quoted if keep is None else drawn + n_out * quoted[keep]
+                else:
+                    released = np.zeros(0, dtype=np.intp)
+                submit(_write_chunk, fh, chunk, col, dropped, released, keep, table, table_off, kernels)
+                if len(ranks):
+                    tick(rows)
     if bad_rows.rows:
         raise bad_rows.error(where, column, mechanism.grid, "line")
     return rows
+
+
+def _write_chunk(fh: IO[bytes], chunk: Any, col: int, dropped: tuple[int, ...], released: NDArray[np.intp],
+                 keep: NDArray[np.bool_] | None, table: NDArray[np.uint8], table_off: NDArray[np.int64],
+                 kernels: Any) -> None:
+    """The chunk's records with the released labels (``released``: table entries of the kept records) spliced in.
+
+    A withheld record (``keep`` False) goes whole, line break included: its field is never written.
+    """
+    recs, buf = chunk.records, chunk.buf
+    removal = len(table_off) - 2  # the empty entry
+    starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+    if keep is not None:
+        full = np.full(len(keep), removal, dtype=np.intp)
+        full[keep] = released
+        released = full
+        starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
+    choice = np.full(len(starts), removal, dtype=np.intp)
+    if len(released):
+        choice[kind == 0] = released[row[kind == 0]]
+    if kernels is not None:
+        fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
+    else:
+        csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
 
 
 def _chunk_numbers(chunk: Any, kernels: Any) -> tuple[tuple[NDArray[np.float64], NDArray[np.bool_]],

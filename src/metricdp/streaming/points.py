@@ -42,7 +42,7 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
 from .point_columns import column_floats, parse_column
-from .prefetch import prefetch
+from .prefetch import prefetch, write_behind
 
 if TYPE_CHECKING:
     from .accounted import Accounting, AccountingReport
@@ -304,21 +304,21 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
                                                   parse_column(chunk, j, lon, where, first)])
                     first += n
 
-        for chunk, pts in prefetch(parsed()):
-            recs = chunk.records
-            n = len(recs.starts)
-            keep, released = select(seen, pts)
-            seen += n
-            rows += len(released)
-            if sink is not None:
-                properties = _csv_properties(chunk, props)
-                if keep is not None:
-                    properties = {k: [v for v, w in zip(c, keep, strict=True) if w] for k, c in properties.items()}
-                sink.write(released, digits, full, properties)
+        with write_behind() as submit:  # formatting, splicing and writing in a writer thread, in order
+            for chunk, pts in prefetch(parsed()):
+                n = len(chunk.records.starts)
+                keep, released = select(seen, pts)
+                seen += n
+                rows += len(released)
+                if sink is not None:
+                    properties = _csv_properties(chunk, props)
+                    if keep is not None:
+                        properties = {k: [v for v, w in zip(c, keep, strict=True) if w]
+                                      for k, c in properties.items()}
+                    sink.write(released, digits, full, properties)
+                else:
+                    submit(write_csv_chunk, fh, chunk, (i, j), dropped, released, digits, full, keep)
                 tick(rows)
-                continue
-            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full, keep)
-            tick(rows)
         if sink is not None:
             sink.close()
     return rows, seen

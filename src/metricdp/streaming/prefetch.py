@@ -1,4 +1,4 @@
-"""Read ahead: run the reading and parsing of chunks in a worker thread while the caller releases and writes.
+"""Read ahead and write behind: the reading and the writing of chunks in worker threads while the caller releases.
 
 A chunked release does two kinds of work per chunk: *reading* (the file's bytes, the
 record split and validation of :mod:`metricdp.tabular.csv`, parsing the released column)
@@ -20,16 +20,24 @@ Why it is safe:
 * when the consumer stops early (an error, a ``break``, garbage collection), the worker
   is told to stop, its pending item is discarded and the thread joined: no thread
   outlives the call that started it (the worker's iterator is closed in its own thread).
+
+:func:`write_behind` is the other end: the caller hands each chunk's output work
+(formatting, splicing, writing to the output file) to one writer thread, which runs it
+in the order handed; an error there is raised in the caller at its next hand-over or at
+the end of the block, and leaving the block (normally or by an error) waits for the
+writer, so the output file is never written after the block -- :func:`metricdp.io.atomic_write`
+then publishes or discards it as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-__all__ = ["prefetch"]
+__all__ = ["prefetch", "write_behind"]
 
 T = TypeVar("T")
 
@@ -96,3 +104,50 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
             except queue.Empty:
                 pass
         worker.join()
+
+
+@contextlib.contextmanager
+def write_behind(depth: int = 2) -> Iterator[Callable[..., None]]:
+    """``with write_behind() as submit: submit(fn, *args)`` runs ``fn(*args)`` in one writer thread, in order.
+
+    At most ``depth`` calls wait; the first error of a call is raised in the caller (at
+    its next ``submit`` or when the block ends) and no later call runs. ``depth < 1``
+    runs each call at once in the caller's thread.
+    """
+    if depth < 1:
+        def run_now(fn: Callable[..., None], *args: Any) -> None:
+            fn(*args)
+
+        yield run_now
+        return
+    box: queue.Queue[object] = queue.Queue(maxsize=depth)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while True:
+            job = box.get()
+            if job is _DONE:
+                return
+            if failed:
+                continue  # after an error: drain, run nothing
+            fn, args = job  # type: ignore[misc]
+            try:
+                fn(*args)
+            except BaseException as ex:  # handed to the caller, raised there
+                failed.append(ex)
+
+    worker = threading.Thread(target=work, name="metricdp-write-behind", daemon=True)
+    worker.start()
+
+    def submit(fn: Callable[..., None], *args: Any) -> None:
+        if failed:
+            raise failed[0]
+        box.put((fn, args))
+
+    try:
+        yield submit
+    finally:
+        box.put(_DONE)
+        worker.join()
+    if failed:
+        raise failed[0]
