@@ -35,7 +35,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["prefetch", "write_behind"]
 
@@ -130,9 +130,9 @@ def write_behind(depth: int = 2) -> Iterator[Callable[..., None]]:
                 return
             if failed:
                 continue  # after an error: drain, run nothing
-            fn, args = job  # type: ignore[misc]
+            call = cast("tuple[Callable[..., None], tuple[Any, ...]]", job)
             try:
-                fn(*args)
+                call[0](*call[1])
             except BaseException as ex:  # handed to the caller, raised there
                 failed.append(ex)
 
