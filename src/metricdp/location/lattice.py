@@ -37,13 +37,15 @@ from numpy.typing import ArrayLike, NDArray
 from .._random import check_rng
 from .._validation import check_epsilon
 from ..errors import ValidationError
-from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..spaces import EARTH_RADIUS_KM
 from .projection import TangentPlane, check_latlon
 from .region import Region
 from .snap import Snapper
 
 __all__ = ["DELTA_KM", "LatticePlane", "release_lattice"]
+
+_KERNELS: Any = LAZY  # the compiled projection, loaded at first use (None: numpy)
 
 #: Bound on the float error of the projection and its inverse at |P(x)| <= 10,000 km (1 mm).
 DELTA_KM = 1e-6
@@ -60,8 +62,9 @@ def _stretch_bound(extent_km: float) -> Fraction:
 
 def _forward(plane: TangentPlane, pts: NDArray[np.float64]) -> NDArray[np.float64]:
     """plane.forward of checked points (the compiled kernel when numba is there: the same formulas)."""
-    if _KERNELS is not None:
-        x, y = _KERNELS["forward"](np.ascontiguousarray(pts[:, 0]), np.ascontiguousarray(pts[:, 1]),
+    kernels = lattice_kernels(_KERNELS)
+    if kernels is not None:
+        x, y = kernels["forward"](np.ascontiguousarray(pts[:, 0]), np.ascontiguousarray(pts[:, 1]),
                                    float(plane.lat0), float(plane.lon0))
         return np.column_stack([x, y])
     return np.atleast_2d(plane.forward(pts))
@@ -135,8 +138,9 @@ class LatticePlane:
     def points(self, index: NDArray[np.int64]) -> NDArray[np.float64]:
         """(lat, lon) of lattice points (post-processing: a fixed function of the index)."""
         xy = np.asarray(index, dtype=np.float64) * self.cell_km
-        if _KERNELS is not None:
-            lat, lon = _KERNELS["inverse"](np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]),
+        kernels = lattice_kernels(_KERNELS)
+        if kernels is not None:
+            lat, lon = kernels["inverse"](np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]),
                                            float(self.lat), float(self.lon))
             return np.column_stack([lat, lon])
         return np.atleast_2d(self._plane.inverse(xy))

@@ -13,6 +13,11 @@ replaces (which stays the reference the tests compare them with):
   formulas (post-processing and snapping; their float error is the delta of the proof);
 * :func:`gather_fields` -- a column's unquoted fields as Arrow buffers, as
   :func:`metricdp.streaming.csvsplit.field_values` gathers them;
+* :func:`parse_decimals` -- a column's plain decimals of up to 15 digits as floats,
+  exactly as :func:`metricdp.io.parse_decimal` reads them (every other field flagged);
+* :func:`split_plain` -- :func:`metricdp.tabular.csv.split_records` of a chunk with no
+  quote, carriage return, NUL or 0xEF byte (every other chunk, and every refusal, is numpy's);
+* :func:`splice_table` -- :func:`metricdp.streaming.csvsplit.splice` in one pass;
 * :func:`splice_points` -- the CSV output of a chunk: the input bytes with the two
   coordinate fields replaced by fixed-decimal texts and dropped ranges removed, as
   :func:`metricdp.streaming.csvsplit.splice` with :func:`metricdp.streaming.points.format_fixed`.
@@ -59,6 +64,7 @@ _GAMMA_REL = 2.0**-48
 _GAMMA_CAP = 60.0
 _BIG = 1 << 31
 _R = float(EARTH_RADIUS_KM)
+_POW10 = np.array([10.0**k for k in range(16)])  # exact doubles (10^k < 2^53)
 
 if njit is not None:  # pragma: no branch
 
@@ -260,5 +266,150 @@ if njit is not None:  # pragma: no branch
                 pos += 1
         return data, offsets, True
 
-    KERNELS = {"gather_fields": gather_fields, "level_count": level_count, "accept": accept, "forward": forward,
+    @njit(cache=True, nogil=True)
+    def parse_decimals(buf: Any, fs: Any, fe: Any) -> tuple[Any, Any]:
+        """(value, ok) per field: ``float(text)`` of ``[+-]?(D+(.D*)?|.D+)`` with at most 15 digits.
+
+        Exact by Clinger's fast path: the digits m < 10^15 < 2^53 and 10^k (k <= 15) are
+        exact doubles, so ``m / 10^k`` is one correctly rounded IEEE division -- the double
+        nearest the decimal, which is what Python's ``float`` returns. Any other field
+        (quoted, blank-padded, an exponent, more digits, empty, not a number) is not ok:
+        the caller reads it by the one number rule.
+        """
+        n = fs.size
+        out = np.zeros(n)
+        ok = np.zeros(n, dtype=np.bool_)
+        for r in range(n):
+            a, b = fs[r], fe[r]
+            neg = False
+            if a < b and (buf[a] == 43 or buf[a] == 45):  # '+' '-'
+                neg = buf[a] == 45
+                a += 1
+            m = 0
+            digits = 0
+            frac = 0
+            point = False
+            good = a < b
+            for t in range(a, b):
+                c = buf[t]
+                if 48 <= c <= 57:
+                    m = m * 10 + (c - 48)
+                    digits += 1
+                    if point:
+                        frac += 1
+                elif c == 46 and not point:  # '.'
+                    point = True
+                else:
+                    good = False
+                    break
+            if not good or digits == 0 or digits > 15:
+                continue
+            v = m / _POW10[frac]
+            out[r] = -v if neg else v
+            ok[r] = True
+        return out, ok
+
+    @njit(cache=True, nogil=True)
+    def splice_table(buf: Any, end: int, starts: Any, stops: Any, table: Any, table_off: Any, choice: Any) -> Any:
+        """buf[:end] with range i replaced by table entry choice[i], as csvsplit.splice (ranges sorted, disjoint)."""
+        total = end
+        for i in range(starts.size):
+            total += table_off[choice[i] + 1] - table_off[choice[i]] - (stops[i] - starts[i])
+        out = np.empty(total, dtype=np.uint8)
+        pos = 0
+        prev = 0
+        for i in range(starts.size):
+            s = starts[i]
+            ln = s - prev
+            out[pos:pos + ln] = buf[prev:s]
+            pos += ln
+            a, b = table_off[choice[i]], table_off[choice[i] + 1]
+            for t in range(a, b):
+                out[pos] = table[t]
+                pos += 1
+            prev = stops[i]
+        ln = end - prev
+        out[pos:pos + ln] = buf[prev:end]
+        return out
+
+    @njit(cache=True, nogil=True)
+    def _refuse_split() -> tuple[bool, int, Any, Any, Any, Any, Any]:
+        e = np.empty(0, dtype=np.int64)
+        return False, 0, e, e, e, e, e
+
+    @njit(cache=True, nogil=True)
+    def split_plain(buf: Any, ncols: int, max_records: int, eof: bool, cap: int) -> tuple[
+            bool, int, Any, Any, Any, Any, Any]:
+        """tabular.csv.split_records of a buffer without ``"``, ``\\r``, NUL or 0xEF up to its records' end.
+
+        Returns ``(ok, end, starts, stops, lines, delims, first)`` with the same values as
+        numpy's split; ``ok`` is False -- use numpy, which also raises the refusals -- for
+        any such byte, a record over ``cap`` bytes or another field count than ``ncols``.
+        """
+        n = buf.size
+        end = 0
+        nlines = 0
+        ncomma = 0
+        for i in range(n):
+            c = buf[i]
+            if c == 10:
+                nlines += 1
+                end = i + 1
+                if nlines == max_records:
+                    break
+            elif c == 44:
+                ncomma += 1
+            elif c == 34 or c == 13 or c == 0 or c == 239:
+                if nlines < max_records:
+                    return _refuse_split()
+        tail = eof and nlines < max_records and end < n
+        if tail:
+            nlines += 1
+            end = n
+        else:
+            ncomma = 0  # commas after the last line break are not in the region: counted again below
+            for i in range(end):
+                if buf[i] == 44:
+                    ncomma += 1
+        starts = np.empty(nlines, dtype=np.int64)
+        stops = np.empty(nlines, dtype=np.int64)
+        lines = np.empty(nlines, dtype=np.int64)
+        first = np.empty(nlines, dtype=np.int64)
+        delims = np.empty(ncomma, dtype=np.int64)
+        k = 0  # records kept (non-empty)
+        line = 0
+        d = 0
+        start = 0
+        for i in range(end + 1):
+            at_end = i == end
+            c = buf[i] if not at_end else 10
+            if c == 44:
+                delims[d] = i
+                d += 1
+            elif c == 10 and (not at_end or tail):
+                if i > start:
+                    if i - start > cap:
+                        return _refuse_split()
+                    starts[k] = start
+                    stops[k] = i
+                    lines[k] = line
+                    k += 1
+                line += 1
+                start = i + 1
+        # fields per record, and each record's first delimiter
+        j = 0
+        for r in range(k):
+            while j < d and delims[j] < starts[r]:
+                j += 1
+            first[r] = j
+            cnt = 0
+            while j + cnt < d and delims[j + cnt] < stops[r]:
+                cnt += 1
+            if cnt != ncols - 1:
+                return _refuse_split()
+        return True, end, starts[:k], stops[:k], lines[:k], delims[:d], first[:k]
+
+    KERNELS = {"gather_fields": gather_fields, "parse_decimals": parse_decimals, "splice_table": splice_table,
+               "split_plain": split_plain,
+               "level_count": level_count, "accept": accept, "forward": forward,
                "inverse": inverse, "splice_points": splice_points, "coef": _COEF}

@@ -40,15 +40,18 @@ import decimal
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._random import RandomSource, random_words
 from ..errors import ValidationError
-from ._lattice_kernels import KERNELS as _KERNELS
+from ._kernel_loader import LAZY, lattice_kernels
 
 __all__ = ["LatticeSampler", "exp_neg_bounds", "exp_neg_float", "lazy_less"]
+
+_KERNELS: Any = LAZY  # the compiled loops, loaded at first use (None: numpy)
 
 #: ``bounds(m) -> (lo, hi)``: integers with lo <= t * 2**m <= hi for a threshold t in (0, 1].
 IntBounds = Callable[[int], tuple[int, int]]
@@ -192,8 +195,9 @@ class _Level:
         return c, eq
 
     def count(self, w: NDArray[np.uint64], words: Callable[[int], NDArray[np.uint64]]) -> NDArray[np.int64]:
-        if _KERNELS is not None:
-            c, eq = _KERNELS["level_count"](w, self.desc, self.mode, self.p1, self.p2)
+        kernels = lattice_kernels(_KERNELS)
+        if kernels is not None:
+            c, eq = kernels["level_count"](w, self.desc, self.mode, self.p1, self.p2)
         else:
             c, eq = self.certain(w)
         for i in np.flatnonzero(eq):  # W equals entries: decide those thresholds exactly, in order
@@ -344,8 +348,9 @@ class LatticeSampler:
         integer bounds floor(y 2^64 (1 - 2^-32)) <= t 2^64 <= ceil(z 2^64 (1 + 2^-32)); rows
         between them, and rows with a coordinate of 2^31 or more, are decided exactly.
         """
-        if _KERNELS is not None:
-            accept, unsure = _KERNELS["accept"](a, b, w, self.alpha_f, self.beta_f, _KERNELS["coef"])
+        kernels = lattice_kernels(_KERNELS)
+        if kernels is not None:
+            accept, unsure = kernels["accept"](a, b, w, self.alpha_f, self.beta_f, kernels["coef"])
         else:
             accept, unsure = self._accept_float(a, b, w)
         for i in np.flatnonzero(unsure):

@@ -115,6 +115,8 @@ def edits_for(records: Records, column: int | None, dropped: tuple[int, ...]) ->
     if not parts_s:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    if len(parts_s) == 1:  # one range per record, in record order: already sorted
+        return parts_s[0], parts_e[0], np.arange(n, dtype=np.intp), parts_k[0]
     starts = np.concatenate(parts_s)
     order = np.argsort(starts, kind="stable")
     rows = np.tile(np.arange(n, dtype=np.intp), len(parts_s))

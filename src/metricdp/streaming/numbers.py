@@ -35,7 +35,7 @@ point (then the guarantee is ``epsilon (|x - x'| + step)``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -48,6 +48,7 @@ from .._progress import Progress, report
 from .._random import check_rng, warn_unless_secure
 from ..errors import ValidationError
 from ..io import atomic_write
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
@@ -55,6 +56,7 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
+from .prefetch import prefetch, write_behind
 
 if TYPE_CHECKING:
     from .accounted import Accounting
@@ -167,54 +169,104 @@ def privatize_numbers_file(
     return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0], None if run is None else run.report())
 
 
+#: Inputs of at least this many bytes are read and written by the compiled kernels (numba, when installed):
+#: importing numba costs about 0.3-0.5 s, which the kernels win back only over tens of MB.
+COMPILED_FROM_BYTES = 32 * 2**20
+_KERNELS: Any = LAZY  # loaded for a large input only (None: numpy)
+
+
 def _csv(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], select: Any, classify: Any, tick: Any,
          make_plan: Any, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> int:
-    pa = import_optional("pyarrow", extra="parquet")
     outs = mechanism.output_labels
     n_out = len(outs)
     table, table_off = _label_table(outs)
     where = str(src)
     bad_rows = BadNumbers()
+    kernels = lattice_kernels(_KERNELS) if src.stat().st_size >= COMPILED_FROM_BYTES else None
     rows = seen = 0
     with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                           kernels=kernels)
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices
+
+        def parsed() -> Iterator[tuple[Any, Any, Any, Any]]:  # read ahead in a worker thread (no randomness there)
+            for chunk in reader.chunks(col):
+                recs = chunk.records
+                numbers, quoted = _chunk_numbers(chunk, kernels)
+                empty = recs.fe == recs.fs
+                ranks, status = classify(numbers[0], numbers[1], empty)
+                yield chunk, ranks, status, quoted
+
         fh.write(csvsplit.header_bytes(header, dropped))
-        for chunk in reader.chunks(col):
-            recs, buf = chunk.records, chunk.buf
-            data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-            values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
-            numbers, not_number = parse_numbers(values, quoted, raw_quoted)
-            empty = (recs.fe == recs.fs)
-            ranks, status = classify(numbers, not_number, empty)
-            refused = np.flatnonzero(status)
-            if refused.size:
-                texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
-                bad_rows.add(chunk.first_line + recs.lines[refused], texts, status[refused])
-            if bad_rows.rows:
-                continue  # scanned for the error's counts; nothing more is written
-            starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
-            choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-            if len(ranks):
-                keep, drawn = select(seen, ranks)
-                seen += len(ranks)
-                if keep is None:
-                    released = drawn + n_out * quoted
-                else:  # a withheld record goes whole, line break included: its field is never written
-                    released = np.full(len(ranks), 2 * n_out, dtype=np.intp)
-                    released[keep] = drawn + n_out * quoted[keep]
-                    starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
-                    choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-                choice[kind == 0] = released[row[kind == 0]]
-                rows += len(drawn)
-            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-            if len(ranks):
-                tick(rows)
+        with write_behind() as submit:  # splicing and writing in a writer thread, in order
+            for chunk, ranks, status, quoted in prefetch(parsed()):
+                recs = chunk.records
+                refused = np.flatnonzero(status)
+                if refused.size:
+                    texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
+                    bad_rows.add(chunk.first_line + recs.lines[refused], texts, status[refused])
+                if bad_rows.rows:
+                    continue  # scanned for the error's counts; nothing more is written
+                keep = None
+                if len(ranks):
+                    keep, drawn = select(seen, ranks)
+                    seen += len(ranks)
+                    rows += len(drawn)
+                    released = drawn + n_out * quoted if keep is None else drawn + n_out * quoted[keep]
+                else:
+                    released = np.zeros(0, dtype=np.intp)
+                submit(_write_chunk, fh, chunk, col, dropped, released, keep, table, table_off, kernels)
+                if len(ranks):
+                    tick(rows)
     if bad_rows.rows:
         raise bad_rows.error(where, column, mechanism.grid, "line")
     return rows
+
+
+def _write_chunk(fh: IO[bytes], chunk: Any, col: int, dropped: tuple[int, ...], released: NDArray[np.intp],
+                 keep: NDArray[np.bool_] | None, table: NDArray[np.uint8], table_off: NDArray[np.int64],
+                 kernels: Any) -> None:
+    """The chunk's records with the released labels (``released``: table entries of the kept records) spliced in.
+
+    A withheld record (``keep`` False) goes whole, line break included: its field is never written.
+    """
+    recs, buf = chunk.records, chunk.buf
+    removal = len(table_off) - 2  # the empty entry
+    starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+    if keep is not None:
+        full = np.full(len(keep), removal, dtype=np.intp)
+        full[keep] = released
+        released = full
+        starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
+    choice = np.full(len(starts), removal, dtype=np.intp)
+    if len(released):
+        choice[kind == 0] = released[row[kind == 0]]
+    if kernels is not None:
+        fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
+    else:
+        csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+
+
+def _chunk_numbers(chunk: Any, kernels: Any) -> tuple[tuple[NDArray[np.float64], NDArray[np.bool_]],
+                                                      NDArray[np.bool_]]:
+    """((numbers, not a number), quoted) of a chunk's released fields, by the one number rule.
+
+    The compiled ``parse_decimals`` reads plain decimals of up to 15 digits exactly as
+    :func:`metricdp.io.parse_decimal` does; a chunk with any other field is read by
+    :func:`~metricdp.streaming.number_text.parse_numbers` whole.
+    """
+    recs, buf = chunk.records, chunk.buf
+    if kernels is not None:
+        numbers, ok = kernels["parse_decimals"](buf, recs.fs, recs.fe)
+        if ok.all():
+            none = np.zeros(len(ok), dtype=bool)
+            return (numbers, none), none
+    pa = import_optional("pyarrow", extra="parquet")
+    data_, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
+    values = pa.Array.from_buffers(pa.string(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data_)])
+    return parse_numbers(values, quoted, raw_quoted), quoted
 
 
 def _inexact_integers(col: Any, numbers: NDArray[np.float64]) -> NDArray[np.bool_]:

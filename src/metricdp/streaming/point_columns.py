@@ -15,32 +15,46 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import ValidationError
 from ..io import parse_decimal
-from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from . import csvsplit
 
 __all__ = ["column_floats", "parse_column"]
 
+_KERNELS: Any = LAZY  # the compiled gather, loaded at first use (None: numpy)
+
 
 def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:
-    """The column's values as floats by the one CSV number rule; an error names row, line and value."""
+    """The column's values as floats by the one CSV number rule; an error names row, line and value.
+
+    With the compiled kernels, plain decimals of up to 15 digits are read in one pass
+    (``parse_decimals``: exactly ``float``'s value, see its docstring) and only the other
+    fields go through Arrow and Python's rule.
+    """
+    fs, fe = chunk.records.field(col)
+    kernels = lattice_kernels(_KERNELS)
+    if kernels is None:
+        return _parse_fields(chunk, fs, fe, None, name, where, first_row)
+    out, ok = kernels["parse_decimals"](chunk.buf, fs, fe)
+    if not ok.all():
+        rest = np.flatnonzero(~ok)
+        out[rest] = _parse_fields(chunk, fs[rest], fe[rest], rest, name, where, first_row)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _parse_fields(chunk: Any, fs: NDArray[np.int64], fe: NDArray[np.int64], rows: NDArray[np.intp] | None,
+                  name: str, where: str, first_row: int) -> NDArray[np.float64]:
+    """Floats of the fields ``[fs, fe)`` (``rows``: their record numbers in the chunk, None: all)."""
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     recs = chunk.records
-    fs, fe = recs.field(col)
-    plain = False
-    if _KERNELS is not None:
-        data, offs, plain = _KERNELS["gather_fields"](chunk.buf, fs, fe)
-    if not plain:
-        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
-    if plain or not quoted.any():
+    data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
+    if not quoted.any():
         arr = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
         try:
             return np.asarray(pc.cast(pc.cast(arr, pa.string()), pa.float64()).to_numpy(zero_copy_only=False),
                               dtype=np.float64)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass  # something pyarrow refuses: Python's rule decides, row by row, and names the culprit
-    if plain:
-        data, offs, quoted, raw_quoted = csvsplit.field_values(chunk.buf, fs, fe)
     out = np.empty(len(fs), dtype=np.float64)
     quoted_values = iter(raw_quoted)
     for k in range(len(fs)):
@@ -49,12 +63,12 @@ def parse_column(chunk: Any, col: int, name: str, where: str, first_row: int) ->
         try:
             out[k] = parse_decimal(text)
         except ValueError:
-            line = chunk.first_line + int(recs.lines[k])
+            r = k if rows is None else int(rows[k])
+            line = chunk.first_line + int(recs.lines[r])
             raise ValidationError(
-                f"{where}: data row {first_row + k} (line {line}): column {name!r} is {text!r}, not a number"
+                f"{where}: data row {first_row + r} (line {line}): column {name!r} is {text!r}, not a number"
             ) from None
     return out
-
 
 
 def column_floats(batch: Any, k: int, name: str, where: str, first_row: int) -> NDArray[np.float64]:

@@ -20,7 +20,7 @@ change them in a way that matters (outside a region, off a snapping set).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -33,7 +33,7 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write
-from ..mechanisms._lattice_kernels import KERNELS as _KERNELS
+from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
@@ -42,11 +42,14 @@ from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS
 from .point_columns import column_floats, parse_column
+from .prefetch import prefetch, write_behind
 
 if TYPE_CHECKING:
     from .accounted import Accounting, AccountingReport
 
 __all__ = ["GeoJsonSink", "PointStats", "Release", "edits_for_columns", "format_fixed", "privatize_points_file"]
+
+_KERNELS: Any = LAZY  # the compiled splice, loaded at first use (None: numpy)
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
@@ -204,7 +207,8 @@ def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDA
 
     Used only when numba is there and no row needs full precision (then numpy writes the chunk).
     """
-    if _KERNELS is None or not 0 <= digits <= 15:
+    kernels = lattice_kernels(_KERNELS)
+    if kernels is None or not 0 <= digits <= 15:
         return False
     scaled = np.rint(released * 10.0**digits)
     if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
@@ -212,7 +216,7 @@ def _write_compiled(fh: IO[bytes], buf: NDArray[np.uint8], end: int, starts: NDA
     n = scaled.astype(np.int64)
     if full is not None and full(n / 10.0**digits).any():
         return False
-    out = _KERNELS["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
+    out = kernels["splice_points"](buf, end, starts, stops, row, kind, np.ascontiguousarray(n[:, 0]),
                                     np.ascontiguousarray(n[:, 1]), digits)
     fh.write(out.data)
     return True
@@ -229,6 +233,12 @@ def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[i
     delimiter, as :func:`~metricdp.streaming.csvsplit.edits_for` removes it).
     """
     n = len(records.starts)
+    if not dropped and len(set(columns)) == len(columns):  # the fields in column order in every row: no sort
+        order_cols = sorted(range(len(columns)), key=lambda p: columns[p])
+        spans = [records.field(columns[p]) for p in order_cols]
+        k = len(columns)
+        return (np.column_stack([a for a, _ in spans]).ravel(), np.column_stack([b for _, b in spans]).ravel(),
+                np.repeat(np.arange(n, dtype=np.intp), k), np.tile(np.array(order_cols, dtype=np.intp), n))
     ds, de, drows, _ = csvsplit.edits_for(records, None, dropped)
     parts_s, parts_e, parts_k, parts_r = [ds], [de], [np.full(len(ds), -1, dtype=np.intp)], [drows]
     for pos, col in enumerate(columns):
@@ -276,7 +286,8 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
     where = str(src)
     rows = seen = 0
     with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+        reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                           kernels=lattice_kernels(_KERNELS))
         header = reader.header()
         plan: ColumnPlan = make_plan(header.names)
         i, j, dropped = plan.index(lat), plan.index(lon), plan.dropped_indices
@@ -284,25 +295,30 @@ def _csv(src: Path, fh: IO[bytes], lat: str, lon: str, select: Select, make_plan
         props = [(k, name) for k, name in enumerate(header.names) if name in set(plan.written) and k not in (i, j)]
         if sink is None:
             fh.write(csvsplit.header_bytes(header, dropped))
-        for chunk in reader.chunks(i):
-            recs = chunk.records
-            n = len(recs.starts)
-            if not n:
-                continue
-            pts = np.column_stack([parse_column(chunk, i, lat, where, seen + 1),
-                                   parse_column(chunk, j, lon, where, seen + 1)])
-            keep, released = select(seen, pts)
-            seen += n
-            rows += len(released)
-            if sink is not None:
-                properties = _csv_properties(chunk, props)
-                if keep is not None:
-                    properties = {k: [v for v, w in zip(c, keep, strict=True) if w] for k, c in properties.items()}
-                sink.write(released, digits, full, properties)
+        def parsed() -> Iterator[tuple[Any, NDArray[np.float64]]]:  # read ahead in a worker thread
+            first = 1
+            for chunk in reader.chunks(i):
+                n = len(chunk.records.starts)
+                if n:
+                    yield chunk, np.column_stack([parse_column(chunk, i, lat, where, first),
+                                                  parse_column(chunk, j, lon, where, first)])
+                    first += n
+
+        with write_behind() as submit:  # formatting, splicing and writing in a writer thread, in order
+            for chunk, pts in prefetch(parsed()):
+                n = len(chunk.records.starts)
+                keep, released = select(seen, pts)
+                seen += n
+                rows += len(released)
+                if sink is not None:
+                    properties = _csv_properties(chunk, props)
+                    if keep is not None:
+                        properties = {k: [v for v, w in zip(c, keep, strict=True) if w]
+                                      for k, c in properties.items()}
+                    sink.write(released, digits, full, properties)
+                else:
+                    submit(write_csv_chunk, fh, chunk, (i, j), dropped, released, digits, full, keep)
                 tick(rows)
-                continue
-            write_csv_chunk(fh, chunk, (i, j), dropped, released, digits, full, keep)
-            tick(rows)
         if sink is not None:
             sink.close()
     return rows, seen

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -146,6 +146,7 @@ def split_records(
     first_line: int = 1,
     first_offset: int = 0,
     max_record: int | None = None,
+    kernels: Any = None,
 ) -> Records:
     """Split and validate the complete records at the start of ``buf`` (at most ``max_records`` lines).
 
@@ -154,8 +155,19 @@ def split_records(
     left for the next call (``end`` stops before it). ``ncols=None`` splits records
     without counting fields (the header). Every refusal of the module docstring that
     concerns the bytes up to ``end`` is raised here, except UTF-8 (:func:`check_utf8`).
+
+    ``kernels`` (the compiled kernels of :mod:`metricdp.mechanisms._lattice_kernels`, for
+    callers that loaded them): a buffer with no quote, carriage return, NUL or 0xEF byte
+    is split in one compiled pass with the same result; any other buffer, and every
+    refusal, is this function's numpy code.
     """
     cap = max_record_bytes(max_record)
+    if kernels is not None and ncols is not None:
+        ok, end_, starts_, stops_, lines_, d_, first_ = kernels["split_plain"](buf, ncols, max_records, eof, cap)
+        if ok:
+            plain = Records(end_, starts_, stops_, lines_, starts_, stops_, d_, first_, ncols)
+            fs_, fe_ = plain.field(column)
+            return Records(end_, starts_, stops_, lines_, fs_, fe_, d_, first_, ncols)
     q = np.flatnonzero(buf == QUOTE)
     nl = np.flatnonzero(buf == LF)
     struct_nl = nl[(np.searchsorted(q, nl) & 1) == 0]
@@ -305,7 +317,8 @@ class CsvReader:
     """Stream one CSV file's records under the module's definition: header first, then chunks.
 
     ``chunk_rows`` caps the records of one chunk, ``chunk_bytes`` the bytes read at a
-    time; ``max_record`` the bytes of one record (default :func:`max_record_bytes`).
+    time; ``max_record`` the bytes of one record (default :func:`max_record_bytes`);
+    ``kernels`` the compiled split of :func:`split_records` (same records, same refusals).
     Memory: one read plus at most one record pending. Time: linear in the file.
     """
 
@@ -317,12 +330,14 @@ class CsvReader:
         chunk_rows: int = 1_000_000,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         max_record: int | None = None,
+        kernels: Any = None,
     ) -> None:
         if chunk_rows < 1 or chunk_bytes < 1:
             raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
         self._fh, self.where = fh, where
         self._rows, self._bytes = chunk_rows, max(chunk_bytes, 4)  # >= 4: a byte-order mark arrives whole
         self.cap = max_record_bytes(max_record)
+        self._kernels = kernels  # the compiled split, for a caller that loaded the kernels (see split_records)
         self._pending = b""
         self._eof = False
         self._consumed = 0  # file bytes before _pending
@@ -417,7 +432,7 @@ class CsvReader:
             buf = np.frombuffer(self._pending, dtype=np.uint8)
             recs = split_records(buf, eof=self._eof, ncols=ncols, column=column, max_records=self._rows,
                                  where=self.where, first_line=self._lines + 1, first_offset=self._consumed,
-                                 max_record=self.cap)
+                                 max_record=self.cap, kernels=self._kernels)
             if recs.end == 0:
                 if self._eof:
                     return
