@@ -3,8 +3,8 @@ r"""Planar Laplace on (latitude, longitude) columns: what ``metricdp privatize-p
 :func:`privatize_points` releases each (lat, lon) through the planar Laplace mechanism of
 Andrés et al. (CCS 2013, Section 4) at ``epsilon_per_km`` per km of great-circle
 distance, drawn by the exact-radius sampler
-:func:`~metricdp.mechanisms.planar_laplace.sample_planar_laplace_latlon` (inverse CDF of
-the radius through Lambert W, placed on the sphere by the azimuthal equidistant
+:func:`~metricdp.mechanisms.planar_laplace.sample_planar_laplace_latlon` (the radius
+Gamma(2, 1/eps) as two exponentials, placed on the sphere by the azimuthal equidistant
 projection at each input with its area distortion removed by rejection, so the release
 density is exactly proportional to :math:`e^{-\varepsilon d_{gc}}`). Then, optionally:
 
