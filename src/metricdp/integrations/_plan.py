@@ -157,7 +157,8 @@ def _plan_csv(
     piece_start = piece_line = -1
     consumed = 0
     with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
+        # reads no larger than a piece: a piece is cut at the first record boundary past piece_bytes
+        reader = CsvReader(inp, where, chunk_bytes=min(chunk_bytes, piece_bytes), max_record=max_record)
         header = reader.header()
         cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
         col = cols.index(column)

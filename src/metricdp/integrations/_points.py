@@ -46,7 +46,7 @@ from .._optional import import_optional
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..location.release import PointSettings, full_precision, make_release
 from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import Chunk, CsvReader
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, Chunk, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import check_seed, partition_rng
 
@@ -136,7 +136,8 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
         from ..streaming.csvsplit import header_bytes
 
         with src.open("rb") as fh:
-            reader = CsvReader(fh, where, max_record=max_record)
+            # reads no larger than a piece: a piece is cut at the first record boundary past piece_bytes
+            reader = CsvReader(fh, where, chunk_bytes=min(DEFAULT_CHUNK_BYTES, piece_bytes), max_record=max_record)
             header = reader.header()
             plan = plan_columns(header.names, [lat, lon], keep=keep, drop=drop, where=where)
             if plan_check is not None:

@@ -91,7 +91,7 @@ def release_file(
                 plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
                                     keep=keep, drop=drop, max_record=max_record)
             if accounting is not None:
-                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule)
+                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner))
                 plan = replace(plan, pieces=_selected(run, plan))
             # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
             scratch = scratch_directory(target)
@@ -128,13 +128,32 @@ def driver_source(seed: int | None) -> Any:
 
 
 def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
-               max_record: int | None, rule: Any = None) -> Any:
-    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`)."""
-    from ..streaming.accounted import AccountedRun
+               max_record: int | None, rule: Any = None, cluster: tuple[str, Runner] | None = None) -> Any:
+    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`).
+
+    Without consistent releases the plan needs only who each row belongs to: with ``cluster``
+    (engine name, runner) the engine counts it in one distributed pass (:mod:`._persons`);
+    consistent releases also need every row's true value, read by the local first pass.
+    """
+    from ..streaming.accounted import AccountedRun, _identity
     from ..tabular.csv import DEFAULT_CHUNK_BYTES
     from ._labels import sample
 
     source = driver_source(seed)
+    if cluster is not None and not accounting.consistent:
+        from ..units import space_unit
+        from ._persons import distributed_persons, start_counted
+
+        identity = _identity(src)  # before the pass: publishing compares it with the file then
+        persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism)
+        if rule is not None:
+            unit = f"unit of {column!r}"
+            release: Any = lambda ranks: mechanism.draw(ranks, source)  # noqa: E731
+        else:
+            unit = space_unit(mechanism.space, mechanism.metadata)
+            release = lambda idx: sample(mechanism, idx, source)  # noqa: E731
+        return start_counted(src, identity, persons, float(mechanism.epsilon), accounting, source, unit, release,
+                             refuse_empty=rule is not None)  # the local starters: numbers refuse, labels do not
     if rule is not None:
         from ..streaming.accounted_numbers import start_numbers
 
