@@ -401,8 +401,12 @@ def privatize_numbers_engine(
         def runner(job: Any, pieces: Sequence[Piece], mech: Any) -> list[Any]:
             return spark_pieces(job, pieces, mech, master)
 
-    return release_file(
-        engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
-        piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
-        on_report=on_report, rule=rule,
-    )
+    from .dask import one_cluster
+    from .spark import one_context
+
+    with one_cluster() if engine == "dask" else one_context():  # one cluster for the count and the release
+        return release_file(
+            engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
+            piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
+            on_report=on_report, rule=rule,
+        )
