@@ -245,3 +245,35 @@ def test_cli_dask_refusal_is_one_line(tmp_path: Path, scheduler: str) -> None:
     res = _cli(tmp_path, "--engine", "dask", "--scheduler", scheduler)
     assert_one_line_error(res, "column 'age': 1 value(s) cannot be released", "line 3: '11' (outside the range)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+# ------------------------------------------------------------------------------------ hostile shapes
+def _numbers_shape(data: bytes) -> bytes:
+    """A hostile shape of tests/integrations/test_hostile_engines.py with its labels a, b, c as numbers."""
+    return data.replace(b"a", b"1").replace(b"b", b"2").replace(b"c", b"3")
+
+
+@slow
+@pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))
+def test_hostile_shapes_are_refused_or_released_as_locally(tmp_path: Path, scheduler: str) -> None:
+    """Differential: on every shape both engines refuse with the same message, or write the same bytes."""
+    from tests.integrations.test_hostile_engines import SHAPES
+
+    for k, (name, data, column) in enumerate(SHAPES):
+        src = tmp_path / f"in{k}.csv"
+        src.write_bytes(_numbers_shape(data))
+        outcome = []
+        for which in ("local", "dask"):
+            out = tmp_path / f"{which}{k}.csv"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if which == "local":
+                        privatize_numbers_file(SURE, src, column, out)
+                    else:
+                        privatize_numbers_engine("dask", SURE, src, column, out, scheduler=scheduler, piece_bytes=4)
+                outcome.append(out.read_bytes())
+            except ValidationError as ex:
+                assert not out.exists(), name
+                outcome.append(str(ex))
+        assert outcome[0] == outcome[1], name

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import csv
 import io
+import itertools
 import warnings
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,34 @@ def test_count_per_person_on_a_cluster(engine: str, tmp_path: Path, request: pyt
     persons, counts = count_per_person(engine, src, "user", piece_bytes=500, **where)
     assert dict(zip(persons.to_pylist(), counts.tolist(), strict=True)) == collections.Counter(ids)
     assert persons.to_pylist() == sorted(set(ids), key=lambda s: s.encode())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ids=IDS, piece_bytes=st.integers(1, 400), blank=st.booleans())
+def test_cutter_pieces_tile_the_records(tmp_path: Path, ids: list[str], piece_bytes: int, blank: bool) -> None:
+    """Pieces are whole records, in order, tiling the file after the header; each reaches piece_bytes but the
+    last; each one's first line is where its first record is (split_records would refuse anything else)."""
+    from metricdp.integrations._plan import Cutter
+    from metricdp.tabular.csv import CsvReader, split_records
+
+    src = _write(tmp_path / "in.csv", ids)
+    if blank:
+        src.write_bytes(src.read_bytes().replace(b"\r\n", b"\r\n\n", 3))
+    data = src.read_bytes()
+    cutter = Cutter(piece_bytes)
+    with src.open("rb") as fh:
+        reader = CsvReader(fh, str(src), chunk_bytes=64)
+        head = len(reader.header().raw)
+        for chunk in reader.chunks(1):
+            cutter.add(chunk)
+    cut = cutter.pieces()
+    assert cut[0][0] == head and cut[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(cut))
+    assert all(stop - start >= piece_bytes for start, stop, _, _ in cut[:-1])
+    assert sum(rows for *_, rows, _ in cut) == len(ids)
+    for start, stop, rows, line in cut:
+        buf = np.frombuffer(data[start:stop], dtype=np.uint8)
+        recs = split_records(buf, eof=True, ncols=3, column=1, max_records=len(buf) + 1, where="t",
+                             first_line=line, first_offset=start)
+        assert len(recs.starts) == rows and recs.end == len(buf)
+        assert data[:start].count(b"\n") + 1 == line  # the file line of the piece's first byte

@@ -50,7 +50,7 @@ from ..tabular.columns import plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
-from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan
+from ._plan import DEFAULT_PIECE_BYTES, Cutter, Piece, Plan
 
 __all__ = ["NumberRule", "plan_numbers", "privatize_numbers_engine", "release_numbers_piece"]
 
@@ -153,38 +153,26 @@ def _plan_csv(src: Path, column: str, mechanism: Any, classify: Classify, piece_
 
     where = str(src)
     bad = BadNumbers()
-    pieces: list[Piece] = []
-    rows = piece_rows = 0
-    piece_start = piece_line = -1
-    consumed = 0
+    cutter = Cutter(piece_bytes)
+    rows = 0
     with src.open("rb") as inp:
-        # reads no larger than a piece: a piece is cut at the first record boundary past piece_bytes
-        reader = CsvReader(inp, where, chunk_bytes=min(chunk_bytes, piece_bytes), max_record=max_record)
+        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
         cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
         col = cols.index(column)
-        consumed = len(header.raw)
         for chunk in reader.chunks(col):
             recs = chunk.records
-            if piece_start < 0:
-                piece_start, piece_line = chunk.offset, chunk.first_line
+            cutter.add(chunk)
             _, status, _ = csv_ranks(chunk.buf, recs, classify)
             refused = np.flatnonzero(status)
             if refused.size:
                 texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
                 bad.add(chunk.first_line + recs.lines[refused], texts, status[refused])
-            n = len(recs.starts)
-            rows += n
-            piece_rows += n
-            consumed = chunk.offset + recs.end
-            if consumed - piece_start >= piece_bytes:
-                pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
-                piece_start, piece_rows = -1, 0
+            rows += len(recs.starts)
         cap = reader.cap
     if bad.rows:
         raise bad.error(where, column, mechanism.grid, "line")
-    if piece_start >= 0 and piece_rows:
-        pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+    pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
     head = csvsplit.header_bytes(header, cols.dropped_indices)
     return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
                 columns=cols, max_record=cap)

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
 from ..streaming import csvsplit
-from ._plan import Piece, Plan
+from ._plan import Cutter, Piece, Plan
 
 __all__ = ["PersonCount", "PersonCounts", "PersonsDone", "count_per_person", "merge_counts", "person_table",
            "start_counted"]
@@ -234,24 +234,15 @@ def _pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_reco
     where = str(src)
     pieces: list[Piece] = []
     if fmt == "csv":
-        rows = 0
-        start = line = -1
-        consumed = 0
+        cutter = Cutter(piece_bytes)
         with src.open("rb") as inp:
-            reader = CsvReader(inp, where, chunk_bytes=min(DEFAULT_CHUNK_BYTES, piece_bytes), max_record=max_record)
+            reader = CsvReader(inp, where, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
             names = tuple(reader.header().names)
             _has_user(names, user_column, where)
             for chunk in reader.chunks(names.index(user_column)):
-                if start < 0:
-                    start, line = chunk.offset, chunk.first_line
-                rows += len(chunk.records.starts)
-                consumed = chunk.offset + chunk.records.end
-                if consumed - start >= piece_bytes:
-                    pieces.append(Piece(len(pieces), start, consumed, rows, line))
-                    start, rows = -1, 0
+                cutter.add(chunk)
             cap = reader.cap
-        if start >= 0 and rows:
-            pieces.append(Piece(len(pieces), start, consumed, rows, line))
+        pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
         return Plan(where, "csv", names, -1, b"", tuple(pieces), sum(p.rows for p in pieces), st.st_size,
                     st.st_mtime_ns, max_record=cap)
     pf = open_parquet(src)

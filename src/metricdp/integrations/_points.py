@@ -46,9 +46,10 @@ from .._optional import import_optional
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..location.release import PointSettings, full_precision, make_release
 from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, Chunk, CsvReader
+from ..tabular.csv import Chunk, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import check_seed, partition_rng
+from ._plan import Cutter
 
 __all__ = ["PointJob", "PointPiece", "privatize_points_engine"]
 
@@ -136,29 +137,19 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
         from ..streaming.csvsplit import header_bytes
 
         with src.open("rb") as fh:
-            # reads no larger than a piece: a piece is cut at the first record boundary past piece_bytes
-            reader = CsvReader(fh, where, chunk_bytes=min(DEFAULT_CHUNK_BYTES, piece_bytes), max_record=max_record)
+            reader = CsvReader(fh, where, max_record=max_record)
             header = reader.header()
             plan = plan_columns(header.names, [lat, lon], keep=keep, drop=drop, where=where)
             if plan_check is not None:
                 plan_check(plan)
             head = header_bytes(header, plan.dropped_indices)
-            start = first_line = None
-            rows = first_row = 0
-            stop = 0
+            cutter = Cutter(piece_bytes)
             for chunk in reader.chunks(plan.index(lat)):
-                if start is None:
-                    start, first_line, first_row = chunk.offset, chunk.first_line, rows + 1
-                n = len(chunk.records.starts)
-                rows += n
-                stop = chunk.offset + chunk.records.end
-                if stop - start >= piece_bytes:
-                    pieces.append(PointPiece(len(pieces), start, stop, int(first_line or 1), first_row,
-                                             rows - first_row + 1))
-                    start = None
-            if start is not None:
-                pieces.append(PointPiece(len(pieces), start, stop, int(first_line or 1), first_row,
-                                         rows - first_row + 1))
+                cutter.add(chunk)
+            first_row = 1
+            for start, stop, rows, first_line in cutter.pieces():
+                pieces.append(PointPiece(len(pieces), start, stop, first_line, first_row, rows))
+                first_row += rows
         return plan, tuple(header.names), head, pieces
     pq = import_optional("pyarrow.parquet", extra="parquet")
     pf = pq.ParquetFile(src)
