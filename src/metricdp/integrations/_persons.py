@@ -278,17 +278,18 @@ def _runner(engine: str, scheduler: str | None, master: str | None) -> Any:
     raise ValidationError(f"engine must be dask or spark, got {engine!r}")
 
 
-def person_table(ids: Any, counts: NDArray[np.int64]) -> PersonCounts:
-    """The per-person table of the ledger from (distinct ids, rows per person), the engines' aggregation.
+def person_table(ids: Any, counts: NDArray[np.int64]) -> Any:
+    """The per-person table of the ledger from (ids, rows per person), the engines' aggregation.
 
-    Uses :func:`metricdp.streaming.persons.person_table_from_counts` where the persons
-    module provides it (the interface this module needs: ``(ids: pyarrow string or binary
-    array of distinct ids, counts: int64 numpy array of the same length) -> table``); until
-    then the ids sorted bytewise (the local pass's order) with their counts.
+    Hands over to :func:`metricdp.streaming.persons.person_table` where the persons module
+    provides it (``(ids: pyarrow binary/string array, counts: int64 per id) -> PersonTable``
+    with ``.ids`` sorted bytewise, ``.counts``, ``.persons`` as text; repeated ids summed);
+    until then the distinct ids sorted bytewise (the local pass's order) with their counts
+    (``.persons``, ``.counts``).
     """
     from ..streaming import persons as persons_module
 
-    build = getattr(persons_module, "person_table_from_counts", None)
+    build = getattr(persons_module, "person_table", None)
     if build is not None:
         return build(ids, counts)
     pa = import_optional("pyarrow", extra="parquet")
