@@ -109,9 +109,6 @@ def test_table_output_states_the_guarantee(tmp_path: Path) -> None:
     (["--user-column", "who"], ["no user column 'who'"]),
     (["--user-column", "lat"], ["the user column 'lat' is a released coordinate"]),
     (["--user-column", "user", "--ledger", "{tmp}/new.db"], ["--ledger", "create it with --budget B"]),
-    (["--user-column", "user", "--engine", "dask"], ["--user-column", "--engine local only"]),
-    (["--user-column", "user", "--consistent", "--engine", "spark"], ["--user-column, --consistent",
-                                                                       "--engine local only"]),
 ])
 def test_option_combinations_that_mean_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     inp = _checkins(tmp_path, {"ann": [PARIS]})

@@ -11,6 +11,11 @@ Parquet schema kept, atomic output, the OS secure random source unless ``--seed`
 What leaves: every other column is written with its TRUE values unless ``--drop COL``
 removes it; the command names those columns on stderr and in ``--json``.
 
+Engines: ``--engine dask`` (``--scheduler ADDRESS``) or ``--engine spark`` (``--master
+URL``) release the file piece by piece on a cluster with the local engine's record
+definition, number rule, errors and output bytes (:mod:`metricdp.integrations._numbers`);
+the per-person options work there too (the driver plans once, the workers release).
+
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
 :mod:`metricdp.cli._accounting`, :mod:`metricdp.streaming.accounted_numbers`). A person's
@@ -57,7 +62,7 @@ from ._common import (
     progress,
     warn,
 )
-from .privatize import DropOption, KeepOption, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
 
 __all__ = ["parse_range", "register"]
 
@@ -89,6 +94,38 @@ def _grid(lo: str, hi: str, step: str) -> NumericGrid:
         raise ValidationError(f"--range {lo},{hi} --step {step}: {ex}") from None
 
 
+def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None) -> None:
+    """The engine options belong to their engine (before anything is read or started)."""
+    from .._optional import require
+
+    if scheduler is not None and engine is not Engine.dask:
+        raise ValidationError("--scheduler is for --engine dask")
+    if master is not None and engine is not Engine.spark:
+        raise ValidationError("--master is for --engine spark")
+    if engine is not Engine.local:
+        if chunk_rows is not None:
+            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+        require(engine.value, what=f"--engine {engine.value}")
+
+
+def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: Path, *, seed: int | None,
+                out_of_range: str, off_grid: str, keep: list[str], drop: list[str], inputs: list[Path],
+                scheduler: str | None, master: str | None, accounting: Any) -> tuple[int, Any]:
+    """The release on a cluster: (rows written, the accounting report or None)."""
+    from ..integrations._numbers import privatize_numbers_engine
+
+    reports: list[Any] = []
+    try:
+        rows = privatize_numbers_engine(
+            engine.value, mech, input_file, column, out, out_of_range=out_of_range, off_grid=off_grid, seed=seed,
+            keep=keep, drop=drop, inputs=inputs, scheduler=scheduler, master=master, accounting=accounting,
+            on_report=reports.append)
+    except ValidationError as ex:  # the library names no flag; say which one
+        ex.args = (with_flags(str(ex)), *ex.args[1:])
+        raise
+    return rows, reports[0] if reports else None
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``privatize-numbers`` command to ``app``."""
 
@@ -114,7 +151,15 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--off-grid", help="error: refuse values between grid points; round: move them to "
                               "the nearest one (the guarantee becomes EPSILON * (|x - x'| + STEP)).")
         ] = "error",
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
+        = None,
+        engine: Annotated[
+            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
+        ] = Engine.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+        ] = None,
+        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -156,6 +201,7 @@ def register(app: typer.Typer) -> None:
         kind = file_format(input_file)
         if file_format(out) != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
+        _check_engine(engine, scheduler, master, chunk_rows)
         kept, dropped = list(keep or ()), list(drop or ())
         try:
             plan = plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped,
@@ -183,40 +229,49 @@ def register(app: typer.Typer) -> None:
 
             accounting = None if not acct.active else acct.accounting(
                 ledger=book, scope=scope, mechanism=f"privatize-numbers {mechanism} eps={epsilon:g} per unit")
-            stats = privatize_numbers_file(
-                mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
-                off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
-                progress=on_progress, keep=kept, drop=dropped, accounting=accounting, inputs=acct.files(),
-            )
-        plan = stats.columns or plan
+            report = None
+            if engine is Engine.local:
+                stats = privatize_numbers_file(
+                    mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
+                    off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
+                    progress=on_progress, keep=kept, drop=dropped, accounting=accounting, inputs=acct.files(),
+                )
+                rows, plan, report = stats.rows, stats.columns or plan, stats.accounting
+            else:
+                rows, report = _run_engine(engine, mech, input_file, column, out, seed=seed,
+                                           out_of_range=out_of_range, off_grid=off_grid, keep=kept, drop=dropped,
+                                           inputs=acct.files(), scheduler=scheduler, master=master,
+                                           accounting=accounting)
         dt = time.perf_counter() - t0
         if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
+            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
+                 + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
         leaves_report(plan)
         guarantee = "epsilon * |x - x'|" + (" + epsilon * step" if off_grid == "round" else "")
         summary: dict[str, Any] = {
-            "out": str(out), "rows": stats.rows, "column": column, "mechanism": mechanism, "epsilon": epsilon,
+            "out": str(out), "rows": rows, "column": column, "mechanism": mechanism, "epsilon": epsilon,
             "range": [str(grid.lo), str(grid.hi)], "step": str(grid.step), "grid_points": grid.n,
             "outputs": [mech.output_labels[0], mech.output_labels[-1]], "log_ratio": mech.log_ratio,
             "out_of_range": out_of_range, "off_grid": off_grid, "guarantee": guarantee,
-            "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(),
+            "seconds": dt, "seeded": seed is not None, "columns": plan.as_dict(), "engine": engine.value,
         }
-        if stats.accounting is not None:
-            summary["accounting"] = {**report_json(stats.accounting, acct, epsilon), "epsilon_unit": "per unit"}
+        if report is not None:
+            summary["accounting"] = {**report_json(report, acct, epsilon), "epsilon_unit": "per unit"}
             if off_grid == "round":  # rounding onto the grid adds eps * step per release, composed like eps
                 per = epsilon * float(grid.step)
                 summary["accounting"].update(additive_per_release=per, additive_per_person_max=per * round(
-                    stats.accounting.run.max / epsilon))
+                    report.run.max / epsilon))
         if json:
             echo_json(summary)
             return
         console.print(
-            f"wrote {out}: {stats.rows} values of {column!r} released by {mechanism} on {grid.lo}..{grid.hi} step "
+            f"wrote {out}: {rows} values of {column!r} released by {mechanism} on {grid.lo}..{grid.hi} step "
             f"{grid.step} at epsilon={epsilon:g} per unit "
             f"(releases in {mech.output_labels[0]}..{mech.output_labels[-1]})"
-            f"{'' if seed is None else ' [seeded]'}; {dt:.1f} s, {stats.rows / dt if dt > 0 else 0:,.0f} rows/s",
+            f"{'' if seed is None else ' [seeded]'}; {engine.value} engine, {dt:.1f} s, "
+            f"{rows / dt if dt > 0 else 0:,.0f} rows/s",
             markup=False,
             highlight=False,
         )
-        if stats.accounting is not None:
-            print_report(stats.accounting, acct, epsilon)
+        if report is not None:
+            print_report(report, acct, epsilon)

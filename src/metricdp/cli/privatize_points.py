@@ -17,8 +17,9 @@ release the true location next to the noisy one.
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
-:mod:`metricdp.cli._accounting`), on the local engine
-(:mod:`metricdp.streaming.accounted_points`). A person's eps is in eps per km, summed over
+:mod:`metricdp.cli._accounting`), on every engine (:mod:`metricdp.streaming.accounted_points`;
+on Dask and Spark the driver plans once and the workers release,
+:mod:`metricdp.integrations._points`). A person's eps is in eps per km, summed over
 their fresh releases; with ``--consistent`` the true value is the (lat, lon) pair.
 """
 
@@ -341,22 +342,25 @@ def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chu
 
 def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path, settings: PointSettings,
                 seed: int | None, digits: int, keep: list[str] | None, drop: list[str] | None,
-                snap_to: Path | None, scheduler: str | None, master: str | None) -> PointStats:
+                snap_to: Path | None, scheduler: str | None, master: str | None, accounting: Any = None,
+                protected: tuple[Path, ...] = ()) -> PointStats:
     from ..integrations._points import privatize_points_engine
 
     t0 = time.perf_counter()
+    reports: list[Any] = []
     with progress(f"releasing points of {input_file} on {engine.value}"), warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
         try:
             rows, plan = privatize_points_engine(
                 engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
-                drop=drop or (), inputs=[p for p in (snap_to,) if p is not None],
-                plan_check=_check_plan(input_file, lat, lon), scheduler=scheduler, master=master)
+                drop=drop or (), inputs=[*(p for p in (snap_to,) if p is not None), *protected],
+                plan_check=_check_plan(input_file, lat, lon), scheduler=scheduler, master=master,
+                accounting=accounting, on_report=reports.append)
         except ValidationError as ex:
             msg = with_flags(str(ex))
             raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
     fmt = _format(input_file, "INPUT")
-    return PointStats(rows, time.perf_counter() - t0, fmt, plan)
+    return PointStats(rows, time.perf_counter() - t0, fmt, plan, reports[0] if reports else None)
 
 
 def register(app: typer.Typer) -> None:
@@ -459,9 +463,6 @@ def register(app: typer.Typer) -> None:
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         acct.check()
-        if acct.active and engine is not Engine.local:
-            raise ValidationError(f"{', '.join(acct.given())}: per-person accounting of privatize-points runs on "
-                                  "--engine local only (it streams the file twice, bounded memory)")
         eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
         if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
@@ -478,11 +479,16 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"{input_file}: no such file")
         _check_engine(engine, scheduler, master, chunk_rows, plot, out)
         settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
+        mechanism_text = (f"privatize-points planar Laplace eps={eps:g}/km "
+                          f"{'float' if settings.plane is None else 'exact'}")
         if engine is not Engine.local:
             t0 = time.perf_counter()
-            stats = _run_engine(engine, input_file, lat, lon, out, settings, seed, digits, keep, drop, snap_to,
-                                scheduler, master)
-            _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine)
+            with acct.open() as book:  # the driver plans and reserves once for the job; workers release
+                accounting = None if not acct.active else acct.accounting(
+                    ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text)
+                stats = _run_engine(engine, input_file, lat, lon, out, settings, seed, digits, keep, drop, snap_to,
+                                    scheduler, master, accounting, tuple(acct.files()))
+            _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine, acct)
             return
         source = check_rng(seed)  # ONE source: the releases, and the cap's and the budget's choices
         release: Release = release_chunk(settings, source)
@@ -490,9 +496,7 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         with acct.open() as book, progress(f"releasing points of {input_file}") as bar:
             accounting = None if not acct.active else acct.accounting(
-                ledger=book, scope=points_scope(settings, region, snap_to),
-                mechanism=f"privatize-points planar Laplace eps={eps:g}/km "
-                          f"{'float' if settings.plane is None else 'exact'}")
+                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text)
             try:
                 stats = privatize_points_file(
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),

@@ -42,6 +42,7 @@ class Job:
     column_name: str
     seed: int | None
     scratch: str
+    rule: Any = None  # a numbers release (:class:`._numbers.NumberRule`); None: labels
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,15 @@ def release_piece(job: Job, piece: Piece, mechanism: Any) -> Done | Failed:
     """Release ``piece`` with ``mechanism`` into its part file; never raises."""
     try:
         check_unchanged(job.plan)
-        if job.plan.fmt == "csv":
+        from ._persons import PersonCount
+
+        if isinstance(job.rule, PersonCount):  # the counting pass of an accounted release: no part file
+            return job.rule.count(job, piece)  # type: ignore[return-value]
+        if job.rule is not None:
+            from ._numbers import release_numbers_piece
+
+            data, rows = release_numbers_piece(job, piece, mechanism)
+        elif job.plan.fmt == "csv":
             data, rows = _release_csv(job, piece, mechanism)
         else:
             data, rows = _release_parquet(job, piece, mechanism)

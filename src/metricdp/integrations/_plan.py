@@ -109,6 +109,54 @@ class Plan:
     max_record: int | None = None
 
 
+class Cutter:
+    """Cuts a CSV's chunks of records into pieces of whole records of at least ``piece_bytes`` bytes (the last
+    may be shorter), at record boundaries inside a chunk as well: the reads stay the local engine's size (its
+    messages for an over-long record depend on it) while small ``piece_bytes`` still give many pieces.
+
+    A piece ends at the end of the first record reaching ``piece_bytes`` (its line break and any blank lines
+    after it included); :meth:`pieces` gives ``(start, stop, rows, first_line)`` per piece, in file order.
+    One ``searchsorted`` per piece, none per record.
+    """
+
+    def __init__(self, piece_bytes: int) -> None:
+        if piece_bytes < 1:
+            raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
+        self.piece_bytes = piece_bytes
+        self.cut: list[tuple[int, int, int, int]] = []
+        self.start = self.line = -1
+        self.rows = self.end = 0
+
+    def add(self, chunk: Any) -> None:
+        recs = chunk.records
+        n = len(recs.starts)
+        if n == 0:
+            return
+        ends = chunk.offset + np.append(np.asarray(recs.starts[1:], dtype=np.int64), int(recs.end))
+        k0 = 0
+        while k0 < n:
+            if self.start < 0:
+                self.start = chunk.offset + (int(recs.starts[k0]) if k0 else 0)
+                self.line = chunk.first_line + (int(recs.lines[k0]) if k0 else 0)
+            k = k0 + int(np.searchsorted(ends[k0:], self.start + self.piece_bytes))
+            if k >= n:  # the piece goes on in the next chunk
+                self.rows += n - k0
+                self.end = int(ends[-1])
+                return
+            self.rows += k - k0 + 1
+            self.cut.append((self.start, int(ends[k]), self.rows, self.line))
+            self.start, self.rows = -1, 0
+            k0 = k + 1
+        self.end = int(ends[-1])
+
+    def pieces(self) -> list[tuple[int, int, int, int]]:
+        """Every piece, the last one (shorter than ``piece_bytes``) included."""
+        if self.start >= 0 and self.rows:
+            self.cut.append((self.start, self.end, self.rows, self.line))
+            self.start, self.rows = -1, 0
+        return self.cut
+
+
 def plan_file(
     src: Path, column: str, mechanism: Any, *, piece_bytes: int = DEFAULT_PIECE_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
@@ -152,36 +200,26 @@ def _plan_csv(
     labels = Labels(mechanism)
     where = str(src)
     unknown = UnknownValues()
-    pieces: list[Piece] = []
-    rows = piece_rows = 0
-    piece_start = piece_line = -1
-    consumed = 0
+    cutter = Cutter(piece_bytes)
+    rows = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
         cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
         col = cols.index(column)
-        consumed = len(header.raw)
         for chunk in reader.chunks(col):
             recs = chunk.records
-            if piece_start < 0:
-                piece_start, piece_line = chunk.offset, chunk.first_line
+            cutter.add(chunk)
             idx, _quoted = labels.codes(chunk.buf, recs)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
                 vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
                 unknown.add(chunk.first_line + recs.lines[bad], vals)
             rows += len(idx)
-            piece_rows += len(idx)
-            consumed = chunk.offset + recs.end
-            if consumed - piece_start >= piece_bytes:
-                pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
-                piece_start, piece_rows = -1, 0
         cap = reader.cap
     if unknown.rows:
         raise unknown.error(where, column, "line(s)")
-    if piece_start >= 0:
-        pieces.append(Piece(len(pieces), piece_start, consumed, piece_rows, piece_line))
+    pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
     raw = np.frombuffer(header.raw, dtype=np.uint8)
     hs, he, _, _ = csvsplit.edits_for(header.record, None, cols.dropped_indices)
     out_header = labels.remove(raw, hs, he)  # the header as the local engine writes it (dropped names removed)

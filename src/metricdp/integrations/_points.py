@@ -14,6 +14,15 @@ The shape of :mod:`metricdp.integrations._run` for two numeric columns:
 3. each part must hold the rows the driver counted; the driver joins the parts in
    order (CSV: the header, then the parts' bytes; Parquet: their row groups) and
    publishes. Any failure is one typed error and nothing is written.
+
+Per person (``accounting``): the driver runs the local engine's first pass and plan
+(:meth:`~metricdp.streaming.accounted_points.AccountedPointsRun.start_points`: every row's
+coordinates validated, the budget reserved once for the job or the run refused before
+anything is drawn), each piece carries the rows it writes (``numpy.packbits``) and, for
+consistent releases, their releases (drawn or read back from the ledger by the driver);
+the workers draw the others; ``publishing`` before the rename, ``commit`` after, the
+reservation given back on any failure before. A withheld row is left out whole, as the
+local engine leaves it out.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import EngineError, MetricDPError, ValidationError
@@ -39,6 +49,7 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import Chunk, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import check_seed, partition_rng
+from ._plan import Cutter
 
 __all__ = ["PointJob", "PointPiece", "privatize_points_engine"]
 
@@ -54,6 +65,24 @@ class PointPiece:
     first_line: int
     first_row: int
     rows: int
+    #: an accounted release: the rows written (``numpy.packbits``), their count, and for consistent releases
+    #: the kept rows' releases drawn by the driver (float64, (kept, 2)); None: every row, drawn by the worker
+    keep: bytes | None = None
+    kept: int | None = None
+    given: bytes | None = None
+
+    @property
+    def written(self) -> int:
+        """The rows this piece's part must hold."""
+        return self.rows if self.kept is None else self.kept
+
+    def selection(self) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64] | None]:
+        """The rows written (None: all) and, for a consistent release, their releases."""
+        if self.keep is None:
+            return None, None
+        keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
+        given = None if self.given is None else np.frombuffer(self.given, dtype=np.float64).reshape(-1, 2)
+        return keep, given
 
 
 @dataclass(frozen=True)
@@ -114,22 +143,13 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
             if plan_check is not None:
                 plan_check(plan)
             head = header_bytes(header, plan.dropped_indices)
-            start = first_line = None
-            rows = first_row = 0
-            stop = 0
+            cutter = Cutter(piece_bytes)
             for chunk in reader.chunks(plan.index(lat)):
-                if start is None:
-                    start, first_line, first_row = chunk.offset, chunk.first_line, rows + 1
-                n = len(chunk.records.starts)
-                rows += n
-                stop = chunk.offset + chunk.records.end
-                if stop - start >= piece_bytes:
-                    pieces.append(PointPiece(len(pieces), start, stop, int(first_line or 1), first_row,
-                                             rows - first_row + 1))
-                    start = None
-            if start is not None:
-                pieces.append(PointPiece(len(pieces), start, stop, int(first_line or 1), first_row,
-                                         rows - first_row + 1))
+                cutter.add(chunk)
+            first_row = 1
+            for start, stop, rows, first_line in cutter.pieces():
+                pieces.append(PointPiece(len(pieces), start, stop, first_line, first_row, rows))
+                first_row += rows
         return plan, tuple(header.names), head, pieces
     pq = import_optional("pyarrow.parquet", extra="parquet")
     pf = pq.ParquetFile(src)
@@ -165,8 +185,14 @@ def privatize_points_engine(
     max_record: int | None = None,
     scheduler: str | None = None,
     master: str | None = None,
+    accounting: Any = None,
+    on_report: Callable[[Any], None] | None = None,
 ) -> tuple[int, ColumnPlan]:
-    """Release (lat, lon) of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark"); (rows, column plan).
+    """Release (lat, lon) of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark"); (rows written, column plan).
+
+    ``accounting`` (:class:`~metricdp.streaming.accounted.Accounting`) makes it a release
+    per person, planned by the driver as the local engine plans it (module docstring);
+    ``on_report`` gets its report.
 
     Raises
     ------
@@ -186,25 +212,75 @@ def privatize_points_engine(
     if target.suffix.lower() == ".geojson":
         raise ValidationError(f"{target}: GeoJSON output is written by the local engine only")
     seed = check_seed(seed)
-    with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-        stat = src.stat()
-        plan, names, head, pieces = _plan(src, lat, lon, keep, drop, plan_check,
-                                          piece_bytes or DEFAULT_PIECE_BYTES, max_record)
-        rows = sum(p.rows for p in pieces)
-        if rows == 0:
-            raise ValidationError(f"{src}: no data rows")
-        scratch = scratch_directory(target)
-        try:
-            job = PointJob(str(src), format_of(src, TABLE_FORMATS), plan.index(lat), plan.index(lon), lat, lon, names,
-                           plan.dropped_indices, tuple(k for k, n in enumerate(names) if n in set(plan.written)),
-                           settings, digits, seed, str(scratch), max_record, stat.st_size, stat.st_mtime_ns)
-            runner = _run_dask if engine == "dask" else _run_spark
-            results = runner(job, pieces, scheduler if engine == "dask" else master)
-            _check(engine, pieces, results)
-            _join(job, pieces, head, fh)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return rows, plan
+    run = None
+    try:
+        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+            stat = src.stat()
+            plan, names, head, pieces = _plan(src, lat, lon, keep, drop, plan_check,
+                                              piece_bytes or DEFAULT_PIECE_BYTES, max_record)
+            rows = sum(p.rows for p in pieces)
+            if rows == 0:
+                raise ValidationError(f"{src}: no data rows")
+            fmt = format_of(src, TABLE_FORMATS)
+            if accounting is not None:
+                run = _accounted(src, fmt, lat, lon, settings, accounting, seed, max_record)
+                pieces = _selected(run, pieces)
+            scratch = scratch_directory(target)
+            try:
+                job = PointJob(str(src), fmt, plan.index(lat), plan.index(lon), lat, lon, names,
+                               plan.dropped_indices, tuple(k for k, n in enumerate(names) if n in set(plan.written)),
+                               settings, digits, seed, str(scratch), max_record, stat.st_size, stat.st_mtime_ns)
+                runner = _run_dask if engine == "dask" else _run_spark
+                results = runner(job, pieces, scheduler if engine == "dask" else master)
+                _check(engine, pieces, results)
+                _join(job, pieces, head, fh)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            if run is not None:
+                run.seen = run.rows  # every piece was released as planned (_check)
+                run.publishing()  # the input must be the one planned; from here on the spend stays
+    except BaseException:
+        if run is not None:
+            run.abort()  # gives the reservation back only if publishing() was not reached
+        raise
+    if run is not None:
+        run.commit()
+        if on_report is not None:
+            on_report(run.report())
+    return sum(p.written for p in pieces), plan
+
+
+def _accounted(src: Path, fmt: str, lat: str, lon: str, settings: PointSettings, accounting: Any,
+               seed: int | None, max_record: int | None) -> Any:
+    """The driver's first pass and plan (the local engine's: :mod:`metricdp.streaming.accounted_points`)."""
+    from ..location.release import validator
+    from ..streaming.accounted_points import AccountedPointsRun
+    from ..tabular.csv import DEFAULT_CHUNK_BYTES
+    from ._run import driver_source
+
+    source = driver_source(seed)
+    return AccountedPointsRun.start_points(src, fmt, lat, lon, float(settings.epsilon), accounting,
+                                           make_release(settings, source), validator(settings), source,
+                                           chunk_rows=1_000_000, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                                           max_record=max_record)
+
+
+def _selected(run: Any, pieces: Sequence[PointPiece]) -> list[PointPiece]:
+    """Each piece with the rows it writes (and their releases, for consistent releases)."""
+    from dataclasses import replace
+
+    out, offset = [], 0
+    for p in pieces:
+        keep = run.plan.keep[offset : offset + p.rows]
+        given = None
+        if run.group_release is not None:
+            given = np.ascontiguousarray(run.group_release[run.plan.group[offset : offset + p.rows][keep]],
+                                         dtype=np.float64).tobytes()
+        out.append(replace(p, keep=np.packbits(keep).tobytes(), kept=int(keep.sum()), given=given))
+        offset += p.rows
+    if offset != run.rows:
+        raise run._changed()
+    return out
 
 
 def _check(engine: str, pieces: Sequence[PointPiece], results: Sequence[Any]) -> None:
@@ -217,9 +293,9 @@ def _check(engine: str, pieces: Sequence[PointPiece], results: Sequence[Any]) ->
     if len(results) != len(pieces):
         raise EngineError(f"the {engine} job returned {len(results)} partition(s) for {len(pieces)}")
     for piece, done in zip(pieces, results, strict=True):
-        if done.index != piece.index or done.rows != piece.rows:
+        if done.index != piece.index or done.rows != piece.written:
             raise EngineError(f"the {engine} job wrote {done.rows} row(s) for partition {piece.index} where the "
-                              f"input has {piece.rows:,}; nothing written")
+                              f"input has {piece.written:,}; nothing written")
 
 
 def _join(job: PointJob, pieces: Sequence[PointPiece], head: bytes, fh: Any) -> None:
@@ -230,13 +306,16 @@ def _join(job: PointJob, pieces: Sequence[PointPiece], head: bytes, fh: Any) -> 
             with open(part, "rb") as src:
                 shutil.copyfileobj(src, fh, 4 * 2**20)
         return
+    from ..tabular.parquet import input_compression
+
     pq = import_optional("pyarrow.parquet", extra="parquet")
+    compression = input_compression(pq.ParquetFile(job.path).metadata)  # the local engine's codec rule
     writer = None
     try:
         for part in parts:
             pf = pq.ParquetFile(part)
             if writer is None:
-                writer = pq.ParquetWriter(fh, pf.schema_arrow)
+                writer = pq.ParquetWriter(fh, pf.schema_arrow, compression=compression)
             for g in range(pf.metadata.num_row_groups):
                 writer.write_table(pf.read_row_group(g))
     finally:
@@ -285,10 +364,22 @@ def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tup
     chunk = Chunk(data, buf, recs, piece.start, piece.first_line)
     pts = np.column_stack([parse_column(chunk, job.lat, job.lat_name, job.path, piece.first_row),
                            parse_column(chunk, job.lon, job.lon_name, job.path, piece.first_row)])
-    released = release(pts, piece.first_row)
+    keep, released = _released(piece, release, pts)
     out = io.BytesIO()
-    write_csv_chunk(out, chunk, (job.lat, job.lon), job.dropped, released, job.digits, full)
-    return out.getvalue(), piece.rows
+    write_csv_chunk(out, chunk, (job.lat, job.lon), job.dropped, released, job.digits, full, keep)
+    return out.getvalue(), len(released)
+
+
+def _released(piece: PointPiece, release: Any, pts: NDArray[np.float64]) -> tuple[Any, NDArray[np.float64]]:
+    """The rows written (None: all) and their releases: the driver's (consistent) or fresh draws."""
+    keep, given = piece.selection()
+    if given is not None:
+        return keep, given
+    if keep is None:
+        return None, release(pts, piece.first_row)
+    if not keep.any():
+        return keep, np.zeros((0, 2))
+    return keep, release(pts[keep], piece.first_row + int(np.argmax(keep)))
 
 
 def _parquet_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tuple[bytes, int]:
@@ -303,7 +394,9 @@ def _parquet_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) ->
     batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
     pts = np.column_stack([column_floats(batch, job.lat, job.lat_name, job.path, piece.first_row),
                            column_floats(batch, job.lon, job.lon_name, job.path, piece.first_row)])
-    released = release(pts, piece.first_row)
+    keep, released = _released(piece, release, pts)
+    if keep is not None:
+        table = table.filter(pa.array(keep))
     schema = pf.schema_arrow
     fields = [pa.field(schema.field(k).name, pa.float64()) if k in (job.lat, job.lon) else schema.field(k)
               for k in job.written]
@@ -312,7 +405,7 @@ def _parquet_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) ->
                                      schema=pa.schema(fields, metadata=schema.metadata))
     sink = pa.BufferOutputStream()
     pq.write_table(out_table, sink)
-    return sink.getvalue().to_pybytes(), piece.rows
+    return sink.getvalue().to_pybytes(), len(released)
 
 
 # ------------------------------------------------------------------------------ runners

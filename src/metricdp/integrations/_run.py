@@ -54,6 +54,7 @@ def release_file(
     max_record: int | None = None,
     accounting: Any = None,
     on_report: Callable[[Any], None] | None = None,
+    rule: Any = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
 
@@ -67,6 +68,10 @@ def release_file(
     ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
     :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
     ``max_record`` caps a CSV record's bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
+
+    ``rule`` (:class:`._numbers.NumberRule`) makes it a release of numbers on the
+    mechanism's grid (:mod:`._numbers`: the local number rule in the plan, the pieces and
+    the accounting's first pass) instead of labels.
     """
     from ..io import atomic_write, scratch_directory
 
@@ -77,15 +82,21 @@ def release_file(
     run = None
     try:
         with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-            plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
-                             drop=drop, max_record=max_record)
+            if rule is None:
+                plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
+                                 drop=drop, max_record=max_record)
+            else:
+                from ._numbers import plan_numbers
+
+                plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
+                                    keep=keep, drop=drop, max_record=max_record)
             if accounting is not None:
-                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record)
+                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner))
                 plan = replace(plan, pieces=_selected(run, plan))
             # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
             scratch = scratch_directory(target)
             try:
-                job = Job(replace(plan, pieces=()), column, seed, str(scratch))
+                job = Job(replace(plan, pieces=()), column, seed, str(scratch), rule)
                 results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
                 _check(engine, plan, results)
                 check_unchanged(plan)
@@ -107,19 +118,48 @@ def release_file(
     return written
 
 
-def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
-               max_record: int | None) -> Any:
-    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`)."""
+def driver_source(seed: int | None) -> Any:
+    """The driver's own source: secure, or a seeded child no partition uses (partitions are 0, 1, ...)."""
     import numpy as np
 
     from .._random import SecureRandom
-    from ..streaming.accounted import AccountedRun
+
+    return SecureRandom() if seed is None else np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2**31,)))
+
+
+def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
+               max_record: int | None, rule: Any = None, cluster: tuple[str, Runner] | None = None) -> Any:
+    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`).
+
+    Without consistent releases the plan needs only who each row belongs to: with ``cluster``
+    (engine name, runner) the engine counts it in one distributed pass (:mod:`._persons`);
+    consistent releases also need every row's true value, read by the local first pass.
+    """
+    from ..streaming.accounted import AccountedRun, _identity
     from ..tabular.csv import DEFAULT_CHUNK_BYTES
     from ._labels import sample
 
-    # the driver's own source: secure, or a seeded child no partition uses (partitions are 0, 1, ...)
-    source = SecureRandom() if seed is None else np.random.default_rng(np.random.SeedSequence(seed,
-                                                                                              spawn_key=(2**31,)))
+    source = driver_source(seed)
+    if cluster is not None and not accounting.consistent:
+        from ..units import space_unit
+        from ._persons import distributed_persons, start_counted
+
+        identity = _identity(src)  # before the pass: publishing compares it with the file then
+        persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism)
+        if rule is not None:
+            unit = f"unit of {column!r}"
+            release: Any = lambda ranks: mechanism.draw(ranks, source)  # noqa: E731
+        else:
+            unit = space_unit(mechanism.space, mechanism.metadata)
+            release = lambda idx: sample(mechanism, idx, source)  # noqa: E731
+        return start_counted(src, identity, persons, float(mechanism.epsilon), accounting, source, unit, release,
+                             refuse_empty=rule is not None)  # the local starters: numbers refuse, labels do not
+    if rule is not None:
+        from ..streaming.accounted_numbers import start_numbers
+
+        return start_numbers(mechanism, src, plan.fmt, column, accounting, rule.classify(mechanism),
+                             lambda ranks: mechanism.draw(ranks, source), source, chunk_rows=1_000_000,
+                             chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
     return AccountedRun.start(mechanism, src, plan.fmt, column, accounting, lambda idx: sample(mechanism, idx, source),
                               source, chunk_rows=1_000_000, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
 

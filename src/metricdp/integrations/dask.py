@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from os import PathLike
 from typing import Any
 
@@ -33,7 +34,25 @@ from .._optional import import_optional
 from ..errors import ValidationError
 from ._common import Shipped, check_seed, partition_rng, release_column
 
-__all__ = ["privatize_dask", "privatize_file_dask"]
+__all__ = ["one_cluster", "privatize_dask", "privatize_file_dask"]
+
+#: Within :func:`one_cluster`: the ExitStack that owns the shared cluster, and its client once started.
+_SESSION: ContextVar[dict[str, Any] | None] = ContextVar("metricdp_dask_session", default=None)
+
+
+@contextlib.contextmanager
+def one_cluster() -> Iterator[None]:
+    """Within it, the jobs of this context share one cluster: started by the first, closed at the end.
+
+    An accounted release runs two jobs (the count of rows per person, then the release):
+    without a scheduler address they would start two local clusters.
+    """
+    with contextlib.ExitStack() as stack:
+        token = _SESSION.set({"stack": stack})
+        try:
+            yield
+        finally:
+            _SESSION.reset(token)
 
 
 def _release_partition(part: Any, mechanism: Any, column: str, seed: int | None, partition_info: Any = None) -> Any:
@@ -125,10 +144,11 @@ def privatize_file_dask(
     def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
         return _run_pieces(job, pieces, mech, scheduler)
 
-    return release_file(
-        "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
-    )
+    with one_cluster():
+        return release_file(
+            "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+            keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
+        )
 
 
 def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None) -> list[Any]:
@@ -139,17 +159,23 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str 
 
     distributed = import_optional("distributed", extra="dask")
     try:
-        with contextlib.ExitStack() as stack:
-            if scheduler:
-                client = stack.enter_context(distributed.Client(scheduler))
-            else:
-                cluster = stack.enter_context(
-                    distributed.LocalCluster(
-                        n_workers=max(1, min(os.cpu_count() or 1, len(pieces))), threads_per_worker=1,
-                        processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
+        with contextlib.ExitStack() as own:
+            session = _SESSION.get()
+            client = None if session is None else session.get("client")
+            if client is None:
+                stack = own if session is None else session["stack"]
+                if scheduler:
+                    client = stack.enter_context(distributed.Client(scheduler))
+                else:
+                    cluster = stack.enter_context(
+                        distributed.LocalCluster(
+                            n_workers=max(1, min(os.cpu_count() or 1, len(pieces))), threads_per_worker=1,
+                            processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
+                        )
                     )
-                )
-                client = stack.enter_context(distributed.Client(cluster))
+                    client = stack.enter_context(distributed.Client(cluster))
+                if session is not None:
+                    session["client"] = client
             token = uuid.uuid4().hex
             # one task holding the mechanism: sent once per worker, and recomputed if its worker dies
             # (scattered data would be lost with it)

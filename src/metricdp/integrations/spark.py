@@ -26,12 +26,14 @@ reads an empty field as null.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from os import PathLike
 from typing import Any
 
@@ -39,7 +41,27 @@ from .._optional import import_optional
 from ..errors import EngineError, ValidationError
 from ._common import Shipped, check_seed, partition_rng, release_column
 
-__all__ = ["privatize_file_spark", "privatize_spark"]
+__all__ = ["one_context", "privatize_file_spark", "privatize_spark"]
+
+#: Within :func:`one_context`: the SparkContext its first job created (stopped at the end), if any.
+_SESSION: ContextVar[dict[str, Any] | None] = ContextVar("metricdp_spark_session", default=None)
+
+
+@contextlib.contextmanager
+def one_context() -> Iterator[None]:
+    """Within it, the jobs of this context share one SparkContext: created by the first, stopped at the end.
+
+    An accounted release runs two jobs (the count of rows per person, then the release).
+    """
+    state: dict[str, Any] = {}
+    token = _SESSION.set(state)
+    try:
+        yield
+    finally:
+        _SESSION.reset(token)
+        if state.get("sc") is not None:
+            with contextlib.suppress(Exception):
+                state["sc"].stop()
 
 #: Rows per Arrow batch in sessions the CLI creates (set it in your own session likewise).
 _BATCH_ROWS = 200_000
@@ -147,10 +169,11 @@ def privatize_file_spark(
     def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
         return _run_pieces(job, pieces, mech, master)
 
-    return release_file(
-        "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-        keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
-    )
+    with one_context():
+        return release_file(
+            "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
+            keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
+        )
 
 
 def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | None) -> list[Any]:
@@ -163,7 +186,10 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | N
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
+            session = _SESSION.get()
             sc, created = _context(master)
+            if created and session is not None:  # kept for the context's next job, stopped at its end
+                session["sc"], created = sc, False
             try:
                 shipped = sc.broadcast(Shipped(mechanism))  # sent once per executor
                 try:

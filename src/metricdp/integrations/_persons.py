@@ -1,0 +1,306 @@
+"""The engines count rows per person in one distributed pass (issue 33: "the engines count rows per person").
+
+An accounted release must know every row's person before it draws anything
+(:mod:`metricdp.streaming.accounted`). On the local engine one sequential pass reads the
+user column (:func:`metricdp.streaming.persons.scan_persons`); on Dask and Spark each
+partition reads the user column of its own piece (:class:`PersonCount`, run by
+:func:`._pieces.release_piece` like a release) with the local engine's record definition
+and the local pass's rules for an id (an empty or over-long id refused with its line or
+row; Parquet ids as UTF-8 text without NUL), and returns the piece's distinct ids (in
+order of first sight) and one small code per row. The driver merges them
+(:func:`merge_counts`): the distinct ids of the whole file, sorted as the local pass
+sorts them (bytewise), the per-row codes into them (so the plan is the local pass's plan,
+row for row) and the rows per person.
+
+What crosses the wire per piece: its distinct ids and 4 bytes per row; the driver holds
+the distinct ids of the file and 8 bytes per row (the plan needs them), as the local pass.
+
+:func:`count_per_person` is the aggregation alone -- (distinct ids as a pyarrow string
+array, rows per person as int64) -- and :func:`person_table` the adapter that hands it
+to the ledger's per-person table (:mod:`metricdp.streaming.persons`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from ..errors import EngineError, ValidationError
+from ..streaming import csvsplit
+from ._plan import Cutter, Piece, Plan
+
+__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "count_per_person", "merge_counts", "person_table",
+           "start_counted"]
+
+
+@dataclass(frozen=True)
+class PersonsDone:
+    """One piece's persons: distinct ids (pyarrow binary, order of first sight) and a code per row (int32)."""
+
+    index: int
+    ids: Any
+    codes: bytes
+    rows: int
+
+
+@dataclass(frozen=True)
+class PersonCounts:
+    """The persons of a file: distinct ids (sorted, text), rows per person, and (for a plan) a code per row."""
+
+    persons: NDArray[Any]
+    counts: NDArray[np.int64]
+    codes: NDArray[np.int64] | None = None
+
+
+@dataclass(frozen=True)
+class PersonCount:
+    """The job of a counting pass: read ``user_column`` (column ``user`` of the plan's names) of a piece."""
+
+    user_column: str
+    user: int
+
+    def count(self, job: Any, piece: Piece) -> PersonsDone:
+        """The piece's distinct ids and codes (raises the local pass's ValidationError on a bad id)."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        ids = self._csv_ids(job, piece) if job.plan.fmt == "csv" else self._parquet_ids(job, piece)
+        enc = pc.dictionary_encode(ids)
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+        return PersonsDone(piece.index, enc.dictionary.cast(pa.binary()), codes.tobytes(), int(codes.size))
+
+    def _csv_ids(self, job: Any, piece: Piece) -> Any:
+        from ..streaming.persons import _refuse_empty
+
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        plan = job.plan
+        with open(plan.path, "rb") as fh:
+            fh.seek(piece.start)
+            data = fh.read(piece.stop - piece.start)
+        buf = np.frombuffer(data, dtype=np.uint8)
+        recs = csvsplit.split_records(
+            buf, eof=True, ncols=len(plan.names), column=self.user, max_records=len(buf) + 1, where=plan.path,
+            first_line=piece.first, first_offset=piece.start, max_record=plan.max_record,
+        )
+        if len(data) != piece.stop - piece.start or recs.end != len(buf) or len(recs.starts) != piece.rows:
+            raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
+        raw, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
+        ids = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(raw)])
+        if quoted.any():
+            ids = pc.replace_with_mask(ids, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
+        _refuse_empty(np.asarray(pc.binary_length(ids).to_numpy(zero_copy_only=False)), plan.path, self.user_column,
+                      piece.first + recs.lines, "line(s)")
+        return ids
+
+    def _parquet_ids(self, job: Any, piece: Piece) -> Any:
+        from ..streaming.persons import _as_text, _refuse_empty
+
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        plan = job.plan
+        pf = pq.ParquetFile(plan.path)
+        utype = pf.schema_arrow.field(self.user_column).type
+        if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
+                or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
+            raise ValidationError(f"{plan.path}: user column {self.user_column!r} has type {utype}: person ids must "
+                                  "be integers or text")
+        ids = pf.read_row_groups(list(range(piece.start, piece.stop)), columns=[self.user_column]).column(0)
+        ids = ids.combine_chunks()
+        if len(ids) != piece.rows:
+            raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
+        rows = piece.first + np.arange(len(ids), dtype=np.int64)
+        if ids.null_count:
+            _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), plan.path,
+                          self.user_column, rows, "row(s)")
+        as_bin = _as_text(pa, pc, ids, plan.path, self.user_column, piece.first - 1)
+        _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), plan.path,
+                      self.user_column, rows, "row(s)")
+        return as_bin
+
+
+def merge_counts(results: Sequence[PersonsDone]) -> PersonCounts:
+    """The file's persons from its pieces' (in piece order): sorted bytewise as the local pass sorts them."""
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    parts = [r.ids for r in results]
+    every = pa.chunked_array(parts, type=pa.binary()) if parts else pa.chunked_array([], type=pa.binary())
+    distinct = pc.unique(every)
+    if isinstance(distinct, pa.ChunkedArray):
+        distinct = distinct.combine_chunks()
+    ordered = distinct.take(pc.sort_indices(distinct))
+    codes = [np.asarray(pc.index_in(r.ids, value_set=ordered).to_numpy(zero_copy_only=False), dtype=np.int64)[
+        np.frombuffer(r.codes, dtype=np.int32)] for r in results]
+    flat = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+    text = pc.cast(ordered, pa.string())
+    persons = np.asarray(text.to_numpy(zero_copy_only=False), dtype=str) if len(text) else np.zeros(0, str)
+    return PersonCounts(persons, np.bincount(flat, minlength=len(ordered)).astype(np.int64), flat)
+
+
+def _check(engine: str, pieces: Sequence[Piece], results: Sequence[Any]) -> list[PersonsDone]:
+    from ._pieces import Failed
+
+    failed = [r for r in results if isinstance(r, Failed)]
+    if failed:
+        first = min(failed, key=lambda r: (not r.input, r.index))
+        if first.input:
+            raise ValidationError(first.message)
+        raise EngineError(f"the {engine} job failed in partition {first.index} (counting rows per person): "
+                          f"{' '.join(first.message.split())[:400]}")
+    if len(results) != len(pieces) or any(
+            not isinstance(r, PersonsDone) or r.index != p.index or r.rows != p.rows
+            for r, p in zip(results, pieces, strict=False)):
+        raise EngineError(f"the {engine} job's count of rows per person does not match the input's pieces")
+    return list(results)
+
+
+def user_index(plan: Plan, user_column: str, column: str) -> int:
+    """The user column's index, with the local pass's errors."""
+    if user_column == column:
+        raise ValidationError(f"{plan.path}: the user column {column!r} is the released column; name the column "
+                              "that says who each row belongs to")
+    _has_user(plan.names, user_column, plan.path)
+    return plan.names.index(user_column)
+
+
+def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_column: str,
+                        mechanism: Any) -> PersonCounts:
+    """One distributed pass over the user column of ``plan``'s pieces: the file's persons and row codes."""
+    from ._pieces import Job
+
+    job = Job(replace(plan, pieces=()), column, None, "", PersonCount(user_column, user_index(plan, user_column,
+                                                                                               column)))
+    results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+    found = merge_counts(_check(engine, plan.pieces, results))
+    if found.codes is None or found.codes.size != plan.rows:
+        raise EngineError(f"the {engine} job counted persons for {0 if found.codes is None else found.codes.size:,} "
+                          f"rows where the input has {plan.rows:,}")
+    return found
+
+
+def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, epsilon: float, acc: Any,
+                  source: Any, unit: str, release: Callable[[Any], Any], *, refuse_empty: bool = True) -> Any:
+    """The plan of a release that needs only who each row belongs to (no consistent groups): the budget
+    reserved (or the run refused) before anything is drawn, as :meth:`AccountedRun.start` does."""
+    from ..accounting.plan import plan_release
+    from ..streaming.accounted import AccountedRun
+
+    if acc.consistent:
+        raise ValidationError("consistent releases need the true values: the local first pass reads them")
+    codes = persons.codes if persons.codes is not None else np.zeros(0, dtype=np.int64)
+    if codes.size == 0 and refuse_empty:
+        raise ValidationError(f"{src}: no data rows")
+    plan = plan_release(codes, float(epsilon), budget=acc.budget, ledger=acc.ledger,
+                        max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=False,
+                        scope=acc.scope, rng=source, run_id=acc.run_id, mechanism=acc.mechanism,
+                        persons=persons.persons, unit=unit)
+    return AccountedRun(src, plan, int(persons.persons.size), None, None, release, identity)
+
+
+def count_per_person(engine: str, input_path: str | Path, user_column: str, *, scheduler: str | None = None,
+                     master: str | None = None, piece_bytes: int | None = None,
+                     max_record: int | None = None) -> tuple[Any, NDArray[np.int64]]:
+    """Rows per person of ``input_path`` counted on ``engine``: (distinct ids as a pyarrow string array, sorted
+    bytewise; counts, int64). The file is read with the local engine's record definition and cut at record
+    boundaries (:mod:`._plan`); every id is refused as the local pass refuses it."""
+    from ..tabular.formats import TABLE_FORMATS, format_of
+    from ._plan import DEFAULT_PIECE_BYTES
+
+    pa = import_optional("pyarrow", extra="parquet")
+    src = Path(input_path)
+    if not src.is_file():
+        raise ValidationError(f"{src}: no such file")
+    plan = _pieces_of(src, user_column, format_of(src, TABLE_FORMATS), piece_bytes or DEFAULT_PIECE_BYTES,
+                      max_record)
+    found = distributed_persons(engine.capitalize(), _runner(engine, scheduler, master), plan, "", user_column,
+                                None)
+    return pa.array(found.persons.tolist(), type=pa.string()), found.counts
+
+
+def _pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_record: int | None) -> Plan:
+    """The file cut into pieces of whole records, without a released column (a counting pass only)."""
+    import os
+
+    from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+    from ..tabular.parquet import open_parquet
+
+    st = os.stat(src)
+    where = str(src)
+    pieces: list[Piece] = []
+    if fmt == "csv":
+        cutter = Cutter(piece_bytes)
+        with src.open("rb") as inp:
+            reader = CsvReader(inp, where, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
+            names = tuple(reader.header().names)
+            _has_user(names, user_column, where)
+            for chunk in reader.chunks(names.index(user_column)):
+                cutter.add(chunk)
+            cap = reader.cap
+        pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
+        return Plan(where, "csv", names, -1, b"", tuple(pieces), sum(p.rows for p in pieces), st.st_size,
+                    st.st_mtime_ns, max_record=cap)
+    pf = open_parquet(src)
+    names = tuple(pf.schema_arrow.names)
+    _has_user(names, user_column, where)
+    meta = pf.metadata
+    g0 = rows = size = first = 0
+    for g in range(meta.num_row_groups):
+        rows += meta.row_group(g).num_rows
+        size += meta.row_group(g).total_byte_size
+        if size >= piece_bytes or g == meta.num_row_groups - 1:
+            pieces.append(Piece(len(pieces), g0, g + 1, rows, first + 1))
+            first += rows
+            g0, rows, size = g + 1, 0, 0
+    return Plan(where, "parquet", names, -1, b"", tuple(pieces), first, st.st_size, st.st_mtime_ns)
+
+
+def _has_user(names: Sequence[str], user_column: str, where: str) -> None:
+    if user_column not in names:
+        raise ValidationError(f"{where}: no user column {user_column!r} (columns: "
+                              f"{', '.join(repr(h) for h in names[:20])})")
+
+
+def _runner(engine: str, scheduler: str | None, master: str | None) -> Any:
+    if engine == "dask":
+        from .dask import _run_pieces as dask_pieces
+
+        return lambda job, pieces, mech: dask_pieces(job, pieces, mech, scheduler)
+    if engine == "spark":
+        from .spark import _run_pieces as spark_pieces
+
+        return lambda job, pieces, mech: spark_pieces(job, pieces, mech, master)
+    raise ValidationError(f"engine must be dask or spark, got {engine!r}")
+
+
+def person_table(ids: Any, counts: NDArray[np.int64]) -> Any:
+    """The per-person table of the ledger from (ids, rows per person), the engines' aggregation.
+
+    Hands over to :func:`metricdp.streaming.persons.person_table` where the persons module
+    provides it (``(ids: pyarrow binary/string array, counts: int64 per id) -> PersonTable``
+    with ``.ids`` sorted bytewise, ``.counts``, ``.persons`` as text; repeated ids summed);
+    until then the distinct ids sorted bytewise (the local pass's order) with their counts
+    (``.persons``, ``.counts``).
+    """
+    from ..streaming import persons as persons_module
+
+    build = getattr(persons_module, "person_table", None)
+    if build is not None:
+        return build(ids, counts)
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    counts = np.asarray(counts, dtype=np.int64)
+    if len(ids) != counts.size:
+        raise ValidationError(f"{len(ids)} ids but {counts.size} counts")
+    as_bin = pc.cast(ids, pa.binary())
+    if len(pc.unique(as_bin)) != len(as_bin):
+        raise ValidationError("person ids must be distinct")
+    order = np.asarray(pc.sort_indices(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
+    text = pc.cast(as_bin.take(pa.array(order)), pa.string())
+    persons = np.asarray(text.to_numpy(zero_copy_only=False), dtype=str) if len(text) else np.zeros(0, str)
+    return PersonCounts(persons, counts[order])
