@@ -55,187 +55,189 @@ except ImportError:  # pragma: no cover
     njit = None
 
 
+#: Floating-point freedoms of the kernels: sums and minima may be reassociated (so LLVM
+#: vectorises them) and products contracted into fused multiply-adds; no assumption about
+#: NaN or infinity (the method's finite check must still see them).
+FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+
 if njit is not None:  # pragma: no branch
 
-    @njit(cache=True, nogil=True)
-    def gx(a: Any, keep: Any, x: Any) -> Any:
-        """(G x)[w, u, v] for x (n, m); 0 on the rows left out."""
-        n, m = x.shape
-        out = np.zeros((m, n, n))
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def gx(a: Any, mask: Any, xt: Any) -> Any:
+        """(G x)[w, u, v] for xt = x^T (m, n); 0 on the rows left out."""
+        m, n = xt.shape
+        out = np.empty((m, n, n))
         for w in range(m):
+            xw = xt[w]
             for u in range(n):
-                xu = x[u, w]
+                xu = xw[u]
                 for v in range(n):
-                    if keep[u, v]:
-                        out[w, u, v] = a[u, v] * xu - x[v, w]
+                    out[w, u, v] = (a[u, v] * xu - xw[v]) * mask[u, v]
         return out
 
-    @njit(cache=True, nogil=True)
-    def gtz(a: Any, keep: Any, q: Any) -> Any:
-        """(G^T q)[u, w] for q (m, n, n) (rows left out ignored)."""
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def gtz(a: Any, mask: Any, q: Any) -> Any:
+        """(G^T q)^T as (m, n) for q (m, n, n) (rows left out ignored)."""
         m, n, _ = q.shape
-        out = np.zeros((n, m))
+        out = np.zeros((m, n))
         for w in range(m):
+            ow = out[w]
             for u in range(n):
                 acc = 0.0
                 for v in range(n):
-                    if keep[u, v]:
-                        qv = q[w, u, v]
-                        acc += a[u, v] * qv
-                        out[v, w] -= qv
-                out[u, w] += acc
+                    qv = q[w, u, v] * mask[u, v]
+                    acc += a[u, v] * qv
+                    ow[v] -= qv
+                ow[u] += acc
         return out
 
-    @njit(cache=True, nogil=True)
-    def hop(a: Any, keep: Any, d: Any, dx: Any, x: Any) -> Any:
-        """G^T (d * G x) + dx * x, (n, m)."""
-        n, m = x.shape
-        out = np.zeros((n, m))
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def hop(a: Any, d: Any, dxt: Any, xt: Any) -> Any:
+        """(G^T (d * G x) + dx * x)^T as (m, n); ``d`` must be 0 on the rows left out."""
+        m, n = xt.shape
+        out = np.zeros((m, n))
         for w in range(m):
+            xw = xt[w]
+            ow = out[w]
             for u in range(n):
-                xu = x[u, w]
+                xu = xw[u]
                 acc = 0.0
                 for v in range(n):
-                    if keep[u, v]:
-                        q = d[w, u, v] * (a[u, v] * xu - x[v, w])
-                        acc += a[u, v] * q
-                        out[v, w] -= q
-                out[u, w] += acc + dx[u, w] * xu
+                    q = d[w, u, v] * (a[u, v] * xu - xw[v])
+                    acc += a[u, v] * q
+                    ow[v] -= q
+                ow[u] += acc + dxt[w, u] * xu
         return out
 
-    @njit(cache=True, nogil=True)
-    def hinv(cinv: Any, f: Any) -> Any:
-        """C_w^T C_w f[:, w] per block w, C_w lower triangular; (n, m)."""
-        n, m = f.shape
-        out = np.zeros((n, m))
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def hinv(cinv: Any, ft: Any) -> Any:
+        """(C_w^T C_w f_w) per block w as (m, n), C_w lower triangular, ft = f^T (m, n)."""
+        m, n = ft.shape
+        out = np.zeros((m, n))
         t = np.empty(n)
         for w in range(m):
             c = cinv[w]
+            fw = ft[w]
+            ow = out[w]
             for i in range(n):
                 acc = 0.0
                 for j in range(i + 1):
-                    acc += c[i, j] * f[j, w]
+                    acc += c[i, j] * fw[j]
                 t[i] = acc
             for i in range(n):
                 ti = t[i]
                 for j in range(i + 1):
-                    out[j, w] += c[i, j] * ti
+                    ow[j] += c[i, j] * ti
         return out
 
-    @njit(cache=True, nogil=True)
-    def scaled_rhs_gtz(a: Any, keep: Any, z: Any, r: Any, rc: Any, s: Any, k: float) -> Any:
-        """G^T ((k z r + rc) / s), (n, m); k = 0 reads no r (a corrector)."""
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def scaled_rhs_gtz(a: Any, z: Any, r: Any, rc: Any, s: Any, k: float) -> Any:
+        """(G^T ((k z r + rc) / s))^T as (m, n); z and rc must be 0 on the rows left out."""
         m, n, _ = z.shape
-        out = np.zeros((n, m))
+        out = np.zeros((m, n))
         for w in range(m):
+            ow = out[w]
             for u in range(n):
                 acc = 0.0
                 for v in range(n):
-                    if keep[u, v]:
-                        num = rc[w, u, v]
-                        if k != 0.0:
-                            num += z[w, u, v] * r[w, u, v]
-                        qv = num / s[w, u, v]
-                        acc += a[u, v] * qv
-                        out[v, w] -= qv
-                out[u, w] += acc
+                    qv = (rc[w, u, v] + k * z[w, u, v] * r[w, u, v]) / s[w, u, v]
+                    acc += a[u, v] * qv
+                    ow[v] -= qv
+                ow[u] += acc
         return out
 
-    @njit(cache=True, nogil=True)
-    def slack_steps(a: Any, keep: Any, dx: Any, r: Any, rc: Any, s: Any, z: Any, k: float) -> Any:
-        """(ds, dz, min ds/s, min dz/z) on the kept rows (0 elsewhere; minima at most 0
-        when no kept row, never read then)."""
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def slack_steps(a: Any, mask: Any, dxt: Any, r: Any, rc: Any, s: Any, z: Any, k: float) -> Any:
+        """(ds, dz, min ds/s, min dz/z): ds = -(G dx + k r), dz = (rc - z ds) / s, 0 on the
+        rows left out (z and rc must be 0 there; s > 0 everywhere); dxt = dx^T (m, n)."""
         m, n, _ = s.shape
-        ds = np.zeros((m, n, n))
-        dz = np.zeros((m, n, n))
+        ds = np.empty((m, n, n))
+        dz = np.empty((m, n, n))
         lo_s = 0.0
         lo_z = 0.0
         for w in range(m):
+            xw = dxt[w]
             for u in range(n):
-                xu = dx[u, w]
+                xu = xw[u]
                 for v in range(n):
-                    if keep[u, v]:
-                        g = a[u, v] * xu - dx[v, w]
-                        if k != 0.0:
-                            g += r[w, u, v]
-                        dsv = -g
-                        sv = s[w, u, v]
-                        zv = z[w, u, v]
-                        dzv = (rc[w, u, v] - zv * dsv) / sv
-                        ds[w, u, v] = dsv
-                        dz[w, u, v] = dzv
-                        q = dsv / sv
-                        if q < lo_s:
-                            lo_s = q
-                        q = dzv / zv
-                        if q < lo_z:
-                            lo_z = q
+                    mk = mask[u, v]
+                    dsv = -(a[u, v] * xu - xw[v] + k * r[w, u, v]) * mk
+                    sv = s[w, u, v]
+                    zv = z[w, u, v]
+                    dzv = (rc[w, u, v] - zv * dsv) / sv
+                    ds[w, u, v] = dsv
+                    dz[w, u, v] = dzv
+                    lo_s = min(lo_s, dsv / sv)
+                    lo_z = min(lo_z, dzv / (zv + (1.0 - mk)))
         return ds, dz, lo_s, lo_z
 
-    @njit(cache=True, nogil=True)
-    def centre_target(keep: Any, s: Any, z: Any, ds: Any, dz: Any, tp: float, td: float, smu: float) -> Any:
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def centre_target(mask: Any, s: Any, z: Any, ds: Any, dz: Any, tp: float, td: float, smu: float) -> Any:
         """Gondzio's target of the privacy rows at the trial point: with v = (s + tp ds)(z +
         td dz), max(clip(v, 0.1 smu, 10 smu) - v, -10 smu) on the kept rows, 0 elsewhere."""
         m, n, _ = s.shape
-        out = np.zeros((m, n, n))
+        out = np.empty((m, n, n))
         lo = 0.1 * smu
         hi = 10.0 * smu
         for w in range(m):
             for u in range(n):
                 for v in range(n):
-                    if keep[u, v]:
-                        val = (s[w, u, v] + tp * ds[w, u, v]) * (z[w, u, v] + td * dz[w, u, v])
-                        c = min(max(val, lo), hi) - val
-                        out[w, u, v] = max(c, -hi)
+                    val = (s[w, u, v] + tp * ds[w, u, v]) * (z[w, u, v] + td * dz[w, u, v])
+                    c = min(max(val, lo), hi) - val
+                    out[w, u, v] = max(c, -hi) * mask[u, v]
         return out
 
-    @njit(cache=True, nogil=True)
-    def combine(keep: Any, s: Any, z: Any, ds1: Any, dz1: Any, ds2: Any, dz2: Any) -> Any:
-        """(ds1 + ds2, dz1 + dz2, min ds/s, min dz/z) with the minima on the kept rows."""
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def combine(mask: Any, s: Any, z: Any, ds1: Any, dz1: Any, ds2: Any, dz2: Any) -> Any:
+        """(ds1 + ds2, dz1 + dz2, min ds/s, min dz/z) with the minima on the kept rows
+        (the steps 0 on the rows left out)."""
         m, n, _ = s.shape
-        ds = ds1 + ds2
-        dz = dz1 + dz2
+        ds = np.empty((m, n, n))
+        dz = np.empty((m, n, n))
         lo_s = 0.0
         lo_z = 0.0
         for w in range(m):
             for u in range(n):
                 for v in range(n):
-                    if keep[u, v]:
-                        q = ds[w, u, v] / s[w, u, v]
-                        if q < lo_s:
-                            lo_s = q
-                        q = dz[w, u, v] / z[w, u, v]
-                        if q < lo_z:
-                            lo_z = q
+                    a1 = ds1[w, u, v] + ds2[w, u, v]
+                    a2 = dz1[w, u, v] + dz2[w, u, v]
+                    ds[w, u, v] = a1
+                    dz[w, u, v] = a2
+                    lo_s = min(lo_s, a1 / s[w, u, v])
+                    lo_z = min(lo_z, a2 / (z[w, u, v] + (1.0 - mask[u, v])))
         return ds, dz, lo_s, lo_z
 
-    @njit(cache=True, nogil=True)
-    def normal_blocks(a: Any, keep: Any, d: Any, dx: Any, reg: float) -> Any:
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def normal_blocks(a: Any, d: Any, dxt: Any, reg: float) -> Any:
         """The blocks H_w = G_w^T diag(d_w) G_w + diag(dx[:, w]) plus ``reg`` times each
-        block's largest diagonal entry on its diagonal, and those largest entries."""
+        block's largest diagonal entry on its diagonal, and those largest entries (``d`` 0
+        on the rows left out)."""
         m, n, _ = d.shape
-        h = np.zeros((m, n, n))
+        h = np.empty((m, n, n))
         big = np.zeros(m)
         diag = np.empty(n)
         for w in range(m):
+            hw = h[w]
+            dw = d[w]
             for u in range(n):
-                diag[u] = dx[u, w]
+                diag[u] = dxt[w, u]
             for u in range(n):
+                acc = 0.0
                 for v in range(n):
-                    if keep[u, v]:
-                        dv = d[w, u, v]
-                        av = a[u, v]
-                        da = dv * av
-                        h[w, u, v] -= da
-                        h[w, v, u] -= da
-                        diag[u] += da * av
-                        diag[v] += dv
+                    dv = dw[u, v]
+                    hw[u, v] = -(dv * a[u, v] + dw[v, u] * a[v, u])
+                    acc += dv * a[u, v] * a[u, v]
+                diag[u] += acc
+            for v in range(n):
+                acc = 0.0
+                for u in range(n):
+                    acc += dw[u, v]
+                diag[v] += acc
             top = 0.0
             for u in range(n):
-                if diag[u] > top:
-                    top = diag[u]
+                top = max(top, diag[u])
             for u in range(n):
-                h[w, u, u] += diag[u] + reg * top
+                hw[u, u] += diag[u] + reg * top
             big[w] = top
         return h, big
 

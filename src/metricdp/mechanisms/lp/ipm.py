@@ -191,6 +191,7 @@ class _LP:
         np.fill_diagonal(keep, False)
         self.a = np.where(keep, a, 0.0)
         self.keep = keep
+        self.maskf = keep.astype(np.float64)
         self.mask = np.broadcast_to(keep.astype(np.float64), (self.m, self.n, self.n))
         self.unmask = np.broadcast_to((~keep).astype(np.float64), (self.m, self.n, self.n))
         self.rows = int(keep.sum()) * self.m
@@ -203,7 +204,7 @@ class _LP:
     def gx(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         """G x as [w, u, v]: a[u,v] x[u,w] - x[v,w] (0 on rows left out)."""
         if KERNELS is not None:
-            return np.asarray(KERNELS["gx"](self.a, self.keep, np.ascontiguousarray(x)))
+            return np.asarray(KERNELS["gx"](self.a, self.maskf, np.ascontiguousarray(x.T)))
         xt = x.T
         out = self.a[None, :, :] * xt[:, :, None]
         out -= xt[:, None, :]
@@ -213,7 +214,7 @@ class _LP:
     def gtz(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
         """G^T q as [u, w] for q [w, u, v] (zero on rows left out)."""
         if KERNELS is not None:
-            return np.asarray(KERNELS["gtz"](self.a, self.keep, np.ascontiguousarray(q)))
+            return np.asarray(KERNELS["gtz"](self.a, self.maskf, np.ascontiguousarray(q)).T)
         return np.einsum("wuv,uv->uw", q, self.a) - q.sum(axis=1).T
 
 
@@ -227,9 +228,10 @@ class _Factor:
     def __init__(self, lp: _LP, d: Array, dx: Array, dl: Array) -> None:
         n, m = lp.n, lp.m
         self.lp, self.d, self.dx, self.dl = lp, d, dx, dl
+        self.dxt = np.ascontiguousarray(dx.T)
         idx = np.arange(n)
         if KERNELS is not None:
-            h, big = KERNELS["normal_blocks"](lp.a, lp.keep, d, np.ascontiguousarray(dx), REGULARISATION)
+            h, big = KERNELS["normal_blocks"](lp.a, d, np.ascontiguousarray(dx.T), REGULARISATION)
             big = big[:, None]
         else:
             da = d * lp.a[None, :, :]
@@ -278,14 +280,14 @@ class _Factor:
     def hinv(self, f: Array) -> Array:
         """H^{-1} f block by block, f [u, w]."""
         if KERNELS is not None:
-            return np.asarray(KERNELS["hinv"](self.cinv, np.ascontiguousarray(f)))
+            return np.asarray(KERNELS["hinv"](self.cinv, np.ascontiguousarray(f.T)).T)
         cf = np.matmul(self.cinv, f.T[:, :, None])
         return np.asarray(np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T)
 
     def hop(self, dx: Array) -> Array:
         """The unregularised H dx."""
         if KERNELS is not None:
-            return np.asarray(KERNELS["hop"](self.lp.a, self.lp.keep, self.d, self.dx, np.ascontiguousarray(dx)))
+            return np.asarray(KERNELS["hop"](self.lp.a, self.d, self.dxt, np.ascontiguousarray(dx.T)).T)
         return self.lp.gtz(self.d * self.lp.gx(dx)) + self.dx * dx
 
     def solve(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
@@ -397,10 +399,10 @@ def _direction(
     # rc, ri, z and ds vanish on the rows left out (s = 1 there): no mask needed below
     if KERNELS is not None:
         ri = r.ri if residuals else rc  # (read only when k = 1)
-        f = -k * r.rd - KERNELS["scaled_rhs_gtz"](lp.a, lp.keep, p.z, ri, rc, p.s, k) + rcx / p.x
+        f = -k * r.rd - KERNELS["scaled_rhs_gtz"](lp.a, p.z, ri, rc, p.s, k).T + rcx / p.x
         g4 = -(k * r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
         dx, dy, dq, dt = fac.solve(f, -k * r.re, g4, k * r.rdt)
-        ds, dz, lo_s, lo_z = KERNELS["slack_steps"](lp.a, lp.keep, np.ascontiguousarray(dx), ri, rc, p.s, p.z, k)
+        ds, dz, lo_s, lo_z = KERNELS["slack_steps"](lp.a, lp.maskf, np.ascontiguousarray(dx.T), ri, rc, p.s, p.z, k)
         dzx = (rcx - p.zx * dx) / p.x
         dsl = (-k * r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
         return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq, (float(lo_s), float(lo_z)))
@@ -472,10 +474,10 @@ def _gondzio(
         return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
 
     if KERNELS is not None:
-        ts = KERNELS["centre_target"](lp.keep, p.s, p.z, d.s, d.z, tp, td, smu)
+        ts = KERNELS["centre_target"](lp.maskf, p.s, p.z, d.s, d.z, tp, td, smu)
         vx, vl = (p.x + tp * d.x) * (p.zx + td * d.zx), (p.sl + tp * d.sl) * (p.zl + td * d.zl)
         c = _direction(lp, p, r, fac, ts, target(vx), target(vl), residuals=False)
-        ds, dz, lo_s, lo_z = KERNELS["combine"](lp.keep, p.s, p.z, d.s, d.z, c.s, c.z)
+        ds, dz, lo_s, lo_z = KERNELS["combine"](lp.maskf, p.s, p.z, d.s, d.z, c.s, c.z)
         cand = _Step(d.x + c.x, ds, d.y + c.y, dz, d.zx + c.zx, d.t + c.t, d.sl + c.sl, d.zl + c.zl,
                      (float(lo_s), float(lo_z)))
     else:
