@@ -19,6 +19,9 @@ with, and runs when numba is missing: ``KERNELS`` is None):
   (its target on the privacy rows; the sum of two steps with its ratio tests);
 * :func:`normal_blocks` -- the blocks :math:`H_w` of :class:`.ipm._Factor` with their
   regularisation;
+* :func:`corrector_rhs`, :func:`advance`, :func:`trial_sum` -- Mehrotra's corrector
+  target, the step to the next iterate, and the complementarity sum at a trial point of
+  :func:`.ipm._run` (one pass each);
 * :func:`slack_steps` -- :math:`ds = -(G\,dx + k\,r)`, :math:`dz = (r_c - z \circ ds)/s`
   and the two ratio tests :math:`\min(ds/s)`, :math:`\min(dz/z)` in one pass.
 
@@ -241,7 +244,45 @@ if njit is not None:  # pragma: no branch
             big[w] = top
         return h, big
 
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def corrector_rhs(mask: Any, sz: Any, ds: Any, dz: Any, smu: float) -> Any:
+        """Mehrotra's target of the privacy rows: (smu - s z - ds dz) on the kept rows, 0 elsewhere."""
+        m, n, _ = sz.shape
+        out = np.empty((m, n, n))
+        for w in range(m):
+            for u in range(n):
+                for v in range(n):
+                    out[w, u, v] = (smu - sz[w, u, v] - ds[w, u, v] * dz[w, u, v]) * mask[u, v]
+        return out
+
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def advance(s: Any, ds: Any, z: Any, dz: Any, ap: float, ad: float) -> Any:
+        """(s + ap ds, z + ad dz, sum of their products): the next iterate's privacy part."""
+        m, n, _ = s.shape
+        s2 = np.empty((m, n, n))
+        z2 = np.empty((m, n, n))
+        for w in range(m):
+            for u in range(n):
+                for v in range(n):
+                    s2[w, u, v] = s[w, u, v] + ap * ds[w, u, v]
+                    z2[w, u, v] = z[w, u, v] + ad * dz[w, u, v]
+        return s2, z2
+
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def trial_sum(s: Any, ds: Any, z: Any, dz: Any, ap: float, ad: float) -> float:
+        """sum (s + ap ds)(z + ad dz) without the trial point."""
+        m, n, _ = s.shape
+        acc = 0.0
+        for w in range(m):
+            for u in range(n):
+                for v in range(n):
+                    acc += (s[w, u, v] + ap * ds[w, u, v]) * (z[w, u, v] + ad * dz[w, u, v])
+        return acc
+
     KERNELS = {
+        "corrector_rhs": corrector_rhs,
+        "advance": advance,
+        "trial_sum": trial_sum,
         "centre_target": centre_target,
         "combine": combine,
         "normal_blocks": normal_blocks,

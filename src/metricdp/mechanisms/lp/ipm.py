@@ -452,6 +452,10 @@ def _trial_mu_sum(p: _Point, sz_sum: float, d: _Step, ap: float, ad: float) -> f
     r"""Sum of the complementarity products at the trial point, by dot products: for the
     privacy rows :math:`\sum (s + a_p ds)(z + a_d dz) = \sum sz + a_d \langle s, dz\rangle
     + a_p \langle ds, z\rangle + a_p a_d \langle ds, dz\rangle` (no temporaries)."""
+    if KERNELS is not None:
+        priv = float(KERNELS["trial_sum"](p.s, d.s, p.z, d.z, ap, ad))
+        rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
+        return priv + rest
     priv = sz_sum + ad * float(np.vdot(p.s, d.z)) + ap * float(np.vdot(d.s, p.z)) + ap * ad * float(np.vdot(d.s, d.z))
     rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
     return priv + rest
@@ -606,15 +610,18 @@ def _run(
         it += 1
         fac = _Factor(lp, p.z / p.s, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0))
         # predictor (affine scaling), then Mehrotra's sigma and corrector
-        zpad = p.z + lp.unmask
+        zpad = p.z + lp.unmask if KERNELS is None else p.z  # the kernels' ratio tests read no zpad
         aff = _direction(lp, p, r, fac, -sz, -p.x * p.zx, -p.sl * p.zl)
         ap, ad = _lengths(p, zpad, aff)
         mu_aff = _trial_mu_sum(p, sz_sum, aff, ap, ad) / lp.ncomp
         smu = min(1.0, (mu_aff / mu) ** 3) * mu
-        rc = aff.s * aff.z
-        rc += sz
-        np.subtract(smu, rc, out=rc)
-        rc *= lp.mask
+        if KERNELS is not None:
+            rc = KERNELS["corrector_rhs"](lp.maskf, sz, aff.s, aff.z, smu)
+        else:
+            rc = aff.s * aff.z
+            rc += sz
+            np.subtract(smu, rc, out=rc)
+            rc *= lp.mask
         step = _direction(lp, p, r, fac, rc, smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
         ap, ad = _lengths(p, zpad, step)
         for _ in range(CORRECTORS):
@@ -624,8 +631,11 @@ def _run(
             step, ap, ad = cand, ap2, ad2
         gamma = 0.9995 if gap < 1e-5 else 0.995
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
-        p = _Point(p.x + ap * step.x, p.s + ap * step.s, p.y + ad * step.y,
-                   p.z + ad * step.z, p.zx + ad * step.zx, p.t + ap * step.t,
+        if KERNELS is not None:
+            s2, z2 = KERNELS["advance"](p.s, step.s, p.z, step.z, ap, ad)
+        else:
+            s2, z2 = p.s + ap * step.s, p.z + ad * step.z
+        p = _Point(p.x + ap * step.x, s2, p.y + ad * step.y, z2, p.zx + ad * step.zx, p.t + ap * step.t,
                    p.sl + ap * step.sl, p.zl + ad * step.zl)
     return IPMResult(
         matrix=p.x, slack=p.s, dual=p.z, row_dual=p.y * lp.scale, objective=pobj * lp.scale,
