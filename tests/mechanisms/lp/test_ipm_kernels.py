@@ -13,6 +13,12 @@ from metricdp.mechanisms.lp import ipm
 from metricdp.mechanisms.lp._ipm_kernels import KERNELS
 
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="numba not installed")
+ipm.load_kernels()
+
+
+def test_kernels_are_loaded_on_the_first_solve_and_used():
+    # the comparisons below are only meaningful when lp.ipm really runs the kernels
+    assert ipm.KERNELS is KERNELS
 
 
 def _instance(seed: int, n: int, m: int, level: float = 0.7):

@@ -70,6 +70,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,10 +81,9 @@ from scipy.linalg.lapack import dtrtri as _trtri
 from ..._progress import Progress, report
 from ..._resources import check_allocation
 from ...errors import SolverNumericalError
-from ._ipm_kernels import KERNELS
 from .deadline import Deadline
 
-__all__ = ["IPMResult", "ipm_bytes", "solve_ipm"]
+__all__ = ["IPMResult", "ipm_bytes", "load_kernels", "solve_ipm"]
 
 Array = NDArray[np.float64]
 
@@ -116,6 +116,21 @@ CORRECTORS = 0
 #: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: on a
 #: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
 BLAS_THREADS = 1
+
+#: The compiled passes of :mod:`._ipm_kernels` (None: numpy), loaded by :func:`load_kernels`
+#: on the first solve, so that importing the LP package does not import numba (0.65 s).
+KERNELS: Any = None
+_KERNELS_LOADED = False
+
+
+def load_kernels() -> None:
+    """Set :data:`KERNELS` from :mod:`._ipm_kernels` (once; None where numba is missing)."""
+    global KERNELS, _KERNELS_LOADED
+    if not _KERNELS_LOADED:
+        from ._ipm_kernels import KERNELS as compiled
+
+        KERNELS, _KERNELS_LOADED = compiled, True
+
 
 #: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
 #: inverse factors, temporaries of the elementwise passes): the memory estimate.
@@ -569,6 +584,7 @@ def solve_ipm(
     deadline = Deadline.of(deadline)
     n, m = loss.shape
     check_allocation(ipm_bytes(n, m), f"{what}: the interior-point method for n = {n}, m = {m}")
+    load_kernels()
     with _blas_threads(BLAS_THREADS):
         return _run(distances, level, allowed, loss, prior, anchor, tol, max_iter, deadline, progress, what)
 
