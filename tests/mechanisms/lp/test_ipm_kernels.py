@@ -1,0 +1,128 @@
+"""The compiled passes of the interior-point method (lp._ipm_kernels) against the numpy reference.
+
+Oracle: the numpy code of lp.ipm (the same formulas written with einsum and broadcasting),
+run by setting ``ipm.KERNELS`` to None; and, for the whole method, the numpy run's result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metricdp.mechanisms.lp import ipm
+from metricdp.mechanisms.lp._ipm_kernels import KERNELS
+
+pytestmark = pytest.mark.skipif(KERNELS is None, reason="numba not installed")
+ipm.load_kernels()
+
+
+def test_kernels_are_loaded_on_the_first_solve_and_used():
+    # the comparisons below are only meaningful when lp.ipm really runs the kernels
+    assert ipm.KERNELS is KERNELS
+
+
+def _instance(seed: int, n: int, m: int, level: float = 0.7):
+    g = np.random.default_rng(seed)
+    pts = g.random((n, 2))
+    d = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2))
+    allowed = g.random((n, n)) < 0.8  # some pairs not imposed: the mask matters
+    loss = g.random((n, m))
+    prior = g.dirichlet(np.full(n, 0.5))
+    return ipm._LP(d, level, allowed, loss, prior), g
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    def run(fn, *args):
+        monkeypatch.setattr(ipm, "KERNELS", None)
+        try:
+            return fn(*args)
+        finally:
+            monkeypatch.setattr(ipm, "KERNELS", KERNELS)
+
+    return run
+
+
+@pytest.mark.parametrize(("seed", "n", "m"), [(0, 5, 5), (1, 9, 9), (2, 7, 4), (3, 6, 11)])
+def test_products_match_numpy(seed, n, m, numpy_only):
+    lp, g = _instance(seed, n, m)
+    x = g.random((n, m))
+    q = g.standard_normal((m, n, n)) * lp.mask
+    np.testing.assert_allclose(lp.gx(x), numpy_only(lp.gx, x), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(lp.gtz(q), numpy_only(lp.gtz, q), rtol=0, atol=1e-13)
+    # a zero outside the kept rows, whatever q holds there
+    q2 = q + g.standard_normal((m, n, n)) * lp.unmask
+    np.testing.assert_allclose(lp.gtz(q2), numpy_only(lp.gtz, q), rtol=0, atol=1e-13)
+    assert np.all(lp.gx(x)[:, ~lp.keep] == 0)
+
+
+@pytest.mark.parametrize(("seed", "n", "m"), [(4, 5, 5), (5, 8, 8), (6, 6, 3)])
+def test_block_solve_and_operator_match_numpy(seed, n, m, numpy_only):
+    lp, g = _instance(seed, n, m)
+    d = (g.random((m, n, n)) + 0.1) * lp.mask  # z / s: 0 on the rows left out
+    dx = g.random((n, m)) + 0.1
+    fac = numpy_only(ipm._Factor, lp, d, dx, np.zeros(0))
+    f = g.standard_normal((n, m))
+    np.testing.assert_allclose(fac.hop(f), numpy_only(fac.hop, f), rtol=1e-12, atol=1e-12)
+    h = fac.hinv(f)
+    np.testing.assert_allclose(h, numpy_only(fac.hinv, f), rtol=1e-10, atol=1e-12)
+    # hinv inverts the (regularised) operator: H (H^-1 f) = f up to the regularisation
+    np.testing.assert_allclose(fac.hop(h), f, rtol=0, atol=1e-8 * np.abs(f).max())
+
+
+@pytest.mark.parametrize("residuals", [True, False])
+def test_direction_matches_numpy(residuals, numpy_only):
+    lp, g = _instance(7, 7, 7)
+    n, m = lp.n, lp.m
+    s = np.where(lp.mask > 0, g.random((m, n, n)) + 0.05, 1.0)
+    z = (g.random((m, n, n)) + 0.05) * lp.mask
+    p = ipm._Point(g.random((n, m)) + 0.05, s, g.standard_normal(n), z, g.random((n, m)) + 0.05, 0.0,
+                   np.zeros(0), np.zeros(0))
+    r = ipm._residuals(lp, p)
+    fac = ipm._Factor(lp, p.z / p.s, p.zx / p.x, np.zeros(0))
+    rc = g.standard_normal((m, n, n)) * 1e-2 * lp.mask
+    rcx = g.standard_normal((n, m)) * 1e-2
+    got = ipm._direction(lp, p, r, fac, rc, rcx, np.zeros(0), residuals=residuals)
+    want = numpy_only(lambda: ipm._direction(lp, p, r, fac, rc, rcx, np.zeros(0), residuals=residuals))
+    for a, b in ((got.x, want.x), (got.s, want.s), (got.z, want.z), (got.zx, want.zx), (got.y, want.y)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    # the kernel's ratio tests are the numpy ones
+    zpad = p.z + lp.unmask
+    assert got.lows is not None
+    assert ipm._lengths(p, zpad, got) == pytest.approx(ipm._lengths(p, zpad, ipm._Step(
+        got.x, got.s, got.y, got.z, got.zx, got.t, got.sl, got.zl)), rel=1e-12)
+
+
+@pytest.mark.parametrize("prior", [True, False])
+def test_whole_method_matches_numpy(prior, numpy_only):
+    g = np.random.default_rng(8)
+    n = 7
+    pts = g.random((n, 2))
+    d = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2))
+    pi = g.dirichlet(np.full(n, 0.5)) if prior else None
+    allowed = ~np.eye(n, dtype=bool)
+    got = ipm.solve_ipm(d, 2.0, allowed, d, pi, tol=1e-9)
+    want = numpy_only(lambda: ipm.solve_ipm(d, 2.0, allowed, d, pi, tol=1e-9))
+    assert got.converged and want.converged
+    assert got.objective == pytest.approx(want.objective, rel=1e-8)
+
+
+def test_factor_blocks_and_corrector_match_numpy(numpy_only):
+    lp, g = _instance(9, 6, 6)
+    n, m = lp.n, lp.m
+    s = np.where(lp.mask > 0, g.random((m, n, n)) + 0.05, 1.0)
+    z = (g.random((m, n, n)) + 0.05) * lp.mask
+    p = ipm._Point(g.random((n, m)) + 0.05, s, g.standard_normal(n), z, g.random((n, m)) + 0.05, 0.0,
+                   np.zeros(0), np.zeros(0))
+    d, dx = p.z / p.s, p.zx / p.x
+    fac = ipm._Factor(lp, d, dx, np.zeros(0))
+    ref = numpy_only(ipm._Factor, lp, d, dx, np.zeros(0))
+    np.testing.assert_allclose(fac.cinv, ref.cinv, rtol=1e-10, atol=1e-12)
+    r = ipm._residuals(lp, p)
+    step = numpy_only(lambda: ipm._direction(lp, p, r, ref, -p.s * p.z, -p.x * p.zx, np.zeros(0)))
+    zpad = p.z + lp.unmask
+    got = ipm._gondzio(lp, p, zpad, r, fac, step, 0.3, 0.4, 1e-2)
+    want = numpy_only(ipm._gondzio, lp, p, zpad, r, ref, step, 0.3, 0.4, 1e-2)
+    for a, b in ((got[0].s, want[0].s), (got[0].z, want[0].z), (got[0].x, want[0].x)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-11)
+    assert got[1:] == pytest.approx(want[1:], rel=1e-10)
