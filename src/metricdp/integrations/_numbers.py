@@ -50,7 +50,7 @@ from ..tabular.columns import plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
-from ._plan import DEFAULT_PIECE_BYTES, Cutter, Piece, Plan
+from ._plan import DEFAULT_PIECE_BYTES, Cutter, Piece, Plan, changed, read_piece
 
 __all__ = ["NumberRule", "plan_numbers", "privatize_numbers_engine", "release_numbers_piece"]
 
@@ -247,7 +247,7 @@ def release_numbers_piece(job: Any, piece: Piece, mechanism: Any) -> tuple[bytes
 
 
 def _changed(job: Any, what: str) -> ValidationError:
-    return ValidationError(f"{job.plan.path}: the file changed while it was being released ({what}); nothing written")
+    return changed(job.plan.path, what)
 
 
 def _draws(job: Any, piece: Piece, mechanism: Any, ranks: NDArray[np.intp]) -> tuple[Any, NDArray[np.intp]]:
@@ -268,18 +268,8 @@ def _release_csv(job: Any, piece: Piece, mechanism: Any, classify: Classify) -> 
     from ..streaming.files import _label_table
 
     plan = job.plan
-    with open(plan.path, "rb") as fh:
-        fh.seek(piece.start)
-        data = fh.read(piece.stop - piece.start)
-    if len(data) != piece.stop - piece.start:
-        raise _changed(job, f"bytes {piece.start:,} to {piece.stop:,}")
-    buf = np.frombuffer(data, dtype=np.uint8)
-    recs = csvsplit.split_records(
-        buf, eof=True, ncols=len(plan.names), column=plan.column, max_records=len(buf) + 1, where=plan.path,
-        first_line=piece.first, first_offset=piece.start, max_record=plan.max_record,
-    )
-    if recs.end != len(buf) or len(recs.starts) != piece.rows:
-        raise _changed(job, f"{len(recs.starts):,} records where {piece.rows:,} were counted")
+    _, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
+                              ncols=len(plan.names), column=plan.column, max_record=plan.max_record)
     ranks, status, quoted = csv_ranks(buf, recs, classify)
     if status.any():
         raise _changed(job, f"line {piece.first + int(recs.lines[int(np.flatnonzero(status)[0])])} cannot be released")

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
 from ..streaming import csvsplit
-from ._plan import Cutter, Piece, Plan
+from ._plan import Cutter, Piece, Plan, read_piece
 
 __all__ = ["PersonCount", "PersonCounts", "PersonsDone", "count_per_person", "merge_counts", "person_table",
            "start_counted"]
@@ -80,16 +80,8 @@ class PersonCount:
         pa = import_optional("pyarrow", extra="parquet")
         pc = import_optional("pyarrow.compute", extra="parquet")
         plan = job.plan
-        with open(plan.path, "rb") as fh:
-            fh.seek(piece.start)
-            data = fh.read(piece.stop - piece.start)
-        buf = np.frombuffer(data, dtype=np.uint8)
-        recs = csvsplit.split_records(
-            buf, eof=True, ncols=len(plan.names), column=self.user, max_records=len(buf) + 1, where=plan.path,
-            first_line=piece.first, first_offset=piece.start, max_record=plan.max_record,
-        )
-        if len(data) != piece.stop - piece.start or recs.end != len(buf) or len(recs.starts) != piece.rows:
-            raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
+        _, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
+                                  ncols=len(plan.names), column=self.user, max_record=plan.max_record)
         raw, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
         ids = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(raw)])
         if quoted.any():

@@ -26,10 +26,9 @@ import numpy as np
 
 from .._optional import import_optional
 from ..errors import MetricDPError, ValidationError
-from ..streaming import csvsplit
 from ._common import partition_rng
 from ._labels import Labels, field_text, sample
-from ._plan import Piece, Plan, check_unchanged, out_values
+from ._plan import Piece, Plan, changed, check_unchanged, out_values, read_piece
 
 __all__ = ["Done", "Failed", "Job", "part_path", "release_piece"]
 
@@ -98,23 +97,13 @@ def release_piece(job: Job, piece: Piece, mechanism: Any) -> Done | Failed:
 
 
 def _changed(job: Job, what: str) -> ValidationError:
-    return ValidationError(f"{job.plan.path}: the file changed while it was being released ({what}); nothing written")
+    return changed(job.plan.path, what)
 
 
 def _release_csv(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
     plan = job.plan
-    with open(plan.path, "rb") as fh:
-        fh.seek(piece.start)
-        data = fh.read(piece.stop - piece.start)
-    if len(data) != piece.stop - piece.start:
-        raise _changed(job, f"bytes {piece.start:,} to {piece.stop:,}")
-    buf = np.frombuffer(data, dtype=np.uint8)
-    recs = csvsplit.split_records(
-        buf, eof=True, ncols=len(plan.names), column=plan.column, max_records=len(buf) + 1, where=plan.path,
-        first_line=piece.first, first_offset=piece.start, max_record=plan.max_record,
-    )
-    if recs.end != len(buf) or len(recs.starts) != piece.rows:
-        raise _changed(job, f"{len(recs.starts):,} records where {piece.rows:,} were counted")
+    _, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
+                              ncols=len(plan.names), column=plan.column, max_record=plan.max_record)
     labels = Labels(mechanism)
     idx, quoted = labels.codes(buf, recs)
     bad = np.flatnonzero(idx < 0)

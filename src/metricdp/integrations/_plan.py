@@ -40,7 +40,7 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
 from ._labels import Labels, field_text
 
-__all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "plan_file"]
+__all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "changed", "plan_file", "read_piece"]
 
 #: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
 #: a partition's fixed cost (a task, a part file) is small against its work, small enough that a file of a
@@ -189,7 +189,34 @@ def check_unchanged(plan: Plan) -> None:
     except OSError as ex:
         raise ValidationError(f"{plan.path}: cannot be read any more ({ex.strerror}); nothing written") from None
     if (st.st_size, st.st_mtime_ns) != (plan.size, plan.mtime_ns):
-        raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
+        raise changed(plan.path)
+
+
+def changed(path: object, what: str = "") -> ValidationError:
+    """The one error of a file that differs from what the driver planned (a worker's check)."""
+    return ValidationError(f"{path}: the file changed while it was being released{f' ({what})' if what else ''}; "
+                           "nothing written")
+
+
+def read_piece(path: str, start: int, stop: int, *, first_line: int, rows: int, ncols: int, column: int,
+               max_record: int | None) -> tuple[bytes, NDArray[np.uint8], Any]:
+    """A CSV piece's bytes, as an array, and its records, split by the local engine's rules.
+
+    The piece (bytes ``start`` to ``stop``, from line ``first_line``) must hold exactly the
+    ``rows`` whole records the driver counted: anything else means the file changed since
+    the plan, and :func:`changed` says so (a worker never releases a file it did not plan).
+    """
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(stop - start)
+    if len(data) != stop - start:
+        raise changed(path, f"bytes {start:,} to {stop:,}")
+    buf = np.frombuffer(data, dtype=np.uint8)
+    recs = csvsplit.split_records(buf, eof=True, ncols=ncols, column=column, max_records=len(buf) + 1, where=path,
+                                  first_line=first_line, first_offset=start, max_record=max_record)
+    if recs.end != len(buf) or len(recs.starts) != rows:
+        raise changed(path, f"{len(recs.starts):,} records where {rows:,} were counted")
+    return data, buf, recs
 
 
 # ------------------------------------------------------------------------------------ CSV

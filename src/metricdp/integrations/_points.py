@@ -348,19 +348,12 @@ def release_points_piece(job: PointJob, piece: PointPiece) -> _Done | _Failed:
 
 
 def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tuple[bytes, int]:
-    from ..streaming import csvsplit
     from ..streaming.point_columns import parse_column
     from ..streaming.points import write_csv_chunk
+    from ._plan import read_piece
 
-    with open(job.path, "rb") as fh:
-        fh.seek(piece.start)
-        data = fh.read(piece.stop - piece.start)
-    buf = np.frombuffer(data, dtype=np.uint8)
-    recs = csvsplit.split_records(buf, eof=True, ncols=len(job.names), column=job.lat, max_records=len(buf) + 1,
-                                  where=job.path, first_line=piece.first_line, first_offset=piece.start,
-                                  max_record=job.max_record)
-    if recs.end != len(buf) or len(recs.starts) != piece.rows:
-        raise ValidationError(f"{job.path}: the file changed while it was being released; nothing written")
+    data, buf, recs = read_piece(job.path, piece.start, piece.stop, first_line=piece.first_line, rows=piece.rows,
+                                 ncols=len(job.names), column=job.lat, max_record=job.max_record)
     chunk = Chunk(data, buf, recs, piece.start, piece.first_line)
     pts = np.column_stack([parse_column(chunk, job.lat, job.lat_name, job.path, piece.first_row),
                            parse_column(chunk, job.lon, job.lon_name, job.path, piece.first_row)])
