@@ -22,7 +22,7 @@ import pytest
 
 from metricdp.accounting.ledger import Ledger
 from metricdp.errors import ValidationError
-from metricdp.integrations._numbers import privatize_numbers_engine
+from metricdp.integrations.numbers import privatize_numbers_engine
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
 from metricdp.streaming.accounted import Accounting
 from metricdp.streaming.numbers import privatize_numbers_file

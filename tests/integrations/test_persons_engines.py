@@ -23,13 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
-from metricdp.integrations._persons import (
-    _pieces_of,
-    count_per_person,
-    distributed_persons,
-    person_table,
-)
+from metricdp.integrations._persons import distributed_persons, person_table, pieces_of
 from metricdp.integrations._pieces import release_piece
+from metricdp.integrations.persons import count_per_person
 from metricdp.streaming.persons import scan_persons
 from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
@@ -57,7 +53,7 @@ IDS = st.lists(st.sampled_from(["ann", "bob", 'c"d', "e,f", "g h", "ünï", "7",
 @given(ids=IDS, piece_bytes=st.integers(1, 300))
 def test_distributed_pass_is_the_local_pass(tmp_path: Path, ids: list[str], piece_bytes: int) -> None:
     src = _write(tmp_path / "in.csv", ids)
-    plan = _pieces_of(src, "user", "csv", piece_bytes, None)
+    plan = pieces_of(src, "user", "csv", piece_bytes, None)
     got = distributed_persons("Test", in_process, plan, "t", "user", None)
     want = scan_persons(src, "csv", "user")
     assert got.persons.tolist() == want.persons.tolist()
@@ -71,7 +67,7 @@ def test_parquet_integer_ids_and_row_groups(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     ids = [7, 12, 7, 3, 12, 7, 100] * 5
     pq.write_table(pa.table({"user": ids, "v": list(range(35))}), tmp_path / "in.parquet", row_group_size=4)
-    plan = _pieces_of(tmp_path / "in.parquet", "user", "parquet", 1, None)
+    plan = pieces_of(tmp_path / "in.parquet", "user", "parquet", 1, None)
     assert len(plan.pieces) == 9
     got = distributed_persons("Test", in_process, plan, "v", "user", None)
     want = scan_persons(tmp_path / "in.parquet", "parquet", "user")
@@ -82,7 +78,7 @@ def test_parquet_integer_ids_and_row_groups(tmp_path: Path) -> None:
 
 def test_a_bad_id_is_refused_with_its_line_as_locally(tmp_path: Path) -> None:
     src = _write(tmp_path / "in.csv", ["ann"] * 30 + [""] + ["bob"])
-    plan = _pieces_of(src, "user", "csv", 50, None)
+    plan = pieces_of(src, "user", "csv", 50, None)
     with pytest.raises(ValidationError) as local:
         scan_persons(src, "csv", "user")
     with pytest.raises(ValidationError, match=r"user column 'user' is empty in 1 row\(s\) \(first at line\(s\) "

@@ -112,7 +112,7 @@ def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: P
                 out_of_range: str, off_grid: str, keep: list[str], drop: list[str], inputs: list[Path],
                 scheduler: str | None, master: str | None, accounting: Any) -> tuple[int, Any]:
     """The release on a cluster: (rows written, the accounting report or None)."""
-    from ..integrations._numbers import privatize_numbers_engine
+    from ..integrations.numbers import privatize_numbers_engine
 
     reports: list[Any] = []
     try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
 from ._plan import DEFAULT_PIECE_BYTES, Cutter, Piece, Plan, changed, read_piece
 
-__all__ = ["NumberRule", "plan_numbers", "privatize_numbers_engine", "release_numbers_piece"]
+__all__ = ["NumberRule", "plan_numbers", "release_numbers_piece"]
 
 #: ``classify(numbers, not_number, empty) -> (ranks, status)`` (status 0: releasable).
 Classify = Callable[[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]], tuple[NDArray[np.intp], Any]]
@@ -314,77 +313,3 @@ def _release_parquet(job: Any, piece: Piece, mechanism: Any, classify: Classify)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=plan.compression)
     return sink.getvalue().to_pybytes(), len(drawn)
-
-
-# ------------------------------------------------------------------------------ entry point
-def privatize_numbers_engine(
-    engine: str,
-    mechanism: Any,
-    input_path: str | PathLike[str],
-    column: str,
-    out: str | PathLike[str],
-    *,
-    out_of_range: str = "error",
-    off_grid: str = "error",
-    seed: int | None = None,
-    keep: Sequence[str] = (),
-    drop: Sequence[str] = (),
-    inputs: Sequence[str | PathLike[str]] = (),
-    piece_bytes: int | None = None,
-    max_record: int | None = None,
-    scheduler: str | None = None,
-    master: str | None = None,
-    accounting: Any = None,
-    on_report: Callable[[Any], None] | None = None,
-) -> int:
-    """Release ``column`` of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark"); the rows written.
-
-    ``mechanism`` is a :class:`~metricdp.mechanisms.numeric.NumberMechanism`; ``out_of_range``
-    and ``off_grid`` as in :func:`metricdp.streaming.numbers.privatize_numbers_file`;
-    ``scheduler`` (Dask) / ``master`` (Spark) as in
-    :func:`~metricdp.integrations.dask.privatize_file_dask` /
-    :func:`~metricdp.integrations.spark.privatize_file_spark`; ``accounting`` makes it a
-    release per person planned by the driver (module docstring), ``on_report`` receives
-    its report.
-
-    Raises
-    ------
-    ValidationError
-        the input is refused as the local engine refuses it (one line naming file, line
-        or row, and the reasons), or changed while it was released.
-    EngineError
-        the cluster failed: the root cause in one line. Nothing is written.
-    """
-    from ..mechanisms.numeric import NumberMechanism
-    from ._run import release_file
-
-    if engine not in ("dask", "spark"):
-        raise ValidationError(f"engine must be dask or spark, got {engine!r}")
-    if not isinstance(mechanism, NumberMechanism):
-        raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
-    rule = NumberRule(out_of_range, off_grid)
-    rule.classify(mechanism)  # the option errors before any cluster starts
-    if engine == "dask":
-        from .dask import _run_pieces as dask_pieces
-
-        import_optional("distributed", extra="dask")
-
-        def runner(job: Any, pieces: Sequence[Piece], mech: Any) -> list[Any]:
-            return dask_pieces(job, pieces, mech, scheduler)
-    else:
-        from .spark import _run_pieces as spark_pieces
-
-        import_optional("pyspark", extra="spark")
-
-        def runner(job: Any, pieces: Sequence[Piece], mech: Any) -> list[Any]:
-            return spark_pieces(job, pieces, mech, master)
-
-    from .dask import one_cluster
-    from .spark import one_context
-
-    with one_cluster() if engine == "dask" else one_context():  # one cluster for the count and the release
-        return release_file(
-            engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
-            piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
-            on_report=on_report, rule=rule,
-        )

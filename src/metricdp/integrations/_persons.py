@@ -35,7 +35,7 @@ from ..errors import EngineError, ValidationError
 from ..streaming import csvsplit
 from ._plan import Cutter, Piece, Plan, read_piece
 
-__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "count_per_person", "merge_counts", "person_table",
+__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "person_table",
            "start_counted"]
 
 
@@ -195,27 +195,7 @@ def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, e
     return AccountedRun(src, plan, int(persons.persons.size), None, None, release, identity)
 
 
-def count_per_person(engine: str, input_path: str | Path, user_column: str, *, scheduler: str | None = None,
-                     master: str | None = None, piece_bytes: int | None = None,
-                     max_record: int | None = None) -> tuple[Any, NDArray[np.int64]]:
-    """Rows per person of ``input_path`` counted on ``engine``: (distinct ids as a pyarrow string array, sorted
-    bytewise; counts, int64). The file is read with the local engine's record definition and cut at record
-    boundaries (:mod:`._plan`); every id is refused as the local pass refuses it."""
-    from ..tabular.formats import TABLE_FORMATS, format_of
-    from ._plan import DEFAULT_PIECE_BYTES
-
-    pa = import_optional("pyarrow", extra="parquet")
-    src = Path(input_path)
-    if not src.is_file():
-        raise ValidationError(f"{src}: no such file")
-    plan = _pieces_of(src, user_column, format_of(src, TABLE_FORMATS), piece_bytes or DEFAULT_PIECE_BYTES,
-                      max_record)
-    found = distributed_persons(engine.capitalize(), _runner(engine, scheduler, master), plan, "", user_column,
-                                None)
-    return pa.array(found.persons.tolist(), type=pa.string()), found.counts
-
-
-def _pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_record: int | None) -> Plan:
+def pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_record: int | None) -> Plan:
     """The file cut into pieces of whole records, without a released column (a counting pass only)."""
     import os
 
@@ -256,18 +236,6 @@ def _has_user(names: Sequence[str], user_column: str, where: str) -> None:
     if user_column not in names:
         raise ValidationError(f"{where}: no user column {user_column!r} (columns: "
                               f"{', '.join(repr(h) for h in names[:20])})")
-
-
-def _runner(engine: str, scheduler: str | None, master: str | None) -> Any:
-    if engine == "dask":
-        from .dask import _run_pieces as dask_pieces
-
-        return lambda job, pieces, mech: dask_pieces(job, pieces, mech, scheduler)
-    if engine == "spark":
-        from .spark import _run_pieces as spark_pieces
-
-        return lambda job, pieces, mech: spark_pieces(job, pieces, mech, master)
-    raise ValidationError(f"engine must be dask or spark, got {engine!r}")
 
 
 def person_table(ids: Any, counts: NDArray[np.int64]) -> Any:
