@@ -9,6 +9,7 @@ that is a module of the package, else to ``pkg``.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pkgutil
 from pathlib import Path
@@ -42,9 +43,15 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it imports."""
+    """Module -> the package modules it imports (a fresh copy: callers may change it)."""
+    return {name: set(edges) for name, edges in _import_graph().items()}
+
+
+@functools.cache
+def _import_graph() -> dict[str, frozenset[str]]:
+    """The graph, parsed once per process: every test of the layers reads the same source tree."""
     modules = _modules()
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         skip = _type_checking_lines(tree)
@@ -69,7 +76,7 @@ def import_graph() -> dict[str, set[str]]:
                     elif target in modules:
                         edges.add(target)
         edges.discard(name)
-        graph[name] = edges
+        graph[name] = frozenset(edges)
     return graph
 
 

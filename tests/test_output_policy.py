@@ -259,8 +259,13 @@ def test_a_failure_leaves_nothing(tmp_path: Path, way: str, existing: bool) -> N
         assert target.read_bytes() == b"old"
 
 
+# The child loads metricdp._atomic (and the errors it imports) under an empty package: the writer under test
+# needs nothing else, and the package's __init__ (numpy, scipy, pyarrow) was most of each case's time
 _CHILD = """
-import sys, time
+import sys, time, types
+package = types.ModuleType("metricdp")
+package.__path__ = [sys.argv[3]]
+sys.modules["metricdp"] = package
 import metricdp._atomic as mio
 if sys.argv[2] == "fallback":
     mio._open_unnamed = lambda _directory: -1
@@ -277,8 +282,8 @@ def test_kill_9_mid_write_leaves_no_partial_file(tmp_path: Path, way: str, exist
     if existing:
         target.write_bytes(b"old")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    with subprocess.Popen([sys.executable, "-c", _CHILD, str(target), way], stdout=subprocess.PIPE, env=env,
-                          text=True) as child:
+    with subprocess.Popen([sys.executable, "-c", _CHILD, str(target), way, str(Path(mio.__file__).parent)],
+                          stdout=subprocess.PIPE, env=env, text=True) as child:
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "writing"
             visible = sorted(p.name for p in tmp_path.iterdir())

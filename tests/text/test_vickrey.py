@@ -15,10 +15,21 @@ from metricdp.text.vickrey import VickreyText, two_nearest
 
 
 def _brute(points: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    d = np.linalg.norm(noisy[:, None, :] - points[None, :, :], axis=2)
-    order = np.lexsort((np.broadcast_to(np.arange(len(points)), d.shape), d), axis=1)
+    """Nearest and second nearest point of each noisy vector (ties to the lower index), and their distance ratio.
+
+    Every distance by its definition, ``|noisy - point|``, in blocks of rows (the whole
+    difference tensor is rows x points x dim floats); ``argmin`` returns the first of equal
+    minima, so the lower index wins a tie, and masking the winner gives the runner-up.
+    """
+    d = np.empty((len(noisy), len(points)))
+    for s in range(0, len(noisy), 256):
+        d[s:s + 256] = np.linalg.norm(noisy[s:s + 256, None, :] - points[None, :, :], axis=2)
     rows = np.arange(len(noisy))
-    return order[:, 0], order[:, 1], d[rows, order[:, 0]] / d[rows, order[:, 1]]
+    first = np.argmin(d, axis=1)
+    d1 = d[rows, first]
+    d[rows, first] = np.inf
+    second = np.argmin(d, axis=1)
+    return first, second, d1 / d[rows, second]
 
 
 @pytest.mark.parametrize("eps", [0.5, 5.0, 80.0])
