@@ -35,6 +35,16 @@ def test_grid_labels_are_the_decimals_typed():
     assert NumericGrid(0, 1, 0.25).labels(0, 4) == ["0.00", "0.25", "0.50", "0.75", "1.00"]
 
 
+@given(st.integers(-10**6, 10**6), st.integers(1, 300), st.integers(1, 999), st.integers(-8, 3),
+       st.integers(-5, 5), st.integers(0, 5))
+def test_grid_labels_equal_each_label(a, n, b, exp, below, above):
+    """The numpy labels are :meth:`label` one by one (signs, zero, padding, exponents of both signs)."""
+    lo, step = Decimal(a).scaleb(exp), Decimal(b).scaleb(exp + (a % 3) - 1)
+    g = NumericGrid(lo, lo + n * step, step)
+    lo_rank, hi_rank = -below, g.n - 1 + above
+    assert g.labels(lo_rank, hi_rank) == [g.label(r) for r in range(lo_rank, hi_rank + 1)]
+
+
 @pytest.mark.parametrize(("lo", "hi", "step", "fragment"), [
     ("0", "1", "0.3", "not a whole number of steps"),
     ("1", "1", "1", "lo < hi"),
@@ -79,7 +89,7 @@ def test_clamped_law_by_hand_on_three_points():
         [b**2 / (1 + b), c * b, 1 / (1 + b)],
     ])
     np.testing.assert_allclose(m.matrix(), expected, rtol=1e-12)
-    assert m.output_labels == ["0", "1", "2"]
+    assert m.output_labels == ("0", "1", "2")
 
 
 def test_discrete_laplace_law_is_the_two_sided_geometric_inside_the_window():

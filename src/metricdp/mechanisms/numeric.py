@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -163,8 +164,25 @@ class NumericGrid:
         return format(value.copy_abs() if value == 0 else value, "f")
 
     def labels(self, lo_rank: int, hi_rank: int) -> list[str]:
-        """Labels of ranks ``lo_rank..hi_rank`` (a loop over the grid, never over rows)."""
-        return [self.label(r) for r in range(lo_rank, hi_rank + 1)]
+        """Labels of ranks ``lo_rank..hi_rank``: :meth:`label` of each, built with numpy.
+
+        With ``lo = a 10^e``, ``step = b 10^e`` (integers a, b; e the smaller exponent) the
+        point of rank r is the integer ``a + r b`` scaled by ``10^e``, which is exactly the
+        decimal :meth:`label` formats (a Decimal sum keeps the smaller exponent): the quotient
+        and the remainder (``-e`` digits, zero-padded) of ``|a + r b|`` by ``10^-e``, with the
+        sign of a non-zero value. Exponents above 0, ``-e > 18`` or integers past 2**62 take
+        :meth:`label` one by one.
+        """
+        e = min(int(self.lo.as_tuple().exponent), int(self.step.as_tuple().exponent))
+        a, b = int(self.lo.scaleb(-e)), int(self.step.scaleb(-e))
+        if e > 0 or e < -18 or hi_rank < lo_rank or max(abs(a + lo_rank * b), abs(a + hi_rank * b)) >= 2**62:
+            return [self.label(r) for r in range(lo_rank, hi_rank + 1)]
+        v = a + np.arange(lo_rank, hi_rank + 1, dtype=np.int64) * b
+        digits = np.abs(v).astype(str)
+        if e < 0:
+            whole, frac = np.divmod(np.abs(v), np.int64(10) ** -e)
+            digits = np.char.add(np.char.add(whole.astype(str), "."), np.char.zfill(frac.astype(str), -e))
+        return np.char.add(np.where(v < 0, "-", ""), digits).tolist()
 
     def points(self, ranks: ArrayLike) -> NDArray[np.float64]:
         """The float64 nearest each grid point ``lo + rank * step`` (correctly rounded from the decimal).
@@ -347,9 +365,10 @@ class NumberMechanism:
         """Number of outputs."""
         return self.hi_rank - self.lo_rank + 1
 
-    @property
-    def output_labels(self) -> list[str]:
-        return self.grid.labels(self.lo_rank, self.hi_rank)
+    @cached_property
+    def output_labels(self) -> tuple[str, ...]:
+        """The labels of the outputs (ranks ``lo_rank..hi_rank``), built once per mechanism."""
+        return tuple(self.grid.labels(self.lo_rank, self.hi_rank))
 
     def offset_weights(self) -> NDArray[np.float64]:
         """The 2K + 1 float weights of offsets -K..K (module docstring)."""
