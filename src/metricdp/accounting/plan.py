@@ -112,28 +112,44 @@ def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.int
     return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
 
 
-def _codes(user_ids: ArrayLike, names: NDArray[Any], check_distinct: bool) -> NDArray[np.int64]:
-    """Row codes into ``names``, checked (a ledger refuses repeated names by itself)."""
+def _is_arrow(values: Any) -> bool:
+    return type(values).__module__.startswith("pyarrow")
+
+
+def _count(names: Any) -> int:
+    return len(names) if _is_arrow(names) else int(names.size)
+
+
+def _take(names: Any, idx: NDArray[Any]) -> Any:
+    """``names[idx]`` for a numpy array or an Arrow array of ids."""
+    if _is_arrow(names):
+        import pyarrow as pa
+
+        return names.take(pa.array(np.asarray(idx, dtype=np.int64)))
+    return names[idx]
+
+
+def _distinct(names: Any) -> bool:
+    if _is_arrow(names):
+        import pyarrow.compute as pc
+
+        return len(pc.unique(names)) == len(names)
+    return bool(np.unique(names).size == names.size)
+
+
+def _codes(user_ids: ArrayLike, names: Any, check_distinct: bool) -> NDArray[np.signedinteger[Any]]:
+    """Row codes into ``names``, checked (a ledger refuses repeated names by itself); int32 stays int32."""
     codes = np.asarray(user_ids)
+    n = _count(names)
     if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
         raise ValidationError(f"user ids must be integer codes into persons, got {codes.dtype} {codes.shape}")
-    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= names.size):
-        raise ValidationError(f"user ids must be codes in [0, {names.size}), "
-                              f"got {int(codes.min())}..{int(codes.max())}")
-    if check_distinct and np.unique(names).size != names.size:
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= n):
+        raise ValidationError(f"user ids must be codes in [0, {n}), got {int(codes.min())}..{int(codes.max())}")
+    if check_distinct and not _distinct(names):
         raise ValidationError("persons must be distinct")
-    return codes.astype(np.int64, copy=False)
-
-
-def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any],
-              totals: NDArray[np.int64] | None) -> tuple[Grant, NDArray[np.int64] | None]:
-    """A ledger's grant (and totals) over ``names[codes]`` (sorted by name) as over the codes (sorted)."""
-    order = np.argsort(canonical_ids(names[codes]), kind="stable")  # the ledger's order of the names
-    out = [np.empty(codes.size, dtype=np.int64) for _ in range(4)]
-    for dst, src in zip(out, (g.requested, g.granted, g.units, totals if totals is not None else g.units),
-                        strict=True):
-        dst[order] = src
-    return Grant(codes, out[0], out[1], out[2], g.over), out[3] if totals is not None else None
+    if codes.dtype in (np.int32, np.int64):
+        return codes
+    return codes.astype(np.int64)
 
 
 def _known_totals(g: Grant, totals: NDArray[np.int64] | None, persons: NDArray[Any]) -> NDArray[np.int64] | None:
@@ -178,7 +194,7 @@ def plan_release(
     """
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
         raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
-    names = None if persons is None else canonical_ids(persons, "persons")
+    names = None if persons is None else persons if _is_arrow(persons) else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)
     source = check_rng(rng)
@@ -207,7 +223,7 @@ def plan_release(
     memo_args = None
     if consistent and ledger is not None and values is not None:
         g_values = values[group_row]
-        g_names = g_ids if names is None else names[g_ids]
+        g_names = g_ids if names is None else _take(names, g_ids)
         hit, memo = ledger.memo_lookup(scope, g_names, g_values, width=width)
         memo_args = (scope, g_names, g_values)
 
@@ -215,12 +231,12 @@ def plan_release(
     reservation = None
     totals: NDArray[np.int64] | None = None  # each granted person's total after the reservation
     if ledger is not None and names is not None:
-        per_code = np.bincount(g_ids[fresh], minlength=names.size)  # dense codes: counting, not sorting
+        per_code = np.bincount(g_ids[fresh], minlength=_count(names))  # dense codes: counting, not sorting
         codes = np.flatnonzero(per_code)
-        counts = per_code[codes]
-        reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
-                                     mechanism=mechanism, unit=unit)
-        g, totals = _in_codes(reservation.grant, codes, names, reservation.totals)
+        counts = per_code[codes].astype(np.int64)
+        # the persons' ids go to the ledger as they are (Arrow bytes or numpy), the grant comes back over the codes
+        run, g, totals = ledger._reserve(_take(names, codes), counts, units, policy, run_id, mechanism, unit, codes)
+        reservation = Reservation(run, g, totals)
     elif ledger is not None:
         reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism,
                                      unit=unit)
@@ -243,7 +259,7 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
             group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
             memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
             ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
-            names: NDArray[Any] | None = None, totals: NDArray[np.int64] | None = None) -> Plan:
+            names: Any = None, totals: NDArray[np.int64] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
     n = ids.size
     fresh = np.flatnonzero(~hit)
@@ -262,8 +278,8 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
         memo_args = (memo_args[0], memo_args[1][kept_groups], memo_args[2][kept_groups])
     fresh_ids = ids[group_row[~hit]]
     if names is not None:  # dense codes: counting, not sorting
-        persons_run = np.flatnonzero(np.bincount(ids[keep], minlength=names.size))
-        fresh_count = np.bincount(fresh_ids, minlength=names.size)[persons_run]
+        persons_run = np.flatnonzero(np.bincount(ids[keep], minlength=_count(names)))
+        fresh_count = np.bincount(fresh_ids, minlength=_count(names))[persons_run]
     else:
         persons_run = np.unique(ids[keep])
         fresh_count = np.bincount(np.searchsorted(persons_run, fresh_ids), minlength=persons_run.size)
@@ -272,6 +288,6 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
     if ledger is not None:
         known = _known_totals(g, totals, persons_run)  # read in the reservation: no second pass over the persons
         total = summarize(from_units(known) if known is not None else ledger.spent(
-            persons_run if names is None else names[persons_run]) if persons_run.size else [])
+            persons_run if names is None else _take(names, persons_run)) if persons_run.size else [])
     return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
                 summarize(from_units(spent_run)), total, reservation, ledger, memo_args)
