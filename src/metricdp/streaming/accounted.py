@@ -178,6 +178,6 @@ class AccountedRun:
     def report(self) -> AccountingReport:
         p = self.plan
         return AccountingReport(self.rows, int(p.keep.sum()), p.withheld_cap, p.withheld_budget, self.persons_in,
-                                p.persons_over, int(p.fresh.size), p.run, p.total,
+                                p.persons_over, p.fresh_count, p.run, p.total,
                                 None if p.reservation is None else p.reservation.run_id,
                                 {"memo_hits": int(p.memo_hit.sum())} if self.group_release is not None else {})
