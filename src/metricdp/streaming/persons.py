@@ -20,10 +20,10 @@ the chunks' small dictionaries are merged into the global one by one dictionary 
 the chunked array ``[global, chunk dictionaries...]`` (Arrow unifies the dictionary across
 chunks, in order of first sight, so the global ids keep their codes and every chunk's local
 code maps to a global one by a ``take``). A merge happens only when the pending chunk
-dictionaries hold more ids than the global one (and at the end): each id is hashed a
-bounded number of times (at most twice per merge it takes part in, and the global
-dictionary at least doubles in ids seen between two merges that rehash it), so the pass is
-linear, where looking every chunk up in the ids seen so far rehashed all of them per chunk.
+dictionaries outgrow the global one in bytes (:data:`MERGE_BYTES`, and at the end): the
+global dictionary is rehashed only after at least as many bytes of new chunk dictionaries
+were seen, so the pass is linear, where looking every chunk up in the ids seen so far
+rehashed all of them per chunk.
 
 An empty id (or a null in Parquet) is refused with its line or row: it would make every
 blank row one "person" sharing one budget, which is nobody's intent. So is an id longer
@@ -52,7 +52,7 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["MAX_ID_BYTES", "MERGE_IDS", "SCAN_BYTES", "PersonTable", "RowPersons", "person_table", "scan_persons"]
+__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonTable", "RowPersons", "person_table", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
@@ -60,10 +60,10 @@ SCAN_BYTES = 32 * 2**20
 #: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
 MAX_ID_BYTES = 256
 
-#: Pending chunk dictionaries are merged into the global one when they hold more ids than it
-#: and more than this (a floor, so that the first chunks do not merge one by one): 2M ids of
-#: 8 bytes are 24 MB of pending dictionaries, well below a chunk's own buffers.
-MERGE_IDS = 2_000_000
+#: Pending chunk dictionaries are merged into the global one when their bytes (ids and offsets)
+#: exceed the global one's and this floor (so that the first chunks do not merge one by one):
+#: 64 MiB is 5.6M ids of 8 bytes, a fraction of what a scan chunk's record arrays take.
+MERGE_BYTES = 64 * 2**20
 
 
 def _text_view(pa: Any, pc: Any, ids: Any) -> NDArray[Any]:
@@ -150,7 +150,7 @@ class _Dictionary:
         self.seen = pa.array([], type=pa.binary())  # global distinct ids, in order of first sight
         self.codes: list[NDArray[np.signedinteger[Any]]] = []  # per chunk: global (merged) or local codes
         self.pending: list[tuple[int, Any]] = []  # (chunk number, local dictionary) not merged yet
-        self.pending_ids = 0
+        self.pending_bytes = 0
         self.rows = 0
 
     def add(self, values: Any) -> None:
@@ -160,9 +160,9 @@ class _Dictionary:
         enc = pc.dictionary_encode(values)
         self.codes.append(np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int32))
         self.pending.append((len(self.codes) - 1, enc.dictionary))
-        self.pending_ids += len(enc.dictionary)
+        self.pending_bytes += enc.dictionary.nbytes
         self.rows += len(values)
-        if self.pending_ids > max(len(self.seen), MERGE_IDS):
+        if self.pending_bytes > max(self.seen.nbytes, MERGE_BYTES):
             self._merge()
 
     def _merge(self) -> None:
@@ -181,7 +181,7 @@ class _Dictionary:
         for k, local in self.pending:
             self.codes[k] = flat[at : at + len(local)][self.codes[k]]
             at += len(local)
-        self.pending, self.pending_ids = [], 0
+        self.pending, self.pending_bytes = [], 0
 
     def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
         """``(ids, codes)``: the distinct ids sorted bytewise (Arrow ``binary``) and every row's code into them."""
