@@ -50,6 +50,10 @@ def test_hashes_from_numpy_text_integers_and_arrow_agree_with_the_format(tmp_pat
     assert led.person_hashes(pa.array([b"ann", b"bob"], type=pa.large_binary())) == [
         _old_hash(key, "ann"), _old_hash(key, "bob")]
     assert led.person_hashes([]) == []
+    # a message ending in NUL (an empty id: its length's last byte; an id ending in NUL) is sliced, not cut by numpy
+    odd = pa.array([b"", b"a\x00", b"b"], type=pa.binary())
+    assert led.person_hashes(odd) == [hmac.digest(key, b"p" + len(x).to_bytes(8, "big") + x, "sha256")[:HASH_BYTES]
+                                      for x in (b"", b"a\x00", b"b")]
 
 
 def test_reserve_with_arrow_ids_is_the_same_spend(tmp_path: Path) -> None:
@@ -86,6 +90,18 @@ def test_many_persons_in_hash_order_totals_come_back_in_input_order(tmp_path: Pa
     spent = led.spent(first)
     assert spent.tolist() == [float(c + (2 if i % 3 == 2999 % 3 else 0)) for i, c in enumerate(counts)]
     led.check_integrity()
+
+
+def test_digests_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages of several lengths across several blocks: each HMAC as hmac.digest gives it."""
+    monkeypatch.setattr(ledger_mod, "_DIGEST_BLOCK", 3)
+    items = [b"x" * k + b"!" for k in (0, 5, 1, 40, 2, 2, 7)]
+    buf = b"".join(items)
+    bounds = np.concatenate([[0], np.cumsum([len(x) for x in items])]).tolist()
+    out = ledger_mod._digests(b"k" * 32, buf, bounds, 32)
+    assert out == b"".join(hmac.digest(b"k" * 32, x, "sha256") for x in items)
+    assert ledger_mod._digests(b"k" * 32, buf, bounds, 16) == b"".join(
+        hmac.digest(b"k" * 32, x, "sha256")[:16] for x in items)
 
 
 def test_demand_fill_round_trips_keys_and_units(tmp_path: Path) -> None:

@@ -54,17 +54,18 @@ class Tx(Protocol):
     def fill(self, keys: bytes, width: int, units: NDArray[np.int64] | None = None) -> None: ...
 
 
-#: Decimal digits of a packed ``demand.u`` (a nonnegative int64 has at most 19).
-_DIGITS = 19
-
-
-def _decimal_bytes(units: NDArray[np.int64]) -> bytes:
-    """Nonnegative int64s as fixed-width zero-padded ASCII decimals, concatenated (vectorised)."""
+def _decimal_bytes(units: NDArray[np.int64]) -> tuple[bytes, int]:
+    """Nonnegative int64s as zero-padded ASCII decimals of one width (that of the largest), concatenated."""
     u = np.asarray(units, dtype=np.int64)
     if u.size and int(u.min()) < 0:
         raise ValueError("demand units must be >= 0")
-    powers = 10 ** np.arange(_DIGITS - 1, -1, -1, dtype=np.int64)
-    return ((u[:, None] // powers) % 10 + 48).astype(np.uint8).tobytes()
+    digits = len(str(int(u.max()))) if u.size else 1
+    out = np.empty((u.size, digits), dtype=np.uint8)
+    rest = u.copy()
+    for j in range(digits - 1, -1, -1):  # one pass per digit of the largest, not 19
+        out[:, j] = rest % 10 + 48
+        rest //= 10
+    return out.tobytes(), digits
 
 
 class Backend(Protocol):
@@ -92,12 +93,12 @@ class SQLiteTx:
         self.conn.execute("DELETE FROM demand")
         if n == 0:
             return
-        u = _decimal_bytes(units if units is not None else np.zeros(n, dtype=np.int64))
+        u, digits = _decimal_bytes(units if units is not None else np.zeros(n, dtype=np.int64))
         self.conn.execute(
             "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < :n) "
             "INSERT INTO demand (i, ph, u) SELECT i, substr(:keys, i * :w + 1, :w), "
-            f"CAST(CAST(substr(:u, i * {_DIGITS} + 1, {_DIGITS}) AS TEXT) AS INTEGER) FROM k",
-            {"n": n, "keys": keys, "w": width, "u": u})
+            "CAST(CAST(substr(:u, i * :d + 1, :d) AS TEXT) AS INTEGER) FROM k",
+            {"n": n, "keys": keys, "w": width, "u": u, "d": digits})
 
     def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, dict(params or {})).fetchall()
