@@ -75,6 +75,8 @@ try:  # OpenSSL's one-shot HMAC, which hmac.digest calls after a Python-level di
     import _hashlib
 except ImportError:  # pragma: no cover
     _hashlib = None  # type: ignore[assignment]
+#: ``(key, message, "sha256") -> digest``: OpenSSL's one-shot HMAC, else :func:`hmac.digest`.
+_hmac_one: Any = getattr(_hashlib, "hmac_digest", None) or hmac.digest
 
 __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
 
@@ -336,6 +338,11 @@ class Ledger:
         run that names one binds the ledger to it, and a run in another unit is refused (eps
         per m and eps per km summed into one total would let a person spend 1000 times the
         budget).
+
+        ``persons`` may also be a pyarrow ``binary``/``string`` array of distinct ids with
+        their ``counts`` (what :func:`~metricdp.streaming.persons.person_table` builds from an
+        engine's count per person): the ids are hashed from the array's bytes, never turned
+        into Python strings one by one.
         """
         if _is_arrow(persons):  # an Arrow array of distinct ids (person_table's): hashed from its bytes
             uniq, requested, units = _arrow_demand(persons, eps, counts)
@@ -468,14 +475,15 @@ class Ledger:
 
     # ------------------------------------------------------------------ memo
     def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> list[bytes]:
-        key, d = self._keyed(), hmac.digest
+        key = self._keyed()
         data, offs = _id_bytes(persons)
         vals = _value_texts(values)
         if len(vals) != offs.size - 1:
             raise ValidationError(f"values must be one per person ({offs.size - 1}), got {len(vals)}")
         s = b"m" + _field(_utf8(str(scope)))
         raw, o = data.tobytes(), (offs - offs[0]).tolist() if offs.size else [0]
-        return [d(key, s + _field(raw[o[i] : o[i + 1]]) + _field(_utf8(v)), "sha256") for i, v in enumerate(vals)]
+        msgs = [s + _field(raw[o[i] : o[i + 1]]) + _field(_utf8(v)) for i, v in enumerate(vals)]
+        return list(map(_hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
 
     def _crypt(self, mk: bytes, data: bytes) -> bytes:
         """XOR with a keystream ``HMAC(key, "x", mk, block counter)``: encrypts and decrypts."""
@@ -485,10 +493,15 @@ class Ledger:
         """:meth:`_crypt` of every (memo key, blob): one HMAC per 32-byte block, the XOR by numpy over all blobs."""
         if not blobs:
             return []
-        key, d = self._keyed(), hmac.digest
+        key, d = self._keyed(), _hmac_one
         lengths = [len(x) for x in blobs]
-        stream = b"".join(b"".join(d(key, b"x" + mk + bytes([c]), "sha256") for c in range(n // 32 + 1))[:n]
-                          for mk, n in zip(mks, lengths, strict=True))
+        if max(lengths) <= 32:  # one block each (every index and 2-D point): one map over OpenSSL
+            msgs = [b"x" + mk + b"\x00" for mk in mks]
+            blocks = map(d, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs)))
+            stream = b"".join(b[:n] for b, n in zip(blocks, lengths, strict=True))
+        else:
+            stream = b"".join(b"".join(d(key, b"x" + mk + bytes([c]), "sha256") for c in range(n // 32 + 1))[:n]
+                              for mk, n in zip(mks, lengths, strict=True))
         out = (np.frombuffer(b"".join(blobs), dtype=np.uint8) ^ np.frombuffer(stream, dtype=np.uint8)).tobytes()
         bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         return [out[bounds[i] : bounds[i + 1]] for i in range(len(blobs))]
@@ -510,7 +523,10 @@ class Ledger:
         ``scope`` names the mechanism (its file's hash, say): a release is reused only by
         the same mechanism. Only releases of committed runs count (module docstring).
         """
-        mks = self._memo_keys(scope, persons, values)
+        return self._memo_lookup(self._memo_keys(scope, persons, values), width, scope)
+
+    def _memo_lookup(self, mks: list[bytes], width: int | None, scope: str) -> tuple[NDArray[np.bool_], NDArray[Any]]:
+        """:meth:`memo_lookup` by memo keys (a plan computes them once for the lookup and the store)."""
         found = np.zeros(len(mks), dtype=bool)
         rel: NDArray[Any] = (np.full(len(mks), -1, dtype=np.int64) if width is None
                              else np.full((len(mks), int(width)), np.nan))
@@ -530,7 +546,10 @@ class Ledger:
 
         ``releases``: one integer index per pair, or one point per row of a float array.
         """
-        mks = self._memo_keys(scope, persons, values)
+        return self._memo_store(run_id, scope, self._memo_keys(scope, persons, values), releases)
+
+    def _memo_store(self, run_id: str, scope: str, mks: list[bytes], releases: ArrayLike) -> NDArray[Any]:
+        """:meth:`memo_store` by memo keys."""
         rel = np.asarray(releases)
         ok = (rel.shape == (len(mks),) and rel.dtype.kind in "iu") or (
             rel.ndim == 2 and rel.shape[0] == len(mks) and 1 <= rel.shape[1] <= 255 and rel.dtype.kind == "f"
@@ -794,11 +813,7 @@ def _digests(key: bytes, buf: bytes, bounds: list[int], keep: int) -> bytes:
             mask = np.arange(width) < lens[:, None]
             pad[mask] = raw[b[start] : b[stop]]
             msgs.extend(pad.view(f"S{width}").ravel().tolist())
-    one = getattr(_hashlib, "hmac_digest", None) if _hashlib is not None else None
-    if one is not None:
-        out = b"".join(map(one, itertools.repeat(key, n), msgs, itertools.repeat("sha256", n)))
-    else:  # pragma: no cover - a Python without OpenSSL's HMAC
-        out = b"".join(hmac.digest(key, m, "sha256") for m in msgs)
+    out = b"".join(map(_hmac_one, itertools.repeat(key, n), msgs, itertools.repeat("sha256", n)))
     if keep == 32:
         return out
     return np.frombuffer(out, dtype=np.uint8).reshape(n, 32)[:, :keep].tobytes()

@@ -66,7 +66,7 @@ class Plan:
     total: EpsilonSummary | None
     reservation: Reservation | None = None
     _ledger: Ledger | None = field(default=None, repr=False)
-    _memo: tuple[str, Any, NDArray[Any]] | None = field(default=None, repr=False)
+    _memo: tuple[str, NDArray[Any]] | None = field(default=None, repr=False)  # scope, memo key per group
     _width: int | None = field(default=None, repr=False)
 
     @property
@@ -119,9 +119,8 @@ class Plan:
                                   f"got shape {drawn.shape}")
         out = memo_release.astype(np.result_type(memo_release, drawn), copy=True)
         if self._memo is not None and self._ledger is not None and self.reservation is not None and fresh.size:
-            scope, persons, values = self._memo
-            drawn = self._ledger.memo_store(self.reservation.run_id, scope, _take(persons, fresh), values[fresh],
-                                            drawn)
+            scope, mks = self._memo
+            drawn = self._ledger._memo_store(self.reservation.run_id, scope, mks[fresh].tolist(), drawn)
         out[fresh] = drawn
         return out
 
@@ -275,8 +274,9 @@ def plan_release(
     if ledger is not None:
         g_values = values[group_row]
         g_names = g_ids if names is None else _take(names, g_ids)
-        hit, memo = ledger.memo_lookup(scope, g_names, g_values, width=width)
-        memo_args = (scope, g_names, g_values)
+        mks = ledger._memo_keys(scope, g_names, g_values)  # once, for the lookup and the store
+        hit, memo = ledger._memo_lookup(mks, width, scope)
+        memo_args = (scope, np.array([*mks, b""], dtype=object)[:-1])  # an object array (never 2-D)
     spend(g_ids[np.flatnonzero(~hit)])
     try:
         return _finish_groups(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, spend.grant, source,
@@ -356,7 +356,7 @@ def _finish(ids: NDArray[Any], units: int, keep: NDArray[np.bool_], kept_ids: ND
 
 def _finish_groups(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
                    group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
-                   memo_args: tuple[str, Any, NDArray[Any]] | None, g: Grant, source: Any,
+                   memo_args: tuple[str, NDArray[Any]] | None, g: Grant, source: Any,
                    ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
                    names: Any = None, totals: NDArray[np.int64] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
@@ -374,7 +374,7 @@ def _finish_groups(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_
 
     group_row, hit, memo = group_row[kept_groups], hit[kept_groups], memo[kept_groups]
     if memo_args is not None:
-        memo_args = (memo_args[0], _take(memo_args[1], np.flatnonzero(kept_groups)), memo_args[2][kept_groups])
+        memo_args = (memo_args[0], memo_args[1][kept_groups])
     summary = _summary(ids, ids[keep], ids[group_row[~hit]], units, names, g, ledger, totals)
     return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over, summary[0],
                 summary[1] if len(summary) > 1 else None, reservation, ledger, memo_args)
