@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import itertools
 import os
 import re
 import stat
@@ -70,11 +71,19 @@ from ._store import SCHEMA_VERSION, Backend, SQLAlchemy, SQLite, Tx, ensure_sche
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
 
+try:  # OpenSSL's one-shot HMAC, which hmac.digest calls after a Python-level dispatch
+    import _hashlib
+except ImportError:  # pragma: no cover
+    _hashlib = None  # type: ignore[assignment]
+#: ``(key, message, "sha256") -> digest``: OpenSSL's one-shot HMAC, else :func:`hmac.digest`.
+_hmac_one: Any = getattr(_hashlib, "hmac_digest", None) or hmac.digest
+
 __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
 
 #: Length of a ledger key (bytes) and of a stored person hash (bytes).
 KEY_BYTES = 32
 HASH_BYTES = 16
+_MEMO_KEY_BYTES = 32
 _KEY_CHECK = b"metricdp-ledger-key-check"
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -265,19 +274,25 @@ class Ledger:
 
     def person_hashes(self, persons: ArrayLike) -> list[bytes]:
         """The stored hash of each person id (``HMAC-SHA256(key, "p", str(id))``, 16 bytes)."""
-        key = self._keyed()
-        ids = canonical_ids(persons).astype(str).tolist()
-        return [hmac.digest(key, b"p" + _field(_utf8(p)), "sha256")[:HASH_BYTES] for p in ids]
+        blob = self._hash_blob(persons)
+        return [blob[i : i + HASH_BYTES] for i in range(0, len(blob), HASH_BYTES)]
+
+    def _hash_blob(self, persons: Any) -> bytes:
+        """Every person's stored hash, concatenated (``HASH_BYTES`` each): one HMAC per person, no tuple.
+
+        The messages ``"p" || len || id`` of all persons are laid out in one buffer by numpy
+        and cut into bytes objects by numpy; the loop left is OpenSSL's HMAC, one C call per
+        person driven by ``map`` (no Python bytecode per person).
+        """
+        data, offs = _id_bytes(persons)
+        return _digests(self._keyed(), *_framed(b"p", data, offs), HASH_BYTES)
 
     # ------------------------------------------------------------------ spending
-    def _totals(self, tx: Tx, hashes: list[bytes], units: list[int] | None = None) -> NDArray[np.int64]:
+    def _totals(self, tx: Tx, hashes: bytes, units: NDArray[np.int64] | None = None) -> NDArray[np.int64]:
         """Each person's total; leaves ``demand`` holding (i, hash, ``units[i]``) for set-based updates."""
-        tx.q("DELETE FROM demand")
-        u = units if units is not None else [0] * len(hashes)
-        tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, :u)",
-                ({"i": i, "ph": h, "u": x} for i, (h, x) in enumerate(zip(hashes, u, strict=True))))
+        tx.fill(hashes, HASH_BYTES, units)
         rows = tx.q("SELECT d.i, p.total FROM demand d JOIN persons p ON p.ph = d.ph")
-        totals = np.zeros(len(hashes), dtype=np.int64)
+        totals = np.zeros(len(hashes) // HASH_BYTES, dtype=np.int64)
         if rows:
             arr = np.array(rows, dtype=np.int64)
             totals[arr[:, 0]] = arr[:, 1]
@@ -285,7 +300,7 @@ class Ledger:
 
     def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
         """Units reserved or committed for each of ``persons`` (0 for someone never seen)."""
-        hashes = self.person_hashes(persons)
+        hashes = self._hash_blob(persons)
         with self._db.write() as tx:  # the temporary table needs a writable transaction
             self._budget = self._read_budget(tx)
             totals = self._totals(tx, hashes)
@@ -323,28 +338,61 @@ class Ledger:
         run that names one binds the ledger to it, and a run in another unit is refused (eps
         per m and eps per km summed into one total would let a person spend 1000 times the
         budget).
+
+        ``persons`` may also be a pyarrow ``binary``/``string`` array of distinct ids with
+        their ``counts`` (what :func:`~metricdp.streaming.persons.person_table` builds from an
+        engine's count per person): the ids are hashed from the array's bytes, never turned
+        into Python strings one by one.
+        """
+        if _is_arrow(persons):  # an Arrow array of distinct ids (person_table's): hashed from its bytes
+            uniq, requested, units = _arrow_demand(persons, eps, counts)
+            text = _arrow_text(uniq)
+            run, g, totals = self._reserve(uniq, requested, units, policy, run_id, mechanism, unit, text)
+            order = np.argsort(text, kind="stable")  # a Grant's persons are sorted
+            g = Grant(text[order], g.requested[order], g.granted[order], g.units[order], g.over)
+            return Reservation(run, g, totals[order])
+        uniq, requested, units = demand(persons, eps, counts)
+        run, g, totals = self._reserve(uniq, requested, units, policy, run_id, mechanism, unit, uniq)
+        return Reservation(run, g, totals)
+
+    def _reserve(self, ids: Any, requested: NDArray[np.int64], units: int, policy: Policy, run_id: str | None,
+                 mechanism: str, unit: str | None, persons: Any) -> tuple[str, Grant, NDArray[np.int64]]:
+        """Reserve ``requested[i]`` values of person ``ids[i]`` (distinct): run id, grant and totals in ``ids``' order.
+
+        The persons go to the database sorted by their hash, so the inserts into the
+        ``persons`` and ``charges`` B-trees are appends in key order (several times faster
+        than in random order for a million persons); ``persons`` names them in the
+        :class:`Grant` (``ids`` itself, or their codes).
         """
         run = run_id if run_id is not None else uuid.uuid4().hex
         if not isinstance(run, str) or not _RUN_ID.match(run):
             raise ValidationError(f"run id must be 1-128 letters, digits or ._:-, got {run!r}")
-        uniq, requested, units = demand(persons, eps, counts)
-        hashes = self.person_hashes(uniq)
+        grid = np.frombuffer(self._hash_blob(ids), dtype=np.uint8).reshape(-1, HASH_BYTES)
+        order = _hash_order(grid)
+        hashes = grid[order].tobytes()
         with self._db.write() as tx:
             if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
                 raise ValidationError(f"run {run} is already in ledger {self.name}")
             self._budget = self._read_budget(tx)  # another process may have changed it
             if unit is not None:
                 self._bind_unit(tx, str(unit))
-            totals = self._totals(tx, hashes, (requested * units).tolist())
-            g = grant(uniq, requested, units, self._budget - totals, policy)
+            sorted_totals = self._totals(tx, hashes, requested[order] * units)
+            totals = np.empty_like(sorted_totals)
+            totals[order] = sorted_totals
+            g = grant(persons, requested, units, self._budget - totals, policy)
             cut = np.flatnonzero(g.granted != g.requested)  # only under drop; usually few
-            tx.many("UPDATE demand SET u = :u WHERE i = :i", ({"i": int(i), "u": int(g.units[i])} for i in cut))
-            tx.q("INSERT INTO persons (ph, total) SELECT ph, u FROM demand WHERE u > 0 "
+            if cut.size:
+                where = np.empty_like(order)
+                where[order] = np.arange(order.size)
+                tx.many("UPDATE demand SET u = :u WHERE i = :i",
+                        ({"i": int(where[i]), "u": int(g.units[i])} for i in cut))
+            tx.q("INSERT INTO persons (ph, total) SELECT ph, u FROM demand WHERE u > 0 ORDER BY i "
                  "ON CONFLICT (ph) DO UPDATE SET total = persons.total + excluded.total")
-            tx.q("INSERT INTO charges (run, ph, units) SELECT :r, ph, u FROM demand WHERE u > 0", {"r": run})
+            tx.q("INSERT INTO charges (run, ph, units) SELECT :r, ph, u FROM demand WHERE u > 0 ORDER BY i",
+                 {"r": run})
             tx.q("DELETE FROM demand")
             self._insert_run(tx, run, mechanism, units, g)
-        return Reservation(run, g, totals + g.units)
+        return run, g, totals + g.units
 
     def _bind_unit(self, tx: Tx, unit: str) -> None:
         """The ledger's distance unit: recorded by the first run that names one, then enforced."""
@@ -428,23 +476,38 @@ class Ledger:
     # ------------------------------------------------------------------ memo
     def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> list[bytes]:
         key = self._keyed()
-        ids = canonical_ids(persons).astype(str).tolist()
+        data, offs = _id_bytes(persons)
         vals = _value_texts(values)
-        if len(vals) != len(ids):
-            raise ValidationError(f"values must be one per person ({len(ids)}), got {len(vals)}")
-        s = _field(_utf8(str(scope)))
-        return [hmac.digest(key, b"m" + s + _field(_utf8(p)) + _field(_utf8(v)), "sha256")
-                for p, v in zip(ids, vals, strict=True)]
+        if len(vals) != offs.size - 1:
+            raise ValidationError(f"values must be one per person ({offs.size - 1}), got {len(vals)}")
+        s = b"m" + _field(_utf8(str(scope)))
+        raw, o = data.tobytes(), (offs - offs[0]).tolist() if offs.size else [0]
+        msgs = [s + _field(raw[o[i] : o[i + 1]]) + _field(_utf8(v)) for i, v in enumerate(vals)]
+        return list(map(_hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
 
     def _crypt(self, mk: bytes, data: bytes) -> bytes:
         """XOR with a keystream ``HMAC(key, "x", mk, block counter)``: encrypts and decrypts."""
-        key = self._keyed()
-        stream = b"".join(hmac.digest(key, b"x" + mk + bytes([c]), "sha256") for c in range(len(data) // 32 + 1))
-        return bytes(a ^ b for a, b in zip(data, stream, strict=False))
+        return self._crypt_many([mk], [data])[0]
+
+    def _crypt_many(self, mks: list[bytes], blobs: list[bytes]) -> list[bytes]:
+        """:meth:`_crypt` of every (memo key, blob): one HMAC per 32-byte block, the XOR by numpy over all blobs."""
+        if not blobs:
+            return []
+        key, d = self._keyed(), _hmac_one
+        lengths = [len(x) for x in blobs]
+        if max(lengths) <= 32:  # one block each (every index and 2-D point): one map over OpenSSL
+            msgs = [b"x" + mk + b"\x00" for mk in mks]
+            blocks = map(d, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs)))
+            stream = b"".join(b[:n] for b, n in zip(blocks, lengths, strict=True))
+        else:
+            stream = b"".join(b"".join(d(key, b"x" + mk + bytes([c]), "sha256") for c in range(n // 32 + 1))[:n]
+                              for mk, n in zip(mks, lengths, strict=True))
+        out = (np.frombuffer(b"".join(blobs), dtype=np.uint8) ^ np.frombuffer(stream, dtype=np.uint8)).tobytes()
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        return [out[bounds[i] : bounds[i + 1]] for i in range(len(blobs))]
 
     def _read_memo(self, tx: Tx, mks: list[bytes], extra: str = "") -> list[tuple[Any, ...]]:
-        tx.q("DELETE FROM demand")
-        tx.many("INSERT INTO demand (i, ph, u) VALUES (:i, :ph, 0)", ({"i": i, "ph": m} for i, m in enumerate(mks)))
+        tx.fill(b"".join(mks), _MEMO_KEY_BYTES)
         rows = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
                     f"LEFT JOIN runs r ON r.run = m.run {extra}")
         tx.q("DELETE FROM demand")
@@ -460,15 +523,20 @@ class Ledger:
         ``scope`` names the mechanism (its file's hash, say): a release is reused only by
         the same mechanism. Only releases of committed runs count (module docstring).
         """
-        mks = self._memo_keys(scope, persons, values)
+        return self._memo_lookup(self._memo_keys(scope, persons, values), width, scope)
+
+    def _memo_lookup(self, mks: list[bytes], width: int | None, scope: str) -> tuple[NDArray[np.bool_], NDArray[Any]]:
+        """:meth:`memo_lookup` by memo keys (a plan computes them once for the lookup and the store)."""
         found = np.zeros(len(mks), dtype=bool)
         rel: NDArray[Any] = (np.full(len(mks), -1, dtype=np.int64) if width is None
                              else np.full((len(mks), int(width)), np.nan))
         with self._db.write() as tx:
             rows = self._read_memo(tx, mks, "WHERE r.state = 'committed'")
-        for i, blob, _ in rows:
-            found[i] = True
-            rel[i] = _decode(self._crypt(mks[i], bytes(blob)), width, scope)
+        if rows:
+            at = [int(r[0]) for r in rows]
+            found[at] = True
+            plain = self._crypt_many([mks[i] for i in at], [bytes(r[1]) for r in rows])
+            rel[at] = _decode_many(plain, width, scope)
         return found, rel
 
     def memo_store(
@@ -478,7 +546,10 @@ class Ledger:
 
         ``releases``: one integer index per pair, or one point per row of a float array.
         """
-        mks = self._memo_keys(scope, persons, values)
+        return self._memo_store(run_id, scope, self._memo_keys(scope, persons, values), releases)
+
+    def _memo_store(self, run_id: str, scope: str, mks: list[bytes], releases: ArrayLike) -> NDArray[Any]:
+        """:meth:`memo_store` by memo keys."""
         rel = np.asarray(releases)
         ok = (rel.shape == (len(mks),) and rel.dtype.kind in "iu") or (
             rel.ndim == 2 and rel.shape[0] == len(mks) and 1 <= rel.shape[1] <= 255 and rel.dtype.kind == "f"
@@ -491,13 +562,15 @@ class Ledger:
             if self._state(tx, run_id) != "reserved":
                 raise ValidationError(f"run {run_id} is not reserved: memoize before committing")
             taken = {int(i): (bytes(b), st) for i, b, st in self._read_memo(tx, mks)}
-            fresh = ({"mk": mks[i], "rel": self._crypt(mks[i], _encode(out[i])), "r": run_id}
-                     for i in range(len(mks)) if i not in taken)
-            tx.many("INSERT INTO memo (mk, rel, run) VALUES (:mk, :rel, :r)", fresh)
+            new = [i for i in range(len(mks)) if i not in taken]
+            sealed = self._crypt_many([mks[i] for i in new], _encode_many(out[new]) if new else [])
+            tx.many("INSERT INTO memo (mk, rel, run) VALUES (:mk, :rel, :r)",
+                    ({"mk": mks[i], "rel": c, "r": run_id} for i, c in zip(new, sealed, strict=True)))
             adopt = ({"mk": mks[i], "r": run_id} for i, (_, st) in taken.items() if st != "committed")
             tx.many("UPDATE memo SET run = :r WHERE mk = :mk", adopt)
-        for i, (blob, _) in taken.items():
-            out[i] = _decode(self._crypt(mks[i], blob), width, scope)
+        if taken:
+            at = list(taken)
+            out[at] = _decode_many(self._crypt_many([mks[i] for i in at], [taken[i][0] for i in at]), width, scope)
         return out
 
     # ------------------------------------------------------------------ reports
@@ -581,6 +654,36 @@ def _encode(release: NDArray[Any]) -> bytes:
     return b"f" + bytes([release.size]) + release.astype(">f8").tobytes()
 
 
+def _encode_many(releases: NDArray[Any]) -> list[bytes]:
+    """:func:`_encode` of every release (row), by numpy: the same bytes."""
+    if releases.ndim == 1:
+        body = np.empty((releases.size, 9), dtype=np.uint8)
+        body[:, 0] = ord("i")
+        body[:, 1:] = releases.astype(">i8").view(np.uint8).reshape(-1, 8)
+    else:
+        k = releases.shape[1]
+        body = np.empty((releases.shape[0], 2 + 8 * k), dtype=np.uint8)
+        body[:, 0], body[:, 1] = ord("f"), k
+        body[:, 2:] = np.ascontiguousarray(releases.astype(">f8")).view(np.uint8).reshape(-1, 8 * k)
+    raw, w = body.tobytes(), body.shape[1]
+    return [raw[i : i + w] for i in range(0, len(raw), w)]
+
+
+def _decode_many(blobs: list[bytes], width: int | None, scope: str) -> NDArray[Any]:
+    """:func:`_decode` of every blob (all of one kind, else refused like one bad blob)."""
+    want = 9 if width is None else 2 + 8 * width
+    if any(len(b) != want for b in blobs):
+        _decode(next(b for b in blobs if len(b) != want), width, scope)  # raises
+    body = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), want)
+    if width is None:
+        if (body[:, 0] != ord("i")).any():
+            raise ValidationError(f"memoized releases of scope {scope!r} are not indices")
+        return body[:, 1:].copy().view(">i8").reshape(-1).astype(np.int64)
+    if (body[:, 0] != ord("f")).any() or (body[:, 1] != width).any():
+        raise ValidationError(f"memoized releases of scope {scope!r} are not points of width {width}")
+    return body[:, 2:].copy().view(">f8").reshape(-1, width).astype(np.float64)
+
+
 def _decode(data: bytes, width: int | None, scope: str) -> Any:
     if width is None and data[:1] == b"i" and len(data) == 9:
         return int.from_bytes(data[1:], "big", signed=True)
@@ -589,3 +692,128 @@ def _decode(data: bytes, width: int | None, scope: str) -> Any:
     raise ValidationError(f"memoized releases of scope {scope!r} are not {'indices' if width is None else 'points'}"
                           f"{'' if width is None else f' of width {width}'}")
 
+
+
+def _is_arrow(values: Any) -> bool:
+    """A pyarrow Array or ChunkedArray (without importing pyarrow)."""
+    return type(values).__module__.startswith("pyarrow")
+
+
+def _arrow_binary(values: Any) -> Any:
+    """An Arrow array of ids as one ``large_binary`` array (chunks combined)."""
+    import pyarrow as pa
+
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type) or pa.types.is_large_binary(arr.type)
+            or pa.types.is_large_string(arr.type)):
+        raise ValidationError(f"persons given as an Arrow array must be binary or text, got {arr.type}")
+    if arr.null_count:
+        raise ValidationError("persons must not be null")
+    return arr.cast(pa.large_binary())
+
+
+def _arrow_text(values: Any) -> NDArray[Any]:
+    import pyarrow as pa
+
+    arr = _arrow_binary(values)
+    return np.asarray(arr.cast(pa.large_string()).to_numpy(zero_copy_only=False), dtype=str) if len(arr) else (
+        np.zeros(0, dtype=str))
+
+
+def _arrow_demand(persons: Any, eps: Any, counts: ArrayLike | None) -> tuple[Any, NDArray[np.int64], int]:
+    """:func:`~.accountant.demand` for an Arrow array of distinct ids with their counts."""
+    import pyarrow.compute as pc
+
+    arr = _arrow_binary(persons)
+    units = to_units(eps)
+    c = np.asarray(counts) if counts is not None else None
+    if c is None or c.shape != (len(arr),) or (c.size and (c.dtype.kind not in "iu" or int(c.min()) < 0)):
+        raise ValidationError(f"persons given as an Arrow array need counts, one integer >= 0 per person ({len(arr)})")
+    if len(pc.unique(arr)) != len(arr):
+        raise ValidationError("persons must be distinct when counts are given")
+    return arr, c.astype(np.int64), units
+
+
+def _id_bytes(persons: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """Every id's UTF-8 bytes (``str(id)`` for integers) as one buffer and offsets into it."""
+    if _is_arrow(persons):
+        arr = _arrow_binary(persons)
+        bufs = arr.buffers()
+        offs = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
+        return data, offs
+    raw = [_utf8(p) for p in canonical_ids(persons).astype(str).tolist()]
+    lengths = np.fromiter((len(x) for x in raw), dtype=np.int64, count=len(raw))
+    offs = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offs[1:])
+    return np.frombuffer(b"".join(raw), dtype=np.uint8), offs
+
+
+def _framed(prefix: bytes, data: NDArray[np.uint8], offs: NDArray[np.int64]) -> tuple[bytes, list[int]]:
+    """Messages ``prefix || 8-byte big-endian length || item`` of every item, in one buffer, and their bounds.
+
+    The same bytes as ``prefix + _field(item)`` item by item, laid out by numpy.
+    """
+    n = offs.size - 1
+    head = len(prefix) + 8
+    lengths = np.diff(offs)
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths + head, out=bounds[1:])
+    buf = np.zeros(int(bounds[-1]), dtype=np.uint8)
+    starts = bounds[:-1]
+    for j, byte in enumerate(prefix):
+        buf[starts + j] = byte
+    be = lengths.astype(">u8").view(np.uint8).reshape(n, 8)
+    for j in range(8):
+        buf[starts + len(prefix) + j] = be[:, j]
+    is_data = np.ones(buf.size, dtype=bool)
+    is_data[(starts[:, None] + np.arange(head)).ravel()] = False
+    buf[is_data] = data[int(offs[0]) : int(offs[-1])]
+    return buf.tobytes(), bounds.tolist()
+
+
+def _hash_order(grid: NDArray[np.uint8]) -> NDArray[np.intp]:
+    """The hashes (rows of ``grid``) in the databases' key order by their first 8 bytes.
+
+    Only speed depends on it (inserts in key order); a tie on 64 random bits, which leaves
+    two rows in input order, is harmless.
+    """
+    if grid.shape[0] == 0:
+        return np.zeros(0, dtype=np.intp)
+    return np.argsort(np.ascontiguousarray(grid[:, :8]).view(">u8").ravel().astype(np.uint64), kind="stable")
+
+
+#: Messages cut at a time by :func:`_digests` (bounds its padded block: 64k x the longest message).
+_DIGEST_BLOCK = 65_536
+
+
+def _digests(key: bytes, buf: bytes, bounds: list[int], keep: int) -> bytes:
+    """``HMAC-SHA256(key, buf[bounds[i]:bounds[i+1]])[:keep]`` of every message, concatenated.
+
+    Messages are cut into bytes objects by numpy: a block of them padded with NULs to one
+    width, viewed as fixed-width ``bytes`` and listed (numpy strips the padding), which is
+    exact when no message ends with a NUL (checked; else they are sliced one by one). The
+    HMACs run in ``map`` over OpenSSL's one-shot HMAC.
+    """
+    n = len(bounds) - 1
+    if n <= 0:
+        return b""
+    b = np.asarray(bounds, dtype=np.int64)
+    lengths = np.diff(b)
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if (lengths == 0).any() or (raw[b[1:] - 1] == 0).any():
+        msgs: Any = [buf[s:e] for s, e in itertools.pairwise(bounds)]
+    else:
+        msgs = []
+        for start in range(0, n, _DIGEST_BLOCK):
+            stop = min(start + _DIGEST_BLOCK, n)
+            lens = lengths[start:stop]
+            width = int(lens.max())
+            pad = np.zeros((stop - start, width), dtype=np.uint8)
+            mask = np.arange(width) < lens[:, None]
+            pad[mask] = raw[b[start] : b[stop]]
+            msgs.extend(pad.view(f"S{width}").ravel().tolist())
+    out = b"".join(map(_hmac_one, itertools.repeat(key, n), msgs, itertools.repeat("sha256", n)))
+    if keep == 32:
+        return out
+    return np.frombuffer(out, dtype=np.uint8).reshape(n, 32)[:, :keep].tobytes()

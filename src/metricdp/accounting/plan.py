@@ -48,13 +48,17 @@ class Plan:
     (the release is already paid for) and ``memo_release`` (that release). ``run`` is the
     per-person eps of this run over the persons with released rows; ``total`` the persons'
     totals in the ledger after it (None without a ledger).
+
+    Without ``consistent`` every kept row is its own group and nothing is memoized: the
+    per-group arrays are then not stored but built when asked (``_group`` and the others
+    None), so a plan of N rows holds N bytes (``keep``), not about 26 N.
     """
 
     keep: NDArray[np.bool_]
-    group: NDArray[np.intp]
-    group_row: NDArray[np.intp]
-    memo_hit: NDArray[np.bool_]
-    memo_release: NDArray[Any]
+    _group: NDArray[np.intp] | None
+    _group_row: NDArray[np.intp] | None
+    _memo_hit: NDArray[np.bool_] | None
+    _memo_release: NDArray[Any] | None
     withheld_cap: int
     withheld_budget: int
     persons_over: int
@@ -62,24 +66,61 @@ class Plan:
     total: EpsilonSummary | None
     reservation: Reservation | None = None
     _ledger: Ledger | None = field(default=None, repr=False)
-    _memo: tuple[str, NDArray[Any], NDArray[Any]] | None = field(default=None, repr=False)
+    _memo: tuple[str, NDArray[Any]] | None = field(default=None, repr=False)  # scope, memo key per group
+    _width: int | None = field(default=None, repr=False)
+
+    @property
+    def groups(self) -> int:
+        """The number of release groups (the kept rows, without ``consistent``)."""
+        return int(self.keep.sum()) if self._group_row is None else int(self._group_row.size)
+
+    @property
+    def group(self) -> NDArray[np.intp]:
+        if self._group is not None:
+            return self._group
+        out = np.full(self.keep.size, -1, dtype=np.intp)
+        out[self.keep] = np.arange(self.groups, dtype=np.intp)
+        return out
+
+    @property
+    def group_row(self) -> NDArray[np.intp]:
+        return np.flatnonzero(self.keep).astype(np.intp) if self._group_row is None else self._group_row
+
+    @property
+    def memo_hit(self) -> NDArray[np.bool_]:
+        return np.zeros(self.groups, dtype=bool) if self._memo_hit is None else self._memo_hit
+
+    @property
+    def memo_release(self) -> NDArray[Any]:
+        if self._memo_release is not None:
+            return self._memo_release
+        return np.full(self.groups, -1, dtype=np.int64) if self._width is None else np.full(
+            (self.groups, int(self._width)), np.nan)
 
     @property
     def fresh(self) -> NDArray[np.intp]:
         """The groups that need a fresh release, in group order."""
-        return np.flatnonzero(~self.memo_hit)
+        if self._memo_hit is None:
+            return np.arange(self.groups, dtype=np.intp)
+        return np.flatnonzero(~self._memo_hit)
+
+    @property
+    def fresh_count(self) -> int:
+        """How many groups need a fresh release (:attr:`fresh` without building it)."""
+        return self.groups if self._memo_hit is None else int((~self._memo_hit).sum())
 
     def releases(self, fresh_releases: ArrayLike) -> NDArray[Any]:
         """One release per group from the fresh draws (one per :attr:`fresh` group), memoized in the ledger."""
         fresh = self.fresh
+        memo_release = self.memo_release
         drawn = np.asarray(fresh_releases)
-        if drawn.shape[:1] != fresh.shape or drawn.ndim != self.memo_release.ndim:
-            raise ValidationError(f"expected {fresh.size} fresh releases shaped like {self.memo_release.shape[1:]}, "
+        if drawn.shape[:1] != fresh.shape or drawn.ndim != memo_release.ndim:
+            raise ValidationError(f"expected {fresh.size} fresh releases shaped like {memo_release.shape[1:]}, "
                                   f"got shape {drawn.shape}")
-        out = self.memo_release.astype(np.result_type(self.memo_release, drawn), copy=True)
+        out = memo_release.astype(np.result_type(memo_release, drawn), copy=True)
         if self._memo is not None and self._ledger is not None and self.reservation is not None and fresh.size:
-            scope, persons, values = self._memo
-            drawn = self._ledger.memo_store(self.reservation.run_id, scope, persons[fresh], values[fresh], drawn)
+            scope, mks = self._memo
+            drawn = self._ledger._memo_store(self.reservation.run_id, scope, mks[fresh].tolist(), drawn)
         out[fresh] = drawn
         return out
 
@@ -112,28 +153,44 @@ def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.int
     return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
 
 
-def _codes(user_ids: ArrayLike, names: NDArray[Any], check_distinct: bool) -> NDArray[np.int64]:
-    """Row codes into ``names``, checked (a ledger refuses repeated names by itself)."""
+def _is_arrow(values: Any) -> bool:
+    return type(values).__module__.startswith("pyarrow")
+
+
+def _count(names: Any) -> int:
+    return len(names) if _is_arrow(names) else int(names.size)
+
+
+def _take(names: Any, idx: NDArray[Any]) -> Any:
+    """``names[idx]`` for a numpy array or an Arrow array of ids."""
+    if _is_arrow(names):
+        import pyarrow as pa
+
+        return names.take(pa.array(np.asarray(idx, dtype=np.int64)))
+    return names[idx]
+
+
+def _distinct(names: Any) -> bool:
+    if _is_arrow(names):
+        import pyarrow.compute as pc
+
+        return len(pc.unique(names)) == len(names)
+    return bool(np.unique(names).size == names.size)
+
+
+def _codes(user_ids: ArrayLike, names: Any, check_distinct: bool) -> NDArray[np.signedinteger[Any]]:
+    """Row codes into ``names``, checked (a ledger refuses repeated names by itself); int32 stays int32."""
     codes = np.asarray(user_ids)
+    n = _count(names)
     if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
         raise ValidationError(f"user ids must be integer codes into persons, got {codes.dtype} {codes.shape}")
-    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= names.size):
-        raise ValidationError(f"user ids must be codes in [0, {names.size}), "
-                              f"got {int(codes.min())}..{int(codes.max())}")
-    if check_distinct and np.unique(names).size != names.size:
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= n):
+        raise ValidationError(f"user ids must be codes in [0, {n}), got {int(codes.min())}..{int(codes.max())}")
+    if check_distinct and not _distinct(names):
         raise ValidationError("persons must be distinct")
-    return codes.astype(np.int64, copy=False)
-
-
-def _in_codes(g: Grant, codes: NDArray[np.int64], names: NDArray[Any],
-              totals: NDArray[np.int64] | None) -> tuple[Grant, NDArray[np.int64] | None]:
-    """A ledger's grant (and totals) over ``names[codes]`` (sorted by name) as over the codes (sorted)."""
-    order = np.argsort(canonical_ids(names[codes]), kind="stable")  # the ledger's order of the names
-    out = [np.empty(codes.size, dtype=np.int64) for _ in range(4)]
-    for dst, src in zip(out, (g.requested, g.granted, g.units, totals if totals is not None else g.units),
-                        strict=True):
-        dst[order] = src
-    return Grant(codes, out[0], out[1], out[2], g.over), out[3] if totals is not None else None
+    if codes.dtype in (np.int32, np.int64):
+        return codes
+    return codes.astype(np.int64)
 
 
 def _known_totals(g: Grant, totals: NDArray[np.int64] | None, persons: NDArray[Any]) -> NDArray[np.int64] | None:
@@ -178,7 +235,7 @@ def plan_release(
     """
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
         raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
-    names = None if persons is None else canonical_ids(persons, "persons")
+    names = None if persons is None else persons if _is_arrow(persons) else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)
     source = check_rng(rng)
@@ -197,6 +254,15 @@ def plan_release(
     if max_rows_per_user is not None:
         keep = bound_contributions(ids, check_int(max_rows_per_user, "max rows per user", minimum=1), source)
     withheld_cap = int(n - keep.sum())
+    spend = _Spend(names, ledger, budget, eps, units, policy, run_id, mechanism, unit)
+    if values is None:  # every kept row is its own group and nothing is memoized: no per-group arrays
+        kept_ids = ids if withheld_cap == 0 else ids[keep]
+        spend(kept_ids)
+        try:
+            return _finish(ids, units, keep, kept_ids, spend, source, withheld_cap, width)
+        except BaseException:
+            spend.abort()
+            raise
     rows = np.flatnonzero(keep).astype(np.intp)
     group_of_row, group_row = _groups(ids, values, rows)
 
@@ -205,45 +271,94 @@ def plan_release(
     memo: NDArray[Any] = np.full(group_row.size, -1, dtype=np.int64) if width is None else np.full(
         (group_row.size, int(width)), np.nan)
     memo_args = None
-    if consistent and ledger is not None and values is not None:
+    if ledger is not None:
         g_values = values[group_row]
-        g_names = g_ids if names is None else names[g_ids]
-        hit, memo = ledger.memo_lookup(scope, g_names, g_values, width=width)
-        memo_args = (scope, g_names, g_values)
-
-    fresh = np.flatnonzero(~hit)
-    reservation = None
-    totals: NDArray[np.int64] | None = None  # each granted person's total after the reservation
-    if ledger is not None and names is not None:
-        per_code = np.bincount(g_ids[fresh], minlength=names.size)  # dense codes: counting, not sorting
-        codes = np.flatnonzero(per_code)
-        counts = per_code[codes]
-        reservation = ledger.reserve(names[codes], eps, counts.astype(np.int64), policy=policy, run_id=run_id,
-                                     mechanism=mechanism, unit=unit)
-        g, totals = _in_codes(reservation.grant, codes, names, reservation.totals)
-    elif ledger is not None:
-        reservation = ledger.reserve(g_ids[fresh], eps, policy=policy, run_id=run_id, mechanism=mechanism,
-                                     unit=unit)
-        g, totals = reservation.grant, reservation.totals
-    elif budget is not None:
-        g = Accountant(budget).spend(g_ids[fresh], eps, policy=policy)
-    else:
-        persons, requested, _ = demand(g_ids[fresh], eps)
-        g = Grant(persons, requested, requested, requested * units, 0)
+        g_names = g_ids if names is None else _take(names, g_ids)
+        mks = ledger._memo_keys(scope, g_names, g_values)  # once, for the lookup and the store
+        hit, memo = ledger._memo_lookup(mks, width, scope)
+        memo_args = (scope, np.array([*mks, b""], dtype=object)[:-1])  # an object array (never 2-D)
+    spend(g_ids[np.flatnonzero(~hit)])
     try:
-        return _finish(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, g, source, ledger,
-                       reservation, withheld_cap, names, totals)
+        return _finish_groups(ids, units, rows, group_of_row, group_row, hit, memo, memo_args, spend.grant, source,
+                              ledger, spend.reservation, withheld_cap, names, spend.totals)
     except BaseException:
-        if ledger is not None and reservation is not None:  # nothing was published
-            ledger.abort(reservation.run_id)
+        spend.abort()
         raise
 
 
-def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
-            group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
-            memo_args: tuple[str, NDArray[Any], NDArray[Any]] | None, g: Grant, source: Any,
-            ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
-            names: NDArray[Any] | None = None, totals: NDArray[np.int64] | None = None) -> Plan:
+class _Spend:
+    """The budget step: reserve in the ledger, spend in a one-run accountant, or only count."""
+
+    def __init__(self, names: Any, ledger: Ledger | None, budget: float | None, eps: float, units: int,
+                 policy: Policy, run_id: str | None, mechanism: str, unit: str | None) -> None:
+        self.names, self.ledger, self.budget, self.eps, self.units = names, ledger, budget, eps, units
+        self.policy, self.run_id, self.mechanism, self.unit = policy, run_id, mechanism, unit
+        self.reservation: Reservation | None = None
+        self.totals: NDArray[np.int64] | None = None  # each granted person's total after the reservation
+
+    def __call__(self, fresh_ids: NDArray[Any]) -> None:
+        """Spend one value per entry of ``fresh_ids`` (codes into ``names``, or ids)."""
+        ledger, names = self.ledger, self.names
+        if ledger is not None and names is not None:
+            per_code = np.bincount(fresh_ids, minlength=_count(names))  # dense codes: counting, not sorting
+            codes = np.flatnonzero(per_code)
+            counts = per_code[codes].astype(np.int64)
+            # the persons' ids go to the ledger as they are (Arrow bytes or numpy); the grant comes back over codes
+            run, self.grant, self.totals = ledger._reserve(_take(names, codes), counts, self.units, self.policy,
+                                                           self.run_id, self.mechanism, self.unit, codes)
+            self.reservation = Reservation(run, self.grant, self.totals)
+        elif ledger is not None:
+            self.reservation = ledger.reserve(fresh_ids, self.eps, policy=self.policy, run_id=self.run_id,
+                                              mechanism=self.mechanism, unit=self.unit)
+            self.grant, self.totals = self.reservation.grant, self.reservation.totals
+        elif self.budget is not None:
+            self.grant = Accountant(self.budget).spend(fresh_ids, self.eps, policy=self.policy)
+        else:
+            persons, requested, _ = demand(fresh_ids, self.eps)
+            self.grant = Grant(persons, requested, requested, requested * self.units, 0)
+
+    def abort(self) -> None:
+        if self.ledger is not None and self.reservation is not None:  # nothing was published
+            self.ledger.abort(self.reservation.run_id)
+
+
+def _summary(ids: NDArray[Any], released: NDArray[Any], fresh_ids: NDArray[Any], units: int, names: Any,
+             g: Grant, ledger: Ledger | None, totals: NDArray[np.int64] | None) -> tuple[EpsilonSummary, ...]:
+    """This run's eps per person with released rows, and (with a ledger) their totals after it."""
+    if names is not None:  # dense codes: counting, not sorting
+        persons_run = np.flatnonzero(np.bincount(released, minlength=_count(names)))
+        fresh_count = np.bincount(fresh_ids, minlength=_count(names))[persons_run]
+    else:
+        persons_run = np.unique(released)
+        fresh_count = np.bincount(np.searchsorted(persons_run, fresh_ids), minlength=persons_run.size)
+    spent_run = fresh_count.astype(np.int64) * units
+    if ledger is None:
+        return (summarize(from_units(spent_run)),)
+    known = _known_totals(g, totals, persons_run)  # read in the reservation: no second pass over the persons
+    total = summarize(from_units(known) if known is not None else ledger.spent(
+        persons_run if names is None else _take(names, persons_run)) if persons_run.size else [])
+    return summarize(from_units(spent_run)), total
+
+
+def _finish(ids: NDArray[Any], units: int, keep: NDArray[np.bool_], kept_ids: NDArray[Any], spend: _Spend,
+            source: Any, withheld_cap: int, width: int | None) -> Plan:
+    """:func:`_finish_groups` when every kept row is its own group (the same draws, no per-group arrays)."""
+    g = spend.grant
+    if g.withheld:
+        keep = keep.copy()
+        keep[keep] = g.keep_mask(kept_ids, source)
+    withheld_budget = int(kept_ids.size - keep.sum())
+    released = kept_ids if withheld_budget == 0 else ids[keep]
+    summary = _summary(ids, released, released, units, spend.names, g, spend.ledger, spend.totals)
+    return Plan(keep, None, None, None, None, withheld_cap, withheld_budget, g.over, summary[0],
+                summary[1] if len(summary) > 1 else None, spend.reservation, spend.ledger, None, width)
+
+
+def _finish_groups(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row: NDArray[np.intp],
+                   group_row: NDArray[np.intp], hit: NDArray[np.bool_], memo: NDArray[Any],
+                   memo_args: tuple[str, NDArray[Any]] | None, g: Grant, source: Any,
+                   ledger: Ledger | None, reservation: Reservation | None, withheld_cap: int,
+                   names: Any = None, totals: NDArray[np.int64] | None = None) -> Plan:
     """Withhold the groups the grant does not cover and summarise the run."""
     n = ids.size
     fresh = np.flatnonzero(~hit)
@@ -259,19 +374,7 @@ def _finish(ids: NDArray[Any], units: int, rows: NDArray[np.intp], group_of_row:
 
     group_row, hit, memo = group_row[kept_groups], hit[kept_groups], memo[kept_groups]
     if memo_args is not None:
-        memo_args = (memo_args[0], memo_args[1][kept_groups], memo_args[2][kept_groups])
-    fresh_ids = ids[group_row[~hit]]
-    if names is not None:  # dense codes: counting, not sorting
-        persons_run = np.flatnonzero(np.bincount(ids[keep], minlength=names.size))
-        fresh_count = np.bincount(fresh_ids, minlength=names.size)[persons_run]
-    else:
-        persons_run = np.unique(ids[keep])
-        fresh_count = np.bincount(np.searchsorted(persons_run, fresh_ids), minlength=persons_run.size)
-    spent_run = fresh_count.astype(np.int64) * units
-    total = None
-    if ledger is not None:
-        known = _known_totals(g, totals, persons_run)  # read in the reservation: no second pass over the persons
-        total = summarize(from_units(known) if known is not None else ledger.spent(
-            persons_run if names is None else names[persons_run]) if persons_run.size else [])
-    return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over,
-                summarize(from_units(spent_run)), total, reservation, ledger, memo_args)
+        memo_args = (memo_args[0], memo_args[1][kept_groups])
+    summary = _summary(ids, ids[keep], ids[group_row[~hit]], units, names, g, ledger, totals)
+    return Plan(keep, row_group, group_row, hit, memo, withheld_cap, withheld_budget, g.over, summary[0],
+                summary[1] if len(summary) > 1 else None, reservation, ledger, memo_args)

@@ -130,7 +130,7 @@ class AccountedRun:
         plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                             true_values=scan.labels, scope=acc.scope, rng=source, run_id=acc.run_id,
-                            mechanism=acc.mechanism, persons=scan.persons,
+                            mechanism=acc.mechanism, persons=scan.ids,
                             unit=space_unit(mechanism.space, mechanism.metadata))
         try:
             group_release = None
@@ -140,7 +140,7 @@ class AccountedRun:
         except BaseException:
             plan.abort()
             raise
-        return cls(src, plan, int(scan.persons.size), scan.labels, group_release, release, identity)
+        return cls(src, plan, len(scan.ids), scan.labels, group_release, release, identity)
 
     def _changed(self) -> ValidationError:
         return ValidationError(f"{self.src}: the file changed while it was being released (the first pass read "
@@ -178,6 +178,6 @@ class AccountedRun:
     def report(self) -> AccountingReport:
         p = self.plan
         return AccountingReport(self.rows, int(p.keep.sum()), p.withheld_cap, p.withheld_budget, self.persons_in,
-                                p.persons_over, int(p.fresh.size), p.run, p.total,
+                                p.persons_over, p.fresh_count, p.run, p.total,
                                 None if p.reservation is None else p.reservation.run_id,
                                 {"memo_hits": int(p.memo_hit.sum())} if self.group_release is not None else {})

@@ -32,7 +32,7 @@ from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
-from .persons import SCAN_BYTES, _Dictionary, _refuse_empty
+from .persons import SCAN_BYTES, _as_text, _Dictionary, _refuse_empty
 
 __all__ = ["scan_numbers", "start_numbers"]
 
@@ -52,8 +52,8 @@ def _user_column(names: list[str], where: str, user: str, column: str) -> None:
 def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: Classify, grid: Any, *,
                  keep_ranks: bool = False, chunk_rows: int = 1_000_000, chunk_bytes: int = SCAN_BYTES,
                  max_record: int | None = None, progress: Progress | None = None,
-                 ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.intp] | None]:
-    """``(persons, codes, ranks)``: distinct ids (sorted), one code per row, and (``keep_ranks``) the ranks."""
+                 ) -> tuple[Any, NDArray[np.signedinteger[Any]], NDArray[np.intp] | None]:
+    """``(persons, codes, ranks)``: ids (Arrow binary, sorted), a code per row, (``keep_ranks``) the ranks."""
     from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
 
     pa = import_optional("pyarrow", extra="parquet")
@@ -115,7 +115,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
             if ids.null_count:
                 _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
                               user_column, rows, "row(s)")
-            as_bin = pc.cast(pc.cast(ids, pa.string()), pa.binary())
+            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
             _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
                           rows, "row(s)")
             book.add(as_bin)
@@ -168,4 +168,4 @@ def start_numbers(mechanism: Any, src: Path, fmt: str, column: str, acc: Account
     except BaseException:
         plan.abort()
         raise
-    return AccountedRun(src, plan, int(persons.size), ranks, group_release, release, identity)
+    return AccountedRun(src, plan, len(persons), ranks, group_release, release, identity)

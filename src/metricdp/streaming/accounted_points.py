@@ -44,7 +44,7 @@ from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
-from .persons import SCAN_BYTES, _Dictionary, _refuse_empty
+from .persons import SCAN_BYTES, _as_text, _Dictionary, _refuse_empty
 
 __all__ = ["AccountedPointsRun", "scan_points"]
 
@@ -77,8 +77,8 @@ def scan_points(
     chunk_bytes: int = SCAN_BYTES,
     max_record: int | None = None,
     progress: Progress | None = None,
-) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.float64] | None]:
-    """``(persons, codes, points)``: distinct ids (sorted), one code per row, and (``keep_points``) the points.
+) -> tuple[Any, NDArray[np.signedinteger[Any]], NDArray[np.float64] | None]:
+    """``(persons, codes, points)``: ids (Arrow binary, sorted), a code per row, (``keep_points``) the points.
 
     Coordinates are parsed by the release's own rules (:func:`~metricdp.streaming.point_columns.parse_column`,
     :func:`~metricdp.streaming.point_columns.column_floats`) and passed to ``validate`` chunk by chunk.
@@ -137,7 +137,7 @@ def scan_points(
             if ids.null_count:
                 _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
                               user_column, rows, "row(s)")
-            as_bin = pc.cast(pc.cast(ids, pa.string()), pa.binary())
+            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
             _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
                           rows, "row(s)")
             book.add(as_bin)
@@ -177,7 +177,7 @@ class AccountedPointsRun(AccountedRun):
         except BaseException:
             plan.abort()
             raise
-        return cls(src, plan, int(persons.size), pts, group_release, release, identity)  # type: ignore[arg-type]
+        return cls(src, plan, len(persons), pts, group_release, release, identity)  # type: ignore[arg-type]
 
     def select(self, start: int, pts: NDArray[Any]) -> tuple[NDArray[np.bool_], NDArray[Any]]:
         """Rows ``start..start+len(pts)`` of the release pass: which are written, and their releases (k, 2)."""

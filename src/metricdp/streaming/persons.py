@@ -5,19 +5,33 @@ row's person before it draws anything: the cap, the budget and the consistent gr
 decided over the whole file. This pass reads *only* the user column (and, for consistent
 releases, the released column) of a CSV or Parquet file, chunk by chunk, and returns:
 
-* ``persons`` -- the distinct ids, sorted, as text (a Parquet integer column is read as
-  its decimal text: the ledger hashes ``str(id)``, so ``7`` and ``"7"`` are one person);
-* ``codes`` -- one int64 per row, ``persons[codes[i]]`` is row i's person;
+* ``ids`` -- the distinct ids, sorted bytewise (= by code point), as one Arrow ``binary``
+  array of their UTF-8 bytes (a Parquet integer column is read as its decimal text: the
+  ledger hashes ``str(id)``, so ``7`` and ``"7"`` are one person);
+* ``codes`` -- one int32 per row (int64 past 2**31 persons), ``ids[codes[i]]`` is row i's person;
 * ``labels`` -- with ``labels=`` a mechanism's label list, one label index per row.
 
-Memory: one chunk of the file, the distinct ids, and 4 bytes per row while reading (8 in
-the result, 16 with labels), never a string per row. Ids are merged chunk by chunk into an append-only dictionary
-(:func:`pyarrow.compute.index_in` against the ids seen so far), sorted once at the end.
+Memory: one chunk of the file, the distinct ids (their bytes plus 4 bytes of offset each, never
+a fixed-width string sized by the longest id), and 4 bytes per row, never a string per row.
+
+**One hash pass, not one per chunk.** Each chunk is dictionary-encoded alone
+(:func:`pyarrow.compute.dictionary_encode`: its distinct ids and a code into them per row);
+the chunks' small dictionaries are merged into the global one by one dictionary encoding of
+the chunked array ``[global, chunk dictionaries...]`` (Arrow unifies the dictionary across
+chunks, in order of first sight, so the global ids keep their codes and every chunk's local
+code maps to a global one by a ``take``). A merge happens only when the pending chunk
+dictionaries outgrow the global one in bytes (:data:`MERGE_BYTES`, and at the end): the
+global dictionary is rehashed only after at least as many bytes of new chunk dictionaries
+were seen, so the pass is linear, where looking every chunk up in the ids seen so far
+rehashed all of them per chunk.
 
 An empty id (or a null in Parquet) is refused with its line or row: it would make every
 blank row one "person" sharing one budget, which is nobody's intent. So is an id longer
 than :data:`MAX_ID_BYTES` (memory), and in Parquet one that is not UTF-8 or holds a NUL
-(the ids become text, which would merge ``"ann"`` and ``"ann\\0"``).
+(the ids are hashed as text: ``"ann\\0"`` must not be a person the text view cannot name).
+
+:func:`person_table` is the per-person form an engine builds after counting rows per person
+in a distributed pass: distinct ids and a count each, checked by the same rules.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .._optional import import_optional
 from .._progress import Progress, report
@@ -38,60 +52,155 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["MAX_ID_BYTES", "SCAN_BYTES", "RowPersons", "scan_persons"]
+__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonTable", "RowPersons", "person_table", "scan_persons"]
 
-#: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows):
-#: each chunk costs one hash table of the ids seen so far, so fewer, larger chunks are faster.
+#: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
 
-#: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254). The ids
-#: are kept as one fixed-width numpy ``str`` array, 4 bytes per character of the *longest*:
-#: one huge id among many persons would ask for (persons x its length x 4) bytes.
+#: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
 MAX_ID_BYTES = 256
+
+#: Pending chunk dictionaries are merged into the global one when their bytes (ids and offsets)
+#: exceed the global one's and this floor (so that the first chunks do not merge one by one):
+#: 64 MiB is 5.6M ids of 8 bytes, a fraction of what a scan chunk's record arrays take.
+MERGE_BYTES = 64 * 2**20
+
+
+def _text_view(pa: Any, pc: Any, ids: Any) -> NDArray[Any]:
+    """The ids as a numpy ``str`` array (for display and the library's id-based API)."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype=str)
+    return np.asarray(pc.cast(ids, pa.string()).to_numpy(zero_copy_only=False), dtype=str)
 
 
 @dataclass(frozen=True)
 class RowPersons:
-    """Per row: the person's code into ``persons`` (sorted, distinct) and, if asked, the label index."""
+    """Per row: the person's code into ``ids`` (sorted, distinct) and, if asked, the label index."""
 
-    persons: NDArray[Any]
-    codes: NDArray[np.int64]
+    ids: Any
+    codes: NDArray[np.signedinteger[Any]]
     labels: NDArray[np.intp] | None
 
     @property
     def rows(self) -> int:
         return int(self.codes.size)
 
+    @property
+    def persons(self) -> NDArray[Any]:
+        """The distinct ids as numpy text (built on demand: the accounting uses :attr:`ids`)."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        return _text_view(pa, pc, self.ids)
+
+
+@dataclass(frozen=True)
+class PersonTable:
+    """Distinct persons (Arrow ``binary`` ids, sorted bytewise) and the rows of each (int64)."""
+
+    ids: Any
+    counts: NDArray[np.int64]
+
+    @property
+    def persons(self) -> NDArray[Any]:
+        """The ids as numpy text."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        return _text_view(pa, pc, self.ids)
+
+
+def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> PersonTable:
+    """THE constructor of the per-person table from an engine's count of rows per person.
+
+    ``ids``: a pyarrow ``binary``/``string`` (or ``large_*``) array of person ids, one per
+    entry, possibly repeated (partial counts from several partitions: they are summed);
+    ``counts``: one int64 >= 0 per entry. Ids are checked by the first pass's rules (non-empty,
+    at most :data:`MAX_ID_BYTES` bytes, UTF-8 without NUL) and returned distinct and sorted
+    bytewise with their total count. The result feeds
+    :meth:`Ledger.reserve(table.ids, eps, table.counts) <metricdp.accounting.ledger.Ledger.reserve>`
+    (the ledger hashes the ids' bytes directly) or ``plan_release(..., persons=table.ids)``.
+    """
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
+    arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    if not isinstance(arr, pa.Array) or not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type)
+                                             or pa.types.is_large_binary(arr.type)
+                                             or pa.types.is_large_string(arr.type)):
+        raise ValidationError(f"{where}: ids must be a pyarrow binary or string array")
+    c = np.asarray(counts)
+    if c.shape != (len(arr),) or (c.size and c.dtype.kind not in "iu") or (c.size and int(c.min()) < 0):
+        raise ValidationError(f"{where}: counts must be one integer >= 0 per id ({len(arr)}), got {c.dtype} {c.shape}")
+    if arr.null_count:
+        raise ValidationError(f"{where}: {arr.null_count:,} null id(s): every row needs a person")
+    as_bin = _as_text(pa, pc, arr, where, "user", 0)
+    lengths = np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
+    _refuse_empty(lengths, where, "user", np.arange(1, len(arr) + 1, dtype=np.int64), "entry(s)")
+    book = _Dictionary(pa, pc)
+    book.add(as_bin)
+    table, codes = book.finish()
+    total = np.zeros(len(table), dtype=np.int64)
+    np.add.at(total, codes, c.astype(np.int64))  # exact integer sums (bincount's weights are floats)
+    return PersonTable(table, total)
+
 
 class _Dictionary:
-    """Distinct ids in order of first sight; chunk codes into it; sorted codes at the end."""
+    """Distinct ids of all chunks: per chunk a local dictionary, merged globally now and then (module docstring)."""
 
     def __init__(self, pa: Any, pc: Any) -> None:
         self.pa, self.pc = pa, pc
-        self.seen = pa.array([], type=pa.binary())
-        self.chunks: list[NDArray[np.signedinteger[Any]]] = []
+        self.seen = pa.array([], type=pa.binary())  # global distinct ids, in order of first sight
+        self.codes: list[NDArray[np.signedinteger[Any]]] = []  # per chunk: global (merged) or local codes
+        self.pending: list[tuple[int, Any]] = []  # (chunk number, local dictionary) not merged yet
+        self.pending_bytes = 0
+        self.rows = 0
 
     def add(self, values: Any) -> None:
         pa, pc = self.pa, self.pc
+        if values.type != pa.binary():
+            values = values.cast(pa.binary())
         enc = pc.dictionary_encode(values)
-        local, index = enc.dictionary, np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        found = pc.index_in(local, value_set=self.seen)  # one hash of the ids seen so far per chunk
-        where = np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        new = np.flatnonzero(where < 0)
-        if new.size:
-            where[new] = len(self.seen) + np.arange(new.size)
-            self.seen = pa.concat_arrays([self.seen, local.take(pa.array(new))])
-        self.chunks.append(where[index].astype(np.int32 if len(self.seen) < 2**31 else np.int64))  # 4 B per row
+        self.codes.append(np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int32))
+        self.pending.append((len(self.codes) - 1, enc.dictionary))
+        self.pending_bytes += enc.dictionary.nbytes
+        self.rows += len(values)
+        if self.pending_bytes > max(self.seen.nbytes, MERGE_BYTES):
+            self._merge()
 
-    def finish(self) -> tuple[NDArray[Any], NDArray[np.int64]]:
-        pc = self.pc
+    def _merge(self) -> None:
+        """One dictionary encoding of [global, pending...]: the global codes stay, local codes become global."""
+        if not self.pending:
+            return
+        pa, pc = self.pa, self.pc
+        parts = [self.seen] + [d for _, d in self.pending]
+        enc = pc.dictionary_encode(pa.chunked_array(parts, type=pa.binary()))
+        self.seen = enc.chunk(enc.num_chunks - 1).dictionary if enc.num_chunks else self.seen  # one, unified
+        wide = len(self.seen) >= 2**31
+        # every part's global codes, flat (Arrow may drop empty chunks: cut by the parts' lengths)
+        flat = np.concatenate([np.asarray(c.indices.to_numpy(zero_copy_only=False)) for c in enc.chunks]
+                              or [np.zeros(0, dtype=np.int32)]).astype(np.int64 if wide else np.int32, copy=False)
+        at = len(parts[0])
+        for k, local in self.pending:
+            self.codes[k] = flat[at : at + len(local)][self.codes[k]]
+            at += len(local)
+        self.pending, self.pending_bytes = [], 0
+
+    def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
+        """``(ids, codes)``: the distinct ids sorted bytewise (Arrow ``binary``) and every row's code into them."""
+        self._merge()
+        pa, pc = self.pa, self.pc
+        n = len(self.seen)
+        dtype = np.int64 if n >= 2**31 else np.int32
         order = np.asarray(pc.sort_indices(self.seen).to_numpy(zero_copy_only=False), dtype=np.int64)
-        rank = np.empty(order.size, dtype=np.int64)
-        rank[order] = np.arange(order.size)
-        text = self.pc.cast(self.seen.take(self.pa.array(order)), self.pa.string())
-        persons = np.asarray(text.to_numpy(zero_copy_only=False), dtype=str) if len(text) else np.zeros(0, str)
-        codes = rank[np.concatenate(self.chunks)] if self.chunks else np.zeros(0, dtype=np.int64)
-        return persons, codes
+        rank = np.empty(n, dtype=dtype)
+        rank[order] = np.arange(n, dtype=dtype)
+        ids = self.seen.take(pa.array(order)) if n else self.seen
+        codes: NDArray[np.signedinteger[Any]] = np.empty(self.rows, dtype=dtype)
+        at = 0
+        for i, c in enumerate(self.codes):  # chunk by chunk: never two copies of every row's code
+            np.take(rank, c, out=codes[at : at + c.size])
+            at += c.size
+            self.codes[i] = c[:0]
+        self.codes = []
+        return ids, codes
 
 
 def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: NDArray[np.int64], unit: str) -> None:
@@ -150,7 +259,7 @@ def scan_persons(
                 _refuse_empty(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)), where,
                               user_column, lines, "line(s)")
                 book.add(values)
-                done = sum(c.size for c in book.chunks)
+                done = book.rows
                 report(progress, done, None, f"first pass (who each row belongs to): {done:,} rows")
                 if vcol is not None and value_set is not None:
                     fs, fe = recs.field(vcol)
@@ -189,8 +298,8 @@ def scan_persons(
         del names
     if unknown.rows:
         raise unknown.error(where, value_column or "", "line(s)" if fmt == "csv" else "row(s)")
-    persons, codes = book.finish()
-    return RowPersons(persons, codes, None if value_column is None else (
+    ids, codes = book.finish()
+    return RowPersons(ids, codes, None if value_column is None else (
         np.concatenate(found) if found else np.zeros(0, dtype=np.intp)))
 
 
