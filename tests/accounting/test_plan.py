@@ -34,6 +34,12 @@ def test_consistent_groups_by_hand() -> None:
     assert rel[plan.group].tolist() == [7, 7, 8, 9, 8]
 
 
+def test_consistent_plan_of_no_rows() -> None:
+    """An input without rows plans an empty consistent release (it raised a numpy reshape error)."""
+    plan = plan_release([], 0.5, consistent=True, true_values=np.zeros(0, np.int32))
+    assert plan.fresh_count == 0 and plan.group.size == 0 and plan.run.persons == 0
+
+
 def test_consistent_across_runs_costs_nothing_more(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db", budget=1.0)
     ids, values = ["a", "a", "b"], ["x", "y", "x"]

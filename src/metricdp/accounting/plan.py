@@ -140,7 +140,7 @@ class Plan:
 
 def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.intp]) -> tuple[NDArray[np.intp], ...]:
     """Group index of each of ``rows`` and the first row of each group (in row order)."""
-    if values is None:
+    if values is None or rows.size == 0:  # no row: no group (a reshape of zero values has no width)
         return np.arange(rows.size, dtype=np.intp), rows
     _, person = np.unique(ids[rows], return_inverse=True)
     flat = values[rows].reshape(rows.size, -1)

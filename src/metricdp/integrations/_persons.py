@@ -239,28 +239,9 @@ def _has_user(names: Sequence[str], user_column: str, where: str) -> None:
 
 
 def person_table(ids: Any, counts: NDArray[np.int64]) -> Any:
-    """The per-person table of the ledger from (ids, rows per person), the engines' aggregation.
+    """The per-person table of the ledger from (ids, rows per person), the engines' aggregation:
+    :func:`metricdp.streaming.persons.person_table` (ids sorted bytewise, repeats summed, the
+    first pass's checks of every id)."""
+    from ..streaming.persons import person_table as build
 
-    Hands over to :func:`metricdp.streaming.persons.person_table` where the persons module
-    provides it (``(ids: pyarrow binary/string array, counts: int64 per id) -> PersonTable``
-    with ``.ids`` sorted bytewise, ``.counts``, ``.persons`` as text; repeated ids summed);
-    until then the distinct ids sorted bytewise (the local pass's order) with their counts
-    (``.persons``, ``.counts``).
-    """
-    from ..streaming import persons as persons_module
-
-    build = getattr(persons_module, "person_table", None)
-    if build is not None:
-        return build(ids, counts)
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
-    counts = np.asarray(counts, dtype=np.int64)
-    if len(ids) != counts.size:
-        raise ValidationError(f"{len(ids)} ids but {counts.size} counts")
-    as_bin = pc.cast(ids, pa.binary())
-    if len(pc.unique(as_bin)) != len(as_bin):
-        raise ValidationError("person ids must be distinct")
-    order = np.asarray(pc.sort_indices(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
-    text = pc.cast(as_bin.take(pa.array(order)), pa.string())
-    persons = np.asarray(text.to_numpy(zero_copy_only=False), dtype=str) if len(text) else np.zeros(0, str)
-    return PersonCounts(persons, counts[order])
+    return build(ids, counts)
