@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def privatize(
         rows: Annotated[str, typer.Option("--rows", help="Row counts, comma-separated.")] = "2000000,20000000",
-        formats: Annotated[str, typer.Option("--formats", help="csv, parquet or both.")] = "csv,parquet",
+        formats: Annotated[str, typer.Option("--formats", help="csv, parquet, or csv,parquet.")] = "csv,parquet",
         engines: Annotated[str, typer.Option("--engines", help="local, dask, spark.")] = "local,dask,spark",
         workdir: Annotated[
             Path, typer.Option("--workdir", help="Where the inputs are generated (kept) and outputs written.")

@@ -30,7 +30,7 @@ def add_command(bench_app: typer.Typer) -> None:
     @handle_errors
     def privatize_numbers(
         rows: Annotated[str, typer.Option("--rows", help="Row counts, comma-separated.")] = "2000000,20000000",
-        formats: Annotated[str, typer.Option("--formats", help="csv, parquet or both.")] = "csv,parquet",
+        formats: Annotated[str, typer.Option("--formats", help="csv, parquet, or csv,parquet.")] = "csv,parquet",
         mechanisms: Annotated[
             str, typer.Option("--mechanisms", help="clamped-geometric, discrete-laplace.")
         ] = "clamped-geometric,discrete-laplace",

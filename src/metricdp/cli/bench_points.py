@@ -22,8 +22,8 @@ def add_points(bench_app: typer.Typer) -> None:
     def privatize_points_bench(
         rows: Annotated[str, typer.Option("--rows", help="Row counts, comma-separated (up to 20M and more).")]
         = "2000000,20000000",
-        formats: Annotated[str, typer.Option("--formats", help="csv, parquet or both.")] = "csv",
-        samplers: Annotated[str, typer.Option("--samplers", help="exact, float or both.")] = "exact",
+        formats: Annotated[str, typer.Option("--formats", help="csv, parquet, or csv,parquet for both.")] = "csv",
+        samplers: Annotated[str, typer.Option("--samplers", help="exact, float, or exact,float for both.")] = "exact",
         workdir: Annotated[
             Path, typer.Option("--workdir", help="Where the inputs are generated (kept) and outputs written.")
         ] = Path("bench-points"),
