@@ -34,27 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from .._numba import njit
 from ..spaces import EARTH_RADIUS_KM
 
 __all__ = ["KERNELS"]
 
 KERNELS: Any = None
 
-njit: Any
-try:  # pragma: no cover - exercised when numba is installed
-    import numba
-
-    def njit(**options: Any) -> Any:
-        def wrap(fn: Any) -> Any:
-            try:
-                return numba.njit(**options)(fn)
-            except RuntimeError:  # no cache locator
-                return numba.njit(**{**options, "cache": False})(fn)
-
-        return wrap
-
-except ImportError:  # pragma: no cover
-    njit = None
 
 _LN2 = math.log(2.0)
 _COEF = np.array([1.0 / math.factorial(i) for i in range(17)])

@@ -37,25 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from ..._numba import njit
+
 __all__ = ["KERNELS"]
 
 KERNELS: Any = None
 
-njit: Any
-try:  # pragma: no cover - exercised when numba is installed
-    import numba
-
-    def njit(**options: Any) -> Any:
-        def wrap(fn: Any) -> Any:
-            try:
-                return numba.njit(**options)(fn)
-            except RuntimeError:  # no cache locator
-                return numba.njit(**{**options, "cache": False})(fn)
-
-        return wrap
-
-except ImportError:  # pragma: no cover
-    njit = None
 
 
 #: Floating-point freedoms of the kernels: sums and minima may be reassociated (so LLVM
