@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -88,6 +89,25 @@ class Engine(StrEnum):
     spark = "spark"
 
 
+def check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
+                 local_only: Sequence[tuple[bool, str]] = ()) -> None:
+    """The engine options belong to their engine, checked before anything is read or started:
+    ``--scheduler`` (Dask), ``--master`` (Spark), ``--chunk-rows`` and each ``(given, option)`` of
+    ``local_only`` (the local engine), then the engine's extra is installed."""
+    if scheduler is not None and engine is not Engine.dask:
+        raise ValidationError("--scheduler is for --engine dask")
+    if master is not None and engine is not Engine.spark:
+        raise ValidationError("--master is for --engine spark")
+    if engine is Engine.local:
+        return
+    if chunk_rows is not None:
+        raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
+    for given, option in local_only:
+        if given:
+            raise ValidationError(f"{option} is for --engine local")
+    require(engine.value, what=f"--engine {engine.value}")
+
+
 def with_flags(message: str) -> str:
     """A column-plan error with the CLI's flag names (the library names none)."""
     return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
@@ -153,14 +173,7 @@ def register(app: typer.Typer) -> None:
         except ValidationError as ex:  # the library names no flag; say which one
             raise ValidationError(with_flags(str(ex))) from None
         columns: dict[str, Any] = {} if not (kept or dropped) else {"keep": kept, "drop": dropped}
-        if scheduler is not None and engine is not Engine.dask:
-            raise ValidationError("--scheduler is for --engine dask")
-        if master is not None and engine is not Engine.spark:
-            raise ValidationError("--master is for --engine spark")
-        if chunk_rows is not None and engine is not Engine.local:
-            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
-        if engine is not Engine.local:
-            require(engine.value, what=f"--engine {engine.value}")  # before the mechanism is loaded and audited
+        check_engine(engine, scheduler, master, chunk_rows)  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         if mech.space.policy:  # docs/proofs/policy_graphs.md: cross-component pairs get no guarantee
             warn(f"{mechanism_file} is built on a policy graph of {mech.space.n_components} components: each "

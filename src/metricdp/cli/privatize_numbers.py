@@ -62,7 +62,7 @@ from ._common import (
     progress,
     warn,
 )
-from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, check_engine, leaves_report, with_flags
 
 __all__ = ["parse_range", "register"]
 
@@ -92,20 +92,6 @@ def _grid(lo: str, hi: str, step: str) -> NumericGrid:
         return NumericGrid(lo, hi, step)
     except ValidationError as ex:
         raise ValidationError(f"--range {lo},{hi} --step {step}: {ex}") from None
-
-
-def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None) -> None:
-    """The engine options belong to their engine (before anything is read or started)."""
-    from .._optional import require
-
-    if scheduler is not None and engine is not Engine.dask:
-        raise ValidationError("--scheduler is for --engine dask")
-    if master is not None and engine is not Engine.spark:
-        raise ValidationError("--master is for --engine spark")
-    if engine is not Engine.local:
-        if chunk_rows is not None:
-            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
-        require(engine.value, what=f"--engine {engine.value}")
 
 
 def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: Path, *, seed: int | None,
@@ -201,7 +187,7 @@ def register(app: typer.Typer) -> None:
         kind = file_format(input_file)
         if file_format(out) != kind:
             raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
-        _check_engine(engine, scheduler, master, chunk_rows)
+        check_engine(engine, scheduler, master, chunk_rows)
         kept, dropped = list(keep or ()), list(drop or ())
         try:
             plan = plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped,

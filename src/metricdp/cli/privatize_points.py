@@ -65,7 +65,7 @@ from ._accounting import (
     report_json,
 )
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, Engine, KeepOption, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, check_engine, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -324,22 +324,6 @@ def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path |
     }
 
 
-def _check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
-                  plot: Path | None, out: Path) -> None:
-    if scheduler is not None and engine is not Engine.dask:
-        raise ValidationError("--scheduler is for --engine dask")
-    if master is not None and engine is not Engine.spark:
-        raise ValidationError("--master is for --engine spark")
-    if engine is not Engine.local:
-        if chunk_rows is not None:
-            raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
-        if plot is not None:
-            raise ValidationError("--plot is for --engine local")
-        if out.suffix.lower() == ".geojson":
-            raise ValidationError("--out .geojson is for --engine local")
-        require(engine.value, what=f"--engine {engine.value}")
-
-
 def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path, settings: PointSettings,
                 seed: int | None, digits: int, keep: list[str] | None, drop: list[str] | None,
                 snap_to: Path | None, scheduler: str | None, master: str | None, accounting: Any = None,
@@ -477,7 +461,8 @@ def register(app: typer.Typer) -> None:
             raise ValidationError("--lat and --lon name the same column")
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        _check_engine(engine, scheduler, master, chunk_rows, plot, out)
+        check_engine(engine, scheduler, master, chunk_rows,
+                     [(plot is not None, "--plot"), (out.suffix.lower() == ".geojson", "--out .geojson")])
         settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
         mechanism_text = (f"privatize-points planar Laplace eps={eps:g}/km "
                           f"{'float' if settings.plane is None else 'exact'}")
