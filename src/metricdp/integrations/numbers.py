@@ -10,10 +10,9 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any
 
-from .._optional import import_optional
 from ..errors import ValidationError
+from ._engines import engine_runner
 from ._numbers import NumberRule
-from ._plan import Piece
 from ._run import release_file
 
 __all__ = ["privatize_numbers_engine"]
@@ -65,21 +64,7 @@ def privatize_numbers_engine(
         raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
     rule = NumberRule(out_of_range, off_grid)
     rule.classify(mechanism)  # the option errors before any cluster starts
-    if engine == "dask":
-        from .dask import _run_pieces as dask_pieces
-
-        import_optional("distributed", extra="dask")
-
-        def runner(job: Any, pieces: Sequence[Piece], mech: Any) -> list[Any]:
-            return dask_pieces(job, pieces, mech, scheduler)
-    else:
-        from .spark import _run_pieces as spark_pieces
-
-        import_optional("pyspark", extra="spark")
-
-        def runner(job: Any, pieces: Sequence[Piece], mech: Any) -> list[Any]:
-            return spark_pieces(job, pieces, mech, master)
-
+    runner = engine_runner(engine, scheduler, master)
     from .dask import one_cluster
     from .spark import one_context
 

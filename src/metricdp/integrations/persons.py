@@ -15,9 +15,10 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
+from ._engines import engine_runner
 from ._persons import distributed_persons, pieces_of
 
-__all__ = ["count_per_person", "engine_runner"]
+__all__ = ["count_per_person"]
 
 
 def count_per_person(engine: str, input_path: str | Path, user_column: str, *, scheduler: str | None = None,
@@ -38,17 +39,3 @@ def count_per_person(engine: str, input_path: str | Path, user_column: str, *, s
     found = distributed_persons(engine.capitalize(), engine_runner(engine, scheduler, master), plan, "", user_column,
                                 None)
     return pa.array(found.persons.tolist(), type=pa.string()), found.counts
-
-
-
-def engine_runner(engine: str, scheduler: str | None, master: str | None) -> Any:
-    """``runner(job, pieces, mechanism)`` of ``engine`` ("dask" or "spark"): its partitions run the pieces."""
-    if engine == "dask":
-        from .dask import _run_pieces as dask_pieces
-
-        return lambda job, pieces, mech: dask_pieces(job, pieces, mech, scheduler)
-    if engine == "spark":
-        from .spark import _run_pieces as spark_pieces
-
-        return lambda job, pieces, mech: spark_pieces(job, pieces, mech, master)
-    raise ValidationError(f"engine must be dask or spark, got {engine!r}")
