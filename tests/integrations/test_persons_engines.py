@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
-from metricdp.integrations._persons import distributed_persons, person_table, pieces_of
+from metricdp.integrations._persons import distributed_persons, pieces_of
 from metricdp.integrations._pieces import release_piece
 from metricdp.integrations.persons import count_per_person
-from metricdp.streaming.persons import scan_persons
+from metricdp.streaming.persons import person_table, scan_persons
 from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
 

@@ -15,9 +15,9 @@ row for row) and the rows per person.
 What crosses the wire per piece: its distinct ids and 4 bytes per row; the driver holds
 the distinct ids of the file and 8 bytes per row (the plan needs them), as the local pass.
 
-:func:`count_per_person` is the aggregation alone -- (distinct ids as a pyarrow string
-array, rows per person as int64) -- and :func:`person_table` the adapter that hands it
-to the ledger's per-person table (:mod:`metricdp.streaming.persons`).
+:func:`metricdp.integrations.persons.count_per_person` is the aggregation alone -- (distinct
+ids as a pyarrow string array, rows per person as int64) -- which
+:func:`metricdp.streaming.persons.person_table` turns into the ledger's per-person table.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from ..errors import EngineError, ValidationError
 from ..streaming import csvsplit
 from ._plan import Cutter, Piece, Plan, read_piece
 
-__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "person_table",
-           "start_counted"]
+__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "start_counted"]
 
 
 @dataclass(frozen=True)
@@ -236,12 +235,3 @@ def _has_user(names: Sequence[str], user_column: str, where: str) -> None:
     if user_column not in names:
         raise ValidationError(f"{where}: no user column {user_column!r} (columns: "
                               f"{', '.join(repr(h) for h in names[:20])})")
-
-
-def person_table(ids: Any, counts: NDArray[np.int64]) -> Any:
-    """The per-person table of the ledger from (ids, rows per person), the engines' aggregation:
-    :func:`metricdp.streaming.persons.person_table` (ids sorted bytewise, repeats summed, the
-    first pass's checks of every id)."""
-    from ..streaming.persons import person_table as build
-
-    return build(ids, counts)
