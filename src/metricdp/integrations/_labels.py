@@ -11,6 +11,7 @@ be). Built once per process from the mechanism: a few label-sized arrays.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,10 @@ from .._optional import import_optional
 from .._random import RandomSource
 from ..errors import PrivacyLeakWarning
 from ..streaming import csvsplit
+from ..streaming.files import _label_table
+from ..streaming.labels import csv_label_indices, parquet_label_indices
 
-__all__ = ["Labels", "sample"]
+__all__ = ["Labels", "Outputs", "field_text", "sample"]
 
 
 def sample(mechanism: Any, codes: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
@@ -33,40 +36,19 @@ def sample(mechanism: Any, codes: NDArray[np.intp], rng: RandomSource) -> NDArra
         return np.asarray(mechanism.sample(codes, rng), dtype=np.intp)
 
 
-class Labels:
-    """Input labels for lookup and output labels encoded as CSV fields.
+class Outputs:
+    """Output labels encoded as CSV fields, and the splice that writes releases with them.
 
     ``table`` holds entries ``0..n-1`` encoded as needed, ``n..2n-1`` always quoted
     (:func:`metricdp.streaming.csvsplit.encode_field`) and ``2n`` empty (a removed
-    range: a dropped column), the layout of the local engine.
+    range: a dropped column), the layout of the local engine
+    (:func:`metricdp.streaming.files._label_table`, which builds it). A labels release
+    writes the mechanism's output labels, a numbers release its grid points' text.
     """
 
-    def __init__(self, mechanism: Any) -> None:
-        pa = import_optional("pyarrow", extra="parquet")
-        labels = list(mechanism.labels)
-        outs = list(getattr(mechanism, "output_labels", None) or labels)  # a separate output set
-        self.value_set = pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
-        self.lookup = {x.encode("utf-8"): i for i, x in enumerate(labels)}
+    def __init__(self, outs: Sequence[str]) -> None:
         self.n_out = len(outs)
-        enc = [csvsplit.encode_field(x) for x in outs] + [csvsplit.encode_field(x, quoted=True) for x in outs]
-        enc.append(b"")
-        self.table_offsets = np.zeros(len(enc) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in enc], out=self.table_offsets[1:])
-        self.table = np.frombuffer(b"".join(enc), dtype=np.uint8)
-
-    def codes(self, buf: NDArray[np.uint8], recs: csvsplit.Records) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
-        """Row index of each record's field (-1: not a label) and whether the field was quoted."""
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
-        data, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-        values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
-        idx = np.asarray(
-            pc.fill_null(pc.index_in(values, value_set=self.value_set), -1).to_numpy(zero_copy_only=False),
-            dtype=np.intp,
-        )
-        if quoted.any():
-            idx[quoted] = [self.lookup.get(v, -1) for v in raw_quoted]
-        return idx, quoted
+        self.table, self.table_offsets = _label_table(outs)
 
     def splice(
         self, buf: NDArray[np.uint8], recs: csvsplit.Records, column: int, dropped: tuple[int, ...],
@@ -76,7 +58,7 @@ class Labels:
         ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept.
 
         With ``keep``, ``released`` holds the kept records' releases and the others are removed whole
-        (:func:`metricdp.streaming.csvsplit.without_records`)."""
+        (:func:`metricdp.streaming.csvsplit.without_records`): a withheld record's field is never written."""
         starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
         if keep is None:
             per_row = released + self.n_out * quoted
@@ -90,10 +72,30 @@ class Labels:
             choice[field] = per_row[row[field]]
         return csvsplit.splice(buf, recs.end, starts, stops, self.table, self.table_offsets, choice)
 
-    def remove(self, buf: NDArray[np.uint8], starts: NDArray[np.int64], stops: NDArray[np.int64]) -> bytes:
-        """``buf`` without the ranges ``[starts[i], stops[i])`` (sorted, disjoint)."""
-        choice = np.full(len(starts), 2 * self.n_out, dtype=np.intp)
-        return csvsplit.splice(buf, len(buf), starts, stops, self.table, self.table_offsets, choice).tobytes()
+
+class Labels(Outputs):
+    """Input labels for lookup (the local engine's, :mod:`metricdp.streaming.labels`) and output labels
+    encoded as CSV fields (:class:`Outputs`)."""
+
+    def __init__(self, mechanism: Any) -> None:
+        pa = import_optional("pyarrow", extra="parquet")
+        self.labels = list(mechanism.labels)
+        super().__init__(list(getattr(mechanism, "output_labels", None) or self.labels))  # a separate output set
+        self.value_set = pa.array([x.encode("utf-8") for x in self.labels], type=pa.binary())
+        self.lookup = {x.encode("utf-8"): i for i, x in enumerate(self.labels)}
+
+    def codes(self, buf: NDArray[np.uint8], recs: csvsplit.Records) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        """Row index of each record's field (-1: not a label) and whether the field was quoted."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, self.value_set, self.lookup, with_quoted=True)
+        return idx, quoted
+
+    def parquet_codes(self, col: Any) -> tuple[NDArray[np.intp], Any]:
+        """Row index of each value of a Parquet column (-1: not a label, null included) and the values as text."""
+        pa = import_optional("pyarrow", extra="parquet")
+        pc = import_optional("pyarrow.compute", extra="parquet")
+        return parquet_label_indices(pa, pc, col, self.labels)
 
 
 def field_text(buf: bytes | NDArray[np.uint8], a: int, b: int) -> str:

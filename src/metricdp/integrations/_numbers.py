@@ -12,7 +12,7 @@ rule of the local engine (:mod:`metricdp.streaming.numbers`) in place of the lab
    with the local engine's one error (count per reason, first lines) before any task
    runs; it cuts the file into :class:`~._plan.Piece` s of whole records (CSV: byte
    ranges; Parquet: runs of row groups);
-2. each task (:func:`release_numbers_piece`) re-reads its piece with the same record
+2. each task (:meth:`NumberRule.release`) re-reads its piece with the same record
    definition, places it on the grid again (a value that is no longer releasable means
    the file changed: refused), draws its releases from
    :func:`~metricdp.integrations.partition_rng` ``(seed, piece)`` (secure by default) and
@@ -33,7 +33,6 @@ the output is the local engine's byte for byte.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +44,12 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import ValidationError
 from ..streaming import csvsplit
-from ..tabular.columns import plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.parquet import input_compression, open_parquet
-from ._plan import DEFAULT_PIECE_BYTES, Cutter, Piece, Plan, changed, read_piece
+from ..tabular.csv import DEFAULT_CHUNK_BYTES
+from ._labels import Outputs
+from ._pieces import parquet_part, released
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, changed, plan_table, read_piece
 
-__all__ = ["NumberRule", "plan_numbers", "release_numbers_piece"]
+__all__ = ["NumberCheck", "NumberRule", "plan_numbers"]
 
 #: ``classify(numbers, not_number, empty) -> (ranks, status)`` (status 0: releasable).
 Classify = Callable[[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]], tuple[NDArray[np.intp], Any]]
@@ -76,6 +74,13 @@ class NumberRule:
             return _status(mechanism, numbers, bad, empty, self.out_of_range, self.off_grid)
 
         return classify
+
+    def release(self, job: Any, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
+        """The part file's bytes of ``piece`` and its rows (called by :func:`._pieces.release_piece`)."""
+        classify = self.classify(mechanism)
+        if job.plan.fmt == "csv":
+            return _release_csv(job, piece, mechanism, classify)
+        return _release_parquet(job, piece, mechanism, classify)
 
 
 # ------------------------------------------------------------------------------ one chunk
@@ -136,93 +141,49 @@ def plan_numbers(
         definition's (line and byte offset), the values that cannot be released (count
         per reason, first lines or rows, "nothing written").
     """
-    if piece_bytes < 1:
-        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
-    fmt = format_of(src, TABLE_FORMATS)
-    st = os.stat(src)
-    classify = rule.classify(mechanism)
-    if fmt == "csv":
-        return _plan_csv(src, column, mechanism, classify, piece_bytes, chunk_bytes, st, keep, drop, max_record)
-    return _plan_parquet(src, column, mechanism, classify, piece_bytes, st, keep, drop)
+    return plan_table(src, column, lambda: NumberCheck(mechanism, rule.classify(mechanism)), piece_bytes=piece_bytes,
+                      chunk_bytes=chunk_bytes, keep=keep, drop=drop, max_record=max_record)
 
 
-def _plan_csv(src: Path, column: str, mechanism: Any, classify: Classify, piece_bytes: int, chunk_bytes: int,
-              st: os.stat_result, keep: Sequence[str], drop: Sequence[str], max_record: int | None) -> Plan:
-    from ..streaming.number_text import _SHOW, BadNumbers, _field_text
+class NumberCheck:
+    """The values of a numbers release (:class:`._plan.ValueCheck`): every one a number the release can
+    place on the grid (``classify``); a refused value's message: count per reason, first lines or rows."""
 
-    where = str(src)
-    bad = BadNumbers()
-    cutter = Cutter(piece_bytes)
-    rows = 0
-    with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
-        header = reader.header()
-        cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
-        col = cols.index(column)
-        for chunk in reader.chunks(col):
-            recs = chunk.records
-            cutter.add(chunk)
-            _, status, _ = csv_ranks(chunk.buf, recs, classify)
-            refused = np.flatnonzero(status)
-            if refused.size:
-                texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
-                bad.add(chunk.first_line + recs.lines[refused], texts, status[refused])
-            rows += len(recs.starts)
-        cap = reader.cap
-    if bad.rows:
-        raise bad.error(where, column, mechanism.grid, "line")
-    pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
-    head = csvsplit.header_bytes(header, cols.dropped_indices)
-    return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
-                columns=cols, max_record=cap)
+    def __init__(self, mechanism: Any, classify: Classify) -> None:
+        from ..streaming.number_text import BadNumbers
 
+        self.mechanism = mechanism
+        self.classify = classify
+        self.bad = BadNumbers()
 
-def _plan_parquet(src: Path, column: str, mechanism: Any, classify: Classify, piece_bytes: int, st: os.stat_result,
-                  keep: Sequence[str], drop: Sequence[str]) -> Plan:
-    from ..streaming.number_text import _SHOW, BadNumbers
+    def check_type(self, kind: Any, where: str, column: str) -> None:
+        pa = import_optional("pyarrow", extra="parquet")
+        if not (_numeric(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise ValidationError(f"{where}: column {column!r} has type {kind}; numbers or text expected")
+        out_values(self.mechanism, kind, where, column)
 
-    pa = import_optional("pyarrow", extra="parquet")
-    where = str(src)
-    pf = open_parquet(src)
-    schema = pf.schema_arrow
-    cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
-    j = cols.index(column)
-    kind = schema.field(j).type
-    if not (_numeric(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        raise ValidationError(f"{where}: column {column!r} has type {kind}; numbers or text expected")
-    out_values(mechanism, kind, where, column)
-    bad = BadNumbers()
-    seen = 0
-    try:
-        for batch in pf.iter_batches(columns=[column], batch_size=1_000_000):
-            col = batch.column(0)
-            _, status = parquet_ranks(col, classify)
-            refused = np.flatnonzero(status)
-            if refused.size:
-                texts = ["null" if v is None else str(v) for v in col.take(pa.array(refused[:_SHOW])).to_pylist()]
-                bad.add(seen + refused + 1, texts, status[refused])
-            seen += len(col)
-    except (OSError, pa.ArrowException) as ex:
-        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
-    if bad.rows:
-        raise bad.error(where, column, mechanism.grid, "row")
-    meta = pf.metadata
-    pieces: list[Piece] = []
-    start = rows = size = first = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        rows += group.num_rows
-        size += group.total_byte_size
-        if size >= piece_bytes or g == meta.num_row_groups - 1:
-            pieces.append(Piece(len(pieces), start, g + 1, rows, first + 1))
-            first += rows
-            start, rows, size = g + 1, 0, 0
-    if first != seen:
-        raise ValidationError(f"{where}: the row groups hold {first:,} rows but {seen:,} were read")
-    written = set(cols.written)
-    out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
-    return Plan(where, "parquet", tuple(schema.names), j, b"", tuple(pieces), seen, st.st_size, st.st_mtime_ns,
-                columns=cols, schema=out_schema, compression=input_compression(meta))
+    def csv(self, chunk: Any) -> None:
+        from ..streaming.number_text import _SHOW, _field_text
+
+        recs = chunk.records
+        _, status, _ = csv_ranks(chunk.buf, recs, self.classify)
+        refused = np.flatnonzero(status)
+        if refused.size:
+            texts = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in refused[:_SHOW]]
+            self.bad.add(chunk.first_line + recs.lines[refused], texts, status[refused])
+
+    def parquet(self, col: Any, seen: int) -> None:
+        from ..streaming.number_text import _SHOW
+
+        pa = import_optional("pyarrow", extra="parquet")
+        _, status = parquet_ranks(col, self.classify)
+        refused = np.flatnonzero(status)
+        if refused.size:
+            texts = ["null" if v is None else str(v) for v in col.take(pa.array(refused[:_SHOW])).to_pylist()]
+            self.bad.add(seen + refused + 1, texts, status[refused])
+
+    def error(self, where: str, column: str, *, csv: bool) -> ValidationError | None:
+        return self.bad.error(where, column, self.mechanism.grid, "line" if csv else "row") if self.bad.rows else None
 
 
 def out_values(mechanism: Any, kind: Any, where: str, column: str) -> Any:
@@ -237,79 +198,38 @@ def out_values(mechanism: Any, kind: Any, where: str, column: str) -> Any:
 
 
 # ------------------------------------------------------------------------------ worker
-def release_numbers_piece(job: Any, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
-    """The part file's bytes of ``piece`` and its rows (called by :func:`._pieces.release_piece`)."""
-    classify = job.rule.classify(mechanism)
-    if job.plan.fmt == "csv":
-        return _release_csv(job, piece, mechanism, classify)
-    return _release_parquet(job, piece, mechanism, classify)
-
-
 def _changed(job: Any, what: str) -> ValidationError:
     return changed(job.plan.path, what)
 
 
-def _draws(job: Any, piece: Piece, mechanism: Any, ranks: NDArray[np.intp]) -> tuple[Any, NDArray[np.intp]]:
-    """The rows written (None: all) and their output indices: the driver's (consistent) or fresh draws."""
-    from ._common import partition_rng
+def _draw(mechanism: Any) -> Callable[[NDArray[np.intp], Any], NDArray[np.intp]]:
+    """Fresh releases of grid ranks from ``mechanism`` (none drawn for no rows)."""
 
-    keep, given = piece.selection()
-    if given is not None:
-        return keep, given
-    chosen = ranks if keep is None else ranks[keep]
-    if chosen.size == 0:
-        return keep, chosen
-    return keep, np.asarray(mechanism.draw(np.asarray(chosen, dtype=np.intp), partition_rng(job.seed, piece.index)),
-                            dtype=np.intp)
+    def draw(ranks: NDArray[np.intp], rng: Any) -> NDArray[np.intp]:
+        if ranks.size == 0:
+            return ranks
+        return np.asarray(mechanism.draw(np.asarray(ranks, dtype=np.intp), rng), dtype=np.intp)
+
+    return draw
 
 
 def _release_csv(job: Any, piece: Piece, mechanism: Any, classify: Classify) -> tuple[bytes, int]:
-    from ..streaming.files import _label_table
-
     plan = job.plan
     _, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
                               ncols=len(plan.names), column=plan.column, max_record=plan.max_record)
     ranks, status, quoted = csv_ranks(buf, recs, classify)
     if status.any():
         raise _changed(job, f"line {piece.first + int(recs.lines[int(np.flatnonzero(status)[0])])} cannot be released")
-    keep, drawn = _draws(job, piece, mechanism, ranks)
-    n_out = len(mechanism.output_labels)
-    table, offsets = _label_table(mechanism.output_labels)
+    keep, drawn = released(job, piece, ranks, _draw(mechanism))
     dropped = plan.columns.dropped_indices if plan.columns is not None else ()
-    starts, stops, row, kind = csvsplit.edits_for(recs, plan.column, dropped)
-    if keep is None:
-        per_row = drawn + n_out * quoted
-    else:  # a withheld record goes whole, line break included: its field is never written
-        per_row = np.full(len(ranks), 2 * n_out, dtype=np.intp)
-        per_row[keep] = drawn + n_out * quoted[keep]
-        starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
-    choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-    if len(per_row):
-        field = kind == 0
-        choice[field] = per_row[row[field]]
-    out = csvsplit.splice(buf, recs.end, starts, stops, table, offsets, choice)
+    out = Outputs(mechanism.output_labels).splice(buf, recs, plan.column, dropped, drawn, quoted, keep)
     return out.tobytes(), len(drawn)
 
 
 def _release_parquet(job: Any, piece: Piece, mechanism: Any, classify: Classify) -> tuple[bytes, int]:
-    pa = import_optional("pyarrow", extra="parquet")
-    pq = import_optional("pyarrow.parquet", extra="parquet")
-    plan = job.plan
-    table = pq.ParquetFile(plan.path).read_row_groups(list(range(piece.start, piece.stop)))
-    j = plan.column
-    if table.num_rows != piece.rows or table.schema.names != list(plan.names):
-        raise _changed(job, f"row groups {piece.start} to {piece.stop - 1}")
-    col = table.column(j).combine_chunks()
-    ranks, status = parquet_ranks(col, classify)
-    if status.any():
-        raise _changed(job, f"row {piece.first + int(np.flatnonzero(status)[0])} cannot be released")
-    field = table.schema.field(j)
-    outs = out_values(mechanism, field.type, plan.path, job.column_name)
-    keep, drawn = _draws(job, piece, mechanism, ranks)
-    if keep is not None:
-        table = table.filter(pa.array(keep))
-    table = table.set_column(j, field, outs.take(pa.array(drawn, type=pa.int64())))
-    table = table.select(plan.schema.names).replace_schema_metadata(plan.schema.metadata)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=plan.compression)
-    return sink.getvalue().to_pybytes(), len(drawn)
+    def codes(col: Any) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        ranks, status = parquet_ranks(col, classify)
+        return ranks, status != 0
+
+    return parquet_part(job, piece, codes, "cannot be released",
+                        lambda kind: out_values(mechanism, kind, job.plan.path, job.column_name), _draw(mechanism))

@@ -19,18 +19,21 @@ from __future__ import annotations
 import os
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import MetricDPError, ValidationError
+from ..streaming.labels import parquet_label_indices
 from ._common import partition_rng
 from ._labels import Labels, field_text, sample
 from ._plan import Piece, Plan, changed, check_unchanged, out_values, read_piece
 
-__all__ = ["Done", "Failed", "Job", "part_path", "release_piece"]
+__all__ = ["Done", "Failed", "Job", "parquet_part", "part_path", "release_piece", "released"]
 
 
 @dataclass(frozen=True)
@@ -73,10 +76,8 @@ def release_piece(job: Job, piece: Piece, mechanism: Any) -> Done | Failed:
         count = getattr(job.rule, "count", None)  # ._persons.PersonCount (not imported here: no cycle)
         if count is not None:  # the counting pass of an accounted release: no part file
             return count(job, piece)
-        if job.rule is not None:
-            from ._numbers import release_numbers_piece
-
-            data, rows = release_numbers_piece(job, piece, mechanism)
+        if job.rule is not None:  # ._numbers.NumberRule (not imported here: it imports this module)
+            data, rows = job.rule.release(job, piece, mechanism)
         elif job.plan.fmt == "csv":
             data, rows = _release_csv(job, piece, mechanism)
         else:
@@ -110,42 +111,62 @@ def _release_csv(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
         i = int(bad[0])
         raise _changed(job, f"line {piece.first + int(recs.lines[i])}: "
                             f"{field_text(buf, int(recs.fs[i]), int(recs.fe[i]))!r} is not a label")
-    keep, released = _released(job, piece, mechanism, idx)
+    keep, out = released(job, piece, idx, lambda codes, rng: sample(mechanism, codes, rng))
     dropped = plan.columns.dropped_indices if plan.columns is not None else ()
-    return labels.splice(buf, recs, plan.column, dropped, released, quoted, keep).tobytes(), len(released)
+    return labels.splice(buf, recs, plan.column, dropped, out, quoted, keep).tobytes(), len(out)
 
 
-def _released(job: Job, piece: Piece, mechanism: Any, idx: Any) -> tuple[Any, Any]:
-    """The rows written (None: all) and their releases: the driver's (consistent) or fresh draws."""
+def released(job: Job, piece: Piece, codes: NDArray[np.intp],
+             draw: Callable[[NDArray[np.intp], Any], NDArray[np.intp]]) -> tuple[Any, NDArray[np.intp]]:
+    """The rows written (None: all) and their releases: the driver's (a consistent release) or ``draw`` of the
+    kept rows' ``codes`` from the piece's own stream (:func:`~metricdp.integrations.partition_rng`)."""
     keep, given = piece.selection()
     if given is not None:
         return keep, given
-    return keep, sample(mechanism, idx if keep is None else idx[keep], partition_rng(job.seed, piece.index))
+    return keep, draw(codes if keep is None else codes[keep], partition_rng(job.seed, piece.index))
 
 
 def _release_parquet(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
+
+    def codes(col: Any) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
+        idx, _ = parquet_label_indices(pa, pc, col, mechanism.labels)
+        return idx, idx < 0
+
+    return parquet_part(job, piece, codes, "is not a label",
+                        lambda kind: out_values(mechanism, kind, job.plan.path, job.column_name),
+                        lambda idx, rng: sample(mechanism, idx, rng))
+
+
+def parquet_part(
+    job: Job, piece: Piece, codes: Callable[[Any], tuple[NDArray[np.intp], NDArray[np.bool_]]], refused: str,
+    outs: Callable[[Any], Any], draw: Callable[[NDArray[np.intp], Any], NDArray[np.intp]],
+) -> tuple[bytes, int]:
+    """A Parquet piece's part file and its rows: the piece's row groups with the released column replaced.
+
+    ``codes(column)`` gives each value's output index and a mask of values that cannot be released
+    (refused as a changed file: the driver checked them all, the first one named as ``row N {refused}``);
+    ``outs(type)`` the outputs as an Arrow array of the column's type; ``draw(codes, rng)`` the releases.
+    Every other column, the schema and its metadata and the compression are the input's.
+    """
+    pa = import_optional("pyarrow", extra="parquet")
     pq = import_optional("pyarrow.parquet", extra="parquet")
     plan = job.plan
     table = pq.ParquetFile(plan.path).read_row_groups(list(range(piece.start, piece.stop)))
     j = plan.column
     if table.num_rows != piece.rows or table.schema.names != list(plan.names):
         raise _changed(job, f"row groups {piece.start} to {piece.stop - 1}")
-    col = table.column(j).combine_chunks()
-    as_text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
-    value_set = pa.array(list(mechanism.labels), type=pa.string())
-    idx = np.asarray(pc.fill_null(pc.index_in(as_text, value_set=value_set), -1).to_numpy(zero_copy_only=False),
-                     dtype=np.intp)
-    if (idx < 0).any():
-        raise _changed(job, f"row {piece.first + int(np.flatnonzero(idx < 0)[0])} is not a label")
+    idx, bad = codes(table.column(j).combine_chunks())
+    if bad.any():
+        raise _changed(job, f"row {piece.first + int(np.flatnonzero(bad)[0])} {refused}")
     field = table.schema.field(j)
-    outs = out_values(mechanism, field.type, plan.path, job.column_name)
-    keep, released = _released(job, piece, mechanism, idx)
+    values = outs(field.type)
+    keep, out = released(job, piece, idx, draw)
     if keep is not None:
         table = table.filter(pa.array(keep))
-    table = table.set_column(j, field, outs.take(pa.array(released))).select(plan.schema.names)
+    table = table.set_column(j, field, values.take(pa.array(out, type=pa.int64()))).select(plan.schema.names)
     table = table.replace_schema_metadata(plan.schema.metadata)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=plan.compression)
-    return sink.getvalue().to_pybytes(), len(released)
+    return sink.getvalue().to_pybytes(), len(out)

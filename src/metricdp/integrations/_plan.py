@@ -22,10 +22,10 @@ Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the fil
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,7 +40,10 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
 from ._labels import Labels, field_text
 
-__all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "changed", "plan_file", "read_piece"]
+__all__ = [
+    "DEFAULT_PIECE_BYTES", "LabelCheck", "Piece", "Plan", "ValueCheck", "Withheld", "changed", "plan_file",
+    "plan_table", "read_piece", "row_group_pieces",
+]
 
 #: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
 #: a partition's fixed cost (a task, a part file) is small against its work, small enough that a file of a
@@ -48,8 +51,38 @@ __all__ = ["DEFAULT_PIECE_BYTES", "Piece", "Plan", "changed", "plan_file", "read
 DEFAULT_PIECE_BYTES = 64 * 2**20
 
 
+class Withheld:
+    """What an accounted release (:mod:`metricdp.streaming.accounted`) writes of a piece of ``rows`` records.
+
+    ``keep``: the rows written (``numpy.packbits``; None: every row, drawn by the worker), ``kept`` their
+    count, ``given`` for a consistent release the kept rows' releases drawn by the driver (the piece type's
+    own layout: :meth:`_given`). Mixed into the pieces of every engine release (:class:`Piece`,
+    :class:`._points.PointPiece`), so the selection is decoded in one place.
+    """
+
+    rows: int
+    keep: bytes | None
+    kept: int | None
+    given: bytes | None
+
+    @property
+    def written(self) -> int:
+        """The rows this piece's part must hold."""
+        return self.rows if self.kept is None else self.kept
+
+    def selection(self) -> tuple[NDArray[np.bool_] | None, NDArray[Any] | None]:
+        """The rows written (None: all) and, for a consistent release, their releases."""
+        if self.keep is None:
+            return None, None
+        keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
+        return keep, None if self.given is None else self._given(self.given)
+
+    def _given(self, given: bytes) -> NDArray[Any]:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Piece:
+class Piece(Withheld):
     """One partition's share of the file.
 
     CSV: bytes ``[start, stop)`` (whole records), ``first`` the file line number of
@@ -62,24 +95,13 @@ class Piece:
     stop: int
     rows: int
     first: int
-    #: an accounted release (:mod:`metricdp.streaming.accounted`): the rows written (``numpy.packbits``), the
-    #: count, and for consistent releases the kept rows' releases drawn by the driver (int32); None: every row
+    #: an accounted release (:class:`Withheld`); for consistent releases the given releases are int32 codes
     keep: bytes | None = None
     kept: int | None = None
     given: bytes | None = None
 
-    @property
-    def written(self) -> int:
-        """The rows this piece's part must hold."""
-        return self.rows if self.kept is None else self.kept
-
-    def selection(self) -> tuple[NDArray[np.bool_] | None, NDArray[np.intp] | None]:
-        """The rows written (None: all) and, for a consistent release, their releases."""
-        if self.keep is None:
-            return None, None
-        keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
-        given = None if self.given is None else np.frombuffer(self.given, dtype=np.int32).astype(np.intp)
-        return keep, given
+    def _given(self, given: bytes) -> NDArray[np.intp]:
+        return np.frombuffer(given, dtype=np.int32).astype(np.intp)
 
 
 @dataclass(frozen=True)
@@ -173,13 +195,52 @@ def plan_file(
         bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
         byte offset), a value that is not a label (count and first line numbers).
     """
+    return plan_table(src, column, lambda: LabelCheck(mechanism), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
+                      keep=keep, drop=drop, max_record=max_record)
+
+
+class ValueCheck(Protocol):
+    """What the driver's pass checks in the released column: one per kind of release.
+
+    :class:`LabelCheck` (every value a label of the mechanism) and
+    :class:`._numbers.NumberCheck` (every value a releasable number on the grid); the
+    pass itself (:func:`plan_table`: record definition, column plan, pieces) is the
+    same for both.
+    """
+
+    def check_type(self, kind: Any, where: str, column: str) -> None:
+        """Refuse a Parquet column whose type the release cannot write (before any row is read)."""
+
+    def csv(self, chunk: Any) -> None:
+        """Note the refused values of a CSV chunk's located fields (:class:`metricdp.tabular.csv.CsvReader`)."""
+
+    def parquet(self, col: Any, seen: int) -> None:
+        """Note the refused values of a Parquet batch's column, ``seen`` rows after the first."""
+
+    def error(self, where: str, column: str, *, csv: bool) -> ValidationError | None:
+        """The local engine's one error for every refused value noted (None: none)."""
+
+
+def plan_table(
+    src: Path, column: str, values: Callable[[], ValueCheck], *, piece_bytes: int = DEFAULT_PIECE_BYTES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
+    max_record: int | None = None,
+) -> Plan:
+    """Read ``src`` once, check every value of ``column`` with ``values()`` and cut the file into pieces.
+
+    The one planner of every engine release: the record definition, the column plan and
+    the pieces are the local engine's whatever is released; ``values`` (called once,
+    after the file is found) says which values are refused and how (see
+    :class:`ValueCheck`). Raises the local engine's ValidationError, nothing written.
+    """
     if piece_bytes < 1:
         raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
     fmt = format_of(src, TABLE_FORMATS)
     st = os.stat(src)
+    check = values()
     if fmt == "csv":
-        return _plan_csv(src, column, mechanism, piece_bytes, chunk_bytes, st, keep, drop, max_record)
-    return _plan_parquet(src, column, mechanism, piece_bytes, st, keep, drop)
+        return _plan_csv(src, column, check, piece_bytes, chunk_bytes, st, keep, drop, max_record)
+    return _plan_parquet(src, column, check, piece_bytes, st, keep, drop)
 
 
 def check_unchanged(plan: Plan) -> None:
@@ -221,12 +282,10 @@ def read_piece(path: str, start: int, stop: int, *, first_line: int, rows: int, 
 
 # ------------------------------------------------------------------------------------ CSV
 def _plan_csv(
-    src: Path, column: str, mechanism: Any, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
+    src: Path, column: str, check: ValueCheck, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
     keep: Sequence[str], drop: Sequence[str], max_record: int | None,
 ) -> Plan:
-    labels = Labels(mechanism)
     where = str(src)
-    unknown = UnknownValues()
     cutter = Cutter(piece_bytes)
     rows = 0
     with src.open("rb") as inp:
@@ -235,79 +294,100 @@ def _plan_csv(
         cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
         col = cols.index(column)
         for chunk in reader.chunks(col):
-            recs = chunk.records
             cutter.add(chunk)
-            idx, _quoted = labels.codes(chunk.buf, recs)
-            bad = np.flatnonzero(idx < 0)
-            if len(bad):
-                vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
-                unknown.add(chunk.first_line + recs.lines[bad], vals)
-            rows += len(idx)
+            check.csv(chunk)
+            rows += len(chunk.records.starts)
         cap = reader.cap
-    if unknown.rows:
-        raise unknown.error(where, column, "line(s)")
+    refused = check.error(where, column, csv=True)
+    if refused is not None:
+        raise refused
     pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
-    raw = np.frombuffer(header.raw, dtype=np.uint8)
-    hs, he, _, _ = csvsplit.edits_for(header.record, None, cols.dropped_indices)
-    out_header = labels.remove(raw, hs, he)  # the header as the local engine writes it (dropped names removed)
-    return Plan(where, "csv", header.names, col, out_header, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
+    head = csvsplit.header_bytes(header, cols.dropped_indices)  # the header the local engine writes
+    return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
                 columns=cols, max_record=cap)
 
 
 # -------------------------------------------------------------------------------- Parquet
 def _plan_parquet(
-    src: Path, column: str, mechanism: Any, piece_bytes: int, st: os.stat_result, keep: Sequence[str],
+    src: Path, column: str, check: ValueCheck, piece_bytes: int, st: os.stat_result, keep: Sequence[str],
     drop: Sequence[str],
 ) -> Plan:
     pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
     where = str(src)
     pf = open_parquet(src)
     schema = pf.schema_arrow
     cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
     j = cols.index(column)
-    out_values(mechanism, schema.field(j).type, where, column)  # labels writable as the column's type
-    value_set = pa.array(list(mechanism.labels), type=pa.string())
-    unknown = UnknownValues()
+    check.check_type(schema.field(j).type, where, column)
     seen = 0
     try:
         for batch in pf.iter_batches(columns=[column], batch_size=1_000_000):
             col = batch.column(0)
-            as_text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
-            idx = np.asarray(
-                pc.fill_null(pc.index_in(as_text, value_set=value_set), -1).to_numpy(zero_copy_only=False),
-                dtype=np.intp,
-            )
-            bad = np.flatnonzero(idx < 0)
-            if len(bad):
-                vals = as_text.take(pa.array(bad[:40_000])).to_pylist()
-                unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
-            seen += len(idx)
+            check.parquet(col, seen)
+            seen += len(col)
     except (OSError, pa.ArrowException) as ex:
         raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
-    if unknown.rows:
-        raise unknown.error(where, column, "row(s)")
+    refused = check.error(where, column, csv=False)
+    if refused is not None:
+        raise refused
     meta = pf.metadata
-    compression = input_compression(meta)
-    pieces: list[Piece] = []
-    start = rows = size = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        rows += group.num_rows
-        size += group.total_byte_size
-        if size >= piece_bytes or g == meta.num_row_groups - 1:
-            first = 1 + sum(p.rows for p in pieces)
-            pieces.append(Piece(len(pieces), start, g + 1, rows, first))
-            start, rows, size = g + 1, 0, 0
+    pieces = row_group_pieces(meta, piece_bytes)
     total = sum(p.rows for p in pieces)
     if total != seen:
         raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
     written = set(cols.written)
     out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
-    return Plan(
-        where, "parquet", tuple(schema.names), j, b"", tuple(pieces), total, st.st_size, st.st_mtime_ns,
-        columns=cols, schema=out_schema, compression=compression,
-    )
+    return Plan(where, "parquet", tuple(schema.names), j, b"", pieces, seen, st.st_size, st.st_mtime_ns,
+                columns=cols, schema=out_schema, compression=input_compression(meta))
+
+
+def row_group_pieces(meta: Any, piece_bytes: int) -> tuple[Piece, ...]:
+    """A Parquet file's pieces: runs of whole row groups, each ending at the first group that brings it to
+    ``piece_bytes`` bytes (uncompressed) or at the last group; ``first`` the 1-based number of its first row."""
+    pieces: list[Piece] = []
+    start = rows = size = first = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        rows += group.num_rows
+        size += group.total_byte_size
+        if size >= piece_bytes or g == meta.num_row_groups - 1:
+            pieces.append(Piece(len(pieces), start, g + 1, rows, first + 1))
+            first += rows
+            start, rows, size = g + 1, 0, 0
+    return tuple(pieces)
+
+
+# --------------------------------------------------------------------------------- labels
+class LabelCheck:
+    """The values of a labels release: every one a label of the mechanism (the local engine's lookup,
+    :mod:`metricdp.streaming.labels`; a refused value's message: count, first lines or rows, some values)."""
+
+    def __init__(self, mechanism: Any) -> None:
+        self.mechanism = mechanism
+        self.labels = Labels(mechanism)
+        self.unknown = UnknownValues()
+
+    def check_type(self, kind: Any, where: str, column: str) -> None:
+        out_values(self.mechanism, kind, where, column)  # labels writable as the column's type
+
+    def csv(self, chunk: Any) -> None:
+        recs = chunk.records
+        idx, _quoted = self.labels.codes(chunk.buf, recs)
+        bad = np.flatnonzero(idx < 0)
+        if len(bad):
+            vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
+            self.unknown.add(chunk.first_line + recs.lines[bad], vals)
+
+    def parquet(self, col: Any, seen: int) -> None:
+        pa = import_optional("pyarrow", extra="parquet")
+        idx, as_text = self.labels.parquet_codes(col)
+        bad = np.flatnonzero(idx < 0)
+        if len(bad):
+            vals = as_text.take(pa.array(bad[:40_000])).to_pylist()
+            self.unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
+
+    def error(self, where: str, column: str, *, csv: bool) -> ValidationError | None:
+        return self.unknown.error(where, column, "line(s)" if csv else "row(s)") if self.unknown.rows else None
 
 
 def out_values(mechanism: Any, typ: Any, where: str, column: str) -> Any:

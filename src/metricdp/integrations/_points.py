@@ -49,40 +49,29 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import Chunk, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import check_seed, partition_rng
-from ._plan import Cutter
+from ._plan import DEFAULT_PIECE_BYTES, Cutter, Withheld
 
 __all__ = ["PointJob", "PointPiece", "privatize_points_engine"]
 
-DEFAULT_PIECE_BYTES = 64 * 2**20
 _PIECE_ROWS = 2_000_000  # Parquet: rows per piece (whole row groups)
 
 
 @dataclass(frozen=True)
-class PointPiece:
+class PointPiece(Withheld):
     index: int
     start: int  # CSV: byte offset; Parquet: first row group
     stop: int  # CSV: byte offset (exclusive); Parquet: last row group + 1
     first_line: int
     first_row: int
     rows: int
-    #: an accounted release: the rows written (``numpy.packbits``), their count, and for consistent releases
-    #: the kept rows' releases drawn by the driver (float64, (kept, 2)); None: every row, drawn by the worker
+    #: an accounted release (:class:`._plan.Withheld`); for consistent releases the given releases are float64
+    #: points, (kept, 2)
     keep: bytes | None = None
     kept: int | None = None
     given: bytes | None = None
 
-    @property
-    def written(self) -> int:
-        """The rows this piece's part must hold."""
-        return self.rows if self.kept is None else self.kept
-
-    def selection(self) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64] | None]:
-        """The rows written (None: all) and, for a consistent release, their releases."""
-        if self.keep is None:
-            return None, None
-        keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
-        given = None if self.given is None else np.frombuffer(self.given, dtype=np.float64).reshape(-1, 2)
-        return keep, given
+    def _given(self, given: bytes) -> NDArray[np.float64]:
+        return np.frombuffer(given, dtype=np.float64).reshape(-1, 2)
 
 
 @dataclass(frozen=True)
