@@ -52,10 +52,12 @@ IDS = st.lists(st.sampled_from(["ann", "bob", 'c"d', "e,f", "g h", "ünï", "7",
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ids=IDS, piece_bytes=st.integers(1, 300))
 def test_distributed_pass_is_the_local_pass(tmp_path: Path, ids: list[str], piece_bytes: int) -> None:
+    pa = pytest.importorskip("pyarrow")
     src = _write(tmp_path / "in.csv", ids)
     plan = pieces_of(src, "user", "csv", piece_bytes, None)
     got = distributed_persons("Test", in_process, plan, "t", "user", None)
     want = scan_persons(src, "csv", "user")
+    assert got.ids.type == want.ids.type == pa.binary() and got.ids.equals(want.ids)  # Arrow end to end
     assert got.persons.tolist() == want.persons.tolist()
     assert got.codes is not None and got.codes.tolist() == want.codes.tolist()
     counts = collections.Counter(r[1] for r in list(csv.reader(io.StringIO(src.read_text(), newline="")))[1:])
@@ -72,8 +74,20 @@ def test_parquet_integer_ids_and_row_groups(tmp_path: Path) -> None:
     got = distributed_persons("Test", in_process, plan, "v", "user", None)
     want = scan_persons(tmp_path / "in.parquet", "parquet", "user")
     assert got.persons.tolist() == want.persons.tolist() == ["100", "12", "3", "7"]  # text, bytewise order
+    assert got.ids.equals(want.ids) and got.ids.type == pa.binary()
     assert got.codes is not None and got.codes.tolist() == want.codes.tolist()
     assert got.counts.tolist() == [5, 10, 5, 15]
+
+
+def test_a_file_without_rows_has_no_persons(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    src = tmp_path / "in.csv"
+    src.write_bytes(b"t,user\r\n")
+    got = distributed_persons("Test", in_process, pieces_of(src, "user", "csv", 64, None), "t", "user", None)
+    want = scan_persons(src, "csv", "user")
+    assert got.ids.type == pa.binary() and got.ids.equals(want.ids) and len(got.ids) == 0
+    assert got.counts.tolist() == [] and got.codes is not None and got.codes.size == 0
+    assert got.persons.tolist() == []
 
 
 def test_a_bad_id_is_refused_with_its_line_as_locally(tmp_path: Path) -> None:

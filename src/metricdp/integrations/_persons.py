@@ -6,18 +6,19 @@ user column (:func:`metricdp.streaming.persons.scan_persons`); on Dask and Spark
 partition reads the user column of its own piece (:class:`PersonCount`, run by
 :func:`._pieces.release_piece` like a release) with the local engine's record definition
 and the local pass's rules for an id (an empty or over-long id refused with its line or
-row; Parquet ids as UTF-8 text without NUL), and returns the piece's distinct ids (in
-order of first sight) and one small code per row. The driver merges them
-(:func:`merge_counts`): the distinct ids of the whole file, sorted as the local pass
-sorts them (bytewise), the per-row codes into them (so the plan is the local pass's plan,
-row for row) and the rows per person.
+row; Parquet ids as UTF-8 text without NUL), and returns the piece's distinct ids (Arrow
+``binary``, in order of first sight) and one small code per row. The driver merges them
+(:func:`merge_counts`) through the constructor of the per-person table,
+:func:`metricdp.streaming.persons.person_table`: the distinct ids of the whole file as the
+local pass holds them (Arrow ``binary``, sorted bytewise), the per-row codes into them (so
+the plan is the local pass's plan, row for row) and the rows per person.
 
 What crosses the wire per piece: its distinct ids and 4 bytes per row; the driver holds
-the distinct ids of the file and 8 bytes per row (the plan needs them), as the local pass.
+the distinct ids of the file (Arrow, never a string per id) and 8 bytes per row (the plan
+needs them), as the local pass.
 
-:func:`metricdp.integrations.persons.count_per_person` is the aggregation alone -- (distinct
-ids as a pyarrow string array, rows per person as int64) -- which
-:func:`metricdp.streaming.persons.person_table` turns into the ledger's per-person table.
+:func:`metricdp.integrations.persons.count_per_person` is the aggregation alone: the
+table's ids as a pyarrow string array and the rows per person as int64.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
 from ..streaming import csvsplit
-from ._plan import Cutter, Piece, Plan, read_piece
+from ._plan import Cutter, Piece, Plan, read_piece, row_group_pieces
 
 __all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "start_counted"]
 
@@ -50,11 +51,19 @@ class PersonsDone:
 
 @dataclass(frozen=True)
 class PersonCounts:
-    """The persons of a file: distinct ids (sorted, text), rows per person, and (for a plan) a code per row."""
+    """The persons of a file, as the local pass holds them: distinct ids (Arrow ``binary``, sorted bytewise),
+    rows per person, and (for a plan) every row's code into the ids."""
 
-    persons: NDArray[Any]
+    ids: Any
     counts: NDArray[np.int64]
     codes: NDArray[np.int64] | None = None
+
+    @property
+    def persons(self) -> NDArray[Any]:
+        """The distinct ids as numpy text (built on demand: the plan and the ledger take :attr:`ids`)."""
+        pa = import_optional("pyarrow", extra="parquet")
+        return np.asarray(self.ids.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=str) if len(self.ids) \
+            else np.zeros(0, dtype=str)
 
 
 @dataclass(frozen=True)
@@ -117,21 +126,26 @@ class PersonCount:
 
 
 def merge_counts(results: Sequence[PersonsDone]) -> PersonCounts:
-    """The file's persons from its pieces' (in piece order): sorted bytewise as the local pass sorts them."""
+    """The file's persons from its pieces' (in piece order), built by the one constructor of the per-person table.
+
+    Every piece's distinct ids go into :func:`metricdp.streaming.persons.person_table` at
+    once, each with its rows in that piece: the constructor sums the repeats and sorts
+    bytewise, as the local pass sorts. One ``index_in`` of the same concatenation into the
+    table's ids then gives each piece id its code, and each row's code is a ``take``
+    through its piece's ids: no lookup per piece, no text per id, Arrow binary throughout.
+    """
+    from ..streaming.persons import person_table
+
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    parts = [r.ids for r in results]
-    every = pa.chunked_array(parts, type=pa.binary()) if parts else pa.chunked_array([], type=pa.binary())
-    distinct = pc.unique(every)
-    if isinstance(distinct, pa.ChunkedArray):
-        distinct = distinct.combine_chunks()
-    ordered = distinct.take(pc.sort_indices(distinct))
-    codes = [np.asarray(pc.index_in(r.ids, value_set=ordered).to_numpy(zero_copy_only=False), dtype=np.int64)[
-        np.frombuffer(r.codes, dtype=np.int32)] for r in results]
-    flat = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
-    text = pc.cast(ordered, pa.string())
-    persons = np.asarray(text.to_numpy(zero_copy_only=False), dtype=str) if len(text) else np.zeros(0, str)
-    return PersonCounts(persons, np.bincount(flat, minlength=len(ordered)).astype(np.int64), flat)
+    every = pa.concat_arrays([r.ids for r in results]) if results else pa.array([], type=pa.binary())
+    local = [np.frombuffer(r.codes, dtype=np.int32) for r in results]
+    sizes = np.array([len(r.ids) for r in results], dtype=np.int64)
+    base = np.cumsum(sizes) - sizes  # where each piece's ids start in ``every``
+    at = np.repeat(base, [c.size for c in local]) + (np.concatenate(local) if local else np.zeros(0, np.int64))
+    table = person_table(every, np.bincount(at, minlength=len(every)).astype(np.int64))
+    code = np.asarray(pc.index_in(every, value_set=table.ids).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return PersonCounts(table.ids, table.counts, code[at])
 
 
 def _check(engine: str, pieces: Sequence[Piece], results: Sequence[Any]) -> list[PersonsDone]:
@@ -190,8 +204,8 @@ def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, e
     plan = plan_release(codes, float(epsilon), budget=acc.budget, ledger=acc.ledger,
                         max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=False,
                         scope=acc.scope, rng=source, run_id=acc.run_id, mechanism=acc.mechanism,
-                        persons=persons.persons, unit=unit)
-    return AccountedRun(src, plan, int(persons.persons.size), None, None, release, identity)
+                        persons=persons.ids, unit=unit)
+    return AccountedRun(src, plan, len(persons.ids), None, None, release, identity)
 
 
 def pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_record: int | None) -> Plan:
@@ -203,7 +217,6 @@ def pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_recor
 
     st = os.stat(src)
     where = str(src)
-    pieces: list[Piece] = []
     if fmt == "csv":
         cutter = Cutter(piece_bytes)
         with src.open("rb") as inp:
@@ -219,16 +232,8 @@ def pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_recor
     pf = open_parquet(src)
     names = tuple(pf.schema_arrow.names)
     _has_user(names, user_column, where)
-    meta = pf.metadata
-    g0 = rows = size = first = 0
-    for g in range(meta.num_row_groups):
-        rows += meta.row_group(g).num_rows
-        size += meta.row_group(g).total_byte_size
-        if size >= piece_bytes or g == meta.num_row_groups - 1:
-            pieces.append(Piece(len(pieces), g0, g + 1, rows, first + 1))
-            first += rows
-            g0, rows, size = g + 1, 0, 0
-    return Plan(where, "parquet", names, -1, b"", tuple(pieces), first, st.st_size, st.st_mtime_ns)
+    groups = row_group_pieces(pf.metadata, piece_bytes)
+    return Plan(where, "parquet", names, -1, b"", groups, sum(p.rows for p in groups), st.st_size, st.st_mtime_ns)
 
 
 def _has_user(names: Sequence[str], user_column: str, where: str) -> None:

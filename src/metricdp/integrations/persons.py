@@ -38,4 +38,4 @@ def count_per_person(engine: str, input_path: str | Path, user_column: str, *, s
                       max_record)
     found = distributed_persons(engine.capitalize(), engine_runner(engine, scheduler, master), plan, "", user_column,
                                 None)
-    return pa.array(found.persons.tolist(), type=pa.string()), found.counts
+    return found.ids.cast(pa.string()), found.counts
