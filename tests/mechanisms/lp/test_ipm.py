@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from metricdp.errors import ResourceLimitError
-from metricdp.mechanisms.lp.ipm import _LP, BLAS_THREADS, REGULARISATION, _Factor, _ratio, ipm_bytes, solve_ipm
+from metricdp.mechanisms.lp.ipm import _LP, BLAS_THREADS, _Factor, _ratio, ipm_bytes, solve_ipm
 from metricdp.mechanisms.lp.ipm_finish import seed_rows
+from metricdp.mechanisms.lp.ipm_newton import REGULARISATION
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace

@@ -1,7 +1,7 @@
 """The compiled passes of the interior-point method (lp._ipm_kernels) against the numpy reference.
 
 Oracle: the numpy code of lp.ipm (the same formulas written with einsum and broadcasting),
-run by setting ``ipm.KERNELS`` to None; and, for the whole method, the numpy run's result.
+run by setting ``ipm_newton.KERNELS`` to None; and, for the whole method, the numpy run's result.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metricdp.mechanisms.lp import ipm
+from metricdp.mechanisms.lp import ipm, ipm_newton
 from metricdp.mechanisms.lp._ipm_kernels import KERNELS
 
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="numba not installed")
@@ -18,7 +18,7 @@ ipm.load_kernels()
 
 def test_kernels_are_loaded_on_the_first_solve_and_used():
     # the comparisons below are only meaningful when lp.ipm really runs the kernels
-    assert ipm.KERNELS is KERNELS
+    assert ipm_newton.KERNELS is KERNELS
 
 
 def _instance(seed: int, n: int, m: int, level: float = 0.7):
@@ -34,11 +34,11 @@ def _instance(seed: int, n: int, m: int, level: float = 0.7):
 @pytest.fixture
 def numpy_only(monkeypatch):
     def run(fn, *args):
-        monkeypatch.setattr(ipm, "KERNELS", None)
+        monkeypatch.setattr(ipm_newton, "KERNELS", None)
         try:
             return fn(*args)
         finally:
-            monkeypatch.setattr(ipm, "KERNELS", KERNELS)
+            monkeypatch.setattr(ipm_newton, "KERNELS", KERNELS)
 
     return run
 

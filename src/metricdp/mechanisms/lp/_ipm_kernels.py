@@ -4,20 +4,20 @@ Each kernel computes, in one pass over the (m, n, n) cubes of :mod:`.ipm`, what 
 numpy code there computes in several (which stays the reference the tests compare them
 with, and runs when numba is missing: ``KERNELS`` is None):
 
-* :func:`gx` -- :meth:`.ipm._LP.gx`: :math:`(Gx)[w,u,v] = a_{uv} x[u,w] - x[v,w]` on the
+* :func:`gx` -- :meth:`.ipm_newton._LP.gx`: :math:`(Gx)[w,u,v] = a_{uv} x[u,w] - x[v,w]` on the
   kept rows, 0 elsewhere;
-* :func:`gtz` -- :meth:`.ipm._LP.gtz`: :math:`(G^\top q)[u,w] = \sum_v a_{uv} q[w,u,v] -
+* :func:`gtz` -- :meth:`.ipm_newton._LP.gtz`: :math:`(G^\top q)[u,w] = \sum_v a_{uv} q[w,u,v] -
   \sum_{u'} q[w,u',u]`;
-* :func:`hop` -- :meth:`.ipm._Factor.hop`: :math:`G^\top (D \circ Gx) + D_x \circ x`
+* :func:`hop` -- :meth:`.ipm_newton._Factor.hop`: :math:`G^\top (D \circ Gx) + D_x \circ x`
   without the cube :math:`Gx` (each row's value is used at once, twice);
-* :func:`hinv` -- :meth:`.ipm._Factor.hinv`: :math:`C_w^\top (C_w f_w)` per block for the
+* :func:`hinv` -- :meth:`.ipm_newton._Factor.hinv`: :math:`C_w^\top (C_w f_w)` per block for the
   lower triangular :math:`C_w`, skipping the zero triangle (half the flops of the dense
   batched product);
 * :func:`scaled_rhs_gtz` -- :math:`G^\top ((k\,z \circ r + r_c) / s)` of
   :func:`.ipm._direction` without the cube it divides;
 * :func:`centre_target`, :func:`combine` -- Gondzio's corrector of :func:`.ipm._gondzio`
   (its target on the privacy rows; the sum of two steps with its ratio tests);
-* :func:`normal_blocks` -- the blocks :math:`H_w` of :class:`.ipm._Factor` with their
+* :func:`normal_blocks` -- the blocks :math:`H_w` of :class:`.ipm_newton._Factor` with their
   regularisation;
 * :func:`corrector_rhs`, :func:`advance`, :func:`trial_sum` -- Mehrotra's corrector
   target, the step to the next iterate, and the complementarity sum at a trial point of
