@@ -206,9 +206,9 @@ def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
     seen: list[int] = []
     original = _Factor.__init__
 
-    def spy(self, *args):
+    def spy(self, *args, **kwargs):
         seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
-        original(self, *args)
+        original(self, *args, **kwargs)
 
     monkeypatch.setattr(_Factor, "__init__", spy)
     _, d = _space(5, 5)

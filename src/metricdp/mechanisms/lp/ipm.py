@@ -184,15 +184,26 @@ class _Residuals:
     ri: Array  # G x + s, (m, n, n)
     ril: Array  # L x - t + s_L, (n,) or empty
     rdt: float  # 1 - sum z_L
+    sz: Array  # s z of the privacy rows, (m, n, n) (0 on the rows left out)
+    sz_sum: float  # its sum
+    ri_max: float  # max |ri|
 
 
 def _residuals(lp: _LP, p: _Point) -> _Residuals:
+    """The residuals at ``p``, with the privacy rows' complementarity products (one
+    compiled pass over the cubes where numba is installed)."""
+    kernels = _newton.KERNELS
+    if kernels is not None:
+        ri, sz, ri_max, sz_sum = kernels["primal_state"](lp.a, lp.maskf, np.ascontiguousarray(p.x.T), p.s, p.z)
+    else:
+        ri, sz = lp.gx(p.x) + p.s * lp.mask, p.s * p.z
+        ri_max, sz_sum = np.abs(ri).max(), sz.sum()
     rd = lp.c + p.y[:, None] + lp.gtz(p.z) - p.zx
     if lp.worst:
         rd += p.zl[:, None] * lp.loss
-        return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask,
-                          (lp.loss * p.x).sum(axis=1) - p.t + p.sl, 1.0 - float(p.zl.sum()))
-    return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask, np.zeros(0), 0.0)
+        return _Residuals(rd, p.x.sum(axis=1) - 1.0, ri, (lp.loss * p.x).sum(axis=1) - p.t + p.sl,
+                          1.0 - float(p.zl.sum()), sz, float(sz_sum), float(ri_max))
+    return _Residuals(rd, p.x.sum(axis=1) - 1.0, ri, np.zeros(0), 0.0, sz, float(sz_sum), float(ri_max))
 
 
 def _direction(
@@ -395,13 +406,12 @@ def _run(
     it = 0
     while True:
         r = _residuals(lp, p)
-        sz = p.s * p.z
-        sz_sum = float(sz.sum())
+        sz, sz_sum = r.sz, r.sz_sum
         mu_sum = sz_sum + float((p.x * p.zx).sum() + (p.sl * p.zl).sum())
         mu = mu_sum / lp.ncomp
         pobj = p.t if lp.worst else float((lp.c * p.x).sum())
         dobj = -float(p.y.sum())
-        pres = max(float(np.abs(r.re).max()), float(np.abs(r.ri).max()), float(np.abs(r.ril).max(initial=0.0)))
+        pres = max(float(np.abs(r.re).max()), r.ri_max, float(np.abs(r.ril).max(initial=0.0)))
         dres = max(float(np.abs(r.rd).max()), abs(r.rdt))
         gap = max(abs(pobj - dobj), mu_sum) / max(abs(pobj), abs(dobj), GAP_FLOOR)
         history.append((it, time.perf_counter() - t0, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
@@ -416,7 +426,7 @@ def _run(
             break
         deadline.require(what)
         it += 1
-        fac = _Factor(lp, p.z / p.s, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol)
+        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s)
         # predictor (affine scaling), then Mehrotra's sigma and corrector
         zpad = p.z + lp.unmask if _newton.KERNELS is None else p.z  # the kernels' ratio tests read no zpad
         aff = _direction(lp, p, r, fac, -sz, -p.x * p.zx, -p.sl * p.zl)

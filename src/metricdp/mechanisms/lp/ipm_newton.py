@@ -136,19 +136,28 @@ class _LP:
 class _Factor:
     """The factored normal equations of one iteration (block inverses + Schur complement).
 
-    ``d`` (m, n, n): z/s of the privacy rows; ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L
-    of the loss rows (worst case; empty otherwise).
+    ``d`` (m, n, n): z/s of the privacy rows, or z itself when ``slack`` s is given (the
+    compiled block build then divides as it reads, and the cube z/s is formed only if the
+    refinement needs it); ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L of the loss rows
+    (worst case; empty otherwise); ``refine_tol``: the refinement's relative residual.
     """
 
-    def __init__(self, lp: _LP, d: Array, dx: Array, dl: Array, refine_tol: float = REFINE_TOL) -> None:
+    def __init__(
+        self, lp: _LP, d: Array, dx: Array, dl: Array, refine_tol: float = REFINE_TOL, *, slack: Array | None = None
+    ) -> None:
         n, m = lp.n, lp.m
-        self.lp, self.d, self.dx, self.dl, self.refine_tol = lp, d, dx, dl, refine_tol
+        self.lp, self.dx, self.dl, self.refine_tol = lp, dx, dl, refine_tol
+        self._d: Array | None = d if slack is None else None
+        self._z, self._s = d, slack
         self.dxt = np.ascontiguousarray(dx.T)
         idx = np.arange(n)
         if KERNELS is not None:
-            h, big = KERNELS["normal_blocks"](lp.a, d, np.ascontiguousarray(dx.T), REGULARISATION)
+            divide = self._s is not None
+            h, big = KERNELS["normal_blocks"](lp.a, self._z, self._s if divide else self._z, divide, self.dxt,
+                                              REGULARISATION)
             big = big[:, None]
         else:
+            d = self.d
             da = d * lp.a[None, :, :]
             h = -(da + da.transpose(0, 2, 1))
             diag = (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T  # [w, u]
@@ -186,6 +195,14 @@ class _Factor:
         self._gram = gram
         # the Schur system's response to t: P b = (0, 1) (worst case)
         self.bt = self._schur_solve(np.r_[np.zeros(n), np.ones(n)]) if lp.worst else np.zeros(0)
+
+    @property
+    def d(self) -> Array:
+        """z/s of the privacy rows (formed on first use when the factor was given z and s)."""
+        if self._d is None:
+            assert self._s is not None
+            self._d = self._z / self._s
+        return self._d
 
     def _schur_solve(self, rhs: Array) -> Array:
         if self._cho is not None:
