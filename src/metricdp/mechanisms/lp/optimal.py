@@ -34,9 +34,36 @@ __all__ = ["optimal"]
 #: load 10-17), Dirichlet(0.5) priors: 5 x 5 grid, eps 0.3: fast 1.5 s, block-ipm 2.1 s;
 #: 6 x 6: 26 s against 6-9 s; 8 x 8: a time-out at 120 s against 47 s; 10 x 10: fast times
 #: out at every eps (issue 27), block-ipm finishes (benchmarks/RESULTS.md, issue 37);
-#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s. The worst case stays
-#: on ``fast``: GloVe n = 100 at eps 1: 3.0 s against 161 s; eps 0.5: 41 s against 206 s.
+#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s.
 AUTO_BLOCK_IPM_MIN_N = 36
+
+#: The worst case takes ``block-ipm`` where the constraint generation needs many rounds:
+#: square spaces of :data:`AUTO_WORST_MIN_N` to :data:`AUTO_WORST_MAX_N` points with
+#: eps times the median distance at most :data:`AUTO_WORST_SPREAD` (a spread-out optimum,
+#: many binding rows), ``fast`` otherwise. GloVe n = 100 (median distance 5.83), CPU
+#: seconds of whole builds, one after the other (load 15-20): eps 0.25: block-ipm 16.0,
+#: fast 18.8; eps 0.5: 31.6 and 31.9 against 37.2; eps 1 and above fast is at 1.6 s or
+#: less on a quiet machine (benchmarks/RESULTS.md, issue 37), under the interior point's
+#: iterations alone. Not measured above n = 100: the cap keeps the interior point's
+#: memory (:func:`.ipm.ipm_bytes`) under 1 GB.
+AUTO_WORST_MIN_N = 100
+AUTO_WORST_MAX_N = 200
+AUTO_WORST_SPREAD = 3.0
+
+
+def auto_formulation(space: MetricSpace, epsilon: float, expected: bool, square: bool) -> str:
+    """The formulation ``formulation="auto"`` takes (the rules of :data:`AUTO_BLOCK_IPM_MIN_N`
+    and :data:`AUTO_WORST_SPREAD`)."""
+    n = space.n
+    if not square:
+        return "fast"
+    if expected:
+        return "block-ipm" if n >= AUTO_BLOCK_IPM_MIN_N else "fast"
+    if not AUTO_WORST_MIN_N <= n <= AUTO_WORST_MAX_N:
+        return "fast"
+    d = np.asarray(space.distances, dtype=np.float64)
+    median = float(np.median(d[~np.eye(n, dtype=bool)]))
+    return "block-ipm" if epsilon * median <= AUTO_WORST_SPREAD else "fast"
 
 
 def _check_loss_matrix(
@@ -115,8 +142,9 @@ def optimal(
         ``block-ipm``: the structured interior-point method of :mod:`.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`.ipm_finish`); ``auto`` (default) takes it for the expected
-        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
-        was measured to win, and ``fast`` otherwise.
+        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points and for
+        the worst case on square spaces of 100 to 200 points with eps times the median
+        distance at most 3, where it was measured to win, and ``fast`` otherwise.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
@@ -219,7 +247,7 @@ def optimal(
     #   one far input sets the optimum and the LP is very degenerate); the full LP has the
     #   same optimum (proof: core._solve_fast) and solved every such case.
     if formulation == "auto":
-        formulation = "block-ipm" if pi is not None and outputs is None and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
+        formulation = auto_formulation(space, epsilon, pi is not None, outputs is None)
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
     if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
