@@ -140,6 +140,8 @@ def test_blocks_from_z_and_s_and_the_residual_pass_match_numpy(seed, n, m, worst
     ref = numpy_only(ipm._Factor, lp, z / s, dx, dl)
     np.testing.assert_allclose(fac.cinv, ref.cinv, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(fac.d, z / s)  # formed on demand, for the refinement
+    ref2 = numpy_only(lambda: ipm._Factor(lp, z, dx, dl, slack=s))  # numpy given z and s: divides first
+    np.testing.assert_array_equal(ref2.cinv, ref.cinv)
     f, e = g.standard_normal((n, m)), g.standard_normal(n)
     g4, g5 = (g.standard_normal(n), 0.2) if worst else (np.zeros(0), 0.0)
     for a, b in zip(fac.solve(f, e, g4, g5), ref.solve(f, e, g4, g5), strict=True):
