@@ -221,26 +221,13 @@ def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
     assert again.objective == pytest.approx(got.objective, rel=1e-12)
 
 
+
 def test_auto_formulation_follows_the_measured_regimes():
-    from metricdp.mechanisms.lp.optimal import (
-        AUTO_BLOCK_IPM_MIN_N,
-        AUTO_WORST_MAX_N,
-        AUTO_WORST_MIN_N,
-        AUTO_WORST_SPREAD,
-        auto_formulation,
-    )
+    from metricdp.mechanisms.lp.optimal import AUTO_BLOCK_IPM_MIN_N, auto_formulation
 
-    def equilateral(n: int, side: float = 2.0) -> MetricSpace:  # every distance (the median) is `side`
-        return MetricSpace.from_distances(side * (1.0 - np.eye(n)))
-
-    at = AUTO_WORST_SPREAD / 2.0  # eps at which eps * median is exactly the threshold
-    space = equilateral(AUTO_WORST_MIN_N)
-    assert auto_formulation(space, at, expected=False, square=True) == "block-ipm"
-    assert auto_formulation(space, at * 1.01, expected=False, square=True) == "fast"
-    assert auto_formulation(space, at, expected=False, square=False) == "fast"
-    assert auto_formulation(equilateral(AUTO_WORST_MIN_N - 1), at, expected=False, square=True) == "fast"
-    assert auto_formulation(equilateral(AUTO_WORST_MAX_N + 1), at, expected=False, square=True) == "fast"
-    # the expected objective: by size alone, whatever eps
-    assert auto_formulation(equilateral(AUTO_BLOCK_IPM_MIN_N), 50.0, expected=True, square=True) == "block-ipm"
-    assert auto_formulation(equilateral(AUTO_BLOCK_IPM_MIN_N - 1), 0.01, expected=True, square=True) == "fast"
-    assert auto_formulation(equilateral(AUTO_BLOCK_IPM_MIN_N), 0.01, expected=True, square=False) == "fast"
+    n = AUTO_BLOCK_IPM_MIN_N
+    assert auto_formulation(n, expected=True, square=True) == "block-ipm"
+    assert auto_formulation(n - 1, expected=True, square=True) == "fast"
+    assert auto_formulation(n, expected=True, square=False) == "fast"
+    # the worst case stays on fast at every size (its tie-break: a lower mean row loss)
+    assert {auto_formulation(k, expected=False, square=True) for k in (n, 100, 200, 400)} == {"fast"}

@@ -37,33 +37,18 @@ __all__ = ["optimal"]
 #: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s.
 AUTO_BLOCK_IPM_MIN_N = 36
 
-#: The worst case takes ``block-ipm`` where the constraint generation needs many rounds:
-#: square spaces of :data:`AUTO_WORST_MIN_N` to :data:`AUTO_WORST_MAX_N` points with
-#: eps times the median distance at most :data:`AUTO_WORST_SPREAD` (a spread-out optimum,
-#: many binding rows), ``fast`` otherwise. GloVe n = 100 (median distance 5.83), CPU
-#: seconds of whole builds, one after the other (load 15-20): eps 0.25: block-ipm 16.0,
-#: fast 18.8; eps 0.5: 31.6 and 31.9 against 37.2; eps 1 and above fast is at 1.6 s or
-#: less on a quiet machine (benchmarks/RESULTS.md, issue 37), under the interior point's
-#: iterations alone. Not measured above n = 100: the cap keeps the interior point's
-#: memory (:func:`.ipm.ipm_bytes`) under 1 GB.
-AUTO_WORST_MIN_N = 100
-AUTO_WORST_MAX_N = 200
-AUTO_WORST_SPREAD = 3.0
+# The worst case stays on ``fast``. ``block-ipm`` is faster where the constraint
+# generation needs many rounds (GloVe n = 100, CPU seconds of whole builds, load 15-20:
+# eps 0.25: 16.0 against 18.8; eps 0.5: 31.6 against 37.2, and fast timed out at 400 s
+# of wall time under load 20-29), but its vertex is another point of the large optimal
+# face: the same worst-case loss, a 1.2 % higher mean row loss at eps 0.25 (4.827
+# against 4.771), where ``fast``'s tie-break (:data:`.core.TIEBREAK`) favours a low mean.
+# At eps >= 1 fast takes 1.6 s or less on a quiet machine, below the interior point alone.
 
 
-def auto_formulation(space: MetricSpace, epsilon: float, expected: bool, square: bool) -> str:
-    """The formulation ``formulation="auto"`` takes (the rules of :data:`AUTO_BLOCK_IPM_MIN_N`
-    and :data:`AUTO_WORST_SPREAD`)."""
-    n = space.n
-    if not square:
-        return "fast"
-    if expected:
-        return "block-ipm" if n >= AUTO_BLOCK_IPM_MIN_N else "fast"
-    if not AUTO_WORST_MIN_N <= n <= AUTO_WORST_MAX_N:
-        return "fast"
-    d = np.asarray(space.distances, dtype=np.float64)
-    median = float(np.median(d[~np.eye(n, dtype=bool)]))
-    return "block-ipm" if epsilon * median <= AUTO_WORST_SPREAD else "fast"
+def auto_formulation(n: int, expected: bool, square: bool) -> str:
+    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
+    return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
 
 
 def _check_loss_matrix(
@@ -142,9 +127,8 @@ def optimal(
         ``block-ipm``: the structured interior-point method of :mod:`.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`.ipm_finish`); ``auto`` (default) takes it for the expected
-        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points and for
-        the worst case on square spaces of 100 to 200 points with eps times the median
-        distance at most 3, where it was measured to win, and ``fast`` otherwise.
+        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
+        was measured to win, and ``fast`` otherwise.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
@@ -247,7 +231,7 @@ def optimal(
     #   one far input sets the optimum and the LP is very degenerate); the full LP has the
     #   same optimum (proof: core._solve_fast) and solved every such case.
     if formulation == "auto":
-        formulation = auto_formulation(space, epsilon, pi is not None, outputs is None)
+        formulation = auto_formulation(n, pi is not None, outputs is None)
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
     if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
