@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from metricdp.errors import ResourceLimitError
-from metricdp.mechanisms.lp.ipm import _LP, BLAS_THREADS, REGULARISATION, _Factor, _ratio, ipm_bytes, solve_ipm
+from metricdp.mechanisms.lp.ipm import _LP, BLAS_THREADS, _Factor, _ratio, ipm_bytes, solve_ipm
 from metricdp.mechanisms.lp.ipm_finish import seed_rows
+from metricdp.mechanisms.lp.ipm_newton import REGULARISATION
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace
@@ -205,9 +206,9 @@ def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
     seen: list[int] = []
     original = _Factor.__init__
 
-    def spy(self, *args):
+    def spy(self, *args, **kwargs):
         seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
-        original(self, *args)
+        original(self, *args, **kwargs)
 
     monkeypatch.setattr(_Factor, "__init__", spy)
     _, d = _space(5, 5)
@@ -218,3 +219,15 @@ def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
     monkeypatch.setattr("metricdp.mechanisms.lp.ipm.BLAS_THREADS", 2)
     again = solve_ipm(d, 1.0, _off(5), d, None, tol=1e-9)
     assert again.objective == pytest.approx(got.objective, rel=1e-12)
+
+
+
+def test_auto_formulation_follows_the_measured_regimes():
+    from metricdp.mechanisms.lp.optimal import AUTO_BLOCK_IPM_MIN_N, auto_formulation
+
+    n = AUTO_BLOCK_IPM_MIN_N
+    assert auto_formulation(n, expected=True, square=True) == "block-ipm"
+    assert auto_formulation(n - 1, expected=True, square=True) == "fast"
+    assert auto_formulation(n, expected=True, square=False) == "fast"
+    # the worst case stays on fast at every size (its tie-break: a lower mean row loss)
+    assert {auto_formulation(k, expected=False, square=True) for k in (n, 100, 200, 400)} == {"fast"}

@@ -1,7 +1,7 @@
 """The compiled passes of the interior-point method (lp._ipm_kernels) against the numpy reference.
 
 Oracle: the numpy code of lp.ipm (the same formulas written with einsum and broadcasting),
-run by setting ``ipm.KERNELS`` to None; and, for the whole method, the numpy run's result.
+run by setting ``ipm_newton.KERNELS`` to None; and, for the whole method, the numpy run's result.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metricdp.mechanisms.lp import ipm
+from metricdp.mechanisms.lp import ipm, ipm_newton
 from metricdp.mechanisms.lp._ipm_kernels import KERNELS
 
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="numba not installed")
@@ -18,27 +18,27 @@ ipm.load_kernels()
 
 def test_kernels_are_loaded_on_the_first_solve_and_used():
     # the comparisons below are only meaningful when lp.ipm really runs the kernels
-    assert ipm.KERNELS is KERNELS
+    assert ipm_newton.KERNELS is KERNELS
 
 
-def _instance(seed: int, n: int, m: int, level: float = 0.7):
+def _instance(seed: int, n: int, m: int, level: float = 0.7, worst: bool = False):
     g = np.random.default_rng(seed)
     pts = g.random((n, 2))
     d = np.sqrt(((pts[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2))
     allowed = g.random((n, n)) < 0.8  # some pairs not imposed: the mask matters
     loss = g.random((n, m))
     prior = g.dirichlet(np.full(n, 0.5))
-    return ipm._LP(d, level, allowed, loss, prior), g
+    return ipm._LP(d, level, allowed, loss, None if worst else prior), g
 
 
 @pytest.fixture
 def numpy_only(monkeypatch):
     def run(fn, *args):
-        monkeypatch.setattr(ipm, "KERNELS", None)
+        monkeypatch.setattr(ipm_newton, "KERNELS", None)
         try:
             return fn(*args)
         finally:
-            monkeypatch.setattr(ipm, "KERNELS", KERNELS)
+            monkeypatch.setattr(ipm_newton, "KERNELS", KERNELS)
 
     return run
 
@@ -126,3 +126,32 @@ def test_factor_blocks_and_corrector_match_numpy(numpy_only):
     for a, b in ((got[0].s, want[0].s), (got[0].z, want[0].z), (got[0].x, want[0].x)):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-11)
     assert got[1:] == pytest.approx(want[1:], rel=1e-10)
+
+
+@pytest.mark.parametrize(("seed", "n", "m", "worst"), [(10, 6, 6, False), (11, 7, 4, True), (12, 5, 9, False)])
+def test_blocks_from_z_and_s_and_the_residual_pass_match_numpy(seed, n, m, worst, numpy_only):
+    # the compiled block build divides z by s as it reads; the numpy one is given z / s
+    lp, g = _instance(seed, n, m, worst=worst)
+    s = np.where(lp.mask > 0, g.random((m, n, n)) + 0.05, 1.0)
+    z = (g.random((m, n, n)) + 0.05) * lp.mask
+    dx = g.random((n, m)) + 0.05
+    dl = g.random(n) + 0.1 if worst else np.zeros(0)
+    fac = ipm._Factor(lp, z, dx, dl, slack=s)
+    ref = numpy_only(ipm._Factor, lp, z / s, dx, dl)
+    np.testing.assert_allclose(fac.cinv, ref.cinv, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(fac.d, z / s)  # formed on demand, for the refinement
+    ref2 = numpy_only(lambda: ipm._Factor(lp, z, dx, dl, slack=s))  # numpy given z and s: divides first
+    np.testing.assert_array_equal(ref2.cinv, ref.cinv)
+    f, e = g.standard_normal((n, m)), g.standard_normal(n)
+    g4, g5 = (g.standard_normal(n), 0.2) if worst else (np.zeros(0), 0.0)
+    for a, b in zip(fac.solve(f, e, g4, g5), ref.solve(f, e, g4, g5), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    # the residual pass: r = G x + s, s z, max |r| and sum s z as numpy computes them
+    p = ipm._Point(g.random((n, m)) + 0.05, s, g.standard_normal(n), z, g.random((n, m)) + 0.05, 0.3,
+                   g.random(n) + 0.1 if worst else np.zeros(0), g.random(n) + 0.1 if worst else np.zeros(0))
+    got, want = ipm._residuals(lp, p), numpy_only(ipm._residuals, lp, p)
+    for a, b in ((got.ri, want.ri), (got.sz, want.sz), (got.rd, want.rd), (got.re, want.re), (got.ril, want.ril)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert got.ri_max == pytest.approx(float(np.abs(want.ri).max()), rel=1e-14)
+    assert got.sz_sum == pytest.approx(float((s * z).sum()), rel=1e-12)
+    assert np.all(got.ri[:, ~lp.keep] == 0) and np.all(got.sz[:, ~lp.keep] == 0)

@@ -4,21 +4,24 @@ Each kernel computes, in one pass over the (m, n, n) cubes of :mod:`.ipm`, what 
 numpy code there computes in several (which stays the reference the tests compare them
 with, and runs when numba is missing: ``KERNELS`` is None):
 
-* :func:`gx` -- :meth:`.ipm._LP.gx`: :math:`(Gx)[w,u,v] = a_{uv} x[u,w] - x[v,w]` on the
+* :func:`gx` -- :meth:`.ipm_newton._LP.gx`: :math:`(Gx)[w,u,v] = a_{uv} x[u,w] - x[v,w]` on the
   kept rows, 0 elsewhere;
-* :func:`gtz` -- :meth:`.ipm._LP.gtz`: :math:`(G^\top q)[u,w] = \sum_v a_{uv} q[w,u,v] -
+* :func:`gtz` -- :meth:`.ipm_newton._LP.gtz`: :math:`(G^\top q)[u,w] = \sum_v a_{uv} q[w,u,v] -
   \sum_{u'} q[w,u',u]`;
-* :func:`hop` -- :meth:`.ipm._Factor.hop`: :math:`G^\top (D \circ Gx) + D_x \circ x`
+* :func:`hop` -- :meth:`.ipm_newton._Factor.hop`: :math:`G^\top (D \circ Gx) + D_x \circ x`
   without the cube :math:`Gx` (each row's value is used at once, twice);
-* :func:`hinv` -- :meth:`.ipm._Factor.hinv`: :math:`C_w^\top (C_w f_w)` per block for the
+* :func:`hinv` -- :meth:`.ipm_newton._Factor.hinv`: :math:`C_w^\top (C_w f_w)` per block for the
   lower triangular :math:`C_w`, skipping the zero triangle (half the flops of the dense
   batched product);
 * :func:`scaled_rhs_gtz` -- :math:`G^\top ((k\,z \circ r + r_c) / s)` of
   :func:`.ipm._direction` without the cube it divides;
 * :func:`centre_target`, :func:`combine` -- Gondzio's corrector of :func:`.ipm._gondzio`
   (its target on the privacy rows; the sum of two steps with its ratio tests);
-* :func:`normal_blocks` -- the blocks :math:`H_w` of :class:`.ipm._Factor` with their
-  regularisation;
+* :func:`normal_blocks` -- the blocks :math:`H_w` of :class:`.ipm_newton._Factor` with their
+  regularisation, from z and s without the cube z / s;
+* :func:`primal_state` -- the privacy rows' primal residual, complementarity products, the
+  residual's largest entry and the products' sum of :func:`.ipm._residuals` (one pass where
+  numpy makes six);
 * :func:`corrector_rhs`, :func:`advance`, :func:`trial_sum` -- Mehrotra's corrector
   target, the step to the next iterate, and the complementarity sum at a trial point of
   :func:`.ipm._run` (one pass each);
@@ -198,10 +201,11 @@ if njit is not None:  # pragma: no branch
         return ds, dz, lo_s, lo_z
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
-    def normal_blocks(a: Any, d: Any, dxt: Any, reg: float) -> Any:
-        """The blocks H_w = G_w^T diag(d_w) G_w + diag(dx[:, w]) plus ``reg`` times each
-        block's largest diagonal entry on its diagonal, and those largest entries (``d`` 0
-        on the rows left out)."""
+    def normal_blocks(a: Any, d: Any, s: Any, divide: bool, dxt: Any, reg: float) -> Any:
+        """The blocks H_w = G_w^T diag(e_w) G_w + diag(dx[:, w]) plus ``reg`` times each
+        block's largest diagonal entry on its diagonal, and those largest entries, where
+        e = d / s if ``divide`` (the scaling z / s read from the iterate without its cube)
+        and e = d otherwise (``s`` then not read); e must be 0 on the rows left out."""
         m, n, _ = d.shape
         h = np.empty((m, n, n))
         big = np.zeros(m)
@@ -209,20 +213,22 @@ if njit is not None:  # pragma: no branch
         for w in range(m):
             hw = h[w]
             dw = d[w]
+            sw = s[w]
             for u in range(n):
                 diag[u] = dxt[w, u]
             for u in range(n):
                 acc = 0.0
                 for v in range(n):
-                    dv = dw[u, v]
-                    hw[u, v] = -(dv * a[u, v] + dw[v, u] * a[v, u])
+                    dv = dw[u, v] / sw[u, v] if divide else dw[u, v]
+                    hw[u, v] = -dv * a[u, v]
                     acc += dv * a[u, v] * a[u, v]
+                    diag[v] += dv
                 diag[u] += acc
-            for v in range(n):
-                acc = 0.0
-                for u in range(n):
-                    acc += dw[u, v]
-                diag[v] += acc
+            for u in range(n):
+                for v in range(u):
+                    t = hw[u, v] + hw[v, u]
+                    hw[u, v] = t
+                    hw[v, u] = t
             top = 0.0
             for u in range(n):
                 top = max(top, diag[u])
@@ -230,6 +236,29 @@ if njit is not None:  # pragma: no branch
                 hw[u, u] += diag[u] + reg * top
             big[w] = top
         return h, big
+
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def primal_state(a: Any, mask: Any, xt: Any, s: Any, z: Any) -> Any:
+        """(r, sz, max |r|, sum sz): the privacy rows' primal residual r = G x + s and
+        complementarity products s z (0 on the rows left out: z is 0 there), in one pass."""
+        m, n = xt.shape
+        r = np.empty((m, n, n))
+        sz = np.empty((m, n, n))
+        top = 0.0
+        total = 0.0
+        for w in range(m):
+            xw = xt[w]
+            for u in range(n):
+                xu = xw[u]
+                for v in range(n):
+                    sv = s[w, u, v]
+                    rv = (a[u, v] * xu - xw[v] + sv) * mask[u, v]
+                    pv = sv * z[w, u, v]
+                    r[w, u, v] = rv
+                    sz[w, u, v] = pv
+                    top = max(top, abs(rv))
+                    total += pv
+        return r, sz, top, total
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
     def corrector_rhs(mask: Any, sz: Any, ds: Any, dz: Any, smu: float) -> Any:
@@ -273,6 +302,7 @@ if njit is not None:  # pragma: no branch
         "centre_target": centre_target,
         "combine": combine,
         "normal_blocks": normal_blocks,
+        "primal_state": primal_state,
         "gx": gx,
         "gtz": gtz,
         "hop": hop,

@@ -28,28 +28,10 @@ are kept as they are (gradual underflow): their products with the iterates are a
 denormal, never inf or NaN. The loss is scaled by its largest entry so the objective is
 O(1).
 
-**The structure.** Write :math:`G` for the privacy rows, with slacks :math:`s \ge 0`
-(:math:`Gx + s = 0`) and duals :math:`z \ge 0`, and :math:`x = \mathrm{vec}\,M \ge 0`
-with duals :math:`z_x`. Eliminating :math:`\Delta s, \Delta z, \Delta z_x` from the
-Newton system leaves
-
-.. math::
-
-    H \Delta x + E^\top \Delta y + L_r^\top \Delta q = f,\quad
-    H = G^\top (Z S^{-1}) G + Z_x X^{-1},
-
-with E the n row sums and :math:`L_r` the n loss rows (worst case; :math:`\Delta q`
-their dual step). Row (u, v, w) of G touches only column w of M, so H is block diagonal:
-m dense n x n blocks :math:`H_w`. Each is factored (batched Cholesky, a tiny diagonal
-regularisation) and inverted through its triangular factor :math:`C_w = R_w^{-1}`
-(:math:`H_w^{-1} = C_w^\top C_w`); the coupling rows then give a Schur complement of size
-n (expected: :math:`\sum_w H_w^{-1}`) or 2n + 1 (worst: the row sums, the loss rows and
-t), formed as one Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
-loss-weighted copies): positive semidefinite by construction. Per iteration
+**The structure** (the normal equations' blocks, their factors and the Schur complement
+of the coupling rows, the refinement): :mod:`.ipm_newton`. Per iteration
 :math:`O(m n^3)` flops and :math:`O(m n^2)` memory, with every privacy row present from
-the start (no row generation). Each direction is refined against the unregularised
-system (iterative refinement with the same factors), which is what keeps the solve
-accurate when the diagonal spreads over 20 orders of magnitude near the optimum.
+the start (no row generation).
 
 **The method.** Infeasible primal-dual path following with Mehrotra's predictor-
 corrector and up to :data:`CORRECTORS` Gondzio centrality correctors (each reusing the
@@ -61,7 +43,8 @@ residuals and the relative duality gap are all below ``tol``.
 **The passes over the cubes** (the products with G and :math:`G^\top`, the block build, the
 block solves, the slack and dual steps with their ratio tests, Gondzio's target) run as
 compiled kernels when numba is installed (:mod:`._ipm_kernels`, one pass each where numpy
-makes several); the numpy code here is their reference and the fallback.
+makes several; :data:`.ipm_newton.KERNELS`); the numpy code here is their reference and
+the fallback.
 """
 
 from __future__ import annotations
@@ -70,33 +53,20 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import cho_factor as _cho_factor
-from scipy.linalg import cho_solve as _cho_solve
-from scipy.linalg.lapack import dtrtri as _trtri
 
 from ..._progress import Progress, report
 from ..._resources import check_allocation
 from ...errors import SolverNumericalError
+from . import ipm_newton as _newton
 from .deadline import Deadline
+from .ipm_newton import _LP, REFINE_REL, REFINE_TOL, _Factor, load_kernels
 
 __all__ = ["IPMResult", "ipm_bytes", "load_kernels", "solve_ipm"]
 
 Array = NDArray[np.float64]
-
-#: Relative regularisation of each block H_w (times its largest diagonal entry); the
-#: refinement against the unregularised system removes its effect on the direction.
-REGULARISATION = 1e-13
-
-#: Refinement steps per Newton solve at most; stops earlier once the largest residual of
-#: the reduced system is below :data:`REFINE_TOL` of the right-hand side's largest entry.
-REFINE_STEPS = 3
-
-#: Relative residual of the reduced system at which the refinement stops.
-REFINE_TOL = 1e-12
 
 #: Floor of the denominator of the relative gap (scaled loss, max entry 1): relative
 #: above it, absolute below it. Optima far below the loss scale are common (large eps d:
@@ -116,21 +86,6 @@ CORRECTORS = 0
 #: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: on a
 #: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
 BLAS_THREADS = 1
-
-#: The compiled passes of :mod:`._ipm_kernels` (None: numpy), loaded by :func:`load_kernels`
-#: on the first solve, so that importing the LP package does not import numba (0.65 s).
-KERNELS: Any = None
-_KERNELS_LOADED = False
-
-
-def load_kernels() -> None:
-    """Set :data:`KERNELS` from :mod:`._ipm_kernels` (once; None where numba is missing)."""
-    global KERNELS, _KERNELS_LOADED
-    if not _KERNELS_LOADED:
-        from ._ipm_kernels import KERNELS as compiled
-
-        KERNELS, _KERNELS_LOADED = compiled, True
-
 
 #: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
 #: inverse factors, temporaries of the elementwise passes): the memory estimate.
@@ -188,171 +143,6 @@ class IPMResult:
     scale: float = 1.0
 
 
-class _LP:
-    """The scaled LP and its structured products (see the module docstring)."""
-
-    def __init__(
-        self,
-        distances: NDArray[np.float64],
-        level: float,
-        allowed: NDArray[np.bool_],
-        loss: NDArray[np.float64],
-        prior: NDArray[np.float64] | None,
-    ) -> None:
-        self.n, self.m = loss.shape
-        with np.errstate(under="ignore"):
-            a = np.exp(-level * distances)
-        keep = allowed & (a > 0)
-        np.fill_diagonal(keep, False)
-        self.a = np.where(keep, a, 0.0)
-        self.keep = keep
-        self.maskf = keep.astype(np.float64)
-        self.mask = np.broadcast_to(keep.astype(np.float64), (self.m, self.n, self.n))
-        self.unmask = np.broadcast_to((~keep).astype(np.float64), (self.m, self.n, self.n))
-        self.rows = int(keep.sum()) * self.m
-        self.scale = float(loss.max()) if loss.max() > 0 else 1.0
-        self.loss = loss / self.scale
-        self.worst = prior is None
-        self.c = np.zeros_like(self.loss) if prior is None else prior[:, None] * self.loss
-        self.ncomp = self.rows + self.n * self.m + (self.n if self.worst else 0)
-
-    def gx(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
-        """G x as [w, u, v]: a[u,v] x[u,w] - x[v,w] (0 on rows left out)."""
-        if KERNELS is not None:
-            return np.asarray(KERNELS["gx"](self.a, self.maskf, np.ascontiguousarray(x.T)))
-        xt = x.T
-        out = self.a[None, :, :] * xt[:, :, None]
-        out -= xt[:, None, :]
-        out *= self.mask
-        return out
-
-    def gtz(self, q: NDArray[np.float64]) -> NDArray[np.float64]:
-        """G^T q as [u, w] for q [w, u, v] (zero on rows left out)."""
-        if KERNELS is not None:
-            return np.asarray(KERNELS["gtz"](self.a, self.maskf, np.ascontiguousarray(q)).T)
-        return np.einsum("wuv,uv->uw", q, self.a) - q.sum(axis=1).T
-
-
-class _Factor:
-    """The factored normal equations of one iteration (block inverses + Schur complement).
-
-    ``d`` (m, n, n): z/s of the privacy rows; ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L
-    of the loss rows (worst case; empty otherwise).
-    """
-
-    def __init__(self, lp: _LP, d: Array, dx: Array, dl: Array) -> None:
-        n, m = lp.n, lp.m
-        self.lp, self.d, self.dx, self.dl = lp, d, dx, dl
-        self.dxt = np.ascontiguousarray(dx.T)
-        idx = np.arange(n)
-        if KERNELS is not None:
-            h, big = KERNELS["normal_blocks"](lp.a, d, np.ascontiguousarray(dx.T), REGULARISATION)
-            big = big[:, None]
-        else:
-            da = d * lp.a[None, :, :]
-            h = -(da + da.transpose(0, 2, 1))
-            diag = (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T  # [w, u]
-            big = diag.max(axis=1, keepdims=True)
-            h[:, idx, idx] += diag + REGULARISATION * big
-        try:
-            r = np.linalg.cholesky(h)
-        except np.linalg.LinAlgError:
-            h[:, idx, idx] += 1e-8 * big
-            try:
-                r = np.linalg.cholesky(h)
-            except np.linalg.LinAlgError as exc:
-                raise SolverNumericalError(
-                    "interior point: a block of the normal equations is not positive definite",
-                    status="numerical/other",
-                ) from exc
-        # C_w = R_w^{-1}, lower triangular, so H_w^{-1} = C_w^T C_w. One LAPACK call per
-        # block: numpy's batched inverse (an LU per block) ran 20-40x slower under load,
-        # OpenBLAS threading each 100 x 100 factorisation.
-        self.cinv = np.empty_like(r)
-        for w in range(m):
-            self.cinv[w] = _trtri(r[w], lower=1)[0]
-        stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2) if lp.worst else self.cinv
-        flat = stack.reshape(m * n, -1)
-        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]: E H^-1 E^T, E H^-1 L^T, ...
-        k = gram.shape[0]
-        if lp.worst:
-            gram[n:, n:] += np.diag(1.0 / dl)
-        gram[np.arange(k), np.arange(k)] *= 1.0 + 1e-14
-        self._cho: tuple[Array, bool] | None
-        try:
-            self._cho = _cho_factor(gram, lower=True)
-        except np.linalg.LinAlgError:
-            self._cho = None
-        self._gram = gram
-        # the Schur system's response to t: P b = (0, 1) (worst case)
-        self.bt = self._schur_solve(np.r_[np.zeros(n), np.ones(n)]) if lp.worst else np.zeros(0)
-
-    def _schur_solve(self, rhs: Array) -> Array:
-        if self._cho is not None:
-            return np.asarray(_cho_solve(self._cho, rhs))
-        return np.asarray(np.linalg.lstsq(self._gram, rhs, rcond=None)[0])
-
-    def hinv(self, f: Array) -> Array:
-        """H^{-1} f block by block, f [u, w]."""
-        if KERNELS is not None:
-            return np.asarray(KERNELS["hinv"](self.cinv, np.ascontiguousarray(f.T)).T)
-        cf = np.matmul(self.cinv, f.T[:, :, None])
-        return np.asarray(np.matmul(self.cinv.transpose(0, 2, 1), cf)[:, :, 0].T)
-
-    def hop(self, dx: Array) -> Array:
-        """The unregularised H dx."""
-        if KERNELS is not None:
-            return np.asarray(KERNELS["hop"](self.lp.a, self.d, self.dxt, np.ascontiguousarray(dx.T)).T)
-        return self.lp.gtz(self.d * self.lp.gx(dx)) + self.dx * dx
-
-    def solve(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
-        """(dx, dy, dq, dt) of the reduced system (module docstring), refined against the
-        unregularised operator:
-
-        H dx + E^T dy + L^T dq = f,  E dx = e,  L dx - dt - dq / D_L = g4,  1^T dq = g5
-
-        (expected objective: no dq, dt; ``g4`` empty).
-        """
-        sol = self._solve_once(f, e, g4, g5)
-        scale = max(float(np.abs(f).max()), float(np.abs(e).max()), 1e-300)
-        for _ in range(REFINE_STEPS):
-            r1, r2, r4, r5 = self._residual(sol, f, e, g4, g5)
-            worst = max(float(np.abs(r1).max()), float(np.abs(r2).max()), float(np.abs(r4).max(initial=0.0)), abs(r5))
-            if worst <= REFINE_TOL * scale:
-                break
-            c = self._solve_once(r1, r2, r4, r5)
-            sol = (sol[0] + c[0], sol[1] + c[1], sol[2] + c[2], sol[3] + c[3])
-        return sol
-
-    def _residual(
-        self, sol: tuple[Array, Array, Array, float], f: Array, e: Array, g4: Array, g5: float
-    ) -> tuple[Array, Array, Array, float]:
-        dx, dy, dq, dt = sol
-        lp = self.lp
-        r1 = f - self.hop(dx) - dy[:, None]
-        r2 = e - dx.sum(axis=1)
-        if not lp.worst:
-            return r1, r2, g4, 0.0
-        r1 -= dq[:, None] * lp.loss
-        r4 = g4 - ((lp.loss * dx).sum(axis=1) - dt - dq / self.dl)
-        return r1, r2, r4, g5 - float(dq.sum())
-
-    def _solve_once(self, f: Array, e: Array, g4: Array, g5: float) -> tuple[Array, Array, Array, float]:
-        lp, n = self.lp, self.lp.n
-        h = self.hinv(f)
-        rhs_y = h.sum(axis=1) - e
-        if not lp.worst:
-            dy = self._schur_solve(rhs_y)
-            return self.hinv(f - dy[:, None]), dy, np.zeros(0), 0.0
-        rhs_q = (lp.loss * h).sum(axis=1) - g4
-        a = self._schur_solve(np.r_[rhs_y, rhs_q])
-        dt = (float(a[n:].sum()) - g5) / float(self.bt[n:].sum())
-        sol = a - self.bt * dt
-        dy, dq = sol[:n], sol[n:]
-        dx = self.hinv(f - dy[:, None] - dq[:, None] * lp.loss)
-        return dx, dy, dq, dt
-
-
 @dataclass
 class _Point:
     """A primal-dual iterate (loss-row parts ``sl``, ``zl`` empty for the expected objective)."""
@@ -394,15 +184,26 @@ class _Residuals:
     ri: Array  # G x + s, (m, n, n)
     ril: Array  # L x - t + s_L, (n,) or empty
     rdt: float  # 1 - sum z_L
+    sz: Array  # s z of the privacy rows, (m, n, n) (0 on the rows left out)
+    sz_sum: float  # its sum
+    ri_max: float  # max |ri|
 
 
 def _residuals(lp: _LP, p: _Point) -> _Residuals:
+    """The residuals at ``p``, with the privacy rows' complementarity products (one
+    compiled pass over the cubes where numba is installed)."""
+    kernels = _newton.KERNELS
+    if kernels is not None:
+        ri, sz, ri_max, sz_sum = kernels["primal_state"](lp.a, lp.maskf, np.ascontiguousarray(p.x.T), p.s, p.z)
+    else:
+        ri, sz = lp.gx(p.x) + p.s * lp.mask, p.s * p.z
+        ri_max, sz_sum = np.abs(ri).max(), sz.sum()
     rd = lp.c + p.y[:, None] + lp.gtz(p.z) - p.zx
     if lp.worst:
         rd += p.zl[:, None] * lp.loss
-        return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask,
-                          (lp.loss * p.x).sum(axis=1) - p.t + p.sl, 1.0 - float(p.zl.sum()))
-    return _Residuals(rd, p.x.sum(axis=1) - 1.0, lp.gx(p.x) + p.s * lp.mask, np.zeros(0), 0.0)
+        return _Residuals(rd, p.x.sum(axis=1) - 1.0, ri, (lp.loss * p.x).sum(axis=1) - p.t + p.sl,
+                          1.0 - float(p.zl.sum()), sz, float(sz_sum), float(ri_max))
+    return _Residuals(rd, p.x.sum(axis=1) - 1.0, ri, np.zeros(0), 0.0, sz, float(sz_sum), float(ri_max))
 
 
 def _direction(
@@ -412,12 +213,13 @@ def _direction(
     residuals (``residuals=False``: a centrality corrector, residuals left alone)."""
     k = 1.0 if residuals else 0.0
     # rc, ri, z and ds vanish on the rows left out (s = 1 there): no mask needed below
-    if KERNELS is not None:
+    kernels = _newton.KERNELS
+    if kernels is not None:
         ri = r.ri if residuals else rc  # (read only when k = 1)
-        f = -k * r.rd - KERNELS["scaled_rhs_gtz"](lp.a, p.z, ri, rc, p.s, k).T + rcx / p.x
+        f = -k * r.rd - kernels["scaled_rhs_gtz"](lp.a, p.z, ri, rc, p.s, k).T + rcx / p.x
         g4 = -(k * r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
         dx, dy, dq, dt = fac.solve(f, -k * r.re, g4, k * r.rdt)
-        ds, dz, lo_s, lo_z = KERNELS["slack_steps"](lp.a, lp.maskf, np.ascontiguousarray(dx.T), ri, rc, p.s, p.z, k)
+        ds, dz, lo_s, lo_z = kernels["slack_steps"](lp.a, lp.maskf, np.ascontiguousarray(dx.T), ri, rc, p.s, p.z, k)
         dzx = (rcx - p.zx * dx) / p.x
         dsl = (-k * r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
         return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq, (float(lo_s), float(lo_z)))
@@ -467,8 +269,8 @@ def _trial_mu_sum(p: _Point, sz_sum: float, d: _Step, ap: float, ad: float) -> f
     r"""Sum of the complementarity products at the trial point, by dot products: for the
     privacy rows :math:`\sum (s + a_p ds)(z + a_d dz) = \sum sz + a_d \langle s, dz\rangle
     + a_p \langle ds, z\rangle + a_p a_d \langle ds, dz\rangle` (no temporaries)."""
-    if KERNELS is not None:
-        priv = float(KERNELS["trial_sum"](p.s, d.s, p.z, d.z, ap, ad))
+    if _newton.KERNELS is not None:
+        priv = float(_newton.KERNELS["trial_sum"](p.s, d.s, p.z, d.z, ap, ad))
         rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
         return priv + rest
     priv = sz_sum + ad * float(np.vdot(p.s, d.z)) + ap * float(np.vdot(d.s, p.z)) + ap * ad * float(np.vdot(d.s, d.z))
@@ -492,11 +294,11 @@ def _gondzio(
     def target(v: Array) -> Array:
         return np.maximum(np.clip(v, 0.1 * smu, 10.0 * smu) - v, -10.0 * smu)
 
-    if KERNELS is not None:
-        ts = KERNELS["centre_target"](lp.maskf, p.s, p.z, d.s, d.z, tp, td, smu)
+    if _newton.KERNELS is not None:
+        ts = _newton.KERNELS["centre_target"](lp.maskf, p.s, p.z, d.s, d.z, tp, td, smu)
         vx, vl = (p.x + tp * d.x) * (p.zx + td * d.zx), (p.sl + tp * d.sl) * (p.zl + td * d.zl)
         c = _direction(lp, p, r, fac, ts, target(vx), target(vl), residuals=False)
-        ds, dz, lo_s, lo_z = KERNELS["combine"](lp.maskf, p.s, p.z, d.s, d.z, c.s, c.z)
+        ds, dz, lo_s, lo_z = _newton.KERNELS["combine"](lp.maskf, p.s, p.z, d.s, d.z, c.s, c.z)
         cand = _Step(d.x + c.x, ds, d.y + c.y, dz, d.zx + c.zx, d.t + c.t, d.sl + c.sl, d.zl + c.zl,
                      (float(lo_s), float(lo_z)))
     else:
@@ -599,17 +401,17 @@ def _run(
     d = np.asarray(distances, np.float64)
     lp = _LP(d, level, allowed, np.asarray(loss, np.float64), prior)
     p = _start(lp, d if anchor is None else d[:, anchor], level)
+    refine_tol = max(REFINE_TOL, REFINE_REL * tol)
     history: list[tuple[float, ...]] = []
     it = 0
     while True:
         r = _residuals(lp, p)
-        sz = p.s * p.z
-        sz_sum = float(sz.sum())
+        sz, sz_sum = r.sz, r.sz_sum
         mu_sum = sz_sum + float((p.x * p.zx).sum() + (p.sl * p.zl).sum())
         mu = mu_sum / lp.ncomp
         pobj = p.t if lp.worst else float((lp.c * p.x).sum())
         dobj = -float(p.y.sum())
-        pres = max(float(np.abs(r.re).max()), float(np.abs(r.ri).max()), float(np.abs(r.ril).max(initial=0.0)))
+        pres = max(float(np.abs(r.re).max()), r.ri_max, float(np.abs(r.ril).max(initial=0.0)))
         dres = max(float(np.abs(r.rd).max()), abs(r.rdt))
         gap = max(abs(pobj - dobj), mu_sum) / max(abs(pobj), abs(dobj), GAP_FLOOR)
         history.append((it, time.perf_counter() - t0, pobj * lp.scale, dobj * lp.scale, gap, pres, dres))
@@ -624,15 +426,15 @@ def _run(
             break
         deadline.require(what)
         it += 1
-        fac = _Factor(lp, p.z / p.s, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0))
+        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s)
         # predictor (affine scaling), then Mehrotra's sigma and corrector
-        zpad = p.z + lp.unmask if KERNELS is None else p.z  # the kernels' ratio tests read no zpad
+        zpad = p.z + lp.unmask if _newton.KERNELS is None else p.z  # the kernels' ratio tests read no zpad
         aff = _direction(lp, p, r, fac, -sz, -p.x * p.zx, -p.sl * p.zl)
         ap, ad = _lengths(p, zpad, aff)
         mu_aff = _trial_mu_sum(p, sz_sum, aff, ap, ad) / lp.ncomp
         smu = min(1.0, (mu_aff / mu) ** 3) * mu
-        if KERNELS is not None:
-            rc = KERNELS["corrector_rhs"](lp.maskf, sz, aff.s, aff.z, smu)
+        if _newton.KERNELS is not None:
+            rc = _newton.KERNELS["corrector_rhs"](lp.maskf, sz, aff.s, aff.z, smu)
         else:
             rc = aff.s * aff.z
             rc += sz
@@ -647,8 +449,8 @@ def _run(
             step, ap, ad = cand, ap2, ad2
         gamma = 0.9995 if gap < 1e-5 else 0.995
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
-        if KERNELS is not None:
-            s2, z2 = KERNELS["advance"](p.s, step.s, p.z, step.z, ap, ad)
+        if _newton.KERNELS is not None:
+            s2, z2 = _newton.KERNELS["advance"](p.s, step.s, p.z, step.z, ap, ad)
         else:
             s2, z2 = p.s + ap * step.s, p.z + ad * step.z
         p = _Point(p.x + ap * step.x, s2, p.y + ad * step.y, z2, p.zx + ad * step.zx, p.t + ap * step.t,

@@ -34,9 +34,21 @@ __all__ = ["optimal"]
 #: load 10-17), Dirichlet(0.5) priors: 5 x 5 grid, eps 0.3: fast 1.5 s, block-ipm 2.1 s;
 #: 6 x 6: 26 s against 6-9 s; 8 x 8: a time-out at 120 s against 47 s; 10 x 10: fast times
 #: out at every eps (issue 27), block-ipm finishes (benchmarks/RESULTS.md, issue 37);
-#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s. The worst case stays
-#: on ``fast``: GloVe n = 100 at eps 1: 3.0 s against 161 s; eps 0.5: 41 s against 206 s.
+#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s.
 AUTO_BLOCK_IPM_MIN_N = 36
+
+# The worst case stays on ``fast``. ``block-ipm`` is faster where the constraint
+# generation needs many rounds (GloVe n = 100, CPU seconds of whole builds, load 15-20:
+# eps 0.25: 16.0 against 18.8; eps 0.5: 31.6 against 37.2, and fast timed out at 400 s
+# of wall time under load 20-29), but its vertex is another point of the large optimal
+# face: the same worst-case loss, a 1.2 % higher mean row loss at eps 0.25 (4.827
+# against 4.771), where ``fast``'s tie-break (:data:`.core.TIEBREAK`) favours a low mean.
+# At eps >= 1 fast takes 1.6 s or less on a quiet machine, below the interior point alone.
+
+
+def auto_formulation(n: int, expected: bool, square: bool) -> str:
+    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
+    return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
 
 
 def _check_loss_matrix(
@@ -219,7 +231,7 @@ def optimal(
     #   one far input sets the optimum and the LP is very degenerate); the full LP has the
     #   same optimum (proof: core._solve_fast) and solved every such case.
     if formulation == "auto":
-        formulation = "block-ipm" if pi is not None and outputs is None and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
+        formulation = auto_formulation(n, pi is not None, outputs is None)
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
     if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
