@@ -26,6 +26,7 @@ from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
 from .certificate import bound_from_duals
 from .deadline import Deadline
+from .polish import beyond_cap, finish
 from .repair import repair
 from .retry import OPTMECH, RetryPolicy
 
@@ -630,15 +631,22 @@ def solve_and_repair(
             anchor=anchor,
             tiebreak=tiebreak,
         )
-        matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         info: dict[str, Any] = {}
+        result = raw.result
+        lam = level * (1.0 - eta)
+        if anchor is None and beyond_cap(lam, space.distances, allowed, graph_distances):  # polish.py
+            matrix, objective, info["polish"] = finish(raw.matrix, space.distances, epsilon, eta, lam, allowed,
+                                                       loss, prior, deadline, what)
+            if objective is not None:
+                result = dataclasses.replace(result, objective=objective)
+        else:
+            matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         if raw.rows is not None and anchor is None and level == epsilon and raw.result.row_dual is not None \
                 and raw.result.col_dual is not None:
-            lam = level * (1.0 - eta)
             factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
             info["dual_bound"] = bound_from_duals(space.distances, epsilon, raw.rows, raw.result.row_dual,
                                                   raw.result.col_dual, factor, loss=loss, prior=prior)
-        return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
+        return LPSolution(matrix, result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
                           info)
 
     fallback = policy.initial(epsilon, space.d_min) if eta is None else None  # the d_min rule's eta
