@@ -26,12 +26,14 @@ from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
 from .certificate import bound_from_duals
 from .deadline import Deadline
+from .pairs import COLLINEAR_TOL, implied_pairs
 from .polish import beyond_cap, finish
 from .repair import repair
-from .retry import OPTMECH, RetryPolicy
+from .retry import OPTMECH, RetryPolicy, choose_eta
 
 __all__ = [
     "BOUND_OPTIONS",
+    "COLLINEAR_TOL",
     "FULL_OPTIONS",
     "IPM_OPTIONS",
     "LP_OPTIONS",
@@ -104,59 +106,6 @@ _DUAL: Mapping[str, Any] = {"simplex_strategy": 1}
 #: same rows for which the tie-broken solution is returned (:func:`_solve_fast`).
 TIEBREAK_GAP = 1e-10
 
-
-
-def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_max: float | None = None) -> float:
-    r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
-
-    OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
-    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3];
-    where :math:`\varepsilon d_{\max}` > :data:`LOG_CAP` (or ``d_max`` is not given) as
-    before issue 37, :math:`\varepsilon\eta d_{\min} = 10^{-10}`: there the cap's cost
-    (up to :math:`n e^{-C} d_{\max}`) dwarfs eta's, and a smaller eta buys nothing.
-    The log-spread of the row sums after the envelope from a simplex vertex is of the order
-    of the rounding, below that room in most builds, so the first repair
-    usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
-    order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
-    budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
-    """
-    if d_max is not None and epsilon * d_max > LOG_CAP:
-        d_max = None
-    return policy.initial(epsilon, d_min, d_max)
-
-
-#: Relative slack of the collinearity test of :func:`implied_pairs`.
-COLLINEAR_TOL = 1e-12
-
-
-def implied_pairs(distances: NDArray[np.float64], level: float) -> NDArray[np.bool_]:
-    r"""Ordered pairs (u, v) whose privacy rows follow from shorter ones (issue 27).
-
-    Pair (u, v) is *implied* when some :math:`m \notin \{u, v\}` lies between them:
-    :math:`d(u,m) + d(m,v) \le d(u,v)\,(1 + \tau)`, :math:`\tau` = :data:`COLLINEAR_TOL`
-    (collinear cells of a grid, points on a shortest path). Then the rows (u, m, w) and
-    (m, v, w) give :math:`M[u,w] \le e^{\ell d(u,m)} M[m,w] \le e^{\ell (d(u,m)+d(m,v))}
-    M[v,w] \le e^{\ell d(u,v)(1+\tau)} M[v,w]`: row (u, v, w) up to a factor
-    :math:`e^{\ell d \tau}`, i.e. an absolute slack of at most :math:`\ell d\tau \le
-    20\tau` in probability, far below the :data:`VIOLATION_TOL` the constraint generation
-    already accepts (and the repair and the audit still check every pair). (u, m) and
-    (m, v) are strictly shorter (d(m, v) > 0, d(u, m) > 0), so by induction on the
-    distance every implied row follows from the rows of non-implied pairs; the chains
-    multiply the slack by at most n, still far below the tolerance. Only pairs with
-    :math:`\ell d(u,v) < ` :data:`LOG_CAP` are dropped: a capped row is stricter than
-    its chain (:func:`solve_raw`). O(n^3) work, one vectorised n x n step per u.
-    """
-    d = np.asarray(distances, dtype=np.float64)
-    n = d.shape[0]
-    out = np.zeros((n, n), dtype=bool)
-    big = np.inf
-    for u in range(n):
-        via = d[u][:, None] + d  # via[m, v] = d(u, m) + d(m, v)
-        via[u] = big  # m = u
-        np.fill_diagonal(via, big)  # m = v
-        out[u] = via.min(axis=0) <= d[u] * (1.0 + COLLINEAR_TOL)
-    out[np.arange(n), np.arange(n)] = False
-    return out & (level * d < LOG_CAP)
 
 
 # ---------------------------------------------------------------------- LP pieces
@@ -550,7 +499,8 @@ def solve_raw(
     :math:`\delta \max d` above :math:`M^*`'s. Without the cap, ratios such as
     :math:`e^{43}` (eps = 0.3 per km over 140 km of a geolocation space) make HiGHS
     scale rows so that it reports "optimal" for solutions that violate them by 0.7
-    in probability, which no repair can absorb.
+    in probability, which no repair can absorb. Where a factor was capped,
+    :func:`solve_and_repair` then re-solves uncapped in scaled form (:mod:`.polish`).
 
     ``time_limit``: a :class:`~.deadline.Deadline` (or seconds, starting now) shared by
     every solve.
@@ -611,6 +561,10 @@ def solve_and_repair(
     optimum at exactly eps from that solve's duals
     (:func:`~.certificate.bound_from_duals`): ``(loss - bound) / bound`` bounds how far
     the returned mechanism is from optimal.
+
+    Where the solve capped a factor (:func:`.polish.beyond_cap`; square spaces), the LP is
+    solved again uncapped in scaled form (:func:`.polish.finish`) and the repaired
+    candidate of smaller loss is returned; ``info["polish"]`` records which and why.
     """
     deadline = Deadline.of(time_limit)
     first = choose_eta(epsilon, space.d_min, policy, space.diameter) if eta is None else eta
