@@ -66,6 +66,13 @@ SETTLE = 1e-12
 VIOLATION_TOL = 1e-10
 #: Rows nearly met with equality at the reference point seed a pass.
 SEED_RTOL = 1e-6
+#: Smallest ratio of the two coefficients of a scaled privacy row handed to HiGHS (its
+#: ``small_matrix_value`` is set to 1e-12 and it drops smaller entries, which would leave the
+#: row void and the generation adding it forever).
+MIN_COEF = 1e-11
+#: Largest factor by which one pass may raise an entry whose row-sum coefficient HiGHS would
+#: drop (below :data:`MIN_COEF` of the row's largest): the next pass rescales around it.
+TRUST = 1e3
 #: Rounds of row generation within one pass.
 MAX_ROUNDS = 50
 _EXP_MAX = 700.0
@@ -84,13 +91,16 @@ class Polished(NamedTuple):
 
 
 def _scan(m: NDArray[np.float64], scale: NDArray[np.float64], logf: NDArray[np.float64], pu: NDArray[np.intp],
-          pv: NDArray[np.intp], tol: float, near: bool) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+          pv: NDArray[np.intp], tol: float, near: bool) -> tuple[NDArray[np.intp], NDArray[np.intp], int]:
     """(pair index, w) of the rows violated by more than ``tol`` in the scaled row (its largest
-    coefficient 1 at the reference ``scale``); ``near``: rows of ``m`` met within ``tol`` of
-    equality relative to their right-hand side. In blocks of pairs."""
+    coefficient 1 at the reference ``scale``), and how many more are violated whose smaller
+    scaled coefficient is below :data:`MIN_COEF` (HiGHS would drop it: left to the next
+    pass, rescaled); ``near``: rows of ``m`` met within ``tol`` of equality relative to their
+    right-hand side. In blocks of pairs."""
     n = m.shape[1]
     block = max(1, _BLOCK // n)
     ks, ws = [], []
+    skipped = 0
     for start in range(0, len(pu), block):
         u, v = pu[start:start + block], pv[start:start + block]
         f = np.exp(logf[start:start + block])[:, None]
@@ -98,11 +108,15 @@ def _scan(m: NDArray[np.float64], scale: NDArray[np.float64], logf: NDArray[np.f
         if near:
             hit = (lhs >= (1.0 - tol) * rhs) & (rhs > 0)
         else:
-            hit = lhs - rhs > tol * np.maximum(scale[u], f * scale[v])
+            a, b = scale[u], f * scale[v]
+            hit = lhs - rhs > tol * np.maximum(a, b)
+            small = np.minimum(a, b) < MIN_COEF * np.maximum(a, b)
+            skipped += int((hit & small).sum())
+            hit &= ~small
         k, w = np.nonzero(hit)
         ks.append(k + start)
         ws.append(w)
-    return np.concatenate(ks), np.concatenate(ws)
+    return np.concatenate(ks), np.concatenate(ws), skipped
 
 
 def polish(
@@ -132,11 +146,11 @@ def polish(
         out = _pass(ref, d, level, pu, pv, logf, loss, prior, worst, deadline, what)
         if out is None:
             break
-        m, obj, result, rows = out
+        m, obj, result, rows, clean = out
         best = Polished(m, obj, result, passes, rows)
-        if abs(obj - last) <= SETTLE * abs(obj):
+        if clean and abs(obj - last) <= SETTLE * abs(obj):
             break
-        last, ref = obj, m
+        last, ref = obj, np.maximum(m, 0.0)
     return best
 
 
@@ -144,7 +158,7 @@ def _pass(
     ref: NDArray[np.float64], d: NDArray[np.float64], level: float, pu: NDArray[np.intp], pv: NDArray[np.intp],
     logf: NDArray[np.float64], loss: NDArray[np.float64], prior: NDArray[np.float64] | None, worst: bool,
     deadline: Deadline, what: str,
-) -> tuple[NDArray[np.float64], float, SolveResult, int] | None:
+) -> tuple[NDArray[np.float64], float, SolveResult, int, bool] | None:
     """One rescaled pass: scale by the envelope of ``ref``, generate rows until none is violated."""
     n = d.shape[0]
     scale = envelope(ref, d, level)
@@ -183,7 +197,12 @@ def _pass(
         return sp.csr_matrix((np.r_[a / top, -b / top], (np.r_[idx, idx], np.r_[u * n + w, v * n + w])),
                              shape=(len(k), nvar))
 
-    upper = np.r_[1.0 / col[: n * n], np.inf] if worst else 1.0 / col  # M <= 1
+    # M <= 1; a trust region Z <= TRUST where HiGHS would drop the entry's row-sum coefficient
+    # (it would otherwise move mass there unseen): a bound binding at the end leaves the pass unclean
+    faint = (scale < MIN_COEF * rmax[:, None]).ravel()
+    with np.errstate(over="ignore"):
+        upper_m = np.where(faint, TRUST, 1.0 / col[: n * n])
+    upper = np.r_[upper_m, np.inf] if worst else upper_m
     lo_base, hi_base = np.concatenate(lo), np.concatenate(hi)
 
     def cold(k: NDArray[np.intp], w: NDArray[np.intp]) -> tuple[LPModel, SolveResult]:
@@ -193,7 +212,11 @@ def _pass(
                             0.0, upper, time_limit=deadline.require(what))
         return model, result
 
-    k_all, w_all = _scan(scale, scale, logf, pu, pv, SEED_RTOL, near=True)
+    k_near, w_near, _ = _scan(scale, scale, logf, pu, pv, SEED_RTOL, near=True)
+    # seeds: the rows nearly met at the reference, and the kernel rows (w, v, w) of every
+    # allowed pair (the bounds of the substituted LP: most binding rows, core._solve_fast)
+    key = np.unique(np.r_[k_near * n + w_near, np.arange(len(pu)) * n + pu])
+    k_all, w_all = np.divmod(key, n)
     model, result = cold(k_all, w_all)
     for _ in range(MAX_ROUNDS):
         if (result.x is None or not result.success) and result.status != 1:
@@ -201,11 +224,12 @@ def _pass(
         if result.x is None or not result.success:
             return None
         m = col[: n * n].reshape(n, n) * result.x[: n * n].reshape(n, n)
-        k, w = _scan(np.maximum(m, 0.0), scale, logf, pu, pv, VIOLATION_TOL, near=False)
+        k, w, skipped = _scan(np.maximum(m, 0.0), scale, logf, pu, pv, VIOLATION_TOL, near=False)
         if len(k) == 0:
             row_loss = (loss * m).sum(axis=1)
             obj = float(prior @ row_loss) if prior is not None else float(row_loss.max())
-            return m, obj, result, len(k_all)
+            trusted = bool(np.any(result.x[: n * n][faint] >= TRUST * (1.0 - 1e-9)))
+            return m, obj, result, len(k_all), skipped == 0 and not trusted
         k_all, w_all = np.r_[k_all, k], np.r_[w_all, w]
         model.add_rows(rows(k, w), -np.inf, 0.0)
         result = model.resolve(time_limit=deadline.require(what))
