@@ -590,7 +590,7 @@ def solve_and_repair(
         lam = level * (1.0 - eta)
         if anchor is None and beyond_cap(lam, space.distances, allowed, graph_distances):  # polish.py
             matrix, objective, info["polish"] = finish(raw.matrix, space.distances, epsilon, eta, lam, allowed,
-                                                       loss, prior, deadline, what)
+                                                       loss, prior, deadline, what, certify=level == epsilon)
             if objective is not None:
                 result = dataclasses.replace(result, objective=objective)
         else:
@@ -600,6 +600,9 @@ def solve_and_repair(
             factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
             info["dual_bound"] = bound_from_duals(space.distances, epsilon, raw.rows, raw.result.row_dual,
                                                   raw.result.col_dual, factor, loss=loss, prior=prior)
+        polished = info.get("polish", {}).pop("dual_bound", None)
+        if polished is not None:
+            info["dual_bound"] = max(polished, info.get("dual_bound", -np.inf))
         return LPSolution(matrix, result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
                           info)
 

@@ -44,7 +44,7 @@ fails (numerical trouble, a time limit) and compares the two repaired losses.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,10 +52,11 @@ from numpy.typing import NDArray
 
 from ...errors import RepairError, SolverError
 from ._solve import LOG_CAP, LPModel, SolveResult
+from .certificate import bound_from_multipliers, optmech_lp
 from .deadline import Deadline
 from .repair import envelope, repair
 
-__all__ = ["PASSES", "SETTLE", "VIOLATION_TOL", "Polished", "beyond_cap", "finish", "polish"]
+__all__ = ["PASSES", "SETTLE", "VIOLATION_TOL", "Polished", "beyond_cap", "dual_bound", "finish", "polish"]
 
 #: Largest number of rescaled passes (iterative refinement rounds).
 PASSES = 4
@@ -70,9 +71,6 @@ SEED_RTOL = 1e-6
 #: ``small_matrix_value`` is set to 1e-12 and it drops smaller entries, which would leave the
 #: row void and the generation adding it forever).
 MIN_COEF = 1e-11
-#: Largest factor by which one pass may raise an entry whose row-sum coefficient HiGHS would
-#: drop (below :data:`MIN_COEF` of the row's largest): the next pass rescales around it.
-TRUST = 1e3
 #: Rounds of row generation within one pass.
 MAX_ROUNDS = 50
 _EXP_MAX = 700.0
@@ -88,6 +86,10 @@ class Polished(NamedTuple):
     result: SolveResult
     passes: int
     privacy_rows: int
+    #: (u, v, w) of the last solve's privacy rows and the multipliers of its inequality rows
+    #: (worst case: the n loss rows first) in the units of ``certificate.optmech_lp``.
+    rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
+    y_ub: NDArray[np.float64] | None = None
 
 
 def _scan(m: NDArray[np.float64], scale: NDArray[np.float64], logf: NDArray[np.float64], pu: NDArray[np.intp],
@@ -146,8 +148,8 @@ def polish(
         out = _pass(ref, d, level, pu, pv, logf, loss, prior, worst, deadline, what)
         if out is None:
             break
-        m, obj, result, rows, clean = out
-        best = Polished(m, obj, result, passes, rows)
+        m, obj, result, rows, clean, triples, y_ub = out
+        best = Polished(m, obj, result, passes, rows, triples, y_ub)
         if clean and abs(obj - last) <= SETTLE * abs(obj):
             break
         last, ref = obj, np.maximum(m, 0.0)
@@ -158,12 +160,14 @@ def _pass(
     ref: NDArray[np.float64], d: NDArray[np.float64], level: float, pu: NDArray[np.intp], pv: NDArray[np.intp],
     logf: NDArray[np.float64], loss: NDArray[np.float64], prior: NDArray[np.float64] | None, worst: bool,
     deadline: Deadline, what: str,
-) -> tuple[NDArray[np.float64], float, SolveResult, int, bool] | None:
+) -> tuple[NDArray[np.float64], float, SolveResult, int, bool, Any, NDArray[np.float64] | None] | None:
     """One rescaled pass: scale by the envelope of ``ref``, generate rows until none is violated."""
     n = d.shape[0]
     scale = envelope(ref, d, level)
     scale[:, scale.max(axis=0) <= 0] = 1.0  # unused outputs
-    scale = np.maximum(scale, np.finfo(np.float64).tiny)
+    # no scale below MIN_COEF of its row's largest: HiGHS would drop that row-sum coefficient
+    # and move mass there unseen (an entry so small contributes < 1e-11 of the row anyway)
+    scale = np.maximum(scale, MIN_COEF * scale.max(axis=1, keepdims=True))
     col = scale.ravel()
     nvar = n * n + (1 if worst else 0)
     cells = np.arange(n * n)
@@ -172,14 +176,17 @@ def _pass(
         col = np.r_[col, kref]
         c = np.zeros(nvar)
         c[-1] = 1.0
+        sigma = kref  # true objective = sigma * HiGHS's
     else:
         assert prior is not None
         c = (prior[:, None] * loss).ravel() * col
-        c /= max(float(np.abs(c).max()), 1e-300)
+        sigma = max(float(np.abs(c).max()), 1e-300)
+        c /= sigma
     # row sums (divided by their largest coefficient), then the loss rows
     rmax = scale.max(axis=1)
     base = [sp.csr_matrix(((scale / rmax[:, None]).ravel(), (cells // n, cells)), shape=(n, nvar))]
     lo, hi = [1.0 / rmax], [1.0 / rmax]
+    lmax = np.ones(n)
     if worst:
         lcoef = (loss * scale).ravel()
         lr = sp.csr_matrix((np.r_[lcoef, np.full(n, -kref)], (np.r_[cells // n, np.arange(n)],
@@ -197,11 +204,8 @@ def _pass(
         return sp.csr_matrix((np.r_[a / top, -b / top], (np.r_[idx, idx], np.r_[u * n + w, v * n + w])),
                              shape=(len(k), nvar))
 
-    # M <= 1; a trust region Z <= TRUST where HiGHS would drop the entry's row-sum coefficient
-    # (it would otherwise move mass there unseen): a bound binding at the end leaves the pass unclean
-    faint = (scale < MIN_COEF * rmax[:, None]).ravel()
     with np.errstate(over="ignore"):
-        upper_m = np.where(faint, TRUST, 1.0 / col[: n * n])
+        upper_m = 1.0 / col[: n * n]  # M <= 1
     upper = np.r_[upper_m, np.inf] if worst else upper_m
     lo_base, hi_base = np.concatenate(lo), np.concatenate(hi)
 
@@ -228,8 +232,14 @@ def _pass(
         if len(k) == 0:
             row_loss = (loss * m).sum(axis=1)
             obj = float(prior @ row_loss) if prior is not None else float(row_loss.max())
-            trusted = bool(np.any(result.x[: n * n][faint] >= TRUST * (1.0 - 1e-9)))
-            return m, obj, result, len(k_all), skipped == 0 and not trusted
+            u, v = pu[k_all], pv[k_all]
+            y_ub = None
+            if result.row_dual is not None:  # multipliers of the unscaled rows (certificate units)
+                top = np.maximum(scale[u, w_all], np.exp(logf[k_all]) * scale[v, w_all])
+                y = sigma * np.asarray(result.row_dual)[n:]
+                y_priv = y[n if worst else 0:] / top * np.exp(logf[k_all])
+                y_ub = np.r_[y[:n] / lmax, y_priv] if worst else y_priv
+            return m, obj, result, len(k_all), skipped == 0, (u, v, w_all), y_ub
         k_all, w_all = np.r_[k_all, k], np.r_[w_all, w]
         model.add_rows(rows(k, w), -np.inf, 0.0)
         result = model.resolve(time_limit=deadline.require(what))
@@ -261,6 +271,7 @@ def finish(
     prior: NDArray[np.float64] | None,
     deadline: Deadline,
     what: str,
+    certify: bool = False,
 ) -> tuple[NDArray[np.float64], float | None, dict[str, object]]:
     r"""The repaired capped solution ``raw_matrix`` or the repaired polished one, whichever
     has the smaller loss.
@@ -269,7 +280,8 @@ def finish(
     through :func:`~.repair.repair` at ``epsilon`` with the same ``eta``: each returned
     candidate is proven eps-mDP by the repair, so returning either is safe. Returns the
     matrix, the polished LP objective when that one was kept (else ``None``) and a record
-    for ``info["lp"]["polish"]``. A pass in numerical trouble, a polished repair that needs
+    for ``info["lp"]["polish"]`` (with ``certify``, OPTMech's LP, its ``dual_bound``:
+    :func:`dual_bound` at ``epsilon``). A pass in numerical trouble, a polished repair that needs
     more room or the deadline keep the capped solution (recorded); when the capped
     solution's repair fails too, its :class:`~metricdp.errors.RepairError` is raised (the
     retry policy's to handle), so the finish never fails a build that would have passed.
@@ -304,4 +316,21 @@ def finish(
         if ours > record["loss_capped"]:  # type: ignore[operator]
             return capped, None, record
     record["kept"] = "polished"
+    if certify:  # OPTMech (the LP's level is epsilon(1 - eta)): the pass's duals bound the optimum at eps
+        record["dual_bound"] = dual_bound(pol, distances, epsilon, loss, prior)
     return candidate, pol.objective, record
+
+
+def dual_bound(pol: Polished, distances: NDArray[np.float64], epsilon: float, loss: NDArray[np.float64],
+               prior: NDArray[np.float64] | None) -> float | None:
+    """A certified lower bound on OPTMech's LP optimum at ``epsilon`` from the last pass's duals.
+
+    The pass's rows, unscaled, are rows of :func:`~.certificate.optmech_lp` (privacy rows at
+    the LP's level, mapped to ``epsilon`` as :func:`~.certificate.bound_from_duals` does), so
+    its multipliers go to :func:`~.certificate.bound_from_multipliers`: valid whatever their
+    accuracy (weak duality), tight when the pass is.
+    """
+    if pol.rows is None or pol.y_ub is None:
+        return None
+    problem = optmech_lp(distances, epsilon, pol.rows, loss=loss, prior=prior)
+    return bound_from_multipliers(problem, np.zeros(problem.a_eq.shape[0]), pol.y_ub)
