@@ -590,7 +590,8 @@ def solve_and_repair(
         lam = level * (1.0 - eta)
         if anchor is None and beyond_cap(lam, space.distances, allowed, graph_distances):  # polish.py
             matrix, objective, info["polish"] = finish(raw.matrix, space.distances, epsilon, eta, lam, allowed,
-                                                       loss, prior, deadline, what, certify=level == epsilon)
+                                                       loss, prior, deadline, what, certify=level == epsilon,
+                                                       retry=fallback is not None and eta < fallback)
             if objective is not None:
                 result = dataclasses.replace(result, objective=objective)
         else:

@@ -272,6 +272,7 @@ def finish(
     deadline: Deadline,
     what: str,
     certify: bool = False,
+    retry: bool = False,
 ) -> tuple[NDArray[np.float64], float | None, dict[str, object]]:
     r"""The repaired capped solution ``raw_matrix`` or the repaired polished one, whichever
     has the smaller loss.
@@ -282,7 +283,8 @@ def finish(
     matrix, the polished LP objective when that one was kept (else ``None``) and a record
     for ``info["lp"]["polish"]`` (with ``certify``, OPTMech's LP, its ``dual_bound``:
     :func:`dual_bound` at ``epsilon``). A pass in numerical trouble, a polished repair that needs
-    more room or the deadline keep the capped solution (recorded); when the capped
+    more room (unless ``retry``: then its retryable error is raised, for the retry policy to
+    solve again with a larger eta) or the deadline keep the capped solution (recorded); when the capped
     solution's repair fails too, its :class:`~metricdp.errors.RepairError` is raised (the
     retry policy's to handle), so the finish never fails a build that would have passed.
     """
@@ -302,7 +304,11 @@ def finish(
         else:
             record.update(passes=pol.passes, privacy_rows=pol.privacy_rows)
             candidate = repair(pol.matrix, distances, epsilon, eta=eta)
-    except (SolverError, RepairError) as exc:  # the deadline, or a repair needing more room
+    except RepairError as exc:  # the polished repair needs more room: a retry gives it, if one is left
+        if retry and exc.retryable:
+            raise
+        record["failed"] = f"{type(exc).__name__}: {exc}"
+    except SolverError as exc:  # the deadline
         record["failed"] = f"{type(exc).__name__}: {exc}"
     if candidate is None or pol is None:
         if capped is None:

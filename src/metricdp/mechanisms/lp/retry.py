@@ -41,7 +41,6 @@ from typing import TypeVar
 
 from ..._progress import Progress, report
 from ...errors import RepairError, ValidationError
-from ._solve import LOG_CAP
 
 __all__ = ["CONSTOPT", "OPTMECH", "PLANAR_LAPLACE", "SPANNER", "RetryPolicy", "choose_eta"]
 
@@ -189,18 +188,15 @@ def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_ma
     r"""The first repair slack :math:`\eta` (:meth:`RetryPolicy.initial`).
 
     OPTMech (:data:`OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
-    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3];
-    where :math:`\varepsilon d_{\max}` > :data:`LOG_CAP` (or ``d_max`` is not given),
-    :math:`\varepsilon\eta d_{\min} = 10^{-10}`: there the build ends with the scaled
-    finish (:mod:`.polish`), whose rows are met to 1e-10 of its scale, and that room lets
-    its repair pass at the first attempt (loss 1.0e-10 relative above the exact optimum
-    at eps * d_max 25 to 60, tests/mechanisms/lp/test_exact.py).
+    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3]
+    (the d_min rule, :math:`\varepsilon\eta d_{\min} = 10^{-10}`, where ``d_max`` is not
+    given). Since issue 37 the same beyond :data:`~._solve.LOG_CAP`: the scaled finish
+    (:mod:`.polish`) removed the cap's cost, which had dwarfed eta's; where its repair
+    needs more room, the retry goes to the d_min rule's eta (``polish.finish(retry=...)``).
     The log-spread of the row sums after the envelope from a simplex vertex is of the order
     of the rounding, below that room in most builds, so the first repair
     usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
     order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
     budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
     """
-    if d_max is not None and epsilon * d_max > LOG_CAP:
-        d_max = None
     return policy.initial(epsilon, d_min, d_max)
