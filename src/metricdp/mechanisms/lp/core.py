@@ -288,7 +288,8 @@ class RawSolution(NamedTuple):
     solve_seconds: float
     iterations: int = 0
     #: (u, v, w) of the privacy rows of the last solve, in the model's row order after
-    #: the row sums (and loss rows): set by the block-ipm finish, for the dual certificate.
+    #: the row sums (and loss rows): set by ``fast`` and the block-ipm finish, for the dual
+    #: certificate (``info["lp"]["dual_bound"]``).
     rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
 
 
@@ -415,6 +416,12 @@ def _solve_fast(
     # (allowed pair, w); rows (a(w), v, w) are bounds after the substitution
     in_model = pu[:, None] == model.anchors[None, :]
     rounds, rows, seconds, its = 1, 0, result.seconds, result.iterations
+    order: list[tuple[NDArray[np.intp], ...]] = []  # the privacy rows in the model's order (certificate)
+
+    def triples() -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+        u, v, ww = (np.concatenate([o[i] for o in order]) if order else np.zeros(0, np.intp) for i in range(3))
+        return u, v, ww
+
     while True:
         report(
             progress,
@@ -426,7 +433,7 @@ def _solve_fast(
         p = model.matrix(x)
         k, w = _violated(p, factor, pu, pv, in_model)
         if len(k) == 0 and tiebreak is None:
-            return RawSolution(p, result, rounds, rows, seconds, its)
+            return RawSolution(p, result, rounds, rows, seconds, its, triples())
         if len(k) == 0:  # the tie-broken LP converged: compare with the pure LP's bound
             lp.change_costs(model.c)
             lp.set_options(BOUND_OPTIONS)
@@ -436,10 +443,12 @@ def _solve_fast(
             x = require_optimal(result, what)
             seconds, its, tiebreak = seconds + result.seconds, its + result.iterations, None
             bound = float(result.objective if result.objective is not None else np.nan)
-            if k_t - bound <= TIEBREAK_GAP * abs(bound):
-                return RawSolution(p, dataclasses.replace(tied, objective=k_t), rounds, rows, seconds, its)
+            if k_t - bound <= TIEBREAK_GAP * abs(bound):  # the pure LP's duals certify (same rows)
+                tied = dataclasses.replace(tied, objective=k_t, row_dual=result.row_dual, col_dual=result.col_dual)
+                return RawSolution(p, tied, rounds, rows, seconds, its, triples())
             continue  # above the lexicographic threshold: plain generation from here
         in_model[k, w] = True
+        order.append((pu[k], pv[k], w))
         lp.add_rows(_privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
         result = _resolve(lp, deadline, what, result)
         x = require_optimal(result, what)
