@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +30,7 @@ from .pairs import COLLINEAR_TOL, implied_pairs
 from .polish import beyond_cap, finish
 from .repair import repair
 from .retry import OPTMECH, RetryPolicy, choose_eta
+from .solution import LPSolution, RawSolution
 
 __all__ = [
     "BOUND_OPTIONS",
@@ -246,51 +247,6 @@ def _violated(
         found_k.append(kk + start)
         found_w.append(ww)
     return np.concatenate(found_k), np.concatenate(found_w)
-
-
-@dataclass
-class LPSolution:
-    """A repaired mechanism-LP solution (:func:`solve_and_repair`).
-
-    Attributes
-    ----------
-    matrix : ndarray of shape (n, n)
-        Row-stochastic and exactly eps-mDP (proven by the repair; the builder audits it).
-    result : SolveResult
-        The last LP solve (status, objective at the LP level, duals, size).
-    rounds, privacy_rows : int
-        Constraint-generation rounds and privacy rows in the final model.
-    solve_seconds : float
-        HiGHS time of every solve of the attempt that succeeded.
-    eta : float
-        The repair slack of that attempt (the LP was solved at ``level * (1 - eta)``).
-    iterations : int
-        Simplex iterations of that attempt.
-    """
-
-    matrix: NDArray[np.float64]
-    result: SolveResult
-    rounds: int
-    privacy_rows: int
-    solve_seconds: float
-    eta: float
-    iterations: int = 0
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class RawSolution(NamedTuple):
-    """The unrepaired LP solution of :func:`solve_raw` (unpacks as a tuple)."""
-
-    matrix: NDArray[np.float64]
-    result: SolveResult
-    rounds: int
-    privacy_rows: int
-    solve_seconds: float
-    iterations: int = 0
-    #: (u, v, w) of the privacy rows of the last solve, in the model's row order after
-    #: the row sums (and loss rows): set by ``fast`` and the block-ipm finish, for the dual
-    #: certificate (``info["lp"]["dual_bound"]``).
-    rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
 
 
 def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
