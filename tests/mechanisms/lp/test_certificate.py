@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -99,6 +100,38 @@ def test_block_ipm_dual_bound_is_valid_and_tight(eps: float, objective: str) -> 
     assert bound <= loss * (1 + 1e-12)
     assert bound <= full.info["loss"][objective] * (1 + 1e-12)
     assert bound == pytest.approx(want, rel=1e-8)
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("objective", ["worst", "expected"])
+def test_fast_dual_bound_is_valid_and_tight(eps: float, objective: str) -> None:
+    # constraint generation records its rows, so its own duals certify it too (after the
+    # worst case's tie-break: the pure LP's duals on the same rows); the row sums are kept as
+    # constraints (bound_from_multipliers' simplex mode), so the bound is within 1e-9
+    g = np.random.default_rng(int(eps * 10) + 7)
+    n = 6
+    space = MetricSpace.from_points(g.random((n, 2)))
+    prior = g.dirichlet(np.full(n, 0.5)) if objective == "expected" else None
+    m = optimal(space, eps, objective=objective, prior=prior, formulation="fast")
+    bound = m.info["lp"]["dual_bound"]
+    loss = m.info["loss"][objective]
+    full = optimal(space, eps, objective=objective, prior=prior, formulation="full")
+    assert bound <= full.info["loss"][objective] * (1 + 1e-12)  # valid: below a feasible point's loss
+    assert loss - bound <= 1e-9 * bound  # tight: the build certified within 1e-9
+
+
+def test_simplex_mode_is_never_below_the_general_bound() -> None:
+    # keeping the row sums as constraints = the best row-sum multipliers for the given y_ub
+    space = MetricSpace.from_points(np.random.default_rng(1).normal(size=(4, 2)))
+    m = optimal(space, 1.0)
+    problem = optmech_lp(space.distances, 1.0, near_binding(m.matrix, space.distances, 1.0))
+    general = dataclasses.replace(problem, simplex=0)
+    g = np.random.default_rng(2)
+    for _ in range(20):
+        y_eq, y_ub = g.normal(size=problem.a_eq.shape[0]), -np.abs(g.normal(size=problem.a_ub.shape[0]))
+        ours = bound_from_multipliers(problem, y_eq, y_ub)
+        assert ours >= bound_from_multipliers(general, y_eq, y_ub) - 1e-12
+        assert ours <= m.worst_case_loss() * (1 + 1e-12) + 1e-15
 
 
 def test_dual_bound_holds_for_any_duals() -> None:

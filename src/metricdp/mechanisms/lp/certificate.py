@@ -67,7 +67,12 @@ _OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance":
 
 @dataclass(frozen=True)
 class LPProblem:
-    """``min c x  s.t.  a_eq x = b_eq,  a_ub x <= b_ub,  lower <= x <= upper`` (all finite bounds)."""
+    """``min c x  s.t.  a_eq x = b_eq,  a_ub x <= b_ub,  lower <= x <= upper`` (all finite bounds).
+
+    ``simplex`` = n > 0 says more: the first n * n variables are n rows of a row-stochastic
+    matrix (lower bounds 0, the equality rows are exactly their row sums = 1), which
+    :func:`bound_from_multipliers` uses to choose the equality multipliers optimally.
+    """
 
     c: NDArray[np.float64]
     a_eq: sp.csr_matrix
@@ -76,6 +81,7 @@ class LPProblem:
     b_ub: NDArray[np.float64]
     lower: NDArray[np.float64]
     upper: NDArray[np.float64]
+    simplex: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,13 +171,34 @@ def optmech_lp(
         a_ub = priv
         c = (pi[:, None] * big_l).ravel()
         upper = np.ones(n * n)
-    return LPProblem(c, a_eq, np.ones(n), a_ub, np.zeros(a_ub.shape[0]), np.zeros(nvar), upper)
+    return LPProblem(c, a_eq, np.ones(n), a_ub, np.zeros(a_ub.shape[0]), np.zeros(nvar), upper, simplex=n)
 
 
 def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike) -> float:
-    """The weak-duality bound of the module docstring for any multipliers (``y_ub`` clipped to <= 0)."""
+    r"""The weak-duality bound of the module docstring for any multipliers (``y_ub`` clipped to <= 0).
+
+    When ``problem.simplex`` = n (the OPTMech LP: n rows M[u, .] with :math:`M \ge 0`,
+    :math:`\sum_w M[u,w] = 1`), ``y_eq`` is ignored and the row sums are kept as constraints
+    instead of being dualised: with :math:`r = c - A_{ub}^\top y_{ub}`, every feasible x has
+    :math:`\sum_w r_{uw} M[u,w] \ge \min_w r_{uw}` (a convex combination), so
+
+    .. math:: c^\top x \ge y_{ub}^\top b_{ub} + \sum_u \min_w r_{uw}
+              + \sum_{j \ge n^2} \min(r_j l_j, r_j h_j).
+
+    That is the bound of the best :math:`y_{eq}` for these :math:`y_{ub}`
+    (:math:`y_u = \min_w r_{uw}`), so it is never below the general one: an error of the
+    solver's row-sum duals, and reduced costs a little negative in many columns of a row
+    (each costs its own amount in the general bound, only the most negative one here), no
+    longer loosen the certificate.
+    """
     ye = np.asarray(y_eq, dtype=np.float64)
     yu = np.minimum(np.asarray(y_ub, dtype=np.float64), 0.0)
+    n = problem.simplex
+    if n:
+        r = problem.c - problem.a_ub.T @ yu
+        rows = r[: n * n].reshape(n, n).min(axis=1)
+        rest = np.minimum(r[n * n:] * problem.lower[n * n:], r[n * n:] * problem.upper[n * n:])
+        return math.fsum(np.r_[yu * problem.b_ub, rows, rest].tolist())
     r = problem.c - problem.a_eq.T @ ye - problem.a_ub.T @ yu
     terms = np.minimum(r * problem.lower, r * problem.upper)
     return math.fsum(np.r_[ye * problem.b_eq, yu * problem.b_ub, terms].tolist())
@@ -294,7 +321,8 @@ def _bound_pass(
                 more = sp.vstack(added, format="csr")
                 problem = LPProblem(problem.c, problem.a_eq, problem.b_eq,
                                     sp.vstack([problem.a_ub, more], format="csr"),
-                                    np.r_[problem.b_ub, np.zeros(more.shape[0])], problem.lower, problem.upper)
+                                    np.r_[problem.b_ub, np.zeros(more.shape[0])], problem.lower, problem.upper,
+                                    problem.simplex)
                 added = []
             y = rscale * result.row_dual / sigma
             best = max(best, bound_from_multipliers(problem, y[:neq], y[neq:]))

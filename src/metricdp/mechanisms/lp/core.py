@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,11 +26,15 @@ from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
 from .certificate import bound_from_duals
 from .deadline import Deadline
+from .pairs import COLLINEAR_TOL, implied_pairs
+from .polish import beyond_cap, finish
 from .repair import repair
-from .retry import OPTMECH, RetryPolicy
+from .retry import OPTMECH, RetryPolicy, choose_eta
+from .solution import LPSolution, RawSolution
 
 __all__ = [
     "BOUND_OPTIONS",
+    "COLLINEAR_TOL",
     "FULL_OPTIONS",
     "IPM_OPTIONS",
     "LP_OPTIONS",
@@ -103,59 +107,6 @@ _DUAL: Mapping[str, Any] = {"simplex_strategy": 1}
 #: same rows for which the tie-broken solution is returned (:func:`_solve_fast`).
 TIEBREAK_GAP = 1e-10
 
-
-
-def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_max: float | None = None) -> float:
-    r"""The first repair slack :math:`\eta` (:meth:`.retry.RetryPolicy.initial`).
-
-    OPTMech (:data:`.retry.OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
-    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3];
-    where :math:`\varepsilon d_{\max}` > :data:`LOG_CAP` (or ``d_max`` is not given) as
-    before issue 37, :math:`\varepsilon\eta d_{\min} = 10^{-10}`: there the cap's cost
-    (up to :math:`n e^{-C} d_{\max}`) dwarfs eta's, and a smaller eta buys nothing.
-    The log-spread of the row sums after the envelope from a simplex vertex is of the order
-    of the rounding, below that room in most builds, so the first repair
-    usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
-    order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
-    budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
-    """
-    if d_max is not None and epsilon * d_max > LOG_CAP:
-        d_max = None
-    return policy.initial(epsilon, d_min, d_max)
-
-
-#: Relative slack of the collinearity test of :func:`implied_pairs`.
-COLLINEAR_TOL = 1e-12
-
-
-def implied_pairs(distances: NDArray[np.float64], level: float) -> NDArray[np.bool_]:
-    r"""Ordered pairs (u, v) whose privacy rows follow from shorter ones (issue 27).
-
-    Pair (u, v) is *implied* when some :math:`m \notin \{u, v\}` lies between them:
-    :math:`d(u,m) + d(m,v) \le d(u,v)\,(1 + \tau)`, :math:`\tau` = :data:`COLLINEAR_TOL`
-    (collinear cells of a grid, points on a shortest path). Then the rows (u, m, w) and
-    (m, v, w) give :math:`M[u,w] \le e^{\ell d(u,m)} M[m,w] \le e^{\ell (d(u,m)+d(m,v))}
-    M[v,w] \le e^{\ell d(u,v)(1+\tau)} M[v,w]`: row (u, v, w) up to a factor
-    :math:`e^{\ell d \tau}`, i.e. an absolute slack of at most :math:`\ell d\tau \le
-    20\tau` in probability, far below the :data:`VIOLATION_TOL` the constraint generation
-    already accepts (and the repair and the audit still check every pair). (u, m) and
-    (m, v) are strictly shorter (d(m, v) > 0, d(u, m) > 0), so by induction on the
-    distance every implied row follows from the rows of non-implied pairs; the chains
-    multiply the slack by at most n, still far below the tolerance. Only pairs with
-    :math:`\ell d(u,v) < ` :data:`LOG_CAP` are dropped: a capped row is stricter than
-    its chain (:func:`solve_raw`). O(n^3) work, one vectorised n x n step per u.
-    """
-    d = np.asarray(distances, dtype=np.float64)
-    n = d.shape[0]
-    out = np.zeros((n, n), dtype=bool)
-    big = np.inf
-    for u in range(n):
-        via = d[u][:, None] + d  # via[m, v] = d(u, m) + d(m, v)
-        via[u] = big  # m = u
-        np.fill_diagonal(via, big)  # m = v
-        out[u] = via.min(axis=0) <= d[u] * (1.0 + COLLINEAR_TOL)
-    out[np.arange(n), np.arange(n)] = False
-    return out & (level * d < LOG_CAP)
 
 
 # ---------------------------------------------------------------------- LP pieces
@@ -298,50 +249,6 @@ def _violated(
     return np.concatenate(found_k), np.concatenate(found_w)
 
 
-@dataclass
-class LPSolution:
-    """A repaired mechanism-LP solution (:func:`solve_and_repair`).
-
-    Attributes
-    ----------
-    matrix : ndarray of shape (n, n)
-        Row-stochastic and exactly eps-mDP (proven by the repair; the builder audits it).
-    result : SolveResult
-        The last LP solve (status, objective at the LP level, duals, size).
-    rounds, privacy_rows : int
-        Constraint-generation rounds and privacy rows in the final model.
-    solve_seconds : float
-        HiGHS time of every solve of the attempt that succeeded.
-    eta : float
-        The repair slack of that attempt (the LP was solved at ``level * (1 - eta)``).
-    iterations : int
-        Simplex iterations of that attempt.
-    """
-
-    matrix: NDArray[np.float64]
-    result: SolveResult
-    rounds: int
-    privacy_rows: int
-    solve_seconds: float
-    eta: float
-    iterations: int = 0
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class RawSolution(NamedTuple):
-    """The unrepaired LP solution of :func:`solve_raw` (unpacks as a tuple)."""
-
-    matrix: NDArray[np.float64]
-    result: SolveResult
-    rounds: int
-    privacy_rows: int
-    solve_seconds: float
-    iterations: int = 0
-    #: (u, v, w) of the privacy rows of the last solve, in the model's row order after
-    #: the row sums (and loss rows): set by the block-ipm finish, for the dual certificate.
-    rows: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
-
-
 def _triples(allowed: NDArray[np.bool_], n: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
     """(u, v, w) of every privacy row of the allowed ordered pairs (u, v), for every output w."""
     pu, pv = np.nonzero(allowed)
@@ -465,6 +372,12 @@ def _solve_fast(
     # (allowed pair, w); rows (a(w), v, w) are bounds after the substitution
     in_model = pu[:, None] == model.anchors[None, :]
     rounds, rows, seconds, its = 1, 0, result.seconds, result.iterations
+    order: list[tuple[NDArray[np.intp], ...]] = []  # the privacy rows in the model's order (certificate)
+
+    def triples() -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+        u, v, ww = (np.concatenate([o[i] for o in order]) if order else np.zeros(0, np.intp) for i in range(3))
+        return u, v, ww
+
     while True:
         report(
             progress,
@@ -476,7 +389,7 @@ def _solve_fast(
         p = model.matrix(x)
         k, w = _violated(p, factor, pu, pv, in_model)
         if len(k) == 0 and tiebreak is None:
-            return RawSolution(p, result, rounds, rows, seconds, its)
+            return RawSolution(p, result, rounds, rows, seconds, its, triples())
         if len(k) == 0:  # the tie-broken LP converged: compare with the pure LP's bound
             lp.change_costs(model.c)
             lp.set_options(BOUND_OPTIONS)
@@ -486,10 +399,12 @@ def _solve_fast(
             x = require_optimal(result, what)
             seconds, its, tiebreak = seconds + result.seconds, its + result.iterations, None
             bound = float(result.objective if result.objective is not None else np.nan)
-            if k_t - bound <= TIEBREAK_GAP * abs(bound):
-                return RawSolution(p, dataclasses.replace(tied, objective=k_t), rounds, rows, seconds, its)
+            if k_t - bound <= TIEBREAK_GAP * abs(bound):  # the pure LP's duals certify (same rows)
+                tied = dataclasses.replace(tied, objective=k_t, row_dual=result.row_dual, col_dual=result.col_dual)
+                return RawSolution(p, tied, rounds, rows, seconds, its, triples())
             continue  # above the lexicographic threshold: plain generation from here
         in_model[k, w] = True
+        order.append((pu[k], pv[k], w))
         lp.add_rows(_privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
         result = _resolve(lp, deadline, what, result)
         x = require_optimal(result, what)
@@ -549,7 +464,8 @@ def solve_raw(
     :math:`\delta \max d` above :math:`M^*`'s. Without the cap, ratios such as
     :math:`e^{43}` (eps = 0.3 per km over 140 km of a geolocation space) make HiGHS
     scale rows so that it reports "optimal" for solutions that violate them by 0.7
-    in probability, which no repair can absorb.
+    in probability, which no repair can absorb. Where a factor was capped,
+    :func:`solve_and_repair` then re-solves uncapped in scaled form (:mod:`.polish`).
 
     ``time_limit``: a :class:`~.deadline.Deadline` (or seconds, starting now) shared by
     every solve.
@@ -610,6 +526,10 @@ def solve_and_repair(
     optimum at exactly eps from that solve's duals
     (:func:`~.certificate.bound_from_duals`): ``(loss - bound) / bound`` bounds how far
     the returned mechanism is from optimal.
+
+    Where the solve capped a factor (:func:`.polish.beyond_cap`; square spaces), the LP is
+    solved again uncapped in scaled form (:func:`.polish.finish`) and the repaired
+    candidate of smaller loss is returned; ``info["polish"]`` records which and why.
     """
     deadline = Deadline.of(time_limit)
     first = choose_eta(epsilon, space.d_min, policy, space.diameter) if eta is None else eta
@@ -630,15 +550,26 @@ def solve_and_repair(
             anchor=anchor,
             tiebreak=tiebreak,
         )
-        matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         info: dict[str, Any] = {}
+        result = raw.result
+        lam = level * (1.0 - eta)
+        if anchor is None and beyond_cap(lam, space.distances, allowed, graph_distances):  # polish.py
+            matrix, objective, info["polish"] = finish(raw.matrix, space.distances, epsilon, eta, lam, allowed,
+                                                       loss, prior, deadline, what, certify=level == epsilon,
+                                                       retry=fallback is not None and eta < fallback)
+            if objective is not None:
+                result = dataclasses.replace(result, objective=objective)
+        else:
+            matrix = repair(raw.matrix, space.distances, epsilon, eta=eta)
         if raw.rows is not None and anchor is None and level == epsilon and raw.result.row_dual is not None \
                 and raw.result.col_dual is not None:
-            lam = level * (1.0 - eta)
             factor = np.exp(np.minimum(lam * space.distances, LOG_CAP))
             info["dual_bound"] = bound_from_duals(space.distances, epsilon, raw.rows, raw.result.row_dual,
                                                   raw.result.col_dual, factor, loss=loss, prior=prior)
-        return LPSolution(matrix, raw.result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
+        polished = info.get("polish", {}).pop("dual_bound", None)
+        if polished is not None:
+            info["dual_bound"] = max(polished, info.get("dual_bound", -np.inf))
+        return LPSolution(matrix, result, raw.rounds, raw.privacy_rows, raw.solve_seconds, eta, raw.iterations,
                           info)
 
     fallback = policy.initial(epsilon, space.d_min) if eta is None else None  # the d_min rule's eta

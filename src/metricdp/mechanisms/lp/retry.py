@@ -42,7 +42,7 @@ from typing import TypeVar
 from ..._progress import Progress, report
 from ...errors import RepairError, ValidationError
 
-__all__ = ["CONSTOPT", "OPTMECH", "PLANAR_LAPLACE", "SPANNER", "RetryPolicy"]
+__all__ = ["CONSTOPT", "OPTMECH", "PLANAR_LAPLACE", "SPANNER", "RetryPolicy", "choose_eta"]
 
 T = TypeVar("T")
 
@@ -182,3 +182,21 @@ CONSTOPT = RetryPolicy(margin=1e-6, max_initial_eta=0.5, max_eta=0.5)
 #: over ``eps d_min``), which it passes to :meth:`RetryPolicy.run` itself, so ``margin`` is
 #: unused; then 10x per retry up to 1e-3, the schedule it has always had.
 PLANAR_LAPLACE = RetryPolicy(margin=0.0, max_initial_eta=1e-3, max_eta=1e-3, min_eta=1e-8, factor=10.0)
+
+
+def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_max: float | None = None) -> float:
+    r"""The first repair slack :math:`\eta` (:meth:`RetryPolicy.initial`).
+
+    OPTMech (:data:`OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
+    that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3]
+    (the d_min rule, :math:`\varepsilon\eta d_{\min} = 10^{-10}`, where ``d_max`` is not
+    given). Since issue 37 the same beyond :data:`~._solve.LOG_CAP`: the scaled finish
+    (:mod:`.polish`) removed the cap's cost, which had dwarfed eta's; where its repair
+    needs more room, the retry goes to the d_min rule's eta (``polish.finish(retry=...)``).
+    The log-spread of the row sums after the envelope from a simplex vertex is of the order
+    of the rounding, below that room in most builds, so the first repair
+    usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
+    order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
+    budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
+    """
+    return policy.initial(epsilon, d_min, d_max)
