@@ -9,6 +9,10 @@ Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
 
 from __future__ import annotations
 
+import copy
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -20,7 +24,9 @@ from ..deadline import Deadline
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
-__all__ = ["DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel", "dinkelbach"]
+__all__ = [
+    "DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel", "dinkelbach", "solve_papers",
+]
 
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
 PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
@@ -48,6 +54,10 @@ SCALE_MAX_WIDTH = 1e6
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
 #: that grows to minutes at n = 2,000.
 FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
+
+#: HiGHS options of a dense-regime model (every block, :data:`DENSE_SWITCH`): IPX's interior
+#: point, then its crossover to an optimal basis (a vertex, as the dual simplex returns).
+DENSE_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "on"}
 
 
 class FastModel:
@@ -125,27 +135,42 @@ class FastModel:
         self.c25 = np.where(bounded, np.exp(cone.log25), 0.0)
         self.c26 = np.where(bounded, np.exp(cone.log26), 0.0)
         self.fb = np.flatnonzero(bounded)
-        self.up = np.zeros(nf, dtype=bool)  # side of each free entry's variable (see the class docstring)
-        self.rcz = np.zeros(nf)  # reduced costs of z at the last pricing
         self.dza = sp.csc_matrix(dense_rows(cone, True))
         self.dzb = sp.csc_matrix(dense_rows(cone, False))
         self.width = np.where(bounded, self.c25 - self.c26, np.inf)  # room of e_f
         finite = self.width[self.fb]
         self.scaled = bool(finite.size == 0 or finite.max() <= SCALE_MAX_WIDTH)
-        self.seed: tuple[NDArray[np.intp], NDArray[np.bool_]] | None = None
         self.size = np.bincount(cone.fw, minlength=n)
         self.start = np.cumsum(self.size) - self.size
         self.c22 = np.exp(cone.log22)
         self.candidate = ~cone.implied
         self.eager22 = int(self.candidate.sum()) <= 2 * nf + 1000
+        self.col_a, self.col_b, self.col_s = 0, n, 2 * n
+        self.row_obj = 2 * n  # objective rows; the normalisation row is 3n
+        # the state of one model (the arrays above are read-only from here: fork shares them)
+        self.seed: tuple[NDArray[np.intp], NDArray[np.bool_]] | None = None
+        self.rcz = np.zeros(nf)  # reduced costs of z at the last pricing
+        self.kind = ""  # "paper" or "normalised", fixed by the first solve
+        self.lam: float | None = None
+        self.lp: LPModel | None = None
+        self.up = np.zeros(nf, dtype=bool)  # side of each free entry's variable (see the class docstring)
         self.in_model = np.zeros(len(cone.pi), dtype=bool)
         self.present = np.zeros(n, dtype=bool)
         self.hcol = np.full(nx, -1, dtype=np.intp)  # HiGHS column of each x variable
-        self.col_a, self.col_b, self.col_s = 0, n, 2 * n
         self.ncols = 2 * n + 1
-        self.row_obj = 2 * n  # objective rows; the normalisation row is 3n
-        self.lp: LPModel | None = None
-        self.kind = ""  # "paper" or "normalised", fixed by the first solve
+
+    def fork(self, stats: FitStats) -> FastModel:
+        """A model of the same cone with no HiGHS model yet, this one's seed and its own ``stats``.
+
+        Shares the read-only coefficient arrays (no copy); every array a solve writes is
+        its own, so a fork solves in another thread beside this one (:func:`solve_papers`).
+        """
+        twin = copy.copy(self)
+        twin.stats, twin.kind, twin.lam, twin.rcz = stats, "", None, np.zeros(self.cone.nfree)
+        twin.up, twin.in_model, twin.present, twin.hcol = (
+            self.up.copy(), self.in_model.copy(), self.present.copy(), self.hcol.copy())
+        twin._reset()
+        return twin
 
     @property
     def t(self) -> sp.csr_matrix:
@@ -312,7 +337,10 @@ class FastModel:
         cost[self.col_s] = 1.0
         col_lo = np.concatenate([np.zeros(n), np.full(n, 1.0 if paper else 0.0), [-np.inf], np.zeros(len(cols))])
         self.lp = LPModel(method=self.method)
-        if self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
+        dense = paper and len(blocks) == n  # the dense regime (a rebuild, or seeded from one)
+        if self.method == "auto" and dense:  # every block: interior point, then crossover to a vertex
+            self.lp.set_options(DENSE_OPTIONS)
+        elif self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
             self.lp.set_options({"simplex_strategy": 1 if paper else 4})
         self.lp.set_options(self.options)
         return self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
@@ -321,7 +349,10 @@ class FastModel:
         # new columns at 0 keep the basis primal feasible: primal simplex (several times
         # fewer iterations than dual there); changed coefficients or new rows: dual simplex
         lp = self._model()
-        lp.set_options({"simplex_strategy": 4 if primal else 1})
+        options: dict[str, Any] = {"simplex_strategy": 4 if primal else 1}
+        if self.method == "auto":  # after an interior point build (DENSE_OPTIONS): simplex again
+            options["solver"] = "simplex"
+        lp.set_options(options)
         r = lp.resolve(time_limit=self.deadline.solve_limit())
         self.stats.record(r)
         return r
@@ -409,6 +440,46 @@ class FastModel:
         self._model().change_coeffs(np.r_[rows, rows], np.r_[self.col_b + np.arange(n), np.full(n, self.col_s)],
                                     np.r_[np.full(n, -t), -np.asarray(c, dtype=np.float64)])
         return self._solve(None)
+
+
+def solve_papers(
+    model: FastModel, lambdas: Sequence[float], workers: int | None = None
+) -> list[tuple[SolveResult, NDArray[np.float64] | None]]:
+    r"""The paper LP of every penalty in ``lambdas``: its result and ``(Y, z)`` point (``None`` if not optimal).
+
+    The penalties' LPs are independent. The first is solved on ``model``; every other one
+    on a :meth:`FastModel.fork` of it, seeded by the first (in the dense regime, its
+    blocks and sides), concurrently on up to ``workers`` threads (default: the CPUs this
+    process may use; HiGHS releases the GIL while it solves). Each fork keeps its own
+    statistics, merged into ``model.stats`` in the order of ``lambdas`` afterwards, and
+    its own HiGHS instance, so the results do not depend on the number of threads or on
+    their timing: one thread gives exactly the models that several do.
+    """
+    if not lambdas:
+        return []
+    first = model.paper(lambdas[0])
+    out = [(first, None if first.x is None else model.point(first.x))]
+    rest = list(lambdas[1:])
+    if not rest:
+        return out
+    stats = model.stats
+    forks = [model.fork(stats.fork()) for _ in rest]
+
+    def solve(k: int) -> tuple[SolveResult, NDArray[np.float64] | None]:
+        r = forks[k].paper(rest[k])
+        return r, None if r.x is None else forks[k].point(r.x)
+
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = max(1, min(int(workers), len(rest)))
+    if workers == 1:
+        out += [solve(k) for k in range(len(rest))]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            out += list(pool.map(solve, range(len(rest))))
+    for twin in forks:
+        stats.merge(twin.stats)
+    return out
 
 
 def dinkelbach(
