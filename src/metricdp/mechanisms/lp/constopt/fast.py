@@ -35,8 +35,8 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 #: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
 #: of them and solved from scratch. Why: at large eps most outputs are released, and
 #: pricing blocks in a batch at a time costs tens of rounds on an ever larger model, where
-#: one model with every block solves from scratch in a few thousand dual simplex
-#: iterations; at small eps few outputs are released and the switch never triggers.
+#: one model with every block solves from scratch (:data:`DENSE_OPTIONS`); at small eps
+#: few outputs are released and the switch never triggers.
 #: Adding every negatively priced block to the live model instead is no substitute (about
 #: twice the iterations of the fresh model).
 #: Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
@@ -56,7 +56,12 @@ SCALE_MAX_WIDTH = 1e6
 FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
 
 #: HiGHS options of a dense-regime model (every block, :data:`DENSE_SWITCH`): IPX's interior
-#: point, then its crossover to an optimal basis (a vertex, as the dual simplex returns).
+#: point, then its crossover to an optimal basis (a vertex with its duals, as the dual
+#: simplex returns; later rounds re-solve from that basis by simplex). Why: the model's
+#: 2n dense rows make each of the dual simplex's thousands of iterations (about one per
+#: row) work on a dense block of about 2n x n, while the interior point needs tens of
+#: iterations and the crossover a few hundred pivots: same optima in fewer CPU seconds
+#: (issue 37; measured in this change's commit message).
 DENSE_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "on"}
 
 
@@ -72,9 +77,9 @@ class FastModel:
     reduced cost of z), or, for the next lambda after a model in the dense regime, the
     side each entry took in the previous lambda's optimum (:meth:`sides`; with its blocks,
     the *seed* of the next model; outside the dense regime a seed is slower than a fresh
-    start, so only the dense regime seeds): an entry that sits at the bound its variable
-    starts from costs no simplex pivot, so a seeded model needs fewer dual simplex
-    iterations (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
+    start, so only the dense regime seeds): a seeded model skips the first rounds (every
+    block goes in at once) and an entry that sits at the bound its variable starts from
+    costs no simplex pivot (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
     Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
@@ -111,12 +116,13 @@ class FastModel:
 
     **The dense regime** (large eps, :data:`DENSE_SWITCH`): when most outputs are released,
     adding blocks a batch per round takes tens of rounds on an ever larger model, while
-    one model with every block solves from scratch in a few thousand dual simplex
-    iterations; most rows (18) and (20) are then tight, and each simplex iteration works on
-    a dense block of about 2n rows by n columns, the floor of this approach. The
-    alternatives timed and not used (interior point, other pricing rules, warm starts
-    across lambdas, a Dantzig-Wolfe master, dropping small dense terms, seeding the
-    normalised fit) are in benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel.
+    one model with every block solves from scratch: most rows (18) and (20) are then
+    tight, and each dual simplex iteration works on a dense block of about 2n rows by n
+    columns, so that model goes to the interior point and its crossover
+    (:data:`DENSE_OPTIONS`). The alternatives timed and not used (other pricing rules,
+    warm starts across lambdas, a Dantzig-Wolfe master, dropping small dense terms,
+    seeding the normalised fit) are in
+    benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel.
     """
 
     def __init__(
