@@ -168,3 +168,22 @@ def test_fork_shares_the_coefficients_and_owns_its_state() -> None:
     for name in ("up", "rcz", "in_model", "present", "hcol"):
         assert not np.shares_memory(getattr(twin, name), getattr(model, name)), name
     assert model.lp is not None and model.present.any()  # the original is untouched
+
+
+def test_a_failed_interior_point_falls_back_to_the_dual_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: IPX stopped short (here: one iteration, no crossover) is not a failed LP:
+    the dense model is solved again by the dual simplex, to the reference optimum."""
+    from metricdp.mechanisms.lp.constopt import fast
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    monkeypatch.setattr(fast, "DENSE_OPTIONS", {"solver": "ipm", "run_crossover": "off", "ipm_iteration_limit": 1})
+    model = _fast_model(random_space(2, 60, dim=3), 1.0, 4)
+    model.paper(0.001)
+    r = model.paper(0.1)  # seeded: every block from the start, so the interior point first
+    h = model.lp.highs  # type: ignore[union-attr]
+    assert r.status == 0 and model.present.all() and model.stats.failure is None
+    assert h.getInfo().simplex_iteration_count > 0
+    _, ref = paper_lp(model.cone, 0.1, Deadline(None), FitStats())
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9)

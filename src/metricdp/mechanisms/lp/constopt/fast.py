@@ -62,6 +62,10 @@ FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
 #: row) work on a dense block of about 2n x n, while the interior point needs tens of
 #: iterations and the crossover a few hundred pivots: same optima in fewer CPU seconds
 #: (issue 37; measured in this change's commit message).
+#: Only on scaled variables (:data:`SCALE_MAX_WIDTH`): unscaled, IPX called the feasible
+#: GloVe n = 400, eps 4 models infeasible; should it fail anyway short of the time limit
+#: (infeasible, unbounded: impossible for this feasible, bounded LP; numerical trouble, an
+#: iteration limit), the dual simplex solves the model again.
 DENSE_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "on"}
 
 
@@ -343,13 +347,16 @@ class FastModel:
         cost[self.col_s] = 1.0
         col_lo = np.concatenate([np.zeros(n), np.full(n, 1.0 if paper else 0.0), [-np.inf], np.zeros(len(cols))])
         self.lp = LPModel(method=self.method)
-        dense = paper and len(blocks) == n  # the dense regime (a rebuild, or seeded from one)
-        if self.method == "auto" and dense:  # every block: interior point, then crossover to a vertex
-            self.lp.set_options(DENSE_OPTIONS)
-        elif self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
-            self.lp.set_options({"simplex_strategy": 1 if paper else 4})
+        # the dense regime (a rebuild, or seeded from one) on scaled variables: interior point
+        ipm = self.method == "auto" and paper and len(blocks) == n and self.scaled
+        if self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
+            self.lp.set_options(DENSE_OPTIONS if ipm else {"simplex_strategy": 1 if paper else 4})
         self.lp.set_options(self.options)
-        return self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
+        r = self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
+        if ipm and r.status != 0 and r.model_status != "kTimeLimit":  # feasible (x = 1): IPX failed
+            self.lp.set_options({"solver": "simplex", "simplex_strategy": 1})
+            r = self.lp.resolve(time_limit=self.deadline.solve_limit())
+        return r
 
     def _resolve(self, primal: bool) -> SolveResult:
         # new columns at 0 keep the basis primal feasible: primal simplex (several times
