@@ -187,3 +187,16 @@ def test_a_failed_interior_point_falls_back_to_the_dual_simplex(monkeypatch: pyt
     assert h.getInfo().simplex_iteration_count > 0
     _, ref = paper_lp(model.cone, 0.1, Deadline(None), FitStats())
     assert r.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+def test_concurrent_models_follow_the_cpus_the_count_and_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from metricdp.mechanisms.lp.constopt import fast
+
+    model = _fast_model(random_space(3, 20, dim=2), 1.0, 3)
+    per_model = fast.MODEL_BYTES_PER_NONZERO * (model.dza.nnz + model.dzb.nnz)
+    monkeypatch.setattr(fast, "memory_limit", lambda: 4.0 * 3 * per_model)  # a quarter holds 3 models
+    assert fast.concurrent_models(model, 2, 8) == 2  # the count
+    assert fast.concurrent_models(model, 5, 2) == 2  # the workers asked for
+    assert fast.concurrent_models(model, 5, 8) == 3  # the memory
+    monkeypatch.setattr(fast, "memory_limit", lambda: 1.0)
+    assert fast.concurrent_models(model, 5, 8) == 1  # never below one

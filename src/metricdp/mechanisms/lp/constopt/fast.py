@@ -19,13 +19,15 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from ...._resources import memory_limit
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
 __all__ = [
-    "DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel", "dinkelbach", "solve_papers",
+    "DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "MODEL_BYTES_PER_NONZERO", "SCALE_MAX_WIDTH", "FastModel",
+    "concurrent_models", "dinkelbach", "solve_papers",
 ]
 
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
@@ -455,6 +457,23 @@ class FastModel:
         return self._solve(None)
 
 
+#: Bytes one HiGHS model of the paper fit is assumed to take per nonzero of the dense rows
+#: a(x), b(x) (its matrix, factor and IPX workspace, generously): caps the concurrent forks.
+MODEL_BYTES_PER_NONZERO = 256
+
+
+def concurrent_models(model: FastModel, count: int, workers: int | None = None) -> int:
+    """How many of ``count`` forks of ``model`` to solve at once: ``workers`` (default: the
+    CPUs this process may use), at most ``count``, and only as many models as fit in a
+    quarter of :func:`~metricdp._resources.memory_limit` (at least 1: one model at a time is
+    the sequential fit's own footprint)."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_model = MODEL_BYTES_PER_NONZERO * float(model.dza.nnz + model.dzb.nnz)
+    fit = int(0.25 * memory_limit() // max(per_model, 1.0))
+    return max(1, min(int(workers), count, fit))
+
+
 def solve_papers(
     model: FastModel, lambdas: Sequence[float], workers: int | None = None
 ) -> list[tuple[SolveResult, NDArray[np.float64] | None]]:
@@ -462,8 +481,8 @@ def solve_papers(
 
     The penalties' LPs are independent. The first is solved on ``model``; every other one
     on a :meth:`FastModel.fork` of it, seeded by the first (in the dense regime, its
-    blocks and sides), concurrently on up to ``workers`` threads (default: the CPUs this
-    process may use; HiGHS releases the GIL while it solves). Each fork keeps its own
+    blocks and sides), concurrently on up to ``workers`` threads
+    (:func:`concurrent_models`; HiGHS releases the GIL while it solves). Each fork keeps its own
     statistics, merged into ``model.stats`` in the order of ``lambdas`` afterwards, and
     its own HiGHS instance, so the results do not depend on the number of threads or on
     their timing: one thread gives exactly the models that several do.
@@ -482,9 +501,7 @@ def solve_papers(
         r = forks[k].paper(rest[k])
         return r, None if r.x is None else forks[k].point(r.x)
 
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = max(1, min(int(workers), len(rest)))
+    workers = concurrent_models(model, len(rest), workers)
     if workers == 1:
         out += [solve(k) for k in range(len(rest))]
     else:
