@@ -105,3 +105,98 @@ def test_fast_model_scales_only_moderate_rooms_and_normalises_rows_22() -> None:
     assert rows.shape[0] == len(pairs) > 0
     assert np.allclose(abs(rows).max(axis=1).toarray().ravel(), 1.0)
 
+
+
+def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
+    """Issue 37: the lambdas after the first run on forks seeded by the first, so the number
+    of threads changes nothing (bitwise the same points and counts), and every one is the
+    reference formulation's LP optimum (one plain HiGHS model, :func:`paper_lp`) to 1e-9."""
+    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    space = random_space(2, 60, dim=3)
+    lams = (0.001, 0.1, 1.0)
+    runs = []
+    for workers in (1, 3):
+        model = _fast_model(space, 1.0, 4)
+        runs.append((model, solve_papers(model, lams, workers=workers)))
+    (one, out1), (three, out3) = runs
+    assert one.seed is not None  # the dense regime: the forks start from the first's blocks and sides
+    for lam, (r1, x1), (r3, x3) in zip(lams, out1, out3, strict=True):
+        assert r1.status == r3.status == 0 and x1 is not None and x3 is not None
+        assert r1.objective == r3.objective and np.array_equal(x1, x3)
+        _, ref = paper_lp(one.cone, lam, Deadline(None), FitStats())
+        assert r1.objective == pytest.approx(ref.objective, rel=1e-9)
+    s1, s3 = one.stats, three.stats
+    assert (s1.lps, s1.optimal, s1.iterations, s1.rounds, s1.blocks) == (
+        s3.lps, s3.optimal, s3.iterations, s3.rounds, s3.blocks)
+    assert s1.lps >= 3 and s1.optimal == s1.lps
+    assert solve_papers(_fast_model(space, 1.0, 4), ()) == []
+
+
+def test_dense_regime_models_are_solved_by_interior_point_and_crossover_to_a_vertex() -> None:
+    """Issue 37: a model with every block (here seeded by the previous lambda) is solved by
+    IPX and its crossover, not the dual simplex; the result is a basic solution (HiGHS holds
+    a valid basis) at the reference formulation's optimum."""
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    space = random_space(2, 60, dim=3)
+    model = _fast_model(space, 1.0, 4)
+    model.paper(0.001)
+    assert model.seed is not None
+    r = model.paper(0.1)
+    h = model.lp.highs  # type: ignore[union-attr]
+    assert r.status == 0 and model.present.all()
+    assert h.getInfo().ipm_iteration_count > 0
+    assert h.getBasis().valid
+    _, ref = paper_lp(model.cone, 0.1, Deadline(None), FitStats())
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+def test_fork_shares_the_coefficients_and_owns_its_state() -> None:
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+
+    model = _fast_model(random_space(3, 20, dim=2), 1.0, 3)
+    model.paper(0.1)
+    twin = model.fork(FitStats())
+    assert twin.dza is model.dza and twin.cone is model.cone and twin.seed is model.seed
+    assert twin.lp is None and twin.kind == "" and not twin.present.any() and (twin.hcol == -1).all()
+    for name in ("up", "rcz", "in_model", "present", "hcol"):
+        assert not np.shares_memory(getattr(twin, name), getattr(model, name)), name
+    assert model.lp is not None and model.present.any()  # the original is untouched
+
+
+def test_a_failed_interior_point_falls_back_to_the_dual_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: IPX stopped short (here: one iteration, no crossover) is not a failed LP:
+    the dense model is solved again by the dual simplex, to the reference optimum."""
+    from metricdp.mechanisms.lp.constopt import fast
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    monkeypatch.setattr(fast, "DENSE_OPTIONS", {"solver": "ipm", "run_crossover": "off", "ipm_iteration_limit": 1})
+    model = _fast_model(random_space(2, 60, dim=3), 1.0, 4)
+    model.paper(0.001)
+    r = model.paper(0.1)  # seeded: every block from the start, so the interior point first
+    h = model.lp.highs  # type: ignore[union-attr]
+    assert r.status == 0 and model.present.all() and model.stats.failure is None
+    assert h.getInfo().simplex_iteration_count > 0
+    _, ref = paper_lp(model.cone, 0.1, Deadline(None), FitStats())
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+def test_concurrent_models_follow_the_cpus_the_count_and_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from metricdp.mechanisms.lp.constopt import fast
+
+    model = _fast_model(random_space(3, 20, dim=2), 1.0, 3)
+    per_model = fast.MODEL_BYTES_PER_NONZERO * (model.dza.nnz + model.dzb.nnz)
+    monkeypatch.setattr(fast, "memory_limit", lambda: 4.0 * 3 * per_model)  # a quarter holds 3 models
+    assert fast.concurrent_models(model, 2, 8) == 2  # the count
+    assert fast.concurrent_models(model, 5, 2) == 2  # the workers asked for
+    assert fast.concurrent_models(model, 5, 8) == 3  # the memory
+    monkeypatch.setattr(fast, "memory_limit", lambda: 1.0)
+    assert fast.concurrent_models(model, 5, 8) == 1  # never below one

@@ -49,3 +49,32 @@ def test_lp_counts_follow_corollary_1_for_nearest_neighbours() -> None:
     # the fast model leaves out implied rows (22) and solves fewer
     assert lp["rows_22_solved"] <= lp["paper_counts"]["rows_22"] - lp["rows_22_implied"]
 
+
+
+def test_merge_adds_a_forked_models_statistics_as_if_recorded_after() -> None:
+    """FitStats.merge (issue 37, lambdas solved side by side): sums, maxima, the last
+    model's counts, a failure kept; the fork reports to the same callback."""
+    from metricdp.mechanisms.lp._solve import SolveResult
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+
+    calls: list[str] = []
+    ok = SolveResult(True, 0, "Optimal", "Optimal", np.zeros(1), 1.0, 0.5, 10, 20, 30, iterations=7)
+    bad = SolveResult(False, 1, "limit", "Time limit reached", None, None, 0.25, 40, 5, 6, iterations=3)
+    main = FitStats(progress=lambda done, total, message: calls.append(message))
+    main.record(ok)
+    main.rows22, main.blocks = 1, 2
+    twin = main.fork()
+    assert twin.progress is main.progress and twin.lock is main.lock and twin.lps == 0
+    twin.record(bad)
+    twin.record(ok)
+    twin.rounds, twin.rows22, twin.blocks = 4, 8, 9
+    main.merge(twin)
+    assert (main.lps, main.optimal, main.iterations, main.rounds) == (3, 2, 17, 4)
+    assert main.seconds == 1.25
+    assert (main.variables, main.constraints, main.nonzeros) == (40, 20, 30)
+    assert (main.status, main.highs_status, main.failure) == (1, "Time limit reached", bad)
+    assert (main.rows22, main.blocks) == (8, 9)
+    assert len(calls) == 3
+    empty = FitStats()
+    main.merge(empty)  # a fork that solved nothing changes nothing
+    assert (main.lps, main.rows22, main.blocks, main.status) == (3, 8, 9, 1)

@@ -9,18 +9,26 @@ Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
 
 from __future__ import annotations
 
+import copy
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from ...._resources import memory_limit
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
-__all__ = ["DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel", "dinkelbach"]
+__all__ = [
+    "DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "MODEL_BYTES_PER_NONZERO", "SCALE_MAX_WIDTH", "FastModel",
+    "concurrent_models", "dinkelbach", "solve_papers",
+]
 
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
 PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
@@ -29,8 +37,8 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 #: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
 #: of them and solved from scratch. Why: at large eps most outputs are released, and
 #: pricing blocks in a batch at a time costs tens of rounds on an ever larger model, where
-#: one model with every block solves from scratch in a few thousand dual simplex
-#: iterations; at small eps few outputs are released and the switch never triggers.
+#: one model with every block solves from scratch (:data:`DENSE_OPTIONS`); at small eps
+#: few outputs are released and the switch never triggers.
 #: Adding every negatively priced block to the live model instead is no substitute (about
 #: twice the iterations of the fresh model).
 #: Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
@@ -49,6 +57,19 @@ SCALE_MAX_WIDTH = 1e6
 #: that grows to minutes at n = 2,000.
 FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
 
+#: HiGHS options of a dense-regime model (every block, :data:`DENSE_SWITCH`): IPX's interior
+#: point, then its crossover to an optimal basis (a vertex with its duals, as the dual
+#: simplex returns; later rounds re-solve from that basis by simplex). Why: the model's
+#: 2n dense rows make each of the dual simplex's thousands of iterations (about one per
+#: row) work on a dense block of about 2n x n, while the interior point needs tens of
+#: iterations and the crossover a few hundred pivots: same optima in fewer CPU seconds
+#: (issue 37; measured in this change's commit message).
+#: Only on scaled variables (:data:`SCALE_MAX_WIDTH`): unscaled, IPX called the feasible
+#: GloVe n = 400, eps 4 models infeasible; should it fail anyway short of the time limit
+#: (infeasible, unbounded: impossible for this feasible, bounded LP; numerical trouble, an
+#: iteration limit), the dual simplex solves the model again.
+DENSE_OPTIONS: dict[str, Any] = {"solver": "ipm", "run_crossover": "on"}
+
 
 class FastModel:
     r"""A warm-started HiGHS model for the paper LPs or the normalised fit (``fast`` formulation).
@@ -62,9 +83,9 @@ class FastModel:
     reduced cost of z), or, for the next lambda after a model in the dense regime, the
     side each entry took in the previous lambda's optimum (:meth:`sides`; with its blocks,
     the *seed* of the next model; outside the dense regime a seed is slower than a fresh
-    start, so only the dense regime seeds): an entry that sits at the bound its variable
-    starts from costs no simplex pivot, so a seeded model needs fewer dual simplex
-    iterations (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
+    start, so only the dense regime seeds): a seeded model skips the first rounds (every
+    block goes in at once) and an entry that sits at the bound its variable starts from
+    costs no simplex pivot (benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel).
     Auxiliary ``A, B, s``. Rows:
 
     * ``a(x) - A = 0`` and ``b(x) - B = 0`` (the dense rows);
@@ -101,12 +122,13 @@ class FastModel:
 
     **The dense regime** (large eps, :data:`DENSE_SWITCH`): when most outputs are released,
     adding blocks a batch per round takes tens of rounds on an ever larger model, while
-    one model with every block solves from scratch in a few thousand dual simplex
-    iterations; most rows (18) and (20) are then tight, and each simplex iteration works on
-    a dense block of about 2n rows by n columns, the floor of this approach. The
-    alternatives timed and not used (interior point, other pricing rules, warm starts
-    across lambdas, a Dantzig-Wolfe master, dropping small dense terms, seeding the
-    normalised fit) are in benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel.
+    one model with every block solves from scratch: most rows (18) and (20) are then
+    tight, and each dual simplex iteration works on a dense block of about 2n rows by n
+    columns, so that model goes to the interior point and its crossover
+    (:data:`DENSE_OPTIONS`). The alternatives timed and not used (other pricing rules,
+    warm starts across lambdas, a Dantzig-Wolfe master, dropping small dense terms,
+    seeding the normalised fit) are in
+    benchmarks/RESULTS.md#docstrings-constopt-fast-fastmodel.
     """
 
     def __init__(
@@ -125,27 +147,42 @@ class FastModel:
         self.c25 = np.where(bounded, np.exp(cone.log25), 0.0)
         self.c26 = np.where(bounded, np.exp(cone.log26), 0.0)
         self.fb = np.flatnonzero(bounded)
-        self.up = np.zeros(nf, dtype=bool)  # side of each free entry's variable (see the class docstring)
-        self.rcz = np.zeros(nf)  # reduced costs of z at the last pricing
         self.dza = sp.csc_matrix(dense_rows(cone, True))
         self.dzb = sp.csc_matrix(dense_rows(cone, False))
         self.width = np.where(bounded, self.c25 - self.c26, np.inf)  # room of e_f
         finite = self.width[self.fb]
         self.scaled = bool(finite.size == 0 or finite.max() <= SCALE_MAX_WIDTH)
-        self.seed: tuple[NDArray[np.intp], NDArray[np.bool_]] | None = None
         self.size = np.bincount(cone.fw, minlength=n)
         self.start = np.cumsum(self.size) - self.size
         self.c22 = np.exp(cone.log22)
         self.candidate = ~cone.implied
         self.eager22 = int(self.candidate.sum()) <= 2 * nf + 1000
+        self.col_a, self.col_b, self.col_s = 0, n, 2 * n
+        self.row_obj = 2 * n  # objective rows; the normalisation row is 3n
+        # the state of one model (the arrays above are read-only from here: fork shares them)
+        self.seed: tuple[NDArray[np.intp], NDArray[np.bool_]] | None = None
+        self.rcz = np.zeros(nf)  # reduced costs of z at the last pricing
+        self.kind = ""  # "paper" or "normalised", fixed by the first solve
+        self.lam: float | None = None
+        self.lp: LPModel | None = None
+        self.up = np.zeros(nf, dtype=bool)  # side of each free entry's variable (see the class docstring)
         self.in_model = np.zeros(len(cone.pi), dtype=bool)
         self.present = np.zeros(n, dtype=bool)
         self.hcol = np.full(nx, -1, dtype=np.intp)  # HiGHS column of each x variable
-        self.col_a, self.col_b, self.col_s = 0, n, 2 * n
         self.ncols = 2 * n + 1
-        self.row_obj = 2 * n  # objective rows; the normalisation row is 3n
-        self.lp: LPModel | None = None
-        self.kind = ""  # "paper" or "normalised", fixed by the first solve
+
+    def fork(self, stats: FitStats) -> FastModel:
+        """A model of the same cone with no HiGHS model yet, this one's seed and its own ``stats``.
+
+        Shares the read-only coefficient arrays (no copy); every array a solve writes is
+        its own, so a fork solves in another thread beside this one (:func:`solve_papers`).
+        """
+        twin = copy.copy(self)
+        twin.stats, twin.kind, twin.lam, twin.rcz = stats, "", None, np.zeros(self.cone.nfree)
+        twin.up, twin.in_model, twin.present, twin.hcol = (
+            self.up.copy(), self.in_model.copy(), self.present.copy(), self.hcol.copy())
+        twin._reset()
+        return twin
 
     @property
     def t(self) -> sp.csr_matrix:
@@ -312,16 +349,25 @@ class FastModel:
         cost[self.col_s] = 1.0
         col_lo = np.concatenate([np.zeros(n), np.full(n, 1.0 if paper else 0.0), [-np.inf], np.zeros(len(cols))])
         self.lp = LPModel(method=self.method)
+        # the dense regime (a rebuild, or seeded from one) on scaled variables: interior point
+        ipm = self.method == "auto" and paper and len(blocks) == n and self.scaled
         if self.method == "auto":  # from the slack basis: the faster simplex for each kind of model
-            self.lp.set_options({"simplex_strategy": 1 if paper else 4})
+            self.lp.set_options(DENSE_OPTIONS if ipm else {"simplex_strategy": 1 if paper else 4})
         self.lp.set_options(self.options)
-        return self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
+        r = self.lp.load(cost, a, lo, hi, col_lo, np.inf, time_limit=self.deadline.solve_limit())
+        if ipm and r.status != 0 and r.model_status != "kTimeLimit":  # feasible (x = 1): IPX failed
+            self.lp.set_options({"solver": "simplex", "simplex_strategy": 1})
+            r = self.lp.resolve(time_limit=self.deadline.solve_limit())
+        return r
 
     def _resolve(self, primal: bool) -> SolveResult:
         # new columns at 0 keep the basis primal feasible: primal simplex (several times
         # fewer iterations than dual there); changed coefficients or new rows: dual simplex
         lp = self._model()
-        lp.set_options({"simplex_strategy": 4 if primal else 1})
+        options: dict[str, Any] = {"simplex_strategy": 4 if primal else 1}
+        if self.method == "auto":  # after an interior point build (DENSE_OPTIONS): simplex again
+            options["solver"] = "simplex"
+        lp.set_options(options)
         r = lp.resolve(time_limit=self.deadline.solve_limit())
         self.stats.record(r)
         return r
@@ -409,6 +455,61 @@ class FastModel:
         self._model().change_coeffs(np.r_[rows, rows], np.r_[self.col_b + np.arange(n), np.full(n, self.col_s)],
                                     np.r_[np.full(n, -t), -np.asarray(c, dtype=np.float64)])
         return self._solve(None)
+
+
+#: Bytes one HiGHS model of the paper fit is assumed to take per nonzero of the dense rows
+#: a(x), b(x) (its matrix, factor and IPX workspace, generously): caps the concurrent forks.
+MODEL_BYTES_PER_NONZERO = 256
+
+
+def concurrent_models(model: FastModel, count: int, workers: int | None = None) -> int:
+    """How many of ``count`` forks of ``model`` to solve at once: ``workers`` (default: the
+    CPUs this process may use), at most ``count``, and only as many models as fit in a
+    quarter of :func:`~metricdp._resources.memory_limit` (at least 1: one model at a time is
+    the sequential fit's own footprint)."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_model = MODEL_BYTES_PER_NONZERO * float(model.dza.nnz + model.dzb.nnz)
+    fit = int(0.25 * memory_limit() // max(per_model, 1.0))
+    return max(1, min(int(workers), count, fit))
+
+
+def solve_papers(
+    model: FastModel, lambdas: Sequence[float], workers: int | None = None
+) -> list[tuple[SolveResult, NDArray[np.float64] | None]]:
+    r"""The paper LP of every penalty in ``lambdas``: its result and ``(Y, z)`` point (``None`` if not optimal).
+
+    The penalties' LPs are independent. The first is solved on ``model``; every other one
+    on a :meth:`FastModel.fork` of it, seeded by the first (in the dense regime, its
+    blocks and sides), concurrently on up to ``workers`` threads
+    (:func:`concurrent_models`; HiGHS releases the GIL while it solves). Each fork keeps its own
+    statistics, merged into ``model.stats`` in the order of ``lambdas`` afterwards, and
+    its own HiGHS instance, so the results do not depend on the number of threads or on
+    their timing: one thread gives exactly the models that several do.
+    """
+    if not lambdas:
+        return []
+    first = model.paper(lambdas[0])
+    out = [(first, None if first.x is None else model.point(first.x))]
+    rest = list(lambdas[1:])
+    if not rest:
+        return out
+    stats = model.stats
+    forks = [model.fork(stats.fork()) for _ in rest]
+
+    def solve(k: int) -> tuple[SolveResult, NDArray[np.float64] | None]:
+        r = forks[k].paper(rest[k])
+        return r, None if r.x is None else forks[k].point(r.x)
+
+    workers = concurrent_models(model, len(rest), workers)
+    if workers == 1:
+        out += [solve(k) for k in range(len(rest))]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            out += list(pool.map(solve, range(len(rest))))
+    for twin in forks:
+        stats.merge(twin.stats)
+    return out
 
 
 def dinkelbach(

@@ -23,7 +23,7 @@ from ..deadline import Deadline
 from ..repair import repair, repair_free
 from ..retry import CONSTOPT
 from .cone import Cone, build_cone, mechanism_rows, polish, ratios
-from .fast import FastModel, dinkelbach
+from .fast import FastModel, dinkelbach, solve_papers
 from .reference import bisection, paper_lp
 from .stats import FitStats, lp_info
 
@@ -114,13 +114,11 @@ def fit_at(
     candidates = [Candidate("exponential", None, element_losses(em, d), None)]
     del em  # n x n: rebuilt only if the EM wins
     paper: dict[str, Any] = {}
-    model = FastModel(cone, deadline, stats) if formulation == "fast" else None
-    for lam in lambdas:
-        if model is not None:
-            r = model.paper(lam)
-            x = None if r.x is None else model.point(r.x)
-        else:
-            x, r = paper_lp(cone, lam, deadline, stats)
+    if formulation == "fast":  # the penalties' LPs side by side (solve_papers)
+        solved = solve_papers(FastModel(cone, deadline, stats), lambdas)
+    else:
+        solved = [(r, x) for x, r in (paper_lp(cone, lam, deadline, stats) for lam in lambdas)]
+    for lam, (r, x) in zip(lambdas, solved, strict=True):
         entry: dict[str, Any] = {"status": STATUS_NAMES.get(r.status, "numerical/other"), "message": r.message}
         if x is not None:
             x = polish(cone, x)
@@ -133,7 +131,7 @@ def fit_at(
         # start from the best point of the family found so far (EM is x = 1)
         points = [c.x for c in candidates if c.x is not None] + [np.ones(cone.n + cone.nfree)]
         x0 = min(points, key=lambda p: float(ratios(cone, p).max()))
-        if model is not None:  # a fresh model: faster than switching the paper one
+        if formulation == "fast":  # a fresh model: faster than switching the paper one
             x, normalised = dinkelbach(FastModel(cone, deadline, stats), x0, FIT_RTOL)
         else:
             x, normalised = bisection(cone, x0, deadline, stats, FIT_RTOL)

@@ -3,6 +3,7 @@ reported as they come (progress) and summarised for ``info["lp"]`` (:func:`lp_in
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,30 @@ class FitStats:
     failure: SolveResult | None = None
     progress: Progress | None = field(default=None, repr=False)
     deadline: Deadline | None = field(default=None, repr=False)
+    #: serialises the progress reports of models solved in threads (:meth:`fork`)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fork(self) -> FitStats:
+        """Empty statistics for a model solved beside this fit's (merged back by :meth:`merge`);
+        they report to the same progress callback, one call at a time."""
+        return FitStats(progress=self.progress, deadline=self.deadline, lock=self.lock)
+
+    def merge(self, other: FitStats) -> None:
+        """Add a forked model's statistics, as if its solves had been recorded here after ours."""
+        self.lps += other.lps
+        self.optimal += other.optimal
+        self.rounds += other.rounds
+        self.seconds += other.seconds
+        self.iterations += other.iterations
+        self.variables = max(self.variables, other.variables)
+        self.constraints = max(self.constraints, other.constraints)
+        self.nonzeros = max(self.nonzeros, other.nonzeros)
+        if other.failure is not None:
+            self.failure = other.failure
+        if other.highs_status and (other.status != 0 or not self.highs_status):
+            self.status, self.highs_status, self.message = other.status, other.highs_status, other.message
+        if other.lps:  # the last model's counts, as a sequential fit leaves them
+            self.rows22, self.blocks = other.rows22, other.blocks
 
     def record(self, r: SolveResult) -> None:
         """Count one solve and report it to ``progress`` (LP, round, rows, objective, time left)."""
@@ -51,12 +76,13 @@ class FitStats:
             self.status, self.highs_status, self.message = r.status, r.highs_status, r.message
         objective = "-" if r.objective is None else f"{r.objective:.10g}"
         left = "" if self.deadline is None else f", {self.deadline.describe()}"
-        report(
-            self.progress,
-            self.lps,
-            None,
-            f"constopt: LP {self.lps} (round {self.rounds}): {r.constraints:,} rows, objective {objective}{left}",
-        )
+        with self.lock:
+            report(
+                self.progress,
+                self.lps,
+                None,
+                f"constopt: LP {self.lps} (round {self.rounds}): {r.constraints:,} rows, objective {objective}{left}",
+            )
 
 
 
