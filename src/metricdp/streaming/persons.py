@@ -47,6 +47,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
+from ..mechanisms._kernel_loader import LAZY
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
@@ -134,7 +135,7 @@ def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> 
     as_bin = _as_text(pa, pc, arr, where, "user", 0)
     lengths = np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
     _refuse_empty(lengths, where, "user", np.arange(1, len(arr) + 1, dtype=np.int64), "entry(s)")
-    book = _Dictionary(pa, pc)
+    book = id_book(pa, pc)
     book.add(as_bin)
     table, codes = book.finish()
     total = np.zeros(len(table), dtype=np.int64)
@@ -203,6 +204,104 @@ class _Dictionary:
         return ids, codes
 
 
+_KERNELS: Any = LAZY  # the compiled table of :mod:`._person_kernels` (None: the pyarrow dictionary)
+
+
+def person_kernels(current: Any = LAZY) -> Any:
+    """The compiled id table's kernels (None without numba), or ``current`` when a test set it."""
+    if current is not LAZY:
+        return current
+    from ._person_kernels import KERNELS
+
+    return KERNELS
+
+
+class _HashBook:
+    """Distinct ids of all chunks in ONE compiled hash table (:mod:`._person_kernels`).
+
+    Same interface and same result as :class:`_Dictionary` (``add`` a chunk's ids, ``finish``
+    the sorted ids and every row's code): the ids are exactly the distinct byte strings
+    seen, and a row's code is the rank of its id in bytewise order, whatever the hash
+    (``mask`` narrows it for the tests: equal hashes only cost an exact comparison).
+    Memory: the distinct ids' bytes, 8 bytes of offset each, a table of at most 4 slots of
+    24 bytes per id, and 4 bytes per row (the codes).
+    """
+
+    def __init__(self, pa: Any, pc: Any, kernels: Any, *, mask: int = 2**64 - 1) -> None:
+        self.pa, self.pc, self.k = pa, pc, kernels
+        self.mask = np.uint64(mask)
+        self.slots = np.full((1024, 3), -1, dtype=np.int64)
+        self.store = np.zeros(4096, dtype=np.uint8)
+        self.store_off = np.zeros(513, dtype=np.int64)
+        self.n = 0
+        self.rows = 0
+        self.codes: list[NDArray[np.signedinteger[Any]]] = []
+
+    def _room(self, rows: int, nbytes: int) -> None:
+        """Grow the arrays so that ``rows`` new ids of ``nbytes`` in all fit (table at most half full)."""
+        need = self.n + rows
+        if need + 1 > self.store_off.size:
+            size = max(need + 1, 2 * self.store_off.size)
+            self.store_off = np.concatenate([self.store_off, np.zeros(size - self.store_off.size, dtype=np.int64)])
+        used = int(self.store_off[self.n])
+        if used + nbytes > self.store.size:
+            store = np.zeros(max(used + nbytes, 2 * self.store.size), dtype=np.uint8)
+            store[:used] = self.store[:used]
+            self.store = store
+        if 2 * need > len(self.slots):
+            size = len(self.slots)
+            while 2 * need > size:
+                size *= 2
+            old, self.slots = self.slots, np.full((size, 3), -1, dtype=np.int64)
+            self.k["rehash"](old, self.slots)
+
+    def add(self, values: Any) -> None:
+        pa = self.pa
+        if values.type != pa.binary():
+            values = values.cast(pa.binary())
+        m = len(values)
+        bufs = values.buffers()
+        offs = np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + m + 1]
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and m else np.zeros(0, dtype=np.uint8)
+        self._room(m, int(offs[-1] - offs[0]) if m else 0)
+        codes = np.empty(m, dtype=np.int64)
+        self.n = int(self.k["encode"](data, offs, self.slots, self.store, self.store_off, self.n,
+                                      self.mask, codes))
+        self.codes.append(codes.astype(np.int32) if self.n < 2**31 else codes)
+        self.rows += m
+
+    def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
+        """``(ids, codes)`` exactly as :meth:`_Dictionary.finish` returns them."""
+        pa, pc = self.pa, self.pc
+        n = self.n
+        end = int(self.store_off[n])
+        kind = pa.binary() if end < 2**31 else pa.large_binary()
+        offs = self.store_off[: n + 1].astype(np.int32 if end < 2**31 else np.int64)
+        seen = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offs), pa.py_buffer(self.store[:end].copy())])
+        self.store, self.slots = self.store[:0], self.slots[:0]  # the table's memory goes before the codes'
+        dtype = np.int64 if n >= 2**31 else np.int32
+        order = np.asarray(pc.sort_indices(seen).to_numpy(zero_copy_only=False), dtype=np.int64)
+        rank = np.empty(n, dtype=dtype)
+        rank[order] = np.arange(n, dtype=dtype)
+        ids = seen.take(pa.array(order)) if n else seen
+        if kind != pa.binary():  # pragma: no cover - over 2 GiB of distinct ids
+            ids = ids.cast(pa.binary())
+        codes: NDArray[np.signedinteger[Any]] = np.empty(self.rows, dtype=dtype)
+        at = 0
+        for i, c in enumerate(self.codes):
+            np.take(rank, c, out=codes[at : at + c.size])
+            at += c.size
+            self.codes[i] = c[:0]
+        self.codes = []
+        return ids, codes
+
+
+def id_book(pa: Any, pc: Any) -> Any:
+    """The table of distinct ids of a pass: compiled (:class:`_HashBook`) where numba is, else :class:`_Dictionary`."""
+    kernels = person_kernels(_KERNELS)
+    return _Dictionary(pa, pc) if kernels is None else _HashBook(pa, pc, kernels)
+
+
 def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: NDArray[np.int64], unit: str) -> None:
     bad = np.flatnonzero(lengths == 0)
     if bad.size:
@@ -236,7 +335,7 @@ def scan_persons(
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     where = str(src)
-    book = _Dictionary(pa, pc)
+    book = id_book(pa, pc)
     found: list[NDArray[np.intp]] = []
     unknown = UnknownValues()
     value_set = None if labels is None else pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
