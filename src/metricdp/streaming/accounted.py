@@ -43,9 +43,9 @@ from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..tabular.header import table_header
 from ..units import space_unit
-from .persons import scan_persons
+from .persons import PersonCollector, scan_persons
 
-__all__ = ["AccountedRun", "Accounting", "AccountingReport"]
+__all__ = ["AccountedRun", "Accounting", "AccountingReport", "OnePassRun"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,16 @@ class AccountingReport:
                 "ledger_run": self.run_id, **self.extra}
 
 
+def _check_columns(src: Path, column: str, acc: Accounting) -> None:
+    header = table_header(src, [column])
+    if acc.user_column == column:
+        raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "
+                              "that says who each row belongs to")
+    if acc.user_column not in header:
+        shown = ", ".join(repr(h) for h in header[:20])
+        raise ValidationError(f"{src}: no user column {acc.user_column!r} (columns: {shown})")
+
+
 def _identity(path: Path) -> tuple[int, ...]:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -110,18 +120,17 @@ class AccountedRun:
         self.seen = 0
         self.published = False
 
+    @property
+    def written_all(self) -> bool:
+        """Every row is released (nothing withheld by the cap or the budget)."""
+        return self.plan.withheld_cap + self.plan.withheld_budget == 0
+
     @classmethod
     def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
               *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
               progress: Any = None) -> AccountedRun:
         """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
-        header = table_header(src, [column])
-        if acc.user_column == column:
-            raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "
-                                  "that says who each row belongs to")
-        if acc.user_column not in header:
-            shown = ", ".join(repr(h) for h in header[:20])
-            raise ValidationError(f"{src}: no user column {acc.user_column!r} (columns: {shown})")
+        _check_columns(src, column, acc)
         identity = _identity(src)
         labels = list(mechanism.labels)
         scan = scan_persons(src, fmt, acc.user_column, value_column=column if acc.consistent else None,
@@ -181,3 +190,48 @@ class AccountedRun:
                                 p.persons_over, p.fresh_count, p.run, p.total,
                                 None if p.reservation is None else p.reservation.run_id,
                                 {"memo_hits": int(p.memo_hit.sum())} if self.group_release is not None else {})
+
+
+class OnePassRun:
+    """An accounted release whose releases do not depend on the plan (not ``consistent``): one read.
+
+    The release pass draws and writes a release for *every* row while :attr:`persons`
+    encodes each chunk's user column; :meth:`plan` then plans on the codes (cap, budget,
+    reservation) and returns the :class:`AccountedRun` that publishes. When the plan keeps
+    every row, what was written is the release (``written_all``); when it withholds rows,
+    the caller empties its temporary output and releases again with
+    :meth:`AccountedRun.select`, so that the withheld rows' records are not there.
+
+    Why the releases drawn before the plan are harmless: they are written only to the
+    unpublished temporary output (removed on any failure, freed by the kernel on
+    ``kill -9``); published are either exactly those releases (every row kept) or the
+    releases of the second pass (rows withheld), never a mix. The plan's random choices
+    (which rows the cap keeps, which groups ``drop`` withholds) use only the codes and
+    the source, never the releases: the releases are independent of the choice of rows,
+    so, given the published rows, each published release is a fresh draw of its row of
+    the mechanism, exactly as in the two-pass protocol, and the per-person spend (a
+    function of the published rows alone) is the same. The law of what is published is
+    unchanged. Under ``refuse`` a person over budget stops the run in :meth:`plan`:
+    nothing was reserved, the temporary output is removed, nothing is published.
+    """
+
+    def __init__(self, mechanism: Any, src: Path, column: str, acc: Accounting, release: Any, source: Any) -> None:
+        if acc.consistent:
+            raise ValidationError("consistent releases need the plan before the release (two passes)")
+        _check_columns(src, column, acc)
+        self.mechanism, self.src, self.acc, self.release, self.source = mechanism, src, acc, release, source
+        self.identity = _identity(src)
+        self.persons = PersonCollector(str(src), acc.user_column)
+
+    def plan(self) -> AccountedRun:
+        """The plan on the persons of every row read (under ``refuse``, raises before anything is reserved)."""
+        scan = self.persons.finish()
+        acc, mechanism = self.acc, self.mechanism
+        plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
+                            max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=False,
+                            rng=self.source, run_id=acc.run_id, mechanism=acc.mechanism, persons=scan.ids,
+                            unit=space_unit(mechanism.space, mechanism.metadata))
+        run = AccountedRun(self.src, plan, len(scan.ids), None, None, self.release, self.identity)
+        if run.written_all:
+            run.seen = run.rows  # every row read was written with a fresh release
+        return run

@@ -61,8 +61,9 @@ from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
-from .accounted import Accounting, AccountingReport
+from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
+from .persons import PersonCollector
 
 #: ``select(first_row, label_indices) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
 #: written and with which output index (``keep=None``: every row).
@@ -117,6 +118,7 @@ def privatize_file(
     drop: Sequence[str] = (),
     max_record: int | None = None,
     accounting: Accounting | None = None,
+    one_pass: bool = True,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out``.
 
@@ -163,26 +165,36 @@ def privatize_file(
     def every_row(_start: int, indices: NDArray[np.intp]) -> tuple[None, NDArray[np.intp]]:
         return None, release(indices)
 
-    run = None
-    if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
-        from .accounted import AccountedRun
-
+    run: AccountedRun | None = None
+    one: OnePassRun | None = None
+    if accounting is not None and (accounting.consistent or not one_pass):
+        # the first pass and the plan: budget reserved, nothing drawn for the file yet
         run = AccountedRun.start(mechanism, src, fmt, column, accounting, release, source,
                                  chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
                                  progress=progress)
-    select: Select = every_row if run is None else run.select
+    elif accounting is not None:  # one read: the release pass collects the persons, the plan comes after it
+        one = OnePassRun(mechanism, src, column, accounting, release, source)
 
     def tick(rows: int) -> None:
         dt = time.perf_counter() - t0
         report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
 
+    def release_pass(fh: IO[bytes], select: Select, persons: PersonCollector | None) -> int:
+        if fmt == "csv":
+            return _privatize_csv(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, chunk_bytes,
+                                  max_record, persons)
+        return _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, persons)
+
     try:
         with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-            if fmt == "csv":
-                rows = _privatize_csv(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, chunk_bytes,
-                                      max_record)
-            else:
-                rows = _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows)
+            rows = release_pass(fh, every_row if run is None else run.select, None if one is None else one.persons)
+            if one is not None:
+                run = one.plan()  # reserved from here (under refuse, an over-budget person raised: nothing reserved)
+                if not run.written_all:  # rows withheld: released again, without them (OnePassRun's docstring)
+                    fh.seek(0)
+                    fh.truncate()
+                    plan.clear()
+                    rows = release_pass(fh, run.select, None)
             if run is not None:
                 run.publishing()  # checks the input is unchanged; from here on the spend stays
     except BaseException:
@@ -206,7 +218,7 @@ def _label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.i
 
 def _privatize_csv(
     mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any,
-    chunk_rows: int, chunk_bytes: int, max_record: int | None,
+    chunk_rows: int, chunk_bytes: int, max_record: int | None, persons: PersonCollector | None = None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -226,8 +238,12 @@ def _privatize_csv(
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices
         fh.write(csvsplit.header_bytes(header, dropped))
+        if persons is not None:
+            persons.start(header.names)
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
+            if persons is not None:
+                persons.add_csv(chunk)
             idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
@@ -264,7 +280,8 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 # -------------------------------------------------------------------------------- Parquet
 def _privatize_parquet(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any, chunk_rows: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any, chunk_rows: int,
+    persons: PersonCollector | None = None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -288,9 +305,13 @@ def _privatize_parquet(
     compression = input_compression(pf.metadata)
     unknown = UnknownValues()
     rows = seen = 0
+    if persons is not None:
+        persons.start(schema.names, parquet_type=schema.field(persons.column).type)
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
+            if persons is not None:
+                persons.add_parquet(batch, seen)
             idx, as_text = parquet_label_indices(pa, pc, batch.column(j), labels)
             bad = np.flatnonzero(idx < 0)
             if len(bad):

@@ -53,7 +53,8 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonTable", "RowPersons", "person_table", "scan_persons"]
+__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable", "RowPersons", "id_book",
+           "person_table", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
@@ -315,6 +316,77 @@ def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: N
                               "a person id is a name, a number or a hash, not a document")
 
 
+def csv_ids(pa: Any, pc: Any, buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64],
+            lines: NDArray[np.int64], where: str, column: str) -> Any:
+    """A CSV chunk's ids (fields ``fs``/``fe`` of ``buf``, unquoted) as Arrow ``binary``, checked (empty, long)."""
+    data, offs, quoted, raw_quoted = csvsplit.field_values(buf, fs, fe)
+    values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+    if quoted.any():
+        values = pc.replace_with_mask(values, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
+    lengths = (np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)) if quoted.any()
+               else np.diff(offs))
+    _refuse_empty(lengths, where, column, lines, "line(s)")
+    return values
+
+
+def check_user_type(pa: Any, utype: Any, where: str, column: str) -> None:
+    """A Parquet user column must be integers or text (binary and dictionaries are checked per batch)."""
+    if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
+            or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
+        raise ValidationError(f"{where}: user column {column!r} has type {utype}: person ids must be "
+                              "integers or text")
+
+
+def parquet_ids(pa: Any, pc: Any, ids: Any, seen: int, where: str, column: str) -> Any:
+    """A Parquet batch's ids (rows ``seen+1..``) as UTF-8 ``binary``, checked (null, empty, long, UTF-8, NUL)."""
+    rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
+    if ids.null_count:
+        _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
+                      column, rows, "row(s)")
+    as_bin = _as_text(pa, pc, ids, where, column, seen)
+    _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, column,
+                  rows, "row(s)")
+    return as_bin
+
+
+class PersonCollector:
+    """The persons of a release pass that reads every row anyway (the one-pass protocol of
+    :mod:`.accounted`): each chunk's user column is encoded as it goes by, with the checks
+    and messages of :func:`scan_persons`; :meth:`finish` returns its :class:`RowPersons`."""
+
+    def __init__(self, where: str, user_column: str) -> None:
+        self.pa = import_optional("pyarrow", extra="parquet")
+        self.pc = import_optional("pyarrow.compute", extra="parquet")
+        self.where, self.column = where, user_column
+        self.book = id_book(self.pa, self.pc)
+        self.index: int | None = None
+
+    def start(self, names: Sequence[str], *, parquet_type: Any = None) -> None:
+        """The header (or schema names): where the user column is; a Parquet column's type is checked."""
+        self.index = list(names).index(self.column)
+        if parquet_type is not None:
+            check_user_type(self.pa, parquet_type, self.where, self.column)
+
+    def add_csv(self, chunk: Any) -> None:
+        recs = chunk.records
+        assert self.index is not None
+        fs, fe = recs.field(self.index)
+        self.book.add(csv_ids(self.pa, self.pc, chunk.buf, fs, fe, chunk.first_line + recs.lines, self.where,
+                              self.column))
+
+    def add_parquet(self, batch: Any, seen: int) -> None:
+        assert self.index is not None
+        self.book.add(parquet_ids(self.pa, self.pc, batch.column(self.index), seen, self.where, self.column))
+
+    @property
+    def rows(self) -> int:
+        return int(self.book.rows)
+
+    def finish(self) -> RowPersons:
+        ids, codes = self.book.finish()
+        return RowPersons(ids, codes, None)
+
+
 def scan_persons(
     src: Path,
     fmt: str,
@@ -349,15 +421,8 @@ def scan_persons(
             vcol = None if value_column is None else names.index(value_column)
             for chunk in reader.chunks(ucol):
                 recs, buf = chunk.records, chunk.buf
-                data, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-                values = pa.Array.from_buffers(pa.binary(), len(offs) - 1,
-                                               [None, pa.py_buffer(offs), pa.py_buffer(data)])
-                if quoted.any():
-                    values = pc.replace_with_mask(values, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
                 lines = chunk.first_line + recs.lines
-                _refuse_empty(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)), where,
-                              user_column, lines, "line(s)")
-                book.add(values)
+                book.add(csv_ids(pa, pc, buf, recs.fs, recs.fe, lines, where, user_column))
                 done = book.rows
                 report(progress, done, None, f"first pass (who each row belongs to): {done:,} rows")
                 if vcol is not None and value_set is not None:
@@ -370,22 +435,12 @@ def scan_persons(
         pf = open_parquet(src)
         names = list(pf.schema_arrow.names)
         wanted = [user_column] + ([] if value_column is None else [value_column])
-        utype = pf.schema_arrow.field(user_column).type
-        if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
-                or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
-            raise ValidationError(f"{where}: user column {user_column!r} has type {utype}: person ids must be "
-                                  "integers or text")
+        check_user_type(pa, pf.schema_arrow.field(user_column).type, where, user_column)
         seen = 0
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=wanted):
             ids = batch.column(0)
             rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
-            if ids.null_count:
-                _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
-                              user_column, rows, "row(s)")
-            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
-            _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
-                          rows, "row(s)")
-            book.add(as_bin)
+            book.add(parquet_ids(pa, pc, ids, seen, where, user_column))
             report(progress, seen + len(ids), None, f"first pass (who each row belongs to): {seen + len(ids):,} rows")
             if value_column is not None and value_set is not None:
                 col = batch.column(1)
