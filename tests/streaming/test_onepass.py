@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from metricdp import MetricSpace, PrivacyLeakWarning
 from metricdp.accounting.ledger import Ledger
-from metricdp.errors import BudgetExceededError
+from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.mechanisms.base import certify
 from metricdp.streaming import persons, privatize_file
 from metricdp.streaming.accounted import Accounting
@@ -178,6 +178,24 @@ def test_one_read_with_a_ledger_commits_what_it_published(mech, tmp_path: Path) 
         stats = _release(mech, inp, tmp_path / "o.csv", Accounting("user", ledger=book, policy="drop"), True,
                          rng=None)
         assert stats.rows == 3 and book.spent(["ann", "bob"]).tolist() == [1.0, 0.5]
+
+
+def test_one_read_failure_after_the_plan_gives_the_budget_back(mech, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows withheld: the second release pass fails (the input changed, say): aborted, nothing written or spent."""
+    from metricdp.streaming.accounted import AccountedRun
+
+    def broken(self: AccountedRun, start: int, idx: np.ndarray) -> None:
+        raise self._changed()
+
+    monkeypatch.setattr(AccountedRun, "select", broken)
+    inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 1})
+    with Ledger(tmp_path / "l.db", budget=1.0) as book:
+        with pytest.raises(ValidationError, match="changed while it was being released"):
+            _release(mech, inp, tmp_path / "o.csv", Accounting("user", ledger=book, policy="drop"), True, rng=None)
+        assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+        assert [r["state"] for r in book.runs_table()] == ["aborted"]
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_kill_9_during_the_one_read_spends_nothing(mech, tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ if njit is not None:  # pragma: no branch
             h = h & mask
             hi = np.int64(h)
             w = np.int64(_word(data, a, b))
-            tag = min(length, 511)
+            tag = length if length < 511 else 511
             s = np.int64(h ^ (h >> np.uint64(29))) & cap
             while True:
                 head = slots[s, 0]

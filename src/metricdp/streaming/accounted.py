@@ -231,7 +231,11 @@ class OnePassRun:
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=False,
                             rng=self.source, run_id=acc.run_id, mechanism=acc.mechanism, persons=scan.ids,
                             unit=space_unit(mechanism.space, mechanism.metadata))
-        run = AccountedRun(self.src, plan, len(scan.ids), None, None, self.release, self.identity)
-        if run.written_all:
-            run.seen = run.rows  # every row read was written with a fresh release
+        try:
+            run = AccountedRun(self.src, plan, len(scan.ids), None, None, self.release, self.identity)
+            if run.written_all:
+                run.seen = run.rows  # every row read was written with a fresh release
+        except BaseException:
+            plan.abort()
+            raise
         return run
