@@ -79,6 +79,8 @@ def test_scan_csv_quoted_and_unicode_ids_same_with_and_without_kernels(tmp_path:
     p = tmp_path / "in.csv"
     p.write_bytes('user,city\n"a""b",Paris\na"b,Lyon\n"a,b",Lyon\n\u00e9,Nice\n"\u00e9",Paris\nab,Nice\n'
                   .encode().replace(b'a"b,Lyon', b'"a""b",Lyon'))
+    monkeypatch.setattr(persons, "_KERNELS", KERNELS)  # set: compiled whatever the file's size
+    assert isinstance(persons.id_book(pa, pc, 10), _HashBook)
     fast = scan_persons(p, "csv", "user", chunk_rows=2)
     monkeypatch.setattr(persons, "_KERNELS", None)
     ref = scan_persons(p, "csv", "user", chunk_rows=2)
@@ -87,8 +89,17 @@ def test_scan_csv_quoted_and_unicode_ids_same_with_and_without_kernels(tmp_path:
 
 
 def test_id_book_falls_back_to_the_dictionary(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(persons.id_book(pa, pc, persons.COMPILED_BYTES - 1), _Dictionary)  # small input: no numba
     monkeypatch.setattr(persons, "_KERNELS", None)
     assert isinstance(persons.id_book(pa, pc), _Dictionary)
+
+
+@pytest.fixture(params=["compiled", "pyarrow"])
+def books(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test with the compiled table forced on (where numba is) and off."""
+    if request.param == "compiled" and KERNELS is None:
+        pytest.skip("numba is not installed (the fast extra)")
+    monkeypatch.setattr(persons, "_KERNELS", KERNELS if request.param == "compiled" else None)
 
 
 # --------------------------------------------------------------------------------- one read of the file
@@ -124,6 +135,7 @@ def _release(mech, inp: Path, out: Path, acc: Accounting, one_pass: bool, rng: o
                               one_pass=one_pass)
 
 
+@pytest.mark.usefixtures("books")
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_one_read_equals_two_passes_when_every_row_is_kept(mech, tmp_path: Path, suffix: str) -> None:
     inp = _checkins(tmp_path / "in.csv", {"ann": 5, "bob": 3, "cy": 1})
@@ -138,6 +150,7 @@ def test_one_read_equals_two_passes_when_every_row_is_kept(mech, tmp_path: Path,
     assert one.accounting is not None and one.accounting.run.max == pytest.approx(2.5)
 
 
+@pytest.mark.usefixtures("books")
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_one_read_withholds_whole_records_under_cap_and_drop(mech, tmp_path: Path, suffix: str) -> None:
     inp = _checkins(tmp_path / "in.csv", {"ann": 7, "bob": 4, "cy": 1})
@@ -160,6 +173,7 @@ def test_one_read_withholds_whole_records_under_cap_and_drop(mech, tmp_path: Pat
             assert rep.run.max == pytest.approx(0.5 * most)
 
 
+@pytest.mark.usefixtures("books")
 def test_one_read_refuse_writes_and_spends_nothing(mech, tmp_path: Path) -> None:
     inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 1})
     led = tmp_path / "l.db"
@@ -172,6 +186,7 @@ def test_one_read_refuse_writes_and_spends_nothing(mech, tmp_path: Path) -> None
         assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
 
 
+@pytest.mark.usefixtures("books")
 def test_one_read_with_a_ledger_commits_what_it_published(mech, tmp_path: Path) -> None:
     inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 1})
     with Ledger(tmp_path / "l.db", budget=1.0) as book:
@@ -180,6 +195,7 @@ def test_one_read_with_a_ledger_commits_what_it_published(mech, tmp_path: Path) 
         assert stats.rows == 3 and book.spent(["ann", "bob"]).tolist() == [1.0, 0.5]
 
 
+@pytest.mark.usefixtures("books")
 def test_one_read_failure_after_the_plan_gives_the_budget_back(mech, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows withheld: the second release pass fails (the input changed, say): aborted, nothing written or spent."""

@@ -221,7 +221,7 @@ class OnePassRun:
         _check_columns(src, column, acc)
         self.mechanism, self.src, self.acc, self.release, self.source = mechanism, src, acc, release, source
         self.identity = _identity(src)
-        self.persons = PersonCollector(str(src), acc.user_column)
+        self.persons = PersonCollector(str(src), acc.user_column, src.stat().st_size)
 
     def plan(self) -> AccountedRun:
         """The plan on the persons of every row read (under ``refuse``, raises before anything is reserved)."""

@@ -53,14 +53,18 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable", "RowPersons", "id_book",
-           "person_table", "scan_persons"]
+__all__ = ["COMPILED_BYTES", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable",
+           "RowPersons", "id_book", "person_table", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
 
 #: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
 MAX_ID_BYTES = 256
+
+#: Inputs from this size on encode their ids with the compiled table (:class:`_HashBook`); below it,
+#: importing numba and loading the kernels costs more than the pyarrow dictionary's time.
+COMPILED_BYTES = 64 * 2**20
 
 #: Pending chunk dictionaries are merged into the global one when their bytes (ids and offsets)
 #: exceed the global one's and this floor (so that the first chunks do not merge one by one):
@@ -136,7 +140,7 @@ def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> 
     as_bin = _as_text(pa, pc, arr, where, "user", 0)
     lengths = np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
     _refuse_empty(lengths, where, "user", np.arange(1, len(arr) + 1, dtype=np.int64), "entry(s)")
-    book = id_book(pa, pc)
+    book = id_book(pa, pc, as_bin.nbytes)
     book.add(as_bin)
     table, codes = book.finish()
     total = np.zeros(len(table), dtype=np.int64)
@@ -297,9 +301,10 @@ class _HashBook:
         return ids, codes
 
 
-def id_book(pa: Any, pc: Any) -> Any:
-    """The table of distinct ids of a pass: compiled (:class:`_HashBook`) where numba is, else :class:`_Dictionary`."""
-    kernels = person_kernels(_KERNELS)
+def id_book(pa: Any, pc: Any, nbytes: int = COMPILED_BYTES) -> Any:
+    """The table of distinct ids of a pass over ``nbytes`` of input: compiled (:class:`_HashBook`) where numba
+    is and the input has at least :data:`COMPILED_BYTES`, else :class:`_Dictionary`."""
+    kernels = person_kernels(_KERNELS) if nbytes >= COMPILED_BYTES or _KERNELS not in (LAZY, None) else None
     return _Dictionary(pa, pc) if kernels is None else _HashBook(pa, pc, kernels)
 
 
@@ -354,11 +359,11 @@ class PersonCollector:
     :mod:`.accounted`): each chunk's user column is encoded as it goes by, with the checks
     and messages of :func:`scan_persons`; :meth:`finish` returns its :class:`RowPersons`."""
 
-    def __init__(self, where: str, user_column: str) -> None:
+    def __init__(self, where: str, user_column: str, nbytes: int = COMPILED_BYTES) -> None:
         self.pa = import_optional("pyarrow", extra="parquet")
         self.pc = import_optional("pyarrow.compute", extra="parquet")
         self.where, self.column = where, user_column
-        self.book = id_book(self.pa, self.pc)
+        self.book = id_book(self.pa, self.pc, nbytes)
         self.index: int | None = None
 
     def start(self, names: Sequence[str], *, parquet_type: Any = None) -> None:
@@ -407,7 +412,7 @@ def scan_persons(
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     where = str(src)
-    book = id_book(pa, pc)
+    book = id_book(pa, pc, src.stat().st_size)
     found: list[NDArray[np.intp]] = []
     unknown = UnknownValues()
     value_set = None if labels is None else pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
