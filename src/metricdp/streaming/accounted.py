@@ -1,7 +1,26 @@
-"""A streamed release accounted per person: first pass, plan, release pass, publish, commit.
+"""A streamed release accounted per person: one read (or first pass, plan, release pass), publish, commit.
 
 :func:`~metricdp.streaming.files.privatize_file` with ``accounting=`` runs the protocol
-of :mod:`metricdp.accounting.plan` over a file of any size:
+of :mod:`metricdp.accounting.plan` over a file of any size, in one of two ways.
+
+**One read** (:class:`OnePassRun`, every release but ``consistent``: a row's release does
+not depend on the plan):
+
+1. **release pass**: every row is read once, gets a fresh release and is written to the
+   temporary output; meanwhile each chunk's user column (already split) is encoded
+   (:class:`~metricdp.streaming.persons.PersonCollector`: a small integer code per row);
+2. **plan** on the codes (:func:`~metricdp.accounting.plan.plan_release`: cap, budget).
+   Under ``refuse`` a person over budget stops the run here: nothing reserved, the
+   temporary output removed, nothing published. Otherwise the spend is *reserved*;
+3. when the plan withholds rows (cap, ``drop``), the temporary output is emptied and the
+   rows are released again from the input without the withheld ones (the protocol
+   below, step 3); when it keeps every row, the output of step 1 is the release.
+
+:class:`OnePassRun` proves that the law of what is published is unchanged. Cost: one read
+of the file instead of two when nothing is withheld (the common case of a budget that
+fits), two when rows are withheld.
+
+**Two passes** (:class:`AccountedRun`, ``consistent``: the groups' releases come from the plan):
 
 1. **first pass** (:func:`~metricdp.streaming.persons.scan_persons`): only the user column
    (and, for consistent releases, the released column) is read; each row becomes a small
@@ -13,13 +32,15 @@ of :mod:`metricdp.accounting.plan` over a file of any size:
    group) and memoized under the reservation;
 3. **release pass**: every row is read again; a withheld row is not written at all, a
    kept row gets a fresh release (or its group's). No column is added: the output has
-   the input's columns, so no person id or true value leaves that did not leave before;
-4. **publish**: the input's size, times and inode are compared with the first pass's (a
-   file changed in between would break the link between plan and rows: refused),
-   :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
-   :meth:`~metricdp.accounting.plan.Plan.commit`. Any failure before ``publishing``
-   aborts the reservation; after it the spend stays (an interrupted publish counts as
-   spent, never the reverse: ``docs/proofs/composition.md``, Section 5).
+   the input's columns, so no person id or true value leaves that did not leave before.
+
+Then, either way, **publish**: the input's size, times and inode are compared with those
+before the first read (a file changed in between would break the link between plan and
+rows: refused), :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
+:meth:`~metricdp.accounting.plan.Plan.commit`. Any failure before ``publishing`` aborts the
+reservation; after it the spend stays (an interrupted publish counts as spent, never the
+reverse: ``docs/proofs/composition.md``, Section 5). A ``kill -9`` before the plan leaves
+nothing reserved and no file (the temporary output is unnamed or removed).
 
 Randomness: the cap's and the budget's choices of rows and every release come from the
 one source of the release (the OS secure source by default).

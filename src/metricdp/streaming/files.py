@@ -129,9 +129,11 @@ def privatize_file(
     (:func:`metricdp.tabular.columns.plan_columns`). ``max_record`` caps a CSV record's
     bytes (:func:`metricdp.tabular.csv.max_record_bytes`). See the module docstring for
     what is kept and how randomness is drawn. ``accounting`` makes it a release per
-    person (:mod:`metricdp.streaming.accounted`: a first pass over the user column,
-    withheld rows left out, the ledger reserved before and committed after the publish);
-    :attr:`ReleaseStats.accounting` is then its report.
+    person (:mod:`metricdp.streaming.accounted`: withheld rows left out, the ledger
+    reserved before and committed after the publish); :attr:`ReleaseStats.accounting` is
+    then its report. Such a release reads the file once, the plan coming after the
+    release pass, unless it is ``consistent`` or ``one_pass`` is False (a first pass over
+    the user column, then the plan, then the release: the same law of what is published).
 
     Raises
     ------
