@@ -173,6 +173,42 @@ def test_one_read_withholds_whole_records_under_cap_and_drop(mech, tmp_path: Pat
             assert rep.run.max == pytest.approx(0.5 * most)
 
 
+@pytest.mark.parametrize("how", ["copy", "unreadable", "one column"])
+def test_one_read_withheld_rows_by_copy_or_by_a_second_release(mech, tmp_path: Path, how: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSV output is filtered in place when it can be read back (blank lines, CRLF and no final break kept),
+    else released again; either way the same records leave, each whole."""
+    from metricdp.streaming import files
+
+    used: list[int] = []
+    real = files._withhold_csv
+    monkeypatch.setattr(files, "_withhold_csv", lambda *a: used.append(1) or real(*a))
+    if how == "unreadable":
+        monkeypatch.setattr(files, "_readable", lambda fh: False)
+    inp = tmp_path / "in.csv"
+    inp.write_bytes(b"user,city,t\r\nann,Paris,1\r\n\r\nann,Lyon,2\r\nbob,Nice,3\nann,Lille,4\r\n\nbob,Paris,5")
+    out = tmp_path / "o.csv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        stats = privatize_file(mech, inp, "city", out, rng=3, chunk_rows=2, chunk_bytes=16,
+                               keep=["user", "t"] if how != "one column" else [],
+                               drop=[] if how != "one column" else ["user", "t"],
+                               accounting=Accounting("user", max_rows_per_user=1))
+    assert used == ([1] if how == "copy" else [])
+    text = out.read_bytes()
+    assert stats.rows == 2 and stats.accounting is not None and stats.accounting.withheld_cap == 3
+    if how == "one column":
+        assert text.startswith(b"city\r\n") and len([x for x in text.splitlines()[1:] if x]) == 2
+        return
+    lines = text.split(b"\n")
+    assert lines[0] == b"user,city,t\r"
+    recs = [x.rstrip(b"\r").split(b",") for x in lines[1:] if x.strip(b"\r")]
+    assert sorted(r[0] for r in recs) == [b"ann", b"bob"] and all(r[1].decode() in LABELS for r in recs)
+    truth = {b"1": b"ann", b"2": b"ann", b"3": b"bob", b"4": b"ann", b"5": b"bob"}
+    assert all(truth[r[2]] == r[0] for r in recs)
+    assert b"\r\n\r\n" in text or b"\n\n" in text  # the blank lines between records stay
+
+
 @pytest.mark.usefixtures("books")
 def test_one_read_refuse_writes_and_spends_nothing(mech, tmp_path: Path) -> None:
     inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 1})
@@ -198,13 +234,14 @@ def test_one_read_with_a_ledger_commits_what_it_published(mech, tmp_path: Path) 
 @pytest.mark.usefixtures("books")
 def test_one_read_failure_after_the_plan_gives_the_budget_back(mech, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows withheld: the second release pass fails (the input changed, say): aborted, nothing written or spent."""
-    from metricdp.streaming.accounted import AccountedRun
+    """Rows withheld: removing them from the output fails (a full disk, the input changed for a second release
+    pass, ...): aborted, nothing written or spent."""
+    from metricdp.streaming import files
 
-    def broken(self: AccountedRun, start: int, idx: np.ndarray) -> None:
-        raise self._changed()
+    def broken(*_args: object) -> int:
+        raise ValidationError("in.csv: the file changed while it was being released")
 
-    monkeypatch.setattr(AccountedRun, "select", broken)
+    monkeypatch.setattr(files, "_withhold_csv", broken)
     inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 1})
     with Ledger(tmp_path / "l.db", budget=1.0) as book:
         with pytest.raises(ValidationError, match="changed while it was being released"):

@@ -12,13 +12,13 @@ not depend on the plan):
 2. **plan** on the codes (:func:`~metricdp.accounting.plan.plan_release`: cap, budget).
    Under ``refuse`` a person over budget stops the run here: nothing reserved, the
    temporary output removed, nothing published. Otherwise the spend is *reserved*;
-3. when the plan withholds rows (cap, ``drop``), the temporary output is emptied and the
-   rows are released again from the input without the withheld ones (the protocol
-   below, step 3); when it keeps every row, the output of step 1 is the release.
+3. when the plan withholds rows (cap, ``drop``), their records are removed from the
+   temporary output (CSV: a copy of the kept records; Parquet: the output emptied and the
+   kept rows released again from the input, as in step 3 below); when it keeps every
+   row, the output of step 1 is the release.
 
 :class:`OnePassRun` proves that the law of what is published is unchanged. Cost: one read
-of the file instead of two when nothing is withheld (the common case of a budget that
-fits), two when rows are withheld.
+of the file instead of two; a CSV with rows withheld adds a copy of the output.
 
 **Two passes** (:class:`AccountedRun`, ``consistent``: the groups' releases come from the plan):
 
@@ -220,19 +220,21 @@ class OnePassRun:
     encodes each chunk's user column; :meth:`plan` then plans on the codes (cap, budget,
     reservation) and returns the :class:`AccountedRun` that publishes. When the plan keeps
     every row, what was written is the release (``written_all``); when it withholds rows,
-    the caller empties its temporary output and releases again with
-    :meth:`AccountedRun.select`, so that the withheld rows' records are not there.
+    the caller removes the withheld records from its temporary output (a CSV: a copy of
+    the kept records, their releases unchanged) or empties it and releases again with
+    :meth:`AccountedRun.select` (Parquet, or an output it cannot read back).
 
-    Why the releases drawn before the plan are harmless: they are written only to the
-    unpublished temporary output (removed on any failure, freed by the kernel on
-    ``kill -9``); published are either exactly those releases (every row kept) or the
-    releases of the second pass (rows withheld), never a mix. The plan's random choices
-    (which rows the cap keeps, which groups ``drop`` withholds) use only the codes and
-    the source, never the releases: the releases are independent of the choice of rows,
-    so, given the published rows, each published release is a fresh draw of its row of
-    the mechanism, exactly as in the two-pass protocol, and the per-person spend (a
-    function of the published rows alone) is the same. The law of what is published is
-    unchanged. Under ``refuse`` a person over budget stops the run in :meth:`plan`:
+    Why the releases drawn before the plan are harmless, and the law of what is published
+    unchanged: the withheld rows' releases are written only to the unpublished temporary
+    output (removed on any failure, freed by the kernel on ``kill -9``) and removed from
+    it before the publish; they never leave. The plan's random choices (which rows the
+    cap keeps, which groups ``drop`` withholds) are made from the codes and the source
+    alone, never from the releases, and the releases were drawn row by row independently
+    of each other and of the persons: so the choice of published rows is independent of
+    the releases, and given the published rows, each published release is a fresh,
+    independent draw of its row of the mechanism -- the joint law of (rows published,
+    their releases) is the two-pass protocol's. The per-person spend, a function of the
+    published rows alone, is the same. Under ``refuse`` a person over budget stops the run in :meth:`plan`:
     nothing was reserved, the temporary output is removed, nothing is published.
     """
 
