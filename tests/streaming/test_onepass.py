@@ -268,3 +268,41 @@ def test_kill_9_during_the_one_read_spends_nothing(mech, tmp_path: Path) -> None
     assert not [x for x in tmp_path.iterdir() if x.name.startswith(".o.csv")]
     with Ledger(led) as book:
         assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+
+
+@needs_numba
+@pytest.mark.parametrize("chunk_rows", [1, 2, 100])
+def test_collector_reads_csv_fields_in_place_like_the_scan(tmp_path: Path, chunk_rows: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks without a quoted id are hashed where they lie, chunks with one go through the unquoting: same
+    persons and codes as the first pass of the two-pass release, with either table; an empty id is refused."""
+    from metricdp.streaming.persons import PersonCollector
+    from metricdp.tabular.csv import CsvReader
+
+    p = tmp_path / "in.csv"
+    p.write_bytes(b'user,city\nann,Paris\nbob,Lyon\n"ann",Lyon\n"a""b",Nice\n\xc3\xa9,Paris\nann,Nice\n'
+                  b"abcdefghij,Lyon\nabcdefghik,Lyon\nabcdefghij,Paris\n")
+
+    def collect() -> tuple[pa.Array, np.ndarray]:
+        col = PersonCollector(str(p), "user")
+        with p.open("rb") as fh:
+            reader = CsvReader(fh, str(p), chunk_rows=chunk_rows, chunk_bytes=64)
+            col.start(reader.header().names)
+            for chunk in reader.chunks(1):
+                col.add_csv(chunk)
+        got = col.finish()
+        return got.ids, got.codes
+
+    monkeypatch.setattr(persons, "_KERNELS", KERNELS)
+    ids, codes = collect()
+    ref = scan_persons(p, "csv", "user")
+    monkeypatch.setattr(persons, "_KERNELS", None)
+    ids2, codes2 = collect()
+    assert ids.equals(ref.ids) and ids.equals(ids2)
+    assert np.array_equal(codes, ref.codes) and np.array_equal(codes, codes2)
+    assert ref.persons[codes].tolist() == ["ann", "bob", "ann", 'a"b', "é", "ann", "abcdefghij", "abcdefghik",
+                                           "abcdefghij"]
+    p.write_bytes(b"user,city\nann,Paris\n,Lyon\n")
+    monkeypatch.setattr(persons, "_KERNELS", KERNELS)
+    with pytest.raises(ValidationError, match=r"empty in 1 row\(s\) \(first at line\(s\) 3\)"):
+        collect()

@@ -6,15 +6,16 @@ offset each), and each row gets the code of its id in order of first sight. The 
 pyarrow :class:`~metricdp.streaming.persons._Dictionary` computes the same thing and stays
 the reference the tests compare with.
 
-* :func:`encode` -- for each id of a chunk (Arrow ``binary`` buffers: data and int32
-  offsets): a 64-bit FNV-1a hash of its bytes (``&`` an injectable mask, so that tests can
-  force whole-hash collisions), linear probing of a power-of-two table of slots, and on
-  a slot whose stored hash equals the id's, an **exact** comparison of the lengths and the
-  bytes with the stored id. Two ids are one person only when their bytes are equal: a
+* :func:`encode` -- for each id of a chunk (its bytes ``data[starts[r]:ends[r]]``: Arrow
+  ``binary`` buffers, or a CSV chunk's unquoted fields where they lie): a 64-bit FNV-1a
+  hash of its bytes (``&`` an injectable mask, so that tests can force whole-hash
+  collisions), linear probing of a power-of-two table of slots, and on a slot whose
+  stored hash equals the id's, an **exact** comparison of the lengths and the bytes with
+  the stored id. Two ids are one person only when their bytes are equal: a
   collision of hashes (or of slots) never merges two persons, it only costs a comparison.
   A new id is appended to the store and its slot set; the caller guarantees the room
-  (the table at most half full after the chunk, the store large enough for the chunk's
-  bytes), so the kernel never allocates.
+  in the store (the chunk's bytes) and the kernel stops when the table would be more
+  than half full (the caller grows it and resumes), so the kernel never allocates.
 * :func:`rehash` -- the slots moved to a larger table by their stored hashes (ids never move).
 
 A slot holds the code and length of its id, its hash and its first 8 bytes (24 bytes in one
@@ -51,18 +52,21 @@ if njit is not None:  # pragma: no branch
         return w
 
     @njit(cache=True, nogil=True)
-    def encode(data: Any, offs: Any, slots: Any, store: Any, store_off: Any, n: int,
-               mask: np.uint64, codes: Any) -> int:  # pragma: no cover - compiled
-        """Codes of the chunk's ids into ``codes``; returns the new number of distinct ids.
+    def encode(data: Any, starts: Any, ends: Any, first: int, slots: Any, store: Any, store_off: Any, n: int,
+               limit: int, mask: np.uint64, codes: Any) -> tuple[int, int]:  # pragma: no cover - compiled
+        """Codes of the ids ``data[starts[r]:ends[r]]`` (rows ``first..``) into ``codes``.
+
+        Returns ``(n, r)``: the number of distinct ids and the first row not encoded, which
+        is the end unless a new id found ``n == limit`` (the table must grow first).
 
         A slot is three words: ``code * 512 + min(length, 511)`` (-1: empty), the hash, and
         the id's first 8 bytes; an id of at most 8 bytes is compared in the slot (length and
         word), a longer one byte by byte with the store.
         """
         cap = slots.shape[0] - 1
-        for r in range(offs.size - 1):
-            a = np.int64(offs[r])
-            b = np.int64(offs[r + 1])
+        for r in range(first, starts.size):
+            a = np.int64(starts[r])
+            b = np.int64(ends[r])
             length = b - a
             h = FNV_OFFSET
             for i in range(a, b):
@@ -75,6 +79,8 @@ if njit is not None:  # pragma: no branch
             while True:
                 head = slots[s, 0]
                 if head < 0:  # a new id: appended to the store, in order of first sight
+                    if n >= limit:
+                        return n, r
                     lo = store_off[n]
                     for i in range(length):
                         store[lo + i] = data[a + i]
@@ -101,7 +107,7 @@ if njit is not None:  # pragma: no branch
                         codes[r] = c
                         break
                 s = (s + 1) & cap
-        return n
+        return n, starts.size
 
     @njit(cache=True, nogil=True)
     def rehash(old: Any, slots: Any) -> None:  # pragma: no cover - compiled

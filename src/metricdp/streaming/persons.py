@@ -229,7 +229,7 @@ class _HashBook:
     seen, and a row's code is the rank of its id in bytewise order, whatever the hash
     (``mask`` narrows it for the tests: equal hashes only cost an exact comparison).
     Memory: the distinct ids' bytes, 8 bytes of offset each, a table of at most 4 slots of
-    24 bytes per id, and 4 bytes per row (the codes).
+    24 bytes per id (at least half of them empty), and 4 bytes per row (the codes).
     """
 
     def __init__(self, pa: Any, pc: Any, kernels: Any, *, mask: int = 2**64 - 1) -> None:
@@ -243,7 +243,7 @@ class _HashBook:
         self.codes: list[NDArray[np.signedinteger[Any]]] = []
 
     def _room(self, rows: int, nbytes: int) -> None:
-        """Grow the arrays so that ``rows`` new ids of ``nbytes`` in all fit (table at most half full)."""
+        """Grow the store so that ``rows`` new ids of ``nbytes`` in all fit."""
         need = self.n + rows
         if need + 1 > self.store_off.size:
             size = max(need + 1, 2 * self.store_off.size)
@@ -253,12 +253,11 @@ class _HashBook:
             store = np.zeros(max(used + nbytes, 2 * self.store.size), dtype=np.uint8)
             store[:used] = self.store[:used]
             self.store = store
-        if 2 * need > len(self.slots):
-            size = len(self.slots)
-            while 2 * need > size:
-                size *= 2
-            old, self.slots = self.slots, np.full((size, 3), -1, dtype=np.int64)
-            self.k["rehash"](old, self.slots)
+
+    def _grow(self) -> None:
+        """Twice the table's slots (the kernel stopped at half full)."""
+        old, self.slots = self.slots, np.full((2 * len(self.slots), 3), -1, dtype=np.int64)
+        self.k["rehash"](old, self.slots)
 
     def add(self, values: Any) -> None:
         pa = self.pa
@@ -268,10 +267,21 @@ class _HashBook:
         bufs = values.buffers()
         offs = np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + m + 1]
         data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and m else np.zeros(0, dtype=np.uint8)
-        self._room(m, int(offs[-1] - offs[0]) if m else 0)
+        self.add_spans(data, offs[:-1], offs[1:])
+
+    def add_spans(self, data: NDArray[np.uint8], starts: NDArray[Any], ends: NDArray[Any]) -> None:
+        """One chunk's ids, ``data[starts[r]:ends[r]]`` (a CSV chunk's unquoted fields, read in place)."""
+        m = int(starts.size)
+        self._room(m, int((ends - starts).sum()) if m else 0)
         codes = np.empty(m, dtype=np.int64)
-        self.n = int(self.k["encode"](data, offs, self.slots, self.store, self.store_off, self.n,
-                                      self.mask, codes))
+        r = 0
+        while True:
+            n, r = self.k["encode"](data, starts, ends, r, self.slots, self.store, self.store_off, self.n,
+                                   len(self.slots) // 2, self.mask, codes)
+            self.n = int(n)
+            if r >= m:
+                break
+            self._grow()
         self.codes.append(codes.astype(np.int32) if self.n < 2**31 else codes)
         self.rows += m
 
@@ -373,10 +383,16 @@ class PersonCollector:
             check_user_type(self.pa, parquet_type, self.where, self.column)
 
     def add_csv(self, chunk: Any) -> None:
-        recs = chunk.records
+        recs, buf = chunk.records, chunk.buf
         assert self.index is not None
         fs, fe = recs.field(self.index)
-        self.book.add(csv_ids(self.pa, self.pc, chunk.buf, fs, fe, chunk.first_line + recs.lines, self.where,
+        spans = getattr(self.book, "add_spans", None)
+        if spans is not None and (fs.size == 0 or not (buf[np.minimum(fs, len(buf) - 1)] == csvsplit.QUOTE).any()):
+            # no quoted id: the fields' bytes are the ids, hashed where they lie (no gather)
+            _refuse_empty(fe - fs, self.where, self.column, chunk.first_line + recs.lines, "line(s)")
+            spans(buf, fs, fe)
+            return
+        self.book.add(csv_ids(self.pa, self.pc, buf, fs, fe, chunk.first_line + recs.lines, self.where,
                               self.column))
 
     def add_parquet(self, batch: Any, seen: int) -> None:
