@@ -1,9 +1,11 @@
 """``python -m tests.cli._acct_worker ARGS``: ``metricdp ARGS`` in this process, killed (SIGKILL) at a chosen step.
 
 ``ACCT_KILL_AT`` names the step of an accounted release after which the process kills
-itself, as ``kill -9`` would: ``planned`` (budget reserved; with two passes nothing written, with
-one read the whole temporary output written), ``mid-write`` (part of the temporary output written), ``publishing`` (past the point of no return,
-before the atomic rename), ``renamed`` (the file is out, the run not yet committed).
+itself, as ``kill -9`` would: ``planned`` (budget reserved; with two passes nothing
+written, with one read the whole temporary output written), ``mid-write`` (part of the
+temporary output written; with one read, nothing reserved yet), ``publishing`` (past the
+point of no return, before the atomic rename), ``renamed`` (the file is out, the run not
+yet committed).
 Unset: the command runs to its end (the tests kill it at a random time instead).
 """
 
