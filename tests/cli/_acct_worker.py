@@ -1,9 +1,11 @@
 """``python -m tests.cli._acct_worker ARGS``: ``metricdp ARGS`` in this process, killed (SIGKILL) at a chosen step.
 
 ``ACCT_KILL_AT`` names the step of an accounted release after which the process kills
-itself, as ``kill -9`` would: ``planned`` (budget reserved, nothing written), ``mid-write``
-(part of the temporary output written), ``publishing`` (past the point of no return,
-before the atomic rename), ``renamed`` (the file is out, the run not yet committed).
+itself, as ``kill -9`` would: ``planned`` (budget reserved; with two passes nothing
+written, with one read the whole temporary output written), ``mid-write`` (part of the
+temporary output written; with one read, nothing reserved yet), ``publishing`` (past the
+point of no return, before the atomic rename), ``renamed`` (the file is out, the run not
+yet committed).
 Unset: the command runs to its end (the tests kill it at a random time instead).
 """
 
@@ -14,7 +16,8 @@ import signal
 import sys
 from typing import Any
 
-from metricdp.streaming.accounted import AccountedRun
+from metricdp.streaming.accounted import AccountedRun, OnePassRun
+from metricdp.streaming.persons import PersonCollector
 
 STEPS = ("planned", "mid-write", "publishing", "renamed")
 
@@ -54,8 +57,23 @@ if __name__ == "__main__":
             _die()
 
         AccountedRun.start = classmethod(start)  # type: ignore[assignment, method-assign]
+        plan = OnePassRun.plan  # one read: the plan (reservation) comes after the temporary output is written
+
+        def planned(self: Any) -> Any:
+            plan(self)
+            _die()
+
+        OnePassRun.plan = planned  # type: ignore[method-assign]
     elif step == "mid-write":
         _after("select", 2)
+        add_csv = PersonCollector.add_csv  # one read: the second chunk read, the first one written
+
+        def mid(self: Any, chunk: Any) -> Any:
+            if self.rows:
+                _die()
+            return add_csv(self, chunk)
+
+        PersonCollector.add_csv = mid  # type: ignore[method-assign]
     elif step == "publishing":
         _after("publishing")
     elif step == "renamed":

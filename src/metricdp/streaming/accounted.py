@@ -1,7 +1,26 @@
-"""A streamed release accounted per person: first pass, plan, release pass, publish, commit.
+"""A streamed release accounted per person: one read (or first pass, plan, release pass), publish, commit.
 
 :func:`~metricdp.streaming.files.privatize_file` with ``accounting=`` runs the protocol
-of :mod:`metricdp.accounting.plan` over a file of any size:
+of :mod:`metricdp.accounting.plan` over a file of any size, in one of two ways.
+
+**One read** (:class:`OnePassRun`, every release but ``consistent``: a row's release does
+not depend on the plan):
+
+1. **release pass**: every row is read once, gets a fresh release and is written to the
+   temporary output; meanwhile each chunk's user column (already split) is encoded
+   (:class:`~metricdp.streaming.persons.PersonCollector`: a small integer code per row);
+2. **plan** on the codes (:func:`~metricdp.accounting.plan.plan_release`: cap, budget).
+   Under ``refuse`` a person over budget stops the run here: nothing reserved, the
+   temporary output removed, nothing published. Otherwise the spend is *reserved*;
+3. when the plan withholds rows (cap, ``drop``), their records are removed from the
+   temporary output (CSV: a copy of the kept records; Parquet: the output emptied and the
+   kept rows released again from the input, as in step 3 below); when it keeps every
+   row, the output of step 1 is the release.
+
+:class:`OnePassRun` proves that the law of what is published is unchanged. Cost: one read
+of the file instead of two; a CSV with rows withheld adds a copy of the output.
+
+**Two passes** (:class:`AccountedRun`, ``consistent``: the groups' releases come from the plan):
 
 1. **first pass** (:func:`~metricdp.streaming.persons.scan_persons`): only the user column
    (and, for consistent releases, the released column) is read; each row becomes a small
@@ -13,13 +32,15 @@ of :mod:`metricdp.accounting.plan` over a file of any size:
    group) and memoized under the reservation;
 3. **release pass**: every row is read again; a withheld row is not written at all, a
    kept row gets a fresh release (or its group's). No column is added: the output has
-   the input's columns, so no person id or true value leaves that did not leave before;
-4. **publish**: the input's size, times and inode are compared with the first pass's (a
-   file changed in between would break the link between plan and rows: refused),
-   :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
-   :meth:`~metricdp.accounting.plan.Plan.commit`. Any failure before ``publishing``
-   aborts the reservation; after it the spend stays (an interrupted publish counts as
-   spent, never the reverse: ``docs/proofs/composition.md``, Section 5).
+   the input's columns, so no person id or true value leaves that did not leave before.
+
+Then, either way, **publish**: the input's size, times and inode are compared with those
+before the first read (a file changed in between would break the link between plan and
+rows: refused), :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
+:meth:`~metricdp.accounting.plan.Plan.commit`. Any failure before ``publishing`` aborts the
+reservation; after it the spend stays (an interrupted publish counts as spent, never the
+reverse: ``docs/proofs/composition.md``, Section 5). A ``kill -9`` before the plan leaves
+nothing reserved and no file (the temporary output is unnamed or removed).
 
 Randomness: the cap's and the budget's choices of rows and every release come from the
 one source of the release (the OS secure source by default).
@@ -43,9 +64,9 @@ from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..tabular.header import table_header
 from ..units import space_unit
-from .persons import scan_persons
+from .persons import PersonCollector, scan_persons
 
-__all__ = ["AccountedRun", "Accounting", "AccountingReport"]
+__all__ = ["AccountedRun", "Accounting", "AccountingReport", "OnePassRun"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +114,16 @@ class AccountingReport:
                 "ledger_run": self.run_id, **self.extra}
 
 
+def _check_columns(src: Path, column: str, acc: Accounting) -> None:
+    header = table_header(src, [column])
+    if acc.user_column == column:
+        raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "
+                              "that says who each row belongs to")
+    if acc.user_column not in header:
+        shown = ", ".join(repr(h) for h in header[:20])
+        raise ValidationError(f"{src}: no user column {acc.user_column!r} (columns: {shown})")
+
+
 def _identity(path: Path) -> tuple[int, ...]:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -110,18 +141,17 @@ class AccountedRun:
         self.seen = 0
         self.published = False
 
+    @property
+    def written_all(self) -> bool:
+        """Every row is released (nothing withheld by the cap or the budget)."""
+        return self.plan.withheld_cap + self.plan.withheld_budget == 0
+
     @classmethod
     def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
               *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
               progress: Any = None) -> AccountedRun:
         """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
-        header = table_header(src, [column])
-        if acc.user_column == column:
-            raise ValidationError(f"{src}: the user column {column!r} is the released column; name the column "
-                                  "that says who each row belongs to")
-        if acc.user_column not in header:
-            shown = ", ".join(repr(h) for h in header[:20])
-            raise ValidationError(f"{src}: no user column {acc.user_column!r} (columns: {shown})")
+        _check_columns(src, column, acc)
         identity = _identity(src)
         labels = list(mechanism.labels)
         scan = scan_persons(src, fmt, acc.user_column, value_column=column if acc.consistent else None,
@@ -181,3 +211,54 @@ class AccountedRun:
                                 p.persons_over, p.fresh_count, p.run, p.total,
                                 None if p.reservation is None else p.reservation.run_id,
                                 {"memo_hits": int(p.memo_hit.sum())} if self.group_release is not None else {})
+
+
+class OnePassRun:
+    """An accounted release whose releases do not depend on the plan (not ``consistent``): one read.
+
+    The release pass draws and writes a release for *every* row while :attr:`persons`
+    encodes each chunk's user column; :meth:`plan` then plans on the codes (cap, budget,
+    reservation) and returns the :class:`AccountedRun` that publishes. When the plan keeps
+    every row, what was written is the release (``written_all``); when it withholds rows,
+    the caller removes the withheld records from its temporary output (a CSV: a copy of
+    the kept records, their releases unchanged) or empties it and releases again with
+    :meth:`AccountedRun.select` (Parquet, or an output it cannot read back).
+
+    Why the releases drawn before the plan are harmless, and the law of what is published
+    unchanged: the withheld rows' releases are written only to the unpublished temporary
+    output (removed on any failure, freed by the kernel on ``kill -9``) and removed from
+    it before the publish; they never leave. The plan's random choices (which rows the
+    cap keeps, which groups ``drop`` withholds) are made from the codes and the source
+    alone, never from the releases, and the releases were drawn row by row independently
+    of each other and of the persons: so the choice of published rows is independent of
+    the releases, and given the published rows, each published release is a fresh,
+    independent draw of its row of the mechanism -- the joint law of (rows published,
+    their releases) is the two-pass protocol's. The per-person spend, a function of the
+    published rows alone, is the same. Under ``refuse`` a person over budget stops the run in :meth:`plan`:
+    nothing was reserved, the temporary output is removed, nothing is published.
+    """
+
+    def __init__(self, mechanism: Any, src: Path, column: str, acc: Accounting, release: Any, source: Any) -> None:
+        if acc.consistent:
+            raise ValidationError("consistent releases need the plan before the release (two passes)")
+        _check_columns(src, column, acc)
+        self.mechanism, self.src, self.acc, self.release, self.source = mechanism, src, acc, release, source
+        self.identity = _identity(src)
+        self.persons = PersonCollector(str(src), acc.user_column, src.stat().st_size)
+
+    def plan(self) -> AccountedRun:
+        """The plan on the persons of every row read (under ``refuse``, raises before anything is reserved)."""
+        scan = self.persons.finish()
+        acc, mechanism = self.acc, self.mechanism
+        plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
+                            max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=False,
+                            rng=self.source, run_id=acc.run_id, mechanism=acc.mechanism, persons=scan.ids,
+                            unit=space_unit(mechanism.space, mechanism.metadata))
+        try:
+            run = AccountedRun(self.src, plan, len(scan.ids), None, None, self.release, self.identity)
+            if run.written_all:
+                run.seen = run.rows  # every row read was written with a fresh release
+        except BaseException:
+            plan.abort()
+            raise
+        return run

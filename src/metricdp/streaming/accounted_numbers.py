@@ -32,7 +32,7 @@ from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
-from .persons import SCAN_BYTES, _as_text, _Dictionary, _refuse_empty
+from .persons import SCAN_BYTES, _as_text, _refuse_empty, id_book
 
 __all__ = ["scan_numbers", "start_numbers"]
 
@@ -59,7 +59,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     where = str(src)
-    book = _Dictionary(pa, pc)
+    book = id_book(pa, pc, src.stat().st_size)  # the compiled id table for large inputs
     found: list[NDArray[np.intp]] = []
     bad_rows = BadNumbers()
     seen = 0

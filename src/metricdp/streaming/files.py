@@ -40,13 +40,14 @@ distribution: every row gets an independent release from its row of the mechanis
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,12 +58,13 @@ from .._random import check_rng, warn_unless_secure
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
-from .accounted import Accounting, AccountingReport
+from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
+from .persons import PersonCollector
 
 #: ``select(first_row, label_indices) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
 #: written and with which output index (``keep=None``: every row).
@@ -117,6 +119,7 @@ def privatize_file(
     drop: Sequence[str] = (),
     max_record: int | None = None,
     accounting: Accounting | None = None,
+    one_pass: bool = True,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out``.
 
@@ -127,9 +130,11 @@ def privatize_file(
     (:func:`metricdp.tabular.columns.plan_columns`). ``max_record`` caps a CSV record's
     bytes (:func:`metricdp.tabular.csv.max_record_bytes`). See the module docstring for
     what is kept and how randomness is drawn. ``accounting`` makes it a release per
-    person (:mod:`metricdp.streaming.accounted`: a first pass over the user column,
-    withheld rows left out, the ledger reserved before and committed after the publish);
-    :attr:`ReleaseStats.accounting` is then its report.
+    person (:mod:`metricdp.streaming.accounted`: withheld rows left out, the ledger
+    reserved before and committed after the publish); :attr:`ReleaseStats.accounting` is
+    then its report. Such a release reads the file once, the plan coming after the
+    release pass, unless it is ``consistent`` or ``one_pass`` is False (a first pass over
+    the user column, then the plan, then the release: the same law of what is published).
 
     Raises
     ------
@@ -163,26 +168,39 @@ def privatize_file(
     def every_row(_start: int, indices: NDArray[np.intp]) -> tuple[None, NDArray[np.intp]]:
         return None, release(indices)
 
-    run = None
-    if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
-        from .accounted import AccountedRun
-
+    run: AccountedRun | None = None
+    one: OnePassRun | None = None
+    if accounting is not None and (accounting.consistent or not one_pass):
+        # the first pass and the plan: budget reserved, nothing drawn for the file yet
         run = AccountedRun.start(mechanism, src, fmt, column, accounting, release, source,
                                  chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
                                  progress=progress)
-    select: Select = every_row if run is None else run.select
+    elif accounting is not None:  # one read: the release pass collects the persons, the plan comes after it
+        one = OnePassRun(mechanism, src, column, accounting, release, source)
 
     def tick(rows: int) -> None:
         dt = time.perf_counter() - t0
         report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
 
+    def release_pass(fh: IO[bytes], select: Select, persons: PersonCollector | None) -> int:
+        if fmt == "csv":
+            return _privatize_csv(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, chunk_bytes,
+                                  max_record, persons)
+        return _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, persons)
+
     try:
         with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-            if fmt == "csv":
-                rows = _privatize_csv(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, chunk_bytes,
-                                      max_record)
-            else:
-                rows = _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows)
+            rows = release_pass(fh, every_row if run is None else run.select, None if one is None else one.persons)
+            if one is not None:
+                run = one.plan()  # reserved from here (under refuse, an over-budget person raised: nothing reserved)
+                if not run.written_all and fmt == "csv" and len(plan[0].written) >= 2 and _readable(fh):
+                    rows = _withhold_csv(fh, run.plan.keep, str(src), _record_cap(mechanism, max_record))
+                    run.seen = run.rows  # the kept records keep their releases (OnePassRun's docstring)
+                elif not run.written_all:  # rows withheld: released again, without them (OnePassRun's docstring)
+                    fh.seek(0)
+                    fh.truncate()
+                    plan.clear()
+                    rows = release_pass(fh, run.select, None)
             if run is not None:
                 run.publishing()  # checks the input is unchanged; from here on the spend stays
     except BaseException:
@@ -206,7 +224,7 @@ def _label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.i
 
 def _privatize_csv(
     mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any,
-    chunk_rows: int, chunk_bytes: int, max_record: int | None,
+    chunk_rows: int, chunk_bytes: int, max_record: int | None, persons: PersonCollector | None = None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -226,8 +244,12 @@ def _privatize_csv(
         plan: ColumnPlan = make_plan(header.names)
         col, dropped = plan.index(column), plan.dropped_indices
         fh.write(csvsplit.header_bytes(header, dropped))
+        if persons is not None:
+            persons.start(header.names)
         for chunk in reader.chunks(col):
             recs, buf = chunk.records, chunk.buf
+            if persons is not None:
+                persons.add_csv(chunk)
             idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
             bad = np.flatnonzero(idx < 0)
             if len(bad):
@@ -255,6 +277,79 @@ def _privatize_csv(
     return rows
 
 
+def _readable(fh: IO[bytes]) -> bool:
+    """The temporary output can be read back through its descriptor (Linux's unnamed file is opened read-write)."""
+    try:
+        import fcntl  # POSIX only
+
+        return (fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_ACCMODE) == os.O_RDWR
+    except (ImportError, OSError, ValueError, AttributeError):  # pragma: no cover - other platforms
+        return False
+
+
+def _record_cap(mechanism: Any, max_record: int | None) -> int:
+    """The longest record of the output: the input's cap plus the longest released field (quoted)."""
+    outs = list(getattr(mechanism, "output_labels", mechanism.labels))
+    return max_record_bytes(max_record) + max((len(csvsplit.encode_field(str(x), quoted=True)) for x in outs),
+                                              default=0)
+
+
+class _PRead:
+    """A read-only view of a descriptor from offset 0 (``pread``: the writer's position is not touched)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.pos = fd, 0
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            n = max(os.fstat(self.fd).st_size - self.pos, 0)
+        data = os.pread(self.fd, n, self.pos)
+        self.pos += len(data)
+        return data
+
+
+def _withhold_csv(fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int:
+    """Remove the records not ``keep`` from the CSV just written to ``fh``, in place; returns the rows kept.
+
+    The one-read release wrote every input record to ``fh`` (same records, same order; at
+    least two columns, so no record is empty and record ``i`` of the output is row ``i``).
+    The output is read back by the one record definition and written again from its
+    start without the withheld records (each goes whole, line break included, as in the
+    two-pass release): what is written never passes what was read (the kept bytes of a
+    chunk are written after the chunk is read), so no unread byte is overwritten; the
+    file is then cut at its new end. A copy, not a parse of the released column nor a
+    release: far cheaper than a second release pass.
+    """
+    fh.flush()
+    fd = fh.fileno()
+    reader = CsvReader(cast(IO[bytes], _PRead(fd)), where, chunk_rows=DEFAULT_CHUNK_ROWS,
+                       chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=cap)
+    reader.header()
+    fh.seek(0)
+    none, no_rows = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+    table, table_off = np.zeros(0, dtype=np.uint8), np.zeros(2, dtype=np.int64)  # entry 0: nothing
+    seen = 0
+    first = True
+    for chunk in reader.chunks(0):
+        recs = chunk.records
+        if first:  # the header's bytes, as written
+            fh.write(os.pread(fd, chunk.offset, 0))
+            first = False
+        n = len(recs.starts)
+        if seen + n > keep.size:
+            break
+        starts, stops, _row, _kind = csvsplit.without_records(chunk.buf, recs, ~keep[seen : seen + n], none, none,
+                                                              no_rows, no_rows)
+        csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off,
+                           np.zeros(len(starts), dtype=np.intp))
+        seen += n
+    if seen != keep.size:  # pragma: no cover - the output's records are the input's (docstring)
+        raise ValidationError(f"{where}: the output of the release has {seen:,} records, not {keep.size:,}; "
+                              "nothing written, nothing spent")
+    fh.truncate()
+    return int(keep.sum())
+
+
 def _field_text(pending: bytes, a: int, b: int) -> str:
     raw = pending[a:b]
     if raw[:1] == b'"':
@@ -264,7 +359,8 @@ def _field_text(pending: bytes, a: int, b: int) -> str:
 
 # -------------------------------------------------------------------------------- Parquet
 def _privatize_parquet(
-    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any, chunk_rows: int
+    mechanism: Any, src: Path, column: str, fh: IO[bytes], select: Select, tick: Any, make_plan: Any, chunk_rows: int,
+    persons: PersonCollector | None = None,
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
@@ -288,9 +384,13 @@ def _privatize_parquet(
     compression = input_compression(pf.metadata)
     unknown = UnknownValues()
     rows = seen = 0
+    if persons is not None:
+        persons.start(schema.names, parquet_type=schema.field(persons.column).type)
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows):
+            if persons is not None:
+                persons.add_parquet(batch, seen)
             idx, as_text = parquet_label_indices(pa, pc, batch.column(j), labels)
             bad = np.flatnonzero(idx < 0)
             if len(bad):

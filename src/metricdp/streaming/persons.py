@@ -47,18 +47,24 @@ from numpy.typing import ArrayLike, NDArray
 from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
+from ..mechanisms._kernel_loader import LAZY
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonTable", "RowPersons", "person_table", "scan_persons"]
+__all__ = ["COMPILED_BYTES", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable",
+           "RowPersons", "id_book", "person_table", "scan_persons"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
 
 #: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
 MAX_ID_BYTES = 256
+
+#: Inputs from this size on encode their ids with the compiled table (:class:`_HashBook`); below it,
+#: importing numba and loading the kernels costs more than the pyarrow dictionary's time.
+COMPILED_BYTES = 64 * 2**20
 
 #: Pending chunk dictionaries are merged into the global one when their bytes (ids and offsets)
 #: exceed the global one's and this floor (so that the first chunks do not merge one by one):
@@ -134,7 +140,7 @@ def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> 
     as_bin = _as_text(pa, pc, arr, where, "user", 0)
     lengths = np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
     _refuse_empty(lengths, where, "user", np.arange(1, len(arr) + 1, dtype=np.int64), "entry(s)")
-    book = _Dictionary(pa, pc)
+    book = id_book(pa, pc, as_bin.nbytes)
     book.add(as_bin)
     table, codes = book.finish()
     total = np.zeros(len(table), dtype=np.int64)
@@ -203,6 +209,115 @@ class _Dictionary:
         return ids, codes
 
 
+_KERNELS: Any = LAZY  # the compiled table of :mod:`._person_kernels` (None: the pyarrow dictionary)
+
+
+def person_kernels(current: Any = LAZY) -> Any:
+    """The compiled id table's kernels (None without numba), or ``current`` when a test set it."""
+    if current is not LAZY:
+        return current
+    from ._person_kernels import KERNELS
+
+    return KERNELS
+
+
+class _HashBook:
+    """Distinct ids of all chunks in ONE compiled hash table (:mod:`._person_kernels`).
+
+    Same interface and same result as :class:`_Dictionary` (``add`` a chunk's ids, ``finish``
+    the sorted ids and every row's code): the ids are exactly the distinct byte strings
+    seen, and a row's code is the rank of its id in bytewise order, whatever the hash
+    (``mask`` narrows it for the tests: equal hashes only cost an exact comparison).
+    Memory: the distinct ids' bytes, 8 bytes of offset each, a table of at most 4 slots of
+    24 bytes per id (at least half of them empty), and 4 bytes per row (the codes).
+    """
+
+    def __init__(self, pa: Any, pc: Any, kernels: Any, *, mask: int = 2**64 - 1) -> None:
+        self.pa, self.pc, self.k = pa, pc, kernels
+        self.mask = np.uint64(mask)
+        self.slots = np.full((1024, 3), -1, dtype=np.int64)
+        self.store = np.zeros(4096, dtype=np.uint8)
+        self.store_off = np.zeros(513, dtype=np.int64)
+        self.n = 0
+        self.rows = 0
+        self.codes: list[NDArray[np.signedinteger[Any]]] = []
+
+    def _room(self, rows: int, nbytes: int) -> None:
+        """Grow the store so that ``rows`` new ids of ``nbytes`` in all fit."""
+        need = self.n + rows
+        if need + 1 > self.store_off.size:
+            size = max(need + 1, 2 * self.store_off.size)
+            self.store_off = np.concatenate([self.store_off, np.zeros(size - self.store_off.size, dtype=np.int64)])
+        used = int(self.store_off[self.n])
+        if used + nbytes > self.store.size:
+            store = np.zeros(max(used + nbytes, 2 * self.store.size), dtype=np.uint8)
+            store[:used] = self.store[:used]
+            self.store = store
+
+    def _grow(self) -> None:
+        """Twice the table's slots (the kernel stopped at half full)."""
+        old, self.slots = self.slots, np.full((2 * len(self.slots), 3), -1, dtype=np.int64)
+        self.k["rehash"](old, self.slots)
+
+    def add(self, values: Any) -> None:
+        pa = self.pa
+        if values.type != pa.binary():
+            values = values.cast(pa.binary())
+        m = len(values)
+        bufs = values.buffers()
+        offs = np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + m + 1]
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and m else np.zeros(0, dtype=np.uint8)
+        self.add_spans(data, offs[:-1], offs[1:])
+
+    def add_spans(self, data: NDArray[np.uint8], starts: NDArray[Any], ends: NDArray[Any]) -> None:
+        """One chunk's ids, ``data[starts[r]:ends[r]]`` (a CSV chunk's unquoted fields, read in place)."""
+        m = int(starts.size)
+        self._room(m, int((ends - starts).sum()) if m else 0)
+        codes = np.empty(m, dtype=np.int64)
+        r = 0
+        while True:
+            n, r = self.k["encode"](data, starts, ends, r, self.slots, self.store, self.store_off, self.n,
+                                   len(self.slots) // 2, self.mask, codes)
+            self.n = int(n)
+            if r >= m:
+                break
+            self._grow()
+        self.codes.append(codes.astype(np.int32) if self.n < 2**31 else codes)
+        self.rows += m
+
+    def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
+        """``(ids, codes)`` exactly as :meth:`_Dictionary.finish` returns them."""
+        pa, pc = self.pa, self.pc
+        n = self.n
+        end = int(self.store_off[n])
+        kind = pa.binary() if end < 2**31 else pa.large_binary()
+        offs = self.store_off[: n + 1].astype(np.int32 if end < 2**31 else np.int64)
+        seen = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offs), pa.py_buffer(self.store[:end].copy())])
+        self.store, self.slots = self.store[:0], self.slots[:0]  # the table's memory goes before the codes'
+        dtype = np.int64 if n >= 2**31 else np.int32
+        order = np.asarray(pc.sort_indices(seen).to_numpy(zero_copy_only=False), dtype=np.int64)
+        rank = np.empty(n, dtype=dtype)
+        rank[order] = np.arange(n, dtype=dtype)
+        ids = seen.take(pa.array(order)) if n else seen
+        if kind != pa.binary():  # pragma: no cover - over 2 GiB of distinct ids
+            ids = ids.cast(pa.binary())
+        codes: NDArray[np.signedinteger[Any]] = np.empty(self.rows, dtype=dtype)
+        at = 0
+        for i, c in enumerate(self.codes):
+            np.take(rank, c, out=codes[at : at + c.size])
+            at += c.size
+            self.codes[i] = c[:0]
+        self.codes = []
+        return ids, codes
+
+
+def id_book(pa: Any, pc: Any, nbytes: int = COMPILED_BYTES) -> Any:
+    """The table of distinct ids of a pass over ``nbytes`` of input: compiled (:class:`_HashBook`) where numba
+    is and the input has at least :data:`COMPILED_BYTES`, else :class:`_Dictionary`."""
+    kernels = person_kernels(_KERNELS) if nbytes >= COMPILED_BYTES or _KERNELS not in (LAZY, None) else None
+    return _Dictionary(pa, pc) if kernels is None else _HashBook(pa, pc, kernels)
+
+
 def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: NDArray[np.int64], unit: str) -> None:
     bad = np.flatnonzero(lengths == 0)
     if bad.size:
@@ -214,6 +329,83 @@ def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: N
         raise ValidationError(f"{where}: user column {column!r} holds an id of {int(lengths[long[0]]):,} bytes at "
                               f"{unit[:-3]} {int(places[long[0]])} ({long.size:,} row(s) over {MAX_ID_BYTES} bytes): "
                               "a person id is a name, a number or a hash, not a document")
+
+
+def csv_ids(pa: Any, pc: Any, buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64],
+            lines: NDArray[np.int64], where: str, column: str) -> Any:
+    """A CSV chunk's ids (fields ``fs``/``fe`` of ``buf``, unquoted) as Arrow ``binary``, checked (empty, long)."""
+    data, offs, quoted, raw_quoted = csvsplit.field_values(buf, fs, fe)
+    values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+    if quoted.any():
+        values = pc.replace_with_mask(values, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
+    lengths = (np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)) if quoted.any()
+               else np.diff(offs))
+    _refuse_empty(lengths, where, column, lines, "line(s)")
+    return values
+
+
+def check_user_type(pa: Any, utype: Any, where: str, column: str) -> None:
+    """A Parquet user column must be integers or text (binary and dictionaries are checked per batch)."""
+    if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
+            or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
+        raise ValidationError(f"{where}: user column {column!r} has type {utype}: person ids must be "
+                              "integers or text")
+
+
+def parquet_ids(pa: Any, pc: Any, ids: Any, seen: int, where: str, column: str) -> Any:
+    """A Parquet batch's ids (rows ``seen+1..``) as UTF-8 ``binary``, checked (null, empty, long, UTF-8, NUL)."""
+    rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
+    if ids.null_count:
+        _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
+                      column, rows, "row(s)")
+    as_bin = _as_text(pa, pc, ids, where, column, seen)
+    _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, column,
+                  rows, "row(s)")
+    return as_bin
+
+
+class PersonCollector:
+    """The persons of a release pass that reads every row anyway (the one-pass protocol of
+    :mod:`.accounted`): each chunk's user column is encoded as it goes by, with the checks
+    and messages of :func:`scan_persons`; :meth:`finish` returns its :class:`RowPersons`."""
+
+    def __init__(self, where: str, user_column: str, nbytes: int = COMPILED_BYTES) -> None:
+        self.pa = import_optional("pyarrow", extra="parquet")
+        self.pc = import_optional("pyarrow.compute", extra="parquet")
+        self.where, self.column = where, user_column
+        self.book = id_book(self.pa, self.pc, nbytes)
+        self.index: int | None = None
+
+    def start(self, names: Sequence[str], *, parquet_type: Any = None) -> None:
+        """The header (or schema names): where the user column is; a Parquet column's type is checked."""
+        self.index = list(names).index(self.column)
+        if parquet_type is not None:
+            check_user_type(self.pa, parquet_type, self.where, self.column)
+
+    def add_csv(self, chunk: Any) -> None:
+        recs, buf = chunk.records, chunk.buf
+        assert self.index is not None
+        fs, fe = recs.field(self.index)
+        spans = getattr(self.book, "add_spans", None)
+        if spans is not None and (fs.size == 0 or not (buf[np.minimum(fs, len(buf) - 1)] == csvsplit.QUOTE).any()):
+            # no quoted id: the fields' bytes are the ids, hashed where they lie (no gather)
+            _refuse_empty(fe - fs, self.where, self.column, chunk.first_line + recs.lines, "line(s)")
+            spans(buf, fs, fe)
+            return
+        self.book.add(csv_ids(self.pa, self.pc, buf, fs, fe, chunk.first_line + recs.lines, self.where,
+                              self.column))
+
+    def add_parquet(self, batch: Any, seen: int) -> None:
+        assert self.index is not None
+        self.book.add(parquet_ids(self.pa, self.pc, batch.column(self.index), seen, self.where, self.column))
+
+    @property
+    def rows(self) -> int:
+        return int(self.book.rows)
+
+    def finish(self) -> RowPersons:
+        ids, codes = self.book.finish()
+        return RowPersons(ids, codes, None)
 
 
 def scan_persons(
@@ -236,7 +428,7 @@ def scan_persons(
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
     where = str(src)
-    book = _Dictionary(pa, pc)
+    book = id_book(pa, pc, src.stat().st_size)
     found: list[NDArray[np.intp]] = []
     unknown = UnknownValues()
     value_set = None if labels is None else pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
@@ -250,15 +442,8 @@ def scan_persons(
             vcol = None if value_column is None else names.index(value_column)
             for chunk in reader.chunks(ucol):
                 recs, buf = chunk.records, chunk.buf
-                data, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-                values = pa.Array.from_buffers(pa.binary(), len(offs) - 1,
-                                               [None, pa.py_buffer(offs), pa.py_buffer(data)])
-                if quoted.any():
-                    values = pc.replace_with_mask(values, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
                 lines = chunk.first_line + recs.lines
-                _refuse_empty(np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)), where,
-                              user_column, lines, "line(s)")
-                book.add(values)
+                book.add(csv_ids(pa, pc, buf, recs.fs, recs.fe, lines, where, user_column))
                 done = book.rows
                 report(progress, done, None, f"first pass (who each row belongs to): {done:,} rows")
                 if vcol is not None and value_set is not None:
@@ -271,22 +456,12 @@ def scan_persons(
         pf = open_parquet(src)
         names = list(pf.schema_arrow.names)
         wanted = [user_column] + ([] if value_column is None else [value_column])
-        utype = pf.schema_arrow.field(user_column).type
-        if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
-                or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
-            raise ValidationError(f"{where}: user column {user_column!r} has type {utype}: person ids must be "
-                                  "integers or text")
+        check_user_type(pa, pf.schema_arrow.field(user_column).type, where, user_column)
         seen = 0
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=wanted):
             ids = batch.column(0)
             rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
-            if ids.null_count:
-                _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
-                              user_column, rows, "row(s)")
-            as_bin = _as_text(pa, pc, ids, where, user_column, seen)
-            _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, user_column,
-                          rows, "row(s)")
-            book.add(as_bin)
+            book.add(parquet_ids(pa, pc, ids, seen, where, user_column))
             report(progress, seen + len(ids), None, f"first pass (who each row belongs to): {seen + len(ids):,} rows")
             if value_column is not None and value_set is not None:
                 col = batch.column(1)
