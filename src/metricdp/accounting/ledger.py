@@ -180,7 +180,7 @@ class Ledger:
 
     def _open(self, budget: float | None, create: bool) -> None:
         with self._db.write() if create else self._db.read() as tx:  # reading takes no write lock
-            ensure_schema(tx, self._db.blob)
+            ensure_schema(tx, self._db.blob, self._db.keyed)
             meta = dict(tx.q("SELECT k, v FROM meta"))
             if meta.get("version") != SCHEMA_VERSION:
                 raise ValidationError(f"ledger {self.name} has schema version {meta.get('version')!r}, "
@@ -284,11 +284,9 @@ class Ledger:
     def _totals(self, tx: Tx, hashes: bytes, units: NDArray[np.int64] | None = None) -> NDArray[np.int64]:
         """Each person's total; leaves ``demand`` holding (i, hash, ``units[i]``) for set-based updates."""
         tx.fill(hashes, HASH_BYTES, units)
-        rows = tx.q("SELECT d.i, p.total FROM demand d JOIN persons p ON p.ph = d.ph")
+        at, known = tx.pairs("SELECT d.i AS i, p.total AS v FROM demand d JOIN persons p ON p.ph = d.ph")
         totals = np.zeros(len(hashes) // HASH_BYTES, dtype=np.int64)
-        if rows:
-            arr = np.array(rows, dtype=np.int64)
-            totals[arr[:, 0]] = arr[:, 1]
+        totals[at] = known
         return totals
 
     def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
