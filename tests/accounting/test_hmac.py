@@ -84,7 +84,12 @@ def test_list_and_default_dispatch_agree(monkeypatch: pytest.MonkeyPatch) -> Non
     expect = [hmac.digest(key, m, "sha256") for m in msgs]
     assert _hmac.hmac_list(key, msgs) == expect  # below KERNEL_MIN: OpenSSL
     monkeypatch.setattr(_hmac, "KERNEL_MIN", 10)
+    monkeypatch.setattr(_hmac, "KERNEL_MIN_LOADED", 10)
+    calls: list[int] = []
+    real = _hmac.kernel()
+    monkeypatch.setattr(_hmac, "kernel", lambda: calls.append(1) or real)
     assert _hmac.hmac_list(key, msgs) == expect  # above it: the kernel
+    assert calls
     assert _hmac.hmac_list(key, []) == []
     with pytest.raises(ValueError, match="keep"):
         _hmac.hmac_many(key, b"", [0, 0], 33)

@@ -30,12 +30,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import sys
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["KERNEL_MIN", "hmac_framed", "hmac_many", "kernel"]
+__all__ = ["KERNEL_MIN", "KERNEL_MIN_LOADED", "hmac_framed", "hmac_list", "hmac_many", "kernel"]
 
 try:  # OpenSSL's one-shot HMAC, which hmac.digest calls after a Python-level dispatch
     import _hashlib
@@ -45,8 +46,11 @@ except ImportError:  # pragma: no cover
 hmac_one: Any = getattr(_hashlib, "hmac_digest", None) or hmac.digest
 
 #: Batches of at least this many messages go to the compiled kernel (when numba is installed):
-#: below it, importing numba and loading the cached kernel costs more than it saves.
-KERNEL_MIN = 20_000
+#: below it, importing numba (about 0.5 s) and loading the cached kernel costs more than the
+#: kernel saves (about 2.5 us per message); once numba is imported (by another compiled kernel
+#: of the run), only loading the cached kernel is left and :data:`KERNEL_MIN_LOADED` applies.
+KERNEL_MIN = 200_000
+KERNEL_MIN_LOADED = 50_000
 #: Messages cut at a time by the OpenSSL fallback (bounds its padded block: 64k x the longest message).
 _BLOCK = 65_536
 
@@ -64,6 +68,11 @@ def kernel() -> Any:
         else:
             _KERNELS = _hmac_kernels if _hmac_kernels.hmac_batch is not None else False
     return _KERNELS or None
+
+
+def _large(n: int) -> bool:
+    """Whether a batch of ``n`` messages repays the kernel (see :data:`KERNEL_MIN`)."""
+    return n >= (KERNEL_MIN_LOADED if "numba" in sys.modules else KERNEL_MIN)
 
 
 def midstates(key: bytes) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
@@ -110,7 +119,7 @@ def hmac_framed(key: bytes, prefix: bytes, data: NDArray[np.uint8], offs: NDArra
 
     ``data``/``offs``: the items' bytes and ``n + 1`` offsets into them (an Arrow binary
     array's buffers). ``compiled``: force (True) or forbid (False) the kernel; by default it
-    runs for batches of at least :data:`KERNEL_MIN` when numba is installed.
+    runs for large batches (:data:`KERNEL_MIN`) when numba is installed.
     """
     if not 1 <= keep <= 32:
         raise ValueError("keep must be 1..32 bytes")
@@ -118,7 +127,7 @@ def hmac_framed(key: bytes, prefix: bytes, data: NDArray[np.uint8], offs: NDArra
     n = offs.size - 1
     if n <= 0:
         return b""
-    k = kernel() if (compiled or (compiled is None and n >= KERNEL_MIN)) else None
+    k = kernel() if (compiled or (compiled is None and _large(n))) else None
     if compiled and k is None:
         raise RuntimeError("the compiled HMAC kernel needs numba (the fast extra)")
     if k is not None:
@@ -145,7 +154,7 @@ def hmac_list(key: bytes, msgs: list[bytes], keep: int = 32, *, compiled: bool |
     """:func:`hmac_many` of a list of messages, as a list of digests."""
     if not msgs:
         return []
-    if not (compiled or (compiled is None and len(msgs) >= KERNEL_MIN)) or kernel() is None:
+    if not (compiled or (compiled is None and _large(len(msgs)))) or kernel() is None:
         if compiled:
             raise RuntimeError("the compiled HMAC kernel needs numba (the fast extra)")
         d = list(map(hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
