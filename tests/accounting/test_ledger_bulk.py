@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import hmac
-import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from metricdp.accounting import ledger as ledger_mod
 from metricdp.accounting.ledger import HASH_BYTES, Ledger
@@ -27,16 +24,6 @@ def _old_hash(key: bytes, person: str) -> bytes:
 def _old_crypt(key: bytes, mk: bytes, data: bytes) -> bytes:
     stream = b"".join(hmac.digest(key, b"x" + mk + bytes([c]), "sha256") for c in range(len(data) // 32 + 1))
     return bytes(a ^ b for a, b in zip(data, stream, strict=False))
-
-
-@settings(max_examples=50, deadline=None)
-@given(items=st.lists(st.binary(min_size=0, max_size=70), max_size=8), prefix=st.binary(min_size=0, max_size=3))
-def test_framed_is_prefix_length_item(items: list[bytes], prefix: bytes) -> None:
-    offs = np.concatenate([[0], np.cumsum([len(x) for x in items])]).astype(np.int64)
-    data = np.frombuffer(b"".join(items), dtype=np.uint8)
-    buf, bounds = ledger_mod._framed(prefix, data, offs)
-    assert [buf[s:e] for s, e in itertools.pairwise(bounds)] == [
-        prefix + len(x).to_bytes(8, "big") + x for x in items]
 
 
 def test_hashes_from_numpy_text_integers_and_arrow_agree_with_the_format(tmp_path: Path) -> None:
@@ -90,18 +77,6 @@ def test_many_persons_in_hash_order_totals_come_back_in_input_order(tmp_path: Pa
     spent = led.spent(first)
     assert spent.tolist() == [float(c + (2 if i % 3 == 2999 % 3 else 0)) for i, c in enumerate(counts)]
     led.check_integrity()
-
-
-def test_digests_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Messages of several lengths across several blocks: each HMAC as hmac.digest gives it."""
-    monkeypatch.setattr(ledger_mod, "_DIGEST_BLOCK", 3)
-    items = [b"x" * k + b"!" for k in (0, 5, 1, 40, 2, 2, 7)]
-    buf = b"".join(items)
-    bounds = np.concatenate([[0], np.cumsum([len(x) for x in items])]).tolist()
-    out = ledger_mod._digests(b"k" * 32, buf, bounds, 32)
-    assert out == b"".join(hmac.digest(b"k" * 32, x, "sha256") for x in items)
-    assert ledger_mod._digests(b"k" * 32, buf, bounds, 16) == b"".join(
-        hmac.digest(b"k" * 32, x, "sha256")[:16] for x in items)
 
 
 def test_demand_fill_round_trips_keys_and_units(tmp_path: Path) -> None:

@@ -52,6 +52,14 @@ class Tx(Protocol):
     def q(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]: ...
     def many(self, sql: str, rows: Iterable[Mapping[str, Any]]) -> None: ...
     def fill(self, keys: bytes, width: int, units: NDArray[np.int64] | None = None) -> None: ...
+    def pairs(self, sql: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]: ...
+
+
+def _pairs_from_rows(rows: list[tuple[Any, ...]]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    return arr[:, 0].copy(), arr[:, 1].copy()
 
 
 def _decimal_bytes(units: NDArray[np.int64]) -> tuple[bytes, int]:
@@ -72,6 +80,8 @@ class Backend(Protocol):
     """A database: exclusive ``write`` transactions, plain ``read`` ones, and its binary column type."""
 
     blob: str
+    #: Suffix of ``CREATE TABLE`` for the tables keyed by a hash (``" WITHOUT ROWID"`` on SQLite).
+    keyed: str
 
     def write(self) -> contextlib.AbstractContextManager[Tx]: ...
     def read(self) -> contextlib.AbstractContextManager[Tx]: ...
@@ -107,11 +117,42 @@ class SQLiteTx:
         for batch in batches(rows):
             self.conn.executemany(sql, batch)
 
+    def pairs(self, sql: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The two integer columns of ``sql`` (``SELECT i, v ...``, both >= 0) as arrays, by ONE string.
+
+        SQLite writes every row as fixed-width decimals (10 + 19 digits) into one
+        ``group_concat``, which numpy parses: a million rows come back without a million
+        Python tuples. A value outside the widths (negative, or over 19 digits: never for
+        the ledger's indices and totals) makes the string fail the digit check and the rows
+        are read as tuples instead.
+        """
+        (text,), = self.conn.execute(f"SELECT group_concat(printf('%010d%019d', i, v), '') FROM ({sql})").fetchall()
+        if not text:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        if raw.size % 29 or bool((raw < 48).any() or (raw > 57).any()):
+            return _pairs_from_rows(self.q(sql))
+        digits = raw.reshape(-1, 29)
+        at, val = np.zeros(digits.shape[0], dtype=np.int64), np.zeros(digits.shape[0], dtype=np.int64)
+        for j in range(29):  # Horner, a column at a time (19 digits always fit an int64)
+            acc = at if j < 10 else val
+            acc *= 10
+            acc += digits[:, j]
+            acc -= 48
+        return at, val
+
 
 class SQLite:
-    """stdlib sqlite3: WAL, ``synchronous=FULL``, writers serialised by ``BEGIN IMMEDIATE``."""
+    """stdlib sqlite3: WAL, ``synchronous=FULL``, writers serialised by ``BEGIN IMMEDIATE``.
+
+    New ledgers keep ``persons``, ``charges`` and ``memo`` as ``WITHOUT ROWID`` tables: one
+    B-tree keyed by the hash (not a rowid table plus an index of the key), so a reservation
+    writes each person's row once instead of twice. Ledgers created before that keep their
+    rowid tables: every statement is the same SQL on both layouts.
+    """
 
     blob = "BLOB"
+    keyed = " WITHOUT ROWID"
 
     def __init__(self, path: Path, *, create: bool) -> None:
         if not create and not path.is_file():
@@ -179,6 +220,9 @@ class SQLATx:
         for batch in batches(rows):
             self.conn.execute(self.text(sql), batch)
 
+    def pairs(self, sql: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        return _pairs_from_rows(self.q(sql))
+
 
 class SQLAlchemy:
     """SQLAlchemy Core: writers serialised by ``SELECT ... FOR UPDATE`` on the lock row of ``meta``."""
@@ -195,6 +239,7 @@ class SQLAlchemy:
         self.text = sa.text
         self.name = redact(url)
         self.blob = "BYTEA" if self.engine.dialect.name == "postgresql" else "BLOB"
+        self.keyed = ""
         self._errors = (sa.exc.OperationalError, sa.exc.InterfaceError)
         self._dbapi_error = sa.exc.DBAPIError
         self._ready = False
@@ -212,7 +257,7 @@ class SQLAlchemy:
                 if not self._ready:  # first write of this process: create the tables once, serialised
                     if self.engine.dialect.name == "postgresql":
                         tx.q("SELECT pg_advisory_xact_lock(7746313437)")
-                    ensure_schema(tx, self.blob)
+                    ensure_schema(tx, self.blob, self.keyed)
                     self._ready = True
                 tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i BIGINT PRIMARY KEY, ph {self.blob} NOT NULL, "
                      "u BIGINT NOT NULL)")
@@ -243,16 +288,18 @@ def redact(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
-def ensure_schema(tx: Tx, blob: str) -> None:
+def ensure_schema(tx: Tx, blob: str, keyed: str = "") -> None:
+    """The ledger's tables (created where missing); ``keyed`` ends the hash-keyed tables' definitions."""
     tx.q("CREATE TABLE IF NOT EXISTS meta (k VARCHAR(64) PRIMARY KEY, v VARCHAR(256) NOT NULL)")
-    tx.q(f"CREATE TABLE IF NOT EXISTS persons (ph {blob} PRIMARY KEY, total BIGINT NOT NULL)")
+    tx.q(f"CREATE TABLE IF NOT EXISTS persons (ph {blob} PRIMARY KEY, total BIGINT NOT NULL){keyed}")
     tx.q("CREATE TABLE IF NOT EXISTS runs (run VARCHAR(128) PRIMARY KEY, state VARCHAR(16) NOT NULL, "
          "mechanism VARCHAR(256) NOT NULL, eps_units BIGINT NOT NULL, n_rows BIGINT NOT NULL, "
          "withheld BIGINT NOT NULL, n_persons BIGINT NOT NULL, over BIGINT NOT NULL, units BIGINT NOT NULL, "
          "created VARCHAR(32) NOT NULL, finished VARCHAR(32))")
     tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
-         "units BIGINT NOT NULL, PRIMARY KEY (run, ph))")
-    tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)")
+         f"units BIGINT NOT NULL, PRIMARY KEY (run, ph)){keyed}")
+    tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)"
+         f"{keyed}")
     # i INTEGER PRIMARY KEY: SQLite's rowid itself (no second index); demand is per connection, in no file
     tx.q(f"CREATE TEMP TABLE IF NOT EXISTS demand (i INTEGER PRIMARY KEY, ph {blob} NOT NULL, u BIGINT NOT NULL)")
     if not tx.q("SELECT v FROM meta WHERE k = 'lock'"):

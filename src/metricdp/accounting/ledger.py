@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import itertools
 import os
 import re
 import stat
@@ -67,16 +66,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ValidationError
+from ._hmac import hmac_framed, hmac_list, hmac_many
 from ._store import SCHEMA_VERSION, Backend, SQLAlchemy, SQLite, Tx, ensure_schema, redact
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
-
-try:  # OpenSSL's one-shot HMAC, which hmac.digest calls after a Python-level dispatch
-    import _hashlib
-except ImportError:  # pragma: no cover
-    _hashlib = None  # type: ignore[assignment]
-#: ``(key, message, "sha256") -> digest``: OpenSSL's one-shot HMAC, else :func:`hmac.digest`.
-_hmac_one: Any = getattr(_hashlib, "hmac_digest", None) or hmac.digest
 
 __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
 
@@ -187,7 +180,7 @@ class Ledger:
 
     def _open(self, budget: float | None, create: bool) -> None:
         with self._db.write() if create else self._db.read() as tx:  # reading takes no write lock
-            ensure_schema(tx, self._db.blob)
+            ensure_schema(tx, self._db.blob, self._db.keyed)
             meta = dict(tx.q("SELECT k, v FROM meta"))
             if meta.get("version") != SCHEMA_VERSION:
                 raise ValidationError(f"ledger {self.name} has schema version {meta.get('version')!r}, "
@@ -280,22 +273,20 @@ class Ledger:
     def _hash_blob(self, persons: Any) -> bytes:
         """Every person's stored hash, concatenated (``HASH_BYTES`` each): one HMAC per person, no tuple.
 
-        The messages ``"p" || len || id`` of all persons are laid out in one buffer by numpy
-        and cut into bytes objects by numpy; the loop left is OpenSSL's HMAC, one C call per
-        person driven by ``map`` (no Python bytecode per person).
+        The messages ``"p" || len || id`` are framed from the ids' one buffer and offsets and
+        hashed in one compiled loop (:func:`~._hmac.hmac_framed`; OpenSSL one by one for small
+        batches or without numba): the same bytes as :func:`hmac.digest` of each message.
         """
         data, offs = _id_bytes(persons)
-        return _digests(self._keyed(), *_framed(b"p", data, offs), HASH_BYTES)
+        return hmac_framed(self._keyed(), b"p", data, offs, HASH_BYTES)
 
     # ------------------------------------------------------------------ spending
     def _totals(self, tx: Tx, hashes: bytes, units: NDArray[np.int64] | None = None) -> NDArray[np.int64]:
         """Each person's total; leaves ``demand`` holding (i, hash, ``units[i]``) for set-based updates."""
         tx.fill(hashes, HASH_BYTES, units)
-        rows = tx.q("SELECT d.i, p.total FROM demand d JOIN persons p ON p.ph = d.ph")
+        at, known = tx.pairs("SELECT d.i AS i, p.total AS v FROM demand d JOIN persons p ON p.ph = d.ph")
         totals = np.zeros(len(hashes) // HASH_BYTES, dtype=np.int64)
-        if rows:
-            arr = np.array(rows, dtype=np.int64)
-            totals[arr[:, 0]] = arr[:, 1]
+        totals[at] = known
         return totals
 
     def spent_units(self, persons: ArrayLike) -> NDArray[np.int64]:
@@ -483,7 +474,7 @@ class Ledger:
         s = b"m" + _field(_utf8(str(scope)))
         raw, o = data.tobytes(), (offs - offs[0]).tolist() if offs.size else [0]
         msgs = [s + _field(raw[o[i] : o[i + 1]]) + _field(_utf8(v)) for i, v in enumerate(vals)]
-        return list(map(_hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
+        return hmac_list(key, msgs)
 
     def _crypt(self, mk: bytes, data: bytes) -> bytes:
         """XOR with a keystream ``HMAC(key, "x", mk, block counter)``: encrypts and decrypts."""
@@ -493,15 +484,21 @@ class Ledger:
         """:meth:`_crypt` of every (memo key, blob): one HMAC per 32-byte block, the XOR by numpy over all blobs."""
         if not blobs:
             return []
-        key, d = self._keyed(), _hmac_one
+        key = self._keyed()
         lengths = [len(x) for x in blobs]
-        if max(lengths) <= 32:  # one block each (every index and 2-D point): one map over OpenSSL
-            msgs = [b"x" + mk + b"\x00" for mk in mks]
-            blocks = map(d, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs)))
-            stream = b"".join(b[:n] for b, n in zip(blocks, lengths, strict=True))
+        if max(lengths) <= 32 and all(len(mk) == _MEMO_KEY_BYTES for mk in mks):
+            # one block each (every index and 2-D point): messages "x" || mk || 0 laid out by numpy
+            msgs = np.zeros((len(mks), _MEMO_KEY_BYTES + 2), dtype=np.uint8)
+            msgs[:, 0] = ord("x")
+            msgs[:, 1:-1] = np.frombuffer(b"".join(mks), dtype=np.uint8).reshape(-1, _MEMO_KEY_BYTES)
+            bounds = np.arange(len(mks) + 1, dtype=np.int64) * (_MEMO_KEY_BYTES + 2)
+            blocks = np.frombuffer(hmac_many(key, msgs.ravel(), bounds), dtype=np.uint8).reshape(-1, 32)
+            take = np.arange(32) < np.asarray(lengths)[:, None]
+            stream = blocks[take].tobytes()
         else:
-            stream = b"".join(b"".join(d(key, b"x" + mk + bytes([c]), "sha256") for c in range(n // 32 + 1))[:n]
-                              for mk, n in zip(mks, lengths, strict=True))
+            parts = [b"x" + mk + bytes([c]) for mk, n in zip(mks, lengths, strict=True) for c in range(n // 32 + 1)]
+            digests = iter(hmac_list(key, parts))
+            stream = b"".join(b"".join(next(digests) for _ in range(n // 32 + 1))[:n] for n in lengths)
         out = (np.frombuffer(b"".join(blobs), dtype=np.uint8) ^ np.frombuffer(stream, dtype=np.uint8)).tobytes()
         bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         return [out[bounds[i] : bounds[i + 1]] for i in range(len(blobs))]
@@ -749,29 +746,6 @@ def _id_bytes(persons: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
     return np.frombuffer(b"".join(raw), dtype=np.uint8), offs
 
 
-def _framed(prefix: bytes, data: NDArray[np.uint8], offs: NDArray[np.int64]) -> tuple[bytes, list[int]]:
-    """Messages ``prefix || 8-byte big-endian length || item`` of every item, in one buffer, and their bounds.
-
-    The same bytes as ``prefix + _field(item)`` item by item, laid out by numpy.
-    """
-    n = offs.size - 1
-    head = len(prefix) + 8
-    lengths = np.diff(offs)
-    bounds = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths + head, out=bounds[1:])
-    buf = np.zeros(int(bounds[-1]), dtype=np.uint8)
-    starts = bounds[:-1]
-    for j, byte in enumerate(prefix):
-        buf[starts + j] = byte
-    be = lengths.astype(">u8").view(np.uint8).reshape(n, 8)
-    for j in range(8):
-        buf[starts + len(prefix) + j] = be[:, j]
-    is_data = np.ones(buf.size, dtype=bool)
-    is_data[(starts[:, None] + np.arange(head)).ravel()] = False
-    buf[is_data] = data[int(offs[0]) : int(offs[-1])]
-    return buf.tobytes(), bounds.tolist()
-
-
 def _hash_order(grid: NDArray[np.uint8]) -> NDArray[np.intp]:
     """The hashes (rows of ``grid``) in the databases' key order by their first 8 bytes.
 
@@ -781,39 +755,3 @@ def _hash_order(grid: NDArray[np.uint8]) -> NDArray[np.intp]:
     if grid.shape[0] == 0:
         return np.zeros(0, dtype=np.intp)
     return np.argsort(np.ascontiguousarray(grid[:, :8]).view(">u8").ravel().astype(np.uint64), kind="stable")
-
-
-#: Messages cut at a time by :func:`_digests` (bounds its padded block: 64k x the longest message).
-_DIGEST_BLOCK = 65_536
-
-
-def _digests(key: bytes, buf: bytes, bounds: list[int], keep: int) -> bytes:
-    """``HMAC-SHA256(key, buf[bounds[i]:bounds[i+1]])[:keep]`` of every message, concatenated.
-
-    Messages are cut into bytes objects by numpy: a block of them padded with NULs to one
-    width, viewed as fixed-width ``bytes`` and listed (numpy strips the padding), which is
-    exact when no message ends with a NUL (checked; else they are sliced one by one). The
-    HMACs run in ``map`` over OpenSSL's one-shot HMAC.
-    """
-    n = len(bounds) - 1
-    if n <= 0:
-        return b""
-    b = np.asarray(bounds, dtype=np.int64)
-    lengths = np.diff(b)
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    if (lengths == 0).any() or (raw[b[1:] - 1] == 0).any():
-        msgs: Any = [buf[s:e] for s, e in itertools.pairwise(bounds)]
-    else:
-        msgs = []
-        for start in range(0, n, _DIGEST_BLOCK):
-            stop = min(start + _DIGEST_BLOCK, n)
-            lens = lengths[start:stop]
-            width = int(lens.max())
-            pad = np.zeros((stop - start, width), dtype=np.uint8)
-            mask = np.arange(width) < lens[:, None]
-            pad[mask] = raw[b[start] : b[stop]]
-            msgs.extend(pad.view(f"S{width}").ravel().tolist())
-    out = b"".join(map(_hmac_one, itertools.repeat(key, n), msgs, itertools.repeat("sha256", n)))
-    if keep == 32:
-        return out
-    return np.frombuffer(out, dtype=np.uint8).reshape(n, 32)[:, :keep].tobytes()
