@@ -22,6 +22,7 @@ from typer.core import TyperCommand, TyperGroup
 if TYPE_CHECKING:
     from typer._click import Command, Context, HelpFormatter  # Typer's own click (vendored since 0.22)
 
+from .._lazy import submodule_getattr
 from .._version import __version__
 
 __all__ = ["app", "main"]
@@ -158,3 +159,6 @@ def _main(
 def main() -> None:
     """Entry point of the ``metricdp`` script."""
     app()
+
+
+__getattr__ = submodule_getattr(__name__, __path__)
