@@ -28,14 +28,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.linalg import cholesky, solve_triangular
-from scipy.sparse import csgraph, csr_matrix
-from scipy.spatial import cKDTree
-from scipy.spatial.distance import cdist
+
+if TYPE_CHECKING:  # scipy is imported where it is used: `import metricdp.spaces` (every CLI command) stays cheap
+    from scipy.spatial import cKDTree
 
 from ._readonly import frozen
 from ._resources import check_allocation
@@ -109,6 +108,8 @@ def angular_distances(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
     """
     u = _directions(np.atleast_2d(np.asarray(a, dtype=np.float64)), "points")
     v = _directions(np.atleast_2d(np.asarray(b, dtype=np.float64)), "points")
+    from scipy.spatial.distance import cdist
+
     diff = cdist(u, v, "euclidean")
     add = cdist(u, -v, "euclidean")
     return np.asarray(2.0 * np.arctan2(diff, add) / np.pi, dtype=np.float64)
@@ -130,6 +131,8 @@ def check_covariance(covariance: ArrayLike, dim: int) -> NDArray[np.float64]:
         i, j = (int(x) for x in np.unravel_index(int(np.argmax(asym)), asym.shape))
         raise ValidationError(f"covariance is not symmetric: entry ({i}, {j}) is {c[i, j]!r}, ({j}, {i}) is "
                               f"{c[j, i]!r}")
+    from scipy.linalg import cholesky
+
     try:
         low = cholesky((c + c.T) / 2, lower=True)
     except np.linalg.LinAlgError:
@@ -168,6 +171,9 @@ def mahalanobis_distances(a: ArrayLike, b: ArrayLike, covariance: ArrayLike) -> 
     x = np.atleast_2d(np.asarray(a, dtype=np.float64))
     y = np.atleast_2d(np.asarray(b, dtype=np.float64))
     low = check_covariance(covariance, x.shape[1])
+    from scipy.linalg import solve_triangular
+    from scipy.spatial.distance import cdist
+
     wx = solve_triangular(low, x.T, lower=True).T
     wy = solve_triangular(low, y.T, lower=True).T
     return np.asarray(cdist(wx, wy, "euclidean"), dtype=np.float64)
@@ -180,6 +186,8 @@ def pairwise_distances(a: ArrayLike, b: ArrayLike, metric: str) -> NDArray[np.fl
     if metric == "angular":
         return angular_distances(a, b)
     check_metric_name(metric)
+    from scipy.spatial.distance import cdist
+
     return cdist(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), _CDIST[metric])
 
 
@@ -364,6 +372,8 @@ class MetricSpace:
         a, b, w = a[order], b[order], w[order]
         first = np.ones(len(a), dtype=bool)
         first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+        from scipy.sparse import csgraph, csr_matrix
+
         g = csr_matrix((w[first], (a[first], b[first])), shape=(size, size))
         count, component = csgraph.connected_components(g, directed=False)
         if count > 1 and not policy:
@@ -472,6 +482,8 @@ class MetricSpace:
 
     @cached_property
     def _tree(self) -> cKDTree:
+        from scipy.spatial import cKDTree
+
         return cKDTree(self.points)
 
     def subspace(self, indices: ArrayLike) -> MetricSpace:

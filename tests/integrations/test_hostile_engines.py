@@ -27,7 +27,10 @@ from metricdp.outputs import OutputSet
 from tests.cli_helpers import assert_one_line_error, run
 from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.slow,  # with the other engine tests in CI's full phase: the fast phase then starts no JVM, no cluster
+]
 
 INPUTS = ["a", "b", "c"]
 OUTPUTS = ["X", "Y"]  # disjoint from INPUTS: a true value in the released column cannot pass for a release

@@ -55,9 +55,9 @@ import typer
 from numpy.typing import NDArray
 from rich.console import Console
 
+from .._atomic import check_output_path
 from .._jsonable import jsonable
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
-from ..io import NPY_HEADER_ERRORS, check_npy_header, check_output_path, parse_decimal
 from ..tabular.csv import iter_csv_rows
 from ..tabular.formats import format_of
 
@@ -273,6 +273,8 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     must appear exactly once; the error names ``what`` (e.g. ``--weights``), the file,
     and the offending labels or line.
     """
+    from ..io import NPY_HEADER_ERRORS, check_npy_header, parse_decimal  # here: io loads scipy (spaces)
+
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"{what} {p}: no such file")
@@ -338,6 +340,8 @@ def _named(what: str) -> Iterator[None]:
 
 
 def _is_number(text: str) -> bool:
+    from ..io import parse_decimal
+
     try:
         parse_decimal(text)
     except ValueError:

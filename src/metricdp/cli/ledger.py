@@ -23,12 +23,12 @@ from typing import Annotated, Any
 
 import typer
 
+from .._atomic import atomic_write
 from .._jsonable import jsonable
 from .._optional import require
 from ..accounting.composition import summarize
 from ..accounting.ledger import Ledger
 from ..errors import ValidationError
-from ..io import atomic_write
 from ._accounting import AccountingOptions
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors
 
