@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -220,6 +221,31 @@ def test_one_read_refuse_writes_and_spends_nothing(mech, tmp_path: Path) -> None
     assert not out.exists() and not [x for x in tmp_path.iterdir() if x.name.startswith(".o.csv")]
     with Ledger(led) as book:
         assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.usefixtures("books")
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_one_read_an_empty_id_in_a_late_chunk_is_one_error(mech, tmp_path: Path, suffix: str) -> None:
+    """The ids are encoded in a thread beside the release: its error still names the row, nothing left or spent."""
+    inp = _checkins(tmp_path / "in.csv", {"ann": 4, "bob": 3, "cy": 5})
+    lines = inp.read_bytes().decode().split("\r\n")
+    lines[10] = "," + lines[10].split(",", 1)[1]  # line 11 (row 10) has no person; chunks are 3 rows
+    inp.write_bytes("\r\n".join(lines).encode())
+    if suffix == ".parquet":
+        src = tmp_path / "in.parquet"
+        pq.write_table(pacsv.read_csv(inp, convert_options=pacsv.ConvertOptions(
+            column_types={"user": pa.string()}, strings_can_be_null=True)), src)
+        inp, where = src, "row(s) 10"
+    else:
+        where = "line(s) 11"
+    led = tmp_path / "l.db"
+    out = tmp_path / ("o" + suffix)
+    with Ledger(led, budget=100.0) as book, pytest.raises(
+            ValidationError, match=re.escape(f"'user' is empty in 1 row(s) (first at {where}): every row needs")):
+        _release(mech, inp, out, Accounting("user", ledger=book), True, rng=None)
+    assert not out.exists() and not [x for x in tmp_path.iterdir() if x.name.startswith(".o")]
+    with Ledger(led) as book:
+        assert book.spent(["ann", "bob", "cy"]).tolist() == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.usefixtures("books")

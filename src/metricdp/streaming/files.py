@@ -40,10 +40,12 @@ distribution: every row gets an independent release from its row of the mechanis
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -65,6 +67,7 @@ from . import csvsplit
 from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
 from .persons import PersonCollector
+from .prefetch import write_behind
 
 #: ``select(first_row, label_indices) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
 #: written and with which output index (``keep=None``: every row).
@@ -237,7 +240,6 @@ def _privatize_csv(
     table, table_off = _label_table(outs)
     where = str(src)
     unknown = UnknownValues()
-    rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
@@ -246,34 +248,63 @@ def _privatize_csv(
         fh.write(csvsplit.header_bytes(header, dropped))
         if persons is not None:
             persons.start(header.names)
-        for chunk in reader.chunks(col):
-            recs, buf = chunk.records, chunk.buf
-            if persons is not None:
-                persons.add_csv(chunk)
-            idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
-            bad = np.flatnonzero(idx < 0)
-            if len(bad):
-                vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
-                unknown.add(chunk.first_line + recs.lines[bad], vals)
-            if unknown.rows:
-                continue  # scanned for the error's counts; nothing more is written
-            starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
-            keep, released = select(seen, idx)
-            seen += len(idx)
-            if keep is None:
-                per_row = released + n_out * quoted
-            else:  # a withheld record goes whole, line break included: its field is never written
-                per_row = np.full(len(idx), 2 * n_out, dtype=np.intp)
-                per_row[keep] = released + n_out * quoted[keep]
-                starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
-            choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-            choice[kind == 0] = per_row[row[kind == 0]]
-            csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-            rows += len(released)
-            if len(idx):
-                tick(rows)
+        with _beside(None if persons is None else persons.add_csv) as collect:
+            rows = _csv_chunks(reader, col, dropped, collect, pa, pc, value_set, lookup, unknown, select, n_out,
+                               table, table_off, fh, tick)
     if unknown.rows:
         raise unknown.error(where, column, "line(s)")
+    return rows
+
+
+@contextlib.contextmanager
+def _beside(add: Callable[..., None] | None) -> Iterator[Callable[..., None] | None]:
+    """``add`` (a one-read release's :class:`~metricdp.streaming.persons.PersonCollector`) run beside the release.
+
+    Encoding a chunk's ids (:class:`~metricdp.streaming.persons.PersonCollector`: a compiled
+    hash table that releases the GIL) touches nothing the release touches, so on two cores it
+    runs while the same chunk is released: :func:`~metricdp.streaming.prefetch.write_behind`
+    keeps the chunks in order (codes in order of first sight, as in the caller's thread), and
+    an error of a chunk's ids (an empty id, say) is raised at the next hand-over or when the
+    block ends -- before the value column's errors, which are raised after it, as before.
+    """
+    if add is None:
+        yield None
+        return
+    with write_behind(depth=1) as submit:
+        yield functools.partial(submit, add)
+
+
+def _csv_chunks(reader: Any, col: int, dropped: Any, collect: Callable[..., None] | None, pa: Any, pc: Any,
+                value_set: Any, lookup: dict[bytes, int], unknown: UnknownValues, select: Select, n_out: int,
+                table: NDArray[np.uint8], table_off: NDArray[np.int64], fh: IO[bytes], tick: Any) -> int:
+    """The chunks of :func:`_privatize_csv`: each released and spliced into ``fh`` (rows written)."""
+    rows = seen = 0
+    for chunk in reader.chunks(col):
+        recs, buf = chunk.records, chunk.buf
+        if collect is not None:
+            collect(chunk)
+        idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
+        bad = np.flatnonzero(idx < 0)
+        if len(bad):
+            vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
+            unknown.add(chunk.first_line + recs.lines[bad], vals)
+        if unknown.rows:
+            continue  # scanned for the error's counts; nothing more is written
+        starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+        keep, released = select(seen, idx)
+        seen += len(idx)
+        if keep is None:
+            per_row = released + n_out * quoted
+        else:  # a withheld record goes whole, line break included: its field is never written
+            per_row = np.full(len(idx), 2 * n_out, dtype=np.intp)
+            per_row[keep] = released + n_out * quoted[keep]
+            starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
+        choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
+        choice[kind == 0] = per_row[row[kind == 0]]
+        csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+        rows += len(released)
+        if len(idx):
+            tick(rows)
     return rows
 
 
@@ -388,26 +419,27 @@ def _privatize_parquet(
         persons.start(schema.names, parquet_type=schema.field(persons.column).type)
     writer = pq.ParquetWriter(fh, out_schema, compression=compression)
     try:
-        for batch in pf.iter_batches(batch_size=chunk_rows):
-            if persons is not None:
-                persons.add_parquet(batch, seen)
-            idx, as_text = parquet_label_indices(pa, pc, batch.column(j), labels)
-            bad = np.flatnonzero(idx < 0)
-            if len(bad):
-                vals = as_text.take(pa.array(bad[: 4 * _KEEP_DISTINCT])).to_pylist()
-                unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
-            if unknown.rows:
+        with _beside(None if persons is None else persons.add_parquet) as collect:
+            for batch in pf.iter_batches(batch_size=chunk_rows):
+                if collect is not None:
+                    collect(batch, seen)
+                idx, as_text = parquet_label_indices(pa, pc, batch.column(j), labels)
+                bad = np.flatnonzero(idx < 0)
+                if len(bad):
+                    vals = as_text.take(pa.array(bad[: 4 * _KEEP_DISTINCT])).to_pylist()
+                    unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
+                if unknown.rows:
+                    seen += len(idx)
+                    continue
+                keep, released = select(seen, idx)
                 seen += len(idx)
-                continue
-            keep, released = select(seen, idx)
-            seen += len(idx)
-            if keep is not None:
-                batch = batch.filter(pa.array(keep))
-            new = out_values.take(pa.array(released))
-            columns = [new if k == j else batch.column(k) for k in written]
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
-            rows += len(released)
-            tick(rows)
+                if keep is not None:
+                    batch = batch.filter(pa.array(keep))
+                new = out_values.take(pa.array(released))
+                columns = [new if k == j else batch.column(k) for k in written]
+                writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
+                rows += len(released)
+                tick(rows)
     finally:
         writer.close()
     if unknown.rows:
