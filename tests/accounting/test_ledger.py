@@ -197,3 +197,13 @@ def test_budget_changed_by_another_process_applies_at_once(tmp_path: Path) -> No
     Ledger(tmp_path / "l.db").set_budget(2.0)
     assert again.remaining(["a"]).tolist() == [2.0]
     again.close()
+
+
+def test_spend_past_bigint_on_every_backend(target: tuple[str, Path]) -> None:
+    """1.05e19 units in one run (past 2**63 - 1): recorded exactly, and the ledger still opens (its sums check)."""
+    url, key = target
+    with Ledger(url, budget=4e6, key_file=key) as ledger:
+        ledger.commit(ledger.reserve(["a", "b", "c"], 3.5e6, run_id="big").run_id)
+    with Ledger(url, key_file=key) as again:
+        assert [x["eps_spent"] for x in again.runs_table()] == [pytest.approx(1.05e7, rel=1e-15)]
+        again.check_integrity()

@@ -90,3 +90,39 @@ def test_pairs_parse_the_concatenated_decimals_and_fall_back_to_rows() -> None:
     conn.execute("INSERT INTO t VALUES (8, -3)")  # outside the fixed widths: read as tuples instead
     at, val = tx.pairs("SELECT i, v FROM t ORDER BY i")
     assert list(zip(at.tolist(), val.tolist(), strict=True)) == sorted([*rows, (8, -3)])
+
+
+def test_a_run_past_bigint_units_is_recorded_exactly_and_the_ledger_reopens(tmp_path: Path) -> None:
+    """3 persons at 3.5e6 eps are 1.05e19 units (1e-12 eps each): past 2**63 - 1, where SQLite's SUM raised
+    'integer overflow' on the next open and numpy's int64 sum wrapped the run's recorded spend."""
+    path = tmp_path / "big.db"
+    with Ledger(path, budget=4e6) as book:
+        r = book.reserve(["a", "b", "c"], 3.5e6)
+        book.commit(r.run_id)
+        book.reserve(["a"], 1.0, run_id="small")  # a second run, left reserved
+    assert 3 * 3_500_000 * 10**12 > 2**63
+    with Ledger(path) as book:  # the open checks persons == charges == runs, exactly
+        runs = {x["run"]: x for x in book.runs_table()}
+        assert runs[r.run_id]["eps_spent"] == pytest.approx(1.05e7, rel=1e-15)
+        assert runs["small"]["eps_spent"] == pytest.approx(1.0)
+        assert book.spent(["a", "b", "c"]).tolist() == [3_500_001.0, 3_500_000.0, 3_500_000.0]
+        book.check_integrity()
+    with sqlite3.connect(path) as con:  # the run's spend split as units_hi * 2**62 + units
+        hi, lo = con.execute("SELECT units_hi, units FROM runs WHERE run = ?", (r.run_id,)).fetchone()
+    assert hi * _store.RUN_UNITS_SPLIT + lo == 3 * 3_500_000 * 10**12 and 0 <= lo < _store.RUN_UNITS_SPLIT
+
+
+def test_a_schema_1_ledger_is_migrated_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Ledger(path, budget=10.0) as book:
+        book.commit(book.reserve(["a", "b"], 2.0, run_id="r1").run_id)
+    with sqlite3.connect(path) as con:  # what schema 1 wrote: no units_hi
+        con.execute("ALTER TABLE runs DROP COLUMN units_hi")
+        con.execute("UPDATE meta SET v = '1' WHERE k = 'version'")
+    with Ledger(path) as book:
+        assert [x["eps_spent"] for x in book.runs_table()] == [4.0]
+        book.commit(book.reserve(["a"], 1.0, run_id="r2").run_id)
+        assert book.spent(["a", "b"]).tolist() == [3.0, 2.0]
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT v FROM meta WHERE k = 'version'").fetchone()[0] == _store.SCHEMA_VERSION == "2"
+        assert "units_hi" in [c[1] for c in con.execute("PRAGMA table_info(runs)")]

@@ -33,7 +33,7 @@ from ..errors import MetricDPError, ValidationError
 
 __all__ = ["BATCH", "SCHEMA_VERSION", "Backend", "SQLAlchemy", "SQLite", "Tx", "ensure_schema", "redact"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 #: Rows per executemany batch (bounds the parameter lists held in memory at once).
 BATCH = 50_000
 
@@ -288,6 +288,32 @@ def redact(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
+#: A run's spend is ``units_hi * RUN_UNITS_SPLIT + units``: 1M persons at 10 eps each are 1e19 units, past
+#: BIGINT (2**63 - 1), while each person's total stays below ``composition.MAX_UNITS`` (2**62).
+RUN_UNITS_SPLIT = 2**62
+
+_HALF = 2**32
+
+
+def exact_sum(tx: Tx, table: str, column: str, where: str = "") -> int:
+    """``SUM(column)`` over ``table`` exactly, whatever its size: SQLite's SUM of BIGINTs raises on overflow.
+
+    Summed as high and low 32-bit halves (``x = (x / 2**32) * 2**32 + x % 2**32`` with truncating
+    division on both backends): each half's sum stays below 2**63 for fewer than 2**31 rows.
+    """
+    hi, lo = tx.q(f"SELECT COALESCE(SUM({column} / {_HALF}), 0), COALESCE(SUM({column} % {_HALF}), 0) "
+                  f"FROM {table} {where}")[0]
+    return int(hi) * _HALF + int(lo)
+
+
+def migrate(tx: Tx) -> None:
+    """Schema 1 -> 2 (under the write lock): ``runs.units_hi``, a run's spend past BIGINT (:data:`RUN_UNITS_SPLIT`)."""
+    rows = tx.q("SELECT v FROM meta WHERE k = 'version'")
+    if rows and str(rows[0][0]) == "1":
+        tx.q("ALTER TABLE runs ADD COLUMN units_hi BIGINT NOT NULL DEFAULT 0")
+        tx.q("UPDATE meta SET v = :v WHERE k = 'version'", {"v": SCHEMA_VERSION})
+
+
 def ensure_schema(tx: Tx, blob: str, keyed: str = "") -> None:
     """The ledger's tables (created where missing); ``keyed`` ends the hash-keyed tables' definitions."""
     tx.q("CREATE TABLE IF NOT EXISTS meta (k VARCHAR(64) PRIMARY KEY, v VARCHAR(256) NOT NULL)")
@@ -295,7 +321,7 @@ def ensure_schema(tx: Tx, blob: str, keyed: str = "") -> None:
     tx.q("CREATE TABLE IF NOT EXISTS runs (run VARCHAR(128) PRIMARY KEY, state VARCHAR(16) NOT NULL, "
          "mechanism VARCHAR(256) NOT NULL, eps_units BIGINT NOT NULL, n_rows BIGINT NOT NULL, "
          "withheld BIGINT NOT NULL, n_persons BIGINT NOT NULL, over BIGINT NOT NULL, units BIGINT NOT NULL, "
-         "created VARCHAR(32) NOT NULL, finished VARCHAR(32))")
+         "created VARCHAR(32) NOT NULL, finished VARCHAR(32), units_hi BIGINT NOT NULL DEFAULT 0)")
     tx.q(f"CREATE TABLE IF NOT EXISTS charges (run VARCHAR(128) NOT NULL, ph {blob} NOT NULL, "
          f"units BIGINT NOT NULL, PRIMARY KEY (run, ph)){keyed}")
     tx.q(f"CREATE TABLE IF NOT EXISTS memo (mk {blob} PRIMARY KEY, rel {blob} NOT NULL, run VARCHAR(128) NOT NULL)"

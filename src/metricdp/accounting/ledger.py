@@ -67,7 +67,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ValidationError
 from ._hmac import hmac_framed, hmac_list, hmac_many
-from ._store import SCHEMA_VERSION, Backend, SQLAlchemy, SQLite, Tx, ensure_schema, redact
+from ._store import (
+    RUN_UNITS_SPLIT,
+    SCHEMA_VERSION,
+    Backend,
+    SQLAlchemy,
+    SQLite,
+    Tx,
+    ensure_schema,
+    exact_sum,
+    migrate,
+    redact,
+)
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
 
@@ -85,6 +96,12 @@ def key_path_for(path: str | os.PathLike[str]) -> Path:
     """The key file beside a SQLite ledger: ``LEDGER.key``."""
     p = Path(path)
     return p.with_name(p.name + ".key")
+
+
+def _exact_total(units: NDArray[np.int64]) -> int:
+    """The sum of per-person units (each >= 0, < 2**62) as a Python int: numpy's int64 sum would wrap past 2**63."""
+    u = np.asarray(units, dtype=np.int64)
+    return int((u >> 32).sum()) * 2**32 + int((u & 0xFFFFFFFF).sum())
 
 
 def _now() -> str:
@@ -179,6 +196,12 @@ class Ledger:
             raise
 
     def _open(self, budget: float | None, create: bool) -> None:
+        with self._db.read() as tx:
+            ensure_schema(tx, self._db.blob, self._db.keyed)
+            old = [str(v) for (v,) in tx.q("SELECT v FROM meta WHERE k = 'version'")] == ["1"]
+        if old:  # an older ledger: migrated once, under the write lock (two openers: the second finds it done)
+            with self._db.write() as tx:
+                migrate(tx)
         with self._db.write() if create else self._db.read() as tx:  # reading takes no write lock
             ensure_schema(tx, self._db.blob, self._db.keyed)
             meta = dict(tx.q("SELECT k, v FROM meta"))
@@ -222,10 +245,10 @@ class Ledger:
         three); a table emptied, dropped (and recreated empty on open) or edited breaks it,
         and reopening it as it is would give every person their budget again.
         """
-        row = tx.q("SELECT (SELECT COALESCE(SUM(total), 0) FROM persons), (SELECT COALESCE(SUM(units), 0) "
-                   "FROM charges), (SELECT COALESCE(SUM(units), 0) FROM runs WHERE state <> 'aborted')")[0]
-        try:
-            persons, charges, runs = (int(x) for x in row)
+        live = "WHERE state <> 'aborted'"
+        try:  # exact sums (1M persons at 10 eps are 1e19 units: past BIGINT)
+            persons, charges = exact_sum(tx, "persons", "total"), exact_sum(tx, "charges", "units")
+            runs = exact_sum(tx, "runs", "units_hi", live) * RUN_UNITS_SPLIT + exact_sum(tx, "runs", "units", live)
         except (TypeError, ValueError):
             persons, charges, runs = -1, 0, 0
         if not persons == charges == runs:
@@ -401,10 +424,11 @@ class Ledger:
         return int(tx.q("SELECT v FROM meta WHERE k = 'budget'")[0][0])
 
     def _insert_run(self, tx: Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
-        tx.q("INSERT INTO runs (run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, created) "
-             "VALUES (:r, 'reserved', :m, :e, :n, :w, :p, :o, :u, :t)",
+        hi, lo = divmod(_exact_total(g.units), RUN_UNITS_SPLIT)
+        tx.q("INSERT INTO runs (run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, units_hi, "
+             "created) VALUES (:r, 'reserved', :m, :e, :n, :w, :p, :o, :u, :h, :t)",
              {"r": run, "m": str(mechanism)[:256], "e": units, "n": int(g.granted.sum()), "w": g.withheld,
-              "p": int((g.granted > 0).sum()), "o": g.over, "u": int(g.units.sum()), "t": _now()})
+              "p": int((g.granted > 0).sum()), "o": g.over, "u": lo, "h": hi, "t": _now()})
 
     def _state(self, tx: Tx, run_id: str) -> str:
         rows = tx.q("SELECT state FROM runs WHERE run = :r", {"r": run_id})
@@ -587,10 +611,11 @@ class Ledger:
         """Every run, oldest first: state, mechanism, eps, rows released and withheld, persons, eps spent."""
         with self._db.read() as tx:
             rows = tx.q("SELECT run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, "
-                        "created, finished FROM runs ORDER BY created, run")
+                        "created, finished, units_hi FROM runs ORDER BY created, run")
         return [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
                  "rows": int(r[4]), "withheld": int(r[5]), "persons": int(r[6]), "persons_over": int(r[7]),
-                 "eps_spent": 0.0 if r[1] == "aborted" else float(from_units(int(r[8]))),
+                 "eps_spent": 0.0 if r[1] == "aborted" else float(from_units(int(r[11]) * RUN_UNITS_SPLIT
+                                                                                 + int(r[8]))),
                  "created": r[9], "finished": r[10]} for r in rows]
 
     def check_integrity(self) -> None:
