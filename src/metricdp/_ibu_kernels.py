@@ -21,27 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from ._numba import njit
+
 __all__ = ["KERNELS"]
 
 KERNELS: Any = None
 
-njit: Any
-try:  # pragma: no cover - exercised when numba is installed
-    import numba
-
-    def njit(**options: Any) -> Any:
-        """``numba.njit`` with an on-disk cache where numba finds a writable place for one, else without."""
-
-        def wrap(fn: Any) -> Any:
-            try:
-                return numba.njit(**options)(fn)
-            except RuntimeError:  # "cannot cache function ...: no locator available"
-                return numba.njit(**{**options, "cache": False})(fn)
-
-        return wrap
-
-except ImportError:  # pragma: no cover
-    njit = None
 
 if njit is not None:  # pragma: no branch
 
