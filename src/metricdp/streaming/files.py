@@ -240,6 +240,7 @@ def _privatize_csv(
     table, table_off = _label_table(outs)
     where = str(src)
     unknown = UnknownValues()
+    rows = seen = 0
     with src.open("rb") as inp:
         reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
         header = reader.header()
@@ -249,8 +250,33 @@ def _privatize_csv(
         if persons is not None:
             persons.start(header.names)
         with _beside(None if persons is None else persons.add_csv) as collect:
-            rows = _csv_chunks(reader, col, dropped, collect, pa, pc, value_set, lookup, unknown, select, n_out,
-                               table, table_off, fh, tick)
+            for chunk in reader.chunks(col):
+                recs, buf = chunk.records, chunk.buf
+                if collect is not None:
+                    collect(chunk)
+                idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
+                bad = np.flatnonzero(idx < 0)
+                if len(bad):
+                    vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i]))
+                            for i in bad[: 4 * _KEEP_DISTINCT]]
+                    unknown.add(chunk.first_line + recs.lines[bad], vals)
+                if unknown.rows:
+                    continue  # scanned for the error's counts; nothing more is written
+                starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
+                keep, released = select(seen, idx)
+                seen += len(idx)
+                if keep is None:
+                    per_row = released + n_out * quoted
+                else:  # a withheld record goes whole, line break included: its field is never written
+                    per_row = np.full(len(idx), 2 * n_out, dtype=np.intp)
+                    per_row[keep] = released + n_out * quoted[keep]
+                    starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
+                choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
+                choice[kind == 0] = per_row[row[kind == 0]]
+                csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+                rows += len(released)
+                if len(idx):
+                    tick(rows)
     if unknown.rows:
         raise unknown.error(where, column, "line(s)")
     return rows
@@ -272,40 +298,6 @@ def _beside(add: Callable[..., None] | None) -> Iterator[Callable[..., None] | N
         return
     with write_behind(depth=1) as submit:
         yield functools.partial(submit, add)
-
-
-def _csv_chunks(reader: Any, col: int, dropped: Any, collect: Callable[..., None] | None, pa: Any, pc: Any,
-                value_set: Any, lookup: dict[bytes, int], unknown: UnknownValues, select: Select, n_out: int,
-                table: NDArray[np.uint8], table_off: NDArray[np.int64], fh: IO[bytes], tick: Any) -> int:
-    """The chunks of :func:`_privatize_csv`: each released and spliced into ``fh`` (rows written)."""
-    rows = seen = 0
-    for chunk in reader.chunks(col):
-        recs, buf = chunk.records, chunk.buf
-        if collect is not None:
-            collect(chunk)
-        idx, quoted = csv_label_indices(pa, pc, buf, recs.fs, recs.fe, value_set, lookup, with_quoted=True)
-        bad = np.flatnonzero(idx < 0)
-        if len(bad):
-            vals = [_field_text(chunk.data, int(recs.fs[i]), int(recs.fe[i])) for i in bad[: 4 * _KEEP_DISTINCT]]
-            unknown.add(chunk.first_line + recs.lines[bad], vals)
-        if unknown.rows:
-            continue  # scanned for the error's counts; nothing more is written
-        starts, stops, row, kind = csvsplit.edits_for(recs, col, dropped)
-        keep, released = select(seen, idx)
-        seen += len(idx)
-        if keep is None:
-            per_row = released + n_out * quoted
-        else:  # a withheld record goes whole, line break included: its field is never written
-            per_row = np.full(len(idx), 2 * n_out, dtype=np.intp)
-            per_row[keep] = released + n_out * quoted[keep]
-            starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind)
-        choice = np.full(len(starts), 2 * n_out, dtype=np.intp)
-        choice[kind == 0] = per_row[row[kind == 0]]
-        csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-        rows += len(released)
-        if len(idx):
-            tick(rows)
-    return rows
 
 
 def _readable(fh: IO[bytes]) -> bool:
