@@ -192,21 +192,32 @@ class _Dictionary:
     def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
         """``(ids, codes)``: the distinct ids sorted bytewise (Arrow ``binary``) and every row's code into them."""
         self._merge()
-        pa, pc = self.pa, self.pc
-        n = len(self.seen)
-        dtype = np.int64 if n >= 2**31 else np.int32
-        order = np.asarray(pc.sort_indices(self.seen).to_numpy(zero_copy_only=False), dtype=np.int64)
-        rank = np.empty(n, dtype=dtype)
-        rank[order] = np.arange(n, dtype=dtype)
-        ids = self.seen.take(pa.array(order)) if n else self.seen
-        codes: NDArray[np.signedinteger[Any]] = np.empty(self.rows, dtype=dtype)
-        at = 0
-        for i, c in enumerate(self.codes):  # chunk by chunk: never two copies of every row's code
-            np.take(rank, c, out=codes[at : at + c.size])
-            at += c.size
-            self.codes[i] = c[:0]
-        self.codes = []
-        return ids, codes
+        codes, self.codes = self.codes, []
+        return _sorted(self.pa, self.pc, self.seen, codes, self.rows)
+
+
+def _sorted(pa: Any, pc: Any, seen: Any, chunks: list[NDArray[np.signedinteger[Any]]],
+            rows: int) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
+    """``(ids, codes)`` of a book: ``seen`` (distinct ids in order of first sight) sorted bytewise as Arrow
+    ``binary``, and the ``rows`` codes of ``chunks`` (codes into ``seen``) mapped to ranks in that order.
+
+    The chunks are mapped one by one into one array and emptied as they go: never two copies of every row's code.
+    """
+    n = len(seen)
+    dtype = np.int64 if n >= 2**31 else np.int32
+    order = np.asarray(pc.sort_indices(seen).to_numpy(zero_copy_only=False), dtype=np.int64)
+    rank = np.empty(n, dtype=dtype)
+    rank[order] = np.arange(n, dtype=dtype)
+    ids = seen.take(pa.array(order)) if n else seen
+    if ids.type != pa.binary():  # pragma: no cover - over 2 GiB of distinct ids (large_binary)
+        ids = ids.cast(pa.binary())
+    codes: NDArray[np.signedinteger[Any]] = np.empty(rows, dtype=dtype)
+    at = 0
+    for i, c in enumerate(chunks):
+        np.take(rank, c, out=codes[at : at + c.size])
+        at += c.size
+        chunks[i] = c[:0]
+    return ids, codes
 
 
 _KERNELS: Any = LAZY  # the compiled table of :mod:`._person_kernels` (None: the pyarrow dictionary)
@@ -287,28 +298,15 @@ class _HashBook:
 
     def finish(self) -> tuple[Any, NDArray[np.signedinteger[Any]]]:
         """``(ids, codes)`` exactly as :meth:`_Dictionary.finish` returns them."""
-        pa, pc = self.pa, self.pc
+        pa = self.pa
         n = self.n
         end = int(self.store_off[n])
         kind = pa.binary() if end < 2**31 else pa.large_binary()
         offs = self.store_off[: n + 1].astype(np.int32 if end < 2**31 else np.int64)
         seen = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offs), pa.py_buffer(self.store[:end].copy())])
         self.store, self.slots = self.store[:0], self.slots[:0]  # the table's memory goes before the codes'
-        dtype = np.int64 if n >= 2**31 else np.int32
-        order = np.asarray(pc.sort_indices(seen).to_numpy(zero_copy_only=False), dtype=np.int64)
-        rank = np.empty(n, dtype=dtype)
-        rank[order] = np.arange(n, dtype=dtype)
-        ids = seen.take(pa.array(order)) if n else seen
-        if kind != pa.binary():  # pragma: no cover - over 2 GiB of distinct ids
-            ids = ids.cast(pa.binary())
-        codes: NDArray[np.signedinteger[Any]] = np.empty(self.rows, dtype=dtype)
-        at = 0
-        for i, c in enumerate(self.codes):
-            np.take(rank, c, out=codes[at : at + c.size])
-            at += c.size
-            self.codes[i] = c[:0]
-        self.codes = []
-        return ids, codes
+        codes, self.codes = self.codes, []
+        return _sorted(pa, self.pc, seen, codes, self.rows)
 
 
 def id_book(pa: Any, pc: Any, nbytes: int = COMPILED_BYTES) -> Any:
