@@ -715,7 +715,6 @@ def _decode(data: bytes, width: int | None, scope: str) -> Any:
                           f"{'' if width is None else f' of width {width}'}")
 
 
-
 def _is_arrow(values: Any) -> bool:
     """A pyarrow Array or ChunkedArray (without importing pyarrow)."""
     return type(values).__module__.startswith("pyarrow")

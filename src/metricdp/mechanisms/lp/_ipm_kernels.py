@@ -47,7 +47,6 @@ __all__ = ["KERNELS"]
 KERNELS: Any = None
 
 
-
 #: Floating-point freedoms of the kernels: sums and minima may be reassociated (so LLVM
 #: vectorises them) and products contracted into fused multiply-adds; no assumption about
 #: NaN or infinity (the method's finite check must still see them).

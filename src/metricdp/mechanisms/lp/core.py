@@ -108,7 +108,6 @@ _DUAL: Mapping[str, Any] = {"simplex_strategy": 1}
 TIEBREAK_GAP = 1e-10
 
 
-
 # ---------------------------------------------------------------------- LP pieces
 @dataclass(frozen=True)
 class MechanismLP:

@@ -87,7 +87,6 @@ def load_kernels() -> None:
         KERNELS, _KERNELS_LOADED = compiled, True
 
 
-
 class _LP:
     """The scaled LP and its structured products (see the module docstring)."""
 

@@ -85,8 +85,6 @@ class FitStats:
             )
 
 
-
-
 def lp_info(cone: Cone, stats: FitStats, formulation: str) -> dict[str, Any]:
     """LP statistics, with the paper's counts (Theorem 1) beside the rows actually solved."""
     n, nf = cone.n, cone.nfree
