@@ -52,6 +52,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from ._solve import LPModel
+from .pairs import pair_blocks
 
 __all__ = ["Bound", "LPProblem", "bound_from_duals", "bound_from_multipliers", "lower_bound", "near_binding",
            "optmech_lp"]
@@ -60,7 +61,6 @@ __all__ = ["Bound", "LPProblem", "bound_from_duals", "bound_from_multipliers", "
 #: never bind in a mechanism with non-negligible entries; clipping a row makes it stricter,
 #: i.e. the LP *more* constrained, so such a row is left out of S instead: see near_binding).
 _EXP_MAX = 700.0
-_BLOCK = 1 << 22  # elements per temporary of the near-binding scan
 #: Tight tolerances: they make the bound tight, not valid (it is valid for any multipliers).
 _OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 
@@ -104,10 +104,9 @@ def _scan(
     """Triples (u, v, w), u != v, where ``select(x[u], e^{eps d(u,v)} x[v])`` holds, in blocks of pairs."""
     n = x.shape[0]
     pu, pv = np.nonzero(~np.eye(n, dtype=bool) & (epsilon * d < _EXP_MAX))
-    block = max(1, _BLOCK // x.shape[1])
     us, vs, ws = [], [], []
-    for start in range(0, len(pu), block):
-        u, v = pu[start : start + block], pv[start : start + block]
+    for start, stop in pair_blocks(len(pu), x.shape[1]):
+        u, v = pu[start:stop], pv[start:stop]
         k, w = np.nonzero(select(x[u], np.exp(epsilon * d[u, v])[:, None] * x[v]))
         us.append(u[k])
         vs.append(v[k])

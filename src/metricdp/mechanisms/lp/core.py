@@ -26,7 +26,7 @@ from ...spaces import MetricSpace
 from ._solve import LOG_CAP, LPModel, SolveResult, require_optimal
 from .certificate import bound_from_duals
 from .deadline import Deadline
-from .pairs import COLLINEAR_TOL, implied_pairs
+from .pairs import COLLINEAR_TOL, implied_pairs, pair_blocks
 from .polish import beyond_cap, finish
 from .repair import repair
 from .retry import OPTMECH, RetryPolicy, choose_eta
@@ -81,7 +81,6 @@ WARM_OPTIONS: Mapping[str, Any] = {"simplex_dual_edge_weight_strategy": 1}
 #: against the full LP); the repair absorbs what remains.
 VIOLATION_TOL = 1e-9
 
-_BLOCK = 1 << 22  # elements per temporary of the violation scan
 
 #: Weight of the tie-break of OPTMech's worst-case LP (:func:`_solve_fast`): the objective
 #: is :math:`k + \delta \cdot \text{mean}_u \sum_w L[u,w] M[u,w]` until constraint
@@ -234,12 +233,9 @@ def _violated(
 ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """(pair index, w) of every violated row of the allowed ordered pairs (pu, pv) not yet in
     the model, scanned in blocks of pairs (vectorised; only allowed pairs are touched)."""
-    n = p.shape[1]
-    block = max(1, _BLOCK // n)
     found_k: list[NDArray[np.intp]] = []
     found_w: list[NDArray[np.intp]] = []
-    for start in range(0, len(pu), block):
-        stop = min(start + block, len(pu))
+    for start, stop in pair_blocks(len(pu), p.shape[1]):
         u, v = pu[start:stop], pv[start:stop]
         viol = p[u] - factor[u, v][:, None] * p[v]  # (pairs, w)
         kk, ww = np.nonzero((viol > VIOLATION_TOL) & ~in_model[start:stop])

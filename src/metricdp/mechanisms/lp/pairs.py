@@ -1,20 +1,36 @@
-r"""Which privacy rows of the mechanism LP follow from others (issue 27): one concept.
+r"""The ordered pairs of the mechanism LP's privacy rows: which follow from others, and how they are scanned.
 
 :func:`implied_pairs` finds the ordered pairs whose rows the chains through a point between
 them already impose, so the constraint generation (``core._solve_fast``) never scans them.
+:func:`pair_blocks` cuts the pairs into the blocks every row scan goes through (the violation
+scan of the constraint generation and of the scaled finish, the certificate's near-binding
+scan, the repair's spread check): an (pairs, width) temporary of at most :data:`SCAN_ELEMENTS`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._solve import LOG_CAP
 
-__all__ = ["COLLINEAR_TOL", "implied_pairs"]
+__all__ = ["COLLINEAR_TOL", "SCAN_ELEMENTS", "implied_pairs", "pair_blocks"]
+
+#: Elements of one temporary of a row scan (pairs x width): 32 MiB of float64, a few in flight.
+SCAN_ELEMENTS = 1 << 22
 
 #: Relative slack of the collinearity test of :func:`implied_pairs`.
 COLLINEAR_TOL = 1e-12
+
+
+def pair_blocks(count: int, width: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` over ``count`` pairs (or rows), so that a block times ``width`` stays within
+    :data:`SCAN_ELEMENTS` (at least one pair a block)."""
+    block = max(1, SCAN_ELEMENTS // max(width, 1))
+    for start in range(0, count, block):
+        yield start, min(start + block, count)
 
 
 def implied_pairs(distances: NDArray[np.float64], level: float) -> NDArray[np.bool_]:

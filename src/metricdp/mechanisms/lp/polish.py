@@ -66,6 +66,7 @@ from ...errors import RepairError, SolverError
 from ._solve import LOG_CAP, LPModel, SolveResult
 from .certificate import bound_from_multipliers, optmech_lp
 from .deadline import Deadline
+from .pairs import pair_blocks
 from .repair import envelope, repair
 
 __all__ = ["PASSES", "SETTLE", "VIOLATION_TOL", "Polished", "beyond_cap", "dual_bound", "finish", "polish"]
@@ -86,7 +87,6 @@ MIN_COEF = 1e-11
 #: Rounds of row generation within one pass.
 MAX_ROUNDS = 50
 _EXP_MAX = 700.0
-_BLOCK = 1 << 22
 _OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": 1e-12}
 
 
@@ -111,13 +111,11 @@ def _scan(m: NDArray[np.float64], scale: NDArray[np.float64], logf: NDArray[np.f
     scaled coefficient is below :data:`MIN_COEF` (HiGHS would drop it: left to the next
     pass, rescaled); ``near``: rows of ``m`` met within ``tol`` of equality relative to their
     right-hand side. In blocks of pairs."""
-    n = m.shape[1]
-    block = max(1, _BLOCK // n)
     ks, ws = [], []
     skipped = 0
-    for start in range(0, len(pu), block):
-        u, v = pu[start:start + block], pv[start:start + block]
-        f = np.exp(logf[start:start + block])[:, None]
+    for start, stop in pair_blocks(len(pu), m.shape[1]):
+        u, v = pu[start:stop], pv[start:stop]
+        f = np.exp(logf[start:stop])[:, None]
         lhs, rhs = m[u], f * m[v]
         if near:
             hit = (lhs >= (1.0 - tol) * rhs) & (rhs > 0)

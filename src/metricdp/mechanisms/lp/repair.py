@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ...errors import RepairError, ValidationError
+from .pairs import pair_blocks
 
 __all__ = ["ROUNDING_RESERVE", "envelope", "repair", "repair_free"]
 
@@ -24,7 +25,6 @@ _ULP = 2.0**-53
 #: "Floating point" paragraph of :func:`repair`): 64 unit roundoffs.
 ROUNDING_RESERVE = 64 * _ULP  # [repair:reserve]
 _ROW_BLOCK = 64  # rows of the envelope updated together: (64, n) stays in cache
-_PAIR_BLOCK = 1 << 22  # elements per temporary of the pairwise spread check
 _ROW_CHUNK = 1 << 22  # elements per temporary of the row-wise passes of repair_free
 
 
@@ -217,9 +217,7 @@ def repair(matrix: ArrayLike, distances: ArrayLike, epsilon: float, *, eta: floa
 def _pairwise_ok(log_s: NDArray, d: NDArray, margin_d: float, reserve: float) -> bool:
     """``log s_v - log s_u <= margin_d * d(u,v) - reserve`` for all u != v (blocked).  [repair:pairwise]"""
     n = len(log_s)
-    block = max(1, _PAIR_BLOCK // n)
-    for start in range(0, n, block):
-        stop = min(start + block, n)
+    for start, stop in pair_blocks(n, n):
         lhs = log_s[None, :] - log_s[start:stop, None]  # (u, v): log s_v - log s_u
         rhs = margin_d * d[start:stop] - reserve
         bad = lhs > rhs
