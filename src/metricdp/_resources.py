@@ -33,7 +33,7 @@ from .errors import ResourceLimitError, ValidationError
 
 __all__ = [
     "ENV_VAR", "SAFETY_FRACTION", "available_memory", "cgroup_limit", "check_allocation", "format_bytes",
-    "memory_limit", "parse_bytes",
+    "memory_limit", "parse_bytes", "usable_cpus",
 ]
 
 ENV_VAR = "METRICDP_MEMORY_LIMIT"
@@ -157,6 +157,14 @@ def memory_limit() -> float:
     if text is not None and text.strip():
         return parse_bytes(text)
     return SAFETY_FRACTION * available_memory()
+
+
+def usable_cpus() -> int:
+    """The processors this process may run on (its affinity where the OS has one, else the count): at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def check_allocation(nbytes: float, what: str) -> None:

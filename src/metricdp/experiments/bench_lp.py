@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from .._jsonable import jsonable
+from .._resources import usable_cpus
 from .._validation import check_epsilon, check_int
 from ..errors import SolverError, SolverTimeLimitError, ValidationError
 from ..mechanisms import registry
@@ -571,7 +572,7 @@ def machine_info() -> dict[str, str]:
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
-        "cores": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+        "cores": str(usable_cpus()),
         "memory": mem,
         "os": platform.platform(),
         "python": platform.python_version(),

@@ -26,7 +26,6 @@ cache (``cache_bytes``), so a repeated word costs one binary search.
 from __future__ import annotations
 
 import ctypes
-import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -35,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import RandomSource
+from .._resources import usable_cpus
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 from ..pointspace import PointSpace, check_memory
@@ -49,7 +49,7 @@ CACHE_BYTES = 256 * 2**20
 _TILE_ELEMENTS = 1 << 20  # GEMM tile (words x vocabulary columns) of the compiled build: 8 MiB
 _BATCH_BYTES = 512 * 2**20  # log-weights of one batch of words (compiled build): 64 words of 400,000 at most
 _MAX_BATCH = 64
-_WORKERS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+_WORKERS = min(4, usable_cpus())
 
 
 def exponential_epsilon(epsilon: float, **_: object) -> float:

@@ -33,13 +33,13 @@ exact minimiser by the same exact values with the same tie rule: the same index.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .._resources import usable_cpus
 from ..pointspace import PointSpace, _tolerance
 
 __all__ = ["TwoPassSearch", "two_pass_argmin"]
@@ -80,10 +80,7 @@ def two_pass_argmin(
 
 def _workers() -> int:
     """Cores this process may use (each worker runs one BLAS thread)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def _block(space: PointSpace, a: NDArray, w: NDArray, exact: Callable, offset: int) -> NDArray[np.intp]:

@@ -10,7 +10,6 @@ Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ...._resources import memory_limit
+from ...._resources import memory_limit, usable_cpus
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
@@ -468,7 +467,7 @@ def concurrent_models(model: FastModel, count: int, workers: int | None = None) 
     quarter of :func:`~metricdp._resources.memory_limit` (at least 1: one model at a time is
     the sequential fit's own footprint)."""
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = usable_cpus()
     per_model = MODEL_BYTES_PER_NONZERO * float(model.dza.nnz + model.dzb.nnz)
     fit = int(0.25 * memory_limit() // max(per_model, 1.0))
     return max(1, min(int(workers), count, fit))
