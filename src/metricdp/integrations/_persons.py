@@ -61,9 +61,9 @@ class PersonCounts:
     @property
     def persons(self) -> NDArray[Any]:
         """The distinct ids as numpy text (built on demand: the plan and the ledger take :attr:`ids`)."""
-        pa = import_optional("pyarrow", extra="parquet")
-        return np.asarray(self.ids.cast(pa.string()).to_numpy(zero_copy_only=False), dtype=str) if len(self.ids) \
-            else np.zeros(0, dtype=str)
+        from ..streaming.persons import text_view
+
+        return text_view(self.ids)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
 __all__ = ["COMPILED_BYTES", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable",
-           "RowPersons", "id_book", "person_table", "scan_persons"]
+           "RowPersons", "id_book", "person_table", "scan_persons", "text_view"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
@@ -72,10 +72,12 @@ COMPILED_BYTES = 64 * 2**20
 MERGE_BYTES = 64 * 2**20
 
 
-def _text_view(pa: Any, pc: Any, ids: Any) -> NDArray[Any]:
-    """The ids as a numpy ``str`` array (for display and the library's id-based API)."""
+def text_view(ids: Any) -> NDArray[Any]:
+    """Arrow ids (``binary``, UTF-8) as a numpy ``str`` array (for display and the library's id-based API)."""
     if len(ids) == 0:
         return np.zeros(0, dtype=str)
+    pa = import_optional("pyarrow", extra="parquet")
+    pc = import_optional("pyarrow.compute", extra="parquet")
     return np.asarray(pc.cast(ids, pa.string()).to_numpy(zero_copy_only=False), dtype=str)
 
 
@@ -94,9 +96,7 @@ class RowPersons:
     @property
     def persons(self) -> NDArray[Any]:
         """The distinct ids as numpy text (built on demand: the accounting uses :attr:`ids`)."""
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
-        return _text_view(pa, pc, self.ids)
+        return text_view(self.ids)
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,7 @@ class PersonTable:
     @property
     def persons(self) -> NDArray[Any]:
         """The ids as numpy text."""
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
-        return _text_view(pa, pc, self.ids)
+        return text_view(self.ids)
 
 
 def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> PersonTable:
