@@ -145,3 +145,13 @@ def test_a_nan_estimate_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(res.ENV_VAR, "1GiB")
     with pytest.raises(ResourceLimitError):
         res.check_allocation(float("nan"), "an overflowed estimate")
+
+
+@pytest.mark.parametrize(("cpus", "threads"), [(1, 1), (3, 3), (64, res.SCAN_THREADS)])
+def test_scan_threads_follow_the_usable_processors(monkeypatch: pytest.MonkeyPatch, cpus: int, threads: int) -> None:
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)  # the affinity, not the machine, counts
+    assert res.usable_cpus() == cpus
+    assert res.scan_threads() == threads

@@ -167,6 +167,16 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Threads of the vectorised scans over matrices (the audit's, the metric check's, the repair's):
+#: numpy releases the GIL in them, and beyond 4 the memory bandwidth, not the cores, bounds them.
+SCAN_THREADS = 4
+
+
+def scan_threads() -> int:
+    """Threads for one vectorised scan: :data:`SCAN_THREADS`, or fewer where fewer processors are usable."""
+    return min(SCAN_THREADS, usable_cpus())
+
+
 def check_allocation(nbytes: float, what: str) -> None:
     """Refuse (ResourceLimitError) a plan of ``nbytes`` over the limit; ``what`` says what needs it."""
     limit = memory_limit()

@@ -8,13 +8,13 @@ index that failed, and returns the normalised value. No ``assert``: checks must 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._resources import scan_threads
 from .errors import ValidationError
 
 __all__ = [
@@ -225,7 +225,7 @@ def check_triangle_inequality(
             return start + int(i), int(j)
         return None
 
-    workers = max(1, min(4, os.cpu_count() or 1))
+    workers = scan_threads()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for found in pool.map(scan, range(0, n, block)):
             if found is not None:

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._resources import scan_threads
 from ._validation import check_delta
 from .errors import ValidationError
 
@@ -145,7 +145,7 @@ def _unprotected(n: int, groups: list[NDArray[np.intp]]) -> int:
 
 
 def _workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    return scan_threads()
 
 
 def audit(matrix: ArrayLike, distances: ArrayLike, *, normalize: bool = False) -> AuditResult:

@@ -27,7 +27,6 @@ local engine leaves it out.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import shutil
@@ -392,20 +391,11 @@ def _parquet_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) ->
 
 # ------------------------------------------------------------------------------ runners
 def _run_dask(job: PointJob, pieces: Sequence[PointPiece], scheduler: str | None) -> list[Any]:
-    import logging
-
     from ._run import engine_error
+    from .dask import client_for
 
-    distributed = import_optional("distributed", extra="dask")
     try:
-        with contextlib.ExitStack() as stack:
-            if scheduler:
-                client = stack.enter_context(distributed.Client(scheduler))
-            else:
-                cluster = stack.enter_context(distributed.LocalCluster(
-                    n_workers=max(1, min(os.cpu_count() or 1, len(pieces))), threads_per_worker=1, processes=True,
-                    dashboard_address=":0", silence_logs=logging.CRITICAL))
-                client = stack.enter_context(distributed.Client(cluster))
+        with client_for(scheduler, len(pieces)) as client:
             token = uuid.uuid4().hex
             futures = [client.submit(release_points_piece, job, p, key=f"metricdp-points-{token}-{p.index}",
                                      pure=False) for p in pieces]

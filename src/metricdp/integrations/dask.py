@@ -23,7 +23,6 @@ another column's name) and Dask's byte blocks split records at quoted line break
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -31,6 +30,7 @@ from os import PathLike
 from typing import Any
 
 from .._optional import import_optional
+from .._resources import usable_cpus
 from ..errors import ValidationError
 from ._common import Shipped, check_seed, partition_rng, release_column
 
@@ -53,6 +53,34 @@ def one_cluster() -> Iterator[None]:
             yield
         finally:
             _SESSION.reset(token)
+
+
+@contextlib.contextmanager
+def client_for(scheduler: str | None, pieces: int) -> Iterator[Any]:
+    """The Dask client of one job: within :func:`one_cluster` the session's (started by its first job),
+    else one of its own, closed at the end; ``scheduler`` an address, or None for a local cluster of one
+    single-threaded worker process per usable processor (at most one per piece)."""
+    import logging
+
+    distributed = import_optional("distributed", extra="dask")
+    with contextlib.ExitStack() as own:
+        session = _SESSION.get()
+        client = None if session is None else session.get("client")
+        if client is None:
+            stack = own if session is None else session["stack"]
+            if scheduler:
+                client = stack.enter_context(distributed.Client(scheduler))
+            else:
+                cluster = stack.enter_context(
+                    distributed.LocalCluster(
+                        n_workers=max(1, min(usable_cpus(), pieces)), threads_per_worker=1,
+                        processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
+                    )
+                )
+                client = stack.enter_context(distributed.Client(cluster))
+            if session is not None:
+                session["client"] = client
+        yield client
 
 
 def _release_partition(part: Any, mechanism: Any, column: str, seed: int | None, partition_info: Any = None) -> Any:
@@ -153,29 +181,10 @@ def privatize_file_dask(
 
 def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None) -> list[Any]:
     """:func:`~metricdp.integrations._pieces.release_piece` for every piece on a Dask cluster."""
-    import logging
-
     from ._run import engine_error
 
-    distributed = import_optional("distributed", extra="dask")
     try:
-        with contextlib.ExitStack() as own:
-            session = _SESSION.get()
-            client = None if session is None else session.get("client")
-            if client is None:
-                stack = own if session is None else session["stack"]
-                if scheduler:
-                    client = stack.enter_context(distributed.Client(scheduler))
-                else:
-                    cluster = stack.enter_context(
-                        distributed.LocalCluster(
-                            n_workers=max(1, min(os.cpu_count() or 1, len(pieces))), threads_per_worker=1,
-                            processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
-                        )
-                    )
-                    client = stack.enter_context(distributed.Client(cluster))
-                if session is not None:
-                    session["client"] = client
+        with client_for(scheduler, len(pieces)) as client:
             token = uuid.uuid4().hex
             # one task holding the mechanism: sent once per worker, and recomputed if its worker dies
             # (scattered data would be lost with it)

@@ -9,12 +9,12 @@ The proof is in its docstring and in ``docs/proofs/lp_repair.md``.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..._resources import scan_threads
 from ...errors import RepairError, ValidationError
 from .pairs import pair_blocks
 
@@ -54,7 +54,7 @@ def envelope(matrix: ArrayLike, distances: ArrayLike, level: float) -> NDArray[n
             np.multiply(k[:, v : v + 1], p[v], out=tmp)
             np.maximum(best, tmp, out=best)
 
-    workers = max(1, min(4, os.cpu_count() or 1))
+    workers = scan_threads()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(rows, range(0, n, _ROW_BLOCK)))
     return out
