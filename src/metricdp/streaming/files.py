@@ -62,7 +62,7 @@ from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.parquet import input_compression, open_parquet
+from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
@@ -387,30 +387,19 @@ def _privatize_parquet(
 ) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
     pf = open_parquet(src)
     schema = pf.schema_arrow
     plan: ColumnPlan = make_plan(schema.names)
     j = plan.index(column)
-    field = schema.field(j)
     written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
-    out_schema = pa.schema([schema.field(k) for k in written], metadata=schema.metadata)
     labels = list(mechanism.labels)
-    outs = pa.array(list(getattr(mechanism, "output_labels", labels)), type=pa.string())
-    try:
-        out_values = outs.cast(field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
-        raise ValidationError(
-            f"{where}: column {column!r} has type {field.type}; the mechanism's labels cannot be written as it ({ex})"
-        ) from None
-    compression = input_compression(pf.metadata)
     unknown = UnknownValues()
     rows = seen = 0
     if persons is not None:
         persons.start(schema.names, parquet_type=schema.field(persons.column).type)
-    writer = pq.ParquetWriter(fh, out_schema, compression=compression)
-    try:
+    outputs = list(getattr(mechanism, "output_labels", labels))
+    with ReleaseWriter(pf, written, j, outputs, fh, where, "the mechanism's labels") as writer:
         with _beside(None if persons is None else persons.add_parquet) as collect:
             for batch in pf.iter_batches(batch_size=chunk_rows):
                 if collect is not None:
@@ -425,15 +414,8 @@ def _privatize_parquet(
                     continue
                 keep, released = select(seen, idx)
                 seen += len(idx)
-                if keep is not None:
-                    batch = batch.filter(pa.array(keep))
-                new = out_values.take(pa.array(released))
-                columns = [new if k == j else batch.column(k) for k in written]
-                writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
-                rows += len(released)
+                rows += writer.write(batch, keep, released)
                 tick(rows)
-    finally:
-        writer.close()
     if unknown.rows:
         raise unknown.error(where, column, "row(s)")
     return rows

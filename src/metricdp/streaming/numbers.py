@@ -52,7 +52,7 @@ from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.parquet import input_compression, open_parquet
+from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
@@ -279,7 +279,6 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
              tick: Any, make_plan: Any, chunk_rows: int) -> int:
     pa = import_optional("pyarrow", extra="parquet")
     pc = import_optional("pyarrow.compute", extra="parquet")
-    pq = import_optional("pyarrow.parquet", extra="parquet")
     where = str(src)
     pf = open_parquet(src)
     schema = pf.schema_arrow
@@ -291,18 +290,10 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
     if not (numeric or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise ValidationError(f"{where}: column {column!r} has type {kind}; numbers or text expected")
     written = [k for k, name in enumerate(schema.names) if name in set(plan.written)]
-    out_schema = pa.schema([schema.field(k) for k in written], metadata=schema.metadata)
-    try:
-        out_values = pa.array(mechanism.output_labels, type=pa.string()).cast(kind)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
-        raise ValidationError(
-            f"{where}: column {column!r} has type {kind}; the released grid points cannot be written as it ({ex})"
-        ) from None
-    compression = input_compression(pf.metadata)
     bad_rows = BadNumbers()
     rows = seen = 0
-    writer = pq.ParquetWriter(fh, out_schema, compression=compression)
-    try:
+    with ReleaseWriter(pf, written, j, list(mechanism.output_labels), fh, where,
+                       "the released grid points") as writer:
         for batch in pf.iter_batches(batch_size=chunk_rows):
             col = batch.column(j)
             empty = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -331,15 +322,8 @@ def _parquet(mechanism: NumberMechanism, src: Path, column: str, fh: IO[bytes], 
                 continue
             keep, drawn = select(seen, ranks)
             seen += len(col)
-            if keep is not None:  # a withheld row is left out of the output
-                batch = batch.filter(pa.array(keep))
-            new = out_values.take(pa.array(drawn))
-            columns = [new if k == j else batch.column(k) for k in written]
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=out_schema))
-            rows += len(drawn)
+            rows += writer.write(batch, keep, drawn)
             tick(rows)
-    finally:
-        writer.close()
     if bad_rows.rows:
         raise bad_rows.error(where, column, mechanism.grid, "row")
     return rows
