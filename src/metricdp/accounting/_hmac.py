@@ -89,6 +89,11 @@ def midstates(key: bytes) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
     return out[0], out[1]
 
 
+def _openssl(key: bytes, msgs: list[bytes]) -> list[bytes]:
+    """The full digests of ``msgs`` by OpenSSL's one-shot HMAC (:data:`hmac_one`), one call each."""
+    return list(map(hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
+
+
 def _cut(data: NDArray[np.uint8], offs: NDArray[np.int64], prefix: bytes, framed: bool) -> list[bytes]:
     """The messages as bytes objects (for OpenSSL): numpy cuts a block at a time when no message ends in NUL."""
     n = offs.size - 1
@@ -136,8 +141,7 @@ def hmac_framed(key: bytes, prefix: bytes, data: NDArray[np.uint8], offs: NDArra
         k.hmac_batch(inner, outer, np.frombuffer(prefix, dtype=np.uint8), bool(framed),
                      np.ascontiguousarray(data, dtype=np.uint8), offs, out)
         return out.tobytes()
-    msgs = _cut(np.asarray(data, dtype=np.uint8), offs, prefix, framed)
-    digests = b"".join(map(hmac_one, itertools.repeat(key, n), msgs, itertools.repeat("sha256", n)))
+    digests = b"".join(_openssl(key, _cut(np.asarray(data, dtype=np.uint8), offs, prefix, framed)))
     if keep == 32:
         return digests
     return np.frombuffer(digests, dtype=np.uint8).reshape(n, 32)[:, :keep].tobytes()
@@ -157,7 +161,7 @@ def hmac_list(key: bytes, msgs: list[bytes], keep: int = 32, *, compiled: bool |
     if not (compiled or (compiled is None and _large(len(msgs)))) or kernel() is None:
         if compiled:
             raise RuntimeError("the compiled HMAC kernel needs numba (the fast extra)")
-        d = list(map(hmac_one, itertools.repeat(key, len(msgs)), msgs, itertools.repeat("sha256", len(msgs))))
+        d = _openssl(key, msgs)
         return d if keep == 32 else [x[:keep] for x in d]
     bounds = np.zeros(len(msgs) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, msgs), dtype=np.int64, count=len(msgs)), out=bounds[1:])
