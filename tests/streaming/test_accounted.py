@@ -110,3 +110,29 @@ def test_scan_reports_progress(tmp_path: Path) -> None:
     seen: list[tuple[int, str]] = []
     scan_persons(p, "csv", "user", chunk_rows=20, progress=lambda done, total, message: seen.append((done, message)))
     assert [d for d, _ in seen] == [20, 40, 50] and seen[-1][1] == "first pass (who each row belongs to): 50 rows"
+
+
+def test_settlement_aborts_on_an_error_and_commits_otherwise() -> None:
+    from metricdp.streaming.accounted import Settlement
+
+    class Run:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def abort(self) -> None:
+            self.calls.append("abort")
+
+        def commit(self) -> None:
+            self.calls.append("commit")
+
+    ok, failed, late = Run(), Run(), Run()
+    with Settlement(ok):
+        pass
+    with pytest.raises(KeyError), Settlement(failed):
+        raise KeyError("x")
+    with pytest.raises(KeyError), Settlement() as s:
+        s.run = late  # the plan came inside the block
+        raise KeyError("y")
+    with Settlement():  # nothing to settle
+        pass
+    assert (ok.calls, failed.calls, late.calls) == (["commit"], ["abort"], ["abort"])

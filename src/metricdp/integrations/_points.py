@@ -191,6 +191,7 @@ def privatize_points_engine(
         the cluster failed: the root cause in one line. Nothing is written.
     """
     from ..io import atomic_write, scratch_directory
+    from ..streaming.accounted import Settlement
 
     if engine not in ("dask", "spark"):
         raise ValidationError(f"engine must be dask or spark, got {engine!r}")
@@ -201,40 +202,33 @@ def privatize_points_engine(
         raise ValidationError(f"{target}: GeoJSON output is written by the local engine only")
     seed = check_seed(seed)
     run = None
-    try:
-        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-            stat = src.stat()
-            plan, names, head, pieces = _plan(src, lat, lon, keep, drop, plan_check,
-                                              piece_bytes or DEFAULT_PIECE_BYTES, max_record)
-            rows = sum(p.rows for p in pieces)
-            if rows == 0:
-                raise ValidationError(f"{src}: no data rows")
-            fmt = format_of(src, TABLE_FORMATS)
-            if accounting is not None:
-                run = _accounted(src, fmt, lat, lon, settings, accounting, seed, max_record)
-                pieces = _selected(run, pieces)
-            scratch = scratch_directory(target)
-            try:
-                job = PointJob(str(src), fmt, plan.index(lat), plan.index(lon), lat, lon, names,
-                               plan.dropped_indices, tuple(k for k, n in enumerate(names) if n in set(plan.written)),
-                               settings, digits, seed, str(scratch), max_record, stat.st_size, stat.st_mtime_ns)
-                runner = _run_dask if engine == "dask" else _run_spark
-                results = runner(job, pieces, scheduler if engine == "dask" else master)
-                _check(engine, pieces, results)
-                _join(job, pieces, head, fh)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-            if run is not None:
-                run.seen = run.rows  # every piece was released as planned (_check)
-                run.publishing()  # the input must be the one planned; from here on the spend stays
-    except BaseException:
+    with Settlement() as settlement, atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+        stat = src.stat()
+        plan, names, head, pieces = _plan(src, lat, lon, keep, drop, plan_check,
+                                          piece_bytes or DEFAULT_PIECE_BYTES, max_record)
+        rows = sum(p.rows for p in pieces)
+        if rows == 0:
+            raise ValidationError(f"{src}: no data rows")
+        fmt = format_of(src, TABLE_FORMATS)
+        if accounting is not None:
+            settlement.run = run = _accounted(src, fmt, lat, lon, settings, accounting, seed, max_record)
+            pieces = _selected(run, pieces)
+        scratch = scratch_directory(target)
+        try:
+            job = PointJob(str(src), fmt, plan.index(lat), plan.index(lon), lat, lon, names,
+                           plan.dropped_indices, tuple(k for k, n in enumerate(names) if n in set(plan.written)),
+                           settings, digits, seed, str(scratch), max_record, stat.st_size, stat.st_mtime_ns)
+            runner = _run_dask if engine == "dask" else _run_spark
+            results = runner(job, pieces, scheduler if engine == "dask" else master)
+            _check(engine, pieces, results)
+            _join(job, pieces, head, fh)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if run is not None:
-            run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    if run is not None:
-        run.commit()
-        if on_report is not None:
-            on_report(run.report())
+            run.seen = run.rows  # every piece was released as planned (_check)
+            run.publishing()  # the input must be the one planned; from here on the spend stays
+    if run is not None and on_report is not None:
+        on_report(run.report())
     return sum(p.written for p in pieces), plan
 
 

@@ -74,47 +74,42 @@ def release_file(
     the accounting's first pass) instead of labels.
     """
     from ..io import atomic_write, scratch_directory
+    from ..streaming.accounted import Settlement
 
     src, target = Path(input_path), Path(out)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
     seed = check_seed(seed)
     run = None
-    try:
-        with atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-            if rule is None:
-                plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
-                                 drop=drop, max_record=max_record)
-            else:
-                from ._numbers import plan_numbers
+    with Settlement() as settlement, atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
+        if rule is None:
+            plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
+                             drop=drop, max_record=max_record)
+        else:
+            from ._numbers import plan_numbers
 
-                plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
-                                    keep=keep, drop=drop, max_record=max_record)
-            if accounting is not None:
-                run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner))
-                plan = replace(plan, pieces=_selected(run, plan))
-            # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
-            scratch = scratch_directory(target)
-            try:
-                job = Job(replace(plan, pieces=()), column, seed, str(scratch), rule)
-                results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
-                _check(engine, plan, results)
-                check_unchanged(plan)
-                _join(plan, scratch, fh)
-                written = sum(p.written for p in plan.pieces)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-            if run is not None:
-                run.seen = run.rows  # every piece was released as planned (_check)
-                run.publishing()
-    except BaseException:
+            plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
+                                keep=keep, drop=drop, max_record=max_record)
+        if accounting is not None:
+            run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner))
+            settlement.run = run
+            plan = replace(plan, pieces=_selected(run, plan))
+        # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
+        scratch = scratch_directory(target)
+        try:
+            job = Job(replace(plan, pieces=()), column, seed, str(scratch), rule)
+            results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+            _check(engine, plan, results)
+            check_unchanged(plan)
+            _join(plan, scratch, fh)
+            written = sum(p.written for p in plan.pieces)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         if run is not None:
-            run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    if run is not None:
-        run.commit()
-        if on_report is not None:
-            on_report(run.report())
+            run.seen = run.rows  # every piece was released as planned (_check)
+            run.publishing()
+    if run is not None and on_report is not None:
+        on_report(run.report())
     return written
 
 

@@ -66,7 +66,7 @@ from ..tabular.header import table_header
 from ..units import space_unit
 from .persons import PersonCollector, scan_persons
 
-__all__ = ["AccountedRun", "Accounting", "AccountingReport", "OnePassRun"]
+__all__ = ["AccountedRun", "Accounting", "AccountingReport", "OnePassRun", "Settlement"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,31 @@ def _check_columns(src: Path, column: str, acc: Accounting) -> None:
 def _identity(path: Path) -> tuple[int, ...]:
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class Settlement:
+    """The end of an accounted release (the module docstring's **publish**), around the atomic write.
+
+    Leaving the block by an error gives the reservation back unless ``publishing()`` was
+    reached (``run.abort()``: after it the spend stays, the safe side); leaving it normally
+    commits the spend (``run.commit()``), after the atomic write inside the block renamed
+    the output. ``run`` (anything with ``abort`` and ``commit``) may be set inside the
+    block, where the plan comes after the release pass; None settles nothing.
+    """
+
+    def __init__(self, run: Any = None) -> None:
+        self.run = run
+
+    def __enter__(self) -> Settlement:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self.run is None:
+            return
+        if kind is None:
+            self.run.commit()
+        else:
+            self.run.abort()
 
 
 class AccountedRun:

@@ -64,7 +64,7 @@ from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
-from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun
+from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun, Settlement
 from .labels import _KEEP_DISTINCT, UnknownValues, csv_label_indices, parquet_label_indices
 from .persons import PersonCollector
 from .prefetch import write_behind
@@ -191,27 +191,21 @@ def privatize_file(
                                   max_record, persons)
         return _privatize_parquet(mechanism, src, column, fh, select, tick, make_plan, chunk_rows, persons)
 
-    try:
-        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-            rows = release_pass(fh, every_row if run is None else run.select, None if one is None else one.persons)
-            if one is not None:
-                run = one.plan()  # reserved from here (under refuse, an over-budget person raised: nothing reserved)
-                if not run.written_all and fmt == "csv" and len(plan[0].written) >= 2 and _readable(fh):
-                    rows = _withhold_csv(fh, run.plan.keep, str(src), _record_cap(mechanism, max_record))
-                    run.seen = run.rows  # the kept records keep their releases (OnePassRun's docstring)
-                elif not run.written_all:  # rows withheld: released again, without them (OnePassRun's docstring)
-                    fh.seek(0)
-                    fh.truncate()
-                    plan.clear()
-                    rows = release_pass(fh, run.select, None)
-            if run is not None:
-                run.publishing()  # checks the input is unchanged; from here on the spend stays
-    except BaseException:
+    with Settlement(run) as settlement, atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+        rows = release_pass(fh, every_row if run is None else run.select, None if one is None else one.persons)
+        if one is not None:
+            # reserved from here (under refuse, an over-budget person raised: nothing reserved)
+            settlement.run = run = one.plan()
+            if not run.written_all and fmt == "csv" and len(plan[0].written) >= 2 and _readable(fh):
+                rows = _withhold_csv(fh, run.plan.keep, str(src), _record_cap(mechanism, max_record))
+                run.seen = run.rows  # the kept records keep their releases (OnePassRun's docstring)
+            elif not run.written_all:  # rows withheld: released again, without them (OnePassRun's docstring)
+                fh.seek(0)
+                fh.truncate()
+                plan.clear()
+                rows = release_pass(fh, run.select, None)
         if run is not None:
-            run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    if run is not None:
-        run.commit()
+            run.publishing()  # checks the input is unchanged; from here on the spend stays
     return ReleaseStats(rows, time.perf_counter() - t0, fmt, plan[0], None if run is None else run.report())
 
 

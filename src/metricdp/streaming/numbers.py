@@ -54,6 +54,7 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
+from .accounted import Settlement
 from .files import DEFAULT_CHUNK_ROWS, ReleaseStats, _label_table, file_format
 from .number_text import _SHOW, BadNumbers, _field_text, parse_numbers
 from .prefetch import prefetch, write_behind
@@ -151,21 +152,14 @@ def privatize_numbers_file(
         run = start_numbers(mechanism, src, fmt, column, accounting, classify, release, source,
                             chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
     select = every_row if run is None else run.select
-    try:
-        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-            if fmt == "csv":
-                rows = _csv(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows, chunk_bytes,
-                            max_record)
-            else:
-                rows = _parquet(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows)
-            if run is not None:
-                run.publishing()  # checks the input is unchanged; from here on the spend stays
-    except BaseException:
+    with Settlement(run), atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+        if fmt == "csv":
+            rows = _csv(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows, chunk_bytes,
+                        max_record)
+        else:
+            rows = _parquet(mechanism, src, column, fh, select, classify, tick, make_plan, chunk_rows)
         if run is not None:
-            run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    if run is not None:
-        run.commit()
+            run.publishing()  # checks the input is unchanged; from here on the spend stays
     return ReleaseStats(rows, time.perf_counter() - t0, fmt, plans[0], None if run is None else run.report())
 
 

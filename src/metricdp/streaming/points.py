@@ -40,6 +40,7 @@ from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
 from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
+from .accounted import Settlement
 from .files import DEFAULT_CHUNK_ROWS
 from .point_columns import column_floats, parse_column
 from .prefetch import prefetch, write_behind
@@ -453,21 +454,14 @@ def privatize_points_file(
     select: Select = every_row if run is None else run.select
 
     geojson = Path(out).suffix.lower() == ".geojson"
-    try:
-        with atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
-            if fmt == "csv":
-                rows, seen = _csv(src, fh, lat, lon, select, make_plan, digits, full, chunk_rows, chunk_bytes,
-                                  max_record, tick, geojson)
-            else:
-                rows, seen = _parquet(src, fh, lat, lon, select, make_plan, chunk_rows, tick, geojson, digits, full)
-            if seen == 0:
-                raise ValidationError(f"{src}: no data rows")
-            if run is not None:
-                run.publishing()  # checks the input is unchanged; from here on the spend stays
-    except BaseException:
+    with Settlement(run), atomic_write(out, "wb", inputs=[src, *inputs]) as fh:
+        if fmt == "csv":
+            rows, seen = _csv(src, fh, lat, lon, select, make_plan, digits, full, chunk_rows, chunk_bytes,
+                              max_record, tick, geojson)
+        else:
+            rows, seen = _parquet(src, fh, lat, lon, select, make_plan, chunk_rows, tick, geojson, digits, full)
+        if seen == 0:
+            raise ValidationError(f"{src}: no data rows")
         if run is not None:
-            run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    if run is not None:
-        run.commit()
+            run.publishing()  # checks the input is unchanged; from here on the spend stays
     return PointStats(rows, time.perf_counter() - t0, fmt, plans[-1], None if run is None else run.report())

@@ -54,7 +54,7 @@ from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..io import atomic_write
-from ..streaming.accounted import AccountingReport
+from ..streaming.accounted import AccountingReport, Settlement
 from .accounting import DocumentReport, TextAccounting
 from .rewrite import RewriteStats, Vocabulary, rewrite_file
 
@@ -223,7 +223,7 @@ def privatize_text_file(
                         scope=budget.scope, rng=rng, run_id=budget.run_id, mechanism=budget.mechanism,
                         persons=persons, unit=budget.unit)
     run = _Publish(plan, path, identity)
-    try:
+    with Settlement(run):
         group_release = None
         if consistent:
             fresh_words = words[plan.group_row[plan.fresh]].astype(np.intp)
@@ -235,10 +235,6 @@ def privatize_text_file(
             if book.pos != book.scan_words.size:
                 raise book.changed()
             run.publishing()
-    except BaseException:
-        run.abort()  # gives the reservation back only if publishing() was not reached
-        raise
-    run.commit()
     p = plan
     report = AccountingReport(
         int(owners.size), int(p.keep.sum()), p.withheld_cap, p.withheld_budget, int(persons.size), p.persons_over,
