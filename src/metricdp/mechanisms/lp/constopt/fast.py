@@ -429,8 +429,9 @@ class FastModel:
         """Solve the paper's LP for ``lam`` (rows (18), (20), (22), (25), (26)).
 
         Every lambda starts from a fresh model on the initial blocks: re-solving from the
-        previous lambda's basis is about 10x slower on large spaces
-        (benchmarks/RESULTS.md#docstrings-constopt-fast-paper).
+        previous lambda's basis is about 10x slower on large spaces outside the dense
+        regime (benchmarks/RESULTS.md#docstrings-constopt-fast-paper); in it, a near
+        lambda is solved warm by :meth:`paper_warm`.
         """
         if self.kind == "normalised":
             raise RuntimeError("a normalised-fit model cannot solve the paper LP")  # internal misuse
