@@ -169,6 +169,24 @@ def test_a_near_lambda_is_solved_warm_from_the_dense_optimum() -> None:
     assert again.paper(0.1).objective == r.objective  # the fresh solve, bitwise
 
 
+@pytest.mark.parametrize("lams", [(0.0, 0.05, 1.0), (1.0, 0.0, 0.001, 0.5)])
+def test_solve_papers_warm_neighbour_from_or_to_a_zero_penalty(lams: tuple[float, ...]) -> None:
+    """A penalty 0 leaves its coefficients out of the model; the warm start adds or removes
+    them (n coefficient changes), in any order of the lambdas: each result is the
+    reference optimum to 1e-9 and comes back in the order asked."""
+    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    model = _fast_model(random_space(2, 60, dim=3), 1.0, 4)
+    out = solve_papers(model, lams)
+    assert len(out) == len(lams)
+    for lam, (r, x) in zip(lams, out, strict=True):
+        _, ref = paper_lp(model.cone, lam, Deadline(None), FitStats())
+        assert r.status == 0 and x is not None and r.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
 def test_dense_regime_models_are_solved_by_interior_point_and_crossover_to_a_vertex() -> None:
     """Issue 37: a model with every block (here seeded by the previous lambda) is solved by
     IPX and its crossover, not the dual simplex; the result is a basic solution (HiGHS holds
