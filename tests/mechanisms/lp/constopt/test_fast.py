@@ -108,9 +108,10 @@ def test_fast_model_scales_only_moderate_rooms_and_normalises_rows_22() -> None:
 
 
 def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
-    """Issue 37: the lambdas after the first run on forks seeded by the first, so the number
-    of threads changes nothing (bitwise the same points and counts), and every one is the
-    reference formulation's LP optimum (one plain HiGHS model, :func:`paper_lp`) to 1e-9."""
+    """Issue 37: the first lambda and its nearest neighbour (warm) on one model, the others
+    on unseeded forks beside them, so the number of threads changes nothing (bitwise the
+    same points and counts), and every one is the reference formulation's LP optimum (one
+    plain HiGHS model, :func:`paper_lp`) to 1e-9."""
     from metricdp.mechanisms.lp.constopt.fast import solve_papers
     from metricdp.mechanisms.lp.constopt.reference import paper_lp
     from metricdp.mechanisms.lp.constopt.stats import FitStats
@@ -123,7 +124,7 @@ def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
         model = _fast_model(space, 1.0, 4)
         runs.append((model, solve_papers(model, lams, workers=workers)))
     (one, out1), (three, out3) = runs
-    assert one.seed is not None  # the dense regime: the forks start from the first's blocks and sides
+    assert one.seed is not None and one.lam == 0.1  # the dense regime; the model ends on the warm neighbour
     for lam, (r1, x1), (r3, x3) in zip(lams, out1, out3, strict=True):
         assert r1.status == r3.status == 0 and x1 is not None and x3 is not None
         assert r1.objective == r3.objective and np.array_equal(x1, x3)
@@ -134,6 +135,56 @@ def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
         s3.lps, s3.optimal, s3.iterations, s3.rounds, s3.blocks)
     assert s1.lps >= 3 and s1.optimal == s1.lps
     assert solve_papers(_fast_model(space, 1.0, 4), ()) == []
+
+
+def test_a_near_lambda_is_solved_warm_from_the_dense_optimum() -> None:
+    """Issue 37: from a dense-regime optimum, a new lambda changes only the n coefficients of
+    the rows (18) and the dual simplex goes on from the basis (no interior point, no new
+    model); it reaches the reference optimum to 1e-9. Outside the dense regime it is a fresh
+    solve, the same as :meth:`paper`."""
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    space = random_space(2, 60, dim=3)
+    model = _fast_model(space, 1.0, 4)
+    model.paper(0.001)
+    assert model.present.all()
+    h = model.lp.highs  # type: ignore[union-attr]
+    lps = model.stats.lps
+    r = model.paper_warm(0.1)
+    assert model.lp.highs is h and model.lam == 0.1 and model.stats.lps == lps + 1  # type: ignore[union-attr]
+    assert h.getInfo().ipm_iteration_count == 0 and r.status == 0
+    _, ref = paper_lp(model.cone, 0.1, Deadline(None), FitStats())
+    assert r.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert model.seed is not None and np.array_equal(model.seed[1], model.sides(r.x)[1])  # seeds on
+
+    sparse = _fast_model(random_space(0, 60, dim=3), 0.5, 4)  # few outputs released: not dense
+    first = sparse.paper(0.001)
+    assert first.status == 0 and not sparse.present.all()
+    r = sparse.paper_warm(0.1)
+    _, ref = paper_lp(sparse.cone, 0.1, Deadline(None), FitStats())
+    assert r.status == 0 and r.objective == pytest.approx(ref.objective, rel=1e-9)
+    again = _fast_model(random_space(0, 60, dim=3), 0.5, 4)
+    assert again.paper(0.1).objective == r.objective  # the fresh solve, bitwise
+
+
+@pytest.mark.parametrize("lams", [(0.0, 0.05, 1.0), (1.0, 0.0, 0.001, 0.5)])
+def test_solve_papers_warm_neighbour_from_or_to_a_zero_penalty(lams: tuple[float, ...]) -> None:
+    """A penalty 0 leaves its coefficients out of the model; the warm start adds or removes
+    them (n coefficient changes), in any order of the lambdas: each result is the
+    reference optimum to 1e-9 and comes back in the order asked."""
+    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.reference import paper_lp
+    from metricdp.mechanisms.lp.constopt.stats import FitStats
+    from metricdp.mechanisms.lp.deadline import Deadline
+
+    model = _fast_model(random_space(2, 60, dim=3), 1.0, 4)
+    out = solve_papers(model, lams)
+    assert len(out) == len(lams)
+    for lam, (r, x) in zip(lams, out, strict=True):
+        _, ref = paper_lp(model.cone, lam, Deadline(None), FitStats())
+        assert r.status == 0 and x is not None and r.objective == pytest.approx(ref.objective, rel=1e-9)
 
 
 def test_dense_regime_models_are_solved_by_interior_point_and_crossover_to_a_vertex() -> None:
