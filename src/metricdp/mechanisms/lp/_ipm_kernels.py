@@ -205,13 +205,14 @@ if njit is not None:  # pragma: no branch
         return ds, dz, lo_s, lo_z
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
-    def normal_blocks(a: Any, d: Any, s: Any, divide: bool, dxt: Any, reg: float) -> Any:
+    def normal_blocks(a: Any, d: Any, s: Any, divide: bool, dxt: Any, reg: float, h: Any) -> Any:
         """The blocks H_w = G_w^T diag(e_w) G_w + diag(dx[:, w]) plus ``reg`` times each
         block's largest diagonal entry on its diagonal, and those largest entries, where
         e = d / s if ``divide`` (the scaling z / s read from the iterate without its cube)
-        and e = d otherwise (``s`` then not read); e must be 0 on the rows left out."""
+        and e = d otherwise (``s`` then not read); e must be 0 on the rows left out. The
+        blocks are written into ``h`` (m, n, n), a buffer the caller keeps: a cube allocated
+        here (numba's allocator) costs fresh pages, several times the pass itself."""
         m, n, _ = d.shape
-        h = np.empty((m, n, n))
         big = np.zeros(m)
         diag = np.empty(n)
         for w in range(m):
@@ -239,7 +240,7 @@ if njit is not None:  # pragma: no branch
             for u in range(n):
                 hw[u, u] += diag[u] + reg * top
             big[w] = top
-        return h, big
+        return big
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
     def primal_state(a: Any, mask: Any, xt: Any, s: Any, z: Any) -> Any:
@@ -329,13 +330,12 @@ if njit is not None:  # pragma: no branch
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
     def mehrotra_steps(a: Any, mask: Any, dxt: Any, xt: Any, s: Any, z: Any, dsa: Any, dza: Any, smu: float,
-                       corrector: bool) -> Any:
+                       corrector: bool, ds: Any, dz: Any) -> Any:
         """:func:`slack_steps` with k = 1 for Mehrotra's two directions (r and rc recomputed
         as in :func:`mehrotra_rhs_gtz`), with the three sums of the trial complementarity
-        :func:`trial_sum` expands: (ds, dz, min ds/s, min dz/z, sum s dz, sum ds z, sum ds dz)."""
+        :func:`trial_sum` expands: (min ds/s, min dz/z, sum s dz, sum ds z, sum ds dz), with
+        ds and dz written into the caller's buffers ``ds``, ``dz`` (see :func:`normal_blocks`)."""
         m, n, _ = s.shape
-        ds = np.empty((m, n, n))
-        dz = np.empty((m, n, n))
         lo_s = 0.0
         lo_z = 0.0
         s_dz = 0.0
@@ -355,24 +355,25 @@ if njit is not None:  # pragma: no branch
                     pv = sv * zv
                     rc = ((smu - pv - dsa[w, u, v] * dza[w, u, v]) * mk) if corrector else -pv
                     dsv = -(a[u, v] * du - dw[v] + rv) * mk
-                    dzv = (rc - zv * dsv) / sv
+                    inv = 1.0 / sv
+                    dzv = (rc - zv * dsv) * inv
                     ds[w, u, v] = dsv
                     dz[w, u, v] = dzv
-                    lo_s = min(lo_s, dsv / sv)
+                    lo_s = min(lo_s, dsv * inv)
                     lo_z = min(lo_z, dzv / (zv + (1.0 - mk)))
                     s_dz += sv * dzv
                     ds_z += dsv * zv
                     ds_dz += dsv * dzv
-        return ds, dz, lo_s, lo_z, s_dz, ds_z, ds_dz
+        return lo_s, lo_z, s_dz, ds_z, ds_dz
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
-    def advance_state(a: Any, mask: Any, xt: Any, s: Any, ds: Any, z: Any, dz: Any, ap: float, ad: float) -> Any:
+    def advance_state(a: Any, mask: Any, xt: Any, s: Any, ds: Any, z: Any, dz: Any, ap: float, ad: float,
+                      s2: Any, z2: Any) -> Any:
         """:func:`advance` and the next iterate's :func:`primal_state` summary in one pass:
-        (s + ap ds, z + ad dz, max |r|, sum s z, (G^T z)^T) at the new point, xt = the new
-        x^T, r = G x + s (0 on the rows left out, where z and dz are 0)."""
+        s2 = s + ap ds, z2 = z + ad dz (the caller's buffers, see :func:`normal_blocks`) and
+        (max |r|, sum s z, (G^T z)^T) at the new point, xt = the new x^T, r = G x + s (0 on
+        the rows left out, where z and dz are 0)."""
         m, n, _ = s.shape
-        s2 = np.empty((m, n, n))
-        z2 = np.empty((m, n, n))
         gz = np.zeros((m, n))
         top = 0.0
         total = 0.0
@@ -395,7 +396,7 @@ if njit is not None:  # pragma: no branch
                     acc += a[u, v] * qv
                     gw[v] -= qv
                 gw[u] += acc
-        return s2, z2, top, total, gz
+        return top, total, gz
 
     KERNELS = {
         "corrector_rhs": corrector_rhs,

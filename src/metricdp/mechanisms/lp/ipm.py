@@ -87,8 +87,9 @@ CORRECTORS = 0
 #: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
 BLAS_THREADS = 1
 
-#: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
-#: inverse factors, temporaries of the elementwise passes): the memory estimate.
+#: (m, n, n) float64 arrays alive at once (slacks and duals of two iterates, the two
+#: directions' steps, the blocks, their inverse factors, z / s of the refinement,
+#: temporaries of the elementwise passes): the memory estimate.
 _LIVE_CUBES = 14
 
 
@@ -258,12 +259,14 @@ def _direction(
 
 
 def _mehrotra(
-    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, aff: _Step | None, smu: float, rcx: Array, rcl: Array
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, aff: _Step | None, smu: float, rcx: Array, rcl: Array,
+    out: tuple[Array, Array] | None = None,
 ) -> _Step:
     r"""Mehrotra's predictor (``aff`` None: privacy targets :math:`-sz`) or corrector
     (targets :math:`\sigma\mu - sz - ds_a dz_a` from the predictor ``aff``) by the compiled
     passes, which recompute r, s z and the targets where they read them: the same step as
-    :func:`_direction` with the targets formed, without three cubes written and read."""
+    :func:`_direction` with the targets formed, without three cubes written and read.
+    ``out``: two (m, n, n) buffers for ds and dz (default: new ones)."""
     kernels = _newton.KERNELS
     xt = np.ascontiguousarray(p.x.T)
     dsa, dza = (p.s, p.z) if aff is None else (aff.s, aff.z)  # (not read by the predictor)
@@ -271,8 +274,9 @@ def _mehrotra(
     f = -r.rd - kernels["mehrotra_rhs_gtz"](lp.a, lp.maskf, xt, p.s, p.z, dsa, dza, smu, corrector).T + rcx / p.x
     g4 = -(r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
     dx, dy, dq, dt = fac.solve(f, -r.re, g4, r.rdt)
-    ds, dz, lo_s, lo_z, s_dz, ds_z, ds_dz = kernels["mehrotra_steps"](
-        lp.a, lp.maskf, np.ascontiguousarray(dx.T), xt, p.s, p.z, dsa, dza, smu, corrector)
+    ds, dz = (np.empty_like(p.s), np.empty_like(p.s)) if out is None else out
+    lo_s, lo_z, s_dz, ds_z, ds_dz = kernels["mehrotra_steps"](
+        lp.a, lp.maskf, np.ascontiguousarray(dx.T), xt, p.s, p.z, dsa, dza, smu, corrector, ds, dz)
     dzx = (rcx - p.zx * dx) / p.x
     dsl = (-r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
     return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq, (float(lo_s), float(lo_z)),
@@ -440,6 +444,12 @@ def _run(
     history: list[tuple[float, ...]] = []
     it = 0
     summary: tuple[float, float, Array] | None = None
+    # the compiled passes write into these cubes, reused every iteration: the blocks H,
+    # the predictor's and the corrector's ds and dz, and the next iterate's s and z (the
+    # previous iterate's, swapped in). Fresh cubes cost fresh pages, several times a pass.
+    compiled = _newton.KERNELS is not None
+    cube = (lp.m, lp.n, lp.n)
+    bufs = [np.empty(cube) for _ in range(7)] if compiled else []
     while True:
         r = _residuals(lp, p, summary)
         sz, sz_sum = r.sz, r.sz_sum
@@ -462,18 +472,21 @@ def _run(
             break
         deadline.require(what)
         it += 1
-        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s)
+        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s,
+                      blocks=bufs[0] if compiled else None)
         # predictor (affine scaling), then Mehrotra's sigma and corrector
-        compiled = _newton.KERNELS is not None
         zpad = p.z if compiled else p.z + lp.unmask  # the kernels' ratio tests read no zpad
         rcx, rcl = -p.x * p.zx, -p.sl * p.zl
-        aff = _mehrotra(lp, p, r, fac, None, 0.0, rcx, rcl) if compiled else _direction(lp, p, r, fac, -sz, rcx, rcl)
+        if compiled:
+            aff = _mehrotra(lp, p, r, fac, None, 0.0, rcx, rcl, (bufs[1], bufs[2]))
+        else:
+            aff = _direction(lp, p, r, fac, -sz, rcx, rcl)
         ap, ad = _lengths(p, zpad, aff)
         mu_aff = _trial_mu_sum(p, sz_sum, aff, ap, ad) / lp.ncomp
         smu = min(1.0, (mu_aff / mu) ** 3) * mu
         rcx, rcl = smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl
         if compiled:
-            step = _mehrotra(lp, p, r, fac, aff, smu, rcx, rcl)
+            step = _mehrotra(lp, p, r, fac, aff, smu, rcx, rcl, (bufs[3], bufs[4]))
         else:
             rc = aff.s * aff.z
             rc += sz
@@ -490,9 +503,11 @@ def _run(
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
         x2 = p.x + ap * step.x
         if compiled:
-            s2, z2, ri_max, sz_sum2, gzt = _newton.KERNELS["advance_state"](
-                lp.a, lp.maskf, np.ascontiguousarray(x2.T), p.s, step.s, p.z, step.z, ap, ad)
+            s2, z2 = bufs[5], bufs[6]
+            ri_max, sz_sum2, gzt = _newton.KERNELS["advance_state"](
+                lp.a, lp.maskf, np.ascontiguousarray(x2.T), p.s, step.s, p.z, step.z, ap, ad, s2, z2)
             summary = (float(ri_max), float(sz_sum2), gzt.T)
+            bufs[5], bufs[6] = p.s, p.z  # the old iterate's cubes: the next one's buffers
         else:
             s2, z2 = p.s + ap * step.s, p.z + ad * step.z
         p = _Point(x2, s2, p.y + ad * step.y, z2, p.zx + ad * step.zx, p.t + ap * step.t,
