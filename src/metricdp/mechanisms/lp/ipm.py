@@ -44,7 +44,10 @@ residuals and the relative duality gap are all below ``tol``.
 block solves, the slack and dual steps with their ratio tests, Gondzio's target) run as
 compiled kernels when numba is installed (:mod:`._ipm_kernels`, one pass each where numpy
 makes several; :data:`.ipm_newton.KERNELS`); the numpy code here is their reference and
-the fallback.
+the fallback. With the kernels an iteration (:func:`_mehrotra`) writes no cube it can
+recompute: the primal residual r, the products s z and Mehrotra's targets are formed
+where they are read, the next iterate's residual summary comes out of the pass that
+forms it, and the cubes that are written go into buffers kept across iterations.
 """
 
 from __future__ import annotations

@@ -18,12 +18,14 @@ Newton system leaves
 
 with E the n row sums and :math:`L_r` the n loss rows (worst case; :math:`\Delta q`
 their dual step). Row (u, v, w) of G touches only column w of M, so H is block diagonal:
-m dense n x n blocks :math:`H_w`. Each is factored (batched Cholesky, a tiny diagonal
+m dense n x n blocks :math:`H_w`. Each is factored (LAPACK Cholesky, a tiny diagonal
 regularisation) and inverted through its triangular factor :math:`C_w = R_w^{-1}`
 (:math:`H_w^{-1} = C_w^\top C_w`); the coupling rows then give a Schur complement of size
 n (expected: :math:`\sum_w H_w^{-1}`) or 2n + 1 (worst: the row sums, the loss rows and
-t), formed as one Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
-loss-weighted copies): positive semidefinite by construction. Per iteration
+t), formed as the Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
+loss-weighted copies): positive semidefinite by construction. The blocks are independent,
+so contiguous ranges of them are factored in up to :data:`FACTOR_THREADS` threads and
+their Gram products summed (:func:`_invert_blocks`). Per iteration
 :math:`O(m n^3)` flops and :math:`O(m n^2)` memory, with every privacy row present from
 the start (no row generation). Each direction is refined against the unregularised
 system (iterative refinement with the same factors), which is what keeps the solve
@@ -139,6 +141,8 @@ class _LP:
 #: Threads that factor the blocks (each a contiguous range of outputs; LAPACK releases
 #: the GIL, and the ranges' Gram products are summed): at most 2, the cores of the
 #: machine the targets of issue 37 are set on, and never more than this process may use.
+#: (The compiled passes stay on one thread: numba's parallel passes (OpenMP threads)
+#: cost several times the serial ones on the loaded 2-core machine.)
 FACTOR_THREADS = min(2, usable_cpus())
 
 _POOL: ThreadPoolExecutor | None = None
