@@ -155,3 +155,90 @@ def test_blocks_from_z_and_s_and_the_residual_pass_match_numpy(seed, n, m, worst
     assert got.ri_max == pytest.approx(float(np.abs(want.ri).max()), rel=1e-14)
     assert got.sz_sum == pytest.approx(float((s * z).sum()), rel=1e-12)
     assert np.all(got.ri[:, ~lp.keep] == 0) and np.all(got.sz[:, ~lp.keep] == 0)
+
+
+@pytest.mark.parametrize(("seed", "n", "m", "worst"), [(13, 6, 6, False), (14, 7, 4, True), (15, 5, 8, False)])
+def test_mehrotra_passes_match_the_directions_with_their_targets_formed(seed, n, m, worst, numpy_only):
+    # the fused passes recompute r, s z and the targets; the oracle forms them as cubes and
+    # runs the numpy direction, then the numpy step, trial sum and residuals at the new point
+    lp, g = _instance(seed, n, m, worst=worst)
+    s = np.where(lp.mask > 0, g.random((m, n, n)) + 0.05, 1.0)
+    z = (g.random((m, n, n)) + 0.05) * lp.mask
+    dl = g.random(n) + 0.1 if worst else np.zeros(0)
+    p = ipm._Point(g.random((n, m)) + 0.05, s, g.standard_normal(n), z, g.random((n, m)) + 0.05, 0.3,
+                   g.random(n) + 0.1 if worst else np.zeros(0), dl)
+    r = ipm._residuals(lp, p)
+    fac = ipm._Factor(lp, p.z / p.s, p.zx / p.x, p.zl / p.sl if worst else np.zeros(0))
+    rcx, rcl = -p.x * p.zx, -p.sl * p.zl
+    aff = ipm._mehrotra(lp, p, r, fac, None, 0.0, rcx, rcl)
+    want = numpy_only(lambda: ipm._direction(lp, p, r, fac, -p.s * p.z, rcx, rcl))
+    for a, b in ((aff.x, want.x), (aff.s, want.s), (aff.z, want.z), (aff.zx, want.zx), (aff.y, want.y)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    zpad = p.z + lp.unmask
+    assert ipm._lengths(p, zpad, aff) == pytest.approx(numpy_only(ipm._lengths, p, zpad, want), rel=1e-12)
+    plain = ipm._Step(aff.x, aff.s, aff.y, aff.z, aff.zx, aff.t, aff.sl, aff.zl)  # no sums: numpy's dot products
+    assert aff.dots is not None
+    assert ipm._trial_mu_sum(p, r.sz_sum, aff, 0.4, 0.7) == pytest.approx(
+        numpy_only(ipm._trial_mu_sum, p, r.sz_sum, plain, 0.4, 0.7), rel=1e-12)
+    smu = 0.02
+    rcx2, rcl2 = smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl
+    bufs = (np.full_like(p.s, np.nan), np.full_like(p.s, np.nan))  # every entry must be written
+    cor = ipm._mehrotra(lp, p, r, fac, aff, smu, rcx2, rcl2, bufs)
+    assert cor.s is bufs[0] and cor.z is bufs[1]
+    rc = (smu - p.s * p.z - aff.s * aff.z) * lp.mask
+    want = numpy_only(lambda: ipm._direction(lp, p, r, fac, rc, rcx2, rcl2))
+    for a, b in ((cor.x, want.x), (cor.s, want.s), (cor.z, want.z), (cor.zx, want.zx), (cor.y, want.y)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    assert np.all(cor.s[:, ~lp.keep] == 0) and np.all(cor.z[:, ~lp.keep] == 0)
+    # the advance pass: the new slacks and duals, and the residual summary at the new point
+    x2 = p.x + 0.4 * cor.x
+    s2, z2 = np.full_like(p.s, np.nan), np.full_like(p.z, np.nan)  # every entry must be written
+    top, total, gz = KERNELS["advance_state"](lp.a, lp.maskf, np.ascontiguousarray(x2.T), p.s, cor.s, p.z, cor.z,
+                                              0.4, 0.7, s2, z2)
+    np.testing.assert_allclose(s2, p.s + 0.4 * cor.s, rtol=1e-15, atol=1e-16)  # (a fused multiply-add)
+    np.testing.assert_allclose(z2, p.z + 0.7 * cor.z, rtol=1e-15, atol=1e-16)
+    p2 = ipm._Point(x2, s2, p.y, z2, p.zx, p.t, p.sl, p.zl)
+    full = numpy_only(ipm._residuals, lp, p2)
+    lean = ipm._residuals(lp, p2, (float(top), float(total), gz.T))
+    assert lean.ri_max == pytest.approx(float(np.abs(full.ri).max()), rel=1e-12)
+    assert lean.sz_sum == pytest.approx(full.sz_sum, rel=1e-12)
+    for a, b in ((lean.rd, full.rd), (lean.re, full.re), (lean.ril, full.ril)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("worst", [False, True])
+def test_blocks_factored_in_threads_equal_one_thread(worst, monkeypatch):
+    # the block ranges of the threads cover every block once and their Gram sums add up
+    lp, g = _instance(16, 6, 19, worst=worst)
+    n, m = lp.n, lp.m
+    s = np.where(lp.mask > 0, g.random((m, n, n)) + 0.05, 1.0)
+    z = (g.random((m, n, n)) + 0.05) * lp.mask
+    dx, dl = g.random((n, m)) + 0.05, (g.random(n) + 0.1 if worst else np.zeros(0))
+    monkeypatch.setattr(ipm_newton, "FACTOR_THREADS", 1)
+    one = ipm._Factor(lp, z, dx, dl, slack=s)
+    monkeypatch.setattr(ipm_newton, "FACTOR_THREADS", 2)
+    two = ipm._Factor(lp, z, dx, dl, slack=s, blocks=np.full((m, n, n), np.nan))
+    np.testing.assert_array_equal(two.cinv, one.cinv)
+    np.testing.assert_allclose(two._gram, one._gram, rtol=1e-13, atol=1e-13)
+    # C_w^T C_w inverts the block: C_w H_w C_w^T = I (H_w rebuilt by the numpy reference)
+    d = z / s
+    da = d * lp.a[None, :, :]
+    h = -(da + da.transpose(0, 2, 1))
+    idx = np.arange(n)
+    h[:, idx, idx] += (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T
+    eye = np.broadcast_to(np.eye(n), (m, n, n))
+    np.testing.assert_allclose(two.cinv @ h @ two.cinv.transpose(0, 2, 1), eye, atol=1e-9)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_block_inversion_by_hand_and_a_block_that_is_not_positive_definite(threads, monkeypatch):
+    monkeypatch.setattr(ipm_newton, "FACTOR_THREADS", threads)
+    h = np.stack([np.diag([1.0 + w, 2.0, 4.0]) for w in range(16)])
+    cinv = np.empty_like(h)
+    gram = ipm_newton._invert_blocks(h, cinv, None)
+    assert gram is not None  # sum of the inverses: diag(sum 1/(1+w), 16/2, 16/4)
+    np.testing.assert_allclose(gram, np.diag([sum(1.0 / (1.0 + w) for w in range(16)), 8.0, 4.0]), rtol=1e-14)
+    np.testing.assert_allclose(cinv[5], np.diag([1 / np.sqrt(6.0), 1 / np.sqrt(2.0), 0.5]), rtol=1e-14)
+    bad = h.copy()
+    bad[13, 1, 1] = -1.0  # in the second thread's range
+    assert ipm_newton._invert_blocks(bad, cinv, None) is None

@@ -26,7 +26,12 @@ with, and runs when numba is missing: ``KERNELS`` is None):
   target, the step to the next iterate, and the complementarity sum at a trial point of
   :func:`.ipm._run` (one pass each);
 * :func:`slack_steps` -- :math:`ds = -(G\,dx + k\,r)`, :math:`dz = (r_c - z \circ ds)/s`
-  and the two ratio tests :math:`\min(ds/s)`, :math:`\min(dz/z)` in one pass.
+  and the two ratio tests :math:`\min(ds/s)`, :math:`\min(dz/z)` in one pass;
+* :func:`mehrotra_rhs_gtz`, :func:`mehrotra_steps`, :func:`advance_state` -- the passes of one
+  Mehrotra iteration of :func:`.ipm._run` without the cubes r, s z and :math:`r_c`: each is
+  recomputed where it is read, from the iterate and the predictor's steps (a pass over
+  the cubes costs its memory traffic, not its flops), and the next iterate's residual
+  summary and :math:`G^\top z` come out of the pass that forms it.
 
 The kernels do the same float operations as numpy up to the order of the sums (a kernel
 adds along v in index order, numpy's einsum pairwise): the iterates differ by rounding
@@ -200,13 +205,14 @@ if njit is not None:  # pragma: no branch
         return ds, dz, lo_s, lo_z
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
-    def normal_blocks(a: Any, d: Any, s: Any, divide: bool, dxt: Any, reg: float) -> Any:
+    def normal_blocks(a: Any, d: Any, s: Any, divide: bool, dxt: Any, reg: float, h: Any) -> Any:
         """The blocks H_w = G_w^T diag(e_w) G_w + diag(dx[:, w]) plus ``reg`` times each
         block's largest diagonal entry on its diagonal, and those largest entries, where
         e = d / s if ``divide`` (the scaling z / s read from the iterate without its cube)
-        and e = d otherwise (``s`` then not read); e must be 0 on the rows left out."""
+        and e = d otherwise (``s`` then not read); e must be 0 on the rows left out. The
+        blocks are written into ``h`` (m, n, n), a buffer the caller keeps: a cube allocated
+        here (numba's allocator) costs fresh pages, several times the pass itself."""
         m, n, _ = d.shape
-        h = np.empty((m, n, n))
         big = np.zeros(m)
         diag = np.empty(n)
         for w in range(m):
@@ -234,7 +240,7 @@ if njit is not None:  # pragma: no branch
             for u in range(n):
                 hw[u, u] += diag[u] + reg * top
             big[w] = top
-        return h, big
+        return big
 
     @njit(cache=True, nogil=True, fastmath=FASTMATH)
     def primal_state(a: Any, mask: Any, xt: Any, s: Any, z: Any) -> Any:
@@ -294,6 +300,104 @@ if njit is not None:  # pragma: no branch
                     acc += (s[w, u, v] + ap * ds[w, u, v]) * (z[w, u, v] + ad * dz[w, u, v])
         return acc
 
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def mehrotra_rhs_gtz(a: Any, mask: Any, xt: Any, s: Any, z: Any, dsa: Any, dza: Any, smu: float,
+                         corrector: bool) -> Any:
+        """:func:`scaled_rhs_gtz` with k = 1 for Mehrotra's two directions, without the cubes
+        r and rc: r = G x + s is recomputed from x and s, and rc is -s z (the predictor,
+        ``corrector`` False; ``dsa``, ``dza`` not read) or smu - s z - dsa dza (the corrector,
+        dsa and dza the predictor's steps); both 0 on the rows left out."""
+        m, n, _ = z.shape
+        out = np.zeros((m, n))
+        for w in range(m):
+            xw = xt[w]
+            ow = out[w]
+            for u in range(n):
+                xu = xw[u]
+                acc = 0.0
+                for v in range(n):
+                    mk = mask[u, v]
+                    sv = s[w, u, v]
+                    zv = z[w, u, v]
+                    rv = (a[u, v] * xu - xw[v] + sv) * mk
+                    pv = sv * zv
+                    rc = ((smu - pv - dsa[w, u, v] * dza[w, u, v]) * mk) if corrector else -pv
+                    qv = (rc + zv * rv) / sv
+                    acc += a[u, v] * qv
+                    ow[v] -= qv
+                ow[u] += acc
+        return out
+
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def mehrotra_steps(a: Any, mask: Any, dxt: Any, xt: Any, s: Any, z: Any, dsa: Any, dza: Any, smu: float,
+                       corrector: bool, ds: Any, dz: Any) -> Any:
+        """:func:`slack_steps` with k = 1 for Mehrotra's two directions (r and rc recomputed
+        as in :func:`mehrotra_rhs_gtz`), with the three sums of the trial complementarity
+        :func:`trial_sum` expands: (min ds/s, min dz/z, sum s dz, sum ds z, sum ds dz), with
+        ds and dz written into the caller's buffers ``ds``, ``dz`` (see :func:`normal_blocks`)."""
+        m, n, _ = s.shape
+        lo_s = 0.0
+        lo_z = 0.0
+        s_dz = 0.0
+        ds_z = 0.0
+        ds_dz = 0.0
+        for w in range(m):
+            xw = xt[w]
+            dw = dxt[w]
+            for u in range(n):
+                xu = xw[u]
+                du = dw[u]
+                for v in range(n):
+                    mk = mask[u, v]
+                    sv = s[w, u, v]
+                    zv = z[w, u, v]
+                    rv = (a[u, v] * xu - xw[v] + sv) * mk
+                    pv = sv * zv
+                    rc = ((smu - pv - dsa[w, u, v] * dza[w, u, v]) * mk) if corrector else -pv
+                    dsv = -(a[u, v] * du - dw[v] + rv) * mk
+                    inv = 1.0 / sv
+                    dzv = (rc - zv * dsv) * inv
+                    ds[w, u, v] = dsv
+                    dz[w, u, v] = dzv
+                    lo_s = min(lo_s, dsv * inv)
+                    lo_z = min(lo_z, dzv / (zv + (1.0 - mk)))
+                    s_dz += sv * dzv
+                    ds_z += dsv * zv
+                    ds_dz += dsv * dzv
+        return lo_s, lo_z, s_dz, ds_z, ds_dz
+
+    @njit(cache=True, nogil=True, fastmath=FASTMATH)
+    def advance_state(a: Any, mask: Any, xt: Any, s: Any, ds: Any, z: Any, dz: Any, ap: float, ad: float,
+                      s2: Any, z2: Any) -> Any:
+        """:func:`advance` and the next iterate's :func:`primal_state` summary in one pass:
+        s2 = s + ap ds, z2 = z + ad dz (the caller's buffers, see :func:`normal_blocks`) and
+        (max |r|, sum s z, (G^T z)^T) at the new point, xt = the new x^T, r = G x + s (0 on
+        the rows left out, where z and dz are 0)."""
+        m, n, _ = s.shape
+        gz = np.zeros((m, n))
+        top = 0.0
+        total = 0.0
+        for w in range(m):
+            xw = xt[w]
+            gw = gz[w]
+            for u in range(n):
+                xu = xw[u]
+                acc = 0.0
+                for v in range(n):
+                    mk = mask[u, v]
+                    sv = s[w, u, v] + ap * ds[w, u, v]
+                    zv = z[w, u, v] + ad * dz[w, u, v]
+                    s2[w, u, v] = sv
+                    z2[w, u, v] = zv
+                    rv = (a[u, v] * xu - xw[v] + sv) * mk
+                    top = max(top, abs(rv))
+                    total += sv * zv
+                    qv = zv * mk
+                    acc += a[u, v] * qv
+                    gw[v] -= qv
+                gw[u] += acc
+        return top, total, gz
+
     KERNELS = {
         "corrector_rhs": corrector_rhs,
         "advance": advance,
@@ -308,4 +412,7 @@ if njit is not None:  # pragma: no branch
         "hinv": hinv,
         "scaled_rhs_gtz": scaled_rhs_gtz,
         "slack_steps": slack_steps,
+        "mehrotra_rhs_gtz": mehrotra_rhs_gtz,
+        "mehrotra_steps": mehrotra_steps,
+        "advance_state": advance_state,
     }

@@ -44,7 +44,10 @@ residuals and the relative duality gap are all below ``tol``.
 block solves, the slack and dual steps with their ratio tests, Gondzio's target) run as
 compiled kernels when numba is installed (:mod:`._ipm_kernels`, one pass each where numpy
 makes several; :data:`.ipm_newton.KERNELS`); the numpy code here is their reference and
-the fallback.
+the fallback. With the kernels an iteration (:func:`_mehrotra`) writes no cube it can
+recompute: the primal residual r, the products s z and Mehrotra's targets are formed
+where they are read, the next iterate's residual summary comes out of the pass that
+forms it, and the cubes that are written go into buffers kept across iterations.
 """
 
 from __future__ import annotations
@@ -87,8 +90,9 @@ CORRECTORS = 0
 #: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
 BLAS_THREADS = 1
 
-#: (m, n, n) float64 arrays alive at once (slacks, duals, their steps, the blocks, their
-#: inverse factors, temporaries of the elementwise passes): the memory estimate.
+#: (m, n, n) float64 arrays alive at once (slacks and duals of two iterates, the two
+#: directions' steps, the blocks, their inverse factors, z / s of the refinement,
+#: temporaries of the elementwise passes): the memory estimate.
 _LIVE_CUBES = 14
 
 
@@ -171,6 +175,8 @@ class _Step:
     zl: Array
     #: min(ds / s) and min(dz / z) over the kept privacy rows when a kernel computed them
     lows: tuple[float, float] | None = None
+    #: (<s, dz>, <ds, z>, <ds, dz>) over the privacy rows when a kernel computed them
+    dots: tuple[float, float, float] | None = None
 
     def __add__(self, o: _Step) -> _Step:
         return _Step(self.x + o.x, self.s + o.s, self.y + o.y, self.z + o.z, self.zx + o.zx, self.t + o.t,
@@ -189,16 +195,27 @@ class _Residuals:
     ri_max: float  # max |ri|
 
 
-def _residuals(lp: _LP, p: _Point) -> _Residuals:
+#: The cubes r and s z of a :class:`_Residuals` built from a summary (:func:`_residuals`).
+_NO_CUBE = np.zeros(0)
+
+
+def _residuals(lp: _LP, p: _Point, summary: tuple[float, float, Array] | None = None) -> _Residuals:
     """The residuals at ``p``, with the privacy rows' complementarity products (one
-    compiled pass over the cubes where numba is installed)."""
+    compiled pass over the cubes where numba is installed). ``summary``: (max |r|,
+    sum s z, G^T z) of ``p`` already computed (the compiled iteration's last pass,
+    :func:`_mehrotra`); the cubes r and s z are then not formed (empty fields), as the
+    compiled directions recompute them where they read them."""
     kernels = _newton.KERNELS
-    if kernels is not None:
+    if summary is not None:
+        ri, sz, (ri_max, sz_sum, gz) = _NO_CUBE, _NO_CUBE, summary
+    elif kernels is not None:
         ri, sz, ri_max, sz_sum = kernels["primal_state"](lp.a, lp.maskf, np.ascontiguousarray(p.x.T), p.s, p.z)
+        gz = lp.gtz(p.z)
     else:
         ri, sz = lp.gx(p.x) + p.s * lp.mask, p.s * p.z
         ri_max, sz_sum = np.abs(ri).max(), sz.sum()
-    rd = lp.c + p.y[:, None] + lp.gtz(p.z) - p.zx
+        gz = lp.gtz(p.z)
+    rd = lp.c + p.y[:, None] + gz - p.zx
     if lp.worst:
         rd += p.zl[:, None] * lp.loss
         return _Residuals(rd, p.x.sum(axis=1) - 1.0, ri, (lp.loss * p.x).sum(axis=1) - p.t + p.sl,
@@ -244,6 +261,31 @@ def _direction(
     return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq)
 
 
+def _mehrotra(
+    lp: _LP, p: _Point, r: _Residuals, fac: _Factor, aff: _Step | None, smu: float, rcx: Array, rcl: Array,
+    out: tuple[Array, Array] | None = None,
+) -> _Step:
+    r"""Mehrotra's predictor (``aff`` None: privacy targets :math:`-sz`) or corrector
+    (targets :math:`\sigma\mu - sz - ds_a dz_a` from the predictor ``aff``) by the compiled
+    passes, which recompute r, s z and the targets where they read them: the same step as
+    :func:`_direction` with the targets formed, without three cubes written and read.
+    ``out``: two (m, n, n) buffers for ds and dz (default: new ones)."""
+    kernels = _newton.KERNELS
+    xt = np.ascontiguousarray(p.x.T)
+    dsa, dza = (p.s, p.z) if aff is None else (aff.s, aff.z)  # (not read by the predictor)
+    corrector = aff is not None
+    f = -r.rd - kernels["mehrotra_rhs_gtz"](lp.a, lp.maskf, xt, p.s, p.z, dsa, dza, smu, corrector).T + rcx / p.x
+    g4 = -(r.ril + rcl / p.zl) if lp.worst else np.zeros(0)
+    dx, dy, dq, dt = fac.solve(f, -r.re, g4, r.rdt)
+    ds, dz = (np.empty_like(p.s), np.empty_like(p.s)) if out is None else out
+    lo_s, lo_z, s_dz, ds_z, ds_dz = kernels["mehrotra_steps"](
+        lp.a, lp.maskf, np.ascontiguousarray(dx.T), xt, p.s, p.z, dsa, dza, smu, corrector, ds, dz)
+    dzx = (rcx - p.zx * dx) / p.x
+    dsl = (-r.ril - (lp.loss * dx).sum(axis=1) + dt) if lp.worst else np.zeros(0)
+    return _Step(dx, ds, dy, dz, dzx, dt, dsl, dq, (float(lo_s), float(lo_z)),
+                 (float(s_dz), float(ds_z), float(ds_dz)))
+
+
 def _ratio(v: Array, dv: Array) -> float:
     """Largest step in (0, 1] keeping v + step dv >= 0 (v > 0): -1 / min(dv / v), one
     division and one reduction (a masked division was 9x slower at n = 100)."""
@@ -269,12 +311,12 @@ def _trial_mu_sum(p: _Point, sz_sum: float, d: _Step, ap: float, ad: float) -> f
     r"""Sum of the complementarity products at the trial point, by dot products: for the
     privacy rows :math:`\sum (s + a_p ds)(z + a_d dz) = \sum sz + a_d \langle s, dz\rangle
     + a_p \langle ds, z\rangle + a_p a_d \langle ds, dz\rangle` (no temporaries)."""
-    if _newton.KERNELS is not None:
-        priv = float(_newton.KERNELS["trial_sum"](p.s, d.s, p.z, d.z, ap, ad))
-        rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
-        return priv + rest
-    priv = sz_sum + ad * float(np.vdot(p.s, d.z)) + ap * float(np.vdot(d.s, p.z)) + ap * ad * float(np.vdot(d.s, d.z))
     rest = float(((p.x + ap * d.x) * (p.zx + ad * d.zx)).sum() + ((p.sl + ap * d.sl) * (p.zl + ad * d.zl)).sum())
+    if d.dots is not None:
+        return sz_sum + ad * d.dots[0] + ap * d.dots[1] + ap * ad * d.dots[2] + rest
+    if _newton.KERNELS is not None:
+        return float(_newton.KERNELS["trial_sum"](p.s, d.s, p.z, d.z, ap, ad)) + rest
+    priv = sz_sum + ad * float(np.vdot(p.s, d.z)) + ap * float(np.vdot(d.s, p.z)) + ap * ad * float(np.vdot(d.s, d.z))
     return priv + rest
 
 
@@ -404,8 +446,15 @@ def _run(
     refine_tol = max(REFINE_TOL, REFINE_REL * tol)
     history: list[tuple[float, ...]] = []
     it = 0
+    summary: tuple[float, float, Array] | None = None
+    # the compiled passes write into these cubes, reused every iteration: the blocks H,
+    # the predictor's and the corrector's ds and dz, and the next iterate's s and z (the
+    # previous iterate's, swapped in). Fresh cubes cost fresh pages, several times a pass.
+    compiled = _newton.KERNELS is not None
+    cube = (lp.m, lp.n, lp.n)
+    bufs = [np.empty(cube) for _ in range(7)] if compiled else []
     while True:
-        r = _residuals(lp, p)
+        r = _residuals(lp, p, summary)
         sz, sz_sum = r.sz, r.sz_sum
         mu_sum = sz_sum + float((p.x * p.zx).sum() + (p.sl * p.zl).sum())
         mu = mu_sum / lp.ncomp
@@ -426,21 +475,27 @@ def _run(
             break
         deadline.require(what)
         it += 1
-        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s)
+        fac = _Factor(lp, p.z, p.zx / p.x, p.zl / p.sl if lp.worst else np.zeros(0), refine_tol, slack=p.s,
+                      blocks=bufs[0] if compiled else None)
         # predictor (affine scaling), then Mehrotra's sigma and corrector
-        zpad = p.z + lp.unmask if _newton.KERNELS is None else p.z  # the kernels' ratio tests read no zpad
-        aff = _direction(lp, p, r, fac, -sz, -p.x * p.zx, -p.sl * p.zl)
+        zpad = p.z if compiled else p.z + lp.unmask  # the kernels' ratio tests read no zpad
+        rcx, rcl = -p.x * p.zx, -p.sl * p.zl
+        if compiled:
+            aff = _mehrotra(lp, p, r, fac, None, 0.0, rcx, rcl, (bufs[1], bufs[2]))
+        else:
+            aff = _direction(lp, p, r, fac, -sz, rcx, rcl)
         ap, ad = _lengths(p, zpad, aff)
         mu_aff = _trial_mu_sum(p, sz_sum, aff, ap, ad) / lp.ncomp
         smu = min(1.0, (mu_aff / mu) ** 3) * mu
-        if _newton.KERNELS is not None:
-            rc = _newton.KERNELS["corrector_rhs"](lp.maskf, sz, aff.s, aff.z, smu)
+        rcx, rcl = smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl
+        if compiled:
+            step = _mehrotra(lp, p, r, fac, aff, smu, rcx, rcl, (bufs[3], bufs[4]))
         else:
             rc = aff.s * aff.z
             rc += sz
             np.subtract(smu, rc, out=rc)
             rc *= lp.mask
-        step = _direction(lp, p, r, fac, rc, smu - p.x * p.zx - aff.x * aff.zx, smu - p.sl * p.zl - aff.sl * aff.zl)
+            step = _direction(lp, p, r, fac, rc, rcx, rcl)
         ap, ad = _lengths(p, zpad, step)
         for _ in range(CORRECTORS):
             cand, ap2, ad2 = _gondzio(lp, p, zpad, r, fac, step, ap, ad, smu)
@@ -449,11 +504,16 @@ def _run(
             step, ap, ad = cand, ap2, ad2
         gamma = 0.9995 if gap < 1e-5 else 0.995
         ap, ad = min(1.0, gamma * ap), min(1.0, gamma * ad)
-        if _newton.KERNELS is not None:
-            s2, z2 = _newton.KERNELS["advance"](p.s, step.s, p.z, step.z, ap, ad)
+        x2 = p.x + ap * step.x
+        if compiled:
+            s2, z2 = bufs[5], bufs[6]
+            ri_max, sz_sum2, gzt = _newton.KERNELS["advance_state"](
+                lp.a, lp.maskf, np.ascontiguousarray(x2.T), p.s, step.s, p.z, step.z, ap, ad, s2, z2)
+            summary = (float(ri_max), float(sz_sum2), gzt.T)
+            bufs[5], bufs[6] = p.s, p.z  # the old iterate's cubes: the next one's buffers
         else:
             s2, z2 = p.s + ap * step.s, p.z + ad * step.z
-        p = _Point(p.x + ap * step.x, s2, p.y + ad * step.y, z2, p.zx + ad * step.zx, p.t + ap * step.t,
+        p = _Point(x2, s2, p.y + ad * step.y, z2, p.zx + ad * step.zx, p.t + ap * step.t,
                    p.sl + ap * step.sl, p.zl + ad * step.zl)
     return IPMResult(
         matrix=p.x, slack=p.s, dual=p.z, row_dual=p.y * lp.scale, objective=pobj * lp.scale,

@@ -18,12 +18,14 @@ Newton system leaves
 
 with E the n row sums and :math:`L_r` the n loss rows (worst case; :math:`\Delta q`
 their dual step). Row (u, v, w) of G touches only column w of M, so H is block diagonal:
-m dense n x n blocks :math:`H_w`. Each is factored (batched Cholesky, a tiny diagonal
+m dense n x n blocks :math:`H_w`. Each is factored (LAPACK Cholesky, a tiny diagonal
 regularisation) and inverted through its triangular factor :math:`C_w = R_w^{-1}`
 (:math:`H_w^{-1} = C_w^\top C_w`); the coupling rows then give a Schur complement of size
 n (expected: :math:`\sum_w H_w^{-1}`) or 2n + 1 (worst: the row sums, the loss rows and
-t), formed as one Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
-loss-weighted copies): positive semidefinite by construction. Per iteration
+t), formed as the Gram product :math:`B^\top B` of the stacked :math:`C_w` (and their
+loss-weighted copies): positive semidefinite by construction. The blocks are independent,
+so contiguous ranges of them are factored in up to :data:`FACTOR_THREADS` threads and
+their Gram products summed (:func:`_invert_blocks`). Per iteration
 :math:`O(m n^3)` flops and :math:`O(m n^2)` memory, with every privacy row present from
 the start (no row generation). Each direction is refined against the unregularised
 system (iterative refinement with the same factors), which is what keeps the solve
@@ -37,14 +39,18 @@ and the fallback.
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import cho_factor as _cho_factor
 from scipy.linalg import cho_solve as _cho_solve
+from scipy.linalg.lapack import dpotrf as _potrf
 from scipy.linalg.lapack import dtrtri as _trtri
 
+from ..._resources import usable_cpus
 from ...errors import SolverNumericalError
 
 __all__ = ["KERNELS", "REFINE_REL", "REFINE_TOL", "REGULARISATION", "load_kernels"]
@@ -132,17 +138,71 @@ class _LP:
         return np.einsum("wuv,uv->uw", q, self.a) - q.sum(axis=1).T
 
 
+#: Threads that factor the blocks (each a contiguous range of outputs; LAPACK releases
+#: the GIL, and the ranges' Gram products are summed): at most 2, the cores of the
+#: machine the targets of issue 37 are set on, and never more than this process may use.
+#: (The compiled passes stay on one thread: numba's parallel passes (OpenMP threads)
+#: cost several times the serial ones on the loaded 2-core machine.)
+FACTOR_THREADS = min(2, usable_cpus())
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _invert_range(h: Array, cinv: Array, loss_t: Array | None, lo: int, hi: int) -> Array | None:
+    """Blocks lo..hi-1: the Cholesky factor R_w of H_w and C_w = R_w^{-1} into ``cinv``;
+    returns the Gram sum of their stacked C_w (and loss-weighted copies), None when a
+    block is not positive definite. One LAPACK potrf and trtri per block: numpy's batched
+    Cholesky ran slower, and its batched inverse (an LU per block) 20-40x slower under
+    load, OpenBLAS threading each 100 x 100 factorisation."""
+    for w in range(lo, hi):
+        r, info = _potrf(h[w], lower=1, clean=1)
+        if info != 0:
+            return None
+        c, info = _trtri(r, lower=1)
+        if info != 0:
+            return None
+        cinv[w] = c
+    part = cinv[lo:hi]
+    if loss_t is not None:
+        part = np.concatenate([part, part * loss_t[lo:hi, None, :]], axis=2)
+    flat = part.reshape((hi - lo) * part.shape[1], part.shape[2])
+    return np.asarray(flat.T @ flat)
+
+
+def _invert_blocks(h: Array, cinv: Array, loss_t: Array | None) -> Array | None:
+    """:func:`_invert_range` over all blocks, split over :data:`FACTOR_THREADS` threads."""
+    global _POOL
+    m = h.shape[0]
+    parts = max(1, min(FACTOR_THREADS, m // 8))
+    if parts == 1:
+        return _invert_range(h, cinv, loss_t, 0, m)
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=FACTOR_THREADS, thread_name_prefix="metricdp-ipm")
+    cuts = np.linspace(0, m, parts + 1).astype(int)
+    jobs = [_POOL.submit(_invert_range, h, cinv, loss_t, int(a), int(b)) for a, b in itertools.pairwise(cuts)]
+    parts_done = [job.result() for job in jobs]  # every range finished before any retry writes
+    total: Array | None = None
+    for part in parts_done:
+        if part is None:
+            return None
+        total = part if total is None else total + part
+    return total
+
+
 class _Factor:
     """The factored normal equations of one iteration (block inverses + Schur complement).
 
     ``d`` (m, n, n): z/s of the privacy rows, or z itself when ``slack`` s is given (the
     compiled block build then divides as it reads, and the cube z/s is formed only if the
     refinement needs it); ``dx`` (n, m): z_x/x; ``dl`` (n,): z_L/s_L of the loss rows
-    (worst case; empty otherwise); ``refine_tol``: the refinement's relative residual.
+    (worst case; empty otherwise); ``refine_tol``: the refinement's relative residual;
+    ``blocks``: an (m, n, n) buffer the compiled block build may write H into (reused
+    across iterations: it is not kept).
     """
 
     def __init__(
-        self, lp: _LP, d: Array, dx: Array, dl: Array, refine_tol: float = REFINE_TOL, *, slack: Array | None = None
+        self, lp: _LP, d: Array, dx: Array, dl: Array, refine_tol: float = REFINE_TOL, *, slack: Array | None = None,
+        blocks: Array | None = None,
     ) -> None:
         n, m = lp.n, lp.m
         self.lp, self.dx, self.dl, self.refine_tol = lp, dx, dl, refine_tol
@@ -152,8 +212,9 @@ class _Factor:
         idx = np.arange(n)
         if KERNELS is not None:
             divide = self._s is not None
-            h, big = KERNELS["normal_blocks"](lp.a, self._z, self._s if divide else self._z, divide, self.dxt,
-                                              REGULARISATION)
+            h = np.empty((m, n, n)) if blocks is None else blocks
+            big = KERNELS["normal_blocks"](lp.a, self._z, self._s if divide else self._z, divide, self.dxt,
+                                           REGULARISATION, h)
             big = big[:, None]
         else:
             d = self.d
@@ -162,26 +223,17 @@ class _Factor:
             diag = (da * lp.a[None, :, :]).sum(axis=2) + d.sum(axis=1) + dx.T  # [w, u]
             big = diag.max(axis=1, keepdims=True)
             h[:, idx, idx] += diag + REGULARISATION * big
-        try:
-            r = np.linalg.cholesky(h)
-        except np.linalg.LinAlgError:
+        self.cinv = np.empty_like(h)
+        loss_t = lp.loss.T if lp.worst else None
+        gram = _invert_blocks(h, self.cinv, loss_t)
+        if gram is None:
             h[:, idx, idx] += 1e-8 * big
-            try:
-                r = np.linalg.cholesky(h)
-            except np.linalg.LinAlgError as exc:
+            gram = _invert_blocks(h, self.cinv, loss_t)
+            if gram is None:
                 raise SolverNumericalError(
                     "interior point: a block of the normal equations is not positive definite",
                     status="numerical/other",
-                ) from exc
-        # C_w = R_w^{-1}, lower triangular, so H_w^{-1} = C_w^T C_w. One LAPACK call per
-        # block: numpy's batched inverse (an LU per block) ran 20-40x slower under load,
-        # OpenBLAS threading each 100 x 100 factorisation.
-        self.cinv = np.empty_like(r)
-        for w in range(m):
-            self.cinv[w] = _trtri(r[w], lower=1)[0]
-        stack = np.concatenate([self.cinv, self.cinv * lp.loss.T[:, None, :]], axis=2) if lp.worst else self.cinv
-        flat = stack.reshape(m * n, -1)
-        gram = flat.T @ flat  # [[SEE, SEC], [SCE, SCC]]: E H^-1 E^T, E H^-1 L^T, ...
+                )
         k = gram.shape[0]
         if lp.worst:
             gram[n:, n:] += np.diag(1.0 / dl)
