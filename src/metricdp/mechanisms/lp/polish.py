@@ -13,40 +13,53 @@ optimum by up to :math:`n e^{-20} d_{\max}` absolute; and HiGHS's tolerances are
 :math:`\lambda d_{\max} > 20` the optimum itself may be that small (the mechanism is nearly
 the identity): measured against the exact rational optimum, 8e-6 to 127 relative.
 
-**The scaled LP.** The plain variables :math:`M` (and k for the worst case) are scaled by a
-reference point :math:`R > 0` (each column by its entry: :math:`M[u,w] = R[u,w] Z[u,w]`),
-so every variable of the optimum near R is O(1); k by the reference's worst loss and the
-objective to a largest cost of 1. Each privacy row :math:`M[u,w] - e^{\lambda d(u,v)}
-M[v,w] \le 0`, uncapped, then reads :math:`R[u,w] Z[u,w] - e^{\lambda d} R[v,w] Z[v,w] \le
-0` and is divided by its largest coefficient (so coefficients lie in (0, 1]: rows in
-*scaled form*, no :math:`e^{\lambda d}` reaches HiGHS); row sums and loss rows likewise.
-HiGHS's absolute tolerances on Z are then relative tolerances on M. Rows with
-:math:`\lambda d > 700` (``exp`` near overflow) are left out: a relaxation, which the
-repair and the audit check.
+**The scaled, substituted LP.** The variables are ``core._solve_fast``'s substitution,
+uncapped: :math:`M[u,w] = K[u,w] M[w,w] + X[u,w]` (u != w), :math:`X \ge 0`, with the
+kernel :math:`K[u,w] = e^{-\lambda \delta[w,u]}` (:func:`kernel_distances`: the metric
+when every pair is allowed, the shortest chain of allowed rows otherwise), so that the
+kernel rows (w, u, w), most of the binding ones, are the bounds :math:`X \ge 0` and cost
+the simplex nothing (the unsubstituted pass needed 10k dual simplex iterations at GloVe
+n = 100, eps 4; this one a few hundred). Every variable is scaled by a reference point
+:math:`R > 0`: :math:`X[u,w] = R[u,w] V[u,w]`, :math:`M[w,w] = R[w,w] V[w,w]`, so every
+variable of the optimum near R is O(1); k by the reference's worst loss and the objective
+to a largest cost of :data:`COST_SCALE`. Each privacy row :math:`M[u,w] - e^{\lambda
+d(u,v)} M[v,w] \le 0` (u != w), uncapped, reads :math:`R[w,w](K[u,w] - e^{\lambda d}
+K[v,w]) V[w,w] + R[u,w] V[u,w] - e^{\lambda d} R[v,w] V[v,w] \le 0` and is divided by its
+largest coefficient (rows in *scaled form*: no :math:`e^{\lambda d}` reaches HiGHS); row
+sums and loss rows likewise. HiGHS's absolute tolerances on V are then relative
+tolerances on M. Rows with :math:`\lambda d > 700` (``exp`` near overflow) are left out:
+a relaxation, which the repair and the audit check.
 
 R is the column envelope (:func:`~.repair.envelope`) of the starting solution at
 :math:`\lambda`: positive wherever a column is used (the entries that the capped LP left at
-0 beside positive ones get the scale that privacy forces on them) and 1 in unused columns,
-floored at :data:`MIN_COEF` of its row's largest (HiGHS drops matrix entries below 1e-12:
-a dropped row-sum coefficient let it move mass there unseen, "unbounded" passes). Each pass
-re-solves with R := the last solution's envelope, as iterative refinement does, until the
-objective settles (:data:`SETTLE`) or :data:`PASSES` passes.
+0 beside positive ones get the scale that privacy forces on them) and 1 in unused columns;
+it is not floored (:data:`SCALE_FLOOR` only keeps it positive): a floor at 1e-11 of the
+row gave entries of :math:`e^{-60}` a scale 1e15 times their size, and HiGHS, dropping
+matrix entries below 1e-12, then lost the loss row's k (two points at eps 60: certified
+only to :math:`1/(1+e^{20})`). Each pass re-solves with R := the last solution's envelope,
+as iterative refinement does, until the objective settles (:data:`SETTLE`) or
+:data:`PASSES` passes.
 
-**Rows.** A pass starts from the rows that R nearly meets with equality and the kernel rows
-(w, v, w) of every allowed pair (the bounds of ``core._solve_fast``'s substitution, most of
-the binding rows: at GloVe n = 100, eps 4 they left no violated row, where the near-binding
-rows alone led to 113k generated rows), and adds, round by round, every row the pass's
-solution violates by more than :data:`VIOLATION_TOL` in scaled form (warm dual simplex),
-until none is: the same constraint-generation argument as ``core._solve_fast``, so the
-pass's optimum is the full (uncapped) LP's to the scaled tolerance. A violated row whose
-two scaled coefficients differ by more than 1/:data:`MIN_COEF` would be voided by HiGHS;
-it is left to the next pass (rescaled), and the pass counts as unsettled.
+**Rows.** A pass starts from the rows that R nearly meets with equality, and adds, round
+by round, every row the pass's solution violates by more than :data:`VIOLATION_TOL` in
+scaled form (warm dual simplex), until none is: the same constraint-generation argument as
+``core._solve_fast``, so the pass's optimum is the full (uncapped) LP's to the scaled
+tolerance. A violated row whose two scaled coefficients differ by more than
+1/:data:`MIN_COEF` would be voided by HiGHS; it is left to the next pass (rescaled), and
+the pass counts as unsettled.
+
+**The exact vertex.** HiGHS reports the optimal basis's point and duals to its tolerances
+only; :func:`.basis.vertex` solves the basis's own square systems again (sparse LU,
+refinement in extended precision), so the pass returns the basis's vertex and duals to
+rounding (HiGHS's point is kept if that vertex violates a row).
 
 **Certificate.** The last pass's duals, unscaled, are multipliers of OPTMech's LP at eps
-(:func:`dual_bound`, weak duality: valid whatever their accuracy), so the build carries a
-certified lower bound. It is tight where the optimum's entries stay above the scale floor
-(two points at eps 25: 1e-9), loose beyond (GloVe n = 100 at eps 4: 8.6e-8 with the
-capped solve's duals).
+(:func:`dual_bound` via :func:`~.certificate.bound_from_duals`, weak duality: valid
+whatever their accuracy), with the entry bounds that a feasible loss gives
+(``optmech_lp``'s ``cap``: the repaired candidate's loss, doubled). Tight where the basis
+is optimal: GloVe n = 100 at eps 4, 2.4e-11 (8.6e-8 before, with the capped solve's duals:
+HiGHS's dual tolerance, 1e-10 absolute in scaled units, is far above the optimum's tiny
+entries in plain ones); two points at eps 25-300, 1e-16.
 
 **Safety.** Nothing here is trusted for privacy: the caller repairs the result at eps and
 audits it, exactly as the capped solution. The caller keeps the capped solution when a pass
@@ -85,6 +98,9 @@ SEED_RTOL = 1e-6
 #: ``small_matrix_value`` is set to 1e-12 and it drops smaller entries, which would leave the
 #: row void and the generation adding it forever).
 MIN_COEF = 1e-11
+#: Smallest scale of an entry relative to its row's largest: only keeps scales positive
+#: and their reciprocals (the bounds M <= 1) finite.
+SCALE_FLOOR = 1e-280
 #: Rounds of row generation within one pass.
 MAX_ROUNDS = 50
 #: The largest cost handed to HiGHS: its dual feasibility tolerance (1e-10 at least) is
@@ -130,7 +146,7 @@ def _scan(m: NDArray[np.float64], scale: NDArray[np.float64], logf: NDArray[np.f
     scaled coefficient is below :data:`MIN_COEF` (HiGHS would drop it: left to the next
     pass, rescaled); ``near``: rows of ``m`` met within ``tol`` of equality relative to their
     right-hand side. Rows (w, v, w) are left out (bounds of the substituted LP). In blocks of pairs."""
-    ks, ws = [], []
+    ks, ws = [np.zeros(0, np.intp)], [np.zeros(0, np.intp)]
     skipped = 0
     for start, stop in pair_blocks(len(pu), m.shape[1]):
         u, v = pu[start:stop], pv[start:stop]
@@ -216,9 +232,7 @@ def _pass(
     n = d.shape[0]
     scale = envelope(ref, d, level)
     scale[:, scale.max(axis=0) <= 0] = 1.0  # unused outputs
-    # no scale below MIN_COEF of its row's largest: HiGHS would drop that row-sum coefficient
-    # and move mass there unseen (an entry so small contributes < 1e-11 of the row anyway)
-    scale = np.maximum(scale, MIN_COEF * scale.max(axis=1, keepdims=True))
+    scale = np.maximum(scale, SCALE_FLOOR * scale.max(axis=1, keepdims=True))
     diag = np.diag(scale).copy()
     nvar = n * n + (1 if worst else 0)
     cells = np.arange(n * n)
