@@ -51,7 +51,8 @@ the pass counts as unsettled.
 **The exact vertex.** HiGHS reports the optimal basis's point and duals to its tolerances
 only; :func:`.basis.vertex` solves the basis's own square systems again (sparse LU,
 refinement in extended precision), so the pass returns the basis's vertex and duals to
-rounding (HiGHS's point is kept if that vertex violates a row).
+rounding (HiGHS's point and duals are kept where the two points differ by more than
+:data:`VERTEX_RTOL`: an ill-conditioned basis).
 
 **Certificate.** The last pass's duals, unscaled, are multipliers of OPTMech's LP at eps
 (:func:`dual_bound` via :func:`~.certificate.bound_from_duals`, weak duality: valid
@@ -83,12 +84,14 @@ from .deadline import Deadline
 from .pairs import pair_blocks
 from .repair import envelope, repair
 
-__all__ = ["PASSES", "SETTLE", "VIOLATION_TOL", "Polished", "beyond_cap", "dual_bound", "finish", "polish"]
+__all__ = ["CERTIFIED", "PASSES", "SETTLE", "VIOLATION_TOL", "Polished", "beyond_cap", "dual_bound", "finish", "polish"]
 
 #: Largest number of rescaled passes (iterative refinement rounds).
 PASSES = 4
 #: A pass whose objective moved by at most this (relative) from the previous one ends the finish.
 SETTLE = 1e-12
+#: A pass whose own duals certify its objective to this (relative) ends the finish.
+CERTIFIED = 1e-10
 #: A privacy row is added when violated by more than this in its scaled form (largest
 #: coefficient 1 at the pass's reference point): the accuracy HiGHS meets rows to (``_OPTIONS``).
 VIOLATION_TOL = 1e-10
@@ -108,7 +111,14 @@ MAX_ROUNDS = 50
 #: is 1e-10 / COST_SCALE relative to the objective, where the certificate needs it.
 COST_SCALE = 1e4
 _EXP_MAX = 700.0
-_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": 1e-12}
+#: HiGHS's smallest matrix entry (``small_matrix_value``: its least allowed value); smaller
+#: ones are dropped here (:func:`_drop_small`), not silently by HiGHS.
+SMALL = 1e-12
+#: The basis's vertex (:func:`.basis.vertex`) replaces HiGHS's point only when every
+#: variable agrees to this (relative, or absolute below 1): otherwise the basis is too
+#: ill-conditioned for either and HiGHS's own point and duals are kept.
+VERTEX_RTOL = 1e-6
+_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL}
 
 
 class Polished(NamedTuple):
@@ -198,8 +208,11 @@ def polish(
     r"""The uncapped mechanism LP at ``level`` solved in relative precision from ``matrix``.
 
     Square only (``matrix`` n x n, ``loss`` n x n); privacy rows of the ``allowed`` ordered
-    pairs for every output. Returns ``None`` when no pass reached an optimum (the caller then
-    keeps its own solution); raises only the deadline's time-out.
+    pairs for every output. Passes until one is certified by its own duals (:data:`CERTIFIED`),
+    settles (:data:`SETTLE`) or fails; returns the clean pass of least objective (a pass
+    that left violated rows to the next only when none is clean), ``None`` when no pass
+    reached an optimum (the caller then keeps its own solution); raises only the deadline's
+    time-out.
     """
     d = np.asarray(distances, dtype=np.float64)
     pu, pv = np.nonzero(allowed & (level * d < _EXP_MAX))
@@ -210,17 +223,29 @@ def polish(
     worst = prior is None
     ref = np.maximum(np.asarray(matrix, dtype=np.float64), 0.0)
     best: Polished | None = None
+    best_key = (True, math.inf)
     last = math.inf
     for passes in range(1, PASSES + 1):
         out = _pass(ref, d, kernel, level, pu, pv, logf, loss, prior, worst, deadline, what)
         if out is None:
             break
-        best = Polished(out.matrix, out.objective, out.result, passes, len(out.rows[0]), out.rows, out.row_dual,
-                        out.col_dual, level)
-        if out.clean and abs(out.objective - last) <= SETTLE * abs(out.objective):
+        pol = Polished(out.matrix, out.objective, out.result, passes, len(out.rows[0]), out.rows, out.row_dual,
+                       out.col_dual, level)
+        key = (not out.clean, pol.objective)  # the clean pass of least objective
+        if key <= best_key:  # ties: the later pass (rescaled at a better point)
+            best, best_key = pol, key
+        if out.clean and (abs(out.objective - last) <= SETTLE * abs(out.objective) or _certified(pol, d, loss, prior)):
             break
         last, ref = out.objective, np.maximum(out.matrix, 0.0)
     return best
+
+
+def _certified(pol: Polished, d: NDArray[np.float64], loss: NDArray[np.float64],
+               prior: NDArray[np.float64] | None) -> bool:
+    """Whether the pass's own duals bound the LP at its level within :data:`CERTIFIED` of its
+    objective (then another pass cannot improve it by more): a stopping rule only."""
+    bound = dual_bound(pol, d, pol.level, loss, prior, cap=2.0 * pol.objective)
+    return bound is not None and pol.objective - bound <= CERTIFIED * pol.objective
 
 
 def _pass(
@@ -263,14 +288,14 @@ def _pass(
         c /= sigma
     sums = weighted(np.ones((n, n)))
     rmax = abs(sums).max(axis=1).toarray().ravel()
-    base = [sp.csr_matrix(sp.diags(1.0 / rmax) @ sums)]
+    base = [_drop_small(sp.diags(1.0 / rmax) @ sums)]
     tops = [rmax]
     lo, hi = [1.0 / rmax], [1.0 / rmax]
     if worst:
         lr = sp.hstack([weighted(np.asarray(loss, dtype=np.float64))[:, : n * n],
                         sp.csr_matrix(np.full((n, 1), -kref))], format="csr")
         lmax = abs(lr).max(axis=1).toarray().ravel()
-        base.append(sp.csr_matrix(sp.diags(1.0 / lmax) @ lr))
+        base.append(_drop_small(sp.diags(1.0 / lmax) @ lr))
         tops.append(lmax)
         lo.append(np.full(n, -np.inf))
         hi.append(np.zeros(n))
@@ -283,12 +308,10 @@ def _pass(
         a_u = scale[u, w]
         a_v = np.where(v != w, f * scale[v, w], 0.0)
         top = np.maximum(np.maximum(np.abs(a_ww), a_u), a_v)
-        a_ww = np.where(np.abs(a_ww) < MIN_COEF * top, 0.0, a_ww)  # HiGHS drops it anyway
         idx = np.arange(len(k))
         out = sp.csr_matrix((np.r_[a_ww, a_u, -a_v] / np.r_[top, top, top],
                              (np.r_[idx, idx, idx], np.r_[w * (n + 1), u * n + w, v * n + w])), shape=(len(k), nvar))
-        out.eliminate_zeros()
-        return out, top
+        return _drop_small(out), top
 
     with np.errstate(over="ignore", divide="ignore"):
         upper = 1.0 / col  # M <= 1, hence X <= 1
@@ -326,10 +349,10 @@ def _pass(
     lo_all = np.r_[lo_base, np.full(len(k_all), -np.inf)]
     hi_all = np.r_[hi_base, np.zeros(len(k_all))]
     exact = None if basis is None else vertex(c, a_all, lo_all, hi_all, 0.0, upper, *basis)
-    if exact is not None:
-        m_exact = _matrix(exact.x, scale, kernel, diag)
-        if len(_scan(m_exact, scale, logf, pu, pv, VIOLATION_TOL, near=False)[0]) == 0:
-            m = m_exact
+    if exact is not None and np.all(np.abs(exact.x - result.x) <= VERTEX_RTOL * np.maximum(1.0, np.abs(result.x))):
+        m = _matrix(exact.x, scale, kernel, diag)  # within VERTEX_RTOL of a point that met every row
+    elif exact is not None:  # not HiGHS's basis after all (ill-conditioned): its own point and duals
+        exact = None
     row_loss = (loss * m).sum(axis=1)
     obj = float(prior @ row_loss) if prior is not None else float(row_loss.max())
     triples = (pu[k_all], pv[k_all], w_all)
@@ -341,6 +364,17 @@ def _pass(
         return _Pass(m, obj, result, skipped == 0, triples, None, None)
     # duals of the scaled LP, unscaled: y_i = sigma y'_i / top_i, r_j = sigma r'_j / col_j
     return _Pass(m, obj, result, skipped == 0, triples, sigma * y / np.concatenate([*tops, top_all]), sigma * r / col)
+
+
+def _drop_small(a: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+    """``a`` (rows scaled to a largest coefficient of 1) without its entries below HiGHS's
+    ``small_matrix_value``, which HiGHS would drop silently: the LP it solves and the one
+    whose basis :func:`.basis.vertex` solves again are then the same. A dropped entry is
+    below 1e-12 of its row (an error of that order in the row, which the repair absorbs)."""
+    out = sp.csr_matrix(a)
+    out.data[np.abs(out.data) < SMALL] = 0.0
+    out.eliminate_zeros()
+    return out
 
 
 def _matrix(x: NDArray[np.float64], scale: NDArray[np.float64], kernel: NDArray[np.float64],
