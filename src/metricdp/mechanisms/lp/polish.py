@@ -118,7 +118,11 @@ SMALL = 1e-12
 #: variable agrees to this (relative, or absolute below 1): otherwise the basis is too
 #: ill-conditioned for either and HiGHS's own point and duals are kept.
 VERTEX_RTOL = 1e-6
-_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL}
+#: HiGHS's own scaling off: the rows and columns are scaled here already (to the reference
+#: point), and HiGHS's on top of it stopped in numerical trouble on the first pass of an
+#: 8-point space at eps * d_max = 400 (the unscaled run: 2 passes, certified 4e-11).
+_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL,
+            "simplex_scale_strategy": 0}
 
 
 class Polished(NamedTuple):
