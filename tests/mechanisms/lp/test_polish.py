@@ -129,3 +129,20 @@ def test_spanner_beyond_the_cap_is_private_and_no_worse_than_capped() -> None:
     assert record["kept"] == "polished", record
     assert record["loss_polished"] <= record["loss_capped"]
     assert audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)
+
+
+def test_far_beyond_the_cap_certified_without_an_oracle() -> None:
+    # 8 points at eps * d_max = 400 (entries down to e^-400, loss 1.07e-19; capped: 4.7e-8):
+    # at a0b4fed polished but its bound was 7e-41 (HiGHS's duals); with HiGHS's own scaling
+    # on top of the finish's the first pass stopped in numerical trouble (capped kept); now
+    # polished and certified to 1e-9
+    g = np.random.default_rng(9)
+    g.integers(4, 14, size=2)  # the fuzz run that found it drew n and the dimension first
+    s = MetricSpace.from_points(g.normal(size=(8, 3)))
+    eps = 400.0 / s.diameter
+    m = optimal(s, eps, formulation="fast")
+    record = m.info["lp"]["polish"]
+    assert record["kept"] == "polished", record
+    got, bound = m.worst_case_loss(), m.info["lp"]["dual_bound"]
+    assert 0 < bound <= got <= bound * (1 + 1e-9), (got - bound) / bound
+    assert audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)

@@ -118,11 +118,15 @@ SMALL = 1e-12
 #: variable agrees to this (relative, or absolute below 1): otherwise the basis is too
 #: ill-conditioned for either and HiGHS's own point and duals are kept.
 VERTEX_RTOL = 1e-6
-#: HiGHS's own scaling off: the rows and columns are scaled here already (to the reference
-#: point), and HiGHS's on top of it stopped in numerical trouble on the first pass of an
-#: 8-point space at eps * d_max = 400 (the unscaled run: 2 passes, certified 4e-11).
-_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL,
-            "simplex_scale_strategy": 0}
+_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL}
+#: A pass that failed is solved once more with HiGHS's own scaling off (the rows and
+#: columns are scaled here already): HiGHS's scaling on top of ours stopped in numerical
+#: trouble on an 8-point space at eps * d_max = 400, where the unscaled run certified 4e-11;
+#: off by default, it stalled (no progress in 60 s) on the city-and-towns space of
+#: test_optimal with LOG_CAP = 25, hence a retry only, with an iteration limit.
+_RETRY = {"simplex_scale_strategy": 0}
+#: The retry's simplex iterations, per variable and row of the pass's first LP.
+RETRY_ITERATIONS = 5
 
 
 class Polished(NamedTuple):
@@ -231,6 +235,8 @@ def polish(
     last = math.inf
     for passes in range(1, PASSES + 1):
         out = _pass(ref, d, kernel, level, pu, pv, logf, loss, prior, worst, deadline, what)
+        if out is None:  # numerical trouble: once more without HiGHS's scaling
+            out = _pass(ref, d, kernel, level, pu, pv, logf, loss, prior, worst, deadline, what, retry=True)
         if out is None:
             break
         pol = Polished(out.matrix, out.objective, out.result, passes, len(out.rows[0]), out.rows, out.row_dual,
@@ -255,7 +261,7 @@ def _certified(pol: Polished, d: NDArray[np.float64], loss: NDArray[np.float64],
 def _pass(
     ref: NDArray[np.float64], d: NDArray[np.float64], kernel: NDArray[np.float64], level: float,
     pu: NDArray[np.intp], pv: NDArray[np.intp], logf: NDArray[np.float64], loss: NDArray[np.float64],
-    prior: NDArray[np.float64] | None, worst: bool, deadline: Deadline, what: str,
+    prior: NDArray[np.float64] | None, worst: bool, deadline: Deadline, what: str, retry: bool = False,
 ) -> _Pass | None:
     """One rescaled pass: substitute, scale by the envelope of ``ref``, generate rows until none is violated."""
     n = d.shape[0]
@@ -328,7 +334,10 @@ def _pass(
     in_model[k_all, w_all] = True
     first, top_all = rows(k_all, w_all)
     a_all = sp.vstack([*base, first], format="csr")
-    model = LPModel(method="simplex", options=_OPTIONS)
+    options: dict[str, object] = dict(_OPTIONS)
+    if retry:
+        options.update(_RETRY, simplex_iteration_limit=RETRY_ITERATIONS * (nvar + n + len(k_all)))
+    model = LPModel(method="simplex", options=options)
     result = model.load(c, a_all, np.r_[lo_base, np.full(len(k_all), -np.inf)],
                         np.r_[hi_base, np.zeros(len(k_all))], 0.0, upper, time_limit=deadline.require(what))
     for _ in range(MAX_ROUNDS):
