@@ -37,8 +37,9 @@ it is not floored (:data:`SCALE_FLOOR` only keeps it positive): a floor at 1e-11
 row gave entries of :math:`e^{-60}` a scale 1e15 times their size, and HiGHS, dropping
 matrix entries below 1e-12, then lost the loss row's k (two points at eps 60: certified
 only to :math:`1/(1+e^{20})`). Each pass re-solves with R := the last solution's envelope,
-as iterative refinement does, until the objective settles (:data:`SETTLE`) or
-:data:`PASSES` passes.
+as iterative refinement does, until a pass is certified by its own duals
+(:data:`CERTIFIED`), the objective settles (:data:`SETTLE`) or :data:`PASSES` passes; a
+pass in numerical trouble is solved once more with HiGHS's own scaling off (``_RETRY``).
 
 **Rows.** A pass starts from the rows that R nearly meets with equality, and adds, round
 by round, every row the pass's solution violates by more than :data:`VIOLATION_TOL` in
