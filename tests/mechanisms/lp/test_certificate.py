@@ -143,3 +143,49 @@ def test_dual_bound_holds_for_any_duals() -> None:
     for _ in range(20):
         b = bound_from_duals(d, 1.0, rows, g.normal(size=6), g.normal(size=4), np.exp(d), prior=None)
         assert b <= opt * (1 + 1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 5), worst=st.booleans())
+def test_capped_bound_is_valid_for_any_multipliers(seed: int, n: int, worst: bool) -> None:
+    # cap U >= the optimum (here: a private mechanism's loss, the least U allowed): the entry
+    # bounds M <= U / (w L) keep weak duality; random multipliers never exceed the loss
+    g = np.random.default_rng(seed)
+    space = MetricSpace.from_points(g.normal(size=(n, 2)))
+    eps = float(g.choice([0.5, 2.0, 8.0]))
+    prior = None if worst else g.dirichlet(np.ones(n))
+    m = optimal(space, eps) if worst else optimal(space, eps, objective="expected", prior=prior)
+    loss = m.worst_case_loss() if worst else m.expected_loss(prior)
+    problem = optmech_lp(space.distances, eps, near_binding(m.matrix, space.distances, eps), prior=prior, cap=loss)
+    assert np.all(problem.upper[: n * n] <= 1.0)
+    for scale in (0.01, 1.0, 100.0):
+        y_ub = g.normal(scale=scale, size=problem.a_ub.shape[0])
+        assert bound_from_multipliers(problem, np.zeros(n), y_ub) <= loss * (1 + 1e-12) + 1e-15
+
+
+def test_capped_rows_are_a_fractional_knapsack() -> None:
+    # the bounded row minimum min {r . m : sum m = 1, 0 <= m <= h} of bound_from_multipliers
+    # against scipy's LP on each row (the oracle), for random reduced costs and bounds
+    from scipy.optimize import linprog
+
+    g = np.random.default_rng(5)
+    n = 5
+    space = MetricSpace.from_points(g.normal(size=(n, 2)))
+    for trial in range(10):
+        problem = optmech_lp(space.distances, 1.0, (np.array([0]), np.array([1]), np.array([2])), prior=np.ones(n) / n,
+                             cap=float(g.uniform(0.05, 2.0)))
+        h = problem.upper.reshape(n, n)
+        y_ub = -np.abs(g.normal(size=problem.a_ub.shape[0]))
+        r = (problem.c - problem.a_ub.T @ y_ub).reshape(n, n)
+        want = 0.0
+        for u in range(n):
+            if h[u].sum() < 1.0:
+                want += r[u].min()
+                continue
+            res = linprog(r[u], A_eq=np.ones((1, n)), b_eq=[1.0], bounds=list(zip(np.zeros(n), h[u], strict=True)))
+            want += res.fun
+        got = bound_from_multipliers(problem, np.zeros(n), y_ub)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-14), trial
+        # never below the uncapped bound (the bounds only cut the relaxation)
+        uncapped = dataclasses.replace(problem, upper=np.ones_like(problem.upper))
+        assert got >= bound_from_multipliers(uncapped, np.zeros(n), y_ub) - 1e-15

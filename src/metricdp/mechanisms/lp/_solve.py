@@ -577,3 +577,13 @@ class LPModel:
     def resolve(self, *, time_limit: float | None = None) -> SolveResult:
         """Solve the held model again, warm-started (:func:`resolve`)."""
         return resolve(self.highs, time_limit=time_limit)
+
+    def basis(self) -> tuple[NDArray[np.int8], NDArray[np.int8]] | None:
+        """The last solve's basis: HiGHS's status codes of the columns and of the rows (0 at
+        the lower bound, 1 basic, 2 at the upper bound, 3 free at zero); None when invalid."""
+        b = self.highs.getBasis()
+        if not b.valid:
+            return None
+        cols = np.fromiter((int(s) for s in b.col_status), dtype=np.int8, count=len(b.col_status))
+        rows = np.fromiter((int(s) for s in b.row_status), dtype=np.int8, count=len(b.row_status))
+        return cols, rows

@@ -141,12 +141,22 @@ def optmech_lp(
     *,
     loss: ArrayLike | None = None,
     prior: ArrayLike | None = None,
+    cap: float | None = None,
 ) -> LPProblem:
     r"""OPTMech's LP at ``epsilon`` in the plain variables (vec(M)[, k]) with the privacy rows ``rows``.
 
     Worst case (``prior=None``): minimise k, rows :math:`\sum_w L[u,w] M[u,w] - k \le 0`;
     expected: minimise :math:`\sum_u \pi_u \sum_w L[u,w] M[u,w]`. Row sums equal 1;
     privacy rows :math:`e^{-\varepsilon d(u,v)} M[u,w] - M[v,w] \le 0` (scaled; same rows).
+
+    ``cap`` U, any number **at least the LP's optimum** (e.g. the loss of a feasible
+    mechanism, with a margin): the LP restricted to objective <= U, which has the same
+    optimum, so a lower bound for it is one for the LP. There every loss term is at most U,
+    which bounds each variable: :math:`M[u,w] \le U / (w_u L[u,w])` (:math:`w_u` = 1 in
+    the worst case, :math:`\pi_u` in the expected one) and :math:`k \le U`; these bounds
+    (clipped to 1 and to max L) make :func:`bound_from_multipliers` tighter where a
+    multiplier's error would otherwise be charged a whole unit of mass (an entry the
+    optimum holds at 1e-11, but the relaxation may fill).
     """
     d = np.asarray(distances, dtype=np.float64)
     n = d.shape[0]
@@ -164,12 +174,17 @@ def optmech_lp(
         a_ub = sp.vstack([loss_rows, priv], format="csr")
         c = np.zeros(nvar)
         c[-1] = 1.0
-        upper = np.r_[np.ones(n * n), big_l.max()]
+        weight = np.ones(n)
+        upper = np.r_[np.ones(n * n), big_l.max() if cap is None else min(big_l.max(), cap)]
     else:
-        pi = np.asarray(prior, dtype=np.float64)
+        weight = np.asarray(prior, dtype=np.float64)
         a_ub = priv
-        c = (pi[:, None] * big_l).ravel()
+        c = (weight[:, None] * big_l).ravel()
         upper = np.ones(n * n)
+    if cap is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = cap / (weight[:, None] * big_l)
+        upper[: n * n] = np.minimum(1.0, np.nan_to_num(bound, nan=1.0, posinf=1.0)).ravel()
     return LPProblem(c, a_eq, np.ones(n), a_ub, np.zeros(a_ub.shape[0]), np.zeros(nvar), upper, simplex=n)
 
 
@@ -188,16 +203,24 @@ def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike)
     (:math:`y_u = \min_w r_{uw}`), so it is never below the general one: an error of the
     solver's row-sum duals, and reduced costs a little negative in many columns of a row
     (each costs its own amount in the general bound, only the most negative one here), no
-    longer loosen the certificate.
+    longer loosen the certificate. With upper bounds :math:`M[u,w] \le h_{uw}` below 1
+    (``optmech_lp``'s ``cap``) the row's minimum is that of a fractional knapsack,
+    :math:`\min \{\sum_w r_{uw} m_w : \sum_w m_w = 1,\ 0 \le m \le h_u\}`, which the
+    greedy fill in increasing :math:`r_{uw}` attains (exchange argument); a row whose bounds
+    sum below 1 keeps :math:`\min_w r_{uw}` (a weaker bound, never an invalid one).
     """
     ye = np.asarray(y_eq, dtype=np.float64)
     yu = np.minimum(np.asarray(y_ub, dtype=np.float64), 0.0)
     n = problem.simplex
     if n:
         r = problem.c - problem.a_ub.T @ yu
-        rows = r[: n * n].reshape(n, n).min(axis=1)
+        rm, h = r[: n * n].reshape(n, n), problem.upper[: n * n].reshape(n, n)
+        order = np.argsort(rm, axis=1)
+        rs, hs = np.take_along_axis(rm, order, axis=1), np.take_along_axis(h, order, axis=1)
+        take = np.clip(1.0 - (np.cumsum(hs, axis=1) - hs), 0.0, hs)  # the greedy fill
+        take[h.sum(axis=1) < 1.0] = np.eye(1, n)[0]  # bounds that do not fill the row: min_w r
         rest = np.minimum(r[n * n:] * problem.lower[n * n:], r[n * n:] * problem.upper[n * n:])
-        return math.fsum(np.r_[yu * problem.b_ub, rows, rest].tolist())
+        return math.fsum(np.r_[yu * problem.b_ub, (rs * take).ravel(), rest].tolist())
     r = problem.c - problem.a_eq.T @ ye - problem.a_ub.T @ yu
     terms = np.minimum(r * problem.lower, r * problem.upper)
     return math.fsum(np.r_[ye * problem.b_eq, yu * problem.b_ub, terms].tolist())
@@ -205,7 +228,7 @@ def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike)
 
 def bound_from_duals(
     distances: ArrayLike, epsilon: float, rows: Triples, row_dual: ArrayLike, col_dual: ArrayLike,
-    factor: ArrayLike, *, loss: ArrayLike | None = None, prior: ArrayLike | None = None,
+    factor: ArrayLike, *, loss: ArrayLike | None = None, prior: ArrayLike | None = None, cap: float | None = None,
 ) -> float:
     r"""The weak-duality bound at ``epsilon`` from the duals of a solve of the *substituted*
     square LP (``core._solve_fast``'s variables X; the ``block-ipm`` finish), in milliseconds.
@@ -231,7 +254,7 @@ def bound_from_duals(
     base = n if prior is not None else 2 * n
     xs, ws = np.nonzero(~np.eye(n, dtype=bool))  # bound X[x, w] >= 0: row (w, x, w)
     every = (np.r_[u, ws], np.r_[v, xs], np.r_[w, ws])
-    problem = optmech_lp(d, epsilon, every, loss=loss, prior=prior)
+    problem = optmech_lp(d, epsilon, every, loss=loss, prior=prior, cap=cap)
     y_ub = np.r_[y[n:base], y[base:] * f[u, v], -z[xs * n + ws]]
     return bound_from_multipliers(problem, y[:n], y_ub)
 
