@@ -23,7 +23,7 @@ from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..registry import declared
-from . import ipm_finish  # noqa: F401 -- registers the "block-ipm" formulation with .core
+from . import colgen, ipm_finish  # noqa: F401 -- register "column-generation" and "block-ipm" with .core
 from .core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
@@ -233,7 +233,7 @@ def optimal(
     if formulation == "auto":
         formulation = auto_formulation(n, pi is not None, outputs is None)
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
-    if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
+    if formulation in ("block-ipm", "column-generation"):  # e.g. numerical trouble: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
     if attempts[0][1] > 0:
         attempts.append((formulation, 0.0))
