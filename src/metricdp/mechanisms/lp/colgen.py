@@ -87,6 +87,12 @@ __all__ = ["PRICE_TOL", "colgen_bytes", "laplace_screen", "shortfall", "solve_co
 #: restricted optimum, far inside the 1e-9 the library promises.
 PRICE_TOL = 1e-11
 
+#: Privacy rows added per input and column a round (those of largest ratio: :func:`worst_rows`).
+ROWS_PER_INPUT = 3
+
+#: Size of the first working set, as a fraction of n (:func:`start_outputs`).
+START_FRACTION = 0.25
+
 #: Most outputs added per round, as a fraction of |W| (at least :data:`ADD_MIN`).
 ADD_FRACTION = 0.5
 ADD_MIN = 8
@@ -155,11 +161,15 @@ def worst_rows(p: NDArray[np.float64], factor: NDArray[np.float64], log_factor: 
         if rows.size == 0:
             continue
         ratio = np.where(hit[rows], logp[rows, j][:, None] - logp[:, j][None, :] - log_factor[rows], -np.inf)
-        v = np.argmax(ratio, axis=1)
-        in_model[j][rows, v] = True
-        us.append(u[rows])
+        top = min(ROWS_PER_INPUT, n - 1)
+        v = np.argpartition(-ratio, top - 1, axis=1)[:, :top]  # (rows, top)
+        ok = np.isfinite(np.take_along_axis(ratio, v, axis=1))
+        uu = np.broadcast_to(u[rows][:, None], v.shape)[ok]
+        v = v[ok]
+        in_model[j][uu, v] = True
+        us.append(uu)
         vs.append(v)
-        js.append(np.full(rows.size, j))
+        js.append(np.full(uu.size, j))
     if not us:
         return (np.zeros(0, np.intp),) * 3  # type: ignore[return-value]
     return np.concatenate(us), np.concatenate(vs), np.concatenate(js)
@@ -265,7 +275,7 @@ def solve_colgen(
     rows_of = np.eye(n, dtype=bool)  # rows (w, v, w) of output w are bounds
     tol_scale = PRICE_TOL / n
     master = _Restricted(n, cost, kernel, factor)
-    start = start_outputs(prior, distances, max(ADD_MIN, int(np.ceil(np.sqrt(n)))))
+    start = start_outputs(prior, distances, max(ADD_MIN, int(np.ceil(START_FRACTION * n))))
     result = master.load(start, deadline.require(what))
     x = require_optimal(result, what)
     master.lp.set_options(WARM_OPTIONS)
@@ -299,7 +309,8 @@ def solve_colgen(
             report(progress, rounds, None, f"{what}: column round {rounds}: {len(master.outputs)} outputs, "
                    f"{rows:,} privacy rows, objective {objective:.12g}"
                    + (f", bound {bound:.12g}" if bound is not None else "")
-                   + f", {order.size} improving, {deadline.describe()}")
+                   + f", {order.size} improving (pricing {t_price:.1f} s, {priced} exact; simplex {seconds:.1f} s), "
+                   f"{deadline.describe()}")
             if order.size == 0:
                 w_all = np.array(master.outputs)
                 full = np.zeros((n, n))
