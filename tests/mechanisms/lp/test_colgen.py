@@ -1,0 +1,155 @@
+"""Output-column generation for OPTMech's expected loss (lp/colgen.py, issue 37 item 3)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.optimize
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metricdp.errors import ResourceLimitError, ValidationError
+from metricdp.mechanisms.lp import colgen
+from metricdp.mechanisms.lp.colgen import laplace_screen, shortfall, start_outputs, worst_rows
+from metricdp.mechanisms.lp.optimal import optimal
+from metricdp.outputs import OutputSet
+from metricdp.spaces import MetricSpace
+from tests.helpers import assert_private
+
+EPSILONS = (0.1, 0.5, 1.0, 3.0, 10.0)
+
+
+def _grid(side: int) -> MetricSpace:
+    pts = np.array([(i, j) for i in range(side) for j in range(side)], dtype=np.float64)
+    return MetricSpace.from_distances(np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1)))
+
+
+def _points(seed: int, n: int) -> np.ndarray:
+    pts = np.random.default_rng(seed).normal(size=(n, 2))
+    return np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1))
+
+
+def _cone_min(g: np.ndarray, factor: np.ndarray) -> float:
+    """min g.m over the cone {m >= 0: m_u <= f_uv m_v} with sum m = 1 (every row, scipy's HiGHS)."""
+    n = g.size
+    u, v = np.nonzero(~np.eye(n, dtype=bool))
+    a = np.zeros((u.size, n))
+    a[np.arange(u.size), u] = 1.0
+    a[np.arange(u.size), v] = -factor[u, v]
+    res = scipy.optimize.linprog(g, A_ub=a, b_ub=np.zeros(u.size), A_eq=np.ones((1, n)), b_eq=[1.0],
+                                 bounds=(0, None), method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+@pytest.mark.parametrize("side", [3, 4])
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_grids_with_priors_match_the_full_lp(side, eps):
+    # the acceptance test of the brief: the full LP (every row at once) and column
+    # generation agree to 1e-9 on grids with random Dirichlet(0.5) priors, and both audit
+    space = _grid(side)
+    prior = np.random.default_rng(side * 100 + int(eps * 10)).dirichlet(np.full(space.n, 0.5))
+    got = {f: optimal(space, eps, objective="expected", prior=prior, formulation=f)
+           for f in ("full", "column-generation")}
+    ref = got["full"].info["lp"]["objective"]
+    for f, mech in got.items():
+        assert mech.info["lp"]["formulation"] == f and "fallback" not in mech.info["lp"]
+        assert mech.info["lp"]["objective"] == pytest.approx(ref, rel=1e-9, abs=1e-12), f
+        assert mech.info["loss"]["expected"] == pytest.approx(got["full"].info["loss"]["expected"], rel=1e-9,
+                                                              abs=1e-12)
+        assert_private(mech)
+
+
+@pytest.mark.parametrize("eps", [0.3, 3.0])
+def test_five_by_five_grid_and_random_points(eps):
+    # a larger grid (few outputs carry mass) and a space with no collinear points
+    for space in (_grid(5), MetricSpace.from_distances(_points(7, 12))):
+        prior = np.random.default_rng(5).dirichlet(np.full(space.n, 0.5))
+        ref = optimal(space, eps, objective="expected", prior=prior, formulation="full")
+        cg = optimal(space, eps, objective="expected", prior=prior, formulation="column-generation")
+        assert cg.info["lp"]["objective"] == pytest.approx(ref.info["lp"]["objective"], rel=1e-9, abs=1e-12)
+        assert_private(cg)
+
+
+def test_shortfall_by_hand():
+    # two points at distance 1: a deficit of 1 at node 0 is covered by node 1 at the price
+    # f = e^eps, so the surplus a covers a / f of it: shortfall max(0, 1 - a / f)
+    f = math.exp(0.7)
+    factor = np.array([[1.0, f], [f, 1.0]])
+    assert shortfall(np.array([-1.0, f / 2]), factor) == pytest.approx(0.5, rel=1e-12)
+    assert shortfall(np.array([-1.0, 2 * f]), factor) == 0.0
+    assert shortfall(np.array([0.0, 3.0]), factor) == 0.0  # no deficit
+    assert shortfall(np.array([-1.0, -2.0]), factor) == 3.0  # no surplus
+    # the pricing value by hand: the cone's extreme columns are (1, e^-0.7) and (e^-0.7, 1)
+    g = np.array([-1.0, f / 2])
+    assert _cone_min(g, factor) == pytest.approx(min(g @ [1, 1 / f], g @ [1 / f, 1]) / (1 + 1 / f))
+    assert _cone_min(g, factor) < 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 7), st.floats(0.05, 5.0))
+def test_shortfall_is_an_exact_pricing_certificate(seed, n, lam):
+    # oracle: the pricing LP over the cone with every row. The shortfall s certifies
+    # min_{m in C, sum m = 1} g.m >= -s, and is 0 exactly when that minimum is >= 0
+    rng = np.random.default_rng(seed)
+    factor = np.exp(lam * _points(seed, n))
+    g = rng.normal(size=n) + rng.uniform(-1, 2)
+    s = shortfall(g, factor)
+    value = _cone_min(g, factor)
+    assert value >= -s - 1e-9
+    if s > 1e-9:
+        assert value < 0
+    if value < -1e-9:
+        assert s > 0
+    if s == 0.0:
+        assert value >= -1e-9
+
+
+def test_laplace_columns_lie_in_the_cone_and_screen():
+    d = _points(3, 6)
+    kernel = np.exp(-np.minimum(0.8 * d, 20.0))
+    factor = np.exp(np.minimum(0.8 * d, 20.0))
+    assert np.all(kernel[:, None, :] <= factor[:, :, None] * kernel[None, :, :] * (1 + 1e-12))
+    g = np.zeros((6, 6))
+    g[2, 2] = -1.0  # only output 2 has a deficit, at its own centre
+    screen = laplace_screen(g, kernel)
+    assert screen[2] == pytest.approx(-1.0 / kernel[:, 2].sum()) and np.all(np.delete(screen, 2) <= 0)
+
+
+def test_start_outputs_by_hand():
+    d = np.abs(np.subtract.outer(np.arange(5.0), np.arange(5.0)))
+    assert start_outputs(np.full(5, 0.2), d, 1).tolist() == [2]  # the median of a line
+    prior = np.array([0.0, 0.0, 0.0, 0.1, 0.9])
+    assert start_outputs(prior, d, 1).tolist() == [4]
+    assert start_outputs(prior, d, 2).tolist() == [3, 4]
+    assert start_outputs(prior, d, 9).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_worst_rows_one_per_input_and_column_then_none():
+    d = np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+    factor = np.exp(d)
+    p = np.array([[1.0], [0.0], [0.0], [0.0]])  # input 0 violates every row (0, v)
+    in_model = [np.zeros((4, 4), dtype=bool)]
+    u, v, j = worst_rows(p, factor, np.log(factor), in_model)
+    assert u.tolist() == [0] * 3 and sorted(v.tolist()) == [1, 2, 3] and j.tolist() == [0] * 3
+    assert in_model[0][0, 1:].all()
+    assert len(worst_rows(p, factor, np.log(factor), in_model)[0]) == 0  # rows in the model are not re-added
+
+
+def test_refusals_progress_and_memory(monkeypatch):
+    space = _grid(3)
+    with pytest.raises(ValidationError, match="expected objective on a square space"):
+        optimal(space, 1.0, formulation="column-generation")
+    pts = MetricSpace.from_points(np.random.default_rng(2).normal(size=(4, 2)))
+    with pytest.raises(ValidationError, match="expected objective on a square space"):
+        optimal(pts, 1.0, objective="expected", formulation="column-generation",
+                outputs=OutputSet.from_points(pts, [[0.0, 0.0], [1.0, 1.0]]))
+    calls: list[str] = []
+    optimal(space, 1.0, objective="expected", formulation="column-generation", progress=lambda *a: calls.append(a[2]))
+    assert calls and "bound" in calls[-1] and "0 improving" in calls[-1]
+    assert colgen.colgen_bytes(400) > 6e7
+    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "2kB")  # colgen_bytes(9) = 8.5 kB
+    with pytest.raises(ResourceLimitError, match="column generation"):
+        optimal(space, 1.0, objective="expected", formulation="column-generation")
