@@ -153,3 +153,21 @@ def test_refusals_progress_and_memory(monkeypatch):
     monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "2kB")  # colgen_bytes(9) = 8.5 kB
     with pytest.raises(ResourceLimitError, match="column generation"):
         optimal(space, 1.0, objective="expected", formulation="column-generation")
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("n", [4, 8])
+def test_exact_rational_optimum(n, eps):
+    # against the exact rational optimum of the full LP (tests/mechanisms/lp/exact_lp.py):
+    # never below it (the result is private) and within 1e-10 relative above it
+    from tests.mechanisms.lp.exact_lp import exact_optimum
+    from tests.mechanisms.lp.test_exact import small_space
+
+    seed = 100 * n + int(10 * eps)
+    s = small_space(seed, n)
+    prior = np.random.default_rng(seed).dirichlet(np.full(n, 0.5))
+    exact = float(exact_optimum(s.distances, eps, prior=prior).value)
+    m = optimal(s, eps, objective="expected", prior=prior, formulation="column-generation")
+    got = m.expected_loss(prior)
+    assert exact * (1 - 1e-12) <= got <= exact * (1 + 1e-10), (got - exact) / exact
+    assert_private(m)

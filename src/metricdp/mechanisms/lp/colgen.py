@@ -171,7 +171,7 @@ def worst_rows(p: NDArray[np.float64], factor: NDArray[np.float64], log_factor: 
         vs.append(v)
         js.append(np.full(uu.size, j))
     if not us:
-        return (np.zeros(0, np.intp),) * 3  # type: ignore[return-value]
+        return (np.zeros(0, np.intp),) * 3
     return np.concatenate(us), np.concatenate(vs), np.concatenate(js)
 
 
@@ -320,6 +320,8 @@ def solve_colgen(
             master.add_outputs(add)
             in_model += [rows_of[:, w][:, None] & np.ones(n, dtype=bool)[None, :] for w in add]
         else:
+            report(progress, rounds, None, f"{what}: row round {rounds}: {len(master.outputs)} outputs, {rows:,} "
+                   f"privacy rows, objective {objective:.12g}, {len(ru):,} violated, {deadline.describe()}")
             master.lp.add_rows(master.privacy_rows(ru, rv, rj), -np.inf, 0.0)
             rows += len(ru)
         result = _resolve(master.lp, deadline, what, result)

@@ -123,12 +123,14 @@ def optimal(
         Seconds for the whole build (:class:`~.deadline.Deadline`: every LP solve,
         re-solves after a failed repair included, gets the time left); on expiry a
         :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``).
-    formulation : {"auto", "fast", "full", "ipm", "block-ipm"}
+    formulation : {"auto", "fast", "full", "ipm", "block-ipm", "column-generation"}
         ``block-ipm``: the structured interior-point method of :mod:`.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`.ipm_finish`); ``auto`` (default) takes it for the expected
         objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
         was measured to win, and ``fast`` otherwise.
+        ``column-generation`` (expected objective, square spaces): the LP on a working set
+        of outputs, grown by an exact pricing test (:mod:`.colgen`), to the same optimum.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
