@@ -57,9 +57,12 @@ when the screen finds none, so the last round (the proof) prices every output ex
 
 **The restricted LP** is the substituted LP of ``core._solve_fast`` (the rows
 (w, v, w) as bounds), held in one HiGHS model: outputs join as new variable blocks
-(:meth:`.LPModel.add_cols`, basis kept), privacy rows join by the same constraint
-generation over *every* ordered pair (so the cone C above is the LP's cone, with no
-implied-pair slack), each re-solve warm. Terminates: W only grows, at most n outputs.
+(:meth:`.LPModel.add_cols`, basis kept), privacy rows join by constraint generation over
+*every* ordered pair (so the cone C above is the LP's cone, with no implied-pair slack),
+:data:`ROWS_PER_INPUT` rows per input and column a round (:func:`worst_rows`), each
+re-solve warm. The generation stops only when no row is violated by more than
+:data:`~.core.VIOLATION_TOL`, so the restricted optimum is exact as ``core._solve_fast``'s.
+Terminates: W only grows (at most n outputs), and each W has finitely many rows.
 
 The vertex returned is the restricted LP's simplex vertex, with the other columns 0: a
 vertex of the full LP at its optimum, repaired and audited by the caller as ``fast``'s is.
@@ -264,6 +267,7 @@ def solve_colgen(
     r"""The expected-loss LP by output-column generation (module docstring); the same
     optimum as ``core._solve_fast`` on every ordered pair. ``model`` gives the substitution
     kernel; ``allowed`` is widened to every ordered pair (the pricing's cone).
+    ``level`` (the LP's :math:`\lambda`) is carried by ``factor`` and ``model.kernel``.
     ``rounds`` counts the simplex solves, ``privacy_rows`` the rows of the final model."""
     n = distances.shape[0]
     if prior is None or model.anchor is not None or loss.shape != (n, n):
