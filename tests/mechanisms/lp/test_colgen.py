@@ -171,3 +171,16 @@ def test_exact_rational_optimum(n, eps):
     got = m.expected_loss(prior)
     assert exact * (1 - 1e-12) <= got <= exact * (1 + 1e-10), (got - exact) / exact
     assert_private(m)
+
+
+def test_bench_lp_runs_the_formulation():
+    # `metricdp bench lp --formulations column-generation` (the --quick size of issue 37's row)
+    from metricdp.experiments.bench_lp import run_bench
+
+    rows = run_bench([9], ["optimal-expected"], ["full", "column-generation"], epsilons=[0.5], data="grid",
+                     time_limit=60, certify=60)
+    assert [r.formulation for r in rows] == ["full", "column-generation"]
+    for r in rows:
+        assert r.status == "ok", r.message
+        assert r.epsilon_audit <= r.epsilon * (1 + 1e-9)
+    assert rows[1].objective == pytest.approx(rows[0].objective, rel=1e-9)
