@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from metricdp.errors import ResourceLimitError, ValidationError
 from metricdp.mechanisms.lp import colgen
-from metricdp.mechanisms.lp.colgen import laplace_screen, shortfall, start_outputs, worst_rows
+from metricdp.mechanisms.lp.colgen import cover, laplace_screen, shortfall, start_outputs
 from metricdp.mechanisms.lp.optimal import optimal
 from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace
@@ -119,23 +119,35 @@ def test_laplace_columns_lie_in_the_cone_and_screen():
 
 
 def test_start_outputs_by_hand():
-    d = np.abs(np.subtract.outer(np.arange(5.0), np.arange(5.0)))
-    assert start_outputs(np.full(5, 0.2), d, 1).tolist() == [2]  # the median of a line
-    prior = np.array([0.0, 0.0, 0.0, 0.1, 0.9])
-    assert start_outputs(prior, d, 1).tolist() == [4]
-    assert start_outputs(prior, d, 2).tolist() == [3, 4]
-    assert start_outputs(prior, d, 9).tolist() == [0, 1, 2, 3, 4]
+    # a line of 3 points, loss = distance: the Laplace-shaped mechanism's outputs remapped
+    # to the posterior median; with the prior on the ends, each end's own output stays there
+    d = np.abs(np.subtract.outer(np.arange(3.0), np.arange(3.0)))
+    kernel = np.exp(-1.0 * d)
+    assert start_outputs(np.full(3, 1 / 3), d, kernel).tolist() == [0, 1, 2]
+    # posterior of output 0 (by hand): joint pi_u M[u, 0] = (0.5/z0, 0, 0.5 e^-2/z2) with
+    # z0 = z2 = 1 + e^-1 + e^-2: its median is input 0; output 1's joint is symmetric, so
+    # its expected loss is 1 at 0, 1 and 2 alike, and argmin takes the first (0)
+    prior = np.array([0.5, 0.0, 0.5])
+    assert start_outputs(prior, d, kernel).tolist() == [0, 2]
+    # a flat kernel (eps -> 0): one posterior for all outputs, one median
+    assert start_outputs(np.array([0.1, 0.6, 0.3]), d, np.ones((3, 3))).tolist() == [1]
 
 
-def test_worst_rows_one_per_input_and_column_then_none():
-    d = np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+def test_sparse_cover_is_valid_and_falls_back_to_every_arc():
+    # deficit 1 at 0; surpluses at 1 (price e) and 2 (price e^2), each able to pay for
+    # half of it: one nearest arc leaves a shortfall of 0.5 that every arc removes
+    d = np.abs(np.subtract.outer(np.arange(3.0), np.arange(3.0)))
     factor = np.exp(d)
-    p = np.array([[1.0], [0.0], [0.0], [0.0]])  # input 0 violates every row (0, v)
-    in_model = [np.zeros((4, 4), dtype=bool)]
-    u, v, j = worst_rows(p, factor, np.log(factor), in_model)
-    assert u.tolist() == [0] * 3 and sorted(v.tolist()) == [1, 2, 3] and j.tolist() == [0] * 3
-    assert in_model[0][0, 1:].all()
-    assert len(worst_rows(p, factor, np.log(factor), in_model)[0]) == 0  # rows in the model are not re-added
+    g = np.array([-1.0, 0.5 * math.e, 0.5 * math.e**2])
+    c = cover(g, factor, tol=0.0, nearest=1)
+    assert c.shortfall <= 1e-12
+    assert sorted(c.surplus.tolist()) == [1, 2]
+    # the flow is feasible: caps of the deficit and of the surpluses (with their prices)
+    assert np.bincount(c.deficit, weights=c.flow, minlength=3)[0] <= 1.0
+    used = np.bincount(c.surplus, weights=factor[c.deficit, c.surplus] * c.flow, minlength=3)
+    assert np.all(used[1:] <= g[1:] * (1 + 1e-12))
+    # with a tolerance the sparse flow (shortfall 0.5) is accepted as it is
+    assert cover(g, factor, tol=0.6, nearest=1).shortfall == pytest.approx(0.5, rel=1e-9)
 
 
 def test_refusals_progress_and_memory(monkeypatch):
@@ -148,9 +160,11 @@ def test_refusals_progress_and_memory(monkeypatch):
                 outputs=OutputSet.from_points(pts, [[0.0, 0.0], [1.0, 1.0]]))
     calls: list[str] = []
     optimal(space, 1.0, objective="expected", formulation="column-generation", progress=lambda *a: calls.append(a[2]))
-    assert calls and "bound" in calls[-1] and "0 improving" in calls[-1]
-    assert colgen.colgen_bytes(400) > 6e7
-    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "2kB")  # colgen_bytes(9) = 8.5 kB
+    assert calls and "exact finish" in calls[-1] and "0 improving" in calls[-1]
+    # memory: the interior point on k of n outputs needs k / n of the full method's
+    assert colgen.colgen_bytes(400, 100) == pytest.approx(colgen.ipm_bytes(400, 100) + 96 * 400**2)
+    assert colgen.colgen_bytes(400, 400) > 7e9
+    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "2kB")
     with pytest.raises(ResourceLimitError, match="column generation"):
         optimal(space, 1.0, objective="expected", formulation="column-generation")
 

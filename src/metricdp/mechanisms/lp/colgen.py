@@ -1,8 +1,9 @@
 r"""Output-column generation for OPTMech's expected loss: the ``column-generation`` formulation.
 
 One concept: solve the expected-loss LP (Bordenabe et al., CCS 2014, Sec. 4) on a
-*working set* W of outputs, and add outputs only when an exact pricing test proves they
-can lower the objective (issue 37, item 3).
+*working set* W of outputs with the structured interior point, and add outputs only when
+a pricing test shows they can lower the objective; the last working set is solved to an
+exact vertex and every other output is priced exactly (issue 37, item 3).
 
 **The structure.** Write :math:`m_w = M[:, w]` and :math:`c_w[u] = \pi_u L[u,w]`. The LP is
 
@@ -13,20 +14,21 @@ can lower the objective (issue 37, item 3).
 
 every column in the *same* cone C (:math:`f_{uv} = e^{\min(\lambda d(u,v),\, C_{\log})}`,
 the capped factors of ``core.solve_raw``). With a skewed prior the optimum releases few
-outputs, so most columns are 0 and a restricted LP on W is small.
+outputs, so most columns are 0 and the LP restricted to W is small: the interior point
+costs :math:`O(|W| n^3)` an iteration instead of :math:`O(n^4)`, and its memory is
+:math:`|W| / n` of the full method's (:func:`.ipm.ipm_bytes`).
 
 **Why the restricted optimum is the full optimum (the pricing test).** Let y be the duals
 of the row sums of the restricted LP at its optimum and :math:`g_w = c_w - y`. For any
 feasible M of the full LP, :math:`\sum_w c_w^\top m_w = \sum_u y_u + \sum_w g_w^\top m_w`.
-If :math:`g_w + s_w \mathbf 1 \in C^*` (the dual cone) with :math:`s_w \ge 0`, then
-:math:`g_w^\top m_w \ge -s_w \mathbf 1^\top m_w`, and since the total mass is
-:math:`\sum_w \mathbf 1^\top m_w = n`, every feasible M has objective at least
-:math:`\sum_u y_u - n \max_w s_w`. That is a certified lower bound on the full optimum,
-and :math:`\sum_u y_u` is the restricted optimum (the privacy rows and bounds have right
-side 0): when every :math:`s_w = 0` the restricted optimum *is* the full optimum. The
-columns of W meet the test by the restricted LP's own dual feasibility.
+If :math:`g_w + r_w \in C^*` (the dual cone) with :math:`r_w \ge 0`, then
+:math:`g_w^\top m_w \ge -r_w^\top m_w \ge -\lVert r_w \rVert_1` (entries of M are at most
+1), so every feasible M has objective at least :math:`\sum_u y_u - \sum_w \lVert r_w
+\rVert_1`, and :math:`\sum_u y_u` is the restricted optimum (the privacy rows and bounds
+have right side 0): when every :math:`r_w = 0` the restricted optimum *is* the full
+optimum. The columns of W meet the test by the restricted LP's own dual feasibility.
 
-**The exact test** (:func:`shortfall`). :math:`C = \{m \ge 0 : Am \le 0\}`, so :math:`C^* =
+**The exact test** (:func:`cover`). :math:`C = \{m \ge 0 : Am \le 0\}`, so :math:`C^* =
 \{h : h \ge -A^\top z,\ z \ge 0\}`: with :math:`z_{kv}` on row (k, v),
 :math:`h_k + \sum_v z_{kv} - \sum_u f_{uk} z_{uk} \ge 0` for all k. That is a transport:
 a deficit :math:`-h_k > 0` at k is covered by :math:`z_{kv}` from node v, which pays
@@ -40,29 +42,34 @@ pairs are needed: :math:`g \in C^*` iff the maximum flow
     \quad \sum_k f_{kv} T_{kv} \le g_v\ (v \in S),\quad T \ge 0
 
 covers every deficit (D, S: the negative and positive entries of g). Its shortfall
-:math:`s = \sum_{k \in D} (-g_k) - \text{flow}` gives :math:`g + r \in C^*` for the
-residual deficits r (:math:`\sum r = s`), hence :math:`g + s\mathbf 1 \in C^*` (C is in the
-orthant, so adding a non-negative vector stays in :math:`C^*`): exactly the :math:`s_w`
-above, and :math:`s_w > 0` iff output w can improve the objective. The flow from HiGHS is
+:math:`s = \sum_{k \in D} (-g_k) - \text{flow}` is :math:`\lVert r \rVert_1` for the
+residual deficits r, and :math:`s > 0` iff output w can improve the objective. *Any*
+feasible flow gives a valid r (a larger one where it is not the maximum), so the flow is
+first sought on the arcs from each deficit to its :data:`NEAREST_ARCS` nearest surpluses
+(a small LP) and on every arc only where that leaves a shortfall. The flow from HiGHS is
 scaled down onto its capacities before the shortfall is read, so the certificate holds in
-floating point, not only to HiGHS's tolerance. A small LP per output (deficits are the
-inputs near w), run only when the cheap screens below decide nothing.
+floating point, not only to HiGHS's tolerance.
 
-**Cheap screens.** :math:`g_w \ge 0`: no deficit, :math:`s_w = 0`. The Laplace-shaped
-column centred at w, :math:`\ell_w[u] = e^{-\min(\lambda d(u,w), C_{\log})}`, lies in C
-(the capped distance is a metric); :math:`g_w^\top \ell_w < 0` proves w improving without
-an LP (one matrix product for all outputs). A round that finds improving outputs by the
-screen adds the best of them and skips the LPs (partial pricing); the exact LPs run only
-when the screen finds none, so the last round (the proof) prices every output exactly.
+**The certificate.** The flows are multipliers of the privacy rows of the outputs outside
+W; with the restricted finish's duals they are a full set of multipliers for the LP, so
+the build carries the weak-duality bound of :mod:`.certificate` like ``block-ipm``'s
+(``info["lp"]["dual_bound"]``; :func:`_full_solution`).
 
-**The restricted LP** is the substituted LP of ``core._solve_fast`` (the rows
-(w, v, w) as bounds), held in one HiGHS model: outputs join as new variable blocks
-(:meth:`.LPModel.add_cols`, basis kept), privacy rows join by constraint generation over
-*every* ordered pair (so the cone C above is the LP's cone, with no implied-pair slack),
-:data:`ROWS_PER_INPUT` rows per input and column a round (:func:`worst_rows`), each
-re-solve warm. The generation stops only when no row is violated by more than
-:data:`~.core.VIOLATION_TOL`, so the restricted optimum is exact as ``core._solve_fast``'s.
-Terminates: W only grows (at most n outputs), and each W has finitely many rows.
+**The rounds.** Each round solves the restricted LP by :func:`.ipm.solve_ipm` (all inputs,
+the outputs W, every privacy row) to :data:`~.ipm_finish.IPM_TOL` and prices the other
+outputs with its (approximate) row duals: the outputs of shortfall above
+:data:`ROUND_TOL` (relative) join W, the best first. When none does, the last interior
+point seeds the exact finish of :func:`.ipm_finish.solve_block_ipm` on W (a simplex vertex
+of the restricted LP, the ``fast`` formulation's optimum on W) and every output outside W
+is priced exactly with the vertex's duals; outputs of shortfall above :data:`PRICE_TOL`
+(relative) start another round. Terminates: W only grows (at most n outputs).
+
+**The first working set** (:func:`start_outputs`): the outputs the optimum is likely to
+release, those of a cheap mechanism with the same kernel: every output y of the
+Laplace-shaped mechanism :math:`M[u,y] \propto e^{-\lambda d(u,y)}` remapped to the output
+w of least posterior expected loss, :math:`\arg\min_w \sum_u \pi_u M[u,y] L[u,w]`. On the
+10 x 10 grid with its Dirichlet(0.5) prior these targets (5, 24 and 64 outputs at eps 0.1,
+0.3 and 1) contain every output the optimum uses (4, 14 and 39).
 
 The vertex returned is the restricted LP's simplex vertex, with the other columns 0: a
 vertex of the full LP at its optimum, repaired and audited by the caller as ``fast``'s is.
@@ -70,7 +77,9 @@ vertex of the full LP at its optimum, repaired and audited by the caller as ``fa
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -78,259 +87,248 @@ from numpy.typing import NDArray
 
 from ..._progress import Progress, report
 from ..._resources import check_allocation
-from ...errors import SolverNumericalError, ValidationError
-from ._solve import LPModel, SolveResult, require_optimal, solve_lp
-from .core import EXTERNAL_FORMULATIONS, LP_OPTIONS, VIOLATION_TOL, WARM_OPTIONS, MechanismLP, RawSolution, _resolve
+from ...errors import ValidationError
+from ._solve import solve_lp
+from .core import EXTERNAL_FORMULATIONS, LP_OPTIONS, MechanismLP, RawSolution, _base_model
 from .deadline import Deadline
+from .ipm import IPMResult, ipm_bytes, solve_ipm
+from .ipm_finish import IPM_TOL, solve_block_ipm
 
-__all__ = ["PRICE_TOL", "colgen_bytes", "laplace_screen", "shortfall", "solve_colgen", "start_outputs"]
+__all__ = ["NEAREST_ARCS", "PRICE_TOL", "ROUND_TOL", "Cover", "colgen_bytes", "cover", "laplace_screen",
+           "shortfall", "solve_colgen", "start_outputs"]
 
-#: An output joins W when its certified shortfall exceeds ``PRICE_TOL * objective / n``:
-#: then the lower bound of the module docstring is within ``PRICE_TOL`` relative of the
-#: restricted optimum, far inside the 1e-9 the library promises.
+#: After the exact finish, an output joins W when its certified shortfall exceeds
+#: ``PRICE_TOL * objective / n``: the lower bound of the module docstring is then within
+#: ``PRICE_TOL`` relative of the restricted optimum, far inside the 1e-9 the library promises.
 PRICE_TOL = 1e-11
 
-#: Privacy rows added per input and column a round (those of largest ratio: :func:`worst_rows`).
-ROWS_PER_INPUT = 3
+#: In the interior-point rounds (approximate duals), an output joins W when its shortfall
+#: exceeds ``ROUND_TOL * objective / n``. Outputs missed here are caught by the exact
+#: pricing after the finish (at the price of another round), never lost.
+ROUND_TOL = 1e-6
 
-#: Size of the first working set, as a fraction of n (:func:`start_outputs`).
-START_FRACTION = 0.25
+#: Arcs per deficit in the first, sparse flow of :func:`cover` (the nearest surpluses).
+NEAREST_ARCS = 8
 
 #: Most outputs added per round, as a fraction of |W| (at least :data:`ADD_MIN`).
 ADD_FRACTION = 0.5
 ADD_MIN = 8
 
-
-def colgen_bytes(n: int) -> float:
-    """Bytes the method needs beyond HiGHS's model (n x n float arrays and the n^3 row mask)."""
-    return 8.0 * 12 * n * n + 1.0 * n * n * n
+Array = NDArray[np.float64]
 
 
-def shortfall(g: NDArray[np.float64], factor: NDArray[np.float64]) -> float:
-    r""":math:`s \ge 0` with :math:`g + s\mathbf 1 \in C^*`, 0 iff :math:`g \in C^*` (module docstring).
+def colgen_bytes(n: int, outputs: int) -> float:
+    """Bytes the method needs for n inputs and a working set of ``outputs`` outputs: the
+    interior point on the working set (:func:`.ipm.ipm_bytes`) and a few n x n arrays."""
+    return ipm_bytes(n, outputs) + 8.0 * 12 * n * n
 
-    The maximum deficit-to-surplus flow by HiGHS, scaled onto its capacities, so the
-    returned s is certified in floating point (a tolerance of the solver can only make it
-    larger).
+
+class Cover(NamedTuple):
+    """A feasible deficit-to-surplus flow for one output (:func:`cover`): ``flow`` on the
+    rows (``deficit``, ``surplus``) and what it leaves uncovered (``shortfall``)."""
+
+    shortfall: float
+    deficit: NDArray[np.intp]
+    surplus: NDArray[np.intp]
+    flow: Array
+
+
+def _flow(need: Array, cap: Array, f: Array, kk: NDArray[np.intp], vv: NDArray[np.intp]) -> Array | None:
+    """The maximum flow on the arcs (kk, vv) (indices into ``need`` and ``cap``), scaled
+    onto the capacities (feasible in floating point); None when HiGHS returns no point."""
+    nd, ns, t = need.size, cap.size, kk.size
+    arc = np.arange(t)
+    fa = f[kk, vv]
+    a = sp.csr_matrix((np.r_[np.ones(t), fa], (np.r_[kk, nd + vv], np.r_[arc, arc])), shape=(nd + ns, t))
+    result = solve_lp(-np.ones(t), a, -np.inf, np.r_[need, cap], 0.0, np.inf, options=LP_OPTIONS)
+    if result.x is None:
+        return None
+    x = np.maximum(result.x, 0.0)
+    out = np.bincount(kk, weights=x, minlength=nd)
+    x *= np.minimum(1.0, need / np.maximum(out, 1e-300))[kk]
+    used = np.bincount(vv, weights=fa * x, minlength=ns)
+    x *= np.minimum(1.0, cap / np.maximum(used, 1e-300))[vv]
+    return x
+
+
+def cover(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARCS) -> Cover:
+    r"""A flow certifying :math:`g + r \in C^*` with :math:`\lVert r \rVert_1` = the returned
+    shortfall (module docstring): 0 iff :math:`g \in C^*`, up to the flow's accuracy.
+
+    First on the arcs to each deficit's ``nearest`` surpluses (by factor); on every arc
+    when that leaves more than ``tol``. Any feasible flow's shortfall is a valid bound, so
+    the sparse flow is only ever pessimistic, never wrong.
     """
     deficit = np.flatnonzero(g < 0)
-    if deficit.size == 0:
-        return 0.0
-    need = -g[deficit]
     surplus = np.flatnonzero(g > 0)
-    if surplus.size == 0:
-        return float(need.sum())
-    nd, ns = deficit.size, surplus.size
+    need = -g[deficit]
+    empty = Cover(float(need.sum()), deficit[:0], surplus[:0], np.zeros(0))
+    if deficit.size == 0 or surplus.size == 0:
+        return empty
+    cap = g[surplus]
     f = factor[np.ix_(deficit, surplus)]  # (D, S)
-    k = np.arange(nd * ns)
-    rows = np.r_[k // ns, nd + k % ns]
-    a = sp.csr_matrix((np.r_[np.ones(nd * ns), f.ravel()], (rows, np.r_[k, k])), shape=(nd + ns, nd * ns))
-    result = solve_lp(-np.ones(nd * ns), a, -np.inf, np.r_[need, g[surplus]], 0.0, np.inf, options=LP_OPTIONS)
-    if result.x is None:  # numerical trouble: no certificate, so the output counts as improving
-        return float(need.sum())
-    t = np.maximum(result.x.reshape(nd, ns), 0.0)
-    t *= np.minimum(1.0, need / np.maximum(t.sum(axis=1), 1e-300))[:, None]
-    used = (f * t).sum(axis=0)
-    t *= np.minimum(1.0, g[surplus] / np.maximum(used, 1e-300))[None, :]
-    return float(max(0.0, need.sum() - t.sum()))
+    nd, ns = f.shape
+    best = empty
+    for k in (nearest, ns) if 0 < nearest < ns else (ns,):
+        if k < ns:
+            vv = np.argpartition(f, k - 1, axis=1)[:, :k].ravel()
+            kk = np.repeat(np.arange(nd), k)
+        else:
+            kk, vv = np.divmod(np.arange(nd * ns), ns)
+        x = _flow(need, cap, f, kk, vv)
+        if x is not None:
+            s = float(max(0.0, need.sum() - x.sum()))
+            if s < best.shortfall:
+                keep = x > 0
+                best = Cover(s, deficit[kk[keep]], surplus[vv[keep]], x[keep])
+        if best.shortfall <= tol:
+            break
+    return best
 
 
-def laplace_screen(g: NDArray[np.float64], kernel: NDArray[np.float64]) -> NDArray[np.float64]:
+def shortfall(g: Array, factor: Array) -> float:
+    r""":math:`\lVert r \rVert_1 \ge 0` with :math:`g + r \in C^*`, 0 iff :math:`g \in C^*`
+    (the exact test of the module docstring; every arc)."""
+    return cover(g, factor, nearest=0).shortfall
+
+
+def laplace_screen(g: Array, kernel: Array) -> Array:
     r""":math:`g_w^\top \ell_w / \mathbf 1^\top \ell_w` for every output w (columns of ``g``):
     negative proves w improving (:math:`\ell_w` = ``kernel[:, w]`` lies in C)."""
     return np.einsum("uw,uw->w", g, kernel) / kernel.sum(axis=0)
 
 
-def worst_rows(p: NDArray[np.float64], factor: NDArray[np.float64], log_factor: NDArray[np.float64],
-               in_model: list[NDArray[np.bool_]]) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    r"""(u, v, j): for every input u and column j of ``p``, of the privacy rows (u, v) not in
-    the model (``in_model[j]``) and violated by more than :data:`~.core.VIOLATION_TOL`
-    (absolute, in probability, as ``core._violated``), the one of largest log-ratio
-    :math:`\log p_{uj} - \log p_{vj} - \log f_{uv}`; marks them in ``in_model``.
-
-    One row per (u, j) a round instead of every violated row: the rows of a column's
-    cone that bind are few (about one per input), and the row of largest ratio implies
-    the others along its chain. A (u, j) with any violated row gets one, so the
-    generation stops only when no row is violated (exact as ``core._solve_fast``).
-    Vectorised per column (an n x n pass each).
-    """
-    n, k = p.shape
-    logp = np.log(np.maximum(p, 1e-300))
-    us, vs, js = [], [], []
-    u = np.arange(n)
-    for j in range(k):
-        hit = (p[:, j][:, None] - factor * p[:, j][None, :] > VIOLATION_TOL) & ~in_model[j]
-        rows = np.flatnonzero(hit.any(axis=1))
-        if rows.size == 0:
-            continue
-        ratio = np.where(hit[rows], logp[rows, j][:, None] - logp[:, j][None, :] - log_factor[rows], -np.inf)
-        top = min(ROWS_PER_INPUT, n - 1)
-        v = np.argpartition(-ratio, top - 1, axis=1)[:, :top]  # (rows, top)
-        ok = np.isfinite(np.take_along_axis(ratio, v, axis=1))
-        uu = np.broadcast_to(u[rows][:, None], v.shape)[ok]
-        v = v[ok]
-        in_model[j][uu, v] = True
-        us.append(uu)
-        vs.append(v)
-        js.append(np.full(uu.size, j))
-    if not us:
-        return (np.zeros(0, np.intp),) * 3
-    return np.concatenate(us), np.concatenate(vs), np.concatenate(js)
+def start_outputs(prior: Array, loss: Array, kernel: Array) -> NDArray[np.intp]:
+    r"""The first working set (module docstring): the outputs that the Laplace-shaped
+    mechanism :math:`M[u,y] \propto` ``kernel[u, y]``, remapped to least posterior expected
+    ``loss``, releases. Two matrix products."""
+    m = kernel / kernel.sum(axis=1, keepdims=True)
+    joint = prior[:, None] * m  # (u, y)
+    return np.unique(np.argmin(joint.T @ loss, axis=1)).astype(np.intp)
 
 
-def start_outputs(prior: NDArray[np.float64], distances: NDArray[np.float64], size: int) -> NDArray[np.intp]:
-    """A first working set: ``size`` outputs by a greedy k-median on the prior (each next
-    output the one that lowers :math:`\\sum_u \\pi_u \\min_{w \\in W} d(u, w)` most),
-    which is where the optimum of a small eps puts its mass. Vectorised per pick."""
-    n = prior.shape[0]
-    size = max(1, min(size, n))
-    near = np.full(n, np.inf)
-    chosen: list[int] = []
-    for _ in range(size):
-        cost = (prior[:, None] * np.minimum(near[:, None], distances)).sum(axis=0)
-        cost[chosen] = np.inf
-        w = int(np.argmin(cost))
-        chosen.append(w)
-        near = np.minimum(near, distances[:, w])
-    return np.array(sorted(chosen), dtype=np.intp)
+def _price(g: Array, kernel: Array, factor: Array, tol: float) -> tuple[Array, list[Cover]]:
+    """Shortfalls of the outputs whose columns are ``g`` (n, k), and their flows. The
+    Laplace screen decides the outputs it proves improving without a flow."""
+    screen = laplace_screen(g, kernel)
+    covers = [Cover(np.inf, np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)) if screen[i] < -tol
+              else cover(g[:, i], factor, tol) for i in range(g.shape[1])]
+    return np.array([c.shortfall for c in covers]), covers
 
 
-class _Restricted:
-    """The restricted LP in one HiGHS model: variable block j holds X[:, W[j]] (n entries)."""
+def _grow(outputs: NDArray[np.intp], candidates: NDArray[np.intp], s: Array, tol: float) -> NDArray[np.intp]:
+    """W with the improving candidates (shortfall above ``tol``) added, the largest first."""
+    order = np.argsort(-s, kind="stable")[: int((s > tol).sum())]
+    add = candidates[order[: max(ADD_MIN, int(ADD_FRACTION * outputs.size))]]
+    return np.union1d(outputs, add).astype(np.intp)
 
-    def __init__(self, n: int, cost: NDArray[np.float64], kernel: NDArray[np.float64],
-                 factor: NDArray[np.float64]) -> None:
-        self.n, self.cost, self.kernel, self.factor = n, cost, kernel, factor
-        self.outputs: list[int] = []
-        self.lp = LPModel(options=LP_OPTIONS)
 
-    def block(self, w: int) -> tuple[NDArray[np.float64], sp.csc_matrix]:
-        """Costs and row-sum entries of output w's variables X[u, w] (u = 0..n-1)."""
-        n, k = self.n, self.kernel
-        c = self.cost[:, w].copy()  # pi_u L[u, w] on X[u, w], u != w
-        c[w] = float(self.cost[:, w] @ k[:, w])  # X[w, w] enters every M[u, w] with K[u, w]
-        rows = np.r_[np.arange(n), np.delete(np.arange(n), w)]
-        cols = np.r_[np.full(n, w), np.delete(np.arange(n), w)]
-        vals = np.r_[k[:, w], np.ones(n - 1)]
-        return c, sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
+def _full_solution(raw: RawSolution, outputs: NDArray[np.intp], n: int, out: NDArray[np.intp],
+                   covers: list[Cover]) -> RawSolution:
+    """The restricted finish as a solution of the square LP: M with the other columns 0,
+    the rows and duals mapped to the square substituted LP's order (for the certificate),
+    the flows of the pricing appended as privacy rows of the other outputs (dual -flow:
+    HiGHS's sign of a binding upper row)."""
+    k = outputs.size
+    matrix = np.zeros((n, n))
+    matrix[:, outputs] = raw.matrix
+    res = raw.result
+    u, v, j = raw.rows if raw.rows is not None else (np.zeros(0, np.intp),) * 3
+    fu = [c.deficit for c in covers]
+    fv = [c.surplus for c in covers]
+    fw = [np.full(c.flow.size, w, np.intp) for c, w in zip(covers, out, strict=True)]
+    rows = (np.concatenate([u, *fu]), np.concatenate([v, *fv]), np.concatenate([outputs[j], *fw]))
+    ux, jx = np.divmod(np.arange(n * k), k)  # restricted X[u, j] -> square X[u, outputs[j]]
+    full = ux * n + outputs[jx]
 
-    def load(self, outputs: NDArray[np.intp], time_limit: float | None) -> SolveResult:
-        blocks = [self.block(int(w)) for w in outputs]
-        self.outputs = [int(w) for w in outputs]
-        a = sp.hstack([b[1] for b in blocks], format="csr")
-        return self.lp.load(np.concatenate([b[0] for b in blocks]), a, 1.0, 1.0, 0.0, np.inf,
-                            time_limit=time_limit)
+    def widen(a: Array | None) -> Array | None:
+        if a is None:
+            return None
+        wide = np.zeros(n * n)
+        wide[full] = np.asarray(a)[: n * k]
+        return wide
 
-    def add_outputs(self, outputs: NDArray[np.intp]) -> None:
-        blocks = [self.block(int(w)) for w in outputs]
-        extra = self.lp.num_rows - self.n  # privacy rows: the new variables are 0 in them
-        a = sp.vstack([sp.hstack([b[1] for b in blocks]), sp.csc_matrix((extra, self.n * len(blocks)))], format="csc")
-        self.lp.add_cols(np.concatenate([b[0] for b in blocks]), 0.0, np.inf, a)
-        self.outputs += [int(w) for w in outputs]
-
-    def matrix(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
-        """M[:, W] (n, |W|) from the variables."""
-        n, w = self.n, np.array(self.outputs)
-        xm = x.reshape(len(w), n).T  # xm[u, j] = X[u, W[j]]
-        diag = xm[w, np.arange(len(w))]
-        m = self.kernel[:, w] * diag[None, :] + xm
-        m[w, np.arange(len(w))] = diag
-        return m
-
-    def privacy_rows(self, u: NDArray[np.intp], v: NDArray[np.intp], j: NDArray[np.intp]) -> sp.csr_matrix:
-        r"""Rows :math:`M[u,w] - f_{uv} M[v,w] \le 0`, w = W[j], u != w (``core._privacy_rows``'s
-        coefficients in this model's variable order)."""
-        n, k, t = self.n, self.kernel, len(u)
-        w = np.array(self.outputs)[j]
-        fu = self.factor[u, v]
-        idx = np.arange(t)
-        mv = v != w
-        return sp.csr_matrix(
-            (np.r_[k[u, w] - fu * k[v, w], np.ones(t), -fu[mv]],
-             (np.r_[idx, idx, idx[mv]], np.r_[j * n + w, j * n + u, (j * n + v)[mv]])),
-            shape=(t, len(self.outputs) * n),
-        )
+    row_dual = None if res.row_dual is None else np.r_[np.asarray(res.row_dual)[: n + u.size],
+                                                       -np.concatenate([np.zeros(0), *(c.flow for c in covers)])]
+    result = dataclasses.replace(res, x=widen(res.x), col_dual=widen(res.col_dual), row_dual=row_dual)
+    return RawSolution(matrix, result, raw.rounds, raw.privacy_rows, raw.solve_seconds, raw.iterations, rows)
 
 
 def solve_colgen(
     model: MechanismLP,
-    factor: NDArray[np.float64],
+    factor: Array,
     allowed: NDArray[np.bool_],
-    distances: NDArray[np.float64],
+    distances: Array,
     level: float,
-    loss: NDArray[np.float64],
-    prior: NDArray[np.float64] | None,
+    loss: Array,
+    prior: Array | None,
     deadline: Deadline,
     what: str,
     progress: Progress | None = None,
 ) -> RawSolution:
-    r"""The expected-loss LP by output-column generation (module docstring); the same
-    optimum as ``core._solve_fast`` on every ordered pair. ``model`` gives the substitution
-    kernel; ``allowed`` is widened to every ordered pair (the pricing's cone).
-    ``level`` (the LP's :math:`\lambda`) is carried by ``factor`` and ``model.kernel``.
-    ``rounds`` counts the simplex solves, ``privacy_rows`` the rows of the final model."""
+    r"""The expected-loss LP by output-column generation over the structured interior point
+    (module docstring); the same optimum as ``core._solve_fast`` on the allowed pairs. The
+    pricing reads every ordered pair's ``factor``: the pairs OPTMech leaves out are implied
+    by chains to within :data:`~.pairs.COLLINEAR_TOL` (:func:`~.pairs.implied_pairs`), so the
+    cone C is the LP's.
+    ``model`` (the square substituted LP) gives the kernel; ``level`` is the LP's
+    :math:`\lambda`, carried by ``factor`` and ``model.kernel``. ``rounds`` counts the
+    simplex solves of the finishes, ``privacy_rows`` the rows of the last finish."""
     n = distances.shape[0]
     if prior is None or model.anchor is not None or loss.shape != (n, n):
         raise ValidationError("the column-generation formulation needs the expected objective on a square space")
-    check_allocation(colgen_bytes(n), f"{what}: column generation for n = {n}")
     kernel = model.kernel
+    outputs = start_outputs(prior, loss, kernel)
+    check_allocation(colgen_bytes(n, outputs.size), f"{what}: column generation for n = {n} "
+                                                    f"from {outputs.size} outputs")
     cost = prior[:, None] * loss  # c_w[u] = pi_u L[u, w]
-    log_factor = np.log(factor)
-    rows_of = np.eye(n, dtype=bool)  # rows (w, v, w) of output w are bounds
-    tol_scale = PRICE_TOL / n
-    master = _Restricted(n, cost, kernel, factor)
-    start = start_outputs(prior, distances, max(ADD_MIN, int(np.ceil(START_FRACTION * n))))
-    result = master.load(start, deadline.require(what))
-    x = require_optimal(result, what)
-    master.lp.set_options(WARM_OPTIONS)
-    in_model = [rows_of[:, w][:, None] & np.ones(n, dtype=bool)[None, :] for w in start]
-    rounds, rows, seconds, its, priced = 1, 0, result.seconds, result.iterations, 0
-    t_price = 0.0
+    rounds, seconds, t_price, t0 = 0, 0.0, 0.0, time.perf_counter()
+    point: IPMResult | None = None
     while True:
-        p = master.matrix(x)
-        ru, rv, rj = worst_rows(p, factor, log_factor, in_model)
-        objective = float(result.objective if result.objective is not None else np.nan)
-        if len(ru) == 0:  # restricted LP converged: price the outputs outside W
-            t0 = time.perf_counter()
-            row_dual = result.row_dual
-            if row_dual is None:  # status 0 always carries duals
-                raise SolverNumericalError(f"{what}: the restricted LP returned no duals", status="no duals")
-            y = np.asarray(row_dual[:n])  # HiGHS: sum_u y_u = objective (c = A^T y + reduced costs)
-            out = np.setdiff1d(np.arange(n), master.outputs)
-            g = cost[:, out] - y[:, None]
-            screen = laplace_screen(g, kernel[:, out])
-            tol = tol_scale * abs(objective)
-            better = screen < -tol
-            bound = None
-            if better.any():
-                order = np.argsort(screen)[: int(better.sum())]
-            else:
-                s = np.array([shortfall(g[:, i], factor) for i in range(out.size)])
-                priced += out.size
-                bound = objective - n * float(s.max(initial=0.0))
-                order = np.argsort(-s)[: int((s > tol).sum())]
-            t_price += time.perf_counter() - t0
-            report(progress, rounds, None, f"{what}: column round {rounds}: {len(master.outputs)} outputs, "
-                   f"{rows:,} privacy rows, objective {objective:.12g}"
-                   + (f", bound {bound:.12g}" if bound is not None else "")
-                   + f", {order.size} improving (pricing {t_price:.1f} s, {priced} exact; simplex {seconds:.1f} s), "
-                   f"{deadline.describe()}")
-            if order.size == 0:
-                w_all = np.array(master.outputs)
-                full = np.zeros((n, n))
-                full[:, w_all] = p
-                return RawSolution(full, result, rounds, rows, seconds, its)
-            add = out[order[: max(ADD_MIN, int(ADD_FRACTION * len(master.outputs)))]]
-            master.add_outputs(add)
-            in_model += [rows_of[:, w][:, None] & np.ones(n, dtype=bool)[None, :] for w in add]
-        else:
-            report(progress, rounds, None, f"{what}: row round {rounds}: {len(master.outputs)} outputs, {rows:,} "
-                   f"privacy rows, objective {objective:.12g}, {len(ru):,} violated, {deadline.describe()}")
-            master.lp.add_rows(master.privacy_rows(ru, rv, rj), -np.inf, 0.0)
-            rows += len(ru)
-        result = _resolve(master.lp, deadline, what, result)
-        x = require_optimal(result, what)
-        rounds, seconds, its = rounds + 1, seconds + result.seconds, its + result.iterations
+        rounds += 1
+        sub = loss[:, outputs]
+        if point is None:
+            point = solve_ipm(distances, level, allowed, sub, prior, anchor=outputs, tol=IPM_TOL,
+                              deadline=deadline, progress=progress, what=what)
+            seconds += point.seconds
+            out = np.setdiff1d(np.arange(n), outputs)
+            objective = point.objective
+            tol = ROUND_TOL * abs(objective) / n
+            tp = time.perf_counter()
+            s, _ = _price(cost[:, out] + point.row_dual[:, None], kernel[:, out], factor, tol)
+            t_price += time.perf_counter() - tp
+            grow = bool((s > tol).any())
+            report(progress, rounds, None, f"{what}: column round {rounds} (interior point, {point.iterations} "
+                   f"iterations): {outputs.size} outputs, objective {objective:.10g}, "
+                   f"{int((s > tol).sum())} improving (pricing {t_price:.1f} s, "
+                   f"{time.perf_counter() - t0:.1f} s in all), {deadline.describe()}")
+            if grow:
+                outputs, point = _grow(outputs, out, s, tol), None
+                continue
+        model_r = _base_model(sub, prior, kernel[:, outputs], outputs)
+        raw = solve_block_ipm(model_r, factor, allowed, distances, level, sub, prior, deadline, what, progress,
+                              point=point)
+        seconds += raw.solve_seconds - point.seconds
+        out = np.setdiff1d(np.arange(n), outputs)
+        objective = float(raw.result.objective if raw.result.objective is not None else np.nan)
+        tol = PRICE_TOL * abs(objective) / n
+        tp = time.perf_counter()
+        y = np.asarray(raw.result.row_dual)[:n] if raw.result.row_dual is not None else np.full(n, np.nan)
+        s, covers = _price(cost[:, out] - y[:, None], kernel[:, out], factor, tol)
+        t_price += time.perf_counter() - tp
+        report(progress, rounds, None, f"{what}: column round {rounds} (exact finish, {raw.rounds} simplex "
+               f"rounds): {outputs.size} outputs, objective {objective:.12g}, {int((s > tol).sum())} improving, "
+               f"pricing gap {_gap(s, objective):.1e} (pricing {t_price:.1f} s, {time.perf_counter() - t0:.1f} s "
+               f"in all), {deadline.describe()}")
+        if not (s > tol).any():
+            full = _full_solution(raw, outputs, n, out, covers)
+            return full._replace(rounds=rounds, solve_seconds=seconds)
+        outputs, point = _grow(outputs, out, s, tol), None
+
+
+def _gap(s: Array, objective: float) -> float:
+    """The pricing gap: the bound's distance below the restricted optimum, relative."""
+    return float(s.sum()) / max(abs(objective), 1e-300)
 
 
 EXTERNAL_FORMULATIONS["column-generation"] = solve_colgen
