@@ -198,3 +198,40 @@ def test_bench_lp_runs_the_formulation():
         assert r.status == "ok", r.message
         assert r.epsilon_audit <= r.epsilon * (1 + 1e-9)
     assert rows[1].objective == pytest.approx(rows[0].objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", [0.3, 3.0])
+def test_a_poor_first_working_set_grows_to_the_full_optimum(monkeypatch, eps):
+    # one output to start with (the worst: a corner, far from the prior's mass): the
+    # pricing must add the outputs the optimum uses, in interior-point rounds and/or after
+    # an exact finish, and reach the full LP's optimum
+    space = _grid(4)
+    prior = np.random.default_rng(11).dirichlet(np.full(space.n, 0.5))
+    corner = int(np.argmax(space.distances @ prior))
+    monkeypatch.setattr(colgen, "start_outputs", lambda *a: np.array([corner], dtype=np.intp))
+    calls: list[str] = []
+    cg = optimal(space, eps, objective="expected", prior=prior, formulation="column-generation",
+                 progress=lambda *a: calls.append(a[2]))
+    ref = optimal(space, eps, objective="expected", prior=prior, formulation="full")
+    assert cg.info["lp"]["objective"] == pytest.approx(ref.info["lp"]["objective"], rel=1e-9, abs=1e-12)
+    rounds = [c for c in calls if "column round" in c]
+    assert "1 outputs" in rounds[0] and "0 improving" not in rounds[0]
+    assert cg.info["lp"]["rounds"] >= 2
+    assert_private(cg)
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0])
+def test_the_build_carries_a_certified_bound(eps):
+    # the restricted finish's duals and the pricing flows are multipliers of the full LP:
+    # a lower bound on its optimum within 1e-9 of the objective (weak duality), and never
+    # above the full LP's optimum
+    space = _grid(5)
+    prior = np.random.default_rng(3).dirichlet(np.full(space.n, 0.5))
+    cg = optimal(space, eps, objective="expected", prior=prior, formulation="column-generation")
+    ref = optimal(space, eps, objective="expected", prior=prior, formulation="full")
+    bound = cg.info["lp"]["dual_bound"]
+    loss = cg.expected_loss(prior)
+    assert bound <= ref.expected_loss(prior) * (1 + 1e-12)
+    assert 0 <= (loss - bound) / bound <= 1e-9
+    # fewer outputs than the space has: the method's point
+    assert (cg.matrix.sum(axis=0) > 0).sum() < space.n
