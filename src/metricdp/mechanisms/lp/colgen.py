@@ -58,7 +58,8 @@ the build carries the weak-duality bound of :mod:`.certificate` like ``block-ipm
 **The rounds.** Each round solves the restricted LP by :func:`.ipm.solve_ipm` (all inputs,
 the outputs W, every privacy row) to :data:`~.ipm_finish.IPM_TOL` and prices the other
 outputs with its (approximate) row duals: the outputs of shortfall above
-:data:`ROUND_TOL` (relative) join W, the best first. When none does, the last interior
+:data:`ROUND_TOL` (relative) join W, the best first (sparse flows only: an output they
+leave uncovered counts as improving). When none does, the last interior
 point seeds the exact finish of :func:`.ipm_finish.solve_block_ipm` on W (a simplex vertex
 of the restricted LP, the ``fast`` formulation's optimum on W) and every output outside W
 is priced exactly with the vertex's duals; outputs of shortfall above :data:`PRICE_TOL`
@@ -109,6 +110,10 @@ ROUND_TOL = 1e-6
 
 #: Arcs per deficit in the first, sparse flow of :func:`covers` (the surpluses of most reach).
 NEAREST_ARCS = 8
+
+#: Most arcs of one LP of the exact stage of :func:`covers` (every arc of the columns
+#: still undecided): about 100 MB of HiGHS model a chunk.
+FULL_ARCS = 1_000_000
 
 #: Most outputs added per round, as a fraction of |W| (at least :data:`ADD_MIN`).
 ADD_FRACTION = 0.5
@@ -196,27 +201,35 @@ def _flows(problems: list[_Flow], nearest: int) -> list[Cover]:
     return out
 
 
-def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARCS) -> list[Cover]:
+def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARCS, *,
+           exact: bool = True) -> list[Cover]:
     r"""For every column of ``g`` (n, k), a flow certifying :math:`g + r \in C^*` with
     :math:`\lVert r \rVert_1` = its shortfall (module docstring): 0 iff the column is in
     :math:`C^*`, up to the flow's accuracy.
 
     First on the arcs to each deficit's ``nearest`` surpluses (by capacity per unit
-    shipped), all columns in one LP; for the columns left with more than ``tol``, on
-    4 ``nearest`` arcs, then on every arc (one LP each time).
-    Any feasible flow's shortfall is a valid bound, so the sparse flow is only ever
-    pessimistic, never wrong.
+    shipped), all columns in one LP; for the columns left with more than ``tol``, on 4 and
+    then 16 times as many; then (``exact``) on every arc, in LPs of at most
+    :data:`FULL_ARCS` arcs. Any feasible flow's shortfall is a valid bound, so a sparse flow
+    is only ever pessimistic (an output counted as improving that is not), never wrong.
     """
     problems = [_problem(g[:, i], factor) for i in range(g.shape[1])]
     best = [Cover(float(p.need.sum()), p.deficit[:0], p.surplus[:0], np.zeros(0)) for p in problems]
-    for k in (nearest, 4 * nearest, 0) if nearest > 0 else (0,):
+    stages = [nearest, 4 * nearest, 16 * nearest] if nearest > 0 else []
+    for k in [*stages, *([0] if exact else [])]:
         todo = [i for i, (p, b) in enumerate(zip(problems, best, strict=True))
                 if b.shortfall > tol and p.need.size and p.cap.size]
         if not todo:
             break
-        for i, c in zip(todo, _flows([problems[i] for i in todo], k), strict=True):
-            if c.shortfall < best[i].shortfall:
-                best[i] = c
+        if k == 0:  # every arc: in chunks of at most FULL_ARCS arcs
+            sizes = np.array([problems[i].f.size for i in todo])
+            chunks = np.split(np.array(todo), np.flatnonzero(np.diff(np.cumsum(sizes) // FULL_ARCS)) + 1)
+        else:
+            chunks = [np.array(todo)]
+        for chunk in chunks:
+            for i, c in zip(chunk, _flows([problems[i] for i in chunk], k), strict=True):
+                if c.shortfall < best[i].shortfall:
+                    best[i] = c
     return best
 
 
@@ -246,11 +259,12 @@ def start_outputs(prior: Array, loss: Array, kernel: Array) -> NDArray[np.intp]:
     return np.unique(np.argmin(joint.T @ loss, axis=1)).astype(np.intp)
 
 
-def _price(g: Array, kernel: Array, factor: Array, tol: float) -> tuple[Array, list[Cover]]:
+def _price(g: Array, kernel: Array, factor: Array, tol: float, exact: bool) -> tuple[Array, list[Cover]]:
     """Shortfalls of the outputs whose columns are ``g`` (n, k), and their flows. The
-    Laplace screen decides the outputs it proves improving without a flow."""
+    Laplace screen decides the outputs it proves improving without a flow; ``exact``:
+    :func:`covers` tries every arc before it counts an output as improving."""
     screen = laplace_screen(g, kernel)
-    found = covers(g[:, screen >= -tol], factor, tol)
+    found = covers(g[:, screen >= -tol], factor, tol, exact=exact)
     it = iter(found)
     out = [Cover(np.inf, np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)) if screen[i] < -tol
            else next(it) for i in range(g.shape[1])]
@@ -336,7 +350,7 @@ def solve_colgen(
             objective = point.objective
             tol = ROUND_TOL * abs(objective) / n
             tp = time.process_time()
-            s, _ = _price(cost[:, out] + point.row_dual[:, None], kernel[:, out], factor, tol)
+            s, _ = _price(cost[:, out] + point.row_dual[:, None], kernel[:, out], factor, tol, exact=False)
             t_price += time.process_time() - tp
             grow = bool((s > tol).any())
             report(progress, rounds, None, f"{what}: column round {rounds} (interior point, {point.iterations} "
@@ -355,14 +369,14 @@ def solve_colgen(
         tol = PRICE_TOL * abs(objective) / n
         tp = time.process_time()
         y = np.asarray(raw.result.row_dual)[:n] if raw.result.row_dual is not None else np.full(n, np.nan)
-        s, covers = _price(cost[:, out] - y[:, None], kernel[:, out], factor, tol)
+        s, flows = _price(cost[:, out] - y[:, None], kernel[:, out], factor, tol, exact=True)
         t_price += time.process_time() - tp
         report(progress, rounds, None, f"{what}: column round {rounds} (exact finish, {raw.rounds} simplex "
                f"rounds): {outputs.size} outputs, objective {objective:.12g}, {int((s > tol).sum())} improving, "
                f"pricing gap {_gap(s, objective):.1e} (pricing {t_price:.1f} s CPU, {time.perf_counter() - t0:.1f} s "
                f"in all), {deadline.describe()}")
         if not (s > tol).any():
-            full = _full_solution(raw, outputs, n, out, covers)
+            full = _full_solution(raw, outputs, n, out, flows)
             return full._replace(rounds=rounds, solve_seconds=seconds)
         outputs, point = _grow(outputs, out, s, tol), None
 
