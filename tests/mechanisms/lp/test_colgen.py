@@ -235,3 +235,14 @@ def test_the_build_carries_a_certified_bound(eps):
     assert 0 <= (loss - bound) / bound <= 1e-9
     # fewer outputs than the space has: the method's point
     assert (cg.matrix.sum(axis=0) > 0).sum() < space.n
+
+
+def test_tiny_deficits_are_left_in_the_shortfall():
+    # a deficit below tol / (2 n) is not shipped but counted: the shortfall stays a bound
+    d = np.abs(np.subtract.outer(np.arange(3.0), np.arange(3.0)))
+    factor = np.exp(d)
+    g = np.array([-1e-12, -1.0, 10.0])
+    c = cover(g, factor, tol=1e-9)
+    assert c.shortfall == pytest.approx(1e-12, rel=1e-6, abs=1e-15)  # node 1 covered, node 0 left
+    assert 0 not in c.deficit.tolist()
+    assert cover(g, factor, tol=0.0).shortfall <= 1e-15  # tol 0: every deficit shipped
