@@ -300,7 +300,7 @@ FAMILIES: dict[str, Family] = {
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
              _TIME_LIMIT,
              Param("formulation", "choice", "auto", "constraint generation, the full LP, or interior point",
-                   choices=("auto", "fast", "full", "ipm", "block-ipm"))),
+                   choices=("auto", "fast", "full", "ipm", "block-ipm", "column-generation"))),
             lp=True, outputs=True,
         ),
         Family(

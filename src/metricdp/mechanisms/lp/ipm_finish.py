@@ -130,14 +130,17 @@ def solve_block_ipm(
     deadline: Deadline,
     what: str,
     progress: Progress | None = None,
+    point: IPMResult | None = None,
 ) -> RawSolution:
-    r"""The structured interior point (:func:`.ipm.solve_ipm` at ``level``), then the
+    r"""The structured interior point (:func:`.ipm.solve_ipm` at ``level``; ``point``: one
+    already solved to :data:`IPM_TOL` on this LP, e.g. by :mod:`.colgen`), then the
     seeded constraint generation on ``model`` (the substituted LP with the capped
     ``factor``; see the module docstring). Returns the simplex's vertex, as
     ``core._solve_fast`` does; ``rounds`` counts the simplex solves after the interior
     point and ``privacy_rows`` the rows in the final model."""
-    point = solve_ipm(distances, level, allowed, loss, prior, anchor=model.anchor, tol=IPM_TOL,
-                      deadline=deadline, progress=progress, what=what)
+    if point is None:
+        point = solve_ipm(distances, level, allowed, loss, prior, anchor=model.anchor, tol=IPM_TOL,
+                          deadline=deadline, progress=progress, what=what)
     pu, pv = np.nonzero(allowed)
     in_model = pu[:, None] == model.anchors[None, :]  # rows (a(w), v, w) are bounds
     seeds = seed_rows(point, pu, pv) & ~in_model

@@ -23,7 +23,7 @@ from ...outputs import OutputSet, check_outputs
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
 from ..registry import declared
-from . import ipm_finish  # noqa: F401 -- registers the "block-ipm" formulation with .core
+from . import colgen, ipm_finish  # noqa: F401 -- register "column-generation" and "block-ipm" with .core
 from .core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from .deadline import Deadline
 
@@ -123,12 +123,16 @@ def optimal(
         Seconds for the whole build (:class:`~.deadline.Deadline`: every LP solve,
         re-solves after a failed repair included, gets the time left); on expiry a
         :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``).
-    formulation : {"auto", "fast", "full", "ipm", "block-ipm"}
+    formulation : {"auto", "fast", "full", "ipm", "block-ipm", "column-generation"}
         ``block-ipm``: the structured interior-point method of :mod:`.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`.ipm_finish`); ``auto`` (default) takes it for the expected
         objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
         was measured to win, and ``fast`` otherwise.
+        ``column-generation`` (expected objective, square spaces): the structured interior
+        point on a working set of outputs, grown by a pricing test, then ``block-ipm``'s exact
+        finish on it and an exact pricing of the other outputs (:mod:`.colgen`): the same
+        optimum, for a fraction of the memory and time where the optimum releases few outputs.
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
@@ -233,7 +237,7 @@ def optimal(
     if formulation == "auto":
         formulation = auto_formulation(n, pi is not None, outputs is None)
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
-    if formulation == "block-ipm":  # e.g. a block not positive definite: constraint generation
+    if formulation in ("block-ipm", "column-generation"):  # e.g. numerical trouble: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
     if attempts[0][1] > 0:
         attempts.append((formulation, 0.0))
