@@ -109,15 +109,17 @@ class RowPool:
 
     def drop_slack(
         self, lp: LPModel, row_dual: NDArray[np.float64], p: NDArray[np.float64], factor: NDArray[np.float64],
-        after: int = DROP_AFTER,
+        after: int | None = None,
     ) -> int:
         r"""Age the rows that are *surely basic* at the model's optimum (``row_dual`` of every
         row of ``lp``; ``p`` its M): a zero dual and a relative slack
         :math:`(f[u,v] M[v,w] - M[u,w]) / M[u,w]` above :data:`SLACK_TOL` (a nonbasic row sits
         at its bound, slack 0); delete from ``lp`` the rows surely basic at ``after``
-        consecutive optima that were never dropped before. Returns how many were deleted."""
+        consecutive optima (default :data:`DROP_AFTER`) that were never dropped before. Returns
+        how many were deleted."""
         if len(self.k) == 0:
             return 0
+        after = DROP_AFTER if after is None else after
         u, v, w = self.pu[self.k], self.pv[self.k], self.w
         top = p[u, w]
         slack = factor[u, v] * p[v, w] - top
