@@ -40,15 +40,16 @@ from ._solve import LPModel
 
 __all__ = ["DROP_AFTER", "ROWS_PER_OUTPUT", "SLACK_TOL", "RowPool", "most_violated"]
 
-#: Rows a round adds per output column (:func:`most_violated`). GloVe n = 100, eps 0.5,
-#: worst case, CPU seconds of the constraint generation, back to back (load 9-11): every
-#: violated row 30.8; 10 per output 18.4; 20: 18.9; 40: 16.4; with :data:`DROP_AFTER` 3:
-#: 20 per output 15.9.
+#: Rows a round adds per output column (:func:`most_violated`). Fewer rows a round mean more
+#: rounds but cheaper re-solves; 10 to 40 measured alike on GloVe n = 100, every violated
+#: row (the old rule) 1.5 to 2 times the CPU at eps 0.25 and 0.5.
+#: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
 ROWS_PER_OUTPUT = 20
 
-#: Consecutive optima at which a row's slack is basic before the row is dropped
-#: (:meth:`RowPool.drop_slack`). Same runs: 1: 35.9, 2: 35.1 (every violated row added;
-#: rows dropped at 1 or 2 come back), 3 with :data:`ROWS_PER_OUTPUT` 20: 15.9.
+#: Consecutive optima at which a row is surely slack before it is dropped
+#: (:meth:`RowPool.drop_slack`): at 1 or 2 the dropped rows came back, the rounds more than
+#: doubled and nothing was saved.
+#: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
 DROP_AFTER = 3
 
 #: Relative slack above which a row with a zero dual is surely basic (:meth:`RowPool.drop_slack`):
