@@ -41,8 +41,9 @@ from ._solve import LPModel
 __all__ = ["DROP_AFTER", "ROWS_PER_OUTPUT", "SLACK_TOL", "RowPool", "most_violated"]
 
 #: Rows a round adds per output column (:func:`most_violated`). Fewer rows a round mean more
-#: rounds but cheaper re-solves; 10 to 40 measured alike on GloVe n = 100, every violated
-#: row (the old rule) 1.5 to 2 times the CPU at eps 0.25 and 0.5.
+#: rounds but cheaper re-solves; 10 to 40 measured alike on GloVe n = 100 at eps 0.5, where
+#: every violated row (the old rule) took 1.6 to 1.9 times the CPU; at eps 0.25 the gain came
+#: only with the drops (:data:`DROP_AFTER`).
 #: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
 ROWS_PER_OUTPUT = 20
 
