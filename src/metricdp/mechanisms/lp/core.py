@@ -307,6 +307,7 @@ def _solve_fast(
     progress: Progress | None = None,
     tiebreak: NDArray[np.float64] | None = None,
     per_output: int | None = None,
+    drop: bool = False,
 ) -> RawSolution:
     r"""The same LP by substitution and constraint generation; same optimum.
 
@@ -401,7 +402,7 @@ def _solve_fast(
             continue  # above the lexicographic threshold: plain generation from here
         if per_output is not None:  # the row pool's rules (rowpool.py)
             k, w = most_violated(p, factor, pu, pv, k, w, per_output)
-            if result.row_dual is not None:
+            if drop and result.row_dual is not None:
                 pool.drop_slack(lp, result.row_dual, p, factor)
         pool.add(k, w)
         lp.add_rows(_privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
@@ -488,8 +489,9 @@ def solve_raw(
         n = loss.shape[0]
         extra = tiebreak * np.r_[_base_model(loss, np.full(n, 1.0 / n), kernel, anchor).c, 0.0]
     per_output = ROWS_PER_OUTPUT if prior is None and graph_distances is None else None  # OPTMech, worst case
+    drop = per_output is not None and bool((lam * space.distances < LOG_CAP).all())  # rowpool.DROP_AFTER
     return _solve_fast(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what, progress, extra,
-                       per_output)
+                       per_output, drop)
 
 
 def solve_and_repair(

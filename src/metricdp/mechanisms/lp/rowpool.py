@@ -18,7 +18,7 @@ that keep that model small:
   optima is deleted from the model (and may come back later if violated). Deleting a basic
   row keeps the basis a basis of the smaller model (the row's basic slack goes with it), so
   the next re-solve stays warm; a row is dropped at most once (``RowPool.dropped``), so the
-  generation terminates. Off by default (:data:`DROP_AFTER`).
+  generation terminates. Only where no factor is capped (:data:`DROP_AFTER`).
 
 **Why the optimum is unchanged.** Neither rule changes where the generation stops: it stops
 only when *no* allowed row is violated by more than :data:`.core.VIOLATION_TOL`, and then
@@ -48,13 +48,13 @@ __all__ = ["DROP_AFTER", "ROWS_PER_OUTPUT", "SLACK_TOL", "RowPool", "most_violat
 ROWS_PER_OUTPUT = 20
 
 #: Consecutive optima at which a row is surely slack before it is dropped
-#: (:meth:`RowPool.drop_slack`); None: rows are never dropped (the default). Off because with
-#: drops after 3 and :data:`ROWS_PER_OUTPUT` together the capped-factor test (30 points, eps
-#: 0.3 per unit, factors up to e^20) did not finish in 200 s, while each rule alone solved it
-#: in 2-4 s: not understood yet. On GloVe n = 100 at eps 0.5 the drops saved a further ~15 %
-#: of CPU. At 1 or 2 the dropped rows came back and the rounds more than doubled.
+#: (:meth:`RowPool.drop_slack`). :func:`.core.solve_raw` drops rows only where no factor is
+#: capped (:data:`._solve.LOG_CAP`): with drops and the per-output cap together the
+#: capped-factor test (30 points, eps 0.3 per unit, factors up to e^20) did not finish in
+#: 200 s, while each rule alone solved it in 2-4 s (not understood yet). At 1 or 2 the
+#: dropped rows came back and the rounds more than doubled.
 #: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
-DROP_AFTER: int | None = None
+DROP_AFTER = 3
 
 #: Relative slack above which a row with a zero dual is surely basic (:meth:`RowPool.drop_slack`):
 #: far above the rounding of M's entries (1e-16 relative), so a row at its bound (nonbasic)
@@ -125,8 +125,6 @@ class RowPool:
         if len(self.k) == 0:
             return 0
         after = DROP_AFTER if after is None else after
-        if after is None:
-            return 0
         u, v, w = self.pu[self.k], self.pv[self.k], self.w
         top = p[u, w]
         slack = factor[u, v] * p[v, w] - top
