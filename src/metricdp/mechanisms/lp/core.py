@@ -30,6 +30,7 @@ from .pairs import COLLINEAR_TOL, implied_pairs, pair_blocks
 from .polish import beyond_cap, finish
 from .repair import repair
 from .retry import OPTMECH, RetryPolicy, choose_eta
+from .rowpool import ROWS_PER_OUTPUT, RowPool, most_violated
 from .solution import LPSolution, RawSolution
 
 __all__ = [
@@ -305,6 +306,8 @@ def _solve_fast(
     what: str,
     progress: Progress | None = None,
     tiebreak: NDArray[np.float64] | None = None,
+    per_output: int | None = None,
+    drop: bool = False,
 ) -> RawSolution:
     r"""The same LP by substitution and constraint generation; same optimum.
 
@@ -353,7 +356,11 @@ def _solve_fast(
     threshold) the generation goes on from the pure LP's solution, as without a
     tie-break; either way the result is the full LP's optimum.
 
-    ``progress`` is called after every round with the rows added so far, the LP
+    **Row pool** (``per_output``, OPTMech's worst case): a round adds at most ``per_output``
+    violated rows per output column and rows slack for a few rounds leave the model
+    (:mod:`.rowpool`: the rules, and why the optimum and termination are unchanged).
+
+    ``progress`` is called after every round with the rows in the model, the LP
     objective and the time left.
     """
     lp = LPModel(options=LP_OPTIONS)
@@ -365,26 +372,21 @@ def _solve_fast(
     lp.set_options(WARM_OPTIONS)
     pu, pv = np.nonzero(allowed)
     # (allowed pair, w); rows (a(w), v, w) are bounds after the substitution
-    in_model = pu[:, None] == model.anchors[None, :]
-    rounds, rows, seconds, its = 1, 0, result.seconds, result.iterations
-    order: list[tuple[NDArray[np.intp], ...]] = []  # the privacy rows in the model's order (certificate)
-
-    def triples() -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-        u, v, ww = (np.concatenate([o[i] for o in order]) if order else np.zeros(0, np.intp) for i in range(3))
-        return u, v, ww
+    pool = RowPool(pu, pv, pu[:, None] == model.anchors[None, :], model.base.shape[0])
+    rounds, seconds, its = 1, result.seconds, result.iterations
 
     while True:
         report(
             progress,
             rounds,
             None,
-            f"{what}: round {rounds}: {rows:,} privacy rows, objective {result.objective:.10g}, "
+            f"{what}: round {rounds}: {len(pool):,} privacy rows, objective {result.objective:.10g}, "
             f"{deadline.describe()}",
         )
         p = model.matrix(x)
-        k, w = _violated(p, factor, pu, pv, in_model)
+        k, w = _violated(p, factor, pu, pv, pool.in_model)
         if len(k) == 0 and tiebreak is None:
-            return RawSolution(p, result, rounds, rows, seconds, its, triples())
+            return RawSolution(p, result, rounds, len(pool), seconds, its, pool.triples())
         if len(k) == 0:  # the tie-broken LP converged: compare with the pure LP's bound
             lp.change_costs(model.c)
             lp.set_options(BOUND_OPTIONS)
@@ -396,14 +398,17 @@ def _solve_fast(
             bound = float(result.objective if result.objective is not None else np.nan)
             if k_t - bound <= TIEBREAK_GAP * abs(bound):  # the pure LP's duals certify (same rows)
                 tied = dataclasses.replace(tied, objective=k_t, row_dual=result.row_dual, col_dual=result.col_dual)
-                return RawSolution(p, tied, rounds, rows, seconds, its, triples())
+                return RawSolution(p, tied, rounds, len(pool), seconds, its, pool.triples())
             continue  # above the lexicographic threshold: plain generation from here
-        in_model[k, w] = True
-        order.append((pu[k], pv[k], w))
+        if per_output is not None:  # the row pool's rules (rowpool.py)
+            k, w = most_violated(p, factor, pu, pv, k, w, per_output)
+            if drop and result.row_dual is not None:
+                pool.drop_slack(lp, result.row_dual, p, factor)
+        pool.add(k, w)
         lp.add_rows(_privacy_rows(pu[k], pv[k], w, factor, model), -np.inf, 0.0)
         result = _resolve(lp, deadline, what, result)
         x = require_optimal(result, what)
-        rounds, rows, seconds, its = rounds + 1, rows + len(k), seconds + result.seconds, its + result.iterations
+        rounds, seconds, its = rounds + 1, seconds + result.seconds, its + result.iterations
 
 
 def _resolve(lp: LPModel, deadline: Deadline, what: str, last: SolveResult) -> SolveResult:
@@ -483,7 +488,10 @@ def solve_raw(
     if tiebreak > 0 and prior is None:
         n = loss.shape[0]
         extra = tiebreak * np.r_[_base_model(loss, np.full(n, 1.0 / n), kernel, anchor).c, 0.0]
-    return _solve_fast(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what, progress, extra)
+    per_output = ROWS_PER_OUTPUT if prior is None and graph_distances is None else None  # OPTMech, worst case
+    drop = per_output is not None and bool((lam * space.distances < LOG_CAP).all())  # rowpool.DROP_AFTER
+    return _solve_fast(_base_model(loss, prior, kernel, anchor), factor, allowed, deadline, what, progress, extra,
+                       per_output, drop)
 
 
 def solve_and_repair(
