@@ -10,6 +10,7 @@ Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from ...._resources import memory_limit, usable_cpus
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
+from .certificate import lower_bound
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
@@ -169,6 +171,8 @@ class FastModel:
         self.present = np.zeros(n, dtype=bool)
         self.hcol = np.full(nx, -1, dtype=np.intp)  # HiGHS column of each x variable
         self.ncols = 2 * n + 1
+        self.rows25: list[NDArray[np.intp]] = []  # HiGHS rows (25), in blocks as added
+        self.new25 = 0
 
     def fork(self, stats: FitStats) -> FastModel:
         """A model of the same cone with no HiGHS model yet, this one's seed and its own ``stats``.
@@ -236,7 +240,7 @@ class FastModel:
         mask = np.zeros(cone.n, dtype=bool)
         mask[blocks] = True
         f = np.flatnonzero(mask[cone.fw] & cone.bounded)
-        k = len(f)
+        k = self.new25 = len(f)  # rows (25) come first (:meth:`dual_bound` tells them apart)
         r25 = sp.csr_matrix(
             (np.concatenate([np.ones(k), -np.ones(k) if self.scaled else -self.width[f]]),
              (np.concatenate([np.arange(k), np.arange(k)]), np.concatenate([cone.n + f, cone.fw[f]]))),
@@ -278,7 +282,9 @@ class FastModel:
         lp = self._model()
         entries.resize((lp.num_rows, len(cols)))
         lp.add_cols(np.zeros(len(cols)), 0.0, np.inf, entries)
+        start = lp.num_rows
         lp.add_rows(self._to_highs(self._block_rows(blocks)), -np.inf, 0.0)
+        self.rows25.append(start + np.arange(self.new25))
 
     def _model(self) -> LPModel:
         if self.lp is None:  # internal misuse: solve first
@@ -337,6 +343,7 @@ class FastModel:
         self.ncols += len(cols)
         self.present[blocks] = True
         rows = self._to_highs(self._block_rows(blocks))
+        self.rows25 = [3 * n + 1 + np.arange(self.new25)]
         da, db = self._dense(cols)
         top = sp.hstack([base, sp.vstack([da, db, sp.csr_matrix((n + 1, len(cols)))])])
         a = sp.vstack([top, rows], format="csr")
@@ -414,6 +421,7 @@ class FastModel:
         self.lp = None
         self.hcol[:] = -1
         self.ncols = 2 * self.cone.n + 1
+        self.rows25 = []
         self.present[:] = False
         self.in_model[:] = False
         self.up[:] = False
@@ -468,6 +476,87 @@ class FastModel:
             self.seed = self.sides(r.x)
         return r
 
+    def dual_bound(self, r: SolveResult) -> float:
+        r"""A certified lower bound of the paper LP's optimum (every block, every row) from
+        the duals of ``r``, this model's last paper solve (weak duality, as in
+        :func:`.certificate.lower_bound`).
+
+        The Lagrangian keeps the duals of the dense rows, the objective rows and the rows
+        (22) in the model (the rows (22) not in it get 0), and minimises exactly over each
+        block's band :math:`c^{26}_f Y_w \le z_f \le c^{25}_f Y_w` (rows (25), (26): their own
+        duals are not needed) within a box: a block contributes
+        :math:`Y_w \min(0, \rho_w)` at most, with :math:`\rho_w` the pricing's reduced cost
+        of its best direction (:meth:`_price`), at :math:`Y_w` up to its box; an entry of a
+        column without fixed entry :math:`\min(0, r_f)` times its box. So neither absent
+        blocks nor the dual tolerance on a free entry's reduced cost leaves the bound
+        unboxed. The box: some optimal solution has :math:`s = \text{OPT} \le \bar k`, with
+        :math:`\bar k` twice the larger of the solve's objective and the worst row of its
+        point, hence :math:`A_u \le \bar k`, :math:`B_u \le \bar k/\lambda`,
+        :math:`0 \le s \le \bar k`; a(x) and b(x) have nonnegative coefficients over (Y, z)
+        and :math:`z \ge c^{26} Y`, so each Y or z is at most :math:`\bar k` over its largest
+        coefficient in a, and :math:`\bar k/\lambda` over its largest in b.
+        ``-inf`` when the duals give none (a negative reduced cost on an unboxed variable,
+        e.g. a diagonal entry at :math:`\lambda = 0`).
+        """
+        if r.status != 0 or r.row_dual is None or r.x is None or self.lam is None or self.kind != "paper":
+            return -np.inf
+        cone, n, lam = self.cone, self.cone.n, float(self.lam)
+        fb, fw = self.fb, cone.fw
+        p = self.point(r.x)
+        a, b = self.dza @ p, self.dzb @ p
+        worst = float((a + lam * b).max() / b.min()) if b.min() > 0 else np.inf
+        kbar = 2.0 * max(worst if np.isfinite(worst) else 0.0, float(r.objective or 0.0))
+        kb = kbar / lam if lam > 0 else np.inf
+        lower = sp.csr_matrix((self.c26[fb], (fb, fw[fb])), shape=(cone.nfree, n))  # z >= c26 Y
+
+        def most(d: sp.csc_matrix) -> NDArray[np.float64]:
+            ycoef = sp.csc_matrix(d[:, :n] + d[:, n:] @ lower).max(axis=0).toarray().ravel()
+            return np.concatenate([ycoef, sp.csc_matrix(d[:, n:]).max(axis=0).toarray().ravel()])
+
+        with np.errstate(divide="ignore"):
+            box = np.minimum(kbar / most(self.dza), kb / most(self.dzb))  # over (Y, z)
+        cost, mat, row_lo, row_hi, col_lo, _ = self._model().arrays()
+        full = np.asarray(r.row_dual, dtype=np.float64)
+        y = full.copy()
+        if self.rows25:
+            y[np.concatenate(self.rows25)] = 0.0
+        wscale = np.where(cone.bounded, 1.0 if self.scaled else self.width, 0.0)  # e in [0, wscale Y]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a nan box is no box
+            ebox = np.where(cone.bounded, wscale * box[fw], box[n:])
+            zbox = box[n:] * wscale / np.where(cone.bounded, self.width, 1.0)  # lower side: e <= z
+            ebox = np.where(cone.bounded & ~self.up & ~np.isnan(zbox), np.minimum(ebox, zbox), ebox)
+            ebox = np.where(np.isnan(ebox), np.inf, ebox)
+        missing = np.flatnonzero(self.hcol < 0)
+        da, db = self._dense(missing)
+        have = self.hcol >= 0
+        aux_lo = np.concatenate([col_lo[: 2 * n], [0.0]])
+        aux_hi = np.concatenate([np.full(n, kbar), np.full(n, kb), [kbar]])
+        blocks = []
+        for dual in (y, full):  # rows (25) dropped (band) or kept (boxes): the better one per block
+            rh = cost - mat.T @ dual
+            rx = np.zeros(self.nx)
+            rx[have] = rh[self.hcol[have]]
+            rx[missing] = -(da.T @ dual[:n] + db.T @ dual[n : 2 * n])  # absent: no row (25) or (22)
+            re = rx[n:]
+            with np.errstate(invalid="ignore", over="ignore"):
+                if dual is y:
+                    rho = rx[:n] + np.bincount(fw, weights=np.minimum(0.0, re * wscale), minlength=n)
+                    term = np.where(rho < 0, rho * box[:n], 0.0) + np.bincount(
+                        fw, weights=np.where(~cone.bounded & (re < 0), re * box[n:], 0.0), minlength=n)
+                else:
+                    term = np.where(rx[:n] < 0, rx[:n] * box[:n], 0.0) + np.bincount(
+                        fw, weights=np.where(re < 0, re * ebox, 0.0), minlength=n)
+            blocks.append(np.where(np.isnan(term), -np.inf, term))
+        # rows: every row is <= 0 or = 0 but the free normalisation row; the same in both
+        rows = lower_bound(np.zeros(0), sp.csc_matrix((len(y), 0)), row_lo, row_hi, np.zeros(0), np.zeros(0), y)
+        aux = (cost - mat.T @ y)[: 2 * n + 1]  # A, B, s touch no row (25)
+        with np.errstate(invalid="ignore"):
+            aux_term = np.where(aux > 0, aux * aux_lo, np.where(aux < 0, aux * aux_hi, 0.0))
+        terms = np.concatenate([[rows], aux_term, np.maximum(blocks[0], blocks[1])])
+        if not np.all(np.isfinite(terms)):
+            return -np.inf
+        return float(math.fsum(terms.tolist()))
+
     def normalised(self, t: float, c: NDArray[np.float64]) -> SolveResult:
         r"""Solve :math:`\min s` s.t. :math:`a - t b \le c\, s`, :math:`\sum b = n`, x in the cone."""
         if self.lp is None:
@@ -501,8 +590,9 @@ def concurrent_models(model: FastModel, count: int, workers: int | None = None) 
 
 def solve_papers(
     model: FastModel, lambdas: Sequence[float], workers: int | None = None
-) -> list[tuple[SolveResult, NDArray[np.float64] | None]]:
-    r"""The paper LP of every penalty in ``lambdas``: its result and ``(Y, z)`` point (``None`` if not optimal).
+) -> list[tuple[SolveResult, NDArray[np.float64] | None, float]]:
+    r"""The paper LP of every penalty in ``lambdas``: its result, ``(Y, z)`` point (``None`` if not
+    optimal) and certified lower bound of its optimum (:meth:`FastModel.dual_bound`).
 
     The first penalty is solved on ``model``, then the penalty nearest to it on the same
     model from its optimum (:meth:`FastModel.paper_warm`: a warm start in the dense regime,
@@ -519,22 +609,22 @@ def solve_papers(
     lams = [float(v) for v in lambdas]
     if not lams:
         return []
-    out: list[tuple[SolveResult, NDArray[np.float64] | None] | None] = [None] * len(lams)
+    out: list[tuple[SolveResult, NDArray[np.float64] | None, float] | None] = [None] * len(lams)
     near = 1 + int(np.argmin(np.abs(np.asarray(lams[1:]) - lams[0]))) if len(lams) > 1 else None
     far = [k for k in range(1, len(lams)) if k != near]
     stats = model.stats
     forks = {k: model.fork(stats.fork()) for k in far}
 
+    def done(m: FastModel, r: SolveResult) -> tuple[SolveResult, NDArray[np.float64] | None, float]:
+        return r, None if r.x is None else m.point(r.x), m.dual_bound(r)
+
     def pair() -> None:
-        r = model.paper(lams[0])
-        out[0] = (r, None if r.x is None else model.point(r.x))
+        out[0] = done(model, model.paper(lams[0]))
         if near is not None:
-            r = model.paper_warm(lams[near])
-            out[near] = (r, None if r.x is None else model.point(r.x))
+            out[near] = done(model, model.paper_warm(lams[near]))
 
     def solve(k: int) -> None:
-        r = forks[k].paper(lams[k])
-        out[k] = (r, None if r.x is None else forks[k].point(r.x))
+        out[k] = done(forks[k], forks[k].paper(lams[k]))
 
     jobs = [pair] + [lambda k=k: solve(k) for k in far]
     workers = concurrent_models(model, len(jobs), workers)
