@@ -54,6 +54,17 @@ DENSE_SWITCH = 0.5
 #: kept. Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-scale-max-width.
 SCALE_MAX_WIDTH = 1e6
 
+#: Beyond :data:`SCALE_MAX_WIDTH`, the variable of a free entry is ``e / min(width, ROOM_CAP)``.
+ROOM_CAP = 1e4
+
+#: A paper LP whose certified gap (:meth:`FastModel.dual_bound`) exceeds this relative to
+#: its objective is re-solved from its basis with :data:`EXACT_OPTIONS` (issue 37: 1e-9).
+CERTIFY_RTOL = 1e-9
+
+#: HiGHS tolerances of that re-solve, and the defaults restored after it.
+EXACT_OPTIONS: dict[str, Any] = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
+LOOSE_OPTIONS: dict[str, Any] = {"dual_feasibility_tolerance": 1e-7, "primal_feasibility_tolerance": 1e-7}
+
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
 #: that grows to minutes at n = 2,000.
 FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
@@ -153,6 +164,10 @@ class FastModel:
         self.width = np.where(bounded, self.c25 - self.c26, np.inf)  # room of e_f
         finite = self.width[self.fb]
         self.scaled = bool(finite.size == 0 or finite.max() <= SCALE_MAX_WIDTH)
+        # e_f's variable is e_f / escale_f: its room when scaled, else its room capped at ROOM_CAP
+        self.escale = np.where(bounded, self.width if self.scaled else np.minimum(self.width, ROOM_CAP), 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):  # rows (25): v <= ratio25 Y (a zero room: 1)
+            self.ratio25 = np.where(self.escale > 0, self.width / self.escale, 1.0)
         self.size = np.bincount(cone.fw, minlength=n)
         self.start = np.cumsum(self.size) - self.size
         self.c22 = np.exp(cone.log22)
@@ -195,8 +210,7 @@ class FastModel:
         n, nx, fb = self.cone.n, self.nx, self.fb
         up = self.up[fb]
         sign = np.ones(self.cone.nfree)
-        if self.scaled:
-            sign[fb] = self.width[fb]
+        sign[fb] = self.escale[fb]
         sign[fb[up]] *= -1.0
         return sp.csr_matrix(
             (np.concatenate([np.ones(n), sign, np.where(up, self.c25[fb], self.c26[fb])]),
@@ -242,7 +256,7 @@ class FastModel:
         f = np.flatnonzero(mask[cone.fw] & cone.bounded)
         k = self.new25 = len(f)  # rows (25) come first (:meth:`dual_bound` tells them apart)
         r25 = sp.csr_matrix(
-            (np.concatenate([np.ones(k), -np.ones(k) if self.scaled else -self.width[f]]),
+            (np.concatenate([np.ones(k), -self.ratio25[f]]),
              (np.concatenate([np.arange(k), np.arange(k)]), np.concatenate([cone.n + f, cone.fw[f]]))),
             shape=(k, self.nx),
         )
@@ -465,7 +479,7 @@ class FastModel:
         0.001 to 1.0 14.7 s against 9.9 s (measured in this change's commit message).
         """
         if self.kind != "paper" or self.lp is None or self.lam is None or not self.present.all():
-            return self.paper(lam)
+            return self.paper(lam)  # (also after a :meth:`certified` re-solve that was not kept)
         n = self.cone.n
         self._model().change_coeffs(self.row_obj + np.arange(n), self.col_b + np.arange(n), np.full(n, float(lam)))
         self.lam = lam
@@ -520,10 +534,10 @@ class FastModel:
         y = full.copy()
         if self.rows25:
             y[np.concatenate(self.rows25)] = 0.0
-        wscale = np.where(cone.bounded, 1.0 if self.scaled else self.width, 0.0)  # e in [0, wscale Y]
+        wscale = np.where(cone.bounded, self.ratio25, 0.0)  # e's variable in [0, wscale Y]
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a nan box is no box
             ebox = np.where(cone.bounded, wscale * box[fw], box[n:])
-            zbox = box[n:] * wscale / np.where(cone.bounded, self.width, 1.0)  # lower side: e <= z
+            zbox = box[n:] / self.escale  # lower side: e <= z
             ebox = np.where(cone.bounded & ~self.up & ~np.isnan(zbox), np.minimum(ebox, zbox), ebox)
             ebox = np.where(np.isnan(ebox), np.inf, ebox)
         missing = np.flatnonzero(self.hcol < 0)
@@ -556,6 +570,33 @@ class FastModel:
         if not np.all(np.isfinite(terms)):
             return -np.inf
         return float(math.fsum(terms.tolist()))
+
+    def certified(self, r: SolveResult) -> tuple[SolveResult, float]:
+        """``r`` (this model's last paper solve) and its :meth:`dual_bound`; when the bound is
+        more than :data:`CERTIFY_RTOL` relative below the objective, one more dual simplex
+        from the optimal basis with :data:`EXACT_OPTIONS`' tighter tolerances, kept when it is
+        optimal and its certified gap is smaller (otherwise the basis it left is discarded:
+        the next warm start begins from a fresh model). Why: unscaled (rooms beyond
+        :data:`SCALE_MAX_WIDTH`) the default tolerances stop measurably above the optimum, and
+        the tight ones from a cold start are unreliable (HiGHS called such models unbounded),
+        but from the near-optimal basis they finish in few pivots.
+        """
+        bound = self.dual_bound(r)
+        obj = float(r.objective) if r.objective is not None else np.nan
+        if r.status != 0 or not obj - bound > CERTIFY_RTOL * abs(obj) or self.lp is None:
+            return r, bound
+        lp = self.lp
+        lp.set_options({**EXACT_OPTIONS, "solver": "simplex", "simplex_strategy": 1})
+        r2 = lp.resolve(time_limit=self.deadline.solve_limit())
+        self.stats.record(r2)
+        lp.set_options(LOOSE_OPTIONS)
+        bound2 = self.dual_bound(r2) if r2.status == 0 else -np.inf
+        if r2.status == 0 and r2.objective is not None and float(r2.objective) - bound2 < obj - bound:
+            if self.present.all() and r2.x is not None:
+                self.seed = self.sides(r2.x)
+            return r2, bound2
+        self.lp = None  # its basis is no longer the kept optimum's: no warm start from it
+        return r, bound
 
     def normalised(self, t: float, c: NDArray[np.float64]) -> SolveResult:
         r"""Solve :math:`\min s` s.t. :math:`a - t b \le c\, s`, :math:`\sum b = n`, x in the cone."""
@@ -616,7 +657,8 @@ def solve_papers(
     forks = {k: model.fork(stats.fork()) for k in far}
 
     def done(m: FastModel, r: SolveResult) -> tuple[SolveResult, NDArray[np.float64] | None, float]:
-        return r, None if r.x is None else m.point(r.x), m.dual_bound(r)
+        r, bound = m.certified(r)
+        return r, None if r.x is None else m.point(r.x), bound
 
     def pair() -> None:
         out[0] = done(model, model.paper(lams[0]))
