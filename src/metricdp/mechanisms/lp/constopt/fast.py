@@ -10,7 +10,6 @@ Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from ...._resources import memory_limit, usable_cpus
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
-from .certificate import lower_bound
+from .certificate import paper_bound
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
@@ -496,85 +495,9 @@ class FastModel:
         return r
 
     def dual_bound(self, r: SolveResult) -> float:
-        r"""A certified lower bound of the paper LP's optimum (every block, every row) from
-        the duals of ``r``, this model's last paper solve (weak duality, as in
-        :func:`.certificate.lower_bound`).
-
-        The Lagrangian keeps the duals of the dense rows, the objective rows and the rows
-        (22) in the model (the rows (22) not in it get 0), and minimises exactly over each
-        block's band :math:`c^{26}_f Y_w \le z_f \le c^{25}_f Y_w` (rows (25), (26): their own
-        duals are not needed) within a box: a block contributes
-        :math:`Y_w \min(0, \rho_w)` at most, with :math:`\rho_w` the pricing's reduced cost
-        of its best direction (:meth:`_price`), at :math:`Y_w` up to its box; an entry of a
-        column without fixed entry :math:`\min(0, r_f)` times its box. So neither absent
-        blocks nor the dual tolerance on a free entry's reduced cost leaves the bound
-        unboxed. The box: some optimal solution has :math:`s = \text{OPT} \le \bar k`, with
-        :math:`\bar k` twice the larger of the solve's objective and the worst row of its
-        point, hence :math:`A_u \le \bar k`, :math:`B_u \le \bar k/\lambda`,
-        :math:`0 \le s \le \bar k`; a(x) and b(x) have nonnegative coefficients over (Y, z)
-        and :math:`z \ge c^{26} Y`, so each Y or z is at most :math:`\bar k` over its largest
-        coefficient in a, and :math:`\bar k/\lambda` over its largest in b.
-        ``-inf`` when the duals give none (a negative reduced cost on an unboxed variable,
-        e.g. a diagonal entry at :math:`\lambda = 0`).
-        """
-        if r.status != 0 or r.row_dual is None or r.x is None or self.lam is None or self.kind != "paper":
-            return -np.inf
-        cone, n, lam = self.cone, self.cone.n, float(self.lam)
-        fb, fw = self.fb, cone.fw
-        p = self.point(r.x)
-        a, b = self.dza @ p, self.dzb @ p
-        worst = float((a + lam * b).max() / b.min()) if b.min() > 0 else np.inf
-        kbar = 2.0 * max(worst if np.isfinite(worst) else 0.0, float(r.objective or 0.0))
-        kb = kbar / lam if lam > 0 else np.inf
-        lower = sp.csr_matrix((self.c26[fb], (fb, fw[fb])), shape=(cone.nfree, n))  # z >= c26 Y
-
-        def most(d: sp.csc_matrix) -> NDArray[np.float64]:
-            ycoef = sp.csc_matrix(d[:, :n] + d[:, n:] @ lower).max(axis=0).toarray().ravel()
-            return np.concatenate([ycoef, sp.csc_matrix(d[:, n:]).max(axis=0).toarray().ravel()])
-
-        with np.errstate(divide="ignore"):
-            box = np.minimum(kbar / most(self.dza), kb / most(self.dzb))  # over (Y, z)
-        cost, mat, row_lo, row_hi, col_lo, _ = self._model().arrays()
-        full = np.asarray(r.row_dual, dtype=np.float64)
-        y = full.copy()
-        if self.rows25:
-            y[np.concatenate(self.rows25)] = 0.0
-        wscale = np.where(cone.bounded, self.ratio25, 0.0)  # e's variable in [0, wscale Y]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a nan box is no box
-            ebox = np.where(cone.bounded, wscale * box[fw], box[n:])
-            zbox = box[n:] / self.escale  # lower side: e <= z
-            ebox = np.where(cone.bounded & ~self.up & ~np.isnan(zbox), np.minimum(ebox, zbox), ebox)
-            ebox = np.where(np.isnan(ebox), np.inf, ebox)
-        missing = np.flatnonzero(self.hcol < 0)
-        da, db = self._dense(missing)
-        have = self.hcol >= 0
-        aux_lo = np.concatenate([col_lo[: 2 * n], [0.0]])
-        aux_hi = np.concatenate([np.full(n, kbar), np.full(n, kb), [kbar]])
-        blocks = []
-        for dual in (y, full):  # rows (25) dropped (band) or kept (boxes): the better one per block
-            rh = cost - mat.T @ dual
-            rx = np.zeros(self.nx)
-            rx[have] = rh[self.hcol[have]]
-            rx[missing] = -(da.T @ dual[:n] + db.T @ dual[n : 2 * n])  # absent: no row (25) or (22)
-            re = rx[n:]
-            with np.errstate(invalid="ignore", over="ignore"):
-                if dual is y:
-                    rho = rx[:n] + np.bincount(fw, weights=np.minimum(0.0, re * wscale), minlength=n)
-                    term = np.where(rho < 0, rho * box[:n], 0.0) + np.bincount(
-                        fw, weights=np.where(~cone.bounded & (re < 0), re * box[n:], 0.0), minlength=n)
-                else:
-                    term = np.where(rx[:n] < 0, rx[:n] * box[:n], 0.0) + np.bincount(
-                        fw, weights=np.where(re < 0, re * ebox, 0.0), minlength=n)
-            blocks.append(np.where(np.isnan(term), -np.inf, term))
-        # rows: every row is <= 0 or = 0 but the free normalisation row; the same in both
-        rows = lower_bound(np.zeros(0), sp.csc_matrix((len(y), 0)), row_lo, row_hi, np.zeros(0), np.zeros(0), y)
-        aux = (cost - mat.T @ y)[: 2 * n + 1]  # A, B, s touch no row (25)
-        with np.errstate(invalid="ignore"):
-            aux_term = np.where(aux > 0, aux * aux_lo, np.where(aux < 0, aux * aux_hi, 0.0))
-        terms = np.concatenate([[rows], aux_term, np.maximum(blocks[0], blocks[1])])
-        if not np.all(np.isfinite(terms)):
-            return -np.inf
-        return float(math.fsum(terms.tolist()))
+        """A certified lower bound of the paper LP's optimum (every block, every row) from
+        the duals of ``r``, this model's last paper solve (:func:`.certificate.paper_bound`)."""
+        return paper_bound(self, r)
 
     def certified(self, r: SolveResult) -> tuple[SolveResult, float]:
         """``r`` (this model's last paper solve) and its :meth:`dual_bound`; when the bound is
