@@ -588,6 +588,22 @@ class LPModel:
         """Solve the held model again, warm-started (:func:`resolve`)."""
         return resolve(self.highs, time_limit=time_limit)
 
+    def arrays(
+        self,
+    ) -> tuple[NDArray[np.float64], sp.csc_matrix, NDArray[np.float64], NDArray[np.float64],
+               NDArray[np.float64], NDArray[np.float64]]:
+        """The held model as arrays: ``(cost, A, row_lower, row_upper, col_lower, col_upper)``
+        (for a dual certificate computed outside HiGHS)."""
+        lp = self.highs.getLp()
+        m, k = int(lp.num_row_), int(lp.num_col_)
+        am = lp.a_matrix_
+        parts = (np.asarray(am.value_, dtype=np.float64), np.asarray(am.index_), np.asarray(am.start_))
+        rowwise = "row" in str(am.format_).lower()
+        a = sp.csr_matrix(parts, shape=(m, k)) if rowwise else sp.csc_matrix(parts, shape=(m, k))
+        return (np.asarray(lp.col_cost_, dtype=np.float64), sp.csc_matrix(a),
+                np.asarray(lp.row_lower_, dtype=np.float64), np.asarray(lp.row_upper_, dtype=np.float64),
+                np.asarray(lp.col_lower_, dtype=np.float64), np.asarray(lp.col_upper_, dtype=np.float64))
+
     def basis(self) -> tuple[NDArray[np.int8], NDArray[np.int8]] | None:
         """The last solve's basis: HiGHS's status codes of the columns and of the rows (0 at
         the lower bound, 1 basic, 2 at the upper bound, 3 free at zero); None when invalid."""

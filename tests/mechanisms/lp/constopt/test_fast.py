@@ -125,7 +125,7 @@ def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
         runs.append((model, solve_papers(model, lams, workers=workers)))
     (one, out1), (three, out3) = runs
     assert one.seed is not None and one.lam == 0.1  # the dense regime; the model ends on the warm neighbour
-    for lam, (r1, x1), (r3, x3) in zip(lams, out1, out3, strict=True):
+    for lam, (r1, x1, _), (r3, x3, _) in zip(lams, out1, out3, strict=True):
         assert r1.status == r3.status == 0 and x1 is not None and x3 is not None
         assert r1.objective == r3.objective and np.array_equal(x1, x3)
         _, ref = paper_lp(one.cone, lam, Deadline(None), FitStats())
@@ -182,7 +182,7 @@ def test_solve_papers_warm_neighbour_from_or_to_a_zero_penalty(lams: tuple[float
     model = _fast_model(random_space(2, 60, dim=3), 1.0, 4)
     out = solve_papers(model, lams)
     assert len(out) == len(lams)
-    for lam, (r, x) in zip(lams, out, strict=True):
+    for lam, (r, x, _) in zip(lams, out, strict=True):
         _, ref = paper_lp(model.cone, lam, Deadline(None), FitStats())
         assert r.status == 0 and x is not None and r.objective == pytest.approx(ref.objective, rel=1e-9)
 

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from ...._resources import memory_limit, usable_cpus
 from .._solve import STATUS_NAMES, LPModel, SolveResult
 from ..deadline import Deadline
+from .certificate import paper_bound
 from .cone import Cone, dense_rows, pair_rows, polish, ratios
 from .stats import FitStats
 
@@ -51,6 +52,22 @@ DENSE_SWITCH = 0.5
 #: reached) the scaled model is numerically troubled, so there the unscaled variables are
 #: kept. Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-scale-max-width.
 SCALE_MAX_WIDTH = 1e6
+
+#: Beyond :data:`SCALE_MAX_WIDTH`, the variable of a free entry is ``e / min(width, ROOM_CAP)``:
+#: scaled as far as HiGHS stays reliable. Why: on GloVe n = 400 at eps 4 (rooms to e^20) the
+#: unscaled model stopped 2e-5..1.2e-4 relative above the optimum and depended on the solve
+#: path; caps 1e2..1e4 came nearer (1e4 nearest, same CPU), 1e6 failed one lambda in
+#: numerical trouble (issue 37; measured in this change's commit message). What remains is
+#: closed by :meth:`FastModel.certified`.
+ROOM_CAP = 1e4
+
+#: A paper LP whose certified gap (:meth:`FastModel.dual_bound`) exceeds this relative to
+#: its objective is re-solved from its basis with :data:`EXACT_OPTIONS` (issue 37: 1e-9).
+CERTIFY_RTOL = 1e-9
+
+#: HiGHS tolerances of that re-solve, and the defaults restored after it.
+EXACT_OPTIONS: dict[str, Any] = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
+LOOSE_OPTIONS: dict[str, Any] = {"dual_feasibility_tolerance": 1e-7, "primal_feasibility_tolerance": 1e-7}
 
 #: HiGHS options of the fast model: presolve only re-substitutes the A/B rows, at a cost
 #: that grows to minutes at n = 2,000.
@@ -151,6 +168,10 @@ class FastModel:
         self.width = np.where(bounded, self.c25 - self.c26, np.inf)  # room of e_f
         finite = self.width[self.fb]
         self.scaled = bool(finite.size == 0 or finite.max() <= SCALE_MAX_WIDTH)
+        # e_f's variable is e_f / escale_f: its room when scaled, else its room capped at ROOM_CAP
+        self.escale = np.where(bounded, self.width if self.scaled else np.minimum(self.width, ROOM_CAP), 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):  # rows (25): v <= ratio25 Y (a zero room: 1)
+            self.ratio25 = np.where(self.escale > 0, self.width / self.escale, 1.0)
         self.size = np.bincount(cone.fw, minlength=n)
         self.start = np.cumsum(self.size) - self.size
         self.c22 = np.exp(cone.log22)
@@ -169,6 +190,8 @@ class FastModel:
         self.present = np.zeros(n, dtype=bool)
         self.hcol = np.full(nx, -1, dtype=np.intp)  # HiGHS column of each x variable
         self.ncols = 2 * n + 1
+        self.rows25: list[NDArray[np.intp]] = []  # HiGHS rows (25), in blocks as added
+        self.new25 = 0
 
     def fork(self, stats: FitStats) -> FastModel:
         """A model of the same cone with no HiGHS model yet, this one's seed and its own ``stats``.
@@ -191,8 +214,7 @@ class FastModel:
         n, nx, fb = self.cone.n, self.nx, self.fb
         up = self.up[fb]
         sign = np.ones(self.cone.nfree)
-        if self.scaled:
-            sign[fb] = self.width[fb]
+        sign[fb] = self.escale[fb]
         sign[fb[up]] *= -1.0
         return sp.csr_matrix(
             (np.concatenate([np.ones(n), sign, np.where(up, self.c25[fb], self.c26[fb])]),
@@ -236,9 +258,9 @@ class FastModel:
         mask = np.zeros(cone.n, dtype=bool)
         mask[blocks] = True
         f = np.flatnonzero(mask[cone.fw] & cone.bounded)
-        k = len(f)
+        k = self.new25 = len(f)  # rows (25) come first (:meth:`dual_bound` tells them apart)
         r25 = sp.csr_matrix(
-            (np.concatenate([np.ones(k), -np.ones(k) if self.scaled else -self.width[f]]),
+            (np.concatenate([np.ones(k), -self.ratio25[f]]),
              (np.concatenate([np.arange(k), np.arange(k)]), np.concatenate([cone.n + f, cone.fw[f]]))),
             shape=(k, self.nx),
         )
@@ -278,7 +300,9 @@ class FastModel:
         lp = self._model()
         entries.resize((lp.num_rows, len(cols)))
         lp.add_cols(np.zeros(len(cols)), 0.0, np.inf, entries)
+        start = lp.num_rows
         lp.add_rows(self._to_highs(self._block_rows(blocks)), -np.inf, 0.0)
+        self.rows25.append(start + np.arange(self.new25))
 
     def _model(self) -> LPModel:
         if self.lp is None:  # internal misuse: solve first
@@ -337,6 +361,7 @@ class FastModel:
         self.ncols += len(cols)
         self.present[blocks] = True
         rows = self._to_highs(self._block_rows(blocks))
+        self.rows25 = [3 * n + 1 + np.arange(self.new25)]
         da, db = self._dense(cols)
         top = sp.hstack([base, sp.vstack([da, db, sp.csr_matrix((n + 1, len(cols)))])])
         a = sp.vstack([top, rows], format="csr")
@@ -414,6 +439,7 @@ class FastModel:
         self.lp = None
         self.hcol[:] = -1
         self.ncols = 2 * self.cone.n + 1
+        self.rows25 = []
         self.present[:] = False
         self.in_model[:] = False
         self.up[:] = False
@@ -457,7 +483,7 @@ class FastModel:
         0.001 to 1.0 14.7 s against 9.9 s (measured in this change's commit message).
         """
         if self.kind != "paper" or self.lp is None or self.lam is None or not self.present.all():
-            return self.paper(lam)
+            return self.paper(lam)  # (also after a :meth:`certified` re-solve that was not kept)
         n = self.cone.n
         self._model().change_coeffs(self.row_obj + np.arange(n), self.col_b + np.arange(n), np.full(n, float(lam)))
         self.lam = lam
@@ -467,6 +493,38 @@ class FastModel:
         if r.x is not None and self.present.all():
             self.seed = self.sides(r.x)
         return r
+
+    def dual_bound(self, r: SolveResult) -> float:
+        """A certified lower bound of the paper LP's optimum (every block, every row) from
+        the duals of ``r``, this model's last paper solve (:func:`.certificate.paper_bound`)."""
+        return paper_bound(self, r)
+
+    def certified(self, r: SolveResult) -> tuple[SolveResult, float]:
+        """``r`` (this model's last paper solve) and its :meth:`dual_bound`; when the bound is
+        more than :data:`CERTIFY_RTOL` relative below the objective, one more dual simplex
+        from the optimal basis with :data:`EXACT_OPTIONS`' tighter tolerances, kept when it is
+        optimal and its certified gap is smaller (otherwise the basis it left is discarded:
+        the next warm start begins from a fresh model). Why: unscaled (rooms beyond
+        :data:`SCALE_MAX_WIDTH`) the default tolerances stop measurably above the optimum, and
+        the tight ones from a cold start are unreliable (HiGHS called such models unbounded),
+        but from the near-optimal basis they finish in few pivots.
+        """
+        bound = self.dual_bound(r)
+        obj = float(r.objective) if r.objective is not None else np.nan
+        if r.status != 0 or not obj - bound > CERTIFY_RTOL * abs(obj) or self.lp is None:
+            return r, bound
+        lp = self.lp
+        lp.set_options({**EXACT_OPTIONS, "solver": "simplex", "simplex_strategy": 1})
+        r2 = lp.resolve(time_limit=self.deadline.solve_limit())
+        self.stats.record(r2)
+        lp.set_options(LOOSE_OPTIONS)
+        bound2 = self.dual_bound(r2) if r2.status == 0 else -np.inf
+        if r2.status == 0 and r2.objective is not None and float(r2.objective) - bound2 < obj - bound:
+            if self.present.all() and r2.x is not None:
+                self.seed = self.sides(r2.x)
+            return r2, bound2
+        self.lp = None  # its basis is no longer the kept optimum's: no warm start from it
+        return r, bound
 
     def normalised(self, t: float, c: NDArray[np.float64]) -> SolveResult:
         r"""Solve :math:`\min s` s.t. :math:`a - t b \le c\, s`, :math:`\sum b = n`, x in the cone."""
@@ -501,8 +559,9 @@ def concurrent_models(model: FastModel, count: int, workers: int | None = None) 
 
 def solve_papers(
     model: FastModel, lambdas: Sequence[float], workers: int | None = None
-) -> list[tuple[SolveResult, NDArray[np.float64] | None]]:
-    r"""The paper LP of every penalty in ``lambdas``: its result and ``(Y, z)`` point (``None`` if not optimal).
+) -> list[tuple[SolveResult, NDArray[np.float64] | None, float]]:
+    r"""The paper LP of every penalty in ``lambdas``: its result, ``(Y, z)`` point (``None`` if not
+    optimal) and certified lower bound of its optimum (:meth:`FastModel.dual_bound`).
 
     The first penalty is solved on ``model``, then the penalty nearest to it on the same
     model from its optimum (:meth:`FastModel.paper_warm`: a warm start in the dense regime,
@@ -519,22 +578,23 @@ def solve_papers(
     lams = [float(v) for v in lambdas]
     if not lams:
         return []
-    out: list[tuple[SolveResult, NDArray[np.float64] | None] | None] = [None] * len(lams)
+    out: list[tuple[SolveResult, NDArray[np.float64] | None, float] | None] = [None] * len(lams)
     near = 1 + int(np.argmin(np.abs(np.asarray(lams[1:]) - lams[0]))) if len(lams) > 1 else None
     far = [k for k in range(1, len(lams)) if k != near]
     stats = model.stats
     forks = {k: model.fork(stats.fork()) for k in far}
 
+    def done(m: FastModel, r: SolveResult) -> tuple[SolveResult, NDArray[np.float64] | None, float]:
+        r, bound = m.certified(r)
+        return r, None if r.x is None else m.point(r.x), bound
+
     def pair() -> None:
-        r = model.paper(lams[0])
-        out[0] = (r, None if r.x is None else model.point(r.x))
+        out[0] = done(model, model.paper(lams[0]))
         if near is not None:
-            r = model.paper_warm(lams[near])
-            out[near] = (r, None if r.x is None else model.point(r.x))
+            out[near] = done(model, model.paper_warm(lams[near]))
 
     def solve(k: int) -> None:
-        r = forks[k].paper(lams[k])
-        out[k] = (r, None if r.x is None else forks[k].point(r.x))
+        out[k] = done(forks[k], forks[k].paper(lams[k]))
 
     jobs = [pair] + [lambda k=k: solve(k) for k in far]
     workers = concurrent_models(model, len(jobs), workers)

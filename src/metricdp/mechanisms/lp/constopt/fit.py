@@ -117,9 +117,13 @@ def fit_at(
     if formulation == "fast":  # the penalties' LPs side by side (solve_papers)
         solved = solve_papers(FastModel(cone, deadline, stats), lambdas)
     else:
-        solved = [(r, x) for x, r in (paper_lp(cone, lam, deadline, stats) for lam in lambdas)]
-    for lam, (r, x) in zip(lambdas, solved, strict=True):
+        solved = [(r, x, np.nan) for x, r in (paper_lp(cone, lam, deadline, stats) for lam in lambdas)]  # no bound
+    for lam, (r, x, bound) in zip(lambdas, solved, strict=True):
         entry: dict[str, Any] = {"status": STATUS_NAMES.get(r.status, "numerical/other"), "message": r.message}
+        if not np.isnan(bound) and r.objective is not None:  # fast: the certificate of this LP's optimum
+            entry.update(dual_bound=bound if np.isfinite(bound) else None,
+                         gap=(float(r.objective) - bound) / max(abs(float(r.objective)), 1e-300)
+                         if np.isfinite(bound) else None)
         if x is not None:
             x = polish(cone, x)
             cand = Candidate("paper", lam, ratios(cone, x), x)
