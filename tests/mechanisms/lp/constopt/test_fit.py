@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from metricdp.errors import SolverError, ValidationError
@@ -95,6 +95,7 @@ def test_black_hole_beats_the_exponential_mechanism() -> None:
 @pytest.mark.slow
 @settings(max_examples=20)
 @given(seed=st.integers(0, 10_000), n=st.integers(4, 9), eps=st.floats(0.3, 2.5), clustered=st.booleans())
+@example(seed=0, n=5, eps=1.5, clustered=True)  # stalled within the solver's tolerances before the tight re-solve
 def test_normalised_fit_is_never_worse_and_certified(seed: int, n: int, eps: float, clustered: bool) -> None:
     space = random_space(seed, n, dim=2, clustered=clustered)
     r = min(3, n - 1)

@@ -513,11 +513,7 @@ class FastModel:
         obj = float(r.objective) if r.objective is not None else np.nan
         if r.status != 0 or not obj - bound > CERTIFY_RTOL * abs(obj) or self.lp is None:
             return r, bound
-        lp = self.lp
-        lp.set_options({**EXACT_OPTIONS, "solver": "simplex", "simplex_strategy": 1})
-        r2 = lp.resolve(time_limit=self.deadline.solve_limit())
-        self.stats.record(r2)
-        lp.set_options(LOOSE_OPTIONS)
+        r2 = self.tight()
         bound2 = self.dual_bound(r2) if r2.status == 0 else -np.inf
         if r2.status == 0 and r2.objective is not None and float(r2.objective) - bound2 < obj - bound:
             if self.present.all() and r2.x is not None:
@@ -525,6 +521,16 @@ class FastModel:
             return r2, bound2
         self.lp = None  # its basis is no longer the kept optimum's: no warm start from it
         return r, bound
+
+    def tight(self) -> SolveResult:
+        """The last LP once more, by dual simplex from its basis with :data:`EXACT_OPTIONS`'
+        tolerances (the default options restored after)."""
+        lp = self._model()
+        lp.set_options({**EXACT_OPTIONS, "solver": "simplex", "simplex_strategy": 1})
+        r = lp.resolve(time_limit=self.deadline.solve_limit())
+        self.stats.record(r)
+        lp.set_options(LOOSE_OPTIONS)
+        return r
 
     def normalised(self, t: float, c: NDArray[np.float64]) -> SolveResult:
         r"""Solve :math:`\min s` s.t. :math:`a - t b \le c\, s`, :math:`\sum b = n`, x in the cone."""
@@ -637,6 +643,13 @@ def dinkelbach(
         t_try = t * (1.0 - rtol) if shift else t
         r = model.normalised(t_try, b / b.mean())
         its += 1
+        if r.status == 0 and shift:
+            xr, final = r.optimum("constopt")
+            if not final > 0 and not float(ratios(cone, polish(cone, model.point(xr))).max()) < t:
+                # feasible at t(1 - rtol) only within the solver's tolerances, yet no better
+                # point: once more from its basis with tight tolerances, which decides it
+                r = model.tight()
+                its += 1
         if r.status != 0:
             status = STATUS_NAMES.get(r.status, "numerical/other")
             break
