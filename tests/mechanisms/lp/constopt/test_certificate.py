@@ -35,7 +35,7 @@ def test_lower_bound_by_hand() -> None:
 def test_dual_bound_certifies_the_reference_optimum_to_1e_9(epsilon: float, seed: int, n: int) -> None:
     """Scaled models (rooms <= SCALE_MAX_WIDTH), sparse and dense regimes, lambda 0 included:
     the bound is below the reference formulation's optimum and within 1e-9 relative of it."""
-    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.fast_fits import solve_papers
     from metricdp.mechanisms.lp.constopt.reference import paper_lp
     from metricdp.mechanisms.lp.constopt.stats import FitStats
     from metricdp.mechanisms.lp.deadline import Deadline
@@ -85,7 +85,7 @@ def test_large_eps_d_paper_lps_are_certified_to_1e_9_by_the_tight_resolve() -> N
     """Issue 37: beyond SCALE_MAX_WIDTH the default tolerances stop measurably above the
     optimum (the reference formulation's own optimum is 1e-6 above the certified bound here);
     :meth:`FastModel.certified` re-solves from the basis until the certificate closes."""
-    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.fast_fits import solve_papers
     from metricdp.mechanisms.lp.constopt.reference import paper_lp
     from metricdp.mechanisms.lp.constopt.stats import FitStats
     from metricdp.mechanisms.lp.deadline import Deadline

@@ -112,7 +112,7 @@ def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
     on unseeded forks beside them, so the number of threads changes nothing (bitwise the
     same points and counts), and every one is the reference formulation's LP optimum (one
     plain HiGHS model, :func:`paper_lp`) to 1e-9."""
-    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.fast_fits import solve_papers
     from metricdp.mechanisms.lp.constopt.reference import paper_lp
     from metricdp.mechanisms.lp.constopt.stats import FitStats
     from metricdp.mechanisms.lp.deadline import Deadline
@@ -174,7 +174,7 @@ def test_solve_papers_warm_neighbour_from_or_to_a_zero_penalty(lams: tuple[float
     """A penalty 0 leaves its coefficients out of the model; the warm start adds or removes
     them (n coefficient changes), in any order of the lambdas: each result is the
     reference optimum to 1e-9 and comes back in the order asked."""
-    from metricdp.mechanisms.lp.constopt.fast import solve_papers
+    from metricdp.mechanisms.lp.constopt.fast_fits import solve_papers
     from metricdp.mechanisms.lp.constopt.reference import paper_lp
     from metricdp.mechanisms.lp.constopt.stats import FitStats
     from metricdp.mechanisms.lp.deadline import Deadline
@@ -241,13 +241,13 @@ def test_a_failed_interior_point_falls_back_to_the_dual_simplex(monkeypatch: pyt
 
 
 def test_concurrent_models_follow_the_cpus_the_count_and_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    from metricdp.mechanisms.lp.constopt import fast
+    from metricdp.mechanisms.lp.constopt import fast_fits
 
     model = _fast_model(random_space(3, 20, dim=2), 1.0, 3)
-    per_model = fast.MODEL_BYTES_PER_NONZERO * (model.dza.nnz + model.dzb.nnz)
-    monkeypatch.setattr(fast, "memory_limit", lambda: 4.0 * 3 * per_model)  # a quarter holds 3 models
-    assert fast.concurrent_models(model, 2, 8) == 2  # the count
-    assert fast.concurrent_models(model, 5, 2) == 2  # the workers asked for
-    assert fast.concurrent_models(model, 5, 8) == 3  # the memory
-    monkeypatch.setattr(fast, "memory_limit", lambda: 1.0)
-    assert fast.concurrent_models(model, 5, 8) == 1  # never below one
+    per_model = fast_fits.MODEL_BYTES_PER_NONZERO * (model.dza.nnz + model.dzb.nnz)
+    monkeypatch.setattr(fast_fits, "memory_limit", lambda: 4.0 * 3 * per_model)  # a quarter holds 3 models
+    assert fast_fits.concurrent_models(model, 2, 8) == 2  # the count
+    assert fast_fits.concurrent_models(model, 5, 2) == 2  # the workers asked for
+    assert fast_fits.concurrent_models(model, 5, 8) == 3  # the memory
+    monkeypatch.setattr(fast_fits, "memory_limit", lambda: 1.0)
+    assert fast_fits.concurrent_models(model, 5, 8) == 1  # never below one

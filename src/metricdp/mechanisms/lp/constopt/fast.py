@@ -3,32 +3,26 @@ r"""ConstOPTMech's fast formulation: one warm-started model with column and row 
 :class:`FastModel` solves the paper's reduced LP (one penalty at a time) or the
 normalised fit's parametric LPs on a HiGHS model (through :class:`.._solve.LPModel`)
 that holds only the output columns and rows (22) that matter, priced from the duals;
-:func:`dinkelbach` drives it to the normalised fit's optimum (Crouzeix, Ferland and
-Schaible 1985). Same optima as the reference formulation (:mod:`.reference`).
+:mod:`.fast_fits` drives it (the paper's penalties side by side, Dinkelbach's iterations to
+the normalised fit's optimum). Same optima as the reference formulation (:mod:`.reference`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ...._resources import memory_limit, usable_cpus
-from .._solve import STATUS_NAMES, LPModel, SolveResult
+from .._solve import LPModel, SolveResult
 from ..deadline import Deadline
 from .certificate import paper_bound
-from .cone import Cone, dense_rows, pair_rows, polish, ratios
+from .cone import Cone, dense_rows, pair_rows
 from .stats import FitStats
 
-__all__ = [
-    "DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "MODEL_BYTES_PER_NONZERO", "SCALE_MAX_WIDTH", "FastModel",
-    "concurrent_models", "dinkelbach", "solve_papers",
-]
+__all__ = ["DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "FastModel"]
 
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
 PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
@@ -197,7 +191,7 @@ class FastModel:
         """A model of the same cone with no HiGHS model yet, this one's seed and its own ``stats``.
 
         Shares the read-only coefficient arrays (no copy); every array a solve writes is
-        its own, so a fork solves in another thread beside this one (:func:`solve_papers`).
+        its own, so a fork solves in another thread beside this one (:func:`.fast_fits.solve_papers`).
         """
         twin = copy.copy(self)
         twin.stats, twin.kind, twin.lam, twin.rcz = stats, "", None, np.zeros(self.cone.nfree)
@@ -478,7 +472,7 @@ class FastModel:
         objective rows (18). Every :math:`B_u` at its bound 1 keeps the basis matrix, so the
         previous optimal basis stays dual feasible there and the dual simplex restores
         primal feasibility from it; with every block present, no pricing follows. Why only
-        for a near penalty (:func:`solve_papers`): from lambda 0.001 to 0.1 on GloVe n = 400
+        for a near penalty (:func:`.fast_fits.solve_papers`): from lambda 0.001 to 0.1 on GloVe n = 400
         this took 4.3 s of CPU against 11.0 s for the fresh interior point at eps 2, but from
         0.001 to 1.0 14.7 s against 9.9 s (measured in this change's commit message).
         """
@@ -544,135 +538,3 @@ class FastModel:
         self._model().change_coeffs(np.r_[rows, rows], np.r_[self.col_b + np.arange(n), np.full(n, self.col_s)],
                                     np.r_[np.full(n, -t), -np.asarray(c, dtype=np.float64)])
         return self._solve(None)
-
-
-#: Bytes one HiGHS model of the paper fit is assumed to take per nonzero of the dense rows
-#: a(x), b(x) (its matrix, factor and IPX workspace, generously): caps the concurrent forks.
-MODEL_BYTES_PER_NONZERO = 256
-
-
-def concurrent_models(model: FastModel, count: int, workers: int | None = None) -> int:
-    """How many of ``count`` forks of ``model`` to solve at once: ``workers`` (default: the
-    CPUs this process may use), at most ``count``, and only as many models as fit in a
-    quarter of :func:`~metricdp._resources.memory_limit` (at least 1: one model at a time is
-    the sequential fit's own footprint)."""
-    if workers is None:
-        workers = usable_cpus()
-    per_model = MODEL_BYTES_PER_NONZERO * float(model.dza.nnz + model.dzb.nnz)
-    fit = int(0.25 * memory_limit() // max(per_model, 1.0))
-    return max(1, min(int(workers), count, fit))
-
-
-def solve_papers(
-    model: FastModel, lambdas: Sequence[float], workers: int | None = None
-) -> list[tuple[SolveResult, NDArray[np.float64] | None, float]]:
-    r"""The paper LP of every penalty in ``lambdas``: its result, ``(Y, z)`` point (``None`` if not
-    optimal) and certified lower bound of its optimum (:meth:`FastModel.dual_bound`).
-
-    The first penalty is solved on ``model``, then the penalty nearest to it on the same
-    model from its optimum (:meth:`FastModel.paper_warm`: a warm start in the dense regime,
-    a fresh model otherwise). Every other penalty is solved on its own fresh
-    :meth:`FastModel.fork` of ``model``, taken before the first solve (so unseeded), beside
-    that pair from the start, on up to ``workers`` threads in all (:func:`concurrent_models`;
-    HiGHS releases the GIL while it solves). Why: a warm start pays only from a near
-    penalty, and a far one that waits for the first one's seed puts two interior points
-    one after the other on the wall clock. Each fork keeps its own statistics, merged into
-    ``model.stats`` in the order of ``lambdas`` afterwards, and its own HiGHS instance, and
-    no model depends on another's timing: one thread gives exactly the models that several
-    do.
-    """
-    lams = [float(v) for v in lambdas]
-    if not lams:
-        return []
-    out: list[tuple[SolveResult, NDArray[np.float64] | None, float] | None] = [None] * len(lams)
-    near = 1 + int(np.argmin(np.abs(np.asarray(lams[1:]) - lams[0]))) if len(lams) > 1 else None
-    far = [k for k in range(1, len(lams)) if k != near]
-    stats = model.stats
-    forks = {k: model.fork(stats.fork()) for k in far}
-
-    def done(m: FastModel, r: SolveResult) -> tuple[SolveResult, NDArray[np.float64] | None, float]:
-        r, bound = m.certified(r)
-        return r, None if r.x is None else m.point(r.x), bound
-
-    def pair() -> None:
-        out[0] = done(model, model.paper(lams[0]))
-        if near is not None:
-            out[near] = done(model, model.paper_warm(lams[near]))
-
-    def solve(k: int) -> None:
-        out[k] = done(forks[k], forks[k].paper(lams[k]))
-
-    jobs = [pair] + [lambda k=k: solve(k) for k in far]
-    workers = concurrent_models(model, len(jobs), workers)
-    if workers == 1:
-        for job in jobs:
-            job()
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(job) for job in jobs]:
-                future.result()
-    for k in far:
-        stats.merge(forks[k].stats)
-    return [entry for entry in out if entry is not None]
-
-
-def dinkelbach(
-    model: FastModel, x0: NDArray[np.float64], rtol: float
-) -> tuple[NDArray[np.float64], dict[str, Any]]:
-    r"""Dinkelbach-type iterations for :math:`t^\star = \min_{x \in C} \max_u a_u(x)/b_u(x)`.
-
-    The scaled variant of Crouzeix, Ferland and Schaible: from the incumbent
-    :math:`x_k` of value :math:`t_k`, solve
-
-    .. math:: F(t) = \min s \ \text{s.t.}\ a_u(x) - t\, b_u(x) \le s\, b_u(x_k)\ (\forall u),
-              \ \sum_u b_u(x) = n,\ x \in C
-
-    at :math:`t = t_k`; its solution has value :math:`\le t_k` and becomes the incumbent
-    (superlinear convergence, finite on an LP). When an iteration improves by less than
-    ``rtol`` relative, the next LP is solved at :math:`t = t_k(1 - \text{rtol})`: if
-    :math:`F > 0` there, no point of the cone has value :math:`\le t` (every direction
-    of C with positive rows scales onto the normalisation), which certifies
-    :math:`t^\star > t_k(1 - \text{rtol})`; otherwise its solution improves by at least
-    ``rtol`` and the iterations go on.
-    """
-    cone = model.cone
-    x, t = x0, float(ratios(cone, x0).max())
-    its, status, lower, final, shift = 0, "certified", None, None, False
-    while True:
-        b = cone.matrix(x).sum(axis=1)
-        t_try = t * (1.0 - rtol) if shift else t
-        r = model.normalised(t_try, b / b.mean())
-        its += 1
-        if r.status == 0 and shift:
-            xr, final = r.optimum("constopt")
-            if not final > 0 and not float(ratios(cone, polish(cone, model.point(xr))).max()) < t:
-                # feasible at t(1 - rtol) only within the solver's tolerances, yet no better
-                # point: once more from its basis with tight tolerances, which decides it
-                r = model.tight()
-                its += 1
-        if r.status != 0:
-            status = STATUS_NAMES.get(r.status, "numerical/other")
-            break
-        xr, final = r.optimum("constopt")
-        if shift and final > 0:
-            lower = t_try
-            break
-        x_new = polish(cone, model.point(xr))
-        t_new = float(ratios(cone, x_new).max())
-        if t_new < t:
-            shift = not t_new < t * (1.0 - rtol)
-            x, t = x_new, t_new
-        elif shift:  # feasible at t(1 - rtol) by the solver, yet no better point: numerics
-            status = "stalled"
-            break
-        else:
-            shift = True
-    info = {
-        "t": t,
-        "lower_bound": lower,
-        "certified": lower is not None,
-        "iterations": its,
-        "status": status,
-        "final_objective": final,
-    }
-    return x, info

@@ -23,7 +23,8 @@ from ..deadline import Deadline
 from ..repair import repair, repair_free
 from ..retry import CONSTOPT
 from .cone import Cone, build_cone, mechanism_rows, polish, ratios
-from .fast import FastModel, dinkelbach, solve_papers
+from .fast import FastModel
+from .fast_fits import dinkelbach, solve_papers
 from .reference import bisection, paper_lp
 from .stats import FitStats, lp_info
 
