@@ -170,3 +170,22 @@ def test_plot_grid_writes_png(tmp_path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValidationError):
         plot_grid(path, [], xlabel="x", ylabel="y")
+
+
+def test_tune_stops_where_eps_tight_jumps_across_the_target() -> None:
+    """eps_tight(x) = x / 2 below x = 1 and x above: 0.75 is never reached; the search says where it jumps."""
+    pts = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
+    built: list[float] = []
+
+    def build(x: float) -> Mechanism:
+        built.append(x)
+        e = x / 2 if x < 1.0 else x
+        a = math.exp(e) / (1 + math.exp(e))
+        return Mechanism(np.array([[a, 1 - a], [1 - a, a]]), pts, max(x, e), "toy")
+
+    res = tu.tune_to_eps_tight(build, 0.75, delta=0.0, rtol=1e-6, max_evaluations=200)
+    assert not res.converged
+    assert res.stopped_by.startswith("eps_tight jumps from 0.5 to 1 across the target 0.75 at nominal eps ")
+    assert float(res.stopped_by.rsplit(" ", 1)[1]) == pytest.approx(1.0, rel=1e-5)
+    assert len(built) < 200  # stopped by the jump, not by the budget
+    assert res.eps_tight in (pytest.approx(0.5, rel=1e-5), pytest.approx(1.0, rel=1e-5))

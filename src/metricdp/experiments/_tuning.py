@@ -101,8 +101,9 @@ class Tuned:
     history : tuple of (nominal, eps_tight)
         Every evaluation, in order.
     stopped_by : str
-        Empty, or the error (not a time limit) of the build that ended the search
-        early; the closest mechanism found before it is returned (``converged=False``).
+        Empty, or why the search ended early (``converged=False``, the closest mechanism
+        found returned): the error (not a time limit) of a build, or eps_tight jumping
+        across the target within :data:`JUMP_RTOL` of one nominal eps.
     """
 
     epsilon: float
@@ -119,6 +120,11 @@ class Tuned:
 
 def _log(v: float) -> float:
     return math.log(v) if v > 0 else -math.inf
+
+
+#: The bracket's width in log nominal eps below which the search stops: eps_tight jumps
+#: across the target there (``stopped_by`` says so), no nominal eps reaches it.
+JUMP_RTOL = 1e-6
 
 
 def tune_to_eps_tight(
@@ -229,6 +235,14 @@ def tune_to_eps_tight(
                 ) from None
             continue
         (xl, rl), (xh, rh) = lo, hi
+        if abs(xh - xl) <= JUMP_RTOL:
+            # the bracket has closed on one nominal eps and eps_tight still jumps across the
+            # target there (an LP's optimal vertex changes): no nominal eps reaches it
+            _, bx, bm = best
+            f_lo, f_hi = target * math.exp(rl), target * math.exp(rh)
+            return finish(bx, measured_eps_tight(bm, delta)[0], bm, False,
+                          f"eps_tight jumps from {f_lo:.6g} to {f_hi:.6g} across the target {target:g} at "
+                          f"nominal eps {math.exp(xl):.9g}")
         if not math.isfinite(rl):
             nxt = 0.5 * (xl + xh)
         else:
