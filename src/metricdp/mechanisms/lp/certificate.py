@@ -54,8 +54,16 @@ from numpy.typing import ArrayLike, NDArray
 from ._solve import LPModel
 from .pairs import pair_blocks
 
-__all__ = ["Bound", "LPProblem", "bound_from_duals", "bound_from_multipliers", "lower_bound", "near_binding",
-           "optmech_lp"]
+__all__ = [
+    "Bound",
+    "LPProblem",
+    "bound_from_duals",
+    "bound_from_multipliers",
+    "lower_bound",
+    "near_binding",
+    "optmech_lp",
+    "ranged_bound",
+]
 
 #: Exponents above this are clipped when writing factors e^{eps d} (rows with such factors
 #: never bind in a mechanism with non-negligible entries; clipping a row makes it stricter,
@@ -188,6 +196,38 @@ def optmech_lp(
     return LPProblem(c, a_eq, np.ones(n), a_ub, np.zeros(a_ub.shape[0]), np.zeros(nvar), upper, simplex=n)
 
 
+def ranged_bound(
+    cost: NDArray[np.float64],
+    a: sp.spmatrix | sp.sparray,
+    row_lo: NDArray[np.float64],
+    row_hi: NDArray[np.float64],
+    box_lo: NDArray[np.float64],
+    box_hi: NDArray[np.float64],
+    row_dual: NDArray[np.float64],
+) -> float:
+    r"""A weak-duality lower bound of :math:`\min c^\top x` s.t. ``row_lo <= A x <= row_hi``,
+    ``box_lo <= x <= box_hi`` from any ``row_dual`` y (``-inf`` when none is finite): with y
+    clipped to the sign its finite row bound allows and :math:`r = c - A^\top y`,
+    :math:`c^\top x \ge \sum_i \min(y_i L_i, y_i U_i) + \sum_j \min(r_j l_j, r_j u_j)`
+    (Neumaier and Shcherbina 2004).
+
+    ``box_lo``, ``box_hi``: column bounds containing some optimal solution (the LP's own
+    where finite). Summed exactly (``math.fsum``): the terms cancel to the optimum, and
+    a rounded sum would lose digits at large eps.
+    """
+    y = np.asarray(row_dual, dtype=np.float64)
+    y = np.where((y > 0) & ~np.isfinite(row_lo), 0.0, y)
+    y = np.where((y < 0) & ~np.isfinite(row_hi), 0.0, y)
+    rows = np.where(y > 0, y * np.where(np.isfinite(row_lo), row_lo, 0.0),
+                    y * np.where(np.isfinite(row_hi), row_hi, 0.0))
+    r = np.asarray(cost, dtype=np.float64) - sp.csc_matrix(a).T @ y
+    with np.errstate(invalid="ignore"):  # 0 * inf: a zero reduced cost contributes 0
+        cols = np.where(r > 0, r * box_lo, np.where(r < 0, r * box_hi, 0.0))
+    if not np.all(np.isfinite(cols)) or not np.all(np.isfinite(rows)):
+        return -np.inf
+    return float(math.fsum(np.concatenate([rows, cols]).tolist()))
+
+
 def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike) -> float:
     r"""The weak-duality bound of the module docstring for any multipliers (``y_ub`` clipped to <= 0).
 
@@ -221,9 +261,9 @@ def bound_from_multipliers(problem: LPProblem, y_eq: ArrayLike, y_ub: ArrayLike)
         take[h.sum(axis=1) < 1.0] = np.eye(1, n)[0]  # bounds that do not fill the row: min_w r
         rest = np.minimum(r[n * n:] * problem.lower[n * n:], r[n * n:] * problem.upper[n * n:])
         return math.fsum(np.r_[yu * problem.b_ub, (rs * take).ravel(), rest].tolist())
-    r = problem.c - problem.a_eq.T @ ye - problem.a_ub.T @ yu
-    terms = np.minimum(r * problem.lower, r * problem.upper)
-    return math.fsum(np.r_[ye * problem.b_eq, yu * problem.b_ub, terms].tolist())
+    return ranged_bound(problem.c, sp.vstack([problem.a_eq, problem.a_ub]),
+                        np.r_[problem.b_eq, np.full(len(problem.b_ub), -np.inf)], np.r_[problem.b_eq, problem.b_ub],
+                        problem.lower, problem.upper, np.r_[ye, yu])
 
 
 def bound_from_duals(

@@ -9,26 +9,26 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from metricdp.mechanisms.lp.certificate import ranged_bound
 from metricdp.mechanisms.lp.constopt import constopt
-from metricdp.mechanisms.lp.constopt.certificate import lower_bound
 from tests.helpers import random_space
 from tests.mechanisms.lp.constopt.test_fast import _fast_model
 
 
-def test_lower_bound_by_hand() -> None:
+def test_ranged_bound_by_hand() -> None:
     # min x1 + 2 x2  s.t.  x1 + x2 >= 1,  x1 - x2 <= 0.5,  0 <= x <= 10: optimum 1.25 at (0.75, 0.25)
     cost = np.array([1.0, 2.0])
     a = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
     lo, hi = np.array([1.0, -np.inf]), np.array([np.inf, 0.5])
     blo, bhi = np.zeros(2), np.full(2, 10.0)
-    assert lower_bound(cost, a, lo, hi, blo, bhi, np.array([1.5, -0.5])) == pytest.approx(1.25, abs=1e-15)
+    assert ranged_bound(cost, a, lo, hi, blo, bhi, np.array([1.5, -0.5])) == pytest.approx(1.25, abs=1e-15)
     # any multipliers give at most the optimum: y = (1, 0): 1 + 0 + 1 * 0 (r = (0, 1) >= 0) = 1
-    assert lower_bound(cost, a, lo, hi, blo, bhi, np.array([1.0, 0.0])) == 1.0
+    assert ranged_bound(cost, a, lo, hi, blo, bhi, np.array([1.0, 0.0])) == 1.0
     # a wrong sign on the <= row is clipped to 0; (2, 0): r = (-1, 0), the box pays: 2 - 10 = -8
-    assert lower_bound(cost, a, lo, hi, blo, bhi, np.array([1.0, 3.0])) == 1.0
-    assert lower_bound(cost, a, lo, hi, blo, bhi, np.array([2.0, 0.0])) == -8.0
+    assert ranged_bound(cost, a, lo, hi, blo, bhi, np.array([1.0, 3.0])) == 1.0
+    assert ranged_bound(cost, a, lo, hi, blo, bhi, np.array([2.0, 0.0])) == -8.0
     # without an upper box a negative reduced cost gives no bound
-    assert lower_bound(cost, a, lo, hi, blo, np.full(2, np.inf), np.array([2.0, 0.0])) == -np.inf
+    assert ranged_bound(cost, a, lo, hi, blo, np.full(2, np.inf), np.array([2.0, 0.0])) == -np.inf
 
 
 @pytest.mark.parametrize(("epsilon", "seed", "n"), [(0.1, 3, 12), (0.5, 0, 40), (1.0, 2, 40), (3.0, 0, 30)])

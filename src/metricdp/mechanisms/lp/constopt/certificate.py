@@ -1,5 +1,6 @@
 r"""Weak-duality lower bounds for the paper-fit LPs from any row multipliers (issue 37's certificate):
-:func:`lower_bound` for any LP, :func:`paper_bound` for a :class:`~.fast.FastModel` solve.
+:func:`paper_bound` for a :class:`~.fast.FastModel` solve, through
+:func:`..certificate.ranged_bound` (any LP with ranged rows and a box).
 
 For :math:`\min c^\top x` s.t. :math:`L \le Ax \le U`, :math:`l \le x \le u`, and any
 row multipliers :math:`y`, every feasible x has
@@ -30,45 +31,18 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from .._solve import SolveResult
+from ..certificate import ranged_bound
 
 if TYPE_CHECKING:
     from .fast import FastModel
 
-__all__ = ["lower_bound", "paper_bound"]
-
-
-def lower_bound(
-    cost: NDArray[np.float64],
-    a: sp.spmatrix | sp.sparray,
-    row_lo: NDArray[np.float64],
-    row_hi: NDArray[np.float64],
-    box_lo: NDArray[np.float64],
-    box_hi: NDArray[np.float64],
-    row_dual: NDArray[np.float64],
-) -> float:
-    """The weak-duality bound of the module docstring (``-inf`` when none is finite).
-
-    ``box_lo``, ``box_hi``: column bounds containing some optimal solution (the LP's own
-    where finite). Summed exactly (``math.fsum``): the terms cancel to the optimum, and
-    a rounded sum would lose digits at large eps.
-    """
-    y = np.asarray(row_dual, dtype=np.float64)
-    y = np.where((y > 0) & ~np.isfinite(row_lo), 0.0, y)
-    y = np.where((y < 0) & ~np.isfinite(row_hi), 0.0, y)
-    rows = np.where(y > 0, y * np.where(np.isfinite(row_lo), row_lo, 0.0),
-                    y * np.where(np.isfinite(row_hi), row_hi, 0.0))
-    r = np.asarray(cost, dtype=np.float64) - sp.csc_matrix(a).T @ y
-    with np.errstate(invalid="ignore"):  # 0 * inf: a zero reduced cost contributes 0
-        cols = np.where(r > 0, r * box_lo, np.where(r < 0, r * box_hi, 0.0))
-    if not np.all(np.isfinite(cols)) or not np.all(np.isfinite(rows)):
-        return -np.inf
-    return float(math.fsum(np.concatenate([rows, cols]).tolist()))
+__all__ = ["paper_bound"]
 
 
 def paper_bound(model: FastModel, r: SolveResult) -> float:
     r"""A certified lower bound of the paper LP's optimum (every block, every row) from
     the duals of ``r``, this model's last paper solve (weak duality, as in
-    :func:`lower_bound`).
+    :func:`..certificate.ranged_bound`).
 
     The Lagrangian keeps the duals of the dense rows, the objective rows and the rows
     (22) in the model (the rows (22) not in it get 0), and minimises exactly over each
@@ -141,7 +115,7 @@ def paper_bound(model: FastModel, r: SolveResult) -> float:
                     fw, weights=np.where(re < 0, re * ebox, 0.0), minlength=n)
         blocks.append(np.where(np.isnan(term), -np.inf, term))
     # rows: every row is <= 0 or = 0 but the free normalisation row; the same in both
-    rows = lower_bound(np.zeros(0), sp.csc_matrix((len(y), 0)), row_lo, row_hi, np.zeros(0), np.zeros(0), y)
+    rows = ranged_bound(np.zeros(0), sp.csc_matrix((len(y), 0)), row_lo, row_hi, np.zeros(0), np.zeros(0), y)
     aux = (cost - mat.T @ y)[: 2 * n + 1]  # A, B, s touch no row (25)
     with np.errstate(invalid="ignore"):
         aux_term = np.where(aux > 0, aux * aux_lo, np.where(aux < 0, aux * aux_hi, 0.0))
