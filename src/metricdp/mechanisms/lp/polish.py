@@ -367,8 +367,7 @@ def _pass(
         m = _matrix(exact.x, scale, kernel, diag)  # within VERTEX_RTOL of a point that met every row
     elif exact is not None:  # not HiGHS's basis after all (ill-conditioned): its own point and duals
         exact = None
-    row_loss = (loss * m).sum(axis=1)
-    obj = float(prior @ row_loss) if prior is not None else float(row_loss.max())
+    obj = _loss(m, loss, prior)
     triples = (pu[k_all], pv[k_all], w_all)
     if exact is not None:
         y, r = exact.y, exact.r
