@@ -122,6 +122,15 @@ def _checkins(path: Path, per_person: dict[str, int]) -> Path:
     return path
 
 
+def _checkins_as(tmp_path: Path, per_person: dict[str, int], suffix: str) -> Path:
+    """:func:`_checkins` as ``in.csv`` or, for ``.parquet``, the same table as ``in.parquet``."""
+    inp = _checkins(tmp_path / "in.csv", per_person)
+    if suffix != ".parquet":
+        return inp
+    pq.write_table(pacsv.read_csv(inp), tmp_path / "in.parquet")
+    return tmp_path / "in.parquet"
+
+
 def _rows(path: Path) -> list[list[str]]:
     if path.suffix == ".parquet":
         t = pq.read_table(path)
@@ -139,10 +148,7 @@ def _release(mech, inp: Path, out: Path, acc: Accounting, one_pass: bool, rng: o
 @pytest.mark.usefixtures("books")
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_one_read_equals_two_passes_when_every_row_is_kept(mech, tmp_path: Path, suffix: str) -> None:
-    inp = _checkins(tmp_path / "in.csv", {"ann": 5, "bob": 3, "cy": 1})
-    if suffix == ".parquet":
-        pq.write_table(pacsv.read_csv(inp), tmp_path / "in.parquet")
-        inp = tmp_path / "in.parquet"
+    inp = _checkins_as(tmp_path, {"ann": 5, "bob": 3, "cy": 1}, suffix)
     acc = Accounting("user", budget=5.0)
     one = _release(mech, inp, tmp_path / f"a{suffix}", acc, True)
     two = _release(mech, inp, tmp_path / f"b{suffix}", acc, False)
@@ -154,10 +160,7 @@ def test_one_read_equals_two_passes_when_every_row_is_kept(mech, tmp_path: Path,
 @pytest.mark.usefixtures("books")
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_one_read_withholds_whole_records_under_cap_and_drop(mech, tmp_path: Path, suffix: str) -> None:
-    inp = _checkins(tmp_path / "in.csv", {"ann": 7, "bob": 4, "cy": 1})
-    if suffix == ".parquet":
-        pq.write_table(pacsv.read_csv(inp), tmp_path / "in.parquet")
-        inp = tmp_path / "in.parquet"
+    inp = _checkins_as(tmp_path, {"ann": 7, "bob": 4, "cy": 1}, suffix)
     true = {r[2]: r for r in _rows(inp)}
     for acc, most in ((Accounting("user", max_rows_per_user=2), 2),
                       (Accounting("user", budget=1.5, policy="drop"), 3)):
