@@ -2,7 +2,7 @@ r"""Compiled IBU loops (numba, the optional ``fast`` extra): one row's whole ite
 
 :func:`metricdp.estimation.ibu` spends about a dozen numpy calls per update; on k = 100
 categories each call's overhead outweighs the arithmetic, and multi-freq-ldpy's numba IBU
-was faster per update (benchmarks/RESULTS.md, "Issue 36"). These kernels run the same
+was faster per update (benchmarks/RESULTS.md, "IBU against multi-freq-ldpy"). These kernels run the same
 update, the same stopping rule and the same 0/0 convention as the numpy loop in
 ``estimation.py`` (which stays the reference the tests compare them with, to 1e-12), for
 one row of counts at a time:

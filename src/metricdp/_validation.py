@@ -205,7 +205,7 @@ def check_triangle_inequality(
 
     Blocked min-plus product: for a block of rows i, ``min_k d(i,k) + d(k,j)`` is built
     one k at a time in place (O(n^3) flops, O(block * n) memory, no Python loop over
-    triples). n = 5,000 takes about a minute on 2 cores.
+    triples).
     """
     n = d.shape[0]
     limit = d * (1 - METRIC_RTOL)

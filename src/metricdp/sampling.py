@@ -11,7 +11,7 @@ floating-point attacks on DP samplers (Mironov, "On significance of the least
 significant bits for differential privacy", CCS 2012): the inverse-CDF sampler with
 53-bit uniforms never draws outputs of probability below about :math:`2^{-53}` from some
 inputs while it can from others, which makes a truncated geometric mechanism at
-:math:`\varepsilon = 1` infinitely private-violating from n = 60 (issue 22). The
+:math:`\varepsilon = 1` infinitely private-violating from n = 60 (``docs/proofs/exact_sampling.md``). The
 method follows the discrete samplers of Canonne, Kamath and Steinke ("The discrete
 Gaussian for differential privacy", NeurIPS 2020, Section 5): integer arithmetic on
 random bits, never a float.

@@ -131,8 +131,8 @@ if njit is not None:  # pragma: no branch
                    out: Any) -> None:
         """``out[i] = HMAC(prefix || [be64 len] || data[offs[i]:offs[i+1]])[:out.shape[1]]`` for every i.
 
-        Serial: on the two shared cores it was measured on, a ``prange`` over chunks of ids cost
-        more CPU (thread start and scheduling) than it saved in wall time.
+        Serial: a ``prange`` over chunks of ids cost more CPU (thread start and scheduling) than
+        it saved in wall time.
         """
         state = np.empty(8, dtype=np.uint64)
         block = np.empty(64, dtype=np.uint8)

@@ -1,6 +1,6 @@
 """``metricdp bench lp``: the LP benchmark (:mod:`metricdp.experiments.bench_lp`); ``metricdp bench sample``: the
-exact sampler (:mod:`metricdp.experiments.bench_sample`); ``metricdp bench text``: the text mechanisms of issue 23
-(:mod:`metricdp.experiments.bench_text`)."""
+exact sampler (:mod:`metricdp.experiments.bench_sample`); ``metricdp bench text``: the matrix-free text
+mechanisms (:mod:`metricdp.experiments.bench_text`)."""
 
 from __future__ import annotations
 
@@ -194,11 +194,11 @@ def register(app: typer.Typer) -> None:
         quick: Annotated[bool, typer.Option("--quick", help="Ledger variant smoke run: 20,000 rows, 1,000 persons, "
                                             "50 points, CSV.")] = False,
     ) -> None:
-        """Throughput (rows/s) and peak memory of ``metricdp privatize`` (issue 25 targets).
+        """Throughput (rows/s) and peak memory of ``metricdp privatize``.
 
         A 1,000-point mechanism and files of N rows (id, word); every command in a fresh
         process, peak RSS from /usr/bin/time -v. The table goes to stdout (markdown).
-        With --persons (or --quick): the ledger's overhead (issue 33).
+        With --persons (or --quick): the ledger's overhead.
         """
         from ..experiments import bench_privatize as bp
         from ..io import atomic_write
@@ -240,7 +240,7 @@ def register(app: typer.Typer) -> None:
                 fh.write(f"{table}\n\nload average at the end: {load}\n")
 
     _add_sample(bench_app)
-    from .bench_numbers import add_command  # privatize-numbers (issue 36)
+    from .bench_numbers import add_command  # bench privatize-numbers
 
     add_command(bench_app)
     from .bench_points import add_points
@@ -261,7 +261,7 @@ def register(app: typer.Typer) -> None:
         ] = "10",
         seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the Zipf corpus (public data).")] = 0,
         corpus: Annotated[
-            str, typer.Option("--corpus", help="zipf (synthetic, issue 23) or stdlib-docs (real English text).")
+            str, typer.Option("--corpus", help="zipf (synthetic) or stdlib-docs (real English text).")
         ] = "zipf",
         plot: Annotated[
             Path | None, typer.Option("--plot", help="PNG: tokens changed and mean distance against eps.")

@@ -40,7 +40,7 @@ def add_command(bench_app: typer.Typer) -> None:
         quick: Annotated[bool, typer.Option("--quick", help="2,000 rows: a smoke run (CI).")] = False,
         out: OutOpt = None,
     ) -> None:
-        """Throughput (rows/s) and peak memory of ``metricdp privatize-numbers`` (issue 36: 2M rows/s).
+        """Throughput (rows/s) and peak memory of ``metricdp privatize-numbers`` (target: 2M rows/s).
 
         Ages 0..99 in files of N rows (id, age), epsilon 0.1 per year; every command in a
         fresh process. The table goes to stdout (markdown), the load average with --out.

@@ -1,4 +1,4 @@
-"""``metricdp bench privatize-points``: rows/s and peak RSS of ``privatize-points`` (issue 34 targets)."""
+"""``metricdp bench privatize-points``: rows/s and peak RSS of ``privatize-points``."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ computed exactly by :func:`metricdp.audit.epsilon_tight`. Two tools follow:
 
 Estimated mechanisms (Madlib: a Monte-Carlo matrix, ``exact=False``) have no
 meaningful eps_tight: an estimate has zeros where the true mechanism has small positive
-mass, and the plug-in divergence is then infinite or biased upwards (issue 12, item 6).
+mass, and the plug-in divergence is then infinite or biased upwards.
 They are placed at their *proven* eps instead (:func:`measured_eps_tight` says which);
 the true eps_tight is at most the proven eps, so such a curve is an upper bound in eps:
 the true curve lies at or to the left of the plotted one.

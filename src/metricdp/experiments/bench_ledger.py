@@ -1,9 +1,9 @@
 """``metricdp bench privatize --persons P``: what per-person accounting with a ledger costs a release.
 
-The issue-33 target: the overhead of the ledger on a ``privatize`` of N rows of P persons
+The target: the overhead of the ledger on a ``privatize`` of N rows of P persons
 (20M rows, 1M persons: under 1.5x the run without a ledger, memory still bounded). A file
 of N rows (``user``, ``word``: a person drawn uniformly from P ids ``u0000000``..., a word
-uniformly from the labels of the issue-25 mechanism, :mod:`.bench_privatize`) is released
+uniformly from the labels of the 1,000-point mechanism of :mod:`.bench_privatize`) is released
 twice, each command a fresh process (seconds end to end, peak RSS from ``/usr/bin/time -v``):
 
 * **plain** -- ``privatize --column word --drop user``;

@@ -1,4 +1,4 @@
-"""The LP benchmark behind ``metricdp bench lp`` (issues 15 and 27).
+"""The LP benchmark behind ``metricdp bench lp``.
 
 One concept, over 600 lines: the harness of one benchmark (its series table, the child
 process that builds once, the parent that sweeps n and epsilon and checkpoints each row, and
@@ -29,14 +29,14 @@ larger sizes are reported as skipped.
 Mechanisms (``NAME[@R]``, ``@R`` overriding the number of neighbours r):
 
 * ``optimal`` -- OPTMech, worst-case objective;
-* ``constopt`` -- ConstOPTMech with the paper fit over three lambda values (issue 15's
-  "ConstOPTMech, r = 10, three lambda values");
+* ``constopt`` -- ConstOPTMech with the paper fit over three lambda values (0.001, 0.1
+  and 1; r = 10 by default);
 * ``constopt-normalised`` -- ConstOPTMech with the exact ``normalised`` fit;
 * ``optimal-expected`` -- OPTMech, expected objective under the dataset's prior (the
   ``grid`` data's Dirichlet(0.5) prior, the ``geo`` data's population; uniform otherwise);
 * ``spanner`` -- SpannerMech (one formulation only: ``default``).
 
-Issue 27 sweeps eps: ``epsilons`` gives one row per (n, eps, mechanism, formulation), each
+Sweeps over eps: ``epsilons`` gives one row per (n, eps, mechanism, formulation), each
 with the simplex iterations, the objective (worst-case loss, or expected loss under the
 prior) and its relative gap to the reference (``full``) build's objective where that ran.
 ``on_row`` sees each row as soon as it is finished: :func:`append_jsonl` checkpoints it, so
@@ -200,7 +200,7 @@ def bench_data(n: int, data: str = "glove", seed: int = 0) -> tuple[MetricSpace,
     """The benchmark's space and its prior (``None``: uniform).
 
     ``glove``: :func:`metricdp.data.glove.glove_space` (the real GloVe 6B 50-d vectors
-    sampled as the paper does, issue 15's setting); ``gaussian``: n standard normal points
+    sampled as the paper does); ``gaussian``: n standard normal points
     in 50 dimensions (needs no optional package); ``geo``: the n most populous cells of
     Paris (:func:`metricdp.data.geo.geo_space`, haversine km, prior = population share);
     ``grid``: a k x k grid of unit cells (n = k^2, Euclidean; eps is then eps * cell) with

@@ -1,12 +1,12 @@
 """``metricdp bench privatize-numbers``: end-to-end throughput and peak memory of ``metricdp privatize-numbers``.
 
-The issue-36 setting: a file of N rows with columns ``id`` (int) and ``age`` (an integer
+The setting: a file of N rows with columns ``id`` (int) and ``age`` (an integer
 uniform on 0..99; in Parquet an int64 column), released on the grid 0..99 step 1 at
 epsilon 0.1 per year by each mechanism (``clamped-geometric``, ``discrete-laplace``),
 ``metricdp privatize-numbers`` run as a fresh process per (format, rows, mechanism), ``id``
 kept on purpose. Seconds, rows/s and peak RSS are measured exactly as in
 :mod:`metricdp.experiments.bench_privatize` (wall time of the whole command, the
-command's own rows/s of the release, ``/usr/bin/time -v``). Target (issue 36): 2M rows/s
+command's own rows/s of the release, ``/usr/bin/time -v``). Target: 2M rows/s
 end to end.
 
 Inputs are generated once per (format, rows) in ``workdir`` and reused.
@@ -29,7 +29,7 @@ __all__ = ["MECHANISMS", "NumbersRow", "make_inputs", "markdown_table", "run_num
 
 MECHANISMS = ("clamped-geometric", "discrete-laplace")
 _GEN_CHUNK = 1_000_000
-#: The issue's throughput target, rows/s end to end.
+#: The throughput target, rows/s end to end.
 TARGET_ROWS_PER_S = 2_000_000
 
 

@@ -1,6 +1,6 @@
 """``metricdp bench privatize-points``: end-to-end throughput and peak memory of ``metricdp privatize-points``.
 
-The issue-34 setting: a GPS log of N rows (``user``, ``time``, ``lat``, ``lon``; points
+The setting: a GPS log of N rows (``user``, ``time``, ``lat``, ``lon``; points
 spread over about 20 km around Paris), in CSV and/or Parquet, and ``metricdp
 privatize-points --epsilon 0.5/km --origin 48.8566,2.3522`` (the exact lattice sampler by
 default; ``--sampler float`` for the continuous one) run as a fresh process for each

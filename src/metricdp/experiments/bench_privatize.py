@@ -1,6 +1,6 @@
 """``metricdp bench privatize``: end-to-end throughput and peak memory of ``metricdp privatize``.
 
-The issue-25 setting: a 1,000-point mechanism (the exponential mechanism on 1,000
+The setting: a 1,000-point mechanism (the exponential mechanism on 1,000
 Gaussian points in 5 dimensions, audited by :func:`~metricdp.mechanisms.base.certify`),
 a two-column file (``id``, ``word``) of N rows with words drawn uniformly from the
 labels, in CSV and Parquet, and ``metricdp privatize`` run as a fresh process for each

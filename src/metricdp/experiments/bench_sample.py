@@ -1,4 +1,4 @@
-"""``metricdp bench sample``: throughput of the exact finite sampler (issue 22).
+"""``metricdp bench sample``: throughput of the exact finite sampler.
 
 Three measurements, each the best of a few repeats on one core:
 

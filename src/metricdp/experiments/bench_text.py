@@ -1,6 +1,6 @@
 """``metricdp bench text``: the matrix-free text mechanisms over the full GloVe vocabulary.
 
-The corpus of issue 23: tokens drawn i.i.d. from the 20,000 most frequent GloVe words
+The synthetic corpus (``zipf``): tokens drawn i.i.d. from the 20,000 most frequent GloVe words
 with a Zipf law (probability of rank k proportional to 1/k), streamed in chunks of
 1,000,000 tokens (memory bounded whatever the corpus size); the vocabulary is all 400,000
 words. Each mechanism runs in a fresh interpreter (its own peak memory, VmHWM), draws
@@ -162,7 +162,7 @@ def run_text_bench(
 ) -> list[TextBenchRow]:
     """Run each mechanism in a fresh interpreter; one row each (errors reported, not raised).
 
-    ``corpus``: ``"zipf"`` (the synthetic stream of issue 23) or ``"stdlib-docs"`` (real English:
+    ``corpus``: ``"zipf"`` (the synthetic Zipf stream) or ``"stdlib-docs"`` (real English:
     :func:`metricdp.experiments.corpus.stdlib_text`, through ``text privatize``'s file path).
     """
     from .._validation import check_epsilon, check_int

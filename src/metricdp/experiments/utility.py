@@ -16,8 +16,8 @@ eps_tight spans the same range for every mechanism: by default
 :func:`~metricdp.experiments._tuning.auto_eps_range` of the space (from near-uniform to
 near-exact), or ``eps_range``.
 
-Madlib's matrix is a Monte-Carlo estimate, whose eps_tight is meaningless (issue 12,
-item 6), so Madlib is plotted at its *proven* eps, an upper bound on its eps_tight: its
+Madlib's matrix is a Monte-Carlo estimate, whose eps_tight is meaningless,
+so Madlib is plotted at its *proven* eps, an upper bound on its eps_tight: its
 true curve lies at or left of the plotted one (it can only look worse than it is). The
 lower bound holds for every eps-mDP mechanism; a mechanism plotted at its
 eps_tight (an (eps, delta) guarantee, weaker than eps-mDP) may fall below it.

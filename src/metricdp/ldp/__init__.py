@@ -1,4 +1,4 @@
-r"""Local differential privacy frequency oracles as channels (issue 36).
+r"""Local differential privacy frequency oracles as channels.
 
 k-RR (:class:`GRR`), optimized unary encoding (:class:`OUE`), optimized local hashing
 (:class:`OLH`), subset selection (:class:`SubsetSelection`) and Hadamard response
