@@ -1,4 +1,4 @@
-"""IBU time per iteration: metricdp vs multi-freq-ldpy, side by side in one run (issue 36).
+"""IBU time per iteration: metricdp vs multi-freq-ldpy, side by side in one run.
 
 Run: ``PYTHONPATH=src python benchmarks/ibu_side_by_side.py`` with multi-freq-ldpy installed
 (``pip install multi-freq-ldpy``; only this script uses it, it is no dependency of metricdp).
