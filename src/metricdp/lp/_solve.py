@@ -88,13 +88,12 @@ RESIDUAL_TOL = 1e-5
 #: row is made stricter, never looser, so privacy is untouched (proofs: ``core.solve_raw``,
 #: ``docs/proofs/constopt.md`` §4; the capped optimum is within :math:`n e^{-C} \max d`
 #: of the uncapped one, ``docs/proofs/lp_repair.md``, "Capped row factors"). Why 20: a
-#: cap of 30 left HiGHS in numerical trouble on a 100-cell geolocation space where 20 did
-#: not, and one cap serves every LP of the family (ConstOPTMech's results at 20 agree
-#: with or improve on those at 25). Its price in optimality at large eps * d (8e-6 to
-#: 136x relative on small spaces at eps * d 25-60) is no longer the result's: the
+#: cap of 30 leaves HiGHS in numerical trouble on spaces where 20 does not, and one cap
+#: serves every LP of the family (ConstOPTMech's results at 20 agree with or improve on
+#: those at 25). Its price in optimality at large eps * d is no longer the result's: the
 #: OPTMech/SpannerMech builds that capped a factor end with the scaled, uncapped finish
-#: (:mod:`.polish`, issue 37), so the cap only shapes their starting point.
-#: Measurements: benchmarks/RESULTS.md#docstrings-lp-solve-log-cap.
+#: (:mod:`.polish`), so the cap only shapes their starting point. The evidence:
+#: benchmarks/RESULTS.md#docstrings-lp-solve-log-cap.
 LOG_CAP = 20.0
 
 #: Where the HiGHS log goes when it is wanted (DEBUG level); never stdout.

@@ -1,9 +1,9 @@
 r"""A certified lower bound on the OPTMech LP optimum: how far from optimal a build is.
 
-Issue 27 asks that every OPTMech result be within 1e-9 relative of the *exact* LP
-optimum. Comparing with the reference (``full``) build does not show that: the reference
-is itself a floating-point solve, off by up to 7.6e-7 at eps 2-4 (benchmarks/RESULTS.md).
-Weak duality does. For the LP
+Every OPTMech result should be within 1e-9 relative of the *exact* LP optimum.
+Comparing with the reference (``full``) build does not show that: the reference is itself
+a floating-point solve, off by more than that at some eps (benchmarks/RESULTS.md). Weak
+duality does. For the LP
 
 .. math::
 

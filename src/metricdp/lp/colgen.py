@@ -3,7 +3,7 @@ r"""Output-column generation for OPTMech's expected loss: the ``column-generatio
 One concept: solve the expected-loss LP (Bordenabe et al., CCS 2014, Sec. 4) on a
 *working set* W of outputs with the structured interior point, and add outputs only when
 a pricing test shows they can lower the objective; the last working set is solved to an
-exact vertex and every other output is priced exactly (issue 37, item 3).
+exact vertex and every other output is priced exactly.
 
 **The structure.** Write :math:`m_w = M[:, w]` and :math:`c_w[u] = \pi_u L[u,w]`. The LP is
 

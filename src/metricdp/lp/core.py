@@ -71,9 +71,9 @@ FULL_OPTIONS: Mapping[str, Any] = {
 
 #: Options set after the first solve of constraint generation: Devex pricing in the dual
 #: simplex instead of exact steepest edge, whose weights HiGHS recomputes from scratch after
-#: every batch of added rows (over 1 s per round at n = 60). Devex and Dantzig pricing
-#: were timed against each other on GloVe spaces with mixed results; Devex stays.
-#: Measurements: benchmarks/RESULTS.md#docstrings-lp-core-warm-options.
+#: every batch of added rows (a large share of each round on large spaces). Devex and Dantzig
+#: pricing compare with mixed results on GloVe spaces; Devex stays.
+#: The comparison: benchmarks/RESULTS.md#docstrings-lp-core-warm-options.
 WARM_OPTIONS: Mapping[str, Any] = {"simplex_dual_edge_weight_strategy": 1}
 
 #: A privacy row not yet in the model is added when violated by more than this (absolute,
@@ -92,12 +92,12 @@ VIOLATION_TOL = 1e-9
 #: a larger one (1e-3) misses the bound at large eps, and where the tie-broken k misses
 #: the pure LP's lower bound by more than :data:`TIEBREAK_GAP` the generation goes on
 #: without the tie-break: the weight changes the speed, not the optimum returned.
-#: Measurements: benchmarks/RESULTS.md#docstrings-lp-core-tiebreak.
+#: The evidence: benchmarks/RESULTS.md#docstrings-lp-core-tiebreak.
 TIEBREAK = 1e-6
 
 #: Options of the bound solve after the tie-break (the pure objective restored, the basis
 #: still primal feasible): primal simplex, which needs about a hundredth of the dual
-#: simplex's iterations from that basis. Measurements: benchmarks/RESULTS.md#docstrings-lp-core-bound-options.
+#: simplex's iterations from that basis. The evidence: benchmarks/RESULTS.md#docstrings-lp-core-bound-options.
 BOUND_OPTIONS: Mapping[str, Any] = {"simplex_strategy": 4}
 
 #: Restored after a refused bound: dual simplex, HiGHS's default, for the re-solves.
@@ -269,10 +269,9 @@ def _solve_full(
 #: HiGHS options of the ``ipm`` formulation: the interior-point method (IPX) *with*
 #: crossover, so the answer is a vertex of the LP, as for ``fast`` and ``full``. Why: the
 #: interior optimum stops at IPX's relative gap, not at the optimum: on SpannerMech's LP
-#: (random 30-point spaces, eps 1) it was 5.9e-10 to 1.5e-8 relative above the full LP's
-#: optimum, against at most 1.3e-15 after crossover (issue 37: exact to 1e-9); at GloVe
-#: n = 100 (42,770 edge rows) crossover cost 35 % more wall (35.5 s against 26.2 s, load
-#: about 20), the interior point alone was 3.8e-9 above the vertex.
+#: (random 30-point spaces, eps 1) it lies up to 1.5e-8 relative above the full LP's
+#: optimum, against 1e-15 after crossover, and the builds must be exact to 1e-9. Crossover
+#: costs about a third more time on large spaces; exactness is worth it.
 IPM_OPTIONS: Mapping[str, Any] = {**LP_OPTIONS, "run_crossover": "on"}
 
 
@@ -343,8 +342,8 @@ def _solve_fast(
 
     **Tie-break (worst case).** The objective k alone has a large face of optima (only
     the worst row's loss counts), and the dual simplex wanders across it, each vertex
-    violating rows not yet in the model (GloVe n = 100, eps = 0.25: k final at round 14,
-    then 4-5k new rows a round until a time-out). With ``tiebreak`` (a cost vector
+    violating rows not yet in the model (on large spaces at small eps, k can be final after
+    a few rounds and thousands of new rows a round follow until a time-out). With ``tiebreak`` (a cost vector
     :math:`t \ge 0`, :data:`TIEBREAK` times the mean row loss) the rounds minimise
     :math:`c^\top x + t^\top x` instead, which picks one point of that face. On
     convergence its solution :math:`x_t` meets every row (to the tolerance), so its

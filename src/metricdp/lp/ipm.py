@@ -1,4 +1,4 @@
-r"""A structured primal-dual interior-point method for the OPTMech LP (issue 37).
+r"""A structured primal-dual interior-point method for the OPTMech LP.
 
 One concept: Mehrotra's predictor-corrector method on the mechanism LP written so that
 its normal equations split into one dense block per output. The result is an *interior*
@@ -77,17 +77,15 @@ Array = NDArray[np.float64]
 GAP_FLOOR = 1e-4
 
 #: Gondzio centrality correctors per iteration at most (each one Newton solve with the
-#: factors at hand; kept only while it lengthens the step). Iterations to 1e-9 on the
-#: 6 x 6 grid at eps 0.3 with its Dirichlet(0.5) prior: 46 with none, 33 with 2, 29 with 4.
-#: They save iterations but not time once the elementwise passes are compiled: a corrector
-#: costs a refined solve, about what the factorisation saves. 10 x 10 grid, eps 0.3, prior,
-#: to 1e-3, back to back (load 11-15): 81 iterations in 40 s with none, 67 in 44 s with 1,
-#: 60 in 51 s with 4.
+#: factors at hand; kept only while it lengthens the step). Off: correctors save
+#: iterations (about a third on a 6 x 6 grid) but not time once the elementwise passes are
+#: compiled, since a corrector costs a refined solve, about what the factorisation saves;
+#: on a 10 x 10 grid each one added makes the build slower.
 CORRECTORS = 0
 
 #: BLAS threads while the method runs. Every BLAS call here is small (n x n blocks, an
-#: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: on a
-#: loaded 2-core machine the method ran 3.5x faster with one thread than with two.
+#: (m n) x n Gram product), where OpenBLAS's spinning worker threads only cost: one thread
+#: is several times faster than two when the machine is busy (see benchmarks/RESULTS.md).
 BLAS_THREADS = 1
 
 #: (m, n, n) float64 arrays alive at once (slacks and duals of two iterates, the two
@@ -288,7 +286,7 @@ def _mehrotra(
 
 def _ratio(v: Array, dv: Array) -> float:
     """Largest step in (0, 1] keeping v + step dv >= 0 (v > 0): -1 / min(dv / v), one
-    division and one reduction (a masked division was 9x slower at n = 100)."""
+    division and one reduction (a masked division is several times slower)."""
     if v.size == 0:
         return 1.0
     worst = float(np.min(np.divide(dv, v)))

@@ -35,7 +35,8 @@ it stops, so a poor seed costs rounds, never correctness.
 finish solves the same LP as ``fast``, whose factors are capped at
 :data:`~._solve.LOG_CAP` (``core.solve_raw``). So the returned vertex is ``fast``'s optimum,
 the capped one where :math:`\lambda d > 20` for some pair; solving that regime in scaled
-form to the end needs the simplex to take scaled rows too (left for issue 37).
+form to the end needs the simplex to take scaled rows too (:mod:`.polish` does that after it,
+on square spaces).
 """
 
 from __future__ import annotations
@@ -68,30 +69,22 @@ __all__ = ["IPM_TOL", "SEED_SLACK", "SEED_TOP", "seed_rows", "solve_block_ipm"]
 SEED_SLACK = 1e-2
 
 #: Rows (u, ., w) of largest dual seeded per input u and output w: the certificates of the
-#: outputs the optimum leaves (almost) empty (module docstring). Without them the 8 x 8
-#: grid at eps 0.3 with its prior took 79 simplex rounds, the 10 x 10 grid 89 rounds and
-#: 157k rows. On the 10 x 10 grid (interior point at 1e-3) one per (u, w) seeds 17k rows
-#: (eps 0.3; 22.8k at eps 1) and finishes in 4 rounds, two seed 21.8k (26.6k) and take
-#: 3 (5) rounds in 1.3x (2.1x) the simplex time, back to back.
+#: outputs the optimum leaves (almost) empty (module docstring). Without them the simplex
+#: needs tens of rounds and most of the rows on an 8 x 8 or 10 x 10 grid; one per (u, w)
+#: finishes in a few rounds, two seed more rows and cost more simplex time than they save.
 SEED_TOP = 1
 
-#: Options of the re-solves after the first solve of the seeded LP (HiGHS's interior point
-#: with crossover: on the 10 x 10 grid at eps 0.3, 21.7k seeded rows, 18 s against 42 s
-#: for the dual simplex, one run each at load 7.7): the dual simplex, warm from the
-#: crossover's basis.
+#: Options of the re-solves after the first solve of the seeded LP (that one is HiGHS's
+#: interior point with crossover, faster than the dual simplex on a large seeded LP): the
+#: dual simplex, warm from the crossover's basis.
 RESOLVE_OPTIONS = {"solver": "simplex", "simplex_strategy": 1}
 
 #: Tolerance of the interior-point method before the finish (relative gap and residuals):
 #: the seeds need the binding rows told apart, not the optimum's digits (the simplex
-#: gives those). The 10 x 10 grid with its prior at eps 0.3: 1e-2: 33 iterations, then 5
-#: simplex rounds; 1e-3: 51, then 3 rounds; 1e-6: 83, then 2; the simplex's time the
-#: same from 1e-3 and from 1e-6, twice that from 1e-2 (timings: the lead's RESULTS.md).
-#: With the compiled passes (:mod:`._ipm_kernels`) an iteration is cheap against a round,
-#: so a little tighter pays: whole builds, CPU seconds, one interior point each reused by
-#: the finish's reruns (load 10-20): eps 1: 1e-2: 11 rounds, 64.7k rows, finish 26.4 s;
-#: 3e-3: 7 rounds, 9.0 s; 1e-3: 6 rounds, 25.2k rows, build 16.8 s (finish 5.0 s); 3e-4:
-#: 4 rounds, 16.2k rows, build 15.6 s (finish 4.4 s); 1e-4: 4 rounds, build 17.2 s.
-#: eps 0.3: 1e-3: 4 rounds, build 13.5 s (finish 5.7 s); 3e-4: 3 rounds, 13.5 s (5.0 s).
+#: gives those). A looser gap (1e-2) leaves the simplex more rounds and rows to do; a
+#: tighter one (1e-6) buys no fewer rounds. With the compiled passes (:mod:`._ipm_kernels`)
+#: an iteration is cheap against a simplex round, so 3e-4, a little tighter than 1e-3, gives
+#: the fastest whole builds, and 1e-4 no faster (benchmarks/RESULTS.md).
 IPM_TOL = 3e-4
 
 

@@ -79,7 +79,7 @@ REFINE_TOL = 1e-12
 REFINE_REL = 1e-4
 
 #: The compiled passes of :mod:`._ipm_kernels` (None: numpy), loaded by :func:`load_kernels`
-#: on the first solve, so that importing the LP package does not import numba (0.65 s).
+#: on the first solve, so that importing the LP package does not import numba (a slow import).
 KERNELS: Any = None
 _KERNELS_LOADED = False
 
@@ -139,10 +139,10 @@ class _LP:
 
 
 #: Threads that factor the blocks (each a contiguous range of outputs; LAPACK releases
-#: the GIL, and the ranges' Gram products are summed): at most 2, the cores of the
-#: machine the targets of issue 37 are set on, and never more than this process may use.
-#: (The compiled passes stay on one thread: numba's parallel passes (OpenMP threads)
-#: cost several times the serial ones on the loaded 2-core machine.)
+#: the GIL, and the ranges' Gram products are summed): at most 2, so that a build leaves
+#: room to other work on a small shared machine, and never more than this process may use.
+#: (The compiled passes stay on one thread: numba's parallel passes (OpenMP threads) cost
+#: several times the serial ones when the machine is busy.)
 FACTOR_THREADS = min(2, usable_cpus())
 
 _POOL: ThreadPoolExecutor | None = None
@@ -152,8 +152,8 @@ def _invert_range(h: Array, cinv: Array, loss_t: Array | None, lo: int, hi: int)
     """Blocks lo..hi-1: the Cholesky factor R_w of H_w and C_w = R_w^{-1} into ``cinv``;
     returns the Gram sum of their stacked C_w (and loss-weighted copies), None when a
     block is not positive definite. One LAPACK potrf and trtri per block: numpy's batched
-    Cholesky ran slower, and its batched inverse (an LU per block) 20-40x slower under
-    load, OpenBLAS threading each 100 x 100 factorisation."""
+    Cholesky is slower, and its batched inverse (an LU per block) far slower when the
+    machine is busy, OpenBLAS threading each 100 x 100 factorisation."""
     for w in range(lo, hi):
         r, info = _potrf(h[w], lower=1, clean=1)
         if info != 0:

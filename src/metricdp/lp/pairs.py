@@ -34,7 +34,7 @@ def pair_blocks(count: int, width: int) -> Iterator[tuple[int, int]]:
 
 
 def implied_pairs(distances: NDArray[np.float64], level: float) -> NDArray[np.bool_]:
-    r"""Ordered pairs (u, v) whose privacy rows follow from shorter ones (issue 27).
+    r"""Ordered pairs (u, v) whose privacy rows follow from shorter ones.
 
     Pair (u, v) is *implied* when some :math:`m \notin \{u, v\}` lies between them:
     :math:`d(u,m) + d(m,v) \le d(u,v)\,(1 + \tau)`, :math:`\tau` = :data:`COLLINEAR_TOL`

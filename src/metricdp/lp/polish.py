@@ -1,4 +1,4 @@
-r"""The scaled finish of the mechanism LP beyond the exponent cap (issue 37: exact where eps * d > 20).
+r"""The scaled finish of the mechanism LP beyond the exponent cap: exact where eps * d > 20.
 
 One concept: re-solve the mechanism LP (Bordenabe et al., CCS 2014, Sec. 4; Imola et al.,
 UAI 2022, LP (1)) *uncapped* and *in relative precision*, starting from a solution of the
@@ -11,7 +11,8 @@ at :data:`~._solve.LOG_CAP` (:math:`e^{20}`), which makes rows stricter and move
 optimum by up to :math:`n e^{-20} d_{\max}` absolute; and HiGHS's tolerances are absolute
 (1e-9 on rows and reduced costs), so entries below 1e-9 are not resolved at all. Where
 :math:`\lambda d_{\max} > 20` the optimum itself may be that small (the mechanism is nearly
-the identity): measured against the exact rational optimum, 8e-6 to 127 relative.
+the identity), and the capped solve can be off by orders of magnitude relative to the
+exact rational optimum.
 
 **The scaled, substituted LP.** The variables are ``core._solve_fast``'s substitution,
 uncapped: :math:`M[u,w] = K[u,w] M[w,w] + X[u,w]` (u != w), :math:`X \ge 0`, with the
@@ -59,9 +60,9 @@ rounding (HiGHS's point and duals are kept where the two points differ by more t
 (:func:`dual_bound` via :func:`~.certificate.bound_from_duals`, weak duality: valid
 whatever their accuracy), with the entry bounds that a feasible loss gives
 (``optmech_lp``'s ``cap``: the repaired candidate's loss, doubled). Tight where the basis
-is optimal: GloVe n = 100 at eps 4, 2.4e-11 (8.6e-8 before, with the capped solve's duals:
-HiGHS's dual tolerance, 1e-10 absolute in scaled units, is far above the optimum's tiny
-entries in plain ones); two points at eps 25-300, 1e-16.
+is optimal, to about 1e-11 relative where the capped solve's duals give bounds orders of
+magnitude looser (HiGHS's dual tolerance, 1e-10 absolute in scaled units, is far above the
+optimum's tiny entries in plain ones).
 
 **Safety.** Nothing here is trusted for privacy: the caller repairs the result at eps and
 audits it, exactly as the capped solution. The caller keeps the capped solution when a pass
@@ -121,10 +122,10 @@ SMALL = 1e-12
 VERTEX_RTOL = 1e-6
 _OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "small_matrix_value": SMALL}
 #: A pass that failed is solved once more with HiGHS's own scaling off (the rows and
-#: columns are scaled here already): HiGHS's scaling on top of ours stopped in numerical
-#: trouble on an 8-point space at eps * d_max = 400, where the unscaled run certified 4e-11;
-#: off by default, it stalled (no progress in 60 s) on the city-and-towns space of
-#: test_optimal with LOG_CAP = 25, hence a retry only, with an iteration limit.
+#: columns are scaled here already): HiGHS's scaling on top of ours can stop in numerical
+#: trouble at a large eps * d_max where the unscaled run certifies the optimum; off by
+#: default it can stall (the city-and-towns space of test_optimal with LOG_CAP = 25),
+#: hence a retry only, with an iteration limit.
 _RETRY = {"simplex_scale_strategy": 0}
 #: The retry's simplex iterations, per variable and row of the pass's first LP.
 RETRY_ITERATIONS = 5

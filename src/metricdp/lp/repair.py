@@ -2,7 +2,7 @@ r"""Tolerance repair: turn an LP solution into an exactly eps-mDP stochastic mat
 
 A simplex or interior-point solution meets each privacy row only to about 1e-7, and a
 zero returned beside a positive entry of the same column is infinitely far from mDP
-(issue 14, item 5). :func:`repair` removes both defects without trusting the solver.
+:func:`repair` removes both defects without trusting the solver.
 The proof is in its docstring and in ``docs/proofs/lp_repair.md``.
 """
 

@@ -17,10 +17,10 @@ Schedule (one rule for all builders): :math:`\eta_0` with
 ``max_eta``) while :math:`\eta <` ``max_eta``. The factor is 100 (ConstOPTMech's: a failed
 spread check misses by orders of magnitude, float rounding against a 1e-15 margin, so
 100 reaches a working margin in half the re-solves) except for OPTMech, whose margin
-sits within 10x of the spreads measured (10, see :data:`OPTMECH`). The margins stay
-per family (:data:`OPTMECH` 1e-10 at the diameter, :data:`SPANNER` 1e-5, :data:`CONSTOPT` 1e-6; the
-measurements are beside each): the margin is budget the audit finds unused, so it is as
-small as the measured room the repair needs allows.
+sits within 10x of the spreads its repairs need (10, see :data:`OPTMECH`). The margins
+stay per family (:data:`OPTMECH` 1e-10 at the diameter, :data:`SPANNER` 1e-5, :data:`CONSTOPT` 1e-6;
+the reasons are beside each): the margin is budget the audit finds unused, so it is as
+small as the room the repair needs allows.
 
 Every retrying caller goes through :meth:`RetryPolicy.run`: OPTMech, SpannerMech and
 ConstOPTMech (:func:`~.core.solve_and_repair`), SpannerMech's calibration steps (each
@@ -136,44 +136,34 @@ class RetryPolicy:
                 eta = nxt
 
 
-#: OPTMech (:func:`~.core.solve_and_repair`): diameter margin 1e-10 (issue 37: the loss
-#: within 1e-10 relative of the exact optimum), room floor 1e-12 at d_min, factor 10;
-#: margin 1e-10 at d_min where no diameter is given (eps * d_max > LOG_CAP:
-#: :func:`~.core.choose_eta`).
-#: Until issue 37 the margin was 1e-10 at d_min; the excess over the exact rational optimum
-#: (tests/lp/test_exact.py) was then all eta's (the repair itself adds < 1e-15
-#: on top of the LP value at eps(1 - eta)), up to 1.2e-9 where d_max / d_min ~ 10-30.
-#: Spreads after a simplex vertex are 0 to 1e-13 (n <= 30, fast and block-ipm expected),
-#: so a 1e-12 floor (about 7 rounding reserves at eps * d_max = 20) rarely retries; where
-#: it does (fast, worst case: rows violated below VIOLATION_TOL lift the envelope; 2 of 10
-#: builds at n = 30), the first retry goes straight to the d_min rule's eta (``fallback``).
-#: Earlier record, margin 1e-10 at d_min. Measured log-spread
-#: of the row sums after the envelope, GloVe vocabularies (n = 60, 100; eps 0.5, 1; fast,
-#: full and ipm): 1.4e-15 to 7.2e-13; 5.4e-10 on 100 Gaussian points in 50-d at eps 1.
-#: With 1e-5 (until issue 27) OPTMech's loss was 6.5e-6 to 1.3e-5 relative above the
-#: full LP's optimum (GloVe, n = 20 to 60, eps 0.5 to 3) and the audit wasted eta ~ 5e-6
-#: of the budget; with 1e-9, 6.5e-10 to 1.3e-9 on GloVe and up to 3.4e-9 on 9- and
-#: 12-point random spaces and grids (eps 0.1 to 10, worst and expected), where
-#: eps * d_min is small and the loss feels eta through eps * d_max: above issue 27's
-#: 1e-9. With 1e-10 those gaps are 3e-11 to 3.4e-10
-#: (tests/mechanisms/test_optimal.py::test_within_1e9_of_the_exact_optimum_across_eps),
-#: and 18 of 19 builds (GloVe n = 50 and 100, eps 0.25 to 4; 5 x 5 grid with a prior,
-#: eps 0.1 to 3) repaired at the first eta; the Gaussian space above needs 10x (hence
-#: the factor 10: its retry lands on the eta that margin 1e-9 gave, not 100x beyond).
-#: A sweep of 147 builds at 1e-9 (random, clustered, grid and city-and-towns spaces,
-#: eps 0.1 to 10, worst and expected, fast and full) had no repair failure.
+#: OPTMech (:func:`~.core.solve_and_repair`): diameter margin 1e-10, room floor 1e-12 at
+#: d_min, factor 10; margin 1e-10 at d_min where no diameter is given (eps * d_max >
+#: LOG_CAP: :func:`~.core.choose_eta`). Why these numbers:
+#:
+#: * the loss must be within 1e-9 relative of the exact optimum, and the excess over it is
+#:   all eta's (the repair itself adds < 1e-15 on top of the LP value at eps(1 - eta)) and
+#:   grows with eps * d_max: a margin at the diameter bounds it where a margin at d_min
+#:   does not (tests/mechanisms/test_optimal.py::test_within_1e9_of_the_exact_optimum_across_eps
+#:   and tests/lp/test_exact.py hold it to 1e-9);
+#: * the log-spread of the row sums after the envelope from a simplex vertex is of the
+#:   order of the rounding, so a 1e-12 floor (about 7 rounding reserves at eps * d_max = 20)
+#:   rarely retries; where it does (rows violated below VIOLATION_TOL lift the envelope),
+#:   the first retry goes straight to the d_min rule's eta (``fallback``);
+#: * some spaces (many Gaussian points in high dimension) need 10x the room: hence the
+#:   factor 10, whose retry lands on the eta they need rather than 100x beyond.
+#:
+#: The builds behind these choices: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
 OPTMECH = RetryPolicy(margin=1e-10, max_initial_eta=1e-3, max_eta=0.1, min_eta=1e-12, factor=10.0,
                       diameter_margin=1e-10, room_floor=1e-12)
 
-#: SpannerMech's calibration steps (one attempt per level): margin 1e-5 as before. Its main
-#: solve uses :data:`OPTMECH` since issue 37 (the margin 1e-5 left the returned loss 1.2e-5
-#: to 4.9e-4 above the LP optimum at eps / t* on random 20-point spaces; OPTMech's rule
-#: 1e-11 to 8e-11). In the sweep above the ``ipm`` formulation, then without crossover,
-#: hit HiGHS numerical trouble on one more instance at margin 1e-9 (the city-and-towns
-#: space at eps 1); it now runs crossover (a vertex, as ``fast``).
+#: SpannerMech's calibration steps (one attempt per level): margin 1e-5, room enough that a
+#: level's answer does not hinge on the repair. Its main solve uses :data:`OPTMECH`: 1e-5
+#: leaves the returned loss far above the LP optimum (up to about 5e-4 relative), OPTMech's
+#: rule within 1e-10. The ``ipm`` formulation runs crossover (a vertex, as ``fast``): without
+#: it HiGHS can end in numerical trouble at these margins.
 SPANNER = RetryPolicy(margin=1e-5, max_initial_eta=1e-3, max_eta=0.1)
 
-#: ConstOPTMech: margin 1e-6 (the measured spread of its repairs is 1e-16); its first
+#: ConstOPTMech: margin 1e-6 (far above the spread of its repairs, of the order of 1e-16); its first
 #: eta may be large on spaces with a tiny eps d_min, hence the higher caps.
 CONSTOPT = RetryPolicy(margin=1e-6, max_initial_eta=0.5, max_eta=0.5)
 
@@ -190,13 +180,13 @@ def choose_eta(epsilon: float, d_min: float, policy: RetryPolicy = OPTMECH, d_ma
     OPTMech (:data:`OPTMECH`): :math:`\varepsilon\eta d_{\max} = 10^{-10}` unless
     that leaves less than :math:`10^{-12}` at :math:`d_{\min}`, clipped to [1e-12, 1e-3]
     (the d_min rule, :math:`\varepsilon\eta d_{\min} = 10^{-10}`, where ``d_max`` is not
-    given). Since issue 37 the same beyond :data:`~._solve.LOG_CAP`: the scaled finish
+    given). The same beyond :data:`~._solve.LOG_CAP`: the scaled finish
     (:mod:`.polish`) removed the cap's cost, which had dwarfed eta's; where its repair
     needs more room, the retry goes to the d_min rule's eta (``polish.finish(retry=...)``).
     The log-spread of the row sums after the envelope from a simplex vertex is of the order
     of the rounding, below that room in most builds, so the first repair
     usually succeeds and a failed one re-solves at 10x (cost in loss: a relative change of
     order :math:`\eta\,\varepsilon d_{\max}`; the audit finds :math:`\eta` of the
-    budget unused). Measurements: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
+    budget unused). The evidence: benchmarks/RESULTS.md#docstrings-lp-core-choose-eta.
     """
     return policy.initial(epsilon, d_min, d_max)

@@ -41,19 +41,18 @@ from ._solve import LPModel
 __all__ = ["DROP_AFTER", "ROWS_PER_OUTPUT", "SLACK_TOL", "RowPool", "most_violated"]
 
 #: Rows a round adds per output column (:func:`most_violated`). Fewer rows a round mean more
-#: rounds but cheaper re-solves; 10 to 40 measured alike on GloVe n = 100 at eps 0.5, where
-#: every violated row (the old rule) took 1.6 to 1.9 times the CPU; at eps 0.25 the gain came
-#: only with the drops (:data:`DROP_AFTER`).
-#: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
+#: rounds but cheaper re-solves; anything from 10 to 40 does alike, while adding every
+#: violated row costs far more CPU; at small eps the gain comes only with the drops
+#: (:data:`DROP_AFTER`). The evidence: benchmarks/RESULTS.md#docstrings-lp-rowpool.
 ROWS_PER_OUTPUT = 20
 
 #: Consecutive optima at which a row is surely slack before it is dropped
 #: (:meth:`RowPool.drop_slack`). :func:`.core.solve_raw` drops rows only where no factor is
 #: capped (:data:`._solve.LOG_CAP`): with drops and the per-output cap together the
-#: capped-factor test (30 points, eps 0.3 per unit, factors up to e^20) did not finish in
-#: 200 s, while each rule alone solved it in 2-4 s (not understood yet). At 1 or 2 the
-#: dropped rows came back and the rounds more than doubled.
-#: Measurements: benchmarks/RESULTS.md#docstrings-lp-rowpool.
+#: capped-factor test (30 points, eps 0.3 per unit, factors up to e^20) does not finish in
+#: reasonable time, while each rule alone solves it quickly (the cause is not known). At 1
+#: or 2 the dropped rows come back and the rounds more than double.
+#: The evidence: benchmarks/RESULTS.md#docstrings-lp-rowpool.
 DROP_AFTER = 3
 
 #: Relative slack above which a row with a zero dual is surely basic (:meth:`RowPool.drop_slack`):

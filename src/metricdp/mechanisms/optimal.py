@@ -30,22 +30,17 @@ from .registry import declared
 __all__ = ["optimal"]
 
 #: ``formulation="auto"`` takes ``block-ipm`` for the expected objective on a square space
-#: of at least this many points, ``fast`` otherwise. Measured whole builds (2 shared cores,
-#: load 10-17), Dirichlet(0.5) priors: 5 x 5 grid, eps 0.3: fast 1.5 s, block-ipm 2.1 s;
-#: 6 x 6: 26 s against 6-9 s; 8 x 8: a time-out at 120 s against 47 s; 10 x 10: fast times
-#: out at every eps (issue 27), block-ipm finishes (benchmarks/RESULTS.md, issue 37);
-#: 50 Gaussian points in 2-d, eps 1: a time-out at 120 s against 57 s.
+#: of at least this many points, ``fast`` otherwise. Why 36: below it (a 5 x 5 grid)
+#: ``fast`` is as quick; from a 6 x 6 grid on, its constraint generation needs many rounds
+#: and ``block-ipm`` finishes several times sooner, and from 8 x 8 grids or 50 Gaussian
+#: points ``fast`` may not finish at all in reasonable time. The builds: benchmarks/RESULTS.md.
 AUTO_BLOCK_IPM_MIN_N = 36
 
-# The worst case stays on ``fast``. ``block-ipm`` is faster where the constraint
-# generation needs many rounds (GloVe n = 100, CPU seconds of whole builds, load 15-20:
-# eps 0.25: 16.0 against 18.8; eps 0.5: 31.6 against 37.2, and fast timed out at 400 s
-# of wall time under load 20-29), but its vertex is another point of the large optimal
-# face: the same worst-case loss, a 1.2 % higher mean row loss at eps 0.25 (4.827
-# against 4.771), where ``fast``'s tie-break (:data:`metricdp.lp.core.TIEBREAK`) favours a low mean.
-# At eps >= 1 fast takes 1.6 s or less on a quiet machine, below the interior point alone.
-# Those figures predate fast's row pool (.rowpool: at most 20 rows per output a round), which
-# cut fast's CPU at eps 0.5 by about 40 %, below block-ipm's.
+# The worst case stays on ``fast``. ``block-ipm``'s vertex is another point of the large
+# optimal face: the same worst-case loss but a higher mean row loss (about 1 % on GloVe
+# spaces), where ``fast``'s tie-break (:data:`metricdp.lp.core.TIEBREAK`) favours a low
+# mean; and with its row pool (:mod:`metricdp.lp.rowpool`) ``fast`` is no slower there, and
+# faster at large eps, where the interior point alone costs more than the whole ``fast`` build.
 
 
 def auto_formulation(n: int, expected: bool, square: bool) -> str:
@@ -130,7 +125,7 @@ def optimal(
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`metricdp.lp.ipm_finish`); ``auto`` (default) takes it for the expected
         objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
-        was measured to win, and ``fast`` otherwise.
+        is the faster, and ``fast`` otherwise.
         ``column-generation`` (expected objective, square spaces): the structured interior
         point on a working set of outputs, grown by a pricing test, then ``block-ipm``'s exact
         finish on it and an exact pricing of the other outputs (:mod:`metricdp.lp.colgen`): the same
@@ -229,9 +224,8 @@ def optimal(
 
     # Attempts in order, each on HiGHS numerical trouble of the one before (same optimum,
     # shared deadline, recorded in info["lp"]["fallback"]):
-    # * the tie-break (worst case, fast): measured to put HiGHS in numerical trouble on the
-    #   100 Paris cells at eps 0.5 and 1 per km, where the plain constraint generation
-    #   solves eps = 1 in 8 s;
+    # * the tie-break (worst case, fast): it can put HiGHS in numerical trouble (the 100
+    #   Paris cells at eps 0.5 and 1 per km), where the plain constraint generation solves;
     # * a separate output set: the dual simplex hit numerical trouble on the substituted LP
     #   (the worst case on Paris cells with a coarse lat/lon grid at eps >= 2 per km, where
     #   one far input sets the optimum and the LP is very degenerate); the full LP has the

@@ -13,11 +13,11 @@ The LP of :func:`~metricdp.mechanisms.optimal.optimal` has :math:`nm` variables 
   8 + 8 bytes) and a bound, plus HiGHS' own copies, about :data:`BYTES_PER_ROW` bytes a row;
 * ``full``: every row from the start (that bound is the need, not a worst case).
 
-Time is an order of magnitude only: measured whole builds grow about as :math:`n^{3.5}`
-(benchmarks/RESULTS.md, issue 37: the 10 x 10 grid's expected-loss build took 85 s with
-``block-ipm`` on 2 shared cores; 6 x 6 took 6-9 s and 8 x 8 47 s under load). The
-``fast`` worst-case builds vary far more with epsilon and the metric (GloVe n = 100: 3 s
-at eps 1, 41 s at eps 0.5), so the estimate is a scale, not a promise.
+Time is an order of magnitude only: whole builds grow about as :math:`n^{3.5}`, scaled
+here from one reference build (the 10 x 10 grid's expected-loss build with ``block-ipm``
+on a small shared machine; see benchmarks/RESULTS.md). The ``fast`` worst-case builds vary
+far more with epsilon and the metric (an order of magnitude between eps 0.5 and 1 on
+GloVe spaces), so the estimate is a scale, not a promise.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ __all__ = ["Spanner", "greedy_spanner", "spanner"]
 _SCAN = 4096  # sorted pairs examined per vectorised step of the greedy scan
 _CALIBRATION_RTOL = 1e-3
 #: ``formulation="auto"`` picks ``ipm`` from this many edge rows 2mn on (about n = 150 on
-#: GloVe); below, ``fast`` (see the measurements in :func:`spanner`).
+#: GloVe), where the interior point is the faster; below, ``fast`` (the comparison: see
+#: :func:`spanner`, ``formulation``).
 _IPM_FROM_ROWS = 100_000
 _CALIBRATION_ITER = 8  # LP solves; the bracket [eps/t, eps] shrinks to ~1 % of eps
 
@@ -93,7 +94,7 @@ def greedy_spanner(space: MetricSpace, stretch: float = 3.0) -> Spanner:
     (u, v) is added when the current graph distance exceeds :math:`t\, d(u,v)`. Every
     pair then has :math:`d_G(u,v) \le t\, d(u,v)`: a skipped pair already had it, an
     added pair has :math:`d_G = d`, and graph distances only decrease afterwards. With
-    :math:`t = 2k - 1` this is the (2k-1)-spanner of the issue (default k = 2).
+    :math:`t = 2k - 1` this is the classic (2k-1)-spanner (Althöfer et al. 1993; default k = 2).
 
     The all-pairs graph distance ``D`` is kept exact under each insertion of an edge
     (u, v) of weight w in O(n^2) vectorised work,
@@ -169,7 +170,7 @@ def spanner(
     .. math:: M[a,w] \le e^{\lambda\, d(a,b)} M[b,w], \qquad
               \lambda = \varepsilon_1 / t^\ast,\ \ \varepsilon_1 = \varepsilon(1-\eta),
 
-    with :math:`t^\ast \le t` the stretch the spanner achieves (the issue's
+    with :math:`t^\ast \le t` the stretch the spanner achieves (the paper's
     :math:`\varepsilon/t` is the special case :math:`t^\ast = t`; the smaller :math:`t^\ast`
     only enlarges the feasible set, so the loss is never higher).
 
@@ -182,8 +183,8 @@ def spanner(
 
     The LP is solved at :math:`\eta` by OPTMech's rule (:data:`metricdp.lp.retry.OPTMECH`,
     :math:`\varepsilon\eta d_{\max} = 10^{-10}`), so the returned loss is within about
-    1e-10 relative of the LP's optimum at :math:`\varepsilon / t^\ast` (the margin 1e-5 used
-    before issue 37 cost up to 5e-4; the calibration's steps keep it:
+    1e-10 relative of the LP's optimum at :math:`\varepsilon / t^\ast` (a margin of 1e-5
+    would cost up to 5e-4; the calibration's steps keep it:
     :data:`metricdp.lp.retry.SPANNER`). The solver meets these rows only to its tolerance; the repair
     (:func:`~metricdp.lp.repair.repair`, at :math:`\varepsilon`) turns the solution
     into an exactly :math:`\varepsilon`-mDP matrix, and

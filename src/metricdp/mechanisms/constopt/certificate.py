@@ -1,4 +1,4 @@
-r"""Weak-duality lower bounds for the paper-fit LPs from any row multipliers (issue 37's certificate):
+r"""Weak-duality lower bounds for the paper-fit LPs from any row multipliers (the fit's certificate):
 :func:`paper_bound` for a :class:`~.fast.FastModel` solve, through
 :func:`metricdp.lp.certificate.ranged_bound` (any LP with ranged rows and a box).
 

@@ -27,7 +27,7 @@ __all__ = ["DENSE_OPTIONS", "DENSE_SWITCH", "FAST_OPTIONS", "SCALE_MAX_WIDTH", "
 #: Blocks priced in per round: the most negative ``max(PRICE_BATCH_MIN, n // PRICE_BATCH_DIVISOR)``.
 PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 
-#: The dense regime (issue 27): when more than this fraction of the absent blocks price
+#: The dense regime: when more than this fraction of the absent blocks price
 #: out negative, every block goes in at once; a paper-fit model is then rebuilt with all
 #: of them and solved from scratch. Why: at large eps most outputs are released, and
 #: pricing blocks in a batch at a time costs tens of rounds on an ever larger model, where
@@ -35,7 +35,7 @@ PRICE_BATCH_MIN, PRICE_BATCH_DIVISOR = 20, 40
 #: few outputs are released and the switch never triggers.
 #: Adding every negatively priced block to the live model instead is no substitute (about
 #: twice the iterations of the fresh model).
-#: Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
+#: The evidence: benchmarks/RESULTS.md#docstrings-constopt-fast-dense-switch.
 DENSE_SWITCH = 0.5
 
 #: The variable of a free entry is its fraction of the room between rows (26) and (25)
@@ -44,19 +44,18 @@ DENSE_SWITCH = 0.5
 #: tolerance (1e-7) on its reduced cost then stops the paper LP measurably above its
 #: optimum, which the scaled model reaches to rounding. With rooms up to e^20 (LOG_CAP
 #: reached) the scaled model is numerically troubled, so there the unscaled variables are
-#: kept. Measurements: benchmarks/RESULTS.md#docstrings-constopt-fast-scale-max-width.
+#: kept. The evidence: benchmarks/RESULTS.md#docstrings-constopt-fast-scale-max-width.
 SCALE_MAX_WIDTH = 1e6
 
 #: Beyond :data:`SCALE_MAX_WIDTH`, the variable of a free entry is ``e / min(width, ROOM_CAP)``:
-#: scaled as far as HiGHS stays reliable. Why: on GloVe n = 400 at eps 4 (rooms to e^20) the
-#: unscaled model stopped 2e-5..1.2e-4 relative above the optimum and depended on the solve
-#: path; caps 1e2..1e4 came nearer (1e4 nearest, same CPU), 1e6 failed one lambda in
-#: numerical trouble (issue 37; measured in this change's commit message). What remains is
-#: closed by :meth:`FastModel.certified`.
+#: scaled as far as HiGHS stays reliable. Why: with rooms up to e^20 (large GloVe spaces at
+#: large eps) the unscaled model stops well above the optimum and depends on the solve path;
+#: a cap of 1e2 to 1e4 comes nearer (1e4 nearest, at the same cost), while 1e6 runs into
+#: numerical trouble. What remains is closed by :meth:`FastModel.certified`.
 ROOM_CAP = 1e4
 
 #: A paper LP whose certified gap (:meth:`FastModel.dual_bound`) exceeds this relative to
-#: its objective is re-solved from its basis with :data:`EXACT_OPTIONS` (issue 37: 1e-9).
+#: its objective is re-solved from its basis with :data:`EXACT_OPTIONS` (ConstOPTMech's LPs are exact to 1e-9).
 CERTIFY_RTOL = 1e-9
 
 #: HiGHS tolerances of that re-solve, and the defaults restored after it.
@@ -72,8 +71,7 @@ FAST_OPTIONS: dict[str, Any] = {"presolve": "off"}
 #: simplex returns; later rounds re-solve from that basis by simplex). Why: the model's
 #: 2n dense rows make each of the dual simplex's thousands of iterations (about one per
 #: row) work on a dense block of about 2n x n, while the interior point needs tens of
-#: iterations and the crossover a few hundred pivots: same optima in fewer CPU seconds
-#: (issue 37; measured in this change's commit message).
+#: iterations and the crossover a few hundred pivots: same optima for less work.
 #: Only on scaled variables (:data:`SCALE_MAX_WIDTH`): unscaled, IPX called the feasible
 #: GloVe n = 400, eps 4 models infeasible; should it fail anyway short of the time limit
 #: (infeasible, unbounded: impossible for this feasible, bounded LP; numerical trouble, an
@@ -472,9 +470,9 @@ class FastModel:
         objective rows (18). Every :math:`B_u` at its bound 1 keeps the basis matrix, so the
         previous optimal basis stays dual feasible there and the dual simplex restores
         primal feasibility from it; with every block present, no pricing follows. Why only
-        for a near penalty (:func:`.fast_fits.solve_papers`): from lambda 0.001 to 0.1 on GloVe n = 400
-        this took 4.3 s of CPU against 11.0 s for the fresh interior point at eps 2, but from
-        0.001 to 1.0 14.7 s against 9.9 s (measured in this change's commit message).
+        for a near penalty (:func:`.fast_fits.solve_papers`): a small step in lambda leaves
+        the dual simplex little to restore, faster than a fresh interior point, while a far
+        one (lambda 0.001 to 1.0) leaves it more than the fresh interior point costs.
         """
         if self.kind != "paper" or self.lp is None or self.lam is None or not self.present.all():
             return self.paper(lam)  # (also after a :meth:`certified` re-solve that was not kept)
