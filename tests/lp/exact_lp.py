@@ -1,4 +1,4 @@
-r"""An exact rational oracle for OPTMech's full LP on tiny spaces (issue 37).
+r"""An exact rational oracle for OPTMech's full LP on tiny spaces.
 
 The LP (worst case, or expected under a prior), every privacy row written out:
 

@@ -1,4 +1,4 @@
-"""Output-column generation for OPTMech's expected loss (lp/colgen.py, issue 37 item 3)."""
+"""Output-column generation for OPTMech's expected loss (lp/colgen.py)."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def test_exact_rational_optimum(n, eps):
 
 
 def test_bench_lp_runs_the_formulation():
-    # `metricdp bench lp --formulations column-generation` (the --quick size of issue 37's row)
+    # `metricdp bench lp --formulations column-generation` (its --quick size)
     from metricdp.experiments.bench_lp import run_bench
 
     rows = run_bench([9], ["optimal-expected"], ["full", "column-generation"], epsilons=[0.5], data="grid",

@@ -1,5 +1,5 @@
 """The shared mechanism LP (:mod:`metricdp.lp.core`): implied pairs, and the
-fast formulation against the reference across the privacy range (issue 27)."""
+fast formulation against the reference across the privacy range."""
 
 from __future__ import annotations
 

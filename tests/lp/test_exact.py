@@ -1,4 +1,4 @@
-"""OPTMech against an exact rational optimum on n <= 8 (issue 37, "Done when").
+"""OPTMech against an exact rational optimum on n <= 8.
 
 The oracle (:mod:`tests.lp.exact_lp`) certifies the optimum of the full LP in
 :class:`fractions.Fraction` by an exact primal/dual check of a basis; the ``block-ipm``,
@@ -64,7 +64,7 @@ def test_all_paths_match_the_exact_optimum(n: int, objective: str, eps: float) -
         got = m.worst_case_loss() if prior is None else m.expected_loss(prior)
         # private, so never below the optimum (a few ulps of float loss evaluation aside) ...
         assert got >= exact * (1 - 1e-12), (formulation, got, exact)
-        # ... and within 1e-10 of it (issue 37: the repair slack eta wastes at most 1e-10);
+        # ... and within 1e-10 of it (the repair slack eta wastes at most 1e-10);
         # the plain full LP at eps * d_max = 19 (entries down to e^-19, rows met to 1e-10
         # absolute at coefficients up to e^19) stops on a basis up to 8.7e-7 above the
         # optimum (3 of 12 instances): HiGHS's tolerances, not eta. Its rows divided by
@@ -89,7 +89,7 @@ def test_beyond_the_log_cap_within_1e9_of_the_exact_optimum(n: int, objective: s
                                                              formulation: str) -> None:
     # eps * d_max > LOG_CAP = 20: the capped LP's optimum is off by up to 136x here (optima
     # down to 9e-11, entries down to e^-60); the scaled, uncapped finish (lp/polish.py) must
-    # bring every build within 1e-9 relative of the exact optimum (issue 37), and keep it
+    # bring every build within 1e-9 relative of the exact optimum, and keep it
     s = small_space(7 * n + int(eps_d), n)
     eps = eps_d / s.diameter
     prior = np.random.default_rng(n).dirichlet(np.full(n, 0.5)) if objective == "expected" else None
@@ -105,7 +105,7 @@ def test_beyond_the_log_cap_within_1e9_of_the_exact_optimum(n: int, objective: s
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(3, 5), eps=st.sampled_from(EPS), worst=st.booleans())
 def test_random_spaces_lose_at_most_1e10_to_the_repair(seed: int, n: int, eps: float, worst: bool) -> None:
-    # issue 37: the repair slack (eta) and the repair together waste at most 1e-10 relative of
+    # The repair slack (eta) and the repair together waste at most 1e-10 relative of
     # the exact optimum, on random spaces of any spread (d_max / d_min unbounded here)
     g = np.random.default_rng(seed)
     s = MetricSpace.from_points(g.normal(size=(n, 2)))

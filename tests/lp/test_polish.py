@@ -1,4 +1,4 @@
-"""The scaled, uncapped finish beyond LOG_CAP (lp/polish.py, issue 37)."""
+"""The scaled, uncapped finish beyond LOG_CAP (lp/polish.py)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_every_pair_beyond_exp_overflow() -> None:
 @pytest.mark.parametrize(("seed", "n", "objective", "eps_d"), [(1, 5, "worst", 30.0), (2, 5, "expected", 45.0),
                                                                (3, 4, "worst", 80.0), (4, 5, "expected", 120.0)])
 def test_certified_gap_against_the_exact_optimum(seed: int, n: int, objective: str, eps_d: float) -> None:
-    # issue 37's target "certified within 1e-9, eps * d > 20 included": the finish's bound is
+    # the target "certified within 1e-9, eps * d > 20 included": the finish's bound is
     # below the exact rational optimum (valid) and within 1e-10 of it (tight), and the build
     # within 1e-9 above it
     g = np.random.default_rng(seed)

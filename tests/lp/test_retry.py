@@ -23,7 +23,7 @@ def test_schedule() -> None:
     assert p.initial(1e-9, 1.0) == 1e-3 and p.initial(1e9, 1.0) == 1e-9  # clipped
     assert [p.next(1e-5), p.next(1e-3), p.next(0.1)] == [pytest.approx(1e-3), 0.1, None]
     assert OPTMECH.initial(1.0, 1e-8) == pytest.approx(1e-3) and CONSTOPT.initial(1.0, 1.0) == pytest.approx(1e-6)
-    # OPTMech (issue 37): eps * eta * d_max = 1e-10, unless that leaves < 1e-12 at d_min
+    # OPTMech: eps * eta * d_max = 1e-10, unless that leaves < 1e-12 at d_min
     assert OPTMECH.initial(2.0, 0.5, 2.0) == pytest.approx(2.5e-11)
     assert OPTMECH.initial(1.0, 1e-3, 1.0) == pytest.approx(1e-9)
     assert OPTMECH.initial(1.0, 0.5) == pytest.approx(2e-10)  # no diameter: 1e-10 at d_min
@@ -89,7 +89,7 @@ def test_optimal_retries_a_spread_failure(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(core, "repair", spread_once)
     s = random_space(1, 5)
     mech = optimal(s, 1.0)
-    # first eta by the diameter (issue 37), the first retry at least the d_min rule's eta
+    # first eta by the diameter, the first retry at least the d_min rule's eta
     assert calls[0] == pytest.approx(max(1e-10 / s.diameter, 1e-12 / s.d_min))
     assert OPTMECH.factor == 10 and calls[1] == pytest.approx(max(10 * calls[0], 1e-10 / s.d_min))
     assert mech.info["lp"]["eta"] == calls[1]

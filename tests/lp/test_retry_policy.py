@@ -1,4 +1,4 @@
-"""One retry policy (issue 32): planar Laplace and SpannerMech's calibration retry through
+"""One retry policy: planar Laplace and SpannerMech's calibration retry through
 :meth:`metricdp.lp.retry.RetryPolicy.run`, honouring ``retryable``."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_spanner_calibration_solves_each_level_under_the_policy(monkeypatch: pyt
     space = MetricSpace.from_points(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.5], [2.0, 2.0], [3.0, 0.5]]))
     spy, main = _spy(SPANNER), _spy(OPTMECH)
     monkeypatch.setattr(spanner_module, "SPANNER", spy)
-    monkeypatch.setattr(spanner_module, "OPTMECH", main)  # the proven level (issue 37: OPTMech's eta rule)
+    monkeypatch.setattr(spanner_module, "OPTMECH", main)  # the proven level (OPTMech's eta rule)
     real, failed = spanner_module.repair, []
 
     def repair(matrix: Any, d: Any, epsilon: float, *, eta: float) -> Any:

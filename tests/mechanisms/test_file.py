@@ -1,4 +1,4 @@
-"""Mechanism files verified from first principles (issue 21, cases 2-4 and 6).
+"""Mechanism files verified from first principles.
 
 Each hostile file below was accepted at commit bff3a6d; each is refused now.
 """

@@ -272,9 +272,8 @@ def test_within_1e8_of_the_exact_optimum_and_of_the_budget(seed: int, eps: float
     ref = float(np.max(np.einsum("uv,uv->u", p / p.sum(axis=1, keepdims=True), s.distances)))
     m = optimal(s, eps)
     assert abs(m.worst_case_loss() - ref) <= 1e-8 * ref
-    # the budget left unused is the repair's eta, eps * eta * d_max = 1e-10 (retry.OPTMECH,
-    # issue 37; was eps * eta * d_min = 1e-10) unless that leaves under 1e-12 at d_min; the
-    # old rule where eps * d_max > LOG_CAP
+    # the budget left unused is the repair's eta, eps * eta * d_max = 1e-10 (retry.OPTMECH)
+    # unless that leaves under 1e-12 at d_min; the d_min rule where eps * d_max > LOG_CAP
     eta = m.info["lp"]["eta"]
     want = max(1e-10 / (eps * s.diameter), 1e-12 / (eps * s.d_min)) if eps * s.diameter <= 20 \
         else 1e-10 / (eps * s.d_min)
@@ -299,7 +298,7 @@ def _exact_loss(s: MetricSpace, eps: float, prior: np.ndarray | None) -> float:
     [("random", "worst"), ("random", "expected"), ("grid", "worst"), ("grid", "expected")],
 )
 def test_within_1e9_of_the_exact_optimum_across_eps(space: str, objective: str, eps: float) -> None:
-    # issue 27: "optimal" means the exact LP optimum at eps to 1e-9 relative, audited at eps,
+    # "optimal" means the exact LP optimum at eps to 1e-9 relative, audited at eps,
     # over the privacy range; grids exercise the implied-pair pruning, priors the expected loss
     from metricdp.audit import audit
 
@@ -312,8 +311,8 @@ def test_within_1e9_of_the_exact_optimum_across_eps(space: str, objective: str, 
     if eps < 10:  # nothing private beats the exact optimum ...
         assert got >= ref * (1 - 1e-12)
     # ... but at eps = 10 the plain full LP (entries down to e^-20, rows met to 1e-10) is
-    # the inexact one, 6e-7 to 1.3e-6 below what any private matrix reaches (RESULTS.md,
-    # issue 27); the substituted fast LP states those entries through its kernel
+    # the inexact one, 6e-7 to 1.3e-6 below what any private matrix reaches (RESULTS.md);
+    # the substituted fast LP states those entries through its kernel
     assert got <= ref * (1 + 1e-9)
     assert audit(m.matrix, s.distances).epsilon <= eps * (1 + 1e-12)
 

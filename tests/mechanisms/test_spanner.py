@@ -105,7 +105,7 @@ def _edge_allowed(s: MetricSpace, g: Spanner) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_ipm_reaches_the_vertex_optimum(seed):
-    # issue 37: the interior point alone stopped 4e-9 to 1.5e-8 relative above the full LP's
+    # The interior point alone stopped 4e-9 to 1.5e-8 relative above the full LP's
     # optimum on these spaces (its gap, not the optimum); with crossover it is a vertex
     s = random_space(seed, 30, dim=2 + seed % 3, clustered=seed % 2 == 0)
     full = spanner(s, 1.0, formulation="full").info["lp"]["objective"]
@@ -117,7 +117,7 @@ def test_ipm_reaches_the_vertex_optimum(seed):
 @pytest.mark.parametrize("formulation", ["fast", "ipm"])
 @pytest.mark.parametrize(("seed", "eps"), [(0, 0.5), (1, 2.0), (2, 0.5), (3, 2.0)])
 def test_loss_within_1e_9_of_the_lp_optimum_at_eps_over_stretch(seed, eps, formulation):
-    # issue 37: the returned mechanism is within 1e-9 relative of the LP optimum at exactly
+    # The returned mechanism is within 1e-9 relative of the LP optimum at exactly
     # eps / t* (before: the margin-1e-5 eta left it 1.2e-5 to 4.9e-4 above on these spaces)
     s = random_space(seed, 20, dim=2 + seed % 3, clustered=seed % 2 == 0)
     g = greedy_spanner(s)

@@ -62,5 +62,5 @@ def glove_space(n: int, seed: int = 0) -> MetricSpace:
 
 @pytest.fixture(scope="session")
 def glove200() -> MetricSpace:
-    """The 200-word GloVe space of the issue's acceptance test (seed 0)."""
+    """The 200-word GloVe space of the acceptance test (seed 0)."""
     return glove_space(200, seed=0)

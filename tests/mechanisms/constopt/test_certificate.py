@@ -1,4 +1,4 @@
-"""ConstOPTMech's paper-fit certificate (issue 37): a weak-duality lower bound of each paper
+"""ConstOPTMech's paper-fit certificate: a weak-duality lower bound of each paper
 LP's optimum from the fast model's duals, checked against the reference formulation."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_the_paper_candidates_carry_their_certificate() -> None:
 
 
 def test_large_eps_d_paper_lps_are_certified_to_1e_9_by_the_tight_resolve() -> None:
-    """Issue 37: beyond SCALE_MAX_WIDTH the default tolerances stop measurably above the
+    """Beyond SCALE_MAX_WIDTH the default tolerances stop measurably above the
     optimum (the reference formulation's own optimum is 1e-6 above the certified bound here);
     :meth:`FastModel.certified` re-solves from the basis until the certificate closes."""
     from metricdp.lp.deadline import Deadline

@@ -28,7 +28,7 @@ def test_column_generation_reaches_the_full_lp_optimum(seed: int) -> None:
 
 @pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0, 10.0])
 def test_fast_equal_or_better_across_epsilon(epsilon: float) -> None:
-    """Issue 27: across the privacy range the fast paper fit is as good as the reference
+    """Across the privacy range the fast paper fit is as good as the reference
     (equal or lower worst-case loss), and both pass the naive audit."""
     space = random_space(int(epsilon * 10), 9)
     fast = constopt(space, epsilon, neighbours=3, fit="paper")
@@ -41,7 +41,7 @@ def test_fast_equal_or_better_across_epsilon(epsilon: float) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("epsilon", "seed"), [(0.5, 0), (3.0, 0), (3.0, 1)])
 def test_sides_seeds_and_dense_regime_reach_the_full_lp_optimum(epsilon: float, seed: int) -> None:
-    """Issue 27: n = 60, so the fast model prices blocks in (and, at eps = 3 on seed 0,
+    """n = 60, so the fast model prices blocks in (and, at eps = 3 on seed 0,
     switches to every block at once); every lambda's LP optimum equals the reference's
     (measured <= 3e-14 relative) and the returned loss is equal or lower."""
     space = random_space(seed, 60, dim=3, clustered=seed == 1)
@@ -108,7 +108,7 @@ def test_fast_model_scales_only_moderate_rooms_and_normalises_rows_22() -> None:
 
 
 def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
-    """Issue 37: the first lambda and its nearest neighbour (warm) on one model, the others
+    """The first lambda and its nearest neighbour (warm) on one model, the others
     on unseeded forks beside them, so the number of threads changes nothing (bitwise the
     same points and counts), and every one is the reference formulation's LP optimum (one
     plain HiGHS model, :func:`paper_lp`) to 1e-9."""
@@ -138,7 +138,7 @@ def test_solve_papers_gives_the_same_models_on_one_thread_or_several() -> None:
 
 
 def test_a_near_lambda_is_solved_warm_from_the_dense_optimum() -> None:
-    """Issue 37: from a dense-regime optimum, a new lambda changes only the n coefficients of
+    """From a dense-regime optimum, a new lambda changes only the n coefficients of
     the rows (18) and the dual simplex goes on from the basis (no interior point, no new
     model); it reaches the reference optimum to 1e-9. Outside the dense regime it is a fresh
     solve, the same as :meth:`paper`."""
@@ -188,7 +188,7 @@ def test_solve_papers_warm_neighbour_from_or_to_a_zero_penalty(lams: tuple[float
 
 
 def test_dense_regime_models_are_solved_by_interior_point_and_crossover_to_a_vertex() -> None:
-    """Issue 37: a model with every block (here seeded by the previous lambda) is solved by
+    """A model with every block (here seeded by the previous lambda) is solved by
     IPX and its crossover, not the dual simplex; the result is a basic solution (HiGHS holds
     a valid basis) at the reference formulation's optimum."""
     from metricdp.lp.deadline import Deadline
@@ -222,7 +222,7 @@ def test_fork_shares_the_coefficients_and_owns_its_state() -> None:
 
 
 def test_a_failed_interior_point_falls_back_to_the_dual_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 37: IPX stopped short (here: one iteration, no crossover) is not a failed LP:
+    """IPX stopped short (here: one iteration, no crossover) is not a failed LP:
     the dense model is solved again by the dual simplex, to the reference optimum."""
     from metricdp.lp.deadline import Deadline
     from metricdp.mechanisms.constopt import fast

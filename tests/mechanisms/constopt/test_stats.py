@@ -52,7 +52,7 @@ def test_lp_counts_follow_corollary_1_for_nearest_neighbours() -> None:
 
 
 def test_merge_adds_a_forked_models_statistics_as_if_recorded_after() -> None:
-    """FitStats.merge (issue 37, lambdas solved side by side): sums, maxima, the last
+    """FitStats.merge: sums, maxima, the last
     model's counts, a failure kept; the fork reports to the same callback."""
     from metricdp.lp._solve import SolveResult
     from metricdp.mechanisms.constopt.stats import FitStats
