@@ -10,14 +10,15 @@ and nothing here imports them. Submodules, one concept each:
 * :mod:`.core` -- the mechanism LP (a row-stochastic matrix under privacy rows) and its
   formulations (:class:`LPSolution`); :mod:`.solution` -- what a solve returns;
 * :mod:`.ipm`, :mod:`.ipm_newton`, :mod:`.ipm_finish` -- the structured interior point
-  and its crossover-free finish; :mod:`.colgen` -- column generation over outputs;
+  and its exact simplex finish; :mod:`.colgen` -- column generation over outputs;
   :mod:`.rowpool` -- row generation (privacy rows added as they bind);
-* :mod:`.polish`, :mod:`.basis` -- an optimal vertex from an approximate solution;
+* :mod:`.polish` -- the scaled finish beyond the exponent cap; :mod:`.basis` -- the exact
+  vertex and duals of a simplex basis;
 * :mod:`.certificate` -- weak-duality lower bounds (the certified gap);
 * :mod:`.repair` -- the tolerance repair (proof there); :mod:`.retry` -- the one
   solve-repair retry policy (:class:`RetryPolicy`); :mod:`.deadline` -- what
   ``time_limit`` means (:class:`Deadline`, the whole build); :mod:`.pairs` -- the
-  privacy pairs a metric implies.
+  privacy rows that follow from shorter ones.
 
 Convention (the package's): this ``__init__`` never binds a submodule's name to anything
 but the submodule; it re-exports only names that are no module's. HiGHS itself is
