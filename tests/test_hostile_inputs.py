@@ -258,7 +258,7 @@ def test_bench_privatize_infinite_timeout(tmp_path):
 def test_exponential_choice_with_an_overflowing_exponent():
     """eps * score gap overflows to -inf: a weight that would never be drawn here and could be from a
     neighbouring dataset (an unbounded privacy loss) is refused in one error, never rounded to 0."""
-    from metricdp.selection import exponential_choice
+    from metricdp.mechanisms.selection import exponential_choice
 
     with pytest.raises(ValidationError, match="exceeds the float range"):
         exponential_choice(np.array([0.0, -1.0, -2.0]), 1e308, np.random.default_rng(0))

@@ -130,20 +130,22 @@ def test_no_function_shadows_its_module() -> None:
 
 
 # ----------------------------------------------------------------------------- layers
-#: The floors of the package, lowest first (issue 32): a module may import modules on its
-#: own floor or below, never above. Grouped by top-level name (a subpackage is one group;
-#: inside it only the no-cycle test applies). Names listed before they exist (``tabular``,
-#: the file layer; ``accounting``, the ledger) are checked from the day they land; a new
-#: top-level module must be placed here (``test_every_top_level_module_has_a_floor``).
-#: ``selection`` is the alias of :mod:`metricdp.mechanisms.selection` (re-exports it).
+#: The floors of the package, lowest first: a module may import modules on its own floor or
+#: below, never above. Grouped by top-level name (a subpackage is one group; inside it only
+#: the no-cycle test applies). Names listed before they exist (``tabular``, the file layer;
+#: ``accounting``, the ledger) are checked from the day they land; a new top-level module
+#: must be placed here (``test_every_top_level_module_has_a_floor``). ``lp``, the LP solver
+#: layer, sits just below ``mechanisms``: the LP mechanisms use it, and it knows no mechanism
+#: (``test_the_lp_layer_imports_only_what_it_may`` narrows it further).
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version",
      "_ibu_kernels"),
     ("spaces", "audit", "loss", "sampling"),
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance"),
+    ("lp",),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "selection", "ldp", "frames", "graphs"),
+     "kmedian", "accounting", "ldp", "frames", "graphs"),
     ("experiments",),
     ("cli",),
 )
@@ -176,8 +178,44 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_layer_check_sees_an_upward_import() -> None:
-    graph = {"metricdp.spaces": {"metricdp.mechanisms.base"}, "metricdp.mechanisms.base": {"metricdp.spaces"}}
-    assert layer_violations(graph) == ["metricdp.spaces (floor 1) -> metricdp.mechanisms.base (floor 3)"]
+    graph = {"metricdp.spaces": {"metricdp.mechanisms.base"}, "metricdp.mechanisms.base": {"metricdp.spaces"},
+             "metricdp.lp.core": {"metricdp.mechanisms.optimal"}, "metricdp.mechanisms.optimal": {"metricdp.lp.core"}}
+    assert layer_violations(graph) == [
+        "metricdp.lp.core (floor 3) -> metricdp.mechanisms.optimal (floor 4)",
+        "metricdp.spaces (floor 1) -> metricdp.mechanisms.base (floor 4)",
+    ]
+
+
+#: What the LP solver layer may import besides itself: the private helpers and the floor of
+#: spaces, audit, loss and sampling. Never a mechanism (the mechanisms import the solver).
+LP_MAY_IMPORT = frozenset({"spaces", "audit", "loss", "sampling", "errors"})
+
+
+def lp_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``metricdp.lp`` outside :data:`LP_MAY_IMPORT` and the private helpers."""
+    return [f"{module} -> {target}" for module, targets in sorted(graph.items()) if _group(module) == "lp"
+            for target in sorted(targets)
+            if (other := _group(target)) not in ("lp", "") and other not in LP_MAY_IMPORT and not other.startswith("_")]
+
+
+def test_lp_check_sees_a_mechanism_import() -> None:
+    graph = {"metricdp.lp.core": {"metricdp.spaces", "metricdp._progress", "metricdp.mechanisms.base",
+                                  "metricdp.outputs", "metricdp.lp._solve"}}
+    assert lp_violations(graph) == ["metricdp.lp.core -> metricdp.mechanisms.base",
+                                    "metricdp.lp.core -> metricdp.outputs"]
+
+
+def test_the_lp_layer_imports_only_what_it_may() -> None:
+    graph = import_graph()
+    assert any(_group(m) == "lp" for m in graph), "metricdp.lp is missing"
+    violations = lp_violations(graph)
+    assert not violations, "the LP solver layer imports beyond its floor:\n" + "\n".join(violations)
+
+
+def test_the_lp_mechanisms_use_the_lp_layer() -> None:
+    graph = import_graph()
+    for mechanism in ("metricdp.mechanisms.optimal", "metricdp.mechanisms.spanner", "metricdp.mechanisms.constopt.fit"):
+        assert any(_group(t) == "lp" for t in graph[mechanism]), mechanism
 
 
 def test_every_top_level_module_has_a_floor() -> None:

@@ -1,7 +1,7 @@
 """``njit``: numba's decorator with an on-disk cache where one can be written, or None without numba.
 
 The one loader of numba for the compiled kernels (:mod:`metricdp.mechanisms._lattice_kernels`,
-:mod:`metricdp.mechanisms.lp._ipm_kernels`, :mod:`metricdp._ibu_kernels`,
+:mod:`metricdp.lp._ipm_kernels`, :mod:`metricdp._ibu_kernels`,
 :mod:`metricdp.streaming._person_kernels`, :mod:`metricdp.accounting._hmac_kernels`): importing this
 module imports numba, so it is imported only by those modules, which are themselves loaded on first use.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceededError",
+    "ClaimError",
     "EngineError",
     "InfeasibleError",
     "MechanismFileError",
@@ -95,6 +96,14 @@ class RepairError(PrivacyViolationError):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class ClaimError(MechanismFileError, PrivacyViolationError):
+    """A mechanism file whose privacy claim does not hold (exit status 1 in the CLI).
+
+    Both a bad file (:class:`MechanismFileError`) and a matrix that is not what it claims
+    (:class:`PrivacyViolationError`): a caller catching either sees it.
+    """
 
 
 class BudgetExceededError(MetricDPError):

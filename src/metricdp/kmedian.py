@@ -19,7 +19,7 @@ Methods (:data:`METHODS`), each reporting the total DP level it spends:
 * ``ssem``: the SSEM with m uniform k-subsets; ``ssem-auto``: m = ceil(6 k ln n), the
   number of local-search steps of Gupta et al.; ``ssem-k++``: the SSEM with m k-means++
   seedings on V as base (data-independent). EM and SSEM at exponent
-  :math:`\varepsilon/(2\Delta)` are :math:`\varepsilon`-DP (:mod:`metricdp.selection`);
+  :math:`\varepsilon/(2\Delta)` are :math:`\varepsilon`-DP (:mod:`metricdp.mechanisms.selection`);
 * ``gupta``: the private local search of Gupta, Ligett, McSherry, Roth and Talwar (SODA
   2010, Section 4.1, Algorithm 1 and Theorem 4.2): T = ceil(6 k ln n) swap steps, each
   an exponential mechanism over the k(n-k) swaps at exponent

@@ -142,12 +142,12 @@ P4 = [0.1, 0.2, 0.3, 0.4]  # the PRIOR file below, in label order
         ("-m geometric -e 1", "geometric", "geometric", (1.0,), {}),
         (
             "-m optimal -e 1 --objective expected --prior PRIOR --time-limit 5",
-            "lp.optimal", "optimal", (1.0,), {"objective": "expected", "prior": P4, "time_limit": 5.0},
+            "optimal", "optimal", (1.0,), {"objective": "expected", "prior": P4, "time_limit": 5.0},
         ),
-        ("-m spanner -e 1 --stretch 2", "lp.spanner", "spanner", (1.0,), {"stretch": 2.0}),
+        ("-m spanner -e 1 --stretch 2", "spanner", "spanner", (1.0,), {"stretch": 2.0}),
         (
             "-m constopt -e 1 -r 2 --fit paper --lambdas 0.1,1 --quantile 0.9",
-            "lp.constopt", "constopt", (1.0,),
+            "constopt", "constopt", (1.0,),
             {"neighbours": 2, "fit": "paper", "lambdas": (0.1, 1.0), "quantile": 0.9},
         ),
         ("-m madlib -e 1 --samples 50 --seed 3", "madlib", "madlib", (1.0,), {"samples": 50, "rng": 3}),

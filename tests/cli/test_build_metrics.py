@@ -13,8 +13,8 @@ import pytest
 
 from metricdp.cli import build as build_cli
 from metricdp.covariance import covariance_from_public, read_covariance
-from metricdp.errors import MechanismFileError, ValidationError
-from metricdp.mechanisms.file import ClaimError, load_mechanism
+from metricdp.errors import ClaimError, MechanismFileError, ValidationError
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.spaces import POINT_METRICS, mahalanobis_distances
 from tests.cli_helpers import assert_one_line_error, run
 

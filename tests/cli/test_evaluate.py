@@ -175,7 +175,7 @@ def test_evaluate_prior_reports_the_adversary(tmp_path):
 
 def test_a_rectangular_mechanism_says_its_bounds_are_not_available(tmp_path):
     from metricdp.evaluation import RECTANGULAR_BOUND_NOTE
-    from metricdp.mechanisms.lp.optimal import optimal
+    from metricdp.mechanisms.optimal import optimal
     from metricdp.outputs import OutputSet
 
     space = _space()

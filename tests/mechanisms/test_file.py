@@ -1,4 +1,4 @@
-"""Mechanism files verified from first principles (issue 21, cases 2-4 and 6).
+"""Mechanism files verified from first principles.
 
 Each hostile file below was accepted at commit bff3a6d; each is refused now.
 """
@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from metricdp.errors import MechanismFileError, PrivacyViolationError, ValidationError
+from metricdp.errors import ClaimError, MechanismFileError, PrivacyViolationError, ValidationError
 from metricdp.mechanisms import build
 from metricdp.mechanisms.base import Mechanism
 from metricdp.mechanisms.exponential import exponential, exponential_matrix
-from metricdp.mechanisms.file import ClaimError, load_mechanism
+from metricdp.mechanisms.file import load_mechanism
 from metricdp.spaces import MetricSpace
 
 POINTS = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [3.0, 1.0]])

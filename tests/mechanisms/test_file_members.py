@@ -1,5 +1,5 @@
 """Mechanism files read only the vetted members, each sized from its header before it is
-read (issue 31 item 4): a genuine ``.npz`` plus one member declaring a 20,000 x 20,000
+read: a genuine ``.npz`` plus one member declaring a 20,000 x 20,000
 matrix made ``evaluate`` and ``privatize`` allocate 3.2 GB under a 100 MiB limit."""
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ def test_truncation_radius_rejects_bad_arguments(alpha: float, mass: float, matc
 
 
 def test_an_epsilon_too_small_for_the_lattice_falls_back_without_overflow():
-    # issue 21: --epsilon 1e-300 raised OverflowError formatting the lattice size
+    # --epsilon 1e-300 once raised OverflowError formatting the lattice size
     space = MetricSpace.grid(3, 3, cell=150.0)
     mech = geometric(space, 1e-300)
     assert mech.params["form"] == "row-normalised"
@@ -324,7 +324,7 @@ def test_clamped_two_and_three_points_by_hand():
 
 
 def test_clamped_ages_halve_the_worst_case_loss():
-    # issue 36: ages 0..99 at eps 0.1 -- row-normalised 18.0, clamped two-sided geometric 9.91
+    # Ages 0..99 at eps 0.1 -- row-normalised 18.0, clamped two-sided geometric 9.91
     from metricdp.loss import worst_case_loss
 
     ages = MetricSpace.from_points(np.arange(100.0)[:, None])

@@ -98,7 +98,7 @@ def test_bad_input_names_the_culprit() -> None:
         madlib_sample(space, [3], 1.0, rng=0)
 
 
-# ----------------------------------------------------------------- issue 21 item 8: exact at any eps / offset
+# ----------------------------------------------------------------- exact at any eps / offset
 def _brute_force(
     points: np.ndarray, inputs: np.ndarray, direction: np.ndarray, gamma: np.ndarray, eps: float
 ) -> np.ndarray:

@@ -217,7 +217,7 @@ def test_grid_of_decimals_is_exact():
 
 
 def test_ages_worst_case_loss_is_the_issues_figure():
-    # issue 36: ages 0..99 at eps 0.1: the clamped form's worst-case loss 9.91 (row-normalised geometric: 18.0)
+    # Ages 0..99 at eps 0.1: the clamped form's worst-case loss 9.91 (row-normalised geometric: 18.0)
     from metricdp.loss import worst_case_loss
 
     m = number_mechanism(NumericGrid(0, 99, 1), 0.1)

@@ -1,4 +1,4 @@
-"""A Mechanism's arrays cannot be made writable (issue 31 item 7): ``em.matrix.base.setflags(write=True)``
+"""A Mechanism's arrays cannot be made writable: ``em.matrix.base.setflags(write=True)``
 made an audited matrix writable again and the releases followed the edited matrix."""
 
 from __future__ import annotations

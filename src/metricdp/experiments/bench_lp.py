@@ -320,8 +320,8 @@ def _child_main(workdir: str) -> None:
 
 
 def _certify(mech: Any, job: Mapping[str, Any], prior: np.ndarray | None, objective: float) -> dict[str, Any]:
-    """The certified gap of an OPTMech build (:mod:`..mechanisms.lp.certificate`), after the timed build."""
-    from ..mechanisms.lp.certificate import lower_bound
+    """The certified gap of an OPTMech build (:mod:`..lp.certificate`), after the timed build."""
+    from ..lp.certificate import lower_bound
 
     expected = job["options"].get("objective") == "expected"
     pi = (np.full(mech.n, 1.0 / mech.n) if prior is None else np.asarray(prior, dtype=float)) if expected else None
@@ -447,7 +447,7 @@ def run_bench(
         ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_jsonl`).
     certify : float, optional
         Seconds for a certified lower bound on the LP optimum after each OPTMech build
-        (:mod:`metricdp.mechanisms.lp.certificate`, not timed with the build): ``certified_gap`` =
+        (:mod:`metricdp.lp.certificate`, not timed with the build): ``certified_gap`` =
         (objective - bound) / bound, an upper bound on the distance to the exact optimum.
     """
     eps_list = [check_epsilon(e) for e in ([epsilon] if epsilons is None else epsilons)]
@@ -548,7 +548,7 @@ def machine_info() -> dict[str, str]:
     import scipy
 
     from .._version import __version__
-    from ..mechanisms.lp._solve import highs_version
+    from ..lp._solve import highs_version
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -691,7 +691,7 @@ def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machi
         "(or expected loss under the prior for optimal-expected) of the returned, audited matrix; "
         "gap vs full = its relative difference to the reference (full) build's objective; "
         "certified gap (OPTMech, with --certify) = (objective - L) / L for a lower bound L on the exact LP "
-        "optimum at eps proven by weak duality (metricdp.mechanisms.lp.certificate): at most this far from "
+        "optimum at eps proven by weak duality (metricdp.lp.certificate): at most this far from "
         "optimal; '-' where the bound's own LP did not finish in time; "
         "vs full = speed-up of the fast formulation over the full one and that difference.",
         "",

@@ -2,8 +2,9 @@
 
 :func:`names` lists the families, :func:`build` builds any of them by name, :func:`get`
 returns a family's entry (parameters, exactness, description): see
-:mod:`metricdp.mechanisms.registry`. Each family lives in its own module (the LP family in
-:mod:`metricdp.mechanisms.lp`); import a builder from its module
+:mod:`metricdp.mechanisms.registry`. Each family lives in its own module (the LP families
+:mod:`.optimal`, :mod:`.spanner` and :mod:`.constopt` solve their LPs with the solver layer
+:mod:`metricdp.lp`); import a builder from its module
 (``from metricdp.mechanisms.exponential import exponential``).
 
 Convention of every package ``__init__`` in metricdp: it re-exports classes and functions

@@ -1,6 +1,6 @@
 """Load the compiled lattice kernels on first use, so that no command imports numba before it needs them.
 
-Importing numba costs 0.3-0.8 s of every CLI start (``metricdp --help`` included), and
+Importing numba is slow and would weigh on every CLI start (``metricdp --help`` included), and
 most commands never run a lattice kernel. Each module that uses the kernels holds
 ``_KERNELS = LAZY`` and asks :func:`lattice_kernels` for them at the point of use; the
 first call imports :mod:`metricdp.mechanisms._lattice_kernels` (and numba, when it is

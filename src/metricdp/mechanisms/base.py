@@ -193,7 +193,7 @@ class Mechanism:
 
     @property
     def distances(self) -> NDArray[np.float64]:
-        """The metric of the inputs (n, n): what privacy is measured in."""
+        """The metric of the inputs (n, n): the distances privacy is stated in."""
         return self.space.distances
 
     @property
@@ -213,7 +213,7 @@ class Mechanism:
 
     @property
     def loss_distances(self) -> NDArray[np.float64]:
-        """d(x, y) from every input to every output, (n, m): what every loss is measured in."""
+        """d(x, y) from every input to every output, (n, m): the distances every loss is stated in."""
         return self.space.distances if self.outputs is None else self.outputs.distances
 
     def __repr__(self) -> str:
@@ -266,7 +266,7 @@ class Mechanism:
         ``exact=False`` is the float inverse-CDF sampler (:func:`sample_from_matrix`), a
         fast option for experiments only: it is NOT private (outputs of probability below
         about 2**-53 are never drawn from some inputs, so the realized matrix can fail the
-        audit at any epsilon; issue 22).
+        audit at any epsilon; Mironov, CCS 2012).
         """
         scalar = np.ndim(inputs) == 0
         idx = check_indices(inputs, self.n)
@@ -348,7 +348,7 @@ def sample_from_matrix(cdf: NDArray[np.float64], inputs: NDArray[np.intp], rng: 
     The fast float path (``Mechanism.sample(..., exact=False)``) for experiments. Its
     realized distribution is the matrix rounded to the 2**-53 grid of the uniforms, which
     can give an output zero probability from one input and a positive one from another
-    (Mironov, CCS 2012; issue 22); releases use :class:`metricdp.sampling.ExactTable`.
+    (Mironov, CCS 2012); releases use :class:`metricdp.sampling.ExactTable`.
 
     ``u * cdf[row, -1]`` scales the uniform by the row's own float sum, so every
     output j is drawn with probability (cdf[j] - cdf[j-1]) / cdf[-1] up to the 2**-53

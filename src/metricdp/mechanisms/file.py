@@ -64,7 +64,7 @@ from .._readonly import frozen
 from .._resources import check_allocation
 from .._validation import check_epsilon, check_metric, check_probability_vector, check_stochastic
 from ..audit import audit, finite_components
-from ..errors import MechanismFileError, PrivacyViolationError, ValidationError
+from ..errors import ClaimError, MechanismFileError, PrivacyViolationError, ValidationError
 from ..io import NPY_HEADER_ERRORS, check_npy_header
 from ..outputs import OutputSet
 from ..spaces import (
@@ -79,7 +79,7 @@ from ..spaces import (
 from . import registry
 from .base import _AUDITED, AUDIT_RTOL, Mechanism
 
-__all__ = ["ClaimError", "load_mechanism"]
+__all__ = ["load_mechanism"]
 
 _REQUIRED = ("matrix", "distances", "labels", "metadata")
 #: Optional members, the only others read: the inputs' coordinates and a separate output set.
@@ -90,10 +90,6 @@ _TRIANGLE_CHECK_MAX_N = 2000
 #: different BLAS and nothing for a tampered scale.
 _DISTANCE_RTOL = 1e-9
 _RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space", "outputs")
-
-
-class ClaimError(MechanismFileError, PrivacyViolationError):
-    """A mechanism file whose privacy claim does not hold (exit status 1 in the CLI)."""
 
 
 #: Members a mechanism file may hold at most (it needs 8); the zip's directory is read

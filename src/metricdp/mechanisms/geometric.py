@@ -108,7 +108,7 @@ from .registry import declared
 __all__ = ["MASS_LEFT_OUT", "geometric", "lattice_tail_bound", "lattice_truncation_radius"]
 
 #: Largest total-variation distance allowed between a row of the lattice form and the
-#: infinite-lattice geometric mechanism (the issue's "mass left out").
+#: infinite-lattice geometric mechanism (the "mass left out").
 MASS_LEFT_OUT = 1e-15
 
 #: Refuse (or, with form="auto", skip) the lattice form beyond this many table terms or

@@ -131,7 +131,7 @@ def exp_neg_float(x: NDArray[np.float64]) -> NDArray[np.float64]:
     Only IEEE-754 correctly rounded operations (+, -, *, /) and exact scaling by powers of
     two: :math:`x = k \ln 2 + f`, :math:`e^{-x} = 2^{-k} / e^{f}`, :math:`e^{f}` by Horner's
     rule on the degree-16 Taylor polynomial (``docs/proofs/lattice_points.md``, section 2).
-    ``np.exp`` is not used: its error is measured, not documented as bounded.
+    ``np.exp`` is not used: its error is known only empirically, not documented as bounded.
 
     >>> float(abs(exp_neg_float(np.array([3.0]))[0] / math.exp(-3.0) - 1)) < 2**-42
     True

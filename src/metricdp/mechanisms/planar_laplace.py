@@ -53,10 +53,10 @@ from scipy.spatial import cKDTree
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
 from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
+from ..lp.repair import ROUNDING_RESERVE, repair
+from ..lp.retry import PLANAR_LAPLACE
 from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
 from .base import Mechanism, certify
-from .lp.repair import ROUNDING_RESERVE, repair
-from .lp.retry import PLANAR_LAPLACE
 from .registry import declared
 
 __all__ = [
@@ -501,7 +501,7 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
     :func:`~metricdp.mechanisms.base.certify`, whose exact audit decides; a result is
     returned only if the audited level is <= eps with no slack. Otherwise eta is raised
     tenfold (up to 1e-3) and the matrix is re-integrated and passed through
-    :func:`metricdp.mechanisms.lp.repair.repair` (log-Lipschitz envelope at
+    :func:`metricdp.lp.repair.repair` (log-Lipschitz envelope at
     :math:`\varepsilon_1`, normalisation, spread check), which makes it exactly eps-mDP
     whatever the integration error, then audited again. Privacy of the returned matrix
     therefore rests on the audit, never on the accuracy estimate. Cost in loss: O(eta)

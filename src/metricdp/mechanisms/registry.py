@@ -293,7 +293,7 @@ FAMILIES: dict[str, Family] = {
                    maximum=1e-3, open_minimum=True, open_maximum=True),),
         ),
         Family(
-            "optimal", f"{_M}.lp.optimal:optimal",
+            "optimal", f"{_M}.optimal:optimal",
             "OPTMech: the loss-optimal eps-mDP mechanism by LP (Imola et al., UAI 2022, LP (1))",
             (Param("objective", "choice", "worst", "loss to minimise", "--objective", choices=("worst", "expected")),
              Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
@@ -304,7 +304,7 @@ FAMILIES: dict[str, Family] = {
             lp=True, outputs=True,
         ),
         Family(
-            "spanner", f"{_M}.lp.spanner:spanner",
+            "spanner", f"{_M}.spanner:spanner",
             "SpannerMech: OPTMech's LP on the edges of a greedy spanner (Imola et al., UAI 2022, Sec. 4)",
             (Param("stretch", "float", 3.0, "stretch t of the spanner (>= 1)", "--stretch", minimum=1.0),
              _CALIBRATE, _TIME_LIMIT,
@@ -312,7 +312,7 @@ FAMILIES: dict[str, Family] = {
             lp=True,
         ),
         Family(
-            "constopt", f"{_M}.lp.constopt:constopt",
+            "constopt", f"{_M}.constopt:constopt",
             "ConstOPTMech: r free neighbours per output, the rest fixed (Imola et al., UAI 2022, Sec. 5)",
             (Param("neighbours", "int", 10, "free neighbours r per output (0: the weighted exponential fit)",
                    "--neighbours", minimum=0, aliases=("-r",)),

@@ -25,7 +25,7 @@ candidates (multinomial weights), feasible for small n and m; otherwise
 :func:`subsampled_exponential` returns a Monte-Carlo estimate (``exact=False``) and
 releases come from :func:`subsampled_exponential_sample`.
 
-The sampler and the enumeration are the generic SSEM of :mod:`metricdp.selection`
+The sampler and the enumeration are the generic SSEM of :mod:`metricdp.mechanisms.selection`
 (quality :math:`-d(x, z)`, exponent :math:`\varepsilon/2`), which also serves central DP.
 """
 
@@ -117,7 +117,7 @@ def subsampled_exponential_sample(
 def _sample(
     d: NDArray[np.float64], idx: NDArray[np.intp], epsilon: float, m: int, mu: NDArray[np.float64], rng: RandomSource
 ) -> NDArray[np.intp]:
-    """The generic SSEM core (:mod:`metricdp.selection`) with quality -d(x, z) and exponent eps/2."""
+    """The generic SSEM core (:mod:`metricdp.mechanisms.selection`) with quality -d(x, z) and exponent eps/2."""
     u = np.asarray(rng.random((len(idx), m)), dtype=np.float64)
     cand = draw_base(np.cumsum(mu), u)
     # clamped distances: no weight underflows to 0 (metricdp.sampling.clamp_distances, proof there)
