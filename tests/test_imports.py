@@ -147,7 +147,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
      "kmedian", "accounting", "ldp", "frames", "graphs"),
     ("experiments",),
-    ("cli",),
+    ("cli", "__main__"),  # `python -m metricdp` is the command line
 )
 FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
 
