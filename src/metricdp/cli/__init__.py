@@ -175,6 +175,8 @@ def closed_output() -> bool:
     to a Dask scheduler, a Spark gateway or a PostgreSQL ledger) is then an error like any
     other, not a quiet end.
     """
+    if not hasattr(select, "poll"):  # Windows: no poll; a broken pipe there stays an error line
+        return False
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
             fd = stream.fileno() if stream is not None else -1
