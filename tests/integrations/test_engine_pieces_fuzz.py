@@ -34,7 +34,7 @@ MECH = certify(np.array([[0.6, 0.4], [0.5, 0.5], [0.4, 0.6]]), SPACE, 1.0, "cust
                outputs=OutputSet.from_points(SPACE, [[0.5], [1.5]], OUTPUTS))
 
 
-def _loop(job, pieces, mechanism):
+def _loop(job, pieces, mechanism, progress=None):
     return [release_piece(job, p, mechanism) for p in pieces]
 
 

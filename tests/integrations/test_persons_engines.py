@@ -30,7 +30,7 @@ from metricdp.streaming.persons import person_table, scan_persons
 from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
 
-def in_process(job: Any, pieces: Any, mechanism: Any) -> list[Any]:
+def in_process(job: Any, pieces: Any, mechanism: Any, progress: Any = None) -> list[Any]:
     """What the engines run, one piece after another in this process."""
     return [release_piece(job, p, mechanism) for p in pieces]
 

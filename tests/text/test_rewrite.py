@@ -115,3 +115,22 @@ def test_a_line_over_the_cap_is_one_error_and_bounded(tmp_path: Path, name: str)
         rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column, max_record=1024)
     st = rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)  # the default cap: fine
     assert st.tokens == 5000
+
+
+@pytest.mark.parametrize(("name", "column", "body"), [
+    ("p.txt", None, "cat dog paris\n" * 40),
+    ("p.csv", "text", "text\n" + "cat dog paris\n" * 40),
+    ("p.jsonl", "text", '{"text": "cat dog paris"}\n' * 40),
+])
+def test_progress_tokens_and_their_total_from_the_file_size(tmp_path: Path, name: str, column: str | None,
+                                                            body: str) -> None:
+    """Told after each batch: tokens done, and the tokens expected from the share of the file read."""
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    calls: list[tuple[int, int | None]] = []
+    rewrite_file(path, io.StringIO(), Vocabulary(LABELS), shift, column=column, batch_tokens=30,
+                 progress=lambda done, total, _m: calls.append((done, total)))
+    assert [d for d, _ in calls] == [30, 60, 90, 120, 120]  # each batch of 30 replaced tokens, then the end
+    assert calls[-1] == (120, 120)  # the whole file read: the estimate is exact
+    for _, total in calls:  # rows of equal size: the estimate is within one row of the truth
+        assert total is not None and abs(total - 120) <= 3

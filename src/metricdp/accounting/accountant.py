@@ -12,11 +12,9 @@ they typed.
 
 :func:`bound_contributions` caps the rows of each person at ``k``, choosing the kept rows
 uniformly at random among the person's rows (not the first ``k``, which would bias a
-release towards the start of a file): every row gets an independent uniform 64-bit key,
-rows are sorted by (person, key) and a row is kept when its rank within its person is below
-``k``. Given distinct keys, the order within a person is a uniformly random permutation, so
-every ``k``-subset of the person's rows is kept with the same probability; keys tie with
-probability below ``n**2 / 2**65`` (a tie keeps the earlier row). The choice protects
+release towards the start of a file): the rows are put in a uniformly random order, then
+grouped by person with one *stable* sort, and a row is kept when its rank within its
+person is below ``k`` (the proof is in :func:`bound_contributions`). The choice protects
 nothing by itself (the guarantee is the cap), so a seeded ``rng`` is allowed without a
 warning; the default is the OS secure source.
 
@@ -235,16 +233,69 @@ class Accountant:
         return self._persons.copy(), from_units(self._spent)
 
 
-def _keep(inverse: NDArray[np.intp], limit: NDArray[np.int64] | int, rng: Any) -> NDArray[np.bool_]:
-    n = inverse.size
-    keys = random_words(rng, n)
-    order = np.lexsort((keys, inverse))
-    grouped = inverse[order]
-    rank = np.arange(n) - np.searchsorted(grouped, grouped, side="left")
-    cap = limit if isinstance(limit, int) else np.asarray(limit)[grouped]
+def _shuffled(n: int, rng: Any) -> NDArray[np.intp]:
+    """A uniformly random permutation of ``range(n)`` drawn from ``rng``.
+
+    A numpy Generator shuffles (Fisher-Yates, ``Generator.permutation``). Any other source
+    (the OS secure one by default) gives ``n`` independent uniform 64-bit words, ordered by
+    a sort; the rows of each run of equal words (probability below ``n**2 / 2**65``) are
+    then put in a uniformly random order of their own, drawn the same way. Exact: the words
+    are exchangeable, so the order of distinct words is uniform, and a tie is broken by an
+    independent uniform order, not by the sort's (which may follow position).
+    """
+    if type(rng) is np.random.Generator:
+        return rng.permutation(n).astype(np.intp, copy=False)
+    words = random_words(rng, n)
+    order = np.argsort(words)
+    ranked = words[order]
+    tied = np.flatnonzero(ranked[1:] == ranked[:-1])
+    if tied.size:  # a 64-bit collision (the tests force them with a source of few words)
+        first = tied[np.r_[True, tied[1:] != tied[:-1] + 1]]
+        last = tied[np.r_[tied[1:] != tied[:-1] + 1, True]] + 1
+        for a, b in zip(first.tolist(), last.tolist(), strict=True):
+            order[a : b + 1] = order[a : b + 1][_shuffled(b + 1 - a, rng)]
+    return order
+
+
+def _keep(ids: NDArray[Any], k: Any, rng: Any) -> NDArray[np.bool_]:
+    """The mask of :func:`bound_contributions` (``k`` checked here against the persons found)."""
+    n = ids.size
     keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        if not isinstance(k, int):
+            _check_caps(np.asarray(k), 0)
+        return keep
+    perm = _shuffled(n, rng)
+    keys = _compact(ids)[perm]
+    # by person; any deterministic sort will do (see bound_contributions), radix sort where it applies
+    order = perm[np.argsort(keys, kind="stable" if keys.dtype.itemsize <= 2 else "quicksort")]
+    grouped = ids[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(grouped[1:], grouped[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1  # the person's index in sorted (np.unique) order
+    rank = np.arange(n) - starts[group]
+    cap = k if isinstance(k, int) else _check_caps(np.asarray(k), starts.size)[group]
     keep[order] = rank < cap
     return keep
+
+
+def _compact(ids: NDArray[Any]) -> NDArray[Any]:
+    """Integer ids in the smallest unsigned type that holds ``ids - min`` (the same order, a cheaper sort)."""
+    if ids.dtype.kind not in "iu":
+        return ids
+    lo, hi = int(ids.min()), int(ids.max())
+    for t in (np.uint8, np.uint16, np.uint32):
+        if hi - lo <= np.iinfo(t).max:
+            return (ids - lo).astype(t)
+    return ids
+
+
+def _check_caps(arr: NDArray[Any], persons: int) -> NDArray[np.int64]:
+    if arr.shape != (persons,) or arr.dtype.kind not in "iu" or (arr < 0).any():
+        raise ValidationError(f"k must be an integer >= 0 or one per distinct person ({persons})")
+    return arr.astype(np.int64)
 
 
 def bound_contributions(user_ids: ArrayLike, k: int | ArrayLike, rng: object = None) -> NDArray[np.bool_]:
@@ -253,19 +304,32 @@ def bound_contributions(user_ids: ArrayLike, k: int | ArrayLike, rng: object = N
     ``k`` is one cap for everyone or one per distinct person (in ``np.unique(user_ids)``
     order). Returns a boolean mask over the rows; the kept rows stay in file order.
 
+    Method: a uniformly random permutation ``P`` of the rows (:func:`_shuffled`), then one
+    sort of the permuted rows by person (stable or not); a row is kept when fewer than ``k``
+    rows of its person come before it in that order. Time: two sorts of ``n`` keys (the
+    shuffle's, unless ``rng`` is a numpy Generator, and the grouping's), no ``np.unique``.
+
+    Why the kept set is a uniform ``k``-subset of each person's rows: write the permuted
+    file as its *pattern* (which person sits at each position) and its *filling* (which of
+    that person's rows sits there). ``P`` is uniform over all ``n!`` orders, so given the
+    pattern the filling is uniform too: the ``c_p`` rows of each person ``p`` are spread over
+    the ``c_p`` positions the pattern gives ``p`` by a uniform bijection, independent of
+    the other persons' (each of the ``prod c_p!`` fillings comes from the same number of
+    permutations, one per pattern). The sort is a deterministic function of the pattern
+    alone (it sees only person ids), so the order in which it lists ``p``'s positions is
+    fixed once the pattern is, and the rows in those positions come in a uniformly random
+    order of ``p``'s rows, whatever the sort does with equal keys. The kept rows are the
+    first ``min(k, c)`` of a uniform order of ``c`` rows; a given ``k``-subset ``S`` comes
+    first in exactly ``k! (c-k)!`` of the ``c!`` orders, so ``Pr[kept = S] = k! (c-k)! / c!
+    = 1 / C(c, k)`` for every ``S``: uniform, and independent across persons.
+
     >>> mask = bound_contributions(["a", "b", "a", "a", "b"], 2, rng=0)
     >>> int(mask.sum()), int(mask[[0, 2, 3]].sum()), bool(mask[1] and mask[4])
     (4, 2, True)
     """
     ids = canonical_ids(user_ids, "user ids")
-    uniq, inverse = np.unique(ids, return_inverse=True)
     if isinstance(k, int | np.integer) and not isinstance(k, bool):
         if k < 0:
             raise ValidationError(f"k must be >= 0, got {k}")
-        limit: NDArray[np.int64] | int = int(k)
-    else:
-        arr = np.asarray(k)
-        if arr.shape != uniq.shape or arr.dtype.kind not in "iu" or (arr < 0).any():
-            raise ValidationError(f"k must be an integer >= 0 or one per distinct person ({uniq.size})")
-        limit = arr.astype(np.int64)
-    return _keep(inverse.ravel().astype(np.intp), limit, check_rng(rng))
+        return _keep(ids, int(k), check_rng(rng))
+    return _keep(ids, np.asarray(k), check_rng(rng))

@@ -91,10 +91,19 @@ EXIT_ERROR = 2
 #: could not be certified.
 EXIT_PRIVACY = 1
 
+class _Console(Console):
+    """rich's console, but a closed pipe ends the command as every other write to one does."""
+
+    def on_broken_pipe(self) -> None:  # rich's own exits with status 1
+        from . import end_quietly
+
+        end_quietly()
+
+
 #: Results (tables, summaries).
-console = Console(soft_wrap=True)
+console = _Console(soft_wrap=True)
 #: Errors, warnings and progress.
-err_console = Console(stderr=True, soft_wrap=True)
+err_console = _Console(stderr=True, soft_wrap=True)
 
 _state = {"debug": os.environ.get("METRICDP_DEBUG", "") not in ("", "0")}
 
@@ -127,6 +136,11 @@ class _ErrorHandler(contextlib.AbstractContextManager):
     ) -> None:
         if exc is None or not isinstance(exc, MetricDPError | OSError) or is_debug():
             return None
+        if isinstance(exc, BrokenPipeError):  # the reader of our output went away: no message, status 141
+            from . import closed_output, end_quietly
+
+            if closed_output():
+                end_quietly()
         code = EXIT_PRIVACY if isinstance(exc, PrivacyViolationError | SolverError) else EXIT_ERROR
         err_console.print(f"error: {error_message(exc)}", style="red", markup=False, highlight=False)
         raise typer.Exit(code) from None

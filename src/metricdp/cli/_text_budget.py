@@ -10,20 +10,20 @@ per-person report.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .._progress import ProgressReporter
 from ..errors import ValidationError
 from ..mechanisms import registry
 from ._accounting import AccountingOptions
-from ._common import console, err_console
+from ._common import console
 from ._common import fmt as fmt_number
 from ._options import naming_flags
 from .privatize import with_flags
 
-__all__ = ["WITHHELD", "Identity", "Ticker", "print_persons", "privatize_budgeted"]
+__all__ = ["WITHHELD", "Identity", "print_persons", "privatize_budgeted"]
 
 WITHHELD = "[WITHHELD]"  # metricdp.text.rewrite.WITHHELD, without importing the rewrite at start-up
 
@@ -105,8 +105,9 @@ def privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabulary
                               unit=ident.unit(guarantee) if book is not None else None)
             try:
                 with naming_flags({"column": "--column"}):
+                    told = ProgressReporter(f"text {src.name}", "tokens")  # a terminal only, every 2 s
                     rel = privatize_text_file(src, out, vocabulary, draw, plan, rng=rng,
-                                              inputs=[*inputs, *acct.files()], progress=Ticker(), **rewrite)
+                                              inputs=[*inputs, *acct.files()], progress=told, **rewrite)
                     return rel, plan.unit
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
@@ -153,17 +154,3 @@ def print_persons(report: Any, acct: AccountingOptions, eps: float) -> None:
                          f"p90 {fmt_number(s.p90)}, p99 {fmt_number(s.p99)} ({s.persons:,} {person}s)")
     for line in lines:
         console.print(line, markup=False, highlight=False)
-
-
-class Ticker:
-    """Progress lines with tokens/s on stderr (every 2 s in a terminal, 10 s in a pipe)."""
-
-    def __init__(self) -> None:
-        self.every = 2.0 if err_console.is_terminal else 10.0
-        self.last = time.monotonic()
-
-    def __call__(self, done: int, total: int | None, message: str) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            err_console.print(f"privatize: {message}", markup=False, highlight=False)

@@ -4,8 +4,9 @@ INPUT is CSV or Parquet; OUTPUT gets the same format. The local engine streams t
 in chunks with bounded memory (:func:`metricdp.streaming.privatize_file`): every byte of
 a CSV outside the released column is kept. ``--engine dask`` / ``--engine spark`` run
 the release on a cluster (:mod:`metricdp.integrations`), a local one unless
-``--scheduler`` / ``--master`` names an existing one. Progress (rows, rows/s) goes to
-stderr: a live line in a terminal, one line per 10 s in a pipe.
+``--scheduler`` / ``--master`` names an existing one. Progress (rows, rows/s, the time
+left when the total is known; the engines tell it as partitions complete) goes to stderr
+at most every 2 s in a terminal, never in a pipe (:class:`metricdp._progress.ProgressReporter`).
 
 What leaves: every column other than ``--column`` is written with its TRUE values unless
 ``--drop COL`` removes it; the command names those columns on stderr (a warning for
@@ -24,6 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from .._optional import require
+from .._progress import ProgressReporter
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
 from ..tabular.columns import ColumnPlan, plan_columns
@@ -50,7 +52,6 @@ from ._common import (
     echo_json,
     err_console,
     handle_errors,
-    progress,
     warn,
 )
 
@@ -79,8 +80,6 @@ def leaves_report(plan: ColumnPlan) -> None:
     if plan.dropped:
         err_console.print(f"dropped (--drop): {', '.join(repr(c) for c in plan.dropped)}",
                           markup=False, highlight=False)
-
-_PIPE_EVERY_S = 10.0
 
 
 class Engine(StrEnum):
@@ -181,16 +180,9 @@ def register(app: typer.Typer) -> None:
         protected = [mechanism_file, *acct.files()]  # never the output: the ledger, its journals, its key
         t0 = time.perf_counter()
         report = None
-        with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+        with acct.open() as book, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-            last = [t0]
-
-            def on_progress(done: int, _total: int | None, message: str) -> None:
-                bar.update(f"privatizing {input_file}: {message}")
-                now = time.perf_counter()
-                if not err_console.is_terminal and now - last[0] >= _PIPE_EVERY_S:
-                    last[0] = now
-                    err_console.print(f"privatize: {message}", markup=False, highlight=False)
+            on_progress = ProgressReporter(f"privatize {input_file.name}")  # a terminal only, every 2 s
 
             accounting = None if not acct.active else acct.accounting(
                 ledger=book, scope=mechanism_scope("privatize", mechanism_file),
@@ -209,14 +201,14 @@ def register(app: typer.Typer) -> None:
 
                 rows = privatize_file_dask(
                     mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=protected,
-                    accounting=accounting, on_report=reports.append, **columns,
+                    accounting=accounting, on_report=reports.append, progress=on_progress, **columns,
                 )
             else:
                 from ..integrations.spark import privatize_file_spark
 
                 rows = privatize_file_spark(
                     mech, input_file, column, out, master=master, seed=seed, inputs=protected,
-                    accounting=accounting, on_report=reports.append, **columns
+                    accounting=accounting, on_report=reports.append, progress=on_progress, **columns
                 )
             report = reports[0] if reports else report
         dt = time.perf_counter() - t0

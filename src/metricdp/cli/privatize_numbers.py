@@ -33,6 +33,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._progress import ProgressReporter
 from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal
@@ -57,16 +58,13 @@ from ._common import (
     check_output,
     console,
     echo_json,
-    err_console,
     handle_errors,
-    progress,
     warn,
 )
 from .privatize import DropOption, Engine, KeepOption, check_engine, leaves_report, with_flags
 
 __all__ = ["parse_range", "register"]
 
-_PIPE_EVERY_S = 10.0
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -96,7 +94,8 @@ def _grid(lo: str, hi: str, step: str) -> NumericGrid:
 
 def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: Path, *, seed: int | None,
                 out_of_range: str, off_grid: str, keep: list[str], drop: list[str], inputs: list[Path],
-                scheduler: str | None, master: str | None, accounting: Any) -> tuple[int, Any]:
+                scheduler: str | None, master: str | None, accounting: Any,
+                progress: Any = None) -> tuple[int, Any]:
     """The release on a cluster: (rows written, the accounting report or None)."""
     from ..integrations.numbers import privatize_numbers_engine
 
@@ -105,7 +104,7 @@ def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: P
         rows = privatize_numbers_engine(
             engine.value, mech, input_file, column, out, out_of_range=out_of_range, off_grid=off_grid, seed=seed,
             keep=keep, drop=drop, inputs=inputs, scheduler=scheduler, master=master, accounting=accounting,
-            on_report=reports.append)
+            on_report=reports.append, progress=progress)
     except ValidationError as ex:  # the library names no flag; say which one
         ex.args = (with_flags(str(ex)), *ex.args[1:])
         raise
@@ -201,17 +200,9 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         scope = "numbers:" + hashlib.sha256(repr((mechanism, repr(epsilon), str(grid.lo), str(grid.hi),
                                                  str(grid.step), out_of_range, off_grid)).encode()).hexdigest()[:32]
-        with acct.open() as book, progress(f"privatizing {input_file}") as bar, warnings.catch_warnings():
+        with acct.open() as book, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-
-            last = [t0]
-
-            def on_progress(_done: int, _total: int | None, message: str) -> None:
-                bar.update(f"privatizing {input_file}: {message}")
-                now = time.perf_counter()
-                if not err_console.is_terminal and now - last[0] >= _PIPE_EVERY_S:  # a pipe: a line per 10 s
-                    last[0] = now
-                    err_console.print(f"privatize-numbers: {message}", markup=False, highlight=False)
+            on_progress = ProgressReporter(f"privatize-numbers {input_file.name}")  # a terminal only, every 2 s
 
             accounting = None if not acct.active else acct.accounting(
                 ledger=book, scope=scope, mechanism=f"privatize-numbers {mechanism} eps={epsilon:g} per unit")
@@ -227,7 +218,7 @@ def register(app: typer.Typer) -> None:
                 rows, report = _run_engine(engine, mech, input_file, column, out, seed=seed,
                                            out_of_range=out_of_range, off_grid=off_grid, keep=kept, drop=dropped,
                                            inputs=acct.files(), scheduler=scheduler, master=master,
-                                           accounting=accounting)
+                                           accounting=accounting, progress=on_progress)
         dt = time.perf_counter() - t0
         if seed is not None:
             warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"

@@ -18,6 +18,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._progress import ProgressReporter
 from ..errors import ValidationError
 from ..mechanisms import registry
 from ._accounting import (
@@ -44,7 +45,7 @@ from ._common import (
     warn,
 )
 from ._options import naming_flags, with_options
-from ._text_budget import WITHHELD, Identity, Ticker, print_persons, privatize_budgeted
+from ._text_budget import WITHHELD, Identity, print_persons, privatize_budgeted
 from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["load_vocabulary", "register"]
@@ -378,7 +379,8 @@ def register(app: typer.Typer) -> None:
                 try:
                     st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept,
                                       policy=policy, keep_columns=keep or (), drop_columns=drop or (),
-                                      progress=Ticker(), cycle=cycle, accounting=book)
+                                      progress=ProgressReporter(f"text {input_file.name}", "tokens"), cycle=cycle,
+                                      accounting=book)
                 except ValidationError as ex:
                     raise ValidationError(with_flags(str(ex))) from None
             documents = None if book is None else book.report(st.documents)

@@ -175,13 +175,16 @@ def user_index(plan: Plan, user_column: str, column: str) -> int:
 
 
 def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_column: str,
-                        mechanism: Any) -> PersonCounts:
-    """One distributed pass over the user column of ``plan``'s pieces: the file's persons and row codes."""
+                        mechanism: Any, progress: Any = None) -> PersonCounts:
+    """One distributed pass over the user column of ``plan``'s pieces: the file's persons and row codes.
+
+    ``progress`` (:data:`metricdp._progress.Progress`) is told as the partitions complete.
+    """
     from ._pieces import Job
 
     job = Job(replace(plan, pieces=()), column, None, "", PersonCount(user_column, user_index(plan, user_column,
                                                                                                column)))
-    results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+    results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
     found = merge_counts(_check(engine, plan.pieces, results))
     if found.codes is None or found.codes.size != plan.rows:
         raise EngineError(f"the {engine} job counted persons for {0 if found.codes is None else found.codes.size:,} "

@@ -12,6 +12,9 @@
    nothing is published: the scratch directory and the temporary file are removed on
    every path out (an exception, SIGINT, SIGTERM). A scratch directory left by a
    process killed with SIGKILL is removed by the next run beside the same output.
+
+Progress (:data:`metricdp._progress.Progress`) is told by the driver as partitions complete
+(:class:`PieceProgress`): the rows of the finished pieces, of the rows the plan counted.
 """
 
 from __future__ import annotations
@@ -25,16 +28,46 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._optional import import_optional
+from .._progress import Progress, report
 from ..errors import EngineError, MetricDPError, ValidationError
 from ._common import check_seed
 from ._pieces import Done, Failed, Job, part_path
 from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, plan_file
 
-__all__ = ["Runner", "engine_error", "release_file", "root_cause"]
+__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
 
-#: ``runner(job, pieces, mechanism)`` runs :func:`._pieces.release_piece` for every piece (in any
-#: order, anywhere) and returns the results in the order of ``pieces``.
-Runner = Callable[[Job, Sequence[Piece], Any], Sequence[Done | Failed]]
+#: ``runner(job, pieces, mechanism, progress)`` runs :func:`._pieces.release_piece` for every piece (in
+#: any order, anywhere) and returns the results in the order of ``pieces``; ``progress`` (or None) is
+#: told as pieces finish (:class:`PieceProgress`).
+Runner = Callable[[Job, Sequence[Piece], Any, "Progress | None"], Sequence[Done | Failed]]
+
+
+class PieceProgress:
+    """The rows of the pieces finished so far, told to ``progress`` by the driver as partitions complete.
+
+    ``progress(rows, total, "PASS: k of n partitions")`` with ``total`` the rows the driver
+    counted in all ``pieces`` and PASS what ``job`` does (counting rows per person, or
+    releasing); nothing is told when ``progress`` is None.
+    """
+
+    def __init__(self, job: Job, pieces: Sequence[Piece], progress: Progress | None) -> None:
+        from ._persons import PersonCount
+
+        self._rows = {p.index: p.rows for p in pieces}
+        self.total = sum(self._rows.values())
+        self.parts = len(self._rows)
+        self.rows = self.count = 0
+        self._progress = progress
+        self._what = "counting rows per person" if isinstance(job.rule, PersonCount) else "releasing"
+
+    def finished(self, index: int) -> None:
+        """Piece ``index`` is done."""
+        self.update(self.rows + self._rows.get(index, 0), self.count + 1)
+
+    def update(self, rows: int, count: int) -> None:
+        """``rows`` of ``count`` pieces done (an engine's own tally; a retried task cannot count twice past the end)."""
+        self.rows, self.count = min(rows, self.total), min(count, self.parts)
+        report(self._progress, self.rows, self.total, f"{self._what}: {self.count} of {self.parts} partitions")
 
 
 
@@ -55,6 +88,7 @@ def release_file(
     accounting: Any = None,
     on_report: Callable[[Any], None] | None = None,
     rule: Any = None,
+    progress: Progress | None = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
 
@@ -72,6 +106,9 @@ def release_file(
     ``rule`` (:class:`._numbers.NumberRule`) makes it a release of numbers on the
     mechanism's grid (:mod:`._numbers`: the local number rule in the plan, the pieces and
     the accounting's first pass) instead of labels.
+
+    ``progress`` is told the rows done as the engine's partitions complete (the count of
+    rows per person first, when the accounting needs it, then the release).
     """
     from ..io import atomic_write, scratch_directory
     from ..streaming.accounted import Settlement
@@ -91,14 +128,15 @@ def release_file(
             plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
                                 keep=keep, drop=drop, max_record=max_record)
         if accounting is not None:
-            run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner))
+            run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner),
+                             progress)
             settlement.run = run
             plan = replace(plan, pieces=_selected(run, plan))
         # named like atomic_write's temporaries: atomic_write (above) removes those a kill -9 left
         scratch = scratch_directory(target)
         try:
             job = Job(replace(plan, pieces=()), column, seed, str(scratch), rule)
-            results = list(runner(job, plan.pieces, mechanism)) if plan.pieces else []
+            results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
             _check(engine, plan, results)
             check_unchanged(plan)
             _join(plan, scratch, fh)
@@ -123,7 +161,8 @@ def driver_source(seed: int | None) -> Any:
 
 
 def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
-               max_record: int | None, rule: Any = None, cluster: tuple[str, Runner] | None = None) -> Any:
+               max_record: int | None, rule: Any = None, cluster: tuple[str, Runner] | None = None,
+               progress: Progress | None = None) -> Any:
     """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`).
 
     Without consistent releases the plan needs only who each row belongs to: with ``cluster``
@@ -140,7 +179,8 @@ def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: A
         from ._persons import distributed_persons, start_counted
 
         identity = _identity(src)  # before the pass: publishing compares it with the file then
-        persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism)
+        persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism,
+                                      progress)
         if rule is not None:
             unit = f"unit of {column!r}"
             release: Any = lambda ranks: mechanism.draw(ranks, source)  # noqa: E731

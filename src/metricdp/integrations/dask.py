@@ -133,6 +133,7 @@ def privatize_file_dask(
     max_record: int | None = None,
     accounting: Any = None,
     on_report: Any = None,
+    progress: Any = None,
 ) -> int:
     """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
 
@@ -154,7 +155,8 @@ def privatize_file_dask(
     for the local engine). ``accounting`` makes it a release per person, planned by the
     driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
     ``on_report`` receives its report. ``piece_bytes`` is the input per partition
-    (default 64 MiB). Returns the rows written.
+    (default 64 MiB). ``progress`` (:data:`metricdp._progress.Progress`) is told by the
+    driver the rows done as partitions complete. Returns the rows written.
 
     Raises
     ------
@@ -169,19 +171,24 @@ def privatize_file_dask(
 
     import_optional("distributed", extra="dask")
 
-    def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
-        return _run_pieces(job, pieces, mech, scheduler)
+    def runner(job: Any, pieces: Sequence[Any], mech: Any, told: Any = None) -> list[Any]:
+        return _run_pieces(job, pieces, mech, scheduler, told)
 
     with one_cluster():
         return release_file(
             "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
             keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
+            progress=progress,
         )
 
 
-def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None) -> list[Any]:
-    """:func:`~metricdp.integrations._pieces.release_piece` for every piece on a Dask cluster."""
-    from ._run import engine_error
+def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None,
+                progress: Any = None) -> list[Any]:
+    """:func:`~metricdp.integrations._pieces.release_piece` for every piece on a Dask cluster.
+
+    ``progress`` is told on the driver as each piece's future completes (``as_completed``).
+    """
+    from ._run import PieceProgress, engine_error
 
     try:
         with client_for(scheduler, len(pieces)) as client:
@@ -193,6 +200,13 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str 
                 client.submit(_release, job, piece, shipped, key=f"metricdp-piece-{token}-{piece.index}", pure=False)
                 for piece in pieces
             ]
+            if progress is not None:
+                distributed = import_optional("distributed", extra="dask")
+                told = PieceProgress(job, pieces, progress)
+                index = {f.key: p.index for f, p in zip(futures, pieces, strict=True)}
+                for done in distributed.as_completed(futures):
+                    if done.status == "finished":
+                        told.finished(index[done.key])
             return list(client.gather(futures))
     except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, ...): one typed line
         raise engine_error("Dask", ex) from ex

@@ -37,6 +37,7 @@ def privatize_numbers_engine(
     master: str | None = None,
     accounting: Any = None,
     on_report: Callable[[Any], None] | None = None,
+    progress: Callable[[int, int | None, str], None] | None = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark"); the rows written.
 
@@ -46,7 +47,7 @@ def privatize_numbers_engine(
     :func:`~metricdp.integrations.dask.privatize_file_dask` /
     :func:`~metricdp.integrations.spark.privatize_file_spark`; ``accounting`` makes it a
     release per person planned by the driver (module docstring), ``on_report`` receives
-    its report.
+    its report, ``progress`` is told the rows done as partitions complete.
 
     Raises
     ------
@@ -72,5 +73,5 @@ def privatize_numbers_engine(
         return release_file(
             engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
             piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
-            on_report=on_report, rule=rule,
+            on_report=on_report, rule=rule, progress=progress,
         )

@@ -128,6 +128,7 @@ def privatize_file_spark(
     max_record: int | None = None,
     accounting: Any = None,
     on_report: Any = None,
+    progress: Any = None,
 ) -> int:
     """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
 
@@ -151,8 +152,8 @@ def privatize_file_spark(
     for the local engine). ``accounting`` makes it a release per person, planned by the
     driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
     ``on_report`` receives its report. ``piece_bytes`` is the input per partition
-    (default 64 MiB).
-    Returns the rows written.
+    (default 64 MiB). ``progress`` (:data:`metricdp._progress.Progress`) is told by the
+    driver the rows done as partitions complete. Returns the rows written.
 
     Raises
     ------
@@ -166,19 +167,31 @@ def privatize_file_spark(
 
     import_optional("pyspark", extra="spark")
 
-    def runner(job: Any, pieces: Sequence[Any], mech: Any) -> list[Any]:
-        return _run_pieces(job, pieces, mech, master)
+    def runner(job: Any, pieces: Sequence[Any], mech: Any, told: Any = None) -> list[Any]:
+        return _run_pieces(job, pieces, mech, master, told)
 
     with one_context():
         return release_file(
             "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
             keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
+            progress=progress,
         )
 
 
-def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | None) -> list[Any]:
-    """:func:`~metricdp.integrations._pieces.release_piece` for every piece, one Spark task each."""
-    from ._run import engine_error
+#: Seconds between two looks of the driver at the job's accumulators.
+POLL_S = 0.5
+
+
+def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | None,
+                progress: Any = None) -> list[Any]:
+    """:func:`~metricdp.integrations._pieces.release_piece` for every piece, one Spark task each.
+
+    With ``progress``, each task adds its piece's rows and 1 to two accumulators, which
+    Spark merges into the driver's as tasks complete; the job runs in a thread of the
+    driver while this one reads them every :data:`POLL_S` and tells ``progress``
+    (a retried task may add twice: :class:`._run.PieceProgress` caps the tally at the total).
+    """
+    from ._run import PieceProgress, engine_error
 
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
@@ -193,11 +206,10 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | N
             try:
                 shipped = sc.broadcast(Shipped(mechanism))  # sent once per executor
                 try:
-                    return list(
-                        sc.parallelize([(job, p) for p in pieces], len(pieces))
-                        .map(lambda task: _release(task, shipped.value))
-                        .collect()
-                    )
+                    tasks = sc.parallelize([(job, p) for p in pieces], len(pieces))
+                    if progress is None:
+                        return list(tasks.map(lambda task: _release(task, shipped.value)).collect())
+                    return _collect_told(sc, tasks, shipped, PieceProgress(job, pieces, progress))
                 finally:
                     shipped.unpersist()
             finally:
@@ -205,6 +217,41 @@ def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | N
                     sc.stop()
     except Exception as ex:  # Py4J / JVM / worker crash: one typed line, the rest chained
         raise engine_error("Spark", ex) from ex
+
+
+def _collect_told(sc: Any, tasks: Any, shipped: Any, told: Any) -> list[Any]:
+    """``tasks`` released and collected in a thread; this one tells ``told`` what the accumulators say."""
+    import threading
+
+    rows, parts = sc.accumulator(0), sc.accumulator(0)
+
+    def counted(task: tuple[Any, Any]) -> Any:
+        done = _release(task, shipped.value)
+        rows.add(task[1].rows)
+        parts.add(1)
+        return done
+
+    out: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            out["results"] = tasks.map(counted).collect()
+        except BaseException as ex:  # re-raised on the driver's own thread below
+            out["error"] = ex
+
+    worker = threading.Thread(target=collect, name="metricdp-spark-collect", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(POLL_S)
+            told.update(rows.value, parts.value)
+    except BaseException:  # SIGINT on the driver: the job is cancelled, not left running
+        sc.cancelAllJobs()
+        worker.join()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return list(out["results"])
 
 
 def _release(task: tuple[Any, Any], shipped: Shipped) -> Any:

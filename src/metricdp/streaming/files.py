@@ -182,8 +182,7 @@ def privatize_file(
         one = OnePassRun(mechanism, src, column, accounting, release, source)
 
     def tick(rows: int) -> None:
-        dt = time.perf_counter() - t0
-        report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
+        report(progress, rows, None, "releasing")
 
     def release_pass(fh: IO[bytes], select: Select, persons: PersonCollector | None) -> int:
         if fmt == "csv":

@@ -131,8 +131,7 @@ def privatize_numbers_file(
         return plans[0]
 
     def tick(rows: int) -> None:
-        dt = time.perf_counter() - t0
-        report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
+        report(progress, rows, None, "releasing")
 
     def classify(numbers: NDArray[np.float64], bad: NDArray[np.bool_], empty: NDArray[np.bool_]) -> Any:
         return _status(mechanism, numbers, bad, empty, out_of_range, off_grid)

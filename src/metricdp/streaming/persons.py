@@ -441,7 +441,7 @@ def scan_persons(
                 lines = chunk.first_line + recs.lines
                 book.add(csv_ids(pa, pc, buf, recs.fs, recs.fe, lines, where, user_column))
                 done = book.rows
-                report(progress, done, None, f"first pass (who each row belongs to): {done:,} rows")
+                report(progress, done, None, "first pass (who each row belongs to)")
                 if vcol is not None and value_set is not None:
                     fs, fe = recs.field(vcol)
                     idx = csv_label_indices(pa, pc, buf, fs, fe, value_set, lookup)
@@ -458,7 +458,7 @@ def scan_persons(
             ids = batch.column(0)
             rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
             book.add(parquet_ids(pa, pc, ids, seen, where, user_column))
-            report(progress, seen + len(ids), None, f"first pass (who each row belongs to): {seen + len(ids):,} rows")
+            report(progress, seen + len(ids), None, "first pass (who each row belongs to)")
             if value_column is not None and value_set is not None:
                 col = batch.column(1)
                 idx, as_text = parquet_label_indices(pa, pc, col, labels or [])

@@ -433,8 +433,7 @@ def privatize_points_file(
         return plan
 
     def tick(rows: int) -> None:
-        dt = time.perf_counter() - t0
-        report(progress, rows, None, f"{rows:,} rows, {rows / dt if dt > 0 else 0:,.0f} rows/s")
+        report(progress, rows, None, "releasing")
 
     def every_row(start: int, pts: NDArray[np.float64]) -> tuple[None, NDArray[np.float64]]:
         return None, release(pts, start + 1)

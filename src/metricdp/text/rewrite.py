@@ -89,6 +89,7 @@ def rewrite_texts(
     progress: Progress | None = None,
     cycle: int = 1,
     accounting: TextAccounting | None = None,
+    read_fraction: Callable[[], float] | None = None,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
@@ -99,6 +100,10 @@ def rewrite_texts(
     ``cycle`` (per-token epsilon lists: token j of a document gets the (j mod m)-th epsilon).
     ``accounting`` (:mod:`.accounting`) counts each document's releases and makes them
     consistent (one epsilon per run: not with ``cycle`` > 1).
+
+    ``progress`` is told after each batch: the tokens done and, with ``read_fraction`` (the
+    share of the input read so far, e.g. bytes of the file), the tokens expected in all
+    (``tokens / read_fraction()``), from which it can tell the time left.
     """
     if cycle > 1 and accounting is not None:
         raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
@@ -127,7 +132,8 @@ def rewrite_texts(
                 st.changed += int(k != x)
         yield from ("".join(pieces) for pieces in batch)
         st.seconds = time.perf_counter() - start
-        report(progress, st.tokens, None, f"{st.tokens:,} tokens ({st.tokens_per_second:,.0f} tokens/s)")
+        share = read_fraction() if read_fraction is not None and progress is not None else 0.0
+        report(progress, st.tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
         batch.clear()
         slots.clear()
         inputs.clear()
@@ -260,13 +266,15 @@ def rewrite_file(
     if fmt == "text" and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
+    read, size = [0], max(1, path.stat().st_size)  # characters read (about bytes): the ETA's share of the file
     kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
-          "cycle": cycle, "accounting": accounting}
+          "cycle": cycle, "accounting": accounting, "read_fraction": lambda: min(1.0, read[0] / size)}
     if fmt == "text":
         endings: deque[str] = deque()
 
         def bodies() -> Iterator[str]:
             for line in _decoded_lines(path, max_record):
+                read[0] += len(line)
                 body, end = _split_ending(line)
                 endings.append(end)
                 yield body
@@ -279,6 +287,7 @@ def rewrite_file(
         with iter_csv_rows(path, max_record=max_record) as (names, stream):
             plan = plan_columns(names, [column], keep=keep_columns, drop=drop_columns, where=str(path))
             st.columns = plan
+            read[0] += sum(map(len, names)) + len(names)
             j = plan.index(column)
             written = [plan.index(c) for c in plan.written]
             writer = csv.writer(out, dialect="excel", lineterminator="\n")
@@ -287,6 +296,7 @@ def rewrite_file(
 
             def cells() -> Iterator[str]:
                 for line, row in stream:
+                    read[0] += sum(map(len, row)) + len(row)
                     rows.append(row)
                     if accounting is not None:
                         accounting.add_row(row, names, f"{path}: line {line}")
@@ -304,6 +314,7 @@ def rewrite_file(
 
     def fields() -> Iterator[str]:
         for n, line in enumerate(_decoded_lines(path, max_record), start=1):
+            read[0] += len(line)
             if not line.strip():
                 continue
             try:
