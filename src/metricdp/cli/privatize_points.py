@@ -445,7 +445,8 @@ def register(app: typer.Typer) -> None:
         --max-rows-per-user, --over-budget and --consistent account, cap and reuse
         releases per person.
         """
-        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget,
+                                 consistent).for_unit("km")  # eps per km, as --epsilon
         acct.check()
         eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
@@ -537,7 +538,7 @@ def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | 
         highlight=False,
     )
     if stats.accounting is not None and acct is not None:
-        print_report(stats.accounting, acct, eps)
+        print_report(stats.accounting, acct, eps, distance="km")
         add = _additive(settings, stats)
         if add:
             console.print(f"plus the lattice's additive {add['additive_per_release']:.2g} per release "
