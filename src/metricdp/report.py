@@ -361,22 +361,26 @@ def render_report(
                 idx.min() < 0 or idx.max() >= mechanism.n:
             raise ValidationError(f"inputs must be indices in 0..{mechanism.n - 1}, got {np.asarray(inputs).tolist()}")
     pi = None if prior is None else check_probability_vector(prior, mechanism.n)
-    sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
-    obs = None
-    if observed is not None:
-        t, r = (np.asarray(a) for a in observed)
-        if t.shape != r.shape or t.ndim != 1 or not len(t) or not np.issubdtype(t.dtype, np.integer) or \
-                not np.issubdtype(r.dtype, np.integer) or min(t.min(), r.min()) < 0 or \
-                max(t.max(), r.max()) >= mechanism.n:
-            raise ValidationError("observed must be two equal-length non-empty index vectors into the points")
-        obs = (t.astype(np.intp), r.astype(np.intp))
-    if idx is not None:
-        sections.append(_location_section(mechanism, unit, pi, obs))
-        sections.append(_map_section(mechanism, idx.astype(np.intp)))
-    else:
-        sections.append(_table_section(mechanism, top))
-    if pi is not None:
-        sections.append(_adversary_section(mechanism, pi, unit))
+    import matplotlib
+
+    # labels, units and titles are the data's text, drawn as written: a '$' in a label is not mathtext
+    with matplotlib.rc_context({"text.parse_math": False}):
+        sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
+        obs = None
+        if observed is not None:
+            t, r = (np.asarray(a) for a in observed)
+            if t.shape != r.shape or t.ndim != 1 or not len(t) or not np.issubdtype(t.dtype, np.integer) or \
+                    not np.issubdtype(r.dtype, np.integer) or min(t.min(), r.min()) < 0 or \
+                    max(t.max(), r.max()) >= mechanism.n:
+                raise ValidationError("observed must be two equal-length non-empty index vectors into the points")
+            obs = (t.astype(np.intp), r.astype(np.intp))
+        if idx is not None:
+            sections.append(_location_section(mechanism, unit, pi, obs))
+            sections.append(_map_section(mechanism, idx.astype(np.intp)))
+        else:
+            sections.append(_table_section(mechanism, top))
+        if pi is not None:
+            sections.append(_adversary_section(mechanism, pi, unit))
     params = html.escape(json.dumps(dict(mechanism.params), default=str, indent=1)[:4000])
     sections.append(f"<h2>Parameters</h2><pre>{params}</pre>")
     heading = html.escape(title or f"metricdp report: {mechanism.name}, n = {mechanism.n}, "

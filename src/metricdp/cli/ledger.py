@@ -162,7 +162,7 @@ def _plot_spent(path: Path, spent: Any, budget: float, name: str, unit: str | No
     ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:g}")
     ax.set_xlabel(f"eps spent per person (reserved + committed, {per_unit(unit)})")
     ax.set_ylabel("persons")
-    ax.set_title(f"{Path(name).name}: {len(spent):,} persons")
+    ax.set_title(f"{Path(name).name}: {len(spent):,} persons", parse_math=False)  # a file name, not mathtext
     ax.legend()
     save_png(fig, path)
 
