@@ -33,10 +33,10 @@ def test_for_unit_converts_exactly_and_plain_numbers_are_kept() -> None:
     assert AccountingOptions(budget=parse_budget("10/km")).for_unit("m").budget == 0.01
     plain = AccountingOptions(budget=parse_budget("7"))
     assert plain.for_unit("km") is plain
-    with pytest.raises(ValidationError, match="--budget: .* has a unit"):
+    with pytest.raises(ValidationError, match=r"--budget: .* has a unit"):
         AccountingOptions(budget=parse_budget("1/km")).for_unit("")
     unconverted = AccountingOptions(user_column="u", budget=Budget(1.0, Fraction(1), "km"))
-    with pytest.raises(ValidationError, match="--budget 1.0/km has a distance unit"), unconverted.open():
+    with pytest.raises(ValidationError, match=r"--budget 1\.0/km has a distance unit"), unconverted.open():
         pass
 
 

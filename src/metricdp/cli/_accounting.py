@@ -235,8 +235,11 @@ class AccountingOptions:
                                   "SQLAlchemy URL")
         return [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), key_path_for(db), *given]
 
-    def accounting(self, *, ledger: Any, scope: str, mechanism: str) -> Any:
-        """The library's :class:`~metricdp.streaming.accounted.Accounting` of these options."""
+    def accounting(self, *, ledger: Any, scope: str, mechanism: str, additive: float = 0.0) -> Any:
+        """The library's :class:`~metricdp.streaming.accounted.Accounting` of these options.
+
+        ``additive``: the additive loss of one release (the lattice's), budgeted with eps.
+        """
         from ..streaming.accounted import Accounting
 
         self._plain_budget()
@@ -244,7 +247,7 @@ class AccountingOptions:
             raise ValidationError("--user-column COL is needed")  # pragma: no cover - check() said so
         return Accounting(self.user_column, budget=None if ledger is not None else self.budget, ledger=ledger,
                           max_rows_per_user=self.max_rows_per_user, policy=self.policy,  # type: ignore[arg-type]
-                          consistent=self.consistent, scope=scope, mechanism=mechanism)
+                          consistent=self.consistent, scope=scope, mechanism=mechanism, additive=additive)
 
     def describe(self) -> dict[str, Any]:
         """The options as given, for ``--json``."""

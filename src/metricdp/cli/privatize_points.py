@@ -482,7 +482,8 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         with acct.open() as book, progress(f"releasing points of {input_file}") as bar:
             accounting = None if not acct.active else acct.accounting(
-                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text)
+                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text,
+                additive=0.0 if settings.plane is None else settings.plane.additive(eps))
             try:
                 stats = privatize_points_file(
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
