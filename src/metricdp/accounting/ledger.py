@@ -488,6 +488,8 @@ class Ledger:
             tx.q("INSERT INTO meta (k, v) VALUES ('unit', :u)", {"u": unit[:64]})
         elif str(rows[0][0]) != unit[:64]:
             def said(u: str) -> str:
+                if u == "DP":  # a histogram's standard DP per person (streaming.accounted_prior.DP_UNIT)
+                    return "as standard DP per person (any change of their rows)"
                 return f"per {u}" if u else "per unit of a unitless distance"
             raise ValidationError(f"ledger {self.name} accounts eps {said(str(rows[0][0]))}; this release's eps is "
                                   f"{said(unit)}: their sum would mean nothing (use another ledger)")

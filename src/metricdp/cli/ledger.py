@@ -66,6 +66,8 @@ def per_unit(unit: str | None) -> str:
     """How the ledger's eps are stated: ``"per km"``; no unit bound yet: ``"per unit of distance"``."""
     if unit is None:
         return "per unit of distance (no release has named a unit yet)"
+    if unit == "DP":  # grid --prior-out per person: standard DP, no distance
+        return "as standard DP per person"
     return f"per {unit}" if unit else "per unit of a unitless distance"
 
 
