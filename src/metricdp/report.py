@@ -43,7 +43,7 @@ from .io import atomic_write
 from .mechanisms.base import AUDIT_RTOL, Mechanism
 from .units import describe_epsilon, space_unit, with_unit
 
-__all__ = ["DEFAULT_DELTAS", "default_inputs", "render_report", "write_report"]
+__all__ = ["DEFAULT_DELTAS", "default_inputs", "match_rows", "render_report", "write_report"]
 
 #: The deltas of the eps_tight curve.
 DEFAULT_DELTAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -387,6 +387,44 @@ def render_report(
                           f"epsilon = {mechanism.epsilon:.6g}{' per ' + unit if unit else ''}")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{heading}</title>'
             f"<style>{_CSS}</style></head><body><h1>{heading}</h1>" + "".join(sections) + "</body></html>\n")
+
+
+def match_rows(
+    true_keys: Sequence[str], true_idx: ArrayLike, released_keys: Sequence[str], released_idx: ArrayLike
+) -> tuple[NDArray[np.intp], NDArray[np.intp], int]:
+    """Pair true and released rows by a key (a row id kept in both files): ``(true, released, unmatched)``.
+
+    A release that withheld rows (a per-person cap, a budget) has fewer rows than the
+    input, so the rows cannot be paired by position. Keys must be unique in each file;
+    every released key must have a true row (a release does not invent rows); true rows
+    without a release (withheld) are left out and counted in ``unmatched``. The pairs come
+    in the released rows' order.
+
+    >>> t, r, left = match_rows(["a", "b", "c"], [0, 1, 2], ["c", "a"], [5, 6])
+    >>> t.tolist(), r.tolist(), left
+    ([2, 0], [5, 6], 1)
+    """
+    ti, ri = np.asarray(true_idx, dtype=np.intp), np.asarray(released_idx, dtype=np.intp)
+    if len(true_keys) != ti.size or len(released_keys) != ri.size:
+        raise ValidationError("one key per row is needed in each file")
+    where: dict[str, int] = {}
+    for name, keys in (("true", true_keys), ("released", released_keys)):
+        seen: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k == "":
+                raise ValidationError(f"the {name} rows' key is empty in row {i + 1}")
+            if k in seen:
+                raise ValidationError(f"the {name} rows' key {k!r} is not unique (rows {seen[k] + 1} and {i + 1})")
+            seen[k] = i
+        if name == "true":
+            where = seen
+    missing = [k for k in released_keys if k not in where]
+    if missing:
+        raise ValidationError(f"{len(missing):,} released rows have a key with no true row (first {missing[0]!r})")
+    at = np.fromiter((where[k] for k in released_keys), dtype=np.intp, count=len(released_keys))
+    if not at.size:
+        raise ValidationError("no released row to pair with a true row")
+    return ti[at], ri, int(ti.size - at.size)
 
 
 def write_report(mechanism: Mechanism, path: str | PathLike[str], **kwargs: Any) -> None:
