@@ -105,7 +105,7 @@ def test_table_output_states_the_guarantee(mech_file: Path, tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     assert "eps per person, this run: max 0.004, median 0.004" in res.stdout
     assert "withheld: 1 by --max-rows-per-user 1; 0 by the budget (0 persons over)" in res.stdout
-    assert "eps_p <= 0.004 per unit of distance" in res.stdout
+    assert "eps_p <= 0.004 per km" in res.stdout  # the space's unit
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -244,4 +244,4 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         if report is not None:
-            print_report(report, acct, mech.epsilon)
+            print_report(report, acct, mech.epsilon, distance=space_unit(mech.space, mech.metadata) or None)
