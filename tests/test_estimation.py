@@ -120,6 +120,9 @@ def test_ibu_bad_tolerance() -> None:
         ibu([1, 1], M2, tol=0.0)
     with pytest.raises(ValidationError, match="max_iter"):
         ibu([1, 1], M2, max_iter=0)
+    for huge in (2**62 + 1, 10**29, 1e30):  # past the compiled loop's int64 counter: one error, not a crash
+        with pytest.raises(ValidationError, match=r"max_iter must be <= 4611686018427387904"):
+            ibu([1, 1], M2, max_iter=huge)
 
 
 # ----------------------------------------------------------------------------- inversion

@@ -135,3 +135,20 @@ def test_a_rectangular_mechanism_is_refused_clearly():
     mech = exponential(space, 1.0, outputs=OutputSet.from_points(space, [[0.5, 0.5]]))
     with pytest.raises(ValidationError, match="separate output set"):
         render_report(mech)
+
+
+def test_match_rows_pairs_by_key_and_counts_the_withheld() -> None:
+    from metricdp.report import match_rows
+
+    t, r, left = match_rows(["a", "b", "c", "d"], [10, 11, 12, 13], ["d", "b"], [1, 2])
+    assert (t.tolist(), r.tolist(), left) == ([13, 11], [1, 2], 2)
+    with pytest.raises(ValidationError, match="released rows' key 'b' is not unique"):
+        match_rows(["a", "b"], [0, 1], ["b", "b"], [0, 1])
+    with pytest.raises(ValidationError, match="true rows' key 'a' is not unique"):
+        match_rows(["a", "a"], [0, 1], ["a"], [0])
+    with pytest.raises(ValidationError, match="no true row"):
+        match_rows(["a"], [0], ["z"], [0])
+    with pytest.raises(ValidationError, match="key is empty in row 1"):
+        match_rows([""], [0], [""], [0])
+    with pytest.raises(ValidationError, match="no released row"):
+        match_rows(["a"], [0], [], [])

@@ -81,3 +81,31 @@ def test_cli_true_and_released(tmp_path: Path, mech):
             tmp_path / "short.csv")
     assert_one_line_error(r, "has 4 rows")
     assert not (tmp_path / "x.html").exists()
+
+
+def test_cli_true_and_released_paired_by_key(tmp_path: Path, mech):
+    """A release that withheld rows 0 and 2: by position the rows cannot be paired; --key id pairs 3 -> label 0 and
+    1 -> label 1, so the mean displacement is (d(3, 0) + d(1, 1)) / 2 = d(3, 0) / 2."""
+    mfile = tmp_path / "m.npz"
+    mech.save(mfile)
+    labels = mech.labels
+    (tmp_path / "t.csv").write_text("id,cell\n" + "".join(f"r{i},{labels[i]}\n" for i in range(4)))
+    (tmp_path / "r.csv").write_text(f"id,cell\nr3,{labels[0]}\nr1,{labels[1]}\n")
+    base = ("report", mfile, "--out", tmp_path / "r.html", "--true", tmp_path / "t.csv", "--released",
+            tmp_path / "r.csv")
+    assert_one_line_error(run(*base), "has 4 rows", "--key COL")
+    r = run(*base, "--key", "id")
+    assert r.exit_code == 0, r.output
+    assert "2 rows of" in r.stderr and "withheld" in r.stderr
+    page = (tmp_path / "r.html").read_text()
+    d = np.asarray(mech.distances)
+    assert _number(page, "mean displacement (observed rows)") == pytest.approx(d[3, 0] / 2, rel=1e-5)
+    for rows, says in (("id,cell\nr3,{0}\nr3,{0}\n", "key 'r3' is not unique (rows 1 and 2)"),
+                       ("id,cell\nr9,{0}\n", "1 released rows have a key with no true row (first 'r9')"),
+                       ("who,cell\nr3,{0}\n", "has no column 'id'")):
+        (tmp_path / "bad.csv").write_text(rows.format(labels[0]))
+        r = run("report", mfile, "--out", tmp_path / "x.html", "--true", tmp_path / "t.csv", "--released",
+                tmp_path / "bad.csv", "--key", "id")
+        assert_one_line_error(r, "--key", says)
+    assert_one_line_error(run("report", mfile, "--out", tmp_path / "x.html", "--key", "id"), "give both")
+    assert not (tmp_path / "x.html").exists()

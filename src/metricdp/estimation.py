@@ -61,6 +61,8 @@ __all__ = [
 IBU_TOL = 1e-9
 #: Default iteration cap of :func:`ibu`.
 IBU_MAX_ITER = 10_000
+#: The largest ``max_iter``: the compiled loop counts in int64 (more iterations than any run can make anyway).
+IBU_MAX_ITER_LIMIT = 2**62
 #: Network-simplex iteration cap passed to ``ot.emd2`` (its default, 1e5, is too small
 #: for a 900-cell grid; hitting the cap is an error, never a silent approximation).
 EMD_MAX_ITER = 10_000_000
@@ -228,7 +230,7 @@ def ibu(
     m = _channel(matrix)
     c = _counts(counts, m.shape[1])
     tol = check_number(tol, "tol", minimum=0, open_minimum=True)
-    max_iter = check_int(max_iter, "max_iter", minimum=1)
+    max_iter = check_int(max_iter, "max_iter", minimum=1, maximum=IBU_MAX_ITER_LIMIT)
     single = c.ndim == 1
     q = np.atleast_2d(c)
     q = q / q.sum(axis=1, keepdims=True)

@@ -43,7 +43,7 @@ from .io import atomic_write
 from .mechanisms.base import AUDIT_RTOL, Mechanism
 from .units import describe_epsilon, space_unit, with_unit
 
-__all__ = ["DEFAULT_DELTAS", "default_inputs", "render_report", "write_report"]
+__all__ = ["DEFAULT_DELTAS", "default_inputs", "match_rows", "render_report", "write_report"]
 
 #: The deltas of the eps_tight curve.
 DEFAULT_DELTAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -361,28 +361,70 @@ def render_report(
                 idx.min() < 0 or idx.max() >= mechanism.n:
             raise ValidationError(f"inputs must be indices in 0..{mechanism.n - 1}, got {np.asarray(inputs).tolist()}")
     pi = None if prior is None else check_probability_vector(prior, mechanism.n)
-    sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
-    obs = None
-    if observed is not None:
-        t, r = (np.asarray(a) for a in observed)
-        if t.shape != r.shape or t.ndim != 1 or not len(t) or not np.issubdtype(t.dtype, np.integer) or \
-                not np.issubdtype(r.dtype, np.integer) or min(t.min(), r.min()) < 0 or \
-                max(t.max(), r.max()) >= mechanism.n:
-            raise ValidationError("observed must be two equal-length non-empty index vectors into the points")
-        obs = (t.astype(np.intp), r.astype(np.intp))
-    if idx is not None:
-        sections.append(_location_section(mechanism, unit, pi, obs))
-        sections.append(_map_section(mechanism, idx.astype(np.intp)))
-    else:
-        sections.append(_table_section(mechanism, top))
-    if pi is not None:
-        sections.append(_adversary_section(mechanism, pi, unit))
+    import matplotlib
+
+    # labels, units and titles are the data's text, drawn as written: a '$' in a label is not mathtext
+    with matplotlib.rc_context({"text.parse_math": False}):
+        sections = [_privacy_section(mechanism, deltas, unit), _loss_section(mechanism, unit, quantile)]
+        obs = None
+        if observed is not None:
+            t, r = (np.asarray(a) for a in observed)
+            if t.shape != r.shape or t.ndim != 1 or not len(t) or not np.issubdtype(t.dtype, np.integer) or \
+                    not np.issubdtype(r.dtype, np.integer) or min(t.min(), r.min()) < 0 or \
+                    max(t.max(), r.max()) >= mechanism.n:
+                raise ValidationError("observed must be two equal-length non-empty index vectors into the points")
+            obs = (t.astype(np.intp), r.astype(np.intp))
+        if idx is not None:
+            sections.append(_location_section(mechanism, unit, pi, obs))
+            sections.append(_map_section(mechanism, idx.astype(np.intp)))
+        else:
+            sections.append(_table_section(mechanism, top))
+        if pi is not None:
+            sections.append(_adversary_section(mechanism, pi, unit))
     params = html.escape(json.dumps(dict(mechanism.params), default=str, indent=1)[:4000])
     sections.append(f"<h2>Parameters</h2><pre>{params}</pre>")
     heading = html.escape(title or f"metricdp report: {mechanism.name}, n = {mechanism.n}, "
                           f"epsilon = {mechanism.epsilon:.6g}{' per ' + unit if unit else ''}")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{heading}</title>'
             f"<style>{_CSS}</style></head><body><h1>{heading}</h1>" + "".join(sections) + "</body></html>\n")
+
+
+def match_rows(
+    true_keys: Sequence[str], true_idx: ArrayLike, released_keys: Sequence[str], released_idx: ArrayLike
+) -> tuple[NDArray[np.intp], NDArray[np.intp], int]:
+    """Pair true and released rows by a key (a row id kept in both files): ``(true, released, unmatched)``.
+
+    A release that withheld rows (a per-person cap, a budget) has fewer rows than the
+    input, so the rows cannot be paired by position. Keys must be unique in each file;
+    every released key must have a true row (a release does not invent rows); true rows
+    without a release (withheld) are left out and counted in ``unmatched``. The pairs come
+    in the released rows' order.
+
+    >>> t, r, left = match_rows(["a", "b", "c"], [0, 1, 2], ["c", "a"], [5, 6])
+    >>> t.tolist(), r.tolist(), left
+    ([2, 0], [5, 6], 1)
+    """
+    ti, ri = np.asarray(true_idx, dtype=np.intp), np.asarray(released_idx, dtype=np.intp)
+    if len(true_keys) != ti.size or len(released_keys) != ri.size:
+        raise ValidationError("one key per row is needed in each file")
+    where: dict[str, int] = {}
+    for name, keys in (("true", true_keys), ("released", released_keys)):
+        seen: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k == "":
+                raise ValidationError(f"the {name} rows' key is empty in row {i + 1}")
+            if k in seen:
+                raise ValidationError(f"the {name} rows' key {k!r} is not unique (rows {seen[k] + 1} and {i + 1})")
+            seen[k] = i
+        if name == "true":
+            where = seen
+    missing = [k for k in released_keys if k not in where]
+    if missing:
+        raise ValidationError(f"{len(missing):,} released rows have a key with no true row (first {missing[0]!r})")
+    at = np.fromiter((where[k] for k in released_keys), dtype=np.intp, count=len(released_keys))
+    if not at.size:
+        raise ValidationError("no released row to pair with a true row")
+    return ti[at], ri, int(ti.size - at.size)
 
 
 def write_report(mechanism: Mechanism, path: str | PathLike[str], **kwargs: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,14 @@ def test_show_json(tmp_path: Path) -> None:
 def test_show_table(tmp_path: Path) -> None:
     result = run("ledger", "show", _ledger(tmp_path))
     assert result.exit_code == 0, result.output
-    assert "budget 1 per person, 2 persons (1 exhausted), 3 runs" in result.stdout
+    assert "budget 1 per unit of distance (no release has named a unit yet) per person, 2 persons (1 exhausted), " \
+           "3 runs" in result.stdout
+    km = tmp_path / "km.db"
+    with Ledger(km, budget=2.0) as led:
+        led.commit(led.reserve(["ann"], 0.5, unit="km").run_id)
+    result = run("ledger", "show", km)
+    assert "budget 2 per km per person, 1 persons" in result.stdout
+    assert json.loads(run("ledger", "show", km, "--json").stdout)["unit"] == "km"
 
 
 def test_show_plot(tmp_path: Path) -> None:
@@ -47,6 +55,7 @@ def test_show_plot(tmp_path: Path) -> None:
     result = run("ledger", "show", led, "--plot", png)
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {png}: histogram of the eps spent by 2 persons" in result.stdout.replace("\n", "")
     assert_one_line_error(run("ledger", "show", led, "--plot", tmp_path / "x.jpg"), "expected a .png file")
     assert_one_line_error(run("ledger", "show", led, "--plot", led), "ledger")  # never the ledger itself
     assert led.exists() and Ledger(led, create=False).budget == 1.0
@@ -73,3 +82,65 @@ def test_errors(tmp_path: Path) -> None:
     junk.write_bytes(b"x" * 4096)
     assert_one_line_error(run("ledger", "export", junk), "not a usable SQLite database")
     assert not (tmp_path / "absent.db").exists()  # reading never creates a ledger
+
+
+def test_foreign_and_special_paths_are_one_error_and_left_untouched(tmp_path: Path) -> None:
+    app = tmp_path / "app.db"
+    with sqlite3.connect(app) as con:
+        con.execute("CREATE TABLE t (x)")
+    con.close()
+    data, listing = app.read_bytes(), sorted(p.name for p in tmp_path.iterdir())
+    assert_one_line_error(run("ledger", "show", app), "not a metricdp ledger", "left untouched")
+    assert_one_line_error(run("ledger", "export", app), "not a metricdp ledger")
+    assert app.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == listing
+    with sqlite3.connect(f"{app.as_uri()}?mode=ro", uri=True) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
+    con.close()
+    assert_one_line_error(run("ledger", "show", "/dev/null"), "is a device")
+    assert not Path("/dev/null-journal").exists()
+    assert_one_line_error(run("ledger", "show", tmp_path), "is a directory")
+    assert_one_line_error(run("ledger", "show", ""), "the ledger path is empty")
+    assert_one_line_error(run("ledger", "show", "--plot", tmp_path / "p.png", ""), "names no file")
+
+
+def test_show_person_by_hand(tmp_path: Path) -> None:
+    """ann: 2 releases at 0.25 committed, 1 at 0.5 reserved, 1 at 0.25 aborted (not listed): total 1 of 1."""
+    path = _ledger(tmp_path)
+    result = run("ledger", "show", path, "--person", "ann", "--json")
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    assert [(r["state"], r["eps"], r["releases"], r["eps_spent"]) for r in obj["runs"]] == [
+        ("committed", 0.25, 2, 0.5), ("reserved", 0.5, 1, 0.5)]
+    assert (obj["committed"], obj["reserved"], obj["total"], obj["remaining"]) == (0.5, 0.5, 1.0, 0.0)
+    with Ledger(path) as led:
+        assert obj["hash"] == led.person_hashes(["ann"])[0].hex()
+    bob = json.loads(run("ledger", "show", path, "--person", "bob", "--json").stdout)
+    assert [r["run"] for r in bob["runs"]] != [] and "failed" not in [r["run"] for r in bob["runs"]]
+    assert (bob["total"], bob["remaining"]) == (0.25, 0.75)
+    nobody = json.loads(run("ledger", "show", path, "--person", "zed", "--json").stdout)
+    assert (nobody["runs"], nobody["total"], nobody["remaining"]) == ([], 0.0, 1.0)
+    table = run("ledger", "show", path, "--person", "ann")
+    assert table.exit_code == 0, table.output
+    assert "person 'ann' in ledger" in table.stdout and "1 of 1 per unit of distance" in table.stdout
+    assert "0.5 committed, 0.5 reserved), 0 remaining; 2 runs" in table.stdout
+    assert "pending" in table.stdout
+
+
+def test_show_person_needs_the_key(tmp_path: Path) -> None:
+    path = _ledger(tmp_path)
+    key = tmp_path / "ledger.db.key"
+    moved = tmp_path / "elsewhere.key"
+    key.rename(moved)
+    assert_one_line_error(run("ledger", "show", path, "--person", "ann"), "--person needs the ledger's key",
+                          "does not exist")
+    result = run("ledger", "show", path, "--person", "ann", "--ledger-key", moved, "--json")
+    assert result.exit_code == 0, result.output and json.loads(result.stdout)["total"] == 1.0
+    assert json.loads(result.stdout)["total"] == 1.0
+    other = tmp_path / "other.key"
+    other.write_bytes(b"k" * 32)
+    other.chmod(0o600)
+    assert_one_line_error(run("ledger", "show", path, "--person", "ann", "--ledger-key", other),
+                          "does not belong to ledger")
+    assert_one_line_error(run("ledger", "show", path, "--ledger-key", moved), "--ledger-key is for --person")
+    assert_one_line_error(run("ledger", "show", path, "--person", "ann", "--plot", tmp_path / "p.png"),
+                          "--plot shows every person")

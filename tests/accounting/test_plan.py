@@ -138,3 +138,29 @@ def test_a_ledger_run_must_name_its_unit(tmp_path):
     with pytest.raises(ValidationError, match="distance unit"):
         plan_release(["a"], 0.5, ledger=ledger)
     assert ledger.spent(["a"]).tolist() == [0.0]
+
+
+def test_an_additive_term_over_the_budget_is_refused_before_anything_is_reserved(tmp_path: Path) -> None:
+    """eps 1.5/km at a 10 km step: a = 1.5 (10 sqrt 2 + 2e-6) = 21.2132 > budget 1.5 (composition.md, section 6)."""
+    from metricdp.accounting.plan import check_additive
+    from metricdp.location.lattice import LatticePlane
+
+    a = LatticePlane(50.0, 10.0, cell_km=10.0, extent_km=100.0).additive(1.5)
+    assert a == pytest.approx(1.5 * (10 * 2**0.5 + 2e-6), rel=1e-12) and a == pytest.approx(21.2132064, abs=1e-6)
+    ledger = Ledger(tmp_path / "l.db", budget=1.5)
+    with pytest.raises(ValidationError, match=r"additive loss of one release, 21.2, exceeds the per-person budget 1.5"):
+        plan_release(["a", "b"], 1.5, ledger=ledger, unit="km", additive=a)
+    with pytest.raises(ValidationError, match=r"exceeds the per-person budget 1\.5"):
+        plan_release(["a", "b"], 1.5, budget=1.5, additive=a)
+    assert ledger.runs_table() == [] and ledger.spent(["a", "b"]).tolist() == [0.0, 0.0]
+    # a 500 m step: a = 1.5 (0.5 sqrt 2 + 2e-6) = 1.0606632 <= 1.5, admitted; the budget allows one release each
+    small = LatticePlane(50.0, 10.0, cell_km=0.5, extent_km=100.0).additive(1.5)
+    assert small == pytest.approx(1.0606632, abs=1e-7)
+    plan = plan_release(["a", "a", "b"], 1.5, ledger=ledger, unit="km", additive=small, policy="drop", rng=0)
+    assert plan.keep.sum() == 2 and plan.run.max == 1.5  # A_p = c E_p = 0.7071088 x 1.5 = a, = B c
+    plan.commit()
+    check_additive(1.5, 1.5)  # equal: admitted
+    check_additive(1e9, None)  # no budget: only reported
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValidationError, match="additive loss of a release must be a finite number"):
+            check_additive(bad, 1.0)

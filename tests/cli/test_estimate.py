@@ -143,3 +143,21 @@ def test_released_file_must_be_csv(setup, tmp_path) -> None:
     tsv = tmp_path / "r.tsv"
     tsv.write_bytes(released.read_bytes())
     assert_one_line_error(run("estimate", mech_file, tsv, "--column", "place"), "must be .csv, got .tsv")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("1e30", "must be in [1, 4611686018427387904]"), ("100000000000000000000000000000", "must be in [1"),
+    ("9223372036854775808", "must be in [1"), ("0", "must be in [1"), ("2.5", "whole number"),
+    ("abc", "whole number"), ("nan", "whole number"), ("inf", "whole number")])
+def test_max_iter_out_of_range_is_one_error(setup, text: str, says: str) -> None:
+    _, mech_file, released, *_ = setup
+    result = run("estimate", mech_file, released, "-c", "place", "--max-iter", text)
+    assert_one_line_error(result, "--max-iter", says, repr(text))
+
+
+def test_max_iter_in_exponent_form_is_the_whole_number(setup) -> None:
+    mech, mech_file, released, _, counts, _ = setup
+    result = run("estimate", mech_file, released, "-c", "place", "--max-iter", "1e1", "--tol", "1e-300")
+    assert result.exit_code == 0, result.output
+    np.testing.assert_array_equal(_parse(result.stdout)[1], ibu(counts, mech, tol=1e-300, max_iter=10).estimate)
+    assert "cap of 10 iterations" in result.stderr

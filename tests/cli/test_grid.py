@@ -99,3 +99,57 @@ def test_a_late_failure_takes_back_the_outputs_already_published(checkins, tmp_p
             "--unknown", "drop", "--prior-out", prior, "--prior-epsilon", "1")
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkins.csv"]
+
+
+def _vessels(tmp_path: Path) -> Path:
+    """Vessel v: 50 fixes in Riga's first cell; w: one fix elsewhere in the grid."""
+    path = tmp_path / "fixes.csv"
+    rows = ["vessel,lat,lon"] + ["v,56.9010,24.0010"] * 50 + ["w,57.0200,24.2400"]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_prior_per_person_counts_k_rows_and_charges_once(tmp_path):
+    """eps 1000 with K = 2: noise at 500 per count is 0 (Pr[nonzero] ~ 2e^-500), so the counts are v: 2, w: 1;
+    v (50 rows) is charged 1000 ONCE in the ledger, not 50 x 1000."""
+    from metricdp.accounting.ledger import Ledger
+
+    src, prior, led = _vessels(tmp_path), tmp_path / "prior.csv", tmp_path / "l.db"
+    base = ("grid", src, "--cell", "1km", "--region", RIGA, "--out", tmp_path / "cells.csv", "--prior-out", prior,
+            "--prior-epsilon", "1000", "--user-column", "vessel", "--max-rows-per-user", "2")
+    r = run(*base, "--budget", "1500", "--ledger", led, "--json")
+    assert r.exit_code == 0, r.output
+    acc = json.loads(r.stdout)["prior"]["accounting"]
+    assert (acc["rows_in"], acc["rows_counted"], acc["withheld_cap"], acc["persons"]) == (51, 3, 48, 2)
+    assert acc["epsilon_per_count"] == 500.0 and acc["epsilon_per_person"] == 1000.0
+    p = np.loadtxt(prior, delimiter=",", skiprows=1, usecols=1)
+    assert sorted(p[p > 0].tolist()) == [pytest.approx(1 / 3), pytest.approx(2 / 3)] and (p > 0).sum() == 2
+    with Ledger(led) as book:
+        assert book.spent(["v", "w"]).tolist() == [1000.0, 1000.0] and book.unit == "DP"
+    # a second prior would take both to 2000 > 1500: refused, nothing written, nothing spent
+    prior.unlink()
+    assert_one_line_error(run(*base, "--ledger", led), "2 of 2 persons would exceed their budget of 1500")
+    assert not prior.exists()
+    with Ledger(led) as book:
+        assert book.spent(["v", "w"]).tolist() == [1000.0, 1000.0] and len(book.runs_table()) == 1
+    # a ledger of eps per km never adds a DP charge
+    km = tmp_path / "km.db"
+    with Ledger(km, budget=5000) as book:
+        book.commit(book.reserve(["v"], 1.0, unit="km").run_id)
+    assert_one_line_error(run(*base, "--ledger", km), "per km", "as standard DP per person")
+
+
+def test_prior_per_person_option_errors(tmp_path):
+    src, prior = _vessels(tmp_path), tmp_path / "prior.csv"
+    base = ("grid", src, "--cell", "1km", "--region", RIGA, "--out", tmp_path / "cells.csv")
+    assert_one_line_error(run(*base, "--user-column", "vessel", "--max-rows-per-user", "2"),
+                          "the accounting options are for the prior")
+    assert_one_line_error(run(*base, "--prior-out", prior, "--prior-epsilon", "1", "--user-column", "vessel"),
+                          "needs --max-rows-per-user K")
+    assert_one_line_error(run(*base, "--prior-out", prior, "--prior-epsilon", "1", "--budget", "1"),
+                          "--budget needs --user-column COL")
+    assert_one_line_error(run(*base, "--prior-out", prior, "--prior-epsilon", "1", "--user-column", "who",
+                              "--max-rows-per-user", "2"), "no user column 'who'")
+    assert_one_line_error(run(*base, "--prior-out", prior, "--prior-epsilon", "1", "--user-column", "vessel",
+                              "--max-rows-per-user", "2", "--budget", "1/km"), "has a distance unit")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fixes.csv"]

@@ -68,7 +68,9 @@ def test_refuse_and_bad_values_spend_nothing(tmp_path: Path) -> None:
     out.write_text("old\n")
     res = _numbers(inp, out, "--user-column", "user", "--budget", "0.2", "--ledger", ledger)
     assert_one_line_error(res, "--over-budget refuse: 1 of 3 persons would exceed their budget of 0.2")
-    assert out.read_text() == "old\n"
+    assert out.read_text() == "old\n" and not ledger.exists()  # the ledger this run created: removed
+    with Ledger(ledger, budget=0.2):
+        pass
     bad = _write(tmp_path / "bad.csv", [["user", "t", "age"], ["ann", "r0", "30"], ["bob", "r1", "140"]])
     res = _numbers(bad, out, "--user-column", "user", "--ledger", ledger)
     assert_one_line_error(res, "line 3: '140' (outside the range)", "nothing written")

@@ -98,7 +98,7 @@ def test_table_output_states_the_guarantee(tmp_path: Path) -> None:
     assert "wrote" in res.stdout and "3 points" in res.stdout
     assert "eps per person, this run: max 0.5, median 0.5" in res.stdout
     assert "withheld: 3 by --max-rows-per-user 1; 0 by the budget (0 persons over)" in res.stdout
-    assert "eps_p <= 0.5 per unit of distance" in res.stdout
+    assert "eps_p <= 0.5 per km" in res.stdout
     assert "plus the lattice's additive" in res.stdout
 
 
@@ -132,9 +132,7 @@ def test_refuse_writes_nothing_and_spends_nothing(tmp_path: Path) -> None:
     assert_one_line_error(res, "--over-budget refuse: 1 of 3 persons would exceed their budget of 1",
                           "nothing written, nothing spent")
     assert out.read_text() == "old\n"  # not clobbered
-    with Ledger(ledger) as book:
-        assert book.spent(["ann", "bob", "cy"]).tolist() == [0.0, 0.0, 0.0]
-        assert book.runs_table() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "o.csv"]  # the ledger it created: removed
 
 
 def test_a_bad_point_is_refused_before_anything_is_reserved(tmp_path: Path) -> None:
@@ -145,9 +143,7 @@ def test_a_bad_point_is_refused_before_anything_is_reserved(tmp_path: Path) -> N
         ledger, out = tmp_path / "l.db", tmp_path / "o.csv"
         res = _points(inp, out, "--user-column", "user", "--budget", "5", "--ledger", ledger)
         assert_one_line_error(res, fragment)
-        assert not out.exists()
-        with Ledger(ledger) as book:
-            assert book.runs_table() == []
+        assert not out.exists() and not ledger.exists()  # the new ledger saw no run: removed
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -306,3 +302,18 @@ def test_a_ledger_holds_one_unit(tmp_path: Path) -> None:
               "--user-column", "user", "--ledger", led, "-o", tmp_path / "n-out.csv")
     assert_one_line_error(res, "unit")
     assert not (tmp_path / "n-out.csv").exists()
+
+
+def test_a_lattice_step_whose_additive_term_exceeds_the_budget_is_refused_up_front(tmp_path: Path) -> None:
+    """eps 1.5/km, --cell 10km: one release's additive 1.5 (10 sqrt 2 + 2e-6) = 21.2 > --budget 1.5."""
+    inp = _checkins(tmp_path, THREE)
+    base = ("privatize-points", inp, "--lat", "lat", "--lon", "lon", "-e", "1.5/km", *LATTICE, "--user-column", "user",
+            "--keep", "user", "--keep", "t", "--budget", "1.5")
+    for extra in ((), ("--over-budget", "drop"), ("--ledger", tmp_path / "l.db")):
+        res = run(*base, "--cell", "10km", "-o", tmp_path / "o.csv", *extra)
+        assert_one_line_error(res, "additive loss of one release, 21.2, exceeds the per-person budget 1.5")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # no output, no ledger
+    acc = _json(run(*base, "--cell", "500m", "-o", tmp_path / "o.csv", "--over-budget", "drop", "--json"))["accounting"]
+    assert acc["additive_per_release"] == pytest.approx(1.5 * (0.5 * 2**0.5 + 2e-6), rel=1e-12)
+    assert acc["additive_per_person_max"] == pytest.approx(acc["additive_per_release"])  # one release each: B c
+    assert acc["rows_released"] == 3 and acc["withheld_budget"] == 3

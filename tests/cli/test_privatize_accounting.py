@@ -105,7 +105,7 @@ def test_table_output_states_the_guarantee(mech_file: Path, tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     assert "eps per person, this run: max 0.004, median 0.004" in res.stdout
     assert "withheld: 1 by --max-rows-per-user 1; 0 by the budget (0 persons over)" in res.stdout
-    assert "eps_p <= 0.004 per unit of distance" in res.stdout
+    assert "eps_p <= 0.004 per km" in res.stdout  # the space's unit
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -145,9 +145,14 @@ def test_refuse_writes_nothing_and_spends_nothing(mech_file: Path, tmp_path: Pat
     assert_one_line_error(res, "--over-budget refuse: 2 of 3 persons would exceed their budget of 0.008",
                           "nothing written, nothing spent")
     assert out.read_text() == "old\n"  # not clobbered
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "m.npz", "o.csv"]  # the new ledger is gone
+    with Ledger(ledger, budget=0.008) as book:  # an existing ledger keeps its state: nothing spent, no run
+        book.commit(book.reserve(["bob"], 0.004, unit="km").run_id)
+    res = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--user-column", "user", "--ledger", ledger)
+    assert_one_line_error(res, "--over-budget refuse: 2 of 3 persons")
     with Ledger(ledger) as book:
-        assert book.spent(["ann", "bob", "cy"]).tolist() == [0.0, 0.0, 0.0]
-        assert book.runs_table() == []
+        assert book.spent(["ann", "bob", "cy"]).tolist() == [0.0, 0.004, 0.0]
+        assert len(book.runs_table()) == 1
 
 
 def test_drop_leaves_withheld_records_out_byte_for_byte(mech_file: Path, tmp_path: Path) -> None:
@@ -329,7 +334,4 @@ def test_failure_after_reserving_gives_the_budget_back(mech_file: Path, tmp_path
     res = run("privatize", mech_file, inp, "-c", "city", "-o", out, "--user-column", "user", "--budget", "1",
               "--ledger", ledger)
     assert_one_line_error(res, "'Rome'", "nothing written")
-    assert not out.exists()
-    with Ledger(ledger) as book:
-        assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
-        assert [r["state"] for r in book.runs_table()] == []
+    assert not out.exists() and not ledger.exists()  # the ledger this run created saw no run: removed

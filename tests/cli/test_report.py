@@ -74,3 +74,18 @@ def test_a_rectangular_mechanism_is_refused_and_nothing_is_written(app, tmp_path
     r = runner.invoke(app, ["report", str(path), "--out", str(out)])
     assert_one_line_error(r, "separate output set")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("label", ["$x$", "a$b", r"\frac$", r"$\notacommand{$"])
+def test_a_label_with_dollars_is_drawn_as_written(app, tmp_path, label):
+    """matplotlib's mathtext read '$...$' in a label as a formula (a ParseException traceback)."""
+    from metricdp import MetricSpace
+
+    space = MetricSpace.from_points([[48.85, 2.35], [45.76, 4.84], [43.3, 5.37]], [label, "Lyon", "Marseille"],
+                                    metric="haversine")
+    path = tmp_path / "m.npz"
+    exponential(space, 0.01).save(path)
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(path), "--out", str(out), "--inputs", label])
+    assert r.exit_code == 0, r.output
+    assert f"wrote {out}" in r.stdout and out.read_text().startswith("<!DOCTYPE html>")

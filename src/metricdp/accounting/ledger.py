@@ -76,8 +76,10 @@ from ._store import (
     Tx,
     ensure_schema,
     exact_sum,
+    inspect_file,
     migrate,
     redact,
+    special_kind,
 )
 from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
@@ -95,6 +97,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 def key_path_for(path: str | os.PathLike[str]) -> Path:
     """The key file beside a SQLite ledger: ``LEDGER.key``."""
     p = Path(path)
+    if not p.name:
+        raise ValidationError(f"the ledger path {os.fspath(path)!r} names no file: give a database file")
     return p.with_name(p.name + ".key")
 
 
@@ -114,16 +118,34 @@ def _field(data: bytes) -> bytes:
 
 # ---------------------------------------------------------------------------- keys
 def _load_key(path: Path) -> bytes:
+    """The key in ``path``: a private regular file of :data:`KEY_BYTES` bytes.
+
+    ``stat`` first, and the file is opened with ``O_NONBLOCK`` and checked again by
+    ``fstat`` (it may have been replaced in between): a FIFO, a device or a directory is
+    refused, never read (reading a FIFO would wait for a writer forever).
+    """
     try:
         info = path.stat()
     except FileNotFoundError:
         raise ValidationError(f"ledger key file {path} does not exist") from None
+    except OSError as exc:
+        raise ValidationError(f"ledger key file {path}: {exc.strerror}") from None
+    kind = special_kind(info.st_mode)
+    if kind is not None:
+        raise ValidationError(f"ledger key file {path} is {kind}, expected a file of {KEY_BYTES} bytes")
     if info.st_mode & 0o077:
         raise ValidationError(
             f"ledger key file {path} is readable by others (mode {stat.filemode(info.st_mode)}); "
             "make it private (chmod 600)"
         )
-    key = path.read_bytes()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValidationError(f"ledger key file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if special_kind(os.fstat(fd).st_mode) is not None:
+            raise ValidationError(f"ledger key file {path} is not a regular file")
+        key = fh.read(KEY_BYTES + 1)
     if len(key) != KEY_BYTES:
         raise ValidationError(f"ledger key file {path} must hold {KEY_BYTES} bytes, found {len(key)}")
     return key
@@ -183,17 +205,42 @@ class Ledger:
             if key_file is None and create:
                 raise ValidationError("a ledger given by URL needs the path of its key file")
             self.name = redact(text)
-            self._db: Backend = SQLAlchemy(text)
-        else:
-            self.name = text
-            self._db = SQLite(Path(text), create=create)
+        elif not text:
+            raise ValidationError("the ledger path is empty: give a database file or a URL")
         self._key_path = Path(key_file) if key_file is not None else None if self._is_url else key_path_for(text)
         self._key: bytes | None = None
+        #: The files this object created (a new SQLite ledger and its key): :meth:`discard` may remove them.
+        self._created: list[Path] = []
+        fresh = False
+        if not self._is_url:
+            self.name = text
+            fresh = not inspect_file(Path(text), create=create)
+            if fresh:  # refused before the file is created: a new ledger needs a valid budget
+                if budget is None:
+                    raise ValidationError(f"ledger {self.name} is new: it needs a budget")
+                to_units(budget, "budget", budget=True)
+        if create and self._key_path is not None and os.path.lexists(self._key_path):
+            _load_key(self._key_path)  # a bad key file is refused before anything is written
+        key_existed = self._key_path is not None and os.path.lexists(self._key_path)
+        self._db: Backend
+        if self._is_url:
+            self._db = SQLAlchemy(text)
+        else:
+            existed = os.path.lexists(text)
+            self._db = SQLite(Path(text), create=create)
+            if fresh and not existed:
+                self._created.append(Path(text))
         try:
             self._open(budget, create)
         except BaseException:
             self._db.close()
+            for created in self._created:  # a new file this call made and could not set up: gone again
+                for p in (created, *(created.with_name(created.name + s) for s in ("-wal", "-shm", "-journal"))):
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
             raise
+        if self._created and self._key_path is not None and not key_existed:
+            self._created.append(self._key_path)
 
     def _open(self, budget: float | None, create: bool) -> None:
         with self._db.read() as tx:
@@ -266,9 +313,35 @@ class Ledger:
         """Close the connection (the ledger file or server keeps everything)."""
         self._db.close()
 
+    def discard(self) -> bool:
+        """Remove a SQLite ledger this object created, if no run was ever reserved in it; close it.
+
+        For a command that created a new ledger and then refused its run (over budget, a bad
+        row): the refusal leaves no file behind. The check that the ledger holds no run and
+        no person is made under the write lock, and the files are removed while it is held,
+        so a run of another process cannot have been reserved in it; a process that opened
+        the same new file before and reserves after the removal would write to a removed
+        file, so a ledger is discarded only by the object that created it. Returns whether
+        it was removed (a ledger opened, not created, is never removed).
+        """
+        if not self._created:
+            self.close()
+            return False
+        db = self._created[0]
+        try:
+            with self._db.write() as tx:
+                used = int(tx.q("SELECT COUNT(*) FROM runs")[0][0]) + int(tx.q("SELECT COUNT(*) FROM persons")[0][0])
+                if not used:
+                    for p in (*(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), *self._created):
+                        with contextlib.suppress(FileNotFoundError):
+                            p.unlink()
+        finally:
+            self.close()
+        return not used
+
     @property
     def budget(self) -> float:
-        """Every person's total budget (eps per unit of distance), as of the last access to the ledger."""
+        """Every person's total budget (eps per :attr:`unit` of distance), as of the last access to the ledger."""
         return float(from_units(self._budget))
 
     def set_budget(self, budget: float) -> None:
@@ -415,6 +488,8 @@ class Ledger:
             tx.q("INSERT INTO meta (k, v) VALUES ('unit', :u)", {"u": unit[:64]})
         elif str(rows[0][0]) != unit[:64]:
             def said(u: str) -> str:
+                if u == "DP":  # a histogram's standard DP per person (streaming.accounted_prior.DP_UNIT)
+                    return "as standard DP per person (any change of their rows)"
                 return f"per {u}" if u else "per unit of a unitless distance"
             raise ValidationError(f"ledger {self.name} accounts eps {said(str(rows[0][0]))}; this release's eps is "
                                   f"{said(unit)}: their sum would mean nothing (use another ledger)")
@@ -617,6 +692,38 @@ class Ledger:
                  "eps_spent": 0.0 if r[1] == "aborted" else float(from_units(int(r[11]) * RUN_UNITS_SPLIT
                                                                                  + int(r[8]))),
                  "created": r[9], "finished": r[10]} for r in rows]
+
+    @property
+    def unit(self) -> str | None:
+        """The distance unit of the ledger's eps (``"km"``; ``""``: a unitless distance; None: no run named one)."""
+        with self._db.read() as tx:
+            rows = tx.q("SELECT v FROM meta WHERE k = 'unit'")
+        return str(rows[0][0]) if rows else None
+
+    def person_history(self, person: Any) -> dict[str, Any]:
+        """One person's releases and totals, looked up by their keyed hash (the key is needed).
+
+        Returns ``person`` (the id as text), ``hash`` (hex, as in :meth:`persons_table`),
+        ``runs`` -- every run that charged the person, oldest first: run, state, mechanism,
+        eps of one release, releases charged (the charge over that eps) and eps charged; the
+        runs aborted gave their charge back and are not listed -- and ``committed``,
+        ``reserved``, ``total`` and ``remaining`` (eps). A person never charged has no run,
+        total 0 and the whole budget remaining.
+        """
+        ph = self.person_hashes([str(person)])[0]
+        with self._db.read() as tx:
+            rows = tx.q("SELECT r.run, r.state, r.mechanism, r.eps_units, c.units, r.created, r.finished "
+                        "FROM charges c JOIN runs r ON r.run = c.run WHERE c.ph = :ph ORDER BY r.created, r.run",
+                        {"ph": ph})
+            self._budget = self._read_budget(tx)
+        runs = [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
+                 "releases": int(r[4]) // max(int(r[3]), 1), "eps_spent": float(from_units(int(r[4]))),
+                 "created": r[5], "finished": r[6]} for r in rows]
+        committed = sum(int(r[4]) for r in rows if r[1] == "committed")
+        total = sum(int(r[4]) for r in rows)
+        return {"person": str(person), "hash": ph.hex(), "runs": runs,
+                "committed": float(from_units(committed)), "reserved": float(from_units(total - committed)),
+                "total": float(from_units(total)), "remaining": float(from_units(self._budget - total))}
 
     def check_integrity(self) -> None:
         """Raise if a person's total differs from the sum of their charges (a corrupted ledger)."""

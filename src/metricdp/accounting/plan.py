@@ -23,6 +23,7 @@ release of their ``group``, calling :meth:`Plan.publishing` just before and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +202,22 @@ def _known_totals(g: Grant, totals: NDArray[np.int64] | None, persons: NDArray[A
     return totals[pos] if np.array_equal(g.persons[pos], persons) else None
 
 
+def check_additive(additive: float, budget: float | None) -> None:
+    """Refuse a release whose additive loss of ONE release alone exceeds every person's budget.
+
+    Such a release could not be given to anyone within the budget: one release already
+    costs more than all of it at any distance (``eps * d + additive > budget`` for every
+    ``d >= 0``). Without a budget nothing is refused (the additive loss is reported).
+    """
+    a = float(additive)
+    if not (math.isfinite(a) and a >= 0):
+        raise ValidationError(f"the additive loss of a release must be a finite number >= 0, got {additive!r}")
+    if budget is not None and a > budget:
+        raise ValidationError(f"the lattice's additive loss of one release, {a:.3g}, exceeds the per-person budget "
+                              f"{budget:g}: no one could be released even once within it; use a smaller lattice "
+                              f"step (the additive loss is eps x step x sqrt 2)")
+
+
 def plan_release(
     user_ids: ArrayLike,
     eps: float,
@@ -218,6 +235,7 @@ def plan_release(
     mechanism: str = "",
     persons: ArrayLike | None = None,
     unit: str | None = None,
+    additive: float = 0.0,
 ) -> Plan:
     """Plan a release of one value per row at ``eps`` (module docstring).
 
@@ -232,6 +250,13 @@ def plan_release(
     per row is then done on the codes, and only the ledger sees ``persons[code]``.
     ``unit`` (the distance unit of ``eps``) binds the ledger to one unit
     (:meth:`~metricdp.accounting.ledger.Ledger.reserve`).
+
+    ``additive`` is the additive loss of one release, ``eps * c`` for a lattice release
+    whose snapping costs ``c`` of distance (``docs/proofs/lattice_points.md``, section 4).
+    It is charged through ``eps`` itself: the release is eps-mDP for the distance
+    ``d + c`` between distinct inputs, so a person charged ``E`` has an additive loss of
+    ``c * E`` (``docs/proofs/composition.md``, "Additive terms"). A release whose one
+    ``additive`` alone exceeds the budget is refused here, before anything is reserved.
     """
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
         raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
@@ -242,6 +267,7 @@ def plan_release(
     if ledger is not None and budget is not None and to_units(budget, "budget", budget=True) != to_units(
             ledger.budget, "budget", budget=True):
         raise ValidationError(f"budget {budget:g} differs from the ledger's {ledger.budget:g}")
+    check_additive(additive, ledger.budget if ledger is not None else budget)
     values = None
     if consistent:
         if true_values is None:

@@ -21,16 +21,19 @@ put in the command line's terms here (the library names no flag).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import BudgetExceededError, ValidationError
+from ..units import Epsilon, UnitError, parse_epsilon
 from ._common import console, fmt
 
 __all__ = [
@@ -51,9 +54,44 @@ UserColumnOption = Annotated[str | None, typer.Option(
     "--user-column", metavar="COL", rich_help_panel=PANEL, show_default=False,
     help="Who each row belongs to: the per-person eps is reported, and --budget, --max-rows-per-user and "
          "--consistent apply per person.")]
+class Budget(float):
+    """A ``--budget``: the number as written and, when it was written per a length (``10/km``), that unit.
+
+    A float, so that a plain ``--budget 3`` is the number it always was; one with a unit is
+    converted to the eps unit of the command by :meth:`AccountingOptions.for_unit` (exactly,
+    as ``--epsilon`` is), and refused by a command whose eps has no distance unit.
+    """
+
+    per: Fraction | None
+    unit: str
+
+    def __new__(cls, value: float, per: Fraction | None = None, unit: str = "") -> Budget:
+        self = super().__new__(cls, value)
+        self.per, self.unit = per, unit
+        return self
+
+    def __str__(self) -> str:
+        return f"{float(self)!r}/{self.unit}" if self.unit else repr(float(self))
+
+
+def parse_budget(text: str) -> Budget:
+    """``--budget``: a plain number (the command's eps units) or an eps per length like ``--epsilon``'s."""
+    if "/" not in text:
+        try:
+            return Budget(float(text))  # checked by AccountingOptions.check (> 0, finite)
+        except ValueError:
+            raise typer.BadParameter(f"not a number or an eps per length (10/km): {text!r}") from None
+    try:
+        eps = parse_epsilon(text)
+    except UnitError as ex:
+        raise typer.BadParameter(str(ex)) from None
+    return Budget(float(eps.per), eps.per, eps.unit)
+
+
 BudgetOption = Annotated[float | None, typer.Option(
-    "--budget", metavar="B", rich_help_panel=PANEL, show_default=False,
-    help="Every person's total eps (the mechanism's units); without --ledger, for this run only.")]
+    "--budget", metavar="B", rich_help_panel=PANEL, show_default=False, parser=parse_budget,
+    help="Every person's total eps: a plain number in the mechanism's units, or per a length like --epsilon "
+         "(10/km, 0.01/m); without --ledger, for this run only.")]
 LedgerOption = Annotated[str | None, typer.Option(
     "--ledger", metavar="PATH_OR_URL", rich_help_panel=PANEL, show_default=False,
     help="Persistent per-person spend across runs: a SQLite file (created with --budget) or a SQLAlchemy URL.")]
@@ -122,13 +160,35 @@ class AccountingOptions:
                 raise ValidationError(f"{', '.join(others)} need{'s' if len(others) == 1 else ''} --user-column COL: "
                                       "the budget, the cap and consistent releases are per person")
         if self.budget is not None and not (self.budget > 0 and self.budget < float("inf")):
-            raise ValidationError(f"--budget must be a finite number > 0, got {self.budget!r}")
+            raise ValidationError(f"--budget must be a finite number > 0, got {float(self.budget)!r}")
+        if self.ledger is not None and not self.ledger.strip():
+            raise ValidationError("--ledger is empty: give a SQLite file or a SQLAlchemy URL")
         if self.ledger_key is not None and self.ledger is None:
             raise ValidationError("--ledger-key is the key of a --ledger: give --ledger PATH_OR_URL too")
         if self.over_budget is not None and self.budget is None and self.ledger is None:
             raise ValidationError("--over-budget needs a budget: --budget B or --ledger PATH_OR_URL")
         if self.ledger is not None and "://" in self.ledger and self.ledger_key is None:
             raise ValidationError("--ledger given by URL needs --ledger-key FILE (the key that hashes person ids)")
+
+    def for_unit(self, unit: str) -> AccountingOptions:
+        """These options with a ``--budget`` written per a length (``10/km``) converted to eps per ``unit``.
+
+        Exact, as ``--epsilon``'s conversion (:meth:`metricdp.units.Epsilon.to`): ``0.01/m`` is
+        10 per km. A plain number is taken in ``unit`` already.
+        """
+        per, unit_of = getattr(self.budget, "per", None), getattr(self.budget, "unit", "")
+        if per is None or not unit_of:
+            return self
+        try:
+            value = Epsilon(per, unit_of).to(unit)
+        except UnitError as ex:
+            raise ValidationError(f"--budget: {ex}") from None
+        return dataclasses.replace(self, budget=value)
+
+    def _plain_budget(self) -> None:
+        if getattr(self.budget, "unit", ""):
+            raise ValidationError(f"--budget {self.budget} has a distance unit, but this command's eps is not per a "
+                                  "distance in m or km: give a plain number in its units")
 
     def refuse_command(self, command: str, supported: tuple[str, ...]) -> None:
         """One clear error for the options ``command`` does not support yet."""
@@ -140,6 +200,7 @@ class AccountingOptions:
     @contextlib.contextmanager
     def open(self) -> Iterator[Any]:
         """The ledger (None without ``--ledger``), opened with the CLI's errors, closed at the end."""
+        self._plain_budget()
         if self.ledger is None:
             with _flags(self):
                 yield None
@@ -153,6 +214,9 @@ class AccountingOptions:
         try:
             with _flags(self, ledger.budget):
                 yield ledger
+        except BaseException:
+            ledger.discard()  # a ledger this run created and then refused to spend in: no file left behind
+            raise
         finally:
             ledger.close()
 
@@ -166,21 +230,29 @@ class AccountingOptions:
         from ..accounting.ledger import key_path_for
 
         db = Path(self.ledger)
+        if not self.ledger.strip() or not db.name:
+            raise ValidationError(f"the ledger path {self.ledger!r} names no file: give a SQLite file or a "
+                                  "SQLAlchemy URL")
         return [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), key_path_for(db), *given]
 
-    def accounting(self, *, ledger: Any, scope: str, mechanism: str) -> Any:
-        """The library's :class:`~metricdp.streaming.accounted.Accounting` of these options."""
+    def accounting(self, *, ledger: Any, scope: str, mechanism: str, additive: float = 0.0) -> Any:
+        """The library's :class:`~metricdp.streaming.accounted.Accounting` of these options.
+
+        ``additive``: the additive loss of one release (the lattice's), budgeted with eps.
+        """
         from ..streaming.accounted import Accounting
 
+        self._plain_budget()
         if self.user_column is None:
             raise ValidationError("--user-column COL is needed")  # pragma: no cover - check() said so
         return Accounting(self.user_column, budget=None if ledger is not None else self.budget, ledger=ledger,
                           max_rows_per_user=self.max_rows_per_user, policy=self.policy,  # type: ignore[arg-type]
-                          consistent=self.consistent, scope=scope, mechanism=mechanism)
+                          consistent=self.consistent, scope=scope, mechanism=mechanism, additive=additive)
 
     def describe(self) -> dict[str, Any]:
         """The options as given, for ``--json``."""
-        return {"user_column": self.user_column, "budget": self.budget, "ledger": _redacted(self.ledger),
+        budget = None if self.budget is None else float(self.budget)
+        return {"user_column": self.user_column, "budget": budget, "ledger": _redacted(self.ledger),
                 "max_rows_per_user": self.max_rows_per_user, "over_budget": self.policy,
                 "consistent": self.consistent}
 
@@ -230,8 +302,12 @@ def _summary(s: Any) -> str:
             f"({s.persons:,} persons)")
 
 
-def print_report(report: Any, opts: AccountingOptions, eps: float, unit: str = "rows") -> None:
-    """The composed guarantee and what was withheld, on stdout (after the command's own line)."""
+def print_report(report: Any, opts: AccountingOptions, eps: float, unit: str = "rows", *,
+                 distance: str | None = None) -> None:
+    """The composed guarantee and what was withheld, on stdout (after the command's own line).
+
+    ``distance`` is the unit the eps are per (``"km"``); None says "per unit of distance".
+    """
     lines = [f"per person ({opts.user_column!r}): {report.rows_in:,} {unit} of {report.persons_in:,} persons, "
              f"{report.rows_released:,} released at eps {fmt(eps)} each"]
     withheld = []
@@ -249,7 +325,8 @@ def print_report(report: Any, opts: AccountingOptions, eps: float, unit: str = "
         lines.append(f"eps per person, in total in the ledger: {_summary(report.total)}")
     worst = report.total.max if report.total is not None else report.run.max
     lines.append(f"guarantee: each person's released values are (eps_p)-mDP w.r.t. the summed distance, "
-                 f"eps_p <= {fmt(worst)} per unit of distance{' in total' if report.total is not None else ''}")
+                 f"eps_p <= {fmt(worst)} per {distance or 'unit of distance'}"
+                 f"{' in total' if report.total is not None else ''}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
 

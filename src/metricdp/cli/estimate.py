@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ import numpy as np
 import typer
 
 from ..errors import ValidationError
-from ..estimation import IBU_MAX_ITER, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
+from ..estimation import IBU_MAX_ITER, IBU_MAX_ITER_LIMIT, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
 from ..io import atomic_write, read_csv_table
 from ..mechanisms.file import load_mechanism
 from ..outputs import OutputSet
@@ -58,6 +59,20 @@ def _csv_text(labels: tuple[str, ...], p: np.ndarray) -> str:
 def register(app: typer.Typer) -> None:
     """Add the ``estimate`` command to ``app``."""
 
+    def _max_iter(text: str) -> int:
+        """``--max-iter``: a whole number in [1, IBU_MAX_ITER_LIMIT] (``1e6`` too), else one error naming it."""
+        try:
+            value = Decimal(text.strip())
+        except ArithmeticError:
+            value = Decimal("NaN")
+        if not value.is_finite():
+            raise ValidationError(f"--max-iter must be a whole number of iterations, got {text!r}")
+        if not 1 <= value <= IBU_MAX_ITER_LIMIT:
+            raise ValidationError(f"--max-iter must be in [1, {IBU_MAX_ITER_LIMIT}], got {text!r}")
+        if value != value.to_integral_value():
+            raise ValidationError(f"--max-iter must be a whole number of iterations, got {text!r}")
+        return int(value)
+
     @app.command("estimate")
     @handle_errors
     def estimate(
@@ -75,7 +90,8 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--method", help="ibu (maximum likelihood) or inversion (projected).")
         ] = "ibu",
         tol: Annotated[float, typer.Option("--tol", help="IBU: stop when the L1 change is below.")] = IBU_TOL,
-        max_iter: Annotated[int, typer.Option("--max-iter", help="IBU: iteration cap.")] = IBU_MAX_ITER,
+        max_iter_text: Annotated[str, typer.Option("--max-iter", metavar="N",
+                                                   help="IBU: iteration cap (an integer >= 1).")] = str(IBU_MAX_ITER),
         out: Annotated[
             Path | None,
             typer.Option("--out", "-o", dir_okay=False, help="Write the CSV here (default: stdout)."),
@@ -88,6 +104,7 @@ def register(app: typer.Typer) -> None:
         """
         if method not in ("ibu", "inversion"):
             raise ValidationError(f"--method must be 'ibu' or 'inversion', got {method!r}")
+        max_iter = _max_iter(max_iter_text)
         if out is not None:
             check_output(out, inputs=(mechanism_file, released, true_file))
         mech = load_mechanism(mechanism_file)

@@ -174,6 +174,7 @@ def register(app: typer.Typer) -> None:
         columns: dict[str, Any] = {} if not (kept or dropped) else {"keep": kept, "drop": dropped}
         check_engine(engine, scheduler, master, chunk_rows)  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
+        acct = acct.for_unit(space_unit(mech.space, mech.metadata))  # a --budget per length in the space's unit
         if mech.space.policy:  # docs/proofs/policy_graphs.md: cross-component pairs get no guarantee
             warn(f"{mechanism_file} is built on a policy graph of {mech.space.n_components} components: each "
                  "release reveals the component of its true value (only pairs within a component are protected)")
@@ -235,4 +236,4 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         if report is not None:
-            print_report(report, acct, mech.epsilon)
+            print_report(report, acct, mech.epsilon, distance=space_unit(mech.space, mech.metadata) or None)

@@ -445,7 +445,8 @@ def register(app: typer.Typer) -> None:
         --max-rows-per-user, --over-budget and --consistent account, cap and reuse
         releases per person.
         """
-        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget,
+                                 consistent).for_unit("km")  # eps per km, as --epsilon
         acct.check()
         eps = _epsilon(epsilon, level, radius)
         kind = _format(input_file, "INPUT")
@@ -481,7 +482,8 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         with acct.open() as book, progress(f"releasing points of {input_file}") as bar:
             accounting = None if not acct.active else acct.accounting(
-                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text)
+                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text,
+                additive=0.0 if settings.plane is None else settings.plane.additive(eps))
             try:
                 stats = privatize_points_file(
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
@@ -537,7 +539,7 @@ def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | 
         highlight=False,
     )
     if stats.accounting is not None and acct is not None:
-        print_report(stats.accounting, acct, eps)
+        print_report(stats.accounting, acct, eps, distance="km")
         add = _additive(settings, stats)
         if add:
             console.print(f"plus the lattice's additive {add['additive_per_release']:.2g} per release "

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
                                       "output), in the same order.")
         ] = None,
         column: Annotated[str, typer.Option("--column", help="The label column of --true and --released.")] = "cell",
+        key: Annotated[str | None, typer.Option(
+            "--key", metavar="COL", help="A row id in both --true and --released: rows are paired by it (needed when "
+            "the release withheld rows, e.g. by --max-rows-per-user), not by position.")] = None,
     ) -> None:
         """Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a picture."""
         require("plot", what="report")  # before the mechanism is loaded and audited
@@ -61,15 +64,20 @@ def register(app: typer.Typer) -> None:
                 raise ValidationError(f"--prior {prior}: values must be >= 0 and not all 0")
             pi = pi / total
         observed = None
+        if key is not None and true_file is None:
+            raise ValidationError("--key pairs the rows of --true and --released: give both")
         if (true_file is None) != (released_file is None):
             raise ValidationError("--true and --released go together (the same rows, before and after release)")
         if true_file is not None and released_file is not None:
             from ..location.binning import read_label_column
 
             t, r = (read_label_column(f, column, mech.labels) for f in (true_file, released_file))
-            if len(t) != len(r) or not len(t):
+            if key is not None:
+                t, r = _paired(true_file, t, released_file, r, key)
+            elif len(t) != len(r) or not len(t):
                 raise ValidationError(f"--true {true_file} has {len(t):,} rows and --released {released_file} "
-                                      f"{len(r):,}: the same rows are needed, in the same order")
+                                      f"{len(r):,}: the same rows are needed, in the same order (or pair them by a "
+                                      "row id with --key COL)")
             observed = (t, r)
             warn(f"{out} shows the TRUE locations of the rows of {true_file}: it is not a release; keep it private")
         with progress(f"auditing and drawing {mech.name} (n = {mech.n})"):
@@ -79,3 +87,38 @@ def register(app: typer.Typer) -> None:
         if mech.space.policy:
             console.print(f"policy graph: {mech.space.n_components} components, cross-component pairs unprotected",
                           markup=False, highlight=False)
+
+
+def _key_column(path: Path, key: str) -> list[str]:
+    """Every row's ``key`` value as text (CSV by the project's reader, Parquet by pyarrow)."""
+    from ..tabular.formats import TABLE_FORMATS, format_of
+
+    if format_of(path, TABLE_FORMATS) == "csv":
+        from ..io import read_csv_table
+
+        header, rows, _ = read_csv_table(path)
+        if key not in header:
+            raise ValidationError(f"--key: {path} has no column {key!r}")
+        at = header.index(key)
+        return [row[at] for row in rows]
+    from ..tabular.parquet import open_parquet
+
+    pf = open_parquet(path)
+    if key not in pf.schema_arrow.names:
+        raise ValidationError(f"--key: {path} has no column {key!r}")
+    values = pf.read(columns=[key]).column(0).to_pylist()
+    return ["" if v is None else str(v) for v in values]
+
+
+def _paired(true_file: Path, t: Any, released_file: Path, r: Any, key: str) -> tuple[Any, Any]:
+    """--key: the true and released rows paired by a row id (the library's match_rows), errors naming the files."""
+    from ..report import match_rows
+
+    tk, rk = _key_column(true_file, key), _key_column(released_file, key)
+    try:
+        paired_t, paired_r, withheld = match_rows(tk, t, rk, r)
+    except ValidationError as ex:
+        raise ValidationError(f"--key {key!r} (--true {true_file}, --released {released_file}): {ex}") from None
+    if withheld:
+        warn(f"{withheld:,} rows of {true_file} have no released row (withheld): left out of the comparison")
+    return paired_t, paired_r

@@ -87,6 +87,9 @@ class Accounting:
     scope: str = ""
     mechanism: str = ""
     run_id: str | None = None
+    #: The additive loss of one release (a lattice's snapping: eps x its distance cost), 0 for none; a release
+    #: whose one additive loss exceeds the budget is refused before anything is reserved (``plan_release``).
+    additive: float = 0.0
 
 
 @dataclass(frozen=True)

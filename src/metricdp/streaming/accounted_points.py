@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from .._progress import Progress, report
-from ..accounting.plan import plan_release
+from ..accounting.plan import check_additive, plan_release
 from ..errors import ValidationError
 from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
@@ -158,6 +158,7 @@ class AccountedPointsRun(AccountedRun):
                      release: Any, validate: Validate | None, source: Any, *, chunk_rows: int, chunk_bytes: int,
                      max_record: int | None, progress: Any = None) -> AccountedPointsRun:
         """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
+        check_additive(acc.additive, acc.ledger.budget if acc.ledger is not None else acc.budget)  # before a pass
         identity = _identity(src)
         persons, codes, pts = scan_points(src, fmt, acc.user_column, lat, lon, validate=validate,
                                           keep_points=acc.consistent, chunk_rows=chunk_rows,
@@ -167,7 +168,7 @@ class AccountedPointsRun(AccountedRun):
         plan = plan_release(codes, epsilon, budget=acc.budget, ledger=acc.ledger,
                             max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
                             true_values=pts, scope=acc.scope, width=2, rng=source, run_id=acc.run_id,
-                            mechanism=acc.mechanism, persons=persons, unit="km")
+                            mechanism=acc.mechanism, persons=persons, unit="km", additive=acc.additive)
         try:
             group_release = None
             if acc.consistent and pts is not None:
