@@ -62,17 +62,8 @@ if TYPE_CHECKING:
     from .columns import ColumnPlan
 
 __all__ = [
-    "SAMPLE",
-    "SCAN_ROWS",
-    "LeakRule",
-    "check_file",
-    "check_names",
-    "check_rows",
-    "check_table",
-    "coordinate_role",
-    "name_key",
-    "scan_file",
-    "value_key",
+    "SAMPLE", "SCAN_ROWS", "LeakRule", "check_file", "check_names", "check_rows", "check_table", "coordinate_role",
+    "name_key", "scan_file", "spread", "value_key",
 ]
 
 #: Rows per chunk of the scan: "most rows" is decided per chunk, so a leak in one part of a file is not diluted.
@@ -87,7 +78,7 @@ _CONFUSABLES = str.maketrans({
     "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "һ": "h", "ԁ": "d", "ԛ": "q",
     "ԝ": "w", "ɡ": "g", "ӏ": "l", "ᴦ": "r", "г": "r", "п": "n", "ь": "b", "и": "u", "л": "n",
     "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
-    "υ": "u", "χ": "x", "γ": "y", "ω": "w", "μ": "u", "ς": "c", "σ": "o", "ζ": "z",
+    "υ": "u", "χ": "x", "γ": "y", "ω": "w", "μ": "u", "ς": "c", "σ": "o",
 })
 
 _LAT = frozenset({"lat", "latitude", "y", "breite", "breitengrad", "latitud", "latitudine", "breedte",
@@ -97,8 +88,8 @@ _LON = frozenset({"lon", "lng", "long", "longitude", "x", "laenge", "lange", "la
 _PAIR = frozenset({"latlon", "latlng", "lonlat", "lnglat", "latlong", "longlat", "coord", "coords", "coordinate",
                    "coordinates", "coordinaten", "koordinaten", "koordinate", "coordonnees", "coordenadas",
                    "coordinata", "geom", "geometry", "geo", "wkt", "wkb", "geojson", "point", "location",
-                   "loc", "position", "pos", "latlonpair", "gps", "geopoint", "geoloc", "geolocation", "place",
-                   "standort", "ort", "lieu", "ubicacion", "posicion", "localizacao", "posizione", "ligging", "punkt"})
+                   "loc", "position", "latlonpair", "gps", "geopoint", "geoloc", "geolocation",
+                   "standort", "ubicacion", "posicion", "localizacao", "posizione", "ligging"})
 
 
 def name_key(name: str) -> str:
@@ -285,7 +276,8 @@ def check_rows(
             )
 
 
-def _spread(n: int) -> list[int]:
+def spread(n: int) -> list[int]:
+    """The positions compared in a chunk of ``n`` rows: all of them, or :data:`SAMPLE` evenly spread."""
     if n <= SAMPLE:
         return list(range(n))
     return sorted({int(i) for i in np.linspace(0, n - 1, SAMPLE)})
@@ -352,7 +344,7 @@ def _csv_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: in
         kept = {c: names.index(c) for c in others}
         for chunk in reader.chunks(cols[0]):
             recs = chunk.records
-            pick = _spread(len(recs.starts))
+            pick = spread(len(recs.starts))
             if not pick:
                 continue
 
@@ -372,7 +364,7 @@ def _parquet_chunks(src: Path, rule: LeakRule, others: Sequence[str]) -> Iterato
     wanted = list(dict.fromkeys([*rule.columns, *others]))
     seen = 0
     for batch in pf.iter_batches(batch_size=SCAN_ROWS, columns=wanted):
-        pick = _spread(batch.num_rows)
+        pick = spread(batch.num_rows)
         if pick:
             pa = import_optional("pyarrow", extra="parquet")
             taken = batch.take(pa.array(pick, type=pa.int64()))
