@@ -175,6 +175,14 @@ def test_engines_refuse_before_any_worker_starts(tmp_path: Path, engine: str) ->
     nums.write_text("id,age,copy\n" + "".join(f"u{i},{i},{i}\n" for i in range(20)))
     with pytest.raises(ValidationError, match="column 'copy'"):
         privatize_numbers_engine(engine, AGES, nums, "age", out)
+    cities = tmp_path / "c.csv"
+    cities.write_text("city,town\n" + "".join(f"{LABELS[i % 3]},{LABELS[i % 3]}\n" for i in range(20)))
+    if engine == "dask":
+        from metricdp.integrations.dask import privatize_file_dask as release
+    else:
+        from metricdp.integrations.spark import privatize_file_spark as release
+    with pytest.raises(ValidationError, match="column 'town'"):
+        release(CITY, cities, "city", out)
     assert not out.exists()
 
 
@@ -250,3 +258,22 @@ def test_transformer_set_output() -> None:
     assert isinstance(t.set_output(transform="default").transform(df), pd.DataFrame)
     with pytest.raises(ValidationError, match="set_output"):
         t.set_output(transform="arrow")
+
+
+def test_an_accounted_release_refused_spends_nothing(tmp_path: Path) -> None:
+    from metricdp.accounting.ledger import Ledger
+    from metricdp.streaming.accounted import Accounting
+
+    src, out, led = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "l.db"
+    src.write_text("user,city,town\n" + "".join(f"u{i % 4},{LABELS[i % 3]},{LABELS[i % 3]}\n" for i in range(24)))
+    with Ledger(led, budget=10.0):
+        pass
+    before = led.read_bytes()
+    for one_pass in (True, False):
+        with Ledger(led) as book, pytest.raises(ValidationError, match="column 'town'"):
+            privatize_file(CITY, src, "city", out, keep=["user"], accounting=Accounting("user", ledger=book),
+                           one_pass=one_pass)
+    assert led.read_bytes() == before and not out.exists()
+    with Ledger(led) as book:  # the same release with the copy kept on purpose spends
+        privatize_file(CITY, src, "city", out, keep=["user", "town"], accounting=Accounting("user", ledger=book))
+    assert led.read_bytes() != before and out.exists()
