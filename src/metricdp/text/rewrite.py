@@ -304,7 +304,7 @@ def rewrite_file(
         raise ValidationError(f"{path}: field {column!r} is released; it cannot also be kept or dropped")
     dropped, others = set(drop_columns), set[str]()
     # a field holding the released text under another name is refused before a line is written
-    scan_file(path, None, LeakRule.text(column), exclude=[*keep_columns, *drop_columns], max_record=max_record)
+    scan_file(path, None, LeakRule.text(str(column)), exclude=[*keep_columns, *drop_columns], max_record=max_record)
 
     def fields() -> Iterator[str]:
         for n, line in enumerate(_decoded_lines(path, max_record), start=1):
