@@ -11,9 +11,10 @@ a finite set (``--snap-to``), and draw true vs released points (``--plot``). Eve
 column is written back untouched (CSV: the same bytes; Parquet: the same arrays and
 schema) unless ``--drop COL`` removes it; those columns are named on stderr and in
 ``--json`` (:mod:`metricdp.tabular.columns`). A column that looks like one of the released
-coordinates (the same name up to case and punctuation, or another latitude/longitude name
-such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
-release the true location next to the noisy one.
+coordinates by name (``home_lat``, ``latlng``, ``geom``, ``breite``, a Cyrillic look-alike)
+or holds them by content (within the noise scale, alone or as a pair, WKT or GeoJSON:
+:mod:`metricdp.tabular.leaks`) is refused unless ``--keep`` or ``--drop`` names it: it
+would release the true location next to the noisy one.
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
