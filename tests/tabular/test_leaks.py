@@ -18,7 +18,7 @@ from metricdp.spaces import MetricSpace
 from metricdp.streaming.files import privatize_file
 from metricdp.streaming.numbers import privatize_numbers_file
 from metricdp.streaming.points import privatize_points_file
-from metricdp.tabular.leaks import LeakRule, check_rows, coordinate_role, name_key
+from metricdp.tabular.leaks import LeakRule, check_rows
 from metricdp.text.rewrite import Vocabulary, rewrite_file
 
 pd = pytest.importorskip("pandas")
@@ -40,19 +40,6 @@ def _points_csv(path: Path, extra: dict[str, list[str]]) -> Path:
         frame[name] = [make.format(lat=a, lon=b) for a, b in zip(lat, lon, strict=True)]  # type: ignore[attr-defined]
     frame.to_csv(path, index=False)
     return path
-
-
-# ------------------------------------------------------------------------------ names
-@pytest.mark.parametrize("name", ["latlng", "coordinates", "geom", "position", "breite", "laenge", "latitud",
-                                  "longitud", "l\u0430t", "L\u0430titude", "home_lat", "Längengrad", "lat\u200b2"])
-def test_coordinate_synonyms_and_look_alike_letters_are_coordinates(name: str) -> None:
-    assert coordinate_role(name) is not None
-
-
-def test_name_key_folds_width_case_format_characters_and_confusables() -> None:
-    assert name_key("ｃｉｔｙ") == name_key("CITY") == name_key("ci\u200bty") == name_key("\u0441ity") == "city"
-    assert name_key("\u03bfrder") == "order"  # Greek omicron
-    assert coordinate_role("note") is None and coordinate_role("id") is None
 
 
 # ------------------------------------------------------------------------------ points

@@ -7,7 +7,7 @@ file must see that list. The policy, decided here once for every command and eng
 * the released columns must each appear exactly once in the header, and every header
   name once (a copy of a released column would leave its true values beside the
   release); a column whose name equals a released one up to case and punctuation
-  (``City``, ``city_`` beside ``city``; compared by :func:`metricdp.tabular.leaks.name_key`:
+  (``City``, ``city_`` beside ``city``; compared by :func:`metricdp.tabular.names.name_key`:
   NFKC, format characters dropped, casefolded, Cyrillic/Greek look-alike letters mapped to
   Latin) is refused unless ``keep`` or ``drop`` names it;
 * ``drop`` names columns removed from the output, ``keep`` names columns written
@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from .csv import check_names
-from .leaks import coordinate_role, name_key
+from .names import coordinate_role, name_key
 
 __all__ = ["ColumnPlan", "look_alikes", "plan_columns"]
 
@@ -138,10 +138,10 @@ def look_alikes(plan: ColumnPlan) -> tuple[str, ...]:
     """Unacknowledged columns that look like a released coordinate: a true copy would leave.
 
     A column looks like a released one when their names are equal after
-    :func:`~metricdp.tabular.leaks.name_key` (``Lat``, `` lat``, ``lat_``, ``lаt`` with a
+    :func:`~metricdp.tabular.names.name_key` (``Lat``, `` lat``, ``lat_``, ``lаt`` with a
     Cyrillic ``а`` beside ``lat``), or when a released column is a coordinate and the
     column's name is a latitude, longitude or coordinate-pair word in one of a few
-    languages (:func:`~metricdp.tabular.leaks.coordinate_role`: ``lat2``, ``home_lat``,
+    languages (:func:`~metricdp.tabular.names.coordinate_role`: ``lat2``, ``home_lat``,
     ``latlng``, ``geom``, ``breite``, ``longitud``, ``position``).
     """
     coordinates = any(coordinate_role(r) in ("lat", "lon") for r in plan.released)

@@ -6,7 +6,7 @@ latitude spelt with a Cyrillic ``а`` -- values do not. This module decides, onc
 every kind, format, engine and the DataFrame API, whether a column the user did not name
 in ``keep`` is the released information under another name:
 
-**By name** (:func:`name_key`, :func:`coordinate_role`). Names are compared after NFKC
+**By name** (:mod:`metricdp.tabular.names`). Names are compared after NFKC
 normalisation, dropping format characters (Unicode category ``Cf``: zero-width joiners,
 soft hyphens), :meth:`str.casefold`, and a confusable skeleton in the manner of Unicode
 TR 39 (Cyrillic and Greek letters that look like Latin ones are mapped to them), then
@@ -51,19 +51,19 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._optional import import_optional
 from ..errors import ValidationError
-
-if TYPE_CHECKING:
-    from .columns import ColumnPlan
+from .columns import ColumnPlan, plan_columns
+from .header import table_header
+from .names import coordinate_role
 
 __all__ = [
-    "SAMPLE", "SCAN_ROWS", "LeakRule", "check_file", "check_names", "check_rows", "check_table", "coordinate_role",
-    "name_key", "scan_file", "spread", "value_key",
+    "SAMPLE", "SCAN_ROWS", "LeakRule", "check_file", "check_names", "check_rows", "check_table", "scan_file", "spread",
+    "value_key",
 ]
 
 #: Rows per chunk of the scan: "most rows" is decided per chunk, so a leak in one part of a file is not diluted.
@@ -71,55 +71,6 @@ SCAN_ROWS = 65_536
 #: Rows compared per chunk, evenly spread (all of a smaller chunk): a copy of the truth matches in every row.
 SAMPLE = 512
 _KM_PER_DEGREE = 111.32
-
-# A confusable skeleton (TR 39 style) for the Cyrillic and Greek letters that look like Latin ones.
-_CONFUSABLES = str.maketrans({
-    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c",
-    "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i", "ј": "j", "һ": "h", "ԁ": "d", "ԛ": "q",
-    "ԝ": "w", "ɡ": "g", "ӏ": "l", "ᴦ": "r", "г": "r", "п": "n", "ь": "b", "и": "u", "л": "n",
-    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
-    "υ": "u", "χ": "x", "γ": "y", "ω": "w", "μ": "u", "ς": "c", "σ": "o",
-})
-
-_LAT = frozenset({"lat", "latitude", "y", "breite", "breitengrad", "latitud", "latitudine", "breedte",
-                  "breedtegraad", "shirota", "wei"})
-_LON = frozenset({"lon", "lng", "long", "longitude", "x", "laenge", "lange", "langengrad", "laengengrad",
-                  "longitud", "longitudine", "lengte", "lengtegraad", "dolgota", "jing"})
-_PAIR = frozenset({"latlon", "latlng", "lonlat", "lnglat", "latlong", "longlat", "coord", "coords", "coordinate",
-                   "coordinates", "coordinaten", "koordinaten", "koordinate", "coordonnees", "coordenadas",
-                   "coordinata", "geom", "geometry", "geo", "wkt", "wkb", "geojson", "point", "location",
-                   "loc", "position", "latlonpair", "gps", "geopoint", "geoloc", "geolocation",
-                   "standort", "ubicacion", "posicion", "localizacao", "posizione", "ligging"})
-
-
-def name_key(name: str) -> str:
-    """A name as compared: NFKC, format characters dropped, casefolded, confusables mapped, letters and digits only."""
-    text = unicodedata.normalize("NFKC", name)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold().translate(_CONFUSABLES)
-    text = unicodedata.normalize("NFKD", text)  # accents off: "coordonnées" -> "coordonnees"
-    return "".join(ch for ch in text if (ch.isascii() and ch.isalnum()) or (not ch.isascii() and ch.isalpha()))
-
-
-def _words(name: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", name)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf").translate(_CONFUSABLES)
-    text = re.sub(r"([a-z])([A-Z])", r"\1_\2", text)  # camelCase splits
-    text = unicodedata.normalize("NFKD", text.casefold().translate(_CONFUSABLES))
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
-    return [w for w in re.split(r"[^0-9a-z]+|(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])", text) if w and not w.isdigit()]
-
-
-def coordinate_role(name: str) -> str | None:
-    """``"lat"``, ``"lon"``, ``"pair"`` (a column that may hold both) or None, from a column's name."""
-    words = _words(name)
-    joined = "".join(words)
-    if any(w in _PAIR for w in words) or joined in _PAIR:
-        return "pair"
-    if any(w in _LAT for w in words):
-        return "lat"
-    if any(w in _LON for w in words):
-        return "lon"
-    return None
 
 
 def value_key(value: object) -> str:
@@ -297,9 +248,6 @@ def check_file(path: str | Path, plan: ColumnPlan, rule: LeakRule, *, max_record
 def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), drop: Sequence[str] = (),
                 max_record: int | None = None) -> ColumnPlan:
     """Plan a CSV or Parquet file's columns from its header and :func:`check_file` it; returns the plan."""
-    from .columns import plan_columns
-    from .header import table_header
-
     plan = plan_columns(table_header(path, rule.columns), rule.columns, keep=keep, drop=drop, where=str(path))
     check_file(path, plan, rule, max_record=max_record)
     return plan
