@@ -152,7 +152,12 @@ def _release(kind: str, src: Path, out: Path, keep: list[str], engine: str) -> N
         from metricdp.integrations.numbers import privatize_numbers_engine
         from metricdp.location.release import PointSettings
 
-        if kind == "numbers":
+        if kind == "labels":
+            from metricdp.integrations.dask import privatize_file_dask
+            from metricdp.integrations.spark import privatize_file_spark
+
+            (privatize_file_dask if engine == "dask" else privatize_file_spark)(CITY, src, "city", out, keep=keep)
+        elif kind == "numbers":
             privatize_numbers_engine(engine, AGES, src, "age", out, keep=keep)
         else:
             privatize_points_engine(engine, src, "lat", "lon", out, PointSettings(EPS_KM, None), keep=keep)
@@ -208,7 +213,7 @@ def test_local_files_refuse_exactly_the_leaks(tmp_path_factory: Any, kind: str, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["dask", "spark"])
-@pytest.mark.parametrize("kind", ["numbers", "points"])
+@pytest.mark.parametrize("kind", ["labels", "numbers", "points"])
 @settings(max_examples=max(EXAMPLES // 5, 3), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
