@@ -140,6 +140,16 @@ def test_a_copy_of_the_released_text_is_refused_in_csv_and_jsonl(tmp_path: Path)
     assert buf.getvalue() == ""
 
 
+def test_a_constant_beside_varied_truths_is_not_a_copy() -> None:
+    rule = LeakRule("numbers", ("age",), 100.0)  # eps = 0.01 per year: a wide scale
+    truths = [(20,), (35,), (60,)]
+    check_rows(rule, truths, {"country": [49, 49, 49]}, [1, 2, 3], "f")
+    with pytest.raises(ValidationError, match="column 'kids'"):
+        check_rows(rule, truths, {"kids": [0, 2, 1]}, [1, 2, 3], "f")  # varies: within the scale, refused
+    with pytest.raises(ValidationError, match="column 'copy'"):  # one row, or one true value: a copy is a copy
+        check_rows(LeakRule.labels("city"), [("rome",)], {"copy": ["Rome"]}, [1], "f")
+
+
 def test_most_rows_not_any_row() -> None:
     rule = LeakRule.labels("smoker")
     truths = [("yes",), ("no",), ("yes",), ("no",)]

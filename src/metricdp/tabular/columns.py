@@ -36,7 +36,7 @@ from ..errors import ValidationError
 from .csv import check_names
 from .names import coordinate_role, name_key
 
-__all__ = ["ColumnPlan", "look_alikes", "plan_columns"]
+__all__ = ["ColumnPlan", "look_alikes", "plan_columns", "refuse_twins"]
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,7 @@ def plan_columns(
     if both:
         raise ValidationError(f"{where}: column {both[0]!r} is both kept and dropped")
     rel, kp, dr = set(released), set(keep_t), set(drop_t)
-    norms = {_norm(r): r for r in released}
-    twins = [h for h in header if h not in rel | kp | dr and _norm(h) in norms]
-    if twins:
-        raise ValidationError(
-            f"{where}: column {twins[0]!r} is named like the released column {norms[_norm(twins[0])]!r} and would "
-            "leave with its true values; name it among the columns to keep or to drop"
-        )
+    refuse_twins(header, released, rel | kp | dr, where)
     return ColumnPlan(
         header=header,
         released=tuple(h for h in header if h in rel),
@@ -128,6 +122,17 @@ def plan_columns(
         unacknowledged=tuple(h for h in header if h not in rel | kp | dr),
         dropped=tuple(h for h in header if h in dr),
     )
+
+
+def refuse_twins(names: Iterable[str], released: Sequence[str], named: set[str], where: str) -> None:
+    """Refuse a name in ``names`` (not in ``named``) equal to a released one after :func:`~.names.name_key`."""
+    norms = {_norm(r): r for r in released}
+    twins = [h for h in names if h not in named and h not in norms.values() and _norm(h) in norms]
+    if twins:
+        raise ValidationError(
+            f"{where}: column {twins[0]!r} is named like the released column {norms[_norm(twins[0])]!r} and would "
+            "leave with its true values; name it among the columns to keep or to drop"
+        )
 
 
 def _norm(name: str) -> str:

@@ -36,7 +36,9 @@ half of those whose released value is present) its value
 "Most rows" (not "any row") keeps columns that share a value with the released one by
 chance (a flag equal to a yes/no label now and then, an id equal to an age) from being
 refused, while a copy, a rounding or a re-encoding of the truth -- equal in every row --
-is always caught. A refusal is one :class:`~metricdp.errors.ValidationError` naming the
+is always caught. A column whose matching rows all hold ONE value, beside released values
+that vary, is not refused either: a constant says nothing about any row (a country code
+within a wide noise scale of every age). A refusal is one :class:`~metricdp.errors.ValidationError` naming the
 column, the file and the first row that matched, raised by a scan that runs before the
 release writes or reserves anything. A column named in ``keep`` is the user's decision
 and is written (and reported as kept); a dropped column is not written and not checked.
@@ -57,7 +59,7 @@ import numpy as np
 
 from .._optional import import_optional
 from ..errors import ValidationError
-from .columns import ColumnPlan, plan_columns
+from .columns import ColumnPlan, plan_columns, refuse_twins
 from .header import table_header
 from .names import coordinate_role
 
@@ -213,8 +215,11 @@ def check_rows(
     present = [k for k, t in enumerate(truths) if all(v is not None and str(v).strip() != "" for v in t)]
     if not present:
         return
+    varied = len({tuple(map(str, truths[k])) for k in present}) > 1
     for name, values in others.items():
         hits = [k for k in present if _matches(rule, truths[k], values[k])]
+        if varied and len({str(values[k]) for k in hits}) == 1:
+            continue  # one value beside varied truths says nothing about any row (a flag, a country code)
         if 2 * len(hits) > len(present):
             what = {"labels": "the released column's true values", "text": "the released column's true text",
                     "numbers": f"numbers within {rule.scale:g} of the released column's true values",
@@ -327,6 +332,7 @@ def _jsonl_chunks(src: Path, rule: LeakRule, exclude: set[str]) -> Iterator[Scan
 
     def flush() -> Scanned:
         keys = sorted({k for rec in records for k in rec if k not in exclude})
+        refuse_twins(keys, rule.columns, set(), f"{src}: line {lines[0]}")  # no header: each chunk's fields
         truths = [tuple(rec.get(c) for c in rule.columns) for rec in records]
         return truths, {k: [rec.get(k) for rec in records] for k in keys}, lines, "line"
 
