@@ -10,8 +10,8 @@
   (``unacknowledged``), and which were dropped, by the same rules as the file commands
   (``keep`` / ``drop``: an unknown name or a released column in either is refused). A
   pandas index is part of what leaves: each level (named, or ``index`` / ``level_k`` as
-  :meth:`pandas.DataFrame.reset_index` names it; a default ``RangeIndex`` holds positions
-  only and is not) is planned, checked and can be kept or dropped like a column, and the
+  :meth:`pandas.DataFrame.reset_index` names it, ``"id (index)"`` when a column has its
+  name; a default ``RangeIndex`` holds positions only and is not) is planned, checked and can be kept or dropped like a column, and the
   released column may not live in the index. The columns nobody named are announced with a
   :class:`~metricdp.errors.PrivacyLeakWarning`, and a column that holds the released values
   under another name (by name or content: :mod:`metricdp.tabular.leaks`) is refused unless
@@ -233,8 +233,8 @@ def privatize_frame(
     bad = [n for n in names if not isinstance(n, str)]
     if bad:
         raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
-    levels = _index_levels(df) if lib == "pandas" else []
-    if column in levels and column not in names:
+    levels = _index_levels(df, names) if lib == "pandas" else []
+    if column in levels:
         raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true values; "
                               "move it to the columns (reset_index) to release it")
     plan = plan_columns([*levels, *names], [column], keep=keep, drop=drop, where="DataFrame")
@@ -253,8 +253,11 @@ def privatize_frame(
     return df.with_columns(released).drop(list(plan.dropped)), plan
 
 
-def _index_levels(df: Any) -> list[str]:
-    """The names of a pandas frame's index levels as planned (module docstring); [] for a default RangeIndex."""
+def _index_levels(df: Any, columns: Sequence[str]) -> list[str]:
+    """The names of a pandas frame's index levels as planned (module docstring); [] for a default RangeIndex.
+
+    A level named like a column (``set_index("id", drop=False)``) is planned as ``"id (index)"``.
+    """
     pd = import_optional("pandas", "pandas")
     index = df.index
     if isinstance(index, pd.RangeIndex) and index.name is None:
@@ -264,8 +267,10 @@ def _index_levels(df: Any) -> list[str]:
     if bad:
         raise ValidationError(f"DataFrame index level names must be text; level {bad[0]!r} is not")
     if len(raw) == 1:
-        return [raw[0] if raw[0] is not None else "index"]
-    return [n if n is not None else f"level_{k}" for k, n in enumerate(raw)]
+        named = [raw[0] if raw[0] is not None else "index"]
+    else:
+        named = [n if n is not None else f"level_{k}" for k, n in enumerate(raw)]
+    return [f"{n} (index)" if n in columns else n for n in named]
 
 
 class PrivatizeTransformer:

@@ -209,6 +209,17 @@ def test_an_index_level_holding_the_released_values_is_refused(names: list[str |
     assert level in plan.kept and out.index.equals(df.index)
 
 
+def test_an_index_level_named_like_a_column_is_planned_apart() -> None:
+    df = _people().set_index("id", drop=False)
+    with pytest.warns(PrivacyLeakWarning, match=r"'id \(index\)', 'id'"):
+        out, plan = privatize_frame(df, column="city", mechanism=CITY)
+    assert plan.unacknowledged == ("id (index)", "id") and out.index.equals(df.index)
+    out, plan = privatize_frame(df, column="city", mechanism=CITY, keep=["id"], drop=["id (index)"])
+    assert plan.dropped == ("id (index)",) and isinstance(out.index, pd.RangeIndex)
+    with pytest.raises(ValidationError, match=r"column 'city \(index\)' holds the released column's true values"):
+        privatize_frame(_people().set_index("city", drop=False), column="city", mechanism=CITY)
+
+
 def test_dataframe_warns_names_every_unnamed_column_and_drops_index_levels() -> None:
     df = _people()
     with pytest.warns(PrivacyLeakWarning, match=r"'key', 'id'"):
