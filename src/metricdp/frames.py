@@ -11,12 +11,12 @@
   (``keep`` / ``drop``: an unknown name or a released column in either is refused). A
   pandas index is part of what leaves: each level (named, or ``index`` / ``level_k`` as
   :meth:`pandas.DataFrame.reset_index` names it, ``"id (index)"`` when a column has its
-  name; a default ``RangeIndex`` holds positions only and is not) is planned, checked and can be kept or dropped like a column, and the
-  released column may not live in the index. The columns nobody named are announced with a
-  :class:`~metricdp.errors.PrivacyLeakWarning`, and a column that holds the released values
-  under another name (by name or content: :mod:`metricdp.tabular.leaks`) is refused unless
-  ``keep`` names it. A Polars ``LazyFrame`` is refused (collect it first: what leaves is
-  decided on the rows).
+  name; a default ``RangeIndex`` holds positions only and is not) is planned, checked and
+  can be kept or dropped like a column, and the released column may not live in the index.
+  The columns nobody named are announced with a :class:`~metricdp.errors.PrivacyLeakWarning`,
+  and a column that holds the released values under another name (by name or content:
+  :mod:`metricdp.tabular.leaks`) is refused unless ``keep`` names it. A Polars
+  ``LazyFrame`` is refused (collect it first: what leaves is decided on the rows).
 * :func:`privatize_series` -- ``Mechanism.privatize`` for a Series: same index, same name.
 * :class:`PrivatizeTransformer` -- the same as a scikit-learn transformer (``fit`` /
   ``transform`` / ``get_params`` / ``set_output``), duck-typed, so that scikit-learn is not
