@@ -26,7 +26,8 @@ def _invoke(app, *args):
 
 
 def _csv(path, values, header="id,age,city"):
-    path.write_text(header + "\n" + "".join(f"{i},{v},c{i % 3}\n" for i, v in enumerate(values)))
+    # ids apart from the ages (an id equal to the released age is refused as a copy)
+    path.write_text(header + "\n" + "".join(f"{1000 + i},{v},c{i % 3}\n" for i, v in enumerate(values)))
     return path
 
 

@@ -17,10 +17,10 @@ AGES = number_mechanism(NumericGrid(0, 99, 1), 0.5)
 def test_pandas_frame_of_mixed_columns_keeps_index_and_dtypes():
     df = pd.DataFrame({"user": [7, 8, 9], "age": [20, 35, 99], "spend": [1.5, 2.0, 9.9]},
                       index=pd.Index(["a", "b", "c"], name="row"))
-    out, plan = privatize_frame(df, column="age", mechanism=AGES, keep=["user"], drop=["spend"])
+    out, plan = privatize_frame(df, column="age", mechanism=AGES, keep=["row", "user"], drop=["spend"])
     assert out.index.equals(df.index) and list(out.columns) == ["user", "age"]
     assert out["age"].dtype == np.int64 and out["age"].between(0, 99).all()
-    assert plan.unreleased == ("user",) and plan.unacknowledged == ()
+    assert plan.unreleased == ("row", "user") and plan.unacknowledged == ()  # the named index leaves too
     assert df["age"].tolist() == [20, 35, 99]  # the input is not modified
 
 
@@ -34,11 +34,11 @@ def test_float_and_text_columns_and_discrete_laplace():
     assert text.dtype == object and all(isinstance(x, str) for x in text)
 
 
-def test_refusals_name_the_column_and_positions():
+def test_refusals_name_the_column_and_rows():
     df = pd.DataFrame({"age": [20, 120, 4]})
-    with pytest.raises(ValidationError, match=r"column 'age': 1 value\(s\) .*position 1: 120 \(outside the range\)"):
+    with pytest.raises(ValidationError, match=r"column 'age': 1 value\(s\) .*row 1: 120 \(outside the range\)"):
         privatize_frame(df, column="age", mechanism=AGES)
-    with pytest.raises(ValidationError, match=r"position 0: '1_0' \(not a number\)"):
+    with pytest.raises(ValidationError, match=r"row 0: '1_0' \(not a number\)"):
         privatize_series(pd.Series(["1_0", "3"], name="a"), AGES)
     with pytest.raises(ValidationError, match="missing value"):
         privatize_series(pd.Series([1.0, None]), AGES)

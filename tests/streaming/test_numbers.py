@@ -103,12 +103,12 @@ def test_csv_release_law_is_the_mechanism(tmp_path):
 
 def test_csv_refusals_name_file_line_column_and_write_nothing(tmp_path):
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
-    rows = [f"{i},{i % 100},x" for i in range(50)]
-    rows[3] = "3,abc,x"
-    rows[10] = "10,120,x"
-    rows[20] = "20,4.5,x"
-    rows[30] = "30,,x"
-    rows[40] = "40,nan,x"
+    rows = [f"{1000 + i},{i % 100},x" for i in range(50)]  # ids apart from the ages (an id = age is a copy)
+    rows[3] = "1003,abc,x"
+    rows[10] = "1010,120,x"
+    rows[20] = "1020,4.5,x"
+    rows[30] = "1030,,x"
+    rows[40] = "1040,nan,x"
     _write(src, rows)
     with pytest.raises(ValidationError) as ex:
         privatize_numbers_file(AGES, src, "age", out, chunk_rows=7)

@@ -110,7 +110,10 @@ def check_engine(engine: Engine, scheduler: str | None, master: str | None, chun
 def with_flags(message: str) -> str:
     """A column-plan error with the CLI's flag names (the library names none)."""
     return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
-            .replace("name it among the columns to keep or to drop", "--keep or --drop it by name"))
+            .replace("name it among the columns to keep or to drop", "--keep or --drop it by name")
+            .replace("drop it, or keep it on purpose by naming it among the columns to keep",
+                     "--drop it, or --keep it on purpose")
+            .replace("drop each one, or keep it on purpose", "--drop each one, or --keep it"))
 
 
 def register(app: typer.Typer) -> None:

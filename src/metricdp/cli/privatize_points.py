@@ -11,9 +11,10 @@ a finite set (``--snap-to``), and draw true vs released points (``--plot``). Eve
 column is written back untouched (CSV: the same bytes; Parquet: the same arrays and
 schema) unless ``--drop COL`` removes it; those columns are named on stderr and in
 ``--json`` (:mod:`metricdp.tabular.columns`). A column that looks like one of the released
-coordinates (the same name up to case and punctuation, or another latitude/longitude name
-such as ``home_lat``) is refused unless ``--keep`` or ``--drop`` names it: it would
-release the true location next to the noisy one.
+coordinates by name (``home_lat``, ``latlng``, ``geom``, ``breite``, a Cyrillic look-alike)
+or holds them by content (within the noise scale, alone or as a pair, WKT or GeoJSON:
+:mod:`metricdp.tabular.leaks`) is refused unless ``--keep`` or ``--drop`` names it: it
+would release the true location next to the noisy one.
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
@@ -48,7 +49,6 @@ from ..location.region import Region, parse_region
 from ..location.release import PointSettings, full_precision, make_release, validator
 from ..location.snap import Snapper
 from ..streaming.points import PointStats, Release, privatize_points_file
-from ..tabular.columns import ColumnPlan, look_alikes
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import read_parquet
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
@@ -286,19 +286,6 @@ class _Sample:
         return out
 
 
-def _check_plan(input_file: Path, lat: str, lon: str) -> Any:
-    def check(plan: ColumnPlan) -> None:
-        twins = look_alikes(plan)
-        if twins:
-            raise ValidationError(
-                f"{input_file}: column(s) {', '.join(map(repr, twins))} look like the released coordinates "
-                f"({lat!r}, {lon!r}) and would leave with their true values: --drop each one, or --keep it if it "
-                "is not a location"
-            )
-
-    return check
-
-
 def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
              seconds: float) -> dict[str, Any]:
     eps, area = settings.epsilon, settings.area
@@ -338,7 +325,7 @@ def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path,
             rows, plan = privatize_points_engine(
                 engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
                 drop=drop or (), inputs=[*(p for p in (snap_to,) if p is not None), *protected],
-                plan_check=_check_plan(input_file, lat, lon), scheduler=scheduler, master=master,
+                scheduler=scheduler, master=master,
                 accounting=accounting, on_report=reports.append)
         except ValidationError as ex:
             msg = with_flags(str(ex))
@@ -489,7 +476,7 @@ def register(app: typer.Typer) -> None:
                     input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
                     keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
                     inputs=[*(p for p in (snap_to, plot) if p is not None), *acct.files()], progress=bar,
-                    plan_check=_check_plan(input_file, lat, lon), accounting=accounting,
+                    accounting=accounting,
                     validate=validator(settings), rng=source, epsilon=eps,
                 )
             except ValidationError as ex:  # the library names no flag; say which one

@@ -45,6 +45,7 @@ from .._optional import import_optional
 from ..errors import ValidationError
 from ..streaming import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
+from ..tabular.leaks import LeakRule
 from ._labels import Outputs
 from ._pieces import parquet_part, released
 from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, changed, plan_table, read_piece
@@ -142,7 +143,8 @@ def plan_numbers(
         per reason, first lines or rows, "nothing written").
     """
     return plan_table(src, column, lambda: NumberCheck(mechanism, rule.classify(mechanism)), piece_bytes=piece_bytes,
-                      chunk_bytes=chunk_bytes, keep=keep, drop=drop, max_record=max_record)
+                      chunk_bytes=chunk_bytes, keep=keep, drop=drop, max_record=max_record,
+                      leak=LeakRule.numbers(column, mechanism))
 
 
 class NumberCheck:

@@ -37,6 +37,7 @@ from ..streaming.files import UnknownValues
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.leaks import LeakRule, check_table
 from ..tabular.parquet import input_compression, open_parquet
 from ._labels import Labels, field_text
 
@@ -224,17 +225,20 @@ class ValueCheck(Protocol):
 def plan_table(
     src: Path, column: str, values: Callable[[], ValueCheck], *, piece_bytes: int = DEFAULT_PIECE_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
-    max_record: int | None = None,
+    max_record: int | None = None, leak: LeakRule | None = None,
 ) -> Plan:
     """Read ``src`` once, check every value of ``column`` with ``values()`` and cut the file into pieces.
 
     The one planner of every engine release: the record definition, the column plan and
     the pieces are the local engine's whatever is released; ``values`` (called once,
     after the file is found) says which values are refused and how (see
-    :class:`ValueCheck`). Raises the local engine's ValidationError, nothing written.
+    :class:`ValueCheck`). ``leak`` is what leaves by name and content, checked as the local
+    engine checks it (:func:`metricdp.tabular.leaks.check_table`; default: the labels rule).
+    Raises the local engine's ValidationError, nothing written.
     """
     if piece_bytes < 1:
         raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
+    check_table(src, leak or LeakRule.labels(column), keep=keep, drop=drop, max_record=max_record)
     fmt = format_of(src, TABLE_FORMATS)
     st = os.stat(src)
     check = values()

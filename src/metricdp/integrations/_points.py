@@ -47,6 +47,7 @@ from ..location.release import PointSettings, full_precision, make_release
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import Chunk, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.leaks import LeakRule, check_file
 from ._common import check_seed, partition_rng
 from ._plan import DEFAULT_PIECE_BYTES, Cutter, Withheld
 
@@ -206,6 +207,8 @@ def privatize_points_engine(
         stat = src.stat()
         plan, names, head, pieces = _plan(src, lat, lon, keep, drop, plan_check,
                                           piece_bytes or DEFAULT_PIECE_BYTES, max_record)
+        # what leaves, by name and content, as the local engine checks it, before any piece runs
+        check_file(src, plan, LeakRule.points(lat, lon, settings.epsilon), max_record=max_record)
         rows = sum(p.rows for p in pieces)
         if rows == 0:
             raise ValidationError(f"{src}: no data rows")

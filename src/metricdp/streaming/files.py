@@ -18,9 +18,10 @@ published); the suffix decides the format (:func:`metricdp.tabular.formats.forma
 
 What is kept
 ------------
-Every column but the released one leaves with its true values unless ``drop`` names it;
-the returned :class:`ReleaseStats` carries the :class:`~metricdp.tabular.columns.ColumnPlan`
-that names them.
+Every column but the released one leaves with its true values unless ``drop`` names it
+(a column that holds the released values under another name is refused unless ``keep``
+names it: :mod:`metricdp.tabular.leaks`); the returned :class:`ReleaseStats` carries the
+:class:`~metricdp.tabular.columns.ColumnPlan` that names them.
 
 * CSV: every byte outside the released and dropped columns is copied unchanged (quoting,
   spaces, ``\\r\\n``, blank lines, a byte-order mark) -- see :mod:`metricdp.streaming.csvsplit`.
@@ -62,6 +63,7 @@ from ..io import atomic_write
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.leaks import LeakRule, check_table
 from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, AccountingReport, OnePassRun, Settlement
@@ -154,6 +156,8 @@ def privatize_file(
     if chunk_rows < 1 or chunk_bytes < 1:
         raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
     fmt = file_format(src)
+    # what leaves, by name and content, before anything is written or reserved
+    check_table(src, LeakRule.labels(column), keep=keep, drop=drop, max_record=max_record)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
     t0 = time.perf_counter()

@@ -52,6 +52,7 @@ from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
+from ..tabular.leaks import LeakRule, check_table
 from ..tabular.parquet import ReleaseWriter, open_parquet
 from . import csvsplit
 from .accounted import Settlement
@@ -121,6 +122,8 @@ def privatize_numbers_file(
     if chunk_rows < 1 or chunk_bytes < 1:
         raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
     fmt = file_format(src)
+    # what leaves, by name and content, before anything is written or reserved
+    check_table(src, LeakRule.numbers(column, mechanism), keep=keep, drop=drop, max_record=max_record)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)  # ONE stream for the whole file
     t0 = time.perf_counter()

@@ -38,6 +38,7 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, Records
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.header import table_header
+from ..tabular.leaks import LeakRule, check_table
 from ..tabular.parquet import input_compression, open_parquet
 from . import csvsplit
 from .accounted import Settlement
@@ -399,8 +400,11 @@ def privatize_points_file(
     ``out`` has the input's format, or is a GeoJSON FeatureCollection when it ends in
     ``.geojson`` (one Point feature per row, the other written columns as properties).
 
-    ``plan_check`` sees the column plan before anything is released (the CLI refuses
-    look-alike coordinate columns there). Nothing is published unless the whole file
+    ``plan_check`` sees the column plan before anything is released. A column that the
+    user did not ``keep`` and that looks like a coordinate by name, or holds the true
+    coordinates (within the noise scale ``2/epsilon`` km; 1 km when ``epsilon`` is not
+    given) in most rows, is refused before anything is written or reserved
+    (:mod:`metricdp.tabular.leaks`). Nothing is published unless the whole file
     went through: errors leave ``out`` as it was.
 
     ``accounting`` makes it a release per person (:mod:`metricdp.streaming.accounted_points`:
@@ -432,6 +436,10 @@ def privatize_points_file(
         plans.append(plan)
         return plan
 
+    make_plan(table_header(src, [lat, lon]))  # the column plan (and plan_check) before anything else
+    # what leaves, by name and content, before anything is written or reserved
+    check_table(src, LeakRule.points(lat, lon, epsilon), keep=keep, drop=drop, max_record=max_record)
+
     def tick(rows: int) -> None:
         report(progress, rows, None, "releasing")
 
@@ -443,7 +451,6 @@ def privatize_points_file(
         from .._random import check_rng
         from .accounted_points import AccountedPointsRun
 
-        make_plan(table_header(src, [lat, lon]))  # the column plan (and plan_check) before the first pass
         if epsilon is None:
             raise ValidationError("an accounted release needs the epsilon of one release")
         eps = float(epsilon)

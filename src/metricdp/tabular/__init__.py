@@ -5,7 +5,10 @@
   :class:`~.csv.CsvReader`, :func:`~.csv.scan_csv` (validate and count a whole file,
   for engines) and :func:`~.csv.read_csv` (a small file's rows);
 * :mod:`.columns` -- :func:`~.columns.plan_columns`: which columns are released, kept
-  unreleased (named) or dropped; :func:`~.header.table_header` reads the names it plans.
+  unreleased (named) or dropped; :func:`~.header.table_header` reads the names it plans;
+* :mod:`.leaks` -- :func:`~.leaks.check_file`: a kept column that holds the released values
+  under another name (by Unicode-normalised name, or by content within the release's scale)
+  is refused, the one check of every release.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from .columns import ColumnPlan, look_alikes, plan_columns
 from .csv import CsvReader, CsvScan, max_record_bytes, read_csv, scan_csv
 from .formats import FORMATS, TABLE_FORMATS, format_of
 from .header import table_header
+from .leaks import LeakRule, check_file
 
 __all__ = [
-    "FORMATS", "TABLE_FORMATS", "ColumnPlan", "CsvReader", "CsvScan", "format_of", "look_alikes",
+    "FORMATS", "TABLE_FORMATS", "ColumnPlan", "CsvReader", "CsvScan", "LeakRule", "check_file", "format_of",
+    "look_alikes",
     "max_record_bytes", "plan_columns", "read_csv", "scan_csv", "table_header",
 ]

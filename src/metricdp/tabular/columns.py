@@ -7,7 +7,9 @@ file must see that list. The policy, decided here once for every command and eng
 * the released columns must each appear exactly once in the header, and every header
   name once (a copy of a released column would leave its true values beside the
   release); a column whose name equals a released one up to case and punctuation
-  (``City``, ``city_`` beside ``city``) is refused unless ``keep`` or ``drop`` names it;
+  (``City``, ``city_`` beside ``city``; compared by :func:`metricdp.tabular.names.name_key`:
+  NFKC, format characters dropped, casefolded, Cyrillic/Greek look-alike letters mapped to
+  Latin) is refused unless ``keep`` or ``drop`` names it;
 * ``drop`` names columns removed from the output, ``keep`` names columns written
   unchanged on purpose; an unknown name in either, a name in both, or a released
   column in either is refused (a typo must not silently keep a column);
@@ -19,21 +21,22 @@ Keeping by default (rather than refusing an unacknowledged column) keeps the com
 case -- an id or a timestamp next to a released city -- one flag shorter and keeps
 existing pipelines working; the notice is the sign-off. Columns that *look like* a
 released quantity (a second latitude next to released coordinates) are a different
-matter: :func:`look_alikes` finds them and ``privatize-points`` refuses them unless
-they are kept or dropped by name.
+matter: :func:`look_alikes` finds them by name, and :mod:`metricdp.tabular.leaks`
+refuses them by name and by content (a copy under any name) unless they are kept or
+dropped by name.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError
 from .csv import check_names
+from .names import coordinate_role, name_key
 
-__all__ = ["ColumnPlan", "look_alikes", "plan_columns"]
+__all__ = ["ColumnPlan", "look_alikes", "plan_columns", "refuse_twins"]
 
 
 @dataclass(frozen=True)
@@ -111,13 +114,7 @@ def plan_columns(
     if both:
         raise ValidationError(f"{where}: column {both[0]!r} is both kept and dropped")
     rel, kp, dr = set(released), set(keep_t), set(drop_t)
-    norms = {_norm(r): r for r in released}
-    twins = [h for h in header if h not in rel | kp | dr and _norm(h) in norms]
-    if twins:
-        raise ValidationError(
-            f"{where}: column {twins[0]!r} is named like the released column {norms[_norm(twins[0])]!r} and would "
-            "leave with its true values; name it among the columns to keep or to drop"
-        )
+    refuse_twins(header, released, rel | kp | dr, where)
     return ColumnPlan(
         header=header,
         released=tuple(h for h in header if h in rel),
@@ -127,32 +124,32 @@ def plan_columns(
     )
 
 
-_LAT = {"lat", "latitude", "y"}
-_LON = {"lon", "lng", "long", "longitude", "x"}
+def refuse_twins(names: Iterable[str], released: Sequence[str], named: set[str], where: str) -> None:
+    """Refuse a name in ``names`` (not in ``named``) equal to a released one after :func:`~.names.name_key`."""
+    norms = {_norm(r): r for r in released}
+    twins = [h for h in names if h not in named and h not in norms.values() and _norm(h) in norms]
+    if twins:
+        raise ValidationError(
+            f"{where}: column {twins[0]!r} is named like the released column {norms[_norm(twins[0])]!r} and would "
+            "leave with its true values; name it among the columns to keep or to drop"
+        )
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", name.lower())
+    return name_key(name)
 
 
 def look_alikes(plan: ColumnPlan) -> tuple[str, ...]:
     """Unacknowledged columns that look like a released coordinate: a true copy would leave.
 
-    A column looks like a released one when their names are equal after dropping case
-    and every non-alphanumeric character (``Lat``, `` lat``, ``lat_`` beside ``lat``),
-    or when both are latitude-like (``lat``, ``latitude``, ``y``) or both longitude-like
-    (``lon``, ``lng``, ``long``, ``longitude``, ``x``), also with a prefix or suffix of
-    digits or ``_``-separated words (``lat2``, ``home_lat``, ``latitude_raw``).
+    A column looks like a released one when their names are equal after
+    :func:`~metricdp.tabular.names.name_key` (``Lat``, `` lat``, ``lat_``, ``lаt`` with a
+    Cyrillic ``а`` beside ``lat``), or when a released column is a coordinate and the
+    column's name is a latitude, longitude or coordinate-pair word in one of a few
+    languages (:func:`~metricdp.tabular.names.coordinate_role`: ``lat2``, ``home_lat``,
+    ``latlng``, ``geom``, ``breite``, ``longitud``, ``position``).
     """
-
-    def kind(name: str) -> str | None:
-        words = [w for w in re.split(r"[^0-9a-z]+", re.sub(r"(\d+)", r"_\1_", name.lower())) if w and not w.isdigit()]
-        if any(w in _LAT for w in words):
-            return "lat"
-        if any(w in _LON for w in words):
-            return "lon"
-        return None
-
-    kinds = {kind(r) for r in plan.released} - {None}
+    coordinates = any(coordinate_role(r) in ("lat", "lon") for r in plan.released)
     norms = {_norm(r) for r in plan.released}
-    return tuple(h for h in plan.unacknowledged if _norm(h) in norms or kind(h) in kinds)
+    return tuple(h for h in plan.unacknowledged
+                 if _norm(h) in norms or (coordinates and coordinate_role(h) is not None))

@@ -33,6 +33,7 @@ from ..errors import ValidationError
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
 from ..tabular.formats import FORMATS, format_of
+from ..tabular.leaks import LeakRule, check_file, scan_file
 from .accounting import TextAccounting
 from .policy import TokenPolicy
 from .tokens import restore_case, split
@@ -286,6 +287,7 @@ def rewrite_file(
         assert column is not None  # detect_format gives csv only with a column
         with iter_csv_rows(path, max_record=max_record) as (names, stream):
             plan = plan_columns(names, [column], keep=keep_columns, drop=drop_columns, where=str(path))
+            check_file(path, plan, LeakRule.text(column), max_record=max_record)  # a copy of the text is refused
             st.columns = plan
             read[0] += sum(map(len, names)) + len(names)
             j = plan.index(column)
@@ -311,6 +313,8 @@ def rewrite_file(
     if column in drop_columns or column in keep_columns:
         raise ValidationError(f"{path}: field {column!r} is released; it cannot also be kept or dropped")
     dropped, others = set(drop_columns), set[str]()
+    # a field holding the released text under another name is refused before a line is written
+    scan_file(path, None, LeakRule.text(str(column)), exclude=[*keep_columns, *drop_columns], max_record=max_record)
 
     def fields() -> Iterator[str]:
         for n, line in enumerate(_decoded_lines(path, max_record), start=1):

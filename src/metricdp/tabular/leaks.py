@@ -1,0 +1,353 @@
+r"""What leaves, by name and by content: the one check that refuses a true copy of the released column.
+
+:func:`~metricdp.tabular.columns.plan_columns` says which columns leave with their TRUE
+values. Names lie -- ``latlng`` holding ``"lat,lon"``, a WKT ``geom``, ``breite``, a
+latitude spelt with a Cyrillic ``а`` -- values do not. This module decides, once for
+every kind, format, engine and the DataFrame API, whether a column the user did not name
+in ``keep`` is the released information under another name:
+
+**By name** (:mod:`metricdp.tabular.names`). Names are compared after NFKC
+normalisation, dropping format characters (Unicode category ``Cf``: zero-width joiners,
+soft hyphens), :meth:`str.casefold`, and a confusable skeleton in the manner of Unicode
+TR 39 (Cyrillic and Greek letters that look like Latin ones are mapped to them), then
+without punctuation. A name whose key equals a released column's key is a twin
+(:func:`~metricdp.tabular.columns.plan_columns` refuses it); for a release of points a
+name whose words are a latitude, longitude or coordinate-pair synonym (English, German,
+French, Spanish, Portuguese, Italian, Dutch; ``geom``, ``wkt``, ``position``, ...) is a
+look-alike (:func:`check_names`).
+
+**By content** (:func:`check_rows`, :func:`scan_file`). In every chunk (of
+:data:`SCAN_ROWS` rows; :data:`SAMPLE` rows of it, evenly spread, are compared) a kept
+column that nobody named in ``keep`` is refused when in MOST compared rows (more than
+half of those whose released value is present) its value
+
+* equals the released column's true value after :func:`value_key` (NFKC, casefold, outer
+  spaces dropped) -- labels and text tokens, whose release is a different label or token:
+  an equal string is the true value itself;
+* for numbers, is a number within the release's scale of the true number: ``max(step,
+  1/eps)`` in the value's units (:meth:`LeakRule.numbers`): the grid cannot tell values
+  closer than a step apart, and the noise's scale is ``1/eps`` -- a column closer to the
+  truth than the noise says more than the release;
+* for points, is a number within the noise scale of the true latitude or longitude, or a
+  coordinate pair (``"lat,lon"``, ``"lat lon"``, ``"[lat, lon]"``, WKT ``POINT(lon lat)``,
+  GeoJSON ``{"coordinates": [lon, lat]}``; either order) within that scale of the true
+  point: the planar Laplace's mean displacement ``2/eps`` km (:meth:`LeakRule.points`).
+
+"Most rows" (not "any row") keeps columns that share a value with the released one by
+chance (a flag equal to a yes/no label now and then, an id equal to an age) from being
+refused, while a copy, a rounding or a re-encoding of the truth -- equal in every row --
+is always caught. A column whose matching rows all hold ONE value, beside released values
+that vary, is not refused either: a constant says nothing about any row (a country code
+within a wide noise scale of every age). A refusal is one :class:`~metricdp.errors.ValidationError` naming the
+column, the file and the first row that matched, raised by a scan that runs before the
+release writes or reserves anything. A column named in ``keep`` is the user's decision
+and is written (and reported as kept); a dropped column is not written and not checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._optional import import_optional
+from ..errors import ValidationError
+from .columns import ColumnPlan, plan_columns, refuse_twins
+from .header import table_header
+from .names import coordinate_role
+
+__all__ = [
+    "SAMPLE", "SCAN_ROWS", "LeakRule", "check_file", "check_names", "check_rows", "check_table", "scan_file", "spread",
+    "value_key",
+]
+
+#: Rows per chunk of the scan: "most rows" is decided per chunk, so a leak in one part of a file is not diluted.
+SCAN_ROWS = 65_536
+#: Rows compared per chunk, evenly spread (all of a smaller chunk): a copy of the truth matches in every row.
+SAMPLE = 512
+_KM_PER_DEGREE = 111.32
+
+
+def value_key(value: object) -> str:
+    """A value as compared for equality: its text, NFKC, casefolded, outer spaces dropped."""
+    return unicodedata.normalize("NFKC", str(value)).casefold().strip()
+
+
+@dataclass(frozen=True)
+class LeakRule:
+    """What is released and at which scale (module docstring): ``kind`` and the released ``columns``.
+
+    ``scale`` is the distance within which a kept value counts as the true one: in the
+    value's units for ``"numbers"``, in km for ``"points"``, unused (equality) for
+    ``"labels"`` and ``"text"``.
+    """
+
+    kind: str
+    columns: tuple[str, ...]
+    scale: float = 0.0
+
+    @classmethod
+    def labels(cls, column: str) -> LeakRule:
+        return cls("labels", (column,))
+
+    @classmethod
+    def text(cls, column: str) -> LeakRule:
+        return cls("text", (column,))
+
+    @classmethod
+    def numbers(cls, column: str, mechanism: Any) -> LeakRule:
+        """``max(step, 1/eps)``: the grid's resolution or the noise's scale, whichever is larger."""
+        step = float(mechanism.grid.step)
+        eps = float(mechanism.epsilon)
+        return cls("numbers", (column,), max(step, 1.0 / eps if eps > 0 else math.inf))
+
+    @classmethod
+    def points(cls, lat: str, lon: str, epsilon_per_km: float | None) -> LeakRule:
+        """The planar Laplace's mean displacement ``2/eps`` km (1 km when eps is not known)."""
+        scale = 2.0 / epsilon_per_km if epsilon_per_km and epsilon_per_km > 0 else 1.0
+        return cls("points", (lat, lon), scale)
+
+
+def check_names(header: Sequence[str], unacknowledged: Sequence[str], rule: LeakRule, where: str) -> None:
+    """Refuse an unacknowledged column whose name says it holds a released coordinate (points only)."""
+    if rule.kind != "points":
+        return
+    twins = [h for h in unacknowledged if coordinate_role(h) is not None]
+    if twins:
+        lat, lon = rule.columns
+        raise ValidationError(
+            f"{where}: column(s) {', '.join(map(repr, twins))} look like the released coordinates ({lat!r}, {lon!r}) "
+            "and would leave with their true values: drop each one, or keep it on purpose if it is not a location"
+        )
+
+
+# ---------------------------------------------------------------------------------- content
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _number(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        x = float(value)
+        return x if math.isfinite(x) else None
+    text = str(value).strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _pair(value: object) -> tuple[float, float] | None:
+    """Two numbers in a value (a pair, WKT, GeoJSON-like text or a sequence), else None."""
+    if value is None or isinstance(value, (int, float, bool, np.integer, np.floating)):
+        return None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        nums = [_number(v) for v in list(value)[:3]]
+    elif isinstance(value, dict):
+        return _pair(value.get("coordinates"))
+    else:
+        text = str(value)
+        if len(text) > 256:
+            return None
+        nums = [float(m) for m in _NUMBER.findall(text)]
+    if len(nums) != 2 or any(v is None for v in nums):
+        return None
+    return float(nums[0]), float(nums[1])  # type: ignore[arg-type]
+
+
+def _km(lat: float, lon: float, lat2: float, lon2: float) -> float:
+    dlon = (lon2 - lon + 180.0) % 360.0 - 180.0
+    return _KM_PER_DEGREE * math.hypot(lat2 - lat, dlon * math.cos(math.radians((lat + lat2) / 2)))
+
+
+def _matches(rule: LeakRule, truth: Sequence[Any], value: Any) -> bool:
+    if value is None:
+        return False
+    if rule.kind in ("labels", "text"):
+        return value_key(value) == value_key(truth[0])
+    if rule.kind == "numbers":
+        t = _number(truth[0])
+        x = _number(value)
+        if t is None or x is None:
+            return value_key(value) == value_key(truth[0])
+        return abs(x - t) <= rule.scale
+    lat, lon = _number(truth[0]), _number(truth[1])
+    if lat is None or lon is None:
+        return False
+    x = _number(value)
+    if x is not None:
+        return (abs(x - lat) * _KM_PER_DEGREE <= rule.scale
+                or abs(x - lon) * _KM_PER_DEGREE * max(math.cos(math.radians(lat)), 1e-3) <= rule.scale)
+    pair = _pair(value)
+    if pair is None:
+        return False
+    a, b = pair
+    return (abs(a) <= 90 and _km(lat, lon, a, b) <= rule.scale) or (abs(b) <= 90 and _km(lat, lon, b, a) <= rule.scale)
+
+
+def check_rows(
+    rule: LeakRule,
+    truths: Sequence[Sequence[Any]],
+    others: Mapping[str, Sequence[Any]],
+    rows: Sequence[Any],
+    where: str,
+    *,
+    row_word: str = "row",
+) -> None:
+    """Refuse a column of ``others`` that holds the released values in most of these rows (module docstring).
+
+    ``truths[k]`` is row k's released value(s) (one, or (lat, lon)); ``others`` maps each
+    unacknowledged column to its values in the same rows; ``rows[k]`` names row k in the
+    error (a line or row number, or an index label). Rows whose released value is missing
+    are not compared.
+    """
+    present = [k for k, t in enumerate(truths) if all(v is not None and str(v).strip() != "" for v in t)]
+    if not present:
+        return
+    varied = len({tuple(map(str, truths[k])) for k in present}) > 1
+    for name, values in others.items():
+        hits = [k for k in present if _matches(rule, truths[k], values[k])]
+        if varied and len({str(values[k]) for k in hits}) == 1:
+            continue  # one value beside varied truths says nothing about any row (a flag, a country code)
+        if 2 * len(hits) > len(present):
+            what = {"labels": "the released column's true values", "text": "the released column's true text",
+                    "numbers": f"numbers within {rule.scale:g} of the released column's true values",
+                    "points": f"coordinates within {rule.scale:g} km of the released true points"}[rule.kind]
+            released = " and ".join(repr(c) for c in rule.columns)
+            raise ValidationError(
+                f"{where}: column {name!r} holds {what} ({released}) in {len(hits)} of {len(present)} compared "
+                f"rows, first at {row_word} {rows[hits[0]]}, and would leave unreleased; drop it, or keep it on "
+                "purpose by naming it among the columns to keep"
+            )
+
+
+def spread(n: int) -> list[int]:
+    """The positions compared in a chunk of ``n`` rows: all of them, or :data:`SAMPLE` evenly spread."""
+    if n <= SAMPLE:
+        return list(range(n))
+    return sorted({int(i) for i in np.linspace(0, n - 1, SAMPLE)})
+
+
+# ---------------------------------------------------------------------------------- files
+def check_file(path: str | Path, plan: ColumnPlan, rule: LeakRule, *, max_record: int | None = None) -> None:
+    """The one check of a file release: :func:`check_names` then :func:`scan_file` over ``plan``'s unnamed columns.
+
+    Every file entry point (local, Dask, Spark; labels, numbers, points, text) calls it
+    after planning the columns and before it writes or reserves anything.
+    """
+    check_names(plan.header, plan.unacknowledged, rule, str(path))
+    scan_file(path, plan.unacknowledged, rule, max_record=max_record)
+
+
+def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), drop: Sequence[str] = (),
+                max_record: int | None = None) -> ColumnPlan:
+    """Plan a CSV or Parquet file's columns from its header and :func:`check_file` it; returns the plan."""
+    plan = plan_columns(table_header(path, rule.columns), rule.columns, keep=keep, drop=drop, where=str(path))
+    check_file(path, plan, rule, max_record=max_record)
+    return plan
+
+
+def scan_file(path: str | Path, unacknowledged: Sequence[str] | None, rule: LeakRule, *,
+              exclude: Sequence[str] = (), max_record: int | None = None) -> None:
+    """Read ``path`` (CSV, Parquet or JSONL) chunk by chunk and :func:`check_rows` each chunk.
+
+    ``unacknowledged`` are the columns that would leave with true values and that nobody
+    named in ``keep`` (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`). Reads
+    the released and those columns only; nothing is written. Errors name the file and
+    the line (CSV, JSONL) or data row (Parquet). JSONL has no header: with
+    ``unacknowledged=None`` every field of a record but the released ones and ``exclude``
+    (the kept and dropped fields) is compared.
+    """
+    src = Path(path)
+    suffix = src.suffix.lower()
+    chunks: Iterator[Scanned]
+    if suffix in (".jsonl", ".ndjson"):
+        chunks = _jsonl_chunks(src, rule, set(rule.columns) | set(exclude))
+    else:
+        others = [c for c in unacknowledged or () if c not in rule.columns]
+        if not others:
+            return
+        chunks = (_parquet_chunks(src, rule, others) if suffix in (".parquet", ".pq")
+                  else _csv_chunks(src, rule, others, max_record))
+    for truths, values, rows, word in chunks:
+        check_rows(rule, truths, values, rows, str(src), row_word=word)
+
+
+Scanned = tuple[list[tuple[Any, ...]], dict[str, list[Any]], list[int], str]
+
+
+def _csv_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: int | None) -> Iterator[Scanned]:
+    from .csv import CsvReader, _unquote
+
+    with src.open("rb") as fh:
+        reader = CsvReader(fh, str(src), chunk_rows=SCAN_ROWS, max_record=max_record)
+        names = list(reader.header().names)
+        cols = [names.index(c) for c in rule.columns]
+        kept = {c: names.index(c) for c in others}
+        for chunk in reader.chunks(cols[0]):
+            recs = chunk.records
+            pick = spread(len(recs.starts))
+            if not pick:
+                continue
+
+            def field(k: int, pick: list[int] = pick, chunk: Any = chunk) -> list[str]:
+                fs, fe = chunk.records.field(k)
+                return [_unquote(chunk.data[int(fs[i]):int(fe[i])]) for i in pick]
+
+            truth_cols = [field(k) for k in cols]
+            lines = [chunk.first_line + int(recs.lines[i]) for i in pick]
+            yield list(zip(*truth_cols, strict=True)), {c: field(k) for c, k in kept.items()}, lines, "line"
+
+
+def _parquet_chunks(src: Path, rule: LeakRule, others: Sequence[str]) -> Iterator[Scanned]:
+    from .parquet import open_parquet
+
+    pf = open_parquet(src)
+    wanted = list(dict.fromkeys([*rule.columns, *others]))
+    seen = 0
+    for batch in pf.iter_batches(batch_size=SCAN_ROWS, columns=wanted):
+        pick = spread(batch.num_rows)
+        if pick:
+            pa = import_optional("pyarrow", extra="parquet")
+            taken = batch.take(pa.array(pick, type=pa.int64()))
+            truths = list(zip(*(taken.column(c).to_pylist() for c in rule.columns), strict=True))
+            yield truths, {c: taken.column(c).to_pylist() for c in others}, [seen + i + 1 for i in pick], "data row"
+        seen += batch.num_rows
+
+
+def _jsonl_chunks(src: Path, rule: LeakRule, exclude: set[str]) -> Iterator[Scanned]:
+    records: list[dict[str, Any]] = []
+    lines: list[int] = []
+
+    def flush() -> Scanned:
+        keys = sorted({k for rec in records for k in rec if k not in exclude})
+        refuse_twins(keys, rule.columns, set(), f"{src}: line {lines[0]}")  # no header: each chunk's fields
+        truths = [tuple(rec.get(c) for c in rule.columns) for rec in records]
+        return truths, {k: [rec.get(k) for rec in records] for k in keys}, lines, "line"
+
+    with src.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                rec = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue  # the release refuses it, naming the line
+            if not isinstance(rec, dict):
+                continue
+            records.append(rec)
+            lines.append(n)
+            if len(lines) == SAMPLE:
+                yield flush()
+                records, lines = [], []
+    if lines:
+        yield flush()

@@ -1,0 +1,287 @@
+"""What leaves, by name and by content (metricdp.tabular.leaks): each known leak refused, by hand."""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from metricdp.errors import PrivacyLeakWarning, ValidationError
+from metricdp.frames import PrivatizeTransformer, privatize_frame
+from metricdp.mechanisms.krr import krr
+from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
+from metricdp.spaces import MetricSpace
+from metricdp.streaming.files import privatize_file
+from metricdp.streaming.numbers import privatize_numbers_file
+from metricdp.streaming.points import privatize_points_file
+from metricdp.tabular.leaks import LeakRule, check_rows
+from metricdp.text.rewrite import Vocabulary, rewrite_file
+
+pd = pytest.importorskip("pandas")
+
+LABELS = ["paris", "london", "rome"]
+CITY = krr(MetricSpace.grid(1, 3, labels=LABELS), ldp_epsilon=1.0)
+AGES = number_mechanism(NumericGrid(0, 99, 1), 0.5)  # scale max(1, 1/0.5) = 2
+
+
+def _shift(pts: np.ndarray, _row: int) -> np.ndarray:
+    return pts + 0.5  # ~55 km away: never within the 2 km scale of eps = 1/km
+
+
+def _points_csv(path: Path, extra: dict[str, list[str]]) -> Path:
+    lat = [48.1 + 0.01 * i for i in range(40)]
+    lon = [11.5 + 0.02 * i for i in range(40)]
+    frame = pd.DataFrame({"id": [f"u{i}" for i in range(40)], "lat": lat, "lon": lon})
+    for name, make in extra.items():
+        frame[name] = [make.format(lat=a, lon=b) for a, b in zip(lat, lon, strict=True)]  # type: ignore[attr-defined]
+    frame.to_csv(path, index=False)
+    return path
+
+
+# ------------------------------------------------------------------------------ points
+@pytest.mark.parametrize("name, cell", [
+    ("latlng", "{lat},{lon}"), ("coordinates", "[{lat}, {lon}]"), ("geom", "POINT({lon} {lat})"),
+    ("position", "{lat} {lon}"), ("breite", "{lat}"), ("laenge", "{lon}"), ("latitud", "{lat}"),
+    ("longitud", "{lon}"), ("l\u0430t2", "{lat}"), ("shape", '{{"type": "Point", "coordinates": [{lon}, {lat}]}}'),
+    ("c", "{lon};{lat}"), ("where", "{lat:.3f}"),
+])
+def test_a_second_coordinate_column_is_refused(tmp_path: Path, name: str, cell: str) -> None:
+    src, out = _points_csv(tmp_path / "in.csv", {name: cell}), tmp_path / "out.csv"
+    with pytest.raises(ValidationError, match=name) as ex:
+        privatize_points_file(src, "lat", "lon", out, _shift, epsilon=1.0)
+    assert str(src) in str(ex.value) and "\n" not in str(ex.value)
+    assert not out.exists()
+
+
+def test_content_refusal_names_file_line_and_how_to_keep(tmp_path: Path) -> None:
+    src, out = _points_csv(tmp_path / "in.csv", {"c": "{lat},{lon}"}), tmp_path / "out.csv"
+    with pytest.raises(ValidationError) as ex:
+        privatize_points_file(src, "lat", "lon", out, _shift, epsilon=1.0)
+    msg = str(ex.value)
+    assert "column 'c'" in msg and "within 2 km" in msg and "first at line 2" in msg and "keep it on purpose" in msg
+
+
+def test_a_kept_coordinate_column_is_written_and_reported(tmp_path: Path) -> None:
+    src, out = _points_csv(tmp_path / "in.csv", {"latlng": "{lat},{lon}"}), tmp_path / "out.csv"
+    stats = privatize_points_file(src, "lat", "lon", out, _shift, epsilon=1.0, keep=["latlng"])
+    assert stats.columns.kept == ("latlng",) and out.exists()
+    back = pd.read_csv(out)
+    assert back["latlng"].tolist() == pd.read_csv(src)["latlng"].tolist()
+
+
+def test_far_coordinates_under_another_name_pass(tmp_path: Path) -> None:
+    src, out = _points_csv(tmp_path / "in.csv", {"c": "{lon},{lon}"}), tmp_path / "out.csv"  # not the point
+    privatize_points_file(src, "lat", "lon", out, _shift, epsilon=1.0)
+    assert out.exists()
+
+
+def test_parquet_points_copy_refused_by_data_row(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    csv = _points_csv(tmp_path / "in.csv", {"c": "POINT({lon} {lat})"})
+    src, out = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    pd.read_csv(csv).to_parquet(src)
+    with pytest.raises(ValidationError, match=r"column 'c'.*first at data row 1"):
+        privatize_points_file(src, "lat", "lon", out, _shift, epsilon=1.0)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------ labels, numbers, text
+def test_a_copy_of_the_released_labels_is_refused_in_csv_and_parquet(tmp_path: Path) -> None:
+    city = [LABELS[i % 3] for i in range(30)]
+    frame = pd.DataFrame({"id": range(30), "city": city, "town": [c.upper() + " " for c in city]})
+    for suffix in ("csv", "parquet"):
+        src, out = tmp_path / f"in.{suffix}", tmp_path / f"out.{suffix}"
+        frame.to_csv(src, index=False) if suffix == "csv" else frame.to_parquet(src)
+        with pytest.raises(ValidationError, match="column 'town' holds the released column's true values"):
+            privatize_file(CITY, src, "city", out)
+        assert not out.exists()
+        assert privatize_file(CITY, src, "city", out, keep=["town"]).columns.kept == ("town",)
+
+
+def test_a_twin_spelt_with_a_cyrillic_letter_is_refused(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("city,\u0441ity\nparis,x\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="named like the released column"):
+        privatize_file(CITY, src, "city", out)
+    assert not out.exists()
+
+
+def test_numbers_within_the_release_scale_are_refused(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("id,age,years\n" + "".join(f"{1000 + i},{i},{i + 1.5}\n" for i in range(50)))
+    with pytest.raises(ValidationError, match=r"column 'years' holds numbers within 2 "):
+        privatize_numbers_file(AGES, src, "age", out)
+    assert not out.exists()
+    src.write_text("id,age,years\n" + "".join(f"{1000 + i},{i},{i + 3}\n" for i in range(50)))  # beyond the scale
+    privatize_numbers_file(AGES, src, "age", out)
+    assert out.exists()
+
+
+def test_a_copy_of_the_released_text_is_refused_in_csv_and_jsonl(tmp_path: Path) -> None:
+    voc = Vocabulary(["cat", "dog", "paris", "the"])
+
+    def shift(idx: np.ndarray) -> np.ndarray:
+        return (idx + 1) % 4
+
+    csv_in = tmp_path / "a.csv"
+    csv_in.write_text('id,text,copy\n1,"cat, dog","cat, dog"\n2,Paris,paris\n', encoding="utf-8")
+    with pytest.raises(ValidationError, match="column 'copy' holds the released column's true text"):
+        rewrite_file(csv_in, io.StringIO(), voc, shift, column="text")
+    rewrite_file(csv_in, io.StringIO(), voc, shift, column="text", keep_columns=["copy"])
+    jl = tmp_path / "a.jsonl"
+    jl.write_text("".join(json.dumps({"id": i, "text": "the cat", "raw": "The cat"}) + "\n" for i in range(3)))
+    buf = io.StringIO()
+    with pytest.raises(ValidationError, match=r"column 'raw'.*first at line 1"):
+        rewrite_file(jl, buf, voc, shift, column="text")
+    assert buf.getvalue() == ""
+
+
+def test_a_constant_beside_varied_truths_is_not_a_copy() -> None:
+    rule = LeakRule("numbers", ("age",), 100.0)  # eps = 0.01 per year: a wide scale
+    truths = [(20,), (35,), (60,)]
+    check_rows(rule, truths, {"country": [49, 49, 49]}, [1, 2, 3], "f")
+    with pytest.raises(ValidationError, match="column 'kids'"):
+        check_rows(rule, truths, {"kids": [0, 2, 1]}, [1, 2, 3], "f")  # varies: within the scale, refused
+    with pytest.raises(ValidationError, match="column 'copy'"):  # one row, or one true value: a copy is a copy
+        check_rows(LeakRule.labels("city"), [("rome",)], {"copy": ["Rome"]}, [1], "f")
+
+
+def test_most_rows_not_any_row() -> None:
+    rule = LeakRule.labels("smoker")
+    truths = [("yes",), ("no",), ("yes",), ("no",)]
+    check_rows(rule, truths, {"consent": ["yes", "yes", "no", "no"]}, [1, 2, 3, 4], "f")  # 2 of 4: chance
+    with pytest.raises(ValidationError, match="3 of 4"):
+        check_rows(rule, truths, {"consent": ["yes", "no", "yes", "yes"]}, [1, 2, 3, 4], "f")
+
+
+# ------------------------------------------------------------------------------ engines (refused on the driver)
+@pytest.mark.parametrize("engine", ["dask", "spark"])
+def test_engines_refuse_before_any_worker_starts(tmp_path: Path, engine: str) -> None:
+    from metricdp.integrations._points import privatize_points_engine
+    from metricdp.integrations.numbers import privatize_numbers_engine
+    from metricdp.location.release import PointSettings
+
+    src, out = _points_csv(tmp_path / "in.csv", {"geom": "POINT({lon} {lat})"}), tmp_path / "out.csv"
+    with pytest.raises(ValidationError, match="'geom'"):
+        privatize_points_engine(engine, src, "lat", "lon", out, PointSettings(1.0, None))
+    nums = tmp_path / "n.csv"
+    nums.write_text("id,age,copy\n" + "".join(f"u{i},{i},{i}\n" for i in range(20)))
+    with pytest.raises(ValidationError, match="column 'copy'"):
+        privatize_numbers_engine(engine, AGES, nums, "age", out)
+    cities = tmp_path / "c.csv"
+    cities.write_text("city,town\n" + "".join(f"{LABELS[i % 3]},{LABELS[i % 3]}\n" for i in range(20)))
+    if engine == "dask":
+        from metricdp.integrations.dask import privatize_file_dask as release
+    else:
+        from metricdp.integrations.spark import privatize_file_spark as release
+    with pytest.raises(ValidationError, match="column 'town'"):
+        release(CITY, cities, "city", out)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------ DataFrames
+def _people(n: int = 40) -> pd.DataFrame:
+    return pd.DataFrame({"id": [f"p{i}" for i in range(n)], "city": [LABELS[i % 3] for i in range(n)]},
+                        index=pd.Index([f"r{i}" for i in range(n)], name="key"))
+
+
+def test_the_released_column_in_the_index_is_refused() -> None:
+    df = _people().set_index("city")
+    with pytest.raises(ValidationError, match="'city' is in the index"):
+        privatize_frame(df, column="city", mechanism=CITY)
+
+
+@pytest.mark.parametrize("names", [[None], ["home"], [None, None], ["key", None]])
+def test_an_index_level_holding_the_released_values_is_refused(names: list[str | None]) -> None:
+    df = _people()
+    levels = [df["city"].to_numpy() if k == len(names) - 1 else df["id"].to_numpy() for k in range(len(names))]
+    df.index = pd.MultiIndex.from_arrays(levels, names=names) if len(names) > 1 else pd.Index(levels[0],
+                                                                                                 name=names[0])
+    with pytest.raises(ValidationError, match="holds the released column's true values"):
+        privatize_frame(df, column="city", mechanism=CITY)
+    level = names[-1] or ("index" if len(names) == 1 else f"level_{len(names) - 1}")
+    with pytest.warns(PrivacyLeakWarning):
+        out, plan = privatize_frame(df, column="city", mechanism=CITY, keep=[level])
+    assert level in plan.kept and out.index.equals(df.index)
+
+
+def test_an_index_level_named_like_a_column_is_planned_apart() -> None:
+    df = _people().set_index("id", drop=False)
+    with pytest.warns(PrivacyLeakWarning, match=r"'id \(index\)', 'id'"):
+        out, plan = privatize_frame(df, column="city", mechanism=CITY)
+    assert plan.unacknowledged == ("id (index)", "id") and out.index.equals(df.index)
+    out, plan = privatize_frame(df, column="city", mechanism=CITY, keep=["id"], drop=["id (index)"])
+    assert plan.dropped == ("id (index)",) and isinstance(out.index, pd.RangeIndex)
+    with pytest.raises(ValidationError, match=r"column 'city \(index\)' holds the released column's true values"):
+        privatize_frame(_people().set_index("city", drop=False), column="city", mechanism=CITY)
+
+
+def test_dataframe_warns_names_every_unnamed_column_and_drops_index_levels() -> None:
+    df = _people()
+    with pytest.warns(PrivacyLeakWarning, match=r"'key', 'id'"):
+        privatize_frame(df, column="city", mechanism=CITY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, plan = privatize_frame(df, column="city", mechanism=CITY, keep=["id"], drop=["key"])
+    assert plan.dropped == ("key",) and isinstance(out.index, pd.RangeIndex)
+
+
+def test_dataframe_errors_name_index_labels() -> None:
+    df = _people().assign(city=["paris"] * 39 + ["berlin"])
+    with pytest.raises(ValidationError, match="first at row 'r39'"):
+        privatize_frame(df, column="city", mechanism=CITY, keep=["key", "id"])
+    ages = pd.DataFrame({"age": [20] * 5 + [120]}, index=pd.Index([f"r{20130 + i}" for i in range(6)]))
+    with pytest.raises(ValidationError, match=r"row 'r20135': 120") as ex:
+        privatize_frame(ages, column="age", mechanism=AGES, keep=["index"])
+    assert "np." not in str(ex.value)
+    gaps = pd.DataFrame({"age": [1.0, None]}, index=pd.Index(np.array([7, 20134], dtype=np.int64)))
+    with pytest.raises(ValidationError, match=r"missing value at row 20134$"):
+        privatize_frame(gaps, column="age", mechanism=AGES, keep=["index"])
+
+
+def test_polars_lazyframe_and_copy() -> None:
+    pl = pytest.importorskip("polars")
+    df = pl.DataFrame({"city": [LABELS[i % 3] for i in range(9)], "town": [LABELS[i % 3] for i in range(9)]})
+    with pytest.raises(ValidationError, match="LazyFrame"):
+        privatize_frame(df.lazy(), column="city", mechanism=CITY)
+    with pytest.raises(ValidationError, match=r"column 'town'.*first at row 0"):
+        privatize_frame(df, column="city", mechanism=CITY)
+
+
+def test_transformer_set_output() -> None:
+    pl = pytest.importorskip("polars")
+    df = _people().reset_index(drop=True)
+    t = PrivatizeTransformer(CITY, column="city", keep=["id"])
+    assert t.set_output(transform="polars") is t
+    out = t.transform(df)
+    assert isinstance(out, pl.DataFrame) and out.columns == ["id", "city"]
+    back = t.set_output(transform="pandas").transform(pl.from_pandas(df))
+    assert isinstance(back, pd.DataFrame) and back["id"].tolist() == df["id"].tolist()
+    one = t.transform(np.array(["paris", "rome"], dtype=object))
+    assert isinstance(one, pd.DataFrame) and list(one.columns) == ["city"]
+    assert isinstance(t.set_output(transform="default").transform(df), pd.DataFrame)
+    with pytest.raises(ValidationError, match="set_output"):
+        t.set_output(transform="arrow")
+
+
+def test_an_accounted_release_refused_spends_nothing(tmp_path: Path) -> None:
+    from metricdp.accounting.ledger import Ledger
+    from metricdp.streaming.accounted import Accounting
+
+    src, out, led = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "l.db"
+    src.write_text("user,city,town\n" + "".join(f"u{i % 4},{LABELS[i % 3]},{LABELS[i % 3]}\n" for i in range(24)))
+    with Ledger(led, budget=10.0):
+        pass
+    before = led.read_bytes()
+    for one_pass in (True, False):
+        with Ledger(led) as book, pytest.raises(ValidationError, match="column 'town'"):
+            privatize_file(CITY, src, "city", out, keep=["user"], accounting=Accounting("user", ledger=book),
+                           one_pass=one_pass)
+    assert led.read_bytes() == before and not out.exists()
+    with Ledger(led) as book:  # the same release with the copy kept on purpose spends
+        privatize_file(CITY, src, "city", out, keep=["user", "town"], accounting=Accounting("user", ledger=book))
+    assert led.read_bytes() != before and out.exists()
