@@ -3,9 +3,10 @@
 Run by mkdocs-gen-files at build time (``mkdocs.yml``, plugin ``gen-files``). Each entry runs
 ``metricdp`` commands, from this checkout's ``src``, in a scratch folder with a fixed seed,
 and puts the figures they draw and the commands that drew them on ``gallery.md``; nothing is
-committed. The figures need the ``plot`` extra (matplotlib): a command that fails (an extra
-missing, a bug) is logged as an error naming the command and its ``error:`` line, which
-fails ``mkdocs build --strict`` (a plain ``mkdocs serve`` still shows the rest of the site).
+committed. The figures need the ``plot`` extra (matplotlib) and the ``geo`` extra
+(GeoNames' places, from which ``experiment ldp`` draws its stand-in check-ins): a command
+that fails (an extra missing, a bug) is logged as an error naming the command and its
+``error:`` line, which fails ``mkdocs build --strict`` (``mkdocs serve`` still shows the rest).
 The entries are small and independent: each runs in its own folder, side by side (about 60 s
 together on a 2-core machine under heavy load). Under ``mkdocs serve`` the figures are kept in
 a cache folder keyed by the source of ``metricdp`` and of this script, so that editing a page
@@ -177,8 +178,8 @@ def main() -> None:
         "",
         "Every figure on this page is drawn by the documentation build itself, by the commands shown under it, "
         "from the examples bundled with metricdp and a fixed seed (`--seed 0`: reproducible, and therefore not "
-        "private, which is right for a picture and wrong for real data). They need the `plot` extra: "
-        "`pip install -e '.[docs,plot]'`.",
+        "private, which is right for a picture and wrong for real data). They need the `plot` and `geo` extras: "
+        "`pip install -e '.[docs,plot,geo]'`.",
     ]
     for entry, folder, ok in zip(ENTRIES, folders, drawn, strict=True):
         page += ["", f"## {entry.title}", "", entry.text, "", "```sh", *entry.commands, "```", ""]
