@@ -40,7 +40,8 @@ for dotted, is_package in public_modules(SRC / PACKAGE, PACKAGE):
     doc = Path(*parts, "index.md") if is_package else Path(*parts).with_suffix(".md")
     nav[parts] = doc.as_posix()
     with mkdocs_gen_files.open(Path("reference", doc), "w") as fh:
-        fh.write(f"# `{dotted}`\n\n::: {dotted}\n")
+        # mkdocstrings writes the page's heading (the module's path, its anchor for cross-references)
+        fh.write(f"::: {dotted}\n")
 
 with mkdocs_gen_files.open("reference/SUMMARY.md", "w") as fh:
     fh.writelines(nav.build_literate_nav())
