@@ -95,7 +95,7 @@ class _Console(Console):
     """rich's console, but a closed pipe ends the command as every other write to one does."""
 
     def on_broken_pipe(self) -> None:  # rich's own exits with status 1
-        from . import end_quietly
+        from ._pipes import end_quietly
 
         end_quietly()
 
@@ -137,7 +137,7 @@ class _ErrorHandler(contextlib.AbstractContextManager):
         if exc is None or not isinstance(exc, MetricDPError | OSError) or is_debug():
             return None
         if isinstance(exc, BrokenPipeError):  # the reader of our output went away: no message, status 141
-            from . import closed_output, end_quietly
+            from ._pipes import closed_output, end_quietly
 
             if closed_output():
                 end_quietly()
