@@ -127,7 +127,8 @@ def release_per_place(
     cell = grid.locate(pts) if ids.size else np.zeros(0, dtype=np.int64)
     if (cell < 0).any():
         i = int(np.flatnonzero(cell < 0)[0])
-        raise ValidationError(f"data row {i + 1}: ({pts[i, 0]!r}, {pts[i, 1]!r}) lies in no cell of the grid over "
+        lat, lon = float(pts[i, 0]), float(pts[i, 1])
+        raise ValidationError(f"data row {i + 1}: ({lat!r}, {lon!r}) lies in no cell of the grid over "
                               f"{grid.region.name}: {int((cell < 0).sum())} row(s) outside")
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)

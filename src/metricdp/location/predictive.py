@@ -178,8 +178,10 @@ class AdaptiveRate:
         share = float(self.test_share)
         if not (0 < share < 1):
             raise ValidationError(f"test_share must be in (0, 1), got {self.test_share!r}")
-        if self._ladder()[0][0] < 1:
-            raise ValidationError(f"budget {self.budget!r} over {self.horizon} fixes leaves no eps for the test")
+        rungs, test = self._ladder()
+        if test < 1 or rungs[0] < 1:  # the first release (2 x base <= 2 x rate <= budget) then always fits
+            raise ValidationError(f"budget {self.budget!r} over {self.horizon} fixes leaves no eps for the test "
+                                  "or the noise (below the accounting grid of 1e-12)")
 
     @property
     def budget_units(self) -> int:
@@ -200,7 +202,7 @@ class AdaptiveRate:
         t = np.asarray(tests, dtype=np.float64)
         boost = (t + 2.0) / (t + 1.0 - np.asarray(passed, dtype=np.float64))  # 1 / (1 - pi_hat)
         k = np.clip(np.floor(_RUNGS_PER_DOUBLING * np.log2(boost) + 1e-9), 0, len(rungs) - 1).astype(np.intp)
-        return np.full(t.size, max(test, 1), dtype=np.int64), rungs[k]
+        return np.full(t.size, test, dtype=np.int64), rungs[k]
 
 
 def pass_probability(distance_km: ArrayLike, threshold_km: float, eps_test: ArrayLike) -> NDArray[np.float64]:
@@ -302,13 +304,13 @@ class PredictiveReleaser:
                                       f"earlier persons ({prev!r}): ids must be all integers or all text")
             first = ids[0].item()
             if first < prev or (first == prev and (self._open is None or t[0] < prev_t)):
-                raise ValidationError(f"data row {base}: person {first!r} at time {t[0]!r} comes after person "
+                raise ValidationError(f"data row {base}: person {first!r} at time {float(t[0])!r} comes after person "
                                       f"{prev!r} at time {prev_t!r}: rows must be sorted by person, then time")
         back = np.flatnonzero((ids[1:] < ids[:-1]) | ((ids[1:] == ids[:-1]) & (t[1:] < t[:-1])))
         if back.size:
             i = int(back[0]) + 1
-            raise ValidationError(f"data row {base + i}: person {ids[i].item()!r} at time {t[i]!r} comes after "
-                                  f"person {ids[i - 1].item()!r} at time {t[i - 1]!r}: rows must be sorted by "
+            raise ValidationError(f"data row {base + i}: person {ids[i].item()!r} at time {float(t[i])!r} comes after "
+                                  f"person {ids[i - 1].item()!r} at time {float(t[i - 1])!r}: rows must be sorted by "
                                   "person, then time")
 
     def release(self, persons: ArrayLike, times: ArrayLike, latlon: ArrayLike) -> ChunkRelease:
