@@ -74,6 +74,9 @@ def test_two_runs_with_one_ledger_reuse_each_place(tmp_path, grid):
         assert (second.report.person(1).fresh, second.report.person(1).reused) == (0, 2)
         assert (second.report.person(2).fresh, second.report.person(2).eps_spent) == (1, 0.5)
         # another eps is another mechanism: nothing reused
+        again = release([1, 2], jitter(grid, [0, 7], 6), grid, 0.5, ledger=ledger, rng=4)  # all paid for
+        assert (again.released[0] == first.released[0]).all() and (again.released[1] == second.released[3]).all()
+        assert again.report.fresh.tolist() == [0, 0] and ledger.spent([1, 2]).tolist() == [1.0, 1.0]
         third = release([1], jitter(grid, [0], 5), grid, 0.25, ledger=ledger, rng=3)
         assert not (third.released[0] == first.released[0]).all()
         assert ledger.spent([1]).tolist() == [1.25]

@@ -216,6 +216,13 @@ def test_rows_in_any_order_are_released_in_time_order():
     assert r.report.persons.tolist() == ["a", "b"]
 
 
+def test_datetime_times_order_the_rows():
+    m = FixedSplit(eps_test=0.5, eps_noise=2.0, budget=5.0, threshold_km=1000.0)
+    times = np.array(["2026-01-02T10:00", "2026-01-01T09:00", "2026-01-01T09:30"], dtype="datetime64[m]")
+    r = run([1, 1, 1], times, north(np.zeros(3)), m)
+    assert r.outcome.tolist() == [PASSED, FRESH, PASSED]
+
+
 def test_unsorted_chunks_are_refused_naming_the_row():
     m = FixedSplit(eps_test=0.5, eps_noise=2.0, budget=5.0, threshold_km=1.0)
     rel = PredictiveReleaser(m)
