@@ -254,6 +254,7 @@ def test_bad_rows_are_refused_before_any_draw():
     (dict(eps_test=0.0, eps_noise=1.0, budget=5.0, threshold_km=1.0), "eps_test"),
     (dict(eps_test=0.1, eps_noise=1.0, budget=0.5, threshold_km=1.0), "below one fresh release"),
     (dict(eps_test=0.1, eps_noise=1.0, budget=5.0, threshold_km=-1.0), "threshold_km"),
+    (dict(eps_test=0.1, eps_noise=1e-6, budget=5.0, threshold_km=1.0), "half the Earth"),
 ])
 def test_fixed_split_refuses_bad_parameters(kwargs, match):
     with pytest.raises(ValidationError, match=match):
@@ -264,6 +265,7 @@ def test_fixed_split_refuses_bad_parameters(kwargs, match):
     (dict(budget=5.0, horizon=1, threshold_km=1.0), "horizon"),
     (dict(budget=5.0, horizon=10, threshold_km=1.0, test_share=1.0), "test_share"),
     (dict(budget=1e-11, horizon=10, threshold_km=1.0), "no eps for the test"),
+    (dict(budget=1e-5, horizon=10, threshold_km=1.0), "half the Earth"),
 ])
 def test_adaptive_rate_refuses_bad_parameters(kwargs, match):
     with pytest.raises(ValidationError, match=match):
@@ -277,3 +279,27 @@ def test_secure_source_by_default_and_a_warning_for_seeds():
         release_traces([1, 1], [0, 1], north([0.0, 0.1]), m)  # no warning
     with pytest.warns(PrivacyLeakWarning, match="seed 4"):
         release_traces([1, 1], [0, 1], north([0.0, 0.1]), m, rng=4)
+
+
+class _FailingSource:
+    """Uniforms until ``good`` of them were drawn, then a value outside [0, 1)."""
+
+    def __init__(self, good: int) -> None:
+        self.left = good
+
+    def random(self, size=None):
+        n = int(np.prod(size)) if size is not None else 1
+        self.left -= n
+        out = np.full(n, 0.5 if self.left >= 0 else 2.0)
+        return out.reshape(size) if size is not None else out[0]
+
+
+def test_a_chunk_that_fails_while_drawing_ends_the_release():
+    m = FixedSplit(eps_test=0.5, eps_noise=2.0, budget=5.0, threshold_km=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        rel = PredictiveReleaser(m, rng=_FailingSource(8))
+    with pytest.raises(ValidationError, match="outside"):
+        rel.release([1, 1, 2, 2], [0, 1, 0, 1], north(np.zeros(4)))
+    with pytest.raises(ValidationError, match="an earlier chunk failed"):
+        rel.release([3], [0], north([0.0]))

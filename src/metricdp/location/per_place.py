@@ -148,13 +148,13 @@ def release_per_place(
     plan.commit()
     released = np.full((ids.size, 2), np.nan)
     released[plan.keep] = per_group[plan.group[plan.keep]]
-    report = _report(ids, plan.keep, plan.group, plan.group_row, plan.memo_hit, to_units(eps))
+    report = _report(ids, plan.keep, plan.group_row, plan.memo_hit, to_units(eps))
     guarantee = (f"{eps!r}-geo-indistinguishable per km for each distinct (person, cell): one release per place "
                  "around the cell's centre; a person with k distinct places is protected at k x eps")
     return PlaceRelease(released, plan.keep, report, guarantee)
 
 
-def _report(ids: NDArray[np.generic], keep: NDArray[np.bool_], group: NDArray[np.intp], group_row: NDArray[np.intp],
+def _report(ids: NDArray[np.generic], keep: NDArray[np.bool_], group_row: NDArray[np.intp],
             memo_hit: NDArray[np.bool_], units: int) -> TraceReport:
     """Per person with rows: units spent (fresh places x eps), fresh places, reused rows."""
     persons, inverse = np.unique(ids, return_inverse=True)
@@ -162,5 +162,4 @@ def _report(ids: NDArray[np.generic], keep: NDArray[np.bool_], group: NDArray[np
     rows = np.bincount(inverse[keep], minlength=persons.size)
     fresh = np.bincount(inverse[group_row[~memo_hit]], minlength=persons.size).astype(np.int64)
     zero = np.zeros(persons.size, dtype=np.int64)
-    del group
     return TraceReport(persons, fresh * units, fresh, (rows - fresh).astype(np.int64), zero, zero)

@@ -52,7 +52,7 @@ from .._validation import check_epsilon
 from ..accounting.accountant import canonical_ids
 from ..accounting.composition import from_units, to_units
 from ..errors import ValidationError
-from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
+from ..mechanisms.planar_laplace import _MIN_EPS_HALF_CIRCUMFERENCE, sample_planar_laplace_latlon
 from ..spaces import EARTH_RADIUS_KM
 from .release import check_rows
 from .trace_report import TraceReport
@@ -84,6 +84,14 @@ _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
 
 def _units(eps: object, name: str) -> int:
     return to_units(check_epsilon(eps, name), name)
+
+
+def _check_noise(units: int, name: str) -> None:
+    """Refuse an eps_N the sphere's sampler would refuse, before any row is drawn."""
+    floor = _MIN_EPS_HALF_CIRCUMFERENCE / (math.pi * EARTH_RADIUS_KM)
+    if float(from_units(units)) < floor:
+        raise ValidationError(f"{name} {float(from_units(units))!r} per km is below {floor:.2g}: its noise would "
+                              "dwarf half the Earth's circumference")
 
 
 def _threshold(value: object) -> float:
@@ -127,6 +135,7 @@ class FixedSplit:
         _units(self.eps_test, "eps_test")
         _units(self.eps_noise, "eps_noise")
         object.__setattr__(self, "threshold_km", _threshold(self.threshold_km))
+        _check_noise(_units(self.eps_noise, "eps_noise"), "eps_noise")
         if self.budget_units < _units(self.eps_noise, "eps_noise"):
             raise ValidationError(f"budget {self.budget!r} is below one fresh release (eps_noise {self.eps_noise!r})")
 
@@ -182,6 +191,7 @@ class AdaptiveRate:
         if test < 1 or rungs[0] < 1:  # the first release (2 x base <= 2 x rate <= budget) then always fits
             raise ValidationError(f"budget {self.budget!r} over {self.horizon} fixes leaves no eps for the test "
                                   "or the noise (below the accounting grid of 1e-12)")
+        _check_noise(int(rungs[0]), "the smallest eps_N (budget x (1 - test_share) / horizon)")
 
     @property
     def budget_units(self) -> int:
@@ -294,6 +304,7 @@ class PredictiveReleaser:
         self._open: _Person | None = None
         self._last: tuple[object, float] | None = None  # the last (person, time) seen
         self._rows = 0
+        self._failed = False  # a chunk that failed after drawing leaves the state unusable
 
     def _check_order(self, ids: NDArray[Any], t: NDArray[np.float64]) -> None:
         base = self._rows + 1
@@ -315,6 +326,9 @@ class PredictiveReleaser:
 
     def release(self, persons: ArrayLike, times: ArrayLike, latlon: ArrayLike) -> ChunkRelease:
         """Release one chunk: every row is checked before anything is drawn."""
+        if self._failed:
+            raise ValidationError("an earlier chunk failed while releasing: its persons' spend is unknown; "
+                                  "start a new release")
         ids = canonical_ids(persons, "persons")
         n = ids.size
         pts = np.asarray(latlon, dtype=np.float64)
@@ -340,9 +354,13 @@ class PredictiveReleaser:
         outcome = np.empty(n, dtype=np.int8)
         order = np.argsort(-lengths, kind="stable")
         neg_sorted = -lengths[order]
-        for step in range(int(lengths.max())):
-            active = order[: int(np.searchsorted(neg_sorted, -step, side="left"))]
-            self._step(active, starts[active] + step, pts, counts, last, has, released, outcome)
+        try:
+            for step in range(int(lengths.max())):
+                active = order[: int(np.searchsorted(neg_sorted, -step, side="left"))]
+                self._step(active, starts[active] + step, pts, counts, last, has, released, outcome)
+        except BaseException:
+            self._failed = True
+            raise
         done = TraceReport(ids[starts[:-1]], *counts[:, :-1])
         if closing is not None:  # the person open before this chunk ended at its start
             done = TraceReport.concat([self._close_open(), done])
