@@ -260,10 +260,9 @@ class TraceRelease:
 
 @dataclass
 class _Person:
-    """The open person carried between chunks: id, last time, counters and last release."""
+    """The open person carried between chunks: id, counters and last release."""
 
     person: NDArray[Any]  # its id, as a one-element array of the ids' dtype
-    time: float
     counts: NDArray[np.int64]  # spent units, fresh, reused, tests, passed (TraceReport's order)
     last: NDArray[np.float64]
 
@@ -364,7 +363,7 @@ class PredictiveReleaser:
         done = TraceReport(ids[starts[:-1]], *counts[:, :-1])
         if closing is not None:  # the person open before this chunk ended at its start
             done = TraceReport.concat([self._close_open(), done])
-        self._open = _Person(ids[-1:].copy(), float(t[-1]), counts[:, -1].copy(), last[-1].copy())
+        self._open = _Person(ids[-1:].copy(), counts[:, -1].copy(), last[-1].copy())
         self._last = (ids[-1].item(), float(t[-1]))
         self._rows += n
         return ChunkRelease(released, outcome, done)
