@@ -10,7 +10,12 @@
 * :mod:`~metricdp.location.snap` -- snapping releases to a finite output set
   (post-processing);
 * :mod:`~metricdp.location.points` -- :func:`~metricdp.location.points.privatize_points`,
-  planar Laplace on (lat, lon) with the above, as ``metricdp privatize-points`` runs it.
+  planar Laplace on (lat, lon) with the above, as ``metricdp privatize-points`` runs it;
+* :mod:`~metricdp.location.predictive` -- traces: the predictive mechanism (a private
+  test of the last release, fresh noise only when it fails) and its budget managers;
+* :mod:`~metricdp.location.per_place` -- traces: one release per (person, public cell),
+  reused across rows and runs through the ledger; equal releases reveal a shared cell;
+* :mod:`~metricdp.location.trace_report` -- what a trace release cost each person.
 
 Functions are imported from their modules (``from metricdp.location.points import
 privatize_points``); the package binds no function names.
