@@ -30,7 +30,7 @@ __all__ = ["AIS_DATASETS", "DEFAULT_AIS", "Traces", "ais_path", "ais_traces", "r
 #: The AIS datasets of ``tracktable-data`` (module ``tracktable_data.python_example_data``):
 #: name -> what it holds.
 AIS_DATASETS: dict[str, str] = {
-    "NYHarbor_2020_12_first_week": "New York harbour, 1-7 December 2020 (ferries, tugs, pilots)",
+    "NYHarbor_2020_12_first_week": "New York harbour, 1-7 December 2020",
     "NYHarbor_2020_12_08": "New York harbour, 8 December 2020",
     "VirginiaBeach_2020_06_04_to_06_filtered": "Virginia Beach, 4-6 June 2020",
     "US_coastal_2020_06_30": "US coastal waters, 30 June 2020",
