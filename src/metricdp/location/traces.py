@@ -369,10 +369,10 @@ class AttackResult:
     place_person: NDArray[np.intp]
 
     def summary(self) -> dict[str, Any]:
-        """Median and mean error over places and over persons (NaN when there is no place)."""
-        def stats(a: NDArray[np.float64]) -> dict[str, float]:
-            return {"median_km": float(np.median(a)) if len(a) else math.nan,
-                    "mean_km": float(a.mean()) if len(a) else math.nan}
+        """Median and mean error over places and over persons (None when there is no place)."""
+        def stats(a: NDArray[np.float64]) -> dict[str, float | None]:
+            return {"median_km": float(np.median(a)) if len(a) else None,
+                    "mean_km": float(a.mean()) if len(a) else None}
 
         return {"persons": len(self.persons), "places": len(self.errors_km),
                 "per_place": stats(self.errors_km), "per_person": stats(self.person_error_km)}
@@ -512,10 +512,15 @@ def place_adversary(
 
 
 # ------------------------------------------------------------------------------ report
-def _stats(a: NDArray[np.float64]) -> dict[str, float]:
+def _number(x: float) -> float | None:
+    """``x``, or None for NaN (no value: a person who did not move has no relative trip error)."""
+    return None if math.isnan(x) else float(x)
+
+
+def _stats(a: NDArray[np.float64]) -> dict[str, float | None]:
     a = a[np.isfinite(a)]
     if not len(a):
-        return {"median": math.nan, "mean": math.nan}
+        return {"median": None, "mean": None}
     return {"median": float(np.median(a)), "mean": float(a.mean())}
 
 
@@ -534,7 +539,8 @@ def evaluate_traces(
     (median/mean of the absolute km and relative errors), ``visit_counts`` (total
     variation, L1, cells, cell_km), ``averaging_attack`` (:meth:`AttackResult.summary`),
     ``place_adversary`` (median/mean AE and RI; only with ``epsilon_per_km``), and
-    ``per_person`` (one record per person).
+    ``per_person`` (one record per person). A statistic over nothing (no person with a top
+    place, no person who moved) is None.
     """
     disp = displacement_km(paired)
     trips = trip_length_error(paired)
@@ -545,7 +551,7 @@ def evaluate_traces(
         name: {"person": name, "fixes": rows.stop - rows.start,
                "displacement_median_km": float(np.median(disp[rows])),
                "trip_true_km": float(trips.true_km[i]), "trip_released_km": float(trips.released_km[i]),
-               "trip_relative_error": float(trips.relative[i])}
+               "trip_relative_error": _number(float(trips.relative[i]))}
         for i, (name, rows) in enumerate(paired.groups())}
     for name, err in zip(attack.persons, attack.person_error_km.tolist(), strict=True):
         places = int((attack.place_person == attack.persons.index(name)).sum())
@@ -556,7 +562,7 @@ def evaluate_traces(
         "settings": {"epsilon_per_km": epsilon_per_km, "place_radius_km": place_radius_km,
                      "attack_radius_km": attack_radius(place_radius_km, epsilon_per_km),
                      "max_places": max_places, "min_visits": min_visits, "cell_km": visits.cell_km},
-        "displacement_km": {**_stats(disp), "p95": float(np.percentile(disp, 95)) if len(disp) else math.nan},
+        "displacement_km": {**_stats(disp), "p95": float(np.percentile(disp, 95)) if len(disp) else None},
         "trip_length": {"abs_error_km": _stats(trips.abs_error), "relative_error": _stats(trips.relative)},
         "visit_counts": {"total_variation": visits.total_variation, "l1_counts": visits.l1_counts,
                          "cells": visits.cells, "cell_km": visits.cell_km},
