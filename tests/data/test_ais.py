@@ -58,7 +58,7 @@ def test_reads_and_sorts_by_person_then_time(tmp_path):
 def test_a_bad_line_is_one_error_naming_it(tmp_path, text, fragment):
     path = tmp_path / "bad.traj"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(ValidationError, match="bad.traj") as info:
+    with pytest.raises(ValidationError, match=r"bad\.traj") as info:
         read_traj(path)
     assert fragment in str(info.value)
 

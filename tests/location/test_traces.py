@@ -138,7 +138,7 @@ def test_exact_releases_are_not_attacked_and_a_shift_is_its_own_error():
     exact = averaging_attack(same(person, key, true))
     assert exact.persons == ("a", "b")
     assert exact.errors_km == pytest.approx([0, 0, 0], abs=1e-9)
-    north = np.asarray(true) + [1.0 / DEG_KM, 0]  # every release 1 km north of its fix
+    north = np.asarray(true) + np.array([1.0 / DEG_KM, 0.0])  # every release 1 km north of its fix
     shifted = averaging_attack(pair_traces(person, key, true, person, key, north))
     assert shifted.errors_km == pytest.approx([1, 1, 1], rel=1e-6)
     assert shifted.person_error_km == pytest.approx([1, 1], rel=1e-6)
