@@ -88,7 +88,11 @@ def register(app: typer.Typer) -> None:
         cell: Annotated[float, typer.Option("--cell", metavar="KM", help="Side of the visit-count cells, km.")] = 1.0,
         json_: JsonOption = False,
     ) -> None:
-        """Attack released traces (averaging, Bayes adversary per place) and measure their utility."""
+        """Attack released traces (averaging, Bayes adversary per place) and measure their utility.
+
+        The report is for whoever holds the true fixes: --json lists every person (their
+        ids, true trip lengths, attack errors), which is no release.
+        """
         from ..location.traces import evaluate_traces, pair_traces, read_traces
 
         for name, value in (("--place-radius", place_radius), ("--cell", cell)):

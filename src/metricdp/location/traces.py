@@ -43,12 +43,15 @@ from .projection import check_latlon, equirectangular
 __all__ = [
     "AttackResult",
     "PairedTraces",
+    "PlaceAdversary",
     "TopPlaces",
     "TripLengthError",
     "VisitCountError",
+    "attack_radius",
     "averaging_attack",
     "displacement_km",
     "evaluate_traces",
+    "grid_cells",
     "pair_traces",
     "place_adversary",
     "read_traces",
@@ -58,7 +61,7 @@ __all__ = [
 ]
 
 
-def gc_km(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+def _gc_km(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
     """Great-circle km between row i of ``a`` and row i of ``b`` ((lat, lon) degrees, same shape)."""
     la, lb = np.radians(a), np.radians(b)
     h = (np.sin((lb[:, 0] - la[:, 0]) / 2) ** 2
@@ -181,18 +184,21 @@ def read_traces(path: str | PathLike[str], *, person: str, key: str, lat: str = 
     coords = np.empty((len(cols[0]), 2))
     for j, c in enumerate((lat, lon)):
         for i, text in enumerate(cols[2 + j]):
+            where = f"line {lines[i]}" if fmt == "csv" else f"row {i}"
             try:
                 coords[i, j] = parse_decimal(text)
             except ValueError:
-                where = f"line {lines[i]}" if fmt == "csv" else f"row {i}"
                 raise ValidationError(f"{p}: {where}: column {c!r} is not a number: {text!r}") from None
+            if not abs(coords[i, j]) <= (90, 180)[j]:  # also NaN
+                raise ValidationError(f"{p}: {where}: column {c!r} is not a {('latitude', 'longitude')[j]} "
+                                      f"in degrees: {text!r}")
     return np.array(cols[0], dtype=np.str_), np.array(cols[1], dtype=np.str_), coords
 
 
 # ------------------------------------------------------------------------------ utility
 def displacement_km(paired: PairedTraces) -> NDArray[np.float64]:
     """The distance (km) between each true fix and its release."""
-    return gc_km(paired.true, paired.released)
+    return _gc_km(paired.true, paired.released)
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,7 @@ def trip_length_error(paired: PairedTraces) -> TripLengthError:
     lengths = np.zeros((2, len(groups)))
     for g, (_, rows) in enumerate(groups):
         for s, pts in enumerate((paired.true[rows], paired.released[rows])):
-            lengths[s, g] = gc_km(pts[:-1], pts[1:]).sum() if len(pts) > 1 else 0.0
+            lengths[s, g] = _gc_km(pts[:-1], pts[1:]).sum() if len(pts) > 1 else 0.0
     return TripLengthError(tuple(name for name, _ in groups), lengths[0], lengths[1])
 
 
@@ -430,7 +436,7 @@ def averaging_attack(
     owner: list[int] = []
     for name, rows, truth in _true_places(paired, radius, max_places, min_visits):
         guess = top_places(paired.released[rows], len(truth.counts), wide)
-        cost = np.stack([gc_km(np.repeat(g[None], len(truth.centres), 0), truth.centres) for g in guess.centres])
+        cost = np.stack([_gc_km(np.repeat(g[None], len(truth.centres), 0), truth.centres) for g in guess.centres])
         r, c = linear_sum_assignment(cost)
         e = cost[r, c]
         owner += [len(persons)] * len(e)
