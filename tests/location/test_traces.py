@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
 from metricdp.location.traces import (
@@ -205,3 +207,25 @@ def test_evaluate_traces_is_json_ready_and_consistent():
     assert out["averaging_attack"] == averaging_attack(pair, epsilon_per_km=1.0, min_visits=1).summary()
     assert out["settings"]["attack_radius_km"] == 2.0
     assert "place_adversary" in out and "place_adversary" not in evaluate_traces(pair, min_visits=1)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), st.floats(-80, 80), st.floats(-179, 179)), min_size=1, max_size=12),
+    st.randoms(use_true_random=False),
+    st.floats(0.0, 0.5),
+)
+@settings(max_examples=60, deadline=None)
+def test_pairing_and_measures_do_not_depend_on_row_order(rows, random, shift):
+    person = [r[0] for r in rows]
+    key = list(range(len(rows)))  # distinct keys: every (person, key) once
+    true = np.array([[r[1], r[2]] for r in rows])
+    released = true + np.array([shift, 0.0])
+    order = list(range(len(rows)))
+    random.shuffle(order)
+    a = pair_traces(person, key, true, person, key, released)
+    b = pair_traces(person, key, true, [person[i] for i in order], [key[i] for i in order], released[order])
+    assert a.person.tolist() == b.person.tolist() and a.released.tolist() == b.released.tolist()
+    assert displacement_km(a) == pytest.approx(np.full(len(rows), shift * DEG_KM), abs=1e-6)
+    tv = visit_count_error(a, cell_km=5.0).total_variation
+    assert 0.0 <= tv <= 1.0 and (shift > 0 or tv == 0.0)
+    assert (trip_length_error(same(person, key, true)).abs_error == 0).all()
