@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "faiss-cpu": ("faiss",),
     "dask": ("dask", "distributed", "pandas"),
     "spark": ("pyspark", "pandas"),
+    "traces": ("tracktable_data",),
 }
 
 

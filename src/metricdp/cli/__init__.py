@@ -40,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                            "or example check-ins."),
     "build": ("build", "Build a mechanism on a metric space, audit it, and save it as a mechanism file."),
     "evaluate": ("evaluate", "Verify a mechanism file and report its privacy (epsilon) and utility (losses)."),
+    "evaluate-trace": ("evaluate_trace", "Attack released traces (averaging, Bayes adversary per place) and measure "
+                                         "their utility."),
     "report": ("report", "Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a "
                          "picture."),
     "privatize": ("privatize", "Replace each value of a column by a release of the mechanism."),

@@ -16,6 +16,10 @@
 * ``metricdp data vec FILE --size N --seed S [--pool 20000] [--neighbours 50] --out
   FILE.csv`` -- the paper's vocabulary sampling (:func:`metricdp.data.sample_vocabulary`)
   on any FastText/GloVe ``.vec`` text or word2vec ``.bin`` file: ``label,x1,...,xd``.
+* ``metricdp data ais [--dataset NYHarbor_2020_12_first_week] --out FILE.csv`` -- the AIS ship
+  tracks of the optional package ``tracktable-data`` (:func:`metricdp.data.ais_traces`) as a
+  trace table ``person,time,lat,lon`` (one row per fix, person = vessel MMSI), the input of
+  ``privatize-points`` and ``evaluate-trace``.
 
 ``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
 folder; ``.parquet`` is written too (through pyarrow, a core dependency). Files are written
@@ -35,7 +39,9 @@ import typer
 from numpy.typing import NDArray
 
 from .._optional import import_optional, require
+from ..data.ais import AIS_DATASETS, DEFAULT_AIS, Traces
 from ..data.geo import REGIONS
+from ..errors import ValidationError
 from ..io import atomic_write
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors, progress
@@ -278,6 +284,82 @@ def geolife(
         f"wrote {target}: the {space.n} most popular of {cells.available} Geolife bins of {cell:g} degrees "
         f"(top {top_regions} per trace), haversine d_min {fmt(space.d_min, 4)} km, "
         f"diameter {fmt(space.diameter, 4)} km; trace counts in {wpath}",
+        markup=False,
+        highlight=False,
+    )
+
+
+_AisDataset = Annotated[str, typer.Option("--dataset", "-d", help="One of: " + ", ".join(AIS_DATASETS) + ".")]
+
+
+def _write_traces(out: Path, traces: Traces) -> None:
+    """A trace table ``person,time,lat,lon`` (time as ISO 8601 text) as CSV or Parquet, atomically."""
+    fmt = format_of(out, TABLE_FORMATS, what=f"--out {out}: a trace table")
+    times = np.datetime_as_string(traces.time, unit="s").tolist()
+    columns = [traces.person.tolist(), times, traces.lat.tolist(), traces.lon.tolist()]
+    header = ["person", "time", "lat", "lon"]
+    if fmt == "csv":
+        with atomic_write(out, "w") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(header)
+            for person, time, lat, lon in zip(*columns, strict=True):
+                writer.writerow([person, time, repr(lat), repr(lon)])
+    else:
+        pa = import_optional("pyarrow", "parquet")
+        pq = import_optional("pyarrow.parquet", "parquet")
+        table = pa.Table.from_arrays([pa.array(columns[0], pa.string()), pa.array(times, pa.string()),
+                                      pa.array(traces.lat), pa.array(traces.lon)], names=header)
+        with atomic_write(out, "wb") as fh:
+            pq.write_table(table, fh)
+
+
+@data_app.command("ais")
+@handle_errors
+def ais(
+    dataset: _AisDataset = DEFAULT_AIS,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="Trace table (.csv or .parquet) \\[default: ais-<dataset>.csv]."
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """AIS ship tracks (tracktable-data) as a trace table person,time,lat,lon.
+
+    One row per position report: person is the vessel's MMSI, time is
+    ISO 8601 (UTC), lat/lon are degrees. The files come with the package;
+    nothing is downloaded.
+
+    Needs the optional package: pip install 'metricdp\\[traces]'.
+    """
+    from ..data.ais import ais_traces
+
+    require("traces", what="data ais")
+    if dataset not in AIS_DATASETS:
+        raise ValidationError(f"--dataset {dataset!r}: not an AIS dataset; known: {', '.join(AIS_DATASETS)}")
+    path = Path(f"ais-{dataset}.csv") if out is None else out
+    format_of(path, TABLE_FORMATS, what=f"--out {path}: a trace table")
+    target = check_output(path)
+    with progress(f"reading AIS dataset {dataset}"):
+        traces = ais_traces(dataset)
+        _write_traces(target, traces)
+    summary = {
+        "out": str(target),
+        "dataset": dataset,
+        "description": AIS_DATASETS[dataset],
+        "fixes": traces.n,
+        "persons": traces.persons,
+        "start": str(traces.time.min()) if traces.n else None,
+        "end": str(traces.time.max()) if traces.n else None,
+        "columns": ["person", "time", "lat", "lon"],
+    }
+    if json:
+        echo_json(summary)
+        return
+    console.print(
+        f"wrote {target}: {traces.n} fixes of {traces.persons} vessels ({AIS_DATASETS[dataset]}), "
+        f"{summary['start']} to {summary['end']}; columns person,time,lat,lon",
         markup=False,
         highlight=False,
     )

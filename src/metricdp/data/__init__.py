@@ -9,6 +9,8 @@
   ``pip install 'metricdp[geo]'``) binned into square cells, haversine km.
 * :mod:`~metricdp.data.geolife` -- Geolife ``.plt`` trajectories and the paper's bins.
 * :mod:`~metricdp.data.checkins` -- Gowalla / Foursquare check-ins.
+* :mod:`~metricdp.data.ais` -- AIS ship tracks of ``tracktable-data``
+  (``pip install 'metricdp[traces]'``) as person / time / lat / lon traces.
 
 Nothing here downloads anything, and the optional packages are imported only when a
 function needs them.
@@ -16,6 +18,7 @@ function needs them.
 
 from __future__ import annotations
 
+from .ais import AIS_DATASETS, Traces, ais_traces, read_traj
 from .checkins import Checkins, checkin_cells, read_checkins
 from .embeddings import Embeddings, read_vec, read_word2vec_binary
 from .geo import REGIONS, GeoCells, Places, cells_from_points, geo_space, parse_region, populated_places
@@ -23,11 +26,14 @@ from .geolife import geolife_bins, plt_files, read_plt
 from .glove import glove_space, load_glove, sample_vocabulary, vocabulary_space
 
 __all__ = [
+    "AIS_DATASETS",
     "REGIONS",
     "Checkins",
     "Embeddings",
     "GeoCells",
     "Places",
+    "Traces",
+    "ais_traces",
     "cells_from_points",
     "checkin_cells",
     "geo_space",
@@ -39,6 +45,7 @@ __all__ = [
     "populated_places",
     "read_checkins",
     "read_plt",
+    "read_traj",
     "read_vec",
     "read_word2vec_binary",
     "sample_vocabulary",
