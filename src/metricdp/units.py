@@ -24,10 +24,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
-from .spaces import MetricSpace
+
+if TYPE_CHECKING:  # annotations only: `ledger show` (which parses budgets) starts without scipy
+    from .spaces import MetricSpace
 
 __all__ = [
     "METRES_PER",
@@ -251,6 +253,7 @@ def space_unit(space: MetricSpace, metadata: Mapping[str, Any] | None = None) ->
 
     Examples
     --------
+    >>> from metricdp.spaces import MetricSpace
     >>> space_unit(MetricSpace.from_points([[48.0, 2.0], [49.0, 2.0]], metric="haversine"))
     'km'
     >>> space_unit(MetricSpace.grid(2, 2), {"space": {"unit": "m"}})
