@@ -26,9 +26,10 @@ from metricdp.mechanisms.base import certify
 from metricdp.streaming import persons, privatize_file
 from metricdp.streaming.accounted import Accounting
 from metricdp.streaming.persons import _Dictionary, _HashBook, person_kernels, scan_persons
+from tests.helpers import needs
 
 KERNELS = person_kernels()
-needs_numba = pytest.mark.skipif(KERNELS is None, reason="numba is not installed (the fast extra)")
+needs_numba = needs("fast")
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["Paris", "Lyon", "Lille", "Nice"]
 
