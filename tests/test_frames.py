@@ -12,8 +12,9 @@ from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.frames import PrivatizeTransformer, privatize_frame, privatize_series
 from metricdp.mechanisms.krr import krr
 from metricdp.spaces import MetricSpace
+from tests.helpers import import_or_skip
 
-pd = pytest.importorskip("pandas")
+pd = import_or_skip("pandas", "pandas")
 
 LABELS = ["1", "2", "3"]
 
@@ -57,7 +58,7 @@ def test_pandas_round_trip_index_dtypes_columns(mech, column) -> None:
 
 
 def test_polars_round_trip(mech) -> None:
-    pl = pytest.importorskip("polars")
+    pl = import_or_skip("polars", "polars")
     df = pl.DataFrame({"id": [1, 2, 3], "age": pl.Series([1, 2, 3], dtype=pl.Int16),
                        "city": pl.Series(["1", "2", "3"], dtype=pl.Categorical), "s": ["1", "1", "2"]})
     for column in ("age", "city", "s"):
@@ -131,7 +132,7 @@ def test_transformer_fit_reads_nothing(mech) -> None:
 
 
 def test_transformer_in_a_sklearn_pipeline(mech) -> None:
-    sk = pytest.importorskip("sklearn.pipeline")
+    sk = import_or_skip("sklearn.pipeline", "sklearn")
     from sklearn.base import clone
 
     pipe = sk.make_pipeline(PrivatizeTransformer(mech, column="age"))

@@ -21,6 +21,7 @@ from metricdp.location.region import Region, parse_region
 from metricdp.mechanisms import build
 from metricdp.spaces import MetricSpace
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import import_or_skip, needs, skip_unless
 
 GRID_2X2 = "label,x,y\na,0,0\nb,1,0\nc,0,1\nd,1,1\n"
 
@@ -29,7 +30,7 @@ GRID_2X2 = "label,x,y\na,0,0\nb,1,0\nc,0,1\nd,1,1\n"
 @pytest.mark.parametrize("metric", ["euclidean", "manhattan"])
 def test_report_on_a_symmetric_space(tmp_path, metric):
     """Every element of a 2 x 2 grid has the same loss up to rounding: the histogram still draws."""
-    pytest.importorskip("matplotlib")
+    skip_unless("plot")
     (tmp_path / "g.csv").write_text(GRID_2X2)
     mech = tmp_path / "g.npz"
     assert run("build", tmp_path / "g.csv", "-m", "exponential", "-e", "1", "--metric", metric,
@@ -52,6 +53,7 @@ def test_hist_range_widens_only_rounding_spans():
     assert hist_range([np.nan]) is None
 
 
+@needs("plot")
 def test_report_refuses_a_bad_quantile(tmp_path):
     (tmp_path / "g.csv").write_text(GRID_2X2)
     assert run("build", tmp_path / "g.csv", "-m", "exponential", "-e", "1", "--out", tmp_path / "g.npz").exit_code == 0
@@ -182,7 +184,7 @@ _coord = st.floats(-60, 60, allow_nan=False, allow_infinity=False)
 def test_inside_matches_matplotlib(ring, hole, seed):
     """The numpy even-odd rule agrees with matplotlib's crossing test (the previous
     implementation) on random, possibly self-intersecting rings with a hole, away from edges."""
-    mpath = pytest.importorskip("matplotlib.path")
+    mpath = import_or_skip("matplotlib.path", "plot")
     outer = np.asarray(ring, dtype=np.float64)  # (lat, lon)
     rings = [outer]
     if hole:

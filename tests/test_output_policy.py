@@ -22,6 +22,7 @@ from metricdp.errors import UnsafeOutputError
 from metricdp.io import TEMP_SUFFIX, atomic_write, clean_stale_temporaries
 from metricdp.mechanisms import build
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import needs
 
 LABELS = ["a", "b", "c", "d"]
 POINTS = [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]]
@@ -98,8 +99,10 @@ COMMANDS = {
 #: The suffix of each input file of the fixture: ``--out`` given as the input's own path
 #: is only tried where the command accepts that suffix (aliases cover the others).
 SUFFIX = {"mech": ".npz", "region": ".geojson", "text": ".txt", "keep": ".txt", "vec": ".vec"}
+#: The extras a command checks for before its output (``report`` draws every section: ``plot``).
+NEEDS = {"report": ("plot",)}
 CASES = [
-    (cmd, key, alias)
+    pytest.param(cmd, key, alias, id=f"{cmd}:{key}:{alias}", marks=needs(*NEEDS.get(cmd, ())))
     for cmd, (_, keys, suffix) in COMMANDS.items()
     for key in keys
     for alias in ("same", "hardlink", "symlink")
@@ -111,7 +114,7 @@ def _listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-@pytest.mark.parametrize(("command", "key", "alias"), CASES, ids=[f"{c}:{k}:{a}" for c, k, a in CASES])
+@pytest.mark.parametrize(("command", "key", "alias"), CASES)
 def test_out_over_any_input_is_refused(tmp_path: Path, files: dict[str, Path], command: str, key: str,
                                        alias: str) -> None:
     argv, _, suffix = COMMANDS[command]

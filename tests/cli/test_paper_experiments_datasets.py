@@ -21,6 +21,7 @@ from typer.testing import CliRunner, Result
 from metricdp.cli.paper_experiments import register
 from metricdp.experiments import _records as rs
 from tests.cli_helpers import assert_one_line_error, make_app
+from tests.helpers import needs
 
 
 def _app() -> typer.Typer:
@@ -64,6 +65,7 @@ def test_first_n_points_of_a_file(points: Path) -> None:
     assert rs.dataset_slug(str(points)) == "vocab-24"
 
 
+@needs("plot")
 def test_utility_quick_on_a_file(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "u"
     res = _invoke("utility", "--quick", "--out", out, "--datasets", points, "--sizes", "12",
@@ -78,6 +80,7 @@ def test_utility_quick_on_a_file(points: Path, tmp_path: Path) -> None:
     assert f"## {points}, n = 12" in res.stdout
 
 
+@needs("plot")
 def test_utility_on_a_distance_matrix_has_no_madlib(points: Path, tmp_path: Path) -> None:
     npy = tmp_path / "d.npy"
     np.save(npy, np.asarray(rs.dataset_space(str(points), 12).distances))
@@ -90,6 +93,7 @@ def test_utility_on_a_distance_matrix_has_no_madlib(points: Path, tmp_path: Path
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_scalability_quick_on_a_file_has_the_exponential_row(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
     res = _invoke("scalability", "--quick", "--out", out, "--datasets", points, "--sizes", "12")
@@ -107,6 +111,7 @@ def test_scalability_quick_on_a_file_has_the_exponential_row(points: Path, tmp_p
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_scalability_lat_lon_file_takes_the_geo_target(tmp_path: Path) -> None:
     path = tmp_path / "cells.csv"
     lat = (39.9 + 0.005 * (np.arange(12) % 6)).tolist()
@@ -122,6 +127,7 @@ def test_scalability_lat_lon_file_takes_the_geo_target(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_ablation_quick_on_a_file(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "a"
     res = _invoke("ablation", "--quick", "--out", out, "--datasets", points, "--eps-tight", "1")
@@ -133,6 +139,7 @@ def test_ablation_quick_on_a_file(points: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_changed_file_is_not_read_from_the_cache(points: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
     args = ("scalability", "--quick", "--out", out, "--datasets", points, "--sizes", "12",
@@ -190,6 +197,7 @@ def test_first_n_rows_of_a_sampled_vocabulary_are_the_size_n_sample() -> None:
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_same_file_under_another_spelling_resumes(points: Path, tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "s"
     args = ("scalability", "--quick", "--out", out, "--sizes", "12", "--mechanisms", "exponential")

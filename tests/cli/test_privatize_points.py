@@ -15,6 +15,7 @@ from metricdp.cli.privatize_points import register
 from metricdp.location.projection import TangentPlane
 from metricdp.location.region import parse_region
 from tests.cli_helpers import assert_one_line_error, make_app
+from tests.helpers import needs
 
 runner = CliRunner()
 
@@ -93,6 +94,7 @@ def test_region_keeps_every_release_inside(app, tmp_path, truncate):
     assert parse_region(box).contains(z, tolerance_km=1e-6).all()  # after rounding to --digits 6 too
 
 
+@needs("plot")
 def test_geojson_region_and_snap_and_plot(app, tmp_path):
     src, out, png = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "p.png"
     _write_csv(src, n=200)
@@ -237,6 +239,7 @@ def test_hostile_csv_is_one_error(app, tmp_path, data, fragment):
     assert not out.exists()
 
 
+@needs("plot")
 def test_geojson_out_and_plot_with_units(app, tmp_path):
     src, out, png = tmp_path / "in.csv", tmp_path / "out.geojson", tmp_path / "p.png"
     _write_csv(src, n=50)

@@ -12,7 +12,10 @@ from metricdp.cli.report import register
 from metricdp.io import read_points
 from metricdp.mechanisms.exponential import exponential
 from tests.cli_helpers import assert_one_line_error, make_app
+from tests.helpers import needs
 
+#: ``report`` checks for ``plot`` before anything else (tests/cli/test_extras.py: the error without it).
+pytestmark = needs("plot")
 runner = CliRunner()
 CAPITALS = resources.files("metricdp") / "data" / "examples" / "europe-capitals.csv"
 

@@ -12,6 +12,7 @@ from metricdp.cli import text
 from metricdp.mechanisms.exponential import exponential
 from metricdp.spaces import MetricSpace
 from tests.cli_helpers import assert_one_line_error, make_app, runner
+from tests.helpers import needs
 
 APP = make_app(text.register)
 WORDS = ["the", "cat", "dog", "paris", "london", "sat", "on", "mat", "a", "big"]
@@ -106,6 +107,7 @@ def test_privatize_with_a_mechanism_file(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == "the CAT sat\n"  # d = 100, eps = 1: unchanged w.p. ~1
 
 
+@needs("plot")
 def test_stats_table_json_and_plot(tmp_path: Path, emb: Path) -> None:
     png = tmp_path / "h.png"
     r = invoke(

@@ -20,6 +20,7 @@ from metricdp.data.geo import (
 )
 from metricdp.errors import ValidationError
 from metricdp.spaces import EARTH_RADIUS_KM, MetricSpace
+from tests.helpers import needs, optional_dependency
 
 
 def haversine(p: tuple[float, float], q: tuple[float, float]) -> float:
@@ -104,11 +105,13 @@ def test_cells_from_points_errors():
 
 # ----------------------------------------------------------------------------- real places
 def test_populated_places_are_inside_the_box():
-    places = populated_places(48.8, 2.2, 48.95, 2.45)
-    assert len(places) > 20
-    assert np.all((places.lat >= 48.8) & (places.lat <= 48.95) & (places.lon >= 2.2) & (places.lon <= 2.45))
-    assert "Paris" in places.names
-    assert places.population.dtype == np.int64 and (places.population >= 0).all()
+    """Without the geo extra: the library's one error naming it."""
+    with optional_dependency("geo"):
+        places = populated_places(48.8, 2.2, 48.95, 2.45)
+        assert len(places) > 20
+        assert np.all((places.lat >= 48.8) & (places.lat <= 48.95) & (places.lon >= 2.2) & (places.lon <= 2.45))
+        assert "Paris" in places.names
+        assert places.population.dtype == np.int64 and (places.population >= 0).all()
 
 
 def _reference_cells(region: str, cell: float) -> dict[str, tuple[float, int]]:
@@ -128,6 +131,7 @@ def _reference_cells(region: str, cell: float) -> dict[str, tuple[float, int]]:
 
 
 @pytest.mark.parametrize("region", ["paris", "beijing", "new-york"])
+@needs("geo")
 def test_geo_space_has_200_cells_the_most_populous(region):
     cells = geo_space(region, size=200)
     assert isinstance(cells, GeoCells) and isinstance(cells.space, MetricSpace)
@@ -152,6 +156,7 @@ def test_geo_space_has_200_cells_the_most_populous(region):
     MetricSpace.from_distances(space.distances)  # every metric axiom, the triangle inequality included
 
 
+@needs("geo")
 def test_beijing_tianjin_has_400_cells():
     cells = geo_space("beijing-tianjin", size=400)
     assert cells.space.n == 400 and cells.available > 400
@@ -160,6 +165,7 @@ def test_beijing_tianjin_has_400_cells():
     assert np.all(np.diff(cells.weights) <= 0)
 
 
+@needs("geo")
 def test_unknown_populations_count_as_missing_population():
     # GeoNames lists most Beijing places with population 0 (unknown)
     cells = geo_space("beijing", size=200)
@@ -169,6 +175,7 @@ def test_unknown_populations_count_as_missing_population():
     assert zero.space.labels[0] == cells.space.labels[0]  # the city itself
 
 
+@needs("geo")
 def test_larger_cells_merge_places_and_a_box_works():
     fine = geo_space("paris", size=50)
     coarse = geo_space("paris", cell=0.05, size=50)
@@ -177,6 +184,7 @@ def test_larger_cells_merge_places_and_a_box_works():
     assert geo_space("48.8,2.2,48.95,2.45", size=10).space.n == 10
 
 
+@needs("geo")
 def test_geo_space_errors_say_how_many_cells_there_are():
     available = geo_space("paris", size=2).available
     with pytest.raises(ValidationError, match=f"region 'paris' has only {available} cells of 0.005 degrees"):

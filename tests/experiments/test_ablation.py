@@ -12,6 +12,7 @@ from metricdp import ValidationError
 from metricdp.cli.paper_experiments import register
 from metricdp.experiments import ablation
 from tests.cli_helpers import assert_one_line_error, make_app
+from tests.helpers import needs
 
 
 def _app() -> typer.Typer:
@@ -19,6 +20,7 @@ def _app() -> typer.Typer:
 
 
 @pytest.mark.slow
+@needs("plot", "glove")
 def test_quick_end_to_end(tmp_path) -> None:
     res = CliRunner().invoke(_app(), ["experiment", "ablation", "--quick", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
@@ -64,6 +66,7 @@ def test_quick_end_to_end(tmp_path) -> None:
     assert (partial / "ablation.jsonl").read_text(encoding="utf-8").splitlines() == lines[1:]  # read only
 
 
+@needs("plot")
 def test_cached_only_needs_a_cache(tmp_path) -> None:
     for extra, match in (([], "no cache of a previous run"), (["--restart"], "cannot start over")):
         res = CliRunner().invoke(

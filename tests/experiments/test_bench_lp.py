@@ -15,6 +15,7 @@ from metricdp.experiments.bench_lp import (
     planned_builds,
     run_bench,
 )
+from tests.helpers import needs
 
 
 def test_parse_mechanism() -> None:
@@ -112,6 +113,7 @@ def test_child_killed_after_limit_and_grace() -> None:
 
 
 @pytest.mark.slow
+@needs("plot")
 def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
     """One row per (n, eps, mechanism, formulation); expected objective under the grid's
     Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""

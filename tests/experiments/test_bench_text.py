@@ -14,6 +14,7 @@ from metricdp.experiments.bench_text import (
     run_text_bench,
     zipf_tokens,
 )
+from tests.helpers import skip_unless
 
 
 def test_zipf_corpus_is_streamed_and_follows_1_over_k() -> None:
@@ -53,7 +54,7 @@ def test_replacement_summary_by_hand() -> None:
 
 
 def test_utility_plot(tmp_path) -> None:
-    pytest.importorskip("matplotlib")
+    skip_unless("plot")
     rows = [TextBenchRow(m, 100, e, unchanged=1 - 1 / e, mean_distance=5 / e) for m in ("exponential", "tem")
             for e in (1.0, 5.0, 10.0)]
     plot_utility(rows, tmp_path / "u.png")

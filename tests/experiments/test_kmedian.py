@@ -13,6 +13,7 @@ from metricdp.cli.paper_experiments import register
 from metricdp.errors import ValidationError
 from metricdp.experiments import kmedian as ex
 from tests.cli_helpers import make_app
+from tests.helpers import needs, skip_unless
 
 pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
 
@@ -30,6 +31,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]], str]:
+    skip_unless("plot")
     out = tmp_path_factory.mktemp("kmedian")
     res = CliRunner().invoke(_app(), ["experiment", "kmedian", "--quick", "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -84,6 +86,7 @@ def test_cached_only_redraws_without_computing(quick: tuple[Path, list[dict[str,
     assert res.exit_code != 0 and "no cache" in res.output
 
 
+@needs("plot")
 def test_resume_uses_the_cache_and_same_seeds(tmp_path: Path) -> None:
     cfg = ex.KMedianConfig(sizes=(30,), replicates=(2,), gupta_replicates=(1,), restarts=(2,), ks=(2,),
                            epsilons=(1.0,), gaussian_size=None, m_size=None)
@@ -97,6 +100,7 @@ def test_resume_uses_the_cache_and_same_seeds(tmp_path: Path) -> None:
     assert key == [(r["method"], r["replicate"], r["cost"]) for r in fresh.records]
 
 
+@needs("plot")
 def test_refusal_and_time_out_are_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import metricdp.kmedian as km
 

@@ -22,6 +22,7 @@ from metricdp.experiments.ldp import (
     standin_prior,
 )
 from metricdp.spaces import EARTH_RADIUS_KM
+from tests.helpers import needs
 
 TINY = LDPConfig(rows=4, cols=4, cell=300.0, checkins=40, target=400.0, sizes=(10, 20, 40), repetitions=3,
                  calibration_tol=1e-6, ibu_tol=1e-6, ibu_max_iter=20_000)
@@ -34,6 +35,7 @@ def _latlon(x_m: np.ndarray, y_m: np.ndarray, centre=PARIS_CENTRE) -> tuple[np.n
 
 
 @pytest.mark.slow
+@needs("plot", "geo")
 def test_quick_mode_runs_end_to_end_from_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "ldp"
     result = CliRunner().invoke(app, ["experiment", "ldp", "--out", str(out), "--quick", "--seed", "3"])
@@ -53,6 +55,7 @@ def test_quick_mode_runs_end_to_end_from_the_cli(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@needs("plot", "geo")
 def test_tiny_run_meets_the_target_and_is_reproducible(tmp_path: Path) -> None:
     a = run_ldp(tmp_path / "a", config=TINY, seed=11)
     b = run_ldp(None, config=TINY, seed=11)
@@ -70,6 +73,7 @@ def test_tiny_run_meets_the_target_and_is_reproducible(tmp_path: Path) -> None:
     assert not np.array_equal(c.data, a.data)
 
 
+@needs("geo")
 def test_standin_prior_is_a_distribution_on_the_grid() -> None:
     prior, places = standin_prior(QUICK)
     assert prior.shape == (QUICK.rows * QUICK.cols,) and places > 5
@@ -106,6 +110,7 @@ def test_checkin_file_replaces_the_standin(tmp_path: Path) -> None:
         run_ldp(None, config=TINY, seed=1, checkins=path, centre=(float(far[0][0]), float(far[1][0])))
 
 
+@needs("plot", "geo")
 def test_cli_errors(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["experiment", "ldp", "--out", str(tmp_path), "--centre", "north"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --centre must be LAT,LON")

@@ -13,6 +13,7 @@ from metricdp import ValidationError
 from metricdp.cli.paper_experiments import register
 from metricdp.experiments import scalability
 from tests.cli_helpers import make_app
+from tests.helpers import needs, skip_unless
 
 pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
 
@@ -23,6 +24,7 @@ def _app() -> typer.Typer:
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]]]:
+    skip_unless("plot", "glove", "geo")
     out = tmp_path_factory.mktemp("scalability")
     res = CliRunner().invoke(_app(), ["experiment", "scalability", "--quick", "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -65,6 +67,7 @@ def test_quick_at_fixed_eps_tight(quick: tuple[Path, list[dict[str, str]]]) -> N
         assert float(r["loss_q"]) <= float(r["loss_max"])
 
 
+@needs("plot")
 def test_series_stops_at_first_time_out(tmp_path) -> None:
     cfg = scalability.ScalabilityConfig(datasets=("gaussian",), sizes=(30, 40), mechanisms=("optimal",),
                                         time_limit=1e-3)

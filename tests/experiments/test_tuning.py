@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from metricdp import Mechanism, MetricSpace, ValidationError, epsilon_tight
+from metricdp._optional import available
 from metricdp.errors import SolverError, SolverTimeLimitError
 from metricdp.experiments import _records as rs
 from metricdp.experiments import _tuning as tu
 from metricdp.experiments._plot import plot_grid
 from metricdp.mechanisms.exponential import exponential
-from tests.helpers import random_space
+from tests.helpers import optional_dependency, random_space
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +165,15 @@ def test_make_builder_and_datasets(space: MetricSpace) -> None:
 
 
 def test_plot_grid_writes_png(tmp_path) -> None:
+    """Without the plot extra: the library's one error naming it, and no file."""
     path = tmp_path / "p.png"
-    plot_grid(path, [("a", [("s", [1, 2], [3, 4], "-o")]), ("b", [("t", [], [], "-")])],
-                 xlabel="x", ylabel=["y1", "y2"], logy=[True, False])
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(ValidationError):
-        plot_grid(path, [], xlabel="x", ylabel="y")
+    with optional_dependency("plot"):
+        plot_grid(path, [("a", [("s", [1, 2], [3, 4], "-o")]), ("b", [("t", [], [], "-")])],
+                     xlabel="x", ylabel=["y1", "y2"], logy=[True, False])
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with pytest.raises(ValidationError):
+            plot_grid(path, [], xlabel="x", ylabel="y")
+    assert path.exists() == available("plot")
 
 
 def test_tune_stops_where_eps_tight_jumps_across_the_target() -> None:

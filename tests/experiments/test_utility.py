@@ -16,6 +16,7 @@ from metricdp.experiments import _records as rs
 from metricdp.experiments import _tuning as tu
 from metricdp.experiments import utility
 from tests.cli_helpers import make_app
+from tests.helpers import skip_unless
 
 pytestmark = pytest.mark.slow  # CI runs it in the full phase (.ci/full)
 
@@ -28,6 +29,7 @@ def _app() -> typer.Typer:
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, str]], str]:
+    skip_unless("plot", "glove", "geo")
     out = tmp_path_factory.mktemp("utility")
     res = CliRunner().invoke(_app(), ["experiment", "utility", "--quick", "--out", str(out)])
     assert res.exit_code == 0, res.output

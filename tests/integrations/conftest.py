@@ -5,27 +5,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import sys
 
 import pytest
 
+from tests.helpers import missing
 
-def _spark_unavailable() -> str | None:
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed: pip install 'metricdp[spark]'"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "Spark needs Java: apt-get install openjdk-17-jre-headless (.ci/run does as root)"
-    return None
-
-
-spark_unavailable = _spark_unavailable()
-dask_unavailable = (
-    None if importlib.util.find_spec("distributed") is not None
-    else "distributed is not installed: pip install 'metricdp[dask]'"
-)
+#: Why Spark tests skip here (no pyspark or pandas, no Java), None when they can run.
+spark_unavailable = missing("spark", "java")
+#: Why Dask tests skip here, None when they can run.
+dask_unavailable = missing("dask")
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
@@ -14,6 +13,7 @@ from metricdp._random import SecureRandom
 from metricdp.integrations import partition_rng
 from metricdp.integrations._common import Shipped, check_seed, release_column
 from metricdp.mechanisms.base import certify
+from tests.helpers import needs
 
 LABELS = ["a", "b", "c", "d"]
 
@@ -44,7 +44,10 @@ def _contingency_pvalue(x: np.ndarray, y: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("seed", [None, 3])
+@needs("pandas")  # a partition is a pandas DataFrame
 def test_two_partitions_release_streams_are_independent(mech, seed):
+    import pandas as pd
+
     n = 20_000
     values = pd.Series(["b"] * n)
     with pytest.warns(PrivacyLeakWarning) if seed is not None else contextlib.nullcontext():
@@ -63,7 +66,10 @@ def test_two_partitions_release_streams_are_independent(mech, seed):
     assert _contingency_pvalue(ai, bi) < 1e-10
 
 
+@needs("pandas")  # a partition is a pandas DataFrame
 def test_release_column_names_unknown_rows(mech):
+    import pandas as pd
+
     with pytest.raises(ValidationError, match=r"p3: 2 value\(s\) not in the space's labels \(first at row\(s\) 2, 4"):
         release_column(pd.Series(["a", "zz", "b", None]), mech, SecureRandom(), "p3")
 
@@ -82,8 +88,10 @@ def test_shipped_mechanism_pickles_to_the_same_mechanism(mech):
     assert back.labels == mech.labels and back.epsilon == mech.epsilon and dict(back.params) == dict(mech.params)
 
 
-
+@needs("pandas")  # a partition is a pandas DataFrame
 def test_a_rectangular_mechanism_releases_its_output_labels():
+    import pandas as pd
+
     from metricdp.outputs import OutputSet
 
     space = MetricSpace.from_points([[0.0], [1.0], [2.0], [3.0]], LABELS)

@@ -11,10 +11,11 @@ import pytest
 from metricdp import MetricSpace, PrivacyLeakWarning
 from metricdp.mechanisms.base import certify
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import import_or_skip
 
-dd = pytest.importorskip("dask.dataframe", reason="dask is not installed: pip install 'metricdp[dask]'")
-distributed = pytest.importorskip("distributed", reason="distributed is not installed: pip install 'metricdp[dask]'")
-pd = pytest.importorskip("pandas")
+dd = import_or_skip("dask.dataframe", "dask")
+distributed = import_or_skip("distributed", "dask")
+pd = import_or_skip("pandas", "dask")
 
 from metricdp.integrations.dask import privatize_dask  # noqa: E402
 

@@ -25,6 +25,7 @@ from metricdp.errors import EngineError, ValidationError
 from metricdp.mechanisms.base import certify
 from metricdp.outputs import OutputSet
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import import_or_skip
 from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
 pytestmark = [
@@ -358,7 +359,7 @@ def test_root_cause_of_a_py4j_style_message():
 
 
 def test_a_killed_worker_is_one_engine_error():
-    distributed = pytest.importorskip("distributed")
+    distributed = import_or_skip("distributed", "dask")
     from types import SimpleNamespace
 
     from metricdp.integrations._run import engine_error

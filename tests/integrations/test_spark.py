@@ -11,11 +11,12 @@ import pytest
 from metricdp import MetricSpace, PrivacyLeakWarning
 from metricdp.mechanisms.base import certify
 from tests.cli_helpers import assert_one_line_error, run
+from tests.helpers import import_or_skip
 from tests.integrations.conftest import spark_unavailable
 
 if spark_unavailable:
     pytest.skip(spark_unavailable, allow_module_level=True)
-pd = pytest.importorskip("pandas")
+pd = import_or_skip("pandas", "pandas")
 
 from metricdp.integrations.spark import privatize_spark  # noqa: E402
 

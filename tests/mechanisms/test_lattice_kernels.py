@@ -7,13 +7,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
-
 from metricdp.location.projection import TangentPlane
 from metricdp.mechanisms._lattice_kernels import KERNELS
 from metricdp.mechanisms.lattice_batch import LatticeSampler, exp_neg_float
 from metricdp.streaming import csvsplit
 from metricdp.streaming.points import format_fixed
+from tests.helpers import needs
+
+pytestmark = needs("fast")
 
 ALPHAS = [Fraction(1, 1000), Fraction(1, 2), Fraction(5), Fraction(1, 10**6)]
 

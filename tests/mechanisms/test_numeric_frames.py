@@ -8,8 +8,9 @@ import pytest
 from metricdp.errors import ValidationError
 from metricdp.frames import privatize_frame, privatize_series
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
+from tests.helpers import import_or_skip
 
-pd = pytest.importorskip("pandas")
+pd = import_or_skip("pandas", "pandas")
 
 AGES = number_mechanism(NumericGrid(0, 99, 1), 0.5)
 
@@ -45,7 +46,7 @@ def test_refusals_name_the_column_and_rows():
 
 
 def test_polars_column():
-    pl = pytest.importorskip("polars")
+    pl = import_or_skip("polars", "polars")
     df = pl.DataFrame({"id": [1, 2, 3], "age": [10, 20, 30]})
     out, _ = privatize_frame(df, column="age", mechanism=AGES, keep=["id"])
     assert out.schema == df.schema and out["id"].to_list() == [1, 2, 3]

@@ -26,9 +26,10 @@ from metricdp.mechanisms.base import certify
 from metricdp.streaming import persons, privatize_file
 from metricdp.streaming.accounted import Accounting
 from metricdp.streaming.persons import _Dictionary, _HashBook, person_kernels, scan_persons
+from tests.helpers import needs, skip_unless
 
 KERNELS = person_kernels()
-needs_numba = pytest.mark.skipif(KERNELS is None, reason="numba is not installed (the fast extra)")
+needs_numba = needs("fast")
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["Paris", "Lyon", "Lille", "Nice"]
 
@@ -98,8 +99,8 @@ def test_id_book_falls_back_to_the_dictionary(monkeypatch: pytest.MonkeyPatch) -
 @pytest.fixture(params=["compiled", "pyarrow"])
 def books(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test with the compiled table forced on (where numba is) and off."""
-    if request.param == "compiled" and KERNELS is None:
-        pytest.skip("numba is not installed (the fast extra)")
+    if request.param == "compiled":
+        skip_unless("fast")
     monkeypatch.setattr(persons, "_KERNELS", KERNELS if request.param == "compiled" else None)
 
 

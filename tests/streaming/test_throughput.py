@@ -23,8 +23,9 @@ from metricdp.io import parse_decimal
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
 from metricdp.streaming import csvsplit
 from metricdp.streaming.prefetch import prefetch, write_behind
+from tests.helpers import import_or_skip
 
-numba = pytest.importorskip("numba")
+numba = import_or_skip("numba", "fast")
 from metricdp.mechanisms._lattice_kernels import KERNELS  # noqa: E402 - after the skip
 
 AGES = number_mechanism(NumericGrid(0, 99, 1), 0.5)

@@ -9,10 +9,12 @@ from scipy import stats
 from metricdp.data.glove import glove_space
 from metricdp.pointspace import PointSpace
 from metricdp.spaces import MetricSpace
+from tests.helpers import skip_unless
 
 
 @pytest.fixture(scope="session")
 def vocab() -> tuple[MetricSpace, PointSpace]:
+    skip_unless("glove")
     dense = glove_space(300, seed=0)
     return dense, PointSpace.from_points(dense.points, dense.labels)
 

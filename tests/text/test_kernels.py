@@ -13,8 +13,9 @@ from metricdp.sampling import _fill_block_reference
 from metricdp.text import exponential
 from metricdp.text._kernels import KERNELS
 from metricdp.text.exponential import ExponentialText, _fresh_frozen
+from tests.helpers import needs
 
-pytestmark = pytest.mark.skipif(KERNELS is None, reason="numba (the fast extra) is not installed")
+pytestmark = needs("fast")
 
 _ENTRY = st.one_of(
     st.just(0.0),

@@ -12,6 +12,7 @@ from metricdp.pointspace import PointSpace
 from metricdp.text.utility import plot_utility, replacement_summary, utility_rows
 from tests.cli.test_text import emb, invoke  # noqa: F401  (the fixture)
 from tests.cli_helpers import assert_one_line_error
+from tests.helpers import skip_unless
 
 SPACE = PointSpace.from_points([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]], ["a", "b", "c"])
 
@@ -38,7 +39,7 @@ def test_utility_rows_rewrite_the_corpus_per_sampler(tmp_path: Path) -> None:
                                                                               ("first", 2.0, 5, 0.8)]
     assert rows[0].mean_distance == 0.0 and rows[1].mean_distance == pytest.approx((5 + 10 + 5 + 5) / 5)
     assert rows[1].examples[0] == "b -> a"
-    pytest.importorskip("matplotlib")
+    skip_unless("plot")
     plot_utility(rows, tmp_path / "u.png", "two lines")
     assert (tmp_path / "u.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from .._optional import MissingExtraError, install_hint
 from ..errors import MetricDPError, ValidationError
 
 __all__ = ["BATCH", "SCHEMA_VERSION", "Backend", "SQLAlchemy", "SQLite", "Tx", "ensure_schema", "inspect_file",
@@ -300,7 +301,7 @@ class SQLAlchemy:
         try:
             import sqlalchemy as sa
         except ImportError:
-            raise MetricDPError("a ledger URL needs SQLAlchemy: pip install 'metricdp[ledger-sql]'") from None
+            raise MissingExtraError(f"a ledger URL needs SQLAlchemy: {install_hint('ledger-sql')}") from None
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
         except Exception as exc:  # a malformed URL or a missing driver

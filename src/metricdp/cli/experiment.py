@@ -61,6 +61,8 @@ def ldp(
     from ..experiments.ldp import MECHANISMS, PAPER_EPSILON, PARIS_CENTRE, run_ldp
 
     require("plot", what="experiment ldp (its figure)")
+    if checkins is None:  # the stand-in check-ins come from GeoNames' populated places
+        require("geo", what="experiment ldp without --checkins")
     with progress("LDP experiment") as update:
         result = run_ldp(
             out,

@@ -1,4 +1,4 @@
-"""Review of the vectorised lattice Laplace: its law against the bit-by-bit reference, its source, its sampler."""
+"""The vectorised lattice Laplace sampler against the bit-by-bit reference: its law, its random source, its refusals."""
 
 from __future__ import annotations
 

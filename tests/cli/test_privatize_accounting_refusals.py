@@ -1,4 +1,5 @@
-"""Review of `metricdp privatize` per person: ids that would merge or split persons, ledgers of another unit."""
+"""`metricdp privatize` per person, what it refuses: ids that would merge or split persons,
+ledgers of another unit or corrupted, outputs that would clobber the ledger or its key."""
 
 from __future__ import annotations
 

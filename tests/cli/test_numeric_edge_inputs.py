@@ -1,4 +1,8 @@
-"""Regressions found by the adversarial review of privatize-numbers, grid and build --graph: one test per bug."""
+"""Numeric edge inputs of privatize-numbers, grid and build --graph: one typed error or a correct result.
+
+Integers past 2**53, values just off the grid, cells too large for a float, subnormal weights,
+epsilons written as plain decimals.
+"""
 
 from __future__ import annotations
 
