@@ -106,7 +106,7 @@ def build_mechanism(
             raise ValidationError(f"--mechanism {name} takes exactly one of --epsilon and --ldp-epsilon")
         if "ldp_epsilon" in given:
             given["ldp_epsilon"] = check_epsilon(given["ldp_epsilon"], "--ldp-epsilon")
-    elif epsilon is None:
+    elif epsilon is None and family.epsilon == "required":
         raise ValidationError(f"--mechanism {name} needs --epsilon")
     eps = None if epsilon is None else check_epsilon(epsilon, "--epsilon")
     params: dict[str, Any] = {}
