@@ -100,7 +100,8 @@ def build_mechanism(
         raise ValidationError(f"{flags} does not apply to --mechanism {name} (it takes: {takes})")
     for param in family.params:
         if param.required and param.flag and not any(_FLAGS[k] == param.flag for k in given):
-            raise ValidationError(f"--mechanism {name} needs {param.flag} FILE")
+            what = "FILE" if param.kind == "vector" else "VALUE"
+            raise ValidationError(f"--mechanism {name} needs {param.flag} {what}")
     if family.epsilon == "or-ldp":
         if (epsilon is None) == ("ldp_epsilon" not in given):
             raise ValidationError(f"--mechanism {name} takes exactly one of --epsilon and --ldp-epsilon")

@@ -44,7 +44,8 @@ def _family(name: str, space: MetricSpace, params: Mapping[str, Any] | None = No
     """The builder ``parameter -> Mechanism`` of a registered exact family, with fixed ``params``."""
     family = registry.get(name)
     if not family.exact:
-        raise ValidationError(f"{name} is estimated (Monte-Carlo): its figures are not exact, calibrate an exact family")
+        raise ValidationError(f"{name} is estimated (Monte-Carlo): its figures are not exact; calibrate an exact "
+                              "family")
     fixed = dict(params or {})
     if family.calibration is None:
         return lambda eps: family.build(space, eps, **fixed)

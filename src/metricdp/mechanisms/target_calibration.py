@@ -48,7 +48,7 @@ from .._validation import check_int, check_number, check_probability_vector
 from ..adversary import adversary_error
 from ..errors import SolverError, ValidationError
 from ..spaces import MetricSpace, check_space
-from ..units import METRES_PER, level_radius, parse_length, space_unit
+from ..units import METRES_PER, level_radius, parse_length
 from . import registry
 from .base import Mechanism
 from .distance_calibration import _family
@@ -130,7 +130,7 @@ def parse_target(text: str, unit: str = "") -> Target:
         level, sep, radius = rest.partition(",radius=")
         if not sep:
             raise ValidationError(f"target {text!r}: write level=L,radius=R (e.g. level=1,radius=200m)")
-        r_value, r_unit = parse_length(radius)
+        _, r_unit = parse_length(radius)
         if r_unit and unit not in METRES_PER:
             raise ValidationError(f"target {text!r}: the radius has a unit but the space's distances have none")
         eps = level_radius(level.strip(), radius.strip()).to(unit if r_unit else "")
@@ -298,13 +298,14 @@ def calibrate_to_target(
                f" ({'meets' if ok else 'fails'} {target})")
         return ok
 
-    us = np.linspace(*sorted((sign * math.log(lo), sign * math.log(hi))), grid)
+    u_lo, u_hi = sorted((sign * math.log(lo), sign * math.log(hi)))
+    us = np.linspace(u_lo, u_hi, grid)
     passes = [probe(float(u), "grid") for u in us]
     if not any(passes):
-        built = [q for q in probes if not math.isnan(q.figure)]
-        if not built:
+        made = [q for q in probes if not math.isnan(q.figure)]
+        if not made:
             raise ValidationError(f"{family}: no {name} in [{lo:.6g}, {hi:.6g}] could be built: {probes[0].stage}")
-        best = max(built, key=lambda q: q.figure if KINDS[target.kind][1] == ">=" else -q.figure)
+        best = max(made, key=lambda q: q.figure if KINDS[target.kind][1] == ">=" else -q.figure)
         raise ValidationError(
             f"{family}: no {name} in [{lo:.6g}, {hi:.6g}] meets {target}; the best {target.figure} on the grid is "
             f"{best.figure:.6g} at {name} = {best.parameter:.6g}"

@@ -57,6 +57,7 @@ from ..adversary import adversary_error
 from ..audit import audit_epsilon
 from ..errors import InfeasibleError, ValidationError
 from ..lp import require_optimal, solve_lp
+from ..lp._solve import LOG_CAP
 from ..lp.certificate import ranged_bound
 from ..lp.repair import repair
 from ..lp.retry import OPTMECH, choose_eta
@@ -68,9 +69,11 @@ __all__ = ["UserCentricLP", "user_centric", "user_centric_lp"]
 
 #: Bytes per stored nonzero of the LP, HiGHS's copies included (CSC + row-wise + factor work).
 _BYTES_PER_NONZERO = 64.0
-#: Exponents e^{eps d} above this are not written: such a privacy row is left out of the
-#: certificate's LP (a relaxation, so the bound stays valid) and written at the cap in the
-#: solved one (stricter, so privacy is untouched; the repair and the audit decide anyway).
+#: Exponents e^{eps d} above this are not written in the certificate's LP: such a privacy
+#: row is left out of it (a relaxation, so the bound stays valid). The solved LP caps its
+#: exponents at :data:`~metricdp.lp._solve.LOG_CAP` (20, as every LP family: beyond it HiGHS
+#: rejects or fails on the model), which makes those rows stricter, never looser, so privacy
+#: is untouched; the price in AE is what the certificate's gap shows.
 _EXP_CAP = 700.0
 #: Tight tolerances: the certificate's bound is valid for any duals, these make it tight.
 _OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
@@ -226,7 +229,7 @@ def user_centric(
 
     def attempt(eta: float) -> tuple[NDArray[np.float64], UserCentricLP, Any, float]:
         level = None if epsilon is None else epsilon * (1.0 - eta)
-        lp = user_centric_lp(d, pi, quality, level, cap=_EXP_CAP)
+        lp = user_centric_lp(d, pi, quality, level, cap=LOG_CAP)
         result = solve_lp(lp.c, lp.a, lp.row_lo, lp.row_hi, lp.col_lo, lp.col_hi, time_limit=time_limit,
                           options=_OPTIONS)
         if result.status == 2:
@@ -261,7 +264,8 @@ def user_centric(
         "certificate": {"adversary_error_bound": bound,
                         "gap": (bound - ae) / bound if bound > 0 else 0.0},
         "lp": {"variables": int(lp.a.shape[1]), "constraints": int(lp.a.shape[0]), "nonzeros": int(lp.a.nnz),
-               "eta": eta, "seconds": time.perf_counter() - start},
+               "eta": eta, "seconds": time.perf_counter() - start,
+               "capped_rows": 0 if epsilon is None else int(n * (epsilon * d > LOG_CAP).sum())},
         "prior": pi.tolist(),
     }
     params = {"quality": float(quality), "audited_only": epsilon is None}
