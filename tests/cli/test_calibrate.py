@@ -139,3 +139,24 @@ def test_target_errors(files, tmp_path: Path) -> None:
     assert_one_line_error(run("calibrate", points, "-m", "exponential", "-t", "adversary-error=1e6", "--out", out),
                           "no epsilon in")
     assert not out.exists()
+
+
+def test_target_planar_laplace_on_lat_lon_cells_is_the_build_commands_mechanism(tmp_path: Path) -> None:
+    # lat/lon cell centres: `metricdp build` builds planar-laplace through location.cells; calibrate must too
+    import math
+
+    from metricdp.mechanisms.file import load_mechanism
+
+    dlat, dlon = 0.5 / 111.195, 0.5 / (111.195 * math.cos(math.radians(48.85)))
+    points = tmp_path / "cells.csv"
+    points.write_text("label,lat,lon\n" + "".join(f"c{r}{c},{48.85 + dlat * r!r},{2.35 + dlon * c!r}\n"
+                                                  for r in range(3) for c in range(3)), encoding="utf-8")
+    result = run("calibrate", points, "-m", "planar-laplace", "-t", "adversary-error=300m", "--json",
+                 "--out", tmp_path / "cal.npz")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["unit"] == "km" and out["target"]["value"] == 0.3 and out["figures"]["adversary_error"] >= 0.3
+    assert run("build", points, "-m", "planar-laplace", "--epsilon", repr(out["epsilon"]), "--out",
+               tmp_path / "built.npz").exit_code == 0
+    np.testing.assert_array_equal(load_mechanism(tmp_path / "cal.npz").matrix,
+                                  load_mechanism(tmp_path / "built.npz").matrix)

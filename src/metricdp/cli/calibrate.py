@@ -22,11 +22,12 @@ from ..errors import ValidationError
 from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
-from ..mechanisms.target_calibration import TargetCalibration, calibrate_to_target, parse_target
+from ..mechanisms.target_calibration import TargetCalibration, calibrate_to_target, family_params, parse_target
 from ..spaces import METRICS
 from ..units import describe_epsilon, epsilon_forms, space_unit
 from ._common import JsonOption, check_output, echo_json, fmt, handle_errors, progress, read_label_values
 from ._options import naming_flags
+from .build import build_family
 
 __all__ = ["read_prior", "register"]
 
@@ -88,7 +89,7 @@ def build_command(points: Path, prior: str, result: TargetCalibration, given: li
     words = ["metricdp", "build", str(points), "--mechanism", result.family]
     words += ["--ldp-epsilon" if result.parameter_name == "ldp_epsilon" else "--epsilon", repr(result.parameter)]
     flags = {p.name: p.flag for p in family.params if p.flag}
-    if prior != "uniform" and "prior" in flags and family.find("objective") is None:
+    if prior != "uniform" and "prior" in family_params(family, {}, np.ones(1)):
         words += ["--prior", prior]
     for text in given or ():
         name, _, value = text.partition("=")
@@ -212,7 +213,12 @@ def _by_target(points: Path, mechanism: str, target: str, prior: str, metric: st
     pi = read_prior(prior, space.labels)
     params = _params(given, family, space.labels)
     with progress(f"calibrating {mechanism} to {goal}") as report:
-        result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report)
+        if family.calibration is None:  # eps -> the mechanism, as `metricdp build` builds it
+            checked = family.check_params(family_params(family, params, pi))
+            result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report,
+                                         build=lambda eps: build_family(space, family, eps, checked))
+        else:
+            result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report)
     command = build_command(points, prior, result, given)
     if out is not None:
         result.mechanism.save(out, inputs=[p for p in (points, None if prior == "uniform" else Path(prior)) if p])
@@ -223,9 +229,9 @@ def _by_target(points: Path, mechanism: str, target: str, prior: str, metric: st
         echo_json(rep)
         return
     figs = result.figures
-    side = "largest" if goal.largest else "smallest"
+    side = "" if goal.kind == "level" else ("largest " if goal.largest else "smallest ")
     lines = [
-        f"{side} {result.parameter_name} meeting {goal}: {result.parameter!r}"
+        f"{side}{result.parameter_name} meeting {goal}: {result.parameter!r}"
         f" ({describe_epsilon(result.mechanism.epsilon, unit)})",
         "at that eps (the built, audited mechanism): " + ", ".join(
             f"{k} {fmt(figs[k])}" for k in ("expected_loss", "worst_loss", "adversary_error", "reidentification",

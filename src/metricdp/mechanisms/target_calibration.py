@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -53,7 +53,9 @@ from . import registry
 from .base import Mechanism
 from .distance_calibration import _family
 
-__all__ = ["KINDS", "Probe", "Target", "TargetCalibration", "calibrate_to_target", "figures", "parse_target"]
+__all__ = [
+    "KINDS", "Probe", "Target", "TargetCalibration", "calibrate_to_target", "family_params", "figures", "parse_target",
+]
 
 Kind = Literal["expected-loss", "worst-loss", "adversary-error", "reidentification", "level"]
 
@@ -201,6 +203,17 @@ class TargetCalibration:
     seconds: float = 0.0
 
 
+def family_params(
+    family: registry.Family, params: Mapping[str, Any] | None, prior: NDArray[np.float64] | None
+) -> dict[str, Any]:
+    """``params`` with the calibration's prior added for a family whose mechanism is built for
+    one (it declares a ``prior`` and no ``objective`` to choose whether to use it: user-centric)."""
+    fixed = dict(params or {})
+    if prior is not None and family.find("prior") is not None and family.find("objective") is None:
+        fixed.setdefault("prior", prior)
+    return fixed
+
+
 def _default_range(space: MetricSpace, family: registry.Family) -> tuple[float, float]:
     if family.calibration is not None:  # an LDP parameter (k-RR): unit-free
         return 1e-3, 50.0
@@ -218,6 +231,7 @@ def calibrate_to_target(
     grid: int = 13,
     rtol: float = 1e-3,
     rounds: int = 4,
+    build: Callable[[float], Mechanism] | None = None,
     progress: Progress | None = None,
 ) -> TargetCalibration:
     """The eps at which registered exact ``family`` meets ``target`` (see the module docstring).
@@ -241,6 +255,10 @@ def calibrate_to_target(
         Grid points, >= 2. rtol : float, relative width of the final bracket, > 0.
     rounds : int
         Searches resumed from a passing neighbour, >= 1.
+    build : callable, optional
+        ``build(eps)``: the family with ``params`` at eps, when it is built otherwise than by
+        the registry (the command line builds planar-laplace on lat/lon cells through
+        :mod:`metricdp.location.cells`, which this package may not import).
     progress : callable, optional
         Told each build.
 
@@ -261,16 +279,15 @@ def calibrate_to_target(
         raise ValidationError(f"rtol must be > 0, got {rtol!r}")
     pi = np.full(space.n, 1.0 / space.n) if prior is None else check_probability_vector(prior, space.n, name="prior")
     fam = registry.get(family)
-    fixed = dict(params or {})
-    if fam.find("prior") is not None and fam.find("objective") is None and "prior" not in fixed:
-        fixed["prior"] = pi
+    fixed = family_params(fam, params, pi)
     name = fam.calibration or "epsilon"
     if target.kind == "level":  # eps = l / r: built at that eps, nothing searched
-        mech = fam.build(space, target.value, **fixed)
+        mech = build(target.value) if build is not None and fam.calibration is None else fam.build(
+            space, target.value, **fixed)
         return TargetCalibration(family, target, "epsilon", target.value, mech, figures(mech, pi), None,
                                  "level=L,radius=R fixes eps = L / R: nothing was searched", (), None,
                                  seconds=time.perf_counter() - start)
-    build = _family(family, space, fixed)
+    make = build if build is not None else _family(family, space, fixed)
     lo, hi = bracket if bracket is not None else _default_range(space, fam)
     lo, hi = check_number(lo, "bracket low end"), check_number(hi, "bracket high end")
     if not 0 < lo < hi:
@@ -284,7 +301,7 @@ def calibrate_to_target(
         p = math.exp(sign * u)
         if p not in cache:
             try:
-                mech = build(p)
+                mech = make(p)
             except (ValidationError, SolverError) as ex:  # outside the family's domain: cannot be the answer
                 unbuildable[p] = str(ex)
                 probes.append(Probe(p, math.nan, False, f"{stage}: not built: {ex}"))
