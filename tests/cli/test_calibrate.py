@@ -68,7 +68,7 @@ def test_calibrate_errors(files, tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- --target
 def test_target_json_is_the_library_result(files) -> None:
     from metricdp.cli.calibrate import read_prior
-    from metricdp.mechanisms.target_calibration import calibrate_to_target, parse_target
+    from metricdp.targets import calibrate_to_target, parse_target
 
     points, prior = files
     result = run("calibrate", points, "-m", "exponential", "--prior", prior, "--target", "adversary-error=60",

@@ -1,6 +1,6 @@
 """``metricdp calibrate POINTS --mechanism NAME [--prior P] --target KIND=VALUE [--out FILE]``.
 
-With ``--target`` (:func:`metricdp.mechanisms.target_calibration.calibrate_to_target`):
+With ``--target`` (:func:`metricdp.targets.calibrate_to_target`):
 the eps at which the family meets a loss or privacy target, its other figures there, what
 was searched, the witness beside it, and the ``metricdp build`` command (or the file,
 with ``--out``). With ``--expected-distance E``: the parameter at which the family's
@@ -22,8 +22,8 @@ from ..errors import ValidationError
 from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
-from ..mechanisms.target_calibration import TargetCalibration, calibrate_to_target, family_params, parse_target
 from ..spaces import METRICS
+from ..targets import TargetCalibration, calibrate_to_target, family_params, parse_target
 from ..units import describe_epsilon, epsilon_forms, space_unit
 from ._common import JsonOption, check_output, echo_json, fmt, handle_errors, progress, read_label_values
 from ._options import naming_flags

@@ -12,8 +12,8 @@ from metricdp.mechanisms import registry
 from metricdp.mechanisms.base import Mechanism, certify
 from metricdp.mechanisms.exponential import exponential_matrix
 from metricdp.mechanisms.registry import Family
-from metricdp.mechanisms.target_calibration import Target, calibrate_to_target, parse_target
 from metricdp.spaces import MetricSpace, check_space
+from metricdp.targets import Target, calibrate_to_target, parse_target
 
 TWO = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
 LN3 = math.log(3.0)
@@ -97,7 +97,7 @@ def dip(space: MetricSpace, epsilon: float) -> Mechanism:
 
 @pytest.fixture
 def dip_family(monkeypatch):
-    entry = Family("dip", "tests.mechanisms.test_target_calibration:dip", "non-monotone test family")
+    entry = Family("dip", "tests.test_targets:dip", "non-monotone test family")
     monkeypatch.setitem(registry.FAMILIES, "dip", entry)
     return entry
 

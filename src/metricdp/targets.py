@@ -43,15 +43,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._progress import Progress, report
-from .._validation import check_int, check_number, check_probability_vector
-from ..adversary import adversary_error
-from ..errors import SolverError, ValidationError
-from ..spaces import MetricSpace, check_space
-from ..units import METRES_PER, level_radius, parse_length
-from . import registry
-from .base import Mechanism
-from .distance_calibration import _family
+from ._progress import Progress, report
+from ._validation import check_int, check_number, check_probability_vector
+from .adversary import adversary_error
+from .errors import SolverError, ValidationError
+from .mechanisms import registry
+from .mechanisms.base import Mechanism
+from .mechanisms.distance_calibration import _family
+from .spaces import MetricSpace, check_space
+from .units import METRES_PER, level_radius, parse_length
 
 __all__ = [
     "KINDS", "Probe", "Target", "TargetCalibration", "calibrate_to_target", "family_params", "figures", "parse_target",
