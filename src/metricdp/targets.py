@@ -156,9 +156,10 @@ def figures(mechanism: Mechanism, prior: NDArray[np.float64]) -> dict[str, float
     """The figures a target can bound, exactly from the matrix: expected loss under ``prior``,
     worst-case loss, the Bayes adversary's error and re-identification, the audited epsilon."""
     adv = adversary_error(mechanism.matrix, mechanism.distances, prior)
+    audited = mechanism.info.get("epsilon_audit")  # the builder's audit of this matrix (certify records it)
     return {
         "epsilon": float(mechanism.epsilon),
-        "epsilon_audit": float(mechanism.info.get("epsilon_audit", mechanism.audit().epsilon)),
+        "epsilon_audit": float(audited if audited is not None else mechanism.audit().epsilon),
         "expected_loss": float(mechanism.expected_loss(prior)),
         "worst_loss": float(mechanism.worst_case_loss()),
         "adversary_error": adv.expected_error,

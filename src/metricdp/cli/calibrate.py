@@ -148,8 +148,8 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--metric", help=f"{', '.join(METRICS)} (a metric without parameters).")
         ] = None,
         param: Annotated[list[str] | None, typer.Option(
-            "--param", help="NAME=VALUE: a parameter of the family (repeatable; e.g. quality=300m... in "
-                            "distance units: quality=0.3)")] = None,
+            "--param", help="NAME=VALUE: a parameter of the family, repeatable (user-centric: quality=Q, a "
+                            "plain number in the points' distance units).")] = None,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="Build the calibrated mechanism into this "
                                                                      "file.", dir_okay=False)] = None,
         tol: Annotated[float, typer.Option("--tol", help="Relative tolerance on E_d.")] = 1e-6,
@@ -157,13 +157,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Choose eps from a target: the largest eps meeting a privacy target, the smallest meeting a utility one.
 
-        --expected-distance E instead prints the epsilon at which the expected distance equals
-        E (for krr its LDP epsilon; for the other families the mDP epsilon per unit of distance).
+        --expected-distance E instead prints the epsilon at which the expected distance equals E
+        (krr: its LDP epsilon; the other families: the mDP epsilon per unit of distance).
         """
-        if (points_arg is None) == (points_opt is None):
+        points = points_arg if points_opt is None else points_opt
+        if points is None or (points_arg is not None and points_opt is not None):
             raise ValidationError("give the POINTS file once: as the argument or as --points")
-        points = points_arg if points_arg is not None else points_opt
-        assert points is not None
         if (target is None) == (expected_distance is None):
             raise ValidationError("give exactly one of --target and --expected-distance")
         if not mechanism:
@@ -172,10 +171,9 @@ def register(app: typer.Typer) -> None:
             if target is None:
                 raise ValidationError("--out applies to --target")
             check_output(out, inputs=(points, None if prior == "uniform" else prior))
-        if target is not None:
-            _by_target(points, mechanism, target, prior, metric, param, out, json_out)
+        if expected_distance is None:
+            _by_target(points, mechanism, str(target), prior, metric, param, out, json_out)
             return
-        assert expected_distance is not None
         families = calibratable()
         if mechanism not in families:
             raise ValidationError(f"unknown --mechanism {mechanism!r}; choose one of {', '.join(families)}")
