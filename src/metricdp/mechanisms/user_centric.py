@@ -54,7 +54,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._resources import check_allocation
 from .._validation import check_probability_vector
 from ..audit import audit_epsilon
-from ..errors import InfeasibleError, ValidationError
+from ..errors import InfeasibleError, SolverNumericalError, ValidationError
 from ..lp import require_optimal, solve_lp
 from ..lp._solve import LOG_CAP
 from ..lp.certificate import ranged_bound
@@ -262,7 +262,7 @@ def user_centric(
     guarantee = epsilon if epsilon is not None else level_found
     ae = lp_objective(matrix, d, pi)
     if result.row_dual is None:  # pragma: no cover - an optimal HiGHS result always has duals
-        raise InfeasibleError("user-centric: the solver returned no duals", status="numerical/other", result=result)
+        raise SolverNumericalError("user-centric: the solver returned no duals", status="numerical/other", result=result)
     bound = _certificate(d, pi, quality, epsilon, result.row_dual, lp.a.shape[0])
     info: dict[str, Any] = {
         "adversary_error": ae,
