@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
 from metricdp.mechanisms import registry
@@ -141,3 +143,23 @@ def test_bad_arguments() -> None:
         calibrate_to_target("exponential", TWO, Target("adversary-error", 0.1), bracket=(2.0, 1.0))
     with pytest.raises(ValidationError, match="target must be a Target"):
         calibrate_to_target("exponential", TWO, "adversary-error=0.1")  # type: ignore[arg-type]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    n=st.integers(2, 5),
+    seed=st.integers(0, 2**16),
+    kind=st.sampled_from(["adversary-error", "expected-loss", "worst-loss", "reidentification"]),
+    share=st.floats(0.3, 0.9),
+)
+def test_exponential_answers_meet_and_the_witness_fails(n: int, seed: int, kind: str, share: float) -> None:
+    # the exponential mechanism's figures are monotone in eps: the answer meets, the witness beside it fails
+    rng = np.random.default_rng(seed)
+    space = MetricSpace.from_points(rng.uniform(0, 5, size=(n, 2)))
+    pi = rng.dirichlet(np.ones(n))
+    top = calibrate_to_target("exponential", space, Target("level", 1e-3 / space.diameter), pi).figures
+    value = share * top["reidentification"] + (1 - share) if kind == "reidentification" else share * top[
+        {"adversary-error": "adversary_error", "expected-loss": "expected_loss", "worst-loss": "worst_loss"}[kind]]
+    r = calibrate_to_target("exponential", space, Target(kind, value), pi)  # type: ignore[arg-type]
+    assert r.target.meets(r.figures)
+    assert r.neighbour is not None and not r.neighbour[2], r.neighbour_note
