@@ -262,7 +262,8 @@ def user_centric(
     guarantee = epsilon if epsilon is not None else level_found
     ae = lp_objective(matrix, d, pi)
     if result.row_dual is None:  # pragma: no cover - an optimal HiGHS result always has duals
-        raise SolverNumericalError("user-centric: the solver returned no duals", status="numerical/other", result=result)
+        raise SolverNumericalError("user-centric: the solver returned no duals", status="numerical/other",
+                                   result=result)
     bound = _certificate(d, pi, quality, epsilon, result.row_dual, lp.a.shape[0])
     info: dict[str, Any] = {
         "adversary_error": ae,
