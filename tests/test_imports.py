@@ -145,7 +145,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("lp",),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "ldp", "frames", "graphs"),
+     "kmedian", "accounting", "ldp", "frames", "graphs", "targets"),
     ("experiments",),
     ("cli", "__main__"),  # `python -m metricdp` is the command line
 )

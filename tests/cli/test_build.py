@@ -126,7 +126,7 @@ def test_every_mechanism_name_is_wired():
     assert set(registry.names()) == {m.value for m in build_cli.MechanismName}
     assert set(registry.names()) == {
         "exponential", "weighted-exponential", "krr", "geometric", "optimal", "spanner", "constopt",
-        "madlib", "planar-laplace", "subsampled-exponential", "discrete-laplace",
+        "madlib", "planar-laplace", "subsampled-exponential", "discrete-laplace", "user-centric",
     }  # fmt: skip
 
 

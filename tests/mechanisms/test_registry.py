@@ -30,6 +30,7 @@ PARAMS: dict[str, dict[str, object]] = {
     "constopt": {"neighbours": 3},
     "madlib": {"samples": 50, "rng": 0},
     "subsampled-exponential": {"samples": 50, "rng": 0, "candidates": 3},
+    "user-centric": {"quality": 1.0},
 }
 
 
@@ -84,6 +85,8 @@ def test_every_family_builds_through_the_cli(name: str, tmp_path) -> None:
         args += ["--weights", weights]
     if name == "constopt":
         args += ["--neighbours", 3]
+    if name == "user-centric":
+        args += ["--quality", 1.0]
     if name in ("madlib", "subsampled-exponential"):
         args += ["--samples", 50, "--seed", 0]
     result = run(*args)
@@ -316,6 +319,10 @@ BOUNDED = [
 ]
 
 
+#: Valid values of the required options a family's command line needs beside the one tested.
+CLI_REQUIRED: dict[str, dict[str, object]] = {"user-centric": {"quality": 1.0}}
+
+
 @pytest.mark.parametrize(("name", "param"), BOUNDED, ids=[f"{n}-{p.name}" for n, p in BOUNDED])
 def test_cli_ranges_are_the_registry_ranges(name: str, param: registry.Param) -> None:
     """Just outside a declared bound, the CLI refuses with the registry's template naming the flag."""
@@ -332,7 +339,7 @@ def test_cli_ranges_are_the_registry_ranges(name: str, param: registry.Param) ->
         if param.kind == "int":
             value = int(value)
         with pytest.raises(ValidationError) as info:
-            build_mechanism(GRID, name, eps, {keyword: value})
+            build_mechanism(GRID, name, eps, {**CLI_REQUIRED.get(name, {}), keyword: value})
         assert str(info.value).startswith(f"{param.flag} must be finite and "), info.value
 
 

@@ -40,7 +40,7 @@ from ._common import OutOption, check_output, console, fmt, handle_errors, progr
 from ._epsilon import EpsilonOption, LevelOption, RadiusOption, resolve_epsilon
 from ._options import naming_flags, with_options
 
-__all__ = ["MechanismName", "build_mechanism", "register"]
+__all__ = ["MechanismName", "build_family", "build_mechanism", "register"]
 
 
 def mechanism_names() -> type[StrEnum]:
@@ -100,13 +100,14 @@ def build_mechanism(
         raise ValidationError(f"{flags} does not apply to --mechanism {name} (it takes: {takes})")
     for param in family.params:
         if param.required and param.flag and not any(_FLAGS[k] == param.flag for k in given):
-            raise ValidationError(f"--mechanism {name} needs {param.flag} FILE")
+            what = "FILE" if param.kind == "vector" else "VALUE"
+            raise ValidationError(f"--mechanism {name} needs {param.flag} {what}")
     if family.epsilon == "or-ldp":
         if (epsilon is None) == ("ldp_epsilon" not in given):
             raise ValidationError(f"--mechanism {name} takes exactly one of --epsilon and --ldp-epsilon")
         if "ldp_epsilon" in given:
             given["ldp_epsilon"] = check_epsilon(given["ldp_epsilon"], "--ldp-epsilon")
-    elif epsilon is None:
+    elif epsilon is None and family.epsilon == "required":
         raise ValidationError(f"--mechanism {name} needs --epsilon")
     eps = None if epsilon is None else check_epsilon(epsilon, "--epsilon")
     params: dict[str, Any] = {}
@@ -126,11 +127,20 @@ def build_mechanism(
         takes = ", ".join(n for n in registry.names() if registry.get(n).outputs)
         raise ValidationError(f"--outputs / --output-distances do not apply to --mechanism {name} (they apply to: "
                               f"{takes})")
-    if name == "planar-laplace" and space.metric == "haversine" and eps is not None:  # lat/lon cells
+    return build_family(space, family, eps, params, outputs=outputs, progress=progress)
+
+
+def build_family(
+    space: MetricSpace, family: registry.Family, epsilon: float | None, params: dict[str, Any],
+    outputs: OutputSet | None = None, progress: Any = None,
+) -> Mechanism:
+    """``family`` built with validated ``params`` as ``metricdp build`` builds it: planar-laplace on
+    lat/lon cells through :func:`metricdp.location.cells.planar_laplace_cells`, the rest by the registry."""
+    if family.name == "planar-laplace" and space.metric == "haversine" and epsilon is not None:  # lat/lon cells
         from ..location.cells import planar_laplace_cells
 
-        return planar_laplace_cells(space, eps, **params)
-    return family.build(space, eps, outputs=outputs, progress=progress, **params)
+        return planar_laplace_cells(space, epsilon, **params)
+    return family.build(space, epsilon, outputs=outputs, progress=progress, **params)
 
 
 def policy_line(space: MetricSpace) -> str | None:

@@ -18,7 +18,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,18 +40,19 @@ __all__ = ["Calibrated", "calibrate_expected_distance", "expected_distance"]
 expected_distance = expected_loss
 
 
-def _family(name: str, space: MetricSpace) -> Callable[[float], Mechanism]:
-    """The builder ``parameter -> Mechanism`` of a registered exact family."""
+def _family(name: str, space: MetricSpace, params: Mapping[str, Any] | None = None) -> Callable[[float], Mechanism]:
+    """The builder ``parameter -> Mechanism`` of a registered exact family, with fixed ``params``."""
     family = registry.get(name)
     if not family.exact:
-        raise ValidationError(f"{name} is estimated (Monte-Carlo): its E_d is not exact, calibrate an exact family")
+        raise ValidationError(f"{name} is estimated (Monte-Carlo): its figures are not exact; calibrate an exact "
+                              "family")
+    fixed = dict(params or {})
     if family.calibration is None:
-        return lambda eps: family.build(space, eps)
+        return lambda eps: family.build(space, eps, **fixed)
     keyword = family.calibration
 
     def build(value: float) -> Mechanism:
-        params: dict[str, Any] = {keyword: value}
-        return family.build(space, None, **params)
+        return family.build(space, None, **{**fixed, keyword: value})
 
     return build
 

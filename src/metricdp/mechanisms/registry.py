@@ -117,7 +117,8 @@ class Family:
 
     ``builder`` and ``sampler`` are ``"module:function"`` paths imported on first use, so
     listing the families imports no solver. ``epsilon`` says how the family takes its
-    privacy level: ``"required"`` (the second positional argument) or ``"or-ldp"`` (k-RR:
+    privacy level: ``"required"`` (the second positional argument), ``"optional"`` (None:
+    the builder states the audited level) or ``"or-ldp"`` (k-RR:
     exactly one of ``epsilon`` and its LDP parameter). ``calibration`` names the keyword
     that :func:`metricdp.calibration.calibrate_expected_distance` varies (None: epsilon).
     ``outputs`` says whether the builder takes a separate output set
@@ -130,7 +131,7 @@ class Family:
     params: tuple[Param, ...] = ()
     exact: bool = True
     sampler: str | None = None
-    epsilon: Literal["required", "or-ldp"] = "required"
+    epsilon: Literal["required", "optional", "or-ldp"] = "required"
     lp: bool = False
     calibration: str | None = None
     sampler_params: tuple[str, ...] = ()
@@ -234,7 +235,7 @@ class Family:
         fn = getattr(fn, "__wrapped__", fn) if getattr(fn, "__family__", None) == self.name else fn
         if progress is not None and "progress" in inspect.signature(fn).parameters:  # a builder that reports
             kwargs["progress"] = progress
-        if self.epsilon == "or-ldp":
+        if self.epsilon in ("or-ldp", "optional"):
             return fn(space, epsilon=None if epsilon is None else check_epsilon(epsilon), **kwargs)
         if epsilon is None:
             raise ValidationError(f"{self.name} needs epsilon")
@@ -325,6 +326,17 @@ FAMILIES: dict[str, Family] = {
                    choices=("fast", "full")),
              Param("exponential_candidate", "bool", True, "let the exponential mechanism compete")),
             lp=True,
+        ),
+        Family(
+            "user-centric", f"{_M}.user_centric:user_centric",
+            "Shokri's optimal strategy: the largest Bayes adversary error at expected quality loss <= Q, optionally "
+            "eps-mDP (Shokri et al., CCS 2012; Shokri, PETS 2015)",
+            (Param("quality", "float", None, "largest expected quality loss Q under the prior, in distance units",
+                   "--quality", minimum=0.0, required=True),
+             Param("prior", "vector", None, "prior of the user and the adversary (CSV label,prob or .npy)",
+                   "--prior"),
+             _TIME_LIMIT),
+            epsilon="optional", lp=True,
         ),
         Family(
             "madlib", f"{_M}.madlib:madlib",
