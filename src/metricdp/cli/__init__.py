@@ -51,7 +51,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                "Laplace mechanism on a grid."),
     "estimate": ("estimate", "Estimate the distribution of the true values from released ones (CSV "
                              "label,probability)."),
-    "calibrate": ("calibrate", "Print the epsilon at which a mechanism's expected distance equals E."),
+    "calibrate": ("calibrate", "Choose eps from a target: the largest eps meeting a privacy target, the smallest "
+                               "meeting a utility one."),
     "grid": ("grid", "Bin lat/lon rows to square cells of a public grid; write the cells, the labelled rows, a "
                      "DP prior."),
     "text": ("text", "Word-level mDP for texts over a large embedding vocabulary."),
