@@ -60,6 +60,23 @@ def test_show_plot(tmp_path: Path) -> None:
     assert led.exists() and Ledger(led, create=False).budget == 1.0
 
 
+def test_show_plot_draws_a_visible_bar_when_every_person_spent_the_same(tmp_path: Path) -> None:
+    """One value: numpy's bins around it are ~1e-6 wide (no pixel); the bar must cover many pixels of tab:blue."""
+    skip_unless("plot")
+    import matplotlib.image
+    import numpy as np
+
+    led = tmp_path / "same.db"
+    with Ledger(led, budget=1.0) as ledger:
+        ledger.commit(ledger.reserve(["ann", "bob", "cyd"], 0.25).run_id)
+    png = tmp_path / "spent.png"
+    result = run("ledger", "show", led, "--plot", png)
+    assert result.exit_code == 0, result.output
+    rgb = matplotlib.image.imread(png)[..., :3]
+    blue = np.array([0x1F, 0x77, 0xB4]) / 255  # tab:blue
+    assert int((np.abs(rgb - blue).max(axis=-1) < 0.02).sum()) > 1000
+
+
 def test_export_csv_and_json(tmp_path: Path) -> None:
     path = _ledger(tmp_path)
     result = run("ledger", "export", path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metricdp.accounting import ledger as ledger_mod
+from metricdp.accounting import _memo
 from metricdp.accounting.ledger import HASH_BYTES, Ledger
 from metricdp.errors import BudgetExceededError, ValidationError
 
@@ -98,18 +98,18 @@ def test_memo_cipher_and_codec_match_the_item_by_item_format(tmp_path: Path) -> 
     key = led._keyed()
     mks = [bytes([i]) * 32 for i in range(4)]
     blobs = [b"i" + b"\x01" * 8, b"", b"f\x02" + b"\x07" * 16, bytes(range(70))]  # 70 bytes: three blocks
-    assert led._crypt_many(mks, blobs) == [_old_crypt(key, m, b) for m, b in zip(mks, blobs, strict=True)]
-    assert led._crypt_many([], []) == []
+    assert _memo.crypt_many(key, mks, blobs) == [_old_crypt(key, m, b) for m, b in zip(mks, blobs, strict=True)]
+    assert _memo.crypt_many(key, [], []) == []
     idx = np.array([0, -5, 2**40])
-    assert ledger_mod._encode_many(idx) == [ledger_mod._encode(x) for x in idx]
+    assert _memo.encode_many(idx) == [_memo.encode(x) for x in idx]
     pts = np.array([[1.5, -2.25], [np.pi, 1e300]])
-    assert ledger_mod._encode_many(pts) == [ledger_mod._encode(x) for x in pts]
-    assert ledger_mod._decode_many(ledger_mod._encode_many(idx), None, "s").tolist() == idx.tolist()
-    assert np.array_equal(ledger_mod._decode_many(ledger_mod._encode_many(pts), 2, "s"), pts)
+    assert _memo.encode_many(pts) == [_memo.encode(x) for x in pts]
+    assert _memo.decode_many(_memo.encode_many(idx), None, "s").tolist() == idx.tolist()
+    assert np.array_equal(_memo.decode_many(_memo.encode_many(pts), 2, "s"), pts)
     with pytest.raises(ValidationError, match="not indices"):
-        ledger_mod._decode_many(ledger_mod._encode_many(pts), None, "s")
+        _memo.decode_many(_memo.encode_many(pts), None, "s")
     with pytest.raises(ValidationError, match="not points of width 3"):
-        ledger_mod._decode_many(ledger_mod._encode_many(pts), 3, "s")
+        _memo.decode_many(_memo.encode_many(pts), 3, "s")
 
 
 def test_memo_round_trip_with_arrow_persons(tmp_path: Path) -> None:

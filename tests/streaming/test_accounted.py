@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -136,3 +137,33 @@ def test_settlement_aborts_on_an_error_and_commits_otherwise() -> None:
     with Settlement():  # nothing to settle
         pass
     assert (ok.calls, failed.calls, late.calls) == (["commit"], ["abort"], ["abort"])
+
+
+@pytest.mark.parametrize("scan", ["persons", "numbers", "points"])
+def test_first_pass_progress_shows_the_row_count_once(tmp_path: Path, scan: str) -> None:
+    """The reporter writes the count itself: a first pass's message must not repeat it (one wording for all three)."""
+    pytest.importorskip("pyarrow")
+    from metricdp._progress import ProgressReporter
+    from metricdp.streaming.accounted_numbers import scan_numbers
+    from metricdp.streaming.accounted_points import scan_points
+
+    p = tmp_path / "in.csv"
+    p.write_text("user,x,y\n" + "".join(f"u{i % 3},{i},{i % 7}\n" for i in range(1234)))
+    ticks: list[tuple[int, str]] = []
+
+    def progress(done: int, total: int | None, message: str) -> None:
+        ticks.append((done, message))
+
+    if scan == "persons":
+        scan_persons(p, "csv", "user", chunk_rows=500, progress=progress)
+    elif scan == "numbers":
+        def classify(numbers: Any, not_number: Any, empty: Any) -> tuple[Any, Any]:  # rank 0 each, none refused
+            return np.zeros(len(numbers), dtype=np.intp), np.zeros(len(numbers), dtype=np.int8)
+
+        scan_numbers(p, "csv", "user", "x", classify, None, chunk_rows=500, progress=progress)
+    else:
+        scan_points(p, "csv", "user", "x", "y", chunk_rows=500, progress=progress)
+    assert ticks and ticks[-1][0] == 1234
+    assert {m for _, m in ticks} == {"first pass (who each row belongs to)"}
+    line = ProgressReporter("privatize in.csv", clock=lambda: 0.0).line(1234, None, ticks[-1][1], now=7.0)
+    assert line.count("1,234") == 1 and "1234" not in line, line

@@ -4,9 +4,11 @@ Both backends run the same SQL text with ``:name`` parameters (sqlite3 accepts t
 style, SQLAlchemy's ``text()`` requires it) and differ only in how a writer excludes the
 others and in the binary column type:
 
-* :class:`SQLite` -- a file, WAL journal, ``synchronous=FULL`` (a committed reservation
-  survives a power cut), ``BEGIN IMMEDIATE`` for writers (one at a time, the others wait up
-  to two minutes), a 256 MiB page cache for runs that touch a million persons;
+* :class:`SQLite` -- a file (looked at read-only first, :func:`~._files.inspect_file`: a
+  path that is not a ledger is refused untouched), WAL journal, ``synchronous=FULL`` (a
+  committed reservation survives a power cut), ``BEGIN IMMEDIATE`` for writers (one at a
+  time, the others wait up to two minutes), a 256 MiB page cache for runs that touch a
+  million persons;
 * :class:`SQLAlchemy` -- any URL; a writer locks the ``lock`` row of ``meta`` with
   ``SELECT ... FOR UPDATE`` (PostgreSQL, MySQL), serialising reservations the same way; the
   tables are created once per process under an advisory lock (PostgreSQL).
@@ -20,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import re
 import sqlite3
-import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,9 +33,9 @@ from numpy.typing import NDArray
 
 from .._optional import MissingExtraError, install_hint
 from ..errors import MetricDPError, ValidationError
+from ._files import inspect_file
 
-__all__ = ["BATCH", "SCHEMA_VERSION", "Backend", "SQLAlchemy", "SQLite", "Tx", "ensure_schema", "inspect_file",
-           "redact", "special_kind"]
+__all__ = ["BATCH", "SCHEMA_VERSION", "Backend", "SQLAlchemy", "SQLite", "Tx", "ensure_schema", "read_budget", "redact"]
 
 SCHEMA_VERSION = "2"
 #: Rows per executemany batch (bounds the parameter lists held in memory at once).
@@ -90,74 +90,6 @@ class Backend(Protocol):
     def write(self) -> contextlib.AbstractContextManager[Tx]: ...
     def read(self) -> contextlib.AbstractContextManager[Tx]: ...
     def close(self) -> None: ...
-
-
-#: The first bytes of every SQLite 3 database file.
-SQLITE_MAGIC = b"SQLite format 3\x00"
-def special_kind(mode: int) -> str | None:
-    """What a file of ``st_mode`` is when it is not a regular file ("a directory", "a FIFO", ...), else None."""
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((name for test, name in kinds if test(mode)), None if stat.S_ISREG(mode) else "not a regular file")
-
-
-def inspect_file(path: Path, *, create: bool) -> bool:
-    """Whether ``path`` holds a metricdp ledger (True) or is free for a new one (False); else one error.
-
-    Everything is decided before the database is opened for writing or a pragma is set, so a
-    path that is not ours is left exactly as it was (bytes, journal mode, no ``-journal``
-    beside it): ``stat`` first (a FIFO, a device, a socket or a directory is refused without
-    being opened), then the header is read (a regular file, so the read cannot block), then
-    the schema is read by a read-only connection (``mode=ro``). An existing empty file is
-    free (it holds no database); a SQLite database of another application is refused.
-    """
-    if not str(path) or str(path) == ".":
-        raise ValidationError("the ledger path is empty: give a database file")
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        if not create:
-            raise ValidationError(f"ledger {path} does not exist") from None
-        parent = path.resolve().parent
-        if not parent.is_dir():
-            raise ValidationError(f"ledger {path}: its directory {parent} does not exist") from None
-        return False
-    except OSError as exc:
-        raise ValidationError(f"ledger {path}: {exc.strerror}") from None
-    kind = special_kind(info.st_mode)
-    if kind is not None:
-        raise ValidationError(f"ledger {path} is {kind}, expected a database file")
-    if info.st_size == 0:
-        if not create:
-            raise ValidationError(f"ledger {path} is empty (not a metricdp ledger)")
-        return False
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise ValidationError(f"ledger {path}: {exc.strerror}") from None
-    if head != SQLITE_MAGIC:
-        raise ValidationError(f"ledger {path} is not a usable SQLite database (no SQLite header: not a metricdp "
-                              "ledger); left untouched")
-    try:
-        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=120.0)
-        try:
-            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            columns = {r[1] for r in ro.execute("PRAGMA table_info(meta)")}
-            keys = {r[0] for r in ro.execute("SELECT k FROM meta")} if {"k", "v"} <= columns else set()
-        finally:
-            ro.close()
-    except sqlite3.Error as exc:
-        raise ValidationError(f"ledger {path} is not a usable SQLite database: {exc}") from None
-    if not tables:
-        if not create:
-            raise ValidationError(f"ledger {path} is empty (not a metricdp ledger)")
-        return True
-    # a ledger's meta rows make it ours: one with a table missing is a damaged ledger, refused as corrupted on open
-    if not {"lock", "version"} <= keys:
-        raise ValidationError(f"{path} is a SQLite database but not a metricdp ledger (another application's); "
-                              "left untouched")
-    return True
 
 
 class SQLiteTx:
@@ -374,6 +306,11 @@ def exact_sum(tx: Tx, table: str, column: str, where: str = "") -> int:
     hi, lo = tx.q(f"SELECT COALESCE(SUM({column} / {_HALF}), 0), COALESCE(SUM({column} % {_HALF}), 0) "
                   f"FROM {table} {where}")[0]
     return int(hi) * _HALF + int(lo)
+
+
+def read_budget(tx: Tx) -> int:
+    """Every person's budget (units), as stored in ``meta``."""
+    return int(tx.q("SELECT v FROM meta WHERE k = 'budget'")[0][0])
 
 
 def migrate(tx: Tx) -> None:

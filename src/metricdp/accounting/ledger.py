@@ -46,15 +46,19 @@ the release was paid for and may be repeated for free as post-processing);
 run that drew a fresh one uses the stored one instead, having paid for a fresh one); a pair
 stored by a run that is still reserved is taken over by the storing run, which paid for it
 too, and the memo entries of an aborted run are deleted with its refund.
+
+**Where the pieces are.** :class:`Ledger` holds the protocol. The key file is in
+:mod:`._keyfile`; the bytes of an id that is hashed in :mod:`._ids`; the memo's keys, cipher
+and encoding in :mod:`._memo`; the SQL of both backends in :mod:`._store`, and what is at a
+path before it is opened in :mod:`._files`; the reading side and the consistency checks in
+:mod:`._reports`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import os
 import re
-import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,7 +70,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ValidationError
-from ._hmac import hmac_framed, hmac_list, hmac_many
+from . import _memo, _reports
+from ._files import inspect_file, remove, sqlite_files
+from ._hmac import hmac_framed
+from ._ids import arrow_demand, arrow_text, id_bytes, is_arrow
+from ._keyfile import KEY_BYTES, create_key, fingerprint, key_path_for, load_key
 from ._store import (
     RUN_UNITS_SPLIT,
     SCHEMA_VERSION,
@@ -75,31 +83,18 @@ from ._store import (
     SQLite,
     Tx,
     ensure_schema,
-    exact_sum,
-    inspect_file,
     migrate,
+    read_budget,
     redact,
-    special_kind,
 )
-from .accountant import Grant, Policy, canonical_ids, demand, grant
+from .accountant import Grant, Policy, demand, grant
 from .composition import from_units, to_units
 
 __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
 
-#: Length of a ledger key (bytes) and of a stored person hash (bytes).
-KEY_BYTES = 32
+#: Length of a stored person hash (bytes).
 HASH_BYTES = 16
-_MEMO_KEY_BYTES = 32
-_KEY_CHECK = b"metricdp-ledger-key-check"
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-def key_path_for(path: str | os.PathLike[str]) -> Path:
-    """The key file beside a SQLite ledger: ``LEDGER.key``."""
-    p = Path(path)
-    if not p.name:
-        raise ValidationError(f"the ledger path {os.fspath(path)!r} names no file: give a database file")
-    return p.with_name(p.name + ".key")
 
 
 def _exact_total(units: NDArray[np.int64]) -> int:
@@ -110,63 +105,6 @@ def _exact_total(units: NDArray[np.int64]) -> int:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _field(data: bytes) -> bytes:
-    return len(data).to_bytes(8, "big") + data
-
-
-# ---------------------------------------------------------------------------- keys
-def _load_key(path: Path) -> bytes:
-    """The key in ``path``: a private regular file of :data:`KEY_BYTES` bytes.
-
-    ``stat`` first, and the file is opened with ``O_NONBLOCK`` and checked again by
-    ``fstat`` (it may have been replaced in between): a FIFO, a device or a directory is
-    refused, never read (reading a FIFO would wait for a writer forever).
-    """
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise ValidationError(f"ledger key file {path} does not exist") from None
-    except OSError as exc:
-        raise ValidationError(f"ledger key file {path}: {exc.strerror}") from None
-    kind = special_kind(info.st_mode)
-    if kind is not None:
-        raise ValidationError(f"ledger key file {path} is {kind}, expected a file of {KEY_BYTES} bytes")
-    if info.st_mode & 0o077:
-        raise ValidationError(
-            f"ledger key file {path} is readable by others (mode {stat.filemode(info.st_mode)}); "
-            "make it private (chmod 600)"
-        )
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise ValidationError(f"ledger key file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if special_kind(os.fstat(fd).st_mode) is not None:
-            raise ValidationError(f"ledger key file {path} is not a regular file")
-        key = fh.read(KEY_BYTES + 1)
-    if len(key) != KEY_BYTES:
-        raise ValidationError(f"ledger key file {path} must hold {KEY_BYTES} bytes, found {len(key)}")
-    return key
-
-
-def _create_key(path: Path) -> bytes:
-    """A new random key at ``path`` (0600), published atomically; an existing key wins."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, os.urandom(KEY_BYTES))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    return _load_key(path)
 
 
 # ---------------------------------------------------------------------------- ledger
@@ -220,7 +158,7 @@ class Ledger:
                     raise ValidationError(f"ledger {self.name} is new: it needs a budget")
                 to_units(budget, "budget", budget=True)
         if create and self._key_path is not None and os.path.lexists(self._key_path):
-            _load_key(self._key_path)  # a bad key file is refused before anything is written
+            load_key(self._key_path)  # a bad key file is refused before anything is written
         key_existed = self._key_path is not None and os.path.lexists(self._key_path)
         self._db: Backend
         if self._is_url:
@@ -234,10 +172,7 @@ class Ledger:
             self._open(budget, create)
         except BaseException:
             self._db.close()
-            for created in self._created:  # a new file this call made and could not set up: gone again
-                for p in (created, *(created.with_name(created.name + s) for s in ("-wal", "-shm", "-journal"))):
-                    with contextlib.suppress(FileNotFoundError):
-                        p.unlink()
+            remove(p for created in self._created for p in sqlite_files(created))  # a new file not set up: gone again
             raise
         if self._created and self._key_path is not None and not key_existed:
             self._created.append(self._key_path)
@@ -264,8 +199,8 @@ class Ledger:
                 stored = str(to_units(budget, "budget", budget=True))
                 if self._key_path is None:
                     raise ValidationError("a ledger given by URL needs the path of its key file")
-                key = _load_key(self._key_path) if self._key_path.exists() else _create_key(self._key_path)
-                meta["key_check"] = _fingerprint(key)
+                key = load_key(self._key_path) if self._key_path.exists() else create_key(self._key_path)
+                meta["key_check"] = fingerprint(key)
                 tx.q("INSERT INTO meta (k, v) VALUES ('budget', :b), ('key_check', :c), ('created', :t)",
                      {"b": stored, "c": meta["key_check"], "t": _now()})
                 self._key = key
@@ -283,24 +218,7 @@ class Ledger:
                 raise ValidationError(f"ledger {self.name} is corrupted: it has no key fingerprint; restore it from "
                                       "a backup")
             self._key_check = meta["key_check"]
-            self._check_sums(tx)
-
-    def _check_sums(self, tx: Tx) -> None:
-        """The persons' totals, their charges and the spend of the runs not aborted must be one sum.
-
-        Every write keeps them equal (``reserve`` adds to all three, ``abort`` takes from all
-        three); a table emptied, dropped (and recreated empty on open) or edited breaks it,
-        and reopening it as it is would give every person their budget again.
-        """
-        live = "WHERE state <> 'aborted'"
-        try:  # exact sums (1M persons at 10 eps are 1e19 units: past BIGINT)
-            persons, charges = exact_sum(tx, "persons", "total"), exact_sum(tx, "charges", "units")
-            runs = exact_sum(tx, "runs", "units_hi", live) * RUN_UNITS_SPLIT + exact_sum(tx, "runs", "units", live)
-        except (TypeError, ValueError):
-            persons, charges, runs = -1, 0, 0
-        if not persons == charges == runs:
-            raise ValidationError(f"ledger {self.name} is corrupted: the persons' totals, their charges and the "
-                                  "runs' spend differ; restore it from a backup")
+            _reports.check_sums(tx, self.name)
 
     # ------------------------------------------------------------------ basics
     def __enter__(self) -> Ledger:
@@ -332,9 +250,7 @@ class Ledger:
             with self._db.write() as tx:
                 used = int(tx.q("SELECT COUNT(*) FROM runs")[0][0]) + int(tx.q("SELECT COUNT(*) FROM persons")[0][0])
                 if not used:
-                    for p in (*(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), *self._created):
-                        with contextlib.suppress(FileNotFoundError):
-                            p.unlink()
+                    remove((*sqlite_files(db)[1:], *self._created))
         finally:
             self.close()
         return not used
@@ -355,10 +271,7 @@ class Ledger:
         if self._key is None:
             if self._key_path is None:
                 raise ValidationError(f"ledger {self.name}: the path of its key file is needed to hash persons")
-            key = _load_key(self._key_path)
-            if not hmac.compare_digest(_fingerprint(key), self._key_check):
-                raise ValidationError(f"ledger key file {self._key_path} does not belong to ledger {self.name}")
-            self._key = key
+            self._key = load_key(self._key_path, self._key_check, self.name)
         return self._key
 
     def person_hashes(self, persons: ArrayLike) -> list[bytes]:
@@ -373,7 +286,7 @@ class Ledger:
         hashed in one compiled loop (:func:`~._hmac.hmac_framed`; OpenSSL one by one for small
         batches or without numba): the same bytes as :func:`hmac.digest` of each message.
         """
-        data, offs = _id_bytes(persons)
+        data, offs = id_bytes(persons)
         return hmac_framed(self._keyed(), b"p", data, offs, HASH_BYTES)
 
     # ------------------------------------------------------------------ spending
@@ -389,7 +302,7 @@ class Ledger:
         """Units reserved or committed for each of ``persons`` (0 for someone never seen)."""
         hashes = self._hash_blob(persons)
         with self._db.write() as tx:  # the temporary table needs a writable transaction
-            self._budget = self._read_budget(tx)
+            self._budget = read_budget(tx)
             totals = self._totals(tx, hashes)
             tx.q("DELETE FROM demand")
         return totals
@@ -431,9 +344,9 @@ class Ledger:
         engine's count per person): the ids are hashed from the array's bytes, never turned
         into Python strings one by one.
         """
-        if _is_arrow(persons):  # an Arrow array of distinct ids (person_table's): hashed from its bytes
-            uniq, requested, units = _arrow_demand(persons, eps, counts)
-            text = _arrow_text(uniq)
+        if is_arrow(persons):  # an Arrow array of distinct ids (person_table's): hashed from its bytes
+            uniq, requested, units = arrow_demand(persons, eps, counts)
+            text = arrow_text(uniq)
             run, g, totals = self._reserve(uniq, requested, units, policy, run_id, mechanism, unit, text)
             order = np.argsort(text, kind="stable")  # a Grant's persons are sorted
             g = Grant(text[order], g.requested[order], g.granted[order], g.units[order], g.over)
@@ -460,7 +373,7 @@ class Ledger:
         with self._db.write() as tx:
             if tx.q("SELECT state FROM runs WHERE run = :r", {"r": run}):
                 raise ValidationError(f"run {run} is already in ledger {self.name}")
-            self._budget = self._read_budget(tx)  # another process may have changed it
+            self._budget = read_budget(tx)  # another process may have changed it
             if unit is not None:
                 self._bind_unit(tx, str(unit))
             sorted_totals = self._totals(tx, hashes, requested[order] * units)
@@ -493,10 +406,6 @@ class Ledger:
                 return f"per {u}" if u else "per unit of a unitless distance"
             raise ValidationError(f"ledger {self.name} accounts eps {said(str(rows[0][0]))}; this release's eps is "
                                   f"{said(unit)}: their sum would mean nothing (use another ledger)")
-
-    @staticmethod
-    def _read_budget(tx: Tx) -> int:
-        return int(tx.q("SELECT v FROM meta WHERE k = 'budget'")[0][0])
 
     def _insert_run(self, tx: Tx, run: str, mechanism: str, units: int, g: Grant) -> None:
         hi, lo = divmod(_exact_total(g.units), RUN_UNITS_SPLIT)
@@ -565,49 +474,10 @@ class Ledger:
 
     # ------------------------------------------------------------------ memo
     def _memo_keys(self, scope: str, persons: ArrayLike, values: ArrayLike) -> list[bytes]:
+        """The memo key of each (person, value) of ``scope`` (:func:`~._memo.memo_keys`)."""
         key = self._keyed()
-        data, offs = _id_bytes(persons)
-        vals = _value_texts(values)
-        if len(vals) != offs.size - 1:
-            raise ValidationError(f"values must be one per person ({offs.size - 1}), got {len(vals)}")
-        s = b"m" + _field(_utf8(str(scope)))
-        raw, o = data.tobytes(), (offs - offs[0]).tolist() if offs.size else [0]
-        msgs = [s + _field(raw[o[i] : o[i + 1]]) + _field(_utf8(v)) for i, v in enumerate(vals)]
-        return hmac_list(key, msgs)
-
-    def _crypt(self, mk: bytes, data: bytes) -> bytes:
-        """XOR with a keystream ``HMAC(key, "x", mk, block counter)``: encrypts and decrypts."""
-        return self._crypt_many([mk], [data])[0]
-
-    def _crypt_many(self, mks: list[bytes], blobs: list[bytes]) -> list[bytes]:
-        """:meth:`_crypt` of every (memo key, blob): one HMAC per 32-byte block, the XOR by numpy over all blobs."""
-        if not blobs:
-            return []
-        key = self._keyed()
-        lengths = [len(x) for x in blobs]
-        if max(lengths) <= 32 and all(len(mk) == _MEMO_KEY_BYTES for mk in mks):
-            # one block each (every index and 2-D point): messages "x" || mk || 0 laid out by numpy
-            msgs = np.zeros((len(mks), _MEMO_KEY_BYTES + 2), dtype=np.uint8)
-            msgs[:, 0] = ord("x")
-            msgs[:, 1:-1] = np.frombuffer(b"".join(mks), dtype=np.uint8).reshape(-1, _MEMO_KEY_BYTES)
-            bounds = np.arange(len(mks) + 1, dtype=np.int64) * (_MEMO_KEY_BYTES + 2)
-            blocks = np.frombuffer(hmac_many(key, msgs.ravel(), bounds), dtype=np.uint8).reshape(-1, 32)
-            take = np.arange(32) < np.asarray(lengths)[:, None]
-            stream = blocks[take].tobytes()
-        else:
-            parts = [b"x" + mk + bytes([c]) for mk, n in zip(mks, lengths, strict=True) for c in range(n // 32 + 1)]
-            digests = iter(hmac_list(key, parts))
-            stream = b"".join(b"".join(next(digests) for _ in range(n // 32 + 1))[:n] for n in lengths)
-        out = (np.frombuffer(b"".join(blobs), dtype=np.uint8) ^ np.frombuffer(stream, dtype=np.uint8)).tobytes()
-        bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-        return [out[bounds[i] : bounds[i + 1]] for i in range(len(blobs))]
-
-    def _read_memo(self, tx: Tx, mks: list[bytes], extra: str = "") -> list[tuple[Any, ...]]:
-        tx.fill(b"".join(mks), _MEMO_KEY_BYTES)
-        rows = tx.q("SELECT d.i, m.rel, r.state FROM demand d JOIN memo m ON m.mk = d.ph "
-                    f"LEFT JOIN runs r ON r.run = m.run {extra}")
-        tx.q("DELETE FROM demand")
-        return rows
+        data, offs = id_bytes(persons)
+        return _memo.memo_keys(key, scope, data, offs, values)
 
     def memo_lookup(
         self, scope: str, persons: ArrayLike, values: ArrayLike, *, width: int | None = None
@@ -623,17 +493,9 @@ class Ledger:
 
     def _memo_lookup(self, mks: list[bytes], width: int | None, scope: str) -> tuple[NDArray[np.bool_], NDArray[Any]]:
         """:meth:`memo_lookup` by memo keys (a plan computes them once for the lookup and the store)."""
-        found = np.zeros(len(mks), dtype=bool)
-        rel: NDArray[Any] = (np.full(len(mks), -1, dtype=np.int64) if width is None
-                             else np.full((len(mks), int(width)), np.nan))
-        with self._db.write() as tx:
-            rows = self._read_memo(tx, mks, "WHERE r.state = 'committed'")
-        if rows:
-            at = [int(r[0]) for r in rows]
-            found[at] = True
-            plain = self._crypt_many([mks[i] for i in at], [bytes(r[1]) for r in rows])
-            rel[at] = _decode_many(plain, width, scope)
-        return found, rel
+        with self._db.write() as tx:  # the temporary table needs a writable transaction
+            rows = _memo.read(tx, mks, "WHERE r.state = 'committed'")
+        return _memo.hits(self._keyed(), mks, rows, width, scope)
 
     def memo_store(
         self, run_id: str, scope: str, persons: ArrayLike, values: ArrayLike, releases: ArrayLike
@@ -646,59 +508,27 @@ class Ledger:
 
     def _memo_store(self, run_id: str, scope: str, mks: list[bytes], releases: ArrayLike) -> NDArray[Any]:
         """:meth:`memo_store` by memo keys."""
-        rel = np.asarray(releases)
-        ok = (rel.shape == (len(mks),) and rel.dtype.kind in "iu") or (
-            rel.ndim == 2 and rel.shape[0] == len(mks) and 1 <= rel.shape[1] <= 255 and rel.dtype.kind == "f"
-            and bool(np.isfinite(rel).all()))
-        if not ok:
-            raise ValidationError(f"releases must be one integer index or one finite point per pair ({len(mks)})")
-        out = rel.astype(np.int64 if rel.ndim == 1 else np.float64).copy()
-        width = None if rel.ndim == 1 else rel.shape[1]
+        out = _memo.check_releases(releases, len(mks))
         with self._db.write() as tx:
             if self._state(tx, run_id) != "reserved":
                 raise ValidationError(f"run {run_id} is not reserved: memoize before committing")
-            taken = {int(i): (bytes(b), st) for i, b, st in self._read_memo(tx, mks)}
-            new = [i for i in range(len(mks)) if i not in taken]
-            sealed = self._crypt_many([mks[i] for i in new], _encode_many(out[new]) if new else [])
-            tx.many("INSERT INTO memo (mk, rel, run) VALUES (:mk, :rel, :r)",
-                    ({"mk": mks[i], "rel": c, "r": run_id} for i, c in zip(new, sealed, strict=True)))
-            adopt = ({"mk": mks[i], "r": run_id} for i, (_, st) in taken.items() if st != "committed")
-            tx.many("UPDATE memo SET run = :r WHERE mk = :mk", adopt)
-        if taken:
-            at = list(taken)
-            out[at] = _decode_many(self._crypt_many([mks[i] for i in at], [taken[i][0] for i in at]), width, scope)
-        return out
+            taken = _memo.insert(tx, self._keyed(), run_id, mks, out)
+        return _memo.merge_taken(self._keyed(), mks, out, taken, scope)
 
     # ------------------------------------------------------------------ reports
     def persons_table(self) -> dict[str, NDArray[Any]]:
         """Every person (hashed, hex): eps committed, reserved (not yet committed), total and remaining."""
-        with self._db.read() as tx:
-            rows = tx.q("SELECT c.ph, SUM(CASE WHEN r.state = 'committed' THEN c.units ELSE 0 END), SUM(c.units) "
-                        "FROM charges c JOIN runs r ON r.run = c.run GROUP BY c.ph ORDER BY c.ph")
-            self._budget = self._read_budget(tx)
-        ph = np.array([bytes(r[0]).hex() for r in rows], dtype=str)
-        committed = np.array([int(r[1]) for r in rows], dtype=np.int64)
-        total = np.array([int(r[2]) for r in rows], dtype=np.int64)
-        return {"person": ph, "committed": from_units(committed), "reserved": from_units(total - committed),
-                "total": from_units(total), "remaining": from_units(self._budget - total)}
+        table, self._budget = _reports.persons_table(self._db)
+        return table
 
     def runs_table(self) -> list[dict[str, Any]]:
         """Every run, oldest first: state, mechanism, eps, rows released and withheld, persons, eps spent."""
-        with self._db.read() as tx:
-            rows = tx.q("SELECT run, state, mechanism, eps_units, n_rows, withheld, n_persons, over, units, "
-                        "created, finished, units_hi FROM runs ORDER BY created, run")
-        return [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
-                 "rows": int(r[4]), "withheld": int(r[5]), "persons": int(r[6]), "persons_over": int(r[7]),
-                 "eps_spent": 0.0 if r[1] == "aborted" else float(from_units(int(r[11]) * RUN_UNITS_SPLIT
-                                                                                 + int(r[8]))),
-                 "created": r[9], "finished": r[10]} for r in rows]
+        return _reports.runs_table(self._db)
 
     @property
     def unit(self) -> str | None:
         """The distance unit of the ledger's eps (``"km"``; ``""``: a unitless distance; None: no run named one)."""
-        with self._db.read() as tx:
-            rows = tx.q("SELECT v FROM meta WHERE k = 'unit'")
-        return str(rows[0][0]) if rows else None
+        return _reports.unit(self._db)
 
     def person_history(self, person: Any) -> dict[str, Any]:
         """One person's releases and totals, looked up by their keyed hash (the key is needed).
@@ -710,28 +540,12 @@ class Ledger:
         ``reserved``, ``total`` and ``remaining`` (eps). A person never charged has no run,
         total 0 and the whole budget remaining.
         """
-        ph = self.person_hashes([str(person)])[0]
-        with self._db.read() as tx:
-            rows = tx.q("SELECT r.run, r.state, r.mechanism, r.eps_units, c.units, r.created, r.finished "
-                        "FROM charges c JOIN runs r ON r.run = c.run WHERE c.ph = :ph ORDER BY r.created, r.run",
-                        {"ph": ph})
-            self._budget = self._read_budget(tx)
-        runs = [{"run": r[0], "state": r[1], "mechanism": r[2], "eps": float(from_units(int(r[3]))),
-                 "releases": int(r[4]) // max(int(r[3]), 1), "eps_spent": float(from_units(int(r[4]))),
-                 "created": r[5], "finished": r[6]} for r in rows]
-        committed = sum(int(r[4]) for r in rows if r[1] == "committed")
-        total = sum(int(r[4]) for r in rows)
-        return {"person": str(person), "hash": ph.hex(), "runs": runs,
-                "committed": float(from_units(committed)), "reserved": float(from_units(total - committed)),
-                "total": float(from_units(total)), "remaining": float(from_units(self._budget - total))}
+        history, self._budget = _reports.person_history(self._db, str(person), self.person_hashes([str(person)])[0])
+        return history
 
     def check_integrity(self) -> None:
         """Raise if a person's total differs from the sum of their charges (a corrupted ledger)."""
-        with self._db.read() as tx:
-            bad = tx.q("SELECT COUNT(*) FROM persons p LEFT JOIN (SELECT ph, SUM(units) AS s FROM charges "
-                       "GROUP BY ph) c ON c.ph = p.ph WHERE p.total <> COALESCE(c.s, 0)")
-        if int(bad[0][0]):
-            raise ValidationError(f"ledger {self.name}: {int(bad[0][0])} persons' totals differ from their charges")
+        _reports.check_integrity(self._db, self.name)
 
 
 class _Publishing:
@@ -752,129 +566,6 @@ class _Publishing:
     def publishing(self) -> None:
         """From now on the release may be out: an error no longer gives the budget back."""
         self.published = True
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8, lone surrogates (undecodable bytes read with ``surrogateescape``) included."""
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _value_texts(values: ArrayLike) -> list[str]:
-    """One text per true value: labels as they are, numbers by ``repr`` (exact), points joined by commas."""
-    arr = np.asarray(values)
-    if arr.ndim not in (1, 2):
-        raise ValidationError(f"values must be one label or one point per person, got shape {arr.shape}")
-    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
-        raise ValidationError("values must be finite")
-    cells = arr.tolist() if arr.dtype.kind in "fciub" else arr.astype(str).tolist()
-    if arr.ndim == 1:
-        return [c if isinstance(c, str) else repr(c) for c in cells]
-    return [",".join(c if isinstance(c, str) else repr(c) for c in row) for row in cells]
-
-
-def _fingerprint(key: bytes) -> str:
-    return hmac.digest(key, _KEY_CHECK, "sha256").hex()[:32] if key else ""
-
-
-def _encode(release: NDArray[Any]) -> bytes:
-    """A release as bytes: ``i`` + int64, or ``f`` + width + float64s (big-endian)."""
-    if release.ndim == 0:
-        return b"i" + int(release).to_bytes(8, "big", signed=True)
-    return b"f" + bytes([release.size]) + release.astype(">f8").tobytes()
-
-
-def _encode_many(releases: NDArray[Any]) -> list[bytes]:
-    """:func:`_encode` of every release (row), by numpy: the same bytes."""
-    if releases.ndim == 1:
-        body = np.empty((releases.size, 9), dtype=np.uint8)
-        body[:, 0] = ord("i")
-        body[:, 1:] = releases.astype(">i8").view(np.uint8).reshape(-1, 8)
-    else:
-        k = releases.shape[1]
-        body = np.empty((releases.shape[0], 2 + 8 * k), dtype=np.uint8)
-        body[:, 0], body[:, 1] = ord("f"), k
-        body[:, 2:] = np.ascontiguousarray(releases.astype(">f8")).view(np.uint8).reshape(-1, 8 * k)
-    raw, w = body.tobytes(), body.shape[1]
-    return [raw[i : i + w] for i in range(0, len(raw), w)]
-
-
-def _decode_many(blobs: list[bytes], width: int | None, scope: str) -> NDArray[Any]:
-    """:func:`_decode` of every blob (all of one kind, else refused like one bad blob)."""
-    want = 9 if width is None else 2 + 8 * width
-    if any(len(b) != want for b in blobs):
-        _decode(next(b for b in blobs if len(b) != want), width, scope)  # raises
-    body = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), want)
-    if width is None:
-        if (body[:, 0] != ord("i")).any():
-            raise ValidationError(f"memoized releases of scope {scope!r} are not indices")
-        return body[:, 1:].copy().view(">i8").reshape(-1).astype(np.int64)
-    if (body[:, 0] != ord("f")).any() or (body[:, 1] != width).any():
-        raise ValidationError(f"memoized releases of scope {scope!r} are not points of width {width}")
-    return body[:, 2:].copy().view(">f8").reshape(-1, width).astype(np.float64)
-
-
-def _decode(data: bytes, width: int | None, scope: str) -> Any:
-    if width is None and data[:1] == b"i" and len(data) == 9:
-        return int.from_bytes(data[1:], "big", signed=True)
-    if width is not None and data[:1] == b"f" and data[1] == width and len(data) == 2 + 8 * width:
-        return np.frombuffer(data[2:], dtype=">f8").astype(np.float64)
-    raise ValidationError(f"memoized releases of scope {scope!r} are not {'indices' if width is None else 'points'}"
-                          f"{'' if width is None else f' of width {width}'}")
-
-
-def _is_arrow(values: Any) -> bool:
-    """A pyarrow Array or ChunkedArray (without importing pyarrow)."""
-    return type(values).__module__.startswith("pyarrow")
-
-
-def _arrow_binary(values: Any) -> Any:
-    """An Arrow array of ids as one ``large_binary`` array (chunks combined)."""
-    import pyarrow as pa
-
-    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type) or pa.types.is_large_binary(arr.type)
-            or pa.types.is_large_string(arr.type)):
-        raise ValidationError(f"persons given as an Arrow array must be binary or text, got {arr.type}")
-    if arr.null_count:
-        raise ValidationError("persons must not be null")
-    return arr.cast(pa.large_binary())
-
-
-def _arrow_text(values: Any) -> NDArray[Any]:
-    import pyarrow as pa
-
-    arr = _arrow_binary(values)
-    return np.asarray(arr.cast(pa.large_string()).to_numpy(zero_copy_only=False), dtype=str) if len(arr) else (
-        np.zeros(0, dtype=str))
-
-
-def _arrow_demand(persons: Any, eps: Any, counts: ArrayLike | None) -> tuple[Any, NDArray[np.int64], int]:
-    """:func:`~.accountant.demand` for an Arrow array of distinct ids with their counts."""
-    import pyarrow.compute as pc
-
-    arr = _arrow_binary(persons)
-    units = to_units(eps)
-    c = np.asarray(counts) if counts is not None else None
-    if c is None or c.shape != (len(arr),) or (c.size and (c.dtype.kind not in "iu" or int(c.min()) < 0)):
-        raise ValidationError(f"persons given as an Arrow array need counts, one integer >= 0 per person ({len(arr)})")
-    if len(pc.unique(arr)) != len(arr):
-        raise ValidationError("persons must be distinct when counts are given")
-    return arr, c.astype(np.int64), units
-
-
-def _id_bytes(persons: Any) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
-    """Every id's UTF-8 bytes (``str(id)`` for integers) as one buffer and offsets into it."""
-    if _is_arrow(persons):
-        arr = _arrow_binary(persons)
-        bufs = arr.buffers()
-        offs = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
-        return data, offs
-    raw = [_utf8(p) for p in canonical_ids(persons).astype(str).tolist()]
-    lengths = np.fromiter((len(x) for x in raw), dtype=np.int64, count=len(raw))
-    offs = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offs[1:])
-    return np.frombuffer(b"".join(raw), dtype=np.uint8), offs
 
 
 def _hash_order(grid: NDArray[np.uint8]) -> NDArray[np.intp]:

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._random import check_rng
 from .._validation import check_int
 from ..errors import ValidationError
+from ._ids import is_arrow
 from .accountant import Accountant, Grant, Policy, bound_contributions, canonical_ids, demand
 from .composition import EpsilonSummary, from_units, summarize, to_units
 from .ledger import Ledger, Reservation
@@ -154,17 +155,13 @@ def _groups(ids: NDArray[Any], values: NDArray[Any] | None, rows: NDArray[np.int
     return rank[inverse.ravel()].astype(np.intp), rows[first[order]]
 
 
-def _is_arrow(values: Any) -> bool:
-    return type(values).__module__.startswith("pyarrow")
-
-
 def _count(names: Any) -> int:
-    return len(names) if _is_arrow(names) else int(names.size)
+    return len(names) if is_arrow(names) else int(names.size)
 
 
 def _take(names: Any, idx: NDArray[Any]) -> Any:
     """``names[idx]`` for a numpy array or an Arrow array of ids."""
-    if _is_arrow(names):
+    if is_arrow(names):
         import pyarrow as pa
 
         return names.take(pa.array(np.asarray(idx, dtype=np.int64)))
@@ -172,7 +169,7 @@ def _take(names: Any, idx: NDArray[Any]) -> Any:
 
 
 def _distinct(names: Any) -> bool:
-    if _is_arrow(names):
+    if is_arrow(names):
         import pyarrow.compute as pc
 
         return len(pc.unique(names)) == len(names)
@@ -260,7 +257,7 @@ def plan_release(
     """
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
         raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
-    names = None if persons is None else persons if _is_arrow(persons) else canonical_ids(persons, "persons")
+    names = None if persons is None else persons if is_arrow(persons) else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)
     source = check_rng(rng)

@@ -154,13 +154,24 @@ def _show_person(target: str, person: str, key: Path | None, json_out: bool) -> 
 
 
 def _plot_spent(path: Path, spent: Any, budget: float, name: str, unit: str | None = None) -> None:
-    """Histogram of the eps spent per person (hashed persons: the figure shows no id)."""
+    """Histogram of the eps spent per person (hashed persons: the figure shows no id).
+
+    When every person spent the same (up to rounding) the histogram's bins would be about
+    1e-6 of the value wide, invisible on an axis that reaches the budget: one bar 2% of the
+    axis wide is drawn instead, labelled with the value in the legend.
+    """
+    import numpy as np
+
     from .._figure import hist_range, new_figure, save_png
 
     fig = new_figure(6.4, 3.6)
     ax = fig.add_subplot()
-    if len(spent):
-        ax.hist(spent, bins=min(50, max(5, len(spent) // 5)), range=hist_range(spent), color="tab:blue")
+    if len(spent) and hist_range(spent) is not None:  # one value
+        value = float(np.mean(spent))
+        ax.bar([value], [len(spent)], width=0.02 * max(abs(value), budget), color="tab:blue",
+               label=f"all {len(spent):,} persons: {value:g}")
+    elif len(spent):
+        ax.hist(spent, bins=min(50, max(5, len(spent) // 5)), color="tab:blue")
     ax.axvline(budget, color="tab:red", linestyle="--", label=f"budget {budget:g}")
     ax.set_xlabel(f"eps spent per person (reserved + committed, {per_unit(unit)})")
     ax.set_ylabel("persons")

@@ -95,7 +95,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
                 if keep_ranks:
                     found.append(np.asarray(ranks, dtype=np.intp))
                 seen += len(recs.starts)
-                report(progress, seen, None, f"first pass (who each row belongs to): {seen:,} rows")
+                report(progress, seen, None, "first pass (who each row belongs to)")
         unit = "line"
     else:
         pf = open_parquet(src)
@@ -134,7 +134,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
             if keep_ranks:
                 found.append(np.asarray(ranks, dtype=np.intp))
             seen += len(ids)
-            report(progress, seen, None, f"first pass (who each row belongs to): {seen:,} rows")
+            report(progress, seen, None, "first pass (who each row belongs to)")
         unit = "row"
     if bad_rows.rows:
         raise bad_rows.error(where, column, grid, unit)

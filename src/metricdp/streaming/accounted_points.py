@@ -99,7 +99,7 @@ def scan_points(
         if keep_points:
             found.append(pts)
         seen += len(pts)
-        report(progress, seen, None, f"first pass (who each row belongs to): {seen:,} rows")
+        report(progress, seen, None, "first pass (who each row belongs to)")
 
     if fmt == "csv":
         with src.open("rb") as inp:
