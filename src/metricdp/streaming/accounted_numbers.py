@@ -32,7 +32,7 @@ from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
-from .persons import SCAN_BYTES, _as_text, _refuse_empty, id_book
+from .persons import FIRST_PASS, SCAN_BYTES, _as_text, _refuse_empty, id_book
 
 __all__ = ["scan_numbers", "start_numbers"]
 
@@ -95,7 +95,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
                 if keep_ranks:
                     found.append(np.asarray(ranks, dtype=np.intp))
                 seen += len(recs.starts)
-                report(progress, seen, None, "first pass (who each row belongs to)")
+                report(progress, seen, None, FIRST_PASS)
         unit = "line"
     else:
         pf = open_parquet(src)
@@ -134,7 +134,7 @@ def scan_numbers(src: Path, fmt: str, user_column: str, column: str, classify: C
             if keep_ranks:
                 found.append(np.asarray(ranks, dtype=np.intp))
             seen += len(ids)
-            report(progress, seen, None, "first pass (who each row belongs to)")
+            report(progress, seen, None, FIRST_PASS)
         unit = "row"
     if bad_rows.rows:
         raise bad_rows.error(where, column, grid, unit)

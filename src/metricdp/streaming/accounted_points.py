@@ -44,7 +44,7 @@ from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
-from .persons import SCAN_BYTES, _as_text, _refuse_empty, id_book
+from .persons import FIRST_PASS, SCAN_BYTES, _as_text, _refuse_empty, id_book
 
 __all__ = ["AccountedPointsRun", "scan_points"]
 
@@ -99,7 +99,7 @@ def scan_points(
         if keep_points:
             found.append(pts)
         seen += len(pts)
-        report(progress, seen, None, "first pass (who each row belongs to)")
+        report(progress, seen, None, FIRST_PASS)
 
     if fmt == "csv":
         with src.open("rb") as inp:

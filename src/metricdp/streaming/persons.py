@@ -53,10 +53,12 @@ from ..tabular.parquet import open_parquet
 from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
-__all__ = ["COMPILED_BYTES", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector", "PersonTable",
-           "RowPersons", "id_book", "person_table", "scan_persons", "text_view"]
+__all__ = ["COMPILED_BYTES", "FIRST_PASS", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector",
+           "PersonTable", "RowPersons", "id_book", "person_table", "scan_persons", "text_view"]
 
 #: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
+#: The progress message of the scan that reads who each row belongs to, before any release.
+FIRST_PASS = "first pass (who each row belongs to)"
 SCAN_BYTES = 32 * 2**20
 
 #: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
@@ -441,7 +443,7 @@ def scan_persons(
                 lines = chunk.first_line + recs.lines
                 book.add(csv_ids(pa, pc, buf, recs.fs, recs.fe, lines, where, user_column))
                 done = book.rows
-                report(progress, done, None, "first pass (who each row belongs to)")
+                report(progress, done, None, FIRST_PASS)
                 if vcol is not None and value_set is not None:
                     fs, fe = recs.field(vcol)
                     idx = csv_label_indices(pa, pc, buf, fs, fe, value_set, lookup)
@@ -458,7 +460,7 @@ def scan_persons(
             ids = batch.column(0)
             rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
             book.add(parquet_ids(pa, pc, ids, seen, where, user_column))
-            report(progress, seen + len(ids), None, "first pass (who each row belongs to)")
+            report(progress, seen + len(ids), None, FIRST_PASS)
             if value_column is not None and value_set is not None:
                 col = batch.column(1)
                 idx, as_text = parquet_label_indices(pa, pc, col, labels or [])
