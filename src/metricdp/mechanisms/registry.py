@@ -323,7 +323,8 @@ FAMILIES: dict[str, Family] = {
              _CALIBRATE, _TIME_LIMIT,
              Param("formulation", "choice", "fast", "column generation or the reference LP",
                    choices=("fast", "full")),
-             Param("exponential_candidate", "bool", True, "let the exponential mechanism compete")),
+             Param("exponential_candidate", "bool", True, "whether the exponential mechanism competes with the "
+                   "LP candidates; off: Algorithm 1 as the paper runs it", "--no-exponential-candidate")),
             lp=True,
         ),
         Family(

@@ -23,7 +23,7 @@ from ..registry import declared
 from .fit import Fit, run_fit
 from .replacement import free_mask
 
-__all__ = ["DEFAULT_LAMBDAS", "constopt"]
+__all__ = ["DEFAULT_LAMBDAS", "constopt", "describe_winner"]
 
 #: The penalties of the paper's experiments (Imola et al., Section 6).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.001, 0.1, 1.0)
@@ -131,7 +131,9 @@ def constopt(
         Name ``"constopt"``; ``info["winner"]`` says which candidate was returned
         (``"normalised"``, ``"paper"`` with ``info["lambda"]``, or ``"exponential"``
         when no LP candidate beat the exponential mechanism at ``epsilon``, which is
-        itself the member Y = 1 of the family); ``info["losses"]`` holds every
+        itself the member Y = 1 of the family; :func:`describe_winner` says it in one
+        line), ``info["exponential_candidate"]`` whether the exponential mechanism
+        competed; ``info["losses"]`` holds every
         candidate's loss, ``info["lp"]`` the LP statistics (``paper_counts`` are the
         counts of the paper's LP, Theorem 1 / Corollary 1).
 
@@ -243,3 +245,30 @@ def _calibrate(
         "used": bool(used),
     }
     return result, info
+
+
+def describe_winner(info: dict[str, Any]) -> str:
+    """One line for people: the candidate a ConstOPTMech build returned, and whether EM competed.
+
+    ``info`` is the mechanism's ``info`` (:func:`constopt`'s Returns); losses are the
+    compared scores (worst case, or the quantile asked for).
+
+    >>> describe_winner({"winner": "paper", "lambda": 0.1, "exponential_candidate": True,
+    ...                  "losses": {"exponential": 2.5, "returned": 2.0}})
+    'paper fit (lambda 0.1), loss 2 (the exponential mechanism competed: loss 2.5)'
+    >>> describe_winner({"winner": "exponential", "exponential_candidate": True,
+    ...                  "losses": {"exponential": 2.5, "returned": 2.5}})
+    'the exponential mechanism, loss 2.5 (no LP candidate beat it)'
+    """
+    winner = info.get("winner")
+    losses = info.get("losses") or {}
+    returned = losses.get("returned")
+    loss = "" if returned is None else f", loss {returned:.6g}"
+    if winner == "exponential":
+        return f"the exponential mechanism{loss} (no LP candidate beat it)"
+    lam = info.get("lambda")
+    what = f"{winner} fit" + ("" if lam is None else f" (lambda {lam:g})")
+    if not info.get("exponential_candidate", True):
+        return f"{what}{loss} (the exponential mechanism left out, as in the paper's Algorithm 1)"
+    em = losses.get("exponential")
+    return f"{what}{loss} (the exponential mechanism competed" + ("" if em is None else f": loss {em:.6g}") + ")"
