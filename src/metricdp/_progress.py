@@ -39,7 +39,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import IO
 
 __all__ = ["Progress", "ProgressReporter", "Sink", "eta_seconds", "report"]
 
@@ -109,7 +109,7 @@ class ProgressReporter:
     ``reporter.update(message)`` changes only the message (a new step of the same work).
     """
 
-    def __init__(self, label: str, unit: str = "rows", *, stream: TextIO | None = None,
+    def __init__(self, label: str, unit: str = "rows", *, stream: IO[str] | None = None,
                  clock: Callable[[], float] = time.monotonic, interval: float = INTERVAL,
                  sink: Sink | None = None) -> None:
         self.label = label
@@ -125,7 +125,7 @@ class ProgressReporter:
         self.lines = 0
 
     @property
-    def stream(self) -> TextIO:
+    def stream(self) -> IO[str]:
         return sys.stderr if self._stream is None else self._stream
 
     def is_live(self) -> bool:

@@ -7,7 +7,7 @@ of the bisection), and audits the result (:func:`~metricdp.mechanisms.base.certi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -247,7 +247,7 @@ def _calibrate(
     return result, info
 
 
-def describe_winner(info: dict[str, Any]) -> str:
+def describe_winner(info: Mapping[str, Any]) -> str:
     """One line for people: the candidate a ConstOPTMech build returned, and whether EM competed.
 
     ``info`` is the mechanism's ``info`` (:func:`constopt`'s Returns); losses are the
