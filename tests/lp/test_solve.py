@@ -285,6 +285,8 @@ def test_long_builds_report_progress(build, words):  # type: ignore[no-untyped-d
     calls: list[tuple[int, int | None, str]] = []
     build(random_space(3, 12), lambda done, total, message: calls.append((done, total, message)))
     assert calls
+    plan = calls[0]  # the plan comes first, before any LP: size, memory and a time scale (mechanisms/lp_plan.py)
+    assert plan[0] == 0 and all(w in plan[2] for w in ("variables", "privacy rows", "memory", "time of the order"))
     assert all(isinstance(d, int) and (t is None or isinstance(t, int)) and isinstance(m, str) for d, t, m in calls)
     text = " ".join(m for _, _, m in calls)
     for word in words:

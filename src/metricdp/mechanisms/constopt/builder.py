@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._progress import Progress
+from ..._progress import Progress, report
 from ..._validation import check_epsilon
 from ...errors import ValidationError
 from ...lp.deadline import Deadline
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
+from ..lp_plan import check_plan, plan_constopt
 from ..registry import declared
 from .fit import Fit, run_fit
 from .replacement import free_mask
@@ -122,8 +123,10 @@ def constopt(
         itself, as the paper's ablation does); privacy is unchanged.
 
     progress : callable, optional
-        ``progress(lp, None, message)`` after every LP solve (round, rows, objective,
-        time left); see :mod:`metricdp._progress`.
+        First ``progress(0, None, plan)`` (model size, memory and a time scale:
+        :func:`~metricdp.mechanisms.lp_plan.plan_constopt`), then ``progress(lp, None,
+        message)`` after every LP solve (round, rows, objective, time left); see
+        :mod:`metricdp._progress`.
 
     Returns
     -------
@@ -149,6 +152,9 @@ def constopt(
         exponential mechanism is never returned in its place silently.
     PrivacyViolationError
         When the repaired matrix fails the independent audit (never expected).
+    ResourceLimitError
+        Before any LP, when the paper's full reduced LP cannot fit the memory limit
+        (:func:`~metricdp.mechanisms.lp_plan.check_plan`).
 
     Notes
     -----
@@ -189,6 +195,9 @@ def constopt(
         raise ValidationError("the paper fit needs at least one lambda")
     q = None if quantile is None else float(quantile)
     free = free_mask(space, replacement, neighbours)
+    plan = plan_constopt(free, formulation=formulation, fit=fit, lambdas=len(lams))  # before any LP
+    check_plan(plan, "fewer free neighbours per output give a smaller LP")
+    report(progress, 0, None, plan.summary())
     if epsilon * space.diameter > 700:
         raise ValidationError(
             f"epsilon * diameter = {epsilon * space.diameter:.4g} > 700: exp(-eps d) underflows in "
