@@ -323,8 +323,9 @@ FAMILIES: dict[str, Family] = {
              _CALIBRATE, _TIME_LIMIT,
              Param("formulation", "choice", "fast", "column generation or the reference LP",
                    choices=("fast", "full")),
-             Param("exponential_candidate", "bool", True, "whether the exponential mechanism competes with the "
-                   "LP candidates; off: Algorithm 1 as the paper runs it", "--no-exponential-candidate")),
+             Param("exponential_candidate", "bool", True, "the exponential mechanism competes with the LP "
+                   "candidates unless turned off (off, with the paper fit: Algorithm 1 as the paper runs it)",
+                   "--no-exponential-candidate")),
             lp=True,
         ),
         Family(
