@@ -170,7 +170,7 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     if "winner" in mechanism.info:  # the candidate an LP family returned (constopt)
         from ..mechanisms.constopt import describe_winner
 
-        rows.append(("candidate", describe_winner(mechanism.info)))
+        rows.append(("candidate", describe_winner(mechanism)))
     rows.append(("uniform baseline", fmt(float(mechanism.uniform_losses().max()))))
     rows.append(("file", str(out)))
     return rows

@@ -7,7 +7,7 @@ of the bisection), and audits the result (:func:`~metricdp.mechanisms.base.certi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,8 +135,7 @@ def constopt(
         (``"normalised"``, ``"paper"`` with ``info["lambda"]``, or ``"exponential"``
         when no LP candidate beat the exponential mechanism at ``epsilon``, which is
         itself the member Y = 1 of the family; :func:`describe_winner` says it in one
-        line), ``info["exponential_candidate"]`` whether the exponential mechanism
-        competed; ``info["losses"]`` holds every
+        line); ``info["losses"]`` holds every
         candidate's loss, ``info["lp"]`` the LP statistics (``paper_counts`` are the
         counts of the paper's LP, Theorem 1 / Corollary 1).
 
@@ -256,28 +255,29 @@ def _calibrate(
     return result, info
 
 
-def describe_winner(info: Mapping[str, Any]) -> str:
+def describe_winner(mechanism: Mechanism) -> str:
     """One line for people: the candidate a ConstOPTMech build returned, and whether EM competed.
 
-    ``info`` is the mechanism's ``info`` (:func:`constopt`'s Returns); losses are the
-    compared scores (worst case, or the quantile asked for).
+    Read from the mechanism (a fresh build or a loaded file): ``info["winner"]``,
+    ``info["lambda"]``, ``info["losses"]`` (the compared scores: worst case, or the
+    quantile asked for) and ``params["exponential_candidate"]``.
 
-    >>> describe_winner({"winner": "paper", "lambda": 0.1, "exponential_candidate": True,
-    ...                  "losses": {"exponential": 2.5, "returned": 2.0}})
-    'paper fit (lambda 0.1), loss 2 (the exponential mechanism competed: loss 2.5)'
-    >>> describe_winner({"winner": "exponential", "exponential_candidate": True,
-    ...                  "losses": {"exponential": 2.5, "returned": 2.5}})
-    'the exponential mechanism, loss 2.5 (no LP candidate beat it)'
+    >>> from metricdp.spaces import MetricSpace
+    >>> two = MetricSpace.from_distances([[0.0, 2.0], [2.0, 0.0]])
+    >>> describe_winner(constopt(two, 1.3, neighbours=1))  # a tie goes to the closed form
+    'the exponential mechanism, loss 0.42833 (no LP candidate beat it)'
+    >>> describe_winner(constopt(two, 1.3, neighbours=1, fit="paper", exponential_candidate=False))
+    "paper fit (lambda 0.001), loss 0.42833 (the exponential mechanism left out, as in the paper's Algorithm 1)"
     """
-    winner = info.get("winner")
+    info = mechanism.info
     losses = info.get("losses") or {}
     returned = losses.get("returned")
     loss = "" if returned is None else f", loss {returned:.6g}"
-    if winner == "exponential":
+    if info.get("winner") == "exponential":
         return f"the exponential mechanism{loss} (no LP candidate beat it)"
     lam = info.get("lambda")
-    what = f"{winner} fit" + ("" if lam is None else f" (lambda {lam:g})")
-    if not info.get("exponential_candidate", True):
+    what = f"{info.get('winner')} fit" + ("" if lam is None else f" (lambda {lam:g})")
+    if not mechanism.params.get("exponential_candidate", True):
         return f"{what}{loss} (the exponential mechanism left out, as in the paper's Algorithm 1)"
     em = losses.get("exponential")
     return f"{what}{loss} (the exponential mechanism competed" + ("" if em is None else f": loss {em:.6g}") + ")"

@@ -181,7 +181,6 @@ def fit_at(
         # every LP optimal and, for the normalised fit, the optimum certified
         "optimal": stats.optimal == stats.lps and (normalised is None or bool(normalised["certified"])),
         "winner": winner,
-        "exponential_candidate": bool(with_em),
         "lambda": best.lam if winner == "paper" else None,
         "losses": {
             "exponential": em_score,
