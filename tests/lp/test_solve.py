@@ -272,11 +272,13 @@ def test_the_solver_log_can_go_to_a_logger(caplog, capfd):
 @pytest.mark.parametrize(
     ("build", "words"),
     [
-        (lambda s, p: optimal(s, 0.5, progress=p, time_limit=600), ("round", "privacy rows", "objective", "s left")),
-        (lambda s, p: spanner(s, 1.0, calibrate=True, progress=p), ("round", "objective", "calibration step")),
+        (lambda s, p: optimal(s, 0.5, progress=p, time_limit=600),
+         ("round", "privacy rows", "simplex iterations", "objective", "s left")),
+        (lambda s, p: spanner(s, 1.0, calibrate=True, progress=p),
+         ("round", "simplex iterations", "objective", "calibration step")),
         (
             lambda s, p: constopt(s, 1.0, neighbours=3, progress=p, time_limit=600),
-            ("LP", "rows", "objective", "s left"),
+            ("LP", "rows", "simplex iterations", "objective", "s left"),
         ),
     ],
     ids=["optimal", "spanner", "constopt"],
