@@ -97,3 +97,8 @@ def test_cli_build_refuses_a_constopt_that_cannot_fit(tmp_path, monkeypatch) -> 
     r = run("build", pts, "-m", "constopt", "-e", "1", "--out", tmp_path / "c.npz")
     assert_one_line_error(r, "constopt on 9 points needs up to", "fewer free neighbours")
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_durations_in_words() -> None:
+    assert [lp_plan._duration(s) for s in (0.2, 42.0, 61.0, 150.0, 7200.0, 86400.0 * 3)] == [
+        "1 s", "42 s", "1 minute", "2 minutes", "2 hours", "3 days"]

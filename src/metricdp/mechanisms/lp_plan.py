@@ -109,7 +109,8 @@ class LPPlan:
 def _duration(seconds: float) -> str:
     for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
         if seconds >= size:
-            return f"{seconds / size:.0f} {unit}"
+            count = round(seconds / size)
+            return f"{count} {unit if count != 1 else unit[:-1]}"
     return f"{max(seconds, 1.0):.0f} s"
 
 
