@@ -125,3 +125,25 @@ def test_local_engine_one_line_per_interval(tmp_path):
     assert ticks == list(range(100, 1001, 100))
     assert len(lines) == len(ticks) // 2 == len(set(lines))
     assert lines[-1] == "privatize in.csv: 1,000 rows, 100 rows/s (releasing)"
+
+
+def test_a_sink_gets_every_tick_on_a_terminal_and_nothing_elsewhere():
+    for stream, expected in ((Tty(), 3), (io.StringIO(), 0)):
+        got: list[tuple[int, int | None, str]] = []
+        clock = Clock()
+        rep = ProgressReporter("build", "LPs", stream=stream, clock=clock, interval=2.0,
+                               sink=lambda d, t, line, got=got: got.append((d, t, line)))
+        for step in (1, 2):
+            clock.t += 0.5  # within the interval: a bar redraws in place, so every tick counts
+            rep(step, 4, f"round {step}")
+        rep.update("repair")
+        assert len(got) == expected and stream.getvalue() == ""
+        if expected:
+            assert got[0] == (1, 4, "build: 1 of 4 LPs (25%), 2 LPs/s, 2 s left (round 1)")
+            assert got[2][:2] == (2, 4) and got[2][2].endswith("(repair)")
+
+
+def test_a_line_before_anything_is_counted_names_the_work_and_its_message():
+    rep, _ = make(Tty())
+    assert rep.line(0, None, "reading x.csv", now=rep.start + 5) == "privatize x.csv (reading x.csv)"
+    assert rep.line(0, None, "", now=rep.start + 5) == "privatize x.csv"

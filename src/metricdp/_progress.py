@@ -25,6 +25,12 @@ Rules, in one place for every engine and command:
   starts a new pass (a release after its first pass over the file): the clock of the
   rate restarts there.
 
+A ``sink`` (the command line's transient rich bar, :func:`metricdp.cli._common.progress`)
+receives every tick as ``(done, total, line)`` instead of the stream: a bar redraws in
+place, so the interval bounds only lines that scroll; the terminal rule is the same. The
+command line's ``progress()`` is this reporter with such a sink on a terminal and the
+reporter alone (silent) elsewhere: one renderer for every engine, command and long step.
+
 The clock and the stream are parameters, so tests drive it deterministically.
 """
 
@@ -33,12 +39,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import IO
 
-__all__ = ["Progress", "ProgressReporter", "eta_seconds", "report"]
+__all__ = ["Progress", "ProgressReporter", "Sink", "eta_seconds", "report"]
 
 #: ``progress(done, total, message)``; see the module docstring.
 Progress = Callable[[int, "int | None", str], None]
+#: ``sink(done, total, line)``: where a :class:`ProgressReporter` renders instead of its stream.
+Sink = Callable[[int, "int | None", str], None]
 
 #: Seconds between two lines of a :class:`ProgressReporter` (and before its first).
 INTERVAL = 2.0
@@ -92,25 +100,32 @@ class ProgressReporter:
         Seconds, monotonic (default :func:`time.monotonic`).
     interval : float
         The least time between two lines, and before the first.
+    sink : callable, optional
+        ``sink(done, total, line)`` receives every tick's line instead of the stream (a bar
+        redrawn in place); still nothing unless the stream is a terminal.
 
     Calling it as ``reporter(done, total, message)`` records the tick and writes at most one
     line; ``message`` (when not empty) follows the counts in parentheses.
+    ``reporter.update(message)`` changes only the message (a new step of the same work).
     """
 
-    def __init__(self, label: str, unit: str = "rows", *, stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.monotonic, interval: float = INTERVAL) -> None:
+    def __init__(self, label: str, unit: str = "rows", *, stream: IO[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic, interval: float = INTERVAL,
+                 sink: Sink | None = None) -> None:
         self.label = label
         self.unit = unit
         self._stream = stream
         self._clock = clock
         self.interval = float(interval)
+        self.sink = sink
         self.start = clock()
         self._last = self.start
         self._done = 0
+        self._total: int | None = None
         self.lines = 0
 
     @property
-    def stream(self) -> TextIO:
+    def stream(self) -> IO[str]:
         return sys.stderr if self._stream is None else self._stream
 
     def is_live(self) -> bool:
@@ -124,6 +139,8 @@ class ProgressReporter:
     def line(self, done: int, total: int | None, message: str = "", now: float | None = None) -> str:
         """The line a tick at ``now`` would show (see the module docstring)."""
         elapsed = (self._clock() if now is None else now) - self.start
+        if not done and not total:  # nothing counted yet: what runs, and its message
+            return f"{self.label} ({message})" if message else self.label
         counts = f"{done:,} of {total:,} {self.unit}" if total else f"{done:,} {self.unit}"
         if total:
             counts += f" ({min(100.0, 100.0 * done / total):.0f}%)"
@@ -136,11 +153,19 @@ class ProgressReporter:
         text = f"{self.label}: {', '.join(parts)}"
         return f"{text} ({message})" if message else text
 
+    def update(self, message: str) -> None:
+        """A new message for the same counts (a new step: "saving out.npz")."""
+        self(self._done, self._total, message)
+
     def __call__(self, done: int, total: int | None, message: str = "") -> None:
         now = self._clock()
         if done < self._done:  # a new pass
             self.start = now
-        self._done = done
+        self._done, self._total = done, total
+        if self.sink is not None:  # a bar redrawn in place: every tick
+            if self.is_live():
+                self.sink(done, total, self.line(done, total, message, now))
+            return
         if now - self._last < self.interval or not self.is_live():
             return
         self._last = now

@@ -86,3 +86,12 @@ def test_config_errors() -> None:
         scalability.ScalabilityConfig(fit="exact")
     with pytest.raises(ValidationError, match="eps_tight"):
         scalability.ScalabilityConfig(eps_tight=0.0)
+
+
+def test_constopt_runs_algorithm_1_for_the_paper_comparison() -> None:
+    # the paper fit is compared with Table 4: no EM candidate, as the paper ran it; the
+    # normalised fit (metricdp's own) keeps the library's default, EM competing
+    paper = scalability._series_spec("constopt@5", scalability.ScalabilityConfig(fit="paper"))
+    assert paper.options["exponential_candidate"] is False and paper.options["fit"] == "paper"
+    own = scalability._series_spec("constopt@5", scalability.ScalabilityConfig(fit="normalised"))
+    assert "exponential_candidate" not in own.options and "pure" not in paper.options

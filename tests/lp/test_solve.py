@@ -272,11 +272,13 @@ def test_the_solver_log_can_go_to_a_logger(caplog, capfd):
 @pytest.mark.parametrize(
     ("build", "words"),
     [
-        (lambda s, p: optimal(s, 0.5, progress=p, time_limit=600), ("round", "privacy rows", "objective", "s left")),
-        (lambda s, p: spanner(s, 1.0, calibrate=True, progress=p), ("round", "objective", "calibration step")),
+        (lambda s, p: optimal(s, 0.5, progress=p, time_limit=600),
+         ("round", "privacy rows", "simplex iterations", "objective", "s left")),
+        (lambda s, p: spanner(s, 1.0, calibrate=True, progress=p),
+         ("round", "simplex iterations", "objective", "calibration step")),
         (
             lambda s, p: constopt(s, 1.0, neighbours=3, progress=p, time_limit=600),
-            ("LP", "rows", "objective", "s left"),
+            ("LP", "rows", "simplex iterations", "objective", "s left"),
         ),
     ],
     ids=["optimal", "spanner", "constopt"],
@@ -285,6 +287,8 @@ def test_long_builds_report_progress(build, words):  # type: ignore[no-untyped-d
     calls: list[tuple[int, int | None, str]] = []
     build(random_space(3, 12), lambda done, total, message: calls.append((done, total, message)))
     assert calls
+    plan = calls[0]  # the plan comes first, before any LP: size, memory and a time scale (mechanisms/lp_plan.py)
+    assert plan[0] == 0 and all(w in plan[2] for w in ("variables", "privacy rows", "memory", "time of the order"))
     assert all(isinstance(d, int) and (t is None or isinstance(t, int)) and isinstance(m, str) for d, t, m in calls)
     text = " ".join(m for _, _, m in calls)
     for word in words:

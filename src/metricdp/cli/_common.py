@@ -11,8 +11,9 @@ Every command module uses this small API and nothing else of the CLI's internals
   violation or a solver failure, :data:`EXIT_ERROR` otherwise), never a traceback; under
   the global ``--debug`` (or ``METRICDP_DEBUG=1``) the exception propagates with its full
   traceback instead.
-* :func:`progress` -- a transient spinner with elapsed time on stderr for anything that
-  may take more than a few seconds; silent when stderr is not a terminal.
+* :func:`progress` -- :class:`metricdp._progress.ProgressReporter` as a transient rich
+  bar on stderr for anything that may take more than a few seconds; silent when stderr
+  is not a terminal.
 * :func:`echo_json`, :func:`warn`, :func:`fmt` -- machine output (one JSON object,
   non-finite floats as the strings ``"inf"``/``"nan"`` because JSON has no such
   numbers), warnings, and number formatting for tables.
@@ -44,7 +45,6 @@ import itertools
 import json
 import math
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +57,7 @@ from rich.console import Console
 
 from .._atomic import check_output_path
 from .._jsonable import jsonable
+from .._progress import ProgressReporter
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
 from ..tabular.csv import iter_csv_rows
 from ..tabular.formats import format_of
@@ -175,63 +176,36 @@ def warn(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------- progress
-#: In a pipe, a progress line at most this often (seconds), and none before the work has run this long.
-PIPE_INTERVAL = 10.0
-
-
-class Reporter:
-    """What :func:`progress` yields: a :data:`metricdp._progress.Progress` callback.
-
-    ``reporter(done, total, message)`` is the library's signature (LP rounds, calibration
-    probes, experiment units); ``reporter.update(message)`` changes only the text.
-    """
-
-    def __init__(self, show: Callable[[int | None, int | None, str], None]) -> None:
-        self._show = show
-
-    def __call__(self, done: int, total: int | None, message: str) -> None:
-        self._show(done, total, message)
-
-    def update(self, message: str) -> None:
-        self._show(None, None, message)
+#: What :func:`progress` yields: the library's one reporter (:class:`metricdp._progress.ProgressReporter`).
+Reporter = ProgressReporter
 
 
 @contextlib.contextmanager
-def progress(description: str, total: int | None = None) -> Iterator[Reporter]:
-    """Progress of long work on stderr while the block runs.
+def progress(description: str, total: int | None = None, unit: str = "steps") -> Iterator[Reporter]:
+    """Progress of long work on stderr while the block runs: the library's one reporter, rendered.
 
-    On a terminal: a transient rich bar (a spinner while the total is unknown) with
-    elapsed time. In a pipe (logs, CI): one plain line ``[elapsed] message`` at most every
-    ``PIPE_INTERVAL`` seconds, and nothing for work that ends sooner, so short commands and
-    machine output stay clean.
+    ``reporter(done, total, message)`` is the library's :data:`~metricdp._progress.Progress`
+    (LP rounds, calibration probes, experiment units; ``unit`` names what ``done``
+    counts) and ``reporter.update(message)`` changes only the text. On a terminal: a
+    transient rich bar whose text is the reporter's line (done, rate, time left, message),
+    from the start of the block. Anywhere else (a pipe, a log, CI): nothing, so ``--json``
+    and other machine output stay clean (:mod:`metricdp._progress` states the rules).
     """
-    start = time.monotonic()
-    if not err_console.is_terminal:
-        last = [start]
-
-        def line(done: int | None, tot: int | None, message: str) -> None:
-            now = time.monotonic()
-            if now - last[0] >= PIPE_INTERVAL:
-                last[0] = now
-                count = "" if done is None else f" ({done}/{tot})" if tot else f" ({done})"
-                err_console.print(f"[{now - start:6.0f} s] {message}{count}", markup=False, highlight=False)
-
-        yield Reporter(line)
+    reporter = ProgressReporter(description, unit, stream=err_console.file)
+    if not reporter.is_live():
+        yield reporter
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=True) as bar:
         task = bar.add_task(description, total=total)
 
-        def show(done: int | None, tot: int | None, message: str) -> None:
-            if done is None:
-                bar.update(task, description=message)
-            else:
-                bar.update(task, description=message, completed=done, total=tot)
+        def show(done: int, tot: int | None, line: str) -> None:
+            bar.update(task, description=line, completed=done, total=tot)
 
-        yield Reporter(show)
+        reporter.sink = show
+        yield reporter
 
 
 # ---------------------------------------------------------------------------- output

@@ -120,6 +120,8 @@ def build_mechanism(
             value = _parse_floats(value, flag)
         elif isinstance(value, Enum):
             value = value.value
+        elif param.kind == "bool":  # a flag given switches its parameter away from the default
+            value = not param.default
         if param.kind not in ("vector", "rng"):  # per-label values: the builder names the failing label
             value = param.check(value, family.name, where=flag)
         params[param.name] = value
@@ -175,6 +177,10 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
         pm = f" ± {fmt(max(half))}" if half else ""
         rows.append(("epsilon (audited)", "not audited: the matrix is an estimate; epsilon is proven"))
         rows.append(("worst-case loss", f"{fmt(mechanism.worst_case_loss())}{pm} (estimate)"))
+    if "winner" in mechanism.info:  # the candidate an LP family returned (constopt)
+        from ..mechanisms.constopt import describe_winner
+
+        rows.append(("candidate", describe_winner(mechanism)))
     rows.append(("uniform baseline", fmt(float(mechanism.uniform_losses().max()))))
     rows.append(("file", str(out)))
     return rows

@@ -359,8 +359,8 @@ def _solve_fast(
     violated rows per output column and rows slack for a few rounds leave the model
     (:mod:`.rowpool`: the rules, and why the optimum and termination are unchanged).
 
-    ``progress`` is called after every round with the rows in the model, the LP
-    objective and the time left.
+    ``progress`` is called after every round with the rows in the model, the simplex
+    iterations so far, the LP objective and the time left.
     """
     lp = LPModel(options=LP_OPTIONS)
     empty = sp.csr_matrix((0, model.nvar))
@@ -379,8 +379,8 @@ def _solve_fast(
             progress,
             rounds,
             None,
-            f"{what}: round {rounds}: {len(pool):,} privacy rows, objective {result.objective:.10g}, "
-            f"{deadline.describe()}",
+            f"{what}: round {rounds}: {len(pool):,} privacy rows, {its:,} simplex iterations, objective "
+            f"{result.objective:.10g}, {deadline.describe()}",
         )
         p = model.matrix(x)
         k, w = _violated(p, factor, pu, pv, pool.in_model)

@@ -25,6 +25,7 @@ from ..lp.deadline import Deadline
 from ..outputs import OutputSet, check_outputs
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
+from .lp_plan import plan_optimal
 from .registry import declared
 
 __all__ = ["optimal"]
@@ -142,8 +143,10 @@ def optimal(
         follow from shorter rows (37 % of the pairs of a 10 x 10 grid). What was tried on the
         grids and did not help: benchmarks/RESULTS.md#docstrings-optimal-formulation.
     progress : callable, optional
-        ``progress(round, None, message)`` after every constraint-generation round
-        (rows, LP objective, time left); see :mod:`metricdp._progress`.
+        First ``progress(0, None, plan)`` (model size, memory and a time scale:
+        :func:`~metricdp.mechanisms.lp_plan.plan_optimal`), then ``progress(round, None,
+        message)`` after every constraint-generation round (rows, LP objective, time
+        left) or interior-point iteration (objective, gap); see :mod:`metricdp._progress`.
     outputs : OutputSet, optional
         A separate output set Y (:mod:`metricdp.outputs`; the LP of Bordenabe et al.,
         Sec. 4, and the survey's eq. 5 allow any finite Y): M is (n, m), the privacy rows
@@ -232,6 +235,7 @@ def optimal(
     #   same optimum (proof: core._solve_fast) and solved every such case.
     if formulation == "auto":
         formulation = auto_formulation(n, pi is not None, outputs is None)
+    report(progress, 0, None, plan_optimal(n, m, objective=objective, formulation=formulation).summary())
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
     if formulation in ("block-ipm", "column-generation"):  # e.g. numerical trouble: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))

@@ -324,7 +324,9 @@ FAMILIES: dict[str, Family] = {
              _CALIBRATE, _TIME_LIMIT,
              Param("formulation", "choice", "fast", "column generation or the reference LP",
                    choices=("fast", "full")),
-             Param("exponential_candidate", "bool", True, "let the exponential mechanism compete")),
+             Param("exponential_candidate", "bool", True, "the exponential mechanism competes with the LP "
+                   "candidates unless turned off (off, with the paper fit: Algorithm 1 as the paper runs it)",
+                   "--no-exponential-candidate")),
             lp=True,
         ),
         Family(

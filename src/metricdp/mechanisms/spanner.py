@@ -28,6 +28,7 @@ from ..lp.retry import OPTMECH, SPANNER
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .calibration import largest_passing
+from .lp_plan import check_plan, plan_spanner
 from .registry import declared
 
 __all__ = ["Spanner", "greedy_spanner", "spanner"]
@@ -220,8 +221,16 @@ def spanner(
         the plain LP with every edge row, one simplex solve (the tests' reference).
         Timings on GloVe vocabularies: benchmarks/RESULTS.md#docstrings-spanner-formulation.
     progress : callable, optional
-        ``progress(done, total, message)``: every constraint-generation round (rows, LP
-        objective, time left) and every calibration step.
+        ``progress(done, total, message)``: first the plan (model size, memory and a time
+        scale: :func:`~metricdp.mechanisms.lp_plan.plan_spanner`), then every
+        constraint-generation round or interior-point iteration (rows, LP objective, gap,
+        time left) and every calibration step.
+
+    Raises
+    ------
+    ResourceLimitError
+        Before any LP, when the model with every edge row cannot fit the memory limit
+        (:func:`~metricdp.mechanisms.lp_plan.check_plan`).
 
     Returns
     -------
@@ -243,6 +252,9 @@ def spanner(
     n = space.n
     if formulation == "auto":
         formulation = "ipm" if 2 * g.m * n >= _IPM_FROM_ROWS else "fast"
+    plan = plan_spanner(n, g.m, formulation=formulation)  # before any LP: its size, memory and time
+    check_plan(plan, "a larger stretch gives fewer edge rows")
+    report(progress, 0, None, plan.summary())
     allowed = np.zeros((n, n), dtype=bool)
     allowed[g.edges[:, 0], g.edges[:, 1]] = True
     allowed |= allowed.T

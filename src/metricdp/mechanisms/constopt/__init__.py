@@ -35,7 +35,7 @@ rows), :mod:`.reference` (the paper's formulation, the tests' oracle), :mod:`.fa
 
 from __future__ import annotations
 
-from .builder import DEFAULT_LAMBDAS, constopt
+from .builder import DEFAULT_LAMBDAS, constopt, describe_winner
 from .replacement import nearest_neighbour_replacement
 
-__all__ = ["DEFAULT_LAMBDAS", "constopt", "nearest_neighbour_replacement"]
+__all__ = ["DEFAULT_LAMBDAS", "constopt", "describe_winner", "nearest_neighbour_replacement"]

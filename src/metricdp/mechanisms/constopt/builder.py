@@ -13,17 +13,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..._progress import Progress
+from ..._progress import Progress, report
 from ..._validation import check_epsilon
 from ...errors import ValidationError
 from ...lp.deadline import Deadline
 from ...spaces import MetricSpace, check_space
 from ..base import Mechanism, certify
+from ..lp_plan import check_plan, plan_constopt
 from ..registry import declared
 from .fit import Fit, run_fit
 from .replacement import free_mask
 
-__all__ = ["DEFAULT_LAMBDAS", "constopt"]
+__all__ = ["DEFAULT_LAMBDAS", "constopt", "describe_winner"]
 
 #: The penalties of the paper's experiments (Imola et al., Section 6).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.001, 0.1, 1.0)
@@ -122,8 +123,10 @@ def constopt(
         itself, as the paper's ablation does); privacy is unchanged.
 
     progress : callable, optional
-        ``progress(lp, None, message)`` after every LP solve (round, rows, objective,
-        time left); see :mod:`metricdp._progress`.
+        First ``progress(0, None, plan)`` (model size, memory and a time scale:
+        :func:`~metricdp.mechanisms.lp_plan.plan_constopt`), then ``progress(lp, None,
+        message)`` after every LP solve (round, rows, objective, time left); see
+        :mod:`metricdp._progress`.
 
     Returns
     -------
@@ -131,7 +134,8 @@ def constopt(
         Name ``"constopt"``; ``info["winner"]`` says which candidate was returned
         (``"normalised"``, ``"paper"`` with ``info["lambda"]``, or ``"exponential"``
         when no LP candidate beat the exponential mechanism at ``epsilon``, which is
-        itself the member Y = 1 of the family); ``info["losses"]`` holds every
+        itself the member Y = 1 of the family; :func:`describe_winner` says it in one
+        line); ``info["losses"]`` holds every
         candidate's loss, ``info["lp"]`` the LP statistics (``paper_counts`` are the
         counts of the paper's LP, Theorem 1 / Corollary 1).
 
@@ -147,6 +151,9 @@ def constopt(
         exponential mechanism is never returned in its place silently.
     PrivacyViolationError
         When the repaired matrix fails the independent audit (never expected).
+    ResourceLimitError
+        Before any LP, when the paper's full reduced LP cannot fit the memory limit
+        (:func:`~metricdp.mechanisms.lp_plan.check_plan`).
 
     Notes
     -----
@@ -187,6 +194,9 @@ def constopt(
         raise ValidationError("the paper fit needs at least one lambda")
     q = None if quantile is None else float(quantile)
     free = free_mask(space, replacement, neighbours)
+    plan = plan_constopt(free, formulation=formulation, fit=fit, lambdas=len(lams))  # before any LP
+    check_plan(plan, "fewer free neighbours per output give a smaller LP")
+    report(progress, 0, None, plan.summary())
     if epsilon * space.diameter > 700:
         raise ValidationError(
             f"epsilon * diameter = {epsilon * space.diameter:.4g} > 700: exp(-eps d) underflows in "
@@ -243,3 +253,31 @@ def _calibrate(
         "used": bool(used),
     }
     return result, info
+
+
+def describe_winner(mechanism: Mechanism) -> str:
+    """One line for people: the candidate a ConstOPTMech build returned, and whether EM competed.
+
+    Read from the mechanism (a fresh build or a loaded file): ``info["winner"]``,
+    ``info["lambda"]``, ``info["losses"]`` (the compared scores: worst case, or the
+    quantile asked for) and ``params["exponential_candidate"]``.
+
+    >>> from metricdp.spaces import MetricSpace
+    >>> two = MetricSpace.from_distances([[0.0, 2.0], [2.0, 0.0]])
+    >>> describe_winner(constopt(two, 1.3, neighbours=1))  # a tie goes to the closed form
+    'the exponential mechanism, loss 0.42833 (no LP candidate beat it)'
+    >>> describe_winner(constopt(two, 1.3, neighbours=1, fit="paper", exponential_candidate=False))
+    "paper fit (lambda 0.001), loss 0.42833 (the exponential mechanism left out, as in the paper's Algorithm 1)"
+    """
+    info = mechanism.info
+    losses = info.get("losses") or {}
+    returned = losses.get("returned")
+    loss = "" if returned is None else f", loss {returned:.6g}"
+    if info.get("winner") == "exponential":
+        return f"the exponential mechanism{loss} (no LP candidate beat it)"
+    lam = info.get("lambda")
+    what = f"{info.get('winner')} fit" + ("" if lam is None else f" (lambda {lam:g})")
+    if not mechanism.params.get("exponential_candidate", True):
+        return f"{what}{loss} (the exponential mechanism left out, as in the paper's Algorithm 1)"
+    em = losses.get("exponential")
+    return f"{what}{loss} (the exponential mechanism competed" + ("" if em is None else f": loss {em:.6g}") + ")"

@@ -62,7 +62,7 @@ class FitStats:
             self.rows22, self.blocks = other.rows22, other.blocks
 
     def record(self, r: SolveResult) -> None:
-        """Count one solve and report it to ``progress`` (LP, round, rows, objective, time left)."""
+        """Count one solve and report it to ``progress`` (LP, round, rows, iterations, objective, time left)."""
         self.lps += 1
         self.iterations += r.iterations
         if r.status != 0:
@@ -81,7 +81,8 @@ class FitStats:
                 self.progress,
                 self.lps,
                 None,
-                f"constopt: LP {self.lps} (round {self.rounds}): {r.constraints:,} rows, objective {objective}{left}",
+                f"constopt: LP {self.lps} (round {self.rounds}): {r.constraints:,} rows, {r.iterations:,} simplex "
+                f"iterations, objective {objective}{left}",
             )
 
 
