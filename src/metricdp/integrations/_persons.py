@@ -1,4 +1,4 @@
-"""The engines count rows per person in one distributed pass (issue 33: "the engines count rows per person").
+"""The engines count rows per person in one distributed pass.
 
 An accounted release must know every row's person before it draws anything
 (:mod:`metricdp.streaming.accounted`). On the local engine one sequential pass reads the

@@ -71,7 +71,7 @@ DEFAULT_MAX_RECORD_BYTES: Final = 32 * 2**20
 #: Environment variable overriding the default cap (bytes, or with a KiB/MiB/GiB/KB/MB/GB unit).
 MAX_RECORD_ENV: Final = "METRICDP_CSV_MAX_RECORD"
 #: Bytes read at a time (a chunk holds at most this much input plus one record); 1-4 MiB
-#: measured fastest for privatize on the 2-core bench machine.
+#: were the fastest for privatize in the label-release benchmark (benchmarks/RESULTS.md).
 DEFAULT_CHUNK_BYTES: Final = 2 * 2**20
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
