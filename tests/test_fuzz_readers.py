@@ -212,7 +212,7 @@ def test_distance_matrix_reader_survives_hostile_npy(tmp_path_factory, matrix, e
     assert np.all(np.isfinite(d)) and np.allclose(d, d.T) and np.all(np.diag(d) == 0)
 
 
-# ----------------------------------------------------------------------------- issue 31: CSV shapes, privatize
+# ----------------------------------------------------------------------------- CSV shapes, privatize
 # Byte-level mutations of valid CSVs aimed at where readers disagree: line endings, delimiters, quotes,
 # byte-order marks, NULs, encodings. Oracle: refused in one line with nothing written, OR every record is
 # released (the csv module, same dialect, counts as many records in the output as in the input), each

@@ -1,4 +1,4 @@
-"""Inputs that ended in a traceback (issue 31, item 5): each is now one typed error or a correct result.
+"""Inputs that ended in a traceback: each is now one typed error or a correct result.
 
 Found by running every command with extreme parameters, unusual file shapes and hostile
 region files; each test below is one such input, checked at the depth where it is fixed
@@ -38,7 +38,7 @@ def test_report_on_a_symmetric_space(tmp_path, metric):
     out = tmp_path / "r.html"
     result = run("report", mech, "--out", out)
     assert result.exit_code == 0, result.output
-    assert out.read_text().count("data:image/png;base64,") == 4  # eps_tight, losses, true vs released (issue 34), map
+    assert out.read_text().count("data:image/png;base64,") == 4  # eps_tight, losses, true vs released, map
 
 
 def test_hist_range_widens_only_rounding_spans():

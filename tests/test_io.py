@@ -499,7 +499,7 @@ def test_parquet_null_labels_are_refused(tmp_path):
         read_points(tmp_path / "n.parquet")
 
 
-# ----------------------------------------------------------------------------- issue 31: one CSV record definition
+# ----------------------------------------------------------------------------- one CSV record definition
 @pytest.mark.parametrize(
     ("data", "fragment"),
     [

@@ -1,4 +1,4 @@
-"""The one output policy (issue 31 item 3): ``--out`` is none of a command's inputs by any
+"""The one output policy: ``--out`` is none of a command's inputs by any
 name, never a device, FIFO, socket or directory, and appears whole or not at all --
 ``kill -9`` included (:func:`metricdp.io.atomic_write`, :func:`metricdp.cli._common.check_output`).
 """

@@ -116,7 +116,7 @@ def test_standard_normal_secure_default():
     assert stats.kstest(z, "norm").pvalue > 1e-6
 
 
-# ----------------------------------------------------------------------------- issue 21 item 6
+# ----------------------------------------------------------------------------- seeded releases
 def test_legacy_random_state_is_refused():
     with pytest.raises(ValidationError, match="legacy numpy RandomState is refused"):
         check_rng(np.random.RandomState(0))

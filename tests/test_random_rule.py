@@ -1,4 +1,4 @@
-"""One randomness rule (issue 32): every releasing entry point asks
+"""One randomness rule: every releasing entry point asks
 :func:`metricdp._random.warn_unless_secure`, which warns with one message."""
 
 from __future__ import annotations
@@ -85,7 +85,10 @@ def test_the_message_names_the_source_and_says_not_private() -> None:
 
 
 def test_no_other_module_writes_its_own_warning() -> None:
-    """The rule is stated once: no module but _random warns PrivacyLeakWarning itself."""
+    """The rule is stated once: no module but _random warns PrivacyLeakWarning itself.
+
+    Another rule warns through its own subclass (``UnnamedColumnsWarning``: columns leaving unnamed).
+    """
     src = Path(metricdp.__file__).parent
     pattern = re.compile(r"warnings\.warn\((?:(?!\)\n).)*PrivacyLeakWarning", re.S)
     own = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")

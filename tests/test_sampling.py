@@ -77,7 +77,7 @@ def test_secure_default_works():
 
 def test_privatize_labels():
     mech = _mechanism()
-    with pytest.warns(PrivacyLeakWarning, match="NOT private"):  # issue 21: a seeded release warns
+    with pytest.warns(PrivacyLeakWarning, match="NOT private"):  # a seeded release warns
         out = mech.privatize(["w1", "w4", "w1"], rng=0)
     assert len(out) == 3
     assert set(out) <= set(mech.labels)
@@ -399,7 +399,7 @@ def test_exact_table_rejects_bad_rows():
         sample_exact(np.array([[1.0]]), [1], check_rng(0))
 
 
-# ----------------------------------------------------------------------------- issue 22 reproduction
+# ----------------------------------------------------------------------------- the truncated geometric, exactly
 def _truncated_geometric(n: int, epsilon: float) -> np.ndarray:
     """Ghosh, Roughgarden, Sundararajan (STOC 2009): exactly eps-DP on the line 0..n-1."""
     a = np.exp(-epsilon)
@@ -434,7 +434,7 @@ def _float_sampler_law(m: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", [30, 38, 60])
-def test_issue22_truncated_geometric(n):
+def test_truncated_geometric_is_exact(n):
     eps = 1.0
     m = _truncated_geometric(n, eps)
     d = np.abs(np.subtract.outer(np.arange(n), np.arange(n))).astype(float)
@@ -453,7 +453,7 @@ def test_enumeration_detects_a_wrong_table():
     table = ExactTable.from_matrix(np.array([row]), word_bits=6, precision=4)
     assert not table.prefix.flags.writeable  # read-only once built
     with pytest.raises(ValueError):
-        table.prefix.setflags(write=True)  # for good (issue 31 item 7): the wrong table is a new one
+        table.prefix.setflags(write=True)  # for good: the wrong table is a new one
     prefix = table.prefix.copy()
     prefix[0, 1] += np.uint64(1)
     table = ExactTable(table.matrix, prefix, table.scale, table.truncated, table.total, table.limit, table.word_bits)

@@ -110,7 +110,7 @@ def test_named_metrics_hand_computed(metric, expected):
 def test_unknown_metric():
     with pytest.raises(ValidationError, match="metric must be one of"):
         pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "taxicab")
-    with pytest.raises(ValidationError, match="'cosine' is refused: 1 - cos"):  # issue 36: with the reason
+    with pytest.raises(ValidationError, match="'cosine' is refused: 1 - cos"):  # with the reason
         pairwise_distances(np.zeros((2, 2)), np.ones((2, 2)), "cosine")
 
 
@@ -142,7 +142,7 @@ def test_graph_shortest_path_metric():
 
 
 def test_graph_not_connected():
-    # issue 36: the components are named (labels), not one pair of nodes
+    # the components are named (labels), not one pair of nodes
     with pytest.raises(ValidationError, match=r"not connected: 2 components .*\{'0', '1'\} \(2 node\(s\)\); "
                                               r"\{'2', '3'\}"):
         MetricSpace.from_graph([[0, 1], [2, 3]])
@@ -242,7 +242,7 @@ def test_bad_input_is_one_clear_error(call, message):
 
 
 def test_a_grid_with_one_point_moved_a_hair_is_not_a_grid():
-    # issue 21: one point of a 10 x 10 grid of 150 m moved by 1e-7 m made h = 1e-7 and planar
+    # one point of a 10 x 10 grid of 150 m moved by 1e-7 m made h = 1e-7 and planar
     # Laplace tried to allocate 201 GiB for a 10^10-cell box
     x = np.array([[i * 150.0, j * 150.0] for i in range(10) for j in range(10)])
     assert MetricSpace.from_points(x).cell == 150.0

@@ -139,7 +139,7 @@ def test_parquet_in_parquet_out(mech_file, tmp_path):
 
 
 def test_duplicate_released_column_is_refused(mech_file, tmp_path):
-    """issue 21, 5: with header id,loc,loc only the first column used to be replaced."""
+    """With header id,loc,loc only the first column used to be replaced."""
     inp = _write(tmp_path / "in.csv", [["id", "city", "city"], ["1", "Paris", "Paris"]])
     assert_one_line_error(run("privatize", mech_file, inp, "-c", "city", "-o", tmp_path / "out.csv"),
                           "the released column 'city' appears more than once")
@@ -159,7 +159,7 @@ def test_invalid_utf8_is_one_line_with_the_byte_offset(mech_file, tmp_path):
 
 @pytest.mark.parametrize("target", ["/dev/null", "input", "mechanism", "directory"])
 def test_unsafe_outputs_are_refused(mech_file, tmp_path, target):
-    """issue 21, 1: --out /dev/null replaced the device; --out INPUT overwrote the input."""
+    """--out /dev/null replaced the device; --out INPUT overwrote the input."""
     import os
 
     inp = _write(tmp_path / "in.csv", [["city"], ["Paris"]])
@@ -245,7 +245,7 @@ def test_rectangular_releases_are_output_labels(rect_file, tmp_path, suffix):
         assert stats.chisquare(counts, p * 4000).pvalue > 0.001
 
 
-# ----------------------------------------------------------------------------- issue 31: the file layer
+# ----------------------------------------------------------------------------- the file layer
 # Each shape: ONE error naming the file, the line and the byte offset, exit 2, no output, no temporary.
 HOSTILE = [
     (b"id,city\rParis\r", "line 1", "carriage return"),  # classic-Mac CSV: was exit 0, "0 values released"

@@ -166,7 +166,7 @@ def test_rounding_never_leaves_a_slanted_region(app, tmp_path):
     assert (~region.contains(np.round(z, 6), tolerance_km=1e-6)).any()
 
 
-# ----------------------------------------------------------------------------- issue 31: what leaves
+# ----------------------------------------------------------------------------- what leaves
 def _raw(path, text):
     path.write_bytes(text)
     return path

@@ -1,4 +1,4 @@
-"""Issue 31's acceptance catalogue: every hostile case its report names, through the CLI.
+"""The release pipeline's catalogue of hostile cases, each through the CLI.
 
 Each case either ends in ONE ``error:`` line, exit 2 and no output file (nor a temporary
 file beside it), or in a correct release. The CSV shapes through all three engines are in

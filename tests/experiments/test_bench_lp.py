@@ -66,7 +66,7 @@ def test_optimal_fast_full_and_spanner_rows() -> None:
         assert r.peak_mib >= r.baseline_mib > 10
     full, fast = rows[0], rows[1]
     # the near-identity optimum here (loss 0.0099, d_min/diameter small) shows a 2.3e-8 gap
-    # between the two repaired builds: issue 27's 1e-9 is not yet met on such spaces
+    # between the two repaired builds: the 1e-9 certificate is not yet met on such spaces
     assert fast.loss_max == pytest.approx(full.loss_max, rel=1e-7)
     assert fast.objective == fast.loss_max and abs(fast.gap) < 1e-7
     assert "faster" in fast.vs_full and full.vs_full == ""

@@ -1,4 +1,4 @@
-"""``metricdp bench sample`` (issue 22): the harness runs and reports every measurement."""
+"""``metricdp bench sample``: the harness runs and reports every measurement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile CSV shapes through the local, Dask and Spark engines (issue 31): one error line or a correct release.
+"""Hostile CSV shapes through the local, Dask and Spark engines: one error line or a correct release.
 
 The oracle, per engine and shape, through the CLI: either exactly one ``error:`` line, exit 2 and no
 output (nor any temporary file) in the directory; or exit 0 and an output whose records, read with

@@ -279,7 +279,7 @@ def test_a_signal_mid_write_leaves_no_output(tmp_path, signum):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
 
 
-# ------------------------------------------------------------------------------------ issue 31
+# ------------------------------------------------------------------------------------ hostile CSV shapes
 def test_stats_name_what_left_and_drop_removes_columns(tmp_path, mech):
     inp, out = tmp_path / "in.csv", tmp_path / "out.csv"
     inp.write_bytes(b'id,city,lat,lon\r\n1,Paris,48.8,2.3\r\n2,"Lyon",45.7,4.8\r\n')

@@ -1,4 +1,4 @@
-"""Issue 33: the compiled id table against the pyarrow dictionary, and the one-read accounted release."""
+"""The compiled id table against the pyarrow dictionary, and the one-read accounted release."""
 
 from __future__ import annotations
 
