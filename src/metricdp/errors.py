@@ -20,6 +20,7 @@ __all__ = [
     "SolverError",
     "SolverNumericalError",
     "SolverTimeLimitError",
+    "UnnamedColumnsWarning",
     "UnsafeOutputError",
     "ValidationError",
 ]
@@ -121,3 +122,12 @@ class BudgetExceededError(MetricDPError):
 
 class PrivacyLeakWarning(UserWarning):
     """A choice depends on the data (or a seed makes releases predictable)."""
+
+
+class UnnamedColumnsWarning(PrivacyLeakWarning):
+    """Columns leave a release with their true values and nobody named them in ``keep`` or ``drop``.
+
+    Its own category (a :class:`PrivacyLeakWarning`) so that a pipeline can turn exactly this
+    notice into an error, or silence it once the columns are reviewed, without touching the
+    randomness rule's warning.
+    """

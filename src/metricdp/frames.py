@@ -13,7 +13,7 @@
   :meth:`pandas.DataFrame.reset_index` names it, ``"id (index)"`` when a column has its
   name; a default ``RangeIndex`` holds positions only and is not) is planned, checked and
   can be kept or dropped like a column, and the released column may not live in the index.
-  The columns nobody named are announced with a :class:`~metricdp.errors.PrivacyLeakWarning`,
+  The columns nobody named are announced with a :class:`~metricdp.errors.UnnamedColumnsWarning`,
   and a column that holds the released values under another name (by name or content:
   :mod:`metricdp.tabular.leaks`) is refused unless ``keep`` names it. A Polars
   ``LazyFrame`` is refused (collect it first: what leaves is decided on the rows).
@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 
 from ._optional import import_optional
 from ._random import RandomSource, check_release_rng
-from .errors import PrivacyLeakWarning, ValidationError
+from .errors import UnnamedColumnsWarning, ValidationError
 from .mechanisms.base import Mechanism
 from .tabular.columns import ColumnPlan, plan_columns
 from .tabular.leaks import SCAN_ROWS, LeakRule, check_rows, spread
@@ -134,7 +134,7 @@ def _announce(plan: ColumnPlan, where: str) -> None:
     if plan.unacknowledged:
         warnings.warn(
             f"{where}: column(s) {', '.join(map(repr, plan.unacknowledged))} leave with their TRUE values "
-            "(not released, named neither in keep nor in drop)", PrivacyLeakWarning, stacklevel=3)
+            "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- pandas
