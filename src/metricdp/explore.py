@@ -41,6 +41,7 @@ from .adversary import adversary_report
 from .errors import MetricDPError, ValidationError
 from .mechanisms import registry
 from .mechanisms.base import Mechanism
+from .mechanisms.optimal_plan import check_plan, plan_optimal
 from .spaces import MetricSpace
 from .units import space_unit
 
@@ -219,6 +220,8 @@ def explore(
             report(progress, done, total, f"{name} at epsilon {e:.6g}")
             done += 1
             try:
+                if name == "optimal":  # refused before the LP starts when its model cannot fit in memory
+                    check_plan(plan_optimal(space.n))
                 mech = build(name, space, e)
                 values = _measure(mech, pi, q)
             except MetricDPError as ex:
