@@ -44,6 +44,7 @@ def test_the_page_carries_the_settings_and_the_build_commands(points, tmp_path):
     r = run("explore", points, "--mechanisms", "exponential,krr", "--epsilons", "0.5,2", "--out", out)
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("settings\n") and f"wrote {out}" in r.stdout
+    assert r.stderr == ""  # progress lines go to a terminal only
     assert "epsilon:      0.5, 2 per unit of distance" in r.stdout and "not built" not in r.stdout
     page = out.read_text()
     assert "input sha256: " + hashlib.sha256(points.read_bytes()).hexdigest() in page
