@@ -236,8 +236,9 @@ def render_png(exploration: Exploration, *, dpi: int = 100) -> bytes:
     """The curves of every family (loss, AE, RI against epsilon) as PNG bytes (needs the ``plot`` extra)."""
     require("plot", what="the explore PNG")
     import matplotlib
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    with matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": False}):  # labels are the data's text, drawn as written
         fig = new_figure(15.0, 4.2)
         axes = fig.subplots(1, 3)
         eps = np.asarray(exploration.epsilons)
@@ -246,9 +247,11 @@ def render_png(exploration: Exploration, *, dpi: int = 100) -> bytes:
         def line(ax: Any, values: Sequence[float | None], **kwargs: Any) -> None:
             ax.plot(eps, np.array([np.nan if v is None else v for v in values], dtype=np.float64), **kwargs)
 
-        for k, f in enumerate(exploration.families):
+        for k, name in enumerate(exploration.families):
             colour = f"C{k}"
-            fig_f = exploration.figures[f]
+            fig_f = exploration.figures[name]
+            built = sum(why is None for why in exploration.failures[name])
+            f = name if built == len(eps) else f"{name} (built at {built} of {len(eps)})"
             line(axes[0], fig_f["loss_expected"], color=colour, label=f"{f}: expected")
             line(axes[0], fig_f["loss_max"], color=colour, ls="--", label=f"{f}: worst case")
             line(axes[1], fig_f["adversary_expected_error"], color=colour, marker=".", label=f)
@@ -260,6 +263,8 @@ def render_png(exploration: Exploration, *, dpi: int = 100) -> bytes:
         ylabels = (f"loss{unit}", f"AE{unit}", "RI")
         for ax, title, ylabel in zip(axes, titles, ylabels, strict=True):
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # plain numbers, no mathtext
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel(f"epsilon{' per ' + exploration.unit if exploration.unit else ''}")
             ax.set_ylabel(ylabel)
             ax.set_title(title, fontsize=10)
