@@ -88,3 +88,16 @@ def test_nothing_to_write_and_a_wrong_suffix_are_refused(points, tmp_path):
     before = points.read_bytes()
     assert_one_line_error(run("explore", points, "--epsilons", "1", "--out", alias), "is the input")
     assert points.read_bytes() == before
+
+
+def test_a_terminal_gets_one_progress_line_per_family_and_epsilon(points, tmp_path, monkeypatch):
+    from metricdp._progress import ProgressReporter
+
+    monkeypatch.setattr(ProgressReporter, "is_live", lambda self: True)
+    r = run("explore", points, "--mechanisms", "krr,exponential", "--epsilons", "0.5,2", "--out", tmp_path / "e.html")
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    assert [line.split(" (")[-1] for line in lines] == [
+        "krr at epsilon 0.5)", "krr at epsilon 2)", "exponential at epsilon 0.5)", "exponential at epsilon 2)",
+        "done)"]
+    assert all(line.startswith("explore line.csv: ") for line in lines)
