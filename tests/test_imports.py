@@ -141,11 +141,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version",
      "_ibu_kernels"),
     ("spaces", "audit", "loss", "sampling"),
-    ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance"),
+    ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance", "settings"),
     ("lp",),
     ("mechanisms",),
     ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "ldp", "frames", "graphs", "targets"),
+     "explore", "explore_page", "kmedian", "accounting", "ldp", "frames", "graphs", "targets"),
     ("experiments",),
     ("cli", "__main__"),  # `python -m metricdp` is the command line
 )

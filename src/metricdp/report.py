@@ -317,6 +317,7 @@ def render_report(
     top: int = 5,
     title: str | None = None,
     observed: tuple[ArrayLike, ArrayLike] | None = None,
+    settings: str | None = None,
 ) -> str:
     """The HTML report of ``mechanism`` (see the module docstring) as one string.
 
@@ -337,6 +338,8 @@ def render_report(
     observed : (true, released) index arrays, optional
         Observed rows (2-d spaces): each row's true and released point, for the heat maps
         and the displacement histogram of the data themselves.
+    settings : str, optional
+        The settings block (:meth:`metricdp.settings.Settings.text`), shown first, as written.
     """
     if not isinstance(mechanism, Mechanism):
         raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
@@ -385,6 +388,8 @@ def render_report(
     sections.append(f"<h2>Parameters</h2><pre>{params}</pre>")
     heading = html.escape(title or f"metricdp report: {mechanism.name}, n = {mechanism.n}, "
                           f"epsilon = {mechanism.epsilon:.6g}{' per ' + unit if unit else ''}")
+    if settings is not None:
+        sections.insert(0, f'<h2>Settings</h2><pre id="settings">{html.escape(settings)}</pre>')
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{heading}</title>'
             f"<style>{_CSS}</style></head><body><h1>{heading}</h1>" + "".join(sections) + "</body></html>\n")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -75,7 +76,22 @@ def test_json_equals_the_library_computation(mech_file):
         assert got["lower_bound"] <= got["loss_max"]
     else:
         assert "lower_bound" not in got
+    settings = got.pop("settings")  # the CLI's addition: what the numbers were computed from
     assert got == json.loads(json.dumps(evaluate_mechanism(mech, 0.01, 0.8)))
+    assert settings["mechanism"] == "exponential" and settings["epsilon"] == 1.5
+    assert settings["prior"] == "uniform" and settings["input"] == "m.npz"
+    assert settings["input_sha256"] == hashlib.sha256(mech_file.read_bytes()).hexdigest()
+
+
+def test_the_table_ends_with_the_settings_block(mech_file, tmp_path):
+    prior = tmp_path / "prior.csv"
+    prior.write_text("".join(f"p{i},1\n" for i in range(7)))
+    result = run("evaluate", mech_file, "--prior", prior)
+    assert result.exit_code == 0, result.output
+    block = result.stdout[result.stdout.index("settings\n"):]
+    assert "mechanism:    exponential" in block and "epsilon:      1.5 per unit of distance" in block
+    assert "prior:        prior.csv" in block and "input:        m.npz" in block
+    assert hashlib.sha256(mech_file.read_bytes()).hexdigest() in block
 
 
 def test_table_for_people(mech_file):

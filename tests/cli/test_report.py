@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 
 import pytest
@@ -44,6 +45,10 @@ def test_report_writes_html(app, mech_file, tmp_path):
     assert f"wrote {out}" in r.stdout
     text = out.read_text()
     assert "Adversary" in text and text.startswith("<!DOCTYPE html>")
+    sha = hashlib.sha256(mech_file.read_bytes()).hexdigest()
+    for where in (r.stdout, text):  # the settings block, on the terminal and on the page
+        assert "mechanism:    exponential" in where and "epsilon:      0.01 per km" in where
+        assert "prior:        prior.csv" in where and "input:        m.npz" in where and sha in where
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "their utility."),
     "report": ("report", "Write one self-contained HTML page: audited epsilon, eps_tight vs delta, losses and a "
                          "picture."),
+    "explore": ("explore", "Compare mechanism families across epsilons: losses, adversary error and "
+                           "re-identification."),
     "privatize": ("privatize", "Replace each value of a column by a release of the mechanism."),
     "privatize-points": ("privatize_points", "Release latitude/longitude columns with planar Laplace "
                                              "(geo-indistinguishability)."),

@@ -13,6 +13,7 @@ from ..adversary import adversary_report
 from ..evaluation import ESTIMATE_NOTE, evaluate_mechanism
 from ..io import read_points
 from ..mechanisms.file import load_mechanism
+from ..settings import settings_for
 from ..units import describe_epsilon, with_unit
 from ._common import JsonOption, console, echo_json, fmt, handle_errors, progress, read_label_values
 
@@ -126,7 +127,9 @@ def register(app: typer.Typer) -> None:
                 bar.update("the Bayes-optimal adversary")
                 pi = read_label_values(prior_file, mech.labels, "--prior")
                 result["adversary"] = adversary_report(mech, pi / pi.sum())
+        settings = settings_for(mech.name, mech.epsilon, unit=result["unit"], prior=prior_file, input=mechanism_file)
         if json_:
-            echo_json(result)
+            echo_json({**result, "settings": settings.as_dict()})
         else:
             console.print(_table(result, mechanism_file))
+            console.print(settings.text(), end="", markup=False, highlight=False)

@@ -12,6 +12,8 @@ from .._optional import require
 from ..errors import ValidationError
 from ..mechanisms.file import load_mechanism
 from ..report import write_report
+from ..settings import settings_for
+from ..units import space_unit
 from ._common import check_output, console, handle_errors, progress, read_label_values, warn
 
 __all__ = ["register"]
@@ -80,8 +82,12 @@ def register(app: typer.Typer) -> None:
                                       "row id with --key COL)")
             observed = (t, r)
             warn(f"{out} shows the TRUE locations of the rows of {true_file}: it is not a release; keep it private")
+        settings = settings_for(mech.name, mech.epsilon, unit=space_unit(mech.space, mech.metadata), prior=prior,
+                                input=mechanism_file)
         with progress(f"auditing and drawing {mech.name} (n = {mech.n})"):
-            write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile, observed=observed)
+            write_report(mech, out, inputs=idx, prior=pi, top=top, quantile=quantile, observed=observed,
+                         settings=settings.text())
+        console.print(settings.text(), end="", markup=False, highlight=False)
         console.print(f"wrote {out}: report of {mech.name} (n = {mech.n}, epsilon = {mech.epsilon:.6g})",
                       markup=False, highlight=False)
         if mech.space.policy:
