@@ -223,7 +223,7 @@ def test_blas_threads_are_limited_while_the_method_runs(monkeypatch):
 
 
 def test_auto_formulation_follows_the_measured_regimes():
-    from metricdp.mechanisms.optimal import AUTO_BLOCK_IPM_MIN_N, auto_formulation
+    from metricdp.mechanisms.lp_plan import AUTO_BLOCK_IPM_MIN_N, auto_formulation
 
     n = AUTO_BLOCK_IPM_MIN_N
     assert auto_formulation(n, expected=True, square=True) == "block-ipm"

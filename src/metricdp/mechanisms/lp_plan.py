@@ -5,7 +5,7 @@ and a time scale (seconds), from the sizes alone, for
 
 * **OPTMech** (:func:`plan_optimal`): :math:`nm` variables and :math:`n(n-1)m` privacy
   rows. ``auto`` picks ``block-ipm`` for the expected objective on square spaces of at
-  least :data:`~metricdp.mechanisms.optimal.AUTO_BLOCK_IPM_MIN_N` points, else ``fast``.
+  least :data:`AUTO_BLOCK_IPM_MIN_N` points, else ``fast``.
   ``block-ipm`` / ``ipm``: the interior point keeps a few (m, n, n) arrays alive at once,
   :func:`~metricdp.lp.ipm.ipm_bytes` (the figure it checks itself before it allocates);
   ``fast``: constraint generation adds privacy rows as they bind, at worst every row, so
@@ -51,7 +51,8 @@ from .._resources import format_bytes, memory_limit
 from ..errors import ResourceLimitError
 
 __all__ = [
-    "BYTES_PER_ROW", "CONSTOPT_FAST_DENSE", "LPPlan", "check_plan", "plan_constopt", "plan_optimal", "plan_spanner",
+    "AUTO_BLOCK_IPM_MIN_N", "BYTES_PER_ROW", "CONSTOPT_FAST_DENSE", "LPPlan", "auto_formulation", "check_plan",
+    "plan_constopt", "plan_optimal", "plan_spanner",
 ]
 
 #: Bytes per privacy row with two non-zeros (index and value of each, a bound, HiGHS' copies).
@@ -119,6 +120,19 @@ def _seconds(ref: tuple[float, int, float], n: int) -> float:
     return seconds * (n / n0) ** k
 
 
+#: ``formulation="auto"`` takes ``block-ipm`` for the expected objective on a square space
+#: of at least this many points, ``fast`` otherwise. Why 36: below it (a 5 x 5 grid)
+#: ``fast`` is as quick; from a 6 x 6 grid on, its constraint generation needs many rounds
+#: and ``block-ipm`` finishes several times sooner, and from 8 x 8 grids or 50 Gaussian
+#: points ``fast`` may not finish at all in reasonable time. The builds: benchmarks/RESULTS.md.
+AUTO_BLOCK_IPM_MIN_N = 36
+
+
+def auto_formulation(n: int, expected: bool, square: bool) -> str:
+    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
+    return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
+
+
 def _model_bytes(rows: int, nonzeros: int, n: int, m: int) -> float:
     """A HiGHS model of ``rows`` rows and ``nonzeros`` non-zeros beside the builder's dense arrays."""
     return BYTES_PER_ROW * rows + BYTES_PER_NONZERO * max(0, nonzeros - 2 * rows) + 8.0 * DENSE_ARRAYS * n * m
@@ -127,11 +141,10 @@ def _model_bytes(rows: int, nonzeros: int, n: int, m: int) -> float:
 def plan_optimal(n: int, m: int | None = None, *, objective: str = "worst", formulation: str = "auto") -> LPPlan:
     """The plan of ``optimal`` on n inputs and m outputs (module docstring)."""
     from ..lp.ipm import ipm_bytes
-    from .optimal import AUTO_BLOCK_IPM_MIN_N
 
     m = n if m is None else m
     if formulation == "auto":
-        formulation = "block-ipm" if objective == "expected" and m == n and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
+        formulation = auto_formulation(n, objective == "expected", m == n)
     privacy = n * (n - 1) * m
     rows, nonzeros = privacy + n, 2 * privacy + n * m
     if formulation in ("block-ipm", "ipm"):

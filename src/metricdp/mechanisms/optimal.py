@@ -25,28 +25,17 @@ from ..lp.deadline import Deadline
 from ..outputs import OutputSet, check_outputs
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
-from .lp_plan import plan_optimal
+from .lp_plan import auto_formulation, plan_optimal
 from .registry import declared
 
 __all__ = ["optimal"]
 
-#: ``formulation="auto"`` takes ``block-ipm`` for the expected objective on a square space
-#: of at least this many points, ``fast`` otherwise. Why 36: below it (a 5 x 5 grid)
-#: ``fast`` is as quick; from a 6 x 6 grid on, its constraint generation needs many rounds
-#: and ``block-ipm`` finishes several times sooner, and from 8 x 8 grids or 50 Gaussian
-#: points ``fast`` may not finish at all in reasonable time. The builds: benchmarks/RESULTS.md.
-AUTO_BLOCK_IPM_MIN_N = 36
 
 # The worst case stays on ``fast``. ``block-ipm``'s vertex is another point of the large
 # optimal face: the same worst-case loss but a higher mean row loss (about 1 % on GloVe
 # spaces), where ``fast``'s tie-break (:data:`metricdp.lp.core.TIEBREAK`) favours a low
 # mean; and with its row pool (:mod:`metricdp.lp.rowpool`) ``fast`` is no slower there, and
 # faster at large eps, where the interior point alone costs more than the whole ``fast`` build.
-
-
-def auto_formulation(n: int, expected: bool, square: bool) -> str:
-    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
-    return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
 
 
 def _check_loss_matrix(
@@ -125,8 +114,9 @@ def optimal(
         ``block-ipm``: the structured interior-point method of :mod:`metricdp.lp.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`metricdp.lp.ipm_finish`); ``auto`` (default) takes it for the expected
-        objective on square spaces of at least ``AUTO_BLOCK_IPM_MIN_N`` points, where it
-        is the faster, and ``fast`` otherwise.
+        objective on square spaces of at least
+        :data:`~metricdp.mechanisms.lp_plan.AUTO_BLOCK_IPM_MIN_N` points, where it is the
+        faster, and ``fast`` otherwise.
         ``column-generation`` (expected objective, square spaces): the structured interior
         point on a working set of outputs, grown by a pricing test, then ``block-ipm``'s exact
         finish on it and an exact pricing of the other outputs (:mod:`metricdp.lp.colgen`): the same
