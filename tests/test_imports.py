@@ -144,8 +144,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance"),
     ("lp",),
     ("mechanisms",),
-    ("text", "location", "streaming", "integrations", "estimation", "remap", "evaluation", "adversary", "report",
-     "kmedian", "accounting", "ldp", "frames", "graphs"),
+    ("text", "location", "streaming", "integrations", "estimation", "intervals", "remap", "evaluation", "adversary",
+     "report", "kmedian", "accounting", "ldp", "frames", "graphs"),
     ("experiments",),
     ("cli", "__main__"),  # `python -m metricdp` is the command line
 )
