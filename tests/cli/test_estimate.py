@@ -161,3 +161,28 @@ def test_max_iter_in_exponent_form_is_the_whole_number(setup) -> None:
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(_parse(result.stdout)[1], ibu(counts, mech, tol=1e-300, max_iter=10).estimate)
     assert "cap of 10 iterations" in result.stderr
+
+
+@pytest.mark.parametrize("method", ["ibu", "inversion"])
+def test_estimate_with_intervals_adds_the_library_bands_and_bounds(setup, tmp_path: Path, method: str) -> None:
+    from metricdp.intervals import ibu_intervals, inversion_intervals
+
+    mech, mech_file, released, _, counts, _ = setup
+    out = tmp_path / "est.csv"
+    result = run("estimate", mech_file, released, "-c", "place", "--method", method, "--intervals", "0.9",
+                 "--draws", "50", "--seed", "3", "--out", out)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert rows[0] == ["label", "probability", "lower", "upper"]
+    table = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+    f = ibu_intervals if method == "ibu" else inversion_intervals
+    want = f(counts, mech, level=0.9, draws=50, rng=3)
+    np.testing.assert_array_equal(table.T, [want.point, want.lower, want.upper])
+    kind = "bootstrap" if method == "ibu" else "normal"
+    assert f"tv to the truth <= {want.tv!r} (90 % confidence, {kind})" in result.stdout
+    assert f"emd to the truth <= {want.emd!r} (90 % confidence, {kind})" in result.stdout
+
+
+def test_estimate_intervals_out_of_range_is_one_error(setup) -> None:
+    _, mech_file, released, *_ = setup
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--intervals", "95"), "level")

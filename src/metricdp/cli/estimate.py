@@ -1,8 +1,10 @@
-"""``metricdp estimate MECH.npz RELEASED.csv --column COL [--true TRUE.csv] [--out FILE.csv]``.
+"""``metricdp estimate MECH.npz RELEASED.csv --column COL [--true TRUE.csv] [--intervals 0.95] [--out FILE.csv]``.
 
 The collector's side of local mDP: estimate the distribution of the true values from the
 released ones (IBU or matrix inversion) and, given the true data, measure the Earth
-mover's distance of the estimate.
+mover's distance of the estimate. With ``--intervals``, each probability comes with its
+confidence interval (:mod:`metricdp.intervals`) and the total-variation and Earth mover's
+distances to the truth with an upper confidence bound.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import typer
 
 from ..errors import ValidationError
 from ..estimation import IBU_MAX_ITER, IBU_MAX_ITER_LIMIT, IBU_TOL, counts_from_indices, emd, ibu, matrix_inversion
+from ..intervals import DRAWS, Estimate, ibu_intervals, inversion_intervals
 from ..io import atomic_write, read_csv_table
 from ..mechanisms.file import load_mechanism
 from ..outputs import OutputSet
@@ -48,12 +51,26 @@ def column_indices(path: Path, column: str, space: MetricSpace | OutputSet, opti
         raise ValidationError(f"{path}: column {column!r}: {ex}") from None
 
 
-def _csv_text(labels: tuple[str, ...], p: np.ndarray) -> str:
+def _csv_text(labels: tuple[str, ...], p: np.ndarray, bands: Estimate | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["label", "probability"])
-    w.writerows([lab, repr(float(v))] for lab, v in zip(labels, p, strict=True))
+    if bands is None:
+        w.writerow(["label", "probability"])
+        w.writerows([lab, repr(float(v))] for lab, v in zip(labels, p, strict=True))
+    else:
+        w.writerow(["label", "probability", "lower", "upper"])
+        w.writerows([lab, repr(float(v)), repr(float(lo)), repr(float(hi))]
+                    for lab, v, lo, hi in zip(labels, p, bands.lower, bands.upper, strict=True))
     return buf.getvalue()
+
+
+def _bound_lines(bands: Estimate) -> list[str]:
+    """The distance bounds of ``bands`` as summary lines."""
+    pct = f"{100 * bands.level:g} %"
+    lines = [f"tv to the truth <= {bands.tv!r} ({pct} confidence, {bands.method})"]
+    if bands.emd is not None:
+        lines.append(f"emd to the truth <= {bands.emd!r} ({pct} confidence, {bands.method})")
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -96,11 +113,26 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--out", "-o", dir_okay=False, help="Write the CSV here (default: stdout)."),
         ] = None,
+        level: Annotated[
+            float | None,
+            typer.Option("--intervals", metavar="LEVEL",
+                         help="Add confidence intervals at this level (e.g. 0.95): lower,upper columns and "
+                              "bounds on the TV and EMD to the truth."),
+        ] = None,
+        draws: Annotated[
+            int, typer.Option("--draws", help="--intervals: bootstrap (ibu) or Gaussian (inversion) draws.")
+        ] = DRAWS,
+        seed: Annotated[
+            int | None, typer.Option("--seed", help="--intervals: seed of the draws (default: fresh).")
+        ] = None,
     ) -> None:
         """Estimate the distribution of the true values from released ones (CSV label,probability).
 
         With --true, also print the Earth mover's distance between the estimate and the
-        true values' distribution (on stderr when the CSV goes to stdout).
+        true values' distribution (on stderr when the CSV goes to stdout). With
+        --intervals 0.95, add lower,upper columns (95 % confidence intervals: a parametric
+        bootstrap for ibu, the normal approximation for inversion) and print upper
+        confidence bounds on the TV and Earth mover's distances to the truth.
         """
         if method not in ("ibu", "inversion"):
             raise ValidationError(f"--method must be 'ibu' or 'inversion', got {method!r}")
@@ -125,11 +157,20 @@ def register(app: typer.Typer) -> None:
             else:
                 p, note = matrix_inversion(counts, mech), "matrix inversion, projected onto the simplex"
             distance = None if truth is None else emd(p, truth, mech.space)
-        text = _csv_text(mech.labels, p)
+        bands = None
+        if level is not None:
+            with progress(f"confidence intervals at {level:g} ({draws} draws)"):
+                if method == "ibu":
+                    bands = ibu_intervals(counts, mech, level=level, draws=draws, rng=seed, tol=tol,
+                                          max_iter=max_iter)
+                else:
+                    bands = inversion_intervals(counts, mech, level=level, draws=draws, rng=seed)
+        text = _csv_text(mech.labels, p, bands)
+        summary = ([] if bands is None else _bound_lines(bands)) + ([] if distance is None else [f"emd {distance!r}"])
         if out is None:
             typer.echo(text, nl=False)
-            if distance is not None:
-                err_console.print(f"emd {distance!r}", markup=False, highlight=False)
+            for line in summary:
+                err_console.print(line, markup=False, highlight=False)
             return
         with atomic_write(out, "w") as fh:
             fh.write(text)
@@ -138,5 +179,5 @@ def register(app: typer.Typer) -> None:
             markup=False,
             highlight=False,
         )
-        if distance is not None:
-            console.print(f"emd {distance!r}", markup=False, highlight=False)
+        for line in summary:
+            console.print(line, markup=False, highlight=False)
