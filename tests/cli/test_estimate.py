@@ -186,3 +186,32 @@ def test_estimate_with_intervals_adds_the_library_bands_and_bounds(setup, tmp_pa
 def test_estimate_intervals_out_of_range_is_one_error(setup) -> None:
     _, mech_file, released, *_ = setup
     assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--intervals", "95"), "level")
+
+
+def test_estimate_json_and_plot_carry_the_intervals(setup, tmp_path: Path) -> None:
+    import json
+
+    pytest.importorskip("matplotlib")
+    from metricdp.intervals import inversion_intervals
+
+    mech, mech_file, released, true, counts, truth = setup
+    png = tmp_path / "est.png"
+    result = run("estimate", mech_file, released, "-c", "place", "--method", "inversion", "--true", true,
+                 "--intervals", "0.95", "--draws", "50", "--seed", "4", "--json", "--plot", png)
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    want = inversion_intervals(counts, mech, draws=50, rng=4)
+    assert obj["labels"] == LABELS and obj["level"] == 0.95 and obj["interval_method"] == "normal"
+    np.testing.assert_array_equal([obj["probability"], obj["lower"], obj["upper"]],
+                                  [want.point, want.lower, want.upper])
+    assert obj["tv_bound"] == want.tv and obj["emd_bound"] == want.emd
+    assert obj["emd"] == emd(want.point, truth, mech.space)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_estimate_json_without_intervals_has_no_bands(setup) -> None:
+    import json
+
+    _, mech_file, released, *_ = setup
+    obj = json.loads(run("estimate", mech_file, released, "-c", "place", "--json").stdout)
+    assert set(obj) == {"labels", "probability"}
