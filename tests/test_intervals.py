@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
 from metricdp.estimation import emd, ibu, matrix_inversion
@@ -90,7 +92,8 @@ def test_as_dict_is_plain():
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"level": 1.0}, "level"), ({"level": 0}, "level"), ({"draws": 3}, "draws"), ({"rng": "x"}, "rng"),
+    ({"level": 1.0}, "level"), ({"level": 0}, "level"), ({"draws": 3}, "draws"), ({"draws": 10**9}, "draws"),
+    ({"rng": "x"}, "rng"), ({"level": float("nan")}, "level"),
 ])
 def test_bad_arguments_are_one_error(kwargs, match):
     with pytest.raises(ValidationError, match=match):
@@ -157,3 +160,21 @@ def test_emd_bound_covers_the_truth():
             for e in (inversion_intervals(c, m, draws=100, rng=gen, distances=LINE)
                       for c in _population_counts(m, 200, 8))]
     assert 0.9 <= np.mean(hits) <= 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 500), min_size=3, max_size=3).filter(lambda c: sum(c) > 0),
+       st.floats(0.5, 0.99))
+def test_inversion_bands_are_ordered_and_in_the_unit_interval(counts, level):
+    est = inversion_intervals(counts, _geometric(3, 0.4), level=level, draws=20, rng=0)
+    assert np.all(0 <= est.lower) and np.all(est.upper <= 1)
+    assert np.all(est.lower <= est.point + 1e-12) and np.all(est.point <= est.upper + 1e-12)
+    assert 0 <= est.tv <= 1
+
+
+def test_a_higher_level_gives_wider_intervals():
+    m = _krr(4, 1.0)
+    c = [150, 120, 130, 100]
+    narrow, wide = inversion_intervals(c, m, level=0.8, rng=0), inversion_intervals(c, m, level=0.99, rng=0)
+    assert np.all(wide.upper - wide.lower > narrow.upper - narrow.lower)
+    assert wide.tv > narrow.tv

@@ -67,6 +67,8 @@ __all__ = ["DRAWS", "Estimate", "ibu_intervals", "inversion_intervals", "oracle_
 
 #: Default number of bootstrap (or Gaussian) draws.
 DRAWS = 1000
+#: The most draws accepted (each holds a re-estimate; the EMD bound solves one transport per draw).
+MAX_DRAWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def _level(level: float) -> float:
 
 
 def _draws(draws: int) -> int:
-    return check_int(draws, "draws", minimum=10)
+    return check_int(draws, "draws", minimum=10, maximum=MAX_DRAWS)
 
 
 def _generator(rng: object) -> np.random.Generator:

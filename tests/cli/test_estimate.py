@@ -186,6 +186,7 @@ def test_estimate_with_intervals_adds_the_library_bands_and_bounds(setup, tmp_pa
 def test_estimate_intervals_out_of_range_is_one_error(setup) -> None:
     _, mech_file, released, *_ = setup
     assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--intervals", "95"), "level")
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--seed", "3"), "--intervals LEVEL")
 
 
 def test_estimate_json_and_plot_carry_the_intervals(setup, tmp_path: Path) -> None:

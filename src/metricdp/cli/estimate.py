@@ -177,6 +177,8 @@ def register(app: typer.Typer) -> None:
         if method not in ("ibu", "inversion"):
             raise ValidationError(f"--method must be 'ibu' or 'inversion', got {method!r}")
         max_iter = _max_iter(max_iter_text)
+        if level is None and (seed is not None or draws != DRAWS):
+            raise ValidationError("--draws and --seed set the draws of --intervals: give --intervals LEVEL too")
         if out is not None:
             check_output(out, inputs=(mechanism_file, released, true_file, plot))
         if plot is not None:
