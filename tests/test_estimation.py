@@ -250,3 +250,35 @@ def test_counts_from_indices() -> None:
     np.testing.assert_array_equal(counts_from_indices(np.array([0, 2, 2]), 4), [1, 0, 2, 0])
     with pytest.raises(ValidationError, match=r"report index 4 is outside 0\.\.3"):
         counts_from_indices(np.array([4]), 4)
+
+
+def test_ibu_runs_the_dense_products_on_one_blas_thread(monkeypatch):
+    # inside the loop every BLAS pool is limited to IBU_BLAS_THREADS (from 2 here); afterwards they are given back
+    import threadpoolctl
+
+    seen: list[int] = []
+    original = estimation._ibu_run
+
+    def spy(*args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(estimation, "_ibu_run", spy)
+    m = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]])
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        res = estimation.ibu([30.0, 40.0, 30.0], m)
+        after = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    assert before and set(before) == {2}
+    assert seen and set(seen) == {estimation.IBU_BLAS_THREADS} == {1}
+    assert after == before
+    assert res.converged
+
+
+def test_ibu_on_a_krr_channel_leaves_the_blas_pools_alone(monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(estimation, "blas_threads", lambda limit: calls.append(limit))
+    m = np.full((3, 3), 0.25)
+    np.fill_diagonal(m, 0.5)
+    estimation.ibu([30.0, 40.0, 30.0], m)
+    assert calls == []

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
+from ._threads import blas_threads
 from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
 from .mechanisms.base import Mechanism
@@ -59,6 +60,9 @@ __all__ = [
 
 #: Default stopping rule of :func:`ibu`: the L1 change between two iterates.
 IBU_TOL = 1e-9
+#: BLAS threads of :func:`ibu`'s dense products: its matrix-vector products are too small
+#: for more threads to pay, and on a shared machine the extra threads only spin.
+IBU_BLAS_THREADS = 1
 #: Default iteration cap of :func:`ibu`.
 IBU_MAX_ITER = 10_000
 #: The largest ``max_iter``: the compiled loop counts in int64 (more iterations than any run can make anyway).
@@ -194,7 +198,11 @@ def ibu(
     rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex.
 
     Vectorised: one update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``; a
-    batch of count vectors is updated together, each row stopping on its own.
+    batch of count vectors is updated together, each row stopping on its own. The dense
+    products run on :data:`IBU_BLAS_THREADS` BLAS thread (:func:`metricdp._threads.blas_threads`,
+    as the LP solver's); a k-RR-shaped channel needs no BLAS.
+
+    For confidence intervals around the estimate, see :func:`metricdp.intervals.ibu_intervals`.
 
     Parameters
     ----------
@@ -241,12 +249,23 @@ def ibu(
         )
     batch, n_in = q.shape[0], m.shape[0]
     pi = np.full((batch, n_in), 1.0 / n_in)
-    iterations = np.zeros(batch, dtype=np.intp)
-    converged = np.zeros(batch, dtype=bool)
+    if krr_structure(m) is not None:  # O(k) updates, no BLAS
+        return _ibu_run(m, q, pi, tol, max_iter, single)
+    with blas_threads(IBU_BLAS_THREADS):
+        return _ibu_run(m, q, pi, tol, max_iter, single)
+
+
+def _ibu_run(
+    m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
+) -> IBUResult:
+    """:func:`ibu`'s loop on checked inputs: the compiled kernels when numba is there, else numpy."""
     from . import _ibu_kernels as _kernels  # numba's import (about 0.7 s) only when IBU runs, not per command
 
     if _kernels.KERNELS is not None:
         return _ibu_compiled(m, q, pi, tol, max_iter, single)
+    batch = q.shape[0]
+    iterations = np.zeros(batch, dtype=np.intp)
+    converged = np.zeros(batch, dtype=bool)
     forward, backward, q = _ibu_products(m, q)
     rows = np.arange(batch)  # rows still iterating; p, qa hold their iterates and data
     p, qa = pi.copy(), q

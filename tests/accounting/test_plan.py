@@ -164,3 +164,16 @@ def test_an_additive_term_over_the_budget_is_refused_before_anything_is_reserved
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValidationError, match="additive loss of a release must be a finite number"):
             check_additive(bad, 1.0)
+
+
+def test_unit_defaults_to_the_one_the_ledger_is_bound_to(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.db", budget=1.0)
+    with pytest.raises(ValidationError, match="not been bound to one yet"):
+        plan_release(["a"], 0.25, ledger=ledger)  # a new ledger: nothing to infer from
+    assert ledger.spent(["a"]).tolist() == [0.0]
+    plan_release(["a"], 0.25, ledger=ledger, unit="km").commit()
+    plan_release(["a"], 0.25, ledger=ledger).commit()  # the ledger's km
+    assert ledger.unit == "km"
+    assert ledger.spent(["a"]).tolist() == [0.5]
+    with pytest.raises(ValidationError):
+        plan_release(["a"], 0.25, ledger=ledger, unit="m")  # a stated unit is still checked against it

@@ -161,3 +161,58 @@ def test_max_iter_in_exponent_form_is_the_whole_number(setup) -> None:
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(_parse(result.stdout)[1], ibu(counts, mech, tol=1e-300, max_iter=10).estimate)
     assert "cap of 10 iterations" in result.stderr
+
+
+@pytest.mark.parametrize("method", ["ibu", "inversion"])
+def test_estimate_with_intervals_adds_the_library_bands_and_bounds(setup, tmp_path: Path, method: str) -> None:
+    from metricdp.intervals import ibu_intervals, inversion_intervals
+
+    mech, mech_file, released, _, counts, _ = setup
+    out = tmp_path / "est.csv"
+    result = run("estimate", mech_file, released, "-c", "place", "--method", method, "--intervals", "0.9",
+                 "--draws", "50", "--seed", "3", "--out", out)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert rows[0] == ["label", "probability", "lower", "upper"]
+    table = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+    f = ibu_intervals if method == "ibu" else inversion_intervals
+    want = f(counts, mech, level=0.9, draws=50, rng=3)
+    np.testing.assert_array_equal(table.T, [want.point, want.lower, want.upper])
+    kind = "bootstrap" if method == "ibu" else "normal"
+    assert f"tv to the truth <= {want.tv!r} (90 % confidence, {kind})" in result.stdout
+    assert f"emd to the truth <= {want.emd!r} (90 % confidence, {kind})" in result.stdout
+
+
+def test_estimate_intervals_out_of_range_is_one_error(setup) -> None:
+    _, mech_file, released, *_ = setup
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--intervals", "95"), "level")
+    assert_one_line_error(run("estimate", mech_file, released, "-c", "place", "--seed", "3"), "--intervals LEVEL")
+
+
+def test_estimate_json_and_plot_carry_the_intervals(setup, tmp_path: Path) -> None:
+    import json
+
+    pytest.importorskip("matplotlib")
+    from metricdp.intervals import inversion_intervals
+
+    mech, mech_file, released, true, counts, truth = setup
+    png = tmp_path / "est.png"
+    result = run("estimate", mech_file, released, "-c", "place", "--method", "inversion", "--true", true,
+                 "--intervals", "0.95", "--draws", "50", "--seed", "4", "--json", "--plot", png)
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    want = inversion_intervals(counts, mech, draws=50, rng=4)
+    assert obj["labels"] == LABELS and obj["level"] == 0.95 and obj["interval_method"] == "normal"
+    np.testing.assert_array_equal([obj["probability"], obj["lower"], obj["upper"]],
+                                  [want.point, want.lower, want.upper])
+    assert obj["tv_bound"] == want.tv and obj["emd_bound"] == want.emd
+    assert obj["emd"] == emd(want.point, truth, mech.space)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_estimate_json_without_intervals_has_no_bands(setup) -> None:
+    import json
+
+    _, mech_file, released, *_ = setup
+    obj = json.loads(run("estimate", mech_file, released, "-c", "place", "--json").stdout)
+    assert set(obj) == {"labels", "probability"}

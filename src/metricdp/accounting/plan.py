@@ -245,8 +245,11 @@ def plan_release(
     ``persons`` (distinct ids) makes ``user_ids`` integer codes into it, the form a
     streaming pass builds (one small integer per row instead of one string): everything
     per row is then done on the codes, and only the ledger sees ``persons[code]``.
-    ``unit`` (the distance unit of ``eps``) binds the ledger to one unit
-    (:meth:`~metricdp.accounting.ledger.Ledger.reserve`).
+    ``unit`` (the distance unit of ``eps``: ``"km"``, ``""`` for a unitless distance)
+    binds the ledger to one unit (:meth:`~metricdp.accounting.ledger.Ledger.reserve`).
+    With a ledger and no ``unit``, the unit the ledger is already bound to
+    (:attr:`~metricdp.accounting.ledger.Ledger.unit`) is used; a ledger bound to none yet
+    needs it stated (a first run in the wrong unit would bind the ledger to it).
 
     ``additive`` is the additive loss of one release, ``eps * c`` for a lattice release
     whose snapping costs ``c`` of distance (``docs/proofs/lattice_points.md``, section 4).
@@ -256,7 +259,12 @@ def plan_release(
     ``additive`` alone exceeds the budget is refused here, before anything is reserved.
     """
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
-        raise ValidationError("a release with a ledger must state the distance unit its eps is per (unit)")
+        unit = ledger.unit  # ... or repeat the one the ledger is bound to
+        if unit is None:
+            raise ValidationError(
+                "a release with a ledger must state the distance unit its eps is per (unit): "
+                "this ledger has not been bound to one yet ('' for a unitless distance, e.g. an LDP oracle)"
+            )
     names = None if persons is None else persons if is_arrow(persons) else canonical_ids(persons, "persons")
     ids = canonical_ids(user_ids, "user ids") if names is None else _codes(user_ids, names, ledger is None)
     units = to_units(eps)

@@ -193,7 +193,10 @@ class FrequencyOracle(ABC):
         return c
 
     def estimate(self, support: ArrayLike, n: int) -> NDArray[np.float64]:
-        r"""Wang et al.'s unbiased estimate :math:`(s_v/N - q^*)/(p^* - q^*)` from support counts of N reports."""
+        r"""Wang et al.'s unbiased estimate :math:`(s_v/N - q^*)/(p^* - q^*)` from support counts of N reports.
+
+        With confidence intervals: :func:`metricdp.intervals.oracle_intervals`.
+        """
         s = np.asarray(support, dtype=np.float64)
         if s.shape != (self.k,):
             raise ValidationError(f"support must have shape ({self.k},), got {s.shape}")

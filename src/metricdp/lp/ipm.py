@@ -52,9 +52,7 @@ forms it, and the cubes that are written go into buffers kept across iterations.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +60,7 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from .._resources import check_allocation
+from .._threads import blas_threads
 from ..errors import SolverNumericalError
 from . import ipm_newton as _newton
 from .deadline import Deadline
@@ -387,15 +386,6 @@ def _start(lp: _LP, distances_to_anchor: Array, level: float) -> _Point:
     return _Point(prim[0], s, y, z, dual[0], t, prim[2], dual[2])
 
 
-@contextlib.contextmanager
-def _blas_threads(limit: int) -> Iterator[None]:
-    """Limit the BLAS thread pools (threadpoolctl, a core dependency: see pyproject.toml)."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
-
-    with threadpool_limits(limits=limit, user_api="blas"):
-        yield
-
-
 def solve_ipm(
     distances: Array,
     level: float,
@@ -427,7 +417,7 @@ def solve_ipm(
     n, m = loss.shape
     check_allocation(ipm_bytes(n, m), f"{what}: the interior-point method for n = {n}, m = {m}")
     load_kernels()
-    with _blas_threads(BLAS_THREADS):
+    with blas_threads(BLAS_THREADS):
         return _run(distances, level, allowed, loss, prior, anchor, tol, max_iter, deadline, progress, what)
 
 

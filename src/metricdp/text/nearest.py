@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._resources import usable_cpus
+from .._threads import blas_threads
 from ..pointspace import PointSpace, _tolerance
 
 __all__ = ["TwoPassSearch", "two_pass_argmin"]
@@ -56,8 +57,6 @@ def two_pass_argmin(
     exact: Callable[[NDArray[np.intp], NDArray[np.intp]], NDArray[np.float64]],
 ) -> NDArray[np.intp]:
     """The minimiser per row of :math:`a\\lVert p\\rVert^2 - 2p\\cdot w` (module docstring)."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,unused-ignore]
-
     a = np.asarray(a, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
     out = np.empty(len(w), dtype=np.intp)
@@ -68,7 +67,7 @@ def two_pass_argmin(
 
     starts = range(0, len(w), _QUERIES)
     workers = min(len(starts), _workers())
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_threads(1):
         if workers <= 1:
             for s in starts:
                 run(s)
