@@ -122,9 +122,9 @@ def test_bad_arguments_are_refused_by_name():
 
 
 def test_an_optimal_lp_too_large_for_memory_is_refused_before_it_starts(monkeypatch):
-    from metricdp.mechanisms import optimal_plan
+    from metricdp.mechanisms import lp_plan
 
-    monkeypatch.setattr(optimal_plan, "memory_limit", lambda: 1)
+    monkeypatch.setattr(lp_plan, "memory_limit", lambda: 1)
     ex = explore(_line(0.0, 1.0, 3.0), ["optimal", "krr"], [1.0])
     assert ex.failures["optimal"][0].startswith("ResourceLimitError: optimal on 3 points needs")
     assert ex.failures["krr"] == [None]

@@ -41,7 +41,7 @@ from .adversary import adversary_report
 from .errors import MetricDPError, ValidationError
 from .mechanisms import registry
 from .mechanisms.base import Mechanism
-from .mechanisms.optimal_plan import check_plan, plan_optimal
+from .mechanisms.lp_plan import check_plan, plan_optimal
 from .spaces import MetricSpace
 from .units import space_unit
 

@@ -341,7 +341,7 @@ def register(app: typer.Typer) -> None:
                     output_set = read_output_distances(output_distances, space)
         eps = resolve_epsilon(epsilon, level, radius, space_unit(space))  # in the space's unit
         if name == "optimal":  # what the LP will take, before it starts; a refusal when it cannot fit
-            from ..mechanisms.optimal_plan import check_plan, plan_optimal
+            from ..mechanisms.lp_plan import check_plan, plan_optimal
             from ._common import err_console
 
             plan = plan_optimal(space.n, None if output_set is None else output_set.m,

@@ -6,7 +6,7 @@ import pytest
 
 from metricdp.errors import ResourceLimitError
 from metricdp.lp.ipm import ipm_bytes
-from metricdp.mechanisms.optimal_plan import BYTES_PER_ROW, check_plan, plan_optimal
+from metricdp.mechanisms.lp_plan import BYTES_PER_ROW, check_plan, plan_optimal
 from tests.cli_helpers import assert_one_line_error, run
 
 
