@@ -33,10 +33,22 @@ from ..errors import ValidationError
 from ..io import read_output_distances, read_output_points, read_point_columns, read_points
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
+from ..mechanisms.dense_plan import DensePlan, check_dense_plan, plan_dense
 from ..outputs import OutputSet
 from ..spaces import POINT_METRICS, MetricSpace
 from ..units import describe_epsilon, space_unit
-from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
+from ._common import (
+    JsonOption,
+    OutOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    fmt,
+    handle_errors,
+    progress,
+    read_label_values,
+)
 from ._epsilon import EpsilonOption, LevelOption, RadiusOption, resolve_epsilon
 from ._options import naming_flags, with_options
 
@@ -129,8 +141,19 @@ def build_mechanism(
     if name == "planar-laplace" and space.metric == "haversine" and eps is not None:  # lat/lon cells
         from ..location.cells import planar_laplace_cells
 
-        return planar_laplace_cells(space, eps, **params)
+        return planar_laplace_cells(space, eps, progress=progress, **params)
     return family.build(space, eps, outputs=outputs, progress=progress, **params)
+
+
+def _dense_plan(name: str, space: MetricSpace, outputs: OutputSet | None, remap: bool) -> DensePlan | None:
+    """The memory and time of a dense build, checked before it starts; stated on stderr when it is long."""
+    if name not in ("planar-laplace", "exponential") or outputs is not None:
+        return None
+    plan = plan_dense(name, space.n, remap=remap)
+    check_dense_plan(plan)  # the library checks its own part too; this one counts the remap in
+    if plan.seconds >= 10:  # worth a line of its own; a quick build keeps stderr clean
+        err_console.print(plan.summary(), markup=False, highlight=False)
+    return plan
 
 
 def policy_line(space: MetricSpace) -> str | None:
@@ -159,6 +182,7 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
         if audited is None:
             audited = mechanism.audit().epsilon
         rows.append(("epsilon (audited)", fmt(audited, 12)))
+        rows.append(("audit", _AUDITS.get(str(mechanism.info.get("audit", "dense")), "dense")))
         rows.append(("worst-case loss", fmt(mechanism.worst_case_loss())))
     else:
         half = mechanism.info.get("estimate", {}).get("loss_half_width")
@@ -168,6 +192,15 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     rows.append(("uniform baseline", fmt(float(mechanism.uniform_losses().max()))))
     rows.append(("file", str(out)))
     return rows
+
+
+#: How each audit is named in the summary (mechanism info "audit" -> words).
+_AUDITS = {
+    "dense": "dense (every pair against every output)",
+    "lattice-chain": "lattice-chain proof (docs/proofs/structured_audit.md), an exact upper bound",
+    "post-processing": "post-processing proof (docs/proofs/structured_audit.md), an exact upper bound",
+    "kernel": "kernel proof (docs/proofs/structured_audit.md), an exact upper bound",
+}
 
 
 _Points = Annotated[
@@ -266,6 +299,7 @@ def register(app: typer.Typer) -> None:
         policy_graph: _PolicyGraph = False,
         covariance: _Covariance = None,
         covariance_from: _CovarianceFrom = None,
+        json_out: JsonOption = False,
         **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
@@ -326,7 +360,6 @@ def register(app: typer.Typer) -> None:
         eps = resolve_epsilon(epsilon, level, radius, space_unit(space))  # in the space's unit
         if name == "optimal":  # what the LP will take, before it starts; a refusal when it cannot fit
             from ..mechanisms.optimal_plan import check_plan, plan_optimal
-            from ._common import err_console
 
             plan = plan_optimal(space.n, None if output_set is None else output_set.m,
                                 objective=getattr(options.get("objective"), "value", "worst"))
@@ -334,6 +367,7 @@ def register(app: typer.Typer) -> None:
                              "--mechanism spanner, or larger cells")
             if plan.seconds >= 60:  # worth a line of its own; a quick build keeps stderr clean
                 err_console.print(plan.summary(), markup=False, highlight=False)
+        dense = _dense_plan(name, space, output_set, remap)
         with progress(f"building {name} on {space.n} points") as bar:
             mech = build_mechanism(space, name, eps, options, output_set, progress=bar)
             if remap:
@@ -349,6 +383,10 @@ def register(app: typer.Typer) -> None:
                                   covariance_from) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
+        if json_out:
+            echo_json({**{k.replace(" ", "_"): v for k, v in rows}, "audit_details": mech.info.get("audit_details"),
+                       "plan": None if dense is None else dense.as_dict()})
+            return
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)

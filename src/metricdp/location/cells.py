@@ -42,11 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._progress import Progress
 from .._resources import check_allocation
 from .._validation import check_epsilon
 from ..errors import MetricDPError, ValidationError
-from ..mechanisms.base import Mechanism, certify
-from ..mechanisms.planar_laplace import planar_laplace
+from ..mechanisms.base import Mechanism
+from ..mechanisms.dense_plan import check_dense_plan, plan_dense
+from ..mechanisms.planar_laplace import lattice_planar_laplace
 from ..spaces import MetricSpace
 from .projection import TangentPlane
 
@@ -116,22 +118,23 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
     return Lattice(grid, ratio, float(off[worst] * h), plane)
 
 
-def planar_laplace_cells(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
+def planar_laplace_cells(
+    space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12, progress: Progress | None = None
+) -> Mechanism:
     """The discretised planar Laplace on a haversine space of square cells, exactly epsilon-mDP for the
     great-circle distance (module docstring). Returns a :class:`~metricdp.mechanisms.base.Mechanism` on
-    ``space`` (its labels, its metric); ``params`` adds ``cell`` (km), ``lattice_epsilon`` and ``ratio``."""
+    ``space`` (its labels, its metric); ``params`` adds ``cell`` (km), ``lattice_epsilon`` and ``ratio``.
+    The matrix is certified once, against the great-circle distances, by the audit
+    :func:`~metricdp.mechanisms.planar_laplace.lattice_planar_laplace` picks (``info["audit"]``)."""
     epsilon = check_epsilon(epsilon)
+    check_dense_plan(plan_dense("planar-laplace", space.n))
     lat = lattice_of(space)
     inner = epsilon / lat.ratio
-    planar = planar_laplace(lat.space, inner, accuracy=accuracy)
-    params = dict(planar.params)
-    params.update(epsilon=epsilon, lattice_epsilon=inner, ratio=lat.ratio, cell=lat.space.cell,
-                  plane_centre=[lat.plane.lat0, lat.plane.lon0])
-    info = dict(planar.info)
-    info["lattice"] = {"cell_km": lat.space.cell, "ratio": lat.ratio, "residual_km": lat.residual_km,
-                       "projection": "azimuthal equidistant about the middle of the centres' bounding box"}
-    info.pop("epsilon_audit", None)
-    mech = certify(planar.matrix, space, epsilon, "planar-laplace", params, info)
+    params = {"lattice_epsilon": inner, "ratio": lat.ratio, "plane_centre": [lat.plane.lat0, lat.plane.lon0]}
+    info = {"lattice": {"cell_km": lat.space.cell, "ratio": lat.ratio, "residual_km": lat.residual_km,
+                        "projection": "azimuthal equidistant about the middle of the centres' bounding box"}}
+    mech = lattice_planar_laplace(lat.space, inner, space, epsilon, accuracy=accuracy, progress=progress,
+                                  extra=(params, info))
     if mech.info["epsilon_audit"] > epsilon:  # no slack: the bound says it cannot happen
         raise MetricDPError(f"planar-laplace on cells: audited level {mech.info['epsilon_audit']!r} exceeds "
                             f"{epsilon!r} on the great-circle distance")

@@ -44,26 +44,32 @@ releases lattice points exactly without a matrix.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 
+from .._progress import Progress, report
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
+from ..audit_structured import DENSE_MAX_N, lattice_chain_audit, lattice_steps
 from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
 from ..lp.repair import ROUNDING_RESERVE, repair
 from ..lp.retry import PLANAR_LAPLACE
 from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
 from .base import Mechanism, certify
+from .dense_plan import check_dense_plan, plan_dense
 from .registry import declared
 
 __all__ = [
+    "lattice_planar_laplace",
     "planar_laplace",
     "planar_laplace_radius_cdf",
     "sample_planar_laplace",
     "sample_planar_laplace_latlon",
+    "structured_audit_applies",
     "truncated_planar_laplace_sample",
 ]
 
@@ -75,6 +81,8 @@ _MAX_NODES = 256  # Gauss-Legendre nodes per angular piece, at most
 #: angles of thin far-away atoms dominates; the reached accuracy sets eta.
 _WORST_ACCURACY = 1e-9
 _MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on numerical error (1e-3)
+#: Max-norm of the lattice steps the lattice-chain audit checks: stretch 1/cos(atan(1/6)/2), about 1.0034.
+_CHAIN_ORDER = 6
 _REGION_CHUNK = 512  # regions integrated together: (chunk, 8, nodes) temporaries
 
 
@@ -434,9 +442,14 @@ def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], in
 
 
 def _discretised_matrix(
-    space: MetricSpace, epsilon: float, accuracy: float
-) -> tuple[NDArray[np.float64], dict[str, object]]:
-    """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair."""
+    space: MetricSpace, epsilon: float, accuracy: float, box: bool = False
+) -> tuple[NDArray[np.float64], dict[str, object], NDArray[np.float64] | None]:
+    """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair.
+
+    With ``box`` also the same row for every cell of the bounding rectangle (row
+    ``r * n_cols + c``), which the lattice-chain audit reads
+    (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
+    """
     assert space.cell is not None  # checked by the builder: a grid space
     h = float(space.cell)
     rows, cols, n_rows, n_cols = _lattice(space)
@@ -451,14 +464,18 @@ def _discretised_matrix(
     # x = column, y = row: masses[row interval, column interval]
     masses, err, nodes = _interval_masses(c_atoms, r_atoms, c_member, r_member, s, accuracy)
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
-    table = masses[ridx[rows][:, :, None], cidx[cols][:, None, :]].reshape(space.n, n_rows * n_cols)
+    box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
+    seen_r, seen_c = (box_r, box_c) if box else (rows, cols)
+    table = masses[ridx[seen_r][:, :, None], cidx[seen_c][:, None, :]].reshape(len(seen_r), n_rows * n_cols)
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
-    box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
     snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
                       shape=(n_rows * n_cols, space.n))
-    matrix = np.asarray((snap.T @ table.T).T)
+    seen = np.asarray((snap.T @ table.T).T)
+    del table
+    box_matrix = seen if box else None
+    matrix = seen[rows * n_cols + cols] if box else seen
     info = {
         "integration": {
             "method": "polar Gauss-Legendre over 8 angular pieces per atom rectangle",
@@ -469,11 +486,13 @@ def _discretised_matrix(
             "box": [n_rows, n_cols],
         }
     }
-    return matrix.astype(np.float64), dict(info)
+    return matrix.astype(np.float64), dict(info), box_matrix
 
 
 @declared("planar-laplace")
-def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
+def planar_laplace(
+    space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12, progress: Progress | None = None
+) -> Mechanism:
     r"""The discretised planar Laplace on a grid space, as an exact eps-mDP matrix.
 
     The continuous release :math:`z = x_u + Z`, :math:`Z \sim D_\varepsilon(0)`, is snapped
@@ -551,6 +570,40 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"({space.metric}) are not one{';' + cells if cells else ''}"
         )
     epsilon = check_epsilon(epsilon)
+    check_dense_plan(plan_dense("planar-laplace", space.n))
+    return lattice_planar_laplace(space, epsilon, space, epsilon, accuracy=accuracy, progress=progress)
+
+
+def structured_audit_applies(space: MetricSpace) -> bool:
+    """Whether :func:`lattice_planar_laplace` audits ``space`` (a grid) with the lattice-chain proof.
+
+    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the grid's bounding
+    rectangle has at most twice as many cells as the space has points (the proof reads a
+    row for every cell of the rectangle).
+    """
+    if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
+        return False
+    _, _, n_rows, n_cols = _lattice(space)
+    return n_rows * n_cols <= 2 * space.n
+
+
+def lattice_planar_laplace(
+    space: MetricSpace, epsilon: float, audit_space: MetricSpace, guarantee: float, *,
+    accuracy: float = 1e-12, progress: Progress | None = None,
+    extra: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> Mechanism:
+    r"""The discretised planar Laplace on grid ``space`` at ``epsilon``, certified ``guarantee``-mDP on ``audit_space``.
+
+    ``audit_space`` has the points of ``space`` in the same order under the metric the
+    guarantee is for (``space`` itself, or the cells' great-circle distances for
+    :func:`metricdp.location.cells.planar_laplace_cells`, whose ``epsilon`` is the guarantee
+    over the lattice's distortion). Large grids (:func:`structured_audit_applies`) are
+    integrated at ``epsilon (1 - eta) / stretch`` and certified by the lattice-chain proof
+    (:func:`metricdp.audit_structured.lattice_chain_audit`: O(n^2) work, an exact upper
+    bound of the level; the stretch, below 1.004, is what the proof costs in epsilon);
+    the others by the independent dense audit. ``info["audit"]`` says which. ``extra``
+    (params, info) is merged into the result's.
+    """
     accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)
     d = np.asarray(space.distances)
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
@@ -562,32 +615,48 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"accuracy {accuracy:g}: the margin it needs ({eta:.3g} of epsilon) exceeds {_MAX_ETA:g}; "
             "use a larger epsilon or coarser cells"
         )
-    raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
+    structured = structured_audit_applies(space)
+    stretch = lattice_steps(_CHAIN_ORDER)[1] if structured else 1.0
+    report(progress, 0, 3, f"integrating the planar Laplace on {space.n:,} cells")
+    raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
     reached = float(info["integration"]["relative_accuracy"])  # type: ignore[index]
     if reached > accuracy:  # the target was not met: widen the margin to what was reached
         eta = min(_MAX_ETA, max(eta, (16.0 * reached + 2.0 * reserve) / (epsilon * d_min)))
-        raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-    first_eta, cell = eta, float(space.cell)
+        raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
+    first_eta, cell = eta, float(space.cell)  # type: ignore[arg-type]
 
     def attempt(eta: float) -> Mechanism:  # the schedule is the one retry policy's (lp/retry.py)
         nonlocal raw, info
         repaired = eta != first_eta
         if repaired:
-            raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-        params = {"epsilon": epsilon, "cell": cell, "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
+            raw, info, _ = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy)
+        inner = epsilon * (1.0 - eta) / stretch
+        params = {"epsilon": guarantee, "cell": cell, "inner_epsilon": inner, "eta": eta, **extra[0]}
         # Unrepaired: within the reached accuracy (relative) of an exactly eps1-mDP matrix;
         # the audit in certify decides, and no slack is accepted below.
         matrix = repair(raw, d, epsilon, eta=eta) if repaired else raw / raw.sum(axis=1, keepdims=True)
         info["repair"] = "envelope" if repaired else "none"
+        info.update(extra[1])
+        proof = None
+        if structured and not repaired:
+            report(progress, 2, 3, "auditing: lattice-chain proof")
+            rows, cols, n_rows, n_cols = _lattice(space)
+            assert box is not None
+            proof = lattice_chain_audit(matrix, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell,
+                                        order=_CHAIN_ORDER)
+            if not proof.epsilon <= guarantee:
+                raise RepairError(f"lattice-chain bound {proof.epsilon!r} exceeds {guarantee!r}", retryable=True)
+        else:
+            report(progress, 2, 3, "auditing: dense")
         try:
-            mech = certify(matrix, space, epsilon, "planar-laplace", params, info)
+            mech = certify(matrix, audit_space, guarantee, "planar-laplace", params, info, proof=proof)
         except PrivacyViolationError as ex:  # the audit refused: a larger margin can help
             raise RepairError(str(ex), retryable=True) from None
-        if mech.info["epsilon_audit"] > epsilon:
-            raise RepairError(f"audited level {mech.info['epsilon_audit']!r} exceeds {epsilon!r}", retryable=True)
+        if mech.info["epsilon_audit"] > guarantee:
+            raise RepairError(f"audited level {mech.info['epsilon_audit']!r} exceeds {guarantee!r}", retryable=True)
         return mech
 
     try:
         return PLANAR_LAPLACE.run(attempt, eta, what="planar-laplace")
     except RepairError as ex:  # the schedule ran out, or the repair cannot help (not retryable)
-        raise MetricDPError(f"planar-laplace: could not make the matrix exactly {epsilon}-mDP: {ex}") from None
+        raise MetricDPError(f"planar-laplace: could not make the matrix exactly {guarantee}-mDP: {ex}") from None
