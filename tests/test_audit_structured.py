@@ -142,3 +142,15 @@ def test_a_bumped_kernel_entry_fails_and_provenance_is_checked(monkeypatch: pyte
     mech = ex.exponential(space, 1.0)
     assert mech.info["audit"] == "kernel" and mech.info["epsilon_audit"] <= 1.0 * (1 + 1e-9)
     assert ex.exponential(MetricSpace.from_distances(np.asarray(space.distances)), 1.0).info["audit"] == "dense"
+
+
+def test_the_compiled_step_check_matches_numpy_to_the_bit() -> None:
+    from metricdp._chain_kernels import KERNELS
+    from metricdp.audit_structured import _step_gap
+
+    if KERNELS is None:
+        pytest.skip("numba is not installed")
+    _, _, box = _structured_planar(5, 6, 0.9)
+    log_box = np.log(box).reshape(5, 6, -1)
+    for a, b in lattice_steps(3)[0]:
+        assert _step_gap(log_box, int(a), int(b), 2, KERNELS) == _step_gap(log_box, int(a), int(b), 2)
