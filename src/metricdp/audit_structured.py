@@ -188,18 +188,21 @@ def lattice_chain_audit(
     lam *= 1 + 4 * _EPS
     # each input's row against its box row
     idx = rows * n_cols + cols
-    log_m = np.log(m)
     psi_hi = np.empty(n)
     psi_lo = np.empty(n)
-    for s in range(0, n, max(1, _ROWS // k)):
-        psi = log_m[s : s + _ROWS // k] - log_box.reshape(-1, k)[idx[s : s + _ROWS // k]]
+    largest_m = 0.0
+    block = max(1, _ROWS // k)
+    for s in range(0, n, block):  # by blocks of rows: no second n x m array of logs
+        log_m = np.log(m[s : s + block])
+        largest_m = max(largest_m, float(np.abs(log_m).max()))
+        psi = log_m - log_box.reshape(-1, k)[idx[s : s + block]]
         psi_hi[s : s + len(psi)] = psi.max(axis=1)
         psi_lo[s : s + len(psi)] = psi.min(axis=1)
     spread = float(np.max(psi_hi - psi_lo))
     # log S_u within 2 gamma_k of log(the float row sum): any summation order of k positive
     # floats errs by at most gamma_k = k u / (1 - k u) relative (u = 2^-53), log by 2 ulps more
     gamma = k * _EPS / 2 / (1 - k * _EPS / 2)
-    err = 2 * _slack(max(largest, float(np.abs(log_m).max()))) + 2 * (gamma + 2 * _EPS)
+    err = 2 * _slack(max(largest, largest_m)) + 2 * (gamma + 2 * _EPS)
     scale = np.log(m.sum(axis=1))
     hi, lo = psi_hi - scale, psi_lo - scale  # potentials of the normalised rows
     bound = 0.0

@@ -474,3 +474,14 @@ def test_build_refuses_a_dense_build_over_the_limit_before_work(points, tmp_path
     result = run("build", points, "--mechanism", "exponential", "--epsilon", "1", "--out", out)
     assert_one_line_error(result, "exponential on 4 points needs about 896 B", "smaller region")
     assert not out.exists()
+
+
+def test_build_refuses_a_large_cell_file_before_reading_its_distances(tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "1GiB")  # 20,000 cells' distances alone need 3.2 GB
+    cells = tmp_path / "cells.csv"
+    rows = "".join(f"c{i},{40 + (i // 150) * 0.009:.6f},{-74 + (i % 150) * 0.012:.6f}\n" for i in range(20_000))
+    cells.write_text("label,lat,lon\n" + rows)
+    out = tmp_path / "m.npz"
+    result = run("build", cells, "--mechanism", "planar-laplace", "--epsilon", "1/km", "--out", out)
+    assert_one_line_error(result, "planar-laplace on 20,000 points needs about 29 GB", "smaller region")
+    assert not out.exists()

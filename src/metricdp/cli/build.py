@@ -145,6 +145,24 @@ def build_mechanism(
     return family.build(space, eps, outputs=outputs, progress=progress, **params)
 
 
+def _count_points(points: Path) -> int | None:
+    """The number of rows of a CSV or Parquet POINTS file (None for any other, or one that cannot be read:
+    reading it properly then says why)."""
+    try:
+        suffix = points.suffix.lower()
+        if suffix == ".csv":
+            with points.open("rb") as fh:
+                lines = sum(1 for line in fh if line.strip())
+            return max(0, lines - 1)
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(points).metadata.num_rows)
+    except Exception:  # the reader proper reports a bad file
+        return None
+    return None
+
+
 def _dense_plan(name: str, space: MetricSpace, outputs: OutputSet | None, remap: bool) -> DensePlan | None:
     """The memory and time of a dense build, checked before it starts; stated on stderr when it is long."""
     if name not in ("planar-laplace", "exponential") or outputs is not None:
@@ -336,6 +354,10 @@ def register(app: typer.Typer) -> None:
         expected = getattr(options.get("objective"), "value", None) == "expected"
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
+        if graph is None and elastic is None and outputs is None and output_distances is None:
+            counted = _count_points(points)  # a plan before the space's n x n distances exist
+            if counted is not None and name in ("planar-laplace", "exponential"):
+                check_dense_plan(plan_dense(name, counted, remap=remap))
         with progress(f"reading {points}"):
             with naming_flags({"metric": "--metric"}):
                 space = read_points(points, "euclidean" if mahalanobis else None if metric is None else metric.value)

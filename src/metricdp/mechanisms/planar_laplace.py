@@ -470,9 +470,13 @@ def _discretised_matrix(
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
-    snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
-                      shape=(n_rows * n_cols, space.n))
-    seen = np.asarray((snap.T @ table.T).T)
+    if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
+        seen = np.empty_like(table)
+        seen[:, target] = table
+    else:
+        snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
+                          shape=(n_rows * n_cols, space.n))
+        seen = np.asarray((snap.T @ table.T).T)
     del table
     box_matrix = seen if box else None
     matrix = seen[rows * n_cols + cols] if box else seen
