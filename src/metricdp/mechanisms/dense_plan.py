@@ -60,7 +60,7 @@ class DensePlan:
 
 
 def _duration(seconds: float) -> str:
-    for unit, size in (("hours", 3600.0), ("minutes", 60.0)):
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
         if seconds >= size:
             return f"{seconds / size:.0f} {unit}"
     return f"{max(seconds, 1.0):.0f} s"
@@ -99,6 +99,5 @@ def check_dense_plan(plan: DensePlan) -> None:
     raise ResourceLimitError(
         f"{plan.name}{' with a remap' if plan.remap else ''} on {plan.n:,} points needs about "
         f"{format_bytes(plan.bytes)} and the limit is {format_bytes(limit)}: at most about {fits:,} points fit; "
-        f"use cells about {side:.2g} times as large (a quarter as many cells per doubling of the side) or a "
-        "smaller region"
+        f"use cells about {side:.2g} times as wide (coarser cells) or a smaller region"
     )
