@@ -111,10 +111,15 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
         raise ValidationError("the cell centres do not form one square lattice (two share a cell)")
     d_l = np.asarray(grid.distances)
     d = np.asarray(space.distances)
-    off_diag = ~np.eye(space.n, dtype=bool)
-    if (d[off_diag] <= 0).any():
-        raise ValidationError("two cells have the same centre")
-    ratio = float((d_l[off_diag] / d[off_diag]).max())
+    ratio = 0.0
+    block = max(1, (1 << 22) // space.n)
+    for s in range(0, space.n, block):  # by blocks of rows: no n x n temporaries
+        rows = np.arange(s, min(s + block, space.n))
+        other = np.ones((len(rows), space.n), dtype=bool)
+        other[np.arange(len(rows)), rows] = False
+        if (d[rows][other] <= 0).any():
+            raise ValidationError("two cells have the same centre")
+        ratio = max(ratio, float((d_l[rows][other] / d[rows][other]).max()))
     return Lattice(grid, ratio, float(off[worst] * h), plane)
 
 

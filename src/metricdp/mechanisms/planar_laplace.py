@@ -84,6 +84,7 @@ _MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on nu
 #: Max-norm of the lattice steps the lattice-chain audit checks: stretch 1/cos(atan(1/6)/2), about 1.0034.
 _CHAIN_ORDER = 6
 _REGION_CHUNK = 512  # regions integrated together: (chunk, 8, nodes) temporaries
+_TABLE_ELEMENTS = 1 << 22  # elements of each block of the (inputs, box cells) table
 
 
 # ----------------------------------------------------------------- continuous sampling
@@ -466,18 +467,20 @@ def _discretised_matrix(
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
     box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
     seen_r, seen_c = (box_r, box_c) if box else (rows, cols)
-    table = masses[ridx[seen_r][:, :, None], cidx[seen_c][:, None, :]].reshape(len(seen_r), n_rows * n_cols)
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
-    if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
-        seen = np.empty_like(table)
-        seen[:, target] = table
-    else:
-        snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
-                          shape=(n_rows * n_cols, space.n))
-        seen = np.asarray((snap.T @ table.T).T)
-    del table
+    snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
+                      shape=(n_rows * n_cols, space.n))
+    seen = np.empty((len(seen_r), space.n))
+    block = max(1, _TABLE_ELEMENTS // (n_rows * n_cols))
+    for s in range(0, len(seen_r), block):  # rows of the (inputs, box cells) table by blocks, then snapped
+        part = slice(s, s + block)
+        table = masses[ridx[seen_r[part]][:, :, None], cidx[seen_c[part]][:, None, :]].reshape(-1, n_rows * n_cols)
+        if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
+            seen[part, target] = table
+        else:
+            seen[part] = np.asarray((snap.T @ table.T).T)
     box_matrix = seen if box else None
     matrix = seen[rows * n_cols + cols] if box else seen
     info = {
