@@ -307,15 +307,20 @@ def _discretised_matrix(
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
     snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
                       shape=(n_rows * n_cols, space.n))
-    seen = np.empty((len(seen_r), space.n))
-    block = max(1, _TABLE_ELEMENTS // (n_rows * n_cols))
-    for s in range(0, len(seen_r), block):  # rows of the (inputs, box cells) table by blocks, then snapped
-        part = slice(s, s + block)
-        table = masses[ridx[seen_r[part]][:, :, None], cidx[seen_c[part]][:, None, :]].reshape(-1, n_rows * n_cols)
-        if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
-            seen[part, target] = table
-        else:
-            seen[part] = np.asarray((snap.T @ table.T).T)
+    if not box:  # the inputs' rows in one product (the order of its sums fixes the matrix's bits)
+        table = masses[ridx[rows][:, :, None], cidx[cols][:, None, :]].reshape(space.n, n_rows * n_cols)
+        seen = np.asarray((snap.T @ table.T).T)
+        del table
+    else:  # every box cell's row, by blocks of the (box cells, box cells) table
+        seen = np.empty((len(seen_r), space.n))
+        block = max(1, _TABLE_ELEMENTS // (n_rows * n_cols))
+        for s in range(0, len(seen_r), block):
+            part = slice(s, s + block)
+            table = masses[ridx[seen_r[part]][:, :, None], cidx[seen_c[part]][:, None, :]].reshape(-1, n_rows * n_cols)
+            if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
+                seen[part, target] = table
+            else:
+                seen[part] = np.asarray((snap.T @ table.T).T)
     box_matrix = seen if box else None
     matrix = seen[rows * n_cols + cols] if box else seen
     info = {
