@@ -140,7 +140,7 @@ def test_no_function_shadows_its_module() -> None:
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "_jsonable", "_lazy", "_optional", "_progress", "_random", "_resources", "_validation", "_version",
      "_ibu_kernels"),
-    ("spaces", "audit", "loss", "sampling"),
+    ("spaces", "audit", "audit_structured", "loss", "sampling"),
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance", "settings"),
     ("lp",),
     ("mechanisms",),

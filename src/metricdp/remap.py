@@ -14,7 +14,12 @@ then the smaller index). The remapped mechanism is :math:`M' = M R` with the 0/1
 Privacy: R is a fixed function of the output, so M' is eps-mDP whenever M is:
 :math:`M'[u, z] = \sum_{y \in \mathrm{remap}^{-1}(z)} M[u, y] \le e^{\varepsilon d(u,v)} M'[v, z]`.
 :func:`bayesian_remap` nevertheless passes M' through
-:func:`~metricdp.mechanisms.base.certify`, so what it returns has been audited.
+:func:`~metricdp.mechanisms.base.certify`, so what it returns has been audited: the matrix
+audited is M' itself, the one its releases are drawn from. Above
+:data:`~metricdp.audit_structured.DENSE_MAX_N` inputs that audit is the post-processing
+proof (:func:`~metricdp.audit_structured.postprocessing_audit`): M' is checked entry by
+entry to be the regrouping of M's columns, whose audited level (``info["epsilon_audit"]``)
+plus the rounding of the regrouped sums bounds M''s level; below it, the dense audit.
 
 Utility: z = y is a candidate in every minimum, so for the prior it was computed with,
 
@@ -41,9 +46,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import csr_matrix
 
+from ._resources import check_allocation
 from ._validation import check_probability_vector, check_stochastic
+from .audit_structured import DENSE_MAX_N, postprocessing_audit
 from .errors import ValidationError
 from .mechanisms.base import Mechanism, certify
+from .mechanisms.dense_plan import ARRAYS
 
 __all__ = ["bayesian_remap", "posterior_costs", "remap_targets"]
 
@@ -145,6 +153,8 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
     ell = _loss(loss, d, n)
     if ell.shape != (n, k):
         raise ValidationError(f"loss must be ({n}, {k}) (inputs x outputs), got {ell.shape}")
+    check_allocation(ARRAYS["remap"] * 8.0 * n * k, f"a Bayesian remap on {n:,} x {k:,} ({ARRAYS['remap']:g} "
+                     "dense arrays of that size)")
     targets = remap_targets(posterior_costs(mechanism.matrix, pi, ell))
     r = csr_matrix((np.ones(k), (np.arange(k), targets)), shape=(k, k))
     remapped = np.asarray((r.T @ np.asarray(mechanism.matrix).T).T)
@@ -161,5 +171,9 @@ def bayesian_remap(mechanism: Mechanism, prior: ArrayLike, *, loss: ArrayLike | 
         "expected_loss_after": after,
         "prior": pi.tolist(),
     }
+    proof = None
+    if n > DENSE_MAX_N:  # post-processing, checked entry by entry: O(n m) instead of the dense O(n^2 m)
+        proof = postprocessing_audit(remapped, mechanism.distances, mechanism.matrix,
+                                     float(mechanism.info["epsilon_audit"]), targets)
     return certify(remapped, mechanism.space, mechanism.epsilon, f"{mechanism.name}+remap", params, info,
-                   outputs=mechanism.outputs)
+                   outputs=mechanism.outputs, proof=proof)

@@ -451,3 +451,37 @@ def test_weights_file_goes_through_the_csv_record_definition(points, tmp_path):
     assert not out.exists()
     weights.write_text("label,weight\na,1\nb,2\nc,3\nd,4\n")  # an optional header
     assert run("build", points, "-m", "weighted-exponential", "-e", "1", "--weights", weights, "-o", out).exit_code == 0
+
+
+# ----------------------------------------------------------------------------- scale: plan, audit, refusal
+def test_build_json_states_the_audit_and_the_plan(points, tmp_path):
+    import json
+
+    out = tmp_path / "m.npz"
+    result = run("build", points, "--mechanism", "exponential", "--epsilon", "1", "--out", out, "--json")
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    assert obj["audit"].startswith("dense") and obj["plan"]["audit"] == "dense" and obj["plan"]["n"] == 4
+    assert obj["plan"]["bytes"] == 7 * 8 * 16
+    assert load_mechanism(out).info["audit"] == "dense"
+    table = run("build", points, "--mechanism", "exponential", "--epsilon", "1", "--out", tmp_path / "t.npz")
+    assert "audit" in table.stdout and "dense (every pair against every output)" in table.stdout
+
+
+def test_build_refuses_a_dense_build_over_the_limit_before_work(points, tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "500B")  # reading 4 points fits; 7 4x4 arrays (896 B) do not
+    out = tmp_path / "m.npz"
+    result = run("build", points, "--mechanism", "exponential", "--epsilon", "1", "--out", out)
+    assert_one_line_error(result, "exponential on 4 points needs about 896 B", "smaller region")
+    assert not out.exists()
+
+
+def test_build_refuses_a_large_cell_file_before_reading_its_distances(tmp_path, monkeypatch):
+    monkeypatch.setenv("METRICDP_MEMORY_LIMIT", "1GiB")  # 20,000 cells' distances alone need 3.2 GB
+    cells = tmp_path / "cells.csv"
+    rows = "".join(f"c{i},{40 + (i // 150) * 0.009:.6f},{-74 + (i % 150) * 0.012:.6f}\n" for i in range(20_000))
+    cells.write_text("label,lat,lon\n" + rows)
+    out = tmp_path / "m.npz"
+    result = run("build", cells, "--mechanism", "planar-laplace", "--epsilon", "1/km", "--out", out)
+    assert_one_line_error(result, "planar-laplace on 20,000 points needs about 29 GB", "smaller region")
+    assert not out.exists()

@@ -134,11 +134,11 @@ def test_integration_error_is_repaired(monkeypatch: pytest.MonkeyPatch) -> None:
     # normalisation fails the audit, the envelope repair at a larger eta passes it.
     original = pl._discretised_matrix
 
-    def broken(space, epsilon, accuracy):
-        raw, info = original(space, epsilon, accuracy)
+    def broken(space, epsilon, accuracy, box=False):
+        raw, info, box_matrix = original(space, epsilon, accuracy, box)
         raw = raw.copy()
         raw[0, -1] = 0.0
-        return raw, info
+        return raw, info, box_matrix
 
     monkeypatch.setattr(pl, "_discretised_matrix", broken)
     mech = planar_laplace(MetricSpace.grid(3, 4, 100.0), 0.01)

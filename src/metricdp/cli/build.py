@@ -33,10 +33,22 @@ from ..errors import ValidationError
 from ..io import read_output_distances, read_output_points, read_point_columns, read_points
 from ..mechanisms import registry
 from ..mechanisms.base import Mechanism
+from ..mechanisms.dense_plan import DensePlan, check_dense_plan, plan_dense
 from ..outputs import OutputSet
 from ..spaces import POINT_METRICS, MetricSpace
 from ..units import describe_epsilon, space_unit
-from ._common import OutOption, check_output, console, fmt, handle_errors, progress, read_label_values
+from ._common import (
+    JsonOption,
+    OutOption,
+    check_output,
+    console,
+    echo_json,
+    err_console,
+    fmt,
+    handle_errors,
+    progress,
+    read_label_values,
+)
 from ._epsilon import EpsilonOption, LevelOption, RadiusOption, resolve_epsilon
 from ._options import naming_flags, with_options
 
@@ -141,8 +153,37 @@ def build_family(
     if family.name == "planar-laplace" and space.metric == "haversine" and epsilon is not None:  # lat/lon cells
         from ..location.cells import planar_laplace_cells
 
-        return planar_laplace_cells(space, epsilon, **params)
+        return planar_laplace_cells(space, epsilon, progress=progress, **params)
     return family.build(space, epsilon, outputs=outputs, progress=progress, **params)
+
+
+def _count_points(points: Path) -> int | None:
+    """The number of rows of a CSV or Parquet POINTS file (None for any other, or one that cannot be read:
+    reading it properly then says why)."""
+    try:
+        suffix = points.suffix.lower()
+        if suffix == ".csv":
+            with points.open("rb") as fh:
+                lines = sum(1 for line in fh if line.strip())
+            return max(0, lines - 1)
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(points).metadata.num_rows)
+    except Exception:  # the reader proper reports a bad file
+        return None
+    return None
+
+
+def _dense_plan(name: str, space: MetricSpace, outputs: OutputSet | None, remap: bool) -> DensePlan | None:
+    """The memory and time of a dense build, checked before it starts; stated on stderr when it is long."""
+    if name not in ("planar-laplace", "exponential") or outputs is not None:
+        return None
+    plan = plan_dense(name, space.n, remap=remap)
+    check_dense_plan(plan)  # the library checks its own part too; this one counts the remap in
+    if plan.seconds >= 10:  # worth a line of its own; a quick build keeps stderr clean
+        err_console.print(plan.summary(), markup=False, highlight=False)
+    return plan
 
 
 def policy_line(space: MetricSpace) -> str | None:
@@ -171,6 +212,7 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
         if audited is None:
             audited = mechanism.audit().epsilon
         rows.append(("epsilon (audited)", fmt(audited, 12)))
+        rows.append(("audit", _AUDITS.get(str(mechanism.info.get("audit", "dense")), "dense")))
         rows.append(("worst-case loss", fmt(mechanism.worst_case_loss())))
     else:
         half = mechanism.info.get("estimate", {}).get("loss_half_width")
@@ -184,6 +226,15 @@ def _summary(mechanism: Mechanism, out: Path) -> list[tuple[str, str]]:
     rows.append(("uniform baseline", fmt(float(mechanism.uniform_losses().max()))))
     rows.append(("file", str(out)))
     return rows
+
+
+#: How each audit is named in the summary (mechanism info "audit" -> words).
+_AUDITS = {
+    "dense": "dense (every pair against every output)",
+    "lattice-chain": "lattice-chain proof (docs/proofs/structured_audit.md), an exact upper bound",
+    "post-processing": "post-processing proof (docs/proofs/structured_audit.md), an exact upper bound",
+    "kernel": "kernel proof (docs/proofs/structured_audit.md), an exact upper bound",
+}
 
 
 _Points = Annotated[
@@ -282,6 +333,7 @@ def register(app: typer.Typer) -> None:
         policy_graph: _PolicyGraph = False,
         covariance: _Covariance = None,
         covariance_from: _CovarianceFrom = None,
+        json_out: JsonOption = False,
         **given_options: Any,
     ) -> None:
         """Build a mechanism on a metric space, audit it, and save it as a mechanism file."""
@@ -318,6 +370,10 @@ def register(app: typer.Typer) -> None:
         expected = getattr(options.get("objective"), "value", None) == "expected"
         if remap and not (expected and any(p.flag == "--prior" for p in family.params)):
             options["prior"] = None  # the prior is the remapping's, not the builder's
+        if graph is None and elastic is None and outputs is None and output_distances is None:
+            counted = _count_points(points)  # a plan before the space's n x n distances exist
+            if counted is not None and name in ("planar-laplace", "exponential"):
+                check_dense_plan(plan_dense(name, counted, remap=remap))
         with progress(f"reading {points}"):
             with naming_flags({"metric": "--metric"}):
                 space = read_points(points, "euclidean" if mahalanobis else None if metric is None else metric.value)
@@ -342,7 +398,6 @@ def register(app: typer.Typer) -> None:
         eps = resolve_epsilon(epsilon, level, radius, space_unit(space))  # in the space's unit
         if name == "optimal":  # what the LP will take, before it starts; a refusal when it cannot fit
             from ..mechanisms.lp_plan import check_plan, plan_optimal
-            from ._common import err_console
 
             plan = plan_optimal(space.n, None if output_set is None else output_set.m,
                                 objective=getattr(options.get("objective"), "value", "worst"))
@@ -350,6 +405,7 @@ def register(app: typer.Typer) -> None:
                              "--mechanism spanner, or larger cells")
             if plan.seconds >= 60:  # worth a line of its own; a quick build keeps stderr clean
                 err_console.print(plan.summary(), markup=False, highlight=False)
+        dense = _dense_plan(name, space, output_set, remap)
         with progress(f"building {name} on {space.n} points") as bar:
             mech = build_mechanism(space, name, eps, options, output_set, progress=bar)
             if remap:
@@ -365,6 +421,10 @@ def register(app: typer.Typer) -> None:
                                   covariance_from) if p is not None]
             mech.save(out, inputs=inputs)
         rows = _summary(mech, out)
+        if json_out:
+            echo_json({**{k.replace(" ", "_"): v for k, v in rows}, "audit_details": mech.info.get("audit_details"),
+                       "plan": None if dense is None else dense.as_dict()})
+            return
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             console.print(f"{key:<{width}}  {value}", markup=False, highlight=False)

@@ -42,11 +42,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._progress import Progress
 from .._resources import check_allocation
 from .._validation import check_epsilon
 from ..errors import MetricDPError, ValidationError
-from ..mechanisms.base import Mechanism, certify
-from ..mechanisms.planar_laplace import planar_laplace
+from ..mechanisms.base import Mechanism
+from ..mechanisms.dense_plan import check_dense_plan, plan_dense
+from ..mechanisms.planar_laplace import lattice_planar_laplace
 from ..spaces import MetricSpace
 from .projection import TangentPlane
 
@@ -109,29 +111,35 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
         raise ValidationError("the cell centres do not form one square lattice (two share a cell)")
     d_l = np.asarray(grid.distances)
     d = np.asarray(space.distances)
-    off_diag = ~np.eye(space.n, dtype=bool)
-    if (d[off_diag] <= 0).any():
-        raise ValidationError("two cells have the same centre")
-    ratio = float((d_l[off_diag] / d[off_diag]).max())
+    ratio = 0.0
+    block = max(1, (1 << 22) // space.n)
+    for s in range(0, space.n, block):  # by blocks of rows: no n x n temporaries
+        rows = np.arange(s, min(s + block, space.n))
+        other = np.ones((len(rows), space.n), dtype=bool)
+        other[np.arange(len(rows)), rows] = False
+        if (d[rows][other] <= 0).any():
+            raise ValidationError("two cells have the same centre")
+        ratio = max(ratio, float((d_l[rows][other] / d[rows][other]).max()))
     return Lattice(grid, ratio, float(off[worst] * h), plane)
 
 
-def planar_laplace_cells(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
+def planar_laplace_cells(
+    space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12, progress: Progress | None = None
+) -> Mechanism:
     """The discretised planar Laplace on a haversine space of square cells, exactly epsilon-mDP for the
     great-circle distance (module docstring). Returns a :class:`~metricdp.mechanisms.base.Mechanism` on
-    ``space`` (its labels, its metric); ``params`` adds ``cell`` (km), ``lattice_epsilon`` and ``ratio``."""
+    ``space`` (its labels, its metric); ``params`` adds ``cell`` (km), ``lattice_epsilon`` and ``ratio``.
+    The matrix is certified once, against the great-circle distances, by the audit
+    :func:`~metricdp.mechanisms.planar_laplace.lattice_planar_laplace` picks (``info["audit"]``)."""
     epsilon = check_epsilon(epsilon)
+    check_dense_plan(plan_dense("planar-laplace", space.n))
     lat = lattice_of(space)
     inner = epsilon / lat.ratio
-    planar = planar_laplace(lat.space, inner, accuracy=accuracy)
-    params = dict(planar.params)
-    params.update(epsilon=epsilon, lattice_epsilon=inner, ratio=lat.ratio, cell=lat.space.cell,
-                  plane_centre=[lat.plane.lat0, lat.plane.lon0])
-    info = dict(planar.info)
-    info["lattice"] = {"cell_km": lat.space.cell, "ratio": lat.ratio, "residual_km": lat.residual_km,
-                       "projection": "azimuthal equidistant about the middle of the centres' bounding box"}
-    info.pop("epsilon_audit", None)
-    mech = certify(planar.matrix, space, epsilon, "planar-laplace", params, info)
+    params = {"lattice_epsilon": inner, "ratio": lat.ratio, "plane_centre": [lat.plane.lat0, lat.plane.lon0]}
+    info = {"lattice": {"cell_km": lat.space.cell, "ratio": lat.ratio, "residual_km": lat.residual_km,
+                        "projection": "azimuthal equidistant about the middle of the centres' bounding box"}}
+    mech = lattice_planar_laplace(lat.space, inner, space, epsilon, accuracy=accuracy, progress=progress,
+                                  extra=(params, info))
     if mech.info["epsilon_audit"] > epsilon:  # no slack: the bound says it cannot happen
         raise MetricDPError(f"planar-laplace on cells: audited level {mech.info['epsilon_audit']!r} exceeds "
                             f"{epsilon!r} on the great-circle distance")

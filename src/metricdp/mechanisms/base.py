@@ -30,6 +30,7 @@ from .._readonly import frozen, is_frozen
 from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
 from .._version import __version__
 from ..audit import AuditResult, audit, epsilon_tight
+from ..audit_structured import StructuredAudit
 from ..errors import PrivacyViolationError, ValidationError
 from ..io import atomic_write
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
@@ -140,7 +141,7 @@ class Mechanism:
             raise ValidationError(f"{self.name!r} is a family without a separate output set")
         object.__setattr__(self, "matrix", _frozen(matrix))
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-        object.__setattr__(self, "info", MappingProxyType(dict(self.info)))
+        info = dict(self.info)
         family = registry.FAMILIES.get(self.name)
         exact = True if family is None else family.exact
         if bool(self.exact) != exact:
@@ -157,8 +158,11 @@ class Mechanism:
                     f"{self.name}: claims epsilon={self.epsilon!r} but its parameters give a sampler that is only "
                     f"proven {proven!r}-mDP"
                 )
-        elif self._token is not _AUDITED:
-            _check_audit(self.matrix, self.space, self.epsilon, self.name)
+        elif self._token is not _AUDITED:  # the level recorded is the one audited here, whatever info said
+            info.pop("audit_details", None)
+            info.update(audit="dense", epsilon_audit=_check_audit(self.matrix, self.space, self.epsilon,
+                                                                   self.name).epsilon)
+        object.__setattr__(self, "info", MappingProxyType(info))
         object.__setattr__(self, "_token", None)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -376,6 +380,7 @@ def certify(
     info: Mapping[str, Any] | None = None,
     *,
     outputs: OutputSet | None = None,
+    proof: StructuredAudit | None = None,
 ) -> Mechanism:
     """The gate of every exact builder: validate, audit independently, then wrap.
 
@@ -383,6 +388,13 @@ def certify(
     exceeds ``epsilon`` by more than ``AUDIT_RTOL`` relative, instead of returning a
     matrix that is not exactly eps-mDP. With ``outputs`` (a separate output set) the
     matrix is (n, m) and is audited over the space's metric for every output.
+
+    ``proof`` (:mod:`metricdp.audit_structured`) replaces the dense O(n^3) audit with a
+    structured bound the caller computed from this very matrix: its ``epsilon`` is an upper
+    bound of the exact level and is held to the same ``AUDIT_RTOL``. ``info["audit"]``
+    records which audit was used (``dense`` or the proof's method) and
+    ``info["epsilon_audit"]`` the level it established (an exact mechanism's info always
+    holds the level of its own audit: the constructor audits and records it otherwise).
     """
     epsilon = check_epsilon(epsilon)
     if not isinstance(space, MetricSpace):
@@ -392,7 +404,18 @@ def certify(
     shape = (space.n, space.n if outs is None else outs.m)
     if m.shape != shape:
         raise ValidationError(f"{name} matrix has shape {m.shape}, expected {shape}")
-    result = _check_audit(m, space, epsilon, name)
     extra = dict(info or {})
-    extra.setdefault("epsilon_audit", result.epsilon)
+    extra.pop("audit_details", None)  # a source mechanism's proof is not this matrix's
+    if proof is None:
+        extra["audit"] = "dense"
+        extra["epsilon_audit"] = _check_audit(m, space, epsilon, name).epsilon
+    else:
+        if not proof.satisfies(epsilon, AUDIT_RTOL):
+            raise PrivacyViolationError(
+                f"{name}: the {proof.method} bound of the level is {proof.epsilon:.12g}, above {epsilon:.12g}; "
+                "refusing to return the matrix"
+            )
+        extra["audit"] = proof.method
+        extra["audit_details"] = dict(proof.details)
+        extra["epsilon_audit"] = proof.epsilon
     return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True, outputs=outs, _token=_AUDITED)

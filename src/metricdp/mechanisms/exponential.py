@@ -40,6 +40,13 @@ checked (:func:`~metricdp.outputs.cross_triangle_violation`) and a violation is 
 naming the worst (u, v, y). The rounding slack of that check (1e-9 relative) is what the
 final audit at :math:`\varepsilon` allows too, and :func:`~.base.certify` audits the
 matrix over the inputs for every output before it is returned.
+
+**Audit at scale.** Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, on a space
+whose distances are a coordinate metric recomputed bit for bit from its points
+(:func:`proven_metric`), the plain mechanism (no weights, no output set, not calibrated)
+is certified by the kernel proof (:func:`~metricdp.audit_structured.kernel_audit`, O(n^2)):
+the matrix is checked entry by entry to be the kernel above, and the triangle inequality of
+the metric does the rest. Elsewhere the dense audit runs; ``info["audit"]`` says which.
 """
 
 from __future__ import annotations
@@ -49,11 +56,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validation import check_epsilon
 from ..audit import audit_epsilon
+from ..audit_structured import DENSE_MAX_N, PROVEN_METRICS, kernel_audit
 from ..errors import ValidationError
 from ..outputs import CROSS_TRIANGLE_RTOL, OutputSet, check_outputs
-from ..spaces import MetricSpace, check_space
+from ..spaces import MetricSpace, check_space, pairwise_distances
 from .base import Mechanism, certify
 from .calibration import largest_passing
+from .dense_plan import check_dense_plan, plan_dense
 from .registry import declared
 
 __all__ = ["exponential", "exponential_matrix", "weighted_exponential"]
@@ -162,6 +171,8 @@ def _build(
 ) -> Mechanism:
     space = check_space(space)
     outputs = check_outputs(outputs, space)
+    if outputs is None:
+        check_dense_plan(plan_dense("exponential", space.n))
     if outputs is not None:
         _check_cross(space, outputs)
     d = space.distances if outputs is None else outputs.distances  # the utility: d(x, y)
@@ -195,7 +206,35 @@ def _build(
         matrix, inner = exponential_matrix(d, epsilon, weights), epsilon
     params["inner_epsilon"] = inner
     _check_representable(matrix, name, epsilon)
-    return certify(matrix, space, epsilon, name, params, info, outputs=outputs)
+    proof = None
+    if outputs is None and weights is None and inner <= epsilon and space.n > DENSE_MAX_N and proven_metric(space):
+        proof = kernel_audit(matrix, space.distances, inner)
+    return certify(matrix, space, epsilon, name, params, info, outputs=outputs, proof=proof)
+
+
+#: Largest great-circle distance (km) the kernel proof takes: the haversine formula keeps its
+#: relative accuracy (DISTANCE_RTOL) away from antipodes (asin's slope is at most 1.6 below it).
+_HAVERSINE_MAX_KM = 10_000.0
+
+
+def proven_metric(space: MetricSpace) -> bool:
+    """Whether ``space``'s distances are, bit for bit, a coordinate metric of
+    :data:`~metricdp.audit_structured.PROVEN_METRICS` recomputed from its points: a metric by
+    construction, which the kernel proof (:func:`~metricdp.audit_structured.kernel_audit`) needs.
+
+    The provenance is checked, not read from a name: the distances are recomputed as
+    :meth:`MetricSpace.from_points` computes them (O(n^2)) and must be identical.
+    """
+    pts = space.points
+    if pts is None or space.metric not in PROVEN_METRICS or space.covariance is not None:
+        return False
+    d = np.asarray(space.distances)
+    if space.metric == "haversine" and not float(d.max()) <= _HAVERSINE_MAX_KM:
+        return False
+    fresh = pairwise_distances(pts, pts, space.metric)
+    fresh = (fresh + fresh.T) / 2
+    np.fill_diagonal(fresh, 0.0)
+    return bool(np.array_equal(fresh, d))
 
 
 @declared("exponential")

@@ -430,6 +430,8 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
                 f"(triple u, v, w = {result.witness}); refusing to use it"
             )
         token = _AUDITED
+        info.pop("audit_details", None)  # the level recorded is the one audited here (certify's rule)
+        info.update(audit="dense", epsilon_audit=result.epsilon)
     try:
         return Mechanism(matrix, file_space, epsilon, name, meta["params"], info, exact=exact, outputs=outputs,
                          _token=token)

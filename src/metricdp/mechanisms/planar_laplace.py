@@ -44,38 +44,40 @@ releases lattice points exactly without a matrix.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 
+from .._progress import Progress, report
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
+from ..audit_structured import DENSE_MAX_N, lattice_chain_audit, lattice_steps
 from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
 from ..lp.repair import ROUNDING_RESERVE, repair
 from ..lp.retry import PLANAR_LAPLACE
 from ..spaces import EARTH_RADIUS_KM, MetricSpace, check_space
+from ._planar_integration import _TWO_PI, _axis_atoms, _axis_intervals, _interval_masses
 from .base import Mechanism, certify
+from .dense_plan import check_dense_plan, plan_dense
 from .registry import declared
 
 __all__ = [
+    "lattice_planar_laplace",
     "planar_laplace",
     "planar_laplace_radius_cdf",
     "sample_planar_laplace",
     "sample_planar_laplace_latlon",
+    "structured_audit_applies",
     "truncated_planar_laplace_sample",
 ]
 
-_TWO_PI = 2.0 * math.pi
-_AXES = np.array([0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi])
-_MAX_NODES = 256  # Gauss-Legendre nodes per angular piece, at most
-#: Accuracy below which the integration is refused. The floor of the rule is about 1e-14
-#: for 1e-3 <= eps * cell <= 20 and 1e-11 at eps * cell = 1e-6, where rounding in the
-#: angles of thin far-away atoms dominates; the reached accuracy sets eta.
-_WORST_ACCURACY = 1e-9
 _MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on numerical error (1e-3)
-_REGION_CHUNK = 512  # regions integrated together: (chunk, 8, nodes) temporaries
+#: Max-norm of the lattice steps the lattice-chain audit checks: stretch 1/cos(atan(1/6)/2), about 1.0034.
+_CHAIN_ORDER = 6
+_TABLE_ELEMENTS = 1 << 22  # elements of each block of the (inputs, box cells) table
 
 
 # ----------------------------------------------------------------- continuous sampling
@@ -268,164 +270,6 @@ def truncated_planar_laplace_sample(
 
 
 # ----------------------------------------------------------------- discretisation
-_SERIES = 1.0 / np.arange(2, 34)  # coefficients of x - log1p(x) = sum_k (-1)^k x^k / k
-
-
-def _minus_log_survival(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """g(x) = x - log1p(x) = -log((1 + x) e^{-x}), accurate for small x (inf at inf).
-
-    For x < 1/4 the alternating series (32 terms: truncation < 1e-18 relative) avoids
-    the cancellation of ``x - log1p(x)``, which would cost all relative accuracy of a
-    cell mass when eps * cell is small.
-    """
-    with np.errstate(invalid="ignore"):
-        out = np.where(np.isinf(x), np.inf, x - np.log1p(x))
-    small = np.flatnonzero(x < 0.25)
-    xs = np.take(x, small)
-    acc = np.zeros_like(xs)
-    for coef in _SERIES[::-1]:  # Horner on x^2 (1/2 - x (1/3 - x (1/4 - ...)))
-        acc = coef - xs * acc
-    np.put(out, small, xs * xs * acc)
-    return out
-
-
-def _region_masses(
-    lo_x: NDArray, hi_x: NDArray, lo_y: NDArray, hi_y: NDArray, s: float, nodes: int
-) -> NDArray[np.float64]:
-    r"""Mass of axis-parallel rectangles (bounds may be infinite) under the planar Laplace
-    of rate ``s`` centred at the origin, which is never on a rectangle's boundary.
-
-    Polar form: :math:`\frac{1}{2\pi}\int_0^{2\pi} [S(t_{in}(\theta)) - S(t_{out}(\theta))]\,d\theta`
-    with the radial survival :math:`S(t) = (1 + s t) e^{-s t}` and the ray's entry and exit
-    parameters from the slab method (:math:`t_{in} = 0` when the origin is inside). The
-    integrand is smooth between the angles of the finite corners and the four axis
-    directions (where an exit or entry switches side or goes to infinity), so the
-    circle is cut at those 8 angles and each piece gets ``nodes`` Gauss-Legendre nodes.
-    The difference is formed as :math:`S(t_{in})(1 - e^{g(s t_{in}) - g(s t_{out})})` with
-    ``expm1`` and :math:`g = -\log S` from :func:`_minus_log_survival`, so tiny masses
-    (far away, or near the centre when eps * cell is small) keep their relative accuracy.
-    """
-    gx, gw = np.polynomial.legendre.leggauss(nodes)
-    out = np.empty(len(lo_x))
-    for start in range(0, len(lo_x), _REGION_CHUNK):
-        sl = slice(start, start + _REGION_CHUNK)
-        x0, x1, y0, y1 = lo_x[sl], hi_x[sl], lo_y[sl], hi_y[sl]
-        cx = np.stack([x0, x1, x0, x1], axis=1)
-        cy = np.stack([y0, y0, y1, y1], axis=1)
-        finite = np.isfinite(cx) & np.isfinite(cy)
-        with np.errstate(invalid="ignore"):
-            corner = np.mod(np.arctan2(cy, cx), _TWO_PI)
-        corner = np.where(finite, corner, 0.0)  # an infinite corner adds no angle beyond the axes
-        cuts = np.sort(np.concatenate([corner, np.broadcast_to(_AXES, (len(x0), 4))], axis=1), axis=1)
-        a = cuts
-        b = np.concatenate([cuts[:, 1:], cuts[:, :1] + _TWO_PI], axis=1)
-        half = (b - a) / 2.0
-        theta = ((a + b) / 2.0)[:, :, None] + half[:, :, None] * gx  # (m, 8, nodes)
-        weight = half[:, :, None] * gw
-        c, sn = np.cos(theta), np.sin(theta)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tx0, tx1 = x0[:, None, None] / c, x1[:, None, None] / c
-            ty0, ty1 = y0[:, None, None] / sn, y1[:, None, None] / sn
-        t_in = np.maximum(np.maximum(np.minimum(tx0, tx1), np.minimum(ty0, ty1)), 0.0)
-        t_out = np.minimum(np.maximum(tx0, tx1), np.maximum(ty0, ty1))
-        hit = t_out > t_in
-        g_in = _minus_log_survival(s * np.where(hit, t_in, 0.0))
-        g_out = _minus_log_survival(s * np.where(hit, t_out, 1.0))
-        with np.errstate(invalid="ignore"):
-            val = np.exp(-g_in) * -np.expm1(g_in - g_out)
-        val = np.where(hit, val, 0.0)
-        out[sl] = (val * weight).sum(axis=(1, 2)) / _TWO_PI
-    return out
-
-
-def _axis_atoms(size: int, s: float, reach: float) -> tuple[NDArray, NDArray]:
-    """A partition of the line (in cells, relative to an input) into bounded atoms.
-
-    Unit atoms [k - 1/2, k + 1/2] for |k| < size, then on each side tail atoms whose
-    length doubles up to ``max(1, 4 / s)`` (so the density varies by at most e^{-4 sqrt 2}
-    across an atom and a fixed Gauss-Legendre rule stays accurate) until ``reach``.
-    """
-    lengths = []
-    total, length, cap = 0.0, 1.0, max(1.0, 4.0 / s)
-    while size - 0.5 + total < reach:
-        lengths.append(length)
-        total += length
-        length = min(2.0 * length, cap)
-    edges = size - 0.5 + np.concatenate([[0.0], np.cumsum(lengths)])
-    pos_lo, pos_hi = edges[:-1], edges[1:]
-    k = np.arange(-(size - 1), size, dtype=np.float64)
-    lo = np.concatenate([-pos_hi[::-1], k - 0.5, pos_lo])
-    hi = np.concatenate([-pos_lo[::-1], k + 0.5, pos_hi])
-    return lo, hi
-
-
-def _axis_intervals(size: int, atom_lo: NDArray, atom_hi: NDArray) -> tuple[NDArray, NDArray[np.intp]]:
-    """Which atoms make up each cell interval seen from each input coordinate.
-
-    Cell r seen from input i spans [r - i - 1/2, r - i + 1/2], extended to -inf for the
-    first and +inf for the last cell (outside the grid a release is snapped to the
-    nearest cell; beyond the atoms' reach the mass is below 1e-26 of any cell's and is
-    dropped, then restored by the normalisation). Returns the (intervals, atoms)
-    indicator of the unique intervals and, for every (i, r), the index of its interval.
-    """
-    i, r = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    lo = np.where(r == 0, -np.inf, r - i - 0.5)
-    hi = np.where(r == size - 1, np.inf, r - i + 0.5)
-    pairs, index = np.unique(np.stack([lo.ravel(), hi.ravel()], axis=1), axis=0, return_inverse=True)
-    member = (atom_lo[None, :] >= pairs[:, :1]) & (atom_hi[None, :] <= pairs[:, 1:])
-    return member.astype(np.float64), index.reshape(size, size)
-
-
-def _interval_masses(
-    x_atoms: tuple[NDArray, NDArray],
-    y_atoms: tuple[NDArray, NDArray],
-    x_member: NDArray,
-    y_member: NDArray,
-    s: float,
-    accuracy: float,
-) -> tuple[NDArray[np.float64], float, int]:
-    """Mass of every (y interval) x (x interval) region, as sums of atom rectangles.
-
-    The Gauss-Legendre nodes are doubled until the relative change of every region
-    mass between ``nodes`` and ``2 nodes`` is at most ``accuracy``. Region masses are
-    sums of positive atom masses (matrix products of indicators, no differences), so
-    they keep the atoms' relative accuracy.
-    """
-    # The atoms are symmetric about 0 (atom i mirrors atom len - 1 - i) and so is the
-    # density: integrate the quadrant of atoms with centre <= 0 and mirror (4x fewer).
-    nx, ny = len(x_atoms[0]), len(y_atoms[0])
-    hx, hy = (nx + 1) // 2, (ny + 1) // 2
-    xl, xh = (np.repeat(a[:hx], hy) for a in x_atoms)
-    yl, yh = (np.tile(a[:hy], hx) for a in y_atoms)
-    fold_x = np.minimum(np.arange(nx), nx - 1 - np.arange(nx))
-    fold_y = np.minimum(np.arange(ny), ny - 1 - np.arange(ny))
-
-    def regions(nodes: int) -> NDArray[np.float64]:
-        quadrant = _region_masses(xl, xh, yl, yh, s, nodes).reshape(hx, hy)
-        atoms = quadrant[fold_x[:, None], fold_y[None, :]]
-        return y_member @ atoms.T @ x_member.T
-
-    nodes = 16
-    coarse = regions(nodes)
-    while True:
-        fine = regions(2 * nodes)
-        if not np.all(fine > np.finfo(np.float64).tiny):
-            raise ValidationError(
-                f"epsilon * cell = {s:.4g} with a grid this large: a cell mass underflows float64; "
-                "use a smaller epsilon or fewer cells"
-            )
-        err = float(np.max(np.abs(fine - coarse) / fine))
-        if err <= accuracy or 2 * nodes >= _MAX_NODES:
-            break
-        nodes, coarse = 2 * nodes, fine
-    if err > _WORST_ACCURACY:
-        raise ValidationError(
-            f"planar-laplace: numerical integration reached only {err:.2g} relative accuracy "
-            f"with {2 * nodes} nodes per piece at epsilon * cell = {s:.4g}; change epsilon or the cell size"
-        )
-    return fine, err, 2 * nodes
-
-
 def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int]:
     """Integer lattice coordinates (row, col) of the points and the bounding box size."""
     pts = np.asarray(space.points)
@@ -434,9 +278,14 @@ def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], in
 
 
 def _discretised_matrix(
-    space: MetricSpace, epsilon: float, accuracy: float
-) -> tuple[NDArray[np.float64], dict[str, object]]:
-    """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair."""
+    space: MetricSpace, epsilon: float, accuracy: float, box: bool = False
+) -> tuple[NDArray[np.float64], dict[str, object], NDArray[np.float64] | None]:
+    """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair.
+
+    With ``box`` also the same row for every cell of the bounding rectangle (row
+    ``r * n_cols + c``), which the lattice-chain audit reads
+    (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
+    """
     assert space.cell is not None  # checked by the builder: a grid space
     h = float(space.cell)
     rows, cols, n_rows, n_cols = _lattice(space)
@@ -451,14 +300,29 @@ def _discretised_matrix(
     # x = column, y = row: masses[row interval, column interval]
     masses, err, nodes = _interval_masses(c_atoms, r_atoms, c_member, r_member, s, accuracy)
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
-    table = masses[ridx[rows][:, :, None], cidx[cols][:, None, :]].reshape(space.n, n_rows * n_cols)
+    box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
+    seen_r, seen_c = (box_r, box_c) if box else (rows, cols)
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
-    box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
     snap = csr_matrix((np.ones(n_rows * n_cols), (np.arange(n_rows * n_cols), target)),
                       shape=(n_rows * n_cols, space.n))
-    matrix = np.asarray((snap.T @ table.T).T)
+    if not box:  # the inputs' rows in one product (the order of its sums fixes the matrix's bits)
+        table = masses[ridx[rows][:, :, None], cidx[cols][:, None, :]].reshape(space.n, n_rows * n_cols)
+        seen = np.asarray((snap.T @ table.T).T)
+        del table
+    else:  # every box cell's row, by blocks of the (box cells, box cells) table
+        seen = np.empty((len(seen_r), space.n))
+        block = max(1, _TABLE_ELEMENTS // (n_rows * n_cols))
+        for s in range(0, len(seen_r), block):
+            part = slice(s, s + block)
+            table = masses[ridx[seen_r[part]][:, :, None], cidx[seen_c[part]][:, None, :]].reshape(-1, n_rows * n_cols)
+            if space.n == n_rows * n_cols:  # a full rectangle: the snapping is a permutation of the columns
+                seen[part, target] = table
+            else:
+                seen[part] = np.asarray((snap.T @ table.T).T)
+    box_matrix = seen if box else None
+    matrix = seen[rows * n_cols + cols] if box else seen
     info = {
         "integration": {
             "method": "polar Gauss-Legendre over 8 angular pieces per atom rectangle",
@@ -469,11 +333,13 @@ def _discretised_matrix(
             "box": [n_rows, n_cols],
         }
     }
-    return matrix.astype(np.float64), dict(info)
+    return matrix.astype(np.float64), dict(info), box_matrix
 
 
 @declared("planar-laplace")
-def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12) -> Mechanism:
+def planar_laplace(
+    space: MetricSpace, epsilon: float, *, accuracy: float = 1e-12, progress: Progress | None = None
+) -> Mechanism:
     r"""The discretised planar Laplace on a grid space, as an exact eps-mDP matrix.
 
     The continuous release :math:`z = x_u + Z`, :math:`Z \sim D_\varepsilon(0)`, is snapped
@@ -551,6 +417,40 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"({space.metric}) are not one{';' + cells if cells else ''}"
         )
     epsilon = check_epsilon(epsilon)
+    check_dense_plan(plan_dense("planar-laplace", space.n))
+    return lattice_planar_laplace(space, epsilon, space, epsilon, accuracy=accuracy, progress=progress)
+
+
+def structured_audit_applies(space: MetricSpace) -> bool:
+    """Whether :func:`lattice_planar_laplace` audits ``space`` (a grid) with the lattice-chain proof.
+
+    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the grid's bounding
+    rectangle has at most twice as many cells as the space has points (the proof reads a
+    row for every cell of the rectangle).
+    """
+    if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
+        return False
+    _, _, n_rows, n_cols = _lattice(space)
+    return n_rows * n_cols <= 2 * space.n
+
+
+def lattice_planar_laplace(
+    space: MetricSpace, epsilon: float, audit_space: MetricSpace, guarantee: float, *,
+    accuracy: float = 1e-12, progress: Progress | None = None,
+    extra: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> Mechanism:
+    r"""The discretised planar Laplace on grid ``space`` at ``epsilon``, certified ``guarantee``-mDP on ``audit_space``.
+
+    ``audit_space`` has the points of ``space`` in the same order under the metric the
+    guarantee is for (``space`` itself, or the cells' great-circle distances for
+    :func:`metricdp.location.cells.planar_laplace_cells`, whose ``epsilon`` is the guarantee
+    over the lattice's distortion). Large grids (:func:`structured_audit_applies`) are
+    integrated at ``epsilon (1 - eta) / stretch`` and certified by the lattice-chain proof
+    (:func:`metricdp.audit_structured.lattice_chain_audit`: O(n^2) work, an exact upper
+    bound of the level; the stretch, below 1.004, is what the proof costs in epsilon);
+    the others by the independent dense audit. ``info["audit"]`` says which. ``extra``
+    (params, info) is merged into the result's.
+    """
     accuracy = float(accuracy)  # declared in (0, 1e-3) (registry)
     d = np.asarray(space.distances)
     reserve = ROUNDING_RESERVE * (1.0 + epsilon * float(d.max()))
@@ -562,32 +462,48 @@ def planar_laplace(space: MetricSpace, epsilon: float, *, accuracy: float = 1e-1
             f"accuracy {accuracy:g}: the margin it needs ({eta:.3g} of epsilon) exceeds {_MAX_ETA:g}; "
             "use a larger epsilon or coarser cells"
         )
-    raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
+    structured = structured_audit_applies(space)
+    stretch = lattice_steps(_CHAIN_ORDER)[1] if structured else 1.0
+    report(progress, 0, 3, f"integrating the planar Laplace on {space.n:,} cells")
+    raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
     reached = float(info["integration"]["relative_accuracy"])  # type: ignore[index]
     if reached > accuracy:  # the target was not met: widen the margin to what was reached
         eta = min(_MAX_ETA, max(eta, (16.0 * reached + 2.0 * reserve) / (epsilon * d_min)))
-        raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-    first_eta, cell = eta, float(space.cell)
+        raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
+    first_eta, cell = eta, float(space.cell)  # type: ignore[arg-type]
 
     def attempt(eta: float) -> Mechanism:  # the schedule is the one retry policy's (lp/retry.py)
         nonlocal raw, info
         repaired = eta != first_eta
         if repaired:
-            raw, info = _discretised_matrix(space, epsilon * (1.0 - eta), accuracy)
-        params = {"epsilon": epsilon, "cell": cell, "inner_epsilon": epsilon * (1.0 - eta), "eta": eta}
+            raw, info, _ = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy)
+        inner = epsilon * (1.0 - eta) / stretch
+        params = {"epsilon": guarantee, "cell": cell, "inner_epsilon": inner, "eta": eta, **extra[0]}
         # Unrepaired: within the reached accuracy (relative) of an exactly eps1-mDP matrix;
         # the audit in certify decides, and no slack is accepted below.
         matrix = repair(raw, d, epsilon, eta=eta) if repaired else raw / raw.sum(axis=1, keepdims=True)
         info["repair"] = "envelope" if repaired else "none"
+        info.update(extra[1])
+        proof = None
+        if structured and not repaired:
+            report(progress, 2, 3, "auditing: lattice-chain proof")
+            rows, cols, n_rows, n_cols = _lattice(space)
+            assert box is not None
+            proof = lattice_chain_audit(matrix, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell,
+                                        order=_CHAIN_ORDER)
+            if not proof.epsilon <= guarantee:
+                raise RepairError(f"lattice-chain bound {proof.epsilon!r} exceeds {guarantee!r}", retryable=True)
+        else:
+            report(progress, 2, 3, "auditing: dense")
         try:
-            mech = certify(matrix, space, epsilon, "planar-laplace", params, info)
+            mech = certify(matrix, audit_space, guarantee, "planar-laplace", params, info, proof=proof)
         except PrivacyViolationError as ex:  # the audit refused: a larger margin can help
             raise RepairError(str(ex), retryable=True) from None
-        if mech.info["epsilon_audit"] > epsilon:
-            raise RepairError(f"audited level {mech.info['epsilon_audit']!r} exceeds {epsilon!r}", retryable=True)
+        if mech.info["epsilon_audit"] > guarantee:
+            raise RepairError(f"audited level {mech.info['epsilon_audit']!r} exceeds {guarantee!r}", retryable=True)
         return mech
 
     try:
         return PLANAR_LAPLACE.run(attempt, eta, what="planar-laplace")
     except RepairError as ex:  # the schedule ran out, or the repair cannot help (not retryable)
-        raise MetricDPError(f"planar-laplace: could not make the matrix exactly {epsilon}-mDP: {ex}") from None
+        raise MetricDPError(f"planar-laplace: could not make the matrix exactly {guarantee}-mDP: {ex}") from None

@@ -1,0 +1,309 @@
+r"""Structured privacy audits: an exact upper bound of a matrix's mDP level in O(n^2) work.
+
+The independent audit of :mod:`metricdp.audit` costs :math:`n^3` (every pair u, v against
+every output w) and, for mechanisms whose every pair sits near the level (the planar
+Laplace, the exponential mechanism), it cannot prune: thousands of cells take hours. When
+a matrix has structure, a proof can replace the scan; each function here *reads the
+matrix* (never trusts the builder) and returns an upper bound of the level that
+:func:`metricdp.audit.audit` would return with ``normalize=True`` (the rows divided by
+their exact sums, what the exact sampler draws). The proofs are in
+``docs/proofs/structured_audit.md``.
+
+* :func:`lattice_chain_audit` -- a matrix whose rows are rows of a larger positive matrix
+  indexed by the points of a full rectangle of a square lattice (the discretised planar
+  Laplace seen from every box cell). Per-pair log-ratios obey the triangle inequality,
+  so checking the pairs one lattice step apart, for the primitive steps of max-norm at
+  most ``order``, bounds every pair through a path of such steps.
+* :func:`postprocessing_audit` -- a matrix that is a regrouping of the columns of an
+  already audited one (a deterministic remap: M R), checked entry by entry.
+* :func:`kernel_audit` -- the exponential kernel :math:`e^{-\varepsilon' d(u,w)/2}/Z_u`
+  on a metric by construction (coordinates under haversine, Euclidean or Manhattan),
+  checked entry by entry against the kernel.
+
+Every bound includes the rounding of its own float computation (stated per function), so
+a returned bound at most epsilon proves the float matrix epsilon-mDP as the dense audit
+defines it. The bound can exceed the exact level slightly; it never falls below it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.sparse import csr_matrix
+
+from .errors import ValidationError
+
+__all__ = [
+    "DENSE_MAX_N", "StructuredAudit", "kernel_audit", "lattice_chain_audit", "lattice_steps",
+    "postprocessing_audit",
+]
+
+#: Up to this many inputs the builders keep the independent dense audit (seconds at most);
+#: above it, where a structured proof applies, they use it.
+DENSE_MAX_N = 1500
+#: Error of one numpy ``log``/subtraction, in ulps of the largest |value| (as in metricdp.audit).
+_ULPS = 16
+_EPS = float(np.finfo(np.float64).eps)
+#: Relative margin for the rounding of the final O(n^2) evaluation of a bound (a few operations).
+_EVAL_MARGIN = 64 * _EPS
+_ROWS = 1 << 22  # elements per temporary
+
+
+@dataclass(frozen=True)
+class StructuredAudit:
+    """An upper bound ``epsilon`` of a matrix's exact mDP level, and how it was proven.
+
+    ``method`` names the proof (``lattice-chain``, ``post-processing``, ``kernel``);
+    ``details`` holds its JSON-serialisable figures (steps, stretch, measured deviations).
+    """
+
+    epsilon: float
+    method: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def satisfies(self, epsilon: float, rtol: float = 1e-9) -> bool:
+        """Whether the bound is within ``rtol`` (relative) of ``epsilon``."""
+        return self.epsilon <= epsilon * (1 + rtol)
+
+
+def _slack(largest: float) -> float:
+    """Absolute error bound of a difference of two numpy logs whose values are at most ``largest``."""
+    return _ULPS * _EPS * max(largest, 1.0)
+
+
+def lattice_steps(order: int) -> tuple[NDArray[np.intp], float]:
+    r"""The primitive lattice steps of max-norm <= ``order`` (one per direction pair +-s) and their stretch.
+
+    Sorted by angle, the steps s and -s together are the Farey vectors of that order, so two
+    angularly consecutive ones a, b have :math:`|\det(a, b)| = 1` (checked here, not assumed) and
+    lie in one closed quadrant (the axis steps are among them). Every lattice vector x in
+    their cone is then :math:`\alpha a + \beta b` with integers :math:`\alpha, \beta \ge 0`, and
+    :math:`\alpha |a| + \beta |b| \le |x| / \cos(\theta/2)` for the angle :math:`\theta` between
+    a and b. Returns the steps (k, 2) and the stretch :math:`1/\cos(\theta_{max}/2)`, rounded up.
+    """
+    if order < 1:
+        raise ValidationError(f"order must be >= 1, got {order}")
+    rng = np.arange(-order, order + 1)
+    a, b = (x.ravel() for x in np.meshgrid(rng, rng, indexing="ij"))
+    keep = (np.gcd(a, b) == 1)
+    every = np.column_stack([a[keep], b[keep]])  # both signs
+    angle = np.arctan2(every[:, 1], every[:, 0])
+    every, angle = every[np.argsort(angle)], np.sort(angle)
+    nxt = np.roll(every, -1, axis=0)
+    det = every[:, 0] * nxt[:, 1] - every[:, 1] * nxt[:, 0]
+    if not np.all(det == 1):  # pragma: no cover - a property of Farey sequences
+        raise AssertionError("consecutive lattice steps are not unimodular")
+    gap = np.diff(np.append(angle, angle[0] + 2 * math.pi))
+    stretch = 1.0 / math.cos(float(gap.max()) / 2) * (1 + 8 * _EPS)
+    half = every[(every[:, 0] > 0) | ((every[:, 0] == 0) & (every[:, 1] > 0))]
+    return half.astype(np.intp), stretch
+
+
+def _kernels() -> Any:
+    from ._chain_kernels import KERNELS  # numba's import only when a large grid is audited
+
+    return KERNELS
+
+
+def _step_gap(log_box: NDArray, a: int, b: int, chunk: int, compiled: Any = None) -> float:
+    """max |log_box[r, c, w] - log_box[r + a, c + b, w]| over the cell pairs inside the box and every w."""
+    if compiled is not None:
+        return float(compiled.step_gap(log_box, a, b))
+    n_rows, n_cols = log_box.shape[:2]
+    c0, c1 = max(0, -b), n_cols - max(0, b)  # columns c with c and c + b in the box
+    worst = 0.0
+    for r in range(0, n_rows - a, chunk):
+        r1 = min(r + chunk, n_rows - a)
+        diff = log_box[r:r1, c0:c1] - log_box[r + a : r1 + a, c0 + b : c1 + b]
+        worst = max(worst, float(diff.max()), float(-diff.min()))
+    return worst
+
+
+def lattice_chain_audit(
+    matrix: ArrayLike,
+    distances: ArrayLike,
+    box_matrix: NDArray[np.float64],
+    box_shape: tuple[int, int],
+    rows: NDArray[np.intp],
+    cols: NDArray[np.intp],
+    cell: float,
+    *,
+    order: int = 6,
+) -> StructuredAudit:
+    r"""Upper bound of the level of ``matrix`` (n, m), whose rows are proportional to rows of ``box_matrix``.
+
+    Parameters
+    ----------
+    matrix : (n, m) array
+        The mechanism; its level is over ``distances`` with rows normalised by exact sums.
+    distances : (n, n) array
+        The metric of the audit (any: Euclidean on the lattice, great-circle ...).
+    box_matrix : (R * C, m) array, strictly positive
+        One row per cell (r, c) of the full R x C rectangle, row index ``r * C + c``.
+    box_shape : (R, C)
+    rows, cols : (n,) int arrays
+        The lattice cell of each input: input u's row is proportional to box row
+        ``rows[u] * C + cols[u]``.
+    cell : float
+        The lattice step h (the lattice distance is h times the Euclidean norm of the index offset).
+    order : int
+        Max-norm of the checked steps (more steps: a smaller stretch, more work).
+
+    Notes
+    -----
+    Let :math:`g(p, q) = \max_w \log(B_{pw}/B_{qw})`; g obeys :math:`g(p, q) \le g(p, r) + g(r, q)`.
+    With :math:`\Lambda = \max` over the steps s and box pairs (p, p + s) of
+    :math:`(\max(g(p,p+s), g(p+s,p)) + e)/(h|s|)` (e the rounding of the logs), every pair of
+    box cells has :math:`g(p, q) \le \Lambda \sigma h |x_q - x_p|` (:func:`lattice_steps`:
+    the path stays in the bounding box of p and q, inside the rectangle). The rows of the
+    matrix differ from their box rows by :math:`\psi_{uw} = \log M_{uw} - \log B_{pw}`
+    (measured: its per-row spread), and normalisation adds :math:`\log S_v - \log S_u`
+    (from the float row sums, within :math:`\gamma_m` relative of the exact ones). The
+    returned bound is the largest over u != v of
+    :math:`[\Lambda \sigma d_L(u,v) + \max_w \psi_{uw} - \min_w \psi_{vw} + \log S_v - \log S_u + e']
+    / d(u, v)`, an O(n^2) evaluation; the step checks cost O(k n m) for k steps.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    d = np.asarray(distances, dtype=np.float64)
+    n, k = m.shape
+    n_rows, n_cols = box_shape
+    if box_matrix.shape != (n_rows * n_cols, k) or not np.all(box_matrix > 0) or not np.all(m > 0):
+        raise ValidationError("lattice_chain_audit needs a strictly positive box matrix of one row per box cell")
+    log_box = np.log(box_matrix).reshape(n_rows, n_cols, k)
+    steps, stretch = lattice_steps(order)
+    compiled = _kernels()
+    largest = float(np.abs(log_box).max())
+    edge_err = _slack(largest)
+    lam = 0.0
+    chunk = max(1, _ROWS // max(1, n_cols * k))
+    for a, b in steps:
+        if a >= n_rows or abs(b) >= n_cols:
+            continue
+        worst = _step_gap(log_box, int(a), int(b), chunk, compiled)
+        lam = max(lam, (worst + edge_err) / (cell * math.hypot(a, b)))
+    lam *= 1 + 4 * _EPS
+    # each input's row against its box row
+    idx = rows * n_cols + cols
+    psi_hi = np.empty(n)
+    psi_lo = np.empty(n)
+    largest_m = 0.0
+    block = max(1, _ROWS // k)
+    for s in range(0, n, block):  # by blocks of rows: no second n x m array of logs
+        log_m = np.log(m[s : s + block])
+        largest_m = max(largest_m, float(np.abs(log_m).max()))
+        psi = log_m - log_box.reshape(-1, k)[idx[s : s + block]]
+        psi_hi[s : s + len(psi)] = psi.max(axis=1)
+        psi_lo[s : s + len(psi)] = psi.min(axis=1)
+    spread = float(np.max(psi_hi - psi_lo))
+    # log S_u within 2 gamma_k of log(the float row sum): any summation order of k positive
+    # floats errs by at most gamma_k = k u / (1 - k u) relative (u = 2^-53), log by 2 ulps more
+    gamma = k * _EPS / 2 / (1 - k * _EPS / 2)
+    err = 2 * _slack(max(largest, largest_m)) + 2 * (gamma + 2 * _EPS)
+    scale = np.log(m.sum(axis=1))
+    hi, lo = psi_hi - scale, psi_lo - scale  # potentials of the normalised rows
+    bound = 0.0
+    block = max(1, _ROWS // n)
+    for s in range(0, n, block):
+        u = slice(s, s + block)
+        d_l = cell * np.hypot(rows[u, None] - rows[None, :], cols[u, None] - cols[None, :])
+        num = lam * stretch * d_l + (hi[u, None] - lo[None, :]) + err
+        off = d[u] > 0
+        level = np.where(off, num / np.where(off, d[u], 1.0), -np.inf)
+        bound = max(bound, float(level.max()))
+    bound *= 1 + _EVAL_MARGIN
+    details = {"order": order, "steps": len(steps), "stretch": stretch, "step_level": lam,
+               "row_spread": spread, "box": [n_rows, n_cols]}
+    return StructuredAudit(bound, "lattice-chain", details)
+
+
+def postprocessing_audit(
+    matrix: ArrayLike, distances: ArrayLike, base: ArrayLike, base_level: float, targets: ArrayLike
+) -> StructuredAudit:
+    r"""Upper bound of the level of ``matrix`` = ``base`` with column y added into column ``targets[y]``.
+
+    ``base`` (n, m) is a matrix whose (normalised) level is at most ``base_level``; R is the
+    0/1 matrix of ``targets``. The regrouped sums :math:`G = \mathrm{base}\, R` are recomputed
+    in floats (each within :math:`\gamma = c\,u/(1 - c\,u)` relative of the exact sum, c the
+    largest group, u = 2^-53), ``matrix`` is compared with them entry by entry (relative
+    deviation r, measured; zeros must match exactly), so every entry is within
+    :math:`\theta = (1 + r)(1 + \gamma) - 1` of the exact regrouped sum, and so is every
+    row sum. Then (docs/proofs/structured_audit.md)
+
+    .. math:: \text{level} \le \text{base\_level} + 2 \log\frac{1+\theta}{1-\theta} / d_{\min}.
+    """
+    mat = np.asarray(matrix, dtype=np.float64)
+    b = np.asarray(base, dtype=np.float64)
+    t = np.asarray(targets, dtype=np.intp)
+    d = np.asarray(distances, dtype=np.float64)
+    n, k = b.shape
+    if mat.shape != (n, k) or t.shape != (k,) or t.min() < 0 or t.max() >= k:
+        raise ValidationError("postprocessing_audit: matrix, base and targets do not fit together")
+    regroup = csr_matrix((np.ones(k), (np.arange(k), t)), shape=(k, k))
+    group = np.asarray((regroup.T @ b.T).T)  # column y of base into column targets[y]
+    used = np.zeros(k, dtype=bool)
+    used[t] = True
+    if np.any(mat[:, ~used] != 0) or not np.all(group[:, used] > 0) or not np.all(mat[:, used] > 0):
+        return StructuredAudit(math.inf, "post-processing", {"note": "zeros do not match the regrouping"})
+    r = float(np.max(np.abs(mat[:, used] / group[:, used] - 1.0)))
+    c = int(np.bincount(t, minlength=k).max())
+    gamma = c * _EPS / 2 / (1 - c * _EPS / 2)
+    theta = (1 + r) * (1 + gamma) - 1 + 2 * _EPS
+    if not theta < 0.5:
+        return StructuredAudit(math.inf, "post-processing", {"deviation": r})
+    d_min = float(d[~np.eye(n, dtype=bool)].min())
+    bound = (float(base_level) + 2 * math.log((1 + theta) / (1 - theta)) / d_min) * (1 + _EVAL_MARGIN)
+    return StructuredAudit(bound, "post-processing", {"base_level": float(base_level), "deviation": r,
+                                                      "largest_group": c})
+
+
+#: Relative error of one float distance of a metric computed from coordinates (haversine's
+#: asin/sqrt/sin chain, Euclidean's and Manhattan's sums): a few ulps; 1e-13 is generous.
+DISTANCE_RTOL = 1e-13
+#: Coordinate metrics that are metrics by construction (the triangle inequality holds for the true values).
+PROVEN_METRICS = ("euclidean", "haversine", "manhattan")
+
+
+def kernel_audit(matrix: ArrayLike, distances: ArrayLike, inner_epsilon: float) -> StructuredAudit:
+    r"""Upper bound of the level of ``matrix`` when it is the exponential kernel on a true metric.
+
+    The caller has established that ``distances`` are a metric by construction computed
+    from coordinates (:data:`PROVEN_METRICS`), each within :data:`DISTANCE_RTOL` (relative)
+    of the true distance, so :math:`|d_{uw} - d_{vw}| \le d_{uv}(1 + \tau)` with
+    :math:`\tau = \rho(1 + 2D/d_{\min})/(1 - \rho)`. Nothing about the matrix is trusted:
+    :math:`\psi_{uw} = \log M_{uw} + \varepsilon' d_{uw}/2` is measured (for the kernel it is
+    :math:`-\log Z_u` in every column) and its per-row spread :math:`s_u = \max_w \psi_{uw} -
+    \min_w \psi_{uw}` enters the bound (docs/proofs/structured_audit.md):
+
+    .. math:: \text{level} \le \varepsilon'(1 + \tau) + \max_{u \ne v} (s_u + s_v + e) / d_{uv},
+
+    e the rounding of the measured spreads. O(n^2).
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    d = np.asarray(distances, dtype=np.float64)
+    n = m.shape[0]
+    if m.ndim != 2 or m.shape != d.shape or n < 2 or not np.all(m > 0):
+        return StructuredAudit(math.inf, "kernel", {"note": "not a positive square kernel matrix"})
+    eps1 = float(inner_epsilon)
+    spread = np.empty(n)
+    block = max(1, _ROWS // n)
+    for s in range(0, n, block):
+        psi = np.log(m[s : s + block]) + (0.5 * eps1) * d[s : s + block]
+        spread[s : s + len(psi)] = psi.max(axis=1) - psi.min(axis=1)
+    largest = abs(math.log(float(m.min()))) + 0.5 * eps1 * float(d.max())
+    err = 4 * _slack(largest)
+    off = ~np.eye(n, dtype=bool)
+    d_min, d_max = float(d[off].min()), float(d.max())
+    rho = DISTANCE_RTOL
+    tau = rho * (1 + 2 * d_max / d_min) / (1 - rho)
+    worst = 0.0
+    for s in range(0, n, block):
+        u = slice(s, s + block)
+        gap = spread[u, None] + spread[None, :] + err
+        worst = max(worst, float(np.where(off[u], gap / np.where(off[u], d[u], 1.0), 0.0).max()))
+    bound = (eps1 * (1 + tau) + worst) * (1 + _EVAL_MARGIN)
+    return StructuredAudit(bound, "kernel", {"inner_epsilon": eps1, "row_spread": float(spread.max()),
+                                             "distance_rtol": rho, "tau": tau})

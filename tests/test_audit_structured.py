@@ -1,0 +1,156 @@
+"""Structured audits: each bound is never below the dense audit's exact level, and tampering fails them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import metricdp.mechanisms.exponential as ex
+import metricdp.mechanisms.planar_laplace as pl
+import metricdp.remap as rm
+from metricdp.audit import audit
+from metricdp.audit_structured import kernel_audit, lattice_chain_audit, lattice_steps, postprocessing_audit
+from metricdp.spaces import MetricSpace
+
+
+def _structured_planar(n_rows: int, n_cols: int, epsilon: float) -> tuple[MetricSpace, np.ndarray, np.ndarray]:
+    """A grid's planar-Laplace matrix (normalised) and its box matrix, as the builder makes them."""
+    space = MetricSpace.grid(n_rows, n_cols, 1.0)
+    raw, _, box = pl._discretised_matrix(space, epsilon, 1e-12, True)
+    assert box is not None
+    return space, raw / raw.sum(axis=1, keepdims=True), box
+
+
+def _chain(space: MetricSpace, matrix: np.ndarray, box: np.ndarray) -> float:
+    rows, cols, n_rows, n_cols = pl._lattice(space)
+    return lattice_chain_audit(matrix, space.distances, box, (n_rows, n_cols), rows, cols, 1.0).epsilon
+
+
+def test_lattice_steps_hand_counted() -> None:
+    steps, stretch = lattice_steps(1)  # (0, 1), (1, -1), (1, 0), (1, 1): gaps of 45 degrees
+    assert sorted(map(tuple, steps.tolist())) == [(0, 1), (1, -1), (1, 0), (1, 1)]
+    assert stretch == pytest.approx(1 / math.cos(math.pi / 8), rel=1e-12)
+    assert stretch >= 1 / math.cos(math.pi / 8)
+    steps6, stretch6 = lattice_steps(6)
+    assert len(steps6) == 48 and 1.0034 < stretch6 < 1.0035
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 6), st.floats(0.05, 3.0))
+def test_lattice_chain_bounds_the_dense_level(n_rows: int, n_cols: int, epsilon: float) -> None:
+    space, matrix, box = _structured_planar(n_rows, n_cols, epsilon)
+    exact = audit(matrix, space.distances, normalize=True).epsilon
+    bound = _chain(space, matrix, box)
+    _, stretch = lattice_steps(6)
+    assert exact <= bound <= exact * stretch * (1 + 1e-9) + 1e-12
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 15), st.integers(0, 15), st.floats(-3.0, 3.0))
+def test_a_bumped_entry_never_gets_past_the_lattice_chain(u: int, w: int, log_factor: float) -> None:
+    space, matrix, box = _structured_planar(4, 4, 0.8)
+    tampered = matrix.copy()
+    tampered[u, w] *= math.exp(log_factor)
+    exact = audit(tampered, space.distances, normalize=True).epsilon
+    assert _chain(space, tampered, box) >= exact
+
+
+def test_a_non_private_bump_fails_the_lattice_chain() -> None:
+    space, matrix, box = _structured_planar(5, 5, 0.8)
+    tampered = matrix.copy()
+    tampered[1, 4] *= 1.05  # beyond 1 from 0 on their line: 5% puts the pair (1, 0) above epsilon
+    assert audit(tampered, space.distances, normalize=True).epsilon > 0.8
+    assert _chain(space, tampered, box) > 0.8
+    assert _chain(space, matrix, box) <= 0.8 * lattice_steps(6)[1] * (1 + 1e-9)
+
+
+def test_the_builder_uses_the_lattice_chain_above_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pl, "DENSE_MAX_N", 10)
+    space = MetricSpace.grid(4, 5, 100.0)
+    mech = pl.planar_laplace(space, 0.01)
+    assert mech.info["audit"] == "lattice-chain"
+    assert audit(mech.matrix, space.distances, normalize=True).epsilon <= mech.info["epsilon_audit"] <= 0.01
+    small = pl.planar_laplace(MetricSpace.grid(3, 3, 100.0), 0.01)
+    assert small.info["audit"] == "dense"
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_post_processing_bounds_the_remapped_level(seed: int) -> None:
+    space, matrix, _ = _structured_planar(3, 4, 1.0)
+    base = audit(matrix, space.distances, normalize=True).epsilon
+    targets = np.random.default_rng(seed).integers(0, space.n, space.n)
+    remapped = np.zeros_like(matrix)
+    np.add.at(remapped.T, targets, matrix.T)
+    exact = audit(remapped, space.distances, normalize=True).epsilon
+    bound = postprocessing_audit(remapped, space.distances, matrix, base, targets).epsilon
+    assert exact <= bound <= base * (1 + 1e-12)
+
+
+def test_a_tampered_remap_fails_post_processing() -> None:
+    space, matrix, _ = _structured_planar(3, 4, 1.0)
+    base = audit(matrix, space.distances, normalize=True).epsilon
+    targets = np.arange(space.n)
+    targets[1] = 0
+    remapped = np.zeros_like(matrix)
+    np.add.at(remapped.T, targets, matrix.T)
+    bumped = remapped.copy()
+    bumped[2, 0] *= 1.5
+    assert postprocessing_audit(bumped, space.distances, matrix, base, targets).epsilon > 1.0
+    moved = remapped.copy()
+    moved[:, 1] = moved[:, 0] / 2  # mass in a column no output is mapped to
+    assert postprocessing_audit(moved, space.distances, matrix, base, targets).epsilon == math.inf
+
+
+def test_remap_uses_post_processing_above_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rm, "DENSE_MAX_N", 5)
+    mech = pl.planar_laplace(MetricSpace.grid(3, 4, 1.0), 0.9)
+    prior = np.linspace(1.0, 2.0, 12)
+    remapped = rm.bayesian_remap(mech, prior / prior.sum())
+    assert remapped.info["audit"] == "post-processing"
+    assert audit(remapped.matrix, mech.space.distances, normalize=True).epsilon <= remapped.info["epsilon_audit"]
+
+
+_COORDS = st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=3, max_size=12, unique=True)
+
+
+@settings(max_examples=20, deadline=None)
+@given(_COORDS, st.sampled_from(["euclidean", "manhattan"]), st.floats(0.1, 4.0))
+def test_kernel_bounds_the_exponential_level(coords: list[tuple[float, float]], metric: str, epsilon: float) -> None:
+    space = MetricSpace.from_points(np.array(coords) / 10.0, metric=metric)
+    matrix = ex.exponential_matrix(space.distances, epsilon)
+    if not np.all(matrix > 0):
+        return
+    exact = audit(matrix, space.distances, normalize=True).epsilon
+    bound = kernel_audit(matrix, space.distances, epsilon).epsilon
+    assert exact <= bound <= epsilon * (1 + 1e-9)
+
+
+def test_a_bumped_kernel_entry_fails_and_provenance_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    space = MetricSpace.grid(3, 3, 1.0)
+    matrix = ex.exponential_matrix(space.distances, 1.0)
+    bumped = matrix.copy()
+    bumped[0, 8] *= 1.001
+    assert kernel_audit(bumped, space.distances, 1.0).epsilon > 1.0
+    assert ex.proven_metric(space)
+    assert not ex.proven_metric(MetricSpace.from_distances(np.asarray(space.distances)))
+    monkeypatch.setattr(ex, "DENSE_MAX_N", 4)
+    mech = ex.exponential(space, 1.0)
+    assert mech.info["audit"] == "kernel" and mech.info["epsilon_audit"] <= 1.0 * (1 + 1e-9)
+    assert ex.exponential(MetricSpace.from_distances(np.asarray(space.distances)), 1.0).info["audit"] == "dense"
+
+
+def test_the_compiled_step_check_matches_numpy_to_the_bit() -> None:
+    from metricdp._chain_kernels import KERNELS
+    from metricdp.audit_structured import _step_gap
+
+    if KERNELS is None:
+        pytest.skip("numba is not installed")
+    _, _, box = _structured_planar(5, 6, 0.9)
+    log_box = np.log(box).reshape(5, 6, -1)
+    for a, b in lattice_steps(3)[0]:
+        assert _step_gap(log_box, int(a), int(b), 2, KERNELS) == _step_gap(log_box, int(a), int(b), 2)
