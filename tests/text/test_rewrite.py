@@ -26,8 +26,8 @@ def test_text_rewrite_keeps_layout_case_and_counts() -> None:
     texts = ["The CAT, the Dog's  paris!", "zebra 42 cat"]
     out = list(rewrite_texts(texts, Vocabulary(LABELS), shift, keep=frozenset({"the"}), stats=st, batch_tokens=2))
     assert out == ["The DOG, the Paris's  the!", "zebra 42 dog"]
-    assert (st.tokens, st.replaced, st.kept, st.oov, st.documents) == (8, 4, 2, 2, 2)
-    assert st.changed == 4 and st.oov_examples == {"zebra": 1, "42": 1}
+    assert (st.tokens, st.replaced, st.kept, st.oov, st.documents) == (8, 4, 3, 1, 2)  # 42: a number, kept
+    assert st.changed == 4 and st.oov_examples == {"zebra": 1} and st.kept_by == {"words": 2, "numbers": 1}
 
 
 def test_files_in_each_format(tmp_path: Path) -> None:
