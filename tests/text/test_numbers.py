@@ -40,7 +40,7 @@ def test_format_then_parse_round_trips(units: int, decimals: int, commas: bool) 
 
 def _offsets(token: str, eps: float, n: int, seed: int) -> np.ndarray:
     rel = NumberRelease(eps, rng=seed)
-    units, decimals = parse_number(token)  # type: ignore[misc]
+    units, _ = parse_number(token)  # type: ignore[misc]
     return np.array([parse_number(rel.release_token(token))[0] - units for _ in range(n)])  # type: ignore[index]
 
 

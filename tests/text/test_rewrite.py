@@ -134,3 +134,24 @@ def test_progress_tokens_and_their_total_from_the_file_size(tmp_path: Path, name
     assert calls[-1] == (120, 120)  # the whole file read: the estimate is exact
     for _, total in calls:  # rows of equal size: the estimate is within one row of the truth
         assert total is not None and abs(total - 120) <= 3
+
+
+def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> None:
+    """A batch under ``batch_tokens`` reports progress after each piece; pieces change no release."""
+    texts = ["the cat saw paris"] * 50  # 200 word tokens, 150 of the vocabulary ("saw" is not): one batch
+    calls: list[int] = []
+    seen: list[tuple[int, int | None]] = []
+
+    def counting(idx: np.ndarray) -> np.ndarray:
+        calls.append(len(idx))
+        return shift(idx)
+
+    whole = list(rewrite_texts(texts, Vocabulary(LABELS), shift))
+    pieces = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40, read_fraction=lambda: 0.5,
+                                progress=lambda done, total, _msg: seen.append((done, total))))
+    assert pieces == whole
+    assert calls == [40, 40, 40, 30]
+    # 200 word tokens, 150 in the vocabulary: after 40 releases, 200 * 40 // 150 tokens done; half the input read
+    assert [d for d, _ in seen] == [53, 106, 160, 200] and all(t == 400 for _, t in seen)
+    with pytest.raises(ValidationError, match="piece_tokens"):
+        list(rewrite_texts(texts, Vocabulary(LABELS), shift, piece_tokens=0))

@@ -321,7 +321,8 @@ def rewrite_file(
     st = RewriteStats()
     read, size = [0], max(1, path.stat().st_size)  # characters read (about bytes): the ETA's share of the file
     kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
-          "cycle": cycle, "accounting": accounting, "numbers": numbers, "read_fraction": lambda: min(1.0, read[0] / size)}
+          "cycle": cycle, "accounting": accounting, "numbers": numbers,
+          "read_fraction": lambda: min(1.0, read[0] / size)}
     if fmt == "text":
         endings: deque[str] = deque()
 

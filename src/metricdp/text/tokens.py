@@ -20,8 +20,8 @@ import unicodedata
 from decimal import Decimal
 
 __all__ = [
-    "FORMAT_CHARS", "NUMBER", "WORD", "case_pattern", "format_number", "has_hidden_form", "is_numeric", "normal", "parse_number",
-    "restore_case", "split",
+    "FORMAT_CHARS", "NUMBER", "WORD", "case_pattern", "format_number", "has_hidden_form", "is_numeric", "normal",
+    "parse_number", "restore_case", "split",
 ]
 
 #: The format characters (Unicode category Cf) of the Basic Multilingual Plane as a regex class body
