@@ -443,16 +443,19 @@ def register(app: typer.Typer) -> None:
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
             f"({st.changed:,} changed), {'' if persons is None else f'{st.withheld:,} withheld as {WITHHELD}, '}"
             f"{st.kept:,} kept (--keep-words, --keep-tokens; numbers: {st.kept_by.get('numbers', 0):,}), "
-            f"{'' if numbers is None else f'{st.numbers:,} numbers released at eps={numbers.epsilon:g} per unit, '}"
             f"{st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
             f"{desc}, epsilon={shown_eps} per token"
             f"{' (cycled over each document)' if cycle > 1 else ''}; {st.tokens_per_second:,.0f} tokens/s"
-            f"{f'; {st.normalised:,} tokens normalised (format characters, compatibility forms)' if st.normalised else ''}"
+            f"{f'; {st.normalised:,} tokens normalised (format characters, fullwidth forms)' if st.normalised else ''}"
             f"{' [seeded]' if seed is not None else ''}",
             markup=False,
             highlight=False,
         )
+        if numbers is not None:
+            console.print(f"numbers: {st.numbers:,} released as numbers, eps={numbers.epsilon:g} per unit of the value "
+                          "each (a document's numbers together: eps times the sum of their |x - x'|)",
+                          markup=False, highlight=False)
         if documents is not None:
             print_documents(documents, acct)
         if persons is not None:
