@@ -234,12 +234,16 @@ def test_privatize_numbers_kept_by_default_or_released_as_numbers(tmp_path: Path
     summary = json.loads(r.stdout)
     written = out.read_text(encoding="utf-8")
     assert "2.0" in written and "1,250.50" in written and "2004" in written and "\u200b" not in written
-    assert summary["numbers"] == {"released": 0, "kept": 3, "epsilon_per_unit": None}
+    assert summary["numbers"] == {"released": 0, "kept": 3, "epsilon_per_unit": None, "max_per_document": 0}
     assert summary["normalised"] == 1 and summary["kept_by"] == {"numbers": 3}
     r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.01, "--embeddings", emb,
                "--numbers-epsilon", 1e-3, "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["numbers"] == {"released": 3, "kept": 0, "epsilon_per_unit": 1e-3}
+    assert json.loads(r.stdout)["numbers"] == {"released": 3, "kept": 0, "epsilon_per_unit": 1e-3,
+                                               "max_per_document": 3}
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.01, "--embeddings", emb,
+               "--numbers-epsilon", 1e-3)
+    assert "numbers: 3 released as numbers, at most 3 in a document; eps=0.001 per unit" in r.stdout
     words = out.read_text(encoding="utf-8").split()
     assert words[1].endswith(",") and words[1][:-1].replace(".", "").lstrip("-").isdigit()  # a number, 1 decimal
     assert len(words[1].split(".")[1]) == 2  # "2.0," -> "d.d,"

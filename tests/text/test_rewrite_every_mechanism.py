@@ -89,6 +89,7 @@ def test_numbers_released_as_numbers_in_their_shape(name: str, space: PointSpace
         else:
             assert not is_numeric(after)
     assert st.numbers == 5 and st.kept_by.get("numbers", 0) == 1  # 2.0 2004 1,250.50 -3 +7; 3rd kept
+    assert st.numbers_per_document == {5: 1} and st.max_numbers_per_document == 5
 
 
 EXTREMES = (1e308, 1e-308, 5e-324)

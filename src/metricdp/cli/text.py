@@ -420,7 +420,7 @@ def register(app: typer.Typer) -> None:
             "kept_by": st.kept_by,
             "outputs": policy.outputs,
             "numbers": {"released": st.numbers, "kept": st.kept_by.get("numbers", 0),
-                        "epsilon_per_unit": numbers_epsilon},
+                        "epsilon_per_unit": numbers_epsilon, "max_per_document": st.max_numbers_per_document},
             "normalised": st.normalised,
             "columns": st.columns.as_dict() if st.columns is not None else None,
             "out_of_vocabulary": st.oov,
@@ -453,9 +453,9 @@ def register(app: typer.Typer) -> None:
             highlight=False,
         )
         if numbers is not None:
-            console.print(f"numbers: {st.numbers:,} released as numbers, eps={numbers.epsilon:g} per unit of the value "
-                          "each (a document's numbers together: eps times the sum of their |x - x'|)",
-                          markup=False, highlight=False)
+            console.print(f"numbers: {st.numbers:,} released as numbers, at most {st.max_numbers_per_document:,} in "
+                          f"a document; eps={numbers.epsilon:g} per unit of the value each (a document's numbers "
+                          "together: eps times the sum of their |x - x'|)", markup=False, highlight=False)
         if documents is not None:
             print_documents(documents, acct)
         if persons is not None:

@@ -60,8 +60,9 @@ Sampler = Callable[..., NDArray[np.intp]]  # sample(inputs) or, with cycle > 1, 
 @dataclass
 class RewriteStats:
     """Counts of a rewrite: word tokens seen, replaced (released), changed, withheld, kept, out of
-    vocabulary; numbers released as numbers; tokens whose normal form differs from their text
-    (format characters, compatibility forms such as fullwidth letters: ``normalised``)."""
+    vocabulary; numbers released as numbers (and how many documents released each count of them);
+    tokens whose normal form differs from their text (format characters, compatibility forms
+    such as fullwidth letters: ``normalised``)."""
 
     documents: int = 0
     tokens: int = 0
@@ -75,7 +76,13 @@ class RewriteStats:
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
     numbers: int = 0
+    numbers_per_document: dict[int, int] = field(default_factory=dict)  # numbers released -> documents
     normalised: int = 0
+
+    @property
+    def max_numbers_per_document(self) -> int:
+        """The most numbers one document released as numbers (0 when none did)."""
+        return max((k for k, v in self.numbers_per_document.items() if v), default=0)
 
     @property
     def tokens_per_second(self) -> float:
@@ -186,6 +193,7 @@ def rewrite_texts(
         d = len(batch)
         sentence_start = True
         rank = -1
+        released_numbers = st.numbers
         for j, (piece, is_word) in enumerate(split(text)):
             pieces.append(piece)
             if not is_word:
@@ -234,6 +242,9 @@ def rewrite_texts(
                 ranks.append(rank % cycle)
         batch.append(pieces)
         st.documents += 1
+        if numbers is not None:
+            count = st.numbers - released_numbers
+            st.numbers_per_document[count] = st.numbers_per_document.get(count, 0) + 1
         if len(inputs) >= batch_tokens:
             yield from flush()
     yield from flush()
