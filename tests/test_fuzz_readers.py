@@ -323,8 +323,8 @@ def _hidden_token(draw: st.DrawFn) -> tuple[str, str]:
     shown = visible
     if draw(st.booleans()):  # fullwidth letters (NFKC folds them back)
         shown = "".join(chr(ord(c) + 0xFEE0) for c in shown)
-    for _ in range(draw(st.integers(0, 3))):  # format characters anywhere inside
-        at = draw(st.integers(1, len(shown) - 1))
+    for _ in range(draw(st.integers(0, 3))):  # format characters anywhere, first and last place included
+        at = draw(st.integers(0, len(shown)))
         shown = shown[:at] + draw(st.sampled_from(_HIDERS)) + shown[at:]
     return shown, (visible if word in _TEXT_VOCAB else shown)  # out of vocabulary: kept verbatim
 

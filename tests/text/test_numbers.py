@@ -91,3 +91,9 @@ def test_extreme_epsilons_release_without_overflow() -> None:
     assert NumberRelease(1e308, rng=0).release_token("12.5") == "12.5"  # Pr[Z != 0] underflows to 0
     out = NumberRelease(1e-100, rng=0).release_token("0.000001")
     assert parse_number(out) is not None
+
+
+def test_hidden_and_fullwidth_numbers_are_released_in_ascii() -> None:
+    rel = NumberRelease(1e6, rng=0)  # noise 0 with overwhelming probability
+    assert rel.releasable("20\u200b04") and rel.release_token("20\u200b04") == "2004"
+    assert rel.release_token("\uff12\uff10\uff10\uff14") == "2004"

@@ -27,13 +27,14 @@ tokens, and the word mechanisms only word tokens (:mod:`.rewrite`).
 
 from __future__ import annotations
 
+import unicodedata
 from fractions import Fraction
 
 from .._random import RandomSource, check_rng
 from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..mechanisms.lattice_laplace import BitStream, discrete_laplace
-from .tokens import format_number, parse_number
+from .tokens import format_number, parse_number, visible
 
 __all__ = ["MAX_DIGITS", "MIN_EPSILON", "NumberRelease"]
 
@@ -43,6 +44,10 @@ __all__ = ["MAX_DIGITS", "MIN_EPSILON", "NumberRelease"]
 MAX_DIGITS = 1000
 #: The smallest epsilon per unit: below it the noise alone would pass the same cap.
 MIN_EPSILON = 1e-100
+
+
+def _plain(piece: str) -> str:
+    return piece if piece.isascii() else unicodedata.normalize("NFKC", visible(piece))
 
 
 class NumberRelease:
@@ -78,11 +83,13 @@ class NumberRelease:
         return f"NumberRelease(epsilon={self.epsilon!r})"
 
     def releasable(self, piece: str) -> bool:
-        """Whether ``piece`` is a number token this mechanism releases (at most :data:`MAX_DIGITS` digits)."""
-        return len(piece) <= MAX_DIGITS and parse_number(piece) is not None
+        """Whether ``piece`` is a number token this mechanism releases (at most :data:`MAX_DIGITS` digits,
+        read without format characters and in NFKC: ``20\u200b04`` and fullwidth digits are numbers)."""
+        return len(piece) <= MAX_DIGITS and parse_number(_plain(piece)) is not None
 
     def release_token(self, piece: str) -> str:
-        """The release of one number token, written in its shape."""
+        """The release of one number token, written in its shape (ASCII digits, no format characters)."""
+        piece = _plain(piece) if len(piece) <= MAX_DIGITS else piece
         parsed = parse_number(piece) if len(piece) <= MAX_DIGITS else None
         if parsed is None:
             raise ValidationError(f"{piece[:40]!r} is not a number token of at most {MAX_DIGITS} digits")

@@ -50,7 +50,7 @@ from numpy.typing import NDArray
 from ..errors import ValidationError
 from ..pointspace import PointSpace
 from ..spaces import MetricSpace
-from .tokens import is_numeric
+from .tokens import is_numeric, visible
 
 __all__ = [
     "KEEP_CATEGORIES", "OUTPUTS", "STOPWORDS", "OutputFilter", "TokenPolicy", "alphabetic_mask", "output_mask",
@@ -134,7 +134,7 @@ class TokenPolicy:
             return "stopwords"
         if "numbers" in self.keep and _DIGIT.search(piece):
             return "numbers"
-        if "names" in self.keep and not sentence_start and piece[:1].isupper():
+        if "names" in self.keep and not sentence_start and visible(piece)[:1].isupper():
             return "names"
         return None
 

@@ -21,7 +21,7 @@ from decimal import Decimal
 
 __all__ = [
     "FORMAT_CHARS", "NUMBER", "WORD", "case_pattern", "format_number", "has_hidden_form", "is_numeric", "normal",
-    "parse_number", "restore_case", "split",
+    "parse_number", "restore_case", "split", "visible",
 ]
 
 #: The format characters (Unicode category Cf) of the Basic Multilingual Plane as a regex class body
@@ -71,9 +71,10 @@ def case_pattern(word: str) -> str:
 
     Examples
     --------
-    >>> [case_pattern(w) for w in ("cat", "NASA", "Paris", "iPhone", "A", "42")]
-    ['lower', 'upper', 'title', 'mixed', 'title', 'lower']
+    >>> [case_pattern(w) for w in ("cat", "NASA", "Paris", "iPhone", "A", "42", "\\u200bPar\\u00adis")]
+    ['lower', 'upper', 'title', 'mixed', 'title', 'lower', 'title']
     """
+    word = visible(word)
     if word.islower() or not any(c.isalpha() for c in word):
         return "lower"
     if word.isupper():
@@ -99,6 +100,19 @@ def restore_case(replacement: str, original: str) -> str:
     return replacement
 
 
+def visible(piece: str) -> str:
+    """``piece`` without its format characters (category Cf): the letters a reader sees.
+
+    Examples
+    --------
+    >>> visible("\\u200bPa\\u00adris")
+    'Paris'
+    """
+    if piece.isascii():
+        return piece
+    return "".join(c for c in piece if unicodedata.category(c) != "Cf")
+
+
 def normal(piece: str) -> str:
     """The lookup form of a token: format characters (category Cf) removed, NFKC, case folded.
 
@@ -109,8 +123,7 @@ def normal(piece: str) -> str:
     """
     if piece.isascii():
         return piece.lower()
-    stripped = "".join(c for c in piece if unicodedata.category(c) != "Cf")
-    return unicodedata.normalize("NFKC", stripped).casefold()
+    return unicodedata.normalize("NFKC", visible(piece)).casefold()
 
 
 def has_hidden_form(piece: str) -> bool:
