@@ -155,3 +155,10 @@ def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> Non
     assert [d for d, _ in seen] == [53, 106, 160, 200] and all(t == 400 for _, t in seen)
     with pytest.raises(ValidationError, match="piece_tokens"):
         list(rewrite_texts(texts, Vocabulary(LABELS), shift, piece_tokens=0))
+    # the per-document accounting (the CLI's default) asks for its draws in the same pieces
+    from metricdp.text.accounting import TextAccounting
+
+    calls.clear()
+    accounted = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40,
+                                   accounting=TextAccounting(1.0, len(LABELS))))
+    assert accounted == whole and calls == [40, 40, 40, 30]

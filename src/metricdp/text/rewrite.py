@@ -129,8 +129,8 @@ def rewrite_texts(
 
     ``progress`` is told after each batch: the tokens done and, with ``read_fraction`` (the
     share of the input read so far, e.g. bytes of the file), the tokens expected in all
-    (``tokens / read_fraction()``), from which it can tell the time left; without accounting
-    it is told after each piece of ``piece_tokens`` releases as well.
+    (``tokens / read_fraction()``), from which it can tell the time left; it is told after each
+    piece of ``piece_tokens`` releases as well (with ``accounting``: of the draws it asks for).
     """
     if cycle > 1 and accounting is not None:
         raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
@@ -169,7 +169,7 @@ def rewrite_texts(
         if inputs or accounting is not None:
             words = np.asarray(inputs, dtype=np.intp)
             if accounting is not None:
-                out = accounting.release(words, [s[0] for s in slots], len(batch), sample)
+                out = accounting.release(words, [s[0] for s in slots], len(batch), in_pieces)
             else:
                 out = in_pieces(words)
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
