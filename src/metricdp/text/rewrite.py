@@ -114,7 +114,7 @@ def rewrite_texts(
     accounting: TextAccounting | None = None,
     read_fraction: Callable[[], float] | None = None,
     numbers: NumberRelease | None = None,
-    piece_tokens: int = 20_000,
+    piece_tokens: int = 4096,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
