@@ -150,9 +150,12 @@ def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> Non
     pieces = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40, read_fraction=lambda: 0.5,
                                 progress=lambda done, total, _msg: seen.append((done, total))))
     assert pieces == whole
-    assert calls == [40, 40, 40, 30]
-    # 200 word tokens, 150 in the vocabulary: after 40 releases, 200 * 40 // 150 tokens done; half the input read
-    assert [d for d, _ in seen] == [53, 106, 160, 200] and all(t == 400 for _, t in seen)
+    assert calls == [50, 50, 50]  # cut at word boundaries: the 50 tokens of a word are drawn together
+    # 200 word tokens, 150 in the vocabulary: after 50 releases, 200 * 50 // 150 tokens done; half the input read
+    assert [d for d, _ in seen] == [66, 133, 200] and all(t == 400 for _, t in seen)
+    calls.clear()  # one word per piece at most when pieces are small: still a cut at each word boundary
+    assert list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=1)) == whole
+    assert calls == [50, 50, 50]
     with pytest.raises(ValidationError, match="piece_tokens"):
         list(rewrite_texts(texts, Vocabulary(LABELS), shift, piece_tokens=0))
     # the per-document accounting (the CLI's default) asks for its draws in the same pieces
@@ -161,4 +164,4 @@ def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> Non
     calls.clear()
     accounted = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40,
                                    accounting=TextAccounting(1.0, len(LABELS))))
-    assert accounted == whole and calls == [40, 40, 40, 30]
+    assert accounted == whole and calls == [50, 50, 50]

@@ -152,17 +152,26 @@ def rewrite_texts(
         report(progress, tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
 
     def in_pieces(words: NDArray[np.intp]) -> NDArray[np.intp]:
-        """The batch's releases, drawn ``piece_tokens`` at a time (progress after each piece)."""
-        out = np.empty(len(words), dtype=np.intp)
+        """The batch's releases, drawn about ``piece_tokens`` at a time (progress after each piece).
+
+        The pieces cut the batch sorted by word, at word boundaries: every token of a word is
+        drawn in the same piece, so a mechanism that builds one table per distinct word and
+        call (:mod:`.exponential`) builds it once per batch, as with one call.
+        """
+        n = len(words)
+        out = np.empty(n, dtype=np.intp)
+        order = np.argsort(words, kind="stable")
+        grouped = words[order]
+        slot = np.asarray(ranks, dtype=np.intp) if cycle > 1 else None
         pending = st.tokens - done[0]
-        for lo in range(0, len(words), piece_tokens):
-            hi = min(len(words), lo + piece_tokens)
-            if cycle <= 1:
-                out[lo:hi] = sample(words[lo:hi])
-            else:
-                out[lo:hi] = sample(words[lo:hi], np.asarray(ranks[lo:hi], dtype=np.intp))
-            if hi < len(words):
-                tell(done[0] + pending * hi // len(words))
+        lo = 0
+        while lo < n:
+            hi = n if lo + piece_tokens >= n else int(np.searchsorted(grouped, grouped[lo + piece_tokens - 1], "right"))
+            take = order[lo:hi]
+            out[take] = sample(words[take]) if slot is None else sample(words[take], slot[take])
+            if hi < n:
+                tell(done[0] + pending * hi // n)
+            lo = hi
         return out
 
     def flush() -> Iterator[str]:
