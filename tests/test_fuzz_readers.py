@@ -307,3 +307,68 @@ def test_points_csv_mutations_are_refused_or_read_as_the_csv_module_reads_them(t
         return
     rows = _records(path.read_bytes())
     assert space.n == len(rows) - 1 and list(space.labels) == [r[0] for r in rows[1:]]
+
+
+# --- the text reader (metricdp text privatize): hidden forms of vocabulary words, hostile bytes
+
+_TEXT_VOCAB = ("paris", "cat", "the")
+_HIDERS = ("\u200b", "\u00ad", "\u2060", "\u200d", "\ufeff")
+
+
+@st.composite
+def _hidden_token(draw: st.DrawFn) -> tuple[str, str]:
+    """(the written form, what the rewrite must write for it under the identity mechanism)."""
+    word = draw(st.sampled_from((*_TEXT_VOCAB, "zebra")))
+    visible = draw(st.sampled_from((word, word.title(), word.upper())))
+    shown = visible
+    if draw(st.booleans()):  # fullwidth letters (NFKC folds them back)
+        shown = "".join(chr(ord(c) + 0xFEE0) for c in shown)
+    for _ in range(draw(st.integers(0, 3))):  # format characters anywhere, first and last place included
+        at = draw(st.integers(0, len(shown)))
+        shown = shown[:at] + draw(st.sampled_from(_HIDERS)) + shown[at:]
+    return shown, (visible if word in _TEXT_VOCAB else shown)  # out of vocabulary: kept verbatim
+
+
+def _identity(idx: np.ndarray) -> np.ndarray:
+    return np.asarray(idx, dtype=np.intp)
+
+
+@FUZZ
+@given(lines=st.lists(st.lists(_hidden_token(), min_size=1, max_size=6), min_size=1, max_size=4))
+def test_text_reader_looks_up_hidden_forms_and_writes_none_of_them(tmp_path_factory, lines) -> None:
+    """Oracle: a vocabulary word behind format characters or fullwidth letters is released (here: by the
+    identity) in the case pattern of its visible letters, with none of the hiding characters written."""
+    from metricdp.text.rewrite import Vocabulary, rewrite_file
+
+    path = tmp_path_factory.mktemp("text") / "in.txt"
+    path.write_text("".join(" ".join(shown for shown, _ in line) + "\n" for line in lines), encoding="utf-8")
+    out = io.StringIO()
+    stats = rewrite_file(path, out, Vocabulary(_TEXT_VOCAB), _identity)
+    assert out.getvalue() == "".join(" ".join(want for _, want in line) + "\n" for line in lines)
+    hidden = sum(shown != shown.encode("ascii", "ignore").decode() for line in lines for shown, _ in line)
+    assert stats.normalised == hidden
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=6),
+       cut=st.none() | st.integers(0, 200))
+def test_text_reader_survives_hostile_bytes(tmp_path_factory, edits, cut) -> None:
+    """A clean refusal, or one output line per input line with no format character in a released word."""
+    import unicodedata
+
+    from metricdp.text.rewrite import Vocabulary, rewrite_file
+    from metricdp.text.tokens import normal, split
+
+    data = "The cat in Par\u200bis, \uff30\uff41\uff52\uff49\uff53 and pa\u00adris 2004.\nthe CAT\n".encode()
+    path = tmp_path_factory.mktemp("text") / "in.txt"
+    path.write_bytes(_mutate(data, edits, cut))
+    out = io.StringIO()
+    try:
+        rewrite_file(path, out, Vocabulary(_TEXT_VOCAB), _identity)
+    except ValidationError:
+        return
+    text = out.getvalue()
+    assert text.count("\n") == path.read_bytes().count(b"\n")
+    for piece, is_word in split(text):
+        if is_word and normal(piece) in _TEXT_VOCAB:
+            assert not any(unicodedata.category(c) == "Cf" for c in piece) and piece.isascii()

@@ -57,7 +57,7 @@ def test_privatize_every_mechanism(tmp_path: Path, emb: Path, mech: str) -> None
     assert "--seed makes the releases reproducible" in r.stderr
     # huge eps: every word is released unchanged, layout and case intact
     assert out.read_text(encoding="utf-8") == src.read_text(encoding="utf-8")
-    assert "9 word tokens: 7 released" in r.stdout and "2 out of vocabulary" in r.stdout
+    assert "9 word tokens: 7 released" in r.stdout and "1 out of vocabulary" in r.stdout  # 42: a number, kept
 
 
 def test_privatize_csv_keep_and_json_summary(tmp_path: Path, emb: Path) -> None:
@@ -225,3 +225,43 @@ def test_token_policies_what_leaves_and_alphabetic_outputs(tmp_path: Path) -> No
                  "--column", "body", "--keep-tokens", "verbs")
     assert_one_line_error(bad, "unknown category 'verbs'")
     assert not (tmp_path / "o3.csv").exists()
+
+
+def test_privatize_numbers_kept_by_default_or_released_as_numbers(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("Version 2.0, the cat sat on 1,250.50 mats in 2004 and p\u200baris\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.01, "--embeddings", emb, "--json")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    written = out.read_text(encoding="utf-8")
+    assert "2.0" in written and "1,250.50" in written and "2004" in written and "\u200b" not in written
+    assert summary["numbers"] == {"released": 0, "kept": 3, "epsilon_per_unit": None, "max_per_document": 0}
+    assert summary["normalised"] == 1 and summary["kept_by"] == {"numbers": 3}
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.01, "--embeddings", emb,
+               "--numbers-epsilon", 1e-3, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["numbers"] == {"released": 3, "kept": 0, "epsilon_per_unit": 1e-3,
+                                               "max_per_document": 3}
+    r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.01, "--embeddings", emb,
+               "--numbers-epsilon", 1e-3)
+    assert "numbers: 3 released as numbers, at most 3 in a document; eps=0.001 per unit" in r.stdout
+    words = out.read_text(encoding="utf-8").split()
+    assert words[1].endswith(",") and words[1][:-1].replace(".", "").lstrip("-").isdigit()  # a number, 1 decimal
+    assert len(words[1].split(".")[1]) == 2  # "2.0," -> "d.d,"
+
+
+def test_privatize_number_and_gamma_extremes_are_one_line(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("the cat 42\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    for flags, culprit in ((["--numbers-epsilon", "0"], "--numbers-epsilon"),
+                           (["--numbers-epsilon", "1e-300"], "--numbers-epsilon"),
+                           (["--numbers-epsilon", "1", "--budget", "5"], "--numbers-epsilon"),
+                           (["-e", "1e-300", "--gamma", "1e308"], "gamma")):
+        r = invoke("privatize", src, "--out", out, "-m", "tem", *(["-e", "1"] if "-e" not in flags else []), *flags,
+                   "--embeddings", emb)
+        assert_one_line_error(r, culprit)
+        assert not out.exists()
+    r = invoke("privatize", src, "--out", out, "-m", "tem", "-e", 1, "--gamma", 1e308, "--embeddings", emb)
+    assert r.exit_code == 0, r.output  # beyond the weights' clamp every gamma is the same mechanism

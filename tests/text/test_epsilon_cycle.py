@@ -22,7 +22,10 @@ def test_slots_count_every_word_token_of_each_document() -> None:
     vocab = Vocabulary(["a", "b", "c"])
     texts = ["a b zz c a", "c, c!"]  # "zz" is out of the vocabulary: it still takes slot 2
     assert list(rewrite_texts(texts, vocab, sample, cycle=3)) == texts
-    assert seen == [([0, 1, 2, 0, 2, 2], [0, 1, 0, 1, 0, 1])]
+    shifted = list(rewrite_texts(texts, vocab, lambda idx, slots: (idx + slots) % 3, cycle=3))
+    assert shifted == ["a c zz c b", "c, a!"]  # each release went back to its token, with its own slot
+    ((idx, slots),) = seen  # one call, the tokens grouped by word (a slot stays with its token)
+    assert sorted(zip(idx, slots, strict=True)) == sorted(zip([0, 1, 2, 0, 2, 2], [0, 1, 0, 1, 0, 1], strict=True))
 
 
 def test_cli_cycles_epsilons_over_each_document(tmp_path: Path, emb: Path) -> None:  # noqa: F811

@@ -30,13 +30,14 @@ def test_policy_parsing_and_refusals() -> None:
 
 def test_kept_categories_by_hand() -> None:
     p = TokenPolicy.parse("stopwords,numbers,names")
-    assert p.kept_as("The", sentence_start=True) == "stopwords"
-    assert p.kept_as("1990", sentence_start=False) == "numbers"
-    assert p.kept_as("3rd", sentence_start=False) == "numbers"
-    assert p.kept_as("Paris", sentence_start=False) == "names"
-    assert p.kept_as("Paris", sentence_start=True) is None  # a sentence's first word is not taken for a name
-    assert p.kept_as("cat", sentence_start=False) is None
-    assert TokenPolicy().kept_as("the", sentence_start=False) is None  # nothing kept by default
+    assert p.kept_as("the", "The", sentence_start=True) == "stopwords"
+    assert p.kept_as("3rd", "3rd", sentence_start=False) == "numbers"
+    assert p.kept_as("paris", "Paris", sentence_start=False) == "names"
+    assert p.kept_as("paris", "Paris", sentence_start=True) is None  # a sentence's first word is not a name
+    assert p.kept_as("cat", "cat", sentence_start=False) is None
+    assert TokenPolicy().kept_as("the", "the", sentence_start=False) is None  # stopwords are not kept by default
+    assert TokenPolicy().kept_as("3rd", "3rd", sentence_start=False) == "numbers"  # tokens with digits are
+    assert TokenPolicy.parse("").kept_as("3rd", "3rd", sentence_start=False) is None
     assert "the" in STOPWORDS and "cat" not in STOPWORDS
 
 
@@ -89,7 +90,7 @@ def test_word_mask_and_output_mask_by_hand() -> None:
     from metricdp.text.policy import output_mask, word_mask
 
     labels = ["the", ",", "1990", "--", "u.s.", "''", "café"]
-    assert word_mask(labels).tolist() == [True, False, True, False, True, False, True]
+    assert word_mask(labels).tolist() == [True, False, False, False, True, False, True]  # no number for a word
     assert output_mask("any", labels) is None
     assert output_mask("alphabetic", labels).tolist() == alphabetic_mask(labels).tolist()
     with pytest.raises(ValidationError, match="outputs must be one of"):

@@ -26,8 +26,8 @@ def test_text_rewrite_keeps_layout_case_and_counts() -> None:
     texts = ["The CAT, the Dog's  paris!", "zebra 42 cat"]
     out = list(rewrite_texts(texts, Vocabulary(LABELS), shift, keep=frozenset({"the"}), stats=st, batch_tokens=2))
     assert out == ["The DOG, the Paris's  the!", "zebra 42 dog"]
-    assert (st.tokens, st.replaced, st.kept, st.oov, st.documents) == (8, 4, 2, 2, 2)
-    assert st.changed == 4 and st.oov_examples == {"zebra": 1, "42": 1}
+    assert (st.tokens, st.replaced, st.kept, st.oov, st.documents) == (8, 4, 3, 1, 2)  # 42: a number, kept
+    assert st.changed == 4 and st.oov_examples == {"zebra": 1} and st.kept_by == {"words": 2, "numbers": 1}
 
 
 def test_files_in_each_format(tmp_path: Path) -> None:
@@ -134,3 +134,34 @@ def test_progress_tokens_and_their_total_from_the_file_size(tmp_path: Path, name
     assert calls[-1] == (120, 120)  # the whole file read: the estimate is exact
     for _, total in calls:  # rows of equal size: the estimate is within one row of the truth
         assert total is not None and abs(total - 120) <= 3
+
+
+def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> None:
+    """A batch under ``batch_tokens`` reports progress after each piece; pieces change no release."""
+    texts = ["the cat saw paris"] * 50  # 200 word tokens, 150 of the vocabulary ("saw" is not): one batch
+    calls: list[int] = []
+    seen: list[tuple[int, int | None]] = []
+
+    def counting(idx: np.ndarray) -> np.ndarray:
+        calls.append(len(idx))
+        return shift(idx)
+
+    whole = list(rewrite_texts(texts, Vocabulary(LABELS), shift))
+    pieces = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40, read_fraction=lambda: 0.5,
+                                progress=lambda done, total, _msg: seen.append((done, total))))
+    assert pieces == whole
+    assert calls == [50, 50, 50]  # cut at word boundaries: the 50 tokens of a word are drawn together
+    # 200 word tokens, 150 in the vocabulary: after 50 releases, 200 * 50 // 150 tokens done; half the input read
+    assert [d for d, _ in seen] == [66, 133, 200] and all(t == 400 for _, t in seen)
+    calls.clear()  # one word per piece at most when pieces are small: still a cut at each word boundary
+    assert list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=1)) == whole
+    assert calls == [50, 50, 50]
+    with pytest.raises(ValidationError, match="piece_tokens"):
+        list(rewrite_texts(texts, Vocabulary(LABELS), shift, piece_tokens=0))
+    # the per-document accounting (the CLI's default) asks for its draws in the same pieces
+    from metricdp.text.accounting import TextAccounting
+
+    calls.clear()
+    accounted = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40,
+                                   accounting=TextAccounting(1.0, len(LABELS))))
+    assert accounted == whole and calls == [50, 50, 50]

@@ -71,7 +71,10 @@ EpsListOpt = Annotated[
                  "each document the (j mod m)-th value, as dp-diffractor's per-token lists."),
 ]
 SizeOpt = Annotated[
-    int | None, typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all).")
+    int | None,
+    typer.Option("--vocabulary-size", "-n", min=2, help="Keep the N most frequent words (default: all; 400,000 "
+                 "for glove). Every release is one of these N: TEM's far draws, for one, are uniform over all N "
+                 "words, rare ones included, so a smaller N gives more common replacements."),
 ]
 #: The options of the matrix-free families (as at import; commands read them when registered), from their entries
 #: (:data:`metricdp.mechanisms.registry.SAMPLER_FAMILIES`): ``--index``, ``--gamma``, ``--beta``,
@@ -256,8 +259,15 @@ def register(app: typer.Typer) -> None:
         ] = None,
         keep_tokens: Annotated[
             str | None,
-            typer.Option("--keep-tokens", help="Never replace these (comma-separated): stopwords, numbers, names, "
-                         "punctuation. Kept tokens leave with their true text."),
+            typer.Option("--keep-tokens", help="Never replace these (comma-separated): stopwords, numbers (the "
+                         "default: tokens with a digit such as 3rd), names, punctuation. Kept tokens leave with their "
+                         "true text. Numbers (2004, -1,250.50) are never words: kept, or see --numbers-epsilon."),
+        ] = None,
+        numbers_epsilon: Annotated[
+            float | None,
+            typer.Option("--numbers-epsilon", help="Release numbers as numbers: two-sided geometric noise on each "
+                         "number's grid (its decimals), EPS per unit of the value, written in the number's shape. "
+                         "Default: numbers are kept."),
         ] = None,
         outputs: Annotated[
             str | None,
@@ -306,6 +316,9 @@ def register(app: typer.Typer) -> None:
                                   "stable document id): a document's line number is not the same person from one "
                                   "run to the next")
         budgeted = budget is not None or ledger is not None or max_rows_per_user is not None
+        if numbers_epsilon is not None and budgeted:
+            raise ValidationError("--numbers-epsilon is not charged to per-person budgets or ledgers yet: keep the "
+                                  f"numbers (omit --numbers-epsilon) or drop {', '.join(acct.given())}")
         is_file = Path(mechanism).suffix.lower() == ".npz"
         with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
             policy = TokenPolicy.parse(keep_tokens, outputs or ("words" if is_file else "alphabetic"))
@@ -359,6 +372,12 @@ def register(app: typer.Typer) -> None:
         if seed is not None:
             warn(_SEED_WARNING)
             generator = np.random.default_rng(seed)
+        numbers = None
+        if numbers_epsilon is not None:
+            from ..text.numbers import NumberRelease
+
+            with naming_flags({"epsilon": "--numbers-epsilon"}):
+                numbers = NumberRelease(numbers_epsilon, rng=generator)
 
         def draw(idx: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
             res = release(idx, slots, generator)
@@ -380,7 +399,7 @@ def register(app: typer.Typer) -> None:
                     st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept,
                                       policy=policy, keep_columns=keep or (), drop_columns=drop or (),
                                       progress=ProgressReporter(f"text {input_file.name}", "tokens"), cycle=cycle,
-                                      accounting=book)
+                                      accounting=book, numbers=numbers)
                 except ValidationError as ex:
                     raise ValidationError(with_flags(str(ex))) from None
             documents = None if book is None else book.report(st.documents)
@@ -400,6 +419,9 @@ def register(app: typer.Typer) -> None:
             "kept": st.kept,
             "kept_by": st.kept_by,
             "outputs": policy.outputs,
+            "numbers": {"released": st.numbers, "kept": st.kept_by.get("numbers", 0),
+                        "epsilon_per_unit": numbers_epsilon, "max_per_document": st.max_numbers_per_document},
+            "normalised": st.normalised,
             "columns": st.columns.as_dict() if st.columns is not None else None,
             "out_of_vocabulary": st.oov,
             "top_out_of_vocabulary": dict(top),
@@ -420,14 +442,20 @@ def register(app: typer.Typer) -> None:
         console.print(
             f"wrote {out}: {st.documents:,} documents, {st.tokens:,} word tokens: {st.replaced:,} released "
             f"({st.changed:,} changed), {'' if persons is None else f'{st.withheld:,} withheld as {WITHHELD}, '}"
-            f"{st.kept:,} kept (--keep-words, --keep-tokens), {st.oov:,} out of vocabulary"
+            f"{st.kept:,} kept (--keep-words, --keep-tokens; numbers: {st.kept_by.get('numbers', 0):,}), "
+            f"{st.oov:,} out of vocabulary"
             f"{' (most frequent: ' + ', '.join(w for w, _ in top) + ')' if top else ''}; "
             f"{desc}, epsilon={shown_eps} per token"
             f"{' (cycled over each document)' if cycle > 1 else ''}; {st.tokens_per_second:,.0f} tokens/s"
+            f"{f'; {st.normalised:,} tokens normalised (format characters, fullwidth forms)' if st.normalised else ''}"
             f"{' [seeded]' if seed is not None else ''}",
             markup=False,
             highlight=False,
         )
+        if numbers is not None:
+            console.print(f"numbers: {st.numbers:,} released as numbers, at most {st.max_numbers_per_document:,} in "
+                          f"a document; eps={numbers.epsilon:g} per unit of the value each (a document's numbers "
+                          "together: eps times the sum of their |x - x'|)", markup=False, highlight=False)
         if documents is not None:
             print_documents(documents, acct)
         if persons is not None:

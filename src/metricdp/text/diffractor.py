@@ -196,7 +196,9 @@ class DiffractorText(TextMechanism):
         count, n = self.lists.shape
         which = uniform_below(np.full(len(inputs), count), rng) if count > 1 else np.zeros(len(inputs), np.intp)
         bits = BitStream(rng)
-        noise = np.fromiter((discrete_laplace(bits, self._beta) for _ in range(len(inputs))), dtype=np.int64,
-                            count=len(inputs))  # exact draws: one Canonne-Kamath-Steinke loop each
+        # exact draws: one Canonne-Kamath-Steinke loop each; an offset beyond +-n lands on the same end
+        # of the list after the clip below, so bounding it there first changes no release (tiny eps)
+        noise = np.fromiter((max(-n, min(n, discrete_laplace(bits, self._beta))) for _ in range(len(inputs))),
+                            dtype=np.int64, count=len(inputs))
         pos = np.clip(self.positions[which, inputs] + noise, 0, n - 1)
         return self.lists[which, pos].astype(np.intp)

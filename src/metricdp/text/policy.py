@@ -4,7 +4,9 @@ r"""Token policies: which word tokens are never replaced, and which words may be
 opt-in and counted in the statistics):
 
 * ``stopwords``: the English function words of :data:`STOPWORDS` (case-insensitive);
-* ``numbers``: tokens with a digit (``1990``, ``3rd``, ``4-5``);
+* ``numbers`` (the default): tokens with a digit that are not numbers (``3rd``, ``1990s``, ``v2``).
+  Numbers themselves (``1990``, ``-1,250.50``, :func:`.tokens.is_numeric`) are never word
+  tokens: they are kept, or released as numbers (:mod:`.numbers`), whatever ``keep`` says;
 * ``names``: capitalised tokens (``Title`` or ``UPPER`` case) that do not start a sentence, a
   heuristic for proper names (no named-entity model: ``I`` and sentence-initial names are
   not recognised, acronyms are);
@@ -22,8 +24,10 @@ kept tokens carry no protection at all.
   the allowed word nearest to it (ties: the smaller index; :class:`OutputFilter`).
 * ``any``: every vocabulary word, punctuation tokens of GloVe (``,``, ``.``, ``--``) included.
 * ``words`` (the default with a mechanism file, whose labels were chosen by its builder): every
-  label with a letter or a digit (:func:`word_mask`): no word token is ever released as
-  punctuation, and numeric labels (ZIP codes, years) stay releasable. Same filter, same proof.
+  label with a letter or a digit that is not a number (:func:`word_mask`): no word token is
+  ever released as punctuation or as a number (``u.s.`` and ``3rd`` stay releasable). Same
+  filter, same proof. Under ``any`` a word may be released as a vocabulary number: the
+  user's explicit choice.
 
 *Proof that the filter keeps the guarantee.* The filter is a fixed function f of the
 released word, built from public data only (the vocabulary, its vectors or distances, the
@@ -46,6 +50,7 @@ from numpy.typing import NDArray
 from ..errors import ValidationError
 from ..pointspace import PointSpace
 from ..spaces import MetricSpace
+from .tokens import is_numeric, visible
 
 __all__ = [
     "KEEP_CATEGORIES", "OUTPUTS", "STOPWORDS", "OutputFilter", "TokenPolicy", "alphabetic_mask", "output_mask",
@@ -79,8 +84,10 @@ def alphabetic_mask(labels: Sequence[str]) -> NDArray[np.bool_]:
 
 
 def word_mask(labels: Sequence[str]) -> NDArray[np.bool_]:
-    """True for the labels with a letter or a digit (``cat``, ``1990``, ``u.s.``), False for punctuation."""
-    return np.fromiter((_LETTER_OR_DIGIT.search(lab) is not None for lab in labels), dtype=bool, count=len(labels))
+    """True for the labels with a letter or a digit that are not numbers (``cat``, ``u.s.``, ``3rd``), False
+    for punctuation and numbers (``1990``, :func:`.tokens.is_numeric`)."""
+    return np.fromiter((_LETTER_OR_DIGIT.search(lab) is not None and not is_numeric(lab) for lab in labels),
+                       dtype=bool, count=len(labels))
 
 
 def output_mask(outputs: str, labels: Sequence[str]) -> NDArray[np.bool_] | None:
@@ -99,7 +106,7 @@ class TokenPolicy:
     """What is never replaced (``keep``, categories of :data:`KEEP_CATEGORIES`) and what may be
     released (``outputs``, one of :data:`OUTPUTS`)."""
 
-    keep: frozenset[str] = frozenset()
+    keep: frozenset[str] = frozenset({"numbers"})
     outputs: str = "alphabetic"
 
     def __post_init__(self) -> None:
@@ -115,17 +122,19 @@ class TokenPolicy:
 
     @classmethod
     def parse(cls, keep: str | None = None, outputs: str = "alphabetic") -> TokenPolicy:
-        """From a comma-separated ``keep`` list (``"stopwords,numbers"``)."""
-        items = frozenset(k.strip() for k in (keep or "").split(",") if k.strip())
+        """From a comma-separated ``keep`` list (``"stopwords,numbers"``; None: the default, ``numbers``)."""
+        if keep is None:
+            return cls(outputs=outputs)
+        items = frozenset(k.strip() for k in keep.split(",") if k.strip())
         return cls(items, outputs)
 
-    def kept_as(self, piece: str, sentence_start: bool) -> str | None:
-        """The category that keeps this word token, or None when it is to be released."""
-        if "stopwords" in self.keep and piece.lower() in STOPWORDS:
+    def kept_as(self, low: str, piece: str, sentence_start: bool) -> str | None:
+        """The category that keeps this word token (``low``: its normal form), or None when it is to be released."""
+        if "stopwords" in self.keep and low in STOPWORDS:
             return "stopwords"
         if "numbers" in self.keep and _DIGIT.search(piece):
             return "numbers"
-        if "names" in self.keep and not sentence_start and piece[:1].isupper():
+        if "names" in self.keep and not sentence_start and visible(piece)[:1].isupper():
             return "names"
         return None
 

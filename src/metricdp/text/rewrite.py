@@ -1,11 +1,17 @@
 """Streaming rewriting of texts: plain text (one document per line), CSV or JSONL.
 
-Every word token found in the vocabulary (case-insensitively) and not in ``keep`` is
-replaced by a release of the mechanism, in the original's case pattern
-(:func:`.tokens.restore_case`); whitespace, punctuation and out-of-vocabulary tokens
-are kept. Documents are processed in batches of about ``batch_tokens`` word tokens:
-one call of the sampler per batch (so repeated words share a pass), memory bounded by
-the batch whatever the corpus size.
+Every word token found in the vocabulary (by its normal form, :func:`.tokens.normal`:
+format characters removed, NFKC, case folded) and not in ``keep`` is replaced by a release
+of the mechanism, in the original's case pattern (:func:`.tokens.restore_case`), written
+without the format characters the token held; whitespace, punctuation and
+out-of-vocabulary tokens are kept. Number tokens (:func:`.tokens.is_numeric`) never reach
+the word mechanism: they are kept, or released as numbers by a :class:`.numbers.NumberRelease`.
+
+Documents are read in batches of about ``batch_tokens`` word tokens (memory bounded by the
+batch whatever the corpus size) and each batch is sampled in pieces of ``piece_tokens``,
+progress reported after each. The law of a release does not depend on the pieces (every
+mechanism draws each token independently given its input), but the order in which a seeded
+generator's numbers are used does, so a seeded run's output depends on ``piece_tokens``.
 
 A sampler may return -1 for a token: the token is *withheld* (a per-person budget or cap,
 :mod:`.accounted`) and written as :data:`WITHHELD`, a fixed placeholder that carries nothing
@@ -18,6 +24,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,8 +42,9 @@ from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
 from ..tabular.formats import FORMATS, format_of
 from ..tabular.leaks import LeakRule, check_file, scan_file
 from .accounting import TextAccounting
+from .numbers import NumberRelease
 from .policy import TokenPolicy
-from .tokens import restore_case, split
+from .tokens import FORMAT_CHARS, has_hidden_form, is_numeric, normal, restore_case, split
 
 __all__ = ["WITHHELD", "RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
 
@@ -44,12 +52,17 @@ __all__ = ["WITHHELD", "RewriteStats", "Vocabulary", "detect_format", "rewrite_f
 #: tells only that a vocabulary word stood there, which the layout already shows.
 WITHHELD = "[WITHHELD]"
 
+_FORMAT = re.compile(f"[{FORMAT_CHARS}]")
+
 Sampler = Callable[..., NDArray[np.intp]]  # sample(inputs) or, with cycle > 1, sample(inputs, slots)
 
 
 @dataclass
 class RewriteStats:
-    """Counts of a rewrite: word tokens seen, replaced (released), changed, withheld, kept, out of vocabulary."""
+    """Counts of a rewrite: word tokens seen, replaced (released), changed, withheld, kept, out of
+    vocabulary; numbers released as numbers (and how many documents released each count of them);
+    tokens whose normal form differs from their text (format characters, compatibility forms
+    such as fullwidth letters: ``normalised``)."""
 
     documents: int = 0
     tokens: int = 0
@@ -62,6 +75,14 @@ class RewriteStats:
     oov: int = 0
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
+    numbers: int = 0
+    numbers_per_document: dict[int, int] = field(default_factory=dict)  # numbers released -> documents
+    normalised: int = 0
+
+    @property
+    def max_numbers_per_document(self) -> int:
+        """The most numbers one document released as numbers (0 when none did)."""
+        return max((k for k, v in self.numbers_per_document.items() if v), default=0)
 
     @property
     def tokens_per_second(self) -> float:
@@ -69,13 +90,14 @@ class RewriteStats:
 
 
 class Vocabulary:
-    """Case-insensitive lookup of labels: ``lower(label) -> index`` (the first label wins)."""
+    """Lookup of labels by normal form: ``normal(label) -> index`` (:func:`.tokens.normal`; the first
+    label wins)."""
 
     def __init__(self, labels: Sequence[str]) -> None:
         self.labels = tuple(labels)
         self.lookup: dict[str, int] = {}
         for i, lab in enumerate(self.labels):
-            self.lookup.setdefault(lab.lower(), i)
+            self.lookup.setdefault(normal(lab), i)
 
 
 def rewrite_texts(
@@ -91,6 +113,8 @@ def rewrite_texts(
     cycle: int = 1,
     accounting: TextAccounting | None = None,
     read_fraction: Callable[[], float] | None = None,
+    numbers: NumberRelease | None = None,
+    piece_tokens: int = 4096,
 ) -> Iterator[str]:
     """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
 
@@ -100,29 +124,63 @@ def rewrite_texts(
     slots)`` with ``slots[i]`` the index of token i among its document's word tokens modulo
     ``cycle`` (per-token epsilon lists: token j of a document gets the (j mod m)-th epsilon).
     ``accounting`` (:mod:`.accounting`) counts each document's releases and makes them
-    consistent (one epsilon per run: not with ``cycle`` > 1).
+    consistent (one epsilon per run: not with ``cycle`` > 1). ``numbers``: releases number tokens
+    (:mod:`.numbers`; None: they are kept, counted under ``kept_by["numbers"]``).
 
     ``progress`` is told after each batch: the tokens done and, with ``read_fraction`` (the
     share of the input read so far, e.g. bytes of the file), the tokens expected in all
-    (``tokens / read_fraction()``), from which it can tell the time left.
+    (``tokens / read_fraction()``), from which it can tell the time left; it is told after each
+    piece of ``piece_tokens`` releases as well (with ``accounting``: of the draws it asks for).
     """
     if cycle > 1 and accounting is not None:
         raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
+    if piece_tokens < 1:
+        raise ValidationError(f"piece_tokens must be >= 1, got {piece_tokens!r}")
     st = stats if stats is not None else RewriteStats()
+    policy = policy if policy is not None else TokenPolicy()
     lookup, labels = vocabulary.lookup, vocabulary.labels
     start = time.perf_counter()
     batch: list[list[str]] = []
     slots: list[tuple[int, int, str, str]] = []  # (document in batch, piece, original, kept clitic)
     inputs: list[int] = []
     ranks: list[int] = []  # (cycle > 1) each input's index among its document's word tokens, mod cycle
+    done = [0]  # word tokens of the batches already written
+
+    def tell(tokens: int) -> None:
+        st.seconds = time.perf_counter() - start
+        share = read_fraction() if read_fraction is not None and progress is not None else 0.0
+        report(progress, tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
+
+    def in_pieces(words: NDArray[np.intp]) -> NDArray[np.intp]:
+        """The batch's releases, drawn about ``piece_tokens`` at a time (progress after each piece).
+
+        The pieces cut the batch sorted by word, at word boundaries: every token of a word is
+        drawn in the same piece, so a mechanism that builds one table per distinct word and
+        call (:mod:`.exponential`) builds it once per batch, as with one call.
+        """
+        n = len(words)
+        out = np.empty(n, dtype=np.intp)
+        order = np.argsort(words, kind="stable")
+        grouped = words[order]
+        slot = np.asarray(ranks, dtype=np.intp) if cycle > 1 else None
+        pending = st.tokens - done[0]
+        lo = 0
+        while lo < n:
+            hi = n if lo + piece_tokens >= n else int(np.searchsorted(grouped, grouped[lo + piece_tokens - 1], "right"))
+            take = order[lo:hi]
+            out[take] = sample(words[take]) if slot is None else sample(words[take], slot[take])
+            if hi < n:
+                tell(done[0] + pending * hi // n)
+            lo = hi
+        return out
 
     def flush() -> Iterator[str]:
         if inputs or accounting is not None:
             words = np.asarray(inputs, dtype=np.intp)
             if accounting is not None:
-                out = accounting.release(words, [s[0] for s in slots], len(batch), sample)
+                out = accounting.release(words, [s[0] for s in slots], len(batch), in_pieces)
             else:
-                out = sample(words) if cycle <= 1 else sample(words, np.asarray(ranks, dtype=np.intp))
+                out = in_pieces(words)
             for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
                 if k < 0:  # withheld by a budget or a cap: the placeholder, not a release
                     batch[doc][piece] = WITHHELD + suffix
@@ -132,9 +190,8 @@ def rewrite_texts(
                 batch[doc][piece] = restore_case(labels[k], original) + suffix
                 st.changed += int(k != x)
         yield from ("".join(pieces) for pieces in batch)
-        st.seconds = time.perf_counter() - start
-        share = read_fraction() if read_fraction is not None and progress is not None else 0.0
-        report(progress, st.tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
+        done[0] = st.tokens
+        tell(st.tokens)
         batch.clear()
         slots.clear()
         inputs.clear()
@@ -145,6 +202,7 @@ def rewrite_texts(
         d = len(batch)
         sentence_start = True
         rank = -1
+        released_numbers = st.numbers
         for j, (piece, is_word) in enumerate(split(text)):
             pieces.append(piece)
             if not is_word:
@@ -153,24 +211,34 @@ def rewrite_texts(
             at_start, sentence_start = sentence_start, False
             st.tokens += 1
             rank += 1
-            low = piece.lower()
+            low = normal(piece)
+            if has_hidden_form(piece):
+                st.normalised += 1
+            if is_numeric(piece):  # a number: never a word's input (nor a word's output: the output policies)
+                if numbers is not None and numbers.releasable(piece):
+                    pieces[j] = numbers.release_token(piece)
+                    st.numbers += 1
+                else:
+                    st.kept += 1
+                    st.kept_by["numbers"] = st.kept_by.get("numbers", 0) + 1
+                continue
             if low in keep:
                 st.kept += 1
                 st.kept_by["words"] = st.kept_by.get("words", 0) + 1
                 continue
-            category = policy.kept_as(piece, at_start) if policy is not None else None
+            category = policy.kept_as(low, piece, at_start)
             if category is not None:
                 st.kept += 1
                 st.kept_by[category] = st.kept_by.get(category, 0) + 1
                 continue
             k = lookup.get(low)
             suffix = ""
-            if k is None and ("'" in low or "\u2019" in low):
+            cut = max(piece.rfind("'"), piece.rfind("\u2019"))
+            if k is None and cut > 0:
                 # "NASA's": GloVe splits the clitic off; release the head, keep the clitic
-                cut = max(low.rfind("'"), low.rfind("\u2019"))
-                k = lookup.get(low[:cut])
+                k = lookup.get(normal(piece[:cut]))
                 if k is not None:
-                    piece, suffix = piece[:cut], piece[cut:]
+                    piece, suffix = piece[:cut], _FORMAT.sub("", piece[cut:])
             if k is None:
                 st.oov += 1
                 if len(st.oov_examples) < 1000 or low in st.oov_examples:
@@ -183,6 +251,9 @@ def rewrite_texts(
                 ranks.append(rank % cycle)
         batch.append(pieces)
         st.documents += 1
+        if numbers is not None:
+            count = st.numbers - released_numbers
+            st.numbers_per_document[count] = st.numbers_per_document.get(count, 0) + 1
         if len(inputs) >= batch_tokens:
             yield from flush()
     yield from flush()
@@ -252,6 +323,7 @@ def rewrite_file(
     progress: Progress | None = None,
     cycle: int = 1,
     accounting: TextAccounting | None = None,
+    numbers: NumberRelease | None = None,
 ) -> RewriteStats:
     """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
 
@@ -269,7 +341,8 @@ def rewrite_file(
     st = RewriteStats()
     read, size = [0], max(1, path.stat().st_size)  # characters read (about bytes): the ETA's share of the file
     kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
-          "cycle": cycle, "accounting": accounting, "read_fraction": lambda: min(1.0, read[0] / size)}
+          "cycle": cycle, "accounting": accounting, "numbers": numbers,
+          "read_fraction": lambda: min(1.0, read[0] / size)}
     if fmt == "text":
         endings: deque[str] = deque()
 

@@ -48,12 +48,15 @@ from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..mechanisms.base import Mechanism, certify
 from ..pointspace import PointSpace
-from ..sampling import ExactTable, clamp_distances, uniform_below
+from ..sampling import DISTANCE_EXPONENT_CAP, ExactTable, clamp_distances, uniform_below
 from ..spaces import MetricSpace
 from .base import TextMechanism, check_point_space
 from .exponential import CACHE_BYTES, CumulativeCache, sample_tables
 
-__all__ = ["TEMText", "tem_epsilon", "tem_gamma", "tem_matrix", "tem_mechanism"]
+__all__ = ["MAX_RADIUS", "TEMText", "tem_epsilon", "tem_gamma", "tem_matrix", "tem_mechanism"]
+
+#: The largest range-search radius: its square (with a relative margin) stays a finite float.
+MAX_RADIUS = 1e150
 
 
 def tem_gamma(epsilon: float, n: int, beta: float = 0.001) -> float:
@@ -127,9 +130,20 @@ class TEMText(TextMechanism):
         epsilon = check_epsilon(epsilon)
         g = tem_gamma(epsilon, space.n, beta) if gamma is None else float(gamma)
         if not (g >= 0 and math.isfinite(g)):
-            raise ValidationError(f"gamma must be finite and >= 0, got {gamma!r}")
+            given = f"{gamma!r}" if gamma is not None else f"{g!r} (from epsilon={epsilon!r}, beta={beta!r})"
+            raise ValidationError(f"gamma must be finite and >= 0, got {given}")
+        # every weight is clamped at distance 2C/eps (clamp_distances), so a word farther than that
+        # weighs e^-C inside L_x or out of it: any gamma above 2C/eps gives the same law as 2C/eps
+        radius = min(g, float(clamp_distances(g, epsilon)))
+        if radius > MAX_RADIUS:
+            raise ValidationError(
+                f"gamma = {g:g} at epsilon = {epsilon:g}: the truncation radius min(gamma, 2*{DISTANCE_EXPONENT_CAP:g}"
+                f"/epsilon) = {radius:g} exceeds {MAX_RADIUS:g}, beyond what a range search can square; give a "
+                "smaller gamma or a larger epsilon"
+            )
         super().__init__(space, epsilon, {"epsilon": epsilon, "gamma": g, "beta": float(beta)})
         self.gamma = g
+        self.radius = radius  # the range search's radius: the same law as gamma (see above)
         self.cache = CumulativeCache(cache_bytes)
 
     def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, ExactTable, NDArray]]:
@@ -137,8 +151,8 @@ class TEMText(TextMechanism):
         out = []
         # gamma's own weight: above e^-700 for any gamma the paper's rule gives; clamped like every
         # distance (metricdp.sampling.clamp_distances) so that no weight underflows to 0
-        bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.gamma, self.epsilon)))
-        for inside, dist in self.space.within(words, self.gamma):  # L_x by an exact range search
+        bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.radius, self.epsilon)))
+        for inside, dist in self.space.within(words, self.radius):  # L_x by an exact range search
             w = np.empty((1, len(inside) + 1))  # L_x's weights, then the bottom candidate's mass
             np.multiply(clamp_distances(dist, self.epsilon), -0.5 * self.epsilon, out=w[0, :-1])
             np.exp(w[0, :-1], out=w[0, :-1])

@@ -1,20 +1,45 @@
-r"""Tokenisation that keeps a text byte for byte, and capitalisation patterns.
+r"""Tokenisation that keeps a text byte for byte, numbers, normal forms and capitalisation patterns.
 
 :func:`split` cuts a text into alternating runs: words (letters, digits, inner
-apostrophes or hyphens: ``don't``, ``e-mail``) and everything else (whitespace,
-punctuation) kept as they were, so ``"".join(split(t)) == t``. Only words are looked up
-in the vocabulary (case-insensitively); :func:`restore_case` gives a replacement the
-original's pattern: ``lower``, ``UPPER``, ``Title``, else the vocabulary's spelling.
+apostrophes or hyphens: ``don't``, ``e-mail``; numbers with their sign, thousands
+separators and decimals: ``-1,234.5``, :data:`NUMBER`) and everything else (whitespace,
+punctuation) kept as they were, so ``"".join(split(t)) == t``. Format characters
+(Unicode category Cf: the zero-width space U+200B, the soft hyphen U+00AD, ...) inside or
+around a word belong to it, so ``par\u200bis`` is one token, not two.
+
+Words are looked up in the vocabulary by their :func:`normal` form (format characters
+removed, NFKC, case folded): ``pa\u00adris``, ``\uff50\uff41\uff52\uff49\uff53`` and ``PARIS`` are
+all ``paris``. :func:`restore_case` gives a replacement the original's pattern: ``lower``,
+``UPPER``, ``Title``, else (mixed case: ``iPhone``) the vocabulary's spelling.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from decimal import Decimal
 
-__all__ = ["WORD", "case_pattern", "restore_case", "split"]
+__all__ = [
+    "FORMAT_CHARS", "NUMBER", "WORD", "case_pattern", "format_number", "has_hidden_form", "is_numeric", "normal",
+    "parse_number", "restore_case", "split", "visible",
+]
 
-#: A word token: letters/digits with inner apostrophes or hyphens.
-WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+#: The format characters (Unicode category Cf) of the Basic Multilingual Plane as a regex class body
+#: (Unicode 14); :func:`normal` removes every Cf character whatever the plane.
+FORMAT_CHARS = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+)
+_CF = f"[{FORMAT_CHARS}]"
+_ALNUM = f"(?:[^\\W_]|{_CF})"
+#: A number: optional sign (only where no word character precedes it), digits with optional
+#: thousands separators (``1,234``) and decimals (``2.50``); not glued to a letter (``3rd`` is a word).
+NUMBER = re.compile(
+    r"(?<![\w.,])(?:[+\-\u2212](?=\d))?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w\u00ad\u200b-\u200d\u2060]|[.,]\d)"
+)
+#: A word token: letters/digits (format characters included) with inner apostrophes or hyphens.
+WORD = re.compile(f"{_CF}*[^\\W_]{_ALNUM}*(?:['\u2019\\-]{_ALNUM}+)*")
+_TOKEN = re.compile(f"{NUMBER.pattern}|{WORD.pattern}")
 
 
 def split(text: str) -> list[tuple[str, bool]]:
@@ -26,10 +51,12 @@ def split(text: str) -> list[tuple[str, bool]]:
     [('Hi', True), (', ', False), ("Bob's", True), ('  ', False), ('cat', True), ('.', False)]
     >>> "".join(p for p, _ in split(" a-b\\t!")) == " a-b\\t!"
     True
+    >>> [p for p, w in split("Version 2.0, -1,250 and 3rd") if w]
+    ['Version', '2.0', '-1,250', 'and', '3rd']
     """
     out: list[tuple[str, bool]] = []
     pos = 0
-    for m in WORD.finditer(text):
+    for m in _TOKEN.finditer(text):
         if m.start() > pos:
             out.append((text[pos : m.start()], False))
         out.append((m.group(), True))
@@ -44,9 +71,10 @@ def case_pattern(word: str) -> str:
 
     Examples
     --------
-    >>> [case_pattern(w) for w in ("cat", "NASA", "Paris", "iPhone", "A", "42")]
-    ['lower', 'upper', 'title', 'mixed', 'title', 'lower']
+    >>> [case_pattern(w) for w in ("cat", "NASA", "Paris", "iPhone", "A", "42", "\\u200bPar\\u00adis")]
+    ['lower', 'upper', 'title', 'mixed', 'title', 'lower', 'title']
     """
+    word = visible(word)
     if word.islower() or not any(c.isalpha() for c in word):
         return "lower"
     if word.isupper():
@@ -70,3 +98,92 @@ def restore_case(replacement: str, original: str) -> str:
     if pattern == "title":
         return replacement[:1].upper() + replacement[1:]
     return replacement
+
+
+def visible(piece: str) -> str:
+    """``piece`` without its format characters (category Cf): the letters a reader sees.
+
+    Examples
+    --------
+    >>> visible("\\u200bPa\\u00adris")
+    'Paris'
+    """
+    if piece.isascii():
+        return piece
+    return "".join(c for c in piece if unicodedata.category(c) != "Cf")
+
+
+def normal(piece: str) -> str:
+    """The lookup form of a token: format characters (category Cf) removed, NFKC, case folded.
+
+    Examples
+    --------
+    >>> [normal(w) for w in ("par\\u200bis", "pa\\u00adris", "\\uff30\\uff41\\uff52\\uff49\\uff53", "PARIS")]
+    ['paris', 'paris', 'paris', 'paris']
+    """
+    if piece.isascii():
+        return piece.lower()
+    return unicodedata.normalize("NFKC", visible(piece)).casefold()
+
+
+def has_hidden_form(piece: str) -> bool:
+    """Whether ``piece`` holds format characters or compatibility forms (its NFKC form differs).
+
+    Examples
+    --------
+    >>> [has_hidden_form(w) for w in ("Paris", "par\\u200bis", "\\uff50aris", "caf\\u00e9")]
+    [False, True, True, False]
+    """
+    if piece.isascii():
+        return False
+    return any(unicodedata.category(c) == "Cf" for c in piece) or unicodedata.normalize("NFKC", piece) != piece
+
+
+def is_numeric(piece: str) -> bool:
+    """Whether a word token is a number (:data:`NUMBER`) or digits without a letter (``1.2.3``'s parts).
+
+    Examples
+    --------
+    >>> [is_numeric(w) for w in ("2004", "-1,250.5", "3rd", "e-mail", "\\uff12\\uff10")]
+    [True, True, False, False, True]
+    """
+    return NUMBER.fullmatch(piece) is not None or (
+        any(c.isdigit() for c in piece) and not any(c.isalpha() for c in piece)
+    )
+
+
+def parse_number(piece: str) -> tuple[int, int] | None:
+    """``(units, decimals)`` of a number token: its value is ``units / 10**decimals``; None if not a number.
+
+    Examples
+    --------
+    >>> parse_number("-1,250.50"), parse_number("2004"), parse_number("3rd")
+    ((-125050, 2), (2004, 0), None)
+    """
+    if NUMBER.fullmatch(piece) is None:
+        return None
+    sign = -1 if piece[:1] in ("-", "\u2212") else 1
+    body = piece.lstrip("+-\u2212").replace(",", "")
+    whole, _, frac = body.partition(".")
+    digits = "".join(str(unicodedata.digit(c)) for c in whole + frac)
+    return sign * int(Decimal(digits)), len(frac)
+
+
+def format_number(units: int, decimals: int, like: str) -> str:
+    """``units / 10**decimals`` written like the token ``like``: its decimals, its thousands
+    separators, its explicit ``+`` and its leading zeros (digit count), in ASCII digits.
+
+    Examples
+    --------
+    >>> format_number(-99, 0, "2004"), format_number(123456, 2, "1,000.00"), format_number(7, 0, "+007")
+    ('-99', '1,234.56', '+007')
+    """
+    sign = "-" if units < 0 else ("+" if like[:1] == "+" else "")
+    digits = str(abs(units)).rjust(decimals + 1, "0")
+    whole, frac = (digits[:-decimals], digits[-decimals:]) if decimals else (digits, "")
+    body = like.lstrip("+-\u2212").partition(".")[0]
+    if "," in body:
+        whole = f"{int(whole):,}"
+    else:
+        whole = whole.rjust(len(body), "0") if body[:1] in ("0", "\uff10") and len(body) > 1 else whole
+    return sign + whole + ("." + frac if decimals else "")
