@@ -10,7 +10,7 @@ from pathlib import Path
 
 from metricdp.accounting.ledger import Ledger
 from tests.cli_helpers import assert_one_line_error, run
-from tests.helpers import skip_unless
+from tests.helpers import needs, skip_unless
 
 
 def _ledger(tmp_path: Path) -> Path:
@@ -116,6 +116,10 @@ def test_foreign_and_special_paths_are_one_error_and_left_untouched(tmp_path: Pa
     assert not Path("/dev/null-journal").exists()
     assert_one_line_error(run("ledger", "show", tmp_path), "is a directory")
     assert_one_line_error(run("ledger", "show", ""), "the ledger path is empty")
+
+
+@needs("plot")  # without matplotlib --plot is refused first, for the missing extra
+def test_an_empty_ledger_path_with_a_plot_is_one_error(tmp_path: Path) -> None:
     assert_one_line_error(run("ledger", "show", "--plot", tmp_path / "p.png", ""), "names no file")
 
 
