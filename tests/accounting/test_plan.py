@@ -164,3 +164,11 @@ def test_an_additive_term_over_the_budget_is_refused_before_anything_is_reserved
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValidationError, match="additive loss of a release must be a finite number"):
             check_additive(bad, 1.0)
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_a_path_given_for_the_ledger_is_refused_by_name(as_text: bool, tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with pytest.raises(ValidationError, match=r"ledger must be an open Ledger .*got (str|PosixPath)"):
+        plan_release([1, 2], 0.5, budget=1.0, ledger=str(path) if as_text else path, unit="km")  # type: ignore[arg-type]
+    assert not path.exists()
