@@ -163,3 +163,14 @@ def test_exponential_answers_meet_and_the_witness_fails(n: int, seed: int, kind:
     r = calibrate_to_target("exponential", space, Target(kind, value), pi)  # type: ignore[arg-type]
     assert r.target.meets(r.figures)
     assert r.neighbour is not None and not r.neighbour[2], r.neighbour_note
+
+
+@pytest.mark.parametrize("kind, value, message", [
+    ("expected-loss", float("nan"), "must be finite and > 0"), ("expected-loss", -1.0, "must be finite and > 0"),
+    ("worst-loss", 0.0, "must be finite and > 0"), ("reidentification", 1.5, r"probability is in \(0, 1\]"),
+    ("nope", 1.0, "unknown kind 'nope'"), ("expected-loss", "x", "must be a number"),
+])
+def test_a_target_built_by_hand_is_checked_like_a_parsed_one(kind: str, value: object, message: str) -> None:
+    """A Python caller gets the checks of parse_target: no KeyError, no target nothing can meet."""
+    with pytest.raises(ValidationError, match=message):
+        Target(kind, value)  # type: ignore[arg-type]

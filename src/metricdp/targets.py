@@ -80,6 +80,16 @@ class Target:
     value: float
     text: str = ""
 
+    def __post_init__(self) -> None:
+        """A known kind and a finite value > 0 (a probability at most 1): checked here, for every caller."""
+        name = f"target {self.text!r}" if self.text else f"target {self.kind!r}"
+        if self.kind not in KINDS:
+            raise ValidationError(f"{name}: unknown kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        value = check_number(self.value, name, minimum=0.0, open_minimum=True)
+        if self.kind == "reidentification" and value > 1.0:
+            raise ValidationError(f"{name}: a reidentification probability is in (0, 1]")
+        object.__setattr__(self, "value", value)
+
     @property
     def figure(self) -> str:
         return KINDS[self.kind][0]
@@ -138,10 +148,7 @@ def parse_target(text: str, unit: str = "") -> Target:
         eps = level_radius(level.strip(), radius.strip()).to(unit if r_unit else "")
         return Target("level", eps, text)
     if kind == "reidentification":
-        p = check_number(_plain(rest, text), "reidentification")
-        if not 0.0 < p <= 1.0:
-            raise ValidationError(f"target {text!r}: a reidentification probability is in (0, 1]")
-        return Target("reidentification", p, text)
+        return Target("reidentification", _plain(rest, text), text)
     return Target(kind, _length(rest, unit, f"target {text!r}"), text)  # type: ignore[arg-type]
 
 

@@ -72,6 +72,16 @@ def test_integer_and_text_ids_are_one_person() -> None:
         acc.spend(np.array(["a", None], dtype=object), 0.1)
 
 
+@pytest.mark.parametrize("bad", [None, float("nan"), 7.0, np.float64(2.5), True])
+def test_a_float_or_none_id_anywhere_in_an_object_array_is_refused(bad: object) -> None:
+    """Past the first thousand too: 7.0 would hash as "7.0", a second person beside 7 with a budget of its own."""
+    acc = Accountant(budget=1.0)
+    ids = np.array([*range(1500), bad], dtype=object)
+    with pytest.raises(ValidationError, match=r"integers or text, got .* at position 1500"):
+        acc.spend(ids, 0.1)
+    assert acc.spent([7, "None", "nan", "7.0", "True"]).tolist() == [0.0] * 5
+
+
 @given(st.lists(st.tuples(st.lists(st.integers(0, 3), max_size=6), st.sampled_from([0.1, 0.3, 0.5]),
                           st.booleans()), max_size=12))
 def test_matches_a_dictionary_oracle(ops: list[tuple[list[int], float, bool]]) -> None:

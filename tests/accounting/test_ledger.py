@@ -207,3 +207,14 @@ def test_spend_past_bigint_on_every_backend(target: tuple[str, Path]) -> None:
     with Ledger(url, key_file=key) as again:
         assert [x["eps_spent"] for x in again.runs_table()] == [pytest.approx(1.05e7, rel=1e-15)]
         again.check_integrity()
+
+
+def test_person_history_reads_ids_as_a_release_does(tmp_path: Path) -> None:
+    """7 and "7" are one person; an id no release accepts is refused, not shown with nothing spent."""
+    with Ledger(tmp_path / "l.db", budget=1.0) as ledger:
+        ledger.commit(ledger.reserve(np.array([7, 7]), 0.25, unit="km").run_id)
+        for same in (7, "7", np.int64(7)):
+            assert ledger.person_history(same)["committed"] == pytest.approx(0.5)
+        for bad in (None, 7.0, float("nan"), True, np.float64(7)):
+            with pytest.raises(ValidationError, match="person must be integers or text"):
+                ledger.person_history(bad)

@@ -177,3 +177,11 @@ def test_unit_defaults_to_the_one_the_ledger_is_bound_to(tmp_path: Path) -> None
     assert ledger.spent(["a"]).tolist() == [0.5]
     with pytest.raises(ValidationError):
         plan_release(["a"], 0.25, ledger=ledger, unit="m")  # a stated unit is still checked against it
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_a_path_given_for_the_ledger_is_refused_by_name(as_text: bool, tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with pytest.raises(ValidationError, match=r"ledger must be an open Ledger .*got (str|PosixPath)"):
+        plan_release([1, 2], 0.5, budget=1.0, ledger=str(path) if as_text else path, unit="km")  # type: ignore[arg-type]
+    assert not path.exists()

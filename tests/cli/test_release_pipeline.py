@@ -42,7 +42,13 @@ def checkins(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_readme_example_names_what_leaves_and_drops_the_coordinates(checkins, tmp_path):
     em, data = checkins
-    kept = run("privatize", em, data, "--column", "city", "--out", tmp_path / "kept.csv", "--json")
+    # each check-in's lat/lon sit around its city's centre: they tell the true cities apart
+    refused = run("privatize", em, data, "--column", "city", "--out", tmp_path / "leak.csv")
+    assert_one_line_error(refused, "column 'lat' is a code for the released column's true values ('city')",
+                          "--drop it, or --keep it on purpose")
+    assert not (tmp_path / "leak.csv").exists()
+    kept = run("privatize", em, data, "--column", "city", "--keep", "lat", "--keep", "lon", "--out",
+               tmp_path / "kept.csv", "--json")
     assert kept.exit_code == 0, kept.output
     report = json.loads(kept.stdout)
     assert {"lat", "lon"} <= set(json.dumps(report).replace('"', " ").split())  # named as leaving unreleased

@@ -137,3 +137,11 @@ def test_registry_and_bad_inputs() -> None:
         build("user-centric", TWO, 2.0)
     with pytest.raises(ValidationError, match="prior"):
         build("user-centric", TWO, 2.0, quality=0.25, prior=[0.9, 0.9])
+
+
+def test_exponents_beyond_a_float_build_without_overflow() -> None:
+    """eps * d = 1000 > log(max float): the certificate leaves the row out, no overflow warning (an error here)."""
+    far = MetricSpace.from_points([[0.0], [1.0], [1000.0]])
+    m = user_centric(far, 1.0, quality=400.0)
+    assert np.allclose(m.matrix.sum(axis=1), 1.0)
+    assert np.isfinite(m.info["adversary_error"])

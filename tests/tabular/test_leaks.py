@@ -112,11 +112,12 @@ def test_a_twin_spelt_with_a_cyrillic_letter_is_refused(tmp_path: Path) -> None:
 
 def test_numbers_within_the_release_scale_are_refused(tmp_path: Path) -> None:
     src, out = tmp_path / "in.csv", tmp_path / "out.csv"
-    src.write_text("id,age,years\n" + "".join(f"{1000 + i},{i},{i + 1.5}\n" for i in range(50)))
+    ids = [1000 + (17 * i) % 50 for i in range(50)]  # not in the order of the ages
+    src.write_text("id,age,years\n" + "".join(f"{ids[i]},{i},{i + 1.5}\n" for i in range(50)))
     with pytest.raises(ValidationError, match=r"column 'years' holds numbers within 2 "):
         privatize_numbers_file(AGES, src, "age", out)
     assert not out.exists()
-    src.write_text("id,age,years\n" + "".join(f"{1000 + i},{i},{i + 3}\n" for i in range(50)))  # beyond the scale
+    src.write_text("id,age,years\n" + "".join(f"{ids[i]},{i},{(31 * i) % 50 + 3}\n" for i in range(50)))  # far
     privatize_numbers_file(AGES, src, "age", out)
     assert out.exists()
 
@@ -285,3 +286,60 @@ def test_an_accounted_release_refused_spends_nothing(tmp_path: Path) -> None:
     with Ledger(led) as book:  # the same release with the copy kept on purpose spends
         privatize_file(CITY, src, "city", out, keep=["user", "town"], accounting=Accounting("user", ledger=book))
     assert led.read_bytes() != before and out.exists()
+
+
+def test_an_affine_re_encoding_of_the_truth_is_refused(tmp_path: Path) -> None:
+    """Radians, millidegrees, months, a row number of a sorted file: far from the truth, yet the truth."""
+    lat = [48.8 + 0.005 * ((7 * i) % 40) for i in range(40)]
+    lon = [2.3 + 0.004 * ((11 * i) % 40) for i in range(40)]
+    truths = list(zip(lat, lon, strict=True))
+    rule = LeakRule.points("lat", "lon", 1.0)
+    for name, column in [("rad", [np.radians(a) for a in lat]), ("milli", [1000 * b for b in lon]),
+                         ("north_m", [f"{(a - 48.8) * 111_320:.0f}" for a in lat])]:
+        with pytest.raises(ValidationError, match=f"column '{name}' is an affine re-encoding"):
+            check_rows(rule, truths, {name: column}, list(range(2, 42)), "f")
+    ages = [(i * 13) % 90 for i in range(40)]
+    with pytest.raises(ValidationError, match=r"'months' is an affine re-encoding .* \('age'\)"):
+        check_rows(LeakRule("numbers", ("age",), 2.0), [(a,) for a in ages], {"months": [12 * a for a in ages]},
+                   list(range(40)), "f")
+    check_rows(LeakRule("numbers", ("age",), 2.0), [(a,) for a in ages], {"id": [(a * 37) % 41 for a in ages]},
+               list(range(40)), "f")  # unrelated numbers: the fit is no better than the mean
+    check_rows(LeakRule("numbers", ("age",), 2.0), [(a,) for a in ages[:9]], {"months": [12 * a for a in ages[:9]]},
+               list(range(9)), "f")  # fewer rows than MIN_FIT: two numbers fit any few rows
+    check_rows(LeakRule("numbers", ("age",), 100.0), [(a,) for a in ages], {"months": [12 * a for a in ages]},
+               list(range(40)), "f")  # every age within the scale of the mean: the column adds nothing
+
+
+def test_a_code_of_the_released_labels_is_refused() -> None:
+    """A function of the true label (a code, a one-hot flag) carries it; a person's id does not."""
+    rule = LeakRule.labels("city")
+    cities = [LABELS[i % 3] for i in range(30)]
+    truths = [(c,) for c in cities]
+    rows = list(range(30))
+    codes = [("code", [LABELS.index(c) for c in cities]), ("is_paris", [int(c == "paris") for c in cities])]
+    for name, column in codes:
+        with pytest.raises(ValidationError, match=f"column '{name}' is a code for the released column's true values"):
+            check_rows(rule, truths, {name: column}, rows, "f")
+    check_rows(rule, truths, {"user": [f"u{i % 6}" for i in range(30)]}, rows, "f")  # a person in one city
+    check_rows(rule, truths, {"flag": [i % 2 for i in range(30)]}, rows, "f")  # unrelated
+    check_rows(rule, truths[:9], {"code": [LABELS.index(c) for c in cities[:9]]}, rows[:9], "f")  # too few rows
+
+
+@pytest.mark.parametrize("copy", [b"paris", ["paris"], {"name": "paris"}, "pa\u200bris", "PARIS\u00ad"])
+def test_a_copy_in_bytes_a_list_or_with_invisible_characters_is_refused(copy: object) -> None:
+    with pytest.raises(ValidationError, match="column 'c' holds the released column's true values"):
+        check_rows(LeakRule.labels("city"), [("paris",)], {"c": [copy]}, [1], "f")
+
+
+def test_numbers_clustered_by_the_released_labels_are_refused() -> None:
+    """Each city's coordinates, jittered: not equal per label, yet they tell the labels apart."""
+    rule = LeakRule.labels("city")
+    centre = {"paris": 48.86, "london": 51.51, "rome": 41.90}
+    cities = [LABELS[(7 * i) % 3] for i in range(30)]
+    jitter = [0.01 * ((5 * i) % 7 - 3) for i in range(30)]
+    truths = [(c,) for c in cities]
+    with pytest.raises(ValidationError, match=r"column 'lat' is a code .* tell them apart in 30 of 30"):
+        check_rows(rule, truths, {"lat": [centre[c] + j for c, j in zip(cities, jitter, strict=True)]},
+                   list(range(30)), "f")
+    check_rows(rule, truths, {"temp": [centre[c] / 10 + 3 * j * 100 for c, j in zip(cities, jitter, strict=True)]},
+               list(range(30)), "f")  # related to the city, but mostly its own noise

@@ -44,7 +44,9 @@ Policy = Literal["refuse", "drop"]
 def canonical_ids(user_ids: ArrayLike, name: str = "persons") -> NDArray[Any]:
     """A 1-D array of person ids: integers stay int64, anything else becomes text (``str``).
 
-    Floats and booleans are refused: a float id (often a NaN from an empty cell) is a bug.
+    Floats, booleans and None are refused, in every position of an object array: a float id
+    (often a NaN from an empty cell) is a bug, and ``7.0`` hashed as the text "7.0" would be
+    a second person beside the integer 7, with a budget of its own.
     """
     ids = np.asarray(user_ids)
     if ids.ndim != 1:
@@ -54,9 +56,11 @@ def canonical_ids(user_ids: ArrayLike, name: str = "persons") -> NDArray[Any]:
     if ids.dtype.kind in "fcb":
         raise ValidationError(f"{name} must be integers or text, got dtype {ids.dtype}")
     if ids.dtype.kind == "O":
-        bad = [v for v in ids[:1000].tolist() if isinstance(v, float | bool) or v is None]
-        if bad:
-            raise ValidationError(f"{name} must be integers or text, got {bad[0]!r}")
+        values = ids.tolist()
+        if any(t is type(None) or issubclass(t, float | bool | np.floating | np.bool_) for t in set(map(type, values))):
+            k, bad = next((k, v) for k, v in enumerate(values)
+                          if v is None or isinstance(v, float | bool | np.floating | np.bool_))
+            raise ValidationError(f"{name} must be integers or text, got {bad!r} at position {k}")
     return ids.astype(str)
 
 

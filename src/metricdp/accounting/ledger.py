@@ -87,7 +87,7 @@ from ._store import (
     read_budget,
     redact,
 )
-from .accountant import Grant, Policy, demand, grant
+from .accountant import Grant, Policy, canonical_ids, demand, grant
 from .composition import from_units, to_units
 
 __all__ = ["KEY_BYTES", "Ledger", "Reservation", "key_path_for"]
@@ -538,9 +538,13 @@ class Ledger:
         eps of one release, releases charged (the charge over that eps) and eps charged; the
         runs aborted gave their charge back and are not listed -- and ``committed``,
         ``reserved``, ``total`` and ``remaining`` (eps). A person never charged has no run,
-        total 0 and the whole budget remaining.
+        total 0 and the whole budget remaining. An id no release accepts (None, a float, a
+        bool) is refused rather than reported as a person with nothing spent.
         """
-        history, self._budget = _reports.person_history(self._db, str(person), self.person_hashes([str(person)])[0])
+        one = np.empty(1, dtype=object)
+        one[0] = person.item() if isinstance(person, np.generic) else person
+        text = str(canonical_ids(one, "person")[0])
+        history, self._budget = _reports.person_history(self._db, text, self.person_hashes([text])[0])
         return history
 
     def check_integrity(self) -> None:

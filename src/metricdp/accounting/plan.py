@@ -258,6 +258,9 @@ def plan_release(
     ``c * E`` (``docs/proofs/composition.md``, "Additive terms"). A release whose one
     ``additive`` alone exceeds the budget is refused here, before anything is reserved.
     """
+    if ledger is not None and not isinstance(ledger, Ledger):  # a path is not an open ledger
+        raise ValidationError(f"ledger must be an open Ledger (Ledger(path, budget=...)), got {type(ledger).__name__} "
+                              f"{ledger!r}")
     if ledger is not None and unit is None:  # a ledger sums eps of one unit only: a run must say which
         unit = ledger.unit  # ... or repeat the one the ledger is bound to
         if unit is None:

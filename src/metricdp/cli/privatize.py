@@ -184,37 +184,41 @@ def register(app: typer.Typer) -> None:
         protected = [mechanism_file, *acct.files()]  # never the output: the ledger, its journals, its key
         t0 = time.perf_counter()
         report = None
-        with acct.open() as book, warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-            on_progress = ProgressReporter(f"privatize {input_file.name}")  # a terminal only, every 2 s
+        try:
+            with acct.open() as book, warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+                on_progress = ProgressReporter(f"privatize {input_file.name}")  # a terminal only, every 2 s
 
-            accounting = None if not acct.active else acct.accounting(
-                ledger=book, scope=mechanism_scope("privatize", mechanism_file),
-                mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
-            reports: list[Any] = []
-            if engine is Engine.local:
-                stats = privatize_file(
-                    mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                    inputs=protected, progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
-                )
-                rows = stats.rows
-                plan = stats.columns or plan
-                report = stats.accounting
-            elif engine is Engine.dask:
-                from ..integrations.dask import privatize_file_dask
+                accounting = None if not acct.active else acct.accounting(
+                    ledger=book, scope=mechanism_scope("privatize", mechanism_file),
+                    mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
+                reports: list[Any] = []
+                if engine is Engine.local:
+                    stats = privatize_file(
+                        mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
+                        inputs=protected, progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
+                    )
+                    rows = stats.rows
+                    plan = stats.columns or plan
+                    report = stats.accounting
+                elif engine is Engine.dask:
+                    from ..integrations.dask import privatize_file_dask
 
-                rows = privatize_file_dask(
-                    mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=protected,
-                    accounting=accounting, on_report=reports.append, progress=on_progress, **columns,
-                )
-            else:
-                from ..integrations.spark import privatize_file_spark
+                    rows = privatize_file_dask(
+                        mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=protected,
+                        accounting=accounting, on_report=reports.append, progress=on_progress, **columns,
+                    )
+                else:
+                    from ..integrations.spark import privatize_file_spark
 
-                rows = privatize_file_spark(
-                    mech, input_file, column, out, master=master, seed=seed, inputs=protected,
-                    accounting=accounting, on_report=reports.append, progress=on_progress, **columns
-                )
-            report = reports[0] if reports else report
+                    rows = privatize_file_spark(
+                        mech, input_file, column, out, master=master, seed=seed, inputs=protected,
+                        accounting=accounting, on_report=reports.append, progress=on_progress, **columns
+                    )
+                report = reports[0] if reports else report
+        except ValidationError as ex:  # the library names no flag; say which one
+            ex.args = (with_flags(str(ex)), *ex.args[1:])
+            raise
         dt = time.perf_counter() - t0
         if seed is not None:  # said after the run: an input error is the one line of a failed command
             warn(

@@ -164,7 +164,7 @@ def _certificate(
     LP at exactly eps whose privacy rows with exponents above the cap are dropped (a
     relaxation): :func:`ranged_bound` of that LP is a lower bound of ``min -sum z``.
     """
-    lp = user_centric_lp(d, pi, quality, epsilon, cap=np.inf)
+    lp = user_centric_lp(d, pi, quality, epsilon, cap=_EXP_CAP)  # rows above it are dropped below
     y = np.asarray(row_dual, dtype=np.float64)[:solved_rows]
     keep = np.ones(lp.a.shape[0], dtype=bool)
     if epsilon is not None:

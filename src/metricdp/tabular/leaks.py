@@ -33,6 +33,22 @@ half of those whose released value is present) its value
   GeoJSON ``{"coordinates": [lon, lat]}``; either order) within that scale of the true
   point: the planar Laplace's mean displacement ``2/eps`` km (:meth:`LeakRule.points`).
 
+**Codes** (:func:`_recoding_hits`). For labels, a column that is a function of the true
+label (``0`` for paris, ``1`` for london; a flag ``is_paris``) is the released column, or
+part of it, under a dictionary: refused when it is one value per true label in most
+compared rows and not one value everywhere, or when it is a number whose variance the
+true labels explain to :data:`EXPLAINED` (a noisy code: each city's coordinates, jittered).
+
+**Re-encodings** (:func:`_affine_hits`). A number column that is an affine function of a
+true number -- radians, millidegrees, metres north of a public origin, an age in months,
+a row number of a file sorted by the value -- carries the truth as exactly as a copy: fit
+``truth ~ a * value + b`` by least squares over the compared rows; the column is refused
+when the fit lands within the release's scale of the truth in most rows, on at least
+:data:`MIN_FIT` rows, and the truths themselves are NOT within that scale of their mean
+in most rows (otherwise any column, a constant included, would "fit"). An adversary
+holding the file recovers ``a`` and ``b`` from a few rows whose truth it knows, or from
+the released column itself, so the fit's accuracy is what the column leaks.
+
 "Most rows" (not "any row") keeps columns that share a value with the released one by
 chance (a flag equal to a yes/no label now and then, an id equal to an age) from being
 refused, while a copy, a rounding or a re-encoding of the truth -- equal in every row --
@@ -72,12 +88,25 @@ __all__ = [
 SCAN_ROWS = 65_536
 #: Rows compared per chunk, evenly spread (all of a smaller chunk): a copy of the truth matches in every row.
 SAMPLE = 512
+#: Fewest rows on which an affine re-encoding is fitted: two numbers fit any two rows exactly.
+MIN_FIT = 10
 _KM_PER_DEGREE = 111.32
 
 
 def value_key(value: object) -> str:
-    """A value as compared for equality: its text, NFKC, casefolded, outer spaces dropped."""
-    return unicodedata.normalize("NFKC", str(value)).casefold().strip()
+    """A value as compared for equality: its text, NFKC, format characters dropped, casefolded, outer spaces dropped.
+
+    Bytes are read as UTF-8 text and a sequence of one element as that element, so
+    ``b"paris"``, ``["paris"]`` and ``"pa\u200bris"`` are all the label ``paris``.
+    """
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = bytes(value).decode("utf-8", "replace")
+    elif isinstance(value, (list, tuple, np.ndarray)) and len(value) == 1:
+        return value_key(value[0])
+    elif isinstance(value, dict) and len(value) == 1:
+        return value_key(next(iter(value.values())))
+    text = unicodedata.normalize("NFKC", str(value))
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold().strip()
 
 
 @dataclass(frozen=True)
@@ -196,6 +225,90 @@ def _matches(rule: LeakRule, truth: Sequence[Any], value: Any) -> bool:
     return (abs(a) <= 90 and _km(lat, lon, a, b) <= rule.scale) or (abs(b) <= 90 and _km(lat, lon, b, a) <= rule.scale)
 
 
+def _recoding_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequence[Any],
+                   present: Sequence[int]) -> list[int]:
+    """Rows where the column is a function of the true label: a code (``0, 1, 2``), a one-hot flag.
+
+    Rows are grouped by their TRUE label; a group of at least two rows whose column values
+    all agree is coded. Returned when coded rows are most compared rows, on at least
+    :data:`MIN_FIT` rows, and the code takes at least two values there (a constant says
+    nothing). The direction matters: a column that the label determines changes with the
+    row's label, so it carries it; a person's id, which may determine the label in a file
+    where each person has one, does not change when the label does, and is not refused.
+    """
+    if rule.kind != "labels" or len(present) < MIN_FIT:
+        return []
+    groups: dict[str, list[int]] = {}
+    for k in present:
+        groups.setdefault(value_key(truths[k][0]), []).append(k)
+    hits: list[int] = []
+    codes: set[str] = set()
+    for rows in groups.values():
+        seen = {value_key(values[k]) if values[k] is not None else "" for k in rows}
+        if len(rows) >= 2 and len(seen) == 1:
+            hits.extend(rows)
+            codes |= seen
+    if 2 * len(hits) > len(present) and len(codes) >= 2:
+        return sorted(hits)
+    return list(present) if _explained(groups, values) >= EXPLAINED else []
+
+
+#: Share of a number column's variance that the true labels explain, above which the
+#: column is a noisy code of them (coordinates jittered around each city's centre).
+EXPLAINED = 0.99
+
+
+def _explained(groups: Mapping[str, Sequence[int]], values: Sequence[Any]) -> float:
+    """1 - within-label / total sum of squares of a number column (0 when it is not one, or constant)."""
+    nums = {g: [x for x in (_number(values[k]) for k in rows) if x is not None] for g, rows in groups.items()}
+    everything = [x for xs in nums.values() for x in xs]
+    if len(everything) < MIN_FIT or sum(len(xs) >= 2 for xs in nums.values()) < 2:
+        return 0.0
+    total = float(np.var(everything)) * len(everything)
+    if total <= 0:
+        return 0.0
+    within = sum(float(np.var(xs)) * len(xs) for xs in nums.values() if xs)
+    return 1.0 - within / total
+
+
+def _affine_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequence[Any],
+                 present: Sequence[int]) -> tuple[list[int], str]:
+    """Rows where ``truth ~ a * value + b`` (least squares) lands within the scale (module docstring).
+
+    Returns the hits and the true column they re-encode; none when the column is not a
+    number in :data:`MIN_FIT` rows, is constant, or the truths need no column to be
+    guessed within the scale (most within it of their mean).
+    """
+    if rule.kind not in ("numbers", "points"):
+        return [], ""
+    ks = [k for k in present if _number(values[k]) is not None]
+    if len(ks) < MIN_FIT:
+        return [], ""
+    x = np.array([_number(values[k]) for k in ks], dtype=float)
+    if np.ptp(x) == 0:
+        return [], ""
+    for j, column in enumerate(rule.columns):
+        t = np.array([_number(truths[k][j]) for k in ks], dtype=float)
+        if not np.isfinite(t).all():
+            continue
+        if rule.kind == "numbers":
+            tol = np.full(len(ks), rule.scale)
+        elif j == 0:
+            tol = np.full(len(ks), rule.scale / _KM_PER_DEGREE)
+        else:
+            lat = np.array([_number(truths[k][0]) or 0.0 for k in ks], dtype=float)
+            tol = rule.scale / (_KM_PER_DEGREE * np.maximum(np.cos(np.radians(lat)), 1e-3))
+        if 2 * int((np.abs(t - t.mean()) <= tol).sum()) > len(present):
+            continue  # the truths' mean alone guesses most rows: a fit would prove nothing
+        xc = x - x.mean()
+        a = float(xc @ (t - t.mean()) / (xc @ xc))
+        fit = a * xc + t.mean()
+        hits = [k for k, ok in zip(ks, np.abs(t - fit) <= tol, strict=True) if ok]
+        if 2 * len(hits) > len(present):
+            return hits, column
+    return [], ""
+
+
 def check_rows(
     rule: LeakRule,
     truths: Sequence[Sequence[Any]],
@@ -218,9 +331,9 @@ def check_rows(
     varied = len({tuple(map(str, truths[k])) for k in present}) > 1
     for name, values in others.items():
         hits = [k for k in present if _matches(rule, truths[k], values[k])]
-        if varied and len({str(values[k]) for k in hits}) == 1:
-            continue  # one value beside varied truths says nothing about any row (a flag, a country code)
-        if 2 * len(hits) > len(present):
+        constant = varied and len({str(values[k]) for k in hits}) == 1
+        # one value beside varied truths says nothing about any row (a flag, a country code)
+        if 2 * len(hits) > len(present) and not constant:
             what = {"labels": "the released column's true values", "text": "the released column's true text",
                     "numbers": f"numbers within {rule.scale:g} of the released column's true values",
                     "points": f"coordinates within {rule.scale:g} km of the released true points"}[rule.kind]
@@ -229,6 +342,22 @@ def check_rows(
                 f"{where}: column {name!r} holds {what} ({released}) in {len(hits)} of {len(present)} compared "
                 f"rows, first at {row_word} {rows[hits[0]]}, and would leave unreleased; drop it, or keep it on "
                 "purpose by naming it among the columns to keep"
+            )
+        coded = _recoding_hits(rule, truths, values, present)
+        if coded:
+            raise ValidationError(
+                f"{where}: column {name!r} is a code for the released column's true values ({rule.columns[0]!r}): "
+                f"its values tell them apart in {len(coded)} of {len(present)} compared rows, "
+                f"first at {row_word} {rows[coded[0]]}, and would leave unreleased; drop it, or keep it on purpose "
+                "by naming it among the columns to keep"
+            )
+        fitted, column = _affine_hits(rule, truths, values, present)
+        if fitted:
+            raise ValidationError(
+                f"{where}: column {name!r} is an affine re-encoding of the released column's true values ({column!r}): "
+                f"a linear fit to it lands within {rule.scale:g}{' km' if rule.kind == 'points' else ''} of them in "
+                f"{len(fitted)} of {len(present)} compared rows, first at {row_word} {rows[fitted[0]]}, and would "
+                "leave unreleased; drop it, or keep it on purpose by naming it among the columns to keep"
             )
 
 
