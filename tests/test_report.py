@@ -48,7 +48,7 @@ def test_geo_report_content(geo_mech):
     assert "eps_tight" in text and "Where releases go" in text
     assert "km" in text  # the unit is carried
     assert "Adversary" in text
-    assert text.count("data:image/png;base64,") == 4  # eps_tight, losses, true vs released (issue 34), map
+    assert text.count("data:image/png;base64,") == 4  # eps_tight, losses, true vs released, map
     # a zero quantile bound is explained
     assert "A lower bound of 0 means" in text
 

@@ -127,7 +127,7 @@ def test_estimate_reads_releases_as_output_labels(tmp_path):
 )
 @pytest.mark.parametrize("which", ["released", "true"])
 def test_hostile_csv_is_one_error(setup, tmp_path, data, fragment, which) -> None:
-    """Issue 31: estimate's column reader is the file layer's CSV record definition."""
+    """Estimate's column reader is the file layer's CSV record definition."""
     _mech, mech_file, released, true, _counts, _truth = setup
     bad = tmp_path / "bad.csv"
     bad.write_bytes(data)

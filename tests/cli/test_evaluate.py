@@ -106,7 +106,7 @@ def test_table_for_people(mech_file):
 
 
 def test_a_false_claim_is_refused_like_every_command_refuses_it(tmp_path):
-    # one load path, one verdict (issue 21): evaluate refuses the file as privatize does
+    # one load path, one verdict: evaluate refuses the file as privatize does
     space = _space(3)
     m = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # identity: no privacy at all
     path = tmp_path / "id.npz"
