@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
+from .embeddings import _is_float
 
 __all__ = ["AIS_DATASETS", "DEFAULT_AIS", "Traces", "ais_path", "ais_traces", "read_traj"]
 
@@ -146,14 +147,6 @@ def read_traj(path: str | PathLike[str]) -> Traces:
     person = np.array(ids, dtype=np.str_)
     order = np.lexsort((time, person))
     return Traces(person=person[order], time=time[order], lat=lat[order], lon=lon[order])
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_time(text: str) -> bool:
