@@ -125,6 +125,8 @@ def settings_for(
     values compared; ``prior`` the prior's file (None: uniform); ``input`` the file the
     result was computed from (hashed here: :func:`file_sha256`).
 
+    Examples
+    --------
     >>> s = settings_for("exponential", 0.5, unit="km")
     >>> s.rows()[:3]
     [('mechanism', 'exponential'), ('epsilon', '0.5 per km'), ('prior', 'uniform')]

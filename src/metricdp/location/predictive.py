@@ -222,6 +222,8 @@ def pass_probability(distance_km: ArrayLike, threshold_km: float, eps_test: Arra
     and the clamped distance :math:`\tilde d` (module docstring): the test's law, used by
     the sampler and by the proof's checks.
 
+    Examples
+    --------
     >>> [round(float(q), 4) for q in pass_probability([0.0, 1.0, 2.0], 1.0, 1.0)]
     [0.8161, 0.5, 0.1839]
     """
