@@ -45,7 +45,7 @@ from .errors import ValidationError
 __all__ = [
     "EARTH_RADIUS_KM", "METRICS", "POINT_METRICS", "REFUSED_METRICS", "MetricSpace", "angular_distances",
     "check_covariance", "check_extended_metric", "check_metric_name", "check_space", "estimate_covariance",
-    "haversine_km", "mahalanobis_distances", "pairwise_distances",
+    "haversine_km", "haversine_rows_km", "mahalanobis_distances", "pairwise_distances",
 ]
 
 #: Mean Earth radius (IUGG), in kilometres.
@@ -84,6 +84,18 @@ def haversine_km(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
     lat1, lon1 = a[:, :1], a[:, 1:2]
     lat2, lon2 = b[:, 0][None, :], b[:, 1][None, :]
     h = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
+
+
+def haversine_rows_km(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+    """Great-circle distance in km from row i of ``a`` to row i of ``b`` ((lat, lon) in degrees, same shape).
+
+    The same formula as :func:`haversine_km`, paired row by row instead of every row against every row.
+    """
+    la = np.radians(np.asarray(a, dtype=np.float64))
+    lb = np.radians(np.asarray(b, dtype=np.float64))
+    h = np.sin((lb[:, 0] - la[:, 0]) / 2) ** 2 + np.cos(la[:, 0]) * np.cos(lb[:, 0]) * np.sin(
+        (lb[:, 1] - la[:, 1]) / 2) ** 2
     return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
 
 

@@ -13,9 +13,9 @@ from metricdp.accounting.ledger import Ledger
 from metricdp.errors import BudgetExceededError, PrivacyLeakWarning, ValidationError
 from metricdp.location.grid import CellGrid
 from metricdp.location.per_place import DISCLOSURE, place_scope, release_per_place
-from metricdp.location.predictive import _distance_km
 from metricdp.location.region import Region
 from metricdp.mechanisms.planar_laplace import planar_laplace_radius_cdf
+from metricdp.spaces import haversine_rows_km
 
 BOX = Region.box(56.90, 24.00, 56.95, 24.10)  # Riga, 48 cells of 1 km
 
@@ -99,7 +99,7 @@ def test_release_follows_planar_laplace_around_the_centre(grid):
     n = 4000
     cells = np.arange(n) % grid.n
     r = release(np.arange(n), jitter(grid, cells.tolist(), 7), grid, 2.0, rng=11)
-    radius = _distance_km(grid.centres[cells], r.released)
+    radius = haversine_rows_km(grid.centres[cells], r.released)
     assert stats.kstest(radius, lambda x: planar_laplace_radius_cdf(x, 2.0)).pvalue > 1e-3
 
 

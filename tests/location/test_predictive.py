@@ -21,11 +21,11 @@ from metricdp.location.predictive import (
     AdaptiveRate,
     FixedSplit,
     PredictiveReleaser,
-    _distance_km,
     pass_probability,
     release_traces,
 )
 from metricdp.mechanisms.planar_laplace import planar_laplace_radius_cdf
+from metricdp.spaces import haversine_rows_km
 
 PARIS = np.array([48.8566, 2.3522])
 KM_LAT = 1.0 / 111.19492664455873  # degrees of latitude per km on the haversine sphere
@@ -120,10 +120,10 @@ def _density(trace, outcomes, outputs, eps_t, eps_n, l_km):
     dens = 1.0
     for i, (x, o, z) in enumerate(zip(trace, outcomes, outputs, strict=True)):
         if i > 0:
-            q = float(pass_probability(_distance_km(x[None], outputs[i - 1][None]), l_km, eps_t)[0])
+            q = float(pass_probability(haversine_rows_km(x[None], outputs[i - 1][None]), l_km, eps_t)[0])
             dens *= q if o == PASSED else 1.0 - q
         if o == FRESH:
-            dens *= eps_n**2 / (2 * math.pi) * math.exp(-eps_n * float(_distance_km(x[None], z[None])[0]))
+            dens *= eps_n**2 / (2 * math.pi) * math.exp(-eps_n * float(haversine_rows_km(x[None], z[None])[0]))
     return dens
 
 
@@ -144,7 +144,7 @@ def test_ratio_bound_on_enumerated_three_step_traces():
             dens = {tr: _density(points[list(tr)], outcomes, outputs, eps_t, eps_n, l_km)
                     for tr in itertools.product(range(3), repeat=3)}
             for a, b in itertools.product(dens, repeat=2):
-                d = _distance_km(points[list(a)], points[list(b)])
+                d = haversine_rows_km(points[list(a)], points[list(b)])
                 bound = sum((eps_t * (i > 0) + eps_n * (o == FRESH)) * d[i] for i, o in enumerate(outcomes))
                 ratio = math.log(dens[a] / dens[b])
                 assert ratio <= bound + 1e-9, (outcomes, fresh_z, a, b)
@@ -173,7 +173,7 @@ def test_fresh_releases_follow_the_planar_laplace_radius(seed):
     walk = north(np.tile([0.0, 200.0, 400.0], n_persons))  # far apart: the tests fail, every row is fresh
     r = run(ids, np.tile(np.arange(3), n_persons), walk, m, seed=seed)
     assert (r.outcome == FRESH).all()
-    radius = _distance_km(walk, r.released)
+    radius = haversine_rows_km(walk, r.released)
     assert stats.kstest(radius, lambda x: planar_laplace_radius_cdf(x, 2.0)).pvalue > 1e-3
 
 
@@ -188,7 +188,7 @@ def test_test_outcomes_follow_pass_probability(seed):
     pts = np.empty((2 * n_persons, 2))
     pts[0::2], pts[1::2] = north(np.zeros(n_persons)), x2
     r = run(ids, np.tile([0, 1], n_persons), pts, m, seed=seed)
-    q = pass_probability(_distance_km(x2, r.released[0::2]), 1.5, 0.8)
+    q = pass_probability(haversine_rows_km(x2, r.released[0::2]), 1.5, 0.8)
     passes = (r.outcome[1::2] == PASSED).sum()
     z = (passes - q.sum()) / math.sqrt((q * (1 - q)).sum())
     assert abs(z) < 4.5

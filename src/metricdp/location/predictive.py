@@ -55,7 +55,7 @@ from ..accounting.accountant import canonical_ids
 from ..accounting.composition import from_units, to_units
 from ..errors import ValidationError
 from ..mechanisms.planar_laplace import _MIN_EPS_HALF_CIRCUMFERENCE, sample_planar_laplace_latlon
-from ..spaces import EARTH_RADIUS_KM
+from ..spaces import EARTH_RADIUS_KM, haversine_rows_km
 from .release import check_rows
 from .trace_report import TraceReport
 
@@ -234,14 +234,6 @@ def pass_probability(distance_km: ArrayLike, threshold_km: float, eps_test: Arra
     return np.where(slack >= 0, 1.0 - 0.5 * np.exp(-np.abs(slack)), 0.5 * np.exp(-np.abs(slack)))
 
 
-def _distance_km(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Great-circle distance of each row of ``a`` to the same row of ``b`` (haversine, km)."""
-    la, lb = np.radians(a), np.radians(b)
-    h = np.sin((lb[:, 0] - la[:, 0]) / 2) ** 2 + np.cos(la[:, 0]) * np.cos(lb[:, 0]) * np.sin(
-        (lb[:, 1] - la[:, 1]) / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
-
-
 @dataclass(frozen=True, eq=False)
 class ChunkRelease:
     """One chunk's releases (rows in the chunk's order), each row's outcome
@@ -382,7 +374,7 @@ class PredictiveReleaser:
         passed = np.zeros(p.size, dtype=bool)
         ti = np.flatnonzero(tested)
         if ti.size:
-            q = pass_probability(_distance_km(pts[rows[ti]], last[p[ti]]), self.manager.threshold_km,
+            q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]), self.manager.threshold_km,
                                  from_units(test_u[ti]))
             passed[ti] = np.asarray(self._source.random(ti.size)) < q
         fresh = ~predicted | (tested & ~passed)

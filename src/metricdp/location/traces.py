@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._validation import check_epsilon, check_int, check_number
 from ..adversary import adversary_error
 from ..errors import ValidationError
-from ..spaces import EARTH_RADIUS_KM
+from ..spaces import EARTH_RADIUS_KM, haversine_km, haversine_rows_km
 from .projection import check_latlon, equirectangular
 
 __all__ = [
@@ -59,14 +59,6 @@ __all__ = [
     "trip_length_error",
     "visit_count_error",
 ]
-
-
-def _gc_km(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Great-circle km between row i of ``a`` and row i of ``b`` ((lat, lon) degrees, same shape)."""
-    la, lb = np.radians(a), np.radians(b)
-    h = (np.sin((lb[:, 0] - la[:, 0]) / 2) ** 2
-         + np.cos(la[:, 0]) * np.cos(lb[:, 0]) * np.sin((lb[:, 1] - la[:, 1]) / 2) ** 2)
-    return np.asarray(2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0))), dtype=np.float64)
 
 
 # ------------------------------------------------------------------------------ pairing
@@ -198,7 +190,7 @@ def read_traces(path: str | PathLike[str], *, person: str, key: str, lat: str = 
 # ------------------------------------------------------------------------------ utility
 def displacement_km(paired: PairedTraces) -> NDArray[np.float64]:
     """The distance (km) between each true fix and its release."""
-    return _gc_km(paired.true, paired.released)
+    return haversine_rows_km(paired.true, paired.released)
 
 
 @dataclass(frozen=True)
@@ -240,7 +232,7 @@ def trip_length_error(paired: PairedTraces) -> TripLengthError:
     lengths = np.zeros((2, len(groups)))
     for g, (_, rows) in enumerate(groups):
         for s, pts in enumerate((paired.true[rows], paired.released[rows])):
-            lengths[s, g] = _gc_km(pts[:-1], pts[1:]).sum() if len(pts) > 1 else 0.0
+            lengths[s, g] = haversine_rows_km(pts[:-1], pts[1:]).sum() if len(pts) > 1 else 0.0
     return TripLengthError(tuple(name for name, _ in groups), lengths[0], lengths[1])
 
 
@@ -436,7 +428,7 @@ def averaging_attack(
     owner: list[int] = []
     for name, rows, truth in _true_places(paired, radius, max_places, min_visits):
         guess = top_places(paired.released[rows], len(truth.counts), wide)
-        cost = np.stack([_gc_km(np.repeat(g[None], len(truth.centres), 0), truth.centres) for g in guess.centres])
+        cost = haversine_km(guess.centres, truth.centres)  # (guessed place, true place)
         r, c = linear_sum_assignment(cost)
         e = cost[r, c]
         owner += [len(persons)] * len(e)
