@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -113,11 +112,9 @@ ConsistentOption = Annotated[bool, typer.Option(
 
 def mechanism_scope(kind: str, path: Path) -> str:
     """The memo's name of a mechanism: ``kind`` and the SHA-256 of its file (a changed file is a new scope)."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return f"{kind}:{h.hexdigest()[:32]}"
+    from ..settings import file_sha256
+
+    return f"{kind}:{file_sha256(path)[:32]}"
 
 
 @dataclass(frozen=True)

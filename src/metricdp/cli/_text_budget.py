@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from .._progress import ProgressReporter
 from ..errors import ValidationError
 from ..mechanisms import registry
+from ..settings import file_sha256
 from ._accounting import AccountingOptions
 from ._common import console
 from ._common import fmt as fmt_number
@@ -41,7 +42,7 @@ class Identity(NamedTuple):
         """The embedding's name: ``glove-6B-50d``, or a file's name and the start of its SHA-256 (its content)."""
         if self.embeddings == "glove":
             return "glove-6B-50d"
-        return f"{Path(self.embeddings).name[:20]}#{_sha256(Path(self.embeddings))[:12]}"
+        return f"{Path(self.embeddings).name[:20]}#{file_sha256(Path(self.embeddings))[:12]}"
 
     def unit(self, guarantee: str) -> str:
         """The distance the eps is per, named from the embedding (a ledger sums one unit only).
@@ -73,14 +74,6 @@ class Identity(NamedTuple):
             base = f"{self.mechanism}:{eps!r}:{sorted(self.params.items())!r}:{self._embedding()}"
         h.update(f"\0{base}\0{self.outputs}".encode())
         return f"text:{h.hexdigest()[:32]}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabulary: Any, draw: Any, rng: Any,

@@ -48,6 +48,7 @@ from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
 from ..location.release import PointSettings, full_precision, make_release, validator
 from ..location.snap import Snapper
+from ..settings import file_sha256
 from ..streaming.points import PointStats, Release, privatize_points_file
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import read_parquet
@@ -245,14 +246,6 @@ def release_chunk(settings: PointSettings, seed: object) -> Release:
     return make_release(settings, check_rng(seed))
 
 
-def _file_hash(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def points_scope(settings: PointSettings, region: str | None, snap_to: Path | None) -> str:
     """The memo's name of a points release: a hash of everything that makes the release's law.
 
@@ -265,8 +258,8 @@ def points_scope(settings: PointSettings, region: str | None, snap_to: Path | No
         "epsilon_per_km": repr(settings.epsilon),
         "lattice": None if settings.plane is None else settings.plane.describe(settings.epsilon),
         "region": region, "truncate": settings.truncate if settings.area is not None else None,
-        "region_file": _file_hash(region) if region is not None and Path(region).is_file() else None,
-        "snap_to": None if snap_to is None else _file_hash(snap_to),
+        "region_file": file_sha256(region) if region is not None and Path(region).is_file() else None,
+        "snap_to": None if snap_to is None else file_sha256(snap_to),
     }
     text = _json.dumps(parts, sort_keys=True, default=repr)
     return f"points:{hashlib.sha256(text.encode()).hexdigest()[:32]}"

@@ -118,17 +118,12 @@ def dataset_sha256(name: str) -> str:
     Goes into every cache key and record of a file dataset, so a resumed run whose file
     changed under the same path recomputes instead of mixing old and new results.
     """
-    import hashlib
-    from pathlib import Path
+    from ..settings import file_sha256
 
     if not is_file_dataset(name):
         return ""
     check_dataset(name)
-    h = hashlib.sha256()
-    with Path(name).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_sha256(name)
 
 
 def dataset_key(name: str) -> str:
