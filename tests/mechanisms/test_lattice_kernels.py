@@ -10,8 +10,8 @@ import pytest
 from metricdp.location.projection import TangentPlane
 from metricdp.mechanisms._lattice_kernels import KERNELS
 from metricdp.mechanisms.lattice_batch import LatticeSampler, exp_neg_float
-from metricdp.streaming import csvsplit
-from metricdp.streaming.points import format_fixed
+from metricdp.tabular import csvsplit
+from metricdp.tabular.decimal_text import format_fixed
 from tests.helpers import needs
 
 pytestmark = needs("fast")
@@ -109,7 +109,7 @@ def test_points_file_bytes_are_the_same_with_and_without_numba(tmp_path, monkeyp
     from metricdp.location.lattice import LatticePlane
     from metricdp.location.release import PointSettings, make_release
     from metricdp.mechanisms import lattice_batch
-    from metricdp.streaming import points
+    from metricdp.pipeline import run as points
     from metricdp.streaming.points import privatize_points_file
 
     src = tmp_path / "in.csv"

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from metricdp.accounting.ledger import Ledger
 from metricdp.accounting.plan import plan_release
 from metricdp.errors import ValidationError
-from metricdp.streaming import csvsplit
 from metricdp.streaming.persons import scan_persons
+from metricdp.tabular import csvsplit
 from metricdp.tabular.csv import split_records
 
 

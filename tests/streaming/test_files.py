@@ -22,7 +22,8 @@ from scipy import stats
 from metricdp import MetricSpace, PrivacyLeakWarning, ValidationError
 from metricdp.errors import UnsafeOutputError
 from metricdp.mechanisms.base import certify
-from metricdp.streaming import csvsplit, privatize_file
+from metricdp.streaming import privatize_file
+from metricdp.tabular import csvsplit
 
 LABELS = ["Paris", "Lyon", "Li,lle", 'Ni"ce']
 

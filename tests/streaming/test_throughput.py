@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.io import parse_decimal
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
-from metricdp.streaming import csvsplit
-from metricdp.streaming.prefetch import prefetch, write_behind
+from metricdp.pipeline.prefetch import prefetch, write_behind
+from metricdp.tabular import csvsplit
 from tests.helpers import import_or_skip
 
 numba = import_or_skip("numba", "fast")
@@ -172,7 +172,7 @@ def _numbers_file(path, n=5000):
 
 
 def test_numbers_file_bytes_are_the_same_with_and_without_the_kernels(tmp_path, monkeypatch):
-    from metricdp.streaming import numbers
+    from metricdp.pipeline import run as numbers
     from metricdp.streaming.numbers import privatize_numbers_file
 
     src = tmp_path / "in.csv"
@@ -205,7 +205,7 @@ def test_points_file_with_long_and_bad_decimals_is_the_same_with_and_without_the
     from metricdp.location.lattice import LatticePlane
     from metricdp.location.release import PointSettings, make_release
     from metricdp.mechanisms import lattice_batch
-    from metricdp.streaming import point_columns, points
+    from metricdp.pipeline import run as points
     from metricdp.streaming.points import privatize_points_file
 
     g = np.random.default_rng(4)
@@ -219,7 +219,7 @@ def test_points_file_with_long_and_bad_decimals_is_the_same_with_and_without_the
     outs = []
     for kernels in (True, False):
         if not kernels:
-            for module in (lattice_batch, lattice, points, point_columns):
+            for module in (lattice_batch, lattice, points):
                 monkeypatch.setattr(module, "_KERNELS", None)
         out = tmp_path / f"out-{kernels}.csv"
         privatize_points_file(src, "lat", "lon", out, make_release(settings_, np.random.default_rng(5)),
@@ -229,7 +229,7 @@ def test_points_file_with_long_and_bad_decimals_is_the_same_with_and_without_the
     src.write_text(src.read_text().replace("u9,", "u9,4x", 1))
     msgs = []
     for kernels in (True, False):
-        monkeypatch.setattr(point_columns, "_KERNELS", "lazy" if kernels else None)
+        monkeypatch.setattr(points, "_KERNELS", "lazy" if kernels else None)
         with pytest.raises(ValidationError) as ex:
             privatize_points_file(src, "lat", "lon", tmp_path / "x.csv",
                                   make_release(settings_, np.random.default_rng(5)), keep=["id"], chunk_rows=300)
@@ -248,8 +248,8 @@ def test_no_cli_start_imports_numba():
 
 @given(st.integers(2, 6), st.data())
 def test_edits_for_columns_without_drops_equals_the_sorted_edits(ncols, data):
-    from metricdp.streaming.points import edits_for_columns
     from metricdp.tabular.csv import split_records
+    from metricdp.tabular.csvsplit import edits_for_columns
 
     cols = data.draw(st.lists(st.integers(0, ncols - 1), min_size=2, max_size=2, unique=True))
     rows = data.draw(st.lists(st.lists(st.text(alphabet="ab1", max_size=3), min_size=ncols, max_size=ncols),

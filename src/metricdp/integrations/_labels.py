@@ -20,9 +20,9 @@ from numpy.typing import NDArray
 from .._optional import import_optional
 from .._random import RandomSource
 from ..errors import PrivacyLeakWarning
-from ..streaming import csvsplit
-from ..streaming.files import _label_table
 from ..streaming.labels import csv_label_indices, parquet_label_indices
+from ..tabular import csvsplit
+from ..tabular.csvsplit import label_table as _label_table
 
 __all__ = ["Labels", "Outputs", "field_text", "sample"]
 
@@ -40,7 +40,7 @@ class Outputs:
     """Output labels encoded as CSV fields, and the splice that writes releases with them.
 
     ``table`` holds entries ``0..n-1`` encoded as needed, ``n..2n-1`` always quoted
-    (:func:`metricdp.streaming.csvsplit.encode_field`) and ``2n`` empty (a removed
+    (:func:`metricdp.tabular.csvsplit.encode_field`) and ``2n`` empty (a removed
     range: a dropped column), the layout of the local engine
     (:func:`metricdp.streaming.files._label_table`, which builds it). A labels release
     writes the mechanism's output labels, a numbers release its grid points' text.
@@ -55,10 +55,10 @@ class Outputs:
         released: NDArray[np.intp], quoted: NDArray[np.bool_], keep: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.uint8]:
         """``buf[:recs.end]`` with field ``column`` of each record replaced by its release and the
-        ``dropped`` columns removed (:func:`metricdp.streaming.csvsplit.edits_for`), every other byte kept.
+        ``dropped`` columns removed (:func:`metricdp.tabular.csvsplit.edits_for`), every other byte kept.
 
         With ``keep``, ``released`` holds the kept records' releases and the others are removed whole
-        (:func:`metricdp.streaming.csvsplit.without_records`): a withheld record's field is never written."""
+        (:func:`metricdp.tabular.csvsplit.without_records`): a withheld record's field is never written."""
         starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
         if keep is None:
             per_row = released + self.n_out * quoted

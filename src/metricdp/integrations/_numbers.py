@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
-from ..streaming import csvsplit
+from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.leaks import LeakRule
 from ._labels import Outputs
@@ -64,17 +64,9 @@ class NumberRule:
     off_grid: str = "error"
 
     def classify(self, mechanism: Any) -> Classify:
-        from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, _status
+        from ..pipeline.numbers import Numbers
 
-        if self.out_of_range not in OUT_OF_RANGE:
-            raise ValidationError(f"out_of_range must be one of {', '.join(OUT_OF_RANGE)}, got {self.out_of_range!r}")
-        if self.off_grid not in OFF_GRID:
-            raise ValidationError(f"off_grid must be one of {', '.join(OFF_GRID)}, got {self.off_grid!r}")
-
-        def classify(numbers: NDArray[np.float64], bad: NDArray[np.bool_], empty: NDArray[np.bool_]) -> Any:
-            return _status(mechanism, numbers, bad, empty, self.out_of_range, self.off_grid)
-
-        return classify
+        return Numbers(mechanism, "", None, out_of_range=self.out_of_range, off_grid=self.off_grid).classify
 
     def release(self, job: Any, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
         """The part file's bytes of ``piece`` and its rows (called by :func:`._pieces.release_piece`)."""

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
-from ..streaming import csvsplit
+from ..tabular import csvsplit
 from ._plan import Cutter, Piece, Plan, read_piece, row_group_pieces
 
 __all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "start_counted"]

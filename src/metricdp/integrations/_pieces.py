@@ -1,7 +1,7 @@
 """What one engine partition does: release one :class:`~._plan.Piece` into one part file.
 
 The same function runs in a Dask task and in a Spark task, so both engines read records
-exactly as the local engine does (:mod:`metricdp.streaming.csvsplit`) and write what it
+exactly as the local engine does (:mod:`metricdp.tabular.csvsplit`) and write what it
 writes: a CSV piece's bytes with the released column's fields spliced in and every
 other byte kept; a Parquet piece's row groups with the column replaced (types and
 values of the other columns untouched, no pandas round trip).

@@ -32,8 +32,8 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import ValidationError
-from ..streaming import csvsplit
 from ..streaming.files import UnknownValues
+from ..tabular import csvsplit
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.formats import TABLE_FORMATS, format_of

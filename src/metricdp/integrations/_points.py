@@ -123,7 +123,7 @@ def _plan(src: Path, lat: str, lon: str, keep: Sequence[str], drop: Sequence[str
     fmt = format_of(src, TABLE_FORMATS)
     pieces: list[PointPiece] = []
     if fmt == "csv":
-        from ..streaming.csvsplit import header_bytes
+        from ..tabular.csvsplit import header_bytes
 
         with src.open("rb") as fh:
             reader = CsvReader(fh, where, max_record=max_record)
@@ -334,7 +334,8 @@ def release_points_piece(job: PointJob, piece: PointPiece) -> _Done | _Failed:
 
 def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tuple[bytes, int]:
     from ..streaming.point_columns import parse_column
-    from ..streaming.points import write_csv_chunk
+    from ..tabular.formats import Points
+    from ..tabular.formats.csv import CsvChunk, splice_released
     from ._plan import read_piece
 
     data, buf, recs = read_piece(job.path, piece.start, piece.stop, first_line=piece.first_line, rows=piece.rows,
@@ -344,7 +345,9 @@ def _csv_piece(job: PointJob, piece: PointPiece, release: Any, full: Any) -> tup
                            parse_column(chunk, job.lon, job.lon_name, job.path, piece.first_row)])
     keep, released = _released(piece, release, pts)
     out = io.BytesIO()
-    write_csv_chunk(out, chunk, (job.lat, job.lon), job.dropped, released, job.digits, full, keep)
+    index = {job.lat_name: job.lat, job.lon_name: job.lon}
+    splice_released(out, CsvChunk(chunk, index, piece.first_row - 1, None), index, job.dropped, keep,
+                    [Points(job.lat_name, job.lon_name, released, job.digits, full)])
     return out.getvalue(), len(released)
 
 

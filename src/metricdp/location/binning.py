@@ -1,7 +1,7 @@
 """Bin a CSV or Parquet file of (lat, lon) rows to the cells of a :class:`~metricdp.location.grid.CellGrid`.
 
 The file layer is the one ``privatize`` streams with (:mod:`metricdp.tabular.csv`,
-:mod:`metricdp.streaming.csvsplit`): chunks of complete, validated records, memory
+:mod:`metricdp.tabular.csvsplit`): chunks of complete, validated records, memory
 bounded by a chunk, the output written to an unnamed file published whole at the end
 (:func:`metricdp.io.atomic_write`), so an error leaves nothing behind.
 
@@ -33,7 +33,7 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write, parse_decimal
-from ..streaming import csvsplit
+from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader, check_names
 from ..tabular.formats import TABLE_FORMATS, format_of
 from ..tabular.parquet import open_parquet

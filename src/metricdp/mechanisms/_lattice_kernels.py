@@ -12,15 +12,15 @@ replaces (which stays the reference the tests compare them with):
 * :func:`forward` / :func:`inverse` -- :class:`metricdp.location.projection.TangentPlane`'s
   formulas (post-processing and snapping; their float error is the delta of the proof);
 * :func:`gather_fields` -- a column's unquoted fields as Arrow buffers, as
-  :func:`metricdp.streaming.csvsplit.field_values` gathers them;
+  :func:`metricdp.tabular.csvsplit.field_values` gathers them;
 * :func:`parse_decimals` -- a column's plain decimals of up to 15 digits as floats,
   exactly as :func:`metricdp.io.parse_decimal` reads them (every other field flagged);
 * :func:`split_plain` -- :func:`metricdp.tabular.csv.split_records` of a chunk with no
   quote, carriage return, NUL or 0xEF byte (every other chunk, and every refusal, is numpy's);
-* :func:`splice_table` -- :func:`metricdp.streaming.csvsplit.splice` in one pass;
+* :func:`splice_table` -- :func:`metricdp.tabular.csvsplit.splice` in one pass;
 * :func:`splice_points` -- the CSV output of a chunk: the input bytes with the two
   coordinate fields replaced by fixed-decimal texts and dropped ranges removed, as
-  :func:`metricdp.streaming.csvsplit.splice` with :func:`metricdp.streaming.points.format_fixed`.
+  :func:`metricdp.tabular.csvsplit.splice` with :func:`metricdp.streaming.points.format_fixed`.
 
 The decisions are exact whatever the float arithmetic does within the proved bounds (a
 fused multiply-add, if LLVM used one, is at least as accurate as two roundings). Without

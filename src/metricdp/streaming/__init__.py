@@ -1,7 +1,7 @@
 """Streaming privatization of files of any size (CSV and Parquet, chunk by chunk).
 
 :func:`~metricdp.streaming.files.privatize_file` is the entry point; the byte-exact CSV
-splitter is :mod:`metricdp.streaming.csvsplit`; numeric columns on a grid are
+splitter is :mod:`metricdp.tabular.csvsplit`; numeric columns on a grid are
 :mod:`metricdp.streaming.numbers`. Engines for data that outgrows one
 machine are in :mod:`metricdp.integrations`.
 """

@@ -28,9 +28,9 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..accounting.plan import plan_release
 from ..errors import ValidationError
+from ..tabular import csvsplit
 from ..tabular.csv import CsvReader
 from ..tabular.parquet import open_parquet
-from . import csvsplit
 from .accounted import AccountedRun, Accounting, _identity
 from .persons import FIRST_PASS, SCAN_BYTES, _as_text, _refuse_empty, id_book
 

@@ -14,44 +14,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ValidationError
-from . import csvsplit
+from ..pipeline.labels import _KEEP_DISTINCT, UnknownValues
+from ..tabular import csvsplit
 
-__all__ = ["UnknownValues", "csv_label_indices", "parquet_label_indices"]
-
-_SHOW = 5  # line numbers / values shown in an error
-_KEEP_DISTINCT = 10_000  # distinct unknown values remembered for the error
-
-
-class UnknownValues:
-    """Rows whose value is not a label: count, first line numbers, some distinct values."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.lines: list[int] = []
-        self.values: set[str] = set()
-
-    def add(self, lines: NDArray[np.int64], values: Sequence[str]) -> None:
-        self.rows += len(lines)
-        take = _SHOW - len(self.lines)
-        if take > 0:
-            self.lines.extend(int(x) for x in lines[:take])
-        for v in values:
-            if len(self.values) >= _KEEP_DISTINCT:
-                break
-            self.values.add(v)
-
-    def error(self, where: str, column: str, unit: str) -> ValidationError:
-        vals = sorted(self.values)
-        shown = ", ".join(repr(v) for v in vals[:10])
-        more = len(vals) - 10
-        at_least = "at least " if len(self.values) >= _KEEP_DISTINCT else ""
-        shown += f" and {at_least}{more} more" if more > 0 else ""
-        first = ", ".join(str(x) for x in self.lines)
-        return ValidationError(
-            f"{where}: column {column!r}: {at_least}{len(vals)} value(s) not in the space's labels: {shown} "
-            f"({self.rows:,} row(s); first at {unit} {first}); nothing written"
-        )
+__all__ = ["_KEEP_DISTINCT", "UnknownValues", "csv_label_indices", "parquet_label_indices"]
 
 
 def csv_label_indices(pa: Any, pc: Any, buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64],

@@ -55,7 +55,7 @@ def parse_numbers(values: Any, quoted: NDArray[np.bool_] | None = None,
     """Float values of an Arrow string array and a mask of fields that are not numbers.
 
     ``quoted`` marks fields whose text is in ``raw_quoted`` instead (in row order, as
-    :func:`metricdp.streaming.csvsplit.field_values` returns them). The number rule is
+    :func:`metricdp.tabular.csvsplit.field_values` returns them). The number rule is
     :func:`metricdp.io.parse_decimal` (module docstring).
     """
     pa = import_optional("pyarrow", extra="parquet")

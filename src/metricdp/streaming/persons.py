@@ -48,9 +48,9 @@ from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..mechanisms._kernel_loader import LAZY
+from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.parquet import open_parquet
-from . import csvsplit
 from .labels import UnknownValues, csv_label_indices, parquet_label_indices
 
 __all__ = ["COMPILED_BYTES", "FIRST_PASS", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector",
@@ -379,6 +379,19 @@ class PersonCollector:
         self.index = list(names).index(self.column)
         if parquet_type is not None:
             check_user_type(self.pa, parquet_type, self.where, self.column)
+
+    def start_reader(self, reader: Any) -> None:
+        """:meth:`start` from a release's reader (a typed input's schema gives the column's type)."""
+        schema = getattr(reader, "schema", None)
+        self.start(reader.names, parquet_type=None if schema is None else schema.field(self.column).type)
+
+    def add(self, chunk: Any) -> None:
+        """Encode the ids of one chunk of a release (:class:`metricdp.tabular.formats.Chunk`)."""
+        raw = getattr(chunk, "raw", None)
+        if raw is not None:  # a text format's records: the ids are hashed where they lie
+            self.add_csv(raw)
+        else:
+            self.add_parquet(chunk.batch, chunk.first)
 
     def add_csv(self, chunk: Any) -> None:
         recs, buf = chunk.records, chunk.buf

@@ -16,7 +16,7 @@ from .._optional import import_optional
 from ..errors import ValidationError
 from ..io import parse_decimal
 from ..mechanisms._kernel_loader import LAZY, lattice_kernels
-from . import csvsplit
+from ..tabular import csvsplit
 
 __all__ = ["column_floats", "parse_column"]
 

@@ -14,16 +14,27 @@ constants: one byte mask and the output, never an index per byte of the input.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..tabular.csv import Records, split_records
+from .csv import Records, split_records
 
-__all__ = ["Records", "edits_for", "encode_field", "field_values", "header_bytes", "splice", "splice_to",
-           "split_records",
-           "without_records"]
+__all__ = [
+    "Records",
+    "edits_for",
+    "edits_for_columns",
+    "encode_field",
+    "field_values",
+    "header_bytes",
+    "label_table",
+    "splice",
+    "splice_to",
+    "split_records",
+    "without_records",
+]
 
 QUOTE = 34
 CR, LF = 13, 10
@@ -34,6 +45,15 @@ def encode_field(value: str, *, quoted: bool = False) -> bytes:
     if quoted or any(c in value for c in ',"\r\n'):
         return b'"' + value.replace('"', '""').encode("utf-8") + b'"'
     return value.encode("utf-8")
+
+
+def label_table(labels: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """Encoded labels as one table: entries 0..n-1 as needed, n..2n-1 always quoted, 2n empty (a removal)."""
+    enc = [encode_field(x) for x in labels] + [encode_field(x, quoted=True) for x in labels]
+    enc.append(b"")
+    offsets = np.zeros(len(enc) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in enc], out=offsets[1:])
+    return np.frombuffer(b"".join(enc), dtype=np.uint8), offsets
 
 
 def _ranges_mask(n: int, fs: NDArray[np.int64], fe: NDArray[np.int64], *, inside: bool = True) -> NDArray[np.bool_]:
@@ -121,6 +141,36 @@ def edits_for(records: Records, column: int | None, dropped: tuple[int, ...]) ->
     order = np.argsort(starts, kind="stable")
     rows = np.tile(np.arange(n, dtype=np.intp), len(parts_s))
     return starts[order], np.concatenate(parts_e)[order], rows[order], np.concatenate(parts_k)[order]
+
+
+def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[int, ...]) -> tuple[
+    NDArray[np.int64], NDArray[np.int64], NDArray[np.intp], NDArray[np.intp]
+]:
+    """:func:`metricdp.tabular.edits_for` for several replaced columns.
+
+    Returns ``(starts, stops, row, kind)`` sorted by start: ``kind`` is the position in
+    ``columns`` of a replaced field, ``-1`` for a removed range (a dropped column with one
+    delimiter, as :func:`~metricdp.tabular.edits_for` removes it).
+    """
+    n = len(records.starts)
+    if not dropped and len(set(columns)) == len(columns):  # the fields in column order in every row: no sort
+        order_cols = sorted(range(len(columns)), key=lambda p: columns[p])
+        spans = [records.field(columns[p]) for p in order_cols]
+        k = len(columns)
+        return (np.column_stack([a for a, _ in spans]).ravel(), np.column_stack([b for _, b in spans]).ravel(),
+                np.repeat(np.arange(n, dtype=np.intp), k), np.tile(np.array(order_cols, dtype=np.intp), n))
+    ds, de, drows, _ = edits_for(records, None, dropped)
+    parts_s, parts_e, parts_k, parts_r = [ds], [de], [np.full(len(ds), -1, dtype=np.intp)], [drows]
+    for pos, col in enumerate(columns):
+        fs, fe = records.field(col)
+        parts_s.append(fs)
+        parts_e.append(fe)
+        parts_k.append(np.full(n, pos, dtype=np.intp))
+        parts_r.append(np.arange(n, dtype=np.intp))
+    starts = np.concatenate(parts_s)
+    order = np.argsort(starts, kind="stable")
+    return (starts[order], np.concatenate(parts_e)[order], np.concatenate(parts_r)[order],
+            np.concatenate(parts_k)[order])
 
 
 def without_records(

@@ -27,28 +27,61 @@ CSV in disguise.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Collection
 from os import PathLike
 from pathlib import Path
 from typing import Final
 
-from ..errors import ValidationError
+from ...errors import ValidationError
+from ._base import (
+    BatchChunk,
+    BatchWriter,
+    Chunk,
+    Coded,
+    Format,
+    Points,
+    Reader,
+    Released,
+    Strings,
+    Writer,
+    WriteSpec,
+    arrow,
+)
 
-__all__ = ["FORMATS", "TABLE_FORMATS", "format_of"]
+__all__ = [
+    "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
+    "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of", "release_format",
+]
 
-#: suffix (lower case, with the dot) -> format name. The only such table in the package.
+
+def _discover() -> dict[str, Format]:
+    """Every format module of this package (a module with a ``FORMAT``), by format name."""
+    found: dict[str, Format] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+            if isinstance(fmt, Format):
+                found[fmt.name] = fmt
+    return found
+
+
+#: format name -> the format's reader/writer pair (:class:`Format`), one module each in this package.
+RELEASE_FORMATS: Final[dict[str, Format]] = _discover()
+
+#: Suffixes of files that are not released tables: plain text, tab-separated (refused by name), numpy arrays,
+#: and JSON lines until a format module reads them.
+_OTHER: Final[dict[str, str]] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".tsv": "tsv", ".npy": "npy"}
+
+#: suffix (lower case, with the dot) -> format name. The only such table in the package: the format
+#: modules' suffixes, then the others.
 FORMATS: Final[dict[str, str]] = {
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".txt": "text",
-    ".tsv": "tsv",
-    ".npy": "npy",
+    **{s: f.name for f in RELEASE_FORMATS.values() for s in f.suffixes},
+    **{s: f for s, f in _OTHER.items() if s not in {x for f2 in RELEASE_FORMATS.values() for x in f2.suffixes}},
 }
 
-#: Formats whose rows have named columns that a release reads and writes back.
+#: Formats whose rows have named columns that every table reader of the package reads (points, priors, ...).
 TABLE_FORMATS: Final[tuple[str, ...]] = ("csv", "parquet")
 
 _WHY_NOT = {
@@ -81,3 +114,12 @@ def format_of(
     wanted = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     why = f" ({_WHY_NOT[fmt]})" if fmt in _WHY_NOT else ""
     raise ValidationError(f"{where} must be {wanted}, got {suffix or 'no extension'}{why}")
+
+
+def release_format(path: str | PathLike[str], *, write: bool = False, what: str | None = None) -> Format:
+    """The :class:`Format` that reads (or, with ``write``, writes) ``path``, from its suffix.
+
+    Raises :class:`ValidationError` naming the path and the suffixes a release reads or writes.
+    """
+    allowed = [name for name, f in RELEASE_FORMATS.items() if write or f.reads]
+    return RELEASE_FORMATS[format_of(path, allowed, what=what)]

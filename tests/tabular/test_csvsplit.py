@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
-from metricdp.streaming import csvsplit
+from metricdp.tabular import csvsplit
 
 
 def _buf(data: bytes) -> np.ndarray:

@@ -1,0 +1,89 @@
+"""A kind of value: how a released column is parsed from a chunk, released and rendered back.
+
+A :class:`Kind` is what differs between releasing labels, numbers and points; the chunk
+loop (:mod:`.run`), the formats and the accounting are the same for every kind.
+:meth:`Kind.parse` runs in the read-ahead thread and draws nothing; :meth:`Kind.release`
+runs in the caller's thread, chunk after chunk, from one source of randomness.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import ValidationError
+from ..tabular.formats import Chunk, Released
+from ..tabular.leaks import LeakRule
+
+__all__ = ["Kind", "Parsed", "Refusals", "Select"]
+
+#: ``select(first_row, values) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
+#: written (None: all) and their releases; the accounting's wrapper, or every row released.
+Select = Callable[[int, Any], tuple[NDArray[np.bool_] | None, Any]]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A chunk's released column(s) read: ``values`` for the release, the ``refused`` rows and why.
+
+    ``reasons`` (one small code per refused row, the kind's own) may be None when a kind
+    has one reason only.
+    """
+
+    values: Any
+    refused: NDArray[np.intp]
+    reasons: NDArray[np.int8] | None = None
+
+
+class Refusals(ABC):
+    """The rows a release refuses, gathered over the whole file for one error."""
+
+    rows: int = 0
+
+    @abstractmethod
+    def add(self, places: NDArray[np.int64], texts: list[str], reasons: NDArray[np.int8] | None) -> None:
+        """Note refused rows: their line or row numbers, some of their texts, their reasons."""
+
+    @abstractmethod
+    def error(self, where: str, unit: str) -> ValidationError:
+        """The one error naming the file, the column, the count and the first places."""
+
+
+class Kind(ABC):
+    """One kind of released value (module docstring). ``columns``: the released columns, in order."""
+
+    columns: tuple[str, ...]
+    #: the (lat, lon) columns of a release of points (a geometry output needs them)
+    geometry: tuple[str, str] | None = None
+    #: read and write a large input with the compiled kernels (numbers and points)
+    compiled: bool = False
+    #: values shown of a chunk's refused rows
+    show: int = 5
+
+    @abstractmethod
+    def rule(self) -> LeakRule:
+        """What a kept column must not hold (:mod:`metricdp.tabular.leaks`)."""
+
+    @abstractmethod
+    def parse(self, chunk: Chunk) -> Parsed:
+        """The chunk's released values, and the rows that cannot be released (no randomness here)."""
+
+    @abstractmethod
+    def refusals(self) -> Refusals:
+        """A fresh gatherer of refused rows."""
+
+    @abstractmethod
+    def release(self, values: Any, first_row: int) -> Any:
+        """The release of ``values`` (rows ``first_row..`` of the file, 0-based)."""
+
+    @abstractmethod
+    def render(self, released: Any) -> list[Released]:
+        """The released values as the formats write them."""
+
+    def check_written(self, rows: int, where: str) -> None:  # noqa: B027 - most kinds publish any outcome
+        """Refuse an outcome the kind cannot publish (points: a file with no data rows)."""

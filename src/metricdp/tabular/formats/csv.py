@@ -1,0 +1,268 @@
+"""CSV: the one record definition read in chunks, and a writer that copies every byte it does not release.
+
+Reading is :class:`metricdp.tabular.csv.CsvReader` (RFC 4180, LF/CRLF; every refusal with
+its line and byte offset). Writing splices the released fields into the input's bytes
+(:mod:`metricdp.tabular.csvsplit`): quoting, spacing, line endings, blank lines and a
+byte-order mark of every other column stay as they were; a released field is quoted when
+the input's was or when it must be; a dropped column goes with one delimiter; a row not
+kept goes whole, line break included.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, ClassVar, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...errors import ValidationError
+from .. import csvsplit
+from ..csv import DEFAULT_CHUNK_BYTES, CsvReader, Header
+from ..csv import Chunk as RawChunk
+from ._base import Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
+
+__all__ = ["FORMAT", "CsvChunk", "CsvFormat", "splice_released"]
+
+
+class CsvChunk(Chunk):
+    """Records of a CSV file: ``raw`` (bytes, records) and where they are."""
+
+    unit: ClassVar[str] = "line"
+
+    def __init__(self, raw: RawChunk, index: dict[str, int], first: int, kernels: Any) -> None:
+        self.raw, self._index, self.first, self._kernels = raw, index, first, kernels
+        self.rows = len(raw.records.starts)
+        self._fields: dict[str, tuple[Any, NDArray[np.bool_]]] = {}
+
+    def places(self, rows: NDArray[np.intp]) -> NDArray[np.int64]:
+        return self.raw.first_line + self.raw.records.lines[np.asarray(rows, dtype=np.intp)]
+
+    def span(self, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Start and stop of the column's fields in :attr:`raw`'s buffer (quotes included)."""
+        return self.raw.records.field(self._index[name])
+
+    def _values(self, name: str) -> tuple[Any, NDArray[np.bool_]]:
+        if name not in self._fields:
+            pa, _ = arrow()
+            fs, fe = self.span(name)
+            data, offs, quoted, raw_quoted = csvsplit.field_values(self.raw.buf, fs, fe)
+            if quoted.any():  # rare: rebuild the offsets with the unquoted texts in place
+                parts = []
+                texts = iter(raw_quoted)
+                raw = data.tobytes()
+                for k in range(len(fs)):
+                    parts.append(next(texts) if quoted[k] else raw[offs[k]:offs[k + 1]])
+                lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+                offs = np.zeros(len(parts) + 1, dtype=np.int64)
+                np.cumsum(lens, out=offs[1:])
+                data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+                offs = offs.astype(np.int32) if offs[-1] < 2**31 else offs
+            typ = pa.string() if offs.dtype == np.int32 else pa.large_string()
+            values = pa.Array.from_buffers(typ, len(fs), [None, pa.py_buffer(offs), pa.py_buffer(data)])
+            self._fields[name] = (values, quoted)
+        return self._fields[name]
+
+    def column(self, name: str) -> Any:
+        return self._values(name)[0]
+
+    def quoted(self, name: str) -> NDArray[np.bool_]:
+        return self._values(name)[1]
+
+    def decimals(self, name: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
+        if self._kernels is None:
+            return None
+        fs, fe = self.span(name)
+        values, ok = self._kernels["parse_decimals"](self.raw.buf, fs, fe)
+        return np.asarray(values, dtype=np.float64), np.asarray(ok, dtype=bool)
+
+    def texts(self, name: str, rows: NDArray[np.intp]) -> list[str]:
+        fs, fe = self.span(name)
+        out = []
+        for r in np.asarray(rows, dtype=np.intp):
+            raw = self.raw.data[int(fs[r]):int(fe[r])]
+            if raw[:1] == b'"':
+                raw = raw[1:-1].replace(b'""', b'"')
+            out.append(raw.decode("utf-8", errors="replace"))
+        return out
+
+
+class CsvTableReader(Reader):
+    """A CSV file opened for one pass."""
+
+    def __init__(self, path: Path, *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
+                 kernels: Any) -> None:
+        self._fh = path.open("rb")
+        try:
+            self._reader = CsvReader(self._fh, str(path), chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
+                                     max_record=max_record, kernels=kernels)
+            self.header: Header = self._reader.header()
+        except BaseException:
+            self._fh.close()
+            raise
+        self.names = self.header.names
+        self._kernels = kernels
+
+    def chunks(self) -> Iterator[Chunk]:
+        index = {n: k for k, n in enumerate(self.names)}
+        first = 0
+        for raw in self._reader.chunks(0):
+            chunk = CsvChunk(raw, index, first, self._kernels)
+            first += chunk.rows
+            yield chunk
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class CsvWriter(Writer):
+    """The input's bytes with the released fields spliced in (module docstring)."""
+
+    def __init__(self, fh: IO[bytes], spec: WriteSpec, kernels: Any) -> None:
+        source = spec.source
+        if not isinstance(source, CsvTableReader):
+            raise ValidationError(f"{spec.where}: a CSV output is written from a CSV input")
+        self._fh, self._kernels = fh, kernels
+        header = source.header
+        self._dropped = spec.plan.dropped_indices
+        self._index = {n: k for k, n in enumerate(header.names)}
+        fh.write(csvsplit.header_bytes(header, self._dropped))
+
+    def write(self, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released]) -> int:
+        return splice_released(self._fh, cast(CsvChunk, chunk), self._index, self._dropped, keep, released,
+                               self._kernels)
+
+
+def splice_released(fh: IO[bytes], chunk: CsvChunk, index: dict[str, int], dropped: tuple[int, ...],
+                    keep: NDArray[np.bool_] | None, released: Sequence[Released], kernels: Any = None) -> int:
+    """Write ``chunk``'s records to ``fh`` with the ``released`` fields spliced in, the ``dropped`` columns
+    removed and the records not ``keep`` left out whole; returns the records written."""
+    raw = chunk.raw
+    recs, buf, n = raw.records, raw.buf, chunk.rows
+    names = [c for item in released for c in item.columns]
+    starts, stops, row, kind = csvsplit.edits_for_columns(recs, [index[c] for c in names], dropped)
+    if keep is not None and not keep.all():  # removals are kind -1 here, 1 in csvsplit: shifted around the call
+        starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind + 2)
+        kind = kind - 2
+    kept = np.arange(n, dtype=np.intp) if keep is None else np.flatnonzero(keep)
+    datas, offs, per_column, base = [], [], [], 0
+    for item in released:
+        quoted = [chunk.quoted(c) for c in item.columns]
+        data, off, choices = item.table([None if q is None else q[kept] for q in quoted])
+        datas.append(data)
+        offs.append(off)
+        for ch in choices:
+            full = np.zeros(n, dtype=np.intp)
+            full[kept] = ch + base
+            per_column.append(full)
+        base += len(off) - 1
+    table, table_off = _joined(datas, offs)
+    removal = len(table_off) - 2
+    choice = np.full(len(starts), removal, dtype=np.intp)
+    edited = kind >= 0
+    if per_column:
+        stacked = np.stack(per_column)
+        choice[edited] = stacked[kind[edited], row[edited]]
+    if kernels is not None:
+        fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
+    else:
+        csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
+    return len(kept)
+
+
+def _joined(datas: list[NDArray[np.uint8]], offsets: list[NDArray[np.int64]]) -> tuple[
+    NDArray[np.uint8], NDArray[np.int64]
+]:
+    """Tables laid end to end, and one empty entry after them (a removed range)."""
+    if len(datas) == 1:
+        off = offsets[0].astype(np.int64, copy=False)
+        return datas[0], np.append(off, off[-1])
+    parts, shift = [np.zeros(1, dtype=np.int64)], 0
+    for off in offsets:
+        parts.append(off[1:].astype(np.int64) + shift)
+        shift += int(off[-1])
+    joined = np.concatenate(parts)
+    return np.concatenate(datas) if datas else np.zeros(0, dtype=np.uint8), np.append(joined, joined[-1])
+
+
+class _PRead:
+    """A read-only view of a descriptor from offset 0 (``pread``: the writer's position is not touched)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.pos = fd, 0
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            n = max(os.fstat(self.fd).st_size - self.pos, 0)
+        data = os.pread(self.fd, n, self.pos)
+        self.pos += len(data)
+        return data
+
+
+def _readable(fh: IO[bytes]) -> bool:
+    """The output can be read back through its descriptor (Linux's unnamed temporary file is read-write)."""
+    try:
+        import fcntl  # POSIX only
+
+        return (fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_ACCMODE) == os.O_RDWR
+    except (ImportError, OSError, ValueError, AttributeError):  # pragma: no cover - other platforms
+        return False
+
+
+class CsvFormat(Format):
+    """Comma-separated values, UTF-8, one header record (:mod:`metricdp.tabular.csv`)."""
+
+    name: ClassVar[str] = "csv"
+    suffixes: ClassVar[tuple[str, ...]] = (".csv",)
+
+    def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+             max_record: int | None = None, kernels: Any = None) -> Reader:
+        return CsvTableReader(path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
+                              kernels=kernels)
+
+    def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
+        return CsvWriter(fh, spec, kernels)
+
+    def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
+        """Remove the records not ``keep`` from the release just written to ``fh``, in place; rows kept.
+
+        The output holds every input record (same order; at least two columns, so no record
+        is empty and record ``i`` is row ``i``). It is read back by the one record
+        definition and written again from its start without the withheld records (each
+        goes whole, line break included): what is written never passes what was read, so
+        no unread byte is overwritten; the file is then cut at its new end. A copy, not a
+        second release.
+        """
+        if not _readable(fh):
+            return None
+        fh.flush()
+        fd = fh.fileno()
+        reader = CsvReader(cast(IO[bytes], _PRead(fd)), where, max_record=cap)
+        reader.header()
+        fh.seek(0)
+        none, no_rows = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.intp)
+        table, table_off = np.zeros(0, dtype=np.uint8), np.zeros(2, dtype=np.int64)  # entry 0: nothing
+        seen, first = 0, True
+        for chunk in reader.chunks(0):
+            recs = chunk.records
+            if first:  # the header's bytes, as written
+                fh.write(os.pread(fd, chunk.offset, 0))
+                first = False
+            n = len(recs.starts)
+            if seen + n > keep.size:
+                break
+            starts, stops, _row, _kind = csvsplit.without_records(chunk.buf, recs, ~keep[seen:seen + n], none, none,
+                                                                  no_rows, no_rows)
+            csvsplit.splice_to(fh, chunk.buf, recs.end, starts, stops, table, table_off,
+                               np.zeros(len(starts), dtype=np.intp))
+            seen += n
+        if seen != keep.size:  # pragma: no cover - the output's records are the input's (docstring)
+            raise ValidationError(f"{where}: the output of the release has {seen:,} records, not {keep.size:,}; "
+                                  "nothing written, nothing spent")
+        fh.truncate()
+        return int(keep.sum())
+
+
+FORMAT = CsvFormat()
