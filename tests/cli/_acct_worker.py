@@ -50,13 +50,16 @@ def _before(name: str) -> None:
 if __name__ == "__main__":
     step = os.environ.get("ACCT_KILL_AT", "")
     if step == "planned":
-        original = AccountedRun.start.__func__  # type: ignore[attr-defined]
+        from metricdp.pipeline import first_pass
+        from metricdp.streaming import files
 
-        def start(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            original(cls, *args, **kwargs)
+        original = first_pass.start_accounted
+
+        def start(*args: Any, **kwargs: Any) -> Any:
+            original(*args, **kwargs)
             _die()
 
-        AccountedRun.start = classmethod(start)  # type: ignore[assignment, method-assign]
+        first_pass.start_accounted = files.start_accounted = start  # type: ignore[assignment]
         plan = OnePassRun.plan  # one read: the plan (reservation) comes after the temporary output is written
 
         def planned(self: Any) -> Any:

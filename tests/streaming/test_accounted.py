@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 from metricdp.accounting.ledger import Ledger
 from metricdp.accounting.plan import plan_release
 from metricdp.errors import ValidationError
+from metricdp.pipeline.first_pass import first_pass
+from metricdp.pipeline.labels import Labels
+from metricdp.pipeline.run import Source
 from metricdp.streaming.persons import scan_persons
+
+
+class _Mech:
+    """The labels of a mechanism, all a first pass reads of it."""
+
+    def __init__(self, labels: list[str]) -> None:
+        self.labels = labels
 from metricdp.tabular import csvsplit
 from metricdp.tabular.csv import split_records
 
@@ -21,17 +31,18 @@ from metricdp.tabular.csv import split_records
 def test_scan_csv_quoted_ids_chunks_and_labels(tmp_path: Path) -> None:
     p = tmp_path / "in.csv"
     p.write_bytes(b'user,city\r\n"b, x",Paris\r\nann,Lyon\r\n"b, x",Lyon\r\n\xc3\xa9,"Paris"\r\nann,Paris')
-    scan = scan_persons(p, "csv", "user", value_column="city", labels=["Paris", "Lyon"], chunk_rows=2)
-    assert scan.persons.tolist() == ["ann", "b, x", "é"]
-    assert scan.persons[scan.codes].tolist() == ["b, x", "ann", "b, x", "é", "ann"]
-    assert scan.labels is not None and scan.labels.tolist() == [0, 1, 1, 0, 0]
+    scan = first_pass(Labels(_Mech(["Paris", "Lyon"]), "city", None), Source.of(p, chunk_rows=2), "user",
+                      keep_values=True)
+    assert scan.persons.to_pylist() == [b"ann", b"b, x", "é".encode()]
+    assert [scan.persons[int(c)].as_py().decode() for c in scan.codes] == ["b, x", "ann", "b, x", "é", "ann"]
+    assert scan.values is not None and scan.values.tolist() == [0, 1, 1, 0, 0]
 
 
 def test_scan_refuses_unknown_labels_like_the_release(tmp_path: Path) -> None:
     p = tmp_path / "in.csv"
     p.write_text("user,city\na,Paris\nb,Rome\n")
     with pytest.raises(ValidationError, match=r"1 value\(s\) not in the space's labels: 'Rome'.*line\(s\) 3"):
-        scan_persons(p, "csv", "user", value_column="city", labels=["Paris"])
+        first_pass(Labels(_Mech(["Paris"]), "city", None), Source.of(p), "user")
 
 
 def test_scan_parquet_integer_ids_and_nulls(tmp_path: Path) -> None:
@@ -144,8 +155,9 @@ def test_first_pass_progress_shows_the_row_count_once(tmp_path: Path, scan: str)
     """The reporter writes the count itself: a first pass's message must not repeat it (one wording for all three)."""
     pytest.importorskip("pyarrow")
     from metricdp._progress import ProgressReporter
-    from metricdp.streaming.accounted_numbers import scan_numbers
-    from metricdp.streaming.accounted_points import scan_points
+    from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
+    from metricdp.pipeline.numbers import Numbers
+    from metricdp.pipeline.points import PointPairs
 
     p = tmp_path / "in.csv"
     p.write_text("user,x,y\n" + "".join(f"u{i % 3},{i},{i % 7}\n" for i in range(1234)))
@@ -157,12 +169,10 @@ def test_first_pass_progress_shows_the_row_count_once(tmp_path: Path, scan: str)
     if scan == "persons":
         scan_persons(p, "csv", "user", chunk_rows=500, progress=progress)
     elif scan == "numbers":
-        def classify(numbers: Any, not_number: Any, empty: Any) -> tuple[Any, Any]:  # rank 0 each, none refused
-            return np.zeros(len(numbers), dtype=np.intp), np.zeros(len(numbers), dtype=np.int8)
-
-        scan_numbers(p, "csv", "user", "x", classify, None, chunk_rows=500, progress=progress)
+        kind = Numbers(number_mechanism(NumericGrid(0, 2000, 1), 0.1), "x", None)
+        first_pass(kind, Source.of(p, chunk_rows=500), "user", progress=progress)
     else:
-        scan_points(p, "csv", "user", "x", "y", chunk_rows=500, progress=progress)
+        first_pass(PointPairs("x", "y", lambda v, r: v), Source.of(p, chunk_rows=500), "user", progress=progress)
     assert ticks and ticks[-1][0] == 1234
     assert {m for _, m in ticks} == {"first pass (who each row belongs to)"}
     line = ProgressReporter("privatize in.csv", clock=lambda: 0.0).line(1234, None, ticks[-1][1], now=7.0)

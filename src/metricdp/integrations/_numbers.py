@@ -22,7 +22,7 @@ rule of the local engine (:mod:`metricdp.streaming.numbers`) in place of the lab
 3. the driver checks every part's row count, joins the parts and publishes atomically.
 
 With ``accounting`` the driver plans per person as the local engine plans
-(:func:`metricdp.streaming.accounted_numbers.start_numbers`: one reservation per job) and
+(:func:`metricdp.pipeline.first_pass.start_accounted`: one reservation per job) and
 each piece carries the rows it writes (and, for consistent releases, their releases).
 
 Same output as the local engine: for a given input the engines write the local engine's

@@ -195,7 +195,8 @@ def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_
 def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, epsilon: float, acc: Any,
                   source: Any, unit: str, release: Callable[[Any], Any], *, refuse_empty: bool = True) -> Any:
     """The plan of a release that needs only who each row belongs to (no consistent groups): the budget
-    reserved (or the run refused) before anything is drawn, as :meth:`AccountedRun.start` does."""
+    reserved (or the run refused) before anything is drawn, as
+    :func:`metricdp.pipeline.first_pass.start_accounted` does."""
     from ..accounting.plan import plan_release
     from ..streaming.accounted import AccountedRun
 

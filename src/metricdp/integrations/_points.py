@@ -16,7 +16,7 @@ The shape of :mod:`metricdp.integrations._run` for two numeric columns:
    publishes. Any failure is one typed error and nothing is written.
 
 Per person (``accounting``): the driver runs the local engine's first pass and plan
-(:meth:`~metricdp.streaming.accounted_points.AccountedPointsRun.start_points`: every row's
+(:func:`~metricdp.pipeline.first_pass.start_accounted`: every row's
 coordinates validated, the budget reserved once for the job or the run refused before
 anything is drawn), each piece carries the rows it writes (``numpy.packbits``) and, for
 consistent releases, their releases (drawn or read back from the ledger by the driver);
@@ -237,17 +237,17 @@ def privatize_points_engine(
 
 def _accounted(src: Path, fmt: str, lat: str, lon: str, settings: PointSettings, accounting: Any,
                seed: int | None, max_record: int | None) -> Any:
-    """The driver's first pass and plan (the local engine's: :mod:`metricdp.streaming.accounted_points`)."""
+    """The driver's first pass and plan (the local engine's: :mod:`metricdp.pipeline.first_pass`)."""
     from ..location.release import validator
-    from ..streaming.accounted_points import AccountedPointsRun
-    from ..tabular.csv import DEFAULT_CHUNK_BYTES
+    from ..pipeline.first_pass import start_accounted
+    from ..pipeline.points import PointPairs
+    from ..pipeline.run import Source
     from ._run import driver_source
 
     source = driver_source(seed)
-    return AccountedPointsRun.start_points(src, fmt, lat, lon, float(settings.epsilon), accounting,
-                                           make_release(settings, source), validator(settings), source,
-                                           chunk_rows=1_000_000, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                                           max_record=max_record)
+    kind = PointPairs(lat, lon, make_release(settings, source), epsilon=float(settings.epsilon), where=str(src),
+                      validate=validator(settings))
+    return start_accounted(kind, Source.of(src, max_record=max_record), accounting, source)
 
 
 def _selected(run: Any, pieces: Sequence[PointPiece]) -> list[PointPiece]:

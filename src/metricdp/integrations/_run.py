@@ -169,8 +169,7 @@ def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: A
     (engine name, runner) the engine counts it in one distributed pass (:mod:`._persons`);
     consistent releases also need every row's true value, read by the local first pass.
     """
-    from ..streaming.accounted import AccountedRun, _identity
-    from ..tabular.csv import DEFAULT_CHUNK_BYTES
+    from ..streaming.accounted import _identity
     from ._labels import sample
 
     source = driver_source(seed)
@@ -189,14 +188,14 @@ def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: A
             release = lambda idx: sample(mechanism, idx, source)  # noqa: E731
         return start_counted(src, identity, persons, float(mechanism.epsilon), accounting, source, unit, release,
                              refuse_empty=rule is not None)  # the local starters: numbers refuse, labels do not
-    if rule is not None:
-        from ..streaming.accounted_numbers import start_numbers
+    from ..pipeline.first_pass import start_accounted
+    from ..pipeline.labels import Labels
+    from ..pipeline.numbers import Numbers
+    from ..pipeline.run import Source
 
-        return start_numbers(mechanism, src, plan.fmt, column, accounting, rule.classify(mechanism),
-                             lambda ranks: mechanism.draw(ranks, source), source, chunk_rows=1_000_000,
-                             chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
-    return AccountedRun.start(mechanism, src, plan.fmt, column, accounting, lambda idx: sample(mechanism, idx, source),
-                              source, chunk_rows=1_000_000, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
+    kind = (Labels(mechanism, column, source) if rule is None else
+            Numbers(mechanism, column, source, out_of_range=rule.out_of_range, off_grid=rule.off_grid, where=str(src)))
+    return start_accounted(kind, Source.of(src, max_record=max_record), accounting, source)
 
 
 def _selected(run: Any, plan: Plan) -> tuple[Piece, ...]:

@@ -64,6 +64,27 @@ class Kind(ABC):
     compiled: bool = False
     #: values shown of a chunk's refused rows
     show: int = 5
+    #: numbers per released row for the accounting's consistent groups (a point: 2; None: one code)
+    width: int | None = None
+    #: an input with no data rows is refused (a release of nothing is a mistake for this kind)
+    refuses_empty: bool = False
+
+    @property
+    @abstractmethod
+    def epsilon(self) -> float:
+        """The eps of one release of one row, in the units of :attr:`unit` (what the ledger is charged)."""
+
+    @property
+    @abstractmethod
+    def unit(self) -> str:
+        """The unit of distance ``epsilon`` is per (the ledger's unit)."""
+
+    @abstractmethod
+    def parse_empty(self) -> Any:
+        """Parsed values of no rows (the shape :meth:`parse` gives)."""
+
+    def check(self, values: Any, first_row: int) -> None:  # noqa: B027 - most kinds refuse in parse
+        """Refuse, in the accounting's first pass, a chunk the release would refuse (points: outside a region)."""
 
     @abstractmethod
     def rule(self) -> LeakRule:

@@ -88,6 +88,19 @@ class Labels(Kind):
         self._value_set = pa.array(list(self.labels), type=pa.string())
         self._cache: dict[str, Any] = {}
 
+    @property
+    def epsilon(self) -> float:
+        return float(self.mechanism.epsilon)
+
+    @property
+    def unit(self) -> str:
+        from ..units import space_unit
+
+        return space_unit(self.mechanism.space, self.mechanism.metadata)
+
+    def parse_empty(self) -> NDArray[np.intp]:
+        return np.zeros(0, dtype=np.intp)
+
     def rule(self) -> LeakRule:
         return LeakRule.labels(self.column)
 

@@ -83,6 +83,7 @@ class Numbers(Kind):
     """The column ``column`` released by ``mechanism`` (a :class:`NumberMechanism`) from ``source``."""
 
     compiled = True
+    refuses_empty = True
 
     def __init__(self, mechanism: NumberMechanism, column: str, source: Any, *, out_of_range: str = "error",
                  off_grid: str = "error", where: str = "input") -> None:
@@ -97,6 +98,17 @@ class Numbers(Kind):
         self.out_of_range, self.off_grid = out_of_range, off_grid
         self.outputs = tuple(mechanism.output_labels)
         self._cache: dict[str, Any] = {}
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.mechanism.epsilon)
+
+    @property
+    def unit(self) -> str:
+        return f"unit of {self.column!r}"
+
+    def parse_empty(self) -> NDArray[np.intp]:
+        return np.zeros(0, dtype=np.intp)
 
     def rule(self) -> LeakRule:
         return LeakRule.numbers(self.column, self.mechanism)

@@ -24,10 +24,12 @@ from ..tabular.formats._base import Full
 from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 
-__all__ = ["PointPairs", "Release", "read_coordinate"]
+__all__ = ["PointPairs", "Release", "Validate", "read_coordinate"]
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
+#: ``validate(latlon (k, 2), first_row)``: raises on a row the release would refuse (1-based rows).
+Validate = Callable[[NDArray[np.float64], int], None]
 
 
 def read_coordinate(chunk: Chunk, name: str, where: str) -> NDArray[np.float64]:
@@ -81,16 +83,33 @@ class PointPairs(Kind):
     """
 
     compiled = True
+    refuses_empty = True
+    width = 2
+    unit = "km"
 
     def __init__(self, lat: str, lon: str, release: Release, *, digits: int = 6, full: Full | None = None,
-                 epsilon: float | None = None, where: str = "input") -> None:
+                 epsilon: float | None = None, where: str = "input", validate: Validate | None = None) -> None:
         self.lat, self.lon, self._release = lat, lon, release
         self.columns = (lat, lon)
         self.geometry = (lat, lon)
-        self.digits, self.full, self.epsilon, self.where = digits, full, epsilon, where
+        self.digits, self.full, self._epsilon, self.where = digits, full, epsilon, where
+        self._validate = validate
+
+    @property
+    def epsilon(self) -> float:
+        if self._epsilon is None:
+            raise ValidationError("an accounted release needs the epsilon of one release")
+        return float(self._epsilon)
+
+    def parse_empty(self) -> NDArray[np.float64]:
+        return np.zeros((0, 2))
+
+    def check(self, values: NDArray[np.float64], first_row: int) -> None:
+        if self._validate is not None:
+            self._validate(values, first_row + 1)
 
     def rule(self) -> LeakRule:
-        return LeakRule.points(self.lat, self.lon, self.epsilon)
+        return LeakRule.points(self.lat, self.lon, self._epsilon)
 
     def parse(self, chunk: Chunk) -> Parsed:
         if not chunk.rows:

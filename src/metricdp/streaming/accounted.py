@@ -22,8 +22,8 @@ of the file instead of two; a CSV with rows withheld adds a copy of the output.
 
 **Two passes** (:class:`AccountedRun`, ``consistent``: the groups' releases come from the plan):
 
-1. **first pass** (:func:`~metricdp.streaming.persons.scan_persons`): only the user column
-   (and, for consistent releases, the released column) is read; each row becomes a small
+1. **first pass** (:func:`~metricdp.pipeline.first_pass.first_pass`): the user column and
+   the released column are read and refused as the release will refuse them; each row becomes a small
    integer code of its person;
 2. **plan** (:func:`~metricdp.accounting.plan.plan_release` on the codes): cap, consistent
    groups, memo, budget. Under ``refuse`` a person over budget stops the run here,
@@ -64,7 +64,7 @@ from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
 from ..tabular.header import table_header
 from ..units import space_unit
-from .persons import PersonCollector, scan_persons
+from .persons import PersonCollector
 
 __all__ = ["AccountedRun", "Accounting", "AccountingReport", "OnePassRun", "Settlement"]
 
@@ -174,48 +174,28 @@ class AccountedRun:
         """Every row is released (nothing withheld by the cap or the budget)."""
         return self.plan.withheld_cap + self.plan.withheld_budget == 0
 
-    @classmethod
-    def start(cls, mechanism: Any, src: Path, fmt: str, column: str, acc: Accounting, release: Any, source: Any,
-              *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
-              progress: Any = None) -> AccountedRun:
-        """First pass and plan: the budget is reserved (or the run refused) before anything is drawn."""
-        _check_columns(src, column, acc)
-        identity = _identity(src)
-        labels = list(mechanism.labels)
-        scan = scan_persons(src, fmt, acc.user_column, value_column=column if acc.consistent else None,
-                            labels=labels if acc.consistent else None, chunk_rows=chunk_rows,
-                            chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
-        plan = plan_release(scan.codes, float(mechanism.epsilon), budget=acc.budget, ledger=acc.ledger,
-                            max_rows_per_user=acc.max_rows_per_user, policy=acc.policy, consistent=acc.consistent,
-                            true_values=scan.labels, scope=acc.scope, rng=source, run_id=acc.run_id,
-                            mechanism=acc.mechanism, persons=scan.ids,
-                            unit=space_unit(mechanism.space, mechanism.metadata))
-        try:
-            group_release = None
-            if acc.consistent and scan.labels is not None:
-                drawn = release(scan.labels[plan.group_row[plan.fresh]])
-                group_release = np.asarray(plan.releases(drawn), dtype=np.intp)
-        except BaseException:
-            plan.abort()
-            raise
-        return cls(src, plan, len(scan.ids), scan.labels, group_release, release, identity)
-
     def _changed(self) -> ValidationError:
         return ValidationError(f"{self.src}: the file changed while it was being released (the first pass read "
                                f"{self.rows:,} rows); nothing written, nothing spent")
 
-    def select(self, start: int, idx: NDArray[np.intp]) -> tuple[NDArray[np.bool_], NDArray[np.intp]]:
-        """Rows ``start..start+len(idx)`` of the release pass: which are written, and their releases."""
-        stop = start + idx.size
+    def select(self, start: int, values: NDArray[Any]) -> tuple[NDArray[np.bool_], NDArray[Any]]:
+        """Rows ``start..start+len(values)`` of the release pass (0-based): which are written, and their releases.
+
+        ``release(values, first_row)`` draws the kept rows' releases (``first_row``: the first kept row, for
+        errors); a consistent run's rows get their group's release, and their values must be those planned.
+        """
+        stop = start + len(values)
         if stop > self.rows:
             raise self._changed()
         keep = self.plan.keep[start:stop]
         self.seen = stop
         if self.group_release is not None and self.labels is not None:
-            if not np.array_equal(idx, self.labels[start:stop]):
+            if not np.array_equal(values, self.labels[start:stop]):
                 raise self._changed()
             return keep, self.group_release[self.plan.group[start:stop][keep]]
-        return keep, np.asarray(self.release(idx[keep]), dtype=np.intp)
+        if not keep.any():
+            return keep, values[:0]
+        return keep, self.release(values[keep], start + int(np.argmax(keep)))
 
     def publishing(self) -> None:
         """The point of no return (just before the atomic rename): the input must be the one planned."""

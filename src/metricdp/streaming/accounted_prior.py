@@ -4,7 +4,7 @@
 count. Per row, that is eps-DP for adding or removing one row; a person with k rows would
 be protected at k eps only. :func:`accounted_prior` makes it a per-person release:
 
-1. **first pass** (:func:`~metricdp.streaming.accounted_points.scan_points`): who each row
+1. **first pass** (:func:`~metricdp.pipeline.first_pass.first_pass`): who each row
    belongs to and its point, every coordinate checked; each row's cell (rows outside the
    grid dropped or moved to the nearest cell as the caller says);
 2. **cap**: at most ``K = max_rows_per_user`` rows per person, chosen uniformly at random
@@ -42,8 +42,10 @@ from .._random import check_rng
 from ..accounting.accountant import bound_contributions
 from ..accounting.composition import to_units
 from ..errors import BudgetExceededError, ValidationError
+from ..pipeline.first_pass import first_pass
+from ..pipeline.points import PointPairs
+from ..pipeline.run import Source
 from .accounted import Accounting
-from .accounted_points import scan_points
 
 __all__ = ["DP_UNIT", "AccountedPrior", "accounted_prior"]
 
@@ -73,6 +75,10 @@ class AccountedPrior:
                 "withheld_budget": self.withheld_budget, "persons": self.persons, "persons_over": self.persons_over,
                 "epsilon_per_person": self.epsilon, "epsilon_per_count": self.count_epsilon,
                 "max_rows_per_user": self.max_rows_per_user, "ledger_run": self.run_id}
+
+
+def _no_release(values: NDArray[np.float64], first_row: int) -> NDArray[np.float64]:
+    raise AssertionError("a prior's first pass releases nothing")  # pragma: no cover
 
 
 def accounted_prior(
@@ -111,9 +117,9 @@ def accounted_prior(
         raise ValidationError(f"the prior's epsilon {float(eps):g} over {k} rows per person is {float(eps / k):.3g} "
                               f"per count, below the smallest ({MIN_PRIOR_EPSILON:g})")
     source = check_rng(rng)
-    persons, codes, pts = scan_points(src, fmt, acc.user_column, lat, lon, keep_points=True, chunk_rows=chunk_rows,
-                                      progress=progress)
-    assert pts is not None
+    read = first_pass(PointPairs(lat, lon, _no_release, where=str(src)), Source.of(src, chunk_rows=chunk_rows),
+                      acc.user_column, keep_values=True, progress=progress)
+    persons, codes, pts = read.persons, read.codes, read.values
     cells = assign_cells(grid, pts, unknown)  # type: ignore[arg-type]
     if unknown == "refuse" and (cells < 0).any():
         raise ValidationError(f"{src}: {int((cells < 0).sum()):,} rows are outside the grid")

@@ -45,18 +45,16 @@ from collections.abc import Sequence
 from os import PathLike
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from ..io import atomic_write
+from ..pipeline.first_pass import start_accounted
 from ..pipeline.labels import Labels
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Pass, ReleaseStats, Source, release_pass
 from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
-from .accounted import AccountedRun, Accounting, OnePassRun, Settlement
+from .accounted import Accounting, OnePassRun, Settlement
 from .labels import UnknownValues
 
 __all__ = [
@@ -118,17 +116,12 @@ def privatize_file(
     warn_unless_secure(rng, stacklevel=2)
     kind.source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
 
-    def release(indices: NDArray[np.intp]) -> NDArray[np.intp]:
-        return kind.release(indices, 0)
-
     if accounting is None:
         return release_pass(kind, source, out, plan, inputs=inputs, progress=progress)
     if accounting.consistent or not one_pass:  # the first pass and the plan: budget reserved, nothing drawn yet
-        run = AccountedRun.start(mechanism, source.path, source.format.name, column, accounting, release,
-                                 kind.source, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record,
-                                 progress=progress)
+        run = start_accounted(kind, source, accounting, kind.source, progress=progress)
         return release_pass(kind, source, out, plan, inputs=inputs, progress=progress, select=run.select, run=run)
-    return _one_read(kind, source, out, plan, OnePassRun(mechanism, source.path, column, accounting, release,
+    return _one_read(kind, source, out, plan, OnePassRun(mechanism, source.path, column, accounting, kind.release,
                                                          kind.source), inputs, progress)
 
 

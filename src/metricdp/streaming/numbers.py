@@ -94,11 +94,8 @@ def privatize_numbers_file(
     kind.source = check_rng(rng)  # ONE stream for the whole file
     if accounting is None:
         return release_pass(kind, source, out, plan, inputs=inputs, progress=progress)
-    from .accounted_numbers import start_numbers
+    from ..pipeline.first_pass import start_accounted
 
     # the first pass and the plan: budget reserved, nothing drawn for the file yet
-    run = start_numbers(mechanism, source.path, source.format.name, column, accounting,
-                        kind.classify,
-                        lambda ranks: kind.release(ranks, 0), kind.source, chunk_rows=chunk_rows,
-                        chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
+    run = start_accounted(kind, source, accounting, kind.source, progress=progress)
     return release_pass(kind, source, out, plan, inputs=inputs, progress=progress, select=run.select, run=run)

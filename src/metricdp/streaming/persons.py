@@ -49,9 +49,7 @@ from .._progress import Progress, report
 from ..errors import ValidationError
 from ..mechanisms._kernel_loader import LAZY
 from ..tabular import csvsplit
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.parquet import open_parquet
-from .labels import UnknownValues, csv_label_indices, parquet_label_indices
+from ..tabular.csv import DEFAULT_CHUNK_BYTES
 
 __all__ = ["COMPILED_BYTES", "FIRST_PASS", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector",
            "PersonTable", "RowPersons", "id_book", "person_table", "scan_persons", "text_view"]
@@ -424,69 +422,31 @@ def scan_persons(
     fmt: str,
     user_column: str,
     *,
-    value_column: str | None = None,
-    labels: Sequence[str] | None = None,
     chunk_rows: int = 1_000_000,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     max_record: int | None = None,
     progress: Progress | None = None,
 ) -> RowPersons:
-    """Read ``user_column`` (and ``value_column`` as indices into ``labels``) of every row.
+    """Read ``user_column`` of every row of ``src`` (format ``fmt``): a code per row into the sorted ids.
 
-    A value of ``value_column`` that is not a label is refused like the release refuses
-    it (count and first lines, :class:`~metricdp.streaming.files.UnknownValues`).
+    The release's own reader (:mod:`metricdp.tabular.formats`) and :class:`PersonCollector`'s
+    checks and messages; reads of at least :data:`SCAN_BYTES`, so few chunks and few hashes.
     """
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
+    from ..tabular.formats import RELEASE_FORMATS
+
     where = str(src)
-    book = id_book(pa, pc, src.stat().st_size)
-    found: list[NDArray[np.intp]] = []
-    unknown = UnknownValues()
-    value_set = None if labels is None else pa.array([x.encode("utf-8") for x in labels], type=pa.binary())
-    if fmt == "csv":
-        lookup = {} if labels is None else {x.encode("utf-8"): i for i, x in enumerate(labels)}
-        with src.open("rb") as inp:  # reads of at least SCAN_BYTES: few chunks, so few hashes of the ids seen
-            reader = CsvReader(inp, where, chunk_rows=chunk_rows, chunk_bytes=max(chunk_bytes, SCAN_BYTES),
-                               max_record=max_record)
-            names = list(reader.header().names)
-            ucol = names.index(user_column)
-            vcol = None if value_column is None else names.index(value_column)
-            for chunk in reader.chunks(ucol):
-                recs, buf = chunk.records, chunk.buf
-                lines = chunk.first_line + recs.lines
-                book.add(csv_ids(pa, pc, buf, recs.fs, recs.fe, lines, where, user_column))
-                done = book.rows
-                report(progress, done, None, FIRST_PASS)
-                if vcol is not None and value_set is not None:
-                    fs, fe = recs.field(vcol)
-                    idx = csv_label_indices(pa, pc, buf, fs, fe, value_set, lookup)
-                    _note_unknown(unknown, idx, lines,
-                                  lambda i, fs=fs, fe=fe, chunk=chunk: _text(chunk.data, fs, fe, i))
-                    found.append(idx)
-    else:
-        pf = open_parquet(src)
-        names = list(pf.schema_arrow.names)
-        wanted = [user_column] + ([] if value_column is None else [value_column])
-        check_user_type(pa, pf.schema_arrow.field(user_column).type, where, user_column)
-        seen = 0
-        for batch in pf.iter_batches(batch_size=chunk_rows, columns=wanted):
-            ids = batch.column(0)
-            rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
-            book.add(parquet_ids(pa, pc, ids, seen, where, user_column))
-            report(progress, seen + len(ids), None, FIRST_PASS)
-            if value_column is not None and value_set is not None:
-                col = batch.column(1)
-                idx, as_text = parquet_label_indices(pa, pc, col, labels or [])
-                _note_unknown(unknown, idx, rows, lambda i, t=as_text: "null" if t[int(i)].as_py() is None
-                              else str(t[int(i)].as_py()))
-                found.append(idx)
-            seen += len(ids)
-        del names
-    if unknown.rows:
-        raise unknown.error(where, value_column or "", "line(s)" if fmt == "csv" else "row(s)")
-    ids, codes = book.finish()
-    return RowPersons(ids, codes, None if value_column is None else (
-        np.concatenate(found) if found else np.zeros(0, dtype=np.intp)))
+    collector = PersonCollector(where, user_column, src.stat().st_size)
+    with RELEASE_FORMATS[fmt].open(src, chunk_rows=chunk_rows, chunk_bytes=max(chunk_bytes, SCAN_BYTES),
+                                   max_record=max_record) as reader:
+        if user_column not in reader.names:
+            shown = ", ".join(repr(h) for h in reader.names[:20])
+            raise ValidationError(f"{where}: no user column {user_column!r} (columns: {shown})")
+        collector.start_reader(reader)
+        for chunk in reader.chunks():
+            if chunk.rows:
+                collector.add(chunk)
+                report(progress, collector.rows, None, FIRST_PASS)
+    return collector.finish()
 
 
 def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> Any:
@@ -515,16 +475,3 @@ def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> 
         raise ValidationError(f"{where}: user column {column!r} holds a NUL character in {nul.size:,} row(s) (first "
                               f"at row {seen + int(nul[0]) + 1:,}): person ids must be printable text")
     return as_bin
-
-
-def _text(data: bytes, fs: NDArray[np.int64], fe: NDArray[np.int64], i: int) -> str:
-    raw = data[int(fs[i]) : int(fe[i])]
-    if raw[:1] == b'"':
-        raw = raw[1:-1].replace(b'""', b'"')
-    return raw.decode("utf-8", errors="replace")
-
-
-def _note_unknown(unknown: Any, idx: NDArray[np.intp], places: NDArray[np.int64], text: Any) -> None:
-    bad = np.flatnonzero(idx < 0)
-    if bad.size:
-        unknown.add(places[bad], [text(i) for i in bad[:40_000]])

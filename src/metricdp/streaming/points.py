@@ -28,7 +28,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._progress import Progress
-from ..errors import ValidationError
 from ..pipeline.points import PointPairs, Release
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Source, release_pass
 from ..tabular.columns import ColumnPlan, plan_columns
@@ -104,7 +103,8 @@ def privatize_points_file(
         A missing column, a bad ``keep``/``drop``, a value that is not a number (data row,
         line, value), a malformed file, or whatever ``release`` refuses.
     """
-    kind = PointPairs(lat, lon, release, digits=digits, full=full, epsilon=epsilon, where=str(input_path))
+    kind = PointPairs(lat, lon, release, digits=digits, full=full, epsilon=epsilon, where=str(input_path),
+                      validate=validate)
     source = Source.of(input_path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
     columns = plan_columns(source.names(), [lat, lon], keep=keep, drop=drop, where=source.where)
     if plan_check is not None:
@@ -113,13 +113,9 @@ def privatize_points_file(
     run = None
     if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
         from .._random import check_rng
-        from .accounted_points import AccountedPointsRun
+        from ..pipeline.first_pass import start_accounted
 
-        if epsilon is None:
-            raise ValidationError("an accounted release needs the epsilon of one release")
-        run = AccountedPointsRun.start_points(source.path, source.format.name, lat, lon, float(epsilon), accounting,
-                                              release, validate, check_rng(rng), chunk_rows=chunk_rows,
-                                              chunk_bytes=chunk_bytes, max_record=max_record, progress=progress)
+        run = start_accounted(kind, source, accounting, check_rng(rng), progress=progress)
     stats = release_pass(kind, source, out, plan, inputs=inputs, progress=progress,
                          select=None if run is None else run.select, run=run)
     return PointStats(stats.rows, stats.seconds, stats.format, plan, stats.accounting)

@@ -1,7 +1,10 @@
-"""The one suffix table: which file format a path holds, decided by its extension only.
+"""The format layer: one module per file format, and the one suffix table built from them.
 
-Every command that reads or writes a data file asks :func:`format_of` instead of looking
-at ``Path.suffix`` itself, so a suffix means the same thing everywhere:
+Each module of this package that holds a ``FORMAT`` (a :class:`Format`: a reader of
+chunks and a writer of released chunks, see :mod:`._base`) is a format of every release
+(:data:`RELEASE_FORMATS`, :func:`release_format`); adding one changes no other file. Every
+command that reads or writes a data file asks :func:`format_of` instead of looking at
+``Path.suffix`` itself, so a suffix means the same thing everywhere. The formats as shipped:
 
 ============  ===========  ======================================================
 suffix        format       read as
@@ -9,6 +12,7 @@ suffix        format       read as
 ``.csv``      ``csv``      RFC 4180, comma, UTF-8 (:mod:`metricdp.tabular.csv`)
 ``.parquet``  ``parquet``  Apache Parquet (pyarrow)
 ``.pq``       ``parquet``
+``.geojson``  ``geojson``  written only: a release of points as a FeatureCollection
 ``.jsonl``    ``jsonl``    one JSON document per line
 ``.ndjson``   ``jsonl``
 ``.txt``      ``text``     plain UTF-8 text (not a table)

@@ -22,7 +22,7 @@ from ...errors import ValidationError
 from .. import csvsplit
 from ..csv import DEFAULT_CHUNK_BYTES, CsvReader, Header
 from ..csv import Chunk as RawChunk
-from ._base import Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
+from ._base import Chunk, Format, Points, Reader, Released, Writer, WriteSpec, arrow
 
 __all__ = ["FORMAT", "CsvChunk", "CsvFormat", "splice_released"]
 
@@ -35,7 +35,6 @@ class CsvChunk(Chunk):
     def __init__(self, raw: RawChunk, index: dict[str, int], first: int, kernels: Any) -> None:
         self.raw, self._index, self.first, self._kernels = raw, index, first, kernels
         self.rows = len(raw.records.starts)
-        self._fields: dict[str, tuple[Any, NDArray[np.bool_]]] = {}
 
     def places(self, rows: NDArray[np.intp]) -> NDArray[np.int64]:
         return self.raw.first_line + self.raw.records.lines[np.asarray(rows, dtype=np.intp)]
@@ -44,32 +43,28 @@ class CsvChunk(Chunk):
         """Start and stop of the column's fields in :attr:`raw`'s buffer (quotes included)."""
         return self.raw.records.field(self._index[name])
 
-    def _values(self, name: str) -> tuple[Any, NDArray[np.bool_]]:
-        if name not in self._fields:
-            pa, _ = arrow()
-            fs, fe = self.span(name)
-            data, offs, quoted, raw_quoted = csvsplit.field_values(self.raw.buf, fs, fe)
-            if quoted.any():  # rare: rebuild the offsets with the unquoted texts in place
-                parts = []
-                texts = iter(raw_quoted)
-                raw = data.tobytes()
-                for k in range(len(fs)):
-                    parts.append(next(texts) if quoted[k] else raw[offs[k]:offs[k + 1]])
-                lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-                offs = np.zeros(len(parts) + 1, dtype=np.int64)
-                np.cumsum(lens, out=offs[1:])
-                data = np.frombuffer(b"".join(parts), dtype=np.uint8)
-                offs = offs.astype(np.int32) if offs[-1] < 2**31 else offs
-            typ = pa.string() if offs.dtype == np.int32 else pa.large_string()
-            values = pa.Array.from_buffers(typ, len(fs), [None, pa.py_buffer(offs), pa.py_buffer(data)])
-            self._fields[name] = (values, quoted)
-        return self._fields[name]
-
     def column(self, name: str) -> Any:
-        return self._values(name)[0]
+        pa, _ = arrow()
+        fs, fe = self.span(name)
+        data, offs, quoted, raw_quoted = csvsplit.field_values(self.raw.buf, fs, fe)
+        if quoted.any():  # rare: rebuild the offsets with the unquoted texts in place
+            parts = []
+            texts = iter(raw_quoted)
+            raw = data.tobytes()
+            for k in range(len(fs)):
+                parts.append(next(texts) if quoted[k] else raw[offs[k]:offs[k + 1]])
+            lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+            offs = np.zeros(len(parts) + 1, dtype=np.int64)
+            np.cumsum(lens, out=offs[1:])
+            data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+            offs = offs.astype(np.int32) if offs[-1] < 2**31 else offs
+        typ = pa.string() if offs.dtype == np.int32 else pa.large_string()
+        return pa.Array.from_buffers(typ, len(fs), [None, pa.py_buffer(offs), pa.py_buffer(data)])
 
     def quoted(self, name: str) -> NDArray[np.bool_]:
-        return self._values(name)[1]
+        fs, fe = self.span(name)
+        buf = self.raw.buf
+        return (fe > fs) & (buf[np.minimum(fs, max(len(buf) - 1, 0))] == csvsplit.QUOTE)
 
     def decimals(self, name: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
         if self._kernels is None:
@@ -147,6 +142,12 @@ def splice_released(fh: IO[bytes], chunk: CsvChunk, index: dict[str, int], dropp
         starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind + 2)
         kind = kind - 2
     kept = np.arange(n, dtype=np.intp) if keep is None else np.flatnonzero(keep)
+    if kernels is not None and len(released) == 1 and isinstance(released[0], Points):
+        fixed = _fixed(released[0], n, kept)
+        if fixed is not None:  # formatted and spliced in one compiled pass (the same bytes as below)
+            fh.write(kernels["splice_points"](buf, recs.end, starts, stops, row, kind, fixed[0], fixed[1],
+                                              released[0].digits).data)
+            return len(kept)
     datas, offs, per_column, base = [], [], [], 0
     for item in released:
         quoted = [chunk.quoted(c) for c in item.columns]
@@ -170,6 +171,24 @@ def splice_released(fh: IO[bytes], chunk: CsvChunk, index: dict[str, int], dropp
     else:
         csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
     return len(kept)
+
+
+def _fixed(points: Points, n: int, kept: NDArray[np.intp]) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """The released coordinates as integers of ``10**-digits`` for every record (the withheld ones 0), or None
+    when the compiled pass cannot write them (digits outside 0..15, a value the fixed text refuses, a row to be
+    written in full)."""
+    digits = points.digits
+    if not 0 <= digits <= 15:
+        return None
+    scaled = np.rint(points.values * 10.0**digits)
+    if not np.all(np.abs(scaled) < 1e3 * 10.0**digits):
+        return None  # format_fixed raises the error
+    ints = scaled.astype(np.int64)
+    if points.full is not None and points.full(ints / 10.0**digits).any():
+        return None
+    lat, lon = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    lat[kept], lon[kept] = ints[:, 0], ints[:, 1]
+    return lat, lon
 
 
 def _joined(datas: list[NDArray[np.uint8]], offsets: list[NDArray[np.int64]]) -> tuple[
