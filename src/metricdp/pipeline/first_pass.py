@@ -23,8 +23,9 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
+from ..tabular.columns import ColumnPlan
 from .kind import Kind
-from .run import Source
+from .run import Source, scan_chunk, unnamed
 
 __all__ = ["FirstPass", "first_pass", "start_accounted"]
 
@@ -49,13 +50,17 @@ def _check_user_column(names: tuple[str, ...], kind: Kind, user: str, where: str
 
 
 def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: bool = False,
-               progress: Progress | None = None) -> FirstPass:
-    """Read ``user_column`` and ``kind``'s columns of every row (module docstring); refusals as the release's."""
+               progress: Progress | None = None, others: tuple[str, ...] = ()) -> FirstPass:
+    """Read ``user_column`` and ``kind``'s columns of every row (module docstring); refusals as the release's.
+
+    ``others``: the columns nobody named, whose content is checked on the way (:func:`~.run.scan_chunk`).
+    """
     from ..streaming.persons import FIRST_PASS, SCAN_BYTES, PersonCollector
 
     where = source.where
     collector = PersonCollector(where, user_column, source.path.stat().st_size)
     refused = kind.refusals()
+    rule = kind.rule()
     found: list[Any] = []
     seen, unit = 0, "line"
     scan = Source(source.path, source.format, source.chunk_rows, max(source.chunk_bytes, SCAN_BYTES),
@@ -67,6 +72,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
             if not chunk.rows:
                 continue
             unit = chunk.unit
+            scan_chunk(rule, chunk, others, where)
             collector.add(chunk)
             got = kind.parse(chunk)
             if got.refused.size:
@@ -87,17 +93,20 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
     return FirstPass(persons, codes, values)
 
 
-def start_accounted(kind: Kind, source: Source, acc: Any, rng: Any, *, progress: Progress | None = None) -> Any:
+def start_accounted(kind: Kind, source: Source, acc: Any, rng: Any, *, progress: Progress | None = None,
+                    columns: ColumnPlan | None = None) -> Any:
     """First pass and plan of an accounted release of ``kind``: the budget reserved (or the run refused) before
     anything is drawn; returns the :class:`~metricdp.streaming.accounted.AccountedRun` whose ``select`` the
-    release pass uses."""
+    release pass uses. ``columns``: the release's column plan, whose unnamed columns the first pass checks.
+    """
     from ..accounting.plan import check_additive, plan_release
     from ..streaming.accounted import AccountedRun, _identity
 
     if acc.additive:
         check_additive(acc.additive, acc.ledger.budget if acc.ledger is not None else acc.budget)  # before a pass
     identity = _identity(source.path)
-    read = first_pass(kind, source, acc.user_column, keep_values=acc.consistent, progress=progress)
+    read = first_pass(kind, source, acc.user_column, keep_values=acc.consistent, progress=progress,
+                      others=() if columns is None else unnamed(columns, kind))
     if read.codes.size == 0 and kind.refuses_empty:
         raise ValidationError(f"{source.where}: no data rows")
     plan = plan_release(read.codes, float(kind.epsilon), budget=acc.budget, ledger=acc.ledger,

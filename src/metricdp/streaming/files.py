@@ -119,7 +119,7 @@ def privatize_file(
     if accounting is None:
         return release_pass(kind, source, out, plan, inputs=inputs, progress=progress)
     if accounting.consistent or not one_pass:  # the first pass and the plan: budget reserved, nothing drawn yet
-        run = start_accounted(kind, source, accounting, kind.source, progress=progress)
+        run = start_accounted(kind, source, accounting, kind.source, progress=progress, columns=plan)
         return release_pass(kind, source, out, plan, inputs=inputs, progress=progress, select=run.select, run=run)
     return _one_read(kind, source, out, plan, OnePassRun(mechanism, source.path, column, accounting, kind.release,
                                                          kind.source), inputs, progress)

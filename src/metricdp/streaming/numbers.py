@@ -97,5 +97,5 @@ def privatize_numbers_file(
     from ..pipeline.first_pass import start_accounted
 
     # the first pass and the plan: budget reserved, nothing drawn for the file yet
-    run = start_accounted(kind, source, accounting, kind.source, progress=progress)
+    run = start_accounted(kind, source, accounting, kind.source, progress=progress, columns=plan)
     return release_pass(kind, source, out, plan, inputs=inputs, progress=progress, select=run.select, run=run)

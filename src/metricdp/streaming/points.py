@@ -115,7 +115,7 @@ def privatize_points_file(
         from .._random import check_rng
         from ..pipeline.first_pass import start_accounted
 
-        run = start_accounted(kind, source, accounting, check_rng(rng), progress=progress)
+        run = start_accounted(kind, source, accounting, check_rng(rng), progress=progress, columns=plan)
     stats = release_pass(kind, source, out, plan, inputs=inputs, progress=progress,
                          select=None if run is None else run.select, run=run)
     return PointStats(stats.rows, stats.seconds, stats.format, plan, stats.accounting)
