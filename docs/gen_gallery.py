@@ -124,6 +124,8 @@ EXPLORE = Entry(
 MARKER, SHOT = "<!-- explore-screenshot -->", "img/explore-page.png"
 #: The browser's window: the whole page, from the settings to the heat map and the build command.
 WINDOW = "1200,1700"
+#: Seconds the browser may take (about 3 s on a loaded 2-core machine).
+CHROMIUM_SECONDS = 300
 
 
 def chromium() -> str | None:
@@ -147,12 +149,16 @@ def photograph(folder: Path) -> bool:
         return True
     with tempfile.TemporaryDirectory(prefix="metricdp-chromium-") as profile:
         part = Path(profile) / "explore.png"
-        done = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-             "--host-resolver-rules=MAP * ~NOTFOUND", f"--window-size={WINDOW}", f"--screenshot={part}",
-             (folder / "explore.html").resolve().as_uri()],
-            capture_output=True, text=True, timeout=300, check=False,
-        )
+        try:
+            done = subprocess.run(
+                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                 f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND", f"--window-size={WINDOW}",
+                 f"--screenshot={part}", (folder / "explore.html").resolve().as_uri()],
+                capture_output=True, text=True, timeout=CHROMIUM_SECONDS, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            log.error("explore screenshot: %s did not finish in %d s", browser, CHROMIUM_SECONDS)
+            return False
         if done.returncode != 0 or not part.is_file() or part.stat().st_size == 0:
             reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             log.error("explore screenshot: %s failed (exit %d): %s", browser, done.returncode, reason)
