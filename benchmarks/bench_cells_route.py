@@ -66,7 +66,7 @@ def timed(args: list[str], cwd: Path, timeout: float) -> dict[str, object]:
                 break
             time.sleep(0.2)
         dt = time.perf_counter() - t0
-        code = os.waitstatus_to_exitcode(status)
+        code = child.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4: tell Popen
         err.seek(0)
         out.seek(0)
         lines = err.read().decode(errors="replace").strip().splitlines()

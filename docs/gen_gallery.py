@@ -11,6 +11,12 @@ The entries are small and independent: each runs in its own folder, side by side
 together on a 2-core machine under heavy load). Under ``mkdocs serve`` the figures are kept in
 a cache folder keyed by the source of ``metricdp`` and of this script, so that editing a page
 does not draw them again; ``mkdocs build`` always draws them.
+
+The same build photographs the trade-off page (``metricdp explore``, :data:`EXPLORE`) in
+headless Chromium, Debian's ``chromium`` as the tests use it, and puts the picture in
+``docs/location.md``'s "choosing eps" section in place of :data:`MARKER` (an HTML comment,
+so the page reads the same without it). Without Chromium the build says so in one line and
+the page has no picture; with Chromium, a page or a picture that cannot be made is an error.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +107,84 @@ ENTRIES = (
 )
 
 
+#: The trade-off page shown in docs/location.md: three families on the capitals (the doc's own command has four
+#: families x 20 eps; the fewer here keep the build short), photographed at the eps in the middle of the slider.
+EXPLORE = Entry(
+    "The trade-off page",
+    "",
+    (
+        "metricdp example europe-capitals --out capitals.csv",
+        "metricdp example capitals-prior --out capitals-prior.csv",
+        "metricdp explore capitals.csv --prior capitals-prior.csv --mechanisms exponential,krr,optimal "
+        "--epsilons 0.001:0.1:12 --out explore.html",
+    ),
+    ("explore.html",),
+)
+#: Where the picture goes in docs/location.md, and what it is called in the site.
+MARKER, SHOT = "<!-- explore-screenshot -->", "img/explore-page.png"
+#: The browser's window: the whole page, from the settings to the heat map and the build command.
+WINDOW = "1200,1700"
+#: Seconds the browser may take (about 3 s on a loaded 2-core machine).
+CHROMIUM_SECONDS = 300
+
+
+def chromium() -> str | None:
+    """The Chromium on PATH (the names Debian and others give it), or None."""
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def photograph(folder: Path) -> bool:
+    """Draw :data:`EXPLORE` in ``folder`` and photograph its page into ``folder/explore.png``; whether it is there.
+
+    No Chromium: one line says so and there is no picture. A command or a browser that fails is an error.
+    """
+    browser = chromium()
+    if browser is None:
+        log.info("explore screenshot: no Chromium on PATH (apt-get install chromium); location.md has no picture")
+        return False
+    if not draw(EXPLORE, folder):
+        return False
+    shot = folder / "explore.png"
+    if shot.exists():
+        return True
+    with tempfile.TemporaryDirectory(prefix="metricdp-chromium-") as profile:
+        part = Path(profile) / "explore.png"
+        try:
+            done = subprocess.run(
+                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                 f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND", f"--window-size={WINDOW}",
+                 f"--screenshot={part}", (folder / "explore.html").resolve().as_uri()],
+                capture_output=True, text=True, timeout=CHROMIUM_SECONDS, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            log.error("explore screenshot: %s did not finish in %d s", browser, CHROMIUM_SECONDS)
+            return False
+        if done.returncode != 0 or not part.is_file() or part.stat().st_size == 0:
+            reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            log.error("explore screenshot: %s failed (exit %d): %s", browser, done.returncode, reason)
+            return False
+        shutil.move(part, shot.with_suffix(".part"))
+        os.replace(shot.with_suffix(".part"), shot)  # atomic: a cached picture is always whole
+    return True
+
+
+def place_screenshot(folder: Path) -> None:
+    """Copy the picture into the site and show it in location.md in place of :data:`MARKER`."""
+    with mkdocs_gen_files.open(SHOT, "wb") as fh:
+        fh.write((folder / "explore.png").read_bytes())
+    with mkdocs_gen_files.open("location.md", "r+") as fh:
+        text = fh.read()
+        if MARKER not in text:
+            log.error("explore screenshot: docs/location.md has no %s to replace", MARKER)
+            return
+        figure = (f"![The trade-off page of metricdp explore on the capitals]({SHOT})\n\n"
+                  f"*Drawn by the documentation build (`{EXPLORE.commands[-1]}`) and photographed in headless "
+                  "Chromium.*")
+        fh.seek(0)
+        fh.write(text.replace(MARKER, figure, 1))
+        fh.truncate()
+
+
 def run(command: str, cwd: Path) -> bool:
     """Run one ``metricdp ...`` command line in ``cwd``; log an error naming it when it fails."""
     argv = shlex.split(command)
@@ -172,7 +257,10 @@ def main() -> None:
     root = Path(scratch.name) if scratch else Path(tempfile.gettempdir()) / f"metricdp-gallery-{source_key()}"
     folders = [root / f"entry-{k}" for k in range(len(ENTRIES))]
     with ThreadPoolExecutor(max_workers=min(len(ENTRIES), os.cpu_count() or 1)) as pool:
+        photo = pool.submit(photograph, root / "explore")
         drawn = list(pool.map(draw, ENTRIES, folders))
+        if photo.result():
+            place_screenshot(root / "explore")
     page = [
         "# Gallery",
         "",
