@@ -153,8 +153,8 @@ class Pass:
                     yield chunk, kind.parse(chunk)
 
             try:
-                with write_behind() as submit:  # rendering and writing in a writer thread, in order
-                    for chunk, got in prefetch(parsed()):
+                with write_behind(depth=1) as submit:  # rendering and writing in a writer thread, in order
+                    for chunk, got in prefetch(parsed(), depth=1):
                         unit = chunk.unit
                         if self.beside is not None:
                             self.beside(chunk)

@@ -111,66 +111,51 @@ def edits_for(records: Records, column: int | None, dropped: tuple[int, ...]) ->
     """The byte ranges to replace in ``records`` (sorted, disjoint) and which they are.
 
     Returns ``(starts, stops, row, kind)``: ``kind`` is 0 for the released ``column``'s
-    field (replaced by a label) and 1 for a removed range. A dropped column is removed
-    with one delimiter: the one before it, or after it when only dropped columns
-    precede it (columns ``0..r-1`` all dropped: ``[start of 0, start of r)`` goes).
+    field (replaced by a label) and 1 for a removed range (:func:`edits_for_columns`).
     """
-    n = len(records.starts)
-    parts_s, parts_e, parts_k = [], [], []
-    if column is not None:
-        fs, fe = records.field(column)
-        parts_s.append(fs)
-        parts_e.append(fe)
-        parts_k.append(np.zeros(n, dtype=np.intp))
+    starts, stops, row, kind = edits_for_columns(records, [] if column is None else [column], dropped)
+    return starts, stops, row, (kind < 0).astype(np.intp)
+
+
+def _drop_ranges(records: Records, dropped: tuple[int, ...]) -> list[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Each dropped column's range in every record, with one delimiter: the one before it, or after it when
+    only dropped columns precede it (columns ``0..r-1`` all dropped: ``[start of 0, start of r)`` goes)."""
     drop = set(dropped)
     r = next(k for k in range(records.ncols) if k not in drop)
+    out = []
     for k in sorted(drop):
         if k < r:
-            start, stop = records.field(k)[0], records.field(k + 1)[0]
+            out.append((records.field(k)[0], records.field(k + 1)[0]))
         else:
-            start, stop = records.field(k - 1)[1], records.field(k)[1]  # the ',' before it, then it
-        parts_s.append(start)
-        parts_e.append(stop)
-        parts_k.append(np.ones(n, dtype=np.intp))
-    if not parts_s:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
-    if len(parts_s) == 1:  # one range per record, in record order: already sorted
-        return parts_s[0], parts_e[0], np.arange(n, dtype=np.intp), parts_k[0]
-    starts = np.concatenate(parts_s)
-    order = np.argsort(starts, kind="stable")
-    rows = np.tile(np.arange(n, dtype=np.intp), len(parts_s))
-    return starts[order], np.concatenate(parts_e)[order], rows[order], np.concatenate(parts_k)[order]
+            out.append((records.field(k - 1)[1], records.field(k)[1]))  # the ',' before it, then it
+    return out
 
 
 def edits_for_columns(records: Records, columns: Sequence[int], dropped: tuple[int, ...]) -> tuple[
     NDArray[np.int64], NDArray[np.int64], NDArray[np.intp], NDArray[np.intp]
 ]:
-    """:func:`metricdp.tabular.edits_for` for several replaced columns.
+    """The byte ranges to replace in ``records`` (sorted, disjoint): the ``columns``' fields and the dropped columns.
 
     Returns ``(starts, stops, row, kind)`` sorted by start: ``kind`` is the position in
     ``columns`` of a replaced field, ``-1`` for a removed range (a dropped column with one
-    delimiter, as :func:`~metricdp.tabular.edits_for` removes it).
+    delimiter, :func:`_drop_ranges`).
     """
     n = len(records.starts)
+    spans = [(*records.field(c), pos) for pos, c in enumerate(columns)]
+    spans += [(s, e, -1) for s, e in _drop_ranges(records, dropped)]
+    if not spans:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
     if not dropped and len(set(columns)) == len(columns):  # the fields in column order in every row: no sort
-        order_cols = sorted(range(len(columns)), key=lambda p: columns[p])
-        spans = [records.field(columns[p]) for p in order_cols]
-        k = len(columns)
-        return (np.column_stack([a for a, _ in spans]).ravel(), np.column_stack([b for _, b in spans]).ravel(),
-                np.repeat(np.arange(n, dtype=np.intp), k), np.tile(np.array(order_cols, dtype=np.intp), n))
-    ds, de, drows, _ = edits_for(records, None, dropped)
-    parts_s, parts_e, parts_k, parts_r = [ds], [de], [np.full(len(ds), -1, dtype=np.intp)], [drows]
-    for pos, col in enumerate(columns):
-        fs, fe = records.field(col)
-        parts_s.append(fs)
-        parts_e.append(fe)
-        parts_k.append(np.full(n, pos, dtype=np.intp))
-        parts_r.append(np.arange(n, dtype=np.intp))
-    starts = np.concatenate(parts_s)
+        spans.sort(key=lambda t: columns[t[2]])
+        return (np.column_stack([a for a, _, _ in spans]).ravel(), np.column_stack([b for _, b, _ in spans]).ravel(),
+                np.repeat(np.arange(n, dtype=np.intp), len(spans)),
+                np.tile(np.array([p for _, _, p in spans], dtype=np.intp), n))
+    starts = np.concatenate([a for a, _, _ in spans])
     order = np.argsort(starts, kind="stable")
-    return (starts[order], np.concatenate(parts_e)[order], np.concatenate(parts_r)[order],
-            np.concatenate(parts_k)[order])
+    return (starts[order], np.concatenate([b for _, b, _ in spans])[order],
+            np.tile(np.arange(n, dtype=np.intp), len(spans))[order],
+            np.repeat(np.array([p for _, _, p in spans], dtype=np.intp), n)[order])
 
 
 def without_records(

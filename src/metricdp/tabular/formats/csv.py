@@ -141,39 +141,45 @@ def splice_released(fh: IO[bytes], chunk: CsvChunk, index: dict[str, int], dropp
     if keep is not None and not keep.all():  # removals are kind -1 here, 1 in csvsplit: shifted around the call
         starts, stops, row, kind = csvsplit.without_records(buf, recs, ~keep, starts, stops, row, kind + 2)
         kind = kind - 2
-    kept = np.arange(n, dtype=np.intp) if keep is None else np.flatnonzero(keep)
+    kept = None if keep is None else np.flatnonzero(keep)
+    rows_out = n if kept is None else len(kept)
     if kernels is not None and len(released) == 1 and isinstance(released[0], Points):
         fixed = _fixed(released[0], n, kept)
         if fixed is not None:  # formatted and spliced in one compiled pass (the same bytes as below)
             fh.write(kernels["splice_points"](buf, recs.end, starts, stops, row, kind, fixed[0], fixed[1],
                                               released[0].digits).data)
-            return len(kept)
+            return rows_out
     datas, offs, per_column, base = [], [], [], 0
     for item in released:
         quoted = [chunk.quoted(c) for c in item.columns]
-        data, off, choices = item.table([None if q is None else q[kept] for q in quoted])
+        data, off, choices = item.table([q if q is None or kept is None else q[kept] for q in quoted])
         datas.append(data)
         offs.append(off)
         for ch in choices:
-            full = np.zeros(n, dtype=np.intp)
-            full[kept] = ch + base
-            per_column.append(full)
+            if kept is None:
+                per_column.append(ch + base if base else ch)
+            else:  # a withheld row's fields go with its record: any entry will do
+                full = np.zeros(n, dtype=np.intp)
+                full[kept] = ch + base
+                per_column.append(full)
         base += len(off) - 1
     table, table_off = _joined(datas, offs)
     removal = len(table_off) - 2
     choice = np.full(len(starts), removal, dtype=np.intp)
     edited = kind >= 0
-    if per_column:
-        stacked = np.stack(per_column)
-        choice[edited] = stacked[kind[edited], row[edited]]
+    if len(per_column) == 1:
+        choice[edited] = per_column[0][row[edited]]
+    elif per_column:
+        choice[edited] = np.stack(per_column)[kind[edited], row[edited]]
     if kernels is not None:
         fh.write(kernels["splice_table"](buf, recs.end, starts, stops, table, table_off, choice).data)
     else:
         csvsplit.splice_to(fh, buf, recs.end, starts, stops, table, table_off, choice)
-    return len(kept)
+    return rows_out
 
 
-def _fixed(points: Points, n: int, kept: NDArray[np.intp]) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+def _fixed(points: Points, n: int, kept: NDArray[np.intp] | None) -> tuple[NDArray[np.int64],
+                                                                            NDArray[np.int64]] | None:
     """The released coordinates as integers of ``10**-digits`` for every record (the withheld ones 0), or None
     when the compiled pass cannot write them (digits outside 0..15, a value the fixed text refuses, a row to be
     written in full)."""
@@ -186,6 +192,8 @@ def _fixed(points: Points, n: int, kept: NDArray[np.intp]) -> tuple[NDArray[np.i
     ints = scaled.astype(np.int64)
     if points.full is not None and points.full(ints / 10.0**digits).any():
         return None
+    if kept is None:
+        return np.ascontiguousarray(ints[:, 0]), np.ascontiguousarray(ints[:, 1])
     lat, lon = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     lat[kept], lon[kept] = ints[:, 0], ints[:, 1]
     return lat, lon
