@@ -53,6 +53,8 @@ DEFAULT_CHUNK_ROWS = 1_000_000
 #: importing numba costs about 0.3-0.5 s, which the kernels win back only over tens of MB.
 COMPILED_FROM_BYTES = 32 * 2**20
 _KERNELS: Any = LAZY
+#: Chunks read ahead and written behind where a release pipelines (0: none, all in the caller's thread)
+_DEPTH = 1
 
 
 @dataclass(frozen=True)
@@ -109,11 +111,18 @@ class Source:
         return plan
 
     def output_format(self, out: str | PathLike[str]) -> Format:
-        """The output's format: the one its suffix names when a release writes it, else the input's."""
-        if Path(out).suffix.lower() in FORMATS:
-            fmt = release_format(out, write=True, what=f"{out}:")
-            return fmt
-        return self.format  # pragma: no cover - suffix-less outputs keep the input's format
+        """The output's format: the input's, or a format that is only written (GeoJSON for points).
+
+        An output named for another table format is refused (a release does not convert a CSV
+        into Parquet); a suffix that names no format keeps the input's.
+        """
+        if Path(out).suffix.lower() not in FORMATS:
+            return self.format
+        fmt = release_format(out, write=True, what=f"{out}:")
+        if fmt is not self.format and fmt.reads:
+            raise ValidationError(f"{out}: a release writes its input's format ({self.format.name}, "
+                                  f"{'/'.join(self.format.suffixes)}); name the output accordingly")
+        return fmt
 
 
 @dataclass
@@ -153,8 +162,10 @@ class Pass:
                     yield chunk, kind.parse(chunk)
 
             try:
-                with write_behind(depth=1) as submit:  # rendering and writing in a writer thread, in order
-                    for chunk, got in prefetch(parsed(), depth=1):
+                # a compiled kind over a text format: reading and parsing, then writing, in worker threads
+                depth = _DEPTH if kind.compiled and src.format.read_ahead else 0
+                with write_behind(depth=depth) as submit:  # rendering and writing in a writer thread, in order
+                    for chunk, got in prefetch(parsed(), depth=depth):
                         unit = chunk.unit
                         if self.beside is not None:
                             self.beside(chunk)

@@ -282,14 +282,17 @@ class WriteSpec:
 class Format(ABC):
     """A file format: its name, its suffixes, a reader and a writer.
 
-    ``reads``: whether it is an input format (GeoJSON is written only); ``keeps_bytes``:
-    whether its writer copies every byte it does not release (a text format), which
-    makes an in-place withholding of rows possible (:meth:`withhold`).
+    ``reads``: whether it is an input format (GeoJSON is written only); ``read_ahead``:
+    whether splitting its chunks costs enough that a release reads the next chunk in a
+    worker thread while it releases one (a text format parsed by compiled kernels that
+    release the GIL; a typed format's reader is Arrow's, threaded already, and a worker
+    thread would only add its own malloc arena to the peak memory).
     """
 
     name: ClassVar[str]
     suffixes: ClassVar[tuple[str, ...]]
     reads: ClassVar[bool] = True
+    read_ahead: ClassVar[bool] = False
 
     @abstractmethod
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int, max_record: int | None,

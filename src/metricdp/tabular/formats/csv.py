@@ -243,6 +243,7 @@ class CsvFormat(Format):
 
     name: ClassVar[str] = "csv"
     suffixes: ClassVar[tuple[str, ...]] = (".csv",)
+    read_ahead: ClassVar[bool] = True
 
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              max_record: int | None = None, kernels: Any = None) -> Reader:
