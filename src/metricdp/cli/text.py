@@ -297,7 +297,6 @@ def register(app: typer.Typer) -> None:
         from ..text.accounting import TextAccounting
 
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
-        from ..io import atomic_write
         from ..text.policy import OutputFilter, TokenPolicy, output_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
@@ -391,12 +390,12 @@ def register(app: typer.Typer) -> None:
                                        "drop_columns": drop or ()}, [keep_words])
             st, documents, persons = rel.stats, rel.documents, rel.persons
         else:
-            with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
+            with naming_flags({"column": "--column"}):
                 # per-token epsilon lists: no per-document accounting yet (refused above with its options)
                 book = None if cycle > 1 else TextAccounting(eps, len(labels), consistent=consistent,
                                                              user_column=user_column)
                 try:
-                    st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept,
+                    st = rewrite_file(input_file, out, Vocabulary(labels), draw, column=column, keep=kept,
                                       policy=policy, keep_columns=keep or (), drop_columns=drop or (),
                                       progress=ProgressReporter(f"text {input_file.name}", "tokens"), cycle=cycle,
                                       accounting=book, numbers=numbers)

@@ -53,8 +53,7 @@ from ..accounting.composition import to_units
 from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
-from ..io import atomic_write
-from ..streaming.accounted import AccountingReport, Settlement
+from ..streaming.accounted import AccountingReport
 from .accounting import DocumentReport, TextAccounting
 from .rewrite import RewriteStats, Vocabulary, rewrite_file
 
@@ -96,13 +95,6 @@ class TextRelease:
     stats: RewriteStats
     documents: DocumentReport
     persons: AccountingReport
-
-
-class _Discard:
-    """A text stream that drops what is written (the scan's output)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
 
 
 def _identity(path: Path) -> tuple[int, ...]:
@@ -211,7 +203,7 @@ def privatize_text_file(
                               "an identity")
     identity = _identity(path)
     scan = _Scan(len(vocabulary.labels), budget.user_column)
-    rewrite_file(path, _Discard(), vocabulary, draw, accounting=scan, **rewrite)  # type: ignore[arg-type]
+    rewrite_file(path, None, vocabulary, draw, accounting=scan, **rewrite)
     words = np.concatenate(scan.words) if scan.words else np.zeros(0, np.int32)
     owners = np.concatenate(scan.owners) if scan.owners else np.zeros(0, np.int64)
     persons = scan.persons()
@@ -223,18 +215,19 @@ def privatize_text_file(
                         scope=budget.scope, rng=rng, run_id=budget.run_id, mechanism=budget.mechanism,
                         persons=persons, unit=budget.unit)
     run = _Publish(plan, path, identity)
-    with Settlement(run):
+    try:  # reserved from here: a failure before the rewrite gives the reservation back
         group_release = None
         if consistent:
             fresh_words = words[plan.group_row[plan.fresh]].astype(np.intp)
             drawn = draw(fresh_words) if fresh_words.size else np.zeros(0, dtype=np.intp)
             group_release = np.asarray(plan.releases(np.asarray(drawn, dtype=np.int64)), dtype=np.intp)
-        book = _Rewrite(scan, budget.eps, budget.consistent, plan, group_release, path)
-        with atomic_write(out, "w", inputs=[path, *inputs]) as fh:
-            st = rewrite_file(path, fh, vocabulary, draw, accounting=book, progress=progress, **rewrite)
-            if book.pos != book.scan_words.size:
-                raise book.changed()
-            run.publishing()
+        run.book = book = _Rewrite(scan, budget.eps, budget.consistent, plan, group_release, path)
+    except BaseException:
+        run.abort()
+        raise
+    # published and settled by the rewrite: run.publishing() just before the rename
+    st = rewrite_file(path, out, vocabulary, draw, accounting=book, progress=progress, inputs=inputs, run=run,
+                      **rewrite)
     p = plan
     report = AccountingReport(
         int(owners.size), int(p.keep.sum()), p.withheld_cap, p.withheld_budget, int(persons.size), p.persons_over,
@@ -248,10 +241,13 @@ class _Publish:
 
     def __init__(self, plan: Plan, path: Path, identity: tuple[int, ...]) -> None:
         self.plan, self.path, self.identity = plan, path, identity
+        self.book: _Rewrite | None = None  # the rewrite pass, which must have met every token of the scan
         self.published = False
 
     def publishing(self) -> None:
         """Just before the atomic rename: the input must be the one scanned; from here on the spend stays."""
+        if self.book is not None and self.book.pos != self.book.scan_words.size:
+            raise self.book.changed()
         if _identity(self.path) != self.identity:
             raise ValidationError(f"{self.path}: the file changed while it was being released; nothing written, "
                                   "nothing spent")
@@ -265,3 +261,6 @@ class _Publish:
 
     def commit(self) -> None:
         self.plan.commit()
+
+    def report(self) -> None:
+        """Nothing: the report of an accounted rewrite is its :class:`TextRelease`."""
