@@ -215,19 +215,19 @@ def privatize_text_file(
                         scope=budget.scope, rng=rng, run_id=budget.run_id, mechanism=budget.mechanism,
                         persons=persons, unit=budget.unit)
     run = _Publish(plan, path, identity)
-    try:  # reserved from here: a failure before the rewrite gives the reservation back
+    try:  # reserved from here: a failure before the publish gives the reservation back (run.abort)
         group_release = None
         if consistent:
             fresh_words = words[plan.group_row[plan.fresh]].astype(np.intp)
             drawn = draw(fresh_words) if fresh_words.size else np.zeros(0, dtype=np.intp)
             group_release = np.asarray(plan.releases(np.asarray(drawn, dtype=np.int64)), dtype=np.intp)
         run.book = book = _Rewrite(scan, budget.eps, budget.consistent, plan, group_release, path)
+        # published and settled by the rewrite: run.publishing() just before the rename, then run.commit()
+        st = rewrite_file(path, out, vocabulary, draw, accounting=book, progress=progress, inputs=inputs, run=run,
+                          **rewrite)
     except BaseException:
         run.abort()
         raise
-    # published and settled by the rewrite: run.publishing() just before the rename
-    st = rewrite_file(path, out, vocabulary, draw, accounting=book, progress=progress, inputs=inputs, run=run,
-                      **rewrite)
     p = plan
     report = AccountingReport(
         int(owners.size), int(p.keep.sum()), p.withheld_cap, p.withheld_budget, int(persons.size), p.persons_over,
@@ -242,7 +242,7 @@ class _Publish:
     def __init__(self, plan: Plan, path: Path, identity: tuple[int, ...]) -> None:
         self.plan, self.path, self.identity = plan, path, identity
         self.book: _Rewrite | None = None  # the rewrite pass, which must have met every token of the scan
-        self.published = False
+        self.published = self.aborted = False
 
     def publishing(self) -> None:
         """Just before the atomic rename: the input must be the one scanned; from here on the spend stays."""
@@ -255,7 +255,9 @@ class _Publish:
         self.published = True
 
     def abort(self) -> None:
-        if not self.published:
+        """Give the reservation back unless the output was being published (once: later calls do nothing)."""
+        if not self.published and not self.aborted:
+            self.aborted = True
             with contextlib.suppress(MetricDPError):  # a failed refund leaves the spend recorded: the safe side
                 self.plan.abort()
 
