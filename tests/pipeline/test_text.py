@@ -84,13 +84,15 @@ def test_missing_documents_and_authors_are_one_error_with_counts_and_places(tmp_
 def test_a_rewrite_is_written_in_its_inputs_format(tmp_path: Path) -> None:
     src = tmp_path / "in.csv"
     src.write_text("text\ncat\n", encoding="utf-8")
-    for name in ("out.parquet", "out.geojson"):
-        with pytest.raises(ValidationError, match=r"written in its input's format \(csv: \.csv\)"):
+    for name in ("out.parquet", "out.geojson", "out.txt"):
+        with pytest.raises(ValidationError, match=r"written in its input's format \(csv: \.csv\), got \."):
             rewrite_file(src, tmp_path / name, Vocabulary(LABELS), shift, column="text")
         assert not (tmp_path / name).exists()
+    rewrite_file(src, tmp_path / "out.rewritten", Vocabulary(LABELS), shift, column="text")  # no format named
+    assert (tmp_path / "out.rewritten").read_text(encoding="utf-8") == "text\ndog\n"
     geojson = tmp_path / "in.geojson"  # a format the pipeline writes only
     geojson.write_text("{}", encoding="utf-8")
-    with pytest.raises(ValidationError, match="a text input must be .*got .geojson"):
+    with pytest.raises(ValidationError, match=r"a text input must be .*got \.geojson"):
         rewrite_file(geojson, tmp_path / "o.csv", Vocabulary(LABELS), shift, column="text")
 
 

@@ -1,6 +1,6 @@
 """``metricdp text privatize`` and ``metricdp text stats``: word-level mDP over a vocabulary.
 
-``privatize`` rewrites plain text (one document per line), CSV or JSONL (``--column``),
+``privatize`` rewrites plain text (one document per line), CSV, Parquet or JSONL (``--column``),
 replacing every vocabulary word by a release of a matrix-free mechanism over the
 embedding (default: all 400,000 packaged GloVe 6B 50-d words) or of a mechanism file
 built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w and S_w
@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
 
     def privatize(
         input_file: Annotated[
-            Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")
+            Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv, .parquet or .jsonl.")
         ],
         out: OutOption,
         mechanism: MechOpt,
@@ -252,7 +252,7 @@ def register(app: typer.Typer) -> None:
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
         column: Annotated[
-            str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")
+            str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/Parquet/JSONL).")
         ] = None,
         keep_words: Annotated[
             Path | None, typer.Option("--keep-words", help="File of words never replaced, one per line.")

@@ -151,12 +151,12 @@ class Rewriter:
         self.batch_tokens, self.progress, self.cycle = batch_tokens, progress, cycle
         self.accounting, self.read_fraction, self.numbers = accounting, read_fraction, numbers
         self.piece_tokens = piece_tokens
-        self._start = time.perf_counter()
+        self._start: float | None = None  # the first rewrite's start: the rate counts the rewriting only
         self._done = 0  # word tokens of the batches already written
 
     def _tell(self, tokens: int) -> None:
         st = self.stats
-        st.seconds = time.perf_counter() - self._start
+        st.seconds = time.perf_counter() - (self._start or 0.0)
         share = self.read_fraction() if self.read_fraction is not None and self.progress is not None else 0.0
         report(self.progress, tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
 
@@ -185,6 +185,8 @@ class Rewriter:
 
     def rewrite(self, texts: Iterable[str]) -> Iterator[str]:
         """Rewritten ``texts``, in order (a generator: consumes ``texts`` batch by batch)."""
+        if self._start is None:
+            self._start = time.perf_counter()
         st, policy, numbers, cycle = self.stats, self.policy, self.numbers, self.cycle
         lookup, labels, keep = self.vocabulary.lookup, self.vocabulary.labels, self.keep
         batch: list[list[str]] = []
@@ -397,6 +399,9 @@ def rewrite_file(
     what leaves unreleased is planned by :func:`metricdp.tabular.columns.plan_columns`
     (``keep_columns``, ``drop_columns``; JSON lines: by field name) and checked by content
     (:meth:`metricdp.tabular.leaks.LeakRule.text`); :attr:`RewriteStats.columns` names it.
+    A table's chunk (a CSV reader's few MB, :data:`CHUNK_DOCUMENTS` rows of a typed table)
+    ends a batch; a missing value (a null in a typed table) is refused with its count and
+    first rows. An ``out`` whose suffix names another format than the input's is refused.
     Plain-text and JSON lines, like CSV records, are capped at ``max_record`` bytes
     (:func:`metricdp.tabular.csv.max_record_bytes`).
 
@@ -428,9 +433,10 @@ def rewrite_file(
         if out is None:
             read_only(kind, source, plan)
             return st
-        if source.output_format(out) is not source.format:
+        suffix = Path(out).suffix.lower()
+        if suffix in FORMATS and RELEASE_FORMATS.get(FORMATS[suffix]) is not source.format:
             raise ValidationError(f"{out}: a rewrite is written in its input's format ({source.format.name}: "
-                                  f"{'/'.join(source.format.suffixes)})")
+                                  f"{'/'.join(source.format.suffixes)}), got {suffix}")
         release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
         return st
     with _published(path, out, inputs, run) as fh:
