@@ -53,27 +53,25 @@ class _Refused(Refusals):
     """Documents with no text, or (accounted per author) no author: counted per reason, first places kept."""
 
     def __init__(self, column: str, user_column: str | None, show: int) -> None:
-        self.column, self.user_column, self.show = column, user_column, show
+        self.show = show
         self.rows = 0
-        self.counts = {_NO_TEXT: 0, _NO_AUTHOR: 0}
-        self.places: list[int] = []
+        self.why = {_NO_TEXT: f"column {column!r} has no text (a missing value)",
+                    _NO_AUTHOR: f"user column {user_column!r} is empty or not text: every document needs an author"}
+        self.counts = dict.fromkeys(self.why, 0)
+        self.places: dict[int, list[int]] = {reason: [] for reason in self.why}
 
     def add(self, places: NDArray[np.int64], texts: list[str], reasons: NDArray[np.int8] | None) -> None:
+        assert reasons is not None
         self.rows += len(places)
-        for reason in self.counts:
-            self.counts[reason] += int(np.count_nonzero(reasons == reason)) if reasons is not None else 0
-        self.places.extend(int(p) for p in places[:max(0, self.show - len(self.places))])
+        for reason, first in self.places.items():
+            these = places[reasons == reason]
+            self.counts[reason] += len(these)
+            first.extend(int(p) for p in these[:max(0, self.show - len(first))])
 
     def error(self, where: str, unit: str) -> ValidationError:
-        why = []
-        if self.counts[_NO_TEXT]:
-            why.append(f"{self.counts[_NO_TEXT]:,} with no text in column {self.column!r} (a missing value)")
-        if self.counts[_NO_AUTHOR]:
-            why.append(f"{self.counts[_NO_AUTHOR]:,} whose user column {self.user_column!r} is empty or not text "
-                       "(every document needs an author)")
-        first = ", ".join(str(p) for p in self.places)
-        return ValidationError(f"{where}: {self.rows:,} document(s) cannot be released: {'; '.join(why)} "
-                               f"(first at {unit}(s) {first}); nothing written")
+        parts = [f"{unit} {first[0]}: {self.why[reason]} ({self.counts[reason]:,} document(s); first at {unit}(s) "
+                 f"{', '.join(map(str, first))})" for reason, first in self.places.items() if first]
+        return ValidationError(f"{where}: {'; '.join(parts)}; nothing written")
 
 
 def _strings(col: Any, where: str, what: str, integers: bool = False) -> list[Any]:
