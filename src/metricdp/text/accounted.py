@@ -3,10 +3,11 @@
 The protocol of :mod:`metricdp.accounting.plan` (the one of ``privatize``,
 :mod:`metricdp.streaming.accounted`) with word tokens for rows:
 
-1. **scan** -- the input is tokenised once (the same tokeniser, policy and vocabulary as
-   the rewrite; the output is discarded): every word token that would be released gets
-   its *person* and its word index. The person is the document (its number in the
-   file), or the author (``user_column`` of a CSV/JSONL input);
+1. **scan** -- the input is tokenised once (the same reading, tokeniser, policy and
+   vocabulary as the rewrite, :func:`~.rewrite.rewrite_file` with no output; a table goes
+   through the release pipeline's one chunk loop, writing nothing): every word token that
+   would be released gets its *person* and its word index. The person is the document
+   (its number in the file), or the author (``user_column`` of a CSV, Parquet or JSONL input);
 2. **plan** -- :func:`~metricdp.accounting.plan.plan_release` over the tokens: the cap
    (``max_tokens_per_person`` tokens per person, chosen uniformly at random), the
    consistent groups ((person, word) pairs), the memo of earlier runs, and the budget.
@@ -15,8 +16,9 @@ The protocol of :mod:`metricdp.accounting.plan` (the one of ``privatize``,
    spent; otherwise the spend is *reserved* in the ledger. Consistent groups are drawn
    now, one release per fresh group, and memoized under the reservation;
 3. **rewrite** -- the input is read again and written to an unnamed temporary file
-   (:func:`metricdp.io.atomic_write`): a kept token gets its release (its group's, or a
-   fresh draw), a withheld one becomes :data:`~.rewrite.WITHHELD`. Each batch's words
+   (:func:`metricdp.io.atomic_write`, by :func:`~.rewrite.rewrite_file`): a kept token
+   gets its release (its group's, or a fresh draw), a withheld one becomes
+   :data:`~.rewrite.WITHHELD`. Each batch's words
    and persons are compared with the scan's (a file changed in between is refused);
 4. **publish** -- the input's size, times and inode are compared with the scan's,
    :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
