@@ -19,6 +19,7 @@ person and word through the same chunk loop, parse and rewrite as the release.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
@@ -121,7 +122,7 @@ class Texts(Kind):
                 accounting.add_record({user: author}, self.where)
         return Documents(list(self.rewriter.rewrite(self._counted(values.texts))))
 
-    def _counted(self, texts: list[str]) -> Any:
+    def _counted(self, texts: list[str]) -> Iterator[str]:
         for text in texts:
             self.read += len(text) + 1
             yield text
@@ -131,6 +132,8 @@ class Texts(Kind):
 
 
 class _Unwritten(Writer):
+    """A writer that writes nothing (the rows it would have written are counted)."""
+
     def write(self, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Any) -> int:
         return chunk.rows if keep is None else int(keep.sum())
 
