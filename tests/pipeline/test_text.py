@@ -121,6 +121,22 @@ def test_chunks_change_no_output_and_the_counts_add_up(tmp_path: Path, chunk_row
     assert report.persons.mean == pytest.approx(5 / 3)
 
 
+def test_progress_estimates_the_total_from_a_text_files_share_only(tmp_path: Path) -> None:
+    """A CSV's bytes are its documents' (an estimate of the tokens in all); a Parquet file's are not (none)."""
+    texts = ["cat dog paris"] * 40
+    calls: list[tuple[int, int | None]] = []
+    pq_in = _parquet(tmp_path / "in.parquet", text=pa.array(texts))
+    rewrite_file(pq_in, tmp_path / "out.parquet", Vocabulary(LABELS), shift, column="text", batch_tokens=30,
+                 progress=lambda done, total, _m: calls.append((done, total)))
+    assert calls == [(30, None), (60, None), (90, None), (120, None), (120, None)]
+    calls.clear()
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text("text\n" + "".join(t + "\n" for t in texts), encoding="utf-8")
+    rewrite_file(csv_in, tmp_path / "out.csv", Vocabulary(LABELS), shift, column="text", batch_tokens=30,
+                 progress=lambda done, total, _m: calls.append((done, total)))
+    assert [d for d, _ in calls] == [30, 60, 90, 120, 120] and calls[-1] == (120, 120)
+
+
 def test_a_csv_keeps_every_byte_but_the_released_fields(tmp_path: Path) -> None:
     """Byte-order mark, CRLF, a blank line, quoting as in the input, a quoted newline; a dropped column goes."""
     src = tmp_path / "in.csv"

@@ -95,11 +95,18 @@ class Texts(Kind):
         #: characters of the documents handed to the rewriter so far, one more per document (its
         #: field's separator): the share of a text file read, for the progress' estimate of the total
         self.read = 0
+        self._lines = False  # the rows are lines of a text file (its chunks count lines)
 
     def rule(self) -> LeakRule:
         return LeakRule.text(self.column)
 
+    def read_fraction(self, size: int, header: int) -> float:
+        """The share of a file of ``size`` bytes read so far (``header``: the bytes before the first row), or 0
+        (unknown) when the rows are not lines of a text file: a typed format's bytes are not the documents'."""
+        return min(1.0, (header + self.read) / max(size, 1)) if self._lines else 0.0
+
     def parse(self, chunk: Chunk) -> Parsed:
+        self._lines = chunk.unit == "line"
         texts = _strings(chunk.column(self.column), self.where, f"column {self.column!r}")
         reasons = np.zeros(len(texts), dtype=np.int8)
         reasons[[i for i, t in enumerate(texts) if t is None]] = _NO_TEXT

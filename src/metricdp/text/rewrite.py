@@ -429,7 +429,7 @@ def rewrite_file(
         if kind.user_column is not None and kind.user_column not in plan.header:
             raise ValidationError(f"{path}: no user column {kind.user_column!r}")
         header = sum(map(len, plan.header)) + len(plan.header)
-        rewriter.read_fraction = lambda: min(1.0, (header + kind.read) / size)
+        rewriter.read_fraction = lambda: kind.read_fraction(size, header)
         if out is None:
             read_only(kind, source, plan)
             return st
