@@ -107,7 +107,7 @@ def test_author_field_in_jsonl_may_be_dropped(tmp_path: Path, emb: Path) -> None
 def test_refusals(tmp_path: Path, emb: Path, name: str, body: str, args: list[str], fragment: str) -> None:
     src = tmp_path / name
     src.write_text(body, encoding="utf-8")
-    out = tmp_path / "o.txt"
+    out = tmp_path / f"o{src.suffix}"  # a rewrite is written in its input's format
     r = invoke("privatize", src, "--out", out, "-m", "exponential", "-e", 0.5, "--embeddings", emb, *args)
     assert_one_line_error(r, fragment)
     assert not out.exists()

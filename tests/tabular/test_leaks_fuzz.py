@@ -13,7 +13,6 @@ copy in the output is one the user kept. ``METRICDP_FUZZ_EXAMPLES=N`` runs longe
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import warnings
@@ -171,13 +170,10 @@ def _release(kind: str, src: Path, out: Path, keep: list[str], engine: str) -> N
         elif kind == "points":
             privatize_points_file(src, "lat", "lon", out, _shift, keep=keep, epsilon=EPS_KM)
         else:
-            buf = io.StringIO()
-
             def shift(idx: np.ndarray) -> np.ndarray:
                 return (idx + 1) % len(WORDS)
 
-            rewrite_file(src, buf, Vocabulary(WORDS), shift, column="text", keep_columns=keep)
-            out.write_text(buf.getvalue(), encoding="utf-8")
+            rewrite_file(src, out, Vocabulary(WORDS), shift, column="text", keep_columns=keep)
 
 
 def _oracle(layout: dict[str, Any], kind: str, src: Path, out: Path, engine: str = "local") -> None:

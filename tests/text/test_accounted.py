@@ -107,6 +107,34 @@ def test_a_ledger_needs_authors(tmp_path: Path) -> None:
     assert not (tmp_path / "o.txt").exists()
 
 
+def test_a_parquet_input_is_accounted_per_author(tmp_path: Path) -> None:
+    """The scan and the rewrite read a Parquet file through the same chunk loop: drop by hand as above."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"author": ["ann", "bob", "ann"], "body": ["the cat the cat the", "a dog", "paris"]}),
+                   src)
+    with Ledger(tmp_path / "l.db", budget=2) as book:
+        rel = privatize_text_file(src, tmp_path / "out.parquet", Vocabulary(WORDS), _draw,
+                                  TextBudget(0.5, ledger=book, user_column="author", unit="test distance",
+                                             policy="drop"), column="body", keep_columns=("author",), batch_tokens=2)
+        assert (rel.persons.rows_in, rel.persons.withheld_budget, rel.stats.withheld) == (8, 2, 2)
+        assert book.spent(["ann", "bob"]).tolist() == [2.0, 1.0]
+    bodies = pq.read_table(tmp_path / "out.parquet").column("body").to_pylist()
+    assert sum(b.split().count(WITHHELD) for b in bodies) == 2 and len(bodies) == 3
+
+
+def test_an_output_in_another_format_is_refused_after_the_plan_and_spends_nothing(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.db", budget=2) as book:
+        with pytest.raises(ValidationError, match="written in its input's format"):
+            privatize_text_file(_input(tmp_path), tmp_path / "out.parquet", Vocabulary(WORDS), _draw,
+                                TextBudget(0.5, ledger=book, user_column="author", unit="test distance",
+                                           policy="drop"), column="body", keep_columns=("author",))
+        assert book.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+        assert [r["state"] for r in book.runs_table()] == ["aborted"]
+    assert not (tmp_path / "out.parquet").exists()
+
+
 @pytest.mark.slow
 def test_kill_9_at_every_step_spends_at_least_what_was_published(tmp_path: Path) -> None:
     emb = tmp_path / "emb.txt"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -34,19 +33,16 @@ def test_files_in_each_format(tmp_path: Path) -> None:
     voc = Vocabulary(LABELS)
     txt = tmp_path / "a.txt"
     txt.write_bytes(b"cat dog\r\nparis\n\nno newline cat")
-    buf = io.StringIO()
-    rewrite_file(txt, buf, voc, shift)
-    assert buf.getvalue() == "dog paris\r\nthe\n\nno newline dog"
+    rewrite_file(txt, tmp_path / "a.out.txt", voc, shift)
+    assert (tmp_path / "a.out.txt").read_bytes() == b"dog paris\r\nthe\n\nno newline dog"
     csv_in = tmp_path / "a.csv"
     csv_in.write_text('id,text\n1,"cat, dog"\n2,Paris\n', encoding="utf-8")
-    buf = io.StringIO()
-    rewrite_file(csv_in, buf, voc, shift, column="text")
-    assert buf.getvalue() == 'id,text\n1,"dog, paris"\n2,The\n'
+    rewrite_file(csv_in, tmp_path / "o.csv", voc, shift, column="text")
+    assert (tmp_path / "o.csv").read_text(encoding="utf-8") == 'id,text\n1,"dog, paris"\n2,The\n'
     jl = tmp_path / "a.jsonl"
     jl.write_text('{"id": 1, "text": "cat"}\n{"id": 2, "text": "Dog é"}\n', encoding="utf-8")
-    buf = io.StringIO()
-    rewrite_file(jl, buf, voc, shift, column="text")
-    assert [json.loads(x) for x in buf.getvalue().splitlines()] == [
+    rewrite_file(jl, tmp_path / "o.jsonl", voc, shift, column="text")
+    assert [json.loads(x) for x in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()] == [
         {"id": 1, "text": "dog"},
         {"id": 2, "text": "Paris é"},
     ]
@@ -73,33 +69,33 @@ def test_bad_inputs_are_one_clear_error(
     p = tmp_path / name
     p.write_bytes(content)
     with pytest.raises(ValidationError, match=match):
-        rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)
+        rewrite_file(p, tmp_path / ("out" + p.suffix), Vocabulary(LABELS), shift, column=column)
 
 
 def test_what_leaves_csv_and_jsonl(tmp_path: Path) -> None:
     voc = Vocabulary(LABELS)
     src = tmp_path / "a.csv"
     src.write_text("author,text,date\nann,cat,1999\nbob,dog,2001\n")
-    buf = io.StringIO()
-    st = rewrite_file(src, buf, voc, shift, column="text", drop_columns=["author"])
-    assert buf.getvalue().splitlines()[0] == "text,date"  # the dropped column is gone
+    out = tmp_path / "o.csv"
+    st = rewrite_file(src, out, voc, shift, column="text", drop_columns=["author"])
+    assert out.read_text().splitlines()[0] == "text,date"  # the dropped column is gone
     assert st.columns is not None and st.columns.as_dict() == {
         "released": ["text"], "unreleased": ["date"], "unacknowledged": ["date"], "dropped": ["author"]}
-    st = rewrite_file(src, io.StringIO(), voc, shift, column="text", keep_columns=["author", "date"])
+    st = rewrite_file(src, tmp_path / "o2.csv", voc, shift, column="text", keep_columns=["author", "date"])
     assert st.columns is not None
     assert st.columns.unreleased == ("author", "date") and st.columns.unacknowledged == ()
     with pytest.raises(ValidationError, match="no column 'nope'"):
-        rewrite_file(src, io.StringIO(), voc, shift, column="text", drop_columns=["nope"])
+        rewrite_file(src, tmp_path / "o3.csv", voc, shift, column="text", drop_columns=["nope"])
     jl = tmp_path / "a.jsonl"
     jl.write_text('{"id": 1, "text": "cat", "who": "ann"}\n{"text": "dog"}\n')
-    buf = io.StringIO()
-    st = rewrite_file(jl, buf, voc, shift, column="text", drop_columns=["who"])
-    assert [json.loads(x) for x in buf.getvalue().splitlines()] == [{"id": 1, "text": "dog"}, {"text": "paris"}]
+    st = rewrite_file(jl, tmp_path / "o.jsonl", voc, shift, column="text", drop_columns=["who"])
+    written = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert written == [{"id": 1, "text": "dog"}, {"text": "paris"}]
     assert st.columns is not None and st.columns.unreleased == ("id",) and st.columns.dropped == ("who",)
     txt = tmp_path / "a.txt"
     txt.write_text("cat\n")
     with pytest.raises(ValidationError, match="plain text has no columns"):
-        rewrite_file(txt, io.StringIO(), voc, shift, drop_columns=["x"])
+        rewrite_file(txt, tmp_path / "o.txt", voc, shift, drop_columns=["x"])
 
 
 @pytest.mark.parametrize("name", ["long.txt", "long.jsonl", "long.csv"])
@@ -112,8 +108,8 @@ def test_a_line_over_the_cap_is_one_error_and_bounded(tmp_path: Path, name: str)
     p.write_text(content)
     column = None if name.endswith(".txt") else "text"
     with pytest.raises(ValidationError, match="cap of 1,024 bytes"):
-        rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column, max_record=1024)
-    st = rewrite_file(p, io.StringIO(), Vocabulary(LABELS), shift, column=column)  # the default cap: fine
+        rewrite_file(p, tmp_path / ("o" + p.suffix), Vocabulary(LABELS), shift, column=column, max_record=1024)
+    st = rewrite_file(p, tmp_path / ("o" + p.suffix), Vocabulary(LABELS), shift, column=column)  # the default cap: fine
     assert st.tokens == 5000
 
 
@@ -128,7 +124,7 @@ def test_progress_tokens_and_their_total_from_the_file_size(tmp_path: Path, name
     path = tmp_path / name
     path.write_text(body, encoding="utf-8")
     calls: list[tuple[int, int | None]] = []
-    rewrite_file(path, io.StringIO(), Vocabulary(LABELS), shift, column=column, batch_tokens=30,
+    rewrite_file(path, tmp_path / ("o" + path.suffix), Vocabulary(LABELS), shift, column=column, batch_tokens=30,
                  progress=lambda done, total, _m: calls.append((done, total)))
     assert [d for d, _ in calls] == [30, 60, 90, 120, 120]  # each batch of 30 replaced tokens, then the end
     assert calls[-1] == (120, 120)  # the whole file read: the estimate is exact

@@ -1,6 +1,6 @@
 """``metricdp text privatize`` and ``metricdp text stats``: word-level mDP over a vocabulary.
 
-``privatize`` rewrites plain text (one document per line), CSV or JSONL (``--column``),
+``privatize`` rewrites plain text (one document per line), CSV, Parquet or JSONL (``--column``),
 replacing every vocabulary word by a release of a matrix-free mechanism over the
 embedding (default: all 400,000 packaged GloVe 6B 50-d words) or of a mechanism file
 built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w and S_w
@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
 
     def privatize(
         input_file: Annotated[
-            Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv or .jsonl.")
+            Path, typer.Argument(metavar="INPUT", help="Plain text (one document per line), .csv, .parquet or .jsonl.")
         ],
         out: OutOption,
         mechanism: MechOpt,
@@ -252,7 +252,7 @@ def register(app: typer.Typer) -> None:
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
         column: Annotated[
-            str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/JSONL).")
+            str | None, typer.Option("--column", "-c", help="Field holding the text (CSV/Parquet/JSONL).")
         ] = None,
         keep_words: Annotated[
             Path | None, typer.Option("--keep-words", help="File of words never replaced, one per line.")
@@ -297,7 +297,6 @@ def register(app: typer.Typer) -> None:
         from ..text.accounting import TextAccounting
 
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
-        from ..io import atomic_write
         from ..text.policy import OutputFilter, TokenPolicy, output_mask
         from ..text.rewrite import Vocabulary, detect_format, rewrite_file
 
@@ -391,12 +390,12 @@ def register(app: typer.Typer) -> None:
                                        "drop_columns": drop or ()}, [keep_words])
             st, documents, persons = rel.stats, rel.documents, rel.persons
         else:
-            with atomic_write(out, "w") as fh, naming_flags({"column": "--column"}):
+            with naming_flags({"column": "--column"}):
                 # per-token epsilon lists: no per-document accounting yet (refused above with its options)
                 book = None if cycle > 1 else TextAccounting(eps, len(labels), consistent=consistent,
                                                              user_column=user_column)
                 try:
-                    st = rewrite_file(input_file, fh, Vocabulary(labels), draw, column=column, keep=kept,
+                    st = rewrite_file(input_file, out, Vocabulary(labels), draw, column=column, keep=kept,
                                       policy=policy, keep_columns=keep or (), drop_columns=drop or (),
                                       progress=ProgressReporter(f"text {input_file.name}", "tokens"), cycle=cycle,
                                       accounting=book, numbers=numbers)

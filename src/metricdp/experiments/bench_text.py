@@ -133,8 +133,7 @@ def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
         src = Path(tmp) / "corpus.txt"
         src.write_text("\n".join(docs) + "\n", encoding="utf-8")
         t0 = time.perf_counter()
-        with open(Path(tmp) / "out.txt", "w", encoding="utf-8") as fh:
-            st = rewrite_file(src, fh, Vocabulary(space.labels), sample)
+        st = rewrite_file(src, Path(tmp) / "out.txt", Vocabulary(space.labels), sample)
         seconds = time.perf_counter() - t0
     return {
         "sample_s": seconds, "tokens": st.tokens, "distinct_words": summary["distinct_words"],

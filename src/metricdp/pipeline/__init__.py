@@ -2,7 +2,7 @@
 
 * a **kind** (:mod:`.kind`) says how a column is parsed, released and rendered back:
   :mod:`.labels` (a mechanism's labels), :mod:`.numbers` (numbers on a grid), :mod:`.points`
-  (latitude/longitude pairs);
+  (latitude/longitude pairs), :mod:`.text` (documents rewritten word by word);
 * a **format** is one reader/writer pair (:mod:`metricdp.tabular.formats`; the suffix table
   decides, nothing here looks at a suffix);
 * :mod:`.run` is the one chunk loop: read ahead, parse, refuse (every refused row counted

@@ -3,10 +3,11 @@
 The protocol of :mod:`metricdp.accounting.plan` (the one of ``privatize``,
 :mod:`metricdp.streaming.accounted`) with word tokens for rows:
 
-1. **scan** -- the input is tokenised once (the same tokeniser, policy and vocabulary as
-   the rewrite; the output is discarded): every word token that would be released gets
-   its *person* and its word index. The person is the document (its number in the
-   file), or the author (``user_column`` of a CSV/JSONL input);
+1. **scan** -- the input is tokenised once (the same reading, tokeniser, policy and
+   vocabulary as the rewrite, :func:`~.rewrite.rewrite_file` with no output; a table goes
+   through the release pipeline's one chunk loop, writing nothing): every word token that
+   would be released gets its *person* and its word index. The person is the document
+   (its number in the file), or the author (``user_column`` of a CSV, Parquet or JSONL input);
 2. **plan** -- :func:`~metricdp.accounting.plan.plan_release` over the tokens: the cap
    (``max_tokens_per_person`` tokens per person, chosen uniformly at random), the
    consistent groups ((person, word) pairs), the memo of earlier runs, and the budget.
@@ -15,8 +16,9 @@ The protocol of :mod:`metricdp.accounting.plan` (the one of ``privatize``,
    spent; otherwise the spend is *reserved* in the ledger. Consistent groups are drawn
    now, one release per fresh group, and memoized under the reservation;
 3. **rewrite** -- the input is read again and written to an unnamed temporary file
-   (:func:`metricdp.io.atomic_write`): a kept token gets its release (its group's, or a
-   fresh draw), a withheld one becomes :data:`~.rewrite.WITHHELD`. Each batch's words
+   (:func:`metricdp.io.atomic_write`, by :func:`~.rewrite.rewrite_file`): a kept token
+   gets its release (its group's, or a fresh draw), a withheld one becomes
+   :data:`~.rewrite.WITHHELD`. Each batch's words
    and persons are compared with the scan's (a file changed in between is refused);
 4. **publish** -- the input's size, times and inode are compared with the scan's,
    :meth:`~metricdp.accounting.plan.Plan.publishing`, the atomic rename, then
@@ -53,8 +55,7 @@ from ..accounting.composition import to_units
 from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import MetricDPError, ValidationError
-from ..io import atomic_write
-from ..streaming.accounted import AccountingReport, Settlement
+from ..streaming.accounted import AccountingReport
 from .accounting import DocumentReport, TextAccounting
 from .rewrite import RewriteStats, Vocabulary, rewrite_file
 
@@ -96,13 +97,6 @@ class TextRelease:
     stats: RewriteStats
     documents: DocumentReport
     persons: AccountingReport
-
-
-class _Discard:
-    """A text stream that drops what is written (the scan's output)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
 
 
 def _identity(path: Path) -> tuple[int, ...]:
@@ -211,7 +205,7 @@ def privatize_text_file(
                               "an identity")
     identity = _identity(path)
     scan = _Scan(len(vocabulary.labels), budget.user_column)
-    rewrite_file(path, _Discard(), vocabulary, draw, accounting=scan, **rewrite)  # type: ignore[arg-type]
+    rewrite_file(path, None, vocabulary, draw, accounting=scan, **rewrite)
     words = np.concatenate(scan.words) if scan.words else np.zeros(0, np.int32)
     owners = np.concatenate(scan.owners) if scan.owners else np.zeros(0, np.int64)
     persons = scan.persons()
@@ -223,18 +217,19 @@ def privatize_text_file(
                         scope=budget.scope, rng=rng, run_id=budget.run_id, mechanism=budget.mechanism,
                         persons=persons, unit=budget.unit)
     run = _Publish(plan, path, identity)
-    with Settlement(run):
+    try:  # reserved from here: a failure before the publish gives the reservation back (run.abort)
         group_release = None
         if consistent:
             fresh_words = words[plan.group_row[plan.fresh]].astype(np.intp)
             drawn = draw(fresh_words) if fresh_words.size else np.zeros(0, dtype=np.intp)
             group_release = np.asarray(plan.releases(np.asarray(drawn, dtype=np.int64)), dtype=np.intp)
-        book = _Rewrite(scan, budget.eps, budget.consistent, plan, group_release, path)
-        with atomic_write(out, "w", inputs=[path, *inputs]) as fh:
-            st = rewrite_file(path, fh, vocabulary, draw, accounting=book, progress=progress, **rewrite)
-            if book.pos != book.scan_words.size:
-                raise book.changed()
-            run.publishing()
+        run.book = book = _Rewrite(scan, budget.eps, budget.consistent, plan, group_release, path)
+        # published and settled by the rewrite: run.publishing() just before the rename, then run.commit()
+        st = rewrite_file(path, out, vocabulary, draw, accounting=book, progress=progress, inputs=inputs, run=run,
+                          **rewrite)
+    except BaseException:
+        run.abort()
+        raise
     p = plan
     report = AccountingReport(
         int(owners.size), int(p.keep.sum()), p.withheld_cap, p.withheld_budget, int(persons.size), p.persons_over,
@@ -248,10 +243,13 @@ class _Publish:
 
     def __init__(self, plan: Plan, path: Path, identity: tuple[int, ...]) -> None:
         self.plan, self.path, self.identity = plan, path, identity
-        self.published = False
+        self.book: _Rewrite | None = None  # the rewrite pass, which must have met every token of the scan
+        self.published = self.aborted = False
 
     def publishing(self) -> None:
         """Just before the atomic rename: the input must be the one scanned; from here on the spend stays."""
+        if self.book is not None and self.book.pos != self.book.scan_words.size:
+            raise self.book.changed()
         if _identity(self.path) != self.identity:
             raise ValidationError(f"{self.path}: the file changed while it was being released; nothing written, "
                                   "nothing spent")
@@ -259,9 +257,14 @@ class _Publish:
         self.published = True
 
     def abort(self) -> None:
-        if not self.published:
+        """Give the reservation back unless the output was being published (once: later calls do nothing)."""
+        if not self.published and not self.aborted:
+            self.aborted = True
             with contextlib.suppress(MetricDPError):  # a failed refund leaves the spend recorded: the safe side
                 self.plan.abort()
 
     def commit(self) -> None:
         self.plan.commit()
+
+    def report(self) -> None:
+        """Nothing: the report of an accounted rewrite is its :class:`TextRelease`."""

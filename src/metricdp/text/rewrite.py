@@ -1,4 +1,4 @@
-"""Streaming rewriting of texts: plain text (one document per line), CSV or JSONL.
+"""Streaming rewriting of texts: plain text (one document per line), a table's text column, or JSON lines.
 
 Every word token found in the vocabulary (by its normal form, :func:`.tokens.normal`:
 format characters removed, NFKC, case folded) and not in ``keep`` is replaced by a release
@@ -17,11 +17,16 @@ A sampler may return -1 for a token: the token is *withheld* (a per-person budge
 :mod:`.accounted`) and written as :data:`WITHHELD`, a fixed placeholder that carries nothing
 of the word (not its case, not its length); a clitic kept beside it stays, as it does beside
 a release.
+
+Files: plain text is read line by line, each line a document (its ending kept); a table's
+column (CSV, Parquet: the formats of :mod:`metricdp.tabular.formats`) is released by the
+one chunk loop of :mod:`metricdp.pipeline.run` with the kind :class:`metricdp.pipeline.text.Texts`,
+one :class:`Rewriter` across its chunks; JSON lines are read record by record.
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import itertools
 import json
 import re
@@ -29,28 +34,38 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
-from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import MAX_RECORD_ENV, iter_csv_rows, max_record_bytes
-from ..tabular.formats import FORMATS, format_of
-from ..tabular.leaks import LeakRule, check_file, scan_file
+from ..io import atomic_write
+from ..pipeline.run import Source, release_pass
+from ..pipeline.text import Texts, read_only
+from ..streaming.accounted import Settlement
+from ..tabular.columns import ColumnPlan
+from ..tabular.csv import MAX_RECORD_ENV, max_record_bytes
+from ..tabular.formats import FORMATS, RELEASE_FORMATS, format_of
+from ..tabular.leaks import LeakRule, scan_file
 from .accounting import TextAccounting
 from .numbers import NumberRelease
 from .policy import TokenPolicy
 from .tokens import FORMAT_CHARS, has_hidden_form, is_numeric, normal, restore_case, split
 
-__all__ = ["WITHHELD", "RewriteStats", "Vocabulary", "detect_format", "rewrite_file", "rewrite_texts"]
+__all__ = ["CHUNK_DOCUMENTS", "WITHHELD", "RewriteStats", "Rewriter", "Vocabulary", "detect_format", "rewrite_file",
+           "rewrite_texts"]
 
 #: What a withheld word token becomes in the rewritten text: the same for every word, so it
 #: tells only that a vocabulary word stood there, which the layout already shows.
 WITHHELD = "[WITHHELD]"
+
+#: Documents per chunk of a typed table (a CSV chunk is bounded by its bytes): a document is a review or a
+#: post, not a short field, so a chunk holds about as many bytes as the CSV reader's.
+CHUNK_DOCUMENTS = 10_000
 
 _FORMAT = re.compile(f"[{FORMAT_CHARS}]")
 
@@ -100,6 +115,171 @@ class Vocabulary:
             self.lookup.setdefault(normal(lab), i)
 
 
+class Rewriter:
+    """Rewrites documents batch by batch (the module docstring); its counts, timing and progress run across
+    calls, so a file read chunk by chunk is rewritten by one rewriter, one :meth:`rewrite` per chunk.
+
+    Parameters are those of :func:`rewrite_texts`. Each :meth:`rewrite` call ends with a
+    batch of its own (a batch never spans two calls): the law of the output is the same
+    (every token is drawn independently given its input), the use of a seeded generator's
+    numbers follows the batches.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary,
+        sample: Sampler,
+        *,
+        keep: frozenset[str] = frozenset(),
+        policy: TokenPolicy | None = None,
+        stats: RewriteStats | None = None,
+        batch_tokens: int = 500_000,
+        progress: Progress | None = None,
+        cycle: int = 1,
+        accounting: TextAccounting | None = None,
+        read_fraction: Callable[[], float] | None = None,
+        numbers: NumberRelease | None = None,
+        piece_tokens: int = 4096,
+    ) -> None:
+        if cycle > 1 and accounting is not None:
+            raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
+        if piece_tokens < 1:
+            raise ValidationError(f"piece_tokens must be >= 1, got {piece_tokens!r}")
+        self.vocabulary, self.sample, self.keep = vocabulary, sample, keep
+        self.policy = policy if policy is not None else TokenPolicy()
+        self.stats = stats if stats is not None else RewriteStats()
+        self.batch_tokens, self.progress, self.cycle = batch_tokens, progress, cycle
+        self.accounting, self.read_fraction, self.numbers = accounting, read_fraction, numbers
+        self.piece_tokens = piece_tokens
+        self._start: float | None = None  # the first rewrite's start: the rate counts the rewriting only
+        self._done = 0  # word tokens of the batches already written
+
+    def _tell(self, tokens: int) -> None:
+        st = self.stats
+        st.seconds = time.perf_counter() - (self._start or 0.0)
+        share = self.read_fraction() if self.read_fraction is not None and self.progress is not None else 0.0
+        report(self.progress, tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
+
+    def _in_pieces(self, words: NDArray[np.intp], ranks: list[int]) -> NDArray[np.intp]:
+        """The batch's releases, drawn about ``piece_tokens`` at a time (progress after each piece).
+
+        The pieces cut the batch sorted by word, at word boundaries: every token of a word is
+        drawn in the same piece, so a mechanism that builds one table per distinct word and
+        call (:mod:`.exponential`) builds it once per batch, as with one call.
+        """
+        n = len(words)
+        out = np.empty(n, dtype=np.intp)
+        order = np.argsort(words, kind="stable")
+        grouped = words[order]
+        slot = np.asarray(ranks, dtype=np.intp) if self.cycle > 1 else None
+        pending = self.stats.tokens - self._done
+        lo, step = 0, self.piece_tokens
+        while lo < n:
+            hi = n if lo + step >= n else int(np.searchsorted(grouped, grouped[lo + step - 1], "right"))
+            take = order[lo:hi]
+            out[take] = self.sample(words[take]) if slot is None else self.sample(words[take], slot[take])
+            if hi < n:
+                self._tell(self._done + pending * hi // n)
+            lo = hi
+        return out
+
+    def rewrite(self, texts: Iterable[str]) -> Iterator[str]:
+        """Rewritten ``texts``, in order (a generator: consumes ``texts`` batch by batch)."""
+        if self._start is None:
+            self._start = time.perf_counter()
+        st, policy, numbers, cycle = self.stats, self.policy, self.numbers, self.cycle
+        lookup, labels, keep = self.vocabulary.lookup, self.vocabulary.labels, self.keep
+        batch: list[list[str]] = []
+        slots: list[tuple[int, int, str, str]] = []  # (document in batch, piece, original, kept clitic)
+        inputs: list[int] = []
+        ranks: list[int] = []  # (cycle > 1) each input's index among its document's word tokens, mod cycle
+
+        def flush() -> Iterator[str]:
+            if inputs or self.accounting is not None:
+                words = np.asarray(inputs, dtype=np.intp)
+                if self.accounting is not None:
+                    out = self.accounting.release(words, [s[0] for s in slots], len(batch),
+                                                  lambda w: self._in_pieces(w, ranks))
+                else:
+                    out = self._in_pieces(words, ranks)
+                for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
+                    if k < 0:  # withheld by a budget or a cap: the placeholder, not a release
+                        batch[doc][piece] = WITHHELD + suffix
+                        st.withheld += 1
+                        st.replaced -= 1
+                        continue
+                    batch[doc][piece] = restore_case(labels[k], original) + suffix
+                    st.changed += int(k != x)
+            yield from ("".join(pieces) for pieces in batch)
+            self._done = st.tokens
+            self._tell(st.tokens)
+            batch.clear()
+            slots.clear()
+            inputs.clear()
+            ranks.clear()
+
+        for text in texts:
+            pieces = []
+            d = len(batch)
+            sentence_start = True
+            rank = -1
+            released_numbers = st.numbers
+            for j, (piece, is_word) in enumerate(split(text)):
+                pieces.append(piece)
+                if not is_word:
+                    sentence_start = sentence_start or TokenPolicy.ends_sentence(piece)
+                    continue
+                at_start, sentence_start = sentence_start, False
+                st.tokens += 1
+                rank += 1
+                low = normal(piece)
+                if has_hidden_form(piece):
+                    st.normalised += 1
+                if is_numeric(piece):  # a number: never a word's input (nor a word's output: the output policies)
+                    if numbers is not None and numbers.releasable(piece):
+                        pieces[j] = numbers.release_token(piece)
+                        st.numbers += 1
+                    else:
+                        st.kept += 1
+                        st.kept_by["numbers"] = st.kept_by.get("numbers", 0) + 1
+                    continue
+                if low in keep:
+                    st.kept += 1
+                    st.kept_by["words"] = st.kept_by.get("words", 0) + 1
+                    continue
+                category = policy.kept_as(low, piece, at_start)
+                if category is not None:
+                    st.kept += 1
+                    st.kept_by[category] = st.kept_by.get(category, 0) + 1
+                    continue
+                k = lookup.get(low)
+                suffix = ""
+                cut = max(piece.rfind("'"), piece.rfind("\u2019"))
+                if k is None and cut > 0:
+                    # "NASA's": GloVe splits the clitic off; release the head, keep the clitic
+                    k = lookup.get(normal(piece[:cut]))
+                    if k is not None:
+                        piece, suffix = piece[:cut], _FORMAT.sub("", piece[cut:])
+                if k is None:
+                    st.oov += 1
+                    if len(st.oov_examples) < 1000 or low in st.oov_examples:
+                        st.oov_examples[low] = st.oov_examples.get(low, 0) + 1
+                    continue
+                st.replaced += 1
+                slots.append((d, j, piece, suffix))
+                inputs.append(k)
+                if cycle > 1:
+                    ranks.append(rank % cycle)
+            batch.append(pieces)
+            st.documents += 1
+            if numbers is not None:
+                count = st.numbers - released_numbers
+                st.numbers_per_document[count] = st.numbers_per_document.get(count, 0) + 1
+            if len(inputs) >= self.batch_tokens:
+                yield from flush()
+        yield from flush()
+
+
 def rewrite_texts(
     texts: Iterable[str],
     vocabulary: Vocabulary,
@@ -116,7 +296,7 @@ def rewrite_texts(
     numbers: NumberRelease | None = None,
     piece_tokens: int = 4096,
 ) -> Iterator[str]:
-    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch).
+    """Rewritten texts, in order (a generator: consumes ``texts`` batch by batch; :class:`Rewriter`).
 
     ``keep``: words (lower case) never replaced; ``policy``: categories never replaced
     (:class:`.policy.TokenPolicy`; its output restriction is the sampler's business, see
@@ -132,144 +312,25 @@ def rewrite_texts(
     (``tokens / read_fraction()``), from which it can tell the time left; it is told after each
     piece of ``piece_tokens`` releases as well (with ``accounting``: of the draws it asks for).
     """
-    if cycle > 1 and accounting is not None:
-        raise ValidationError("per-token epsilon lists are not accounted per document yet: use one epsilon")
-    if piece_tokens < 1:
-        raise ValidationError(f"piece_tokens must be >= 1, got {piece_tokens!r}")
-    st = stats if stats is not None else RewriteStats()
-    policy = policy if policy is not None else TokenPolicy()
-    lookup, labels = vocabulary.lookup, vocabulary.labels
-    start = time.perf_counter()
-    batch: list[list[str]] = []
-    slots: list[tuple[int, int, str, str]] = []  # (document in batch, piece, original, kept clitic)
-    inputs: list[int] = []
-    ranks: list[int] = []  # (cycle > 1) each input's index among its document's word tokens, mod cycle
-    done = [0]  # word tokens of the batches already written
-
-    def tell(tokens: int) -> None:
-        st.seconds = time.perf_counter() - start
-        share = read_fraction() if read_fraction is not None and progress is not None else 0.0
-        report(progress, tokens, round(st.tokens / share) if share > 0 else None, "rewriting")
-
-    def in_pieces(words: NDArray[np.intp]) -> NDArray[np.intp]:
-        """The batch's releases, drawn about ``piece_tokens`` at a time (progress after each piece).
-
-        The pieces cut the batch sorted by word, at word boundaries: every token of a word is
-        drawn in the same piece, so a mechanism that builds one table per distinct word and
-        call (:mod:`.exponential`) builds it once per batch, as with one call.
-        """
-        n = len(words)
-        out = np.empty(n, dtype=np.intp)
-        order = np.argsort(words, kind="stable")
-        grouped = words[order]
-        slot = np.asarray(ranks, dtype=np.intp) if cycle > 1 else None
-        pending = st.tokens - done[0]
-        lo = 0
-        while lo < n:
-            hi = n if lo + piece_tokens >= n else int(np.searchsorted(grouped, grouped[lo + piece_tokens - 1], "right"))
-            take = order[lo:hi]
-            out[take] = sample(words[take]) if slot is None else sample(words[take], slot[take])
-            if hi < n:
-                tell(done[0] + pending * hi // n)
-            lo = hi
-        return out
-
-    def flush() -> Iterator[str]:
-        if inputs or accounting is not None:
-            words = np.asarray(inputs, dtype=np.intp)
-            if accounting is not None:
-                out = accounting.release(words, [s[0] for s in slots], len(batch), in_pieces)
-            else:
-                out = in_pieces(words)
-            for (doc, piece, original, suffix), k, x in zip(slots, out, inputs, strict=True):
-                if k < 0:  # withheld by a budget or a cap: the placeholder, not a release
-                    batch[doc][piece] = WITHHELD + suffix
-                    st.withheld += 1
-                    st.replaced -= 1
-                    continue
-                batch[doc][piece] = restore_case(labels[k], original) + suffix
-                st.changed += int(k != x)
-        yield from ("".join(pieces) for pieces in batch)
-        done[0] = st.tokens
-        tell(st.tokens)
-        batch.clear()
-        slots.clear()
-        inputs.clear()
-        ranks.clear()
-
-    for text in texts:
-        pieces = []
-        d = len(batch)
-        sentence_start = True
-        rank = -1
-        released_numbers = st.numbers
-        for j, (piece, is_word) in enumerate(split(text)):
-            pieces.append(piece)
-            if not is_word:
-                sentence_start = sentence_start or TokenPolicy.ends_sentence(piece)
-                continue
-            at_start, sentence_start = sentence_start, False
-            st.tokens += 1
-            rank += 1
-            low = normal(piece)
-            if has_hidden_form(piece):
-                st.normalised += 1
-            if is_numeric(piece):  # a number: never a word's input (nor a word's output: the output policies)
-                if numbers is not None and numbers.releasable(piece):
-                    pieces[j] = numbers.release_token(piece)
-                    st.numbers += 1
-                else:
-                    st.kept += 1
-                    st.kept_by["numbers"] = st.kept_by.get("numbers", 0) + 1
-                continue
-            if low in keep:
-                st.kept += 1
-                st.kept_by["words"] = st.kept_by.get("words", 0) + 1
-                continue
-            category = policy.kept_as(low, piece, at_start)
-            if category is not None:
-                st.kept += 1
-                st.kept_by[category] = st.kept_by.get(category, 0) + 1
-                continue
-            k = lookup.get(low)
-            suffix = ""
-            cut = max(piece.rfind("'"), piece.rfind("\u2019"))
-            if k is None and cut > 0:
-                # "NASA's": GloVe splits the clitic off; release the head, keep the clitic
-                k = lookup.get(normal(piece[:cut]))
-                if k is not None:
-                    piece, suffix = piece[:cut], _FORMAT.sub("", piece[cut:])
-            if k is None:
-                st.oov += 1
-                if len(st.oov_examples) < 1000 or low in st.oov_examples:
-                    st.oov_examples[low] = st.oov_examples.get(low, 0) + 1
-                continue
-            st.replaced += 1
-            slots.append((d, j, piece, suffix))
-            inputs.append(k)
-            if cycle > 1:
-                ranks.append(rank % cycle)
-        batch.append(pieces)
-        st.documents += 1
-        if numbers is not None:
-            count = st.numbers - released_numbers
-            st.numbers_per_document[count] = st.numbers_per_document.get(count, 0) + 1
-        if len(inputs) >= batch_tokens:
-            yield from flush()
-    yield from flush()
+    return Rewriter(vocabulary, sample, keep=keep, policy=policy, stats=stats, batch_tokens=batch_tokens,
+                    progress=progress, cycle=cycle, accounting=accounting, read_fraction=read_fraction,
+                    numbers=numbers, piece_tokens=piece_tokens).rewrite(texts)
 
 
 def detect_format(path: Path, column: str | None) -> str:
-    """``csv``, ``jsonl`` or ``text`` (:func:`metricdp.tabular.formats.format_of`; any other suffix
-    is plain text, a table suffix that is not CSV is refused); CSV and JSONL need ``column``."""
+    """The format name of a text input: a table the release pipeline reads (CSV, Parquet:
+    :data:`metricdp.tabular.formats.RELEASE_FORMATS`), ``jsonl``, or ``text`` (any other suffix is
+    plain text; a suffix named in the table that is neither, ``.tsv`` say, is refused with its
+    reason: :func:`metricdp.tabular.formats.format_of`). A table and JSON lines need ``column``."""
     fmt = FORMATS.get(path.suffix.lower(), "text")
-    if fmt not in ("csv", "jsonl", "text"):
-        format_of(path, ("csv", "jsonl", "text"), what=f"{path}: a text input")  # raises, with the reason
+    allowed = [*(name for name, f in RELEASE_FORMATS.items() if f.reads), "jsonl", "text"]
+    if fmt not in allowed:
+        format_of(path, allowed, what=f"{path}: a text input")  # raises, with the reason
     if fmt != "text" and column is None:
         raise ValidationError(f"{path}: a {fmt.upper()} input needs the parameter 'column' (the text's field)")
     if fmt == "text" and column is not None:
         raise ValidationError(
-            f"{path}: the parameter 'column' applies to .csv/.jsonl inputs; this file is read as plain text"
+            f"{path}: the parameter 'column' applies to .csv/.jsonl/.parquet inputs; this file is read as plain text"
         )
     return fmt
 
@@ -308,8 +369,8 @@ def _split_ending(line: str) -> tuple[str, str]:
 
 
 def rewrite_file(
-    path: Path,
-    out: IO[str],
+    path: str | PathLike[str],
+    out: str | PathLike[str] | None,
     vocabulary: Vocabulary,
     sample: Sampler,
     *,
@@ -324,15 +385,31 @@ def rewrite_file(
     cycle: int = 1,
     accounting: TextAccounting | None = None,
     numbers: NumberRelease | None = None,
+    inputs: Sequence[str | PathLike[str] | None] = (),
+    run: Any = None,
 ) -> RewriteStats:
-    """Rewrite ``path`` into the open text stream ``out`` in the same format (see the module docstring).
+    """Rewrite ``path`` into the file ``out`` in the same format (see the module docstring); returns the counts.
 
-    CSV is read under the file layer's record definition (:mod:`metricdp.tabular.csv`), and
+    ``out`` appears whole when everything went through, never in part
+    (:func:`metricdp.io.atomic_write`; ``inputs``: further files it must not be); None
+    writes nothing (a first pass that counts). A table (the formats the release pipeline
+    reads, :mod:`metricdp.tabular.formats`: CSV, Parquet) goes through the one chunk loop
+    (:func:`metricdp.pipeline.run.release_pass` with :class:`metricdp.pipeline.text.Texts`):
+    every byte of a CSV but the released fields is kept, a Parquet file keeps its schema, and
     what leaves unreleased is planned by :func:`metricdp.tabular.columns.plan_columns`
-    (``keep_columns``, ``drop_columns``; JSONL: by field name); :attr:`RewriteStats.columns`
-    names it. Plain-text and JSONL lines, like CSV records, are capped at ``max_record``
-    bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
+    (``keep_columns``, ``drop_columns``; JSON lines: by field name) and checked by content
+    (:meth:`metricdp.tabular.leaks.LeakRule.text`); :attr:`RewriteStats.columns` names it.
+    A table's chunk (a CSV reader's few MB, :data:`CHUNK_DOCUMENTS` rows of a typed table)
+    ends a batch; a missing value (a null in a typed table) is refused with its count and
+    first rows. An ``out`` whose suffix names another format than the input's is refused.
+    Plain-text and JSON lines, like CSV records, are capped at ``max_record`` bytes
+    (:func:`metricdp.tabular.csv.max_record_bytes`).
+
+    ``run`` (anything with ``publishing``, ``abort``, ``commit`` and ``report``: an accounted
+    rewrite, :mod:`.accounted`) is told ``publishing()`` just before ``out`` is published,
+    then settled (:class:`metricdp.streaming.accounted.Settlement`).
     """
+    path = Path(path)
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
     fmt = detect_format(path, column)
@@ -340,49 +417,73 @@ def rewrite_file(
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
     read, size = [0], max(1, path.stat().st_size)  # characters read (about bytes): the ETA's share of the file
-    kw = {"keep": keep, "policy": policy, "stats": st, "batch_tokens": batch_tokens, "progress": progress,
-          "cycle": cycle, "accounting": accounting, "numbers": numbers,
-          "read_fraction": lambda: min(1.0, read[0] / size)}
-    if fmt == "text":
-        endings: deque[str] = deque()
-
-        def bodies() -> Iterator[str]:
-            for line in _decoded_lines(path, max_record):
-                read[0] += len(line)
-                body, end = _split_ending(line)
-                endings.append(end)
-                yield body
-
-        for text in rewrite_texts(bodies(), vocabulary, sample, **kw):  # type: ignore[arg-type]
-            out.write(text + endings.popleft())
+    rewriter = Rewriter(vocabulary, sample, keep=keep, policy=policy, stats=st, batch_tokens=batch_tokens,
+                        progress=progress, cycle=cycle, accounting=accounting, numbers=numbers,
+                        read_fraction=lambda: min(1.0, read[0] / size))
+    if fmt in RELEASE_FORMATS:
+        assert column is not None  # detect_format gives a table only with a column
+        source = Source.of(path, chunk_rows=CHUNK_DOCUMENTS, max_record=max_record)
+        kind = Texts(column, rewriter, where=source.where)
+        # what leaves, by name and content (a copy of the text is refused), before anything is written
+        st.columns = plan = source.plan(kind, keep_columns, drop_columns)
+        if kind.user_column is not None and kind.user_column not in plan.header:
+            raise ValidationError(f"{path}: no user column {kind.user_column!r}")
+        header = sum(map(len, plan.header)) + len(plan.header)
+        rewriter.read_fraction = lambda: kind.read_fraction(size, header)
+        if out is None:
+            read_only(kind, source, plan)
+            return st
+        suffix = Path(out).suffix.lower()
+        if suffix in FORMATS and RELEASE_FORMATS.get(FORMATS[suffix]) is not source.format:
+            raise ValidationError(f"{out}: a rewrite is written in its input's format ({source.format.name}: "
+                                  f"{'/'.join(source.format.suffixes)}), got {suffix}")
+        release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
         return st
-    if fmt == "csv":
-        assert column is not None  # detect_format gives csv only with a column
-        with iter_csv_rows(path, max_record=max_record) as (names, stream):
-            plan = plan_columns(names, [column], keep=keep_columns, drop=drop_columns, where=str(path))
-            check_file(path, plan, LeakRule.text(column), max_record=max_record)  # a copy of the text is refused
-            st.columns = plan
-            read[0] += sum(map(len, names)) + len(names)
-            j = plan.index(column)
-            written = [plan.index(c) for c in plan.written]
-            writer = csv.writer(out, dialect="excel", lineterminator="\n")
-            writer.writerow(plan.written)
-            rows: deque[list[str]] = deque()
+    with _published(path, out, inputs, run) as fh:
+        if fmt == "text":
+            endings: deque[str] = deque()
 
-            def cells() -> Iterator[str]:
-                for line, row in stream:
-                    read[0] += sum(map(len, row)) + len(row)
-                    rows.append(row)
-                    if accounting is not None:
-                        accounting.add_row(row, names, f"{path}: line {line}")
-                    yield row[j]
+            def bodies() -> Iterator[str]:
+                for line in _decoded_lines(path, max_record):
+                    read[0] += len(line)
+                    body, end = _split_ending(line)
+                    endings.append(end)
+                    yield body
 
-            for text in rewrite_texts(cells(), vocabulary, sample, **kw):  # type: ignore[arg-type]
-                row = rows.popleft()
-                row[j] = text
-                writer.writerow([row[k] for k in written])
-        return st
-    records: deque[dict] = deque()
+            for text in rewriter.rewrite(bodies()):
+                fh.write(text + endings.popleft())
+        else:
+            assert column is not None  # detect_format gives JSON lines only with a column
+            _rewrite_json_lines(path, fh, rewriter, column, keep_columns, drop_columns, max_record, read)
+    return st
+
+
+@contextlib.contextmanager
+def _published(path: Path, out: str | PathLike[str] | None, inputs: Sequence[str | PathLike[str] | None],
+               run: Any) -> Iterator[IO[str]]:
+    """The text stream of ``out``, published atomically when the block ends (``run`` told and settled);
+    with no ``out``, a stream that drops what is written."""
+    if out is None:
+        yield cast(IO[str], _Discard())
+        return
+    with Settlement(run), atomic_write(out, "w", inputs=[path, *inputs]) as fh:
+        yield fh
+        if run is not None:
+            run.publishing()  # checks the input is unchanged; from here on the spend stays
+
+
+class _Discard:
+    """A text stream that drops what is written (a first pass's output)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def _rewrite_json_lines(path: Path, out: IO[str], rewriter: Rewriter, column: str, keep_columns: Sequence[str],
+                        drop_columns: Sequence[str], max_record: int | None, read: list[int]) -> None:
+    """JSON lines, one document per line: the field ``column`` rewritten, the record written again."""
+    st, accounting = rewriter.stats, rewriter.accounting
+    records: deque[dict[str, Any]] = deque()
     if column in drop_columns or column in keep_columns:
         raise ValidationError(f"{path}: field {column!r} is released; it cannot also be kept or dropped")
     dropped, others = set(drop_columns), set[str]()
@@ -408,14 +509,13 @@ def rewrite_file(
             records.append(rec)
             yield rec[column]
 
-    for text in rewrite_texts(fields(), vocabulary, sample, **kw):  # type: ignore[arg-type]
+    for text in rewriter.rewrite(fields()):
         rec = records.popleft()
         rec[column] = text
         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    # JSONL has no header: the fields that left with true values are those seen in the records
+    # JSON lines have no header: the fields that left with true values are those seen in the records
     kept = set(keep_columns)
     st.columns = ColumnPlan(
         header=(str(column), *sorted(others | dropped)), released=(str(column),), kept=tuple(sorted(others & kept)),
         unacknowledged=tuple(sorted(others - kept)), dropped=tuple(sorted(dropped)),
     )
-    return st
