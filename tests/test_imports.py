@@ -144,8 +144,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("outputs", "pointspace", "io", "bounds", "tabular", "data", "elastic", "units", "covariance", "settings"),
     ("lp",),
     ("mechanisms",),
-    ("text", "location", "pipeline", "streaming", "integrations", "estimation", "intervals", "remap", "evaluation", "adversary",
-     "report", "explore", "explore_page", "kmedian", "accounting", "ldp", "frames", "graphs", "targets"),
+    ("text", "location", "pipeline", "streaming", "integrations", "estimation", "intervals", "remap", "evaluation",
+     "adversary", "report", "explore", "explore_page", "kmedian", "accounting", "ldp", "frames", "graphs", "targets"),
     ("experiments",),
     ("cli", "__main__"),  # `python -m metricdp` is the command line
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +16,8 @@ from metricdp.pipeline.first_pass import first_pass
 from metricdp.pipeline.labels import Labels
 from metricdp.pipeline.run import Source
 from metricdp.streaming.persons import scan_persons
+from metricdp.tabular import csvsplit
+from metricdp.tabular.csv import split_records
 
 
 class _Mech:
@@ -24,8 +25,6 @@ class _Mech:
 
     def __init__(self, labels: list[str]) -> None:
         self.labels = labels
-from metricdp.tabular import csvsplit
-from metricdp.tabular.csv import split_records
 
 
 def test_scan_csv_quoted_ids_chunks_and_labels(tmp_path: Path) -> None:

@@ -97,6 +97,18 @@ class Texts(Kind):
         self.read = 0
         self._lines = False  # the rows are lines of a text file (its chunks count lines)
 
+    @property
+    def epsilon(self) -> float:
+        """Not one number: a document's spend is its word tokens' (:mod:`metricdp.text.accounting`)."""
+        raise ValidationError("a text release is accounted per document's tokens, not per row")
+
+    @property
+    def unit(self) -> str:
+        return "token"
+
+    def parse_empty(self) -> Documents:
+        return Documents([])
+
     def rule(self) -> LeakRule:
         return LeakRule.text(self.column)
 
