@@ -13,7 +13,14 @@ import metricdp.mechanisms.exponential as ex
 import metricdp.mechanisms.planar_laplace as pl
 import metricdp.remap as rm
 from metricdp.audit import audit
-from metricdp.audit_structured import kernel_audit, lattice_chain_audit, lattice_steps, postprocessing_audit
+from metricdp.audit_structured import (
+    StructuredAudit,
+    kernel_audit,
+    lattice_chain_audit,
+    lattice_steps,
+    postprocessing_audit,
+    structure_record,
+)
 from metricdp.spaces import MetricSpace
 
 
@@ -26,7 +33,7 @@ def _structured_planar(n_rows: int, n_cols: int, epsilon: float) -> tuple[Metric
 
 
 def _chain(space: MetricSpace, matrix: np.ndarray, box: np.ndarray) -> float:
-    rows, cols, n_rows, n_cols = pl._lattice(space)
+    rows, cols, n_rows, n_cols = pl.lattice_cells(space)
     return lattice_chain_audit(matrix, space.distances, box, (n_rows, n_cols), rows, cols, 1.0).epsilon
 
 
@@ -73,9 +80,10 @@ def test_the_builder_uses_the_lattice_chain_above_the_threshold(monkeypatch: pyt
     space = MetricSpace.grid(4, 5, 100.0)
     mech = pl.planar_laplace(space, 0.01)
     assert mech.info["audit"] == "lattice-chain"
+    assert mech.info["structure"] == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [4, 5]}
     assert audit(mech.matrix, space.distances, normalize=True).epsilon <= mech.info["epsilon_audit"] <= 0.01
     small = pl.planar_laplace(MetricSpace.grid(3, 3, 100.0), 0.01)
-    assert small.info["audit"] == "dense"
+    assert small.info["audit"] == "dense" and "structure" not in small.info
 
 
 @settings(max_examples=10, deadline=None)
@@ -154,3 +162,14 @@ def test_the_compiled_step_check_matches_numpy_to_the_bit() -> None:
     log_box = np.log(box).reshape(5, 6, -1)
     for a, b in lattice_steps(3)[0]:
         assert _step_gap(log_box, int(a), int(b), 2, KERNELS) == _step_gap(log_box, int(a), int(b), 2)
+
+
+def test_the_structure_record_of_each_proof() -> None:
+    chain = StructuredAudit(0.9, "lattice-chain", {"order": 6, "box": [3, 4], "stretch": 1.0034})
+    assert structure_record(chain) == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [3, 4]}
+    kernel = StructuredAudit(0.9, "kernel", {"inner_epsilon": 0.5, "tau": 1e-12})
+    assert structure_record(kernel) == {"version": 1, "proof": "kernel", "inner_epsilon": 0.5}
+    remap = StructuredAudit(0.9, "post-processing", {"deviation": 0.0})
+    assert structure_record(remap, structure_record(kernel)) == {
+        "version": 1, "proof": "post-processing", "base": {"version": 1, "proof": "kernel", "inner_epsilon": 0.5}}
+    assert structure_record(remap)["base"] is None

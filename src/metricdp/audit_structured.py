@@ -28,6 +28,7 @@ defines it. The bound can exceed the exact level slightly; it never falls below 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,13 +39,16 @@ from scipy.sparse import csr_matrix
 from .errors import ValidationError
 
 __all__ = [
-    "DENSE_MAX_N", "StructuredAudit", "kernel_audit", "lattice_chain_audit", "lattice_steps",
-    "postprocessing_audit",
+    "DENSE_MAX_N", "STRUCTURE_VERSION", "StructuredAudit", "kernel_audit", "lattice_chain_audit", "lattice_steps",
+    "postprocessing_audit", "structure_record",
 ]
 
 #: Up to this many inputs the builders keep the independent dense audit (seconds at most);
 #: above it, where a structured proof applies, they use it.
 DENSE_MAX_N = 1500
+#: Version of the ``structure`` record (:func:`structure_record`) that mechanism files keep;
+#: the loader reads exactly the versions it knows and refuses the others.
+STRUCTURE_VERSION = 1
 #: Error of one numpy ``log``/subtraction, in ulps of the largest |value| (as in metricdp.audit).
 _ULPS = 16
 _EPS = float(np.finfo(np.float64).eps)
@@ -68,6 +72,27 @@ class StructuredAudit:
     def satisfies(self, epsilon: float, rtol: float = 1e-9) -> bool:
         """Whether the bound is within ``rtol`` (relative) of ``epsilon``."""
         return self.epsilon <= epsilon * (1 + rtol)
+
+
+def structure_record(proof: StructuredAudit, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a mechanism file records of the structure its audit used (metadata ``structure``).
+
+    ``{"version": 1, "proof": METHOD, ...}`` with the figures that select the proof: the
+    lattice's box and the order of its steps (``lattice-chain``), the kernel's inner epsilon
+    (``kernel``), the record of the regrouped mechanism (``post-processing``: ``base``, the
+    source's record, or None when the source was audited densely). The record is a claim:
+    :mod:`metricdp.mechanisms.file_structure` re-derives every figure it needs from the
+    file's matrix, distances and points, and refuses a file whose content does not have
+    the structure it claims.
+    """
+    record: dict[str, Any] = {"version": STRUCTURE_VERSION, "proof": proof.method}
+    if proof.method == "lattice-chain":
+        record.update(order=proof.details["order"], box=list(proof.details["box"]))
+    elif proof.method == "kernel":
+        record["inner_epsilon"] = proof.details["inner_epsilon"]
+    elif proof.method == "post-processing":
+        record["base"] = None if base is None else dict(base)
+    return record
 
 
 def _slack(largest: float) -> float:

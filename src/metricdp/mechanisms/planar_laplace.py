@@ -65,6 +65,8 @@ from .dense_plan import check_dense_plan, plan_dense
 from .registry import declared
 
 __all__ = [
+    "box_rows",
+    "lattice_cells",
     "lattice_planar_laplace",
     "planar_laplace",
     "planar_laplace_radius_cdf",
@@ -270,8 +272,8 @@ def truncated_planar_laplace_sample(
 
 
 # ----------------------------------------------------------------- discretisation
-def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int]:
-    """Integer lattice coordinates (row, col) of the points and the bounding box size."""
+def lattice_cells(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int]:
+    """Integer lattice coordinates (row, col) of a grid space's points and the bounding box size (rows, cols)."""
     pts = np.asarray(space.points)
     rel = np.rint((pts - pts.min(axis=0)) / space.cell).astype(np.intp)
     return rel[:, 0], rel[:, 1], int(rel[:, 0].max()) + 1, int(rel[:, 1].max()) + 1
@@ -288,7 +290,7 @@ def _discretised_matrix(
     """
     assert space.cell is not None  # checked by the builder: a grid space
     h = float(space.cell)
-    rows, cols, n_rows, n_cols = _lattice(space)
+    rows, cols, n_rows, n_cols = lattice_cells(space)
     s = epsilon * h
     # Beyond `reach` cells the survival (1 + s t) e^{-s t} is below e^{-60} / s^2 of the
     # smallest cell mass (> s^2 e^{-s (diagonal + 1)} / 2 pi): negligible at any accuracy.
@@ -334,6 +336,18 @@ def _discretised_matrix(
         }
     }
     return matrix.astype(np.float64), dict(info), box_matrix
+
+
+def box_rows(space: MetricSpace, epsilon: float, accuracy: float = 1e-12) -> NDArray[np.float64]:
+    """The discretised planar Laplace at ``epsilon`` seen from every cell of grid ``space``'s bounding box.
+
+    Row ``r * n_cols + c`` (:func:`lattice_cells`), one column per point, not normalised:
+    the box rows the lattice-chain proof reads
+    (:func:`metricdp.audit_structured.lattice_chain_audit`), as the builder integrates them.
+    """
+    box = _discretised_matrix(space, epsilon, accuracy, True)[2]
+    assert box is not None
+    return box
 
 
 @declared("planar-laplace")
@@ -430,7 +444,7 @@ def structured_audit_applies(space: MetricSpace) -> bool:
     """
     if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
         return False
-    _, _, n_rows, n_cols = _lattice(space)
+    _, _, n_rows, n_cols = lattice_cells(space)
     return n_rows * n_cols <= 2 * space.n
 
 
@@ -487,7 +501,7 @@ def lattice_planar_laplace(
         proof = None
         if structured and not repaired:
             report(progress, 2, 3, "auditing: lattice-chain proof")
-            rows, cols, n_rows, n_cols = _lattice(space)
+            rows, cols, n_rows, n_cols = lattice_cells(space)
             assert box is not None
             proof = lattice_chain_audit(matrix, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell,
                                         order=_CHAIN_ORDER)

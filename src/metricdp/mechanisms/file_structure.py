@@ -1,0 +1,239 @@
+r"""A mechanism file's structured audit, re-derived on load from the file's own content.
+
+Above :data:`~metricdp.audit_structured.DENSE_MAX_N` inputs the builders certify the
+planar Laplace, the exponential mechanism and their Bayesian remaps with the structured
+proofs of :mod:`metricdp.audit_structured` (O(n^2) work) instead of the dense O(n^3)
+audit, and record which in the metadata's ``structure``
+(:func:`~metricdp.audit_structured.structure_record`, versioned). :func:`structured_audit`
+is what :func:`metricdp.mechanisms.file.load_mechanism` runs for such a file. The record
+only *selects* a proof; nothing in it is trusted:
+
+* ``lattice-chain`` (the planar Laplace): the lattice is recomputed from the file's points
+  (:func:`metricdp.location.cells.lattice_of` for cell centres under ``haversine``, the
+  grid of ``space.cell`` for Euclidean points) and must be the box the record names, with
+  one input per lattice cell. On a full rectangle the file's own rows are the box rows of
+  the proof (their rows *are* the mechanism seen from every box cell); on a lattice clipped
+  by a region, the rows of the empty box cells are re-integrated from the stored
+  parameters (``inner_epsilon``), regrouped by the stored remap when there is one. The
+  proof's bound holds for *any* positive box rows and any lattice coordinates
+  (docs/proofs/structured_audit.md, section 5), so a wrong parameter, lattice or remap
+  can only make the bound too large to pass, never unsound.
+* ``kernel`` (the exponential mechanism): the distances must be a coordinate metric
+  recomputed bit for bit from the points
+  (:func:`~metricdp.mechanisms.exponential.proven_metric`); the kernel proof measures the
+  matrix against :math:`e^{-\varepsilon' d/2}` at the stored inner epsilon, which enters a
+  bound that holds for any value.
+* ``post-processing`` (a Bayesian remap M' = M R): over a lattice, the lattice-chain proof
+  is applied to M' itself (a regrouping of columns can only lower every step's log-ratio);
+  over a kernel, the source M is recomputed from the distances and the stored inner
+  epsilon, certified by the kernel proof, and M' is checked entry by entry to be its
+  regrouping by the stored remap's targets
+  (:func:`~metricdp.audit_structured.postprocessing_audit`).
+
+Every defect -- an unknown version or proof, points that are not the claimed lattice, a
+metric that is not proven, a bound above the claimed epsilon -- is one
+:class:`~metricdp.errors.MechanismFileError` (a :class:`~metricdp.errors.ClaimError` when
+the privacy claim fails) naming the file.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..audit_structured import (
+    STRUCTURE_VERSION,
+    StructuredAudit,
+    kernel_audit,
+    lattice_chain_audit,
+    postprocessing_audit,
+)
+from ..errors import ClaimError, MechanismFileError, ValidationError
+from ..spaces import MetricSpace
+
+__all__ = ["structured_audit"]
+
+#: Largest step order a file may ask for: the proof is sound at any order, and the step
+#: count grows as its square (48 steps at the builders' order 6, 176 at 12).
+_MAX_ORDER = 12
+
+
+def _refuse(p: Path, why: str) -> MechanismFileError:
+    return MechanismFileError(f"{p}: metadata 'structure' does not match the file: {why}; refusing it")
+
+
+def _version(p: Path, record: Any, where: str) -> dict[str, Any]:
+    if not isinstance(record, dict):
+        raise MechanismFileError(f"{p}: metadata '{where}' must be an object, got {record!r}")
+    version = record.get("version")
+    if isinstance(version, bool) or version != STRUCTURE_VERSION:
+        raise MechanismFileError(f"{p}: metadata '{where}' has version {version!r}; this metricdp reads version "
+                                 f"{STRUCTURE_VERSION} only")
+    return record
+
+
+def _positive_number(p: Path, value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise _refuse(p, f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _targets(p: Path, meta: dict[str, Any], k: int) -> NDArray[np.intp]:
+    """The stored remap's targets (``remap.targets``): k integers in [0, k)."""
+    raw = meta.get("remap", {}).get("targets") if isinstance(meta.get("remap"), dict) else None
+    if not isinstance(raw, list) or len(raw) != k or not all(
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < k for t in raw):
+        raise _refuse(p, f"a post-processing proof needs the remap's targets: {k} integers in [0, {k})")
+    return np.asarray(raw, dtype=np.intp)
+
+
+_Lattice = tuple[NDArray[np.float64], float, NDArray[np.intp], NDArray[np.intp], int, int]
+
+
+def _lattice(p: Path, own: MetricSpace) -> _Lattice:
+    """The lattice of the file's points: the inputs' coordinates in its plane (n, 2; as the builder
+    placed them), the cell side h, each input's (row, col) and the box size."""
+    from ..location.cells import lattice_indices
+
+    if own.points is None:
+        raise _refuse(p, "a lattice-chain proof needs the points, and the file stores none")
+    if own.metric == "haversine":
+        try:
+            ij, h, _, _ = lattice_indices(own)
+            plane = ij * h  # the builder's grid (lattice_of)
+        except ValidationError as ex:
+            raise _refuse(p, f"its points are not one lattice ({ex})") from None
+    elif own.metric == "euclidean" and own.cell is not None and own.points.shape[1] == 2:
+        pts, h = np.asarray(own.points), float(own.cell)
+        ij, plane = np.rint((pts - pts.min(axis=0)) / h), pts
+    else:
+        raise _refuse(p, f"a lattice-chain proof needs 2-d grid points (haversine cell centres or Euclidean points "
+                         f"with space.cell), got the {own.metric} metric" + ("" if own.cell else " without a cell"))
+    rc = (ij - ij.min(axis=0)).astype(np.intp)
+    rows, cols = rc[:, 0], rc[:, 1]
+    n_rows, n_cols = int(rows.max()) + 1, int(cols.max()) + 1
+    if np.unique(rows * n_cols + cols).size != own.n:
+        raise _refuse(p, "two inputs fall on one lattice cell")
+    return plane, h, rows, cols, n_rows, n_cols
+
+
+def _lattice_proof(
+    p: Path, record: dict[str, Any], matrix: NDArray[np.float64], audit_space: MetricSpace, own: MetricSpace,
+    meta: dict[str, Any], targets: NDArray[np.intp] | None,
+) -> StructuredAudit:
+    order = record.get("order")
+    if isinstance(order, bool) or not isinstance(order, int) or not 1 <= order <= _MAX_ORDER:
+        raise _refuse(p, f"the lattice-chain order must be an integer in [1, {_MAX_ORDER}], got {order!r}")
+    plane, cell, rows, cols, n_rows, n_cols = _lattice(p, own)
+    if record.get("box") != [n_rows, n_cols]:
+        raise _refuse(p, f"it claims a box of {record.get('box')!r} lattice cells, but the points lie on "
+                         f"{[n_rows, n_cols]}")
+    # outputs no input reaches constrain nothing (the cells a remap sends no release to)
+    used: NDArray[np.bool_] = np.asarray(matrix.any(axis=0))
+    sub = matrix[:, used]
+    if not np.all(sub > 0):
+        u, w = (int(x) for x in np.argwhere(sub <= 0)[0])
+        raise ClaimError(f"{p}: output {int(np.flatnonzero(used)[w])} is impossible from input {u} and possible "
+                         "from another: its level is infinite; refusing the file")
+    cells = rows * n_cols + cols
+    if n_rows * n_cols == own.n:  # a full rectangle: the rows themselves are the box rows
+        box = np.empty_like(sub)
+        box[cells] = sub
+    else:  # clipped by a region: the empty cells' rows re-integrated from the stored parameters
+        box = _clipped_box(p, plane, meta, targets, used, cells, sub)
+    try:
+        return lattice_chain_audit(sub, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell, order=order)
+    except ValidationError as ex:
+        raise _refuse(p, str(ex)) from None
+
+
+def _clipped_box(
+    p: Path, plane: NDArray[np.float64], meta: dict[str, Any], targets: NDArray[np.intp] | None,
+    used: NDArray[np.bool_], cells: NDArray[np.intp], sub: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Box rows of a lattice subset: the planar Laplace integrated at the stored inner epsilon from every
+    box cell (regrouped by ``targets``), with the inputs' own cells holding the file's rows."""
+    from .planar_laplace import box_rows
+
+    params = meta.get("params", {})
+    if not str(meta.get("mechanism", "")).startswith("planar-laplace"):
+        raise _refuse(p, "a lattice clipped by a region is proven through the planar Laplace's box rows, and this "
+                         f"file's mechanism is {meta.get('mechanism')!r}")
+    inner = _positive_number(p, params.get("inner_epsilon"), "params.inner_epsilon")
+    box = box_rows(MetricSpace.from_points(plane, metric="euclidean"), inner)
+    if targets is not None:
+        regrouped = np.zeros_like(box)
+        np.add.at(regrouped.T, targets, box.T)
+        box = regrouped
+    box = box[:, used]
+    box[cells] = sub
+    return box
+
+
+def _kernel_inner(p: Path, record: dict[str, Any], audit_space: MetricSpace) -> float:
+    """The kernel's inner epsilon, once the audit space's distances are a proven metric."""
+    from .exponential import proven_metric
+
+    inner = _positive_number(p, record.get("inner_epsilon"), "the kernel's inner_epsilon")
+    if not proven_metric(audit_space):
+        raise _refuse(p, "a kernel proof needs distances recomputed bit for bit from the points under the "
+                         f"euclidean, manhattan or haversine metric, and these ({audit_space.metric}) are not")
+    return inner
+
+
+def structured_audit(
+    p: Path, record: Any, matrix: NDArray[np.float64], audit_space: MetricSpace, own: MetricSpace,
+    meta: dict[str, Any], epsilon: float, rtol: float,
+) -> tuple[StructuredAudit, dict[str, Any]]:
+    """The structured proof ``record`` names, re-derived from the file's content and held to ``epsilon``.
+
+    ``audit_space`` is the space privacy is audited on (the file's, or a trusted one);
+    ``own`` the file's own space, whose points fix the lattice. Returns the proof, whose
+    ``epsilon`` is within ``rtol`` of ``epsilon``, and the record rebuilt from the figures
+    the proof re-derived; raises MechanismFileError (ClaimError for a failed privacy claim)
+    otherwise.
+    """
+    record = _version(p, record, "structure")
+    method = record.get("proof")
+    if matrix.shape[0] != matrix.shape[1]:
+        raise _refuse(p, "the structured proofs cover square mechanisms only, and this one has a separate output set")
+    clean: dict[str, Any] = {"version": STRUCTURE_VERSION, "proof": method}
+    if method == "lattice-chain":
+        proof = _lattice_proof(p, record, matrix, audit_space, own, meta, None)
+        clean.update(_lattice_record(proof))
+    elif method == "kernel":
+        inner = _kernel_inner(p, record, audit_space)
+        proof = kernel_audit(matrix, audit_space.distances, inner)
+        clean.update(inner_epsilon=inner)
+    elif method == "post-processing":
+        base = _version(p, record.get("base"), "structure.base")
+        targets = _targets(p, meta, matrix.shape[1])
+        if base.get("proof") == "lattice-chain":  # the chain bounds M' = M R directly
+            proof = _lattice_proof(p, base, matrix, audit_space, own, meta, targets)
+            proof = StructuredAudit(proof.epsilon, proof.method, {**proof.details, "remapped": True})
+            clean["base"] = _lattice_record(proof)
+        elif base.get("proof") == "kernel":
+            from .exponential import exponential_matrix
+
+            inner = _kernel_inner(p, base, audit_space)
+            source = exponential_matrix(audit_space.distances, inner)
+            source_proof = kernel_audit(source, audit_space.distances, inner)
+            proof = postprocessing_audit(matrix, audit_space.distances, source, source_proof.epsilon, targets)
+            clean["base"] = {"version": STRUCTURE_VERSION, "proof": "kernel", "inner_epsilon": inner}
+        else:
+            raise _refuse(p, f"post-processing of a {base.get('proof')!r} proof is not one this metricdp re-derives")
+    else:
+        raise _refuse(p, f"unknown proof {method!r} (known: lattice-chain, kernel, post-processing)")
+    if not proof.satisfies(epsilon, rtol):
+        raise ClaimError(f"{p}: claims epsilon={epsilon!r} but the {proof.method} bound of its matrix is "
+                         f"{proof.epsilon!r}; refusing the file")
+    return proof, clean
+
+
+def _lattice_record(proof: StructuredAudit) -> dict[str, Any]:
+    return {"version": STRUCTURE_VERSION, "proof": "lattice-chain", "order": proof.details["order"],
+            "box": list(proof.details["box"])}
