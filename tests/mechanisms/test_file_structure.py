@@ -214,6 +214,26 @@ def test_a_lattice_clipped_by_a_region_loads_with_its_empty_cells_reintegrated(
         load_mechanism(path)
 
 
+def test_the_cells_of_a_city_outline_build_and_load_through_the_lattice_chain(
+        tmp_path, small_threshold, no_dense_audit) -> None:
+    from metricdp.location.cells import planar_laplace_cells
+    from metricdp.location.grid import CellGrid
+    from metricdp.location.region import Region
+
+    lat0, lon0 = 40.70, -74.00  # a hexagon about 10 x 10 km: 112 cells of 1 km in a 14 x 10 box
+    ring = [[lon0 + 0.06 * math.cos(a) / math.cos(math.radians(lat0)), lat0 + 0.045 * math.sin(a)]
+            for a in np.linspace(0, 2 * math.pi, 7)[:-1]]
+    region = Region.from_geojson({"type": "Polygon", "coordinates": [[*ring, ring[0]]]}, name="hexagon")
+    grid = CellGrid.over(region, 1.0)
+    space = MetricSpace.from_points(grid.centres, list(grid.labels), metric="haversine")
+    mech = rm.bayesian_remap(planar_laplace_cells(space, 1.0), np.full(space.n, 1 / space.n))
+    assert space.n == 112 and mech.info["structure"]["base"]["box"] == [14, 10]
+    mech.save(tmp_path / "city.npz")
+    back = load_mechanism(tmp_path / "city.npz")
+    assert back.info["audit"] == "lattice-chain"
+    assert audit(mech.matrix, space.distances, normalize=True).epsilon <= back.info["epsilon_audit"] <= 1.0
+
+
 def test_a_trusted_space_is_what_the_proof_audits_against(lattice_file) -> None:
     back = load_mechanism(lattice_file, space=GRID)
     assert back.info["audit"] == "lattice-chain"
