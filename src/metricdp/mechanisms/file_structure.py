@@ -9,14 +9,15 @@ is what :func:`metricdp.mechanisms.file.load_mechanism` runs for such a file. Th
 only *selects* a proof; nothing in it is trusted:
 
 * ``lattice-chain`` (the planar Laplace): the lattice is recomputed from the file's points
-  (:func:`metricdp.location.cells.lattice_of` for cell centres under ``haversine``, the
-  grid of ``space.cell`` for Euclidean points) and must be the box the record names, with
-  one input per lattice cell. On a full rectangle the file's own rows are the box rows of
-  the proof (their rows *are* the mechanism seen from every box cell); on a lattice clipped
-  by a region, the rows of the empty box cells are re-integrated from the stored
+  (:func:`metricdp.location.cells.lattice_indices` for cell centres under ``haversine``,
+  the grid of ``space.cell`` for Euclidean points) and must be the box the record names,
+  with one input per lattice cell. On a full rectangle the file's own rows are the box
+  rows of the proof (their rows *are* the mechanism seen from every box cell); on a
+  lattice clipped by a region, the rows of the cells a chain path can visit
+  (:func:`~metricdp.audit_structured.chain_cells`) are re-integrated from the stored
   parameters (``inner_epsilon``), regrouped by the stored remap when there is one. The
   proof's bound holds for *any* positive box rows and any lattice coordinates
-  (docs/proofs/structured_audit.md, section 5), so a wrong parameter, lattice or remap
+  (docs/proofs/structured_audit.md, section 4), so a wrong parameter, lattice or remap
   can only make the bound too large to pass, never unsound.
 * ``kernel`` (the exponential mechanism): the distances must be a coordinate metric
   recomputed bit for bit from the points
@@ -143,20 +144,23 @@ def _lattice_proof(
     if n_rows * n_cols == own.n:  # a full rectangle: the rows themselves are the box rows
         box = np.empty_like(sub)
         box[cells] = sub
+        box_cells = None
     else:  # clipped by a region: the empty cells' rows re-integrated from the stored parameters
-        box = _clipped_box(p, plane, meta, targets, used, cells, sub)
+        box, box_cells = _clipped_box(p, plane, meta, targets, used, cells, sub, n_rows * n_cols)
     try:
-        return lattice_chain_audit(sub, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell, order=order)
+        return lattice_chain_audit(sub, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell, order=order,
+                                   box_cells=box_cells)
     except ValidationError as ex:
         raise _refuse(p, str(ex)) from None
 
 
 def _clipped_box(
     p: Path, plane: NDArray[np.float64], meta: dict[str, Any], targets: NDArray[np.intp] | None,
-    used: NDArray[np.bool_], cells: NDArray[np.intp], sub: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """Box rows of a lattice subset: the planar Laplace integrated at the stored inner epsilon from every
-    box cell (regrouped by ``targets``), with the inputs' own cells holding the file's rows."""
+    used: NDArray[np.bool_], cells: NDArray[np.intp], sub: NDArray[np.float64], n_box: int,
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """Box rows of a lattice subset and their cells: the planar Laplace integrated at the stored inner
+    epsilon from every box cell a chain path can visit (regrouped by ``targets``), with the inputs' own
+    cells holding the file's rows."""
     from .planar_laplace import box_rows
 
     params = meta.get("params", {})
@@ -164,14 +168,16 @@ def _clipped_box(
         raise _refuse(p, "a lattice clipped by a region is proven through the planar Laplace's box rows, and this "
                          f"file's mechanism is {meta.get('mechanism')!r}")
     inner = _positive_number(p, params.get("inner_epsilon"), "params.inner_epsilon")
-    box = box_rows(MetricSpace.from_points(plane, metric="euclidean"), inner)
+    box, box_cells = box_rows(MetricSpace.from_points(plane, metric="euclidean"), inner)
     if targets is not None:
         regrouped = np.zeros_like(box)
         np.add.at(regrouped.T, targets, box.T)
         box = regrouped
     box = box[:, used]
-    box[cells] = sub
-    return box
+    position = np.full(n_box, -1, dtype=np.intp)
+    position[box_cells] = np.arange(len(box_cells))
+    box[position[cells]] = sub  # the inputs' cells are among the chain's (lattice_chain_audit checks it)
+    return box, box_cells
 
 
 def _kernel_inner(p: Path, record: dict[str, Any], audit_space: MetricSpace) -> float:

@@ -54,7 +54,7 @@ from scipy.spatial import cKDTree
 from .._progress import Progress, report
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
-from ..audit_structured import DENSE_MAX_N, lattice_chain_audit, lattice_steps
+from ..audit_structured import DENSE_MAX_N, chain_cells, lattice_chain_audit, lattice_steps
 from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
 from ..lp.repair import ROUNDING_RESERVE, repair
 from ..lp.retry import PLANAR_LAPLACE
@@ -281,12 +281,13 @@ def lattice_cells(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp
 
 def _discretised_matrix(
     space: MetricSpace, epsilon: float, accuracy: float, box: bool = False
-) -> tuple[NDArray[np.float64], dict[str, object], NDArray[np.float64] | None]:
+) -> tuple[NDArray[np.float64], dict[str, object], tuple[NDArray[np.float64], NDArray[np.intp]] | None]:
     """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair.
 
-    With ``box`` also the same row for every cell of the bounding rectangle (row
-    ``r * n_cols + c``), which the lattice-chain audit reads
-    (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
+    With ``box`` also the same row seen from every cell of the bounding rectangle that a
+    chain path can visit (:func:`metricdp.audit_structured.chain_cells`: all of them on a
+    full rectangle), with those cells' indices ``r * n_cols + c``: what the lattice-chain
+    audit reads (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
     """
     assert space.cell is not None  # checked by the builder: a grid space
     h = float(space.cell)
@@ -303,7 +304,8 @@ def _discretised_matrix(
     masses, err, nodes = _interval_masses(c_atoms, r_atoms, c_member, r_member, s, accuracy)
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
     box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
-    seen_r, seen_c = (box_r, box_c) if box else (rows, cols)
+    cells = np.flatnonzero(chain_cells(rows, cols, (n_rows, n_cols), _CHAIN_ORDER)) if box else rows * n_cols + cols
+    seen_r, seen_c = box_r[cells], box_c[cells]
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
@@ -323,8 +325,10 @@ def _discretised_matrix(
                 seen[part, target] = table
             else:
                 seen[part] = np.asarray((snap.T @ table.T).T)
-    box_matrix = seen if box else None
-    matrix = seen[rows * n_cols + cols] if box else seen
+    position = np.full(n_rows * n_cols, -1, dtype=np.intp)
+    position[cells] = np.arange(len(cells))
+    chain = (seen, cells) if box else None
+    matrix = seen[position[rows * n_cols + cols]] if box else seen
     info = {
         "integration": {
             "method": "polar Gauss-Legendre over 8 angular pieces per atom rectangle",
@@ -335,14 +339,16 @@ def _discretised_matrix(
             "box": [n_rows, n_cols],
         }
     }
-    return matrix.astype(np.float64), dict(info), box_matrix
+    return matrix.astype(np.float64), dict(info), chain
 
 
-def box_rows(space: MetricSpace, epsilon: float, accuracy: float = 1e-12) -> NDArray[np.float64]:
-    """The discretised planar Laplace at ``epsilon`` seen from every cell of grid ``space``'s bounding box.
+def box_rows(
+    space: MetricSpace, epsilon: float, accuracy: float = 1e-12
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The discretised planar Laplace at ``epsilon`` seen from the cells of grid ``space``'s bounding box
+    that a chain path can visit, and those cells (``r * n_cols + c``, :func:`lattice_cells`).
 
-    Row ``r * n_cols + c`` (:func:`lattice_cells`), one column per point, not normalised:
-    the box rows the lattice-chain proof reads
+    One column per point, not normalised: the box rows the lattice-chain proof reads
     (:func:`metricdp.audit_structured.lattice_chain_audit`), as the builder integrates them.
     """
     box = _discretised_matrix(space, epsilon, accuracy, True)[2]
@@ -438,14 +444,15 @@ def planar_laplace(
 def structured_audit_applies(space: MetricSpace) -> bool:
     """Whether :func:`lattice_planar_laplace` audits ``space`` (a grid) with the lattice-chain proof.
 
-    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the grid's bounding
-    rectangle has at most twice as many cells as the space has points (the proof reads a
-    row for every cell of the rectangle).
+    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the cells of the
+    bounding rectangle that a chain path can visit (:func:`~metricdp.audit_structured.chain_cells`:
+    those within a few cells of the points' convex hull; every cell of a full rectangle) are at
+    most twice as many as the points: the proof integrates and reads a row for each.
     """
     if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
         return False
-    _, _, n_rows, n_cols = lattice_cells(space)
-    return n_rows * n_cols <= 2 * space.n
+    rows, cols, n_rows, n_cols = lattice_cells(space)
+    return int(chain_cells(rows, cols, (n_rows, n_cols), _CHAIN_ORDER).sum()) <= 2 * space.n
 
 
 def lattice_planar_laplace(
@@ -503,8 +510,8 @@ def lattice_planar_laplace(
             report(progress, 2, 3, "auditing: lattice-chain proof")
             rows, cols, n_rows, n_cols = lattice_cells(space)
             assert box is not None
-            proof = lattice_chain_audit(matrix, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell,
-                                        order=_CHAIN_ORDER)
+            proof = lattice_chain_audit(matrix, audit_space.distances, box[0], (n_rows, n_cols), rows, cols, cell,
+                                        order=_CHAIN_ORDER, box_cells=box[1])
             if not proof.epsilon <= guarantee:
                 raise RepairError(f"lattice-chain bound {proof.epsilon!r} exceeds {guarantee!r}", retryable=True)
         else:
