@@ -254,7 +254,7 @@ def lattice_chain_audit(
     n, k = m.shape
     n_rows, n_cols = box_shape
     cells = np.arange(n_rows * n_cols) if box_cells is None else np.asarray(box_cells, dtype=np.intp)
-    if (box_matrix.shape != (len(cells), k) or not np.all(box_matrix > 0) or not np.all(m > 0)
+    if (box_matrix.shape != (len(cells), k) or not np.all(box_matrix > 0) or (box_matrix is not m and not np.all(m > 0))
             or cells.min() < 0 or cells.max() >= n_rows * n_cols or np.unique(cells).size != len(cells)):
         raise ValidationError("lattice_chain_audit needs a strictly positive box matrix of one row per box cell")
     index = np.full(n_rows * n_cols, -1, dtype=np.intp)
@@ -277,11 +277,12 @@ def lattice_chain_audit(
         lam = max(lam, (worst + edge_err) / (cell * math.hypot(a, b)))
     lam *= 1 + 4 * _EPS
     # each input's row against its box row
-    psi_hi = np.empty(n)
-    psi_lo = np.empty(n)
-    largest_m = 0.0
+    psi_hi = np.zeros(n)
+    psi_lo = np.zeros(n)
+    largest_m = largest
     block = max(1, _ROWS // k)
-    for s in range(0, n, block):  # by blocks of rows: no second n x m array of logs
+    own_rows = box_matrix is m and np.array_equal(idx, np.arange(n))  # psi = 0: each row is its own box row
+    for s in range(0, 0 if own_rows else n, block):  # by blocks of rows: no second n x m array of logs
         log_m = np.log(m[s : s + block])
         largest_m = max(largest_m, float(np.abs(log_m).max()))
         psi = log_m - log_rows[idx[s : s + block]]

@@ -135,16 +135,14 @@ def _lattice_proof(
                          f"{[n_rows, n_cols]}")
     # outputs no input reaches constrain nothing (the cells a remap sends no release to)
     used: NDArray[np.bool_] = np.asarray(matrix.any(axis=0))
-    sub = matrix[:, used]
+    sub = matrix if used.all() else matrix[:, used]
     if not np.all(sub > 0):
         u, w = (int(x) for x in np.argwhere(sub <= 0)[0])
         raise ClaimError(f"{p}: output {int(np.flatnonzero(used)[w])} is impossible from input {u} and possible "
                          "from another: its level is infinite; refusing the file")
     cells = rows * n_cols + cols
-    if n_rows * n_cols == own.n:  # a full rectangle: the rows themselves are the box rows
-        box = np.empty_like(sub)
-        box[cells] = sub
-        box_cells = None
+    if n_rows * n_cols == own.n:  # a full rectangle: the rows themselves are the box rows, each at its cell
+        box, box_cells = sub, cells
     else:  # clipped by a region: the empty cells' rows re-integrated from the stored parameters
         box, box_cells = _clipped_box(p, plane, meta, targets, used, cells, sub, n_rows * n_cols)
     try:
