@@ -83,7 +83,8 @@ def test_the_builder_uses_the_lattice_chain_above_the_threshold(monkeypatch: pyt
     space = MetricSpace.grid(4, 5, 100.0)
     mech = pl.planar_laplace(space, 0.01)
     assert mech.info["audit"] == "lattice-chain"
-    assert mech.info["structure"] == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [4, 5]}
+    assert mech.info["structure"] == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [4, 5],
+                                      "cell": 100.0, "cells": list(range(20))}
     assert audit(mech.matrix, space.distances, normalize=True).epsilon <= mech.info["epsilon_audit"] <= 0.01
     small = pl.planar_laplace(MetricSpace.grid(3, 3, 100.0), 0.01)
     assert small.info["audit"] == "dense" and "structure" not in small.info
@@ -172,8 +173,9 @@ def test_the_compiled_step_check_matches_numpy_to_the_bit() -> None:
 
 
 def test_the_structure_record_of_each_proof() -> None:
-    chain = StructuredAudit(0.9, "lattice-chain", {"order": 6, "box": [3, 4], "stretch": 1.0034})
-    assert structure_record(chain) == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [3, 4]}
+    chain = StructuredAudit(0.9, "lattice-chain", {"order": 6, "box": [3, 4], "stretch": 1.0034}, {"cells": [0, 5]})
+    assert structure_record(chain) == {"version": 1, "proof": "lattice-chain", "order": 6, "box": [3, 4],
+                                       "cells": [0, 5]}
     kernel = StructuredAudit(0.9, "kernel", {"inner_epsilon": 0.5, "tau": 1e-12})
     assert structure_record(kernel) == {"version": 1, "proof": "kernel", "inner_epsilon": 0.5}
     remap = StructuredAudit(0.9, "post-processing", {"deviation": 0.0})

@@ -62,12 +62,14 @@ class StructuredAudit:
     """An upper bound ``epsilon`` of a matrix's exact mDP level, and how it was proven.
 
     ``method`` names the proof (``lattice-chain``, ``post-processing``, ``kernel``);
-    ``details`` holds its JSON-serialisable figures (steps, stretch, measured deviations).
+    ``details`` holds its JSON-serialisable figures (steps, stretch, measured deviations);
+    ``record`` what :func:`structure_record` keeps beyond them (the lattice cell of each input).
     """
 
     epsilon: float
     method: str
     details: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def satisfies(self, epsilon: float, rtol: float = 1e-9) -> bool:
         """Whether the bound is within ``rtol`` (relative) of ``epsilon``."""
@@ -78,7 +80,8 @@ def structure_record(proof: StructuredAudit, base: Mapping[str, Any] | None = No
     """What a mechanism file records of the structure its audit used (metadata ``structure``).
 
     ``{"version": 1, "proof": METHOD, ...}`` with the figures that select the proof: the
-    lattice's box and the order of its steps (``lattice-chain``), the kernel's inner epsilon
+    lattice's box, the order of its steps, its cell side and each input's cell ``r * C + c``
+    (``lattice-chain``), the kernel's inner epsilon
     (``kernel``), the record of the regrouped mechanism (``post-processing``: ``base``, the
     source's record, or None when the source was audited densely). The record is a claim:
     :mod:`metricdp.mechanisms.file_structure` re-derives every figure it needs from the
@@ -87,7 +90,7 @@ def structure_record(proof: StructuredAudit, base: Mapping[str, Any] | None = No
     """
     record: dict[str, Any] = {"version": STRUCTURE_VERSION, "proof": proof.method}
     if proof.method == "lattice-chain":
-        record.update(order=proof.details["order"], box=list(proof.details["box"]))
+        record.update(order=proof.details["order"], box=list(proof.details["box"]), **proof.record)
     elif proof.method == "kernel":
         record["inner_epsilon"] = proof.details["inner_epsilon"]
     elif proof.method == "post-processing":
@@ -307,7 +310,8 @@ def lattice_chain_audit(
     bound *= 1 + _EVAL_MARGIN
     details = {"order": order, "steps": len(steps), "stretch": stretch, "step_level": lam,
                "row_spread": spread, "box": [n_rows, n_cols], "box_rows": len(cells)}
-    return StructuredAudit(bound, "lattice-chain", details)
+    return StructuredAudit(bound, "lattice-chain", details,
+                           {"cell": float(cell), "cells": (rows * n_cols + cols).astype(int).tolist()})
 
 
 def postprocessing_audit(

@@ -70,7 +70,7 @@ def _built(kind: str) -> Mechanism:
     return rm.bayesian_remap(_built(kind.removesuffix("+remap")), PRIOR)
 
 
-LATTICE = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [4, 5]}
+LATTICE = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [4, 5], "cell": 100.0, "cells": list(range(20))}
 KERNEL = {"version": 1, "proof": "kernel", "inner_epsilon": 0.01}
 RECORDS = {
     "planar-laplace": LATTICE,
@@ -108,7 +108,7 @@ def _three_cells(tmp_path, epsilon: float, structure: dict[str, object]):
 def test_the_lattice_chain_of_a_hand_made_file(tmp_path, no_dense_audit) -> None:
     # the one step (0, 1): Lambda = max |log ratio| of adjacent rows = log(0.5/0.3); every pair is
     # 1 or 2 cells apart on a line, so the bound is Lambda * stretch (the exact level is log(5/3))
-    record = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [1, 3]}
+    record = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [1, 3], "cell": 1.0, "cells": [0, 1, 2]}
     back = load_mechanism(_three_cells(tmp_path, 0.52, record))
     expected = math.log(5 / 3) * lattice_steps(6)[1]
     assert expected <= back.info["epsilon_audit"] <= expected * (1 + 1e-12)
@@ -118,7 +118,7 @@ def test_the_lattice_chain_of_a_hand_made_file(tmp_path, no_dense_audit) -> None
 def test_a_record_is_no_way_around_the_audit(tmp_path) -> None:
     # epsilon 0.511 holds (the exact level is log(5/3) = 0.5108), but the claimed proof cannot show
     # it (it costs the stretch): the file is refused, not audited some other way
-    record = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [1, 3]}
+    record = {"version": 1, "proof": "lattice-chain", "order": 6, "box": [1, 3], "cell": 1.0, "cells": [0, 1, 2]}
     with pytest.raises(ClaimError, match=r"claims epsilon=0.511 but the lattice-chain bound of its matrix is 0.512"):
         load_mechanism(_three_cells(tmp_path, 0.511, record))
     _rewrite(tmp_path / "m.npz", structure=None)  # without a record: the dense audit, which it passes
@@ -143,7 +143,13 @@ def test_a_bumped_entry_is_refused(lattice_file) -> None:
 
 
 @pytest.mark.parametrize(("structure", "match"), [
-    ({**LATTICE, "box": [5, 4]}, r"claims a box of \[5, 4\] lattice cells, but the points lie on \[4, 5\]"),
+    ({**LATTICE, "box": [5, 4]}, r"input '4' lies in lattice cell \[0, 4\] of its points, not \[1, 0\]"),
+    ({**LATTICE, "box": [5, 5]}, r"do not span the 5 x 5 box"),
+    ({**LATTICE, "box": [4]}, r"the lattice's box must be 2 integers >= 1, got \[4\]"),
+    ({**LATTICE, "box": [10**9, 10**9]}, r"lattice's box of 1,000,000,000 x 1,000,000,000 cells"),
+    ({**LATTICE, "cells": list(range(19))}, r"must list the cell of each of the 20 inputs"),
+    ({**LATTICE, "cells": [0] * 20}, r"must be 20 distinct cells of the 4 x 5 box"),
+    ({**LATTICE, "cells": [1, 0, *range(2, 20)]}, r"lies in lattice cell \[0, 0\] of its points, not \[0, 1\]"),
     ({**LATTICE, "version": 2}, r"'structure' has version 2; this metricdp reads version 1 only"),
     ({**LATTICE, "version": True}, r"'structure' has version True"),
     ({**LATTICE, "version": "1"}, r"'structure' has version '1'"),
@@ -163,8 +169,29 @@ def test_a_record_its_content_does_not_match_is_refused(lattice_file, structure,
 
 def test_a_cell_claim_that_folds_the_lattice_is_refused(lattice_file) -> None:
     _rewrite(lattice_file, meta={"space": {"metric": "euclidean", "cell": 200.0, "n": 20}})
-    with pytest.raises(MechanismFileError, match=r"two inputs fall on one lattice cell; refusing it"):
+    with pytest.raises(MechanismFileError, match=r"lies in lattice cell \[0, 0\] of its points, not \[0, 1\]"):
         load_mechanism(lattice_file)
+
+
+def test_a_recorded_lattice_of_cell_centres_that_lies_is_refused(tmp_path, small_threshold) -> None:
+    # haversine cells: the record's lattice is used as recorded; a wrong one only breaks the bound
+    from metricdp.location.cells import planar_laplace_cells
+    from metricdp.location.grid import CellGrid
+
+    grid = CellGrid.over((40.70, -74.02, 40.74, -73.97), 1.0)
+    space = MetricSpace.from_points(grid.centres, list(grid.labels), metric="haversine")
+    path = tmp_path / "cells.npz"
+    mech = planar_laplace_cells(space, 1.0)
+    mech.save(path)
+    assert load_mechanism(path).info["audit"] == "lattice-chain"
+    record = dict(mech.info["structure"])
+    n_cols = record["box"][1]
+    cells = list(record["cells"])
+    far = next(i for i, c in enumerate(cells) if c == record["box"][0] * n_cols - 1)  # the last cell
+    cells[0], cells[far] = cells[far], cells[0]  # two opposite corners swapped
+    _rewrite(path, structure={**record, "cells": cells})
+    with pytest.raises(ClaimError, match=r"but the lattice-chain bound of its matrix is"):
+        load_mechanism(path)
 
 
 def test_a_kernel_claim_needs_distances_recomputed_bit_for_bit(tmp_path, small_threshold) -> None:
@@ -228,6 +255,7 @@ def test_the_cells_of_a_city_outline_build_and_load_through_the_lattice_chain(
     space = MetricSpace.from_points(grid.centres, list(grid.labels), metric="haversine")
     mech = rm.bayesian_remap(planar_laplace_cells(space, 1.0), np.full(space.n, 1 / space.n))
     assert space.n == 112 and mech.info["structure"]["base"]["box"] == [14, 10]
+    assert sorted(mech.info["structure"]["base"]["cells"]) != list(range(140))  # a clipped box
     mech.save(tmp_path / "city.npz")
     back = load_mechanism(tmp_path / "city.npz")
     assert back.info["audit"] == "lattice-chain"

@@ -52,7 +52,7 @@ from ..mechanisms.planar_laplace import lattice_planar_laplace
 from ..spaces import MetricSpace
 from .projection import TangentPlane
 
-__all__ = ["Lattice", "lattice_indices", "lattice_of", "planar_laplace_cells"]
+__all__ = ["Lattice", "lattice_of", "planar_laplace_cells"]
 
 #: Largest offset of a centre from its lattice point, in cells, for the centres to count as one grid.
 TOLERANCE = 0.02
@@ -69,10 +69,9 @@ class Lattice:
     plane: TangentPlane
 
 
-def lattice_indices(space: MetricSpace, tolerance: float = TOLERANCE) -> tuple[np.ndarray, float, float, TangentPlane]:
-    """Steps 1-3 of the module docstring: each centre's integer lattice index (n, 2), the cell side h
-    (km), the largest offset from the lattice (km) and the plane; or a ValidationError naming the centre
-    farthest off the lattice. O(n log n): no distance matrix."""
+def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
+    """The square lattice of a haversine space of cell centres (module docstring), or a ValidationError
+    naming the centre farthest off the lattice."""
     from scipy.spatial import cKDTree
 
     pts = space.points
@@ -80,6 +79,7 @@ def lattice_indices(space: MetricSpace, tolerance: float = TOLERANCE) -> tuple[n
         raise ValidationError(f"expected a haversine space of (lat, lon) cell centres, got {space!r}")
     if space.n < 2:
         raise ValidationError("a grid needs at least 2 cells")
+    check_allocation(8 * 8.0 * space.n * space.n, f"planar-laplace on {space.n:,} cells (8 dense n x n arrays)")
     lat0, lon0 = float(pts[:, 0].min()), float(pts[:, 1].min())
     lat1, lon1 = float(pts[:, 0].max()), float(pts[:, 1].max())
     if lon1 - lon0 > 180:
@@ -106,15 +106,6 @@ def lattice_indices(space: MetricSpace, tolerance: float = TOLERANCE) -> tuple[n
             f"{off[worst] * h * 1000:.3g} m off the lattice of {h * 1000:.6g} m cells "
             f"(more than {tolerance:g} of a cell)"
         )
-    return ij, h, float(off[worst] * h), plane
-
-
-def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
-    """The square lattice of a haversine space of cell centres (module docstring), or a ValidationError
-    naming the centre farthest off the lattice."""
-    if space.metric == "haversine" and space.points is not None:
-        check_allocation(8 * 8.0 * space.n * space.n, f"planar-laplace on {space.n:,} cells (8 dense n x n arrays)")
-    ij, h, residual, plane = lattice_indices(space, tolerance)
     grid = MetricSpace.from_points(ij * h, space.labels, metric="euclidean")
     if grid.cell is None:
         raise ValidationError("the cell centres do not form one square lattice (two share a cell)")
@@ -129,7 +120,7 @@ def lattice_of(space: MetricSpace, tolerance: float = TOLERANCE) -> Lattice:
         if (d[rows][other] <= 0).any():
             raise ValidationError("two cells have the same centre")
         ratio = max(ratio, float((d_l[rows][other] / d[rows][other]).max()))
-    return Lattice(grid, ratio, residual, plane)
+    return Lattice(grid, ratio, float(off[worst] * h), plane)
 
 
 def planar_laplace_cells(

@@ -8,12 +8,13 @@ audit, and record which in the metadata's ``structure``
 is what :func:`metricdp.mechanisms.file.load_mechanism` runs for such a file. The record
 only *selects* a proof; nothing in it is trusted:
 
-* ``lattice-chain`` (the planar Laplace): the lattice is recomputed from the file's points
-  (:func:`metricdp.location.cells.lattice_indices` for cell centres under ``haversine``,
-  the grid of ``space.cell`` for Euclidean points) and must be the box the record names,
-  with one input per lattice cell. On a full rectangle the file's own rows are the box
-  rows of the proof (their rows *are* the mechanism seen from every box cell); on a
-  lattice clipped by a region, the rows of the cells a chain path can visit
+* ``lattice-chain`` (the planar Laplace): the record's lattice (each input's cell, one
+  input per cell, filling the named box) is recomputed from the points of a Euclidean grid
+  and must match; for cell centres under ``haversine`` it is taken as recorded, since the
+  bound below does not depend on it being right (the projection that would check it lives
+  in :mod:`metricdp.location`, above this layer). On a full rectangle the file's own rows
+  are the box rows of the proof (their rows *are* the mechanism seen from every box cell);
+  on a lattice clipped by a region, the rows of the cells a chain path can visit
   (:func:`~metricdp.audit_structured.chain_cells`) are re-integrated from the stored
   parameters (``inner_epsilon``), regrouped by the stored remap when there is one. The
   proof's bound holds for *any* positive box rows and any lattice coordinates
@@ -46,9 +47,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._resources import check_allocation
 from ..audit_structured import (
     STRUCTURE_VERSION,
     StructuredAudit,
+    chain_cells,
     kernel_audit,
     lattice_chain_audit,
     postprocessing_audit,
@@ -95,31 +98,44 @@ def _targets(p: Path, meta: dict[str, Any], k: int) -> NDArray[np.intp]:
 _Lattice = tuple[NDArray[np.float64], float, NDArray[np.intp], NDArray[np.intp], int, int]
 
 
-def _lattice(p: Path, own: MetricSpace) -> _Lattice:
-    """The lattice of the file's points: the inputs' coordinates in its plane (n, 2; as the builder
-    placed them), the cell side h, each input's (row, col) and the box size."""
-    from ..location.cells import lattice_indices
+def _lattice(p: Path, own: MetricSpace, record: dict[str, Any]) -> _Lattice:
+    """The lattice of the proof: the inputs' coordinates in its plane (n, 2), the cell side h, each
+    input's (row, col) and the box size.
 
-    if own.points is None:
-        raise _refuse(p, "a lattice-chain proof needs the points, and the file stores none")
-    if own.metric == "haversine":
-        try:
-            ij, h, _, _ = lattice_indices(own)
-            plane = ij * h  # the builder's grid (lattice_of)
-        except ValidationError as ex:
-            raise _refuse(p, f"its points are not one lattice ({ex})") from None
-    elif own.metric == "euclidean" and own.cell is not None and own.points.shape[1] == 2:
+    Euclidean grid points (``space.cell``): recomputed from the points, and the record's cells
+    must be the same. Cell centres under ``haversine``: the record's cells and side, which
+    cannot be checked against the points without the projection of :mod:`metricdp.location`
+    and need not be -- the proof is sound for any cells (docs/proofs/structured_audit.md,
+    section 4); they must only be a lattice of one input per cell that fills its box.
+    """
+    box, cells, h = record.get("box"), record.get("cells"), record.get("cell")
+    if not (isinstance(box, list) and len(box) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                                                             for x in box)):
+        raise _refuse(p, f"the lattice's box must be 2 integers >= 1, got {box!r}")
+    if not (isinstance(cells, list) and len(cells) == own.n and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in cells)):
+        raise _refuse(p, f"the lattice-chain record must list the cell of each of the {own.n} inputs")
+    n_rows, n_cols = box
+    try:
+        check_allocation(24.0 * n_rows * n_cols, f"{p}: the lattice's box of {n_rows:,} x {n_cols:,} cells")
+    except ValidationError as ex:
+        raise _refuse(p, str(ex)) from None
+    claimed = np.asarray(cells, dtype=np.intp)
+    if claimed.min() < 0 or claimed.max() >= n_rows * n_cols or np.unique(claimed).size != own.n:
+        raise _refuse(p, f"the inputs' cells must be {own.n} distinct cells of the {n_rows} x {n_cols} box")
+    rows, cols = np.divmod(claimed, n_cols)
+    if rows.min() != 0 or cols.min() != 0 or rows.max() != n_rows - 1 or cols.max() != n_cols - 1:
+        raise _refuse(p, f"the inputs' cells do not span the {n_rows} x {n_cols} box")
+    if own.metric == "euclidean" and own.cell is not None and own.points is not None and own.points.shape[1] == 2:
         pts, h = np.asarray(own.points), float(own.cell)
-        ij, plane = np.rint((pts - pts.min(axis=0)) / h), pts
-    else:
-        raise _refuse(p, f"a lattice-chain proof needs 2-d grid points (haversine cell centres or Euclidean points "
-                         f"with space.cell), got the {own.metric} metric" + ("" if own.cell else " without a cell"))
-    rc = (ij - ij.min(axis=0)).astype(np.intp)
-    rows, cols = rc[:, 0], rc[:, 1]
-    n_rows, n_cols = int(rows.max()) + 1, int(cols.max()) + 1
-    if np.unique(rows * n_cols + cols).size != own.n:
-        raise _refuse(p, "two inputs fall on one lattice cell")
-    return plane, h, rows, cols, n_rows, n_cols
+        ij = np.rint((pts - pts.min(axis=0)) / h).astype(np.intp)
+        if not (np.array_equal(ij[:, 0], rows) and np.array_equal(ij[:, 1], cols)):
+            u = int(np.flatnonzero((ij[:, 0] != rows) | (ij[:, 1] != cols))[0])
+            raise _refuse(p, f"input {own.labels[u]!r} lies in lattice cell {ij[u].tolist()} of its points, not "
+                             f"{[int(rows[u]), int(cols[u])]}")
+        return pts, h, rows, cols, n_rows, n_cols
+    h = _positive_number(p, h, "the lattice's cell")
+    return np.column_stack([rows, cols]) * h, h, rows, cols, n_rows, n_cols
 
 
 def _lattice_proof(
@@ -129,10 +145,7 @@ def _lattice_proof(
     order = record.get("order")
     if isinstance(order, bool) or not isinstance(order, int) or not 1 <= order <= _MAX_ORDER:
         raise _refuse(p, f"the lattice-chain order must be an integer in [1, {_MAX_ORDER}], got {order!r}")
-    plane, cell, rows, cols, n_rows, n_cols = _lattice(p, own)
-    if record.get("box") != [n_rows, n_cols]:
-        raise _refuse(p, f"it claims a box of {record.get('box')!r} lattice cells, but the points lie on "
-                         f"{[n_rows, n_cols]}")
+    plane, cell, rows, cols, n_rows, n_cols = _lattice(p, own, record)
     # outputs no input reaches constrain nothing (the cells a remap sends no release to)
     used: NDArray[np.bool_] = np.asarray(matrix.any(axis=0))
     sub = matrix if used.all() else matrix[:, used]
@@ -144,7 +157,7 @@ def _lattice_proof(
     if n_rows * n_cols == own.n:  # a full rectangle: the rows themselves are the box rows, each at its cell
         box, box_cells = sub, cells
     else:  # clipped by a region: the empty cells' rows re-integrated from the stored parameters
-        box, box_cells = _clipped_box(p, plane, meta, targets, used, cells, sub, n_rows * n_cols)
+        box, box_cells = _clipped_box(p, plane, meta, targets, used, cells, sub, (n_rows, n_cols))
     try:
         return lattice_chain_audit(sub, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell, order=order,
                                    box_cells=box_cells)
@@ -154,25 +167,28 @@ def _lattice_proof(
 
 def _clipped_box(
     p: Path, plane: NDArray[np.float64], meta: dict[str, Any], targets: NDArray[np.intp] | None,
-    used: NDArray[np.bool_], cells: NDArray[np.intp], sub: NDArray[np.float64], n_box: int,
+    used: NDArray[np.bool_], cells: NDArray[np.intp], sub: NDArray[np.float64], shape: tuple[int, int],
 ) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
     """Box rows of a lattice subset and their cells: the planar Laplace integrated at the stored inner
     epsilon from every box cell a chain path can visit (regrouped by ``targets``), with the inputs' own
     cells holding the file's rows."""
-    from .planar_laplace import box_rows
+    from .planar_laplace import CHAIN_ORDER, box_rows
 
     params = meta.get("params", {})
     if not str(meta.get("mechanism", "")).startswith("planar-laplace"):
         raise _refuse(p, "a lattice clipped by a region is proven through the planar Laplace's box rows, and this "
                          f"file's mechanism is {meta.get('mechanism')!r}")
     inner = _positive_number(p, params.get("inner_epsilon"), "params.inner_epsilon")
+    rows, cols = np.divmod(cells, shape[1])
+    if int(chain_cells(rows, cols, shape, CHAIN_ORDER).sum()) > 2 * len(cells):  # the builder's rule
+        raise _refuse(p, "the cells a chain path can visit are more than twice the inputs: no builder proves that")
     box, box_cells = box_rows(MetricSpace.from_points(plane, metric="euclidean"), inner)
     if targets is not None:
         regrouped = np.zeros_like(box)
         np.add.at(regrouped.T, targets, box.T)
         box = regrouped
     box = box[:, used]
-    position = np.full(n_box, -1, dtype=np.intp)
+    position = np.full(shape[0] * shape[1], -1, dtype=np.intp)
     position[box_cells] = np.arange(len(box_cells))
     box[position[cells]] = sub  # the inputs' cells are among the chain's (lattice_chain_audit checks it)
     return box, box_cells
@@ -218,7 +234,7 @@ def structured_audit(
         targets = _targets(p, meta, matrix.shape[1])
         if base.get("proof") == "lattice-chain":  # the chain bounds M' = M R directly
             proof = _lattice_proof(p, base, matrix, audit_space, own, meta, targets)
-            proof = StructuredAudit(proof.epsilon, proof.method, {**proof.details, "remapped": True})
+            proof = StructuredAudit(proof.epsilon, proof.method, {**proof.details, "remapped": True}, proof.record)
             clean["base"] = _lattice_record(proof)
         elif base.get("proof") == "kernel":
             from .exponential import exponential_matrix
@@ -240,4 +256,4 @@ def structured_audit(
 
 def _lattice_record(proof: StructuredAudit) -> dict[str, Any]:
     return {"version": STRUCTURE_VERSION, "proof": "lattice-chain", "order": proof.details["order"],
-            "box": list(proof.details["box"])}
+            "box": list(proof.details["box"]), **proof.record}

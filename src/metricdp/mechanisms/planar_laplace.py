@@ -78,7 +78,7 @@ __all__ = [
 
 _MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on numerical error (1e-3)
 #: Max-norm of the lattice steps the lattice-chain audit checks: stretch 1/cos(atan(1/6)/2), about 1.0034.
-_CHAIN_ORDER = 6
+CHAIN_ORDER = 6
 _TABLE_ELEMENTS = 1 << 22  # elements of each block of the (inputs, box cells) table
 
 
@@ -304,7 +304,7 @@ def _discretised_matrix(
     masses, err, nodes = _interval_masses(c_atoms, r_atoms, c_member, r_member, s, accuracy)
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
     box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
-    cells = np.flatnonzero(chain_cells(rows, cols, (n_rows, n_cols), _CHAIN_ORDER)) if box else rows * n_cols + cols
+    cells = np.flatnonzero(chain_cells(rows, cols, (n_rows, n_cols), CHAIN_ORDER)) if box else rows * n_cols + cols
     seen_r, seen_c = box_r[cells], box_c[cells]
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
@@ -452,7 +452,7 @@ def structured_audit_applies(space: MetricSpace) -> bool:
     if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
         return False
     rows, cols, n_rows, n_cols = lattice_cells(space)
-    return int(chain_cells(rows, cols, (n_rows, n_cols), _CHAIN_ORDER).sum()) <= 2 * space.n
+    return int(chain_cells(rows, cols, (n_rows, n_cols), CHAIN_ORDER).sum()) <= 2 * space.n
 
 
 def lattice_planar_laplace(
@@ -484,7 +484,7 @@ def lattice_planar_laplace(
             "use a larger epsilon or coarser cells"
         )
     structured = structured_audit_applies(space)
-    stretch = lattice_steps(_CHAIN_ORDER)[1] if structured else 1.0
+    stretch = lattice_steps(CHAIN_ORDER)[1] if structured else 1.0
     report(progress, 0, 3, f"integrating the planar Laplace on {space.n:,} cells")
     raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
     reached = float(info["integration"]["relative_accuracy"])  # type: ignore[index]
@@ -511,7 +511,7 @@ def lattice_planar_laplace(
             rows, cols, n_rows, n_cols = lattice_cells(space)
             assert box is not None
             proof = lattice_chain_audit(matrix, audit_space.distances, box[0], (n_rows, n_cols), rows, cols, cell,
-                                        order=_CHAIN_ORDER, box_cells=box[1])
+                                        order=CHAIN_ORDER, box_cells=box[1])
             if not proof.epsilon <= guarantee:
                 raise RepairError(f"lattice-chain bound {proof.epsilon!r} exceeds {guarantee!r}", retryable=True)
         else:
