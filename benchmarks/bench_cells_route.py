@@ -8,7 +8,10 @@ Writes ``cells.csv`` (``label,lat,lon``: the centres of the 1 km tiling of a box
 York harbour, :class:`metricdp.location.grid.CellGrid`) and ``prior.csv`` (a public prior:
 uniform), then runs each ``metricdp build`` as its own process and prints, for each, the
 wall time, the peak resident memory of the child (``ru_maxrss``), its exit status and the
-first line of its error when it refused; then one JSON line with all of them. Timings
+first line of its error when it refused; after each build that wrote a file, a ``load`` row:
+:func:`metricdp.mechanisms.file.load_mechanism` of that file in its own process (every check
+of the file, and the audit its ``structure`` record names re-derived from its content), with
+the audit it ran and the level it proved; then one JSON line with all of them. Timings
 depend on the machine and its load: report ``uptime`` with them.
 """
 
@@ -48,10 +51,17 @@ def write_prior(cells: Path, path: Path) -> None:
     path.write_text("label,weight\n" + "".join(f"{lab},1\n" for lab in labels), encoding="ascii")
 
 
-def timed(args: list[str], cwd: Path, timeout: float) -> dict[str, object]:
-    """Run ``metricdp ARGS`` in ``cwd``: seconds, peak RSS (MiB, from ``wait4``), exit status, first error line."""
+#: The child that loads a mechanism file: every check of the loader, then the audit it ran and its level.
+LOAD = ("import sys; from metricdp.mechanisms.file import load_mechanism; m = load_mechanism(sys.argv[1]); "
+        "print(m.info['audit'], m.info['epsilon_audit'])")
+
+
+def timed(args: list[str], cwd: Path, timeout: float, cmd: list[str] | None = None) -> dict[str, object]:
+    """Run ``metricdp ARGS`` (or ``cmd``) in ``cwd``: seconds, peak RSS (MiB, from ``wait4``), exit status,
+    first error line."""
     exe = shutil.which("metricdp")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "metricdp", *args]
+    if cmd is None:
+        cmd = [exe, *args] if exe else [sys.executable, "-m", "metricdp", *args]
     with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         child = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
@@ -95,8 +105,9 @@ def main() -> None:
         for mech in args.mechanisms.split(","):
             for remap in (False, True):
                 tag = f"{mech}{'+remap' if remap else ''}"
-                argv = ["build", str(cells), "--mechanism", mech, "--epsilon", args.epsilon,
-                        "--out", str(args.out / f"{name}-{tag}.npz")]
+                out = args.out / f"{name}-{tag}.npz"
+                out.unlink(missing_ok=True)
+                argv = ["build", str(cells), "--mechanism", mech, "--epsilon", args.epsilon, "--out", str(out)]
                 if remap:
                     argv += ["--remap", "--prior", str(prior)]
                 r = timed(argv, args.out, args.timeout)
@@ -104,6 +115,13 @@ def main() -> None:
                 results.append(r)
                 state = "ok" if r["rc"] == 0 else f"rc {r['rc']}: {' | '.join(r['stderr'])}"
                 print(f"  {tag:<24} {r['seconds']:>8} s  {r['peak_mib']:>6} MiB  {state}", flush=True)
+                if r["rc"] == 0 and out.is_file():
+                    load = timed([], args.out, args.timeout, [sys.executable, "-c", LOAD, str(out)])
+                    load.update(box=name, n=n, load=tag)
+                    results.append(load)
+                    state = " ".join(load["stdout"]) if load["rc"] == 0 else f"rc {load['rc']}: {load['stderr']}"
+                    print(f"  {'load ' + tag:<24} {load['seconds']:>8} s  {load['peak_mib']:>6} MiB  {state}",
+                          flush=True)
     print(json.dumps(results))
 
 

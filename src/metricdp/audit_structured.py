@@ -28,6 +28,7 @@ defines it. The bound can exceed the exact level slightly; it never falls below 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,13 +39,16 @@ from scipy.sparse import csr_matrix
 from .errors import ValidationError
 
 __all__ = [
-    "DENSE_MAX_N", "StructuredAudit", "kernel_audit", "lattice_chain_audit", "lattice_steps",
-    "postprocessing_audit",
+    "DENSE_MAX_N", "STRUCTURE_VERSION", "StructuredAudit", "chain_cells", "chain_reach", "kernel_audit",
+    "lattice_chain_audit", "lattice_steps", "postprocessing_audit", "structure_record",
 ]
 
 #: Up to this many inputs the builders keep the independent dense audit (seconds at most);
 #: above it, where a structured proof applies, they use it.
 DENSE_MAX_N = 1500
+#: Version of the ``structure`` record (:func:`structure_record`) that mechanism files keep;
+#: the loader reads exactly the versions it knows and refuses the others.
+STRUCTURE_VERSION = 1
 #: Error of one numpy ``log``/subtraction, in ulps of the largest |value| (as in metricdp.audit).
 _ULPS = 16
 _EPS = float(np.finfo(np.float64).eps)
@@ -58,16 +62,40 @@ class StructuredAudit:
     """An upper bound ``epsilon`` of a matrix's exact mDP level, and how it was proven.
 
     ``method`` names the proof (``lattice-chain``, ``post-processing``, ``kernel``);
-    ``details`` holds its JSON-serialisable figures (steps, stretch, measured deviations).
+    ``details`` holds its JSON-serialisable figures (steps, stretch, measured deviations);
+    ``record`` what :func:`structure_record` keeps beyond them (the lattice cell of each input).
     """
 
     epsilon: float
     method: str
     details: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def satisfies(self, epsilon: float, rtol: float = 1e-9) -> bool:
         """Whether the bound is within ``rtol`` (relative) of ``epsilon``."""
         return self.epsilon <= epsilon * (1 + rtol)
+
+
+def structure_record(proof: StructuredAudit, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a mechanism file records of the structure its audit used (metadata ``structure``).
+
+    ``{"version": 1, "proof": METHOD, ...}`` with the figures that select the proof: the
+    lattice's box, the order of its steps, its cell side and each input's cell ``r * C + c``
+    (``lattice-chain``), the kernel's inner epsilon
+    (``kernel``), the record of the regrouped mechanism (``post-processing``: ``base``, the
+    source's record, or None when the source was audited densely). The record is a claim:
+    :mod:`metricdp.mechanisms.file_structure` re-derives every figure it needs from the
+    file's matrix, distances and points, and refuses a file whose content does not have
+    the structure it claims.
+    """
+    record: dict[str, Any] = {"version": STRUCTURE_VERSION, "proof": proof.method}
+    if proof.method == "lattice-chain":
+        record.update(order=proof.details["order"], box=list(proof.details["box"]), **proof.record)
+    elif proof.method == "kernel":
+        record["inner_epsilon"] = proof.details["inner_epsilon"]
+    elif proof.method == "post-processing":
+        record["base"] = None if base is None else dict(base)
+    return record
 
 
 def _slack(largest: float) -> float:
@@ -75,16 +103,8 @@ def _slack(largest: float) -> float:
     return _ULPS * _EPS * max(largest, 1.0)
 
 
-def lattice_steps(order: int) -> tuple[NDArray[np.intp], float]:
-    r"""The primitive lattice steps of max-norm <= ``order`` (one per direction pair +-s) and their stretch.
-
-    Sorted by angle, the steps s and -s together are the Farey vectors of that order, so two
-    angularly consecutive ones a, b have :math:`|\det(a, b)| = 1` (checked here, not assumed) and
-    lie in one closed quadrant (the axis steps are among them). Every lattice vector x in
-    their cone is then :math:`\alpha a + \beta b` with integers :math:`\alpha, \beta \ge 0`, and
-    :math:`\alpha |a| + \beta |b| \le |x| / \cos(\theta/2)` for the angle :math:`\theta` between
-    a and b. Returns the steps (k, 2) and the stretch :math:`1/\cos(\theta_{max}/2)`, rounded up.
-    """
+def _farey(order: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """The primitive lattice vectors of max-norm <= ``order`` (both signs), sorted by angle, and their angles."""
     if order < 1:
         raise ValidationError(f"order must be >= 1, got {order}")
     rng = np.arange(-order, order + 1)
@@ -97,10 +117,65 @@ def lattice_steps(order: int) -> tuple[NDArray[np.intp], float]:
     det = every[:, 0] * nxt[:, 1] - every[:, 1] * nxt[:, 0]
     if not np.all(det == 1):  # pragma: no cover - a property of Farey sequences
         raise AssertionError("consecutive lattice steps are not unimodular")
+    return every.astype(np.intp), angle
+
+
+def lattice_steps(order: int) -> tuple[NDArray[np.intp], float]:
+    r"""The primitive lattice steps of max-norm <= ``order`` (one per direction pair +-s) and their stretch.
+
+    Sorted by angle, the steps s and -s together are the Farey vectors of that order, so two
+    angularly consecutive ones a, b have :math:`|\det(a, b)| = 1` (checked here, not assumed) and
+    lie in one closed quadrant (the axis steps are among them). Every lattice vector x in
+    their cone is then :math:`\alpha a + \beta b` with integers :math:`\alpha, \beta \ge 0`, and
+    :math:`\alpha |a| + \beta |b| \le |x| / \cos(\theta/2)` for the angle :math:`\theta` between
+    a and b. Returns the steps (k, 2) and the stretch :math:`1/\cos(\theta_{max}/2)`, rounded up.
+    """
+    every, angle = _farey(order)
     gap = np.diff(np.append(angle, angle[0] + 2 * math.pi))
     stretch = 1.0 / math.cos(float(gap.max()) / 2) * (1 + 8 * _EPS)
     half = every[(every[:, 0] > 0) | ((every[:, 0] == 0) & (every[:, 1] > 0))]
     return half.astype(np.intp), stretch
+
+
+def chain_reach(order: int) -> float:
+    r"""How far (in cells) a chain path of ``order`` strays from the segment between its ends: the largest
+    :math:`|a - b| / 2` over angularly consecutive steps a, b.
+
+    The path from p to q = p + :math:`\alpha a + \beta b` that takes its t-th step so that
+    :math:`i_t = \lfloor t\alpha/N + 1/2 \rfloor` of the first t steps are a (N = :math:`\alpha + \beta`)
+    is at :math:`p + (t/N)(q - p) + \delta_t (a - b)` with :math:`|\delta_t| \le 1/2`
+    (docs/proofs/structured_audit.md, section 6).
+    """
+    every, _ = _farey(order)
+    return float(np.max(np.hypot(*(every - np.roll(every, -1, axis=0)).T))) / 2
+
+
+def chain_cells(rows: NDArray[np.intp], cols: NDArray[np.intp], box_shape: tuple[int, int],
+                order: int) -> NDArray[np.bool_]:
+    """Box cells (mask of the R * C, row index ``r * C + c``) within :func:`chain_reach` of the convex hull
+    of the cells (rows, cols): every cell a chain path between two of them can visit, and some more.
+
+    A cell is kept when no edge line of the hull has it farther outside than the reach (a
+    distance to a line is at most the distance to the hull, so this keeps a superset). With
+    fewer than 3 distinct cells, or cells on one line, every box cell is kept.
+    """
+    from scipy.spatial import ConvexHull, QhullError
+
+    n_rows, n_cols = box_shape
+    pts = np.unique(np.column_stack([rows, cols]), axis=0).astype(np.float64)
+    every = np.ones(n_rows * n_cols, dtype=bool)
+    if len(pts) < 3:
+        return every
+    try:
+        hull = ConvexHull(pts)
+    except QhullError:  # collinear cells: keep the whole box
+        return every
+    box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
+    eq = hull.equations  # unit normal (2) and offset: <= 0 inside
+    outside = np.full(n_rows * n_cols, -np.inf)
+    for normal_r, normal_c, offset in eq:
+        outside = np.maximum(outside, normal_r * box_r + normal_c * box_c + offset)
+    return np.asarray(outside <= chain_reach(order) + 1e-6)
 
 
 def _kernels() -> Any:
@@ -109,16 +184,20 @@ def _kernels() -> Any:
     return KERNELS
 
 
-def _step_gap(log_box: NDArray, a: int, b: int, chunk: int, compiled: Any = None) -> float:
-    """max |log_box[r, c, w] - log_box[r + a, c + b, w]| over the cell pairs inside the box and every w."""
+def _step_gap(log_rows: NDArray, index: NDArray[np.intp], a: int, b: int, chunk: int, compiled: Any = None) -> float:
+    """max |log_rows[index[r, c], w] - log_rows[index[r + a, c + b], w]| over the pairs of box cells that both
+    have a row (index >= 0) and every w."""
     if compiled is not None:
-        return float(compiled.step_gap(log_box, a, b))
-    n_rows, n_cols = log_box.shape[:2]
+        return float(compiled.step_gap(log_rows, index, a, b))
+    n_rows, n_cols = index.shape
     c0, c1 = max(0, -b), n_cols - max(0, b)  # columns c with c and c + b in the box
+    src = index[: n_rows - a, c0:c1].ravel()
+    dst = index[a:, c0 + b : c1 + b].ravel()
+    both = (src >= 0) & (dst >= 0)
+    src, dst = src[both], dst[both]
     worst = 0.0
-    for r in range(0, n_rows - a, chunk):
-        r1 = min(r + chunk, n_rows - a)
-        diff = log_box[r:r1, c0:c1] - log_box[r + a : r1 + a, c0 + b : c1 + b]
+    for s in range(0, len(src), chunk):
+        diff = log_rows[src[s : s + chunk]] - log_rows[dst[s : s + chunk]]
         worst = max(worst, float(diff.max()), float(-diff.min()))
     return worst
 
@@ -133,6 +212,7 @@ def lattice_chain_audit(
     cell: float,
     *,
     order: int = 6,
+    box_cells: NDArray[np.intp] | None = None,
 ) -> StructuredAudit:
     r"""Upper bound of the level of ``matrix`` (n, m), whose rows are proportional to rows of ``box_matrix``.
 
@@ -142,8 +222,9 @@ def lattice_chain_audit(
         The mechanism; its level is over ``distances`` with rows normalised by exact sums.
     distances : (n, n) array
         The metric of the audit (any: Euclidean on the lattice, great-circle ...).
-    box_matrix : (R * C, m) array, strictly positive
-        One row per cell (r, c) of the full R x C rectangle, row index ``r * C + c``.
+    box_matrix : (R * C, m) or (h, m) array, strictly positive
+        One row per cell (r, c) of the full R x C rectangle, row index ``r * C + c``; or,
+        with ``box_cells``, one row per cell of ``box_cells``.
     box_shape : (R, C)
     rows, cols : (n,) int arrays
         The lattice cell of each input: input u's row is proportional to box row
@@ -152,6 +233,10 @@ def lattice_chain_audit(
         The lattice step h (the lattice distance is h times the Euclidean norm of the index offset).
     order : int
         Max-norm of the checked steps (more steps: a smaller stretch, more work).
+    box_cells : (h,) int array, optional
+        The box cells (``r * C + c``) that ``box_matrix``'s rows belong to: the inputs' cells
+        and every cell of :func:`chain_cells` at least (checked), so that each chain path
+        between two inputs visits only cells with a row. None: the full rectangle.
 
     Notes
     -----
@@ -171,31 +256,39 @@ def lattice_chain_audit(
     d = np.asarray(distances, dtype=np.float64)
     n, k = m.shape
     n_rows, n_cols = box_shape
-    if box_matrix.shape != (n_rows * n_cols, k) or not np.all(box_matrix > 0) or not np.all(m > 0):
+    cells = np.arange(n_rows * n_cols) if box_cells is None else np.asarray(box_cells, dtype=np.intp)
+    if (box_matrix.shape != (len(cells), k) or not np.all(box_matrix > 0) or (box_matrix is not m and not np.all(m > 0))
+            or cells.min() < 0 or cells.max() >= n_rows * n_cols or np.unique(cells).size != len(cells)):
         raise ValidationError("lattice_chain_audit needs a strictly positive box matrix of one row per box cell")
-    log_box = np.log(box_matrix).reshape(n_rows, n_cols, k)
+    index = np.full(n_rows * n_cols, -1, dtype=np.intp)
+    index[cells] = np.arange(len(cells))
+    idx = index[rows * n_cols + cols]  # each input's box row
+    if box_cells is not None and (np.any(idx < 0) or np.any(chain_cells(rows, cols, box_shape, order) & (index < 0))):
+        raise ValidationError("lattice_chain_audit: a cell a chain path between two inputs can visit has no box row")
+    log_rows = np.log(box_matrix)
     steps, stretch = lattice_steps(order)
     compiled = _kernels()
-    largest = float(np.abs(log_box).max())
+    largest = float(np.abs(log_rows).max())
     edge_err = _slack(largest)
     lam = 0.0
-    chunk = max(1, _ROWS // max(1, n_cols * k))
+    chunk = max(1, _ROWS // max(1, k))
+    grid = index.reshape(n_rows, n_cols)
     for a, b in steps:
         if a >= n_rows or abs(b) >= n_cols:
             continue
-        worst = _step_gap(log_box, int(a), int(b), chunk, compiled)
+        worst = _step_gap(log_rows, grid, int(a), int(b), chunk, compiled)
         lam = max(lam, (worst + edge_err) / (cell * math.hypot(a, b)))
     lam *= 1 + 4 * _EPS
     # each input's row against its box row
-    idx = rows * n_cols + cols
-    psi_hi = np.empty(n)
-    psi_lo = np.empty(n)
-    largest_m = 0.0
+    psi_hi = np.zeros(n)
+    psi_lo = np.zeros(n)
+    largest_m = largest
     block = max(1, _ROWS // k)
-    for s in range(0, n, block):  # by blocks of rows: no second n x m array of logs
+    own_rows = box_matrix is m and np.array_equal(idx, np.arange(n))  # psi = 0: each row is its own box row
+    for s in range(0, 0 if own_rows else n, block):  # by blocks of rows: no second n x m array of logs
         log_m = np.log(m[s : s + block])
         largest_m = max(largest_m, float(np.abs(log_m).max()))
-        psi = log_m - log_box.reshape(-1, k)[idx[s : s + block]]
+        psi = log_m - log_rows[idx[s : s + block]]
         psi_hi[s : s + len(psi)] = psi.max(axis=1)
         psi_lo[s : s + len(psi)] = psi.min(axis=1)
     spread = float(np.max(psi_hi - psi_lo))
@@ -216,8 +309,9 @@ def lattice_chain_audit(
         bound = max(bound, float(level.max()))
     bound *= 1 + _EVAL_MARGIN
     details = {"order": order, "steps": len(steps), "stretch": stretch, "step_level": lam,
-               "row_spread": spread, "box": [n_rows, n_cols]}
-    return StructuredAudit(bound, "lattice-chain", details)
+               "row_spread": spread, "box": [n_rows, n_cols], "box_rows": len(cells)}
+    return StructuredAudit(bound, "lattice-chain", details,
+                           {"cell": float(cell), "cells": (rows * n_cols + cols).astype(int).tolist()})
 
 
 def postprocessing_audit(

@@ -30,7 +30,7 @@ from .._readonly import frozen, is_frozen
 from .._validation import check_epsilon, check_indices, check_quantile, check_stochastic
 from .._version import __version__
 from ..audit import AuditResult, audit, epsilon_tight
-from ..audit_structured import StructuredAudit
+from ..audit_structured import StructuredAudit, structure_record
 from ..errors import PrivacyViolationError, ValidationError
 from ..io import atomic_write
 from ..loss import element_losses, expected_loss, quantile_loss, uniform_losses
@@ -160,6 +160,7 @@ class Mechanism:
                 )
         elif self._token is not _AUDITED:  # the level recorded is the one audited here, whatever info said
             info.pop("audit_details", None)
+            info.pop("structure", None)
             info.update(audit="dense", epsilon_audit=_check_audit(self.matrix, self.space, self.epsilon,
                                                                    self.name).epsilon)
         object.__setattr__(self, "info", MappingProxyType(info))
@@ -395,6 +396,9 @@ def certify(
     records which audit was used (``dense`` or the proof's method) and
     ``info["epsilon_audit"]`` the level it established (an exact mechanism's info always
     holds the level of its own audit: the constructor audits and records it otherwise).
+    With a proof, ``info["structure"]`` records the structure it used
+    (:func:`~metricdp.audit_structured.structure_record`), which the mechanism file keeps and
+    its loader re-derives from the file's content.
     """
     epsilon = check_epsilon(epsilon)
     if not isinstance(space, MetricSpace):
@@ -406,6 +410,7 @@ def certify(
         raise ValidationError(f"{name} matrix has shape {m.shape}, expected {shape}")
     extra = dict(info or {})
     extra.pop("audit_details", None)  # a source mechanism's proof is not this matrix's
+    source = extra.pop("structure", None)  # ... but a regrouping's proof records its source's structure
     if proof is None:
         extra["audit"] = "dense"
         extra["epsilon_audit"] = _check_audit(m, space, epsilon, name).epsilon
@@ -417,5 +422,6 @@ def certify(
             )
         extra["audit"] = proof.method
         extra["audit_details"] = dict(proof.details)
+        extra["structure"] = structure_record(proof, source if proof.method == "post-processing" else None)
         extra["epsilon_audit"] = proof.epsilon
     return Mechanism(m, space, epsilon, name, dict(params or {}), extra, exact=True, outputs=outs, _token=_AUDITED)

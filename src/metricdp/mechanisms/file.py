@@ -47,7 +47,13 @@ What the loader trusts: nothing. :func:`load_mechanism` checks, whatever the fil
    cross distances recomputed from them equal the stored ones, and a coordinate metric
    claimed for the outputs is the space's and comes with the output points (cross
    distances only affect losses, but a file is never trusted for what it claims;
-   ``precomputed`` cross distances, given without points, cannot be checked).
+   ``precomputed`` cross distances, given without points, cannot be checked);
+7. the audit of item 4 is the dense O(n^3) audit unless the metadata records the structure
+   its builder proved (``structure``, versioned: :func:`~metricdp.audit_structured.structure_record`):
+   then the structured proof it names is re-derived from the file's matrix, distances and
+   points (:mod:`metricdp.mechanisms.file_structure`, O(n^2)), the record only selecting
+   which; a file whose content does not have the claimed structure, or whose proof does
+   not reach the claimed epsilon, is refused.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ from ..spaces import (
 )
 from . import registry
 from .base import _AUDITED, AUDIT_RTOL, Mechanism
+from .file_structure import structured_audit
 
 __all__ = ["load_mechanism"]
 
@@ -89,7 +96,7 @@ _TRIANGLE_CHECK_MAX_N = 2000
 #: computed by the same formulas, so they agree to a few ulps; 1e-9 leaves room for a
 #: different BLAS and nothing for a tampered scale.
 _DISTANCE_RTOL = 1e-9
-_RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space", "outputs")
+_RESERVED = ("mechanism", "epsilon", "params", "metricdp_version", "exact", "space", "outputs", "structure")
 
 
 #: Members a mechanism file may hold at most (it needs 8); the zip's directory is read
@@ -390,7 +397,7 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
     p = Path(path)
     arrays = _read_arrays(p)
     meta = _metadata(p, arrays["metadata"])
-    file_space = _file_space(p, arrays, meta)
+    file_space = own_space = _file_space(p, arrays, meta)
     if space is not None:
         if not isinstance(space, MetricSpace):
             raise ValidationError(f"space must be a MetricSpace, got {type(space).__name__}")
@@ -422,7 +429,14 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
         _check_estimated_params(p, family, meta["params"], file_space)
     info = {k: v for k, v in meta.items() if k not in _RESERVED}
     token = None
-    if exact:
+    info.pop("audit_details", None)  # the level recorded is the one audited here (certify's rule)
+    if exact and "structure" in meta:  # the structured proof the file names, re-derived from its content
+        proof, record = structured_audit(p, meta["structure"], matrix, file_space, own_space, meta, epsilon,
+                                         AUDIT_RTOL)
+        token = _AUDITED
+        info.update(audit=proof.method, audit_details=dict(proof.details), structure=record,
+                    epsilon_audit=proof.epsilon)
+    elif exact:
         result = audit(matrix, file_space.distances, normalize=True)  # what the exact sampler realizes
         if not result.satisfies(epsilon, AUDIT_RTOL):
             raise ClaimError(
@@ -430,7 +444,6 @@ def load_mechanism(path: str | PathLike[str], *, space: MetricSpace | None = Non
                 f"(triple u, v, w = {result.witness}); refusing to use it"
             )
         token = _AUDITED
-        info.pop("audit_details", None)  # the level recorded is the one audited here (certify's rule)
         info.update(audit="dense", epsilon_audit=result.epsilon)
     try:
         return Mechanism(matrix, file_space, epsilon, name, meta["params"], info, exact=exact, outputs=outputs,

@@ -54,7 +54,7 @@ from scipy.spatial import cKDTree
 from .._progress import Progress, report
 from .._random import check_rng, uniform_open
 from .._validation import check_epsilon
-from ..audit_structured import DENSE_MAX_N, lattice_chain_audit, lattice_steps
+from ..audit_structured import DENSE_MAX_N, chain_cells, lattice_chain_audit, lattice_steps
 from ..errors import MetricDPError, PrivacyViolationError, RepairError, ValidationError
 from ..lp.repair import ROUNDING_RESERVE, repair
 from ..lp.retry import PLANAR_LAPLACE
@@ -65,6 +65,8 @@ from .dense_plan import check_dense_plan, plan_dense
 from .registry import declared
 
 __all__ = [
+    "box_rows",
+    "lattice_cells",
     "lattice_planar_laplace",
     "planar_laplace",
     "planar_laplace_radius_cdf",
@@ -76,7 +78,7 @@ __all__ = [
 
 _MAX_ETA = PLANAR_LAPLACE.max_eta  # largest relative privacy margin spent on numerical error (1e-3)
 #: Max-norm of the lattice steps the lattice-chain audit checks: stretch 1/cos(atan(1/6)/2), about 1.0034.
-_CHAIN_ORDER = 6
+CHAIN_ORDER = 6
 _TABLE_ELEMENTS = 1 << 22  # elements of each block of the (inputs, box cells) table
 
 
@@ -270,8 +272,8 @@ def truncated_planar_laplace_sample(
 
 
 # ----------------------------------------------------------------- discretisation
-def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int]:
-    """Integer lattice coordinates (row, col) of the points and the bounding box size."""
+def lattice_cells(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], int, int]:
+    """Integer lattice coordinates (row, col) of a grid space's points and the bounding box size (rows, cols)."""
     pts = np.asarray(space.points)
     rel = np.rint((pts - pts.min(axis=0)) / space.cell).astype(np.intp)
     return rel[:, 0], rel[:, 1], int(rel[:, 0].max()) + 1, int(rel[:, 1].max()) + 1
@@ -279,16 +281,17 @@ def _lattice(space: MetricSpace) -> tuple[NDArray[np.intp], NDArray[np.intp], in
 
 def _discretised_matrix(
     space: MetricSpace, epsilon: float, accuracy: float, box: bool = False
-) -> tuple[NDArray[np.float64], dict[str, object], NDArray[np.float64] | None]:
+) -> tuple[NDArray[np.float64], dict[str, object], tuple[NDArray[np.float64], NDArray[np.intp]] | None]:
     """P[u, v] = Pr[snap(x_u + Z) = v] for Z planar Laplace at ``epsilon``, before repair.
 
-    With ``box`` also the same row for every cell of the bounding rectangle (row
-    ``r * n_cols + c``), which the lattice-chain audit reads
-    (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
+    With ``box`` also the same row seen from every cell of the bounding rectangle that a
+    chain path can visit (:func:`metricdp.audit_structured.chain_cells`: all of them on a
+    full rectangle), with those cells' indices ``r * n_cols + c``: what the lattice-chain
+    audit reads (:func:`metricdp.audit_structured.lattice_chain_audit`); else None.
     """
     assert space.cell is not None  # checked by the builder: a grid space
     h = float(space.cell)
-    rows, cols, n_rows, n_cols = _lattice(space)
+    rows, cols, n_rows, n_cols = lattice_cells(space)
     s = epsilon * h
     # Beyond `reach` cells the survival (1 + s t) e^{-s t} is below e^{-60} / s^2 of the
     # smallest cell mass (> s^2 e^{-s (diagonal + 1)} / 2 pi): negligible at any accuracy.
@@ -301,7 +304,8 @@ def _discretised_matrix(
     masses, err, nodes = _interval_masses(c_atoms, r_atoms, c_member, r_member, s, accuracy)
     # table[u, box cell (r, c)] by translation invariance: one integral per atom
     box_r, box_c = np.divmod(np.arange(n_rows * n_cols), n_cols)
-    seen_r, seen_c = (box_r, box_c) if box else (rows, cols)
+    cells = np.flatnonzero(chain_cells(rows, cols, (n_rows, n_cols), CHAIN_ORDER)) if box else rows * n_cols + cols
+    seen_r, seen_c = box_r[cells], box_c[cells]
     # Box cells that are not points of the space (a lattice subset) go to the point
     # nearest to their centre: a fixed function of the release, i.e. post-processing.
     target = cKDTree(np.column_stack([rows, cols])).query(np.column_stack([box_r, box_c]))[1]
@@ -321,8 +325,10 @@ def _discretised_matrix(
                 seen[part, target] = table
             else:
                 seen[part] = np.asarray((snap.T @ table.T).T)
-    box_matrix = seen if box else None
-    matrix = seen[rows * n_cols + cols] if box else seen
+    position = np.full(n_rows * n_cols, -1, dtype=np.intp)
+    position[cells] = np.arange(len(cells))
+    chain = (seen, cells) if box else None
+    matrix = seen[position[rows * n_cols + cols]] if box else seen
     info = {
         "integration": {
             "method": "polar Gauss-Legendre over 8 angular pieces per atom rectangle",
@@ -333,7 +339,21 @@ def _discretised_matrix(
             "box": [n_rows, n_cols],
         }
     }
-    return matrix.astype(np.float64), dict(info), box_matrix
+    return matrix.astype(np.float64), dict(info), chain
+
+
+def box_rows(
+    space: MetricSpace, epsilon: float, accuracy: float = 1e-12
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The discretised planar Laplace at ``epsilon`` seen from the cells of grid ``space``'s bounding box
+    that a chain path can visit, and those cells (``r * n_cols + c``, :func:`lattice_cells`).
+
+    One column per point, not normalised: the box rows the lattice-chain proof reads
+    (:func:`metricdp.audit_structured.lattice_chain_audit`), as the builder integrates them.
+    """
+    box = _discretised_matrix(space, epsilon, accuracy, True)[2]
+    assert box is not None
+    return box
 
 
 @declared("planar-laplace")
@@ -424,14 +444,15 @@ def planar_laplace(
 def structured_audit_applies(space: MetricSpace) -> bool:
     """Whether :func:`lattice_planar_laplace` audits ``space`` (a grid) with the lattice-chain proof.
 
-    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the grid's bounding
-    rectangle has at most twice as many cells as the space has points (the proof reads a
-    row for every cell of the rectangle).
+    Above :data:`~metricdp.audit_structured.DENSE_MAX_N` points, when the cells of the
+    bounding rectangle that a chain path can visit (:func:`~metricdp.audit_structured.chain_cells`:
+    those within a few cells of the points' convex hull; every cell of a full rectangle) are at
+    most twice as many as the points: the proof integrates and reads a row for each.
     """
     if space.n <= DENSE_MAX_N or space.cell is None or space.points is None:
         return False
-    _, _, n_rows, n_cols = _lattice(space)
-    return n_rows * n_cols <= 2 * space.n
+    rows, cols, n_rows, n_cols = lattice_cells(space)
+    return int(chain_cells(rows, cols, (n_rows, n_cols), CHAIN_ORDER).sum()) <= 2 * space.n
 
 
 def lattice_planar_laplace(
@@ -463,7 +484,7 @@ def lattice_planar_laplace(
             "use a larger epsilon or coarser cells"
         )
     structured = structured_audit_applies(space)
-    stretch = lattice_steps(_CHAIN_ORDER)[1] if structured else 1.0
+    stretch = lattice_steps(CHAIN_ORDER)[1] if structured else 1.0
     report(progress, 0, 3, f"integrating the planar Laplace on {space.n:,} cells")
     raw, info, box = _discretised_matrix(space, epsilon * (1.0 - eta) / stretch, accuracy, structured)
     reached = float(info["integration"]["relative_accuracy"])  # type: ignore[index]
@@ -487,10 +508,10 @@ def lattice_planar_laplace(
         proof = None
         if structured and not repaired:
             report(progress, 2, 3, "auditing: lattice-chain proof")
-            rows, cols, n_rows, n_cols = _lattice(space)
+            rows, cols, n_rows, n_cols = lattice_cells(space)
             assert box is not None
-            proof = lattice_chain_audit(matrix, audit_space.distances, box, (n_rows, n_cols), rows, cols, cell,
-                                        order=_CHAIN_ORDER)
+            proof = lattice_chain_audit(matrix, audit_space.distances, box[0], (n_rows, n_cols), rows, cols, cell,
+                                        order=CHAIN_ORDER, box_cells=box[1])
             if not proof.epsilon <= guarantee:
                 raise RepairError(f"lattice-chain bound {proof.epsilon!r} exceeds {guarantee!r}", retryable=True)
         else:
