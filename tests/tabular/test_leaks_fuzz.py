@@ -192,7 +192,7 @@ def _oracle(layout: dict[str, Any], kind: str, src: Path, out: Path, engine: str
 
 
 FORMATS = {"labels": ["csv", "parquet"], "numbers": ["csv", "parquet"], "points": ["csv", "parquet"],
-           "text": ["csv", "jsonl"]}
+           "text": ["csv", "parquet", "jsonl"]}
 
 
 @pytest.mark.parametrize("kind", ["labels", "numbers", "points", "text"])
@@ -205,6 +205,52 @@ def test_local_files_refuse_exactly_the_leaks(tmp_path_factory: Any, kind: str, 
     src, out = tmp / f"in.{fmt}", tmp / f"out.{fmt}"
     _write(layout, src)
     _oracle(layout, kind, src, out)
+
+
+def _accounted(kind: str, src: Path, out: Path, keep: list[str], ledger: Any) -> None:
+    from metricdp.streaming.accounted import Accounting
+
+    acc = Accounting("user", ledger=ledger, policy="drop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        if kind == "labels":
+            privatize_file(CITY, src, "city", out, keep=keep, accounting=acc)
+        elif kind == "numbers":
+            privatize_numbers_file(AGES, src, "age", out, keep=keep, accounting=acc)
+        else:
+            privatize_points_file(src, "lat", "lon", out, _shift, keep=keep, epsilon=EPS_KM, accounting=acc)
+
+
+@pytest.mark.parametrize("kind", ["labels", "numbers", "points"])
+@FUZZ
+@given(data=st.data())
+def test_accounted_releases_refuse_the_leaks_with_nothing_spent(tmp_path_factory: Any, kind: str, data: Any) -> None:
+    """The same oracle through the per-person accounting: a refusal also leaves every person's spend at 0 and no
+    run in the ledger but aborted ones; a release spends."""
+    from metricdp.accounting.ledger import Ledger
+
+    layout = data.draw(layouts(kind))
+    fmt = data.draw(st.sampled_from(FORMATS[kind]))
+    layout["columns"]["user"] = [f"u{i % 3}" for i in range(layout["n"])]
+    keep = sorted(layout["keep"] | {"user"})
+    tmp = tmp_path_factory.mktemp("a")
+    src, out = tmp / f"in.{fmt}", tmp / f"out.{fmt}"
+    _write(layout, src)
+    persons = sorted({f"u{i % 3}" for i in range(layout["n"])})
+    with Ledger(tmp / "l.db", budget=1e6) as book:
+        try:
+            _accounted(kind, src, out, keep, book)
+        except ValidationError as ex:
+            assert _expect_refused(layout), f"refused without a leak: {ex}"
+            assert "\n" not in str(ex) and not out.exists()
+            assert book.spent(persons).tolist() == [0.0] * len(persons)
+            assert all(r["state"] == "aborted" for r in book.runs_table())
+            return
+        assert not _expect_refused(layout), f"released with {sorted(layout['copies'] - layout['keep'])} leaving"
+        assert (book.spent(persons) > 0).all()
+    back = _read(out)
+    assert len(back) == layout["n"]
+    assert not [c for c in back.columns if c in layout["copies"] and c not in layout["keep"]]
 
 
 @pytest.mark.slow
