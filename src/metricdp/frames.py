@@ -22,10 +22,14 @@
   ``transform`` / ``get_params`` / ``set_output``), duck-typed, so that scikit-learn is not
   needed to import it; ``fit`` reads nothing from the data.
 
-Values are matched to the space's labels as text (``str(value)``, as
-:meth:`Mechanism.privatize` does); values not in the space and missing values are
-refused with one error naming the column, the values and the first row by its index label
-(Polars: its row number). Randomness: ``rng=None`` is
+The values go through the release pipeline's kinds, as a column of a file does
+(:mod:`metricdp.pipeline.frames`): the released column becomes an Arrow record batch, read by
+the one rule of :class:`~metricdp.pipeline.labels.Labels` (a value is a label when its text,
+Arrow's cast of a typed column, equals one: ``1.0`` in a float column reads ``"1"``) or of
+:class:`~metricdp.pipeline.numbers.Numbers` (a :class:`~metricdp.mechanisms.numeric.NumberMechanism`:
+numbers on its grid). Values the kind refuses, missing values included, stop the release
+with one error naming the column, the count, the values and the first rows by their index
+label (Polars: their row number). Randomness: ``rng=None`` is
 the OS's secure source; anything else warns (:class:`~metricdp.errors.PrivacyLeakWarning`)
 once per call. pandas and Polars are optional (extras ``pandas`` and ``polars``); neither
 is imported unless a frame of that library is passed.
@@ -33,20 +37,25 @@ is imported unless a frame of that library is passed.
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._optional import import_optional
-from ._random import RandomSource, check_release_rng
+from ._random import check_release_rng
 from .errors import UnnamedColumnsWarning, ValidationError
 from .mechanisms.base import Mechanism
+from .pipeline.frames import column_kind, plain_column, release_batch
 from .tabular.columns import ColumnPlan, plan_columns
-from .tabular.leaks import SCAN_ROWS, LeakRule, check_rows, spread
+from .tabular.formats import arrow
+from .tabular.leaks import SCAN_ROWS, check_rows, spread
+
+if TYPE_CHECKING:
+    from .pipeline.kind import Kind
+    from .pipeline.labels import Labels
+    from .pipeline.numbers import Numbers
 
 __all__ = ["PrivatizeTransformer", "privatize_frame", "privatize_series"]
 
@@ -61,44 +70,11 @@ def _row(label: object) -> str:
     return repr(label.item() if isinstance(label, np.generic) else label)
 
 
-def _release(values: NDArray[Any], mechanism: Mechanism, source: RandomSource, where: str,
-             labels: Sequence[object] | None = None) -> NDArray[Any]:
-    """Output labels (object array) for the true values, each distinct value looked up once.
+def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column: str, kind: Kind) -> None:
+    """:func:`metricdp.tabular.leaks.check_rows` with the kind's rule over chunks of a frame's rows.
 
-    ``labels`` name the rows in errors (a pandas index; None: positions, as ``row N``).
-    """
-    from .mechanisms.numeric import NumberMechanism
-
-    def name(i: int) -> str:
-        return _row(labels[i]) if labels is not None else str(i)
-
-    if isinstance(mechanism, NumberMechanism):  # a numeric column on a grid: values read as numbers
-        try:
-            return mechanism.release_labels(values, source, where=where)
-        except ValidationError as exc:  # the grid's positions, named as rows
-            raise ValidationError(re.sub(r"position (\d+):", lambda m: f"row {name(int(m.group(1)))}:",
-                                         str(exc))) from None
-    if not isinstance(mechanism, Mechanism):
-        raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
-    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
-    try:
-        idx = mechanism.space.index(uniq.tolist())
-    except ValidationError as exc:
-        known = set(mechanism.space.labels)
-        first = next(i for i, k in enumerate(inverse.ravel().tolist()) if uniq[k] not in known)
-        raise ValidationError(f"{where}: {exc} (first at row {name(first)})") from None
-    out = mechanism.sample(idx[inverse.ravel()], source)
-    return np.asarray(mechanism.output_labels, dtype=object)[out]
-
-
-def _rule(column: str, mechanism: object) -> LeakRule:
-    from .mechanisms.numeric import NumberMechanism
-
-    return LeakRule.numbers(column, mechanism) if isinstance(mechanism, NumberMechanism) else LeakRule.labels(column)
-
-
-def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column: str, mechanism: Mechanism) -> None:
-    """:func:`metricdp.tabular.leaks.check_rows` over chunks of a frame's rows (pandas rows named by index label).
+    pandas rows are named by their index label, Polars rows by their number; the index
+    levels are compared as columns.
 
     Only the compared rows of each chunk are read (:func:`~metricdp.tabular.leaks.spread`),
     so the check costs :data:`~metricdp.tabular.leaks.SAMPLE` rows per chunk, not a copy of
@@ -121,7 +97,7 @@ def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column:
         truth = np.asarray(part[column].to_list(), dtype=object)
         others = {c: np.asarray(part[c].to_list(), dtype=object) for c in plan.unacknowledged}
         names = [str(i) for i in flat]
-    rule = _rule(column, mechanism)
+    rule = kind.rule()
     at = 0
     for pick in picks:
         k = slice(at, at + len(pick))
@@ -137,53 +113,62 @@ def _announce(plan: ColumnPlan, where: str) -> None:
             "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=3)
 
 
+# ---------------------------------------------------------------------------- the column through its kind
+def _release(values: Any, kind: Labels | Numbers, where: str, name: Callable[[int], str] = str) -> tuple[Any, bool]:
+    """The released column as an Arrow array, and whether it kept the input's type (else it is text).
+
+    ``values`` as :func:`metricdp.pipeline.frames.plain_column` reads them; ``name`` names a
+    refused row by its position (module docstring).
+    """
+    pa, _ = arrow()
+    column = kind.columns[0]
+    plain = plain_column(values, column, where)
+    batch = pa.RecordBatch.from_arrays([plain], names=[column])
+    out = release_batch(kind, batch, where, name)[0]
+    return out, out.type == plain.type
+
+
+def _outputs(kind: Labels | Numbers, like: Any) -> list[Any]:
+    """The kind's output labels as values of the Arrow type ``like`` (the categories of a categorical)."""
+    pa, _ = arrow()
+    return list(pa.array(list(kind.outputs), pa.string()).cast(like).to_pylist())
+
+
 # ---------------------------------------------------------------------------- pandas
-def _pandas_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
+def _pandas_series(s: Any, kind: Labels | Numbers, where: str) -> Any:
     pd = import_optional("pandas", "pandas")
-    missing = s.isna().to_numpy()
-    if missing.any():
-        raise ValidationError(f"{where}: missing value at row {_row(s.index[int(np.argmax(missing))])}")
-    labels = _release(s.to_numpy(dtype=object), mechanism, source, where, s.index)
-    out = pd.Series(labels, index=s.index, name=s.name, dtype=object)
+    out, typed = _release(s, kind, where, lambda i: _row(s.index[i]))
     dtype = s.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return out.astype(pd.CategoricalDtype(categories=list(mechanism.output_labels)))
-    if dtype == np.dtype(object):
-        return out
-    if dtype.kind == "b":
-        flags = out.map({"True": True, "False": False})
-        return flags.astype(dtype) if not flags.isna().any() else out
-    try:  # numbers and strings: back to the input's dtype when the labels fit it
-        cast = pd.to_numeric(out) if dtype.kind in "iuf" else out
-        return cast.astype(dtype)
-    except (TypeError, ValueError):
-        return out
+        return pd.Series(pd.Categorical(out.to_pylist(), categories=_outputs(kind, out.type)), index=s.index,
+                         name=s.name)
+    if typed:  # back to the input's dtype (a nullable, a string or an object dtype as given)
+        try:
+            return pd.Series(out.to_numpy(zero_copy_only=False), index=s.index, name=s.name).astype(dtype)
+        except (TypeError, ValueError):
+            pass
+    return pd.Series(out.to_pylist(), index=s.index, name=s.name, dtype=object)
 
 
 # ---------------------------------------------------------------------------- polars
-def _polars_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
+def _polars_series(s: Any, kind: Labels | Numbers, where: str) -> Any:
     pl = import_optional("polars", "polars")
-    if s.null_count():
-        first = int(np.argmax(s.is_null().to_numpy()))
-        raise ValidationError(f"{where}: missing value at row {first}")
-    labels = _release(s.to_numpy().astype(object), mechanism, source, where)
-    out = pl.Series(s.name, labels.astype(str).tolist(), dtype=pl.String)
-    if s.dtype == pl.String:
-        return out
-    if s.dtype == pl.Categorical:
-        return out.cast(pl.Categorical)
-    try:
-        return out.cast(s.dtype, strict=True)
+    out, typed = _release(s.to_arrow(), kind, where)
+    released = pl.Series(s.name, out)
+    if not typed or released.dtype == s.dtype:
+        return released
+    try:  # a categorical or an enum of the released texts
+        return released.cast(s.dtype, strict=True)
     except (pl.exceptions.PolarsError, TypeError, ValueError):
-        return out
+        return released
 
 
-def _series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
+def _series(s: Any, kind: Labels | Numbers, where: str) -> Any:
     lib = _library(s)
     if lib == "pandas":
-        return _pandas_series(s, mechanism, source, where)
+        return _pandas_series(s, kind, where)
     if lib == "polars":
-        return _polars_series(s, mechanism, source, where)
+        return _polars_series(s, kind, where)
     raise ValidationError(f"expected a pandas or Polars Series, got {type(s).__name__}")
 
 
@@ -198,8 +183,10 @@ def privatize_series(series: Any, mechanism: Mechanism, rng: object = None) -> A
     >>> out.index.tolist(), out.name, set(out) <= {"a", "b", "c"}
     ([10, 20], 'city', True)
     """
-    source = check_release_rng(rng)
-    return _series(series, mechanism, source, f"series {getattr(series, 'name', None)!r}")
+    name = getattr(series, "name", None)
+    kind = column_kind(mechanism, name if isinstance(name, str) else "values", "Series")
+    kind.source = check_release_rng(rng)
+    return _series(series, kind, "Series")
 
 
 def privatize_frame(
@@ -238,10 +225,10 @@ def privatize_frame(
         raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true values; "
                               "move it to the columns (reset_index) to release it")
     plan = plan_columns([*levels, *names], [column], keep=keep, drop=drop, where="DataFrame")
-    _check_leaks(df, lib, plan, levels, column, mechanism)
-    where = f"DataFrame column {column!r}"
-    source = check_release_rng(rng)
-    released = _series(df[column], mechanism, source, where)
+    kind = column_kind(mechanism, column, "DataFrame")
+    _check_leaks(df, lib, plan, levels, column, kind)
+    kind.source = check_release_rng(rng)
+    released = _series(df[column], kind, "DataFrame")
     _announce(plan, "DataFrame")
     if lib == "pandas":
         out = df.copy()
@@ -347,8 +334,9 @@ class PrivatizeTransformer:
             return self._transform(arr[:, 0]).reshape(-1, 1)
         if arr.ndim != 1:
             raise ValidationError(f"PrivatizeTransformer transforms a 1-d input or one column, got shape {arr.shape}")
-        source = check_release_rng(self.rng)
-        return _release(arr, self.mechanism, source, "input")
+        kind = column_kind(self.mechanism, self.column or "x0", "input")
+        kind.source = check_release_rng(self.rng)
+        return _release(arr, kind, "input")[0].to_numpy(zero_copy_only=False)
 
     def _as_output(self, out: Any) -> Any:
         if self._output == "default" or (_library(out) == self._output and hasattr(out, "columns")):
