@@ -46,13 +46,14 @@ import numpy as np
 from ._optional import import_optional
 from ._random import check_release_rng
 from .errors import UnnamedColumnsWarning, ValidationError
-from .mechanisms.base import Mechanism
 from .pipeline.frames import column_kind, plain_column, release_batch
 from .tabular.columns import ColumnPlan, plan_columns
 from .tabular.formats import arrow
 from .tabular.leaks import SCAN_ROWS, check_rows, spread
 
 if TYPE_CHECKING:
+    from .mechanisms.base import Mechanism
+    from .mechanisms.numeric import NumberMechanism
     from .pipeline.kind import Kind
     from .pipeline.labels import Labels
     from .pipeline.numbers import Numbers
@@ -172,7 +173,7 @@ def _series(s: Any, kind: Labels | Numbers, where: str) -> Any:
     raise ValidationError(f"expected a pandas or Polars Series, got {type(s).__name__}")
 
 
-def privatize_series(series: Any, mechanism: Mechanism, rng: object = None) -> Any:
+def privatize_series(series: Any, mechanism: Mechanism | NumberMechanism, rng: object = None) -> Any:
     """One release per value of a pandas or Polars Series: a Series with the same index and name.
 
     >>> import pandas as pd
@@ -193,7 +194,7 @@ def privatize_frame(
     df: Any,
     *,
     column: str,
-    mechanism: Mechanism,
+    mechanism: Mechanism | NumberMechanism,
     rng: object = None,
     keep: Iterable[str] = (),
     drop: Iterable[str] = (),
@@ -276,7 +277,7 @@ class PrivatizeTransformer:
 
     _PARAMS = ("mechanism", "column", "rng", "keep", "drop")
 
-    def __init__(self, mechanism: Mechanism, column: str | None = None, rng: object = None,
+    def __init__(self, mechanism: Mechanism | NumberMechanism, column: str | None = None, rng: object = None,
                  keep: Iterable[str] = (), drop: Iterable[str] = ()) -> None:
         self.mechanism = mechanism
         self.column = column
@@ -355,4 +356,5 @@ class PrivatizeTransformer:
         return self.fit(X, y).transform(X)
 
     def __repr__(self) -> str:
-        return f"PrivatizeTransformer(mechanism={self.mechanism.name!r}, column={self.column!r})"
+        name = getattr(self.mechanism, "name", type(self.mechanism).__name__)  # a NumberMechanism has no name
+        return f"PrivatizeTransformer(mechanism={name!r}, column={self.column!r})"

@@ -58,7 +58,7 @@ def column_kind(mechanism: object, column: str, where: str) -> Labels | Numbers:
 
 
 def plain_column(values: Any, column: str, where: str) -> Any:
-    """An Arrow array of ``values`` as a kind reads it: a dictionary decoded, a string view as large strings.
+    """An Arrow array of ``values`` as a kind reads it: a dictionary decoded, a string view (or nulls only) as text.
 
     ``values``: an Arrow array or chunked array, or anything :func:`pyarrow.array` reads with
     pandas' missing values (None, NaN, NA) as nulls. Values of more than one type (a pandas
@@ -75,7 +75,7 @@ def plain_column(values: Any, column: str, where: str) -> Any:
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
-    if pa.types.is_string_view(values.type):
+    if pa.types.is_string_view(values.type) or pa.types.is_null(values.type):  # no values: no type either
         values = values.cast(pa.large_string())
     return values
 
