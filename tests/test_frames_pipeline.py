@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.errors import ValidationError
-from metricdp.frames import PrivatizeTransformer, privatize_frame, privatize_series
+from metricdp.frames import PrivatizeTransformer, privatize_frame, privatize_points_frame, privatize_series
 from metricdp.mechanisms.krr import krr
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
 from metricdp.pipeline import frames as pipeline_frames
@@ -129,6 +129,54 @@ def test_transformer_array_keeps_its_type() -> None:
 def test_places_are_renamed_only_after_the_marker() -> None:
     named = pipeline_frames._named("x: 'row 1' at \x00row(s) 1, 12; \x00row 3: 'row 4'", lambda i: f"<{i}>")
     assert named == "x: 'row 1' at row(s) <1>, <12>; row <3>: 'row 4'"
+
+
+# ------------------------------------------------------------------ points: (lat, lon) released together
+def _shift(points: np.ndarray, first_row: int) -> np.ndarray:
+    return points + np.array([0.25, -0.5])  # ~28-55 km away: never within the 2 km scale of eps = 1/km
+
+
+def _places() -> Any:
+    return pd.DataFrame({"id": ["a", "b", "c"], "lat": [48.1, 48.2, 48.3], "lon": ["11.5", "11.6", "11.7"]},
+                        index=pd.Index(["r1", "r2", "r3"], name="key"))
+
+
+def test_points_of_a_pandas_frame_are_released_together_as_floats() -> None:
+    df = _places()
+    out, plan = privatize_points_frame(df, lat="lat", lon="lon", release=_shift, epsilon=1.0, keep=["key", "id"])
+    assert out.index.equals(df.index) and list(out.columns) == ["id", "lat", "lon"]
+    pd.testing.assert_series_equal(out["id"], df["id"])
+    assert out["lat"].tolist() == [48.35, 48.45, 48.55] and out["lon"].tolist() == [11.0, 11.1, 11.2]
+    assert out["lon"].dtype == np.float64  # a text column of coordinates is read by the number rule
+    assert plan.released == ("lat", "lon") and plan.unreleased == ("key", "id")
+
+
+def test_points_refusals_name_the_row_by_its_index_label_or_number() -> None:
+    pl = _polars()
+    for bad, why in [(None, "is empty"), ("x", "is 'x', not a number")]:
+        df = _places().assign(lon=["11.5", bad, "11.7"])
+        with pytest.raises(ValidationError, match=f"^DataFrame: row 'r2': column 'lon' {why}"):
+            privatize_points_frame(df, lat="lat", lon="lon", release=_shift, keep=["key", "id"])
+    with pytest.raises(ValidationError, match=r"^DataFrame: row 1: column 'lat' is empty"):
+        privatize_points_frame(pl.DataFrame({"lat": [1.0, None], "lon": [2.0, 3.0]}), lat="lat", lon="lon",
+                               release=_shift)
+    with pytest.raises(ValidationError, match="no data rows"):
+        privatize_points_frame(pl.DataFrame({"lat": [1.0], "lon": [2.0]}).head(0), lat="lat", lon="lon",
+                               release=_shift)
+    with pytest.raises(ValidationError, match="same column"):
+        privatize_points_frame(_places(), lat="lat", lon="lat", release=_shift)
+
+
+def test_points_leaks_refused_by_name_and_by_content() -> None:
+    pl = _polars()
+    df = _places().assign(latitude=[48.1, 48.2, 48.3])
+    with pytest.raises(ValidationError, match="'latitude' look like the released coordinates"):
+        privatize_points_frame(df, lat="lat", lon="lon", release=_shift, keep=["key", "id"])
+    where = pl.DataFrame({"lat": [48.1, 48.2], "lon": [11.5, 11.6], "home": ["48.1,11.5", "48.2,11.6"]})
+    with pytest.raises(ValidationError, match=r"column 'home' holds coordinates .* first at row 0"):
+        privatize_points_frame(where, lat="lat", lon="lon", release=_shift, epsilon=1.0)
+    out, plan = privatize_points_frame(where, lat="lat", lon="lon", release=_shift, epsilon=1.0, drop=["home"])
+    assert out.columns == ["lat", "lon"] and out["lat"].to_list() == [48.35, 48.45] and plan.dropped == ("home",)
 
 
 # ------------------------------------------------------------------ property: only the released column changes

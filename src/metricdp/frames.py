@@ -17,6 +17,9 @@
   and a column that holds the released values under another name (by name or content:
   :mod:`metricdp.tabular.leaks`) is refused unless ``keep`` names it. A Polars
   ``LazyFrame`` is refused (collect it first: what leaves is decided on the rows).
+* :func:`privatize_points_frame` -- the same for a ``(lat, lon)`` pair of columns released
+  together by a release of points (as :func:`metricdp.streaming.points.privatize_points_file`
+  takes it); the released coordinates are float64 columns.
 * :func:`privatize_series` -- ``Mechanism.privatize`` for a Series: same index, same name.
 * :class:`PrivatizeTransformer` -- the same as a scikit-learn transformer (``fit`` /
   ``transform`` / ``get_params`` / ``set_output``), duck-typed, so that scikit-learn is not
@@ -49,16 +52,15 @@ from .errors import UnnamedColumnsWarning, ValidationError
 from .pipeline.frames import column_kind, plain_column, release_batch
 from .tabular.columns import ColumnPlan, plan_columns
 from .tabular.formats import arrow
-from .tabular.leaks import SCAN_ROWS, check_rows, spread
+from .tabular.leaks import SCAN_ROWS, check_names, check_rows, spread
 
 if TYPE_CHECKING:
     from .mechanisms.base import Mechanism
     from .mechanisms.numeric import NumberMechanism
     from .pipeline.kind import Kind
-    from .pipeline.labels import Labels
-    from .pipeline.numbers import Numbers
+    from .pipeline.points import Release
 
-__all__ = ["PrivatizeTransformer", "privatize_frame", "privatize_series"]
+__all__ = ["PrivatizeTransformer", "privatize_frame", "privatize_points_frame", "privatize_series"]
 
 
 def _library(obj: object) -> str:
@@ -71,7 +73,7 @@ def _row(label: object) -> str:
     return repr(label.item() if isinstance(label, np.generic) else label)
 
 
-def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column: str, kind: Kind) -> None:
+def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], kind: Kind) -> None:
     """:func:`metricdp.tabular.leaks.check_rows` with the kind's rule over chunks of a frame's rows.
 
     pandas rows are named by their index label, Polars rows by their number; the index
@@ -89,20 +91,21 @@ def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column:
     flat = [i for pick in picks for i in pick]
     if lib == "pandas":
         part = df.iloc[flat]
-        truth = part[column].to_numpy(dtype=object)
+        truths = [part[c].to_numpy(dtype=object) for c in kind.columns]
         others = {c: (part.index.get_level_values(levels.index(c)) if c in levels else part[c]).to_numpy(dtype=object)
                   for c in plan.unacknowledged}
         names = [_row(label) for label in part.index]
     else:
         part = df[flat]
-        truth = np.asarray(part[column].to_list(), dtype=object)
+        truths = [np.asarray(part[c].to_list(), dtype=object) for c in kind.columns]
         others = {c: np.asarray(part[c].to_list(), dtype=object) for c in plan.unacknowledged}
         names = [str(i) for i in flat]
     rule = kind.rule()
     at = 0
     for pick in picks:
         k = slice(at, at + len(pick))
-        check_rows(rule, [(t,) for t in truth[k]], {c: v[k] for c, v in others.items()}, names[k], "DataFrame")
+        check_rows(rule, list(zip(*(t[k] for t in truths), strict=True)), {c: v[k] for c, v in others.items()},
+                   names[k], "DataFrame")
         at += len(pick)
 
 
@@ -111,50 +114,58 @@ def _announce(plan: ColumnPlan, where: str) -> None:
     if plan.unacknowledged:
         warnings.warn(
             f"{where}: column(s) {', '.join(map(repr, plan.unacknowledged))} leave with their TRUE values "
-            "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=3)
+            "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=4)
 
 
-# ---------------------------------------------------------------------------- the column through its kind
-def _release(values: Any, kind: Labels | Numbers, where: str, name: Callable[[int], str] = str) -> tuple[Any, bool]:
-    """The released column as an Arrow array, and whether it kept the input's type (else it is text).
+# ---------------------------------------------------------------------------- the columns through their kind
+def _release(values: Sequence[Any], kind: Kind, where: str, name: Callable[[int], str]) -> list[tuple[Any, bool]]:
+    """Each released column as an Arrow array, and whether it kept the input's type.
 
-    ``values`` as :func:`metricdp.pipeline.frames.plain_column` reads them; ``name`` names a
-    refused row by its position (module docstring).
+    ``values``: the kind's columns, as :func:`metricdp.pipeline.frames.plain_column` reads
+    them; ``name`` names a refused row by its position (module docstring).
     """
     pa, _ = arrow()
-    column = kind.columns[0]
-    plain = plain_column(values, column, where)
-    batch = pa.RecordBatch.from_arrays([plain], names=[column])
-    out = release_batch(kind, batch, where, name)[0]
-    return out, out.type == plain.type
+    plain = [plain_column(v, c, where) for v, c in zip(values, kind.columns, strict=True)]
+    batch = pa.RecordBatch.from_arrays(plain, names=list(kind.columns))
+    out = release_batch(kind, batch, where, name)
+    return [(o, o.type == p.type) for o, p in zip(out, plain, strict=True)]
 
 
-def _outputs(kind: Labels | Numbers, like: Any) -> list[Any]:
-    """The kind's output labels as values of the Arrow type ``like`` (the categories of a categorical)."""
-    pa, _ = arrow()
-    return list(pa.array(list(kind.outputs), pa.string()).cast(like).to_pylist())
+def _released(columns: Sequence[Any], kind: Kind, where: str) -> list[Any]:
+    """The kind's release of ``columns`` (Series of one frame), each a Series like its input (module docstring)."""
+    lib = _library(columns[0])
+    if lib == "pandas":
+        index = columns[0].index
+        got = _release(columns, kind, where, lambda i: _row(index[i]))
+        return [_pandas_like(out, typed, s, kind) for (out, typed), s in zip(got, columns, strict=True)]
+    if lib == "polars":
+        got = _release([s.to_arrow() for s in columns], kind, where, str)
+        return [_polars_like(out, typed, s) for (out, typed), s in zip(got, columns, strict=True)]
+    raise ValidationError(f"expected a pandas or Polars Series, got {type(columns[0]).__name__}")
 
 
-# ---------------------------------------------------------------------------- pandas
-def _pandas_series(s: Any, kind: Labels | Numbers, where: str) -> Any:
+def _pandas_like(out: Any, typed: bool, s: Any, kind: Kind) -> Any:
+    """The released Arrow array as a Series with ``s``'s index, name and dtype where the values fit it."""
     pd = import_optional("pandas", "pandas")
-    out, typed = _release(s, kind, where, lambda i: _row(s.index[i]))
+    pa, _ = arrow()
     dtype = s.dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        return pd.Series(pd.Categorical(out.to_pylist(), categories=_outputs(kind, out.type)), index=s.index,
-                         name=s.name)
+    outputs = getattr(kind, "outputs", None)
+    if isinstance(dtype, pd.CategoricalDtype) and outputs is not None:  # every output label is a category
+        categories = pa.array(list(outputs), pa.string()).cast(out.type).to_pylist()
+        return pd.Series(pd.Categorical(out.to_pylist(), categories=categories), index=s.index, name=s.name)
     if typed:  # back to the input's dtype (a nullable, a string or an object dtype as given)
         try:
             return pd.Series(out.to_numpy(zero_copy_only=False), index=s.index, name=s.name).astype(dtype)
         except (TypeError, ValueError):
             pass
-    return pd.Series(out.to_pylist(), index=s.index, name=s.name, dtype=object)
+    if pa.types.is_string(out.type) or pa.types.is_large_string(out.type):
+        return pd.Series(out.to_pylist(), index=s.index, name=s.name, dtype=object)
+    return pd.Series(out.to_numpy(zero_copy_only=False), index=s.index, name=s.name)  # a point: float64
 
 
-# ---------------------------------------------------------------------------- polars
-def _polars_series(s: Any, kind: Labels | Numbers, where: str) -> Any:
+def _polars_like(out: Any, typed: bool, s: Any) -> Any:
+    """The released Arrow array as a Series named as ``s``, of its dtype where the values fit it."""
     pl = import_optional("polars", "polars")
-    out, typed = _release(s.to_arrow(), kind, where)
     released = pl.Series(s.name, out)
     if not typed or released.dtype == s.dtype:
         return released
@@ -162,15 +173,6 @@ def _polars_series(s: Any, kind: Labels | Numbers, where: str) -> Any:
         return released.cast(s.dtype, strict=True)
     except (pl.exceptions.PolarsError, TypeError, ValueError):
         return released
-
-
-def _series(s: Any, kind: Labels | Numbers, where: str) -> Any:
-    lib = _library(s)
-    if lib == "pandas":
-        return _pandas_series(s, kind, where)
-    if lib == "polars":
-        return _polars_series(s, kind, where)
-    raise ValidationError(f"expected a pandas or Polars Series, got {type(s).__name__}")
 
 
 def privatize_series(series: Any, mechanism: Mechanism | NumberMechanism, rng: object = None) -> Any:
@@ -187,7 +189,7 @@ def privatize_series(series: Any, mechanism: Mechanism | NumberMechanism, rng: o
     name = getattr(series, "name", None)
     kind = column_kind(mechanism, name if isinstance(name, str) else "values", "Series")
     kind.source = check_release_rng(rng)
-    return _series(series, kind, "Series")
+    return _released([series], kind, "Series")[0]
 
 
 def privatize_frame(
@@ -211,6 +213,46 @@ def privatize_frame(
     a value not in the space or a missing value (the row by its index label), a Polars
     ``LazyFrame``.
     """
+    kind = column_kind(mechanism, column, "DataFrame")
+
+    def arm() -> None:  # the source is checked (and a seed announced) once nothing else is refused
+        kind.source = check_release_rng(rng)
+
+    return _release_frame(df, kind, keep, drop, arm)
+
+
+def privatize_points_frame(
+    df: Any,
+    *,
+    lat: str,
+    lon: str,
+    release: Release,
+    epsilon: float | None = None,
+    keep: Iterable[str] = (),
+    drop: Iterable[str] = (),
+) -> tuple[Any, ColumnPlan]:
+    """Release the ``(lat, lon)`` columns of a pandas or Polars DataFrame together, by ``release``.
+
+    ``release(latlon (k, 2), first_row) -> released (k, 2)`` is a release of points as
+    :func:`metricdp.streaming.points.privatize_points_file` takes it (it holds its own
+    randomness); the coordinates are read by the one number rule
+    (:mod:`metricdp.pipeline.points`) and the released ones are float64 columns. What
+    leaves is decided as for :func:`privatize_frame`: a column that looks like a coordinate
+    by name, or holds the true coordinates (within ``2/epsilon`` km; 1 km when ``epsilon``
+    is not given) in most compared rows, is refused unless ``keep`` names it. Returns
+    ``(frame, plan)`` as :func:`privatize_frame` does; a frame with no rows is refused.
+    """
+    if lat == lon:
+        raise ValidationError(f"DataFrame: lat and lon name the same column {lat!r}")
+    from .pipeline.points import PointPairs
+
+    return _release_frame(df, PointPairs(lat, lon, release, epsilon=epsilon, where="DataFrame"), keep, drop, None)
+
+
+def _release_frame(df: Any, kind: Kind, keep: Iterable[str], drop: Iterable[str],
+                   arm: Callable[[], None] | None) -> tuple[Any, ColumnPlan]:
+    """``kind``'s release of its columns of ``df``, after the checks of what leaves; ``arm`` readies the
+    kind's randomness between the checks and the release."""
     lib = _library(df)
     if lib == "polars" and type(df).__name__ == "LazyFrame":
         raise ValidationError("a Polars LazyFrame is not released: collect() it first (what leaves is decided "
@@ -222,18 +264,21 @@ def privatize_frame(
     if bad:
         raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
     levels = _index_levels(df, names) if lib == "pandas" else []
-    if column in levels:
-        raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true values; "
-                              "move it to the columns (reset_index) to release it")
-    plan = plan_columns([*levels, *names], [column], keep=keep, drop=drop, where="DataFrame")
-    kind = column_kind(mechanism, column, "DataFrame")
-    _check_leaks(df, lib, plan, levels, column, kind)
-    kind.source = check_release_rng(rng)
-    released = _series(df[column], kind, "DataFrame")
+    for column in kind.columns:
+        if column in levels:
+            raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
+                                  "values; move it to the columns (reset_index) to release it")
+    plan = plan_columns([*levels, *names], list(kind.columns), keep=keep, drop=drop, where="DataFrame")
+    check_names(plan.header, plan.unacknowledged, kind.rule(), "DataFrame")
+    _check_leaks(df, lib, plan, levels, kind)
+    if arm is not None:
+        arm()
+    released = _released([df[c] for c in kind.columns], kind, "DataFrame")
     _announce(plan, "DataFrame")
     if lib == "pandas":
         out = df.copy()
-        out[column] = released
+        for column, values in zip(kind.columns, released, strict=True):
+            out[column] = values
         gone = [c for c in plan.dropped if c in levels]
         if gone:
             out = out.reset_index(level=[levels.index(c) for c in gone], drop=True)
@@ -337,7 +382,7 @@ class PrivatizeTransformer:
             raise ValidationError(f"PrivatizeTransformer transforms a 1-d input or one column, got shape {arr.shape}")
         kind = column_kind(self.mechanism, self.column or "x0", "input")
         kind.source = check_release_rng(self.rng)
-        return _release(arr, kind, "input")[0].to_numpy(zero_copy_only=False)
+        return _release([arr], kind, "input", str)[0][0].to_numpy(zero_copy_only=False)
 
     def _as_output(self, out: Any) -> Any:
         if self._output == "default" or (_library(out) == self._output and hasattr(out, "columns")):

@@ -11,7 +11,8 @@ input's types where the output labels fit them, as text otherwise.
 
 The refusal names rows as the caller does (a pandas index label, a Polars row number):
 the kind's error is written with a marker for the unit, and each place after it (a row's
-position in the batch) is renamed by ``name(position)``. The marker holds a control
+position in the batch) is renamed by ``name(position)``; a kind that refuses a value at
+once (points) opens its error with the data row, which is renamed the same way. The marker holds a control
 character, which a value never shows in an error (values are shown by ``repr``, which
 escapes it), so a value cannot be mistaken for a place.
 """
@@ -90,7 +91,10 @@ def release_batch(kind: Kind, batch: Any, where: str, name: Callable[[int], str]
     """
     pa, _ = arrow()
     chunk = BatchChunk(batch, 0)
-    got = kind.parse(chunk)
+    try:
+        got = kind.parse(chunk)
+    except ValidationError as ex:  # a kind that refuses at once (points) names the 1-based data row
+        raise ValidationError(_data_row(str(ex), where, name)) from None
     if got.refused.size:
         refused = kind.refusals()
         refused.add(got.refused.astype(np.int64), chunk.texts(kind.columns[0], got.refused[:kind.show]),
@@ -106,6 +110,12 @@ def release_batch(kind: Kind, batch: Any, where: str, name: Callable[[int], str]
             arrays = item.arrays([pa.string()] * len(types), where)
         out.update(zip(item.columns, arrays, strict=True))
     return [out[c] for c in kind.columns]
+
+
+def _data_row(message: str, where: str, name: Callable[[int], str]) -> str:
+    """``message`` with the data row it opens with (``where: data row N``, 1-based) named by ``name``."""
+    m = re.match(re.escape(where) + r": data row (\d+)", message)
+    return message if m is None else f"{where}: row {name(int(m.group(1)) - 1)}{message[m.end():]}"
 
 
 def _named(message: str, name: Callable[[int], str]) -> str:
