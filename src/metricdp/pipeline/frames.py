@@ -11,10 +11,10 @@ input's types where the output labels fit them, as text otherwise.
 
 The refusal names rows as the caller does (a pandas index label, a Polars row number):
 the kind's error is written with a marker for the unit, and each place after it (a row's
-position in the batch) is renamed by ``name(position)``; a kind that refuses a value at
-once (points) opens its error with the data row, which is renamed the same way. The marker holds a control
+position in the batch) is renamed by ``name(position)``. The marker holds a control
 character, which a value never shows in an error (values are shown by ``repr``, which
-escapes it), so a value cannot be mistaken for a place.
+escapes it), so a value cannot be mistaken for a place. A kind that refuses a value at
+once (points) opens its error with ``where: data row N`` (1-based), renamed alike.
 """
 
 from __future__ import annotations
