@@ -17,15 +17,22 @@
   and a column that holds the released values under another name (by name or content:
   :mod:`metricdp.tabular.leaks`) is refused unless ``keep`` names it. A Polars
   ``LazyFrame`` is refused (collect it first: what leaves is decided on the rows).
+* :func:`privatize_points_frame` -- the same for a ``(lat, lon)`` pair of columns released
+  together by a release of points (as :func:`metricdp.streaming.points.privatize_points_file`
+  takes it); the released coordinates are float64 columns.
 * :func:`privatize_series` -- ``Mechanism.privatize`` for a Series: same index, same name.
 * :class:`PrivatizeTransformer` -- the same as a scikit-learn transformer (``fit`` /
   ``transform`` / ``get_params`` / ``set_output``), duck-typed, so that scikit-learn is not
   needed to import it; ``fit`` reads nothing from the data.
 
-Values are matched to the space's labels as text (``str(value)``, as
-:meth:`Mechanism.privatize` does); values not in the space and missing values are
-refused with one error naming the column, the values and the first row by its index label
-(Polars: its row number). Randomness: ``rng=None`` is
+The values go through the release pipeline's kinds, as a column of a file does
+(:mod:`metricdp.pipeline.frames`): the released column becomes an Arrow record batch, read by
+the one rule of :class:`~metricdp.pipeline.labels.Labels` (a value is a label when its text,
+Arrow's cast of a typed column, equals one: ``1.0`` in a float column reads ``"1"``) or of
+:class:`~metricdp.pipeline.numbers.Numbers` (a :class:`~metricdp.mechanisms.numeric.NumberMechanism`:
+numbers on its grid). Values the kind refuses, missing values included, stop the release
+with one error naming the column, the count, the values and the first rows by their index
+label (Polars: their row number). Randomness: ``rng=None`` is
 the OS's secure source; anything else warns (:class:`~metricdp.errors.PrivacyLeakWarning`)
 once per call. pandas and Polars are optional (extras ``pandas`` and ``polars``); neither
 is imported unless a frame of that library is passed.
@@ -33,22 +40,27 @@ is imported unless a frame of that library is passed.
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from ._optional import import_optional
-from ._random import RandomSource, check_release_rng
+from ._random import check_release_rng
 from .errors import UnnamedColumnsWarning, ValidationError
-from .mechanisms.base import Mechanism
+from .pipeline.frames import column_kind, plain_column, release_batch
 from .tabular.columns import ColumnPlan, plan_columns
-from .tabular.leaks import SCAN_ROWS, LeakRule, check_rows, spread
+from .tabular.formats import arrow
+from .tabular.leaks import SCAN_ROWS, check_names, check_rows, spread
 
-__all__ = ["PrivatizeTransformer", "privatize_frame", "privatize_series"]
+if TYPE_CHECKING:
+    from .mechanisms.base import Mechanism
+    from .mechanisms.numeric import NumberMechanism
+    from .pipeline.kind import Kind
+    from .pipeline.points import Release
+
+__all__ = ["PrivatizeTransformer", "privatize_frame", "privatize_points_frame", "privatize_series"]
 
 
 def _library(obj: object) -> str:
@@ -61,44 +73,11 @@ def _row(label: object) -> str:
     return repr(label.item() if isinstance(label, np.generic) else label)
 
 
-def _release(values: NDArray[Any], mechanism: Mechanism, source: RandomSource, where: str,
-             labels: Sequence[object] | None = None) -> NDArray[Any]:
-    """Output labels (object array) for the true values, each distinct value looked up once.
+def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], kind: Kind) -> None:
+    """:func:`metricdp.tabular.leaks.check_rows` with the kind's rule over chunks of a frame's rows.
 
-    ``labels`` name the rows in errors (a pandas index; None: positions, as ``row N``).
-    """
-    from .mechanisms.numeric import NumberMechanism
-
-    def name(i: int) -> str:
-        return _row(labels[i]) if labels is not None else str(i)
-
-    if isinstance(mechanism, NumberMechanism):  # a numeric column on a grid: values read as numbers
-        try:
-            return mechanism.release_labels(values, source, where=where)
-        except ValidationError as exc:  # the grid's positions, named as rows
-            raise ValidationError(re.sub(r"position (\d+):", lambda m: f"row {name(int(m.group(1)))}:",
-                                         str(exc))) from None
-    if not isinstance(mechanism, Mechanism):
-        raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
-    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
-    try:
-        idx = mechanism.space.index(uniq.tolist())
-    except ValidationError as exc:
-        known = set(mechanism.space.labels)
-        first = next(i for i, k in enumerate(inverse.ravel().tolist()) if uniq[k] not in known)
-        raise ValidationError(f"{where}: {exc} (first at row {name(first)})") from None
-    out = mechanism.sample(idx[inverse.ravel()], source)
-    return np.asarray(mechanism.output_labels, dtype=object)[out]
-
-
-def _rule(column: str, mechanism: object) -> LeakRule:
-    from .mechanisms.numeric import NumberMechanism
-
-    return LeakRule.numbers(column, mechanism) if isinstance(mechanism, NumberMechanism) else LeakRule.labels(column)
-
-
-def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column: str, mechanism: Mechanism) -> None:
-    """:func:`metricdp.tabular.leaks.check_rows` over chunks of a frame's rows (pandas rows named by index label).
+    pandas rows are named by their index label, Polars rows by their number; the index
+    levels are compared as columns.
 
     Only the compared rows of each chunk are read (:func:`~metricdp.tabular.leaks.spread`),
     so the check costs :data:`~metricdp.tabular.leaks.SAMPLE` rows per chunk, not a copy of
@@ -112,20 +91,21 @@ def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], column:
     flat = [i for pick in picks for i in pick]
     if lib == "pandas":
         part = df.iloc[flat]
-        truth = part[column].to_numpy(dtype=object)
+        truths = [part[c].to_numpy(dtype=object) for c in kind.columns]
         others = {c: (part.index.get_level_values(levels.index(c)) if c in levels else part[c]).to_numpy(dtype=object)
                   for c in plan.unacknowledged}
         names = [_row(label) for label in part.index]
     else:
         part = df[flat]
-        truth = np.asarray(part[column].to_list(), dtype=object)
+        truths = [np.asarray(part[c].to_list(), dtype=object) for c in kind.columns]
         others = {c: np.asarray(part[c].to_list(), dtype=object) for c in plan.unacknowledged}
         names = [str(i) for i in flat]
-    rule = _rule(column, mechanism)
+    rule = kind.rule()
     at = 0
     for pick in picks:
         k = slice(at, at + len(pick))
-        check_rows(rule, [(t,) for t in truth[k]], {c: v[k] for c, v in others.items()}, names[k], "DataFrame")
+        check_rows(rule, list(zip(*(t[k] for t in truths), strict=True)), {c: v[k] for c, v in others.items()},
+                   names[k], "DataFrame")
         at += len(pick)
 
 
@@ -134,60 +114,68 @@ def _announce(plan: ColumnPlan, where: str) -> None:
     if plan.unacknowledged:
         warnings.warn(
             f"{where}: column(s) {', '.join(map(repr, plan.unacknowledged))} leave with their TRUE values "
-            "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=3)
+            "(not released, named neither in keep nor in drop)", UnnamedColumnsWarning, stacklevel=4)
 
 
-# ---------------------------------------------------------------------------- pandas
-def _pandas_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
-    pd = import_optional("pandas", "pandas")
-    missing = s.isna().to_numpy()
-    if missing.any():
-        raise ValidationError(f"{where}: missing value at row {_row(s.index[int(np.argmax(missing))])}")
-    labels = _release(s.to_numpy(dtype=object), mechanism, source, where, s.index)
-    out = pd.Series(labels, index=s.index, name=s.name, dtype=object)
-    dtype = s.dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        return out.astype(pd.CategoricalDtype(categories=list(mechanism.output_labels)))
-    if dtype == np.dtype(object):
-        return out
-    if dtype.kind == "b":
-        flags = out.map({"True": True, "False": False})
-        return flags.astype(dtype) if not flags.isna().any() else out
-    try:  # numbers and strings: back to the input's dtype when the labels fit it
-        cast = pd.to_numeric(out) if dtype.kind in "iuf" else out
-        return cast.astype(dtype)
-    except (TypeError, ValueError):
-        return out
+# ---------------------------------------------------------------------------- the columns through their kind
+def _release(values: Sequence[Any], kind: Kind, where: str, name: Callable[[int], str]) -> list[tuple[Any, bool]]:
+    """Each released column as an Arrow array, and whether it kept the input's type.
+
+    ``values``: the kind's columns, as :func:`metricdp.pipeline.frames.plain_column` reads
+    them; ``name`` names a refused row by its position (module docstring).
+    """
+    pa, _ = arrow()
+    plain = [plain_column(v, c, where) for v, c in zip(values, kind.columns, strict=True)]
+    batch = pa.RecordBatch.from_arrays(plain, names=list(kind.columns))
+    out = release_batch(kind, batch, where, name)
+    return [(o, o.type == p.type) for o, p in zip(out, plain, strict=True)]
 
 
-# ---------------------------------------------------------------------------- polars
-def _polars_series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
-    pl = import_optional("polars", "polars")
-    if s.null_count():
-        first = int(np.argmax(s.is_null().to_numpy()))
-        raise ValidationError(f"{where}: missing value at row {first}")
-    labels = _release(s.to_numpy().astype(object), mechanism, source, where)
-    out = pl.Series(s.name, labels.astype(str).tolist(), dtype=pl.String)
-    if s.dtype == pl.String:
-        return out
-    if s.dtype == pl.Categorical:
-        return out.cast(pl.Categorical)
-    try:
-        return out.cast(s.dtype, strict=True)
-    except (pl.exceptions.PolarsError, TypeError, ValueError):
-        return out
-
-
-def _series(s: Any, mechanism: Mechanism, source: RandomSource, where: str) -> Any:
-    lib = _library(s)
+def _released(columns: Sequence[Any], kind: Kind, where: str) -> list[Any]:
+    """The kind's release of ``columns`` (Series of one frame), each a Series like its input (module docstring)."""
+    lib = _library(columns[0])
     if lib == "pandas":
-        return _pandas_series(s, mechanism, source, where)
+        index = columns[0].index
+        got = _release(columns, kind, where, lambda i: _row(index[i]))
+        return [_pandas_like(out, typed, s, kind) for (out, typed), s in zip(got, columns, strict=True)]
     if lib == "polars":
-        return _polars_series(s, mechanism, source, where)
-    raise ValidationError(f"expected a pandas or Polars Series, got {type(s).__name__}")
+        got = _release([s.to_arrow() for s in columns], kind, where, str)
+        return [_polars_like(out, typed, s) for (out, typed), s in zip(got, columns, strict=True)]
+    raise ValidationError(f"expected a pandas or Polars Series, got {type(columns[0]).__name__}")
 
 
-def privatize_series(series: Any, mechanism: Mechanism, rng: object = None) -> Any:
+def _pandas_like(out: Any, typed: bool, s: Any, kind: Kind) -> Any:
+    """The released Arrow array as a Series with ``s``'s index, name and dtype where the values fit it."""
+    pd = import_optional("pandas", "pandas")
+    pa, _ = arrow()
+    dtype = s.dtype
+    outputs = getattr(kind, "outputs", None)
+    if isinstance(dtype, pd.CategoricalDtype) and outputs is not None:  # every output label is a category
+        categories = pa.array(list(outputs), pa.string()).cast(out.type).to_pylist()
+        return pd.Series(pd.Categorical(out.to_pylist(), categories=categories), index=s.index, name=s.name)
+    if typed:  # back to the input's dtype (a nullable, a string or an object dtype as given)
+        try:
+            return pd.Series(out.to_numpy(zero_copy_only=False), index=s.index, name=s.name).astype(dtype)
+        except (TypeError, ValueError):
+            pass
+    if pa.types.is_string(out.type) or pa.types.is_large_string(out.type):
+        return pd.Series(out.to_pylist(), index=s.index, name=s.name, dtype=object)
+    return pd.Series(out.to_numpy(zero_copy_only=False), index=s.index, name=s.name)  # a point: float64
+
+
+def _polars_like(out: Any, typed: bool, s: Any) -> Any:
+    """The released Arrow array as a Series named as ``s``, of its dtype where the values fit it."""
+    pl = import_optional("polars", "polars")
+    released = pl.Series(s.name, out)
+    if not typed or released.dtype == s.dtype:
+        return released
+    try:  # a categorical or an enum of the released texts
+        return released.cast(s.dtype, strict=True)
+    except (pl.exceptions.PolarsError, TypeError, ValueError):
+        return released
+
+
+def privatize_series(series: Any, mechanism: Mechanism | NumberMechanism, rng: object = None) -> Any:
     """One release per value of a pandas or Polars Series: a Series with the same index and name.
 
     >>> import pandas as pd
@@ -198,15 +186,17 @@ def privatize_series(series: Any, mechanism: Mechanism, rng: object = None) -> A
     >>> out.index.tolist(), out.name, set(out) <= {"a", "b", "c"}
     ([10, 20], 'city', True)
     """
-    source = check_release_rng(rng)
-    return _series(series, mechanism, source, f"series {getattr(series, 'name', None)!r}")
+    name = getattr(series, "name", None)
+    kind = column_kind(mechanism, name if isinstance(name, str) else "values", "Series")
+    kind.source = check_release_rng(rng)
+    return _released([series], kind, "Series")[0]
 
 
 def privatize_frame(
     df: Any,
     *,
     column: str,
-    mechanism: Mechanism,
+    mechanism: Mechanism | NumberMechanism,
     rng: object = None,
     keep: Iterable[str] = (),
     drop: Iterable[str] = (),
@@ -223,6 +213,46 @@ def privatize_frame(
     a value not in the space or a missing value (the row by its index label), a Polars
     ``LazyFrame``.
     """
+    kind = column_kind(mechanism, column, "DataFrame")
+
+    def arm() -> None:  # the source is checked (and a seed announced) once nothing else is refused
+        kind.source = check_release_rng(rng)
+
+    return _release_frame(df, kind, keep, drop, arm)
+
+
+def privatize_points_frame(
+    df: Any,
+    *,
+    lat: str,
+    lon: str,
+    release: Release,
+    epsilon: float | None = None,
+    keep: Iterable[str] = (),
+    drop: Iterable[str] = (),
+) -> tuple[Any, ColumnPlan]:
+    """Release the ``(lat, lon)`` columns of a pandas or Polars DataFrame together, by ``release``.
+
+    ``release(latlon (k, 2), first_row) -> released (k, 2)`` is a release of points as
+    :func:`metricdp.streaming.points.privatize_points_file` takes it (it holds its own
+    randomness); the coordinates are read by the one number rule
+    (:mod:`metricdp.pipeline.points`) and the released ones are float64 columns. What
+    leaves is decided as for :func:`privatize_frame`: a column that looks like a coordinate
+    by name, or holds the true coordinates (within ``2/epsilon`` km; 1 km when ``epsilon``
+    is not given) in most compared rows, is refused unless ``keep`` names it. Returns
+    ``(frame, plan)`` as :func:`privatize_frame` does; a frame with no rows is refused.
+    """
+    if lat == lon:
+        raise ValidationError(f"DataFrame: lat and lon name the same column {lat!r}")
+    from .pipeline.points import PointPairs
+
+    return _release_frame(df, PointPairs(lat, lon, release, epsilon=epsilon, where="DataFrame"), keep, drop, None)
+
+
+def _release_frame(df: Any, kind: Kind, keep: Iterable[str], drop: Iterable[str],
+                   arm: Callable[[], None] | None) -> tuple[Any, ColumnPlan]:
+    """``kind``'s release of its columns of ``df``, after the checks of what leaves; ``arm`` readies the
+    kind's randomness between the checks and the release."""
     lib = _library(df)
     if lib == "polars" and type(df).__name__ == "LazyFrame":
         raise ValidationError("a Polars LazyFrame is not released: collect() it first (what leaves is decided "
@@ -234,18 +264,21 @@ def privatize_frame(
     if bad:
         raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
     levels = _index_levels(df, names) if lib == "pandas" else []
-    if column in levels:
-        raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true values; "
-                              "move it to the columns (reset_index) to release it")
-    plan = plan_columns([*levels, *names], [column], keep=keep, drop=drop, where="DataFrame")
-    _check_leaks(df, lib, plan, levels, column, mechanism)
-    where = f"DataFrame column {column!r}"
-    source = check_release_rng(rng)
-    released = _series(df[column], mechanism, source, where)
+    for column in kind.columns:
+        if column in levels:
+            raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
+                                  "values; move it to the columns (reset_index) to release it")
+    plan = plan_columns([*levels, *names], list(kind.columns), keep=keep, drop=drop, where="DataFrame")
+    check_names(plan.header, plan.unacknowledged, kind.rule(), "DataFrame")
+    _check_leaks(df, lib, plan, levels, kind)
+    if arm is not None:
+        arm()
+    released = _released([df[c] for c in kind.columns], kind, "DataFrame")
     _announce(plan, "DataFrame")
     if lib == "pandas":
         out = df.copy()
-        out[column] = released
+        for column, values in zip(kind.columns, released, strict=True):
+            out[column] = values
         gone = [c for c in plan.dropped if c in levels]
         if gone:
             out = out.reset_index(level=[levels.index(c) for c in gone], drop=True)
@@ -289,7 +322,7 @@ class PrivatizeTransformer:
 
     _PARAMS = ("mechanism", "column", "rng", "keep", "drop")
 
-    def __init__(self, mechanism: Mechanism, column: str | None = None, rng: object = None,
+    def __init__(self, mechanism: Mechanism | NumberMechanism, column: str | None = None, rng: object = None,
                  keep: Iterable[str] = (), drop: Iterable[str] = ()) -> None:
         self.mechanism = mechanism
         self.column = column
@@ -347,8 +380,9 @@ class PrivatizeTransformer:
             return self._transform(arr[:, 0]).reshape(-1, 1)
         if arr.ndim != 1:
             raise ValidationError(f"PrivatizeTransformer transforms a 1-d input or one column, got shape {arr.shape}")
-        source = check_release_rng(self.rng)
-        return _release(arr, self.mechanism, source, "input")
+        kind = column_kind(self.mechanism, self.column or "x0", "input")
+        kind.source = check_release_rng(self.rng)
+        return _release([arr], kind, "input", str)[0][0].to_numpy(zero_copy_only=False)
 
     def _as_output(self, out: Any) -> Any:
         if self._output == "default" or (_library(out) == self._output and hasattr(out, "columns")):
@@ -367,4 +401,5 @@ class PrivatizeTransformer:
         return self.fit(X, y).transform(X)
 
     def __repr__(self) -> str:
-        return f"PrivatizeTransformer(mechanism={self.mechanism.name!r}, column={self.column!r})"
+        name = getattr(self.mechanism, "name", type(self.mechanism).__name__)  # a NumberMechanism has no name
+        return f"PrivatizeTransformer(mechanism={name!r}, column={self.column!r})"
