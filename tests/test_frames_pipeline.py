@@ -13,7 +13,6 @@ from metricdp.errors import ValidationError
 from metricdp.frames import PrivatizeTransformer, privatize_frame, privatize_points_frame, privatize_series
 from metricdp.mechanisms.krr import krr
 from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
-from metricdp.pipeline import frames as pipeline_frames
 from metricdp.pipeline.labels import Labels
 from metricdp.pipeline.numbers import Numbers
 from metricdp.spaces import MetricSpace
@@ -126,11 +125,6 @@ def test_transformer_array_keeps_its_type() -> None:
         t.transform(np.array(["1", "12"], dtype=object))
 
 
-def test_places_are_renamed_only_after_the_marker() -> None:
-    named = pipeline_frames._named("x: 'row 1' at \x00row(s) 1, 12; \x00row 3: 'row 4'", lambda i: f"<{i}>")
-    assert named == "x: 'row 1' at row(s) <1>, <12>; row <3>: 'row 4'"
-
-
 # ------------------------------------------------------------------ points: (lat, lon) released together
 def _shift(points: np.ndarray, first_row: int) -> np.ndarray:
     return points + np.array([0.25, -0.5])  # ~28-55 km away: never within the 2 km scale of eps = 1/km
@@ -155,9 +149,9 @@ def test_points_refusals_name_the_row_by_its_index_label_or_number() -> None:
     pl = _polars()
     for bad, why in [(None, "is empty"), ("x", "is 'x', not a number")]:
         df = _places().assign(lon=["11.5", bad, "11.7"])
-        with pytest.raises(ValidationError, match=f"^DataFrame: row 'r2': column 'lon' {why}"):
+        with pytest.raises(ValidationError, match=f"^DataFrame: data row 'r2': column 'lon' {why}"):
             privatize_points_frame(df, lat="lat", lon="lon", release=_shift, keep=["key", "id"])
-    with pytest.raises(ValidationError, match=r"^DataFrame: row 1: column 'lat' is empty"):
+    with pytest.raises(ValidationError, match=r"^DataFrame: data row 1: column 'lat' is empty"):
         privatize_points_frame(pl.DataFrame({"lat": [1.0, None], "lon": [2.0, 3.0]}), lat="lat", lon="lon",
                                release=_shift)
     with pytest.raises(ValidationError, match="no data rows"):

@@ -10,16 +10,12 @@ values given back as Arrow arrays (:meth:`~metricdp.tabular.formats.Released.arr
 input's types where the output labels fit them, as text otherwise.
 
 The refusal names rows as the caller does (a pandas index label, a Polars row number):
-the kind's error is written with a marker for the unit, and each place after it (a row's
-position in the batch) is renamed by ``name(position)``. The marker holds a control
-character, which a value never shows in an error (values are shown by ``repr``, which
-escapes it), so a value cannot be mistaken for a place. A kind that refuses a value at
-once (points) opens its error with ``where: data row N`` (1-based), renamed alike.
+the batch's chunk gives each row's place as ``name(position)`` (:meth:`_Named.places`), which
+the kind's error shows as it shows a file's line or row numbers.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +32,16 @@ if TYPE_CHECKING:
 
 __all__ = ["column_kind", "plain_column", "release_batch"]
 
-#: the unit a kind's refusal is written with, before its places are renamed (module docstring)
-_MARK = "\x00row"
-_PLACES = re.compile(re.escape(_MARK) + r"(\(s\))? (\d+(?:, \d+)*)")
+
+class _Named(BatchChunk):
+    """A batch whose rows are named by the caller (index labels), not numbered."""
+
+    def __init__(self, batch: Any, name: Callable[[int], str]) -> None:
+        super().__init__(batch, 0)
+        self._name = name
+
+    def places(self, rows: Any) -> Any:
+        return np.asarray([self._name(int(r)) for r in np.asarray(rows)], dtype=object)
 
 
 def column_kind(mechanism: object, column: str, where: str) -> Labels | Numbers:
@@ -90,16 +93,12 @@ def release_batch(kind: Kind, batch: Any, where: str, name: Callable[[int], str]
     by ``name(position)`` (0-based positions in the batch).
     """
     pa, _ = arrow()
-    chunk = BatchChunk(batch, 0)
-    try:
-        got = kind.parse(chunk)
-    except ValidationError as ex:  # a kind that refuses at once (points) names the 1-based data row
-        raise ValidationError(_data_row(str(ex), where, name)) from None
+    chunk = _Named(batch, name)
+    got = kind.parse(chunk)
     if got.refused.size:
         refused = kind.refusals()
-        refused.add(got.refused.astype(np.int64), chunk.texts(kind.columns[0], got.refused[:kind.show]),
-                    got.reasons)
-        raise ValidationError(_named(str(refused.error(where, _MARK)), name))
+        refused.add(chunk.places(got.refused), chunk.texts(kind.columns[0], got.refused[:kind.show]), got.reasons)
+        raise refused.error(where, "row")
     kind.check_written(chunk.rows, where)
     out: dict[str, Any] = {}
     for item in kind.render(kind.release(got.values, 0)):
@@ -110,18 +109,3 @@ def release_batch(kind: Kind, batch: Any, where: str, name: Callable[[int], str]
             arrays = item.arrays([pa.string()] * len(types), where)
         out.update(zip(item.columns, arrays, strict=True))
     return [out[c] for c in kind.columns]
-
-
-def _data_row(message: str, where: str, name: Callable[[int], str]) -> str:
-    """``message`` with the data row it opens with (``where: data row N``, 1-based) named by ``name``."""
-    m = re.match(re.escape(where) + r": data row (\d+)", message)
-    return message if m is None else f"{where}: row {name(int(m.group(1)) - 1)}{message[m.end():]}"
-
-
-def _named(message: str, name: Callable[[int], str]) -> str:
-    """``message`` with each place after the marker renamed by ``name`` (module docstring)."""
-    def rename(m: re.Match[str]) -> str:
-        places = ", ".join(name(int(p)) for p in m.group(2).split(", "))
-        return f"row{m.group(1) or ''} {places}"
-
-    return _PLACES.sub(rename, message).replace(_MARK, "row")

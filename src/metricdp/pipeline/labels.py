@@ -33,14 +33,14 @@ class UnknownValues:
 
     def __init__(self) -> None:
         self.rows = 0
-        self.lines: list[int] = []
+        self.lines: list[object] = []  # line or row numbers, or the rows' names (a DataFrame's index labels)
         self.values: set[str] = set()
 
     def add(self, lines: NDArray[np.int64], values: Sequence[str]) -> None:
         self.rows += len(lines)
         take = _SHOW - len(self.lines)
         if take > 0:
-            self.lines.extend(int(x) for x in lines[:take])
+            self.lines.extend(x.item() if isinstance(x, np.generic) else x for x in lines[:take])
         for v in values:
             if len(self.values) >= _KEEP_DISTINCT:
                 break

@@ -41,7 +41,7 @@ def read_coordinate(chunk: Chunk, name: str, where: str) -> NDArray[np.float64]:
     col = chunk.column(name)
     if col.null_count:
         i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
-        raise ValidationError(f"{where}: data row {chunk.first + i + 1}: column {name!r} is empty")
+        raise ValidationError(f"{where}: {_row(chunk, i)}: column {name!r} is empty")
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         try:
             return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -58,11 +58,16 @@ def read_coordinate(chunk: Chunk, name: str, where: str) -> NDArray[np.float64]:
         try:
             out[k] = parse_decimal(text)
         except ValueError:
-            line = int(chunk.places(np.array([k]))[0])
-            at = f" ({chunk.unit} {line})" if chunk.unit == "line" else ""
-            raise ValidationError(f"{where}: data row {chunk.first + k + 1}{at}: column {name!r} is {text!r}, "
-                                  "not a number") from None
+            raise ValidationError(f"{where}: {_row(chunk, k)}: column {name!r} is {text!r}, not a number") from None
     return out
+
+
+def _row(chunk: Chunk, k: int) -> str:
+    """How an error names row ``k`` of ``chunk``: its data row (and line), or the name its chunk gives it."""
+    place = chunk.places(np.array([k]))[0]
+    if chunk.unit == "line":
+        return f"data row {chunk.first + k + 1} (line {place})"
+    return f"data row {place}"
 
 
 class _Never(Refusals):
