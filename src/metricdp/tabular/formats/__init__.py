@@ -9,8 +9,11 @@ suffix        format       read as
 ``.csv``      ``csv``      RFC 4180, comma, UTF-8 (:mod:`metricdp.tabular.csv`)
 ``.parquet``  ``parquet``  Apache Parquet (pyarrow)
 ``.pq``       ``parquet``
-``.jsonl``    ``jsonl``    one JSON document per line
+``.feather``  ``feather``  Arrow IPC file, Feather v2 (pyarrow)
+``.arrow``    ``feather``
+``.jsonl``    ``jsonl``    one JSON object per line (:mod:`.jsonl`)
 ``.ndjson``   ``jsonl``
+``.geojson``  ``geojson``  a FeatureCollection of points, written only
 ``.txt``      ``text``     plain UTF-8 text (not a table)
 ``.tsv``      ``tsv``      tab-separated: named so that it is refused by name
 ``.npy``      ``npy``      a numpy array (a distance matrix)

@@ -109,13 +109,13 @@ class _Lines:
 def _parse(raw: bytes, where: str, line: int, offset: int) -> Any:
     """The line's JSON value; malformed JSON, bad UTF-8, a key twice, NaN: one error naming the line."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").rstrip("\r\n")  # an error's column counts on this line
     except UnicodeDecodeError as ex:
         raise ValidationError(f"{where}: line {line} is not UTF-8 (byte offset {offset + ex.start:,})") from None
     try:
         value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
     except json.JSONDecodeError as ex:
-        raise ValidationError(f"{where}: line {line} is not JSON ({ex.msg} at column {ex.colno})") from None
+        raise ValidationError(f"{where}: line {line} is not JSON: {ex.msg} (column {ex.colno})") from None
     except _Twice as ex:
         raise ValidationError(f"{where}: line {line} gives the key {ex.args[0]!r} twice") from None
     except ValueError as ex:
