@@ -4,6 +4,7 @@ column is refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,21 @@ def test_cli_output_in_another_format_is_refused(mech_file, tmp_path):
     assert_one_line_error(run("privatize-numbers", tmp_path / "in.arrow", "-c", "age", "-e", "1", "--range", "0,99",
                               "-o", tmp_path / "o.parquet"), "same format as INPUT (feather)")
     _nothing_but(tmp_path, "in.arrow", "m.npz")
+
+
+def test_cli_release_per_person_reads_the_user_column_from_the_schema(mech_file, tmp_path):
+    table = _table(30).append_column("user", pa.array([["ann", "bob", "cy"][i % 3] for i in range(30)]))
+    feather.write_feather(table, tmp_path / "in.feather")
+    r = run("privatize", mech_file, tmp_path / "in.feather", "-c", "city", "-o", tmp_path / "o.feather",
+            "--user-column", "user", "--max-rows-per-user", "4", "--keep", "user", "--keep", "id", "--keep", "note",
+            "--drop", "age", "--drop", "lat", "--drop", "lon", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["accounting"]["withheld_cap"] == 18
+    back = feather.read_table(tmp_path / "o.feather")
+    ids = back.column("id").to_pylist()
+    assert len(ids) == 12 and ids == sorted(ids) and back.schema.metadata == META  # 4 rows of each person, in order
+    assert sorted(back.column("user").to_pylist()) == ["ann"] * 4 + ["bob"] * 4 + ["cy"] * 4
+    assert back.column("user").to_pylist() == [["ann", "bob", "cy"][i % 3] for i in ids]
 
 
 # ------------------------------------------------------------------------------- refusals

@@ -156,6 +156,22 @@ def test_cli_commands_release_json_lines(mech_file, tmp_path):
                           "same format as INPUT (jsonl)")
 
 
+def test_cli_release_per_person_reads_the_user_column_from_json_lines(mech_file, tmp_path):
+    """One read of the file: each chunk's persons are counted as it goes by; the cap withholds rows whole
+    (4 of each person's 10, drawn at random)."""
+    table = [{"user": ["ann", "bob", "cy"][i % 3], **r} for i, r in enumerate(rows(30))]
+    _write(tmp_path / "in.jsonl", table)
+    r = run("privatize", mech_file, tmp_path / "in.jsonl", "-c", "city", "-o", tmp_path / "o.jsonl", "--user-column",
+            "user", "--max-rows-per-user", "4", "--keep", "user", "--drop", "id", "--drop", "age", "--drop", "lat",
+            "--drop", "lon", "--drop", "note", "--json")
+    assert r.exit_code == 0, r.output
+    acc = json.loads(r.stdout)["accounting"]
+    assert acc["rows_in"] == 30 and acc["withheld_cap"] == 18 and acc["persons_in"] == 3
+    back = _read(tmp_path / "o.jsonl")
+    assert sorted(x["user"] for x in back) == ["ann"] * 4 + ["bob"] * 4 + ["cy"] * 4
+    assert all(list(x) == ["user", "city"] and x["city"] in LABELS for x in back)
+
+
 # ------------------------------------------------------------------------------- refusals
 FIRST = b'{"id": 1, "city": "Paris"}\n'
 

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from ...errors import ValidationError
 from ..csv import BOM, DEFAULT_CHUNK_BYTES, MAX_RECORD_ENV, max_record_bytes
-from ._base import Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
+from ._base import BatchChunk, Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
 
 __all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlReader", "objects"]
 
@@ -128,32 +128,28 @@ def _parse(raw: bytes, where: str, line: int, offset: int) -> Any:
     return value
 
 
-class JsonlChunk(Chunk):
-    """Rows of a JSON-lines file: each column's values as read (``values``) and each row's line (``lines``)."""
+class JsonlChunk(BatchChunk):
+    """Rows of a JSON-lines file: a record batch of the header's columns (typed as the module docstring says),
+    each column's values as read (``values``: what the writer writes back) and each row's line (``lines``)."""
 
     unit: ClassVar[str] = "line"
 
     def __init__(self, values: dict[str, list[Any]], lines: NDArray[np.int64], first: int,
                  kinds: dict[str, str | None]) -> None:
-        self.values, self.lines, self.first, self.rows = values, lines, first, len(lines)
-        self._kinds = kinds
-        self._arrays: dict[str, Any] = {}
+        pa, _ = arrow()
+        arrays = []
+        for name, column in values.items():
+            kind = kinds.get(name)
+            if kind == "number":
+                typ = pa.int64() if all(type(v) is int or v is None for v in column) else pa.float64()
+            else:
+                typ = pa.bool_() if kind == "boolean" else pa.string()
+            arrays.append(pa.array(column, type=typ))
+        super().__init__(pa.RecordBatch.from_arrays(arrays, names=list(values)), first)
+        self.values, self.lines = values, lines
 
     def places(self, rows: NDArray[np.intp]) -> NDArray[np.int64]:
         return self.lines[np.asarray(rows, dtype=np.intp)]
-
-    def column(self, name: str) -> Any:
-        if name not in self._arrays:
-            pa, _ = arrow()
-            values = self.values[name]
-            kind = self._kinds.get(name)
-            if kind == "number":
-                exact = all(type(v) is int or v is None for v in values)
-                typ = pa.int64() if exact else pa.float64()
-            else:
-                typ = pa.bool_() if kind == "boolean" else pa.string()
-            self._arrays[name] = pa.array(values, type=typ)
-        return self._arrays[name]
 
     def texts(self, name: str, rows: NDArray[np.intp]) -> list[str]:
         values = self.values[name]
