@@ -417,9 +417,15 @@ Scanned = tuple[list[tuple[Any, ...]], dict[str, list[Any]], list[int], str]
 
 
 def _table_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: int | None) -> Iterator[Scanned]:
-    """The compared rows (:func:`spread`) of each chunk of :data:`SCAN_ROWS` rows, as the format reads them."""
+    """The compared rows (:func:`spread`) of each chunk of :data:`SCAN_ROWS` rows, as the format reads them.
+
+    A typed chunk (a record batch) gives its values; a text format's chunk (CSV) gives the
+    texts of the compared rows only (:meth:`~metricdp.tabular.formats.Chunk.texts`): its
+    values are its texts, and decoding every field of a chunk to compare a few hundred of
+    them would cost the scan more than the rest of it.
+    """
     from .csv import DEFAULT_CHUNK_BYTES
-    from .formats import arrow, release_format
+    from .formats import BatchChunk, arrow, release_format
 
     pa, _ = arrow()
     fmt = release_format(src)
@@ -430,8 +436,10 @@ def _table_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: 
                 continue
             at = pa.array(pick.astype(np.int64))
 
-            def values(name: str, at: Any = at, chunk: Any = chunk) -> list[Any]:
-                return list(chunk.column(name).take(at).to_pylist())
+            def values(name: str, at: Any = at, pick: Any = pick, chunk: Any = chunk) -> list[Any]:
+                if isinstance(chunk, BatchChunk):  # a typed format's values, in memory already
+                    return list(chunk.column(name).take(at).to_pylist())
+                return chunk.texts(name, pick)  # a text format's values are its texts: these rows' only
 
             truths = list(zip(*(values(c) for c in rule.columns), strict=True))
             word = "line" if chunk.unit == "line" else "data row"
