@@ -209,6 +209,15 @@ def test_a_hostile_line_is_one_error_naming_file_and_line(mech, mech_file, tmp_p
     _nothing_but(tmp_path, "in.jsonl", "m.npz")
 
 
+def test_the_first_culprit_is_named(mech, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(FIRST * 3 + b'{"id": 4}\n' + FIRST + b'{"id": "6", "city": "Lyon"}\n' + b"[7]\n")
+    for chunk_rows in (1, 2, 100):
+        with pytest.raises(ValidationError, match=r"in\.jsonl: line 4 has no key 'city'"):
+            privatize_file(mech, src, "city", tmp_path / "out.jsonl", keep=["id"], chunk_rows=chunk_rows)
+    _nothing_but(tmp_path, "in.jsonl")
+
+
 def test_an_empty_file_and_a_long_line_are_refused(mech, tmp_path):
     (tmp_path / "in.jsonl").write_bytes(b"\n  \n")
     with pytest.raises(ValidationError, match=r"in\.jsonl: empty file \(no JSON object\)"):

@@ -77,6 +77,11 @@ def _constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
+#: one decoder for every line (``json.loads`` with options builds one per call)
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
+_KIND_OF: dict[type, str] = {str: "string", bool: "boolean", int: "number", float: "number"}
+
+
 class _Lines:
     """The file's lines, each at most the record cap, with their numbers; blank lines skipped."""
 
@@ -113,7 +118,7 @@ def _parse(raw: bytes, where: str, line: int, offset: int) -> Any:
     except UnicodeDecodeError as ex:
         raise ValidationError(f"{where}: line {line} is not UTF-8 (byte offset {offset + ex.start:,})") from None
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as ex:
         raise ValidationError(f"{where}: line {line} is not JSON: {ex.msg} (column {ex.colno})") from None
     except _Twice as ex:
@@ -191,7 +196,7 @@ class JsonlReader(Reader):
             raise ValidationError(f"{self.where}: line {line} is {what}, not a JSON object (one object per line)")
         return value
 
-    def _check(self, obj: dict[str, Any], line: int) -> None:
+    def _check_row(self, obj: dict[str, Any], line: int) -> None:
         """The header's keys, one type per key, no nested value, numbers in range (module docstring)."""
         if obj.keys() != self._keys:
             missing = [k for k in self.names if k not in obj]
@@ -219,25 +224,56 @@ class JsonlReader(Reader):
                 raise ValidationError(f"{self.where}: line {line}: key {key!r} is {_NAMES[type(value)]}; earlier "
                                       f"lines hold {known}s")
 
+    def _columns(self, objs: list[dict[str, Any]], lines: list[int]) -> dict[str, list[Any]]:
+        """The chunk's columns, checked as :meth:`_check_row` checks each row: a column at a time while
+        every row is fine, row by row (the first culprit named) when one is not."""
+        fine = all(o.keys() == self._keys for o in objs)
+        values = {k: [o[k] for o in objs] for k in self.names} if fine else {}
+        kinds: dict[str, str] = {}
+        for key, column in values.items():
+            types = set(map(type, column)) - {type(None)}
+            found = {_KIND_OF.get(t, "nested") for t in types}
+            known = self._kinds[key]
+            if len(found) > 1 or "nested" in found or (found and known is not None and known not in found):
+                fine = False
+                break
+            if found:
+                kinds[key] = found.pop()
+            if int in types and not all(_INT64[0] <= v <= _INT64[1] for v in column if type(v) is int):
+                fine = False
+                break
+            if float in types and not all(math.isfinite(v) for v in column if type(v) is float):
+                fine = False
+                break
+        if not fine:  # one of these rows is refused: find the first
+            for obj, line in zip(objs, lines, strict=True):
+                self._check_row(obj, line)
+            raise AssertionError("a row of the chunk is refused")  # pragma: no cover - the rows' check raised
+        self._kinds.update(kinds)
+        return values
+
     def chunks(self) -> Iterator[Chunk]:
         first = 0
         while self._pending is not None:
-            values: dict[str, list[Any]] = {k: [] for k in self.names}
+            objs: list[dict[str, Any]] = []
             lines: list[int] = []
             size = 0
             while self._pending is not None and len(lines) < self._rows and size < self._bytes:
                 obj, line = self._pending
-                self._check(obj, line)
-                for k in self.names:
-                    values[k].append(obj[k])
+                objs.append(obj)
                 lines.append(line)
                 got = self._lines.next()
                 if got is None:
                     self._pending = None
                 else:
                     size += len(got[0])
-                    self._pending = (self._object(*got), self._lines.number)
-            chunk = JsonlChunk(values, np.asarray(lines, dtype=np.int64), first, dict(self._kinds))
+                    try:
+                        self._pending = (self._object(*got), self._lines.number)
+                    except ValidationError:
+                        self._columns(objs, lines)  # an earlier row's refusal comes first
+                        raise
+            chunk = JsonlChunk(self._columns(objs, lines), np.asarray(lines, dtype=np.int64), first,
+                               dict(self._kinds))
             first += chunk.rows
             yield chunk
 
