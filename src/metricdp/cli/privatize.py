@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
         from ..streaming.files import DEFAULT_CHUNK_ROWS, privatize_file
         from ..tabular.header import table_header
 
-        check_output(out, inputs=(mechanism_file, input_file))
+        check_output(out, inputs=(mechanism_file, input_file, *acct.files()))  # never the ledger or its key
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         check_formats(input_file, out)
