@@ -47,17 +47,12 @@ _NAMES = {str: "a string", bool: "a boolean", int: "a number", float: "a number"
           dict: "an object"}
 
 
+_KIND_OF: dict[type, str] = {str: "string", bool: "boolean", int: "number", float: "number"}
+
+
 def _kind(value: object) -> str | None:
     """``"string"``, ``"number"``, ``"boolean"``, None (null); anything else is nested."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "nested"
+    return None if value is None else _KIND_OF.get(type(value), "nested")
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -79,7 +74,6 @@ def _constant(name: str) -> float:
 
 #: one decoder for every line (``json.loads`` with options builds one per call)
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
-_KIND_OF: dict[type, str] = {str: "string", bool: "boolean", int: "number", float: "number"}
 
 
 class _Lines:
