@@ -377,7 +377,7 @@ def test_tsv_and_txt_are_refused_by_name(mech_file, tmp_path):
     for name, why in (("in.tsv", "tab-separated"), ("in.txt", "plain text")):
         (tmp_path / name).write_text("id\tcity\n1\tParis\n")
         assert_one_line_error(run("privatize", mech_file, tmp_path / name, "-c", "city", "-o", tmp_path / "o.csv"),
-                              "must be .csv or .parquet/.pq", why)
+                              "must be .csv, ", ".parquet/.pq, got", why)
 
 
 def test_a_column_named_like_the_released_one_is_refused(mech_file, tmp_path):

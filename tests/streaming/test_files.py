@@ -233,7 +233,7 @@ def test_not_parquet_and_wrong_suffix(tmp_path, mech):
     with pytest.raises(ValidationError, match="not a readable Parquet file"):
         _run(mech, tmp_path / "x.parquet", tmp_path / "o.parquet")
     (tmp_path / "x.json").write_text("{}")
-    with pytest.raises(ValidationError, match=r"must be \.csv or \.parquet"):
+    with pytest.raises(ValidationError, match=r"must be \.csv, .*\.parquet/\.pq, got \.json$"):
         _run(mech, tmp_path / "x.json", tmp_path / "o.json")
     with pytest.raises(ValidationError, match="no such file"):
         _run(mech, tmp_path / "none.csv", tmp_path / "o.csv")

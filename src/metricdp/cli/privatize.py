@@ -1,6 +1,7 @@
 """``metricdp privatize MECH.npz INPUT --column COL --out OUTPUT [--engine local|dask|spark]``.
 
-INPUT is CSV or Parquet; OUTPUT gets the same format. The local engine streams the file
+INPUT is a table in a format a release reads (CSV, Parquet, Arrow/Feather, JSON lines:
+:mod:`metricdp.tabular.formats`); OUTPUT gets the same format. The local engine streams the file
 in chunks with bounded memory (:func:`metricdp.streaming.privatize_file`): every byte of
 a CSV outside the released column is kept. ``--engine dask`` / ``--engine spark`` run
 the release on a cluster (:mod:`metricdp.integrations`), a local one unless
@@ -55,7 +56,7 @@ from ._common import (
     warn,
 )
 
-__all__ = ["DropOption", "KeepOption", "leaves_report", "register", "with_flags"]
+__all__ = ["DropOption", "KeepOption", "check_formats", "leaves_report", "register", "with_flags"]
 
 DropOption = Annotated[
     list[str] | None,
@@ -107,6 +108,22 @@ def check_engine(engine: Engine, scheduler: str | None, master: str | None, chun
     require(engine.value, what=f"--engine {engine.value}")
 
 
+def check_formats(input_file: Path, out: Path, *, what: str | None = None) -> str:
+    """The format name of INPUT, a format a release reads; ``--out`` writes that format, or one that is only
+    written (GeoJSON: the library says which releases write it).
+
+    Every format module of :mod:`metricdp.tabular.formats` is accepted by its suffixes
+    (:func:`~metricdp.tabular.formats.release_format`); ``what`` starts INPUT's error.
+    """
+    from ..tabular.formats import release_format
+
+    fmt = release_format(input_file, what=what)
+    written = release_format(out, write=True, what=f"--out {out}:")
+    if written is not fmt and written.reads:
+        raise ValidationError(f"--out {out}: write the same format as INPUT ({fmt.name})")
+    return fmt.name
+
+
 def with_flags(message: str) -> str:
     """A column-plan error with the CLI's flag names (the library names none)."""
     return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
@@ -124,7 +141,8 @@ def register(app: typer.Typer) -> None:
     def privatize(
         mechanism_file: Annotated[Path, typer.Argument(metavar="MECH.npz", help="A mechanism file.")],
         input_file: Annotated[
-            Path, typer.Argument(metavar="INPUT", help="CSV (with a header row) or Parquet file.")
+            Path, typer.Argument(metavar="INPUT", help="CSV (with a header row), Parquet, Arrow/Feather or JSON "
+                                 "lines file.")
         ],
         column: Annotated[str, typer.Option("--column", "-c", help="Column whose values are released.")],
         out: OutOption,
@@ -161,13 +179,13 @@ def register(app: typer.Typer) -> None:
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         acct.check()
-        from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format, privatize_file
+        from ..streaming.files import DEFAULT_CHUNK_ROWS, privatize_file
         from ..tabular.header import table_header
 
-        check_output(out, inputs=(mechanism_file, input_file))
+        check_output(out, inputs=(mechanism_file, input_file, *acct.files()))  # never the ledger or its key
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        file_format(input_file)
+        check_formats(input_file, out)
         kept, dropped = list(keep or ()), list(drop or ())
         try:
             header = table_header(input_file, [column])

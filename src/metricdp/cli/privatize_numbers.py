@@ -5,8 +5,9 @@ Releases a numeric column on the grid LO, LO+S, ..., HI with an exact mechanism
 or ``discrete-laplace`` (unbiased away from the ends; releases may leave the range). The
 guarantee is EPSILON per unit of the value: two values x, x' are
 ``EPSILON * |x - x'|``-indistinguishable. The file is streamed with the same file layer
-as ``privatize`` (:mod:`metricdp.streaming.numbers`): CSV bytes outside the column kept,
-Parquet schema kept, atomic output, the OS secure random source unless ``--seed``.
+as ``privatize`` (:mod:`metricdp.streaming.numbers`; CSV, Parquet, Arrow/Feather, JSON
+lines): CSV bytes outside the column kept, a typed format's schema kept, atomic output,
+the OS secure random source unless ``--seed``.
 
 What leaves: every other column is written with its TRUE values unless ``--drop COL``
 removes it; the command names those columns on stderr and in ``--json``.
@@ -61,7 +62,7 @@ from ._common import (
     handle_errors,
     warn,
 )
-from .privatize import DropOption, Engine, KeepOption, check_engine, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, check_engine, check_formats, leaves_report, with_flags
 
 __all__ = ["parse_range", "register"]
 
@@ -117,7 +118,8 @@ def register(app: typer.Typer) -> None:
     @app.command("privatize-numbers")
     @handle_errors
     def privatize_numbers(
-        input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV (with a header row) or Parquet file.")],
+        input_file: Annotated[Path, typer.Argument(
+            metavar="INPUT", help="CSV (with a header row), Parquet, Arrow/Feather or JSON lines file.")],
         column: Annotated[str, typer.Option("--column", "-c", help="Numeric column whose values are released.")],
         epsilon_text: Annotated[str, typer.Option("--epsilon", "-e", metavar="FLOAT",
                                                   help="Guarantee per unit of the value.")],
@@ -167,7 +169,7 @@ def register(app: typer.Typer) -> None:
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         acct.check()
-        from ..streaming.files import DEFAULT_CHUNK_ROWS, file_format
+        from ..streaming.files import DEFAULT_CHUNK_ROWS
         from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, privatize_numbers_file
         from ..tabular.header import table_header
 
@@ -183,9 +185,7 @@ def register(app: typer.Typer) -> None:
         check_output(out, inputs=(input_file, *acct.files()))  # never the ledger, its journals or its key
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        kind = file_format(input_file)
-        if file_format(out) != kind:
-            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind})")
+        check_formats(input_file, out)
         check_engine(engine, scheduler, master, chunk_rows)
         kept, dropped = list(keep or ()), list(drop or ())
         try:

@@ -1,9 +1,10 @@
 """``metricdp privatize-points INPUT --lat COL --lon COL --epsilon 0.5/km --out OUTPUT``.
 
-Planar Laplace on latitude/longitude columns of a CSV or Parquet file of any size,
-streamed chunk by chunk (:mod:`metricdp.streaming.points`: memory bounded by a chunk, the
-output published atomically). By default every release is drawn **exactly** from the
-lattice planar Laplace law on a public lattice (``--origin``, ``--cell``, ``--extent``;
+Planar Laplace on latitude/longitude columns of a table of any size (CSV, Parquet,
+Arrow/Feather, JSON lines: :mod:`metricdp.tabular.formats`), streamed chunk by chunk
+(:mod:`metricdp.streaming.points`: memory bounded by a chunk, the output published
+atomically). By default every release is drawn **exactly** from the lattice planar
+Laplace law on a public lattice (``--origin``, ``--cell``, ``--extent``;
 :mod:`metricdp.location.lattice`, proof in ``docs/proofs/lattice_points.md``);
 ``--sampler float`` keeps the continuous sampler, which is private only for real numbers.
 Options keep releases in a region (``--region``, nearest point or rejection), snap them to
@@ -50,7 +51,7 @@ from ..location.release import PointSettings, full_precision, make_release, vali
 from ..location.snap import Snapper
 from ..settings import file_sha256
 from ..streaming.points import PointStats, Release, privatize_points_file
-from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.formats import TABLE_FORMATS, format_of, release_format
 from ..tabular.parquet import read_parquet
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
 from ._accounting import (
@@ -66,7 +67,7 @@ from ._accounting import (
     report_json,
 )
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, Engine, KeepOption, check_engine, leaves_report, with_flags
+from .privatize import DropOption, Engine, KeepOption, check_engine, check_formats, leaves_report, with_flags
 
 __all__ = ["read_latlon_points", "register"]
 
@@ -323,7 +324,7 @@ def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path,
         except ValidationError as ex:
             msg = with_flags(str(ex))
             raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
-    fmt = _format(input_file, "INPUT")
+    fmt = release_format(input_file).name
     return PointStats(rows, time.perf_counter() - t0, fmt, plan, reports[0] if reports else None)
 
 
@@ -333,7 +334,8 @@ def register(app: typer.Typer) -> None:
     @app.command("privatize-points")
     @handle_errors
     def privatize_points_command(
-        input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="CSV or Parquet file with a header.")],
+        input_file: Annotated[Path, typer.Argument(
+            metavar="INPUT", help="CSV (with a header), Parquet, Arrow/Feather or JSON lines file.")],
         lat: Annotated[str, typer.Option("--lat", help="Latitude column (degrees).")],
         lon: Annotated[str, typer.Option("--lon", help="Longitude column (degrees).")],
         out: Annotated[
@@ -429,9 +431,7 @@ def register(app: typer.Typer) -> None:
                                  consistent).for_unit("km")  # eps per km, as --epsilon
         acct.check()
         eps = _epsilon(epsilon, level, radius)
-        kind = _format(input_file, "INPUT")
-        if out.suffix.lower() != ".geojson" and _format(out, "--out") != kind:
-            raise ValidationError(f"--out {out}: write the same format as INPUT ({kind}), or .geojson")
+        check_formats(input_file, out, what=f"INPUT {input_file}:")
         check_output(out, inputs=(input_file, snap_to, region, plot, *acct.files()))  # never the ledger or its key
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out, *acct.files()))

@@ -62,7 +62,6 @@ and is written (and reported as kept); a dropped column is not written and not c
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -73,7 +72,6 @@ from typing import Any
 
 import numpy as np
 
-from .._optional import import_optional
 from ..errors import ValidationError
 from .columns import ColumnPlan, plan_columns, refuse_twins
 from .header import table_header
@@ -381,7 +379,7 @@ def check_file(path: str | Path, plan: ColumnPlan, rule: LeakRule, *, max_record
 
 def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), drop: Sequence[str] = (),
                 max_record: int | None = None) -> ColumnPlan:
-    """Plan a CSV or Parquet file's columns from its header and :func:`check_file` it; returns the plan."""
+    """Plan a table file's columns from its header and :func:`check_file` it; returns the plan."""
     plan = plan_columns(table_header(path, rule.columns), rule.columns, keep=keep, drop=drop, where=str(path))
     check_file(path, plan, rule, max_record=max_record)
     return plan
@@ -389,26 +387,28 @@ def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), d
 
 def scan_file(path: str | Path, unacknowledged: Sequence[str] | None, rule: LeakRule, *,
               exclude: Sequence[str] = (), max_record: int | None = None) -> None:
-    """Read ``path`` (CSV, Parquet or JSONL) chunk by chunk and :func:`check_rows` each chunk.
+    """Read ``path`` chunk by chunk through its format's reader and :func:`check_rows` each chunk.
 
+    The reader is the release's own (:func:`metricdp.tabular.formats.release_format`):
+    every format a release reads is scanned, by the values the release reads.
     ``unacknowledged`` are the columns that would leave with true values and that nobody
     named in ``keep`` (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`). Reads
-    the released and those columns only; nothing is written. Errors name the file and
-    the line (CSV, JSONL) or data row (Parquet). JSONL has no header: with
-    ``unacknowledged=None`` every field of a record but the released ones and ``exclude``
-    (the kept and dropped fields) is compared.
+    the released and those columns only; nothing is written. Errors name the file and the
+    line (a text format: CSV, JSON lines) or data row (a typed one: Parquet, Arrow).
+    ``unacknowledged=None`` is a file without a header, the text of a JSON-lines file
+    whose objects may differ (:func:`metricdp.tabular.formats.jsonl.objects`): every key
+    of an object but the released ones and ``exclude`` (the kept and dropped keys) is
+    compared.
     """
     src = Path(path)
-    suffix = src.suffix.lower()
     chunks: Iterator[Scanned]
-    if suffix in (".jsonl", ".ndjson"):
-        chunks = _jsonl_chunks(src, rule, set(rule.columns) | set(exclude))
+    if unacknowledged is None:
+        chunks = _object_chunks(src, rule, set(rule.columns) | set(exclude), max_record)
     else:
-        others = [c for c in unacknowledged or () if c not in rule.columns]
+        others = [c for c in unacknowledged if c not in rule.columns]
         if not others:
             return
-        chunks = (_parquet_chunks(src, rule, others) if suffix in (".parquet", ".pq")
-                  else _csv_chunks(src, rule, others, max_record))
+        chunks = _table_chunks(src, rule, others, max_record)
     for truths, values, rows, word in chunks:
         check_rows(rule, truths, values, rows, str(src), row_word=word)
 
@@ -416,46 +416,40 @@ def scan_file(path: str | Path, unacknowledged: Sequence[str] | None, rule: Leak
 Scanned = tuple[list[tuple[Any, ...]], dict[str, list[Any]], list[int], str]
 
 
-def _csv_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: int | None) -> Iterator[Scanned]:
-    from .csv import CsvReader, _unquote
+def _table_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: int | None) -> Iterator[Scanned]:
+    """The compared rows (:func:`spread`) of each chunk of :data:`SCAN_ROWS` rows, as the format reads them.
 
-    with src.open("rb") as fh:
-        reader = CsvReader(fh, str(src), chunk_rows=SCAN_ROWS, max_record=max_record)
-        names = list(reader.header().names)
-        cols = [names.index(c) for c in rule.columns]
-        kept = {c: names.index(c) for c in others}
-        for chunk in reader.chunks(cols[0]):
-            recs = chunk.records
-            pick = spread(len(recs.starts))
-            if not pick:
+    A typed chunk (a record batch) gives its values; a text format's chunk (CSV) gives the
+    texts of the compared rows only (:meth:`~metricdp.tabular.formats.Chunk.texts`): its
+    values are its texts, and decoding every field of a chunk to compare a few hundred of
+    them would cost the scan more than the rest of it.
+    """
+    from .csv import DEFAULT_CHUNK_BYTES
+    from .formats import BatchChunk, arrow, release_format
+
+    pa, _ = arrow()
+    fmt = release_format(src)
+    with fmt.open(src, chunk_rows=SCAN_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record) as reader:
+        for chunk in reader.chunks():
+            pick = np.asarray(spread(chunk.rows), dtype=np.intp)
+            if not pick.size:
                 continue
+            at = pa.array(pick.astype(np.int64))
 
-            def field(k: int, pick: list[int] = pick, chunk: Any = chunk) -> list[str]:
-                fs, fe = chunk.records.field(k)
-                return [_unquote(chunk.data[int(fs[i]):int(fe[i])]) for i in pick]
+            def values(name: str, at: Any = at, pick: Any = pick, chunk: Any = chunk) -> list[Any]:
+                if isinstance(chunk, BatchChunk):  # a typed format's values, in memory already
+                    return list(chunk.column(name).take(at).to_pylist())
+                return chunk.texts(name, pick)  # a text format's values are its texts: these rows' only
 
-            truth_cols = [field(k) for k in cols]
-            lines = [chunk.first_line + int(recs.lines[i]) for i in pick]
-            yield list(zip(*truth_cols, strict=True)), {c: field(k) for c, k in kept.items()}, lines, "line"
-
-
-def _parquet_chunks(src: Path, rule: LeakRule, others: Sequence[str]) -> Iterator[Scanned]:
-    from .parquet import open_parquet
-
-    pf = open_parquet(src)
-    wanted = list(dict.fromkeys([*rule.columns, *others]))
-    seen = 0
-    for batch in pf.iter_batches(batch_size=SCAN_ROWS, columns=wanted):
-        pick = spread(batch.num_rows)
-        if pick:
-            pa = import_optional("pyarrow", extra="parquet")
-            taken = batch.take(pa.array(pick, type=pa.int64()))
-            truths = list(zip(*(taken.column(c).to_pylist() for c in rule.columns), strict=True))
-            yield truths, {c: taken.column(c).to_pylist() for c in others}, [seen + i + 1 for i in pick], "data row"
-        seen += batch.num_rows
+            truths = list(zip(*(values(c) for c in rule.columns), strict=True))
+            word = "line" if chunk.unit == "line" else "data row"
+            yield truths, {c: values(c) for c in others}, [int(x) for x in chunk.places(pick)], word
 
 
-def _jsonl_chunks(src: Path, rule: LeakRule, exclude: set[str]) -> Iterator[Scanned]:
+def _object_chunks(src: Path, rule: LeakRule, exclude: set[str], max_record: int | None) -> Iterator[Scanned]:
+    """Chunks of :data:`SAMPLE` objects of a header-less file; each chunk's keys are its columns."""
+    from .formats.jsonl import objects
+
     records: list[dict[str, Any]] = []
     lines: list[int] = []
 
@@ -465,18 +459,11 @@ def _jsonl_chunks(src: Path, rule: LeakRule, exclude: set[str]) -> Iterator[Scan
         truths = [tuple(rec.get(c) for c in rule.columns) for rec in records]
         return truths, {k: [rec.get(k) for rec in records] for k in keys}, lines, "line"
 
-    with src.open("rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue  # the release refuses it, naming the line
-            if not isinstance(rec, dict):
-                continue
-            records.append(rec)
-            lines.append(n)
-            if len(lines) == SAMPLE:
-                yield flush()
-                records, lines = [], []
+    for n, rec in objects(src, max_record):  # a line that is not an object: the release refuses it, naming it
+        records.append(rec)
+        lines.append(n)
+        if len(lines) == SAMPLE:
+            yield flush()
+            records, lines = [], []
     if lines:
         yield flush()

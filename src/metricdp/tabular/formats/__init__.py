@@ -12,9 +12,11 @@ suffix        format       read as
 ``.csv``      ``csv``      RFC 4180, comma, UTF-8 (:mod:`metricdp.tabular.csv`)
 ``.parquet``  ``parquet``  Apache Parquet (pyarrow)
 ``.pq``       ``parquet``
-``.geojson``  ``geojson``  written only: a release of points as a FeatureCollection
-``.jsonl``    ``jsonl``    one JSON document per line
+``.feather``  ``feather``  Arrow IPC file, Feather v2 (pyarrow)
+``.arrow``    ``feather``
+``.jsonl``    ``jsonl``    one JSON object per line (:mod:`.jsonl`)
 ``.ndjson``   ``jsonl``
+``.geojson``  ``geojson``  a FeatureCollection of points, written only
 ``.txt``      ``text``     plain UTF-8 text (not a table)
 ``.tsv``      ``tsv``      tab-separated: named so that it is refused by name
 ``.npy``      ``npy``      a numpy array (a distance matrix)
@@ -74,9 +76,8 @@ def _discover() -> dict[str, Format]:
 #: format name -> the format's reader/writer pair (:class:`Format`), one module each in this package.
 RELEASE_FORMATS: Final[dict[str, Format]] = _discover()
 
-#: Suffixes of files that are not released tables: plain text, tab-separated (refused by name), numpy arrays,
-#: and JSON lines until a format module reads them.
-_OTHER: Final[dict[str, str]] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text", ".tsv": "tsv", ".npy": "npy"}
+#: Suffixes of files that are not released tables: plain text, tab-separated (refused by name), numpy arrays.
+_OTHER: Final[dict[str, str]] = {".txt": "text", ".tsv": "tsv", ".npy": "npy"}
 
 #: suffix (lower case, with the dot) -> format name. The only such table in the package: the format
 #: modules' suffixes, then the others.
