@@ -57,7 +57,7 @@ def test_files_in_each_format(tmp_path: Path) -> None:
         ("b.csv", b"id,text\n1,a,b\n", "text", "line 2 has 3 fields"),
         ("b.csv", b"id,text\r1,a\r", "text", "line 1"),  # classic-Mac record ends: refused, never passed through
         ("b.tsv", b"id\ttext\n1\ta\n", "text", "tab-separated"),
-        ("b.jsonl", b'{"text": 3}\n', "text", "no string field"),
+        ("b.jsonl", b'{"text": 3}\n', "text", "column 'text' has type int64; text expected"),
         ("b.jsonl", b"not json\n", "text", "line 1 is not JSON"),
         ("b.txt", b"cat \xff dog\n", None, "invalid UTF-8 at byte offset 4"),
         ("b.csv", b"id,text\n", None, "needs the parameter 'column'"),
@@ -87,10 +87,13 @@ def test_what_leaves_csv_and_jsonl(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="no column 'nope'"):
         rewrite_file(src, tmp_path / "o3.csv", voc, shift, column="text", drop_columns=["nope"])
     jl = tmp_path / "a.jsonl"
-    jl.write_text('{"id": 1, "text": "cat", "who": "ann"}\n{"text": "dog"}\n')
+    jl.write_text('{"id": 1, "text": "cat", "who": "ann"}\n{"id": 2, "text": "dog", "who": "bob"}\n')
     st = rewrite_file(jl, tmp_path / "o.jsonl", voc, shift, column="text", drop_columns=["who"])
     written = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
-    assert written == [{"id": 1, "text": "dog"}, {"text": "paris"}]
+    assert written == [{"id": 1, "text": "dog"}, {"id": 2, "text": "paris"}]
+    jl.write_text('{"id": 1, "text": "cat"}\n{"text": "dog"}\n')  # one format: every record has the header's keys
+    with pytest.raises(ValidationError, match="line 2"):
+        rewrite_file(jl, tmp_path / "o4.jsonl", voc, shift, column="text")
     assert st.columns is not None and st.columns.unreleased == ("id",) and st.columns.dropped == ("who",)
     txt = tmp_path / "a.txt"
     txt.write_text("cat\n")
@@ -127,6 +130,9 @@ def test_progress_tokens_and_their_total_from_the_file_size(tmp_path: Path, name
     rewrite_file(path, tmp_path / ("o" + path.suffix), Vocabulary(LABELS), shift, column=column, batch_tokens=30,
                  progress=lambda done, total, _m: calls.append((done, total)))
     assert [d for d, _ in calls] == [30, 60, 90, 120, 120]  # each batch of 30 replaced tokens, then the end
+    if name.endswith(".jsonl"):  # the documents are a share of each line (the keys): an estimate, and no more
+        assert all(total is None or total >= done for done, total in calls)
+        return
     assert calls[-1] == (120, 120)  # the whole file read: the estimate is exact
     for _, total in calls:  # rows of equal size: the estimate is within one row of the truth
         assert total is not None and abs(total - 120) <= 3

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import re
 import time
 from collections import deque
@@ -50,7 +49,6 @@ from ..streaming.accounted import Settlement
 from ..tabular.columns import ColumnPlan
 from ..tabular.csv import MAX_RECORD_ENV, max_record_bytes
 from ..tabular.formats import FORMATS, RELEASE_FORMATS, format_of
-from ..tabular.leaks import LeakRule, scan_file
 from .accounting import TextAccounting
 from .numbers import NumberRelease
 from .policy import TokenPolicy
@@ -318,12 +316,12 @@ def rewrite_texts(
 
 
 def detect_format(path: Path, column: str | None) -> str:
-    """The format name of a text input: a table the release pipeline reads (CSV, Parquet:
-    :data:`metricdp.tabular.formats.RELEASE_FORMATS`), ``jsonl``, or ``text`` (any other suffix is
-    plain text; a suffix named in the table that is neither, ``.tsv`` say, is refused with its
-    reason: :func:`metricdp.tabular.formats.format_of`). A table and JSON lines need ``column``."""
+    """The format name of a text input: a table the release pipeline reads (CSV, Parquet, JSON lines, ...:
+    :data:`metricdp.tabular.formats.RELEASE_FORMATS`) or ``text`` (any other suffix is plain text; a
+    suffix named in the table that is neither, ``.tsv`` say, is refused with its reason:
+    :func:`metricdp.tabular.formats.format_of`). A table needs ``column``."""
     fmt = FORMATS.get(path.suffix.lower(), "text")
-    allowed = [*(name for name, f in RELEASE_FORMATS.items() if f.reads), "jsonl", "text"]
+    allowed = [*(name for name, f in RELEASE_FORMATS.items() if f.reads), "text"]
     if fmt not in allowed:
         format_of(path, allowed, what=f"{path}: a text input")  # raises, with the reason
     if fmt != "text" and column is None:
@@ -439,22 +437,18 @@ def rewrite_file(
                                   f"{'/'.join(source.format.suffixes)}), got {suffix}")
         release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
         return st
-    with _published(path, out, inputs, run) as fh:
-        if fmt == "text":
-            endings: deque[str] = deque()
+    with _published(path, out, inputs, run) as fh:  # plain text: one document per line, its ending kept
+        endings: deque[str] = deque()
 
-            def bodies() -> Iterator[str]:
-                for line in _decoded_lines(path, max_record):
-                    read[0] += len(line)
-                    body, end = _split_ending(line)
-                    endings.append(end)
-                    yield body
+        def bodies() -> Iterator[str]:
+            for line in _decoded_lines(path, max_record):
+                read[0] += len(line)
+                body, end = _split_ending(line)
+                endings.append(end)
+                yield body
 
-            for text in rewriter.rewrite(bodies()):
-                fh.write(text + endings.popleft())
-        else:
-            assert column is not None  # detect_format gives JSON lines only with a column
-            _rewrite_json_lines(path, fh, rewriter, column, keep_columns, drop_columns, max_record, read)
+        for text in rewriter.rewrite(bodies()):
+            fh.write(text + endings.popleft())
     return st
 
 
@@ -477,45 +471,3 @@ class _Discard:
 
     def write(self, text: str) -> int:
         return len(text)
-
-
-def _rewrite_json_lines(path: Path, out: IO[str], rewriter: Rewriter, column: str, keep_columns: Sequence[str],
-                        drop_columns: Sequence[str], max_record: int | None, read: list[int]) -> None:
-    """JSON lines, one document per line: the field ``column`` rewritten, the record written again."""
-    st, accounting = rewriter.stats, rewriter.accounting
-    records: deque[dict[str, Any]] = deque()
-    if column in drop_columns or column in keep_columns:
-        raise ValidationError(f"{path}: field {column!r} is released; it cannot also be kept or dropped")
-    dropped, others = set(drop_columns), set[str]()
-    # a field holding the released text under another name is refused before a line is written
-    scan_file(path, None, LeakRule.text(str(column)), exclude=[*keep_columns, *drop_columns], max_record=max_record)
-
-    def fields() -> Iterator[str]:
-        for n, line in enumerate(_decoded_lines(path, max_record), start=1):
-            read[0] += len(line)
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as ex:
-                raise ValidationError(f"{path}: line {n} is not JSON ({ex.msg})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get(column), str):
-                raise ValidationError(f"{path}: line {n} has no string field {column!r}")
-            if accounting is not None:  # before a dropped field goes: the author may be dropped from the output
-                accounting.add_record(rec, f"{path}: line {n}")
-            for key in dropped.intersection(rec):
-                del rec[key]
-            others.update(k for k in rec if k != column)
-            records.append(rec)
-            yield rec[column]
-
-    for text in rewriter.rewrite(fields()):
-        rec = records.popleft()
-        rec[column] = text
-        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    # JSON lines have no header: the fields that left with true values are those seen in the records
-    kept = set(keep_columns)
-    st.columns = ColumnPlan(
-        header=(str(column), *sorted(others | dropped)), released=(str(column),), kept=tuple(sorted(others & kept)),
-        unacknowledged=tuple(sorted(others - kept)), dropped=tuple(sorted(dropped)),
-    )
