@@ -24,8 +24,9 @@ from numpy.typing import NDArray
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..tabular.columns import ColumnPlan
+from ..tabular.leaks import check_chunk
 from .kind import Kind
-from .run import Source, scan_chunk, unnamed
+from .run import Source, unnamed
 
 __all__ = ["FirstPass", "first_pass", "start_accounted"]
 
@@ -53,7 +54,8 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
                progress: Progress | None = None, others: tuple[str, ...] = ()) -> FirstPass:
     """Read ``user_column`` and ``kind``'s columns of every row (module docstring); refusals as the release's.
 
-    ``others``: the columns nobody named, whose content is checked on the way (:func:`~.run.scan_chunk`).
+    ``others``: the columns nobody named, whose content is checked on the way
+    (:func:`~metricdp.tabular.leaks.check_chunk`).
     """
     from ..streaming.persons import FIRST_PASS, SCAN_BYTES, PersonCollector
 
@@ -72,7 +74,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
             if not chunk.rows:
                 continue
             unit = chunk.unit
-            scan_chunk(rule, chunk, others, where)
+            check_chunk(rule, chunk, others, where)
             collector.add(chunk)
             got = kind.parse(chunk)
             if got.refused.size:

@@ -6,7 +6,7 @@ What it guarantees, for every :class:`~.kind.Kind` and every format
 * **what leaves** is decided before anything is published or reserved: the column plan
   (:func:`metricdp.tabular.columns.plan_columns`: released, kept, unacknowledged, dropped;
   the names checked by :func:`metricdp.tabular.leaks.check_names`) before the read, and the
-  content check of every column nobody named (:func:`scan_chunk`: the kind's
+  content check of every column nobody named (:func:`~metricdp.tabular.leaks.check_chunk`: the kind's
   :class:`~metricdp.tabular.leaks.LeakRule` over an even sample of each block of rows) in
   the same read, chunk by chunk, in the read-ahead thread -- the first pass of an accounted
   release, which comes before any reservation, or the release pass, whose output is not
@@ -41,7 +41,7 @@ from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.formats import FORMATS, Chunk, Format, Reader, WriteSpec, release_format
-from ..tabular.leaks import SCAN_ROWS, LeakRule, check_names, check_rows, spread
+from ..tabular.leaks import check_chunk, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
 
@@ -105,7 +105,7 @@ class Source:
         return self.format.names(self.path, max_record=self.max_record)
 
     def plan(self, kind: Kind, keep: Sequence[str], drop: Sequence[str]) -> ColumnPlan:
-        """The column plan of this input for ``kind``, its names checked (content: :func:`scan_chunk` in the read)."""
+        """The column plan of this input for ``kind``, its names checked (the content: in the read, chunk by chunk)."""
         plan = plan_columns(self.names(), list(kind.columns), keep=keep, drop=drop, where=self.where)
         check_names(plan.header, plan.unacknowledged, kind.rule(), self.where)
         return plan
@@ -158,7 +158,7 @@ class Pass:
 
             def parsed() -> Iterator[tuple[Chunk, Parsed]]:  # read ahead in a worker thread (no randomness there)
                 for chunk in reader.chunks():
-                    scan_chunk(rule, chunk, others, src.where)
+                    check_chunk(rule, chunk, others, src.where)
                     yield chunk, kind.parse(chunk)
 
             try:
@@ -195,29 +195,6 @@ class Pass:
 def unnamed(plan: ColumnPlan, kind: Kind) -> tuple[str, ...]:
     """The columns whose content is checked: written with true values and named by nobody."""
     return tuple(c for c in plan.unacknowledged if c not in kind.columns)
-
-
-def scan_chunk(rule: LeakRule, chunk: Chunk, others: Sequence[str], where: str) -> None:
-    """Refuse a column of ``others`` that holds the released values in most compared rows of ``chunk``.
-
-    :func:`metricdp.tabular.leaks.check_rows` over blocks of :data:`~metricdp.tabular.leaks.SCAN_ROWS`
-    rows, each compared on an even sample of its rows (:func:`~metricdp.tabular.leaks.spread`):
-    the error names the column and the first line (a text format) or data row.
-    """
-    if not others or not chunk.rows:
-        return
-    import numpy as np
-
-    from ..tabular.formats import arrow
-
-    pa, _ = arrow()
-    word = "line" if chunk.unit == "line" else "data row"
-    for start in range(0, chunk.rows, SCAN_ROWS):
-        pick = np.asarray([start + i for i in spread(min(chunk.rows - start, SCAN_ROWS))], dtype=np.int64)
-        taken = pa.array(pick)
-        truths = list(zip(*(chunk.column(c).take(taken).to_pylist() for c in rule.columns), strict=True))
-        values = {c: chunk.column(c).take(taken).to_pylist() for c in others}
-        check_rows(rule, truths, values, chunk.places(pick).tolist(), where, row_word=word)
 
 
 def _write(writer: Any, chunk: Chunk, keep: Any, released: Any) -> None:

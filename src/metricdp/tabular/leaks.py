@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,12 +73,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from .columns import ColumnPlan, plan_columns, refuse_twins
+from .columns import ColumnPlan, plan_columns
 from .header import table_header
 from .names import coordinate_role
 
 __all__ = [
-    "SAMPLE", "SCAN_ROWS", "LeakRule", "check_file", "check_names", "check_rows", "check_table", "scan_file", "spread",
+    "SAMPLE",
+    "SCAN_ROWS",
+    "LeakRule",
+    "check_chunk",
+    "check_file",
+    "check_names",
+    "check_rows",
+    "check_table",
+    "scan_file",
+    "spread",
     "value_key",
 ]
 
@@ -385,85 +394,44 @@ def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), d
     return plan
 
 
-def scan_file(path: str | Path, unacknowledged: Sequence[str] | None, rule: LeakRule, *,
-              exclude: Sequence[str] = (), max_record: int | None = None) -> None:
-    """Read ``path`` chunk by chunk through its format's reader and :func:`check_rows` each chunk.
+def scan_file(path: str | Path, unacknowledged: Sequence[str], rule: LeakRule, *,
+              max_record: int | None = None) -> None:
+    """Read ``path`` chunk by chunk through its format's reader and :func:`check_chunk` each chunk.
 
-    The reader is the release's own (:func:`metricdp.tabular.formats.release_format`):
-    every format a release reads is scanned, by the values the release reads.
-    ``unacknowledged`` are the columns that would leave with true values and that nobody
-    named in ``keep`` (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`). Reads
-    the released and those columns only; nothing is written. Errors name the file and the
-    line (a text format: CSV, JSON lines) or data row (a typed one: Parquet, Arrow).
-    ``unacknowledged=None`` is a file without a header, the text of a JSON-lines file
-    whose objects may differ (:func:`metricdp.tabular.formats.jsonl.objects`): every key
-    of an object but the released ones and ``exclude`` (the kept and dropped keys) is
-    compared.
-    """
-    src = Path(path)
-    chunks: Iterator[Scanned]
-    if unacknowledged is None:
-        chunks = _object_chunks(src, rule, set(rule.columns) | set(exclude), max_record)
-    else:
-        others = [c for c in unacknowledged if c not in rule.columns]
-        if not others:
-            return
-        chunks = _table_chunks(src, rule, others, max_record)
-    for truths, values, rows, word in chunks:
-        check_rows(rule, truths, values, rows, str(src), row_word=word)
-
-
-Scanned = tuple[list[tuple[Any, ...]], dict[str, list[Any]], list[int], str]
-
-
-def _table_chunks(src: Path, rule: LeakRule, others: Sequence[str], max_record: int | None) -> Iterator[Scanned]:
-    """The compared rows (:func:`spread`) of each chunk of :data:`SCAN_ROWS` rows, as the format reads them.
-
-    A typed chunk (a record batch) gives its values; a text format's chunk (CSV) gives the
-    texts of the compared rows only (:meth:`~metricdp.tabular.formats.Chunk.texts`): its
-    values are its texts, and decoding every field of a chunk to compare a few hundred of
-    them would cost the scan more than the rest of it.
+    The reader is the release's own (:func:`metricdp.tabular.formats.release_format`): every
+    format a release reads is scanned, by the values the release reads. ``unacknowledged``
+    are the columns that would leave with true values and that nobody named in ``keep``
+    (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`); nothing is written. A
+    release of the pipeline checks its chunks as it reads them instead
+    (:mod:`metricdp.pipeline.run`); the engines' drivers call this before any worker starts.
     """
     from .csv import DEFAULT_CHUNK_BYTES
-    from .formats import BatchChunk, arrow, release_format
+    from .formats import release_format
 
-    pa, _ = arrow()
-    fmt = release_format(src)
-    with fmt.open(src, chunk_rows=SCAN_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record) as reader:
+    src = Path(path)
+    others = [c for c in unacknowledged if c not in rule.columns]
+    if not others:
+        return
+    with release_format(src).open(src, chunk_rows=SCAN_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                                  max_record=max_record) as reader:
         for chunk in reader.chunks():
-            pick = np.asarray(spread(chunk.rows), dtype=np.intp)
-            if not pick.size:
-                continue
-            at = pa.array(pick.astype(np.int64))
-
-            def values(name: str, at: Any = at, pick: Any = pick, chunk: Any = chunk) -> list[Any]:
-                if isinstance(chunk, BatchChunk):  # a typed format's values, in memory already
-                    return list(chunk.column(name).take(at).to_pylist())
-                return chunk.texts(name, pick)  # a text format's values are its texts: these rows' only
-
-            truths = list(zip(*(values(c) for c in rule.columns), strict=True))
-            word = "line" if chunk.unit == "line" else "data row"
-            yield truths, {c: values(c) for c in others}, [int(x) for x in chunk.places(pick)], word
+            check_chunk(rule, chunk, others, str(src))
 
 
-def _object_chunks(src: Path, rule: LeakRule, exclude: set[str], max_record: int | None) -> Iterator[Scanned]:
-    """Chunks of :data:`SAMPLE` objects of a header-less file; each chunk's keys are its columns."""
-    from .formats.jsonl import objects
+def check_chunk(rule: LeakRule, chunk: Any, others: Sequence[str], where: str) -> None:
+    """Refuse a column of ``others`` that holds the released values in most compared rows of ``chunk``.
 
-    records: list[dict[str, Any]] = []
-    lines: list[int] = []
-
-    def flush() -> Scanned:
-        keys = sorted({k for rec in records for k in rec if k not in exclude})
-        refuse_twins(keys, rule.columns, set(), f"{src}: line {lines[0]}")  # no header: each chunk's fields
-        truths = [tuple(rec.get(c) for c in rule.columns) for rec in records]
-        return truths, {k: [rec.get(k) for rec in records] for k in keys}, lines, "line"
-
-    for n, rec in objects(src, max_record):  # a line that is not an object: the release refuses it, naming it
-        records.append(rec)
-        lines.append(n)
-        if len(lines) == SAMPLE:
-            yield flush()
-            records, lines = [], []
-    if lines:
-        yield flush()
+    :func:`check_rows` over blocks of :data:`SCAN_ROWS` rows of a
+    :class:`~metricdp.tabular.formats.Chunk`, each compared on :func:`spread` of its rows, read by
+    :meth:`~metricdp.tabular.formats.Chunk.values` (a text format decodes those rows only). The
+    error names the column and the first line (a text format) or data row (or a DataFrame's
+    index label).
+    """
+    if not others or not chunk.rows:
+        return
+    word = "line" if chunk.unit == "line" else "data row"
+    for start in range(0, chunk.rows, SCAN_ROWS):
+        pick = np.asarray([start + i for i in spread(min(chunk.rows - start, SCAN_ROWS))], dtype=np.intp)
+        truths = list(zip(*(chunk.values(c, pick) for c in rule.columns), strict=True))
+        places = [x.item() if isinstance(x, np.generic) else x for x in chunk.places(pick)]
+        check_rows(rule, truths, {c: chunk.values(c, pick) for c in others}, places, where, row_word=word)

@@ -67,6 +67,11 @@ class Chunk(ABC):
         """A fast reading of plain decimals, ``(values, ok)``; None when the format has none (the caller parses)."""
         return None
 
+    def values(self, name: str, rows: NDArray[np.intp]) -> list[Any]:
+        """The values of ``rows`` as Python objects (a text format: their texts), for comparing a few rows."""
+        pa, _ = arrow()
+        return list(self.column(name).take(pa.array(np.asarray(rows, dtype=np.int64))).to_pylist())
+
     def texts(self, name: str, rows: NDArray[np.intp]) -> list[str]:
         """The values of ``rows`` as a person reads them in the file, for an error (``null`` for a missing one)."""
         pa, _ = arrow()

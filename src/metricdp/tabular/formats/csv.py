@@ -73,6 +73,9 @@ class CsvChunk(Chunk):
         values, ok = self._kernels["parse_decimals"](self.raw.buf, fs, fe)
         return np.asarray(values, dtype=np.float64), np.asarray(ok, dtype=bool)
 
+    def values(self, name: str, rows: NDArray[np.intp]) -> list[Any]:
+        return list(self.texts(name, rows))  # a text format's values are its texts: these rows' only
+
     def texts(self, name: str, rows: NDArray[np.intp]) -> list[str]:
         fs, fe = self.span(name)
         out = []

@@ -145,13 +145,13 @@ class JsonlChunk(BatchChunk):
                 typ = pa.bool_() if kind == "boolean" else pa.string()
             arrays.append(pa.array(column, type=typ))
         super().__init__(pa.RecordBatch.from_arrays(arrays, names=list(values)), first)
-        self.values, self.lines = values, lines
+        self.read, self.lines = values, lines  # the values as read (1.0 stays 1.0 when written back)
 
     def places(self, rows: NDArray[np.intp]) -> NDArray[np.int64]:
         return self.lines[np.asarray(rows, dtype=np.intp)]
 
     def texts(self, name: str, rows: NDArray[np.intp]) -> list[str]:
-        values = self.values[name]
+        values = self.read[name]
         out = []
         for r in np.asarray(rows, dtype=np.intp):
             v = values[int(r)]
@@ -289,7 +289,7 @@ class JsonlWriter(Writer):
         for item in released:
             types = [chunk.column(c).type for c in item.columns]
             new.update(zip(item.columns, (a.to_pylist() for a in item.arrays(types, self._where)), strict=True))
-        read = chunk.values if isinstance(chunk, JsonlChunk) else None
+        read = chunk.read if isinstance(chunk, JsonlChunk) else None
         columns: list[list[Any]] = []
         for name in self._names:
             if name in new:
