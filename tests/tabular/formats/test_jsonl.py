@@ -19,7 +19,6 @@ from metricdp.streaming import privatize_file
 from metricdp.streaming.numbers import privatize_numbers_file
 from metricdp.streaming.points import privatize_points_file
 from metricdp.tabular.formats import FORMATS, RELEASE_FORMATS, release_format
-from metricdp.tabular.formats.jsonl import objects
 from tests.cli_helpers import assert_one_line_error, run
 
 from ._shared import AGES, LABELS, labels_mechanism, read_csv, rows, seeded, shift, write_csv
@@ -245,8 +244,3 @@ def test_a_kept_copy_of_the_released_values_is_refused(mech, mech_file, tmp_path
     assert [r["town"] for r in _read(tmp_path / "out.jsonl")] == [r["city"].upper() for r in table]  # type: ignore
 
 
-def test_objects_reads_leniently_for_a_release_without_a_header(tmp_path):
-    """The text release's leak scan: every object line, whatever its keys; other lines are skipped."""
-    src = tmp_path / "t.jsonl"
-    src.write_bytes(b'{"a": 1}\n[1]\nnot json\n\n{"b": {"c": 2}}\n{"x": "' + b"y" * 80 + b'"}\n{"d": null}')
-    assert list(objects(src, max_record=40)) == [(1, {"a": 1}), (5, {"b": {"c": 2}}), (7, {"d": None})]

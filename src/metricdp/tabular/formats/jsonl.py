@@ -319,30 +319,3 @@ class JsonlFormat(Format):
 
 
 FORMAT = JsonlFormat()
-
-
-def objects(path: Path, max_record: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, object)`` of every line that is a JSON object, any keys and values; other lines are skipped.
-
-    The lenient reading of a release that has no header and refuses bad lines itself (the
-    text of a JSON-lines file, :mod:`metricdp.text.rewrite`): the leak scan runs before it
-    and must not refuse what it reports better. A line over the record cap is skipped too.
-    """
-    cap = max_record_bytes(max_record)
-    with path.open("rb") as fh:
-        number = 0
-        while True:
-            raw = fh.readline(cap + 1)
-            if not raw:
-                return
-            number += 1
-            if len(raw) > cap and not raw.endswith(b"\n"):  # skip the rest of an over-long line
-                while (rest := fh.readline(cap + 1)) and not rest.endswith(b"\n"):
-                    pass
-                continue
-            try:
-                rec = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(rec, dict):
-                yield number, rec
