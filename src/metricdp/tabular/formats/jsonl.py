@@ -38,7 +38,7 @@ from ...errors import ValidationError
 from ..csv import BOM, DEFAULT_CHUNK_BYTES, MAX_RECORD_ENV, max_record_bytes
 from ._base import BatchChunk, Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
 
-__all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlReader", "objects"]
+__all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlReader"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 #: a \uD800-\uDFFF escape: a lone surrogate is not text (checked only on the lines that hold one)
