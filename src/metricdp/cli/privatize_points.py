@@ -43,16 +43,16 @@ from numpy.typing import NDArray
 from .._optional import require
 from .._random import check_rng
 from ..errors import PrivacyLeakWarning, ValidationError
-from ..io import parse_decimal, read_csv_table
+from ..io import parse_decimal
 from ..location.lattice import LatticePlane
 from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
 from ..location.release import PointSettings, full_precision, make_release, validator
 from ..location.snap import Snapper
+from ..pipeline.points import read_points_file
 from ..settings import file_sha256
 from ..streaming.points import PointStats, Release, privatize_points_file
-from ..tabular.formats import TABLE_FORMATS, format_of, release_format
-from ..tabular.parquet import read_parquet
+from ..tabular.formats import release_format
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
 from ._accounting import (
     AccountingOptions,
@@ -69,7 +69,7 @@ from ._accounting import (
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
 from .privatize import DropOption, Engine, KeepOption, check_engine, check_formats, leaves_report, with_flags
 
-__all__ = ["read_latlon_points", "register"]
+__all__ = ["register"]
 
 _PLOT_SAMPLE = 500
 _DEFAULT_CELL = "1m"
@@ -81,61 +81,6 @@ _FLOAT_CAVEAT = ("continuous planar Laplace is epsilon-geo-indistinguishable for
 class Sampler(StrEnum):
     exact = "exact"
     float = "float"
-
-
-def _format(path: Path, option: str) -> str:
-    return format_of(path, TABLE_FORMATS, what=f"{option} {path}:")
-
-
-def _parse_column(values: list[str], name: str, path: Path) -> NDArray[np.float64]:
-    out = np.empty(len(values))
-    for i, raw in enumerate(values):
-        try:
-            out[i] = parse_decimal(raw)  # plain ASCII decimals, as every CSV number reader
-        except ValueError:
-            raise ValidationError(f"{path}: data row {i + 1}: column {name!r} is {raw!r}, not a number") from None
-    return out
-
-
-def _parquet_column(table: Any, name: str, path: Path) -> NDArray[np.float64]:
-    col = table.column(name)
-    if col.null_count:
-        i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
-        raise ValidationError(f"{path}: data row {i + 1}: column {name!r} is empty")
-    try:
-        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{path}: column {name!r} is not numeric ({col.type})") from None
-
-
-def _column(header: list[str], name: str, option: str, path: Path) -> int:
-    if name not in header:
-        raise ValidationError(f"{path}: no column {name!r} ({option}); available: {', '.join(map(repr, header))}")
-    return header.index(name)
-
-
-def read_latlon_points(path: Path) -> NDArray[np.float64]:
-    """The (lat, lon) of a POINTS file (CSV or Parquet with ``lat`` and ``lon`` columns, any others ignored)."""
-    kind = _format(path, "--snap-to")
-    if kind == "csv":
-        header, rows, _ = read_csv_table(path)
-        lower = [h.strip().lower() for h in header]
-        i, j = (_column(lower, c, "--snap-to", path) for c in ("lat", "lon"))
-        lat = _parse_column([r[i] for r in rows], "lat", path)
-        lon = _parse_column([r[j] for r in rows], "lon", path)
-    else:
-        table = read_parquet(path)
-        names = {c.strip().lower(): c for c in table.column_names}
-        for c in ("lat", "lon"):
-            _column(list(names), c, "--snap-to", path)
-        lat = _parquet_column(table, names["lat"], path)
-        lon = _parquet_column(table, names["lon"], path)
-    if not len(lat):
-        raise ValidationError(f"--snap-to {path}: no points")
-    try:
-        return Snapper(np.column_stack([lat, lon])).points
-    except ValidationError as ex:
-        raise ValidationError(f"--snap-to {path}: {ex}") from None
 
 
 def _plot(path: Path, true: NDArray[np.float64], released: NDArray[np.float64], region: Region | None,
@@ -235,7 +180,7 @@ def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: st
     if sampler is Sampler.float and (origin is not None or cell is not None or extent is not None):
         raise ValidationError("--origin, --cell and --extent are for --sampler exact (the lattice)")
     area = None if region is None else parse_region(region)
-    snapper = None if snap_to is None else Snapper(read_latlon_points(snap_to))
+    snapper = None if snap_to is None else Snapper(read_points_file(snap_to, what="--snap-to"))
     if snapper is not None and area is not None and not area.contains(snapper.points).all():
         warn("some --snap-to points lie outside --region: snapped releases may leave the region")
     plane = None if sampler is Sampler.float else _plane(origin, cell or _DEFAULT_CELL, extent, area)

@@ -13,6 +13,8 @@ and as float64 in a typed format.
 from __future__ import annotations
 
 from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,7 +26,7 @@ from ..tabular.formats._base import Full
 from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 
-__all__ = ["PointPairs", "Release", "Validate", "read_coordinate"]
+__all__ = ["PointPairs", "Release", "Validate", "read_coordinate", "read_points_file"]
 
 #: ``release(latlon (k, 2), first_row) -> released (k, 2)``; ``first_row`` numbers rows in errors (1-based).
 Release = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
@@ -60,6 +62,32 @@ def read_coordinate(chunk: Chunk, name: str, where: str) -> NDArray[np.float64]:
         except ValueError:
             raise ValidationError(f"{where}: {_row(chunk, k)}: column {name!r} is {text!r}, not a number") from None
     return out
+
+
+def read_points_file(path: str | PathLike[str], *, what: str = "points") -> NDArray[np.float64]:
+    """The (lat, lon) of every row of a table of points (any format a release reads; columns ``lat`` and
+    ``lon``, matched without case or surrounding spaces; any others ignored), by the one number rule.
+
+    For a small public file (a snapping set): the whole file is read. ``what`` starts the errors.
+    """
+    from ..tabular.formats import release_format
+
+    src = Path(path)
+    if not src.is_file():
+        raise ValidationError(f"{what} {src}: no such file")
+    with release_format(src, what=f"{what} {src}:").open(src, chunk_rows=1_000_000, chunk_bytes=2**21,
+                                                       max_record=None) as reader:
+        names = {n.strip().lower(): n for n in reader.names}
+        for c in ("lat", "lon"):
+            if c not in names:
+                raise ValidationError(f"{src}: no column {c!r} ({what}); available: "
+                                      f"{', '.join(map(repr, reader.names))}")
+        parts = [np.column_stack([read_coordinate(chunk, names["lat"], str(src)),
+                                  read_coordinate(chunk, names["lon"], str(src))])
+                 for chunk in reader.chunks() if chunk.rows]
+    if not parts:
+        raise ValidationError(f"{what} {src}: no points")
+    return np.concatenate(parts)
 
 
 def _row(chunk: Chunk, k: int) -> str:
