@@ -63,6 +63,12 @@ IBU_TOL = 1e-9
 #: BLAS threads of :func:`ibu`'s dense products: its matrix-vector products are too small
 #: for more threads to pay, and on a shared machine the extra threads only spin.
 IBU_BLAS_THREADS = 1
+#: :func:`ibu` sets an iterate's entry below this (the smallest normal double, 2.2e-308) to 0
+#: after each update: an entry that small is a category the update is driving to 0, and
+#: arithmetic on subnormal doubles costs up to a hundred times more per operation (the far
+#: categories of a distance channel reach that range within a few thousand updates). Moving
+#: less than 1e-304 of mass per update, it changes no estimate visibly.
+IBU_FLOOR = float(np.finfo(np.float64).tiny)
 #: Default iteration cap of :func:`ibu`.
 IBU_MAX_ITER = 10_000
 #: The largest ``max_iter``: the compiled loop counts in int64 (more iterations than any run can make anyway).
@@ -195,12 +201,15 @@ def ibu(
     It is the EM algorithm for the log-likelihood :math:`\sum_y c(y) \log (\pi M)_y`,
     which is concave on the simplex, so the iterates converge to a maximum-likelihood
     estimate; with the exact expected counts :math:`c = N \pi^* M` and M of full row
-    rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex.
+    rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex
+    (an entry below :data:`IBU_FLOOR`, 2.2e-308, is set to 0: it avoids subnormal arithmetic).
 
-    Vectorised: one update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``; a
-    batch of count vectors is updated together, each row stopping on its own. The dense
-    products run on :data:`IBU_BLAS_THREADS` BLAS thread (:func:`metricdp._threads.blas_threads`,
-    as the LP solver's); a k-RR-shaped channel needs no BLAS.
+    One update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``. With numba (the
+    ``fast`` extra) each row of counts runs in a compiled loop (:mod:`metricdp._ibu_kernels`:
+    O(k) per update on an ``a I + b J`` channel, one pass over M otherwise, no BLAS); without
+    it a batch of count vectors is updated together in numpy, each row stopping on its own,
+    the dense products on :data:`IBU_BLAS_THREADS` BLAS thread
+    (:func:`metricdp._threads.blas_threads`, as the LP solver's).
 
     For confidence intervals around the estimate, see :func:`metricdp.intervals.ibu_intervals`.
 
@@ -249,10 +258,7 @@ def ibu(
         )
     batch, n_in = q.shape[0], m.shape[0]
     pi = np.full((batch, n_in), 1.0 / n_in)
-    if krr_structure(m) is not None:  # O(k) updates, no BLAS
-        return _ibu_run(m, q, pi, tol, max_iter, single)
-    with blas_threads(IBU_BLAS_THREADS):
-        return _ibu_run(m, q, pi, tol, max_iter, single)
+    return _ibu_run(m, q, pi, tol, max_iter, single)
 
 
 def _ibu_run(
@@ -261,8 +267,18 @@ def _ibu_run(
     """:func:`ibu`'s loop on checked inputs: the compiled kernels when numba is there, else numpy."""
     from . import _ibu_kernels as _kernels  # numba's import (about 0.7 s) only when IBU runs, not per command
 
-    if _kernels.KERNELS is not None:
+    if _kernels.KERNELS is not None:  # compiled loops: no BLAS
         return _ibu_compiled(m, q, pi, tol, max_iter, single)
+    if krr_structure(m) is not None:  # O(k) updates, no BLAS
+        return _ibu_numpy(m, q, pi, tol, max_iter, single)
+    with blas_threads(IBU_BLAS_THREADS):
+        return _ibu_numpy(m, q, pi, tol, max_iter, single)
+
+
+def _ibu_numpy(
+    m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
+) -> IBUResult:
+    """:func:`ibu`'s loop in numpy, the whole batch at once: the reference of the compiled kernels."""
     batch = q.shape[0]
     iterations = np.zeros(batch, dtype=np.intp)
     converged = np.zeros(batch, dtype=bool)
@@ -278,6 +294,7 @@ def _ibu_run(
             ratio = np.divide(qa, den, out=np.zeros_like(den), where=(qa > 0) & (den > 0))
         new = p * backward(ratio)
         new /= new.sum(axis=1, keepdims=True)  # exact simplex despite rounding
+        new[new < IBU_FLOOR] = 0.0
         done = np.abs(new - p).sum(axis=1) <= tol
         iterations[rows] += 1
         p = new
@@ -309,9 +326,9 @@ def _ibu_compiled(
         q = np.ascontiguousarray(q[:, seen])
     for i in range(len(q)):  # rows of a batch (repetitions), not users
         if ab is not None:
-            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, max_iter)
+            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, IBU_FLOOR, max_iter)
         else:
-            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, max_iter)
+            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, IBU_FLOOR, max_iter)
     if single:
         return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
     return IBUResult(pi, iterations, converged)
