@@ -226,6 +226,11 @@ class FrequencyOracle(ABC):
         s = np.asarray(support, dtype=np.float64)
         if s.shape != (self.k,):
             raise ValidationError(f"support must have shape ({self.k},), got {s.shape}")
+        return self.estimate_of(s, n)
+
+    def estimate_of(self, support: ArrayLike, n: int) -> NDArray[np.float64]:
+        """:meth:`estimate` for the support counts of any categories (a candidate list), in their order."""
+        s = np.asarray(support, dtype=np.float64)
         n = check_int(n, "n", minimum=1)
         return (s / n - self.q_star) / (self.p_star - self.q_star)
 

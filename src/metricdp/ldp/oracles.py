@@ -273,12 +273,12 @@ def _below(w: NDArray[np.uint32], bound: int, rng: RandomSource) -> NDArray[np.i
     the largest multiple of bound below 2**32 is replaced by a fresh one (rejection), the rest
     taken mod bound."""
     limit = (2**32 // bound) * bound
-    w = w.astype(np.int64)
-    bad = np.flatnonzero(w >= limit)
+    v: NDArray[np.intp] = w.astype(np.intp)
+    bad = np.flatnonzero(v >= limit)
     while bad.size:  # probability below bound / 2**32 per word
-        w[bad] = random_words(rng, bad.size) >> np.uint64(32)
-        bad = bad[w[bad] >= limit]
-    return w % bound
+        v[bad] = random_words(rng, bad.size) >> np.uint64(32)
+        bad = bad[v[bad] >= limit]
+    return v % bound
 
 
 def _parity(v: NDArray[np.int64]) -> NDArray[np.int64]:
