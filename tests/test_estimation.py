@@ -299,3 +299,24 @@ def test_compiled_dense_ibu_calls_no_blas(monkeypatch):
     m = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]])
     res = estimation.ibu([30.0, 40.0, 30.0], m)
     assert calls == [] and res.converged
+
+
+def test_ibu_flushes_subnormal_iterates_on_every_path(monkeypatch):
+    # a distance channel whose reports all sit at one end: the far categories' mass falls geometrically and
+    # passes the smallest normal double within a few thousand updates; both loops set it to exactly 0
+    # (never a subnormal) and agree to 1e-12
+    from metricdp import _ibu_kernels
+
+    x = np.arange(30.0)
+    m = np.exp(-np.abs(x[:, None] - x[None, :]) / 8)
+    m /= m.sum(axis=1, keepdims=True)
+    counts = np.zeros(30)
+    counts[:10] = np.arange(10, 0, -1)  # without the floor: 3 to 5 subnormal entries after 2,000 to 5,000 updates
+    runs = [ibu(counts, m, tol=1e-300, max_iter=3000)]
+    monkeypatch.setattr(_ibu_kernels, "KERNELS", None)
+    runs.append(ibu(counts, m, tol=1e-300, max_iter=3000))
+    for r in runs:
+        est = r.estimate
+        assert not ((est > 0) & (est < estimation.IBU_FLOOR)).any()
+        assert (est == 0).any()
+    assert np.abs(runs[0].estimate - runs[1].estimate).max() <= 1e-12

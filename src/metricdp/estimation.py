@@ -93,9 +93,9 @@ def _counts(counts: ArrayLike, n_out: int, name: str = "counts") -> NDArray[np.f
     c = c.astype(np.float64)
     if c.ndim not in (1, 2) or c.shape[-1] != n_out:
         raise ValidationError(f"{name} must have shape ({n_out},) or (batch, {n_out}), got {c.shape}")
-    bad = np.argwhere(~np.isfinite(c) | (c < 0))
-    if bad.size:
-        where = tuple(int(x) for x in bad[0])
+    wrong = ~np.isfinite(c) | (c < 0)
+    if wrong.any():  # argwhere only on the error path: it costs more than the check on small inputs
+        where = tuple(int(x) for x in np.argwhere(wrong)[0])
         raise ValidationError(f"{name} must be finite and non-negative; entry {where} is {float(c[where])!r}")
     totals = c.sum(axis=-1)
     if np.any(totals <= 0):
@@ -251,10 +251,11 @@ def ibu(
     single = c.ndim == 1
     q = np.atleast_2d(c)
     q = q / q.sum(axis=1, keepdims=True)
-    impossible = np.argwhere((q > 0) & (m.sum(axis=0) == 0)[None, :])
-    if impossible.size:
+    impossible = (q > 0) & (m.sum(axis=0) == 0)[None, :]
+    if impossible.any():
         raise ValidationError(
-            f"output {int(impossible[0][1])} was reported but the mechanism never releases it (zero column)"
+            f"output {int(np.argwhere(impossible)[0][1])} was reported but the mechanism never releases it "
+            "(zero column)"
         )
     batch, n_in = q.shape[0], m.shape[0]
     pi = np.full((batch, n_in), 1.0 / n_in)
