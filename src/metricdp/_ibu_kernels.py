@@ -71,14 +71,9 @@ if njit is not None:  # pragma: no branch
                 return p, it, True
         return p, max_iter, False
 
+    # reassociation and contraction let the row sums run in SIMD lanes with fused multiply-adds; no
+    # flag that assumes finite or non-NaN values, so the comparisons with 0 keep their meaning
     @njit(cache=True, nogil=True, fastmath={"reassoc", "nsz", "contract"})
-    def _row_dot(row: Any, r: Any) -> float:
-        s = 0.0
-        for y in range(row.size):  # reassociation lets the sum run in SIMD lanes
-            s += row[y] * r[y]
-        return s
-
-    @njit(cache=True, nogil=True)
     def ibu_dense(p: Any, q: Any, m: Any, tol: float, floor: float, max_iter: int) -> tuple[Any, int, bool]:
         n_in, n_out = m.shape
         ratio = np.empty(n_out)
@@ -87,26 +82,32 @@ if njit is not None:  # pragma: no branch
         nxt = np.empty(n_out)
         for x in range(n_in):  # the first expectation, p @ m
             if p[x] != 0.0:
-                row = m[x]
                 for y in range(n_out):
-                    den[y] += p[x] * row[y]
+                    den[y] += p[x] * m[x, y]
         for it in range(1, max_iter + 1):
             for y in range(n_out):
                 ratio[y] = q[y] / den[y] if den[y] > 0 else 0.0
             nxt[:] = 0.0
+            total = 0.0
             for x in range(n_in):  # one pass: b_x, then row x's share of the next expectation
-                row = m[x]
-                w = p[x] * _row_dot(row, ratio)
+                s = 0.0
+                for y in range(n_out):
+                    s += m[x, y] * ratio[y]
+                w = p[x] * s
                 new[x] = w
+                total += w
                 if w != 0.0:
                     for y in range(n_out):
-                        nxt[y] += w * row[y]
-            total = new.sum()
+                        nxt[y] += w * m[x, y]
             for y in range(n_out):
                 den[y] = nxt[y] / total
-            new, done = _finish(p, new, tol, floor)
-            p, new = new, p
-            if done:
+            diff = 0.0
+            for x in range(n_in):  # normalise, flush below the floor, measure the change (as _finish)
+                v = new[x] / total
+                v = v if v >= floor else 0.0
+                diff += abs(v - p[x])
+                p[x] = v
+            if diff <= tol:
                 return p, it, True
         return p, max_iter, False
 
