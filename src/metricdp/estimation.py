@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
 from ._threads import blas_threads
+from ._toeplitz import lattice_structure
 from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
 from .mechanisms.base import Mechanism
@@ -123,6 +124,8 @@ def krr_structure(m: NDArray[np.float64]) -> tuple[float, float] | None:
     n = m.shape[0]
     if n < 2 or m.shape[1] != n:
         return None
+    if not (m[0, 0] == m[1, 1] and (m[0, 1:] == m[0, 1]).all() and (m[1, 2:] == m[0, 1]).all()):
+        return None  # the first two rows already say no: no pass over the matrix
     diag, off = np.diagonal(m), m.ravel()[1:].reshape(n - 1, n + 1)[:, :n]
     if not (np.all(diag == diag[0]) and np.all(off == off[0, 0])):
         return None
@@ -130,14 +133,16 @@ def krr_structure(m: NDArray[np.float64]) -> tuple[float, float] | None:
 
 
 def _ibu_products(
-    m: NDArray[np.float64], q: NDArray[np.float64]
+    m: NDArray[np.float64], q: NDArray[np.float64], lattice: tuple[int, int] | None = None
 ) -> tuple[_Product, _Product, NDArray[np.float64]]:
     r"""The two products of an IBU update, ``p @ M`` and ``r @ M.T``, and the data they take.
 
     For :math:`M = aI + bJ` (:func:`krr_structure`) they are :math:`a p + b \sum p` and
-    :math:`a r + b \sum r`: O(k) instead of O(k^2) per update. Otherwise dense products
-    on the observed outputs only (an unobserved output has ratio 0 and adds nothing to
-    ``r @ M.T``), with both M and its transpose contiguous.
+    :math:`a r + b \sum r`: O(k) instead of O(k^2) per update. On a channel of a line or
+    a grid (``lattice``, :func:`metricdp._toeplitz.lattice_structure`) they are FFT
+    convolutions, O(k log k). Otherwise dense products on the observed outputs only (an
+    unobserved output has ratio 0 and adds nothing to ``r @ M.T``), with both M and its
+    transpose contiguous.
     """
     ab = krr_structure(m)
     if ab is not None:
@@ -147,6 +152,11 @@ def _ibu_products(
             return a * p + b * p.sum(axis=1, keepdims=True)
 
         return forward_s, forward_s, q
+    if lattice is not None:
+        from ._toeplitz import LatticeProducts
+
+        fft = LatticeProducts.build(m, lattice)
+        return fft.forward, fft.backward, q
     seen = q.any(axis=0)
     mo = np.ascontiguousarray(m[:, seen]) if not seen.all() else m
     mt = np.ascontiguousarray(mo.T)
@@ -268,22 +278,32 @@ def _ibu_run(
     """:func:`ibu`'s loop on checked inputs: the compiled kernels when numba is there, else numpy."""
     from . import _ibu_kernels as _kernels  # numba's import (about 0.7 s) only when IBU runs, not per command
 
+    krr = krr_structure(m) is not None
+    lattice = None if krr else lattice_structure(m)
+    if lattice is not None:  # FFT products, O(k log k) an update, no BLAS
+        return _ibu_numpy(m, q, pi, tol, max_iter, single, lattice)
     if _kernels.KERNELS is not None:  # compiled loops: no BLAS
         return _ibu_compiled(m, q, pi, tol, max_iter, single)
-    if krr_structure(m) is not None:  # O(k) updates, no BLAS
+    if krr:  # O(k) updates, no BLAS
         return _ibu_numpy(m, q, pi, tol, max_iter, single)
     with blas_threads(IBU_BLAS_THREADS):
         return _ibu_numpy(m, q, pi, tol, max_iter, single)
 
 
 def _ibu_numpy(
-    m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
+    m: NDArray[np.float64],
+    q: NDArray[np.float64],
+    pi: NDArray[np.float64],
+    tol: float,
+    max_iter: int,
+    single: bool,
+    lattice: tuple[int, int] | None = None,
 ) -> IBUResult:
     """:func:`ibu`'s loop in numpy, the whole batch at once: the reference of the compiled kernels."""
     batch = q.shape[0]
     iterations = np.zeros(batch, dtype=np.intp)
     converged = np.zeros(batch, dtype=bool)
-    forward, backward, q = _ibu_products(m, q)
+    forward, backward, q = _ibu_products(m, q, lattice)
     rows = np.arange(batch)  # rows still iterating; p, qa hold their iterates and data
     p, qa = pi.copy(), q
     for _ in range(max_iter):
@@ -294,6 +314,8 @@ def _ibu_numpy(
             # output only after underflow of every x that can produce it
             ratio = np.divide(qa, den, out=np.zeros_like(den), where=(qa > 0) & (den > 0))
         new = p * backward(ratio)
+        if lattice is not None:  # FFT rounding is absolute: an entry whose exact value is ~0 may be < 0
+            np.maximum(new, 0.0, out=new)
         new /= new.sum(axis=1, keepdims=True)  # exact simplex despite rounding
         new[new < IBU_FLOOR] = 0.0
         done = np.abs(new - p).sum(axis=1) <= tol
@@ -323,8 +345,10 @@ def _ibu_compiled(
     converged = np.zeros(len(q), dtype=bool)
     if ab is None:
         seen = q.any(axis=0)
-        m = np.ascontiguousarray(m[:, seen])
-        q = np.ascontiguousarray(q[:, seen])
+        if 2 * seen.sum() < seen.size:  # an unseen output costs a column of every row: drop them when many
+            m = m[:, seen]
+            q = q[:, seen]
+        m, q = np.ascontiguousarray(m), np.ascontiguousarray(q)
     for i in range(len(q)):  # rows of a batch (repetitions), not users
         if ab is not None:
             pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, IBU_FLOOR, max_iter)
