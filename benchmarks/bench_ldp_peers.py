@@ -21,10 +21,14 @@ counts every thread, so a BLAS that spins extra threads shows in CPU):
 
   - ``krr``: k-RR at eps 1; metricdp detects the a I + b J structure (every LDP support channel
     has it) and updates in O(k), multi-freq-ldpy uses the dense matrix as ``GRR_Aggregator_IBU`` does;
-  - ``line``: a row-normalised exp(-|x - y| / 4) channel on a line (Toeplitz inside, rows
-    renormalised at the ends): dense for both;
-  - ``grid``: a row-normalised exp(-d / 2) channel on a sqrt(k) x sqrt(k) grid (Euclidean d),
-    for square k only: dense for both.
+  - ``line``: a row-normalised exp(-|x - y| / 4) channel on a line (a row scaling of a
+    Toeplitz matrix); from 1,000 categories metricdp detects it
+    (``metricdp._toeplitz.lattice_structure``) and multiplies by FFT, below that and for
+    multi-freq-ldpy it is dense;
+  - ``grid``: a row-normalised exp(-d / 2) channel on a sqrt(k) x sqrt(k) grid (Euclidean d;
+    block Toeplitz), square k only: structured for metricdp from 1,000 categories as ``line``;
+  - ``dense``: a row-normalised exp(-d / 2) channel on k random points of a sqrt(k) x sqrt(k)
+    square (seeded): no structure, dense for both (metricdp: one compiled pass over M an update).
 
   multi-freq-ldpy's ``IBU`` multiplies by its matrix A where the transpose is due; it gets
   A = M^T so that its estimates are right (the cost is the same).
@@ -79,6 +83,16 @@ def channel(name: str, k: int) -> np.ndarray:
         m = np.subtract.outer(gx, gx)
         m **= 2
         t = np.subtract.outer(gy, gy)
+        t **= 2
+        m += t
+        del t
+        np.sqrt(m, out=m)
+        m /= -2.0
+    elif name == "dense":
+        pts = np.random.default_rng(SEED).random((k, 2)) * k**0.5
+        m = np.subtract.outer(pts[:, 0], pts[:, 0])
+        m **= 2
+        t = np.subtract.outer(pts[:, 1], pts[:, 1])
         t **= 2
         m += t
         del t
@@ -266,7 +280,7 @@ def updates_for(name: str, k: int, quick: bool) -> int:
         return 20
     if name == "krr" and k <= 1000:
         return 2000
-    return {10: 2000, 100: 2000, 1000: 200}.get(k, 10)
+    return {10: 2000, 100: 2000, 1000: 200}.get(k, 20)
 
 
 def row(label: str, ours: list[dict[str, float]], theirs: list[dict[str, float] | None], unit: float) -> str:
@@ -288,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peer-python", default=os.environ.get("MFL_PYTHON"),
                     help="the interpreter that has multi-freq-ldpy (default: $MFL_PYTHON)")
     ap.add_argument("--ks", default="10,100,1000,10000", help="IBU category counts")
-    ap.add_argument("--channels", default="krr,line,grid")
+    ap.add_argument("--channels", default="krr,line,grid,dense")
     ap.add_argument("--release-ks", default="10,100,1000")
     ap.add_argument("--users", type=int, default=20_000, help="users per client release")
     ap.add_argument("--repeats", type=int, default=5)

@@ -20,7 +20,7 @@ def load():
     return bench
 
 
-@pytest.mark.parametrize(("name", "k"), [("krr", 10), ("line", 12), ("grid", 16)])
+@pytest.mark.parametrize(("name", "k"), [("krr", 10), ("line", 12), ("grid", 16), ("dense", 12)])
 def test_channels_are_stochastic_and_frequencies_sum_to_one(name, k) -> None:
     bench = load()
     m = bench.channel(name, k)
@@ -28,8 +28,10 @@ def test_channels_are_stochastic_and_frequencies_sum_to_one(name, k) -> None:
     np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-12)
     if name == "krr":  # k-RR at eps 1: e / (e + k - 1) on the diagonal
         assert m[0, 0] == pytest.approx(np.e / (np.e + k - 1))
-    else:  # a distance channel: symmetric before the rows are normalised, so M[x, y] / M[y, x] = Z_y / Z_x
-        assert m[0, 1] > m[0, k - 1]
+    else:  # exp(-distance), rows normalised: weight 1 on the diagonal, so M[x, y] / M[x, x] is symmetric
+        r = m / np.diagonal(m)[:, None]
+        np.testing.assert_allclose(r, r.T, rtol=1e-12)
+        assert name == "dense" or m[0, 1] > m[0, k - 1]  # on the line and the grid the weight falls with the index
     f = bench.frequencies(m)
     assert f.shape == (k,) and f.sum() == pytest.approx(1.0)
 
