@@ -214,11 +214,13 @@ def ibu(
     rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex
     (an entry below :data:`IBU_FLOOR`, 2.2e-308, is set to 0: it avoids subnormal arithmetic).
 
-    One update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``. With numba (the
-    ``fast`` extra) each row of counts runs in a compiled loop (:mod:`metricdp._ibu_kernels`:
-    O(k) per update on an ``a I + b J`` channel, one pass over M otherwise, no BLAS); without
-    it a batch of count vectors is updated together in numpy, each row stopping on its own,
-    the dense products on :data:`IBU_BLAS_THREADS` BLAS thread
+    One update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``. A channel of a line
+    or a grid with 1,000 categories or more (a row scaling of a block-Toeplitz matrix,
+    :func:`metricdp._toeplitz.lattice_structure`) is updated by FFT convolutions, O(k log k).
+    Otherwise, with numba (the ``fast`` extra) each row of counts runs in a compiled loop
+    (:mod:`metricdp._ibu_kernels`: O(k) per update on an ``a I + b J`` channel, one pass over
+    M otherwise, no BLAS); without it a batch of count vectors is updated together in numpy,
+    each row stopping on its own, the dense products on :data:`IBU_BLAS_THREADS` BLAS thread
     (:func:`metricdp._threads.blas_threads`, as the LP solver's).
 
     For confidence intervals around the estimate, see :func:`metricdp.intervals.ibu_intervals`.
