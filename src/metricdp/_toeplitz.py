@@ -113,14 +113,18 @@ class LatticeProducts:
 
         a, b = shape
         d = np.diagonal(m).copy()
-        r4 = (m / d[:, None]).reshape(a, b, a, b)
+
+        def row(i: int, j: int) -> NDArray[np.float64]:  # R at x = (i, j), as an a x b grid
+            x = i * b + j
+            return (m[x] / d[x]).reshape(a, b)
+
         g = np.zeros((2 * a - 1, 2 * b - 1))
-        # g(di, dj) is R[x, y] for y - x = (di, dj): from row (0, 0) for offsets >= 0, row (a-1, b-1) for < 0,
-        # the mixed signs from rows (0, b-1) and (a-1, 0)
-        g[a - 1:, b - 1:] = r4[0, 0]
-        g[:a, :b] = r4[a - 1, b - 1]
-        g[a - 1:, :b] = r4[0, b - 1]
-        g[:a, b - 1:] = r4[a - 1, 0]
+        # g(di, dj) is R[x, y] for y - x = (di, dj): from x = (0, 0) for offsets >= 0, (a-1, b-1) for < 0,
+        # the mixed signs from (0, b-1) and (a-1, 0); four rows of R, never all of it
+        g[a - 1:, b - 1:] = row(0, 0)
+        g[:a, :b] = row(a - 1, b - 1)
+        g[a - 1:, :b] = row(0, b - 1)
+        g[:a, b - 1:] = row(a - 1, 0)
         size = (next_fast_len(3 * a - 2, real=True), next_fast_len(3 * b - 2, real=True))
         return cls(shape, d, size, rfft2(g, size), rfft2(g[::-1, ::-1], size))
 
