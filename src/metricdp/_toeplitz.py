@@ -37,6 +37,8 @@ LATTICE_MIN_K = 1000
 _RTOL = 1e-12
 #: Entries below this are compared absolutely: subnormal doubles carry fewer significant bits.
 _ATOL = 1e-290
+#: Cells of R compared at a time by the full check (32 MiB of doubles).
+_CHUNK_CELLS = 1 << 22
 
 
 def _shapes(k: int) -> list[tuple[int, int]]:
@@ -54,28 +56,33 @@ def _repeats(m: NDArray[np.float64], d: NDArray[np.float64], a: int, b: int) -> 
     """Whether ``R = m / d[:, None]`` (k x k) is block Toeplitz (a x a blocks of b x b) with Toeplitz
     blocks, to _RTOL.
 
-    As a 4-d array ``R[I, i, J, j]`` it must not change when (I, J) or (i, j) move together.
-    First the two rows next to x = (0, 0) (O(k): a wrong shape fails here), then every block
-    row against the previous one (memory: two block rows of R), stopping at the first mismatch.
+    As a grid-shaped row ``R[x]`` (a x b) for x = (I, i), it must equal row (I, i-1) shifted by
+    one column and row (I-1, i) shifted by one block row, wherever both are defined: then
+    ``R[x, y]`` depends on y - x only. First rows (0, 1) and (1, 0) against (0, 0) (O(k): a wrong
+    shape fails here), then all rows in chunks of _CHUNK_CELLS cells, stopping at the first mismatch.
     """
+    k = a * b
 
-    def block_row(i: int) -> NDArray[np.float64]:  # R[i] as (b, a, b)
-        return (m[i * b:(i + 1) * b] / d[i * b:(i + 1) * b, None]).reshape(b, a, b)
+    def rows(start: int, stop: int) -> NDArray[np.float64]:
+        return (m[start:stop] / d[start:stop, None]).reshape(-1, a, b)
 
-    first = block_row(0)
-    if b > 1 and not _close(first[1, :, 1:], first[0, :, :-1]):
-        return False
-    if a > 1 and not _close(block_row(1)[0, 1:, :], first[0, :-1, :]):
-        return False
-    prev = None
-    for i in range(a):
-        cur = first if i == 0 else block_row(i)
-        if b > 1 and not _close(cur[1:, :, 1:], cur[:-1, :, :-1]):
+    def ok(x0: int, x1: int) -> bool:  # rows x0 <= x < x1 (x0 >= 1) against their predecessors
+        cur, left = rows(x0, x1), rows(x0 - 1, x1 - 1)
+        inner = (np.arange(x0, x1) % b) != 0  # i > 0: the row to the left is in the same block row
+        if b > 1 and inner.any() and not _close(cur[inner, :, 1:], left[inner, :, :-1]):
             return False
-        if prev is not None and not _close(cur[:, 1:, :], prev[:, :-1, :]):
-            return False
-        prev = cur
-    return True
+        if a > 1 and x1 > b:
+            lo = max(x0, b)
+            up, here = rows(lo - b, x1 - b), cur[lo - x0:]
+            return _close(here[:, 1:, :], up[:, :-1, :])
+        return True
+
+    if b > 1 and not ok(1, 2):
+        return False
+    if a > 1 and not _close(rows(b, b + 1)[:, 1:, :], rows(0, 1)[:, :-1, :]):
+        return False
+    step = max(1, _CHUNK_CELLS // k)
+    return all(ok(x0, min(k, x0 + step)) for x0 in range(1, k, step))
 
 
 def lattice_structure(m: NDArray[np.float64]) -> tuple[int, int] | None:
