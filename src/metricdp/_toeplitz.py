@@ -8,8 +8,9 @@ row normalised -- the exponential mechanism or a discretised Laplace on such a s
 
 with :math:`g(0) = 1` and the offset taken on the lattice: T is Toeplitz on a line, block
 Toeplitz with Toeplitz blocks on a grid. :func:`lattice_structure` finds the form from the
-matrix alone (``R = M / diag(M)`` must repeat along every lattice offset, to a relative
-1e-12, or 1e-290 absolutely); :class:`LatticeProducts` then computes the two products of an IBU update,
+matrix alone (``R = M / diag(M)``: three of its rows must repeat along the lattice offsets,
+then the FFT products must equal the dense ones on random vectors, Freivalds' check);
+:class:`LatticeProducts` then computes the two products of an IBU update,
 
 .. math:: p M = (p \circ D)\,T, \qquad M r = D \circ (T r),
 
@@ -37,8 +38,6 @@ LATTICE_MIN_K = 1000
 _RTOL = 1e-12
 #: Entries below this are compared absolutely: subnormal doubles carry fewer significant bits.
 _ATOL = 1e-290
-#: Cells of R compared at a time by the full check (32 MiB of doubles).
-_CHUNK_CELLS = 1 << 22
 
 
 def _shapes(k: int) -> list[tuple[int, int]]:
@@ -52,44 +51,45 @@ def _close(x: NDArray[np.float64], y: NDArray[np.float64]) -> bool:
     return bool((np.abs(x - y) <= _ATOL + _RTOL * np.abs(y)).all())
 
 
-def _repeats(m: NDArray[np.float64], d: NDArray[np.float64], a: int, b: int) -> bool:
-    """Whether ``R = m / d[:, None]`` (k x k) is block Toeplitz (a x a blocks of b x b) with Toeplitz
-    blocks, to _RTOL.
+def _neighbours_agree(m: NDArray[np.float64], d: NDArray[np.float64], a: int, b: int) -> bool:
+    """Rows (0, 1) and (1, 0) of ``R = m / d[:, None]`` are row (0, 0) shifted by one column and by one
+    block row (as a x b grids): O(k), and a wrong shape fails here."""
 
-    As a grid-shaped row ``R[x]`` (a x b) for x = (I, i), it must equal row (I, i-1) shifted by
-    one column and row (I-1, i) shifted by one block row, wherever both are defined: then
-    ``R[x, y]`` depends on y - x only. First rows (0, 1) and (1, 0) against (0, 0) (O(k): a wrong
-    shape fails here), then all rows in chunks of _CHUNK_CELLS cells, stopping at the first mismatch.
+    def row(x: int) -> NDArray[np.float64]:
+        return (m[x] / d[x]).reshape(a, b)
+
+    if b > 1 and not _close(row(1)[:, 1:], row(0)[:, :-1]):
+        return False
+    return a == 1 or _close(row(b)[1:, :], row(0)[:-1, :])
+
+
+def _products_agree(m: NDArray[np.float64], shape: tuple[int, int]) -> bool:
+    """Freivalds' check: the FFT products equal the dense ones on random vectors, to 1e-12 of their largest entry.
+
+    If M is not ``D T`` for the generator read from its four corner rows, ``(M - D T) u`` is
+    non-zero for all u outside a set of measure zero, so two random positive vectors find the
+    difference (both ways: ``u M`` and ``M u``) unless it is below the tolerance, i.e. below
+    what the FFT's own rounding may change. Two passes over M, where checking every entry took
+    several; the vectors are no privacy noise (estimation is post-processing).
     """
-    k = a * b
+    from ._threads import blas_threads
 
-    def rows(start: int, stop: int) -> NDArray[np.float64]:
-        return (m[start:stop] / d[start:stop, None]).reshape(-1, a, b)
-
-    def ok(x0: int, x1: int) -> bool:  # rows x0 <= x < x1 (x0 >= 1) against their predecessors
-        cur, left = rows(x0, x1), rows(x0 - 1, x1 - 1)
-        inner = (np.arange(x0, x1) % b) != 0  # i > 0: the row to the left is in the same block row
-        if b > 1 and inner.any() and not _close(cur[inner, :, 1:], left[inner, :, :-1]):
-            return False
-        if a > 1 and x1 > b:
-            lo = max(x0, b)
-            up, here = rows(lo - b, x1 - b), cur[lo - x0:]
-            return _close(here[:, 1:, :], up[:, :-1, :])
-        return True
-
-    if b > 1 and not ok(1, 2):
-        return False
-    if a > 1 and not _close(rows(b, b + 1)[:, 1:, :], rows(0, 1)[:, :-1, :]):
-        return False
-    step = max(1, _CHUNK_CELLS // k)
-    return all(ok(x0, min(k, x0 + step)) for x0 in range(1, k, step))
+    u = np.random.default_rng(0).random((2, m.shape[0])) + 0.5
+    fft = LatticeProducts.build(m, shape)
+    with blas_threads(1):
+        fwd, bwd = u @ m, u @ m.T
+    return all(
+        bool((np.abs(got - want) <= 1e-12 * np.abs(want).max(axis=1, keepdims=True)).all())
+        for got, want in ((fft.forward(u), fwd), (fft.backward(u), bwd))
+    )
 
 
 def lattice_structure(m: NDArray[np.float64]) -> tuple[int, int] | None:
     """The lattice shape (a, b) on which the square channel m is ``D T`` (module docstring), else None.
 
     Only from :data:`LATTICE_MIN_K` categories on, and only with a positive diagonal (D must be
-    invertible); the line (1, k) is tried first, then the grids a x b from the squarest.
+    invertible); the line (1, k) is tried first, then the grids a x b from the squarest. A shape
+    must pass :func:`_neighbours_agree` (three rows) and :func:`_products_agree` (Freivalds).
     """
     k = m.shape[0]
     if k < LATTICE_MIN_K or m.shape[1] != k:
@@ -98,7 +98,7 @@ def lattice_structure(m: NDArray[np.float64]) -> tuple[int, int] | None:
     if not (d > 0).all():
         return None
     for a, b in _shapes(k):
-        if _repeats(m, d, a, b):
+        if _neighbours_agree(m, d, a, b) and _products_agree(m, (a, b)):
             return a, b
     return None
 
