@@ -40,6 +40,10 @@ counts every thread, so a BLAS that spins extra threads shows in CPU):
   such protocol): ``metricdp.ldp.heavy_hitters.PrefixExtendingMethod`` on N users, its
   estimation time and its error against the exact-domain OLH estimate on the same population.
 
+multi-freq-ldpy's ``IBU`` calls BLAS through numba with the pools as installed (a thread per core);
+on a busy machine the spinning threads cost it CPU, so ``--peer-blas-threads 1`` runs it bounded as
+metricdp's products are (metricdp's compiled IBU calls no BLAS).
+
 Each row runs ``--repeats`` interleaved rounds (the machine may be shared) and prints the medians.
 "ratio" is the peer's median over metricdp's (above 1: metricdp is faster). Timings depend on the
 machine and its load: the script prints the load average before and after.
@@ -176,10 +180,17 @@ def worker() -> None:
         print(json.dumps(out), flush=True)
 
 
+def _thread_env(threads: int | None) -> dict[str, str]:
+    """Environment variables that bound the BLAS and OpenMP pools of a process (none: unbounded)."""
+    if threads is None:
+        return {}
+    return {v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
 class Peer:
     """The peer's worker process, or the reason it is absent."""
 
-    def __init__(self, python: str | None) -> None:
+    def __init__(self, python: str | None, blas_threads: int | None = None) -> None:
         self.proc: subprocess.Popen[str] | None = None
         self._err: Any = None
         self.absent = "no peer interpreter given (--peer-python or MFL_PYTHON)" if not python else ""
@@ -189,7 +200,7 @@ class Peer:
         try:
             self.proc = subprocess.Popen(
                 [python, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
-                text=True, env={**os.environ, "PYTHONPATH": ""})
+                text=True, env={**os.environ, "PYTHONPATH": "", **_thread_env(blas_threads)})
         except OSError as exc:
             self.absent = f"{python} could not run: {exc}"
             return
@@ -306,6 +317,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--release-ks", default="10,100,1000")
     ap.add_argument("--users", type=int, default=20_000, help="users per client release")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--peer-blas-threads", type=int, default=None,
+                    help="bound the peer's BLAS pools (default: as installed, one thread per core)")
     ap.add_argument("--quick", action="store_true", help="smoke sizes (k <= 100, few updates, 2 rounds)")
     ap.add_argument("--no-hh", action="store_true", help="skip the heavy-hitter rows")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -318,7 +331,9 @@ def main(argv: list[str] | None = None) -> None:
     users, repeats = args.users, args.repeats
     if args.quick:
         ks, rks, users, repeats = [k for k in ks if k <= 100], [k for k in rks if k <= 100], 2000, 2
-    peer = Peer(args.peer_python)
+    peer = Peer(args.peer_python, args.peer_blas_threads)
+    if args.peer_blas_threads:
+        print(f"multi-freq-ldpy's BLAS pools bounded to {args.peer_blas_threads} thread(s)")
     if peer.absent:
         print(f"multi-freq-ldpy rows skipped: {peer.absent}")
     from metricdp._threads import blas_threads  # noqa: F401  (imports threadpoolctl before timing)
