@@ -252,18 +252,22 @@ def test_counts_from_indices() -> None:
         counts_from_indices(np.array([4]), 4)
 
 
-def test_ibu_runs_the_dense_products_on_one_blas_thread(monkeypatch):
-    # inside the loop every BLAS pool is limited to IBU_BLAS_THREADS (from 2 here); afterwards they are given back
+def test_ibu_runs_the_numpy_dense_products_on_one_blas_thread(monkeypatch):
+    # without numba, inside the loop every BLAS pool is limited to IBU_BLAS_THREADS (from 2 here);
+    # afterwards they are given back
     import threadpoolctl
 
+    from metricdp import _ibu_kernels
+
     seen: list[int] = []
-    original = estimation._ibu_run
+    original = estimation._ibu_numpy
 
     def spy(*args, **kwargs):
         seen.extend(p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(estimation, "_ibu_run", spy)
+    monkeypatch.setattr(_ibu_kernels, "KERNELS", None)
+    monkeypatch.setattr(estimation, "_ibu_numpy", spy)
     m = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]])
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
@@ -282,3 +286,37 @@ def test_ibu_on_a_krr_channel_leaves_the_blas_pools_alone(monkeypatch):
     np.fill_diagonal(m, 0.5)
     estimation.ibu([30.0, 40.0, 30.0], m)
     assert calls == []
+
+
+def test_compiled_dense_ibu_calls_no_blas(monkeypatch):
+    # the compiled dense kernel reads M in its own loop: no BLAS pool to bound (and no threadpoolctl call)
+    from metricdp import _ibu_kernels
+
+    if _ibu_kernels.KERNELS is None:
+        pytest.skip("numba not installed")
+    calls: list[int] = []
+    monkeypatch.setattr(estimation, "blas_threads", lambda limit: calls.append(limit))
+    m = np.array([[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]])
+    res = estimation.ibu([30.0, 40.0, 30.0], m)
+    assert calls == [] and res.converged
+
+
+def test_ibu_flushes_subnormal_iterates_on_every_path(monkeypatch):
+    # a distance channel whose reports all sit at one end: the far categories' mass falls geometrically and
+    # passes the smallest normal double within a few thousand updates; both loops set it to exactly 0
+    # (never a subnormal) and agree to 1e-12
+    from metricdp import _ibu_kernels
+
+    x = np.arange(30.0)
+    m = np.exp(-np.abs(x[:, None] - x[None, :]) / 8)
+    m /= m.sum(axis=1, keepdims=True)
+    counts = np.zeros(30)
+    counts[:10] = np.arange(10, 0, -1)  # without the floor: 3 to 5 subnormal entries after 2,000 to 5,000 updates
+    runs = [ibu(counts, m, tol=1e-300, max_iter=3000)]
+    monkeypatch.setattr(_ibu_kernels, "KERNELS", None)
+    runs.append(ibu(counts, m, tol=1e-300, max_iter=3000))
+    for r in runs:
+        est = r.estimate
+        assert not ((est > 0) & (est < estimation.IBU_FLOOR)).any()
+        assert (est == 0).any()
+    assert np.abs(runs[0].estimate - runs[1].estimate).max() <= 1e-12

@@ -42,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._random import check_rng
 from ._threads import blas_threads
+from ._toeplitz import lattice_structure
 from ._validation import check_int, check_number, check_probability_vector, check_stochastic
 from .errors import SolverError, ValidationError
 from .mechanisms.base import Mechanism
@@ -63,6 +64,12 @@ IBU_TOL = 1e-9
 #: BLAS threads of :func:`ibu`'s dense products: its matrix-vector products are too small
 #: for more threads to pay, and on a shared machine the extra threads only spin.
 IBU_BLAS_THREADS = 1
+#: :func:`ibu` sets an iterate's entry below this (the smallest normal double, 2.2e-308) to 0
+#: after each update: an entry that small is a category the update is driving to 0, and
+#: arithmetic on subnormal doubles costs up to a hundred times more per operation (the far
+#: categories of a distance channel reach that range within a few thousand updates). Moving
+#: less than 1e-304 of mass per update, it changes no estimate visibly.
+IBU_FLOOR = float(np.finfo(np.float64).tiny)
 #: Default iteration cap of :func:`ibu`.
 IBU_MAX_ITER = 10_000
 #: The largest ``max_iter``: the compiled loop counts in int64 (more iterations than any run can make anyway).
@@ -87,9 +94,9 @@ def _counts(counts: ArrayLike, n_out: int, name: str = "counts") -> NDArray[np.f
     c = c.astype(np.float64)
     if c.ndim not in (1, 2) or c.shape[-1] != n_out:
         raise ValidationError(f"{name} must have shape ({n_out},) or (batch, {n_out}), got {c.shape}")
-    bad = np.argwhere(~np.isfinite(c) | (c < 0))
-    if bad.size:
-        where = tuple(int(x) for x in bad[0])
+    wrong = ~np.isfinite(c) | (c < 0)
+    if wrong.any():  # argwhere only on the error path: it costs more than the check on small inputs
+        where = tuple(int(x) for x in np.argwhere(wrong)[0])
         raise ValidationError(f"{name} must be finite and non-negative; entry {where} is {float(c[where])!r}")
     totals = c.sum(axis=-1)
     if np.any(totals <= 0):
@@ -117,6 +124,8 @@ def krr_structure(m: NDArray[np.float64]) -> tuple[float, float] | None:
     n = m.shape[0]
     if n < 2 or m.shape[1] != n:
         return None
+    if not (m[0, 0] == m[1, 1] and (m[0, 1:] == m[0, 1]).all() and (m[1, 2:] == m[0, 1]).all()):
+        return None  # the first two rows already say no: no pass over the matrix
     diag, off = np.diagonal(m), m.ravel()[1:].reshape(n - 1, n + 1)[:, :n]
     if not (np.all(diag == diag[0]) and np.all(off == off[0, 0])):
         return None
@@ -124,14 +133,16 @@ def krr_structure(m: NDArray[np.float64]) -> tuple[float, float] | None:
 
 
 def _ibu_products(
-    m: NDArray[np.float64], q: NDArray[np.float64]
+    m: NDArray[np.float64], q: NDArray[np.float64], lattice: tuple[int, int] | None = None
 ) -> tuple[_Product, _Product, NDArray[np.float64]]:
     r"""The two products of an IBU update, ``p @ M`` and ``r @ M.T``, and the data they take.
 
     For :math:`M = aI + bJ` (:func:`krr_structure`) they are :math:`a p + b \sum p` and
-    :math:`a r + b \sum r`: O(k) instead of O(k^2) per update. Otherwise dense products
-    on the observed outputs only (an unobserved output has ratio 0 and adds nothing to
-    ``r @ M.T``), with both M and its transpose contiguous.
+    :math:`a r + b \sum r`: O(k) instead of O(k^2) per update. On a channel of a line or
+    a grid (``lattice``, :func:`metricdp._toeplitz.lattice_structure`) they are FFT
+    convolutions, O(k log k). Otherwise dense products on the observed outputs only (an
+    unobserved output has ratio 0 and adds nothing to ``r @ M.T``), with both M and its
+    transpose contiguous.
     """
     ab = krr_structure(m)
     if ab is not None:
@@ -141,6 +152,11 @@ def _ibu_products(
             return a * p + b * p.sum(axis=1, keepdims=True)
 
         return forward_s, forward_s, q
+    if lattice is not None:
+        from ._toeplitz import LatticeProducts
+
+        fft = LatticeProducts.build(m, lattice)
+        return fft.forward, fft.backward, q
     seen = q.any(axis=0)
     mo = np.ascontiguousarray(m[:, seen]) if not seen.all() else m
     mt = np.ascontiguousarray(mo.T)
@@ -195,12 +211,17 @@ def ibu(
     It is the EM algorithm for the log-likelihood :math:`\sum_y c(y) \log (\pi M)_y`,
     which is concave on the simplex, so the iterates converge to a maximum-likelihood
     estimate; with the exact expected counts :math:`c = N \pi^* M` and M of full row
-    rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex.
+    rank, that is :math:`\pi^*` itself. Every update keeps :math:`\pi_t` in the simplex
+    (an entry below :data:`IBU_FLOOR`, 2.2e-308, is set to 0: it avoids subnormal arithmetic).
 
-    Vectorised: one update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``; a
-    batch of count vectors is updated together, each row stopping on its own. The dense
-    products run on :data:`IBU_BLAS_THREADS` BLAS thread (:func:`metricdp._threads.blas_threads`,
-    as the LP solver's); a k-RR-shaped channel needs no BLAS.
+    One update is two matrix products, ``pi * ((q / (pi @ M)) @ M.T)``. A channel of a line
+    or a grid with 1,000 categories or more (a row scaling of a block-Toeplitz matrix,
+    :func:`metricdp._toeplitz.lattice_structure`) is updated by FFT convolutions, O(k log k).
+    Otherwise, with numba (the ``fast`` extra) each row of counts runs in a compiled loop
+    (:mod:`metricdp._ibu_kernels`: O(k) per update on an ``a I + b J`` channel, one pass over
+    M otherwise, no BLAS); without it a batch of count vectors is updated together in numpy,
+    each row stopping on its own, the dense products on :data:`IBU_BLAS_THREADS` BLAS thread
+    (:func:`metricdp._threads.blas_threads`, as the LP solver's).
 
     For confidence intervals around the estimate, see :func:`metricdp.intervals.ibu_intervals`.
 
@@ -242,17 +263,15 @@ def ibu(
     single = c.ndim == 1
     q = np.atleast_2d(c)
     q = q / q.sum(axis=1, keepdims=True)
-    impossible = np.argwhere((q > 0) & (m.sum(axis=0) == 0)[None, :])
-    if impossible.size:
+    impossible = (q > 0) & (m.sum(axis=0) == 0)[None, :]
+    if impossible.any():
         raise ValidationError(
-            f"output {int(impossible[0][1])} was reported but the mechanism never releases it (zero column)"
+            f"output {int(np.argwhere(impossible)[0][1])} was reported but the mechanism never releases it "
+            "(zero column)"
         )
     batch, n_in = q.shape[0], m.shape[0]
     pi = np.full((batch, n_in), 1.0 / n_in)
-    if krr_structure(m) is not None:  # O(k) updates, no BLAS
-        return _ibu_run(m, q, pi, tol, max_iter, single)
-    with blas_threads(IBU_BLAS_THREADS):
-        return _ibu_run(m, q, pi, tol, max_iter, single)
+    return _ibu_run(m, q, pi, tol, max_iter, single)
 
 
 def _ibu_run(
@@ -261,12 +280,32 @@ def _ibu_run(
     """:func:`ibu`'s loop on checked inputs: the compiled kernels when numba is there, else numpy."""
     from . import _ibu_kernels as _kernels  # numba's import (about 0.7 s) only when IBU runs, not per command
 
-    if _kernels.KERNELS is not None:
+    krr = krr_structure(m) is not None
+    lattice = None if krr else lattice_structure(m)
+    if lattice is not None:  # FFT products, O(k log k) an update, no BLAS
+        return _ibu_numpy(m, q, pi, tol, max_iter, single, lattice)
+    if _kernels.KERNELS is not None:  # compiled loops: no BLAS
         return _ibu_compiled(m, q, pi, tol, max_iter, single)
+    if krr:  # O(k) updates, no BLAS
+        return _ibu_numpy(m, q, pi, tol, max_iter, single)
+    with blas_threads(IBU_BLAS_THREADS):
+        return _ibu_numpy(m, q, pi, tol, max_iter, single)
+
+
+def _ibu_numpy(
+    m: NDArray[np.float64],
+    q: NDArray[np.float64],
+    pi: NDArray[np.float64],
+    tol: float,
+    max_iter: int,
+    single: bool,
+    lattice: tuple[int, int] | None = None,
+) -> IBUResult:
+    """:func:`ibu`'s loop in numpy, the whole batch at once: the reference of the compiled kernels."""
     batch = q.shape[0]
     iterations = np.zeros(batch, dtype=np.intp)
     converged = np.zeros(batch, dtype=bool)
-    forward, backward, q = _ibu_products(m, q)
+    forward, backward, q = _ibu_products(m, q, lattice)
     rows = np.arange(batch)  # rows still iterating; p, qa hold their iterates and data
     p, qa = pi.copy(), q
     for _ in range(max_iter):
@@ -277,7 +316,10 @@ def _ibu_run(
             # output only after underflow of every x that can produce it
             ratio = np.divide(qa, den, out=np.zeros_like(den), where=(qa > 0) & (den > 0))
         new = p * backward(ratio)
+        if lattice is not None:  # FFT rounding is absolute: an entry whose exact value is ~0 may be < 0
+            np.maximum(new, 0.0, out=new)
         new /= new.sum(axis=1, keepdims=True)  # exact simplex despite rounding
+        new[new < IBU_FLOOR] = 0.0
         done = np.abs(new - p).sum(axis=1) <= tol
         iterations[rows] += 1
         p = new
@@ -305,13 +347,15 @@ def _ibu_compiled(
     converged = np.zeros(len(q), dtype=bool)
     if ab is None:
         seen = q.any(axis=0)
-        m = np.ascontiguousarray(m[:, seen])
-        q = np.ascontiguousarray(q[:, seen])
+        if 2 * seen.sum() < seen.size:  # an unseen output costs a column of every row: drop them when many
+            m = m[:, seen]
+            q = q[:, seen]
+        m, q = np.ascontiguousarray(m), np.ascontiguousarray(q)
     for i in range(len(q)):  # rows of a batch (repetitions), not users
         if ab is not None:
-            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, max_iter)
+            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, IBU_FLOOR, max_iter)
         else:
-            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, max_iter)
+            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, IBU_FLOOR, max_iter)
     if single:
         return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
     return IBUResult(pi, iterations, converged)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -16,8 +17,9 @@ from metricdp.audit import audit
 from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.estimation import ibu, matrix_inversion
 from metricdp.ldp import GRR, OLH, OUE, HadamardResponse, SubsetSelection, discrete_metric, privatize_longitudinal
-from metricdp.ldp._base import coins
+from metricdp.ldp._base import coins, word_coins
 from metricdp.ldp.memo import from_codes, to_codes
+from metricdp.ldp.oracles import _below
 from metricdp.mechanisms.krr import krr_matrix
 
 
@@ -246,14 +248,49 @@ class Words:
         return np.array(out, dtype=np.uint64)
 
 
-def test_coin_threshold_and_tie() -> None:
-    t = 2**64 // 3  # weights (2, 1): p = 1/3, 2**64 p = t + 1/3
-    draws = coins(2.0, 1.0, 3, Words([t - 1, t + 1, t, t - 1]))
-    assert draws.tolist() == [True, False, True]  # the tie is finished by the 4th word: t - 1 < t
-    assert coins(2.0, 1.0, 1, Words([t, t, t + 5])).tolist() == [False]  # two ties, then above
-    assert coins(0.0, 1.0, 4, Words([])).all() and not coins(1.0, 0.0, 2, Words([2**64 - 1] * 2)).any()
+def test_coin_byte_threshold_and_tie() -> None:
+    # weights (2, 1): p = 1/3, 256 p = 85 + 1/3: a byte below 85 is True, above False; a byte of 85
+    # goes to the word coin with p' = 1/3, whose threshold is t = floor(2**64 / 3) (2**64 p' = t + 1/3)
+    t = 2**64 // 3
+    bytes_word = int.from_bytes(bytes([84, 86, 85, 0, 0, 0, 0, 0]), "little")
+    assert coins(2.0, 1.0, 3, Words([bytes_word, t - 1])).tolist() == [True, False, True]
+    assert coins(2.0, 1.0, 1, Words([85, t + 1])).tolist() == [False]
+    assert coins(2.0, 1.0, 1, Words([85, t, t, t + 5])).tolist() == [False]  # two word ties, then above
+    assert coins(2.0, 1.0, 1, Words([85, t, t - 1])).tolist() == [True]  # a word tie, then below
+    assert coins(0.0, 1.0, 4, Words([])).all() and not coins(1.0, 0.0, 2, Words([])).any()  # no draw
     with pytest.raises(ValidationError):
         coins(-1.0, 1.0, 1, Words([0]))
+
+
+def test_word_coins_threshold_and_tie() -> None:
+    t = 2**64 // 3
+    draws = word_coins(Fraction(1, 3), 3, Words([t - 1, t + 1, t, t - 1]))
+    assert draws.tolist() == [True, False, True]  # the tie is finished by the 4th word: t - 1 < t
+
+
+def test_uniform_below_rejects_the_top_words() -> None:
+    # bound 3: words >= 3 * floor(2**32 / 3) = 2**32 - 1 are replaced (by the top half of a fresh word)
+    w = np.array([2**32 - 1, 7, 2**32 - 2], dtype=np.uint32)
+    assert _below(w, 3, Words([5 << 32])).tolist() == [2, 1, (2**32 - 2) % 3]
+    assert _below(np.array([2**32 - 1], dtype=np.uint32), 3, Words([(2**32 - 1) << 32, 4 << 32])).tolist() == [1]
+    assert _below(np.array([2**32 - 1], dtype=np.uint32), 2**32, Words([])).tolist() == [2**32 - 1]
+
+
+@pytest.mark.parametrize("k", [50, 5000])
+def test_subset_selection_support_on_large_domains(k) -> None:
+    # Floyd's steps over many categories: the true category is in the report with probability p*, each
+    # other with q*; means over n users within 5 standard errors; every report has exactly d categories
+    o = SubsetSelection(k, 1.0)
+    n = 4000 if k == 50 else 400
+    x = np.arange(n) % k
+    r = o.sample(x, rng=11)
+    assert (r.sum(axis=1) == o.d).all()
+    hit = r[np.arange(n), x].mean()
+    assert abs(hit - o.p_star) <= 5 * math.sqrt(o.p_star * (1 - o.p_star) / n)
+    others = (r.sum() - r[np.arange(n), x].sum()) / (n * (k - 1))
+    assert abs(others - o.q_star) <= 5 * math.sqrt(o.q_star / (n * (k - 1)))
+    first = r[x != 0][:, 0].mean()  # one fixed other category
+    assert abs(first - o.q_star) <= 5 * math.sqrt(o.q_star * (1 - o.q_star) / (x != 0).sum())
 
 
 def test_coin_law() -> None:

@@ -7,7 +7,9 @@ exact sampler from the OS's secure source by default, support counts, Wang et al
 unbiased estimate, and a k x k *support channel* that the library's estimators
 (:func:`metricdp.estimation.ibu`, :func:`metricdp.estimation.matrix_inversion`) take as
 they take any mechanism matrix (:mod:`metricdp.ldp._base` explains why it is right).
-Longitudinal collection with memoized reports: :func:`privatize_longitudinal`.
+Longitudinal collection with memoized reports: :func:`privatize_longitudinal`. Heavy
+hitters over domains too large to enumerate: :class:`PrefixExtendingMethod`
+(:mod:`metricdp.ldp.heavy_hitters`).
 
 >>> import numpy as np
 >>> from metricdp.estimation import ibu
@@ -21,6 +23,7 @@ Longitudinal collection with memoized reports: :func:`privatize_longitudinal`.
 
 from ._base import FrequencyOracle, discrete_metric
 from .hashing import OLH
+from .heavy_hitters import HeavyHitters, PrefixExtendingMethod
 from .memo import privatize_longitudinal
 from .oracles import GRR, OUE, HadamardResponse, SubsetSelection
 
@@ -30,6 +33,8 @@ __all__ = [
     "OUE",
     "FrequencyOracle",
     "HadamardResponse",
+    "HeavyHitters",
+    "PrefixExtendingMethod",
     "SubsetSelection",
     "discrete_metric",
     "privatize_longitudinal",

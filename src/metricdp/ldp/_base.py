@@ -31,8 +31,8 @@ categories), as for k-RR (:mod:`metricdp.mechanisms.krr`): each oracle's docstri
 :math:`\Pr[R(x) = r] \le e^{\varepsilon} \Pr[R(x') = r]` for every report r, and on small
 domains the tests audit :meth:`FrequencyOracle.matrix` with :func:`metricdp.audit.audit`.
 
-**Randomness.** Every coin is drawn exactly from random 64-bit words (:func:`coins`;
-uniform integers by :func:`metricdp.sampling.uniform_below`): a biased coin with weights
+**Randomness.** Every coin is drawn exactly from random bytes and, rarely, 64-bit words
+(:func:`coins`; uniform integers by :func:`metricdp.sampling.uniform_below`): a biased coin with weights
 :math:`(w_0, w_1)` (floats read as the rationals they denote) comes up 1 with probability
 exactly :math:`w_1/(w_0+w_1)`, the value the audited matrix is built from (to rounding).
 :meth:`FrequencyOracle.privatize` uses the OS's secure source by default and warns
@@ -55,7 +55,7 @@ from .._random import RandomSource, check_release_rng, check_rng, random_words
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 
-__all__ = ["MATRIX_MAX_CELLS", "FrequencyOracle", "coins", "discrete_metric"]
+__all__ = ["MATRIX_MAX_CELLS", "FrequencyOracle", "coins", "discrete_metric", "random_bytes", "word_coins"]
 
 #: Largest full channel :meth:`FrequencyOracle.matrix` builds (cells); it exists for
 #: audits and law tests on small domains.
@@ -70,24 +70,50 @@ def coins(w0: float, w1: float, count: int, rng: RandomSource) -> NDArray[np.boo
     r"""``count`` independent coins, each True with probability exactly ``w1 / (w0 + w1)`` (rationals).
 
     With :math:`p` that rational (the floats read exactly, :class:`fractions.Fraction`) and
-    :math:`t = \lfloor 2^{64} p \rfloor`, a uniform 64-bit word W gives True when
-    :math:`W < t`, False when :math:`W > t`; on :math:`W = t` (probability :math:`2^{-64}`)
-    the coin is finished by :func:`_finish_coin` with the fractional part
-    :math:`f = 2^{64}p - t`. So :math:`\Pr[\text{True}] = t/2^{64} + f/2^{64} = p`.
+    :math:`t = \lfloor 256 p \rfloor`, a uniform random byte B gives True when
+    :math:`B < t`, False when :math:`B > t`; on :math:`B = t` (probability 1/256) the coin
+    is finished with the fractional part :math:`f = 256p - t` by :func:`word_coins`. So
+    :math:`\Pr[\text{True}] = t/256 + f/256 = p`, from about one byte per coin instead of
+    a 64-bit word: the release of the unary-encoding and subset-selection oracles, a coin
+    per category per user, reads an eighth of the OS's random bytes it read a word at a time.
     """
     if not (w0 >= 0 and w1 >= 0 and w0 + w1 > 0 and math.isfinite(w0) and math.isfinite(w1)):
         raise ValidationError(f"coin weights must be finite, >= 0 and not both 0, got ({w0!r}, {w1!r})")
     n = int(count)
     p = Fraction(w1) / (Fraction(w0) + Fraction(w1))
-    if p == 1:
-        return np.ones(n, dtype=bool)
+    if p == 1 or p == 0:
+        return np.full(n, p == 1)
+    scaled = p * 256
+    t = math.floor(scaled)
+    b = random_bytes(rng, n)
+    out = b < np.uint8(t)
+    tie = np.flatnonzero(b == np.uint8(t))
+    if tie.size:
+        out[tie] = word_coins(scaled - t, tie.size, rng)
+    return out
+
+
+def word_coins(p: Fraction, count: int, rng: RandomSource) -> NDArray[np.bool_]:
+    r"""``count`` coins, each True with probability exactly ``p`` (a rational in [0, 1)), a word at a time.
+
+    With :math:`t = \lfloor 2^{64} p \rfloor`, a uniform 64-bit word W gives True when
+    :math:`W < t`, False when :math:`W > t`; on :math:`W = t` (probability :math:`2^{-64}`)
+    the coin is finished by :func:`_finish_coin` with the fractional part
+    :math:`f = 2^{64}p - t`. So :math:`\Pr[\text{True}] = t/2^{64} + f/2^{64} = p`.
+    """
     scaled = p * _TWO_64
     t = math.floor(scaled)
-    words = random_words(rng, n)
+    words = random_words(rng, int(count))
     out = words < np.uint64(t)
     for i in np.flatnonzero(words == np.uint64(t)):  # probability 2**-64 per coin
         out[i] = _finish_coin(scaled - t, rng)
     return out
+
+
+def random_bytes(rng: RandomSource, count: int) -> NDArray[np.uint8]:
+    """``count`` independent uniform bytes: the bytes of :func:`~metricdp._random.random_words`."""
+    n = int(count)
+    return random_words(rng, -(-n // 8)).view(np.uint8)[:n]
 
 
 def _finish_coin(frac: Fraction, rng: RandomSource) -> bool:
@@ -200,6 +226,11 @@ class FrequencyOracle(ABC):
         s = np.asarray(support, dtype=np.float64)
         if s.shape != (self.k,):
             raise ValidationError(f"support must have shape ({self.k},), got {s.shape}")
+        return self.estimate_of(s, n)
+
+    def estimate_of(self, support: ArrayLike, n: int) -> NDArray[np.float64]:
+        """:meth:`estimate` for the support counts of any categories (a candidate list), in their order."""
+        s = np.asarray(support, dtype=np.float64)
         n = check_int(n, "n", minimum=1)
         return (s / n - self.q_star) / (self.p_star - self.q_star)
 

@@ -122,10 +122,20 @@ class OLH(FrequencyOracle):
         return r
 
     def support(self, reports: ArrayLike) -> NDArray[np.float64]:
+        return self.support_of(reports, np.arange(self.k, dtype=np.int64))
+
+    def support_of(self, reports: ArrayLike, values: ArrayLike) -> NDArray[np.float64]:
+        """Support counts of the given categories only (shape (len(values),)): the reports never
+        enumerate the domain, so k may be far too large to list (heavy hitters, a candidate list)."""
         r = self._check_reports(reports)
-        out = np.zeros(self.k, dtype=np.float64)
-        v = np.arange(self.k, dtype=np.int64)[None, :]
-        for start in chunks(len(r), self.k):
-            blk = r[start:start + chunks(len(r), self.k).step]
-            out += (self.hash(blk[:, :1], blk[:, 1:2], v) == blk[:, 2:3]).sum(axis=0)
+        v = np.asarray(values)
+        if v.ndim != 1 or not (np.issubdtype(v.dtype, np.integer) or v.size == 0):
+            raise ValidationError(f"values must be a 1-d array of category indices, got {v.dtype} {v.shape}")
+        if v.size and (v.min() < 0 or v.max() >= self.k):
+            raise ValidationError(f"value {int(v[(v < 0) | (v >= self.k)][0])} is not a category in 0..{self.k - 1}")
+        out = np.zeros(v.size, dtype=np.float64)
+        step = chunks(len(r), max(1, v.size)).step
+        for start in range(0, len(r), step):
+            blk = r[start:start + step]
+            out += (self.hash(blk[:, :1], blk[:, 1:2], v[None, :].astype(np.int64)) == blk[:, 2:3]).sum(axis=0)
         return out

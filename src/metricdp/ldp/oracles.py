@@ -33,7 +33,13 @@ from ._base import FrequencyOracle, chunks, coins
 
 __all__ = ["GRR", "OUE", "HadamardResponse", "SubsetSelection"]
 
-_WORD_MAX = np.uint64(2**64 - 1)
+
+
+#: Users of one block of subset-selection reports: at least _SS_MIN_USERS (each of Floyd's
+#: steps is a few numpy calls over the block, so few users a block make the calls' overhead
+#: dominate), else as many as fit in _SS_CHUNK_CELLS cells (the block's random reads stay in cache).
+_SS_MIN_USERS = 2048
+_SS_CHUNK_CELLS = 1 << 22
 
 
 class GRR(FrequencyOracle):
@@ -179,12 +185,17 @@ class SubsetSelection(FrequencyOracle):
     **Proof of eps-LDP.** Every :math:`\Pr[R(x)=S]` is E/Z or 1/Z with Z independent of x,
     so any ratio is E, 1 or 1/E.
 
-    **The uniform subset, exactly.** Each of the k categories of a user gets an independent
-    uniform 64-bit key, x's key is set to the maximum :math:`2^{64}-1`, and the m others with
-    the smallest keys are taken. Given distinct keys the order of the others is a uniform
-    permutation, so the m first are a uniform m-subset, and x (largest key) is never among
-    them as m <= k-1; a user whose keys tie is redrawn (probability below
-    :math:`k^2 2^{-64}`), which conditions on distinct keys without changing that law.
+    **The uniform subset, exactly.** Floyd's algorithm (Bentley and Floyd, "Programming
+    pearls: a sample of brilliance", CACM 30(9), 1987) over the k-1 other categories,
+    numbered 0..k-2: for j = k-1-m, ..., k-2 draw t uniform on {0..j} and add t to S, or j
+    if t is already in S. By induction S is a uniform subset of {0..j} of size
+    j-(k-1-m)+1 after step j (each such set arises from exactly |S| (t, previous set)
+    pairs, each of probability :math:`1/\binom{j}{|S|-1} \cdot 1/(j+1)`), so a uniform
+    m-subset at the end; other i is category i, or i + 1 from x on. Each step is one
+    vectorised draw for all users of a block, and its uniform integer is exact: a 32-bit
+    word w is accepted when :math:`w < \lfloor 2^{32}/(j+1) \rfloor (j+1)` and gives
+    w mod (j+1) (:func:`_below`). About four bytes of the secure source per
+    category reported, where a 64-bit key per category and two sorts took k words a user.
     """
 
     name = "ss"
@@ -222,21 +233,10 @@ class SubsetSelection(FrequencyOracle):
         n, k, d = x.size, self.k, self.d
         out = np.empty((n, k), dtype=np.uint8)
         include = coins(k - d, d * self.e_eps, n, rng)
-        m = np.where(include, d - 1, d)
-        for start in chunks(n, k):
-            stop = start + _chunk_len(n, k, start)
-            rows = np.arange(stop - start)
-            keys = random_words(rng, rows.size * k).reshape(rows.size, k)
-            keys[rows, x[start:stop]] = _WORD_MAX
-            todo = _tied(keys)
-            while todo.size:  # redraw users whose keys tie (conditioning on distinct keys)
-                keys[todo] = random_words(rng, todo.size * k).reshape(todo.size, k)
-                keys[todo, x[start:stop][todo]] = _WORD_MAX
-                todo = todo[_tied(keys[todo])]
-            rank = np.argsort(np.argsort(keys, axis=1), axis=1)
-            block = (rank < m[start:stop, None]).astype(np.uint8)
-            block[rows, x[start:stop]] = include[start:stop]
-            out[start:stop] = block
+        step = max(_SS_MIN_USERS, _SS_CHUNK_CELLS // k)
+        for start in range(0, n, step):
+            xs, inc = x[start:start + step], include[start:start + step]
+            out[start:start + xs.size] = _floyd_subsets(k, d, xs, inc, rng)
         return out
 
     def support(self, reports: ArrayLike) -> NDArray[np.float64]:
@@ -246,9 +246,39 @@ class SubsetSelection(FrequencyOracle):
         return b.sum(axis=0, dtype=np.float64)
 
 
-def _tied(keys: NDArray[np.uint64]) -> NDArray[np.intp]:
-    s = np.sort(keys, axis=1)
-    return np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))
+def _floyd_subsets(
+    k: int, d: int, xs: NDArray[np.intp], inc: NDArray[np.bool_], rng: RandomSource
+) -> NDArray[np.uint8]:
+    """Subset-selection reports of one block of users: x's bit from ``inc``, then d - inc uniform
+    others by Floyd's algorithm (:class:`SubsetSelection`), one vectorised step per j."""
+    rows = xs.size
+    flat = np.zeros(rows * k, dtype=np.uint8)
+    base = np.arange(rows, dtype=np.intp) * k
+    late = np.flatnonzero(~inc)  # m = d without x, d - 1 with it: the latter skip the first step
+    words = random_words(rng, -(-d * rows // 2)).view(np.uint32)[:d * rows].reshape(d, rows)
+    for s, j in enumerate(range(k - 1 - d, k - 1)):
+        t = _below(words[s], j + 1, rng)
+        b, xw = (base, xs) if s else (base[late], xs[late])
+        if s == 0:
+            t = t[late]
+        pos = b + t + (t >= xw)  # the t-th other category
+        flat[np.where(flat[pos] == 1, b + j + (j >= xw), pos)] = 1
+    block = flat.reshape(rows, k)
+    block[np.arange(rows), xs] = inc
+    return block
+
+
+def _below(w: NDArray[np.uint32], bound: int, rng: RandomSource) -> NDArray[np.intp]:
+    """Uniform integers on {0..bound-1} from uniform 32-bit words w, exactly: a word at or above
+    the largest multiple of bound below 2**32 is replaced by a fresh one (rejection), the rest
+    taken mod bound."""
+    limit = (2**32 // bound) * bound
+    v: NDArray[np.intp] = w.astype(np.intp)
+    bad = np.flatnonzero(v >= limit)
+    while bad.size:  # probability below bound / 2**32 per word
+        v[bad] = random_words(rng, bad.size) >> np.uint64(32)
+        bad = bad[v[bad] >= limit]
+    return v % bound
 
 
 def _parity(v: NDArray[np.int64]) -> NDArray[np.int64]:
