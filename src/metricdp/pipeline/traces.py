@@ -1,0 +1,688 @@
+r"""Traces: the (lat, lon) fixes of persons, released in file order with a state per person.
+
+A file of fixes has a user column (who), a time column (when) and the two coordinate
+columns. :class:`Traces` is the :class:`~.kind.Kind` that releases the coordinates of every
+row by one of three mechanisms, each with a state per person (so memory grows with the
+persons, never with the rows):
+
+* :class:`Independent` -- a fresh planar Laplace release of every fix at eps (no state
+  but the counts);
+* :class:`Predictive` -- the predictive mechanism (:mod:`metricdp.location.predictive`,
+  :func:`~metricdp.location.predictive.predictive_step`): a private test of the fix
+  against the person's last release, the prediction reported when it passes, a fresh
+  release when it fails (the state: the person's last release and counts);
+* :class:`PerPlace` -- one release per (person, public cell) of the run
+  (:mod:`metricdp.location.per_place`: planar Laplace around the cell's centre), repeated for
+  every later fix of the person in that cell (the state: the run's memo of places).
+
+**Order.** The rows of persons may interleave, but the rows of one person must come in
+time order in the file: a fix earlier than the person's previous one is refused in one
+error naming the person, the two lines (or data rows) and the fix (sort the file by user,
+then time), before anything is drawn for that chunk -- and, in an accounted release, in the
+first pass, before anything is reserved. Times are numbers, or ISO 8601 times (a typed
+timestamp column, or text that reads as one), compared as instants.
+
+**Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
+person's spend is data dependent under the predictive mechanism (tests and fresh
+releases), so the reservation is each person's **worst case**, known from the first pass
+(:func:`~.first_pass.first_pass`, which also runs the order check through
+:meth:`Traces.check`) before anything is drawn: rows x eps (independent), distinct cells x
+eps (per place), and for the predictive mechanism one fresh release then a failed test and
+a fresh release at every later fix (capped by what the person has left: the mechanism runs
+each person within their grant, reporting untested predictions once it is spent, so a
+smaller grant is not an excess). What does not fit is refused or withheld by the policy
+(``refuse``: nothing drawn, nothing written, nothing spent; ``drop``: a person's rows past
+their grant -- the rows after the first ones in file order, the places after the first
+ones, or, for the predictive mechanism, every row of a person who cannot pay one fresh
+release -- are left out of the output). The ledger can only commit a reservation whole
+(:meth:`~metricdp.accounting.ledger.Ledger.commit`), so **the reservation is what is
+committed** -- the safe side: the ledger never records less than was spent -- and the
+actual spend of each person (:class:`~metricdp.location.trace_report.TraceReport`) is
+reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._random import check_rng, warn_unless_secure
+from .._validation import check_epsilon
+from ..accounting.accountant import canonical_ids, grant
+from ..accounting.composition import from_units, to_units
+from ..errors import BudgetExceededError, ValidationError
+from ..location.grid import CellGrid
+from ..location.predictive import FixedSplit, predictive_step
+from ..location.trace_report import TraceReport
+from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
+from ..tabular.formats import Chunk, Points, Released, arrow
+from ..tabular.leaks import LeakRule
+from .kind import Kind, Parsed, Refusals
+from .points import _Never, read_coordinate
+from .run import ReleaseStats, Source, release_pass, unnamed
+
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
+           "release_traces_file"]
+
+#: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
+_SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
+#: A person's grant when the release is not accounted: no limit (far below int64's overflow).
+_UNLIMITED = 2**61
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """A chunk's fixes: the person of each row (a code of the run), its time, its (lat, lon), its place."""
+
+    persons: NDArray[np.int64]
+    times: NDArray[np.float64]
+    latlon: NDArray[np.float64]
+    places: NDArray[np.int64]
+    unit: str = "line"
+
+
+def _grown(a: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
+    """``a`` (persons along its last axis) with room for ``n`` persons, new ones ``fill``."""
+    if a.shape[-1] >= n:
+        return a
+    out = np.full((*a.shape[:-1], max(n, 2 * a.shape[-1])), fill, dtype=a.dtype)
+    out[..., : a.shape[-1]] = a
+    return out
+
+
+class TraceMechanism(ABC):
+    """How a person's fixes are released, with the state per person the release needs."""
+
+    name: str
+    #: the eps of a fresh release, per km
+    epsilon: float
+
+    @property
+    @abstractmethod
+    def piece(self) -> int:
+        """The accounting units every spend of this mechanism is a multiple of (what a reservation counts)."""
+
+    @abstractmethod
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Each person's largest possible spend in pieces, from their rows and distinct cells."""
+
+    def least(self) -> int:
+        """The pieces below which a grant releases nothing of a person (an excess under ``refuse``)."""
+        return 0
+
+    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64] | None:
+        """The public cell of each fix (per place only; an error names a fix in no cell)."""
+        return None
+
+    @abstractmethod
+    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
+        """Begin a release: ``grants[p]`` pieces for person code ``p`` (``fill`` for a person beyond them),
+        draws from ``source``."""
+
+    @abstractmethod
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        """``(kept rows or None for all, releases of the kept rows)`` of one chunk, in its order."""
+
+    @abstractmethod
+    def counts(self, persons: int) -> NDArray[np.int64]:
+        """The (5, persons) counters of the release so far (TraceReport's order, spent in units)."""
+
+
+def _rank(codes: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Rows sorted by person (stable: file order within a person), and each row's rank within its person."""
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]]) if c.size else np.zeros(0, dtype=np.intp)
+    rank = np.empty(codes.size, dtype=np.intp)
+    rank[order] = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
+    return order, rank
+
+
+class _Counted(TraceMechanism):
+    """The counters per person, grown as persons come."""
+
+    def __init__(self) -> None:
+        self._counts = np.zeros((5, 0), dtype=np.int64)
+        self._grants = np.zeros(0, dtype=np.int64)
+        self._fill = 0
+        self._source: Any = None
+
+    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
+        self._grants = np.asarray(grants, dtype=np.int64)
+        self._counts = np.zeros((5, self._grants.size), dtype=np.int64)
+        self._source, self._fill = source, int(fill)
+
+    def _room(self, n: int) -> None:
+        self._counts = _grown(self._counts, n, 0)
+        self._grants = _grown(self._grants, n, self._fill)
+
+    def counts(self, persons: int) -> NDArray[np.int64]:
+        self._room(persons)
+        return self._counts[:, :persons].copy()
+
+
+class Independent(_Counted):
+    """A fresh planar Laplace release of every fix at ``epsilon`` per km (k fixes cost k x eps)."""
+
+    name = "independent"
+
+    def __init__(self, epsilon: float) -> None:
+        super().__init__()
+        self.epsilon = check_epsilon(epsilon)
+
+    @property
+    def piece(self) -> int:
+        return to_units(self.epsilon)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        return rows
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        _order, rank = _rank(codes)
+        keep = (self._counts[_FRESH, codes] + rank) < self._grants[codes]  # the first rows of a person's grant
+        k = codes[keep]
+        drawn = sample_planar_laplace_latlon(fixes.latlon[keep], self.epsilon, self._source) if k.size else \
+            np.zeros((0, 2))
+        np.add.at(self._counts[_FRESH], k, 1)
+        np.add.at(self._counts[_SPENT], k, self.piece)
+        return (None if keep.all() else keep), np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
+
+
+class Predictive(_Counted):
+    """The predictive mechanism: a test at ``eps_test`` within ``threshold_km`` of the last release, a fresh
+    release at ``epsilon`` when it fails; each person runs within their grant (:class:`FixedSplit`'s steps)."""
+
+    name = "predictive"
+
+    def __init__(self, epsilon: float, eps_test: float, threshold_km: float) -> None:
+        super().__init__()
+        # the manager's own budget is replaced by each person's grant (predictive_step's per-person budget)
+        self.manager = FixedSplit(eps_test=eps_test, eps_noise=epsilon, budget=epsilon, threshold_km=threshold_km)
+        self.epsilon = float(epsilon)
+        self._test, self._noise = to_units(eps_test, "eps_test"), to_units(epsilon)
+        self._last = np.zeros((2, 0))
+        self._has = np.zeros(0, dtype=bool)
+
+    @property
+    def piece(self) -> int:
+        return math.gcd(self._test, self._noise)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        """One fresh release, then a test and a fresh release at every later fix."""
+        r = np.asarray(rows, dtype=np.int64)
+        units = np.where(r > 0, self._noise + np.maximum(r - 1, 0) * (self._test + self._noise), 0)
+        return units // self.piece
+
+    def least(self) -> int:
+        return self._noise // self.piece
+
+    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
+        super().start(grants, source, fill=fill)
+        self._last = np.zeros((2, self._grants.size))
+        self._has = np.zeros(self._grants.size, dtype=bool)
+
+    def _room(self, n: int) -> None:
+        super()._room(n)
+        self._last = _grown(self._last, n, np.nan)
+        self._has = _grown(self._has, n, False)
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        budget = self._grants * self.piece
+        keep = budget[codes] >= self._noise  # a person who cannot pay one fresh release is withheld
+        rows = np.flatnonzero(keep)
+        released = np.empty((codes.size, 2))
+        outcome = np.empty(codes.size, dtype=np.int8)
+        last = self._last.T.copy()
+        rank = _rank(codes[rows])[1]
+        by = np.argsort(rank, kind="stable")  # each person's first fix of the chunk, then their second, ...
+        steps, ranks = rows[by], rank[by]
+        bounds = np.searchsorted(ranks, np.arange(int(ranks[-1]) + 2)) if rows.size else np.zeros(1, dtype=np.intp)
+        for r in range(bounds.size - 1):  # one step of the persons with an r-th fix here: distinct persons
+            at = steps[bounds[r]: bounds[r + 1]]
+            predictive_step(self.manager, budget, self._source, codes[at], at, fixes.latlon, self._counts, last,
+                            self._has, released, outcome)
+        self._last = last.T.copy()
+        return (None if keep.all() else keep), released[keep]
+
+
+class PerPlace(_Counted):
+    """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
+    run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
+
+    name = "per-place"
+
+    def __init__(self, grid: CellGrid, epsilon: float) -> None:
+        super().__init__()
+        self.grid, self.epsilon = grid, check_epsilon(epsilon)
+        self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
+        self._drawn = np.zeros((0, 2))
+        self._n = 0
+
+    @property
+    def piece(self) -> int:
+        return to_units(self.epsilon)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        return places
+
+    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64]:
+        cell = self.grid.locate(latlon) if latlon.size else np.zeros(0, dtype=np.int64)
+        return np.asarray(cell, dtype=np.int64)
+
+    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
+        super().start(grants, source, fill=fill)
+        self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        cell = self.cells(fixes.latlon)
+        keys = codes * np.int64(self.grid.n) + cell
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        index = np.array([self._memo.get(int(k), -1) for k in uniq.tolist()], dtype=np.int64)
+        new = np.flatnonzero(index < 0)
+        new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
+        owner = codes[first[new]]
+        _order, rank = _rank(owner)
+        fits = (self._counts[_FRESH, owner] + rank) < self._grants[owner]  # the first places of a person's grant
+        paid = new[fits]
+        drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
+                                             self._source) if paid.size else np.zeros((0, 2))
+        index[paid] = self._n + np.arange(paid.size)
+        self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+        self._n += paid.size
+        self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
+        np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
+        np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
+        row_index = index[inverse.ravel()]
+        keep = row_index >= 0
+        reused = np.ones(codes.size, dtype=bool)
+        reused[first[paid]] = False
+        np.add.at(self._counts[_REUSED], codes[keep & reused], 1)
+        return (None if keep.all() else keep), self._drawn[row_index[keep]]
+
+
+class _Persons:
+    """The persons of a run: a code per distinct user value, in the order they first come."""
+
+    def __init__(self) -> None:
+        self.code: dict[Any, int] = {}
+        self.ids: list[Any] = []
+
+    def codes(self, col: Any, chunk: Chunk, name: str, where: str) -> NDArray[np.int64]:
+        _pa, pc = arrow()
+        if col.null_count:
+            i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        enc = pc.dictionary_encode(col)
+        values = enc.dictionary.to_pylist()
+        if "" in values:
+            i = int(np.flatnonzero(np.asarray(enc.indices) == values.index(""))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        mapped = np.empty(len(values), dtype=np.int64)
+        for k, v in enumerate(values):
+            c = self.code.get(v)
+            if c is None:
+                c = self.code[v] = len(self.ids)
+                self.ids.append(v)
+            mapped[k] = c
+        return mapped[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)]
+
+
+def _at(chunk: Chunk, i: int) -> str:
+    """Row ``i`` of ``chunk`` as an error names it: its data row, and its line in a text format."""
+    place = int(chunk.places(np.array([i]))[0])
+    return f"data row {chunk.first + i + 1}" + (f" (line {place})" if chunk.unit == "line" else "")
+
+
+def _times(chunk: Chunk, name: str, where: str) -> tuple[NDArray[np.float64], str]:
+    """The time column as numbers (``"number"``) or nanoseconds since 1970 (``"time"``), and which."""
+    pa, pc = arrow()
+    col = chunk.column(name)
+    if col.null_count:
+        i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is empty")
+    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
+        ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
+        return np.asarray(ns.to_numpy(zero_copy_only=False), dtype=np.float64), "time"
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return read_coordinate(chunk, name, where), "number"
+    try:
+        return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64), "number"
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    try:
+        ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
+        return np.asarray(ns.to_numpy(zero_copy_only=False), dtype=np.float64), "time"
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    for i, text in enumerate(col.to_pylist()):
+        try:
+            np.datetime64(text.strip().replace(" ", "T").rstrip("Z"), "ns")
+        except ValueError:
+            raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {text!r}, neither a number "
+                                  "nor an ISO 8601 time") from None
+    raise ValidationError(  # pragma: no cover - each reads alone, but not all together
+        f"{where}: time column {name!r} mixes forms of times; write them all alike")
+
+
+class _Order:
+    """Each person's last (time, place) of one pass: a fix earlier than its person's previous one is refused."""
+
+    def __init__(self) -> None:
+        self.time = np.zeros(0)
+        self.place = np.zeros(0, dtype=np.int64)
+
+    def check(self, fixes: Fixes, ids: list[Any], user: str, mode: str, where: str) -> None:
+        codes, t = fixes.persons, fixes.times
+        if not codes.size:
+            return
+        n = int(codes.max()) + 1
+        self.time, self.place = _grown(self.time, n, -np.inf), _grown(self.place, n, -1)
+        order = np.argsort(codes, kind="stable")
+        c, tt = codes[order], t[order]
+        head = np.r_[True, c[1:] != c[:-1]]
+        prev_t = np.where(head, self.time[c], np.r_[-np.inf, tt[:-1]])
+        prev_row = np.where(head, -1, np.r_[0, order[:-1]])
+        bad = np.flatnonzero(tt < prev_t)
+        if bad.size:
+            k = bad[np.argmin(order[bad])]  # the first such fix in the file
+            row = int(order[k])
+            before = (int(self.place[c[k]]) if head[k] else
+                      int(fixes.places[int(prev_row[k])]))
+            word = "line" if fixes.unit == "line" else "data row"
+            raise ValidationError(
+                f"{where}: person {ids[int(c[k])]!r}: {word} {int(fixes.places[row])} (time {_shown(tt[k], mode)}) "
+                f"comes after {word} {before} (time {_shown(prev_t[k], mode)}) but is earlier: the fixes of one "
+                f"person must be in time order; sort the file by {user!r}, then by time")
+        tail = np.r_[c[1:] != c[:-1], True]
+        self.time[c[tail]] = tt[tail]
+        self.place[c[tail]] = fixes.places[order[tail]]
+
+
+def _shown(t: float, mode: str) -> str:
+    if mode == "time":
+        return str(np.datetime64(int(t), "ns").astype("datetime64[ms]")).replace("T", " ")
+    return repr(float(t)) if not float(t).is_integer() else str(int(t))
+
+
+class Traces(Kind):
+    """The ``(lat, lon)`` of every fix released by ``mechanism`` per person of ``user`` in the order of ``time``.
+
+    ``digits``: decimals of a released coordinate written in a text format (a typed format
+    writes float64).
+    """
+
+    width = 2
+    unit = "km"
+    refuses_empty = True
+
+    def __init__(self, user: str, time: str, lat: str, lon: str, mechanism: TraceMechanism, *, digits: int = 6,
+                 where: str = "input") -> None:
+        if len({user, time, lat, lon}) != 4:
+            raise ValidationError(f"{where}: the user, time, latitude and longitude columns must be four different "
+                                  f"columns, got {user!r}, {time!r}, {lat!r}, {lon!r}")
+        self.user, self.time, self.lat, self.lon = user, time, lat, lon
+        self.mechanism, self.digits, self.where = mechanism, digits, where
+        self.columns = (lat, lon)
+        self.geometry = (lat, lon)
+        self.persons = _Persons()
+        self._order = _Order()
+        self._mode: str | None = None
+        self.rows = np.zeros(0, dtype=np.int64)  # the first pass's rows per person
+        self._places: set[int] = set()  # the first pass's distinct (person, cell)
+
+    @property
+    def epsilon(self) -> float:
+        return self.mechanism.epsilon
+
+    def begin(self) -> None:
+        """Start a pass over the file: the order is checked anew (the persons' codes stay)."""
+        self._order = _Order()
+
+    def parse_empty(self) -> Fixes:
+        return Fixes(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 2)), np.zeros(0, dtype=np.int64))
+
+    def rule(self) -> LeakRule:
+        return LeakRule.points(self.lat, self.lon, self.mechanism.epsilon)
+
+    def parse(self, chunk: Chunk) -> Parsed:
+        if not chunk.rows:
+            return Parsed(self.parse_empty(), np.zeros(0, dtype=np.intp))
+        pts = np.column_stack([read_coordinate(chunk, self.lat, self.where),
+                               read_coordinate(chunk, self.lon, self.where)])
+        _check_latlon(pts, chunk, self.lat, self.lon, self.where)
+        times, mode = _times(chunk, self.time, self.where)
+        if self._mode is None:
+            self._mode = mode
+        elif mode != self._mode:
+            raise ValidationError(f"{self.where}: time column {self.time!r} holds {mode}s from data row "
+                                  f"{chunk.first + 1} on, {self._mode}s before: one form of time per file")
+        codes = self.persons.codes(chunk.column(self.user), chunk, self.user, self.where)
+        cell = self.mechanism.cells(pts)
+        if cell is not None and (cell < 0).any():
+            i = int(np.flatnonzero(cell < 0)[0])
+            raise ValidationError(f"{self.where}: {_at(chunk, i)}: ({pts[i, 0]!r}, {pts[i, 1]!r}) lies in no public "
+                                  f"cell: {int((cell < 0).sum())} fix(es) of this chunk outside the region")
+        return Parsed(Fixes(codes, times, pts, chunk.places(np.arange(chunk.rows)), chunk.unit),
+                      np.zeros(0, dtype=np.intp))
+
+    def check(self, values: Fixes, first_row: int) -> None:
+        """The first pass: the order, and each person's rows and places (for the worst case)."""
+        self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
+        n = len(self.persons.ids)
+        self.rows = _grown(self.rows, n, 0)
+        np.add.at(self.rows, values.persons, 1)
+        cell = self.mechanism.cells(values.latlon)
+        if cell is not None:
+            grid_n = np.int64(self.mechanism.grid.n)  # type: ignore[attr-defined]
+            self._places.update(np.unique(values.persons * grid_n + cell).tolist())
+
+    def places(self) -> NDArray[np.int64]:
+        """The first pass's distinct cells per person (per place only; zeros otherwise)."""
+        n = len(self.persons.ids)
+        out = np.zeros(n, dtype=np.int64)
+        if self._places:
+            grid_n = self.mechanism.grid.n  # type: ignore[attr-defined]
+            np.add.at(out, np.fromiter(self._places, dtype=np.int64, count=len(self._places)) // grid_n, 1)
+        return out
+
+    def refusals(self) -> Refusals:
+        return _Never()
+
+    def release(self, values: Fixes, first_row: int) -> NDArray[np.float64]:
+        return self.select(first_row, values)[1]
+
+    def select(self, first_row: int, values: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        """The kept rows of a chunk and their releases (the order checked before anything is drawn)."""
+        self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
+        if not values.persons.size:
+            return None, np.zeros((0, 2))
+        return self.mechanism.release(values)
+
+    def render(self, released: NDArray[np.float64]) -> list[Released]:
+        return [Points(self.lat, self.lon, np.asarray(released, dtype=np.float64), self.digits)]
+
+    def check_written(self, rows: int, where: str) -> None:
+        if rows == 0:
+            raise ValidationError(f"{where}: no data rows")
+
+    def report(self) -> TraceReport:
+        """Per person of the release: eps spent, fresh releases, reuses, tests, passed tests."""
+        n = len(self.persons.ids)
+        c = self.mechanism.counts(n)
+        ids = canonical_ids(np.asarray(self.persons.ids)) if n else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        return TraceReport(ids[order], *(c[i][order] for i in range(5)))
+
+
+def _check_latlon(pts: NDArray[np.float64], chunk: Chunk, lat: str, lon: str, where: str) -> None:
+    bad = ~(np.isfinite(pts).all(axis=1) & (np.abs(pts[:, 0]) <= 90) & (np.abs(pts[:, 1]) <= 180))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValidationError(f"{where}: {_at(chunk, i)}: ({pts[i, 0]!r}, {pts[i, 1]!r}) in columns {lat!r}, "
+                              f"{lon!r} is not a latitude in [-90, 90] and a longitude in [-180, 180]")
+
+
+@dataclass(frozen=True)
+class TraceRun:
+    """What a trace release did: the pass's ``stats``, the per-person ``report`` (actual spend), and, when
+    accounted, each person's ``reserved`` units (what the ledger or the budget was charged, in the report's
+    order), the rows ``withheld`` and the persons ``over`` their budget."""
+
+    stats: ReleaseStats
+    report: TraceReport
+    mechanism: str
+    reserved: NDArray[np.int64] | None = None
+    withheld: int = 0
+    over: int = 0
+    run_id: str | None = None
+
+
+class _Reserved:
+    """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure."""
+
+    def __init__(self, ledger: Any, run_id: str) -> None:
+        self.ledger, self.run_id, self.published = ledger, run_id, False
+
+    def publishing(self) -> None:
+        self.published = True
+
+    def report(self) -> None:
+        return None
+
+    def commit(self) -> None:
+        self.ledger.commit(self.run_id)
+
+    def abort(self) -> None:
+        if not self.published:
+            self.ledger.abort(self.run_id)
+
+
+def _reserve(kind: Traces, *, budget: float | None, ledger: Any, policy: str, run_id: str | None,
+             ) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
+    """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
+    mech = kind.mechanism
+    n = len(kind.persons.ids)
+    requested = np.asarray(mech.worst(kind.rows[:n], kind.places()), dtype=np.int64)
+    least = mech.least()
+    asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
+    piece = mech.piece
+    if ledger is None:
+        ids = np.arange(n)
+        g = grant(ids, requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
+        granted, run = g.granted, None
+    else:
+        eps = float(from_units(piece))
+        if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
+            raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
+        ids = canonical_ids(np.asarray(kind.persons.ids)) if n else np.zeros(0, dtype=np.int64)
+        r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
+                           unit=kind.unit)
+        _uniq, inverse = np.unique(ids, return_inverse=True)
+        granted = r.grant.granted[inverse.ravel()]
+        run = _Reserved(ledger, r.run_id)
+    short = int(((granted < least) & (requested > 0)).sum()) if least else int((granted < requested).sum())
+    if least and short and policy == "refuse":
+        if run is not None:
+            ledger.abort(run.run_id)
+        raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
+                                  "budget; nothing was spent", over=short, persons=n)
+    return granted, short, run, None if run is None else run.run_id
+
+
+def release_traces_file(
+    input_path: str | PathLike[str],
+    output_path: str | PathLike[str],
+    *,
+    user: str,
+    time: str,
+    lat: str,
+    lon: str,
+    mechanism: TraceMechanism,
+    keep: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    budget: float | None = None,
+    ledger: Any = None,
+    policy: str = "refuse",
+    run_id: str | None = None,
+    rng: object = None,
+    digits: int = 6,
+    chunk_rows: int | None = None,
+    inputs: tuple[str | PathLike[str], ...] = (),
+) -> TraceRun:
+    """Release the fixes of ``input_path`` into ``output_path`` (module docstring: order, accounting).
+
+    Parameters
+    ----------
+    user, time, lat, lon : str
+        The columns: who, when (numbers or ISO 8601 times), and the coordinates released.
+    mechanism : Independent, Predictive or PerPlace
+        A fresh instance per release (it holds the run's state per person).
+    keep, drop : column names
+        The column plan of :func:`metricdp.tabular.columns.plan_columns`.
+    budget : float, optional
+        Every person's eps per km for this run (without a ``ledger``).
+    ledger : Ledger, optional
+        The persistent per-person spend (its budget): the worst case is reserved in it and committed.
+    policy : "refuse" or "drop"
+        A person whose worst case does not fit: refuse the run (nothing drawn, written or spent),
+        or withhold their rows past the grant.
+    rng : None, int or Generator
+        ``None`` (default): the OS's secure source; a seed is for experiments only.
+
+    Returns
+    -------
+    TraceRun
+    """
+    if policy not in ("refuse", "drop"):
+        raise ValidationError(f"policy must be 'refuse' or 'drop', got {policy!r}")
+    if budget is not None and ledger is not None:
+        raise ValidationError("give a budget or a ledger (which holds its budget), not both")
+    if budget is not None:
+        budget = check_epsilon(budget, "budget")
+    from .first_pass import first_pass
+
+    src = Source.of(input_path) if chunk_rows is None else Source.of(input_path, chunk_rows=chunk_rows)
+    kind = Traces(user, time, lat, lon, mechanism, digits=digits, where=src.where)
+    plan = src.plan(kind, keep, drop)
+    warn_unless_secure(rng, stacklevel=2)
+    source = check_rng(rng)
+    accounted = budget is not None or ledger is not None
+    run: _Reserved | None = None
+    over, run_id_used = 0, None
+    if accounted:
+        kind.begin()
+        first_pass(kind, src, user, others=unnamed(plan, kind))
+        granted, over, run, run_id_used = _reserve(kind, budget=budget, ledger=ledger, policy=policy,
+                                                   run_id=run_id)
+    else:
+        granted = np.zeros(0, dtype=np.int64)
+    try:
+        # without accounting, every person's grant is unlimited (persons are added as they come)
+        mechanism.start(granted, source, fill=0 if accounted else _UNLIMITED // mechanism.piece)
+        kind.begin()
+    except BaseException:
+        if run is not None:
+            run.abort()
+        raise
+    stats = release_pass(kind, src, output_path, plan, inputs=inputs, select=kind.select, run=run)
+    report = kind.report()
+    reserved = None
+    if accounted:
+        ids = canonical_ids(np.asarray(kind.persons.ids)) if kind.persons.ids else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        reserved = np.asarray(granted, dtype=np.int64)[order] * mechanism.piece
+    withheld = (kind.rows.sum() - stats.rows) if accounted else 0
+    return TraceRun(stats, report, mechanism.name, reserved, int(withheld), over, run_id_used)
+
