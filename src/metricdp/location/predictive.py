@@ -110,7 +110,8 @@ def _threshold(value: object) -> float:
 class BudgetManager(Protocol):
     """Chooses each step's (eps_theta, eps_N) in accounting units from public counts."""
 
-    threshold_km: float
+    @property
+    def threshold_km(self) -> float: ...
 
     @property
     def budget_units(self) -> int: ...
