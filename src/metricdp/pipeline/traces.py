@@ -472,8 +472,9 @@ class Traces(Kind):
         cell = self.mechanism.cells(pts)
         if cell is not None and (cell < 0).any():
             i = int(np.flatnonzero(cell < 0)[0])
-            raise ValidationError(f"{self.where}: {_at(chunk, i)}: ({pts[i, 0]!r}, {pts[i, 1]!r}) lies in no public "
-                                  f"cell: {int((cell < 0).sum())} fix(es) of this chunk outside the region")
+            fix = (float(pts[i, 0]), float(pts[i, 1]))
+            raise ValidationError(f"{self.where}: {_at(chunk, i)}: {fix!r} lies in no public cell: "
+                                  f"{int((cell < 0).sum())} fix(es) of this chunk outside the region")
         return Parsed(Fixes(codes, times, pts, chunk.places(np.arange(chunk.rows)), chunk.unit),
                       np.zeros(0, dtype=np.intp))
 
@@ -530,8 +531,9 @@ def _check_latlon(pts: NDArray[np.float64], chunk: Chunk, lat: str, lon: str, wh
     bad = ~(np.isfinite(pts).all(axis=1) & (np.abs(pts[:, 0]) <= 90) & (np.abs(pts[:, 1]) <= 180))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValidationError(f"{where}: {_at(chunk, i)}: ({pts[i, 0]!r}, {pts[i, 1]!r}) in columns {lat!r}, "
-                              f"{lon!r} is not a latitude in [-90, 90] and a longitude in [-180, 180]")
+        fix = (float(pts[i, 0]), float(pts[i, 1]))
+        raise ValidationError(f"{where}: {_at(chunk, i)}: {fix!r} in columns {lat!r}, {lon!r} is not a latitude "
+                              "in [-90, 90] and a longitude in [-180, 180]")
 
 
 @dataclass(frozen=True)
