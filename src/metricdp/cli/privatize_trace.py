@@ -13,6 +13,7 @@ actual spend is reported beside it).
 from __future__ import annotations
 
 import time
+import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from ..errors import ValidationError
+from ..errors import PrivacyLeakWarning, ValidationError
 from ._accounting import (
     AccountingOptions,
     BudgetOption,
@@ -74,7 +75,12 @@ def _mechanism(which: Mechanism, eps: float, test_epsilon: str | None, threshold
         from ..location.grid import CellGrid
 
         return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps)
-    test = resolve_epsilon(test_epsilon, None, None, "km") if test_epsilon is not None else None
+    test = None
+    if test_epsilon is not None:
+        try:
+            test = resolve_epsilon(test_epsilon, None, None, "km")
+        except ValidationError as ex:
+            raise ValidationError(str(ex).replace("--epsilon", "--test-epsilon", 1)) from None
     km = _km(threshold, "--threshold")
     return Predictive(eps, eps / 5 if test is None else test, 2.0 / eps if km is None else km)
 
@@ -194,7 +200,8 @@ def register(app: typer.Typer) -> None:
         from ..pipeline.traces import release_traces_file
 
         t0 = time.perf_counter()
-        with acct.open() as book, progress(f"releasing the traces of {input_file}"):
+        with acct.open() as book, progress(f"releasing the traces of {input_file}"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
             try:
                 run = release_traces_file(
                     input_file, out, user=user_column, time=time_column, lat=lat, lon=lon, mechanism=mech,
