@@ -61,6 +61,7 @@ def test_over_budget_refuse_is_one_error_and_nothing_spent(fixes, tmp_path):
     result = run("privatize-trace", fixes, "-o", out, *COLUMNS, "-e", "1/km", "--mechanism", "independent",
                  "--ledger", ledger, "--budget", "2")
     assert_one_line_error(result, "--over-budget refuse: 1 of 2 persons", "nothing written")
+    assert "--max-rows-per-user" not in result.stderr  # not an option of this command
     assert not out.exists() and not ledger.exists()  # a ledger created by a refused run is not left behind
 
 

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from ..errors import PrivacyLeakWarning, ValidationError
+from ..errors import BudgetExceededError, PrivacyLeakWarning, ValidationError
 from ._accounting import (
     AccountingOptions,
     BudgetOption,
@@ -200,17 +200,23 @@ def register(app: typer.Typer) -> None:
         from ..pipeline.traces import release_traces_file
 
         t0 = time.perf_counter()
-        with acct.open() as book, progress(f"releasing the traces of {input_file}"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-            try:
-                run = release_traces_file(
-                    input_file, out, user=user_column, time=time_column, lat=lat, lon=lon, mechanism=mech,
-                    keep=tuple(keep or ()), drop=tuple(drop or ()), budget=None if book is not None else acct.budget,
-                    ledger=book, policy=acct.policy, rng=seed, digits=digits, chunk_rows=chunk_rows,
-                    inputs=tuple(acct.files()))
-            except ValidationError as ex:  # the library names no flag; say which one
-                msg = with_flags(str(ex))
-                raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
+        try:
+            with (acct.open() as book, progress(f"releasing the traces of {input_file}"),
+                  warnings.catch_warnings()):
+                warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+                try:
+                    run = release_traces_file(
+                        input_file, out, user=user_column, time=time_column, lat=lat, lon=lon, mechanism=mech,
+                        keep=tuple(keep or ()), drop=tuple(drop or ()), ledger=book, policy=acct.policy,
+                        budget=None if book is not None else acct.budget, rng=seed, digits=digits,
+                        chunk_rows=chunk_rows, inputs=tuple(acct.files()))
+                except ValidationError as ex:  # the library names no flag; say which one
+                    msg = with_flags(str(ex))
+                    raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") \
+                        from None
+        except BudgetExceededError as ex:  # this command has no --max-rows-per-user
+            ex.args = (str(ex).replace(", --max-rows-per-user K caps every person", ""), *ex.args[1:])
+            raise
         seconds = time.perf_counter() - t0
         if seed is not None:
             warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")

@@ -426,6 +426,9 @@ class Traces(Kind):
     width = 2
     unit = "km"
     refuses_empty = True
+    #: a large text input is read by the compiled kernels, and parsed ahead in the one reading thread: the
+    #: persons' codes are given there, in file order; the order check and every draw stay in the caller's
+    compiled = True
 
     def __init__(self, user: str, time: str, lat: str, lon: str, mechanism: TraceMechanism, *, digits: int = 6,
                  where: str = "input") -> None:
