@@ -11,7 +11,8 @@ person's second, ...), as a feed is written, so the persons interleave and the r
 keeps one state per person. The file is written first (not timed); then
 :func:`metricdp.pipeline.traces.release_traces_file` releases it with the OS's secure
 source, accounted with a per-run budget (the first pass and the reservation included in
-the time). ``--ais`` writes the AIS tracks of ``tracktable-data`` (``metricdp data ais``'s
+the time); the user and time columns are kept on purpose (a trace release publishes
+them). ``--ais`` writes the AIS tracks of ``tracktable-data`` (``metricdp data ais``'s
 default week: real vessels, sorted by vessel then time) to CSV and releases them by each
 mechanism. Prints one JSON line per run: fixes, persons, seconds, fixes/s, the peak
 resident memory of the process, fresh releases and reuses. Timings depend on the machine
@@ -89,7 +90,7 @@ def peak_mb() -> float:
 def bench(path: Path, mechanism: Any, user: str, budget: float | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     run = release_traces_file(path, path.with_name("out" + path.suffix), user=user, time="time", lat="lat",
-                              lon="lon", mechanism=mechanism, budget=budget, policy="drop")
+                              lon="lon", mechanism=mechanism, budget=budget, policy="drop", keep=(user, "time"))
     seconds = time.perf_counter() - t0
     r = run.report
     return {"mechanism": run.mechanism, "fixes": run.stats.rows, "persons": len(r), "seconds": round(seconds, 3),

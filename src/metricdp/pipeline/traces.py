@@ -313,11 +313,19 @@ class PerPlace(_Counted):
 
 
 class _Persons:
-    """The persons of a run: a code per distinct user value, in the order they first come."""
+    """The persons of a run: a code per distinct user value, in the order they first come.
+
+    The values seen are kept sorted beside their codes, so a chunk's persons are found by one
+    binary search of its distinct values (no Python loop over the persons).
+    """
 
     def __init__(self) -> None:
-        self.code: dict[Any, int] = {}
-        self.ids: list[Any] = []
+        self.ids: NDArray[Any] = np.zeros(0)  # the values, by code
+        self._sorted: NDArray[Any] = np.zeros(0)
+        self._code = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
 
     def codes(self, col: Any, chunk: Chunk, name: str, where: str) -> NDArray[np.int64]:
         _pa, pc = arrow()
@@ -325,18 +333,39 @@ class _Persons:
             i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
             raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
         enc = pc.dictionary_encode(col)
-        values = enc.dictionary.to_pylist()
-        if "" in values:
-            i = int(np.flatnonzero(np.asarray(enc.indices) == values.index(""))[0])
+        values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
+        if values.dtype.kind == "O":
+            values = values.astype(str)
+        indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        if values.dtype.kind == "U" and (values == "").any():
+            i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
             raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
-        mapped = np.empty(len(values), dtype=np.int64)
-        for k, v in enumerate(values):
-            c = self.code.get(v)
-            if c is None:
-                c = self.code[v] = len(self.ids)
-                self.ids.append(v)
-            mapped[k] = c
-        return mapped[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)]
+        if self.ids.size and self.ids.dtype.kind != values.dtype.kind:
+            raise ValidationError(f"{where}: {_at(chunk, 0)}: user column {name!r} holds {values.dtype} values "
+                                  f"here, {self.ids.dtype} before: one type of person id per file")
+        pos = np.searchsorted(self._sorted, values) if self._sorted.size else np.zeros(values.size, dtype=np.intp)
+        found = pos < self._sorted.size
+        found[found] = self._sorted[pos[found]] == values[found]
+        mapped = np.empty(values.size, dtype=np.int64)
+        mapped[found] = self._code[pos[found]]
+        new = np.flatnonzero(~found)
+        if new.size:
+            new = new[np.argsort(_first_index(indices, new, values.size), kind="stable")]  # by first row
+            mapped[new] = len(self) + np.arange(new.size)
+            self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], values[new]])
+            merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0],
+                                     values[new]])
+            codes = np.concatenate([self._code, mapped[new]])
+            order = np.argsort(merged, kind="stable")
+            self._sorted, self._code = merged[order], codes[order]
+        return mapped[indices]
+
+
+def _first_index(indices: NDArray[np.intp], which: NDArray[np.intp], values: int) -> NDArray[np.intp]:
+    """The first row of each value ``which`` among ``indices`` (the dictionary codes of a chunk's rows)."""
+    first = np.full(values, indices.size, dtype=np.intp)
+    np.minimum.at(first, indices, np.arange(indices.size))
+    return first[which]
 
 
 def _at(chunk: Chunk, i: int) -> str:
@@ -383,7 +412,7 @@ class _Order:
         self.time = np.zeros(0)
         self.place = np.zeros(0, dtype=np.int64)
 
-    def check(self, fixes: Fixes, ids: list[Any], user: str, mode: str, where: str) -> None:
+    def check(self, fixes: Fixes, ids: NDArray[Any], user: str, mode: str, where: str) -> None:
         codes, t = fixes.persons, fixes.times
         if not codes.size:
             return
@@ -401,8 +430,9 @@ class _Order:
             before = (int(self.place[c[k]]) if head[k] else
                       int(fixes.places[int(prev_row[k])]))
             word = "line" if fixes.unit == "line" else "data row"
+            who = ids[int(c[k])].item()
             raise ValidationError(
-                f"{where}: person {ids[int(c[k])]!r}: {word} {int(fixes.places[row])} (time {_shown(tt[k], mode)}) "
+                f"{where}: person {who!r}: {word} {int(fixes.places[row])} (time {_shown(tt[k], mode)}) "
                 f"comes after {word} {before} (time {_shown(prev_t[k], mode)}) but is earlier: the fixes of one "
                 f"person must be in time order; sort the file by {user!r}, then by time")
         tail = np.r_[c[1:] != c[:-1], True]
@@ -484,7 +514,7 @@ class Traces(Kind):
     def check(self, values: Fixes, first_row: int) -> None:
         """The first pass: the order, and each person's rows and places (for the worst case)."""
         self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
-        n = len(self.persons.ids)
+        n = len(self.persons)
         self.rows = _grown(self.rows, n, 0)
         np.add.at(self.rows, values.persons, 1)
         cell = self.mechanism.cells(values.latlon)
@@ -494,7 +524,7 @@ class Traces(Kind):
 
     def places(self) -> NDArray[np.int64]:
         """The first pass's distinct cells per person (per place only; zeros otherwise)."""
-        n = len(self.persons.ids)
+        n = len(self.persons)
         out = np.zeros(n, dtype=np.int64)
         if self._places:
             grid_n = self.mechanism.grid.n  # type: ignore[attr-defined]
@@ -523,9 +553,9 @@ class Traces(Kind):
 
     def report(self) -> TraceReport:
         """Per person of the release: eps spent, fresh releases, reuses, tests, passed tests."""
-        n = len(self.persons.ids)
+        n = len(self.persons)
         c = self.mechanism.counts(n)
-        ids = canonical_ids(np.asarray(self.persons.ids)) if n else np.zeros(0, dtype=np.int64)
+        ids = canonical_ids(self.persons.ids) if n else np.zeros(0, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
         return TraceReport(ids[order], *(c[i][order] for i in range(5)))
 
@@ -578,7 +608,7 @@ def _reserve(kind: Traces, *, budget: float | None, ledger: Any, policy: str, ru
              ) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
     """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
     mech = kind.mechanism
-    n = len(kind.persons.ids)
+    n = len(kind.persons)
     requested = np.asarray(mech.worst(kind.rows[:n], kind.places()), dtype=np.int64)
     least = mech.least()
     asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
@@ -591,7 +621,7 @@ def _reserve(kind: Traces, *, budget: float | None, ledger: Any, policy: str, ru
         eps = float(from_units(piece))
         if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
             raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
-        ids = canonical_ids(np.asarray(kind.persons.ids)) if n else np.zeros(0, dtype=np.int64)
+        ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
         r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
                            unit=kind.unit)
         _uniq, inverse = np.unique(ids, return_inverse=True)
@@ -685,7 +715,7 @@ def release_traces_file(
     report = kind.report()
     reserved = None
     if accounted:
-        ids = canonical_ids(np.asarray(kind.persons.ids)) if kind.persons.ids else np.zeros(0, dtype=np.int64)
+        ids = canonical_ids(kind.persons.ids) if len(kind.persons) else np.zeros(0, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
         reserved = np.asarray(granted, dtype=np.int64)[order] * mechanism.piece
     withheld = (kind.rows.sum() - stats.rows) if accounted else 0
