@@ -19,6 +19,7 @@ from metricdp.location.predictive import FixedSplit, release_traces
 from metricdp.pipeline.traces import Independent, PerPlace, Predictive, release_traces_file
 
 pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow.csv")
 pq = pytest.importorskip("pyarrow.parquet")
 
 PARIS = (48.85, 2.35)
@@ -241,3 +242,22 @@ def test_each_person_spends_within_the_reservation_within_the_budget(tmp_path, p
     assert (r.report.spent_units <= r.reserved).all()
     assert (r.reserved <= to_units(budget, budget=True)).all()
     assert int((r.report.fresh + r.report.reused).sum()) == r.stats.rows == len(rows)
+
+
+# ------------------------------------------------------------------------------------------ real data
+@pytest.mark.slow
+def test_the_ais_week_is_released_within_each_vessels_reservation(tmp_path):
+    """Real tracks (tracktable-data): 172,679 fixes of 140 vessels, sorted by vessel then ISO time."""
+    pytest.importorskip("tracktable_data")
+    from metricdp.data.ais import ais_traces
+
+    t = ais_traces()
+    src = tmp_path / "ais.csv"
+    times = np.char.replace(np.datetime_as_string(t.time, unit="s"), "T", " ")
+    pa.csv.write_csv(pa.table({"user": t.person, "time": times, "lat": t.lat, "lon": t.lon}), src)
+    with Ledger(tmp_path / "l.db", budget=200.0) as ledger:
+        r = run(src, tmp_path / "out.csv", Predictive(1.0, 0.2, 2.0), ledger=ledger, keep=("user", "time"))
+        assert (r.stats.rows, len(r.report)) == (t.n, t.persons) == (172_679, 140)
+        assert (r.report.spent_units <= r.reserved).all() and r.reserved.max() == to_units(200.0)
+        assert ledger.spent(r.report.persons).tolist() == from_units(r.reserved).tolist()
+    assert int(r.report.reused.sum()) > int(r.report.fresh.sum())  # vessels stay put: predictions pass
