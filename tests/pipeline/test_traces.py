@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -138,6 +139,21 @@ def test_bad_fixes_are_refused_in_one_error_naming_the_row(tmp_path, rows, fragm
         run(write(tmp_path / "in.csv", rows), out, Independent(1.0))
     assert fragment in str(ex.value)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("user", "time", "fragment"), [
+    ("who", "time", "no user column 'who' (columns: 'user', 'time', 'lat', 'lon')"),
+    ("user", "when", "no time column 'when'"),
+    ("user", "lat", "must be four different columns"),
+])
+@pytest.mark.parametrize("budget", [None, 5.0])
+def test_a_missing_or_reused_column_is_one_error(tmp_path, user, time, fragment, budget):
+    src = write(tmp_path / "in.csv", [("a", 1, *PARIS)])
+    with pytest.raises(ValidationError, match=re.escape(fragment)), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release_traces_file(src, tmp_path / "o.csv", user=user, time=time, lat="lat", lon="lon",
+                            mechanism=Independent(1.0), budget=budget, rng=1)
+    assert not (tmp_path / "o.csv").exists()
 
 
 # ------------------------------------------------------------------------------------ accounting

@@ -690,6 +690,11 @@ def release_traces_file(
 
     src = Source.of(input_path) if chunk_rows is None else Source.of(input_path, chunk_rows=chunk_rows)
     kind = Traces(user, time, lat, lon, mechanism, digits=digits, where=src.where)
+    names = src.names()
+    for what, name in (("user", user), ("time", time)):
+        if name not in names:
+            raise ValidationError(f"{src.where}: no {what} column {name!r} (columns: "
+                                  f"{', '.join(repr(h) for h in names[:20])})")
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
