@@ -122,6 +122,13 @@ def test_an_out_of_order_file_spends_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 100])
+def test_numbers_and_iso_times_in_one_file_are_refused(tmp_path, chunk_rows):
+    rows = [("a", 1, *PARIS), ("a", "2020-01-01 10:00:00", *PARIS)]
+    with pytest.raises(ValidationError, match="one form of time per file"):
+        run(write(tmp_path / "in.csv", rows), tmp_path / "out.csv", Independent(1.0), chunk_rows=chunk_rows)
+
+
 def test_equal_times_and_numbers_as_text_are_in_order(tmp_path):
     rows = [("a", 9, *PARIS), ("a", 9, *PARIS), ("a", 10, *PARIS)]  # 10 after 9 as numbers, not as text
     r = run(write(tmp_path / "in.csv", rows), tmp_path / "out.csv", Independent(1.0))
@@ -130,6 +137,7 @@ def test_equal_times_and_numbers_as_text_are_in_order(tmp_path):
 
 @pytest.mark.parametrize(("rows", "fragment"), [
     ([("a", "noon", *PARIS)], "time column 'time' is 'noon', neither a number nor an ISO 8601 time"),
+    ([("a", "nan", *PARIS)], "time column 'time' is 'nan', not a finite time"),
     ([("", 1, *PARIS)], "user column 'user' is empty"),
     ([("a", 1000, 95.0, 2.0)], "(95.0, 2.0) in columns 'lat', 'lon' is not a latitude"),
 ])
@@ -244,6 +252,10 @@ def test_csv_keeps_the_other_bytes_parquet_float64_geojson_out(tmp_path):
     assert r.report.persons.tolist() == [1, 2]
     run(tmp_path / "in.parquet", tmp_path / "out.geojson", Independent(1.0))
     assert len(json.loads((tmp_path / "out.geojson").read_text())["features"]) == 3
+    pq.write_table(pa.table({"user": [1.5], "time": [1], "lat": [48.85], "lon": [2.35]}), tmp_path / "f.parquet")
+    with pytest.raises(ValidationError, match="user column 'user' has type double: person ids must be integers"):
+        run(tmp_path / "f.parquet", tmp_path / "f_out.parquet", Independent(1.0))
+    assert not (tmp_path / "f_out.parquet").exists()
 
 
 # ------------------------------------------------------------------------------------------ property

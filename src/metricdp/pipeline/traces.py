@@ -336,6 +336,9 @@ class _Persons:
         values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
         if values.dtype.kind == "O":
             values = values.astype(str)
+        if values.dtype.kind not in "iuU":
+            raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be integers "
+                                  "or text")
         indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
         if values.dtype.kind == "U" and (values == "").any():
             i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
@@ -375,34 +378,54 @@ def _at(chunk: Chunk, i: int) -> str:
 
 
 def _times(chunk: Chunk, name: str, where: str) -> tuple[NDArray[np.float64], str]:
-    """The time column as numbers (``"number"``) or nanoseconds since 1970 (``"time"``), and which."""
+    """The time column as numbers (``"number"``) or nanoseconds since 1970 (``"time"``), and which; a time
+    that is missing, not finite or neither form is refused naming its row."""
     pa, pc = arrow()
     col = chunk.column(name)
     if col.null_count:
         i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
         raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is empty")
     if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
-        ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
-        return np.asarray(ns.to_numpy(zero_copy_only=False), dtype=np.float64), "time"
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        return read_coordinate(chunk, name, where), "number"
-    try:
-        return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64), "number"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    try:
-        ns = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
-        return np.asarray(ns.to_numpy(zero_copy_only=False), dtype=np.float64), "time"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    for i, text in enumerate(col.to_pylist()):
+        out, mode = _instants(pc.cast(col, pa.timestamp("ns", tz=getattr(col.type, "tz", None)))), "time"
+    elif not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        out, mode = read_coordinate(chunk, name, where), "number"
+    else:
         try:
-            np.datetime64(text.strip().replace(" ", "T").rstrip("Z"), "ns")
-        except ValueError:
-            raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {text!r}, neither a number "
-                                  "nor an ISO 8601 time") from None
-    raise ValidationError(  # pragma: no cover - each reads alone, but not all together
-        f"{where}: time column {name!r} mixes forms of times; write them all alike")
+            out, mode = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), np.float64), "number"
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            try:
+                out, mode = _instants(pc.cast(col, pa.timestamp("ns"))), "time"
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise _unread(col, chunk, name, where) from None
+    bad = ~np.isfinite(out)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        shown = chunk.texts(name, np.array([i]))[0]
+        raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {shown!r}, not a finite time")
+    return out, mode
+
+
+def _instants(ns: Any) -> NDArray[np.float64]:
+    pa, pc = arrow()
+    return np.asarray(pc.cast(ns, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _unread(col: Any, chunk: Chunk, name: str, where: str) -> ValidationError:
+    """The error of a text time column that reads neither as numbers nor as ISO 8601 times: the first culprit."""
+    pa, pc = arrow()
+    for i, text in enumerate(col.to_pylist()):
+        one = pa.array([text])
+        for kind in (pa.float64(), pa.timestamp("ns")):
+            try:
+                pc.cast(one, kind)
+                break
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+        else:
+            return ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {text!r}, neither a number "
+                                   "nor an ISO 8601 time (without a time zone)")
+    return ValidationError(f"{where}: time column {name!r} holds both numbers and ISO 8601 times from data row "
+                           f"{chunk.first + 1}: one form of time per file")
 
 
 class _Order:
