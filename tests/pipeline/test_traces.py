@@ -259,17 +259,38 @@ def test_csv_keeps_the_other_bytes_parquet_float64_geojson_out(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ property
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+GRID = CellGrid.over("40.0,0.0,41.0,1.0", 20.0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(persons=hst.lists(hst.integers(0, 3), min_size=1, max_size=30), budget=hst.floats(1.0, 6.0),
-       threshold=hst.sampled_from([0.0, 1.0, 1000.0]), chunk=hst.integers(1, 7))
-def test_each_person_spends_within_the_reservation_within_the_budget(tmp_path, persons, budget, threshold, chunk):
+       threshold=hst.sampled_from([0.0, 1.0, 1000.0]), chunk=hst.integers(1, 7),
+       which=hst.sampled_from(["predictive", "independent", "per-place"]))
+def test_each_person_spends_within_the_reservation_within_the_budget(tmp_path, persons, budget, threshold, chunk,
+                                                                     which):
+    """The oracle: each person's spend, grant and kept rows recomputed from the rows alone."""
     rng = np.random.default_rng(len(persons))
-    rows = [(f"p{p}", i, float(40 + rng.uniform()), float(rng.uniform())) for i, p in enumerate(persons)]
-    r = run(write(tmp_path / "in.csv", rows), tmp_path / "out.csv", Predictive(1.0, 0.25, threshold),
-            budget=budget, policy="drop", chunk_rows=chunk)
-    assert (r.report.spent_units <= r.reserved).all()
-    assert (r.reserved <= to_units(budget, budget=True)).all()
-    assert int((r.report.fresh + r.report.reused).sum()) == r.stats.rows == len(rows)
+    rows = [(f"p{p}", i, float(40.05 + 0.9 * rng.uniform()), float(0.05 + 0.9 * rng.uniform()))
+            for i, p in enumerate(persons)]
+    mech = {"predictive": lambda: Predictive(1.0, 0.25, threshold), "independent": lambda: Independent(0.75),
+            "per-place": lambda: PerPlace(GRID, 0.75)}[which]()
+    r = run(write(tmp_path / "in.csv", rows), tmp_path / "out.csv", mech, budget=budget, policy="drop",
+            chunk_rows=chunk)
+    left = to_units(budget, budget=True)
+    assert (r.report.spent_units <= r.reserved).all() and (r.reserved <= left).all()
+    n = np.array([persons.count(p) for p in sorted(set(persons))])
+    if which == "independent":  # the first floor(budget / eps) rows of each person, the rest withheld
+        kept = np.minimum(n, left // to_units(0.75))
+        assert r.report.fresh.tolist() == kept.tolist() and r.reserved.tolist() == (kept * to_units(0.75)).tolist()
+    elif which == "per-place":
+        cells = [len({int(GRID.locate(np.array([[la, lo]]))[0]) for u, _t, la, lo in rows if u == f"p{p}"})
+                 for p in sorted(set(persons))]
+        assert r.report.fresh.tolist() == np.minimum(cells, left // to_units(0.75)).tolist()
+    else:  # every row kept (a budget of 1 pays the first release); worst case 1 + (n - 1) x 1.25, capped
+        worst = to_units(1.0) + (n - 1) * to_units(1.25)
+        assert r.reserved.tolist() == np.minimum(worst, left - left % to_units(0.25)).tolist()
+        assert r.withheld == 0
+    assert int((r.report.fresh + r.report.reused).sum()) == r.stats.rows == len(rows) - r.withheld
 
 
 # ------------------------------------------------------------------------------------------ real data
