@@ -99,28 +99,33 @@ def bench(path: Path, mechanism: Any, user: str, budget: float | None) -> dict[s
             "load": os.getloadavg()[0]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the benchmark of the command line ``argv``; prints and returns one result per run."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--persons", type=int, default=100_000)
     parser.add_argument("--fixes", type=int, default=10)
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--ais", action="store_true", help="the AIS ship tracks of tracktable-data")
     parser.add_argument("--quick", action="store_true", help="2,000 persons x 10 fixes")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.ais:
             path = Path(tmp) / "ais.csv"
             write_ais(path)
             grid = CellGrid.over("40.3,-74.5,41.0,-73.5", 1.0)  # New York harbour, 1 km cells
             for mech in (Independent(0.5), Predictive(0.5, 0.1, 4.0), PerPlace(grid, 0.5)):
-                print(json.dumps({"data": "AIS NYHarbor_2020_12_first_week", **bench(path, mech, "vessel", None)}))
-            return
+                results.append({"data": "AIS NYHarbor_2020_12_first_week", **bench(path, mech, "vessel", None)})
+                print(json.dumps(results[-1]))
+            return results
         persons, fixes = (2_000, 10) if args.quick else (args.persons, args.fixes)
         path = Path(tmp) / f"fixes.{args.format}"
         write_synthetic(path, persons, fixes)
         for budget in (None, float(fixes)):
-            print(json.dumps({"data": f"synthetic {persons} persons x {fixes} fixes ({args.format})",
-                              **bench(path, Predictive(1.0, 0.5, 2.0), "user", budget)}))
+            results.append({"data": f"synthetic {persons} persons x {fixes} fixes ({args.format})",
+                            **bench(path, Predictive(1.0, 0.5, 2.0), "user", budget)})
+            print(json.dumps(results[-1]))
+    return results
 
 
 if __name__ == "__main__":

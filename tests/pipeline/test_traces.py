@@ -293,6 +293,22 @@ def test_each_person_spends_within_the_reservation_within_the_budget(tmp_path, p
     assert int((r.report.fresh + r.report.reused).sum()) == r.stats.rows == len(rows) - r.withheld
 
 
+# ------------------------------------------------------------------------------------------ benchmark
+@pytest.mark.parametrize("form", ["parquet", "csv"])
+def test_the_quick_benchmark_releases_every_fix_of_interleaved_persons(form):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_traces", Path(__file__).parents[2] / "benchmarks" /
+                                                  "bench_traces.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results = bench.main(["--quick", "--format", form])
+    assert [(r["fixes"], r["persons"], r["accounted"]) for r in results] == [(20_000, 2_000, False),
+                                                                             (20_000, 2_000, True)]
+    assert all(r["reuses"] > 0.2 * r["fixes"] and r["fixes_per_second"] > 0 for r in results)  # stays of 5
+
+
 # ------------------------------------------------------------------------------------------ real data
 @pytest.mark.slow
 def test_the_ais_week_is_released_within_each_vessels_reservation(tmp_path):
