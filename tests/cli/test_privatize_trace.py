@@ -49,6 +49,21 @@ def test_the_ledger_is_charged_the_reservation_and_told(fixes, tmp_path):
         assert book.spent(["a", "b"]).tolist() == [1.5, 0.5]
 
 
+def test_the_per_person_report_lists_spent_and_reserved(fixes, tmp_path):
+    report = tmp_path / "report.csv"
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km", "--test-epsilon",
+                 "1/km", "--threshold", "1000km", "--budget", "10", "--report", report)
+    assert result.exit_code == 0, result.output
+    assert report.read_text().splitlines() == ["person,eps_spent,eps_reserved,fresh,reused,tests,passed",
+                                               "a,3.0,5.0,1,2,2,2", "b,1.0,1.0,1,0,0,0"]
+
+
+def test_the_report_may_not_overwrite_the_input(fixes, tmp_path):
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km", "--report", fixes)
+    assert_one_line_error(result, "--report")
+    assert fixes.read_text() == FIXES
+
+
 def test_per_place_states_its_disclosure(fixes, tmp_path):
     result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km",
                  "--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5", "--cell", "500m")

@@ -178,6 +178,9 @@ def register(app: typer.Typer) -> None:
         digits: Annotated[int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates "
                                             "in a text format.")] = 6,
         chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        report: Annotated[Path | None, typer.Option("--report", dir_okay=False, help="Write the per-person report "
+                                                    "(CSV: person, eps spent, eps reserved, fresh releases, "
+                                                    "reuses, tests, passed); it names the persons.")] = None,
         seed: SeedOption = None,
         json: JsonOption = False,
     ) -> None:
@@ -194,7 +197,9 @@ def register(app: typer.Typer) -> None:
         if eps is None:
             raise ValidationError("--epsilon is needed: the eps per km of one fresh release (0.5/km, 1/m)")
         mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell)
-        check_output(out, inputs=(input_file, *acct.files()))
+        check_output(out, inputs=(input_file, report, *acct.files()))
+        if report is not None:
+            check_output(report, "--report", inputs=(input_file, out, *acct.files()))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         from ..pipeline.traces import release_traces_file
@@ -223,6 +228,9 @@ def register(app: typer.Typer) -> None:
         if run.stats.columns is not None:
             leaves_report(run.stats.columns)
         summary = _summary(run, out, seconds, acct, eps)
+        if report is not None:
+            run.write_report(report, inputs=(input_file, out, *acct.files()))
+            summary["report"] = str(report)
         if json:
             echo_json(summary)
         else:

@@ -606,6 +606,27 @@ class TraceRun:
     over: int = 0
     run_id: str | None = None
 
+    def write_report(self, path: str | PathLike[str], *, inputs: tuple[str | PathLike[str], ...] = ()) -> None:
+        """The per-person report as CSV (``person, eps_spent, eps_reserved, fresh, reused, tests, passed``; eps
+        per km, ``eps_reserved`` empty when not accounted), written whole or not at all, never over ``inputs``.
+
+        It holds the person ids: it is published only where the release's user column is.
+        """
+        import csv
+        import io
+
+        from ..io import atomic_write
+
+        r = self.report
+        text = io.StringIO()
+        out = csv.writer(text, lineterminator="\n")
+        out.writerow(["person", "eps_spent", "eps_reserved", "fresh", "reused", "tests", "passed"])
+        reserved = [""] * len(r) if self.reserved is None else [repr(float(e)) for e in from_units(self.reserved)]
+        out.writerows(zip(r.persons.tolist(), (repr(float(e)) for e in r.eps_spent), reserved, r.fresh.tolist(),
+                          r.reused.tolist(), r.tests.tolist(), r.passed.tolist(), strict=True))
+        with atomic_write(path, "wb", inputs=inputs) as fh:
+            fh.write(text.getvalue().encode("utf-8"))
+
 
 class _Reserved:
     """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure."""
