@@ -2,18 +2,9 @@ r"""Traces: the (lat, lon) fixes of persons, released in file order with a state
 
 A file of fixes has a user column (who), a time column (when) and the two coordinate
 columns. :class:`Traces` is the :class:`~.kind.Kind` that releases the coordinates of every
-row by one of three mechanisms, each with a state per person (so memory grows with the
-persons, never with the rows):
-
-* :class:`Independent` -- a fresh planar Laplace release of every fix at eps (no state
-  but the counts);
-* :class:`Predictive` -- the predictive mechanism (:mod:`metricdp.location.predictive`,
-  :func:`~metricdp.location.predictive.predictive_step`): a private test of the fix
-  against the person's last release, the prediction reported when it passes, a fresh
-  release when it fails (the state: the person's last release and counts);
-* :class:`PerPlace` -- one release per (person, public cell) of the run
-  (:mod:`metricdp.location.per_place`: planar Laplace around the cell's centre), repeated for
-  every later fix of the person in that cell (the state: the run's memo of places).
+row by one of the mechanisms of :mod:`.trace_states` (independent, predictive, one release
+per place), each with a state per person (so memory grows with the persons, never with
+the rows); the persons get a code each in the order they first come (:class:`_Persons`).
 
 **Order.** The rows of persons may interleave, but the rows of one person must come in
 time order in the file: a fix earlier than the person's previous one is refused in one
@@ -43,8 +34,6 @@ reported beside it.
 
 from __future__ import annotations
 
-import math
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from os import PathLike
 from typing import Any
@@ -57,259 +46,16 @@ from .._validation import check_epsilon
 from ..accounting.accountant import canonical_ids, grant
 from ..accounting.composition import from_units, to_units
 from ..errors import BudgetExceededError, ValidationError
-from ..location.grid import CellGrid
-from ..location.predictive import FixedSplit, predictive_step
 from ..location.trace_report import TraceReport
-from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 from ..tabular.formats import Chunk, Points, Released, arrow
 from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
+from .trace_states import UNLIMITED, Fixes, Independent, PerPlace, Predictive, TraceMechanism, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
            "release_traces_file"]
-
-#: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
-_SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
-#: A person's grant when the release is not accounted: no limit (far below int64's overflow).
-_UNLIMITED = 2**61
-
-
-@dataclass(frozen=True)
-class Fixes:
-    """A chunk's fixes: the person of each row (a code of the run), its time, its (lat, lon), its place."""
-
-    persons: NDArray[np.int64]
-    times: NDArray[np.float64]
-    latlon: NDArray[np.float64]
-    places: NDArray[np.int64]
-    unit: str = "line"
-
-
-def _grown(a: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
-    """``a`` (persons along its last axis) with room for ``n`` persons, new ones ``fill``."""
-    if a.shape[-1] >= n:
-        return a
-    out = np.full((*a.shape[:-1], max(n, 2 * a.shape[-1])), fill, dtype=a.dtype)
-    out[..., : a.shape[-1]] = a
-    return out
-
-
-class TraceMechanism(ABC):
-    """How a person's fixes are released, with the state per person the release needs."""
-
-    name: str
-    #: the eps of a fresh release, per km
-    epsilon: float
-
-    @property
-    @abstractmethod
-    def piece(self) -> int:
-        """The accounting units every spend of this mechanism is a multiple of (what a reservation counts)."""
-
-    @abstractmethod
-    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Each person's largest possible spend in pieces, from their rows and distinct cells."""
-
-    def least(self) -> int:
-        """The pieces below which a grant releases nothing of a person (an excess under ``refuse``)."""
-        return 0
-
-    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64] | None:
-        """The public cell of each fix (per place only; an error names a fix in no cell)."""
-        return None
-
-    @abstractmethod
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        """Begin a release: ``grants[p]`` pieces for person code ``p`` (``fill`` for a person beyond them),
-        draws from ``source``."""
-
-    @abstractmethod
-    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
-        """``(kept rows or None for all, releases of the kept rows)`` of one chunk, in its order."""
-
-    @abstractmethod
-    def counts(self, persons: int) -> NDArray[np.int64]:
-        """The (5, persons) counters of the release so far (TraceReport's order, spent in units)."""
-
-
-def _rank(codes: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """Rows sorted by person (stable: file order within a person), and each row's rank within its person."""
-    order = np.argsort(codes, kind="stable")
-    c = codes[order]
-    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]]) if c.size else np.zeros(0, dtype=np.intp)
-    rank = np.empty(codes.size, dtype=np.intp)
-    rank[order] = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
-    return order, rank
-
-
-class _Counted(TraceMechanism):
-    """The counters per person, grown as persons come."""
-
-    def __init__(self) -> None:
-        self._counts = np.zeros((5, 0), dtype=np.int64)
-        self._grants = np.zeros(0, dtype=np.int64)
-        self._fill = 0
-        self._source: Any = None
-
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        self._grants = np.asarray(grants, dtype=np.int64)
-        self._counts = np.zeros((5, self._grants.size), dtype=np.int64)
-        self._source, self._fill = source, int(fill)
-
-    def _room(self, n: int) -> None:
-        self._counts = _grown(self._counts, n, 0)
-        self._grants = _grown(self._grants, n, self._fill)
-
-    def counts(self, persons: int) -> NDArray[np.int64]:
-        self._room(persons)
-        return self._counts[:, :persons].copy()
-
-
-class Independent(_Counted):
-    """A fresh planar Laplace release of every fix at ``epsilon`` per km (k fixes cost k x eps)."""
-
-    name = "independent"
-
-    def __init__(self, epsilon: float) -> None:
-        super().__init__()
-        self.epsilon = check_epsilon(epsilon)
-
-    @property
-    def piece(self) -> int:
-        return to_units(self.epsilon)
-
-    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        return rows
-
-    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
-        codes = fixes.persons
-        self._room(int(codes.max()) + 1 if codes.size else 0)
-        _order, rank = _rank(codes)
-        keep = (self._counts[_FRESH, codes] + rank) < self._grants[codes]  # the first rows of a person's grant
-        k = codes[keep]
-        drawn = sample_planar_laplace_latlon(fixes.latlon[keep], self.epsilon, self._source) if k.size else \
-            np.zeros((0, 2))
-        np.add.at(self._counts[_FRESH], k, 1)
-        np.add.at(self._counts[_SPENT], k, self.piece)
-        return (None if keep.all() else keep), np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
-
-
-class Predictive(_Counted):
-    """The predictive mechanism: a test at ``eps_test`` within ``threshold_km`` of the last release, a fresh
-    release at ``epsilon`` when it fails; each person runs within their grant (:class:`FixedSplit`'s steps)."""
-
-    name = "predictive"
-
-    def __init__(self, epsilon: float, eps_test: float, threshold_km: float) -> None:
-        super().__init__()
-        # the manager's own budget is replaced by each person's grant (predictive_step's per-person budget)
-        self.manager = FixedSplit(eps_test=eps_test, eps_noise=epsilon, budget=epsilon, threshold_km=threshold_km)
-        self.epsilon = float(epsilon)
-        self._test, self._noise = to_units(eps_test, "eps_test"), to_units(epsilon)
-        self._last = np.zeros((2, 0))
-        self._has = np.zeros(0, dtype=bool)
-
-    @property
-    def piece(self) -> int:
-        return math.gcd(self._test, self._noise)
-
-    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        """One fresh release, then a test and a fresh release at every later fix."""
-        r = np.asarray(rows, dtype=np.int64)
-        units = np.where(r > 0, self._noise + np.maximum(r - 1, 0) * (self._test + self._noise), 0)
-        return units // self.piece
-
-    def least(self) -> int:
-        return self._noise // self.piece
-
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        super().start(grants, source, fill=fill)
-        self._last = np.zeros((2, self._grants.size))
-        self._has = np.zeros(self._grants.size, dtype=bool)
-
-    def _room(self, n: int) -> None:
-        super()._room(n)
-        self._last = _grown(self._last, n, np.nan)
-        self._has = _grown(self._has, n, False)
-
-    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
-        codes = fixes.persons
-        self._room(int(codes.max()) + 1 if codes.size else 0)
-        budget = self._grants * self.piece
-        keep = budget[codes] >= self._noise  # a person who cannot pay one fresh release is withheld
-        rows = np.flatnonzero(keep)
-        released = np.empty((codes.size, 2))
-        outcome = np.empty(codes.size, dtype=np.int8)
-        last = self._last.T.copy()
-        rank = _rank(codes[rows])[1]
-        by = np.argsort(rank, kind="stable")  # each person's first fix of the chunk, then their second, ...
-        steps, ranks = rows[by], rank[by]
-        bounds = np.searchsorted(ranks, np.arange(int(ranks[-1]) + 2)) if rows.size else np.zeros(1, dtype=np.intp)
-        for r in range(bounds.size - 1):  # one step of the persons with an r-th fix here: distinct persons
-            at = steps[bounds[r]: bounds[r + 1]]
-            predictive_step(self.manager, budget, self._source, codes[at], at, fixes.latlon, self._counts, last,
-                            self._has, released, outcome)
-        self._last = last.T.copy()
-        return (None if keep.all() else keep), released[keep]
-
-
-class PerPlace(_Counted):
-    """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
-    run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
-
-    name = "per-place"
-
-    def __init__(self, grid: CellGrid, epsilon: float) -> None:
-        super().__init__()
-        self.grid, self.epsilon = grid, check_epsilon(epsilon)
-        self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
-        self._drawn = np.zeros((0, 2))
-        self._n = 0
-
-    @property
-    def piece(self) -> int:
-        return to_units(self.epsilon)
-
-    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        return places
-
-    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64]:
-        cell = self.grid.locate(latlon) if latlon.size else np.zeros(0, dtype=np.int64)
-        return np.asarray(cell, dtype=np.int64)
-
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        super().start(grants, source, fill=fill)
-        self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
-
-    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
-        codes = fixes.persons
-        self._room(int(codes.max()) + 1 if codes.size else 0)
-        cell = self.cells(fixes.latlon)
-        keys = codes * np.int64(self.grid.n) + cell
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        index = np.array([self._memo.get(int(k), -1) for k in uniq.tolist()], dtype=np.int64)
-        new = np.flatnonzero(index < 0)
-        new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
-        owner = codes[first[new]]
-        _order, rank = _rank(owner)
-        fits = (self._counts[_FRESH, owner] + rank) < self._grants[owner]  # the first places of a person's grant
-        paid = new[fits]
-        drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
-                                             self._source) if paid.size else np.zeros((0, 2))
-        index[paid] = self._n + np.arange(paid.size)
-        self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
-        self._n += paid.size
-        self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
-        np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
-        np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
-        row_index = index[inverse.ravel()]
-        keep = row_index >= 0
-        reused = np.ones(codes.size, dtype=bool)
-        reused[first[paid]] = False
-        np.add.at(self._counts[_REUSED], codes[keep & reused], 1)
-        return (None if keep.all() else keep), self._drawn[row_index[keep]]
 
 
 class _Persons:
@@ -440,7 +186,7 @@ class _Order:
         if not codes.size:
             return
         n = int(codes.max()) + 1
-        self.time, self.place = _grown(self.time, n, -np.inf), _grown(self.place, n, -1)
+        self.time, self.place = grown(self.time, n, -np.inf), grown(self.place, n, -1)
         order = np.argsort(codes, kind="stable")
         c, tt = codes[order], t[order]
         head = np.r_[True, c[1:] != c[:-1]]
@@ -538,20 +284,19 @@ class Traces(Kind):
         """The first pass: the order, and each person's rows and places (for the worst case)."""
         self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
         n = len(self.persons)
-        self.rows = _grown(self.rows, n, 0)
+        self.rows = grown(self.rows, n, 0)
         np.add.at(self.rows, values.persons, 1)
         cell = self.mechanism.cells(values.latlon)
         if cell is not None:
-            grid_n = np.int64(self.mechanism.grid.n)  # type: ignore[attr-defined]
-            self._places.update(np.unique(values.persons * grid_n + cell).tolist())
+            self._places.update(np.unique(values.persons * np.int64(self.mechanism.cell_count) + cell).tolist())
 
     def places(self) -> NDArray[np.int64]:
         """The first pass's distinct cells per person (per place only; zeros otherwise)."""
         n = len(self.persons)
         out = np.zeros(n, dtype=np.int64)
         if self._places:
-            grid_n = self.mechanism.grid.n  # type: ignore[attr-defined]
-            np.add.at(out, np.fromiter(self._places, dtype=np.int64, count=len(self._places)) // grid_n, 1)
+            keys = np.fromiter(self._places, dtype=np.int64, count=len(self._places))
+            np.add.at(out, keys // self.mechanism.cell_count, 1)
         return out
 
     def refusals(self) -> Refusals:
@@ -754,7 +499,7 @@ def release_traces_file(
         granted = np.zeros(0, dtype=np.int64)
     try:
         # without accounting, every person's grant is unlimited (persons are added as they come)
-        mechanism.start(granted, source, fill=0 if accounted else _UNLIMITED // mechanism.piece)
+        mechanism.start(granted, source, fill=0 if accounted else UNLIMITED // mechanism.piece)
         kind.begin()
     except BaseException:
         if run is not None:
