@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
-from metricdp.accounting.composition import from_units, to_units
+from metricdp.accounting.composition import MAX_UNITS, from_units, to_units
 from metricdp.accounting.ledger import Ledger
 from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.location.grid import CellGrid
@@ -192,6 +192,16 @@ def test_a_grant_below_the_worst_case_runs_the_predictive_mechanism_within_it(tm
     p = r.report.person("a")
     assert (p.fresh, p.reused, p.tests) == (1, 2, 0)  # 2 - 1 = 1 < 1.2: no test, the prediction reported
     assert from_units(r.reserved).tolist() == [2.0]
+
+
+def test_a_spend_past_what_can_be_accounted_is_one_error_not_a_silent_cut(tmp_path):
+    """Not accounted, nothing is withheld: 2 x 3e6 eps passes the grid's 2^62 units (4.6e6 eps)."""
+    out = tmp_path / "out.csv"
+    with pytest.raises(ValidationError, match=r"person 'a': their spend would pass 4.61e\+06 eps"):
+        run(write(tmp_path / "in.csv", [("a", 1, *PARIS), ("a", 2, *PARIS)]), out, Independent(3e6))
+    assert not out.exists()
+    worst = Predictive(1e6, 1e5, 1.0).worst(np.array([0, 1, 10**12]), np.zeros(3, dtype=np.int64))
+    assert worst.tolist() == [0, 10, MAX_UNITS // to_units(1e5)]  # capped, never wrapped around
 
 
 def test_refuse_writes_and_spends_nothing(tmp_path):

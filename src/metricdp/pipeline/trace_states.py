@@ -16,10 +16,13 @@ the persons (and their places), never with the rows:
   every later fix of the person in that cell; the state: the run's memo of places.
 
 Each person runs within a **grant** (:meth:`TraceMechanism.start`: pieces of
-:attr:`TraceMechanism.piece` units; unlimited when the release is not accounted): a row
-past it is withheld (independent: the rows after the first ones in file order; per place:
-the places after the first ones), or, for the predictive mechanism, the grant is the
-person's budget (``docs/proofs/trace_accounting.md``).
+:attr:`TraceMechanism.piece` units): a row past it is withheld (independent: the rows after
+the first ones in file order; per place: the places after the first ones), or, for the
+predictive mechanism, the grant is the person's budget
+(``docs/proofs/trace_accounting.md``). A release that is not accounted has no grants and
+withholds nothing: a person whose spend would pass what the accounting grid holds
+(:data:`~metricdp.accounting.composition.MAX_UNITS`, 4.6e6 eps) stops it with one error
+(:class:`Unaccountable`), as the spend could not be reported.
 """
 
 from __future__ import annotations
@@ -33,17 +36,26 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validation import check_epsilon
-from ..accounting.composition import to_units
+from ..accounting.composition import MAX_UNITS, from_units, to_units
+from ..errors import ValidationError
 from ..location.grid import CellGrid
-from ..location.predictive import FixedSplit, predictive_step
+from ..location.predictive import EXHAUSTED, FixedSplit, predictive_step
 from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 
-__all__ = ["UNLIMITED", "Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "grown"]
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown"]
 
 #: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
-#: A person's grant when the release is not accounted: no limit (far below int64's overflow).
-UNLIMITED = 2**61
+
+
+class Unaccountable(ValidationError):
+    """A person of a release that is not accounted would spend more than the accounting grid holds
+    (:data:`~metricdp.accounting.composition.MAX_UNITS`); ``code`` is the person's."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"their spend would pass {float(from_units(MAX_UNITS)):.3g} eps, more than can "
+                         "be accounted")
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -93,9 +105,10 @@ class TraceMechanism(ABC):
         return None
 
     @abstractmethod
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        """Begin a release: ``grants[p]`` pieces for person code ``p`` (``fill`` for a person beyond them),
-        draws from ``source``."""
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        """Begin a release drawing from ``source``: ``grants[p]`` pieces for person code ``p`` (a person beyond
+        them has none), or, ``None``, no grants (not accounted: a person who would spend more than the
+        accounting holds is :class:`Unaccountable`, never withheld)."""
 
     @abstractmethod
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
@@ -122,17 +135,23 @@ class _Counted(TraceMechanism):
     def __init__(self) -> None:
         self._counts = np.zeros((5, 0), dtype=np.int64)
         self._grants = np.zeros(0, dtype=np.int64)
-        self._fill = 0
+        self._limited = True
         self._source: Any = None
 
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        self._grants = np.asarray(grants, dtype=np.int64)
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        self._limited = grants is not None
+        self._grants = np.zeros(0, dtype=np.int64) if grants is None else np.asarray(grants, dtype=np.int64)
         self._counts = np.zeros((5, self._grants.size), dtype=np.int64)
-        self._source, self._fill = source, int(fill)
+        self._source = source
 
     def _room(self, n: int) -> None:
         self._counts = grown(self._counts, n, 0)
-        self._grants = grown(self._grants, n, self._fill)
+        self._grants = grown(self._grants, n, 0 if self._limited else MAX_UNITS // self.piece)
+
+    def _withheld(self, codes: NDArray[np.int64], kept: NDArray[np.bool_]) -> None:
+        """Not accounted, nothing is withheld: a person past the accounting's most is an error."""
+        if not self._limited and not kept.all():
+            raise Unaccountable(int(codes[np.flatnonzero(~kept)[0]]))
 
     def counts(self, persons: int) -> NDArray[np.int64]:
         self._room(persons)
@@ -160,6 +179,7 @@ class Independent(_Counted):
         self._room(int(codes.max()) + 1 if codes.size else 0)
         _order, rank = _rank(codes)
         keep = (self._counts[_FRESH, codes] + rank) < self._grants[codes]  # the first rows of a person's grant
+        self._withheld(codes, keep)
         k = codes[keep]
         drawn = sample_planar_laplace_latlon(fixes.latlon[keep], self.epsilon, self._source) if k.size else \
             np.zeros((0, 2))
@@ -190,14 +210,15 @@ class Predictive(_Counted):
     def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
         """One fresh release, then a test and a fresh release at every later fix."""
         r = np.asarray(rows, dtype=np.int64)
-        units = np.where(r > 0, self._noise + np.maximum(r - 1, 0) * (self._test + self._noise), 0)
-        return units // self.piece
+        step = self._test + self._noise
+        later = np.minimum(np.maximum(r - 1, 0), MAX_UNITS // step)  # no overflow: capped at the grid's most
+        return np.where(r > 0, np.minimum(self._noise + later * step, MAX_UNITS), 0) // self.piece
 
     def least(self) -> int:
         return self._noise // self.piece
 
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        super().start(grants, source, fill=fill)
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        super().start(grants, source)
         self._last = np.zeros((2, self._grants.size))
         self._has = np.zeros(self._grants.size, dtype=bool)
 
@@ -223,6 +244,7 @@ class Predictive(_Counted):
             at = steps[bounds[r]: bounds[r + 1]]
             predictive_step(self.manager, budget, self._source, codes[at], at, fixes.latlon, self._counts, last,
                             self._has, released, outcome)
+            self._withheld(codes[at], outcome[at] != EXHAUSTED)  # not accounted: no budget runs out
         self._last = last.T.copy()
         return (None if keep.all() else keep), released[keep]
 
@@ -252,8 +274,8 @@ class PerPlace(_Counted):
         cell = self.grid.locate(latlon) if latlon.size else np.zeros(0, dtype=np.int64)
         return np.asarray(cell, dtype=np.int64)
 
-    def start(self, grants: NDArray[np.int64], source: Any, *, fill: int = 0) -> None:
-        super().start(grants, source, fill=fill)
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        super().start(grants, source)
         self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
 
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
@@ -268,6 +290,7 @@ class PerPlace(_Counted):
         owner = codes[first[new]]
         _order, rank = _rank(owner)
         fits = (self._counts[_FRESH, owner] + rank) < self._grants[owner]  # the first places of a person's grant
+        self._withheld(owner, fits)
         paid = new[fits]
         drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
                                              self._source) if paid.size else np.zeros((0, 2))

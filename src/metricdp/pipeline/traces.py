@@ -52,7 +52,7 @@ from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
-from .trace_states import UNLIMITED, Fixes, Independent, PerPlace, Predictive, TraceMechanism, grown
+from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
            "release_traces_file"]
@@ -310,7 +310,10 @@ class Traces(Kind):
         self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
         if not values.persons.size:
             return None, np.zeros((0, 2))
-        return self.mechanism.release(values)
+        try:
+            return self.mechanism.release(values)
+        except Unaccountable as ex:
+            raise ValidationError(f"{self.where}: person {self.persons.ids[ex.code].item()!r}: {ex}") from None
 
     def render(self, released: NDArray[np.float64]) -> list[Released]:
         return [Points(self.lat, self.lon, np.asarray(released, dtype=np.float64), self.digits)]
@@ -498,8 +501,7 @@ def release_traces_file(
     else:
         granted = np.zeros(0, dtype=np.int64)
     try:
-        # without accounting, every person's grant is unlimited (persons are added as they come)
-        mechanism.start(granted, source, fill=0 if accounted else UNLIMITED // mechanism.piece)
+        mechanism.start(granted if accounted else None, source)  # not accounted: no grants
         kind.begin()
     except BaseException:
         if run is not None:
