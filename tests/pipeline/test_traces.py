@@ -204,6 +204,28 @@ def test_a_spend_past_what_can_be_accounted_is_one_error_not_a_silent_cut(tmp_pa
     assert worst.tolist() == [0, 10, MAX_UNITS // to_units(1e5)]  # capped, never wrapped around
 
 
+def test_a_file_changed_after_its_reservation_is_released_nowhere_and_refunded(tmp_path, monkeypatch):
+    import metricdp.pipeline.first_pass as fp
+
+    src = write(tmp_path / "in.csv", [("a", 1, *PARIS)])
+    read = fp.first_pass
+
+    def then_append(*args, **kw):  # a writer appends a fix between the first pass and the release
+        got = read(*args, **kw)
+        with open(src, "a") as fh:
+            fh.write("a,2,48.85,2.35\n")
+        return got
+
+    monkeypatch.setattr(fp, "first_pass", then_append)
+    out = tmp_path / "out.csv"
+    with Ledger(tmp_path / "l.db", budget=5.0) as ledger:
+        with pytest.raises(ValidationError, match="the file changed while it was released"):
+            run(src, out, Independent(1.0), ledger=ledger)
+        assert ledger.spent(["a"]).tolist() == [0.0]
+        assert [r["state"] for r in ledger.runs_table()] == ["aborted"]
+    assert not out.exists()
+
+
 def test_refuse_writes_and_spends_nothing(tmp_path):
     rows = [("a", 1, *PARIS), ("a", 2, *PARIS)]
     out = tmp_path / "out.csv"

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -377,12 +378,19 @@ class TraceRun:
 
 
 class _Reserved:
-    """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure."""
+    """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure
+    (the input changed since the first pass included: its reservation may not cover what was read)."""
 
-    def __init__(self, ledger: Any, run_id: str) -> None:
+    def __init__(self, ledger: Any, run_id: str, path: Path, identity: tuple[int, ...]) -> None:
         self.ledger, self.run_id, self.published = ledger, run_id, False
+        self.path, self.identity = path, identity
 
     def publishing(self) -> None:
+        from ..streaming.accounted import _identity
+
+        if _identity(self.path) != self.identity:
+            raise ValidationError(f"{self.path}: the file changed while it was released; nothing written, "
+                                  "nothing spent")
         self.published = True
 
     def report(self) -> None:
@@ -396,8 +404,8 @@ class _Reserved:
             self.ledger.abort(self.run_id)
 
 
-def _reserve(kind: Traces, *, budget: float | None, ledger: Any, policy: str, run_id: str | None,
-             ) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
+def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: float | None, ledger: Any,
+             policy: str, run_id: str | None) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
     """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
     mech = kind.mechanism
     n = len(kind.persons)
@@ -418,7 +426,7 @@ def _reserve(kind: Traces, *, budget: float | None, ledger: Any, policy: str, ru
                            unit=kind.unit)
         _uniq, inverse = np.unique(ids, return_inverse=True)
         granted = r.grant.granted[inverse.ravel()]
-        run = _Reserved(ledger, r.run_id)
+        run = _Reserved(ledger, r.run_id, src.path, identity)
     short = int(((granted < least) & (requested > 0)).sum()) if least else int((granted < requested).sum())
     if least and short and policy == "refuse":
         if run is not None:
@@ -494,10 +502,13 @@ def release_traces_file(
     run: _Reserved | None = None
     over, run_id_used = 0, None
     if accounted:
+        from ..streaming.accounted import _identity
+
+        identity = _identity(src.path)
         kind.begin()
         first_pass(kind, src, user, others=unnamed(plan, kind))
-        granted, over, run, run_id_used = _reserve(kind, budget=budget, ledger=ledger, policy=policy,
-                                                   run_id=run_id)
+        granted, over, run, run_id_used = _reserve(kind, src, identity, budget=budget, ledger=ledger,
+                                                   policy=policy, run_id=run_id)
     else:
         granted = np.zeros(0, dtype=np.int64)
     try:
@@ -513,7 +524,7 @@ def release_traces_file(
     if accounted:
         ids = canonical_ids(kind.persons.ids) if len(kind.persons) else np.zeros(0, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
-        reserved = np.asarray(granted, dtype=np.int64)[order] * mechanism.piece
+        reserved = grown(np.asarray(granted, dtype=np.int64), len(kind.persons), 0)[order] * mechanism.piece
     withheld = (kind.rows.sum() - stats.rows) if accounted else 0
     return TraceRun(stats, report, mechanism.name, reserved, int(withheld), over, run_id_used)
 
