@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "privatize": ("privatize", "Replace each value of a column by a release of the mechanism."),
     "privatize-points": ("privatize_points", "Release latitude/longitude columns with planar Laplace "
                                              "(geo-indistinguishability)."),
+    "privatize-trace": ("privatize_trace", "Release the fixes of traces per person: predictive, one release per "
+                                           "place, or independent."),
     "privatize-numbers": ("privatize_numbers", "Release a numeric column with an exact geometric / discrete "
                                                "Laplace mechanism on a grid."),
     "estimate": ("estimate", "Estimate the distribution of the true values from released ones (CSV "

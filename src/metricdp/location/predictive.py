@@ -70,6 +70,7 @@ __all__ = [
     "PredictiveReleaser",
     "TraceRelease",
     "pass_probability",
+    "predictive_step",
     "release_traces",
 ]
 
@@ -109,7 +110,8 @@ def _threshold(value: object) -> float:
 class BudgetManager(Protocol):
     """Chooses each step's (eps_theta, eps_N) in accounting units from public counts."""
 
-    threshold_km: float
+    @property
+    def threshold_km(self) -> float: ...
 
     @property
     def budget_units(self) -> int: ...
@@ -367,31 +369,7 @@ class PredictiveReleaser:
     def _step(self, p: NDArray[np.intp], rows: NDArray[np.intp], pts: NDArray[np.float64],
               counts: NDArray[np.int64], last: NDArray[np.float64], has: NDArray[np.bool_],
               released: NDArray[np.float64], outcome: NDArray[np.int8]) -> None:
-        """One step of the persons ``p`` (their rows ``rows``): test, predict or draw."""
-        test_u, noise_u = self.manager.split(counts[_TESTS, p], counts[_PASSED, p])
-        predicted = has[p]
-        tested = predicted & (self._budget - counts[_SPENT, p] >= test_u + noise_u)
-        passed = np.zeros(p.size, dtype=bool)
-        ti = np.flatnonzero(tested)
-        if ti.size:
-            q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]), self.manager.threshold_km,
-                                 from_units(test_u[ti]))
-            passed[ti] = np.asarray(self._source.random(ti.size)) < q
-        fresh = ~predicted | (tested & ~passed)
-        out = last[p]
-        fi = np.flatnonzero(fresh)
-        for units in np.unique(noise_u[fi]):  # one batch per eps_N (one for FixedSplit, a few rungs otherwise)
-            batch = fi[noise_u[fi] == units]
-            out[batch] = sample_planar_laplace_latlon(pts[rows[batch]], float(from_units(units)), self._source)
-        released[rows] = out
-        outcome[rows] = np.where(fresh, FRESH, np.where(passed, PASSED, EXHAUSTED))
-        counts[_SPENT, p] += np.where(tested, test_u, 0) + np.where(fresh, noise_u, 0)
-        counts[_FRESH, p] += fresh
-        counts[_REUSED, p] += ~fresh
-        counts[_TESTS, p] += tested
-        counts[_PASSED, p] += passed
-        last[p] = out
-        has[p] = True
+        predictive_step(self.manager, self._budget, self._source, p, rows, pts, counts, last, has, released, outcome)
 
     def _close_open(self) -> TraceReport:
         person = self._open
@@ -405,6 +383,44 @@ class PredictiveReleaser:
     def close(self) -> TraceReport:
         """The report of the person still open (empty if none); later chunks must continue after it."""
         return self._close_open()
+
+
+def predictive_step(manager: BudgetManager, budget: int | NDArray[np.int64], source: Any, p: NDArray[np.intp],
+                    rows: NDArray[np.intp], pts: NDArray[np.float64], counts: NDArray[np.int64],
+                    last: NDArray[np.float64], has: NDArray[np.bool_], released: NDArray[np.float64],
+                    outcome: NDArray[np.int8]) -> None:
+    """One step of the persons ``p`` (distinct; their fixes are rows ``rows`` of ``pts``): test, predict or draw.
+
+    The state is per person, indexed by ``p``: ``counts`` (5, persons: spent units, fresh,
+    reused, tests, passed, :class:`~.trace_report.TraceReport`'s order), ``last`` (the last
+    release) and ``has`` (a release exists). ``budget`` is every person's budget in units,
+    or one per person (indexed by ``p`` too). ``released`` and ``outcome`` get the rows'.
+    """
+    test_u, noise_u = manager.split(counts[_TESTS, p], counts[_PASSED, p])
+    left = (budget if isinstance(budget, int | np.integer) else np.asarray(budget)[p]) - counts[_SPENT, p]
+    predicted = has[p]
+    tested = predicted & (left >= test_u + noise_u)
+    passed = np.zeros(p.size, dtype=bool)
+    ti = np.flatnonzero(tested)
+    if ti.size:
+        q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]), manager.threshold_km,
+                             from_units(test_u[ti]))
+        passed[ti] = np.asarray(source.random(ti.size)) < q
+    fresh = ~predicted | (tested & ~passed)
+    out = last[p]
+    fi = np.flatnonzero(fresh)
+    for units in np.unique(noise_u[fi]):  # one batch per eps_N (one for FixedSplit, a few rungs otherwise)
+        batch = fi[noise_u[fi] == units]
+        out[batch] = sample_planar_laplace_latlon(pts[rows[batch]], float(from_units(units)), source)
+    released[rows] = out
+    outcome[rows] = np.where(fresh, FRESH, np.where(passed, PASSED, EXHAUSTED))
+    counts[_SPENT, p] += np.where(tested, test_u, 0) + np.where(fresh, noise_u, 0)
+    counts[_FRESH, p] += fresh
+    counts[_REUSED, p] += ~fresh
+    counts[_TESTS, p] += tested
+    counts[_PASSED, p] += passed
+    last[p] = out
+    has[p] = True
 
 
 def release_traces(

@@ -1,0 +1,237 @@
+"""``metricdp privatize-trace IN -o OUT --user-column U --time-column T --lat LAT --lon LON
+--mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]``.
+
+Releases the (lat, lon) of every fix of a trace file (CSV or Parquet; GeoJSON out) in file
+order with a state per person (:mod:`metricdp.pipeline.traces`): the predictive mechanism
+(a private test against the person's last release, the prediction reported when it passes),
+one release per public cell (``--region``, ``--cell``), or independent releases. The rows of
+one person must be in time order. With ``--budget`` or ``--ledger`` each person's worst case
+is reserved before anything is drawn, and the reservation is what the ledger keeps (the
+actual spend is reported beside it).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from ..errors import BudgetExceededError, PrivacyLeakWarning, ValidationError
+from ._accounting import (
+    AccountingOptions,
+    BudgetOption,
+    LedgerKeyOption,
+    LedgerOption,
+    OverBudgetOption,
+)
+from ._common import JsonOption, SeedOption, check_output, console, echo_json, fmt, handle_errors, progress, warn
+from ._epsilon import EpsilonOption, resolve_epsilon
+from .privatize import DropOption, KeepOption, leaves_report, with_flags
+
+__all__ = ["register"]
+
+
+class Mechanism(StrEnum):
+    predictive = "predictive"
+    per_place = "per-place"
+    independent = "independent"
+
+
+def _km(text: str | None, flag: str) -> float | None:
+    """A length option in km (``500m``, ``2km``, or a plain number of km)."""
+    if text is None:
+        return None
+    from ..units import UnitError, parse_length
+
+    try:
+        value, unit = parse_length(text)
+    except UnitError as ex:
+        raise ValidationError(f"{flag}: {ex}") from None
+    return float(value / 1000) if unit == "m" else float(value)
+
+
+def _mechanism(which: Mechanism, eps: float, test_epsilon: str | None, threshold: str | None, region: str | None,
+               cell: str | None) -> Any:
+    """The library's mechanism of the options; an option of another mechanism is refused."""
+    from ..pipeline.traces import Independent, PerPlace, Predictive
+
+    given = {"--test-epsilon": test_epsilon, "--threshold": threshold, "--region": region, "--cell": cell}
+    belongs = {Mechanism.predictive: ("--test-epsilon", "--threshold"), Mechanism.per_place: ("--region", "--cell"),
+               Mechanism.independent: ()}
+    other = [flag for flag, value in given.items() if value is not None and flag not in belongs[which]]
+    if other:
+        raise ValidationError(f"{', '.join(other)}: not an option of --mechanism {which.value}")
+    if which is Mechanism.independent:
+        return Independent(eps)
+    if which is Mechanism.per_place:
+        if region is None:
+            raise ValidationError("--mechanism per-place needs --region (the public area tiled into cells, fixed "
+                                  "before the data is read)")
+        from ..location.grid import CellGrid
+
+        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps)
+    test = None
+    if test_epsilon is not None:
+        try:
+            test = resolve_epsilon(test_epsilon, None, None, "km")
+        except ValidationError as ex:
+            raise ValidationError(str(ex).replace("--epsilon", "--test-epsilon", 1)) from None
+    km = _km(threshold, "--threshold")
+    return Predictive(eps, eps / 5 if test is None else test, 2.0 / eps if km is None else km)
+
+
+def _stats(a: Any) -> dict[str, float]:
+    a = np.asarray(a, dtype=np.float64)
+    if not a.size:
+        return {"max": 0.0, "median": 0.0, "p90": 0.0, "mean": 0.0}
+    return {"max": float(a.max()), "median": float(np.median(a)), "p90": float(np.quantile(a, 0.9)),
+            "mean": float(a.mean())}
+
+
+def _shown(s: dict[str, float]) -> str:
+    return f"max {fmt(s['max'])}, median {fmt(s['median'])}, p90 {fmt(s['p90'])}, mean {fmt(s['mean'])}"
+
+
+def _summary(run: Any, out: Path, seconds: float, acct: AccountingOptions, eps: float) -> dict[str, Any]:
+    from ..accounting.composition import from_units
+
+    r = run.report
+    summary: dict[str, Any] = {
+        "output": str(out), "mechanism": run.mechanism, "epsilon_per_km": eps, "rows": run.stats.rows,
+        "persons": len(r), "seconds": seconds, "rows_per_second": run.stats.rows / seconds if seconds > 0 else None,
+        "fresh_releases": int(r.fresh.sum()), "reuses": int(r.reused.sum()), "tests": int(r.tests.sum()),
+        "tests_passed": int(r.passed.sum()), "eps_spent_per_person": _stats(r.eps_spent),
+    }
+    if run.reserved is not None:
+        summary["accounting"] = {
+            "budget": None if acct.budget is None else float(acct.budget), "ledger": acct.describe()["ledger"],
+            "over_budget": acct.policy, "run_id": run.run_id, "withheld_rows": run.withheld, "persons_over": run.over,
+            "eps_reserved_per_person": _stats(from_units(run.reserved)),
+            "charged": "the reservation (each person's worst case within their budget)",
+        }
+    return summary
+
+
+def _print(summary: dict[str, Any], user: str) -> None:
+    rate = summary["rows_per_second"]
+    lines = [f"wrote {summary['output']}: {summary['rows']:,} fixes of {summary['persons']:,} persons released by "
+             f"--mechanism {summary['mechanism']} at eps {fmt(summary['epsilon_per_km'])} per km"
+             f" ({summary['seconds']:.1f} s{'' if rate is None else f', {rate:,.0f} fixes/s'})",
+             f"per person ({user!r}): {summary['fresh_releases']:,} fresh releases, {summary['reuses']:,} reuses"
+             + (f", {summary['tests']:,} tests ({summary['tests_passed']:,} passed)" if summary["tests"] else ""),
+             f"eps spent per person (per km): {_shown(summary['eps_spent_per_person'])}"]
+    acc = summary.get("accounting")
+    if acc is not None:
+        lines.append(f"eps reserved and charged per person (the worst case within the budget): "
+                     f"{_shown(acc['eps_reserved_per_person'])}")
+        if acc["withheld_rows"]:
+            lines.append(f"withheld by the budget: {acc['withheld_rows']:,} rows ({acc['persons_over']:,} persons "
+                         "over)")
+    if summary["mechanism"] == "per-place":
+        from ..location.per_place import DISCLOSURE
+
+        lines.append(f"disclosure: {DISCLOSURE}")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``privatize-trace`` command to ``app``."""
+
+    @app.command("privatize-trace")
+    @handle_errors
+    def privatize_trace(
+        input_file: Annotated[Path, typer.Argument(metavar="IN", help="CSV or Parquet file of fixes, with a header.")],
+        out: Annotated[Path, typer.Option("--out", "-o", dir_okay=False, help="Output file: the input's format, or "
+                                          ".geojson.")],
+        user_column: Annotated[str, typer.Option("--user-column", metavar="U", help="Who each fix belongs to.")],
+        time_column: Annotated[str, typer.Option("--time-column", metavar="T", help="When: numbers or ISO 8601 "
+                                                 "times; each person's fixes must come in time order.")],
+        lat: Annotated[str, typer.Option("--lat", help="Latitude column (degrees).")],
+        lon: Annotated[str, typer.Option("--lon", help="Longitude column (degrees).")],
+        epsilon: EpsilonOption = None,
+        mechanism: Annotated[Mechanism, typer.Option("--mechanism", case_sensitive=False, help="predictive: a "
+                                                     "private test reuses the last release when the fix is near "
+                                                     "it; per-place: one release per public cell; independent: a "
+                                                     "fresh release per fix.")] = Mechanism.predictive,
+        test_epsilon: Annotated[str | None, typer.Option("--test-epsilon", metavar="EPS", help="predictive: eps "
+                                                         "of each test (default: --epsilon / 5).")] = None,
+        threshold: Annotated[str | None, typer.Option("--threshold", metavar="LENGTH", help="predictive: a fix "
+                                                      "within this of the last release may reuse it (default: "
+                                                      "2 / eps, the mean displacement).")] = None,
+        region: Annotated[str | None, typer.Option("--region", help="per-place: the public area tiled into cells "
+                                                   "(LAT0,LON0,LAT1,LON1, a named region, or a GeoJSON file).")]
+        = None,
+        cell: Annotated[str | None, typer.Option("--cell", metavar="LENGTH", help="per-place: the cells' side "
+                                                 "(default 1km).")] = None,
+        budget: BudgetOption = None,
+        ledger: LedgerOption = None,
+        ledger_key: LedgerKeyOption = None,
+        over_budget: OverBudgetOption = None,
+        drop: DropOption = None,
+        keep: KeepOption = None,
+        digits: Annotated[int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates "
+                                            "in a text format.")] = 6,
+        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        report: Annotated[Path | None, typer.Option("--report", dir_okay=False, help="Write the per-person report "
+                                                    "(CSV: person, eps spent, eps reserved, fresh releases, "
+                                                    "reuses, tests, passed); it names the persons.")] = None,
+        seed: SeedOption = None,
+        json: JsonOption = False,
+    ) -> None:
+        """Release the fixes of traces per person: predictive, one release per place, or independent.
+
+        Each person's fixes are released in file order (they must be in time order) with a
+        state per person; other columns are written with their TRUE values (named on stderr)
+        unless --drop removes them. With --budget or --ledger, each person's worst case is
+        reserved before anything is drawn and charged; the actual spend is reported beside it.
+        """
+        acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
+        acct.check()
+        eps = resolve_epsilon(epsilon, None, None, "km")
+        if eps is None:
+            raise ValidationError("--epsilon is needed: the eps per km of one fresh release (0.5/km, 1/m)")
+        mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell)
+        check_output(out, inputs=(input_file, report, *acct.files()))
+        if report is not None:
+            check_output(report, "--report", inputs=(input_file, out, *acct.files()))
+        if not input_file.is_file():
+            raise ValidationError(f"{input_file}: no such file")
+        from ..pipeline.traces import release_traces_file
+
+        t0 = time.perf_counter()
+        try:
+            with (acct.open() as book, progress(f"releasing the traces of {input_file}"),
+                  warnings.catch_warnings()):
+                warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+                try:
+                    run = release_traces_file(
+                        input_file, out, user=user_column, time=time_column, lat=lat, lon=lon, mechanism=mech,
+                        keep=tuple(keep or ()), drop=tuple(drop or ()), ledger=book, policy=acct.policy,
+                        budget=None if book is not None else acct.budget, rng=seed, digits=digits,
+                        chunk_rows=chunk_rows, inputs=tuple(acct.files()))
+                except ValidationError as ex:  # the library names no flag; say which one
+                    msg = with_flags(str(ex))
+                    raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") \
+                        from None
+        except BudgetExceededError as ex:  # this command has no --max-rows-per-user
+            ex.args = (str(ex).replace(", --max-rows-per-user K caps every person", ""), *ex.args[1:])
+            raise
+        seconds = time.perf_counter() - t0
+        if seed is not None:
+            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
+        if run.stats.columns is not None:
+            leaves_report(run.stats.columns)
+        summary = _summary(run, out, seconds, acct, eps)
+        if report is not None:
+            run.write_report(report, inputs=(input_file, out, *acct.files()))
+            summary["report"] = str(report)
+        if json:
+            echo_json(summary)
+        else:
+            _print(summary, user_column)

@@ -1,0 +1,308 @@
+r"""How each trace mechanism releases a person's fixes, with the state per person it needs.
+
+A :class:`TraceMechanism` releases the fixes of one chunk (:class:`Fixes`: a person code per
+row, in file order) and keeps, per person, what the next chunk needs -- so memory grows with
+the persons (and their places), never with the rows:
+
+* :class:`Independent` -- a fresh planar Laplace release of every fix at eps
+  (:func:`~metricdp.mechanisms.planar_laplace.sample_planar_laplace_latlon`); the state: the
+  counts;
+* :class:`Predictive` -- the predictive mechanism (:mod:`metricdp.location.predictive`):
+  :func:`~metricdp.location.predictive.predictive_step` over each chunk's persons, one step
+  per rank (every person's first fix of the chunk, then their second, ...); the state: the
+  person's last release and counts;
+* :class:`PerPlace` -- one release per (person, public cell) of the run
+  (:mod:`metricdp.location.per_place`: planar Laplace around the cell's centre), repeated for
+  every later fix of the person in that cell; the state: the run's memo of places.
+
+Each person runs within a **grant** (:meth:`TraceMechanism.start`: pieces of
+:attr:`TraceMechanism.piece` units): a row past it is withheld (independent: the rows after
+the first ones in file order; per place: the places after the first ones), or, for the
+predictive mechanism, the grant is the person's budget
+(``docs/proofs/trace_accounting.md``). A release that is not accounted has no grants and
+withholds nothing: a person whose spend would pass what the accounting grid holds
+(:data:`~metricdp.accounting.composition.MAX_UNITS`, 4.6e6 eps) stops it with one error
+(:class:`Unaccountable`), as the spend could not be reported.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._validation import check_epsilon
+from ..accounting.composition import MAX_UNITS, from_units, to_units
+from ..errors import ValidationError
+from ..location.grid import CellGrid
+from ..location.predictive import EXHAUSTED, FixedSplit, predictive_step
+from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
+
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown"]
+
+#: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
+_SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
+
+
+class Unaccountable(ValidationError):
+    """A person of a release that is not accounted would spend more than the accounting grid holds
+    (:data:`~metricdp.accounting.composition.MAX_UNITS`); ``code`` is the person's."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"their spend would pass {float(from_units(MAX_UNITS)):.3g} eps, more than can "
+                         "be accounted")
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Fixes:
+    """A chunk's fixes: the person of each row (a code of the run), its time, its (lat, lon), its place."""
+
+    persons: NDArray[np.int64]
+    times: NDArray[np.float64]
+    latlon: NDArray[np.float64]
+    places: NDArray[np.int64]
+    unit: str = "line"
+
+
+def grown(a: NDArray[Any], n: int, fill: Any) -> NDArray[Any]:
+    """``a`` (persons along its last axis) with room for ``n`` persons, new ones ``fill``."""
+    if a.shape[-1] >= n:
+        return a
+    out = np.full((*a.shape[:-1], max(n, 2 * a.shape[-1])), fill, dtype=a.dtype)
+    out[..., : a.shape[-1]] = a
+    return out
+
+
+class TraceMechanism(ABC):
+    """How a person's fixes are released, with the state per person the release needs."""
+
+    name: str
+    #: the eps of a fresh release, per km
+    epsilon: float
+    #: the cells of the public tiling (0: the mechanism has no places)
+    cell_count: int = 0
+
+    @property
+    @abstractmethod
+    def piece(self) -> int:
+        """The accounting units every spend of this mechanism is a multiple of (what a reservation counts)."""
+
+    @abstractmethod
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Each person's largest possible spend in pieces, from their rows and distinct cells."""
+
+    def least(self) -> int:
+        """The pieces below which a grant releases nothing of a person (an excess under ``refuse``)."""
+        return 0
+
+    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64] | None:
+        """The public cell of each fix (per place only; an error names a fix in no cell)."""
+        return None
+
+    @abstractmethod
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        """Begin a release drawing from ``source``: ``grants[p]`` pieces for person code ``p`` (a person beyond
+        them has none), or, ``None``, no grants (not accounted: a person who would spend more than the
+        accounting holds is :class:`Unaccountable`, never withheld)."""
+
+    @abstractmethod
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        """``(kept rows or None for all, releases of the kept rows)`` of one chunk, in its order."""
+
+    @abstractmethod
+    def counts(self, persons: int) -> NDArray[np.int64]:
+        """The (5, persons) counters of the release so far (TraceReport's order, spent in units)."""
+
+
+def _rank(codes: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Rows sorted by person (stable: file order within a person), and each row's rank within its person."""
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]]) if c.size else np.zeros(0, dtype=np.intp)
+    rank = np.empty(codes.size, dtype=np.intp)
+    rank[order] = np.arange(codes.size) - np.repeat(starts, np.diff(np.r_[starts, codes.size]))
+    return order, rank
+
+
+class _Counted(TraceMechanism):
+    """The counters per person, grown as persons come."""
+
+    def __init__(self) -> None:
+        self._counts = np.zeros((5, 0), dtype=np.int64)
+        self._grants = np.zeros(0, dtype=np.int64)
+        self._limited = True
+        self._source: Any = None
+
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        self._limited = grants is not None
+        self._grants = np.zeros(0, dtype=np.int64) if grants is None else np.asarray(grants, dtype=np.int64)
+        self._counts = np.zeros((5, self._grants.size), dtype=np.int64)
+        self._source = source
+
+    def _room(self, n: int) -> None:
+        self._counts = grown(self._counts, n, 0)
+        self._grants = grown(self._grants, n, 0 if self._limited else MAX_UNITS // self.piece)
+
+    def _withheld(self, codes: NDArray[np.int64], kept: NDArray[np.bool_]) -> None:
+        """Not accounted, nothing is withheld: a person past the accounting's most is an error."""
+        if not self._limited and not kept.all():
+            raise Unaccountable(int(codes[np.flatnonzero(~kept)[0]]))
+
+    def counts(self, persons: int) -> NDArray[np.int64]:
+        self._room(persons)
+        return self._counts[:, :persons].copy()
+
+
+class Independent(_Counted):
+    """A fresh planar Laplace release of every fix at ``epsilon`` per km (k fixes cost k x eps)."""
+
+    name = "independent"
+
+    def __init__(self, epsilon: float) -> None:
+        super().__init__()
+        self.epsilon = check_epsilon(epsilon)
+
+    @property
+    def piece(self) -> int:
+        return to_units(self.epsilon)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        return rows
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        _order, rank = _rank(codes)
+        keep = (self._counts[_FRESH, codes] + rank) < self._grants[codes]  # the first rows of a person's grant
+        self._withheld(codes, keep)
+        k = codes[keep]
+        drawn = sample_planar_laplace_latlon(fixes.latlon[keep], self.epsilon, self._source) if k.size else \
+            np.zeros((0, 2))
+        np.add.at(self._counts[_FRESH], k, 1)
+        np.add.at(self._counts[_SPENT], k, self.piece)
+        return (None if keep.all() else keep), np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
+
+
+class Predictive(_Counted):
+    """The predictive mechanism: a test at ``eps_test`` within ``threshold_km`` of the last release, a fresh
+    release at ``epsilon`` when it fails; each person runs within their grant (:class:`FixedSplit`'s steps)."""
+
+    name = "predictive"
+
+    def __init__(self, epsilon: float, eps_test: float, threshold_km: float) -> None:
+        super().__init__()
+        # the manager's own budget is replaced by each person's grant (predictive_step's per-person budget)
+        self.manager = FixedSplit(eps_test=eps_test, eps_noise=epsilon, budget=epsilon, threshold_km=threshold_km)
+        self.epsilon = float(epsilon)
+        self._test, self._noise = to_units(eps_test, "eps_test"), to_units(epsilon)
+        self._last = np.zeros((2, 0))
+        self._has = np.zeros(0, dtype=bool)
+
+    @property
+    def piece(self) -> int:
+        return math.gcd(self._test, self._noise)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        """One fresh release, then a test and a fresh release at every later fix."""
+        r = np.asarray(rows, dtype=np.int64)
+        step = self._test + self._noise
+        later = np.minimum(np.maximum(r - 1, 0), MAX_UNITS // step)  # no overflow: capped at the grid's most
+        return np.where(r > 0, np.minimum(self._noise + later * step, MAX_UNITS), 0) // self.piece
+
+    def least(self) -> int:
+        return self._noise // self.piece
+
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        super().start(grants, source)
+        self._last = np.zeros((2, self._grants.size))
+        self._has = np.zeros(self._grants.size, dtype=bool)
+
+    def _room(self, n: int) -> None:
+        super()._room(n)
+        self._last = grown(self._last, n, np.nan)
+        self._has = grown(self._has, n, False)
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        budget = self._grants * self.piece
+        keep = budget[codes] >= self._noise  # a person who cannot pay one fresh release is withheld
+        rows = np.flatnonzero(keep)
+        released = np.empty((codes.size, 2))
+        outcome = np.empty(codes.size, dtype=np.int8)
+        last = self._last.T.copy()
+        rank = _rank(codes[rows])[1]
+        by = np.argsort(rank, kind="stable")  # each person's first fix of the chunk, then their second, ...
+        steps, ranks = rows[by], rank[by]
+        bounds = np.searchsorted(ranks, np.arange(int(ranks[-1]) + 2)) if rows.size else np.zeros(1, dtype=np.intp)
+        for r in range(bounds.size - 1):  # one step of the persons with an r-th fix here: distinct persons
+            at = steps[bounds[r]: bounds[r + 1]]
+            predictive_step(self.manager, budget, self._source, codes[at], at, fixes.latlon, self._counts, last,
+                            self._has, released, outcome)
+            self._withheld(codes[at], outcome[at] != EXHAUSTED)  # not accounted: no budget runs out
+        self._last = last.T.copy()
+        return (None if keep.all() else keep), released[keep]
+
+
+class PerPlace(_Counted):
+    """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
+    run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
+
+    name = "per-place"
+
+    def __init__(self, grid: CellGrid, epsilon: float) -> None:
+        super().__init__()
+        self.grid, self.epsilon = grid, check_epsilon(epsilon)
+        self.cell_count = grid.n
+        self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
+        self._drawn = np.zeros((0, 2))
+        self._n = 0
+
+    @property
+    def piece(self) -> int:
+        return to_units(self.epsilon)
+
+    def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
+        return places
+
+    def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64]:
+        cell = self.grid.locate(latlon) if latlon.size else np.zeros(0, dtype=np.int64)
+        return np.asarray(cell, dtype=np.int64)
+
+    def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
+        super().start(grants, source)
+        self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
+
+    def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        codes = fixes.persons
+        self._room(int(codes.max()) + 1 if codes.size else 0)
+        cell = self.cells(fixes.latlon)
+        keys = codes * np.int64(self.grid.n) + cell
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        index = np.array([self._memo.get(int(k), -1) for k in uniq.tolist()], dtype=np.int64)
+        new = np.flatnonzero(index < 0)
+        new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
+        owner = codes[first[new]]
+        _order, rank = _rank(owner)
+        fits = (self._counts[_FRESH, owner] + rank) < self._grants[owner]  # the first places of a person's grant
+        self._withheld(owner, fits)
+        paid = new[fits]
+        drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
+                                             self._source) if paid.size else np.zeros((0, 2))
+        index[paid] = self._n + np.arange(paid.size)
+        self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+        self._n += paid.size
+        self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
+        np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
+        np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
+        row_index = index[inverse.ravel()]
+        keep = row_index >= 0
+        reused = np.ones(codes.size, dtype=bool)
+        reused[first[paid]] = False
+        np.add.at(self._counts[_REUSED], codes[keep & reused], 1)
+        return (None if keep.all() else keep), self._drawn[row_index[keep]]

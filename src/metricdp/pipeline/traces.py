@@ -1,0 +1,530 @@
+r"""Traces: the (lat, lon) fixes of persons, released in file order with a state per person.
+
+A file of fixes has a user column (who), a time column (when) and the two coordinate
+columns. :class:`Traces` is the :class:`~.kind.Kind` that releases the coordinates of every
+row by one of the mechanisms of :mod:`.trace_states` (independent, predictive, one release
+per place), each with a state per person (so memory grows with the persons, never with
+the rows); the persons get a code each in the order they first come (:class:`_Persons`).
+
+**Order.** The rows of persons may interleave, but the rows of one person must come in
+time order in the file: a fix earlier than the person's previous one is refused in one
+error naming the person, the two lines (or data rows) and the fix (sort the file by user,
+then time), before anything is drawn for that chunk -- and, in an accounted release, in the
+first pass, before anything is reserved. Times are numbers, or ISO 8601 times (a typed
+timestamp column, or text that reads as one), compared as instants.
+
+**Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
+person's spend is data dependent under the predictive mechanism (tests and fresh
+releases), so the reservation is each person's **worst case**, known from the first pass
+(:func:`~.first_pass.first_pass`, which also runs the order check through
+:meth:`Traces.check`) before anything is drawn: rows x eps (independent), distinct cells x
+eps (per place), and for the predictive mechanism one fresh release then a failed test and
+a fresh release at every later fix (capped by what the person has left: the mechanism runs
+each person within their grant, reporting untested predictions once it is spent, so a
+smaller grant is not an excess). What does not fit is refused or withheld by the policy
+(``refuse``: nothing drawn, nothing written, nothing spent; ``drop``: a person's rows past
+their grant -- the rows after the first ones in file order, the places after the first
+ones, or, for the predictive mechanism, every row of a person who cannot pay one fresh
+release -- are left out of the output). The ledger can only commit a reservation whole
+(:meth:`~metricdp.accounting.ledger.Ledger.commit`), so **the reservation is what is
+committed** -- the safe side: the ledger never records less than was spent -- and the
+actual spend of each person (:class:`~metricdp.location.trace_report.TraceReport`) is
+reported beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._random import check_rng, warn_unless_secure
+from .._validation import check_epsilon
+from ..accounting.accountant import canonical_ids, grant
+from ..accounting.composition import from_units, to_units
+from ..errors import BudgetExceededError, ValidationError
+from ..location.trace_report import TraceReport
+from ..tabular.formats import Chunk, Points, Released, arrow
+from ..tabular.leaks import LeakRule
+from .kind import Kind, Parsed, Refusals
+from .points import _Never, read_coordinate
+from .run import ReleaseStats, Source, release_pass, unnamed
+from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
+
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
+           "release_traces_file"]
+
+
+class _Persons:
+    """The persons of a run: a code per distinct user value, in the order they first come.
+
+    The values seen are kept sorted beside their codes, so a chunk's persons are found by one
+    binary search of its distinct values (no Python loop over the persons).
+    """
+
+    def __init__(self) -> None:
+        self.ids: NDArray[Any] = np.zeros(0)  # the values, by code
+        self._sorted: NDArray[Any] = np.zeros(0)
+        self._code = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def codes(self, col: Any, chunk: Chunk, name: str, where: str) -> NDArray[np.int64]:
+        _pa, pc = arrow()
+        if col.null_count:
+            i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        enc = pc.dictionary_encode(col)
+        values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
+        if values.dtype.kind == "O":
+            values = values.astype(str)
+        if values.dtype.kind not in "iuU":
+            raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be integers "
+                                  "or text")
+        indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        if values.dtype.kind == "U" and (values == "").any():
+            i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        if self.ids.size and self.ids.dtype.kind != values.dtype.kind:
+            raise ValidationError(f"{where}: {_at(chunk, 0)}: user column {name!r} holds {values.dtype} values "
+                                  f"here, {self.ids.dtype} before: one type of person id per file")
+        pos = np.searchsorted(self._sorted, values) if self._sorted.size else np.zeros(values.size, dtype=np.intp)
+        found = pos < self._sorted.size
+        found[found] = self._sorted[pos[found]] == values[found]
+        mapped = np.empty(values.size, dtype=np.int64)
+        mapped[found] = self._code[pos[found]]
+        new = np.flatnonzero(~found)
+        if new.size:
+            new = new[np.argsort(_first_index(indices, new, values.size), kind="stable")]  # by first row
+            mapped[new] = len(self) + np.arange(new.size)
+            self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], values[new]])
+            merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0],
+                                     values[new]])
+            codes = np.concatenate([self._code, mapped[new]])
+            order = np.argsort(merged, kind="stable")
+            self._sorted, self._code = merged[order], codes[order]
+        return mapped[indices]
+
+
+def _first_index(indices: NDArray[np.intp], which: NDArray[np.intp], values: int) -> NDArray[np.intp]:
+    """The first row of each value ``which`` among ``indices`` (the dictionary codes of a chunk's rows)."""
+    first = np.full(values, indices.size, dtype=np.intp)
+    np.minimum.at(first, indices, np.arange(indices.size))
+    return first[which]
+
+
+def _at(chunk: Chunk, i: int) -> str:
+    """Row ``i`` of ``chunk`` as an error names it: its data row, and its line in a text format."""
+    place = int(chunk.places(np.array([i]))[0])
+    return f"data row {chunk.first + i + 1}" + (f" (line {place})" if chunk.unit == "line" else "")
+
+
+def _times(chunk: Chunk, name: str, where: str) -> tuple[NDArray[np.float64], str]:
+    """The time column as numbers (``"number"``) or nanoseconds since 1970 (``"time"``), and which; a time
+    that is missing, not finite or neither form is refused naming its row."""
+    pa, pc = arrow()
+    col = chunk.column(name)
+    if col.null_count:
+        i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is empty")
+    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
+        out, mode = _instants(pc.cast(col, pa.timestamp("ns", tz=getattr(col.type, "tz", None)))), "time"
+    elif not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        out, mode = read_coordinate(chunk, name, where), "number"
+    else:
+        try:
+            out, mode = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), np.float64), "number"
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            try:
+                out, mode = _instants(pc.cast(col, pa.timestamp("ns"))), "time"
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise _unread(col, chunk, name, where) from None
+    bad = ~np.isfinite(out)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        shown = chunk.texts(name, np.array([i]))[0]
+        raise ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {shown!r}, not a finite time")
+    return out, mode
+
+
+def _instants(ns: Any) -> NDArray[np.float64]:
+    pa, pc = arrow()
+    return np.asarray(pc.cast(ns, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _unread(col: Any, chunk: Chunk, name: str, where: str) -> ValidationError:
+    """The error of a text time column that reads neither as numbers nor as ISO 8601 times: the first culprit."""
+    pa, pc = arrow()
+    for i, text in enumerate(col.to_pylist()):
+        one = pa.array([text])
+        for kind in (pa.float64(), pa.timestamp("ns")):
+            try:
+                pc.cast(one, kind)
+                break
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+        else:
+            return ValidationError(f"{where}: {_at(chunk, i)}: time column {name!r} is {text!r}, neither a number "
+                                   "nor an ISO 8601 time (without a time zone)")
+    return ValidationError(f"{where}: time column {name!r} holds both numbers and ISO 8601 times from data row "
+                           f"{chunk.first + 1}: one form of time per file")
+
+
+class _Order:
+    """Each person's last (time, place) of one pass: a fix earlier than its person's previous one is refused."""
+
+    def __init__(self) -> None:
+        self.time = np.zeros(0)
+        self.place = np.zeros(0, dtype=np.int64)
+
+    def check(self, fixes: Fixes, ids: NDArray[Any], user: str, mode: str, where: str) -> None:
+        codes, t = fixes.persons, fixes.times
+        if not codes.size:
+            return
+        n = int(codes.max()) + 1
+        self.time, self.place = grown(self.time, n, -np.inf), grown(self.place, n, -1)
+        order = np.argsort(codes, kind="stable")
+        c, tt = codes[order], t[order]
+        head = np.r_[True, c[1:] != c[:-1]]
+        prev_t = np.where(head, self.time[c], np.r_[-np.inf, tt[:-1]])
+        prev_row = np.where(head, -1, np.r_[0, order[:-1]])
+        bad = np.flatnonzero(tt < prev_t)
+        if bad.size:
+            k = bad[np.argmin(order[bad])]  # the first such fix in the file
+            row = int(order[k])
+            before = (int(self.place[c[k]]) if head[k] else
+                      int(fixes.places[int(prev_row[k])]))
+            word = "line" if fixes.unit == "line" else "data row"
+            who = ids[int(c[k])].item()
+            raise ValidationError(
+                f"{where}: person {who!r}: {word} {int(fixes.places[row])} (time {_shown(tt[k], mode)}) "
+                f"comes after {word} {before} (time {_shown(prev_t[k], mode)}) but is earlier: the fixes of one "
+                f"person must be in time order; sort the file by {user!r}, then by time")
+        tail = np.r_[c[1:] != c[:-1], True]
+        self.time[c[tail]] = tt[tail]
+        self.place[c[tail]] = fixes.places[order[tail]]
+
+
+def _shown(t: float, mode: str) -> str:
+    if mode == "time":
+        return str(np.datetime64(int(t), "ns").astype("datetime64[ms]")).replace("T", " ")
+    return repr(float(t)) if not float(t).is_integer() else str(int(t))
+
+
+class Traces(Kind):
+    """The ``(lat, lon)`` of every fix released by ``mechanism`` per person of ``user`` in the order of ``time``.
+
+    ``digits``: decimals of a released coordinate written in a text format (a typed format
+    writes float64).
+    """
+
+    width = 2
+    unit = "km"
+    refuses_empty = True
+    #: a large text input is read by the compiled kernels, and parsed ahead in the one reading thread: the
+    #: persons' codes are given there, in file order; the order check and every draw stay in the caller's
+    compiled = True
+
+    def __init__(self, user: str, time: str, lat: str, lon: str, mechanism: TraceMechanism, *, digits: int = 6,
+                 where: str = "input") -> None:
+        if len({user, time, lat, lon}) != 4:
+            raise ValidationError(f"{where}: the user, time, latitude and longitude columns must be four different "
+                                  f"columns, got {user!r}, {time!r}, {lat!r}, {lon!r}")
+        self.user, self.time, self.lat, self.lon = user, time, lat, lon
+        self.mechanism, self.digits, self.where = mechanism, digits, where
+        self.columns = (lat, lon)
+        self.geometry = (lat, lon)
+        self.persons = _Persons()
+        self._order = _Order()
+        self._mode: str | None = None
+        self.rows = np.zeros(0, dtype=np.int64)  # the first pass's rows per person
+        self._places: set[int] = set()  # the first pass's distinct (person, cell)
+
+    @property
+    def epsilon(self) -> float:
+        return self.mechanism.epsilon
+
+    def begin(self) -> None:
+        """Start a pass over the file: the order is checked anew (the persons' codes stay)."""
+        self._order = _Order()
+
+    def parse_empty(self) -> Fixes:
+        return Fixes(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 2)), np.zeros(0, dtype=np.int64))
+
+    def rule(self) -> LeakRule:
+        return LeakRule.points(self.lat, self.lon, self.mechanism.epsilon)
+
+    def parse(self, chunk: Chunk) -> Parsed:
+        if not chunk.rows:
+            return Parsed(self.parse_empty(), np.zeros(0, dtype=np.intp))
+        pts = np.column_stack([read_coordinate(chunk, self.lat, self.where),
+                               read_coordinate(chunk, self.lon, self.where)])
+        _check_latlon(pts, chunk, self.lat, self.lon, self.where)
+        times, mode = _times(chunk, self.time, self.where)
+        if self._mode is None:
+            self._mode = mode
+        elif mode != self._mode:
+            raise ValidationError(f"{self.where}: time column {self.time!r} holds {mode}s from data row "
+                                  f"{chunk.first + 1} on, {self._mode}s before: one form of time per file")
+        codes = self.persons.codes(chunk.column(self.user), chunk, self.user, self.where)
+        cell = self.mechanism.cells(pts)
+        if cell is not None and (cell < 0).any():
+            i = int(np.flatnonzero(cell < 0)[0])
+            fix = (float(pts[i, 0]), float(pts[i, 1]))
+            raise ValidationError(f"{self.where}: {_at(chunk, i)}: {fix!r} lies in no public cell: "
+                                  f"{int((cell < 0).sum())} fix(es) of this chunk outside the region")
+        return Parsed(Fixes(codes, times, pts, chunk.places(np.arange(chunk.rows)), chunk.unit),
+                      np.zeros(0, dtype=np.intp))
+
+    def check(self, values: Fixes, first_row: int) -> None:
+        """The first pass: the order, and each person's rows and places (for the worst case)."""
+        self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
+        n = len(self.persons)
+        self.rows = grown(self.rows, n, 0)
+        np.add.at(self.rows, values.persons, 1)
+        cell = self.mechanism.cells(values.latlon)
+        if cell is not None:
+            self._places.update(np.unique(values.persons * np.int64(self.mechanism.cell_count) + cell).tolist())
+
+    def places(self) -> NDArray[np.int64]:
+        """The first pass's distinct cells per person (per place only; zeros otherwise)."""
+        n = len(self.persons)
+        out = np.zeros(n, dtype=np.int64)
+        if self._places:
+            keys = np.fromiter(self._places, dtype=np.int64, count=len(self._places))
+            np.add.at(out, keys // self.mechanism.cell_count, 1)
+        return out
+
+    def refusals(self) -> Refusals:
+        return _Never()
+
+    def release(self, values: Fixes, first_row: int) -> NDArray[np.float64]:
+        return self.select(first_row, values)[1]
+
+    def select(self, first_row: int, values: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
+        """The kept rows of a chunk and their releases (the order checked before anything is drawn)."""
+        self._order.check(values, self.persons.ids, self.user, self._mode or "number", self.where)
+        if not values.persons.size:
+            return None, np.zeros((0, 2))
+        try:
+            return self.mechanism.release(values)
+        except Unaccountable as ex:
+            raise ValidationError(f"{self.where}: person {self.persons.ids[ex.code].item()!r}: {ex}") from None
+
+    def render(self, released: NDArray[np.float64]) -> list[Released]:
+        return [Points(self.lat, self.lon, np.asarray(released, dtype=np.float64), self.digits)]
+
+    def check_written(self, rows: int, where: str) -> None:
+        if rows == 0:
+            raise ValidationError(f"{where}: no data rows")
+
+    def report(self) -> TraceReport:
+        """Per person of the release: eps spent, fresh releases, reuses, tests, passed tests."""
+        n = len(self.persons)
+        c = self.mechanism.counts(n)
+        ids = canonical_ids(self.persons.ids) if n else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        return TraceReport(ids[order], *(c[i][order] for i in range(5)))
+
+
+def _check_latlon(pts: NDArray[np.float64], chunk: Chunk, lat: str, lon: str, where: str) -> None:
+    bad = ~(np.isfinite(pts).all(axis=1) & (np.abs(pts[:, 0]) <= 90) & (np.abs(pts[:, 1]) <= 180))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        fix = (float(pts[i, 0]), float(pts[i, 1]))
+        raise ValidationError(f"{where}: {_at(chunk, i)}: {fix!r} in columns {lat!r}, {lon!r} is not a latitude "
+                              "in [-90, 90] and a longitude in [-180, 180]")
+
+
+@dataclass(frozen=True)
+class TraceRun:
+    """What a trace release did: the pass's ``stats``, the per-person ``report`` (actual spend), and, when
+    accounted, each person's ``reserved`` units (what the ledger or the budget was charged, in the report's
+    order), the rows ``withheld`` and the persons ``over`` their budget."""
+
+    stats: ReleaseStats
+    report: TraceReport
+    mechanism: str
+    reserved: NDArray[np.int64] | None = None
+    withheld: int = 0
+    over: int = 0
+    run_id: str | None = None
+
+    def write_report(self, path: str | PathLike[str], *, inputs: tuple[str | PathLike[str], ...] = ()) -> None:
+        """The per-person report as CSV (``person, eps_spent, eps_reserved, fresh, reused, tests, passed``; eps
+        per km, ``eps_reserved`` empty when not accounted), written whole or not at all, never over ``inputs``.
+
+        It holds the person ids: it is published only where the release's user column is.
+        """
+        import csv
+        import io
+
+        from ..io import atomic_write
+
+        r = self.report
+        text = io.StringIO()
+        out = csv.writer(text, lineterminator="\n")
+        out.writerow(["person", "eps_spent", "eps_reserved", "fresh", "reused", "tests", "passed"])
+        reserved = [""] * len(r) if self.reserved is None else [repr(float(e)) for e in from_units(self.reserved)]
+        out.writerows(zip(r.persons.tolist(), (repr(float(e)) for e in r.eps_spent), reserved, r.fresh.tolist(),
+                          r.reused.tolist(), r.tests.tolist(), r.passed.tolist(), strict=True))
+        with atomic_write(path, "wb", inputs=inputs) as fh:
+            fh.write(text.getvalue().encode("utf-8"))
+
+
+class _Reserved:
+    """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure
+    (the input changed since the first pass included: its reservation may not cover what was read)."""
+
+    def __init__(self, ledger: Any, run_id: str, path: Path, identity: tuple[int, ...]) -> None:
+        self.ledger, self.run_id, self.published = ledger, run_id, False
+        self.path, self.identity = path, identity
+
+    def publishing(self) -> None:
+        from ..streaming.accounted import _identity
+
+        if _identity(self.path) != self.identity:
+            raise ValidationError(f"{self.path}: the file changed while it was released; nothing written, "
+                                  "nothing spent")
+        self.published = True
+
+    def report(self) -> None:
+        return None
+
+    def commit(self) -> None:
+        self.ledger.commit(self.run_id)
+
+    def abort(self) -> None:
+        if not self.published:
+            self.ledger.abort(self.run_id)
+
+
+def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: float | None, ledger: Any,
+             policy: str, run_id: str | None) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
+    """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
+    mech = kind.mechanism
+    n = len(kind.persons)
+    requested = np.asarray(mech.worst(kind.rows[:n], kind.places()), dtype=np.int64)
+    least = mech.least()
+    asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
+    piece = mech.piece
+    if ledger is None:
+        ids = np.arange(n)
+        g = grant(ids, requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
+        granted, run = g.granted, None
+    else:
+        eps = float(from_units(piece))
+        if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
+            raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
+        ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
+        r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
+                           unit=kind.unit)
+        _uniq, inverse = np.unique(ids, return_inverse=True)
+        granted = r.grant.granted[inverse.ravel()]
+        run = _Reserved(ledger, r.run_id, src.path, identity)
+    short = int(((granted < least) & (requested > 0)).sum()) if least else int((granted < requested).sum())
+    if least and short and policy == "refuse":
+        if run is not None:
+            ledger.abort(run.run_id)
+        raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
+                                  "budget; nothing was spent", over=short, persons=n)
+    return granted, short, run, None if run is None else run.run_id
+
+
+def release_traces_file(
+    input_path: str | PathLike[str],
+    output_path: str | PathLike[str],
+    *,
+    user: str,
+    time: str,
+    lat: str,
+    lon: str,
+    mechanism: TraceMechanism,
+    keep: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    budget: float | None = None,
+    ledger: Any = None,
+    policy: str = "refuse",
+    run_id: str | None = None,
+    rng: object = None,
+    digits: int = 6,
+    chunk_rows: int | None = None,
+    inputs: tuple[str | PathLike[str], ...] = (),
+) -> TraceRun:
+    """Release the fixes of ``input_path`` into ``output_path`` (module docstring: order, accounting).
+
+    Parameters
+    ----------
+    user, time, lat, lon : str
+        The columns: who, when (numbers or ISO 8601 times), and the coordinates released.
+    mechanism : Independent, Predictive or PerPlace
+        A fresh instance per release (it holds the run's state per person).
+    keep, drop : column names
+        The column plan of :func:`metricdp.tabular.columns.plan_columns`.
+    budget : float, optional
+        Every person's eps per km for this run (without a ``ledger``).
+    ledger : Ledger, optional
+        The persistent per-person spend (its budget): the worst case is reserved in it and committed.
+    policy : "refuse" or "drop"
+        A person whose worst case does not fit: refuse the run (nothing drawn, written or spent),
+        or withhold their rows past the grant.
+    rng : None, int or Generator
+        ``None`` (default): the OS's secure source; a seed is for experiments only.
+
+    Returns
+    -------
+    TraceRun
+    """
+    if policy not in ("refuse", "drop"):
+        raise ValidationError(f"policy must be 'refuse' or 'drop', got {policy!r}")
+    if budget is not None and ledger is not None:
+        raise ValidationError("give a budget or a ledger (which holds its budget), not both")
+    if budget is not None:
+        budget = check_epsilon(budget, "budget")
+    from .first_pass import first_pass
+
+    src = Source.of(input_path) if chunk_rows is None else Source.of(input_path, chunk_rows=chunk_rows)
+    kind = Traces(user, time, lat, lon, mechanism, digits=digits, where=src.where)
+    names = src.names()
+    for what, name in (("user", user), ("time", time)):
+        if name not in names:
+            raise ValidationError(f"{src.where}: no {what} column {name!r} (columns: "
+                                  f"{', '.join(repr(h) for h in names[:20])})")
+    plan = src.plan(kind, keep, drop)
+    warn_unless_secure(rng, stacklevel=2)
+    source = check_rng(rng)
+    accounted = budget is not None or ledger is not None
+    run: _Reserved | None = None
+    over, run_id_used = 0, None
+    if accounted:
+        from ..streaming.accounted import _identity
+
+        identity = _identity(src.path)
+        kind.begin()
+        first_pass(kind, src, user, others=unnamed(plan, kind))
+        granted, over, run, run_id_used = _reserve(kind, src, identity, budget=budget, ledger=ledger,
+                                                   policy=policy, run_id=run_id)
+    else:
+        granted = np.zeros(0, dtype=np.int64)
+    try:
+        mechanism.start(granted if accounted else None, source)  # not accounted: no grants
+        kind.begin()
+    except BaseException:
+        if run is not None:
+            run.abort()
+        raise
+    stats = release_pass(kind, src, output_path, plan, inputs=inputs, select=kind.select, run=run)
+    report = kind.report()
+    reserved = None
+    if accounted:
+        ids = canonical_ids(kind.persons.ids) if len(kind.persons) else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        reserved = grown(np.asarray(granted, dtype=np.int64), len(kind.persons), 0)[order] * mechanism.piece
+    withheld = (kind.rows.sum() - stats.rows) if accounted else 0
+    return TraceRun(stats, report, mechanism.name, reserved, int(withheld), over, run_id_used)
+

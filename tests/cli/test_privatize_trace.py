@@ -1,0 +1,105 @@
+"""``metricdp privatize-trace`` end to end: the library's release, its report, one-line errors naming the culprit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from metricdp.accounting.ledger import Ledger
+from tests.cli_helpers import assert_one_line_error, run
+
+FIXES = """user,time,lat,lon
+a,2020-12-01 10:00:00,48.85,2.35
+b,2020-12-01 10:00:00,48.86,2.36
+a,2020-12-01 10:01:00,48.85,2.35
+a,2020-12-01 10:02:00,48.85,2.35
+"""
+COLUMNS = ("--user-column", "user", "--time-column", "time", "--lat", "lat", "--lon", "lon")
+
+
+@pytest.fixture
+def fixes(tmp_path: Path) -> Path:
+    path = tmp_path / "fixes.csv"
+    path.write_text(FIXES, encoding="utf-8")
+    return path
+
+
+def test_predictive_json_reports_fresh_releases_and_reuses(fixes, tmp_path):
+    out = tmp_path / "out.csv"
+    result = run("privatize-trace", fixes, "-o", out, *COLUMNS, "-e", "1/km", "--test-epsilon", "1/km",
+                 "--threshold", "1000km", "--seed", "3", "--json")
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert (got["rows"], got["persons"], got["fresh_releases"], got["reuses"]) == (4, 2, 2, 2)
+    assert got["eps_spent_per_person"]["max"] == pytest.approx(3.0)  # a: one fresh, two tests at 1
+    rows = out.read_text().splitlines()
+    assert rows[1].split(",")[2:] == rows[3].split(",")[2:] == rows[4].split(",")[2:]
+    assert "written UNRELEASED" in result.stderr and "--seed" in result.stderr
+
+
+def test_the_ledger_is_charged_the_reservation_and_told(fixes, tmp_path):
+    ledger = tmp_path / "l.db"
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "0.5/km",
+                 "--mechanism", "independent", "--ledger", ledger, "--budget", "5")
+    assert result.exit_code == 0, result.output
+    assert "eps reserved and charged per person" in result.stdout and "max 1.5" in result.stdout
+    with Ledger(ledger) as book:
+        assert book.spent(["a", "b"]).tolist() == [1.5, 0.5]
+
+
+def test_the_per_person_report_lists_spent_and_reserved(fixes, tmp_path):
+    report = tmp_path / "report.csv"
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km", "--test-epsilon",
+                 "1/km", "--threshold", "1000km", "--budget", "10", "--report", report)
+    assert result.exit_code == 0, result.output
+    assert report.read_text().splitlines() == ["person,eps_spent,eps_reserved,fresh,reused,tests,passed",
+                                               "a,3.0,5.0,1,2,2,2", "b,1.0,1.0,1,0,0,0"]
+
+
+def test_the_report_may_not_overwrite_the_input(fixes, tmp_path):
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km", "--report", fixes)
+    assert_one_line_error(result, "--report")
+    assert fixes.read_text() == FIXES
+
+
+def test_per_place_states_its_disclosure(fixes, tmp_path):
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km",
+                 "--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5", "--cell", "500m")
+    assert result.exit_code == 0, result.output
+    assert "2 fresh releases, 2 reuses" in result.stdout and "equal releases reveal a shared cell" in result.stdout
+
+
+def test_over_budget_refuse_is_one_error_and_nothing_spent(fixes, tmp_path):
+    ledger, out = tmp_path / "l.db", tmp_path / "out.csv"
+    result = run("privatize-trace", fixes, "-o", out, *COLUMNS, "-e", "1/km", "--mechanism", "independent",
+                 "--ledger", ledger, "--budget", "2")
+    assert_one_line_error(result, "--over-budget refuse: 1 of 2 persons", "nothing written")
+    assert "--max-rows-per-user" not in result.stderr  # not an option of this command
+    assert not out.exists() and not ledger.exists()  # a ledger created by a refused run is not left behind
+
+
+def test_out_of_order_is_one_error_naming_the_person_and_lines(tmp_path):
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text("user,time,lat,lon\na,5,48.85,2.35\na,4,48.85,2.35\n")
+    result = run("privatize-trace", src, "-o", out, *COLUMNS, "-e", "1/km")
+    assert_one_line_error(result, "person 'a': line 3 (time 4) comes after line 2 (time 5)",
+                          "sort the file by 'user', then by time")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    (("--region", "48.7,2.2,49.0,2.5"), "--region: not an option of --mechanism predictive"),
+    (("--mechanism", "per-place"), "--mechanism per-place needs --region"),
+    (("--over-budget", "drop"), "--over-budget needs a budget"),
+    (("--threshold", "far"), "--threshold"),
+    (("--test-epsilon", "0"), "--test-epsilon"),
+])
+def test_options_of_another_mechanism_are_refused(fixes, tmp_path, extra, fragment):
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "-e", "1/km", *extra)
+    assert_one_line_error(result, fragment)
+
+
+def test_epsilon_is_needed(fixes, tmp_path):
+    assert_one_line_error(run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS), "--epsilon is needed")
