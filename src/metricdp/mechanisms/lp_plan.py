@@ -10,7 +10,8 @@ and a time scale (seconds), from the sizes alone, for
   :func:`~metricdp.lp.ipm.ipm_bytes` (the figure it checks itself before it allocates);
   ``fast``: constraint generation adds privacy rows as they bind, at worst every row, so
   the bound is the ``full`` model's; ``full``: every row from the start (the need, not
-  a worst case).
+  a worst case); ``dantzig-wolfe``: its pricing LPs and master
+  (:func:`~metricdp.lp.dantzig_wolfe.dantzig_wolfe_bytes`).
 * **SpannerMech** (:func:`plan_spanner`): OPTMech's :math:`n^2` variables with privacy
   rows on the spanner's edges only, :math:`2|E|n` of them (both directions, every
   output). Every formulation (``fast``: at worst every edge row; ``ipm``, ``full``:
@@ -140,6 +141,7 @@ def _model_bytes(rows: int, nonzeros: int, n: int, m: int) -> float:
 
 def plan_optimal(n: int, m: int | None = None, *, objective: str = "worst", formulation: str = "auto") -> LPPlan:
     """The plan of ``optimal`` on n inputs and m outputs (module docstring)."""
+    from ..lp.dantzig_wolfe import dantzig_wolfe_bytes
     from ..lp.ipm import ipm_bytes
 
     m = n if m is None else m
@@ -149,6 +151,8 @@ def plan_optimal(n: int, m: int | None = None, *, objective: str = "worst", form
     rows, nonzeros = privacy + n, 2 * privacy + n * m
     if formulation in ("block-ipm", "ipm"):
         need = ipm_bytes(n, m)
+    elif formulation == "dantzig-wolfe":
+        need = dantzig_wolfe_bytes(n)
     else:
         need = BYTES_PER_ROW * privacy + 8.0 * DENSE_ARRAYS * n * m
     return LPPlan(n, m, formulation, n * m, privacy, need, _seconds(_OPTIMAL_REF, max(n, m)), "optimal", rows,
