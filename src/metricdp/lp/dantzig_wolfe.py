@@ -92,7 +92,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from .._progress import Progress, report
-from ..errors import SolverNumericalError, ValidationError
+from ..errors import ValidationError
 from ._solve import LPModel, require_optimal, solve_lp
 from .colgen import FULL_ARCS, Cover, covers
 from .core import EXTERNAL_FORMULATIONS, FULL_OPTIONS, LP_OPTIONS, MechanismLP, RawSolution
@@ -161,23 +161,27 @@ def _arcs(g: Array, deficit: NDArray[np.intp], surplus: NDArray[np.intp], factor
     return kk, vv
 
 
-def price(g: Array, factor: Array, arcs: int = 0) -> Pricing:
+def price(g: Array, factor: Array, arcs: int = 0, deadline: Deadline | None = None,
+          what: str = "dantzig-wolfe") -> Pricing:
     r"""Price the columns of ``g`` (n, k): for each, a valid lower bound of
     :math:`\min\{g^\top m : m \in C \cap [0,1]^n\}` and the closure of the relaxed optimum
     (module docstring), the relaxed LPs of many columns in one HiGHS solve (disjoint blocks,
     at most :data:`~.colgen.FULL_ARCS` rows a solve).
-    ``arcs``: surpluses per deficit (0: every deficit-surplus row, the exact value)."""
+    ``arcs``: surpluses per deficit (0: every deficit-surplus row, the exact value).
+    ``deadline``: each solve gets the time left (on expiry the typed error of
+    :func:`~._solve.require_optimal`)."""
     neg, pos = (g < 0).sum(axis=0), (g > 0).sum(axis=0)
     rows = neg * (pos if arcs == 0 else np.minimum(pos, arcs))
     chunks = np.split(np.arange(g.shape[1]), np.flatnonzero(np.diff(np.cumsum(rows) // FULL_ARCS)) + 1)
-    parts = [_price_chunk(g[:, c], factor, arcs) for c in chunks if c.size]
+    clock = Deadline.of(deadline)
+    parts = [_price_chunk(g[:, c], factor, arcs, clock, what) for c in chunks if c.size]
     if not parts:
         return Pricing(np.zeros(0), np.zeros(0), np.zeros((g.shape[0], 0)))
     return Pricing(np.concatenate([p.bound for p in parts]), np.concatenate([p.value for p in parts]),
                    np.hstack([p.rays for p in parts]))
 
 
-def _price_chunk(g: Array, factor: Array, arcs: int) -> Pricing:
+def _price_chunk(g: Array, factor: Array, arcs: int, deadline: Deadline, what: str) -> Pricing:
     """:func:`price` of the columns of ``g`` in one HiGHS solve."""
     n, k = g.shape
     blocks = []
@@ -203,11 +207,9 @@ def _price_chunk(g: Array, factor: Array, arcs: int) -> Pricing:
     a = sp.csr_matrix((np.concatenate(vals) if vals else np.zeros(0),
                        (np.concatenate(rows) if rows else np.zeros(0, np.intp),
                         np.concatenate(cols) if cols else np.zeros(0, np.intp))), shape=(nrow, nvar))
-    result = solve_lp(np.concatenate(costs), a, -np.inf, 0.0, 0.0, 1.0, options=LP_OPTIONS)
-    if result.x is None or result.row_dual is None or result.col_dual is None:
-        raise SolverNumericalError(f"the pricing LP of the decomposition failed: {result.message}",
-                                   status="numerical/other", result=result)
-    x = result.x
+    result = solve_lp(np.concatenate(costs), a, -np.inf, 0.0, 0.0, 1.0, options=LP_OPTIONS,
+                      time_limit=deadline.require(f"{what}: decomposition pricing"))
+    x = require_optimal(result, f"{what}: decomposition pricing")
     # a bound of each block's relaxed minimum valid whatever HiGHS's accuracy: weak duality
     # with the row duals clipped to their sign, reduced costs charged at the box [0, 1]
     z = np.minimum(np.asarray(result.row_dual, dtype=np.float64), 0.0)
@@ -328,7 +330,7 @@ def solve_dantzig_wolfe(
         for point in ((SMOOTHING * y_best + (1.0 - SMOOTHING) * y,) if np.isfinite(best) else ()) + (y,):
             for arcs in (ARCS, 4 * ARCS, 0):
                 g = cost - point[None, :].T
-                p = price(g, factor, arcs)
+                p = price(g, factor, arcs, deadline, what)
                 bound = float(point.sum() + p.bound.sum())
                 if bound > best:
                     best, y_best = bound, point.copy()
