@@ -126,11 +126,19 @@ def _seconds(ref: tuple[float, int, float], n: int) -> float:
 #: ``fast`` is as quick; from a 6 x 6 grid on, its constraint generation needs many rounds
 #: and ``block-ipm`` finishes several times sooner, and from 8 x 8 grids or 50 Gaussian
 #: points ``fast`` may not finish at all in reasonable time. The builds: benchmarks/RESULTS.md.
+#: ``dantzig-wolfe`` (:mod:`metricdp.lp.dantzig_wolfe`) is never taken: back to back with the
+#: others on the grids with a Dirichlet(0.5) prior (benchmarks/bench_lp_grid.py's data) it was
+#: the slowest at every size tried (5 x 5 at eps 0.3 and 1 per cell: 5 to 15 times
+#: ``column-generation``'s time, 10 to 30 times ``block-ipm``'s), its master needing tens to
+#: hundreds of rounds where the interior point needs one solve, and at 20 x 20 it does not
+#: finish within the 3 minutes of the target. The builds: benchmarks/RESULTS.md.
 AUTO_BLOCK_IPM_MIN_N = 36
 
 
 def auto_formulation(n: int, expected: bool, square: bool) -> str:
-    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
+    """The formulation ``formulation="auto"`` takes for n points: the one rule, stated at
+    :data:`AUTO_BLOCK_IPM_MIN_N` (``block-ipm`` for the expected objective on square spaces from
+    that size, ``fast`` otherwise; never ``column-generation`` or ``dantzig-wolfe``)."""
     return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
 
 
