@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metricdp.audit import audit
-from metricdp.errors import ValidationError
+from metricdp.errors import SolverTimeLimitError, ValidationError
 from metricdp.lp.dantzig_wolfe import closure, price
+from metricdp.lp.deadline import Deadline
 from metricdp.mechanisms.optimal import optimal
 from metricdp.spaces import MetricSpace
 from tests.helpers import assert_private
@@ -133,3 +134,13 @@ def test_needs_the_expected_objective_on_a_square_space():
     space = MetricSpace.grid(2, 2, cell=1.0)
     with pytest.raises(ValidationError, match="dantzig-wolfe"):
         optimal(space, 1.0, formulation="dantzig-wolfe")
+
+
+def test_pricing_keeps_the_deadline():
+    # a build whose time is up stops at the next pricing solve with the typed time-out
+    ticks = iter([0.0, 5.0, 5.0, 5.0])
+    deadline = Deadline(1.0, clock=lambda: next(ticks))
+    factor = _factor(3, 4, 1.0)
+    with pytest.raises(SolverTimeLimitError, match="decomposition pricing") as info:
+        price(-np.ones((4, 2)) + np.eye(4)[:, :2] * 3.0, factor, 0, deadline, "optimal")
+    assert info.value.status == "limit"
