@@ -169,7 +169,19 @@ def price(g: Array, factor: Array, arcs: int = 0, deadline: Deadline | None = No
     at most :data:`~.colgen.FULL_ARCS` rows a solve).
     ``arcs``: surpluses per deficit (0: every deficit-surplus row, the exact value).
     ``deadline``: each solve gets the time left (on expiry the typed error of
-    :func:`~._solve.require_optimal`)."""
+    :func:`~._solve.require_optimal`).
+
+    Examples
+    --------
+    Two points with :math:`f = e` between them and :math:`g = (-1, 2)`: the ray
+    :math:`(1, 1/e)` costs :math:`2/e - 1`; with :math:`g = (-1, 3)` no ray improves (0).
+
+    >>> import numpy as np
+    >>> f = np.array([[1.0, np.e], [np.e, 1.0]])
+    >>> p = price(np.array([[-1.0, -1.0], [2.0, 3.0]]), f)
+    >>> np.round(p.value, 9).tolist(), np.round(p.rays[:, 0], 9).tolist()
+    ([-0.264241118, 0.0], [1.0, 0.367879441])
+    """
     neg, pos = (g < 0).sum(axis=0), (g > 0).sum(axis=0)
     rows = neg * (pos if arcs == 0 else np.minimum(pos, arcs))
     chunks = np.split(np.arange(g.shape[1]), np.flatnonzero(np.diff(np.cumsum(rows) // FULL_ARCS)) + 1)
