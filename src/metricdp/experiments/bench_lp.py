@@ -86,12 +86,13 @@ __all__ = [
 #: Benchmark series -> (registry family, fixed options, formulations it has).
 MECHANISMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "optimal": ("optimal", {}, ("fast", "full", "block-ipm")),
-    "optimal-expected": ("optimal", {"objective": "expected"}, ("fast", "full", "block-ipm", "column-generation")),
+    "optimal-expected": ("optimal", {"objective": "expected"}, ("fast", "full", "block-ipm", "column-generation",
+                                                                "dantzig-wolfe")),
     "constopt": ("constopt", {"fit": "paper", "lambdas": (0.001, 0.1, 1.0)}, ("fast", "full")),
     "constopt-normalised": ("constopt", {"fit": "normalised"}, ("fast", "full")),
     "spanner": ("spanner", {}, ("default",)),
 }
-FORMULATIONS = ("fast", "full", "block-ipm", "column-generation")
+FORMULATIONS = ("fast", "full", "block-ipm", "column-generation", "dantzig-wolfe")
 
 #: Table columns (the markdown header) and the BenchRow field behind each.
 COLUMNS: tuple[tuple[str, str], ...] = (

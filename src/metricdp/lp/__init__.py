@@ -11,6 +11,7 @@ and nothing here imports them. Submodules, one concept each:
   formulations (:class:`LPSolution`); :mod:`.solution` -- what a solve returns;
 * :mod:`.ipm`, :mod:`.ipm_newton`, :mod:`.ipm_finish` -- the structured interior point
   and its exact simplex finish; :mod:`.colgen` -- column generation over outputs;
+  :mod:`.dantzig_wolfe` -- Dantzig-Wolfe decomposition over outputs;
   :mod:`.rowpool` -- row generation (privacy rows added as they bind);
 * :mod:`.polish` -- the scaled finish beyond the exponent cap; :mod:`.basis` -- the exact
   vertex and duals of a simplex basis;

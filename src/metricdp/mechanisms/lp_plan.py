@@ -10,7 +10,8 @@ and a time scale (seconds), from the sizes alone, for
   :func:`~metricdp.lp.ipm.ipm_bytes` (the figure it checks itself before it allocates);
   ``fast``: constraint generation adds privacy rows as they bind, at worst every row, so
   the bound is the ``full`` model's; ``full``: every row from the start (the need, not
-  a worst case).
+  a worst case); ``dantzig-wolfe``: its pricing LPs and master
+  (:func:`~metricdp.lp.dantzig_wolfe.dantzig_wolfe_bytes`).
 * **SpannerMech** (:func:`plan_spanner`): OPTMech's :math:`n^2` variables with privacy
   rows on the spanner's edges only, :math:`2|E|n` of them (both directions, every
   output). Every formulation (``fast``: at worst every edge row; ``ipm``, ``full``:
@@ -125,11 +126,19 @@ def _seconds(ref: tuple[float, int, float], n: int) -> float:
 #: ``fast`` is as quick; from a 6 x 6 grid on, its constraint generation needs many rounds
 #: and ``block-ipm`` finishes several times sooner, and from 8 x 8 grids or 50 Gaussian
 #: points ``fast`` may not finish at all in reasonable time. The builds: benchmarks/RESULTS.md.
+#: ``dantzig-wolfe`` (:mod:`metricdp.lp.dantzig_wolfe`) is never taken: back to back with the
+#: others on the grids with a Dirichlet(0.5) prior (benchmarks/bench_lp_grid.py's data) it was
+#: the slowest at every size tried (5 x 5 at eps 0.3 and 1 per cell: 5 to 15 times
+#: ``column-generation``'s time, 10 to 30 times ``block-ipm``'s), its master needing tens to
+#: hundreds of rounds where the interior point needs one solve, and at 20 x 20 it does not
+#: finish within the 3 minutes of the target. The builds: benchmarks/RESULTS.md.
 AUTO_BLOCK_IPM_MIN_N = 36
 
 
 def auto_formulation(n: int, expected: bool, square: bool) -> str:
-    """The formulation ``formulation="auto"`` takes for n points (:data:`AUTO_BLOCK_IPM_MIN_N`)."""
+    """The formulation ``formulation="auto"`` takes for n points: the one rule, stated at
+    :data:`AUTO_BLOCK_IPM_MIN_N` (``block-ipm`` for the expected objective on square spaces from
+    that size, ``fast`` otherwise; never ``column-generation`` or ``dantzig-wolfe``)."""
     return "block-ipm" if expected and square and n >= AUTO_BLOCK_IPM_MIN_N else "fast"
 
 
@@ -140,6 +149,7 @@ def _model_bytes(rows: int, nonzeros: int, n: int, m: int) -> float:
 
 def plan_optimal(n: int, m: int | None = None, *, objective: str = "worst", formulation: str = "auto") -> LPPlan:
     """The plan of ``optimal`` on n inputs and m outputs (module docstring)."""
+    from ..lp.dantzig_wolfe import dantzig_wolfe_bytes
     from ..lp.ipm import ipm_bytes
 
     m = n if m is None else m
@@ -149,6 +159,8 @@ def plan_optimal(n: int, m: int | None = None, *, objective: str = "worst", form
     rows, nonzeros = privacy + n, 2 * privacy + n * m
     if formulation in ("block-ipm", "ipm"):
         need = ipm_bytes(n, m)
+    elif formulation == "dantzig-wolfe":
+        need = dantzig_wolfe_bytes(n)
     else:
         need = BYTES_PER_ROW * privacy + 8.0 * DENSE_ARRAYS * n * m
     return LPPlan(n, m, formulation, n * m, privacy, need, _seconds(_OPTIMAL_REF, max(n, m)), "optimal", rows,

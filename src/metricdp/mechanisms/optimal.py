@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._progress import Progress, report
 from .._validation import check_epsilon, check_probability_vector
 from ..errors import SolverNumericalError, ValidationError
-from ..lp import colgen, ipm_finish  # noqa: F401 -- register "column-generation" and "block-ipm" with .core
+from ..lp import colgen, dantzig_wolfe, ipm_finish  # noqa: F401 -- register their formulations with .core
 from ..lp.core import TIEBREAK, LPSolution, implied_pairs, lp_info, solve_and_repair
 from ..lp.deadline import Deadline
 from ..outputs import OutputSet, check_outputs
@@ -110,7 +110,7 @@ def optimal(
         Seconds for the whole build (:class:`~metricdp.lp.deadline.Deadline`: every LP solve,
         re-solves after a failed repair included, gets the time left); on expiry a
         :class:`~metricdp.errors.SolverTimeLimitError` (status ``"limit"``).
-    formulation : {"auto", "fast", "full", "ipm", "block-ipm", "column-generation"}
+    formulation : {"auto", "fast", "full", "ipm", "block-ipm", "column-generation", "dantzig-wolfe"}
         ``block-ipm``: the structured interior-point method of :mod:`metricdp.lp.ipm`, then the
         simplex seeded with the rows it finds binding, to the same exact vertex as
         ``fast`` (:mod:`metricdp.lp.ipm_finish`); ``auto`` (default) takes it for the expected
@@ -121,6 +121,11 @@ def optimal(
         point on a working set of outputs, grown by a pricing test, then ``block-ipm``'s exact
         finish on it and an exact pricing of the other outputs (:mod:`metricdp.lp.colgen`): the same
         optimum, for a fraction of the memory and time where the optimum releases few outputs.
+        ``dantzig-wolfe`` (expected objective, square spaces): Dantzig-Wolfe decomposition over
+        the outputs, a master LP of n rows over rays of the privacy cone and one pricing problem
+        of n variables per output, stabilised, to the LP optimum with a dual certificate
+        (:mod:`metricdp.lp.dantzig_wolfe`; proof: docs/proofs/decomposition.md); ``auto`` never
+        takes it (:func:`~metricdp.mechanisms.lp_plan.auto_formulation`).
         ``full`` writes all :math:`n^2(n-1)` privacy rows (the reference); ``fast``
         substitutes the rows (w, u, w) into bounds and adds the others by
         constraint generation (same optimum: see ``core._solve_fast``); for the worst case the
@@ -227,7 +232,7 @@ def optimal(
         formulation = auto_formulation(n, pi is not None, outputs is None)
     report(progress, 0, None, plan_optimal(n, m, objective=objective, formulation=formulation).summary())
     attempts = [(formulation, TIEBREAK if pi is None and formulation == "fast" else 0.0)]
-    if formulation in ("block-ipm", "column-generation"):  # e.g. numerical trouble: constraint generation
+    if formulation in ("block-ipm", "column-generation", "dantzig-wolfe"):  # numerical trouble: constraint generation
         attempts.append(("fast", TIEBREAK if pi is None else 0.0))
     if attempts[0][1] > 0:
         attempts.append((formulation, 0.0))

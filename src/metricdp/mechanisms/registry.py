@@ -300,8 +300,9 @@ FAMILIES: dict[str, Family] = {
              Param("prior", "vector", None, "prior of the expected objective (CSV label,prob or .npy)", "--prior"),
              Param("loss_matrix", "matrix", None, "loss L[u, v] instead of the distances"),
              _TIME_LIMIT,
-             Param("formulation", "choice", "auto", "constraint generation, the full LP, or interior point",
-                   choices=("auto", "fast", "full", "ipm", "block-ipm", "column-generation"))),
+             Param("formulation", "choice", "auto",
+                   "constraint generation, the full LP, interior point or decomposition",
+                   choices=("auto", "fast", "full", "ipm", "block-ipm", "column-generation", "dantzig-wolfe"))),
             lp=True, outputs=True,
         ),
         Family(
