@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .corpus import CORPORA
+
 __all__ = [
     "CORPORA", "MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "plot_utility", "replacement_summary",
     "run_text_bench", "zipf_tokens",
@@ -43,8 +45,6 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "subsampled-exponential": ("subsampled-exponential", {"candidates": 50, "base": "zipf"}),
 }
 CHUNK = 1_000_000
-#: Corpora: the synthetic Zipf stream and real English text (the standard library's documentation).
-CORPORA = ("zipf", "stdlib-docs")
 
 
 def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:

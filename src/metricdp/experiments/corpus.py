@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import ast
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["corpus_summary", "stdlib_documents", "stdlib_text"]
+__all__ = ["CORPORA", "corpus_summary", "named_corpus", "stdlib_documents", "stdlib_text"]
 
+#: The bundled corpora by name: the synthetic Zipf stream and real English text (the standard library's documentation).
+CORPORA = ("zipf", "stdlib-docs")
 _SKIP_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "lib2to3"})
 
 
@@ -76,3 +78,21 @@ def corpus_summary(documents: list[str]) -> dict[str, int]:
 
     words = [m.group().lower() for doc in documents for m in WORD.finditer(doc)]
     return {"documents": len(documents), "tokens": len(words), "distinct_words": len(set(words))}
+
+
+def named_corpus(name: str, tokens: int, labels: Sequence[str]) -> list[str]:
+    """The bundled corpus ``name`` (:data:`CORPORA`) as documents of about ``tokens`` word tokens in all.
+
+    ``stdlib-docs``: :func:`stdlib_text`; ``zipf``: the benchmark's Zipf stream over the words
+    ``labels`` (:func:`metricdp.experiments.bench_text.zipf_tokens`, seed 0), 1,000 words a document.
+    """
+    from ..errors import ValidationError
+
+    if name == "stdlib-docs":
+        return stdlib_text(tokens)
+    if name == "zipf":
+        from .bench_text import zipf_tokens
+
+        chunks = zipf_tokens(tokens, top=min(20_000, len(labels)), chunk=1000)
+        return [" ".join(labels[i] for i in chunk.tolist()) for chunk in chunks]
+    raise ValidationError(f"unknown corpus {name!r}; choose from {', '.join(CORPORA)}")
