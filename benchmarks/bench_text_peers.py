@@ -188,7 +188,7 @@ def main() -> None:
             build, sample = res[f"{mech}_build_s"], res[f"{mech}_sample_s"]
             rows.append({"mechanism": mech, "implementation": side, "build_s": round(build, 3),
                          "sample_s": round(sample, 3), "tokens_per_s": round(len(tokens) / sample, 1)})
-    report = {"vocabulary": args.words, "tokens": int(len(tokens)), "epsilon": args.epsilon,
+    report = {"vocabulary": args.words, "tokens": len(tokens), "epsilon": args.epsilon,
               "set_size": args.set_size, "load_average_before": [round(x, 2) for x in load],
               "load_average_after": [round(x, 2) for x in os.getloadavg()], "rows": rows}
     print("| mechanism | implementation | build (s) | sampling (s) | tokens/s |")
