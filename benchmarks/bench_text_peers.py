@@ -17,7 +17,8 @@ process pool per token, which only adds inter-process calls). pypantera 1.0.2 (C
 class on the same vectors (written as a GloVe text file), its per-word mapping (a full
 distance row and argsort per distinct input word) timed as the build, ``processText`` as
 the release. When a package cannot be imported, its algorithm as written in its repository
-runs instead, and the row says so. metricdp's CusText builds the paper's output sets over
+runs instead, and the row says so. metricdp's build column includes constructing the
+mechanism and a first one-token release (loading compiled kernels); its CusText builds the paper's output sets over
 the whole vocabulary (its build column), a different structure from pypantera's per-word
 K-nearest lists.
 """
@@ -133,17 +134,21 @@ def _ours(space, tokens: np.ndarray, eps: float, k: int) -> dict[str, float]:
     from metricdp.text.diffractor import DiffractorText, word_lists
 
     out = {}
+    # build: the structure, the mechanism and a first one-token release (which loads the compiled
+    # kernels of the exact geometric tables, once per process)
     t = time.perf_counter()
     word_lists(space, 1)
-    out["diffractor_build_s"] = time.perf_counter() - t
     mech = DiffractorText(space, eps)
+    mech.sample(tokens[:1])
+    out["diffractor_build_s"] = time.perf_counter() - t
     t = time.perf_counter()
     mech.sample(tokens)
     out["diffractor_sample_s"] = time.perf_counter() - t
     t = time.perf_counter()
     output_sets(space, k)
-    out["custext_build_s"] = time.perf_counter() - t
     cus = CusTextText(space, eps, size=k)
+    cus.sample(tokens[:1])
+    out["custext_build_s"] = time.perf_counter() - t
     t = time.perf_counter()
     cus.sample(tokens)
     out["custext_sample_s"] = time.perf_counter() - t
