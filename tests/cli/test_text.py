@@ -265,3 +265,24 @@ def test_privatize_number_and_gamma_extremes_are_one_line(tmp_path: Path, emb: P
         assert not out.exists()
     r = invoke("privatize", src, "--out", out, "-m", "tem", "-e", 1, "--gamma", 1e308, "--embeddings", emb)
     assert r.exit_code == 0, r.output  # beyond the weights' clamp every gamma is the same mechanism
+
+
+def test_stats_of_a_corpus_alone_counts_its_tokens(tmp_path: Path, emb: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat on the MAT, 42 times.\nParis!\n", encoding="utf-8")
+    r = invoke("stats", "--corpus", src, "--embeddings", emb, "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert (got["words"], got["numbers"], got["punctuation"], got["documents"]) == (8, 1, 3, 2)
+    assert got["shares"]["case_kept"] == 1.0 and got["in_vocabulary"] <= got["words"]
+    r = invoke("stats", "--corpus", tmp_path / "missing.txt", "--embeddings", emb)
+    assert r.exit_code != 0 and "no such file (nor a bundled corpus: zipf, stdlib-docs)" in r.output
+    r = invoke("stats", "--embeddings", emb)
+    assert r.exit_code != 0 and "--mechanism is required" in r.output
+
+
+def test_stats_of_a_bundled_corpus(emb: Path) -> None:
+    r = invoke("stats", "--corpus", "zipf", "--embeddings", emb, "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["corpus"] == "zipf" and got["numbers"] == 0 and got["shares"]["in_vocabulary"] == 1.0

@@ -251,3 +251,22 @@ def test_secure_source_words():
 
     k = LatticeSampler(Fraction(1, 10)).offsets(1000, SecureRandom())
     assert k.shape == (1000, 2) and np.abs(k).max() < 10_000
+
+
+@pytest.mark.parametrize("beta", [0.3, 1.0, 2.0**-20])
+def test_geometric_laplace_is_the_two_sided_geometric_law(beta) -> None:
+    from metricdp.mechanisms.lattice_batch import Geometric
+
+    z = Geometric(Fraction(beta)).laplace(40_000, np.random.default_rng(7))
+    q = math.exp(-beta)
+    if beta < 0.01:  # wide: |Z| / scale against the continuous limit, P(|Z| >= m) ~ q^m
+        for m in (1, 2**19, 2**21):
+            assert abs((np.abs(z) >= m).mean() - 2 * q**m / (1 + q)) < 0.01
+        return
+    k = np.arange(-8, 9)
+    p = (1 - q) / (1 + q) * q ** np.abs(k)
+    counts = np.array([(z == v).sum() for v in k] + [(np.abs(z) > 8).sum()])
+    expected = np.append(p, 1 - p.sum()) * len(z)
+    assert stats.chisquare(counts, expected).pvalue > 1e-3
+    with pytest.raises(ValidationError, match="beta"):
+        Geometric(Fraction(1, 3))

@@ -83,3 +83,16 @@ def test_registry_entry() -> None:
     assert mech.sample([0, 1, 2], rng=0).tolist() == [0, 1, 2]  # eps 50: the word itself
     with pytest.raises(ValidationError):
         build("diffractor", space, 1.0, lists=0)
+
+
+@pytest.mark.parametrize("eps", [0.05, 1.5])
+def test_table_and_loop_samplers_release_the_same_law(vocab, eps) -> None:
+    # the vectorised tables (eps >= 1e-6) against the exact law; the per-token loop (forced) too
+    _, points = vocab
+    mech = DiffractorText(points, eps)
+    law = diffractor_matrix(mech.lists, eps, [7])[0]
+    out = mech.sample(np.full(20_000, 7), rng=2024)
+    assert chi_square_p(out, law) > 1e-3
+    mech._geometric = None
+    out = mech.sample(np.full(4_000, 7), rng=2024)
+    assert chi_square_p(out, law) > 1e-3

@@ -49,3 +49,40 @@ def test_high_epsilon_keeps_the_word_and_proven_epsilon() -> None:
         ExponentialText(space, -1.0)
     with pytest.raises(ValidationError, match="PointSpace"):
         ExponentialText(np.eye(2), 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("radius", [0.0, 2.0, 1e6])
+def test_the_law_does_not_depend_on_the_ball(vocab, radius) -> None:
+    # radius 0: every release but the word itself comes through the rejection step; 1e6: none does
+    dense, points = vocab
+    eps = 3.0
+    matrix = exponential_matrix(dense.distances, eps)
+    mech = ExponentialText(points, eps)
+    mech._radius = radius
+    inputs = np.repeat([5, 123], 15_000)
+    out = mech.sample(inputs, rng=2024)
+    for w in (5, 123):
+        assert chi_square_p(out[inputs == w], matrix[w]) > 1e-3
+    assert chi_square_p(out[inputs == 5], exponential_matrix(dense.distances, 1.3 * eps)[5]) < 1e-6
+
+
+def test_rejection_draws_are_exact_on_an_enumerable_space() -> None:
+    # three words on a line, ball {x}: the release law is e^{-eps d/2} normalised, to chi-square precision
+    space = PointSpace.from_points([[0.0], [1.0], [2.0]])
+    mech = ExponentialText(space, 2.0)
+    mech._radius = 0.0
+    w = np.exp(-np.array([0.0, 1.0, 2.0]))
+    out = mech.sample(np.zeros(60_000, dtype=np.intp), rng=3)
+    assert chi_square_p(out, w / w.sum()) > 1e-3
+    table = mech.cache.get(0)
+    assert table is not None and table[0].tolist() == [0] and table[2][0] >= np.exp(-0.0)  # ball {0}, bound >= 1
+
+
+def test_the_weights_are_those_of_the_one_distance(vocab) -> None:
+    from metricdp.text.ball import pair_distances
+
+    _, points = vocab
+    mech = ExponentialText(points, 2.0)
+    lw = mech.log_weights(np.array([7]))
+    d = pair_distances(points, np.full(points.n, 7), np.arange(points.n))
+    assert np.array_equal(lw[0], -1.0 * d) and lw[0, 7] == 0.0

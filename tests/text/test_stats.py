@@ -23,3 +23,19 @@ def test_n_w_and_s_w(vocab, tmp_path: Path) -> None:
     assert len(q["N_w"]) == 7 and q["S_w"][0] <= q["S_w"][-1]
     plot_deniability(a, tmp_path / "h.png", "test")
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_corpus_composition_by_hand() -> None:
+    from metricdp.text.stats import corpus_composition
+
+    labels = ["the", "cat", "saw", "nasa", "iphones", "paris"]
+    texts = ["The cat saw 2 NASA iPhones, (xyzzy).", "par\u200bis -1,250.5 PARIS"]
+    c = corpus_composition(texts, labels)
+    # words: The cat saw NASA iPhones xyzzy | paris PARIS; numbers: 2, -1,250.5; punctuation: ",", "(", ")."
+    assert (c.documents, c.words, c.numbers, c.punctuation) == (2, 8, 2, 3)
+    assert c.in_vocabulary == 7 and c.normalised == 1
+    assert c.case_kept == 6  # iPhones (mixed) takes the vocabulary's spelling
+    assert c.cases == {"lower": 4, "title": 1, "upper": 2, "mixed": 1}
+    shares = c.shares()
+    assert shares["words"] == 8 / 13 and shares["in_vocabulary"] == 7 / 8 and shares["case_kept"] == 6 / 7
+    assert corpus_composition([], labels).shares()["words"] is None

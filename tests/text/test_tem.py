@@ -51,3 +51,16 @@ def test_bad_gamma() -> None:
 
     with pytest.raises(ValidationError, match="gamma"):
         TEMText(PointSpace.from_points([[0.0], [1.0]]), 1.0, gamma=-1.0)
+
+
+@pytest.mark.parametrize("radius", [0.0, 1.0])
+def test_frequencies_through_the_rejection_step(vocab, radius: float) -> None:
+    # a ball smaller than gamma: the words between it and gamma come through exact rejection
+    dense, points = vocab
+    mech = TEMText(points, 3.0, gamma=3.0)
+    mech._radius = radius
+    matrix = tem_matrix(dense.distances, 3.0, 3.0)
+    inputs = np.repeat([0, 40], 20_000)
+    out = mech.sample(inputs, rng=2024)
+    for w in (0, 40):
+        assert chi_square_p(out[inputs == w], matrix[w]) > 1e-3

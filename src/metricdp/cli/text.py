@@ -183,14 +183,57 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
     return mech.sample, space.labels, space, desc, mech.epsilon
 
 
+#: Word tokens read from a bundled corpus by ``text stats --corpus NAME`` (as the recorded real-text benchmark).
+CORPUS_TOKENS = 250_000
+
+
+def _corpus_texts(corpus: str, labels: Any) -> list[str]:
+    """The documents of ``--corpus``: a bundled corpus by name, else a plain-text file's lines."""
+    from ..experiments.corpus import CORPORA, named_corpus
+    from ..text.rewrite import _decoded_lines
+
+    if corpus in CORPORA and not Path(corpus).is_file():
+        return named_corpus(corpus, CORPUS_TOKENS, labels)
+    if not Path(corpus).is_file():
+        raise ValidationError(f"--corpus {corpus}: no such file (nor a bundled corpus: {', '.join(CORPORA)})")
+    return [line.rstrip("\r\n") for line in _decoded_lines(Path(corpus))]
+
+
+def _composition(corpus: str, embeddings: str, size: int | None, json_out: bool) -> None:
+    """``text stats --corpus`` alone: :func:`metricdp.text.stats.corpus_composition`."""
+    from ..text.stats import corpus_composition
+
+    _require("exponential", embeddings, "exact")  # the vocabulary's extra, as any mechanism needs it
+    space = load_vocabulary(embeddings, size)
+    comp = corpus_composition(_corpus_texts(corpus, space.labels), space.labels)
+    if json_out:
+        echo_json({"corpus": corpus, "vocabulary": space.n, **comp.as_dict()})
+        return
+    shares = comp.shares()
+    table = Table(title=f"{Path(corpus).name}: {comp.documents:,} documents, {comp.tokens:,} tokens, "
+                        f"{space.n:,}-word vocabulary")
+    for col in ("tokens", "count", "share"):
+        table.add_column(col, justify="left" if col == "tokens" else "right")
+    for label, count, key in (("words", comp.words, "words"), ("numbers (kept by default)", comp.numbers, "numbers"),
+                              ("punctuation", comp.punctuation, "punctuation"),
+                              ("words in the vocabulary (released)", comp.in_vocabulary, "in_vocabulary"),
+                              ("released words in their own case", comp.case_kept, "case_kept")):
+        share = shares[key]
+        table.add_row(label, f"{count:,}", "n/a" if share is None else f"{share:.3f}")
+    console.print(table)
+    console.print(f"in-vocabulary rate: of the words; case kept: of the words released; word cases: "
+                  f"{', '.join(f'{k} {v:,}' for k, v in comp.cases.items())} (mixed case takes the vocabulary's "
+                  f"spelling); {comp.normalised:,} tokens normalised (format characters, fullwidth forms)",
+                  markup=False, highlight=False)
+
+
 def _corpus_stats(
-    corpus: Path, mechanisms: str, epsilons: list[float] | None, embeddings: str, size: int | None,
+    corpus: str, mechanisms: str, epsilons: list[float] | None, embeddings: str, size: int | None,
     plot: Path | None, seed: int | None, json_out: bool, options: dict[str, Any],
 ) -> None:
     """``text stats --corpus``: :func:`metricdp.text.utility.utility_rows` per mechanism and eps."""
     from ..text.build import build, names
     from ..text.policy import OutputFilter, TokenPolicy, alphabetic_mask
-    from ..text.rewrite import _decoded_lines
     from ..text.utility import plot_utility, utility_rows
 
     chosen = [m.strip() for m in mechanisms.split(",") if m.strip()]
@@ -199,12 +242,10 @@ def _corpus_stats(
         raise ValidationError(f"--mechanism {mechanisms!r}: with --corpus, choose among {', '.join(names())}")
     if epsilons is None:
         raise ValidationError("--epsilon is required")
-    if not corpus.is_file():
-        raise ValidationError(f"--corpus {corpus}: no such file")
     for name in chosen:
         _require(name, embeddings, _index(options))
-    texts = [line.rstrip("\r\n") for line in _decoded_lines(corpus)]
     space = load_vocabulary(embeddings, size)
+    texts = _corpus_texts(corpus, space.labels)
     restrict = OutputFilter(space, alphabetic_mask(space.labels))  # the default output policy of privatize
     if seed is not None:
         warn(_SEED_WARNING)
@@ -219,12 +260,13 @@ def _corpus_stats(
 
     rows = utility_rows(space, texts, samplers(), policy=TokenPolicy())
     if plot is not None:
-        plot_utility(rows, plot, corpus.name)
+        plot_utility(rows, plot, Path(corpus).name)
     if json_out:
         echo_json({"corpus": str(corpus), "documents": len(texts), "vocabulary": space.n, "outputs": "alphabetic",
                    "rows": [r.as_dict() for r in rows], "plot": str(plot) if plot else None})
         return
-    table = Table(title=f"{corpus.name}: {len(texts):,} documents, {space.n:,}-word vocabulary, alphabetic outputs")
+    table = Table(title=f"{Path(corpus).name}: {len(texts):,} documents, {space.n:,}-word vocabulary, alphabetic "
+                        "outputs")
     for col in ("mechanism", "eps", "word tokens", "changed", "mean distance", "examples"):
         table.add_column(col, justify="left" if col in ("mechanism", "examples") else "right")
     for r in rows:
@@ -465,10 +507,11 @@ def register(app: typer.Typer) -> None:
 
     def stats(
         mechanism: Annotated[
-            str,
+            str | None,
             typer.Option("--mechanism", "-m", help=f"{', '.join(registry.sampler_names())}, or a mechanism .npz; "
-                         "with --corpus, a comma-separated list compared side by side."),
-        ],
+                         "with --corpus, a comma-separated list compared side by side (none: the corpus's "
+                         "tokens by kind)."),
+        ] = None,
         epsilon: Annotated[
             str | None,
             typer.Option("--epsilon", "-e", help="Per-token mDP level; with --corpus, a comma-separated list."),
@@ -476,9 +519,11 @@ def register(app: typer.Typer) -> None:
         embeddings: EmbOpt = "glove",
         vocabulary_size: SizeOpt = None,
         corpus: Annotated[
-            Path | None,
-            typer.Option("--corpus", help="Plain text (one document per line): report the fraction of word tokens "
-                         "changed, the mean embedding distance of the releases and examples, per mechanism and eps."),
+            str | None,
+            typer.Option("--corpus", help="Plain text (one document per line) or a bundled corpus (stdlib-docs, "
+                         "zipf): the shares of words, numbers and punctuation, the in-vocabulary rate and the case "
+                         "kept; with --mechanism, the fraction of word tokens changed and the mean embedding "
+                         "distance per mechanism and eps."),
         ] = None,
         words: Annotated[int, typer.Option("--words", min=1, help="Number of words measured.")] = 200,
         top: Annotated[int, typer.Option("--from-top", min=1, help="Words drawn among the T most frequent.")] = 20_000,
@@ -499,10 +544,15 @@ def register(app: typer.Typer) -> None:
 
             require("plot", what="--plot")
         epsilons = _epsilons(epsilon)
+        if corpus is not None and mechanism is None:
+            _composition(corpus, embeddings, vocabulary_size, json_out)
+            return
         if corpus is not None:
-            _corpus_stats(corpus, mechanism, epsilons, embeddings, vocabulary_size, plot, seed, json_out,
+            _corpus_stats(corpus, str(mechanism), epsilons, embeddings, vocabulary_size, plot, seed, json_out,
                           family_options)
             return
+        if mechanism is None:
+            raise ValidationError("--mechanism is required (or --corpus alone: the corpus's tokens by kind)")
         if epsilons is not None and len(epsilons) > 1:
             raise ValidationError("--epsilon: one value (several are compared with --corpus)")
         _require(mechanism, embeddings, _index(family_options))

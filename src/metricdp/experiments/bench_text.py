@@ -19,13 +19,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .corpus import CORPORA, zipf_tokens
 
 __all__ = [
     "CORPORA", "MECHANISMS", "TextBenchRow", "markdown_report", "markdown_table", "plot_utility", "replacement_summary",
@@ -42,21 +44,6 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any]]] = {
     "mahalanobis-ivf": ("mahalanobis", {"index": "ivf"}),
     "subsampled-exponential": ("subsampled-exponential", {"candidates": 50, "base": "zipf"}),
 }
-CHUNK = 1_000_000
-#: Corpora: the synthetic Zipf stream and real English text (the standard library's documentation).
-CORPORA = ("zipf", "stdlib-docs")
-
-
-def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:
-    """Chunks of word indices, rank k (0-based) with probability proportional to 1/(k+1)."""
-    p = 1.0 / np.arange(1, top + 1)
-    cdf = np.cumsum(p / p.sum())
-    g = np.random.default_rng(seed)
-    left = int(tokens)
-    while left > 0:
-        k = min(chunk, left)
-        yield np.minimum(np.searchsorted(cdf, g.random(k) * cdf[-1], side="right"), top - 1).astype(np.intp)
-        left -= k
 
 
 @dataclass

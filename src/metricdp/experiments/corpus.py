@@ -9,18 +9,25 @@ corpus of a given size is the same on every machine with the same Python version
 
 The text is technical English (names of functions appear as words) rather than fiction;
 its distinct-word rate (:func:`corpus_summary`) is what the benchmark reports beside the
-throughput, so a reader can compare it with their own corpus.
+throughput, so a reader can compare it with their own corpus. :func:`zipf_tokens` is the
+synthetic corpus beside it (word indices drawn by a Zipf law); :data:`CORPORA` names both.
 """
 
 from __future__ import annotations
 
 import ast
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["corpus_summary", "stdlib_documents", "stdlib_text"]
+import numpy as np
+from numpy.typing import NDArray
 
+__all__ = ["CHUNK", "CORPORA", "corpus_summary", "named_corpus", "stdlib_documents", "stdlib_text", "zipf_tokens"]
+
+#: The bundled corpora by name: the synthetic Zipf stream and real English text (the standard library's documentation).
+CORPORA = ("zipf", "stdlib-docs")
+CHUNK = 1_000_000  # tokens per chunk of the Zipf stream
 _SKIP_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "lib2to3"})
 
 
@@ -76,3 +83,31 @@ def corpus_summary(documents: list[str]) -> dict[str, int]:
 
     words = [m.group().lower() for doc in documents for m in WORD.finditer(doc)]
     return {"documents": len(documents), "tokens": len(words), "distinct_words": len(set(words))}
+
+
+def named_corpus(name: str, tokens: int, labels: Sequence[str]) -> list[str]:
+    """The bundled corpus ``name`` (:data:`CORPORA`) as documents of about ``tokens`` word tokens in all.
+
+    ``stdlib-docs``: :func:`stdlib_text`; ``zipf``: the benchmark's Zipf stream over the words
+    ``labels`` (:func:`metricdp.experiments.bench_text.zipf_tokens`, seed 0), 1,000 words a document.
+    """
+    from ..errors import ValidationError
+
+    if name == "stdlib-docs":
+        return stdlib_text(tokens)
+    if name == "zipf":
+        chunks = zipf_tokens(tokens, top=min(20_000, len(labels)), chunk=1000)
+        return [" ".join(labels[i] for i in chunk.tolist()) for chunk in chunks]
+    raise ValidationError(f"unknown corpus {name!r}; choose from {', '.join(CORPORA)}")
+
+
+def zipf_tokens(tokens: int, *, top: int = 20_000, seed: int = 0, chunk: int = CHUNK) -> Iterator[NDArray[np.intp]]:
+    """Chunks of word indices, rank k (0-based) with probability proportional to 1/(k+1)."""
+    p = 1.0 / np.arange(1, top + 1)
+    cdf = np.cumsum(p / p.sum())
+    g = np.random.default_rng(seed)
+    left = int(tokens)
+    while left > 0:
+        k = min(chunk, left)
+        yield np.minimum(np.searchsorted(cdf, g.random(k) * cdf[-1], side="right"), top - 1).astype(np.intp)
+        left -= k

@@ -49,7 +49,7 @@ from .._random import RandomSource, random_words
 from ..errors import ValidationError
 from ._kernel_loader import LAZY, lattice_kernels
 
-__all__ = ["LatticeSampler", "exp_neg_bounds", "exp_neg_float", "lazy_less"]
+__all__ = ["Geometric", "LatticeSampler", "exp_neg_bounds", "exp_neg_float", "lazy_less"]
 
 _KERNELS: Any = LAZY  # the compiled loops, loaded at first use (None: numpy)
 
@@ -226,34 +226,27 @@ def _floors(lows: list[int], highs: list[int], exact: Callable[[int], IntBounds]
     return out
 
 
-class LatticeSampler:
-    r"""Exact draws of :math:`K \in \mathbb{Z}^2`, :math:`\Pr[K = k] \propto e^{-\alpha\lVert k\rVert_2}`, by rows.
+class Geometric:
+    r"""Exact draws of G with :math:`\Pr[G \ge g] = e^{-\beta g}` (g = 0, 1, ...), by rows, for a dyadic beta > 0.
+
+    The geometric half of :class:`LatticeSampler` (its proposals' magnitudes, the tables of the
+    module docstring), on its own: :meth:`laplace` turns it into the two-sided geometric
+    (discrete Laplace) law :math:`\Pr[Z = z] \propto e^{-\beta |z|}` as CKS Algorithm 2 does
+    (a sign bit; a negative zero is drawn again).
 
     Parameters
     ----------
-    alpha : Fraction
-        :math:`\alpha = \varepsilon h > 0` (epsilon per unit times the lattice step).
-
-    Examples
-    --------
-    >>> s = LatticeSampler(Fraction(1, 2))
-    >>> k = s.offsets(1000, np.random.default_rng(0))
-    >>> k.shape, k.dtype
-    ((1000, 2), dtype('int64'))
+    beta : Fraction
+        A positive float's value (dyadic: exact in float and in rational arithmetic); a draw
+        takes about 1 / (65,536 beta) table passes when beta is below 1/65,536.
     """
 
-    def __init__(self, alpha: Fraction) -> None:
-        alpha = Fraction(alpha)
-        if not alpha > 0:
-            raise ValidationError(f"alpha must be > 0, got {alpha}")
-        if alpha < _MIN_ALPHA:
-            raise ValidationError(f"alpha = {float(alpha):.3g} is below {float(_MIN_ALPHA):g}: use a larger cell")
-        self.alpha = alpha
-        self.alpha_f = float(alpha)
-        b = float(alpha) * 0.7071067811865475 * (1.0 - 2.0**-30)
-        while 2 * Fraction(b) ** 2 > alpha**2:  # beta <= alpha / sqrt(2), exactly
-            b *= 1.0 - 2.0**-30
-        self.beta = Fraction(b)  # a float: exact in both worlds
+    def __init__(self, beta: Fraction) -> None:
+        beta = Fraction(beta)
+        b = float(beta)
+        if Fraction(b) != beta or not b > 0:
+            raise ValidationError(f"beta must be a positive float's value, got {beta}")
+        self.beta = beta  # a float: exact in both worlds
         self.beta_f = b
         n = 1 if _TAIL / b <= _TABLE_CAP else min(_TABLE_CAP, math.ceil(1.0 / b))
         self.block = n  # G = n M + R, M ~ Geometric(q^n), R in 0..n-1 (memorylessness)
@@ -291,18 +284,6 @@ class LatticeSampler:
 
         return bounds
 
-    def _exact_accept(self, q: int, l1: int) -> IntBounds:
-        a_num, a_den, beta = self.alpha.numerator, self.alpha.denominator, self.beta
-
-        def bounds(bits: int) -> tuple[int, int]:  # e^{-gamma}, gamma = alpha sqrt(q) - beta l1
-            p = bits + 16
-            root = math.isqrt(a_num * a_num * q << (2 * p))
-            g_lo = Fraction(root, a_den << p) - beta * l1
-            g_hi = Fraction(root + 1, a_den << p) - beta * l1
-            return exp_neg_bounds(max(g_hi, Fraction(0)), bits)[0], exp_neg_bounds(max(g_lo, Fraction(0)), bits)[1]
-
-        return bounds
-
     # sampling ----------------------------------------------------------------------------
     def _geometric(self, size: int, words: Callable[[int], NDArray[np.uint64]]) -> NDArray[np.int64]:
         """``size`` draws of G with P[G >= g] = e^{-beta g}."""
@@ -315,6 +296,68 @@ class LatticeSampler:
         if self._r is not None:
             out += self._r.count(words(size), words)
         return out
+
+    def laplace(self, size: int, rng: RandomSource) -> NDArray[np.int64]:
+        """``size`` exact draws of Z with :math:`\\Pr[Z = z] \\propto e^{-\beta |z|}` on the integers.
+
+        >>> z = Geometric(Fraction(1)).laplace(1000, np.random.default_rng(0))
+        >>> z.shape, z.dtype
+        ((1000,), dtype('int64'))
+        """
+
+        def words(count: int) -> NDArray[np.uint64]:
+            return random_words(rng, count)
+
+        out = np.empty(size, dtype=np.int64)
+        todo = np.arange(size)
+        while len(todo):
+            mag = self._geometric(len(todo), words)
+            neg = (words(len(todo)) & np.uint64(1)).astype(bool)
+            ok = ~(neg & (mag == 0))  # CKS Algorithm 2: a negative zero is drawn again
+            out[todo[ok]] = np.where(neg, -mag, mag)[ok]
+            todo = todo[~ok]
+        return out
+
+class LatticeSampler(Geometric):
+    r"""Exact draws of :math:`K \in \mathbb{Z}^2`, :math:`\Pr[K = k] \propto e^{-\alpha\lVert k\rVert_2}`, by rows.
+
+    Parameters
+    ----------
+    alpha : Fraction
+        :math:`\alpha = \varepsilon h > 0` (epsilon per unit times the lattice step).
+
+    Examples
+    --------
+    >>> s = LatticeSampler(Fraction(1, 2))
+    >>> k = s.offsets(1000, np.random.default_rng(0))
+    >>> k.shape, k.dtype
+    ((1000, 2), dtype('int64'))
+    """
+
+    def __init__(self, alpha: Fraction) -> None:
+        alpha = Fraction(alpha)
+        if not alpha > 0:
+            raise ValidationError(f"alpha must be > 0, got {alpha}")
+        if alpha < _MIN_ALPHA:
+            raise ValidationError(f"alpha = {float(alpha):.3g} is below {float(_MIN_ALPHA):g}: use a larger cell")
+        self.alpha = alpha
+        self.alpha_f = float(alpha)
+        b = float(alpha) * 0.7071067811865475 * (1.0 - 2.0**-30)
+        while 2 * Fraction(b) ** 2 > alpha**2:  # beta <= alpha / sqrt(2), exactly
+            b *= 1.0 - 2.0**-30
+        super().__init__(Fraction(b))
+
+    def _exact_accept(self, q: int, l1: int) -> IntBounds:
+        a_num, a_den, beta = self.alpha.numerator, self.alpha.denominator, self.beta
+
+        def bounds(bits: int) -> tuple[int, int]:  # e^{-gamma}, gamma = alpha sqrt(q) - beta l1
+            p = bits + 16
+            root = math.isqrt(a_num * a_num * q << (2 * p))
+            g_lo = Fraction(root, a_den << p) - beta * l1
+            g_hi = Fraction(root + 1, a_den << p) - beta * l1
+            return exp_neg_bounds(max(g_hi, Fraction(0)), bits)[0], exp_neg_bounds(max(g_lo, Fraction(0)), bits)[1]
+
+        return bounds
 
     def offsets(self, size: int, rng: RandomSource) -> NDArray[np.int64]:
         """``size`` exact draws of K, shape (size, 2)."""

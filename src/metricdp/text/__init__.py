@@ -5,7 +5,8 @@ Modules
 -------
 * :mod:`.tokens` -- tokenisation that keeps whitespace and punctuation, case patterns.
 * :mod:`.base` -- :class:`~.base.TextMechanism`, the interface of the samplers below.
-* :mod:`.exponential` -- the exact exponential mechanism by blocked passes (+ cache).
+* :mod:`.exponential` -- the exact exponential mechanism: a ball per word and exact rejection (+ cache).
+* :mod:`.ball` -- the text samplers' one distance, exact balls of the vocabulary, the exact coin a / b.
 * :mod:`.tem` -- the Truncated Exponential Mechanism (Carvalho et al. 2021).
 * :mod:`.madlib` -- Madlib (Feyisetan et al. 2020) with an exact or an approximate search.
 * :mod:`.mahalanobis` -- the regularised Mahalanobis mechanism (Xu et al. 2020).
@@ -13,7 +14,6 @@ Modules
 * :mod:`.diffractor` -- 1-Diffractor (Meisenbacher et al. 2024): geometric noise on word-list positions.
 * :mod:`.vickrey` -- the Vickrey mechanism (Xu et al. 2021): nearest or second-nearest word.
 * :mod:`.custext` -- CusText (Chen et al. 2023): the exponential mechanism inside output sets.
-* :mod:`._kernels` -- compiled table builds of the exponential mechanism (numba, optional).
 * :mod:`.ann` -- the optional approximate nearest-word index (faiss HNSW).
 * :mod:`.build` -- names -> builders, proven epsilons.
 * :mod:`.stats` -- plausible deniability statistics N_w, S_w (Feyisetan et al. 2020).

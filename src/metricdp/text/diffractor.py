@@ -18,7 +18,9 @@ distance order is the nearest unlisted word).
 x in list l (N words) and K lists, pick a list l uniformly, draw Z with
 :math:`\Pr[Z = z] \propto e^{-\varepsilon |z|}` on the integers (the two-sided geometric law,
 exactly, from random bits: Canonne, Kamath and Steinke, NeurIPS 2020, Algorithm 2 with the
-float eps read as the rational it is, :func:`metricdp.mechanisms.lattice_laplace.discrete_laplace`),
+float eps read as the rational it is, vectorised by the exact tables of
+:class:`metricdp.mechanisms.lattice_batch.Geometric`; at eps outside [1e-6, 1e3] one
+:func:`metricdp.mechanisms.lattice_laplace.discrete_laplace` loop per token),
 and release the word at position :math:`\min(\max(\pi_l(x) + Z, 0), N - 1)` of list l (the
 truncated geometric mechanism of Ghosh, Roughgarden and Sundararajan, as the paper's code
 runs it with diffprivlib's ``GeometricTruncated``).
@@ -51,6 +53,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._random import RandomSource
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
+from ..mechanisms.lattice_batch import Geometric
 from ..mechanisms.lattice_laplace import BitStream, discrete_laplace
 from ..pointspace import PointSpace
 from ..sampling import uniform_below
@@ -58,6 +61,7 @@ from .base import TextMechanism, check_point_space
 
 __all__ = ["DiffractorText", "diffractor_epsilon", "diffractor_matrix", "embedding_epsilon", "word_lists"]
 
+_TABLES = (1e-6, 1e3)  # eps for Geometric's tables (below: long table walks; above: the loop, as fast)
 _NEIGHBOURS = 50  # nearest words read per word before a full pass (the paper's code reads 50)
 # lists already built per space (a per-token epsilon list builds one mechanism per epsilon over one space)
 _BUILT: weakref.WeakKeyDictionary[PointSpace, dict[tuple[int, int], NDArray[np.intp]]] = weakref.WeakKeyDictionary()
@@ -190,15 +194,21 @@ class DiffractorText(TextMechanism):
         self.positions = _positions(self.lists)
         self.positions.setflags(write=False)
         self._beta = Fraction(epsilon)  # the float eps, exactly
+        self._geometric = Geometric(self._beta) if _TABLES[0] <= epsilon <= _TABLES[1] else None
         super().__init__(space, epsilon, {"epsilon": epsilon, "lists": int(lists)})
 
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
         count, n = self.lists.shape
         which = uniform_below(np.full(len(inputs), count), rng) if count > 1 else np.zeros(len(inputs), np.intp)
-        bits = BitStream(rng)
-        # exact draws: one Canonne-Kamath-Steinke loop each; an offset beyond +-n lands on the same end
-        # of the list after the clip below, so bounding it there first changes no release (tiny eps)
-        noise = np.fromiter((max(-n, min(n, discrete_laplace(bits, self._beta))) for _ in range(len(inputs))),
-                            dtype=np.int64, count=len(inputs))
+        # exact draws of the two-sided geometric law e^{-eps |z|}: the vectorised tables of
+        # metricdp.mechanisms.lattice_batch.Geometric, or one Canonne-Kamath-Steinke loop each at extreme eps;
+        # an offset beyond +-n lands on the same end of the list after the clip below, so bounding it
+        # there first changes no release
+        if self._geometric is not None:
+            noise = np.clip(self._geometric.laplace(len(inputs), rng), -n, n)
+        else:
+            bits = BitStream(rng)
+            noise = np.fromiter((max(-n, min(n, discrete_laplace(bits, self._beta))) for _ in range(len(inputs))),
+                                dtype=np.int64, count=len(inputs))
         pos = np.clip(self.positions[which, inputs] + noise, 0, n - 1)
         return self.lists[which, pos].astype(np.intp)

@@ -2,54 +2,79 @@ r"""The exact exponential mechanism over a large vocabulary, without a matrix.
 
 For an input word x, release y with probability
 
-.. math:: P(y \mid x) = \frac{e^{-\varepsilon d(x,y)/2}}{\sum_{z \in W} e^{-\varepsilon d(x,z)/2}}
+.. math:: P(y \mid x) = \frac{w_x(y)}{\sum_{z \in W} w_x(z)}, \qquad
+          w_x(y) = e^{-\varepsilon \min(\hat d(x,y), T)/2}
 
 (McSherry and Talwar, FOCS 2007, Theorem 6; as an mDP mechanism: Chatzikokolakis et al.,
-PETS 2013, Section 3; Imola et al., UAI 2022, Section 3.1). Privacy: for inputs x, x'
-and any y, the numerator changes by at most :math:`e^{\varepsilon d(x,x')/2}` and the
-normaliser by at most :math:`e^{\varepsilon d(x,x')/2}` (triangle inequality
-:math:`|d(x,y) - d(x',y)| \le d(x,x')`), so
+PETS 2013, Section 3; Imola et al., UAI 2022, Section 3.1), with :math:`\hat d` the text
+samplers' one float distance (:func:`metricdp.text.ball.pair_distances`) and :math:`T =
+1400/\varepsilon` (:func:`metricdp.sampling.clamp_distances`: no weight underflows to 0).
+Privacy: for inputs x, x' and any y, the numerator changes by at most
+:math:`e^{\varepsilon d(x,x')/2}` and the normaliser by at most :math:`e^{\varepsilon
+d(x,x')/2}` (triangle inequality :math:`|d(x,y) - d(x',y)| \le d(x,x')`), so
 :math:`P(y|x) \le e^{\varepsilon d(x,x')} P(y|x')`: eps-mDP for the Euclidean metric.
 
-Matrix-free sampling. Tokens are grouped by distinct input word; distinct words are
-built in batches: one GEMM pass over the vocabulary per batch gives the n log-weights
-:math:`-\varepsilon \min(d, T)/2` of each word (the word itself has d = 0, the largest
-weight 1, so nothing overflows), their exponentials, and an exact integer table
-(:class:`~metricdp.sampling.ExactTable`) that draws every token of that word with
-probability exactly weight / sum of the row's float weights, from random words (no float
-uniform: Mironov, CCS 2012). With numba (the ``fast`` extra) the distance -> weight ->
-table passes are fused (:mod:`._kernels`) and equal the numpy build bit for bit (tested);
-without it the numpy build runs. The tables of recently used words stay in a bounded LRU
-cache (``cache_bytes``), so a repeated word costs one binary search.
+Sampling by a ball and exact rejection. Nearly all of a word's mass sits close to it, so no
+400,000-entry table is built. Per distinct input word x (a batch of words shares one fast
+pass over the vocabulary, :func:`metricdp.text.ball.ball`):
+
+1. the ball :math:`N = \{y : \hat d(x,y) \le \rho\}` exactly, with its weights :math:`w_x(y)`;
+2. a bound :math:`B \ge w_x(y)` for every y outside N (their :math:`\hat d > \rho`, so
+   :math:`w_x(y) \le e^{-\varepsilon \min(\rho, T)/2}`, computed by the same operations; the
+   bound is that float times :math:`1 + 2^{-40}`, covering any error of ``exp`` below 2**-41
+   relative, rounded up to few enough mantissa bits that :math:`R = m B` is exact, with
+   :math:`m = |W \setminus N|`);
+3. an exact table (:class:`~metricdp.sampling.ExactTable`) over the entries
+   :math:`(w_x(y))_{y \in N}` and :math:`R`.
+
+A draw takes an entry of the table; an entry of N is the release. The entry R proposes a
+word y uniform outside N (as TEM's bottom candidate), which is accepted with probability
+exactly :math:`w_x(y) / B` (:func:`metricdp.text.ball.bernoulli_ratio`); a rejected proposal
+starts the draw again. *Proof of the law*: with :math:`Z = \sum_{y\in N} w_x(y) + R`, one
+round releases :math:`y \in N` with probability :math:`w_x(y)/Z` and :math:`y \notin N`
+with probability :math:`\frac{R}{Z} \frac{1}{m} \frac{w_x(y)}{B} = w_x(y)/Z`; rounds are
+independent, so the release is y with probability :math:`w_x(y) / \sum_z w_x(z)` exactly,
+the law above. Nothing but random 64-bit words and integer comparisons decides (Mironov,
+CCS 2012).
+
+The radius: :math:`\rho = \min(\frac{2}{\varepsilon}(\ln n + \ln 64), \rho_K)`, so that
+:math:`R \le e^{-\ln 64} = 1/64` of the word's own weight 1 when eps is large, and, at
+small eps, :math:`\rho_K` (the median distance from a fixed set of words to their 2,048th
+nearest word) keeps the ball a few thousand words while a round still accepts with
+probability at least :math:`\sum_{N} w_x / Z`. Any radius gives the same law; it only sets
+the cost. Tables (ball, weights, bound) are kept in a bounded LRU cache (``cache_bytes``).
 """
 
 from __future__ import annotations
 
-import ctypes
+import math
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._random import RandomSource
-from .._resources import usable_cpus
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
-from ..pointspace import PointSpace, check_memory
-from ..sampling import PRECISION, ExactTable, clamp_distances
-from ._kernels import KERNELS
+from ..pointspace import PointSpace
+from ..sampling import ExactTable, clamp_distances, uniform_below
+from .ball import ball, bernoulli_ratio, kth_distance, pair_distances
 from .base import TextMechanism, check_point_space
 
-__all__ = ["CACHE_BYTES", "CumulativeCache", "ExponentialText", "exponential_epsilon", "sample_tables"]
+__all__ = [
+    "CACHE_BYTES", "BallExponential", "CumulativeCache", "ExponentialText", "exponential_epsilon", "outside",
+    "sample_tables",
+]
 
-#: Default bytes of cached tables (40 words of 400,000: 8 bytes of weight and 8 of prefix sum each).
+#: Default bytes of cached tables (a ball of a few hundred words takes a few KB).
 CACHE_BYTES = 256 * 2**20
-_TILE_ELEMENTS = 1 << 20  # GEMM tile (words x vocabulary columns) of the compiled build: 8 MiB
-_BATCH_BYTES = 512 * 2**20  # log-weights of one batch of words (compiled build): 64 words of 400,000 at most
-_MAX_BATCH = 64
-_WORKERS = min(4, usable_cpus())
+_BATCH = 32  # distinct words per fast pass over the vocabulary
+_SPARE = math.log(64.0)  # at large eps the far words' proposal mass is at most 1/64 of the word's own
+_K = 2048  # the small-eps radius: the median distance to the K-th nearest word
+_PROBES = 32  # words (evenly spaced in the vocabulary) whose K-th nearest distance is measured
+_EXP_SLACK = 1.0 + 2.0**-40  # covers any error of exp below 2**-41 relative (numpy's is below 2**-52)
+_LIMIT = 16_384  # words of a ball measured exactly at most (a smaller radius beyond)
 
 
 def exponential_epsilon(epsilon: float, **_: object) -> float:
@@ -132,32 +157,110 @@ def sample_tables(
     flush()
 
 
-_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize  # (NULL, size): a new bytes object, not zero-filled
-_new_bytes.restype = ctypes.py_object
-_new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
 
+def outside(inside: NDArray[np.intp], j: NDArray[np.intp]) -> NDArray[np.intp]:
+    """The j-th word (0-based, increasing index) not in ``inside`` (sorted, distinct), for each j.
 
-def _fresh_frozen(shape: tuple[int, ...], dtype: type) -> tuple[NDArray, NDArray]:
-    """A new array backed by an immutable ``bytes`` (as :func:`metricdp._readonly.frozen` makes
-    them) and a writable alias of the same memory, to fill it without a copy; its contents are
-    undefined until the caller has written every element.
-
-    The ``bytes`` object is fresh (more than one byte, so not one of CPython's shared
-    singletons), nobody else holds it, and the caller drops the alias once the array is
-    filled: from then on the read-only array is as frozen as one :func:`frozen` copied.
+    Examples
+    --------
+    >>> outside(np.array([1, 2, 5]), np.array([0, 1, 2, 3])).tolist()
+    [0, 3, 4, 6]
     """
-    dt = np.dtype(dtype)
-    size = int(np.prod(shape)) * dt.itemsize
-    if size < 2:
-        raise ValidationError("a fresh frozen buffer needs at least 2 bytes")
-    data = _new_bytes(None, size)  # uninitialised: the caller writes every byte
-    readonly = np.frombuffer(data, dtype=dt).reshape(shape)
-    memory = memoryview((ctypes.c_char * size).from_address(readonly.ctypes.data)).cast("B")
-    alias = np.frombuffer(memory, dtype=dt).reshape(shape)
-    return alias, readonly
+    return j + np.searchsorted(inside - np.arange(len(inside)), j, side="right")
 
 
-class ExponentialText(TextMechanism):
+def _round_up(bound: float, bits: int) -> float:
+    """The smallest float >= ``bound`` with at most ``bits`` significant bits (exact: power-of-two scalings)."""
+    mant, exp = math.frexp(bound)
+    return math.ldexp(math.ceil(math.ldexp(mant, bits)), exp - bits)
+
+
+class BallExponential(TextMechanism):
+    """The exact sampler of the module docstring for the weights :math:`e^{-\\varepsilon \\min(\\hat d, c)/2}`.
+
+    ``cap`` c: :math:`T = 1400/\\varepsilon` for the exponential mechanism, TEM's truncation
+    radius for TEM (:mod:`.tem`). Subclasses set the name, the parameters and the cap.
+    """
+
+    def __init__(self, space: PointSpace, epsilon: float, params: dict[str, Any], cap: float, cache_bytes: int) -> None:
+        super().__init__(space, epsilon, params)
+        self.cap = float(cap)
+        self.cache = CumulativeCache(cache_bytes)
+        self._radius: float | None = None
+
+    def _weights(self, distances: NDArray[np.float64]) -> NDArray[np.float64]:
+        """:math:`e^{-\\varepsilon \\min(d, c)/2}`, the one arithmetic of every weight (a new array)."""
+        return np.exp(np.multiply(np.minimum(distances, self.cap), -0.5 * self.epsilon))
+
+    def log_weights(self, words: NDArray[np.intp]) -> NDArray[np.float64]:
+        """:math:`-\\varepsilon \\min(\\hat d(x, \\cdot), c)/2` for each word x of ``words``, shape (k, n).
+
+        The sampler draws from the exponentials of these rows exactly (a reference: it never
+        computes a whole row).
+        """
+        n = self.space.n
+        every = np.arange(n, dtype=np.intp)
+        rows = [pair_distances(self.space, np.full(n, int(x), dtype=np.intp), every) for x in np.atleast_1d(words)]
+        return np.multiply(np.minimum(np.array(rows).reshape(-1, n), self.cap), -0.5 * self.epsilon)
+
+    def ball_radius(self) -> float:
+        """The ball's radius (module docstring): it sets the cost only, never the law."""
+        if self._radius is None:
+            space = self.space
+            large_eps = 2.0 / self.epsilon * (math.log(space.n) + _SPARE)
+            k = min(_K, space.n - 1)
+            small_eps = large_eps
+            if k >= 1:
+                # a fixed public choice of words: the radius depends on the vocabulary and eps only
+                probes = np.unique(np.linspace(0, space.n - 1, min(_PROBES, space.n)).astype(np.intp))
+                small_eps = float(np.median(kth_distance(space, probes, k)))
+            self._radius = min(large_eps, small_eps, self.cap)
+        return self._radius
+
+    def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray[np.intp], ExactTable, NDArray[np.float64]]]:
+        """One (ball, exact table, bound) per word of ``words`` (module docstring, steps 1-3)."""
+        n = self.space.n
+        bits = 52 - n.bit_length()  # B with so few bits that m * B is exact (m < 2**n.bit_length())
+        out = []
+        for inside, dist, rho in ball(self.space, words, self.ball_radius(), limit=_LIMIT):
+            bound = _round_up(float(self._weights(np.array([rho]))[0]) * _EXP_SLACK, bits)
+            m = n - len(inside)
+            row = np.empty((1, len(inside) + (m > 0)))
+            row[0, : len(inside)] = self._weights(dist)
+            if m:
+                row[0, -1] = m * bound
+            row.setflags(write=False)
+            out.append((inside.astype(np.intp), ExactTable.from_matrix(row), np.array([bound])))
+        return out
+
+    def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
+        out = np.empty(len(inputs), dtype=np.intp)
+        n = self.space.n
+
+        def draw(table: tuple[NDArray[np.intp], ExactTable, NDArray[np.float64]], pos: NDArray) -> None:
+            inside, exact, bound = table
+            x = int(inputs[pos[0]])
+            todo = np.arange(len(pos))
+            while todo.size:  # one round per pass (module docstring); a rejected proposal draws again
+                k = exact.sample(np.zeros(todo.size, dtype=np.intp), rng)
+                hit = k < len(inside)
+                out[pos[todo[hit]]] = inside[k[hit]]
+                todo = todo[~hit]
+                if not todo.size:
+                    break
+                y = outside(inside, uniform_below(np.full(todo.size, n - len(inside)), rng))
+                w = self._weights(pair_distances(self.space, np.full(todo.size, x, dtype=np.intp), y))
+                if np.any(w > bound[0]):  # cannot happen: every word outside the ball has d > rho
+                    raise ValidationError(f"a weight outside the ball exceeds its bound ({w.max()!r} > {bound[0]!r})")
+                accept = bernoulli_ratio(w, np.full(todo.size, bound[0]), rng)
+                out[pos[todo[accept]]] = y[accept]
+                todo = todo[~accept]
+
+        sample_tables(inputs, out, self._make, self.cache, draw, _BATCH)
+        return out
+
+
+class ExponentialText(BallExponential):
     """The exponential mechanism, exact, over a :class:`PointSpace` (see the module docstring).
 
     Parameters
@@ -167,7 +270,7 @@ class ExponentialText(TextMechanism):
     epsilon : float
         The mDP level (weights :math:`e^{-\\varepsilon d/2}`).
     cache_bytes : int
-        Bytes of cumulative tables kept between calls (8 n bytes per word).
+        Bytes of per-word tables (ball, weights, bound) kept between calls.
 
     Examples
     --------
@@ -182,94 +285,6 @@ class ExponentialText(TextMechanism):
     def __init__(self, space: PointSpace, epsilon: float, *, cache_bytes: int = CACHE_BYTES) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
-        super().__init__(space, epsilon, {"epsilon": epsilon})
-        self.cache = CumulativeCache(cache_bytes)
-        self._kernels = KERNELS  # None: the numpy build (tests set it to compare the two)
-        self._scratch: NDArray[np.float64] | None = None  # log-weights of a batch (compiled build), reused
-
-    def log_weights(self, words: NDArray[np.intp]) -> NDArray[np.float64]:
-        """:math:`-\\varepsilon \\min(d(x, \\cdot), T)/2` for each word x of ``words``, shape (k, n).
-
-        Distances are clamped at :math:`T = 1400/\\varepsilon`
-        (:func:`metricdp.sampling.clamp_distances`, where the clamp's privacy proof is): no
-        weight underflows to 0, which would be an infinite privacy loss.
-        """
-        return -0.5 * self.epsilon * clamp_distances(self.space.distances_from(words), self.epsilon)
-
-    def _make(self, words: NDArray[np.intp]) -> list[tuple[ExactTable, NDArray[np.float64]]]:
-        """One exact table per word of ``words`` (with its weight row, so the cache counts what it holds)."""
-        n = self.space.n
-        check_memory(16.0 * len(words) * n, f"{len(words)} exact tables of {n:,} words")
-        if self._kernels is not None and self.space.metric == "euclidean":
-            return self._make_compiled(words)
-        return self._make_reference(words)
-
-    def _make_reference(self, words: NDArray[np.intp]) -> list[tuple[ExactTable, NDArray[np.float64]]]:
-        """The numpy build (the reference the compiled one equals bit for bit)."""
-        w = self.space.distances_from(words)
-        # in place, the same arithmetic as log_weights: -eps/2 * min(d, 1400/eps), then exp
-        np.minimum(w, clamp_distances(np.inf, self.epsilon), out=w)
-        np.multiply(w, -0.5 * self.epsilon, out=w)
-        np.exp(w, out=w)  # the word itself has weight exactly 1: no overflow, no all-zero row
-        w.setflags(write=False)  # the table keeps it as it is (no copy)
-        block = ExactTable.from_matrix(w)  # one vectorised build for the block
-        tables = [block.row(i) for i in range(len(words))]
-        return [(t, t.matrix) for t in tables]
-
-    def _make_compiled(self, words: NDArray[np.intp]) -> list[tuple[ExactTable, NDArray[np.float64]]]:
-        """The same tables by the fused kernels of :mod:`._kernels`, one word's arrays apart from another's.
-
-        The GEMM runs over tiles of the vocabulary small enough to stay in cache while the
-        distance -> log-weight kernel passes over them into a scratch block; per word, numpy's
-        ``exp`` then writes the weights straight into the table's own ``bytes`` (no copy), numpy
-        sums them (the pairwise sum :func:`metricdp.sampling._fill_block` takes) and one compiled
-        pass writes the prefix sums, into ``bytes`` too.
-        """
-        kernels = self._kernels
-        space = self.space
-        n, k = space.n, len(words)
-        vectors, sq = space.vectors, space.sqnorms
-        x2 = 2.0 * vectors[words]  # as distances_from: 2 x, then the GEMM
-        sq_rows = np.ascontiguousarray(sq[words])
-        clamp = float(clamp_distances(np.inf, self.epsilon))
-        if self._scratch is None or self._scratch.shape[0] < k:
-            self._scratch = np.empty((k, n))
-        logw = self._scratch[:k]
-        step = max(1, _TILE_ELEMENTS // k)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            g = x2 @ vectors[start:stop].T
-            kernels["log_weights"](g, sq_rows, sq[start:stop], words - start, clamp, -0.5 * self.epsilon, logw,
-                                   start)
-
-        def table(i: int) -> tuple[ExactTable, NDArray[np.float64]]:
-            weights, weights_frozen = _fresh_frozen((1, n), np.float64)
-            np.exp(logw[i], out=weights[0])
-            prefix, prefix_frozen = _fresh_frozen((1, n + 1), np.uint64)
-            sigma, cut, status = kernels["fill_row"](weights[0], float(weights[0].sum()), PRECISION, prefix[0])
-            del weights, prefix  # the writable aliases end here
-            if status:  # cannot happen: weights are exp of finite numbers <= 0, one of them 1
-                raise ValidationError("matrix must be finite and non-negative to be sampled")
-            built = ExactTable.from_prefix(weights_frozen, prefix_frozen, np.array([sigma], dtype=np.int64),
-                                           np.array([cut]))
-            return built, built.matrix
-
-        if k == 1 or _WORKERS == 1:
-            return [table(i) for i in range(k)]
-        with ThreadPoolExecutor(min(_WORKERS, k)) as pool:  # exp, sum and fill_row release the GIL
-            return list(pool.map(table, range(k)))
-
-    def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-        out = np.empty(len(inputs), dtype=np.intp)
-        n = self.space.n
-
-        def draw(table: tuple[ExactTable, NDArray[np.float64]], pos: NDArray) -> None:
-            # exact: probability weight / sum of the row's float weights, from random words
-            out[pos] = table[0].sample(np.zeros(len(pos), dtype=np.intp), rng)
-
-        if self._kernels is not None:  # a batch of words shares each GEMM pass over the vocabulary
-            batch = max(1, min(_MAX_BATCH, _BATCH_BYTES // (8 * n)))
-        else:
-            batch = self.space.block_size(n) or 1
-        sample_tables(inputs, out, self._make, self.cache, draw, batch)
-        return out
+        # T = 1400/eps (metricdp.sampling.clamp_distances, where the clamp's privacy proof is): no
+        # weight underflows to 0, which would be an infinite privacy loss
+        super().__init__(space, epsilon, {"epsilon": epsilon}, float(clamp_distances(np.inf, epsilon)), cache_bytes)

@@ -29,11 +29,14 @@ Threshold: as the paper (Section 4.3, Theorem 3) sets it, :math:`\gamma = \frac{
 \ln\frac{(1-\beta)|W|}{\beta}` with :math:`\beta = 0.001` (:func:`tem_gamma`); gamma
 depends only on eps, |W| and beta, never on the data.
 
-Sampling here uses the law directly: per distinct word one blocked pass finds
-:math:`L_x` and its weights; a table of their cumulative sums plus the bottom mass
-:math:`|W\setminus L_x| e^{-\varepsilon\gamma/2}` draws each token; a bottom draw picks
-the j-th word outside :math:`L_x` with j uniform (a second uniform). Tables are cached
-(bounded) as in :mod:`.exponential`.
+Sampling: TEM is the exponential mechanism with the score capped at gamma, so it is drawn
+by the exact sampler of :mod:`.exponential` (:class:`~.exponential.BallExponential`) with
+the cap gamma in place of 1400/eps: the words of a ball around x with their exact weights,
+and the others by exact rejection against their common bound, with d the text samplers'
+one float distance (:func:`metricdp.text.ball.pair_distances`). When the ball's radius
+reaches gamma, every word outside it weighs exactly :math:`e^{-\varepsilon\gamma/2}`: the
+paper's bottom candidate, a uniform word outside :math:`L_x`, accepted (but for the bound's
+rounding, about 2**-20) at once.
 """
 
 from __future__ import annotations
@@ -43,15 +46,14 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .._random import RandomSource
 from .._validation import check_epsilon
 from ..errors import ValidationError
 from ..mechanisms.base import Mechanism, certify
 from ..pointspace import PointSpace
-from ..sampling import DISTANCE_EXPONENT_CAP, ExactTable, clamp_distances, uniform_below
+from ..sampling import DISTANCE_EXPONENT_CAP, clamp_distances
 from ..spaces import MetricSpace
-from .base import TextMechanism, check_point_space
-from .exponential import CACHE_BYTES, CumulativeCache, sample_tables
+from .base import check_point_space
+from .exponential import CACHE_BYTES, BallExponential
 
 __all__ = ["MAX_RADIUS", "TEMText", "tem_epsilon", "tem_gamma", "tem_matrix", "tem_mechanism"]
 
@@ -100,7 +102,7 @@ def tem_mechanism(space: MetricSpace, epsilon: float, *, gamma: float | None = N
     )
 
 
-class TEMText(TextMechanism):
+class TEMText(BallExponential):
     """TEM over a :class:`PointSpace` (see the module docstring).
 
     Parameters
@@ -141,45 +143,7 @@ class TEMText(TextMechanism):
                 f"/epsilon) = {radius:g} exceeds {MAX_RADIUS:g}, beyond what a range search can square; give a "
                 "smaller gamma or a larger epsilon"
             )
-        super().__init__(space, epsilon, {"epsilon": epsilon, "gamma": g, "beta": float(beta)})
+        # the weights e^{-eps min(d, radius)/2}: the law of the module docstring
+        super().__init__(space, epsilon, {"epsilon": epsilon, "gamma": g, "beta": float(beta)}, radius, cache_bytes)
         self.gamma = g
-        self.radius = radius  # the range search's radius: the same law as gamma (see above)
-        self.cache = CumulativeCache(cache_bytes)
-
-    def _make(self, words: NDArray[np.intp]) -> list[tuple[NDArray, ExactTable, NDArray]]:
-        n = self.space.n
-        out = []
-        # gamma's own weight: above e^-700 for any gamma the paper's rule gives; clamped like every
-        # distance (metricdp.sampling.clamp_distances) so that no weight underflows to 0
-        bottom_w = math.exp(-0.5 * self.epsilon * float(clamp_distances(self.radius, self.epsilon)))
-        for inside, dist in self.space.within(words, self.radius):  # L_x by an exact range search
-            w = np.empty((1, len(inside) + 1))  # L_x's weights, then the bottom candidate's mass
-            np.multiply(clamp_distances(dist, self.epsilon), -0.5 * self.epsilon, out=w[0, :-1])
-            np.exp(w[0, :-1], out=w[0, :-1])
-            w[0, -1] = (n - len(inside)) * bottom_w
-            w.setflags(write=False)  # kept by the table as it is (no copy)
-            table = ExactTable.from_matrix(w)
-            out.append((inside.astype(np.intp), table, table.matrix))
-        return out
-
-    def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
-        out = np.empty(len(inputs), dtype=np.intp)
-        n = self.space.n
-
-        def draw(table: tuple[NDArray, ExactTable, NDArray], pos: NDArray) -> None:
-            inside, exact, _ = table
-            # exact draw among the inside words and the "bottom" candidate, then an exact uniform
-            # word outside the ball when the bottom wins (integers from random words only)
-            k = exact.sample(np.zeros(len(pos), dtype=np.intp), rng)
-            res = np.empty(len(pos), dtype=np.intp)
-            hit = k < len(inside)
-            res[hit] = inside[k[hit]]
-            if (~hit).any():
-                outside = n - len(inside)
-                j = uniform_below(np.full(int((~hit).sum()), outside), rng)
-                # the j-th index not in `inside` (sorted): j + #{inside members <= answer}
-                res[~hit] = j + np.searchsorted(inside - np.arange(len(inside)), j, side="right")
-            out[pos] = res
-
-        sample_tables(inputs, out, self._make, self.cache, draw, self.space.block_size(n))
-        return out
+        self.radius = radius  # the truncation radius: the same law as gamma (see above)

@@ -1,0 +1,211 @@
+"""1-Diffractor and CusText side by side with their peers, on one vocabulary and one real text.
+
+    python benchmarks/bench_text_peers.py [--words 20000] [--tokens 20000] [--epsilon 1]
+        [--peer-python /tmp/textpeer-venv/bin/python] [--out FILE.json]
+
+The vocabulary is the N most frequent GloVe 6B 50-d words; the text is the standard library's
+documentation (``metricdp bench text --corpus stdlib-docs``), its word tokens mapped to the
+vocabulary (words outside it dropped). Each side builds its structure (1-Diffractor's list,
+CusText's output sets) and releases every token once; the table gives seconds and tokens/s.
+
+Peers run in their own interpreter (``--peer-python``, a virtual environment holding the
+PyPI packages; never metricdp's). dp-diffractor 0.2.1 (sjmeis/Diffractor): its own
+``EmbeddingManager.create_sorted_list`` builds the list; the release of each token is its
+``apply_privacy_mechanism`` ("geometric": two numpy geometric draws, clip) as written in
+src/diffractor/core.py, run in the same process (the package itself calls it through a
+process pool per token, which only adds inter-process calls). pypantera 1.0.2 (CusText): its
+class on the same vectors (written as a GloVe text file), its per-word mapping (a full
+distance row and argsort per distinct input word) timed as the build, ``processText`` as
+the release. When a package cannot be imported, its algorithm as written in its repository
+runs instead, and the row says so. metricdp's build column includes constructing the
+mechanism and a first one-token release (loading compiled kernels); its CusText builds the paper's output sets over
+the whole vocabulary (its build column), a different structure from pypantera's per-word
+K-nearest lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+PEER = r'''
+import json, sys, time
+import numpy as np
+tmp = sys.argv[1]
+eps = float(sys.argv[2])
+k = int(sys.argv[3])
+vectors = np.load(tmp + "/vectors.npy").astype("float32")
+words = json.load(open(tmp + "/words.json"))
+tokens = np.load(tmp + "/tokens.npy")
+out = {}
+
+def repo_sorted_list(vectors, words):  # sjmeis/Diffractor src/diffractor/utils.py, create_sorted_list
+    import faiss
+    index = faiss.IndexFlatL2(vectors.shape[1])
+    index.add(vectors)
+    sorted_list, current, remaining = [], 0, set(range(len(words)))
+    for _ in range(len(words)):
+        sorted_list.append(words[current])
+        remaining.remove(current)
+        if not remaining:
+            break
+        _, idx = index.search(vectors[current].reshape(1, -1), min(50, len(remaining) + 1))
+        for j in idx[0]:
+            if j in remaining:
+                current = j
+                break
+        else:
+            current = next(iter(remaining))
+    return sorted_list
+
+source = "dp-diffractor (package)"
+try:
+    from diffractor.utils import EmbeddingManager
+    build = EmbeddingManager.create_sorted_list
+except Exception as ex:  # noqa: BLE001
+    source = f"dp-diffractor algorithm as written in sjmeis/Diffractor ({type(ex).__name__} importing the package)"
+    build = repo_sorted_list
+t = time.perf_counter()
+s_list = build(vectors, words)
+out["diffractor_build_s"] = time.perf_counter() - t
+mapping = {w: i for i, w in enumerate(s_list)}
+rng = np.random.default_rng(0)
+t = time.perf_counter()
+for tok in tokens.tolist():  # core.py apply_privacy_mechanism, "geometric" (stopwords replaced too)
+    idx = mapping[words[tok]]
+    p = 1 - np.exp(-eps / 1.0)
+    noise = rng.geometric(p) - rng.geometric(p)
+    s_list[int(np.clip(idx + noise, 0, len(s_list) - 1))]
+out["diffractor_sample_s"] = time.perf_counter() - t
+out["diffractor_source"] = source
+
+# CusText: pyPANTERA's own class when it imports (it reads a GloVe-format text file), else its algorithm
+token_words = [words[t] for t in tokens.tolist()]
+try:
+    from src.SamplingPerturbationMechanism.custext import CusText  # pypantera installs its package as "src"
+    with open(tmp + "/emb.txt", "w", encoding="utf-8") as fh:
+        for w, v in zip(words, vectors):
+            fh.write(w + " " + " ".join(f"{x:.6f}" for x in v) + "\n")
+    mech = CusText({"embPath": tmp + "/emb.txt", "epsilon": eps, "k": k, "distance": "euclidean"})
+    t = time.perf_counter()
+    for w in dict.fromkeys(token_words):  # its mapping: built per distinct input word, on first use
+        mech._getCustomizedMapping(w)
+    out["custext_build_s"] = time.perf_counter() - t
+    failed = 0
+    t = time.perf_counter()
+    for w in token_words:  # processText one token at a time: it raises on some words (counted)
+        try:
+            mech.processText([w])
+        except ValueError:
+            failed += 1
+    out["custext_sample_s"] = time.perf_counter() - t
+    out["custext_source"] = f"pypantera (package; raised on {failed:,} of {len(token_words):,} tokens)"
+except ImportError as ex:
+    sim = {}
+    t = time.perf_counter()
+    for w in dict.fromkeys(tokens.tolist()):  # a full distance row and argsort per distinct word
+        d = np.linalg.norm(vectors - vectors[w], axis=1)
+        near = d.argsort()[:k]
+        dd = d[near]
+        u = -(dd - dd.min()) / max(dd.max() - dd.min(), 1e-12)
+        p = np.exp(eps * u / 2)
+        sim[w] = (near, p / p.sum())
+    out["custext_build_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    for tok in tokens.tolist():
+        near, p = sim[tok]
+        near[np.random.choice(len(near), 1, p=p)[0]]
+    out["custext_sample_s"] = time.perf_counter() - t
+    out["custext_source"] = f"pypantera's CusText as written in Kekkodf/pypantera ({type(ex).__name__} importing it)"
+print(json.dumps(out))
+'''
+
+
+def _ours(space, tokens: np.ndarray, eps: float, k: int) -> dict[str, float]:
+    from metricdp.text.custext import CusTextText, output_sets
+    from metricdp.text.diffractor import DiffractorText, word_lists
+
+    out = {}
+    # build: the structure, the mechanism and a first one-token release (which loads the compiled
+    # kernels of the exact geometric tables, once per process)
+    t = time.perf_counter()
+    word_lists(space, 1)
+    mech = DiffractorText(space, eps)
+    mech.sample(tokens[:1])
+    out["diffractor_build_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    mech.sample(tokens)
+    out["diffractor_sample_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    output_sets(space, k)
+    cus = CusTextText(space, eps, size=k)
+    cus.sample(tokens[:1])
+    out["custext_build_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    cus.sample(tokens)
+    out["custext_sample_s"] = time.perf_counter() - t
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--words", type=int, default=20_000)
+    ap.add_argument("--tokens", type=int, default=20_000)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--set-size", type=int, default=20)
+    ap.add_argument("--peer-python", default="/tmp/textpeer-venv/bin/python")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    from metricdp.data.glove import load_glove
+    from metricdp.experiments.corpus import stdlib_text
+    from metricdp.pointspace import PointSpace
+    from metricdp.text.rewrite import Vocabulary
+    from metricdp.text.tokens import WORD, normal
+
+    glove = load_glove()
+    space = PointSpace.from_embeddings(glove, args.words)
+    lookup = Vocabulary(space.labels).lookup
+    found = (lookup.get(normal(m.group())) for doc in stdlib_text(args.tokens) for m in WORD.finditer(doc))
+    tokens = np.array([i for i in found if i is not None], dtype=np.intp)
+    load = os.getloadavg()
+    ours = _ours(space, tokens, args.epsilon, args.set_size)
+    with tempfile.TemporaryDirectory(prefix="bench-text-peers-") as tmp:
+        np.save(f"{tmp}/vectors.npy", np.asarray(glove.vectors[: args.words]))
+        Path(f"{tmp}/words.json").write_text(json.dumps(list(space.labels)), encoding="utf-8")
+        np.save(f"{tmp}/tokens.npy", tokens)
+        proc = subprocess.run([args.peer_python, "-c", PEER, tmp, str(args.epsilon), str(args.set_size)],
+                              capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"peer run failed: {proc.stderr.strip().splitlines()[-1:]}")
+    peer = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = []
+    for mech in ("diffractor", "custext"):
+        for side, res in (("metricdp", ours), (peer[f"{mech}_source"], peer)):
+            build, sample = res[f"{mech}_build_s"], res[f"{mech}_sample_s"]
+            rows.append({"mechanism": mech, "implementation": side, "build_s": round(build, 3),
+                         "sample_s": round(sample, 3), "tokens_per_s": round(len(tokens) / sample, 1)})
+    report = {"vocabulary": args.words, "tokens": len(tokens), "epsilon": args.epsilon,
+              "set_size": args.set_size, "load_average_before": [round(x, 2) for x in load],
+              "load_average_after": [round(x, 2) for x in os.getloadavg()], "rows": rows}
+    print("| mechanism | implementation | build (s) | sampling (s) | tokens/s |")
+    print("|---|---|---:|---:|---:|")
+    for r in rows:
+        cells = (r["mechanism"], r["implementation"], r["build_s"], r["sample_s"], f"{r['tokens_per_s']:,}")
+        print("| " + " | ".join(map(str, cells)) + " |")
+    print(f"{len(tokens):,} tokens, {args.words:,} words, eps {args.epsilon}, load {report['load_average_before']} "
+          f"-> {report['load_average_after']} (under load)")
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
