@@ -1,0 +1,141 @@
+"""How the engines read a piece of a file, write its part and join the parts, per file format.
+
+A release is the same for every format (:func:`._pieces.release_piece`: parse with the
+kind, select, release, render); what differs is where a piece's rows come from and how
+its part is written, and each format says it here once, on the format layer's own
+objects (:mod:`metricdp.tabular.formats`):
+
+* a byte-keeping format (CSV): a piece is a byte range of whole records, read by the one
+  record definition into a :class:`~metricdp.tabular.formats.csv.CsvChunk`; its part is
+  those bytes with the released fields spliced in
+  (:func:`~metricdp.tabular.formats.csv.splice_released`: every other byte kept, dropped
+  columns removed, withheld records left out whole); the output is the header the
+  driver planned, then the parts;
+* a typed format (Parquet): a piece is a run of row groups, one
+  :class:`~metricdp.tabular.formats.BatchChunk`; its part is written by the typed
+  writer (:class:`~metricdp.tabular.formats.BatchWriter`: the written columns in header
+  order, the released ones replaced, the schema's metadata kept); the output is the
+  parts' row groups, with the input's compression codec.
+
+The table :data:`PARTS` maps a format's name to its reader and writer of parts.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._optional import import_optional
+from ..errors import EngineError
+from ..tabular.columns import ColumnPlan
+from ..tabular.csv import Chunk as RawChunk
+from ..tabular.formats import BatchChunk, BatchWriter, Chunk, Released, WriteSpec, arrow
+from ..tabular.formats.csv import CsvChunk, splice_released
+from ._plan import Piece, Plan, changed, read_piece
+
+__all__ = ["PARTS", "Parts"]
+
+
+class Parts(ABC):
+    """One format's pieces read by a worker, its parts written, and the parts joined by the driver."""
+
+    @abstractmethod
+    def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
+        """The piece's rows; a piece that is not what the driver counted is refused (:func:`._plan.changed`)."""
+
+    @abstractmethod
+    def write(self, plan: Plan, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        """The part file of ``chunk``: its rows where ``keep`` (all when None) with the ``released`` columns."""
+
+    @abstractmethod
+    def join(self, plan: Plan, parts: Sequence[Path], fh: IO[bytes]) -> None:
+        """The output: the ``parts`` in order (and what the format puts around them) into ``fh``."""
+
+
+def _written(plan: Plan) -> ColumnPlan:
+    """The plan's columns (a plan made without one writes every column)."""
+    return plan.columns if plan.columns is not None else ColumnPlan(plan.names, (), (), (), ())
+
+
+class _SplicedParts(Parts):
+    """A text format whose writer keeps every byte it does not release (CSV)."""
+
+    def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
+        data, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
+                                     ncols=len(plan.names), column=plan.column, max_record=plan.max_record)
+        index = {n: k for k, n in enumerate(plan.names)}
+        return CsvChunk(RawChunk(data, buf, recs, piece.start, piece.first), index, piece.row, kernels)
+
+    def write(self, plan: Plan, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        out = io.BytesIO()
+        index = {n: k for k, n in enumerate(plan.names)}
+        splice_released(out, cast(CsvChunk, chunk), index, _written(plan).dropped_indices, keep, released, kernels)
+        return out.getvalue()
+
+    def join(self, plan: Plan, parts: Sequence[Path], fh: IO[bytes]) -> None:
+        fh.write(plan.header)
+        for part in parts:
+            with part.open("rb") as src:
+                shutil.copyfileobj(src, fh, 4 * 2**20)
+
+
+class _BatchParts(Parts):
+    """A typed format of Arrow record batches (Parquet)."""
+
+    def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
+        pa, _ = arrow()
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        table = pq.ParquetFile(plan.path).read_row_groups(list(range(piece.start, piece.stop)))
+        if table.num_rows != piece.rows or table.schema.names != list(plan.names):
+            raise changed(plan.path, f"row groups {piece.start} to {piece.stop - 1}")
+        batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+        return BatchChunk(batch, piece.row)
+
+    def write(self, plan: Plan, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        pa, _ = arrow()
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        schema = cast(BatchChunk, chunk).batch.schema
+        if plan.schema is not None:
+            schema = schema.with_metadata(plan.schema.metadata or {})
+        sink = pa.BufferOutputStream()
+        # the typed writer reads the column plan and the schema only: no reader of the whole input behind it
+        spec = WriteSpec(cast(Any, None), _written(plan), tuple(c for r in released for c in r.columns), plan.path)
+        writer = BatchWriter(spec, schema, lambda s: pq.ParquetWriter(sink, s, compression=plan.compression))
+        writer.write(chunk, keep, released)
+        writer.close()
+        return cast(bytes, sink.getvalue().to_pybytes())
+
+    def join(self, plan: Plan, parts: Sequence[Path], fh: IO[bytes]) -> None:
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        writer, rows = None, 0
+        try:
+            for part in parts:
+                pf = pq.ParquetFile(part)
+                if writer is None:  # the parts' schema: the released columns' types are the release's
+                    writer = pq.ParquetWriter(fh, pf.schema_arrow, compression=plan.compression)
+                for g in range(pf.metadata.num_row_groups):
+                    table = pf.read_row_group(g)
+                    writer.write_table(table)
+                    rows += table.num_rows
+            if writer is None:
+                writer = pq.ParquetWriter(fh, plan.schema, compression=plan.compression)
+        finally:
+            if writer is not None:
+                writer.close()
+        expected = sum(p.written for p in plan.pieces)
+        if rows != expected:
+            raise EngineError(f"the parts hold {rows:,} rows where the input has {expected:,}; nothing written")
+
+
+#: format name -> how the engines read its pieces and write and join its parts.
+PARTS: dict[str, Parts] = {"csv": _SplicedParts(), "parquet": _BatchParts()}
