@@ -1,28 +1,31 @@
-"""How the engines read a piece of a file, write its part and join the parts, per file format.
+"""How the engines plan a file, read a piece of it, write its part and join the parts, per file format.
 
 A release is the same for every format (:func:`._pieces.release_piece`: parse with the
 kind, select, release, render); what differs is where a piece's rows come from and how
 its part is written, and each format says it here once, on the format layer's own
 objects (:mod:`metricdp.tabular.formats`):
 
-* a byte-keeping format (CSV): a piece is a byte range of whole records, read by the one
-  record definition into a :class:`~metricdp.tabular.formats.csv.CsvChunk`; its part is
-  those bytes with the released fields spliced in
-  (:func:`~metricdp.tabular.formats.csv.splice_released`: every other byte kept, dropped
-  columns removed, withheld records left out whole); the output is the header the
-  driver planned, then the parts;
-* a typed format (Parquet): a piece is a run of row groups, one
+* a byte-keeping format (CSV): the driver reads the file by the one record definition
+  (:class:`metricdp.tabular.csv.CsvReader`) and cuts it at record boundaries
+  (:class:`._plan.Cutter`); a piece is a byte range of whole records, read again into a
+  :class:`~metricdp.tabular.formats.csv.CsvChunk`; its part is those bytes with the
+  released fields spliced in (:func:`~metricdp.tabular.formats.csv.splice_released`:
+  every other byte kept, dropped columns removed, withheld records left out whole); the
+  output is the header the driver planned, then the parts;
+* a typed format (Parquet): the driver reads the released columns batch by batch; a
+  piece is a run of row groups (:func:`._plan.row_group_pieces`), one
   :class:`~metricdp.tabular.formats.BatchChunk`; its part is written by the typed
   writer (:class:`~metricdp.tabular.formats.BatchWriter`: the written columns in header
   order, the released ones replaced, the schema's metadata kept); the output is the
   parts' row groups, with the input's compression codec.
 
-The table :data:`PARTS` maps a format's name to its reader and writer of parts.
+The table :data:`PARTS` maps a format's name to its pass, its reader and its writer of parts.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -33,18 +36,27 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._optional import import_optional
-from ..errors import EngineError
-from ..tabular.columns import ColumnPlan
+from ..errors import EngineError, ValidationError
+from ..tabular import csvsplit
+from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import Chunk as RawChunk
+from ..tabular.csv import CsvReader
 from ..tabular.formats import BatchChunk, BatchWriter, Chunk, Released, WriteSpec, arrow
 from ..tabular.formats.csv import CsvChunk, splice_released
-from ._plan import Piece, Plan, changed, read_piece
+from ..tabular.parquet import input_compression, open_parquet
+from ._plan import Cutter, KindCheck, Piece, Plan, changed, read_piece, row_group_pieces
 
 __all__ = ["PARTS", "Parts"]
 
 
 class Parts(ABC):
-    """One format's pieces read by a worker, its parts written, and the parts joined by the driver."""
+    """One format's pass of the driver, its pieces read by a worker, its parts written and joined."""
+
+    @abstractmethod
+    def plan(self, src: Path, check: KindCheck, *, piece_bytes: int, chunk_bytes: int, keep: Sequence[str],
+             drop: Sequence[str], max_record: int | None) -> Plan:
+        """The driver's one pass (:func:`._plan.plan_file`): every value seen by ``check``, the file cut into
+        pieces; ``check``'s error for the refused values, the local engine's errors for the rest."""
 
     @abstractmethod
     def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
@@ -68,6 +80,35 @@ def _written(plan: Plan) -> ColumnPlan:
 class _SplicedParts(Parts):
     """A text format whose writer keeps every byte it does not release (CSV)."""
 
+    def plan(self, src: Path, check: KindCheck, *, piece_bytes: int, chunk_bytes: int, keep: Sequence[str],
+             drop: Sequence[str], max_record: int | None) -> Plan:
+        st = os.stat(src)
+        where = str(src)
+        columns = list(check.kind.columns)
+        cutter = Cutter(piece_bytes)
+        rows = 0
+        with src.open("rb") as inp:
+            reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
+            header = reader.header()
+            cols = plan_columns(header.names, columns, keep=keep, drop=drop, where=where)
+            col = cols.index(columns[0])
+            index = {n: k for k, n in enumerate(header.names)}
+            for chunk in reader.chunks(col):
+                cutter.add(chunk)
+                check.add(CsvChunk(chunk, index, rows, None))
+                rows += len(chunk.records.starts)
+            cap = reader.cap
+        refused = check.error(where)
+        if refused is not None:
+            raise refused
+        pieces, row = [], 0
+        for i, (start, stop, n, first_line) in enumerate(cutter.pieces()):
+            pieces.append(Piece(i, start, stop, n, first_line, row))
+            row += n
+        head = csvsplit.header_bytes(header, cols.dropped_indices)  # the header the local engine writes
+        return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
+                    columns=cols, max_record=cap)
+
     def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
         data, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
                                      ncols=len(plan.names), column=plan.column, max_record=plan.max_record)
@@ -90,6 +131,37 @@ class _SplicedParts(Parts):
 
 class _BatchParts(Parts):
     """A typed format of Arrow record batches (Parquet)."""
+
+    def plan(self, src: Path, check: KindCheck, *, piece_bytes: int, chunk_bytes: int, keep: Sequence[str],
+             drop: Sequence[str], max_record: int | None) -> Plan:
+        pa, _ = arrow()
+        st = os.stat(src)
+        where = str(src)
+        columns = list(check.kind.columns)
+        pf = open_parquet(src)
+        schema = pf.schema_arrow
+        cols = plan_columns(schema.names, columns, keep=keep, drop=drop, where=where)
+        j = cols.index(columns[0])
+        check.check_type(schema, where)
+        seen = 0
+        try:
+            for batch in pf.iter_batches(columns=columns, batch_size=1_000_000):
+                check.add(BatchChunk(batch, seen))
+                seen += batch.num_rows
+        except (OSError, pa.ArrowException) as ex:
+            raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
+        refused = check.error(where)
+        if refused is not None:
+            raise refused
+        meta = pf.metadata
+        pieces = row_group_pieces(meta, piece_bytes)
+        total = sum(p.rows for p in pieces)
+        if total != seen:
+            raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
+        written = set(cols.written)
+        out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
+        return Plan(where, "parquet", tuple(schema.names), j, b"", pieces, seen, st.st_size, st.st_mtime_ns,
+                    columns=cols, schema=out_schema, compression=input_compression(meta))
 
     def chunk(self, plan: Plan, piece: Piece, kernels: Any = None) -> Chunk:
         pa, _ = arrow()

@@ -36,11 +36,9 @@ from ..errors import ValidationError
 from ..pipeline.kind import Kind
 from ..tabular import csvsplit
 from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.formats import TABLE_FORMATS, BatchChunk, Chunk, arrow, format_of, release_format
-from ..tabular.formats.csv import CsvChunk
+from ..tabular.csv import DEFAULT_CHUNK_BYTES
+from ..tabular.formats import BatchChunk, Chunk, arrow, release_format
 from ..tabular.leaks import check_file
-from ..tabular.parquet import input_compression, open_parquet
 
 __all__ = [
     "DEFAULT_PIECE_BYTES", "Cutter", "KindCheck", "Piece", "Plan", "changed", "check_unchanged", "plan_file",
@@ -199,20 +197,19 @@ def plan_file(
         byte offset), a kept column that holds the released values, the values the kind
         refuses (count and first line numbers or rows), "nothing written".
     """
+    from ._parts import PARTS  # the formats' passes (they build this module's pieces and plans)
+
     if piece_bytes < 1:
         raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
     columns = list(kind.columns)
-    names = release_format(src).names(src, max_record=max_record)  # the local engine's header and its errors
+    fmt = release_format(src)
+    names = fmt.names(src, max_record=max_record)  # the local engine's header and its errors
     cols = plan_columns(names, columns, keep=keep, drop=drop, where=str(src))
     if plan_check is not None:
         plan_check(cols)
     check_file(src, cols, kind.rule(), max_record=max_record)
-    fmt = format_of(src, TABLE_FORMATS)
-    st = os.stat(src)
-    check = KindCheck(kind, values)
-    if fmt == "csv":
-        return _plan_csv(src, check, piece_bytes, chunk_bytes, st, keep, drop, max_record)
-    return _plan_parquet(src, check, piece_bytes, st, keep, drop)
+    return PARTS[fmt.name].plan(src, KindCheck(kind, values), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
+                                keep=keep, drop=drop, max_record=max_record)
 
 
 class KindCheck:
@@ -296,71 +293,6 @@ def read_piece(path: str, start: int, stop: int, *, first_line: int, rows: int, 
     if recs.end != len(buf) or len(recs.starts) != rows:
         raise changed(path, f"{len(recs.starts):,} records where {rows:,} were counted")
     return data, buf, recs
-
-
-# ------------------------------------------------------------------------------------ CSV
-def _plan_csv(
-    src: Path, check: KindCheck, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
-    keep: Sequence[str], drop: Sequence[str], max_record: int | None,
-) -> Plan:
-    where = str(src)
-    columns = list(check.kind.columns)
-    cutter = Cutter(piece_bytes)
-    rows = 0
-    with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
-        header = reader.header()
-        cols = plan_columns(header.names, columns, keep=keep, drop=drop, where=where)
-        col = cols.index(columns[0])
-        index = {n: k for k, n in enumerate(header.names)}
-        for chunk in reader.chunks(col):
-            cutter.add(chunk)
-            check.add(CsvChunk(chunk, index, rows, None))
-            rows += len(chunk.records.starts)
-        cap = reader.cap
-    refused = check.error(where)
-    if refused is not None:
-        raise refused
-    pieces, row = [], 0
-    for i, (start, stop, n, first_line) in enumerate(cutter.pieces()):
-        pieces.append(Piece(i, start, stop, n, first_line, row))
-        row += n
-    head = csvsplit.header_bytes(header, cols.dropped_indices)  # the header the local engine writes
-    return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
-                columns=cols, max_record=cap)
-
-
-# -------------------------------------------------------------------------------- Parquet
-def _plan_parquet(
-    src: Path, check: KindCheck, piece_bytes: int, st: os.stat_result, keep: Sequence[str], drop: Sequence[str],
-) -> Plan:
-    pa, _ = arrow()
-    where = str(src)
-    columns = list(check.kind.columns)
-    pf = open_parquet(src)
-    schema = pf.schema_arrow
-    cols = plan_columns(schema.names, columns, keep=keep, drop=drop, where=where)
-    j = cols.index(columns[0])
-    check.check_type(schema, where)
-    seen = 0
-    try:
-        for batch in pf.iter_batches(columns=columns, batch_size=1_000_000):
-            check.add(BatchChunk(batch, seen))
-            seen += batch.num_rows
-    except (OSError, pa.ArrowException) as ex:
-        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
-    refused = check.error(where)
-    if refused is not None:
-        raise refused
-    meta = pf.metadata
-    pieces = row_group_pieces(meta, piece_bytes)
-    total = sum(p.rows for p in pieces)
-    if total != seen:
-        raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
-    written = set(cols.written)
-    out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
-    return Plan(where, "parquet", tuple(schema.names), j, b"", pieces, seen, st.st_size, st.st_mtime_ns,
-                columns=cols, schema=out_schema, compression=input_compression(meta))
 
 
 def row_group_pieces(meta: Any, piece_bytes: int) -> tuple[Piece, ...]:
