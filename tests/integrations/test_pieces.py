@@ -133,6 +133,19 @@ def test_every_kind_and_format_writes_the_local_engines_file(tmp_path: Path, kin
     assert pq.ParquetFile(engine).metadata.num_row_groups > 1  # the parts' row groups, joined
 
 
+@pytest.mark.slow  # the kernels' first compilation takes tens of seconds
+@pytest.mark.parametrize("kind", ["numbers", "points"])
+def test_the_compiled_kernels_write_the_same_file(tmp_path: Path, kind: str, monkeypatch: Any) -> None:
+    """Past the local engine's size for them, workers read and splice with the compiled kernels as it does."""
+    import metricdp.pipeline.run as run
+
+    monkeypatch.setattr(run, "COMPILED_FROM_BYTES", 0)  # every input is "large"
+    src = _input(tmp_path, "csv")
+    local, engine = tmp_path / "local.csv", tmp_path / "engine.csv"
+    assert _local(kind, src, local, ["note"]) == _engine(kind, src, engine, ["note"], 90) == 40
+    assert engine.read_bytes() == local.read_bytes()
+
+
 def test_the_pieces_are_many_and_the_release_is_drawn_per_piece(tmp_path: Path) -> None:
     """Not the identity: a real mechanism moves values, each piece from its own stream, replayable by seed."""
     src = _input(tmp_path, "csv", 300)
