@@ -18,8 +18,8 @@ engine's kind of numbers (:class:`metricdp.pipeline.numbers.Numbers`) in place o
 3. the driver checks every part's row count, joins the parts and publishes atomically.
 
 With ``accounting`` the driver plans per person as the local engine plans
-(:func:`metricdp.streaming.accounted_numbers.start_numbers`, or the distributed count of
-rows per person: one reservation per job) and each piece carries the rows it writes
+(:func:`metricdp.pipeline.first_pass.start_accounted`, or the distributed count of rows
+per person: one reservation per job) and each piece carries the rows it writes
 (and, for consistent releases, their releases).
 
 Same output as the local engine: for a given input the engines write the local engine's
@@ -30,24 +30,17 @@ the output is the local engine's byte for byte.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from ..pipeline.kind import Kind
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ._plan import DEFAULT_PIECE_BYTES, Plan, plan_file
-from ._rule import Counted, Rule
+from ._rule import Rule
 
 __all__ = ["NumberRule", "plan_numbers"]
-
-#: ``classify(numbers, not_number, empty) -> (ranks, status)`` (status 0: releasable).
-Classify = Callable[[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]], tuple[NDArray[np.intp], Any]]
-
 
 @dataclass(frozen=True)
 class NumberRule(Rule):
@@ -60,23 +53,6 @@ class NumberRule(Rule):
         from ..pipeline.numbers import Numbers
 
         return Numbers(mechanism, column, source, out_of_range=self.out_of_range, off_grid=self.off_grid, where=where)
-
-    def classify(self, mechanism: Any) -> Classify:
-        """How a value becomes a grid rank and a reason (the local engine's; bad options refused)."""
-        from ..pipeline.numbers import Numbers
-
-        return Numbers(mechanism, "", None, out_of_range=self.out_of_range, off_grid=self.off_grid).classify
-
-    def counted(self, mechanism: Any, column: str, source: Any) -> Counted | None:
-        return f"unit of {column!r}", lambda ranks: mechanism.draw(ranks, source), True  # no data rows: refused
-
-    def first_pass(self, mechanism: Any, src: Path, fmt: str, column: str, accounting: Any, source: Any,
-                   max_record: int | None) -> Any:
-        from ..streaming.accounted_numbers import start_numbers
-
-        return start_numbers(mechanism, src, fmt, column, accounting, self.classify(mechanism),
-                             lambda ranks: mechanism.draw(ranks, source), source, chunk_rows=1_000_000,
-                             chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
 
 
 def plan_numbers(

@@ -37,7 +37,7 @@ from ..pipeline.kind import Kind
 from ..tabular import csvsplit
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ..tabular.formats import BatchChunk, Chunk, arrow, release_format
+from ..tabular.formats import BatchChunk, Chunk, arrow, format_of, release_format
 from ..tabular.leaks import check_file
 
 __all__ = [
@@ -202,6 +202,7 @@ def plan_file(
     if piece_bytes < 1:
         raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
     columns = list(kind.columns)
+    format_of(src, tuple(PARTS))  # the formats the engines cut into pieces: the others refused by their suffix
     fmt = release_format(src)
     names = fmt.names(src, max_record=max_record)  # the local engine's header and its errors
     cols = plan_columns(names, columns, keep=keep, drop=drop, where=str(src))

@@ -18,7 +18,7 @@ points (:class:`metricdp.pipeline.points.PointPairs`) for two numeric columns:
    publishes. Any failure is one typed error and nothing is written.
 
 Per person (``accounting``): the driver runs the local engine's first pass and plan
-(:meth:`~metricdp.streaming.accounted_points.AccountedPointsRun.start_points`: every row's
+(:func:`~metricdp.pipeline.first_pass.start_accounted`: every row's
 coordinates validated, the budget reserved once for the job or the run refused before
 anything is drawn), each piece carries the rows it writes and, for consistent releases,
 their releases (drawn or read back from the ledger by the driver); the workers draw the
@@ -65,28 +65,19 @@ class PointRule(Rule):
     settings: PointSettings
     digits: int = 6
     checked: ClassVar[bool] = False
+    counts_persons: ClassVar[bool] = False  # the first pass validates every row before anything is reserved
 
     def kind(self, column: str, where: str, mechanism: Any, source: Any) -> Kind:
+        from ..location.release import validator
         from ..pipeline.points import PointPairs
 
         release = _drawn_by_workers if source is None else make_release(self.settings, source)
         return PointPairs(self.lat, self.lon, release, digits=self.digits, full=full_precision(self.settings),
-                          epsilon=float(self.settings.epsilon), where=where)
+                          epsilon=float(self.settings.epsilon), where=where, validate=validator(self.settings))
 
     def check_planned(self, plan: Plan) -> None:
         if plan.rows == 0:
             raise ValidationError(f"{plan.path}: no data rows")
-
-    def first_pass(self, mechanism: Any, src: Path, fmt: str, column: str, accounting: Any, source: Any,
-                   max_record: int | None) -> Any:
-        from ..location.release import validator
-        from ..streaming.accounted_points import AccountedPointsRun
-        from ..tabular.csv import DEFAULT_CHUNK_BYTES
-
-        return AccountedPointsRun.start_points(src, fmt, self.lat, self.lon, float(self.settings.epsilon),
-                                               accounting, make_release(self.settings, source),
-                                               validator(self.settings), source, chunk_rows=1_000_000,
-                                               chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
 
 
 def privatize_points_engine(

@@ -4,18 +4,17 @@ The engines run the pipeline's kinds (:mod:`metricdp.pipeline`: labels, numbers,
 piece by piece: the driver plans and checks the file with the kind's parse and leak rule
 (:func:`._plan.plan_file`), every partition releases its piece with the kind
 (:func:`._pieces.release_piece`), and an accounted release is planned by the local
-engine's first pass or by the distributed count of rows per person. A :class:`Rule` is
-the little that differs between kinds there, and nothing else: how to build the kind
-(with a partition's random source, or none for the driver), how its refused values are
-named in a worker's error, whether the driver reads every value, and how the accounting
-plans it. It travels with each task, so it holds small picklable settings only.
+engine's first pass or by the distributed count of rows per person, with the kind's
+eps, unit and release. A :class:`Rule` is the little that differs between kinds there,
+and nothing else: how to build the kind (with a partition's random source, or none for
+the driver's check), how its refused values are named in a worker's error, whether the
+driver reads every value, and whether the accounting may plan from the count alone. It
+travels with each task, so it holds small picklable settings only.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..pipeline.kind import Kind
@@ -23,11 +22,7 @@ from ..pipeline.kind import Kind
 if TYPE_CHECKING:
     from ._plan import Plan
 
-__all__ = ["Counted", "Rule"]
-
-#: What a plan from the distributed count of rows per person needs: the accounting unit, the release of
-#: the driver's draws (consistent groups only) and whether a file with no data rows is refused.
-Counted = tuple[str, Callable[[Any], Any], bool]
+__all__ = ["Rule"]
 
 
 class Rule(ABC):
@@ -38,6 +33,9 @@ class Rule(ABC):
     #: the driver reads every value of the released column(s) before any task runs (refusals counted there);
     #: False: the workers refuse a bad value of their piece (points: the first one, named by its row)
     checked: ClassVar[bool] = True
+    #: an accounted release without consistent groups may be planned from the engines' count of rows per
+    #: person; False: always by the local first pass (which also runs the kind's own check of every row)
+    counts_persons: ClassVar[bool] = True
 
     @abstractmethod
     def kind(self, column: str, where: str, mechanism: Any, source: Any) -> Kind:
@@ -45,12 +43,3 @@ class Rule(ABC):
 
     def check_planned(self, plan: Plan) -> None:  # noqa: B027 - most kinds release any file the driver planned
         """Refuse a planned file the kind cannot release (points: one with no data rows), before any task runs."""
-
-    def counted(self, mechanism: Any, column: str, source: Any) -> Counted | None:
-        """What a plan from the engines' count of rows per person needs, or None: the local first pass plans."""
-        return None
-
-    @abstractmethod
-    def first_pass(self, mechanism: Any, src: Path, fmt: str, column: str, accounting: Any, source: Any,
-                   max_record: int | None) -> Any:
-        """The local engine's first pass and plan of an accounted release (the run to settle)."""

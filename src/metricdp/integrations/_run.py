@@ -193,28 +193,30 @@ def driver_source(seed: int | None) -> Any:
 def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
                max_record: int | None, rule: Rule | None = None, cluster: tuple[str, Runner] | None = None,
                progress: Progress | None = None) -> Any:
-    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`).
+    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.pipeline.first_pass`).
 
-    Without consistent releases the plan needs only who each row belongs to: with ``cluster``
-    (engine name, runner) the engine counts it in one distributed pass (:mod:`._persons`)
-    where the rule allows (:meth:`._rule.Rule.counted`); consistent releases also need every
-    row's true value, read by the local first pass (:meth:`._rule.Rule.first_pass`).
+    The rule's kind, drawing from the driver's own source, gives the eps, the unit and the
+    releases of consistent groups. Without consistent releases the plan needs only who each
+    row belongs to: with ``cluster`` (engine name, runner) the engine counts it in one
+    distributed pass (:mod:`._persons`) where the rule allows (:attr:`._rule.Rule.counts_persons`);
+    otherwise the local first pass reads the file (every row's value too, for consistent releases).
     """
-    from ..streaming.accounted import _identity
-
     rule = rule or LabelRule()
     source = driver_source(seed)
-    counted = None if cluster is None or accounting.consistent else rule.counted(mechanism, column, source)
-    if cluster is not None and counted is not None:
+    kind = rule.kind(column, str(src), mechanism, source)
+    if cluster is not None and rule.counts_persons and not accounting.consistent:
+        from ..streaming.accounted import _identity
         from ._persons import distributed_persons, start_counted
 
-        unit, release, refuse_empty = counted
         identity = _identity(src)  # before the pass: publishing compares it with the file then
         persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism,
                                       progress)
-        return start_counted(src, identity, persons, float(mechanism.epsilon), accounting, source, unit, release,
-                             refuse_empty=refuse_empty)
-    return rule.first_pass(mechanism, src, plan.fmt, column, accounting, source, max_record)
+        return start_counted(src, identity, persons, kind.epsilon, accounting, source, kind.unit,
+                             lambda values: kind.release(values, 0), refuse_empty=kind.refuses_empty)
+    from ..pipeline.first_pass import start_accounted
+    from ..pipeline.run import Source
+
+    return start_accounted(kind, Source.of(src, max_record=max_record), accounting, source)
 
 
 def _selected(run: Any, plan: Plan) -> tuple[Piece, ...]:
