@@ -28,7 +28,7 @@ import io
 import os
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -37,16 +37,55 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
+from ..pipeline.kind import Kind
 from ..tabular import csvsplit
 from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
 from ..tabular.csv import Chunk as RawChunk
-from ..tabular.csv import CsvReader
-from ..tabular.formats import BatchChunk, BatchWriter, Chunk, Released, WriteSpec, arrow
+from ..tabular.formats import BatchChunk, BatchWriter, Chunk, Released, WriteSpec, arrow, format_of, release_format
 from ..tabular.formats.csv import CsvChunk, splice_released
+from ..tabular.leaks import check_file
 from ..tabular.parquet import input_compression, open_parquet
-from ._plan import Cutter, KindCheck, Piece, Plan, changed, read_piece, row_group_pieces
+from ._plan import DEFAULT_PIECE_BYTES, Cutter, KindCheck, Piece, Plan, changed, read_piece, row_group_pieces
 
-__all__ = ["PARTS", "Parts"]
+__all__ = ["PARTS", "Parts", "plan_file"]
+
+
+def plan_file(
+    src: Path, kind: Kind, *, piece_bytes: int = DEFAULT_PIECE_BYTES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    keep: Sequence[str] = (), drop: Sequence[str] = (), max_record: int | None = None, values: bool = True,
+    plan_check: Callable[[ColumnPlan], None] | None = None,
+) -> Plan:
+    """Read ``src`` once, check every value of ``kind``'s columns and cut the file into pieces.
+
+    The one planner of every engine release: the record definition, the column plan and
+    the pieces are the local engine's whatever is released. ``kind`` (a pipeline kind
+    that never draws here) says which values are refused and how (:class:`KindCheck`;
+    ``values=False``: none read here, each worker refuses its piece's), and what a kept
+    column must not hold (:meth:`~metricdp.pipeline.kind.Kind.rule`, checked by name and
+    content as the local engine checks it). ``keep``/``drop`` plan the columns that leave
+    as the local engine plans them; ``plan_check`` sees that plan before anything is read.
+
+    Raises
+    ------
+    ValidationError
+        the local engine's errors, with its messages: a missing or repeated column, a
+        bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
+        byte offset), a kept column that holds the released values, the values the kind
+        refuses (count and first line numbers or rows), "nothing written".
+    """
+    if piece_bytes < 1:
+        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
+    columns = list(kind.columns)
+    format_of(src, tuple(PARTS))  # the formats the engines cut into pieces: the others refused by their suffix
+    fmt = release_format(src)
+    names = fmt.names(src, max_record=max_record)  # the local engine's header and its errors
+    cols = plan_columns(names, columns, keep=keep, drop=drop, where=str(src))
+    if plan_check is not None:
+        plan_check(cols)
+    check_file(src, cols, kind.rule(), max_record=max_record)
+    return PARTS[fmt.name].plan(src, KindCheck(kind, values), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
+                                keep=keep, drop=drop, max_record=max_record)
 
 
 class Parts(ABC):
@@ -55,7 +94,7 @@ class Parts(ABC):
     @abstractmethod
     def plan(self, src: Path, check: KindCheck, *, piece_bytes: int, chunk_bytes: int, keep: Sequence[str],
              drop: Sequence[str], max_record: int | None) -> Plan:
-        """The driver's one pass (:func:`._plan.plan_file`): every value seen by ``check``, the file cut into
+        """The driver's one pass (:func:`plan_file`): every value seen by ``check``, the file cut into
         pieces; ``check``'s error for the refused values, the local engine's errors for the rest."""
 
     @abstractmethod

@@ -1,4 +1,4 @@
-"""The driver's one pass over an input file before any engine runs.
+"""What the driver's one pass over an input file makes before any engine runs: the plan and its pieces.
 
 Dask's and Spark's own readers guess: pandas infers an index when the data rows have
 one field more than the header (every column then shifts left and true values are
@@ -11,11 +11,11 @@ inside, invalid UTF-8, an over-long record each refused with file, line and byte
 offset), plans the columns that leave as the local engine does
 (:func:`metricdp.tabular.columns.plan_columns`), checks every value of the released
 column(s) with the release's own kind (:mod:`metricdp.pipeline`: its parse, its refusals,
-the local engine's message with the count and first line numbers), and cuts the file
-into :class:`Piece` s at record boundaries. Every
-engine partition then releases exactly one piece with the same record definition
-(:mod:`._pieces`), so the three engines accept the same files and release the same
-records.
+the local engine's message with the count and first line numbers: :class:`KindCheck`),
+and cuts the file into :class:`Piece` s at record boundaries (:class:`Cutter`; the pass
+itself, per format, is :func:`._parts.plan_file`'s). Every engine partition then
+releases exactly one piece with the same record definition (:mod:`._pieces`), so the
+three engines accept the same files and release the same records.
 
 Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
 """
@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,14 +33,12 @@ from numpy.typing import NDArray
 from ..errors import ValidationError
 from ..pipeline.kind import Kind
 from ..tabular import csvsplit
-from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ..tabular.formats import BatchChunk, Chunk, arrow, format_of, release_format
-from ..tabular.leaks import check_file
+from ..tabular.columns import ColumnPlan
+from ..tabular.formats import BatchChunk, Chunk, arrow
 
 __all__ = [
-    "DEFAULT_PIECE_BYTES", "Cutter", "KindCheck", "Piece", "Plan", "changed", "check_unchanged", "plan_file",
-    "read_piece", "row_group_pieces",
+    "DEFAULT_PIECE_BYTES", "Cutter", "KindCheck", "Piece", "Plan", "changed", "check_unchanged", "read_piece",
+    "row_group_pieces",
 ]
 
 #: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
@@ -172,45 +168,6 @@ class Cutter:
             self.cut.append((self.start, self.end, self.rows, self.line))
             self.start, self.rows = -1, 0
         return self.cut
-
-
-def plan_file(
-    src: Path, kind: Kind, *, piece_bytes: int = DEFAULT_PIECE_BYTES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    keep: Sequence[str] = (), drop: Sequence[str] = (), max_record: int | None = None, values: bool = True,
-    plan_check: Callable[[ColumnPlan], None] | None = None,
-) -> Plan:
-    """Read ``src`` once, check every value of ``kind``'s columns and cut the file into pieces.
-
-    The one planner of every engine release: the record definition, the column plan and
-    the pieces are the local engine's whatever is released. ``kind`` (a pipeline kind
-    that never draws here) says which values are refused and how (:class:`KindCheck`;
-    ``values=False``: none read here, each worker refuses its piece's), and what a kept
-    column must not hold (:meth:`~metricdp.pipeline.kind.Kind.rule`, checked by name and
-    content as the local engine checks it). ``keep``/``drop`` plan the columns that leave
-    as the local engine plans them; ``plan_check`` sees that plan before anything is read.
-
-    Raises
-    ------
-    ValidationError
-        the local engine's errors, with its messages: a missing or repeated column, a
-        bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
-        byte offset), a kept column that holds the released values, the values the kind
-        refuses (count and first line numbers or rows), "nothing written".
-    """
-    from ._parts import PARTS  # the formats' passes (they build this module's pieces and plans)
-
-    if piece_bytes < 1:
-        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
-    columns = list(kind.columns)
-    format_of(src, tuple(PARTS))  # the formats the engines cut into pieces: the others refused by their suffix
-    fmt = release_format(src)
-    names = fmt.names(src, max_record=max_record)  # the local engine's header and its errors
-    cols = plan_columns(names, columns, keep=keep, drop=drop, where=str(src))
-    if plan_check is not None:
-        plan_check(cols)
-    check_file(src, cols, kind.rule(), max_record=max_record)
-    return PARTS[fmt.name].plan(src, KindCheck(kind, values), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
-                                keep=keep, drop=drop, max_record=max_record)
 
 
 class KindCheck:
