@@ -112,3 +112,17 @@ def test_spark_tells_progress_as_partitions_complete(mech, tmp_path, spark):
                                 progress=told(calls))
     assert rows == 60
     check_release_calls(calls, 60)
+
+
+@pytest.mark.slow
+def test_points_on_dask_tell_progress_as_partitions_complete(tmp_path, scheduler):
+    from metricdp.integrations._points import privatize_points_engine
+    from metricdp.location.release import PointSettings
+
+    src = tmp_path / "in.csv"
+    src.write_text("lat,lon\n" + "".join(f"48.{i % 9},2.{i % 7}\n" for i in range(60)))
+    calls: list[Any] = []
+    rows, _ = privatize_points_engine("dask", src, "lat", "lon", tmp_path / "out.csv", PointSettings(1.0, None),
+                                      scheduler=scheduler, piece_bytes=60, progress=told(calls))
+    assert rows == 60
+    check_release_calls(calls, 60)

@@ -258,14 +258,14 @@ def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path,
 
     t0 = time.perf_counter()
     reports: list[Any] = []
-    with progress(f"releasing points of {input_file} on {engine.value}"), warnings.catch_warnings():
+    with progress(f"releasing points of {input_file} on {engine.value}") as bar, warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
         try:
             rows, plan = privatize_points_engine(
                 engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
                 drop=drop or (), inputs=[*(p for p in (snap_to,) if p is not None), *protected],
                 scheduler=scheduler, master=master,
-                accounting=accounting, on_report=reports.append)
+                accounting=accounting, on_report=reports.append, progress=bar)
         except ValidationError as ex:
             msg = with_flags(str(ex))
             raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None

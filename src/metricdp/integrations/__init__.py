@@ -8,8 +8,10 @@
 Files (``privatize_file_dask``, ``privatize_file_spark``; the CLI's ``--engine``) are
 not read by pandas' or Spark's CSV readers: the driver checks the whole file with the
 local engine's record definition and column plan (:mod:`metricdp.tabular`), each
-partition releases whole records with it, the row count is checked after the job and
-the output published atomically (:mod:`._run`); every engine failure is one typed
+partition releases its piece of whole records as the local engine releases a chunk
+(the pipeline's kind of value, labels, numbers or points, and the format's writer:
+:mod:`._pieces`), the row count is checked after the job and the output published
+atomically (:mod:`._run`); every engine failure is one typed
 error (:class:`~metricdp.errors.EngineError`, or the input's
 :class:`~metricdp.errors.ValidationError`).
 

@@ -1,8 +1,8 @@
 """``engine_runner``: how a driver runs its pieces on Dask or Spark (one function per engine).
 
 Kept in its own module above :mod:`.dask` and :mod:`.spark` (which import :mod:`._run`):
-the entry points that need a runner (:mod:`.numbers`, :mod:`.persons`) import it from here,
-so no module below the engines imports them.
+the entry points that need a runner (:mod:`.numbers`, :mod:`.persons`, :mod:`._points`)
+import it from here, so no module below the engines imports them.
 """
 
 from __future__ import annotations

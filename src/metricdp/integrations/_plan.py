@@ -1,4 +1,4 @@
-"""The driver's one pass over an input file before any engine runs.
+"""What the driver's one pass over an input file makes before any engine runs: the plan and its pieces.
 
 Dask's and Spark's own readers guess: pandas infers an index when the data rows have
 one field more than the header (every column then shifts left and true values are
@@ -10,40 +10,35 @@ or ``\\r\\n``; a bare ``\\r``, a stray quote, a field-count mismatch, a NUL, a B
 inside, invalid UTF-8, an over-long record each refused with file, line and byte
 offset), plans the columns that leave as the local engine does
 (:func:`metricdp.tabular.columns.plan_columns`), checks every value of the released
-column against the mechanism's labels (the local engine's message: count and first
-line numbers), and cuts the file into :class:`Piece` s at record boundaries. Every
-engine partition then releases exactly one piece with the same record definition
-(:mod:`._pieces`), so the three engines accept the same files and release the same
-records.
+column(s) with the release's own kind (:mod:`metricdp.pipeline`: its parse, its refusals,
+the local engine's message with the count and first line numbers: :class:`KindCheck`),
+and cuts the file into :class:`Piece` s at record boundaries (:class:`Cutter`; the pass
+itself, per format, is :func:`._parts.plan_file`'s). Every engine partition then
+releases exactly one piece with the same record definition (:mod:`._pieces`), so the
+three engines accept the same files and release the same records.
 
 Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
 """
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._optional import import_optional
 from ..errors import ValidationError
-from ..streaming.files import UnknownValues
+from ..pipeline.kind import Kind
 from ..tabular import csvsplit
-from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-from ..tabular.formats import TABLE_FORMATS, format_of
-from ..tabular.leaks import LeakRule, check_table
-from ..tabular.parquet import input_compression, open_parquet
-from ._labels import Labels, field_text
+from ..tabular.columns import ColumnPlan
+from ..tabular.formats import BatchChunk, Chunk, arrow
 
 __all__ = [
-    "DEFAULT_PIECE_BYTES", "LabelCheck", "Piece", "Plan", "ValueCheck", "Withheld", "changed", "plan_file",
-    "plan_table", "read_piece", "row_group_pieces",
+    "DEFAULT_PIECE_BYTES", "Cutter", "KindCheck", "Piece", "Plan", "changed", "check_unchanged", "read_piece",
+    "row_group_pieces",
 ]
 
 #: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
@@ -52,19 +47,31 @@ __all__ = [
 DEFAULT_PIECE_BYTES = 64 * 2**20
 
 
-class Withheld:
-    """What an accounted release (:mod:`metricdp.streaming.accounted`) writes of a piece of ``rows`` records.
+@dataclass(frozen=True)
+class Piece:
+    """One partition's share of the file.
 
-    ``keep``: the rows written (``numpy.packbits``; None: every row, drawn by the worker), ``kept`` their
-    count, ``given`` for a consistent release the kept rows' releases drawn by the driver (the piece type's
-    own layout: :meth:`_given`). Mixed into the pieces of every engine release (:class:`Piece`,
-    :class:`._points.PointPiece`), so the selection is decoded in one place.
+    CSV: bytes ``[start, stop)`` (whole records), ``first`` the file line number of
+    ``start``. Parquet: row groups ``[start, stop)``, ``first`` the 1-based number of
+    the piece's first row. ``rows``: the records the driver counted in it; ``row``: the
+    0-based number of its first data row in the file (a worker's error names data rows).
+
+    An accounted release (:mod:`metricdp.streaming.accounted`) sets ``keep``, the rows
+    written (``numpy.packbits``; None: every row, drawn by the worker), ``kept`` their
+    count and, for consistent releases, ``given``: the kept rows' releases drawn by the
+    driver (:meth:`given_bytes`: numpy's own format, so a kind's releases keep their dtype
+    and shape -- codes or (k, 2) points).
     """
 
+    index: int
+    start: int
+    stop: int
     rows: int
-    keep: bytes | None
-    kept: int | None
-    given: bytes | None
+    first: int
+    row: int = 0
+    keep: bytes | None = None
+    kept: int | None = None
+    given: bytes | None = None
 
     @property
     def written(self) -> int:
@@ -76,33 +83,16 @@ class Withheld:
         if self.keep is None:
             return None, None
         keep = np.unpackbits(np.frombuffer(self.keep, dtype=np.uint8), count=self.rows).astype(bool)
-        return keep, None if self.given is None else self._given(self.given)
+        if self.given is None:
+            return keep, None
+        return keep, np.load(io.BytesIO(self.given), allow_pickle=False)
 
-    def _given(self, given: bytes) -> NDArray[Any]:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class Piece(Withheld):
-    """One partition's share of the file.
-
-    CSV: bytes ``[start, stop)`` (whole records), ``first`` the file line number of
-    ``start``. Parquet: row groups ``[start, stop)``, ``first`` the 1-based number of
-    the piece's first row. ``rows``: the records the driver counted in it.
-    """
-
-    index: int
-    start: int
-    stop: int
-    rows: int
-    first: int
-    #: an accounted release (:class:`Withheld`); for consistent releases the given releases are int32 codes
-    keep: bytes | None = None
-    kept: int | None = None
-    given: bytes | None = None
-
-    def _given(self, given: bytes) -> NDArray[np.intp]:
-        return np.frombuffer(given, dtype=np.int32).astype(np.intp)
+    @staticmethod
+    def given_bytes(released: NDArray[Any]) -> bytes:
+        """``released`` as :attr:`given` holds it (codes as int32: a quarter of the wire's bytes)."""
+        out = io.BytesIO()
+        np.save(out, released.astype(np.int32) if released.dtype.kind in "iu" else released, allow_pickle=False)
+        return out.getvalue()
 
 
 @dataclass(frozen=True)
@@ -180,71 +170,50 @@ class Cutter:
         return self.cut
 
 
-def plan_file(
-    src: Path, column: str, mechanism: Any, *, piece_bytes: int = DEFAULT_PIECE_BYTES,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
-    max_record: int | None = None,
-) -> Plan:
-    """Check ``src`` entirely and cut it into pieces of about ``piece_bytes`` bytes.
+class KindCheck:
+    """The driver's reading of the released values: the kind's own parse, its refusals gathered for one error.
 
-    ``keep``/``drop`` plan the columns that leave as the local engine plans them.
-
-    Raises
-    ------
-    ValidationError
-        the local engine's errors, with its messages: a missing or repeated column, a
-        bad ``keep``/``drop`` name, any refusal of :mod:`metricdp.tabular.csv` (line and
-        byte offset), a value that is not a label (count and first line numbers).
-    """
-    return plan_table(src, column, lambda: LabelCheck(mechanism), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
-                      keep=keep, drop=drop, max_record=max_record)
-
-
-class ValueCheck(Protocol):
-    """What the driver's pass checks in the released column: one per kind of release.
-
-    :class:`LabelCheck` (every value a label of the mechanism) and
-    :class:`._numbers.NumberCheck` (every value a releasable number on the grid); the
-    pass itself (:func:`plan_table`: record definition, column plan, pieces) is the
-    same for both.
+    What the local engine's pass (:class:`metricdp.pipeline.run.Pass`) does with each chunk,
+    without releasing: a chunk's refused rows noted with their places and some of their
+    texts; :meth:`error` is the local engine's one error for all of them. ``values=False``
+    counts the rows only (a kind whose workers refuse a bad value of their piece).
     """
 
-    def check_type(self, kind: Any, where: str, column: str) -> None:
-        """Refuse a Parquet column whose type the release cannot write (before any row is read)."""
+    def __init__(self, kind: Kind, values: bool = True) -> None:
+        self.kind, self.values = kind, values
+        self.refused = kind.refusals()
+        self.unit = "line"
 
-    def csv(self, chunk: Any) -> None:
-        """Note the refused values of a CSV chunk's located fields (:class:`metricdp.tabular.csv.CsvReader`)."""
+    def check_type(self, schema: Any, where: str) -> None:
+        """Refuse a typed column the kind cannot read or write back (before any row is read)."""
+        pa, _ = arrow()
+        kind = self.kind
+        fields = [schema.field(c) for c in kind.columns]
+        empty = BatchChunk(pa.RecordBatch.from_pylist([], schema=pa.schema(fields)), 0)
+        try:
+            values = kind.parse(empty).values  # the kind's own type errors (numbers: "numbers or text expected")
+        except pa.ArrowException:
+            values = None  # a type the kind cannot read as text: the cast below names the column and its type
+        for item in kind.render(values if values is not None else np.zeros(0, dtype=np.intp)):
+            item.arrays([schema.field(c).type for c in item.columns], where)
+        if values is None:
+            name = kind.columns[0]
+            raise ValidationError(f"{where}: column {name!r} has type {schema.field(name).type}; "
+                                  "its values cannot be read as text")
 
-    def parquet(self, col: Any, seen: int) -> None:
-        """Note the refused values of a Parquet batch's column, ``seen`` rows after the first."""
+    def add(self, chunk: Chunk) -> None:
+        """Note the rows of ``chunk`` that the kind refuses."""
+        self.unit = chunk.unit
+        if not self.values:
+            return
+        got = self.kind.parse(chunk)
+        if got.refused.size:
+            shown = got.refused[:self.kind.show]
+            self.refused.add(chunk.places(got.refused), chunk.texts(self.kind.columns[0], shown), got.reasons)
 
-    def error(self, where: str, column: str, *, csv: bool) -> ValidationError | None:
+    def error(self, where: str) -> ValidationError | None:
         """The local engine's one error for every refused value noted (None: none)."""
-
-
-def plan_table(
-    src: Path, column: str, values: Callable[[], ValueCheck], *, piece_bytes: int = DEFAULT_PIECE_BYTES,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep: Sequence[str] = (), drop: Sequence[str] = (),
-    max_record: int | None = None, leak: LeakRule | None = None,
-) -> Plan:
-    """Read ``src`` once, check every value of ``column`` with ``values()`` and cut the file into pieces.
-
-    The one planner of every engine release: the record definition, the column plan and
-    the pieces are the local engine's whatever is released; ``values`` (called once,
-    after the file is found) says which values are refused and how (see
-    :class:`ValueCheck`). ``leak`` is what leaves by name and content, checked as the local
-    engine checks it (:func:`metricdp.tabular.leaks.check_table`; default: the labels rule).
-    Raises the local engine's ValidationError, nothing written.
-    """
-    if piece_bytes < 1:
-        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
-    check_table(src, leak or LeakRule.labels(column), keep=keep, drop=drop, max_record=max_record)
-    fmt = format_of(src, TABLE_FORMATS)
-    st = os.stat(src)
-    check = values()
-    if fmt == "csv":
-        return _plan_csv(src, column, check, piece_bytes, chunk_bytes, st, keep, drop, max_record)
-    return _plan_parquet(src, column, check, piece_bytes, st, keep, drop)
+        return self.refused.error(where, self.unit) if self.refused.rows else None
 
 
 def check_unchanged(plan: Plan) -> None:
@@ -284,67 +253,6 @@ def read_piece(path: str, start: int, stop: int, *, first_line: int, rows: int, 
     return data, buf, recs
 
 
-# ------------------------------------------------------------------------------------ CSV
-def _plan_csv(
-    src: Path, column: str, check: ValueCheck, piece_bytes: int, chunk_bytes: int, st: os.stat_result,
-    keep: Sequence[str], drop: Sequence[str], max_record: int | None,
-) -> Plan:
-    where = str(src)
-    cutter = Cutter(piece_bytes)
-    rows = 0
-    with src.open("rb") as inp:
-        reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
-        header = reader.header()
-        cols = plan_columns(header.names, [column], keep=keep, drop=drop, where=where)
-        col = cols.index(column)
-        for chunk in reader.chunks(col):
-            cutter.add(chunk)
-            check.csv(chunk)
-            rows += len(chunk.records.starts)
-        cap = reader.cap
-    refused = check.error(where, column, csv=True)
-    if refused is not None:
-        raise refused
-    pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
-    head = csvsplit.header_bytes(header, cols.dropped_indices)  # the header the local engine writes
-    return Plan(where, "csv", tuple(header.names), col, head, tuple(pieces), rows, st.st_size, st.st_mtime_ns,
-                columns=cols, max_record=cap)
-
-
-# -------------------------------------------------------------------------------- Parquet
-def _plan_parquet(
-    src: Path, column: str, check: ValueCheck, piece_bytes: int, st: os.stat_result, keep: Sequence[str],
-    drop: Sequence[str],
-) -> Plan:
-    pa = import_optional("pyarrow", extra="parquet")
-    where = str(src)
-    pf = open_parquet(src)
-    schema = pf.schema_arrow
-    cols = plan_columns(schema.names, [column], keep=keep, drop=drop, where=where)
-    j = cols.index(column)
-    check.check_type(schema.field(j).type, where, column)
-    seen = 0
-    try:
-        for batch in pf.iter_batches(columns=[column], batch_size=1_000_000):
-            col = batch.column(0)
-            check.parquet(col, seen)
-            seen += len(col)
-    except (OSError, pa.ArrowException) as ex:
-        raise ValidationError(f"{where}: not a readable Parquet file ({ex})") from None
-    refused = check.error(where, column, csv=False)
-    if refused is not None:
-        raise refused
-    meta = pf.metadata
-    pieces = row_group_pieces(meta, piece_bytes)
-    total = sum(p.rows for p in pieces)
-    if total != seen:
-        raise ValidationError(f"{where}: the row groups hold {total:,} rows but {seen:,} were read")
-    written = set(cols.written)
-    out_schema = pa.schema([f for f in schema if f.name in written], metadata=schema.metadata)
-    return Plan(where, "parquet", tuple(schema.names), j, b"", pieces, seen, st.st_size, st.st_mtime_ns,
-                columns=cols, schema=out_schema, compression=input_compression(meta))
-
-
 def row_group_pieces(meta: Any, piece_bytes: int) -> tuple[Piece, ...]:
     """A Parquet file's pieces: runs of whole row groups, each ending at the first group that brings it to
     ``piece_bytes`` bytes (uncompressed) or at the last group; ``first`` the 1-based number of its first row."""
@@ -355,53 +263,7 @@ def row_group_pieces(meta: Any, piece_bytes: int) -> tuple[Piece, ...]:
         rows += group.num_rows
         size += group.total_byte_size
         if size >= piece_bytes or g == meta.num_row_groups - 1:
-            pieces.append(Piece(len(pieces), start, g + 1, rows, first + 1))
+            pieces.append(Piece(len(pieces), start, g + 1, rows, first + 1, first))
             first += rows
             start, rows, size = g + 1, 0, 0
     return tuple(pieces)
-
-
-# --------------------------------------------------------------------------------- labels
-class LabelCheck:
-    """The values of a labels release: every one a label of the mechanism (the local engine's lookup,
-    :mod:`metricdp.streaming.labels`; a refused value's message: count, first lines or rows, some values)."""
-
-    def __init__(self, mechanism: Any) -> None:
-        self.mechanism = mechanism
-        self.labels = Labels(mechanism)
-        self.unknown = UnknownValues()
-
-    def check_type(self, kind: Any, where: str, column: str) -> None:
-        out_values(self.mechanism, kind, where, column)  # labels writable as the column's type
-
-    def csv(self, chunk: Any) -> None:
-        recs = chunk.records
-        idx, _quoted = self.labels.codes(chunk.buf, recs)
-        bad = np.flatnonzero(idx < 0)
-        if len(bad):
-            vals = [field_text(chunk.buf, int(recs.fs[i]), int(recs.fe[i])) for i in bad[:40_000]]
-            self.unknown.add(chunk.first_line + recs.lines[bad], vals)
-
-    def parquet(self, col: Any, seen: int) -> None:
-        pa = import_optional("pyarrow", extra="parquet")
-        idx, as_text = self.labels.parquet_codes(col)
-        bad = np.flatnonzero(idx < 0)
-        if len(bad):
-            vals = as_text.take(pa.array(bad[:40_000])).to_pylist()
-            self.unknown.add(seen + bad + 1, ["null" if v is None else v for v in vals])
-
-    def error(self, where: str, column: str, *, csv: bool) -> ValidationError | None:
-        return self.unknown.error(where, column, "line(s)" if csv else "row(s)") if self.unknown.rows else None
-
-
-def out_values(mechanism: Any, typ: Any, where: str, column: str) -> Any:
-    """The mechanism's output labels as an Arrow array of the column's type (or a ValidationError)."""
-    pa = import_optional("pyarrow", extra="parquet")
-    labels = list(mechanism.labels)
-    outs = pa.array(list(getattr(mechanism, "output_labels", None) or labels), type=pa.string())
-    try:
-        return outs.cast(typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as ex:
-        raise ValidationError(
-            f"{where}: column {column!r} has type {typ}; the mechanism's labels cannot be written as it ({ex})"
-        ) from None

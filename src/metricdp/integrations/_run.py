@@ -2,7 +2,7 @@
 
 1. The output path is vetted and opened (:func:`metricdp.io.atomic_write`: a hidden
    temporary file renamed into place at the end), then the driver checks the whole
-   input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
+   input in one pass (:func:`._parts.plan_file`): every engine accepts exactly the files
    the local engine accepts and refuses the rest with its one-line message.
 2. The engine runs :func:`._pieces.release_piece` once per piece; parts go to a scratch
    directory beside the output.
@@ -25,16 +25,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import EngineError, MetricDPError, ValidationError
+from ..tabular.columns import ColumnPlan
 from ._common import check_seed
+from ._labels import LabelRule
+from ._parts import PARTS, plan_file
 from ._pieces import Done, Failed, Job, part_path
-from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, plan_file
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged
+from ._rule import Rule
 
-__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
+__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "release_planned", "root_cause"]
 
 #: ``runner(job, pieces, mechanism, progress)`` runs :func:`._pieces.release_piece` for every piece (in
 #: any order, anywhere) and returns the results in the order of ``pieces``; ``progress`` (or None) is
@@ -87,8 +90,9 @@ def release_file(
     max_record: int | None = None,
     accounting: Any = None,
     on_report: Callable[[Any], None] | None = None,
-    rule: Any = None,
+    rule: Rule | None = None,
     progress: Progress | None = None,
+    plan_check: Callable[[ColumnPlan], None] | None = None,
 ) -> int:
     """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
 
@@ -100,16 +104,45 @@ def release_file(
     ``commit`` after, ``abort`` on any failure before. ``on_report`` gets the report.
 
     ``keep``/``drop``: the columns written unreleased on purpose / left out, planned by
-    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them;
-    ``max_record`` caps a CSV record's bytes (:func:`metricdp.tabular.csv.max_record_bytes`).
+    :func:`metricdp.tabular.columns.plan_columns` as the local engine plans them
+    (``plan_check`` sees that plan first); ``max_record`` caps a CSV record's bytes
+    (:func:`metricdp.tabular.csv.max_record_bytes`).
 
-    ``rule`` (:class:`._numbers.NumberRule`) makes it a release of numbers on the
-    mechanism's grid (:mod:`._numbers`: the local number rule in the plan, the pieces and
-    the accounting's first pass) instead of labels.
+    ``rule`` is the kind of release (:class:`._rule.Rule`; default labels:
+    :class:`._labels.LabelRule`; :class:`._numbers.NumberRule` numbers on the mechanism's
+    grid, :class:`._points.PointRule` points): the kind the driver checks every value with
+    and every partition releases with, and the accounting's first pass.
 
     ``progress`` is told the rows done as the engine's partitions complete (the count of
     rows per person first, when the accounting needs it, then the release).
     """
+    return release_planned(engine, runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
+                           piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record,
+                           accounting=accounting, on_report=on_report, rule=rule, progress=progress,
+                           plan_check=plan_check)[0]
+
+
+def release_planned(
+    engine: str,
+    runner: Runner,
+    mechanism: Any,
+    input_path: str | PathLike[str],
+    column: str,
+    out: str | PathLike[str],
+    *,
+    seed: int | None,
+    inputs: Sequence[str | PathLike[str]],
+    piece_bytes: int | None,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+    max_record: int | None = None,
+    accounting: Any = None,
+    on_report: Callable[[Any], None] | None = None,
+    rule: Rule | None = None,
+    progress: Progress | None = None,
+    plan_check: Callable[[ColumnPlan], None] | None = None,
+) -> tuple[int, Plan]:
+    """:func:`release_file`, and the plan the driver made (its column plan says what left)."""
     from ..io import atomic_write, scratch_directory
     from ..streaming.accounted import Settlement
 
@@ -117,16 +150,13 @@ def release_file(
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
     seed = check_seed(seed)
+    rule = rule or LabelRule()
     run = None
     with Settlement() as settlement, atomic_write(target, "wb", inputs=[src, *inputs]) as fh:
-        if rule is None:
-            plan = plan_file(src, column, mechanism, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep,
-                             drop=drop, max_record=max_record)
-        else:
-            from ._numbers import plan_numbers
-
-            plan = plan_numbers(src, column, mechanism, rule, piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES,
-                                keep=keep, drop=drop, max_record=max_record)
+        plan = plan_file(src, rule.kind(column, str(src), mechanism, None), values=rule.checked,
+                         piece_bytes=piece_bytes or DEFAULT_PIECE_BYTES, keep=keep, drop=drop, max_record=max_record,
+                         plan_check=plan_check)
+        rule.check_planned(plan)
         if accounting is not None:
             run = _accounted(mechanism, src, plan, column, accounting, seed, max_record, rule, (engine, runner),
                              progress)
@@ -139,7 +169,7 @@ def release_file(
             results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
             _check(engine, plan, results)
             check_unchanged(plan)
-            _join(plan, scratch, fh)
+            PARTS[plan.fmt].join(plan, [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces], fh)
             written = sum(p.written for p in plan.pieces)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -148,7 +178,7 @@ def release_file(
             run.publishing()
     if run is not None and on_report is not None:
         on_report(run.report())
-    return written
+    return written, plan
 
 
 def driver_source(seed: int | None) -> Any:
@@ -161,40 +191,31 @@ def driver_source(seed: int | None) -> Any:
 
 
 def _accounted(mechanism: Any, src: Path, plan: Plan, column: str, accounting: Any, seed: int | None,
-               max_record: int | None, rule: Any = None, cluster: tuple[str, Runner] | None = None,
+               max_record: int | None, rule: Rule | None = None, cluster: tuple[str, Runner] | None = None,
                progress: Progress | None = None) -> Any:
-    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.streaming.accounted`).
+    """The driver's plan of an accounted release (the local engine's: :mod:`metricdp.pipeline.first_pass`).
 
-    Without consistent releases the plan needs only who each row belongs to: with ``cluster``
-    (engine name, runner) the engine counts it in one distributed pass (:mod:`._persons`);
-    consistent releases also need every row's true value, read by the local first pass.
+    The rule's kind, drawing from the driver's own source, gives the eps, the unit and the
+    releases of consistent groups. Without consistent releases the plan needs only who each
+    row belongs to: with ``cluster`` (engine name, runner) the engine counts it in one
+    distributed pass (:mod:`._persons`) where the rule allows (:attr:`._rule.Rule.counts_persons`);
+    otherwise the local first pass reads the file (every row's value too, for consistent releases).
     """
-    from ..streaming.accounted import _identity
-    from ._labels import sample
-
+    rule = rule or LabelRule()
     source = driver_source(seed)
-    if cluster is not None and not accounting.consistent:
-        from ..units import space_unit
+    kind = rule.kind(column, str(src), mechanism, source)
+    if cluster is not None and rule.counts_persons and not accounting.consistent:
+        from ..streaming.accounted import _identity
         from ._persons import distributed_persons, start_counted
 
         identity = _identity(src)  # before the pass: publishing compares it with the file then
         persons = distributed_persons(cluster[0], cluster[1], plan, column, accounting.user_column, mechanism,
                                       progress)
-        if rule is not None:
-            unit = f"unit of {column!r}"
-            release: Any = lambda ranks: mechanism.draw(ranks, source)  # noqa: E731
-        else:
-            unit = space_unit(mechanism.space, mechanism.metadata)
-            release = lambda idx: sample(mechanism, idx, source)  # noqa: E731
-        return start_counted(src, identity, persons, float(mechanism.epsilon), accounting, source, unit, release,
-                             refuse_empty=rule is not None)  # the local starters: numbers refuse, labels do not
+        return start_counted(src, identity, persons, kind.epsilon, accounting, source, kind.unit,
+                             lambda values: kind.release(values, 0), refuse_empty=kind.refuses_empty)
     from ..pipeline.first_pass import start_accounted
-    from ..pipeline.labels import Labels
-    from ..pipeline.numbers import Numbers
     from ..pipeline.run import Source
 
-    kind = (Labels(mechanism, column, source) if rule is None else
-            Numbers(mechanism, column, source, out_of_range=rule.out_of_range, off_grid=rule.off_grid, where=str(src)))
     return start_accounted(kind, Source.of(src, max_record=max_record), accounting, source)
 
 
@@ -207,7 +228,7 @@ def _selected(run: Any, plan: Plan) -> tuple[Piece, ...]:
         keep = run.plan.keep[offset : offset + p.rows]
         given = None
         if run.group_release is not None:
-            given = run.group_release[run.plan.group[offset : offset + p.rows][keep]].astype(np.int32).tobytes()
+            given = Piece.given_bytes(np.asarray(run.group_release)[run.plan.group[offset : offset + p.rows][keep]])
         out.append(replace(p, keep=np.packbits(keep).tobytes(), kept=int(keep.sum()), given=given))
         offset += p.rows
     if offset != run.rows:
@@ -240,29 +261,6 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
     expected = sum(p.written for p in plan.pieces)
     if total != expected:
         raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {expected:,}; nothing written")
-
-
-def _join(plan: Plan, scratch: Path, fh: IO[bytes]) -> None:
-    """The header, then the parts in piece order, into ``fh`` (Parquet: one file, the input's schema)."""
-    parts = [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces]
-    if plan.fmt == "csv":
-        fh.write(plan.header)
-        for part in parts:
-            with part.open("rb") as src:
-                shutil.copyfileobj(src, fh, 4 * 2**20)
-        return
-    pq = import_optional("pyarrow.parquet", extra="parquet")
-    rows = 0
-    with pq.ParquetWriter(fh, plan.schema, compression=plan.compression) as writer:
-        for part in parts:
-            pf = pq.ParquetFile(part)
-            for g in range(pf.metadata.num_row_groups):
-                table = pf.read_row_group(g)
-                writer.write_table(table)
-                rows += table.num_rows
-    expected = sum(p.written for p in plan.pieces)
-    if rows != expected:
-        raise EngineError(f"the parts hold {rows:,} rows where the input has {expected:,}; nothing written")
 
 
 # ------------------------------------------------------------------------------ errors

@@ -64,7 +64,7 @@ def privatize_numbers_engine(
     if not isinstance(mechanism, NumberMechanism):
         raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
     rule = NumberRule(out_of_range, off_grid)
-    rule.classify(mechanism)  # the option errors before any cluster starts
+    rule.kind(column, str(input_path), mechanism, None)  # the option errors before any cluster starts
     runner = engine_runner(engine, scheduler, master)
     from .dask import one_cluster
     from .spark import one_context
