@@ -18,10 +18,10 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
-from ..streaming.number_text import BadNumbers, parse_numbers
 from ..tabular.formats import Chunk, Coded, Released, arrow
 from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
+from .number_text import BadNumbers, parse_numbers
 
 __all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "read_numbers"]
 

@@ -49,13 +49,12 @@ from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from ..io import atomic_write
 from ..pipeline.first_pass import start_accounted
-from ..pipeline.labels import Labels
+from ..pipeline.labels import Labels, UnknownValues
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Pass, ReleaseStats, Source, release_pass
 from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, max_record_bytes
 from ..tabular.formats import TABLE_FORMATS, format_of
 from .accounted import Accounting, OnePassRun, Settlement
-from .labels import UnknownValues
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "UnknownValues", "file_format",

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Literal
 from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from ..mechanisms.numeric import NumberMechanism
+from ..pipeline.number_text import BadNumbers, parse_numbers
 from ..pipeline.numbers import OFF_GRID, OUT_OF_RANGE, Numbers
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, ReleaseStats, Source, release_pass
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from .number_text import BadNumbers, parse_numbers
 
 if TYPE_CHECKING:
     from .accounted import Accounting

@@ -1,7 +1,7 @@
 """The text of a numeric column: the one number rule over Arrow arrays and the refusal report.
 
-Shared by the release pass (:mod:`.numbers`) and the accounting's first pass
-(:mod:`.accounted_numbers`), which must refuse exactly the same fields: a field is a number
+Used by the numbers kind (:mod:`.numbers`), so the release pass and the accounting's first pass
+(:mod:`.first_pass`) refuse exactly the same fields: a field is a number
 when :func:`metricdp.io.parse_decimal` reads it (no ``1_000``, no non-ASCII digits, no
 ``nan(...)``), and :class:`BadNumbers` gathers the refused rows into one error.
 """
