@@ -10,7 +10,6 @@ import pytest
 import metricdp._resources as res
 from metricdp import pointspace
 from metricdp.errors import ResourceLimitError, ValidationError
-from metricdp.text import exponential as text_exponential
 
 
 @pytest.mark.parametrize(
@@ -47,7 +46,6 @@ def test_there_is_one_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     """pointspace (and through it every text command) asks the same guard: 8GiB was refused there."""
     assert pointspace.memory_limit is res.memory_limit
     assert pointspace.check_memory is res.check_allocation
-    assert text_exponential.check_memory is res.check_allocation
     monkeypatch.setenv(res.ENV_VAR, "8GiB")
     pointspace.check_memory(2**30, "one GiB")
     with pytest.raises(ResourceLimitError, match=r"9 GiB of things need 9.7 GB; the limit is 8.6 GB"):

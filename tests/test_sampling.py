@@ -508,12 +508,15 @@ def test_text_exponential_releases_every_word_with_positive_probability():
     # review: words at 0, 2.2 and 73.7 with eps = 1 -- the float inverse CDF could never release
     # the far word from the first (cdf[-1] == cdf[-2]) but could from the second
     from metricdp.pointspace import PointSpace
+    from metricdp.text.ball import pair_distances
     from metricdp.text.exponential import ExponentialText
 
     mech = ExponentialText(PointSpace.from_points([[0.0], [2.2], [73.7]]), 1.0)
     for word in range(3):
-        _table, row = mech._make(np.array([word]))[0]
-        assert np.all(row > 0)  # the exact sampler realizes row / row.sum() exactly: all positive
+        inside, _exact, bound = mech._make(np.array([word]))[0]
+        weights = mech._weights(pair_distances(mech.space, np.full(3, word, dtype=np.intp), np.arange(3)))
+        assert np.all(weights > 0)  # inside the ball from the exact table, outside by rejection against the bound
+        assert len(inside) == 3 or bound[0] > 0
 
 
 def test_uniform_below_is_exactly_uniform_by_chi_square():
