@@ -19,7 +19,7 @@ the per-person options work there too (the driver plans once, the workers releas
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
-:mod:`metricdp.cli._accounting`, :mod:`metricdp.streaming.accounted_numbers`). A person's
+:mod:`metricdp.cli._accounting`, :mod:`metricdp.pipeline.first_pass`). A person's
 eps is per unit of the value, summed over their fresh releases; with ``--consistent`` the
 true value is the value's grid point.
 """

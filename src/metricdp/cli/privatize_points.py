@@ -19,7 +19,7 @@ would release the true location next to the noisy one.
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
 ``--budget``, ``--ledger``, ``--max-rows-per-user``, ``--over-budget``, ``--consistent``;
-:mod:`metricdp.cli._accounting`), on every engine (:mod:`metricdp.streaming.accounted_points`;
+:mod:`metricdp.cli._accounting`), on every engine (:mod:`metricdp.pipeline.first_pass`;
 on Dask and Spark the driver plans once and the workers release,
 :mod:`metricdp.integrations._points`). A person's eps is in eps per km, summed over
 their fresh releases; with ``--consistent`` the true value is the (lat, lon) pair.

@@ -73,7 +73,7 @@ def privatize_numbers_file(
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out`` (same format).
 
     See the module docstring for the number rule, the refusals and the options.
-    ``accounting`` makes it a release per person (:mod:`metricdp.streaming.accounted_numbers`:
+    ``accounting`` makes it a release per person (:mod:`metricdp.pipeline.first_pass`:
     a first pass over the user and released columns that refuses what the release would
     refuse before any budget is reserved, withheld rows left out, the ledger reserved
     before and committed after the publish); :attr:`ReleaseStats.accounting` is then its report.

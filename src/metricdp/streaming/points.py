@@ -90,7 +90,7 @@ def privatize_points_file(
     (:mod:`metricdp.tabular.leaks`). Nothing is published unless the whole file
     went through: errors leave ``out`` as it was.
 
-    ``accounting`` makes it a release per person (:mod:`metricdp.streaming.accounted_points`:
+    ``accounting`` makes it a release per person (:mod:`metricdp.pipeline.first_pass`:
     a first pass over the user and coordinate columns, each chunk of points checked by
     ``validate`` before the budget is reserved; withheld rows left out; the ledger
     reserved before and committed after the publish; ``rng`` the source of the cap's and
