@@ -3,8 +3,9 @@
 ``python benchmarks/bench_pipeline.py --baseline SRC [--rows 2000000] [--runs 3] [--kinds labels,numbers,points]
 [--formats csv,parquet] [--ledger] [--quick]``
 
-``SRC`` is the ``src`` folder of another checkout of metricdp (``git worktree add /tmp/base <commit>``:
-``/tmp/base/src``); each release runs as a whole process (``python -c ...`` with ``PYTHONPATH`` set to this
+``SRC`` is the ``src`` folder of another checkout of metricdp at the commit compared with
+(``git clone . /tmp/base && git -C /tmp/base checkout <commit>``: ``/tmp/base/src``); each release runs
+as a whole process (``python -c ...`` with ``PYTHONPATH`` set to this
 checkout's ``src`` or to ``SRC``), the two in turn -- this, baseline, this, baseline ... -- so a slower phase of
 a loaded machine hits both alike. One input, generated once: ``--rows`` rows of ``id,city,age,lat,lon``
 (20 city labels, ages 0..99, points around Paris), as CSV and as Parquet. The releases:
