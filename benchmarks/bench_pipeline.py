@@ -7,7 +7,7 @@
 (``git clone . /tmp/base && git -C /tmp/base checkout <commit>``: ``/tmp/base/src``); each release runs
 as a whole process (``python -c ...`` with ``PYTHONPATH`` set to this
 checkout's ``src`` or to ``SRC``), the two in turn -- this, baseline, this, baseline ... -- so a slower phase of
-a loaded machine hits both alike. One input, generated once: ``--rows`` rows of ``id,city,age,lat,lon``
+a loaded machine hits both alike. One input, generated once: ``--rows`` rows of ``id,person,city,age,lat,lon``
 (20 city labels, ages 0..99, points around Paris), as CSV and as Parquet. The releases:
 
 * ``labels``: ``privatize_file`` of ``city`` with the exponential mechanism on 20 labels;
