@@ -73,8 +73,8 @@ def test_released_exactly_or_refused_in_one_line(tmp_path_factory, data, piece_b
     src, out = d / "in.csv", d / "out.csv"
     src.write_bytes(data)
     try:
-        rows = release_file("test", _loop, MECH, src, "w", out, seed=None, inputs=(), piece_bytes=piece_bytes,
-                            drop=["note"] if drop else [])
+        rows, _plan = release_file("test", _loop, MECH, src, "w", out, seed=None, inputs=(), piece_bytes=piece_bytes,
+                                   drop=["note"] if drop else [])
     except ValidationError as ex:
         event("refused")
         assert "\n" not in str(ex) and str(ex).startswith(str(src))
@@ -98,7 +98,7 @@ def test_the_fuzzer_reaches_both_outcomes(tmp_path):
     """A clean file is released and a mutated one refused: the oracle's two branches are both live."""
     src = tmp_path / "in.csv"
     src.write_bytes(b"id,w,note\r\n1,a,x\r\n2,b,\"y\r\nz\"\r\n")
-    assert release_file("test", _loop, MECH, src, "w", tmp_path / "o.csv", seed=None, inputs=(), piece_bytes=3) == 2
+    assert release_file("test", _loop, MECH, src, "w", tmp_path / "o.csv", seed=None, inputs=(), piece_bytes=3)[0] == 2
     src.write_bytes(b"id,w,note\r\n1,a,x\r2,b,y\r\n")
     with pytest.raises(ValidationError, match="carriage return"):
         release_file("test", _loop, MECH, src, "w", tmp_path / "p.csv", seed=None, inputs=(), piece_bytes=3)

@@ -114,7 +114,7 @@ def _engine(kind: str, src: Path, out: Path, drop: list[str], piece_bytes: int) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return release_file("test", _loop, mech, src, column, out, seed=None, inputs=(), piece_bytes=piece_bytes,
-                            drop=drop, keep=_kept(kind, drop), rule=rule)
+                            drop=drop, keep=_kept(kind, drop), rule=rule)[0]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

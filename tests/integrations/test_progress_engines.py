@@ -82,8 +82,9 @@ def test_release_file_hands_progress_to_the_runner(mech, tmp_path):
         return out
 
     src = _input(tmp_path)
-    rows = release_file("test", runner, mech, src, "w", tmp_path / "out.csv", seed=None, inputs=(), piece_bytes=40,
-                        progress=told(calls), accounting=Accounting(user_column="user", budget=10.0))
+    rows, _plan = release_file("test", runner, mech, src, "w", tmp_path / "out.csv", seed=None, inputs=(),
+                               piece_bytes=40, progress=told(calls),
+                               accounting=Accounting(user_column="user", budget=10.0))
     assert rows == 60
     check_release_calls(calls, 60)
     passes = [message.split(":")[0] for _, _, message in calls]

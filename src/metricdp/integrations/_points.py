@@ -118,7 +118,7 @@ def privatize_points_engine(
         the cluster failed: the root cause in one line. Nothing is written.
     """
     from ._engines import engine_runner
-    from ._run import release_planned
+    from ._run import release_file
 
     if engine not in ("dask", "spark"):
         raise ValidationError(f"engine must be dask or spark, got {engine!r}")
@@ -132,7 +132,7 @@ def privatize_points_engine(
     from .spark import one_context
 
     with one_cluster() if engine == "dask" else one_context():
-        rows, plan = release_planned(
+        rows, plan = release_file(
             engine.capitalize(), runner, None, src, lat, target, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
             keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
             rule=PointRule(lat, lon, settings, digits), progress=progress, plan_check=plan_check,

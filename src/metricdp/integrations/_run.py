@@ -37,7 +37,7 @@ from ._pieces import Done, Failed, Job, part_path
 from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged
 from ._rule import Rule
 
-__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "release_planned", "root_cause"]
+__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
 
 #: ``runner(job, pieces, mechanism, progress)`` runs :func:`._pieces.release_piece` for every piece (in
 #: any order, anywhere) and returns the results in the order of ``pieces``; ``progress`` (or None) is
@@ -93,8 +93,9 @@ def release_file(
     rule: Rule | None = None,
     progress: Progress | None = None,
     plan_check: Callable[[ColumnPlan], None] | None = None,
-) -> int:
-    """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written.
+) -> tuple[int, Plan]:
+    """Release ``column`` of ``input_path`` into ``out`` with ``runner``; the rows written and the driver's plan
+    (its column plan says what left).
 
     ``accounting`` (:class:`metricdp.streaming.accounted.Accounting`) makes it a release per
     person with the local engine's plan: the driver reads the user column once more, plans
@@ -116,33 +117,6 @@ def release_file(
     ``progress`` is told the rows done as the engine's partitions complete (the count of
     rows per person first, when the accounting needs it, then the release).
     """
-    return release_planned(engine, runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
-                           piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record,
-                           accounting=accounting, on_report=on_report, rule=rule, progress=progress,
-                           plan_check=plan_check)[0]
-
-
-def release_planned(
-    engine: str,
-    runner: Runner,
-    mechanism: Any,
-    input_path: str | PathLike[str],
-    column: str,
-    out: str | PathLike[str],
-    *,
-    seed: int | None,
-    inputs: Sequence[str | PathLike[str]],
-    piece_bytes: int | None,
-    keep: Sequence[str] = (),
-    drop: Sequence[str] = (),
-    max_record: int | None = None,
-    accounting: Any = None,
-    on_report: Callable[[Any], None] | None = None,
-    rule: Rule | None = None,
-    progress: Progress | None = None,
-    plan_check: Callable[[ColumnPlan], None] | None = None,
-) -> tuple[int, Plan]:
-    """:func:`release_file`, and the plan the driver made (its column plan says what left)."""
     from ..io import atomic_write, scratch_directory
     from ..streaming.accounted import Settlement
 

@@ -179,7 +179,7 @@ def privatize_file_dask(
             "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
             keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
             progress=progress,
-        )
+        )[0]
 
 
 def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None,

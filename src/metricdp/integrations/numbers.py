@@ -74,4 +74,4 @@ def privatize_numbers_engine(
             engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
             piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
             on_report=on_report, rule=rule, progress=progress,
-        )
+        )[0]

@@ -175,7 +175,7 @@ def privatize_file_spark(
             "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
             keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
             progress=progress,
-        )
+        )[0]
 
 
 #: Seconds between two looks of the driver at the job's accumulators.
