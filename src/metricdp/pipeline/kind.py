@@ -106,5 +106,9 @@ class Kind(ABC):
     def render(self, released: Any) -> list[Released]:
         """The released values as the formats write them."""
 
+    def every_row(self, first_row: int, values: Any) -> tuple[None, Any]:
+        """The :data:`Select` of a release that writes every row: each released from this kind."""
+        return None, self.release(values, first_row)
+
     def check_written(self, rows: int, where: str) -> None:  # noqa: B027 - most kinds publish any outcome
         """Refuse an outcome the kind cannot publish (points: a file with no data rows)."""

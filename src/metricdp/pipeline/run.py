@@ -104,9 +104,13 @@ class Source:
     def names(self) -> tuple[str, ...]:
         return self.format.names(self.path, max_record=self.max_record)
 
-    def plan(self, kind: Kind, keep: Sequence[str], drop: Sequence[str]) -> ColumnPlan:
-        """The column plan of this input for ``kind``, its names checked (the content: in the read, chunk by chunk)."""
+    def plan(self, kind: Kind, keep: Sequence[str], drop: Sequence[str],
+             check: Callable[[ColumnPlan], None] | None = None) -> ColumnPlan:
+        """The column plan of this input for ``kind``, seen by ``check`` first, then its names checked (the
+        content: in the read, chunk by chunk)."""
         plan = plan_columns(self.names(), list(kind.columns), keep=keep, drop=drop, where=self.where)
+        if check is not None:
+            check(plan)
         check_names(plan.header, plan.unacknowledged, kind.rule(), self.where)
         return plan
 
@@ -213,12 +217,9 @@ def release_pass(kind: Kind, source: Source, out: str | PathLike[str], plan: Col
 
     t0 = time.perf_counter()
 
-    def every_row(first: int, values: Any) -> tuple[None, Any]:
-        return None, kind.release(values, first)
-
     one = Pass(kind, source, plan, source.output_format(out), progress)
     with Settlement(run), atomic_write(out, "wb", inputs=[source.path, *inputs]) as fh:
-        rows, _seen = one.run(fh, select or every_row)
+        rows, _seen = one.run(fh, select or kind.every_row)
         if run is not None:
             run.publishing()  # checks the input is unchanged; from here on the spend stays
     return ReleaseStats(rows, time.perf_counter() - t0, source.format.name, plan,

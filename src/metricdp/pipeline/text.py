@@ -178,8 +178,5 @@ def read_only(kind: Texts, source: Source, plan: ColumnPlan) -> int:
     The first pass of an accounted rewrite: the same reading, refusals and rewrite as the
     release, the rewritten documents dropped.
     """
-    def every_row(first: int, values: Any) -> tuple[None, Any]:
-        return None, kind.release(values, first)
-
-    _rows, seen = Pass(kind, source, plan, _Nowhere()).run(None, every_row)  # type: ignore[arg-type]
+    _rows, seen = Pass(kind, source, plan, _Nowhere()).run(None, kind.every_row)  # type: ignore[arg-type]
     return seen

@@ -133,12 +133,9 @@ def _one_read(kind: Labels, source: Source, out: str | PathLike[str], plan: Any,
     t0 = time.perf_counter()
     out_format = source.output_format(out)
 
-    def every_row(first: int, values: Any) -> tuple[None, Any]:
-        return None, kind.release(values, first)
-
     read = Pass(kind, source, plan, out_format, progress, beside=one.persons.add, opened=one.persons.start_reader)
     with Settlement(None) as settlement, atomic_write(out, "wb", inputs=[source.path, *inputs]) as fh:
-        rows, _ = read.run(fh, every_row)
+        rows, _ = read.run(fh, kind.every_row)
         # reserved from here (under refuse, an over-budget person raised: nothing reserved)
         settlement.run = run = one.plan()
         if not run.written_all:

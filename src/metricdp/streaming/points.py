@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from .._progress import Progress
 from ..pipeline.points import PointPairs, Release
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Source, release_pass
-from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.columns import ColumnPlan
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.decimal_text import format_fixed
 from ..tabular.formats._base import Full
@@ -106,10 +106,8 @@ def privatize_points_file(
     kind = PointPairs(lat, lon, release, digits=digits, full=full, epsilon=epsilon, where=str(input_path),
                       validate=validate)
     source = Source.of(input_path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
-    columns = plan_columns(source.names(), [lat, lon], keep=keep, drop=drop, where=source.where)
-    if plan_check is not None:
-        plan_check(columns)  # the column plan (and plan_check) before anything else
-    plan = source.plan(kind, keep, drop)  # what leaves, by name and content, before anything is written or reserved
+    # what leaves (plan_check first), by name and content, before anything is written or reserved
+    plan = source.plan(kind, keep, drop, plan_check)
     run = None
     if accounting is not None:  # the first pass and the plan: budget reserved, nothing drawn for the file yet
         from .._random import check_rng
