@@ -10,9 +10,10 @@ import scipy.optimize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricdp.errors import ResourceLimitError, ValidationError
+from metricdp.errors import ResourceLimitError, SolverTimeLimitError, ValidationError
 from metricdp.lp import colgen
-from metricdp.lp.colgen import cover, laplace_screen, shortfall, start_outputs
+from metricdp.lp.colgen import cover, covers, laplace_screen, shortfall, start_outputs
+from metricdp.lp.deadline import Deadline
 from metricdp.mechanisms.optimal import optimal
 from metricdp.outputs import OutputSet
 from metricdp.spaces import MetricSpace
@@ -86,6 +87,18 @@ def test_shortfall_by_hand():
     g = np.array([-1.0, f / 2])
     assert _cone_min(g, factor) == pytest.approx(min(g @ [1, 1 / f], g @ [1 / f, 1]) / (1 + 1 / f))
     assert _cone_min(g, factor) < 0
+
+
+def test_pricing_stops_at_the_builds_time_limit():
+    # the exact pricing's flow LPs run under the build's deadline: a clock past the limit
+    # stops it with the typed error instead of pricing on (it once ignored the limit)
+    rng = np.random.default_rng(3)
+    factor = np.exp(1.0 * _points(3, 6))
+    g = rng.normal(size=(6, 4)) - 0.5
+    ticks = iter([0.0, 0.0, 10.0, 10.0, 10.0, 10.0, 10.0])
+    with pytest.raises(SolverTimeLimitError, match="pricing"):
+        covers(g, factor, deadline=Deadline(1.0, clock=lambda: next(ticks)))
+    assert [c.shortfall for c in covers(g, factor, deadline=Deadline(60.0))] == [c.shortfall for c in covers(g, factor)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -168,10 +168,11 @@ def _arcs(p: _Flow, nearest: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     return kk, vv
 
 
-def _flows(problems: list[_Flow], nearest: int) -> list[Cover]:
+def _flows(problems: list[_Flow], nearest: int, time_limit: float | None = None) -> list[Cover]:
     """The maximum flows of several outputs in one HiGHS solve (their rows and arcs are
     disjoint blocks), each scaled onto its capacities so that it is feasible in floating
-    point; an output whose flow HiGHS does not return keeps its whole need as shortfall."""
+    point; an output whose flow HiGHS does not return (also when ``time_limit`` cuts the
+    solve) keeps its whole need as shortfall."""
     arcs = [_arcs(p, nearest) for p in problems]
     sizes = np.array([p.need.size + p.cap.size for p in problems])
     row0 = np.r_[0, np.cumsum(sizes)[:-1]]
@@ -186,7 +187,7 @@ def _flows(problems: list[_Flow], nearest: int) -> list[Cover]:
     t = int(counts.sum())
     a = sp.csr_matrix((vals, (rows, cols)), shape=(int(sizes.sum()), t))
     upper = np.concatenate([np.r_[p.need, p.cap] for p in problems])
-    result = solve_lp(-np.ones(t), a, -np.inf, upper, 0.0, np.inf, options=LP_OPTIONS)
+    result = solve_lp(-np.ones(t), a, -np.inf, upper, 0.0, np.inf, time_limit=time_limit, options=LP_OPTIONS)
     out = []
     for p, (kk, vv), f, c in zip(problems, arcs, fa, col0, strict=True):
         if result.x is None:
@@ -204,7 +205,7 @@ def _flows(problems: list[_Flow], nearest: int) -> list[Cover]:
 
 
 def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARCS, *,
-           exact: bool = True) -> list[Cover]:
+           exact: bool = True, deadline: Deadline | None = None, what: str = "pricing") -> list[Cover]:
     r"""For every column of ``g`` (n, k), a flow certifying :math:`g + r \in C^*` with
     :math:`\lVert r \rVert_1` = its shortfall (module docstring): 0 iff the column is in
     :math:`C^*`, up to the flow's accuracy.
@@ -217,7 +218,12 @@ def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARC
     deficits, which would otherwise dominate the flows' size. Any feasible flow's
     shortfall is a valid bound, so a sparse flow is only ever pessimistic (an output
     counted as improving that is not), never wrong.
+
+    ``deadline`` (the build's): every flow LP gets only the time left, and the next one
+    raises :class:`~metricdp.errors.SolverTimeLimitError` once it has run out, so the
+    exact pricing of a large working set cannot overrun the build's ``time_limit``.
     """
+    deadline = Deadline(None) if deadline is None else deadline
     floor = 0.5 * tol / max(g.shape[0], 1)  # deficits below it: at most tol / 2 in all, left uncovered
     split = [_problem(g[:, i], factor, floor) for i in range(g.shape[1])]
     problems, left = [p for p, _ in split], np.array([a for _, a in split])
@@ -235,9 +241,11 @@ def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARC
         else:
             chunks = [np.array(todo)]
         for chunk in chunks:
-            for i, c in zip(chunk, _flows([problems[i] for i in chunk], k), strict=True):
+            limit = deadline.require(what)
+            for i, c in zip(chunk, _flows([problems[i] for i in chunk], k, limit), strict=True):
                 if c.shortfall + left[i] < best[i].shortfall:
                     best[i] = c._replace(shortfall=c.shortfall + left[i])
+    deadline.require(what)  # a flow cut by the limit is no cover: the build stops with the typed error
     return best
 
 
@@ -267,12 +275,13 @@ def start_outputs(prior: Array, loss: Array, kernel: Array) -> NDArray[np.intp]:
     return np.unique(np.argmin(joint.T @ loss, axis=1)).astype(np.intp)
 
 
-def _price(g: Array, kernel: Array, factor: Array, tol: float, exact: bool) -> tuple[Array, list[Cover]]:
+def _price(g: Array, kernel: Array, factor: Array, tol: float, exact: bool, deadline: Deadline,
+           what: str) -> tuple[Array, list[Cover]]:
     """Shortfalls of the outputs whose columns are ``g`` (n, k), and their flows. The
     Laplace screen decides the outputs it proves improving without a flow; ``exact``:
     :func:`covers` tries every arc before it counts an output as improving."""
     screen = laplace_screen(g, kernel)
-    found = covers(g[:, screen >= -tol], factor, tol, exact=exact)
+    found = covers(g[:, screen >= -tol], factor, tol, exact=exact, deadline=deadline, what=f"{what}: pricing")
     it = iter(found)
     out = [Cover(np.inf, np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)) if screen[i] < -tol
            else next(it) for i in range(g.shape[1])]
@@ -358,7 +367,8 @@ def solve_colgen(
             objective = point.objective
             tol = ROUND_TOL * abs(objective) / n
             tp = time.process_time()
-            s, _ = _price(cost[:, out] + point.row_dual[:, None], kernel[:, out], factor, tol, exact=False)
+            s, _ = _price(cost[:, out] + point.row_dual[:, None], kernel[:, out], factor, tol, exact=False,
+                          deadline=deadline, what=what)
             t_price += time.process_time() - tp
             grow = bool((s > tol).any())
             report(progress, rounds, None, f"{what}: column round {rounds} (interior point, {point.iterations} "
@@ -377,7 +387,8 @@ def solve_colgen(
         tol = PRICE_TOL * abs(objective) / n
         tp = time.process_time()
         y = np.asarray(raw.result.row_dual)[:n] if raw.result.row_dual is not None else np.full(n, np.nan)
-        s, flows = _price(cost[:, out] - y[:, None], kernel[:, out], factor, tol, exact=True)
+        s, flows = _price(cost[:, out] - y[:, None], kernel[:, out], factor, tol, exact=True, deadline=deadline,
+                          what=what)
         t_price += time.process_time() - tp
         report(progress, rounds, None, f"{what}: column round {rounds} (exact finish, {raw.rounds} simplex "
                f"rounds): {outputs.size} outputs, objective {objective:.12g}, {int((s > tol).sum())} improving, "

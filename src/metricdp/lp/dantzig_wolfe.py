@@ -373,7 +373,8 @@ def _solution(master: _Master, cost: Array, factor: Array, y: Array, rounds: int
     -flow, HiGHS's sign of a binding upper row; reduced costs 0)."""
     deadline.require(what)
     matrix = master.matrix(n)
-    flows: list[Cover] = covers(cost - y[None, :].T, factor, 1e-2 * GAP_TOL * abs(objective) / n)
+    flows: list[Cover] = covers(cost - y[None, :].T, factor, 1e-2 * GAP_TOL * abs(objective) / n,
+                                deadline=deadline, what=f"{what}: certificate")
     fu = [c.deficit for c in flows]
     fv = [c.surplus for c in flows]
     fw = [np.full(c.flow.size, w, np.intp) for w, c in enumerate(flows)]
