@@ -16,6 +16,7 @@ with exit status 141, as a shell reports a process that SIGPIPE ended (:func:`ma
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
 from .._lazy import submodule_getattr
 from .._version import __version__
 from ._pipes import EXIT_CLOSED_PIPE, _is_devnull, closed_output, end_quietly
+
+try:  # Typer's own click (vendored since 0.22), else click
+    from typer._click import exceptions as _click_errors
+except ImportError:  # pragma: no cover - older Typer
+    from click import exceptions as _click_errors  # type: ignore[no-redef]
+#: click < 8.2 prints a bare group's help itself and has no such error
+_NO_ARGS: Any = getattr(_click_errors, "NoArgsIsHelpError", ())
 
 __all__ = ["EXIT_CLOSED_PIPE", "app", "closed_output", "end_quietly", "main"]
 
@@ -177,7 +185,19 @@ def main() -> None:
     """
     null_before = _is_devnull(1)
     try:
-        app()
+        code = app(standalone_mode=False)  # click's own errors come back here, said in one line below
+        raise SystemExit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+    except _NO_ARGS as ex:  # a bare group: its help, as click prints it
+        ex.show()
+        raise SystemExit(ex.exit_code) from None
+    except _click_errors.UsageError as ex:
+        raise SystemExit(_usage_line(ex)) from None
+    except _click_errors.ClickException as ex:
+        err(f"error: {' '.join(ex.format_message().split())}")
+        raise SystemExit(ex.exit_code) from None
+    except typer.Abort:
+        err("error: aborted")
+        raise SystemExit(1) from None
     except BrokenPipeError:
         if not closed_output():
             raise
@@ -186,6 +206,22 @@ def main() -> None:
         if ex.code == 1 and (closed_output() or (_is_devnull(1) and not null_before)):
             end_quietly()
         raise
+
+
+def _usage_line(ex: Any) -> int:
+    """A usage error (unknown option, missing option, bad value) as ONE line on stderr, like every
+    other error of the command line, with where to look; its exit status (2)."""
+    where = f" (see '{ex.ctx.command_path} --help')" if ex.ctx is not None else ""
+    err(f"error: {' '.join(ex.format_message().split())}{where}")
+    return int(ex.exit_code)
+
+
+def err(line: str) -> None:
+    """``line`` on stderr (quietly nothing when stderr is closed)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (BrokenPipeError, OSError):
+        pass
 
 
 __getattr__ = submodule_getattr(__name__, __path__)
