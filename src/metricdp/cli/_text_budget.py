@@ -182,17 +182,17 @@ def privatize_budgeted(src: Path, out: Path, acct: AccountingOptions, vocabulary
                     return rel, plan.unit
             except ValidationError as ex:
                 raise ValidationError(with_flags(str(ex))) from None
-            except NumbersBudgetExceededError as ex:  # past the words' ledger's handler, which words the words'
+            except NumbersBudgetExceededError as ex:  # carried past the words' ledger's handler (it words its own)
                 raise _NumbersRefused(ex) from None
     except _NumbersRefused as refused:
-        ex = refused.error
+        error = refused.error
         of = "" if shown_numbers is None else f" of {shown_numbers:g}"
         raise NumbersBudgetExceededError(
-            f"--over-budget refuse: {ex.over:,} of {ex.persons:,} {person}s with numbers to release would exceed "
+            f"--over-budget refuse: {error.over:,} of {error.persons:,} {person}s with numbers to release would exceed "
             f"their numbers budget{of} (--numbers-epsilon {rewrite['numbers'].epsilon:g} per unit of the value per "
             f"number); nothing written, nothing spent (--over-budget drop withholds their excess numbers as "
-            f"{WITHHELD}, --max-rows-per-user K releases at most K numbers per {person})", over=ex.over,
-            persons=ex.persons) from None
+            f"{WITHHELD}, --max-rows-per-user K releases at most K numbers per {person})", over=error.over,
+            persons=error.persons) from None
     except BudgetExceededError as ex:
         of = "" if shown_budget is None else f" of {shown_budget:g}"
         raise BudgetExceededError(
