@@ -156,3 +156,22 @@ def test_a_rewrite_without_budget_checks_the_author_field(tmp_path: Path) -> Non
         rewrite_file(src, tmp_path / "o.txt", Vocabulary(WORDS), _draw,
                      accounting=TextAccounting(0.5, len(WORDS), user_column="author"))
     assert not (tmp_path / "o.txt").exists()
+
+
+def test_numbers_changed_between_the_passes_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite pass meets each number's person as the scan did: bob's number moved to ann is refused."""
+    from metricdp.text import accounted
+
+    src = _input(tmp_path)
+    scanned = accounted._Rewrite.__init__
+
+    def edit_then_rewrite(self, *args, **kw) -> None:  # type: ignore[no-untyped-def]
+        src.write_text("author,body\nann,the cat 2004 12.50 7\nbob,a dog 8 9\n", encoding="utf-8")
+        scanned(self, *args, **kw)
+
+    monkeypatch.setattr(accounted._Rewrite, "__init__", edit_then_rewrite)
+    with Ledger(tmp_path / "w.db", budget=5) as words, Ledger(tmp_path / "n.db", budget=5) as nums:
+        with pytest.raises(ValidationError, match=r"changed while it was being released .* 5 numbers to release"):
+            _run(tmp_path, ledger=words, numbers_ledger=nums)
+        assert words.spent(["ann", "bob"]).tolist() == nums.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+    assert not (tmp_path / "out.csv").exists()

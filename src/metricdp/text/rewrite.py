@@ -16,7 +16,9 @@ generator's numbers are used does, so a seeded run's output depends on ``piece_t
 A sampler may return -1 for a token: the token is *withheld* (a per-person budget or cap,
 :mod:`.accounted`) and written as :data:`WITHHELD`, a fixed placeholder that carries nothing
 of the word (not its case, not its length); a clitic kept beside it stays, as it does beside
-a release.
+a release. A number token is withheld the same way when the accounting's
+:meth:`~.accounting.TextAccounting.number` says so (the numbers' own per-person plan), and then
+nothing is drawn for it.
 
 Files: plain text is read line by line, each line a document (its ending kept); a table's
 column (CSV, Parquet: the formats of :mod:`metricdp.tabular.formats`) is released by the
