@@ -141,3 +141,14 @@ def test_a_numbers_budget_needs_numbers(tmp_path: Path, emb: Path, src: Path) ->
                                                                                                  "0.25")]
     assert_one_line_error(runner.invoke(APP, args), "--numbers-budget accounts numbers released as numbers: give "
                                                     "--numbers-epsilon too")
+
+
+def test_a_numbers_budget_alone_is_a_budget(tmp_path: Path, emb: Path, src: Path) -> None:
+    """--over-budget drop with --numbers-budget only: the words are reported, the numbers budgeted."""
+    s = _json(emb, src, tmp_path / "o.csv", "--numbers-budget", 0.5, "--over-budget", "drop")
+    acc = s["accounting"]
+    assert (acc["withheld_budget"], acc["eps_per_person_run"]["max"]) == (0, 1.0)
+    assert (acc["numbers"]["withheld_budget"], acc["numbers"]["eps_per_person_run"]["max"]) == (1, 0.5)
+    r = runner.invoke(APP, _args(emb, src, tmp_path / "o2.csv", "--numbers-budget", 0.5))
+    assert_one_line_error(r, "1 of 2 authors with numbers to release would exceed their numbers budget of 0.5")
+    assert not (tmp_path / "o2.csv").exists()

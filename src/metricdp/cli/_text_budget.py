@@ -17,20 +17,22 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+import typer
 
 from .._progress import ProgressReporter
 from ..errors import ValidationError
 from ..mechanisms import registry
 from ..settings import file_sha256
-from ._accounting import AccountingOptions
+from ._accounting import PANEL, AccountingOptions
 from ._common import console
 from ._common import fmt as fmt_number
 from ._options import naming_flags
 from .privatize import with_flags
 
-__all__ = ["TEXT_FLAGS", "WITHHELD", "Identity", "NumbersOptions", "print_numbers", "print_persons",
-           "privatize_budgeted"]
+__all__ = ["TEXT_FLAGS", "WITHHELD", "Identity", "NumbersBudgetOption", "NumbersLedgerOption", "NumbersOptions",
+           "print_numbers", "print_persons", "privatize_budgeted"]
 
 WITHHELD = "[WITHHELD]"  # metricdp.text.rewrite.WITHHELD, without importing the rewrite at start-up
 
@@ -40,6 +42,17 @@ TEXT_FLAGS = {"column": "--column", "user_column": "--user-column", "ledger": "-
               "numbers_ledger": "--numbers-ledger"}
 
 
+NumbersBudgetOption = Annotated[float | None, typer.Option(
+    "--numbers-budget", metavar="B", rich_help_panel=PANEL, show_default=False,
+    help="Every person's total eps for their numbers (--numbers-epsilon), per unit of the value: their own "
+         "budget, never added to the words' (per unit of the embedding's distance); without --numbers-ledger, "
+         "for this run only.")]
+NumbersLedgerOption = Annotated[str | None, typer.Option(
+    "--numbers-ledger", metavar="PATH_OR_URL", rich_help_panel=PANEL, show_default=False,
+    help="With --ledger and --numbers-epsilon: the numbers' own ledger (eps per unit of the value), created "
+         "with --numbers-budget; each run under the same run id as the words' run in --ledger.")]
+
+
 @dataclass(frozen=True)
 class NumbersOptions:
     """``--numbers-budget`` and ``--numbers-ledger`` (its key: ``--ledger-key``, as the words' ledger's)."""
@@ -47,6 +60,11 @@ class NumbersOptions:
     budget: float | None = None
     ledger: str | None = None
     ledger_key: Path | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether the numbers have a budget (for this run or in a ledger)."""
+        return self.budget is not None or self.ledger is not None
 
     def check(self) -> None:
         """One clear error for a value that means nothing (the rules between options: the library's)."""
@@ -234,7 +252,8 @@ def print_persons(report: Any, acct: AccountingOptions, eps: float) -> None:
         withheld.append(f"{report.withheld_cap:,} by --max-rows-per-user {acct.max_rows_per_user}")
     if acct.budget is not None or acct.ledger is not None:
         withheld.append(f"{report.withheld_budget:,} by the budget ({report.persons_over:,} {person}(s) over)")
-    lines.append(f"withheld (written as {WITHHELD}): " + "; ".join(withheld))
+    if withheld:
+        lines.append(f"withheld (written as {WITHHELD}): " + "; ".join(withheld))
     if acct.consistent:
         lines.append(f"--consistent: {report.fresh_releases:,} fresh releases, "
                      f"{report.extra.get('memo_hits', 0):,} repeats of releases paid in earlier runs (free)")

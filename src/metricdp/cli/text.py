@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +50,8 @@ from ._text_budget import (
     TEXT_FLAGS,
     WITHHELD,
     Identity,
+    NumbersBudgetOption,
+    NumbersLedgerOption,
     NumbersOptions,
     print_numbers,
     print_persons,
@@ -319,20 +322,8 @@ def register(app: typer.Typer) -> None:
                          "number's grid (its decimals), EPS per unit of the value, written in the number's shape. "
                          "Default: numbers are kept."),
         ] = None,
-        numbers_budget: Annotated[
-            float | None,
-            typer.Option("--numbers-budget", metavar="B", rich_help_panel="Privacy per person", show_default=False,
-                         help="Every person's total eps for their numbers (--numbers-epsilon), per unit of the "
-                         "value: their own budget, never added to the words' (per unit of the embedding's "
-                         "distance); without --numbers-ledger, for this run only."),
-        ] = None,
-        numbers_ledger: Annotated[
-            str | None,
-            typer.Option("--numbers-ledger", metavar="PATH_OR_URL", rich_help_panel="Privacy per person",
-                         show_default=False, help="With --ledger and --numbers-epsilon: the numbers' own ledger "
-                         "(eps per unit of the value), created with --numbers-budget; the same run id as the "
-                         "words' run in --ledger."),
-        ] = None,
+        numbers_budget: NumbersBudgetOption = None,
+        numbers_ledger: NumbersLedgerOption = None,
         outputs: Annotated[
             str | None,
             typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings), words "
@@ -370,8 +361,8 @@ def register(app: typer.Typer) -> None:
         _require(mechanism, embeddings, _index(family_options))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        acct.check(person="document")
-        numbers_acct.check()
+        numbers_acct.check()  # --over-budget is the numbers budget's policy too: a numbers budget alone is a budget
+        (replace(acct, over_budget=None) if numbers_acct.given else acct).check(person="document")
         from ..text.accounted import check_text_release
 
         with naming_flags(TEXT_FLAGS):  # the library's rules, in the command line's terms
