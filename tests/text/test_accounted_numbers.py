@@ -8,10 +8,13 @@ token in their own ledger and never meet the numbers' sum.
 from __future__ import annotations
 
 import csv
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metricdp.accounting.ledger import Ledger
 from metricdp.errors import BudgetExceededError, ValidationError
@@ -175,3 +178,45 @@ def test_numbers_changed_between_the_passes_are_refused(tmp_path: Path, monkeypa
             _run(tmp_path, ledger=words, numbers_ledger=nums)
         assert words.spent(["ann", "bob"]).tolist() == nums.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
     assert not (tmp_path / "out.csv").exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), min_size=1, max_size=4),
+       numbers_budget=st.sampled_from([None, 0.25, 0.5, 1.0]), cap=st.sampled_from([None, 1, 2]),
+       drop=st.booleans())
+def test_numbers_budget_and_cap_bound_every_document(docs: list[tuple[int, int]], numbers_budget: float | None,
+                                                     cap: int | None, drop: bool) -> None:
+    """Oracle: a document of w words and n numbers releases at most min(n, cap, budget / eps) numbers, each one a
+    number in its place or the placeholder; refuse refuses exactly when a document's numbers exceed the numbers
+    budget; the words' line is untouched by the numbers' (no words budget: nothing withheld but by the cap)."""
+    if numbers_budget is None and cap is None:
+        cap = 2
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
+        src.write_text("".join(" ".join(["cat"] * w + [str(10 + k) for k in range(n)]) + " .\n" for w, n in docs),
+                       encoding="utf-8")
+        plan = TextBudget(0.5, max_tokens_per_person=cap, numbers_budget=numbers_budget,
+                          policy="drop" if drop else "refuse")
+        asked = [EPS_N * (n if cap is None else min(n, cap)) for _, n in docs]
+        over = numbers_budget is not None and any(x > numbers_budget for x in asked)
+        try:
+            rel = privatize_text_file(src, out, Vocabulary(WORDS), _draw, plan, batch_tokens=3,
+                                      numbers=NumberRelease(EPS_N))
+        except NumbersBudgetExceededError:
+            assert over and not drop and not out.exists()
+            return
+        assert not (over and not drop)
+        lines = out.read_text(encoding="utf-8").splitlines()
+    assert rel.numbers is not None and rel.numbers.rows_in == sum(n for _, n in docs)
+    assert rel.stats.numbers + rel.stats.numbers_withheld == rel.numbers.rows_in
+    for (w, n), line in zip(docs, lines, strict=True):
+        got = line.split()[:-1]
+        assert len(got) == w + n and line.endswith(".")
+        words, numbers = got[:w], got[w:]
+        released = [x for x in numbers if x != WITHHELD]
+        assert all(x.lstrip("-").isdigit() for x in released)
+        limit = n if cap is None else min(n, cap)
+        if numbers_budget is not None:
+            limit = min(limit, int(numbers_budget / EPS_N))
+        assert len(released) == limit  # the excess only: a person within both keeps every number
+        assert sum(x != WITHHELD for x in words) == (w if cap is None else min(w, cap))
