@@ -220,3 +220,11 @@ def test_numbers_budget_and_cap_bound_every_document(docs: list[tuple[int, int]]
             limit = min(limit, int(numbers_budget / EPS_N))
         assert len(released) == limit  # the excess only: a person within both keeps every number
         assert sum(x != WITHHELD for x in words) == (w if cap is None else min(w, cap))
+
+
+def test_a_numbers_budget_other_than_the_ledgers_is_refused(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "w.db", budget=5) as words, Ledger(tmp_path / "n.db", budget=1) as nums:
+        with pytest.raises(ValidationError, match="budget 2 differs from the ledger's 1"):
+            _run(tmp_path, ledger=words, numbers_ledger=nums, numbers_budget=2)
+        assert words.spent(["ann", "bob"]).tolist() == [0.0, 0.0] and nums.runs_table() == []
+    assert not (tmp_path / "out.csv").exists()

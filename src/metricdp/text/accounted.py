@@ -380,7 +380,7 @@ def _plan_numbers(owners: NDArray[np.int64], persons: NDArray[Any], numbers: Num
     the numbers' budget or ledger, with the words' cap and policy (module docstring)."""
     ledger = budget.numbers_ledger
     try:
-        return plan_release(owners, numbers.epsilon, budget=None if ledger is not None else budget.numbers_budget,
+        return plan_release(owners, numbers.epsilon, budget=budget.numbers_budget,
                             ledger=ledger, max_rows_per_user=budget.max_tokens_per_person, policy=budget.policy,
                             rng=rng, run_id=run_id, mechanism=f"{budget.mechanism[:200]} numbers".strip(),
                             persons=persons, unit=NUMBERS_UNIT if ledger is not None else None)
