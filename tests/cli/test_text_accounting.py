@@ -94,7 +94,7 @@ def test_author_field_in_jsonl_may_be_dropped(tmp_path: Path, emb: Path) -> None
 
 @pytest.mark.parametrize(("name", "body", "args", "fragment"), [
     ("in.txt", "the cat\n", ["--ledger", "l.db", "--budget", "2"],
-     "--ledger needs --user-column COL (a .csv/.jsonl field naming the author or a stable document id)"),
+     "--ledger needs --user-column (a .csv/.jsonl field naming the author or a stable document id)"),
     ("in.txt", "the cat\n", ["--over-budget", "drop"], "--over-budget needs a budget"),
     ("in.txt", "the cat\n", ["--budget", "-1"], "--budget must be a finite number > 0"),
     ("in.txt", "the cat\n", ["--budget", "0.4"], "--over-budget refuse: 1 of 1 documents with words to "

@@ -10,6 +10,7 @@ built on a vocabulary. ``stats`` prints the plausible-deniability statistics N_w
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -45,7 +46,17 @@ from ._common import (
     warn,
 )
 from ._options import naming_flags, with_options
-from ._text_budget import WITHHELD, Identity, print_persons, privatize_budgeted
+from ._text_budget import (
+    TEXT_FLAGS,
+    WITHHELD,
+    Identity,
+    NumbersBudgetOption,
+    NumbersLedgerOption,
+    NumbersOptions,
+    print_numbers,
+    print_persons,
+    privatize_budgeted,
+)
 from .privatize import DropOption, KeepOption, leaves_report, with_flags
 
 __all__ = ["load_vocabulary", "register"]
@@ -311,6 +322,8 @@ def register(app: typer.Typer) -> None:
                          "number's grid (its decimals), EPS per unit of the value, written in the number's shape. "
                          "Default: numbers are kept."),
         ] = None,
+        numbers_budget: NumbersBudgetOption = None,
+        numbers_ledger: NumbersLedgerOption = None,
         outputs: Annotated[
             str | None,
             typer.Option("--outputs", help="What may be released: alphabetic (default with --embeddings), words "
@@ -340,26 +353,23 @@ def register(app: typer.Typer) -> None:
 
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         from ..text.policy import OutputFilter, TokenPolicy, output_mask
-        from ..text.rewrite import Vocabulary, detect_format, rewrite_file
+        from ..text.rewrite import Vocabulary, rewrite_file
 
+        numbers_acct = NumbersOptions(numbers_budget, numbers_ledger, ledger_key)
         check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file()),
-                                  *acct.files()))  # never the ledger or its key
+                                  *acct.files(), *numbers_acct.files()))  # never a ledger or its key
         _require(mechanism, embeddings, _index(family_options))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        with naming_flags({"column": "--column"}):
-            fmt = detect_format(input_file, column)
-        acct.check(person="document")
-        if user_column is not None and (fmt == "text" or user_column == column):
-            raise ValidationError("--user-column names the author's field of a .csv/.jsonl input (not the text's)")
-        if ledger is not None and user_column is None:
-            raise ValidationError("--ledger needs --user-column COL (a .csv/.jsonl field naming the author or a "
-                                  "stable document id): a document's line number is not the same person from one "
-                                  "run to the next")
-        budgeted = budget is not None or ledger is not None or max_rows_per_user is not None
-        if numbers_epsilon is not None and budgeted:
-            raise ValidationError("--numbers-epsilon is not charged to per-person budgets or ledgers yet: keep the "
-                                  f"numbers (omit --numbers-epsilon) or drop {', '.join(acct.given())}")
+        numbers_acct.check()  # --over-budget is the numbers budget's policy too: a numbers budget alone is a budget
+        (replace(acct, over_budget=None) if numbers_acct.given else acct).check(person="document")
+        from ..text.accounted import check_text_release
+
+        with naming_flags(TEXT_FLAGS):  # the library's rules, in the command line's terms
+            check_text_release(input_file, column, user_column=user_column, ledger=ledger, budget=budget,
+                               numbers=numbers_epsilon, numbers_budget=numbers_budget, numbers_ledger=numbers_ledger)
+        budgeted = (budget is not None or ledger is not None or max_rows_per_user is not None
+                    or numbers_budget is not None)
         is_file = Path(mechanism).suffix.lower() == ".npz"
         with naming_flags({"keep": "--keep-tokens", "outputs": "--outputs"}):
             policy = TokenPolicy.parse(keep_tokens, outputs or ("words" if is_file else "alphabetic"))
@@ -424,15 +434,15 @@ def register(app: typer.Typer) -> None:
             res = release(idx, slots, generator)
             return res if restrict is None else restrict(res)
 
-        persons, unit = None, None
+        persons, unit, numbers_persons = None, None, None
         if budgeted:
             rel, unit = privatize_budgeted(input_file, out, acct, Vocabulary(labels), draw, generator, eps, desc,
                                       Identity(mechanism, embeddings, params, policy.outputs, labels),
                                       {"column": column, "keep": kept, "policy": policy, "keep_columns": keep or (),
-                                       "drop_columns": drop or ()}, [keep_words])
-            st, documents, persons = rel.stats, rel.documents, rel.persons
+                                       "drop_columns": drop or (), "numbers": numbers}, [keep_words], numbers_acct)
+            st, documents, persons, numbers_persons = rel.stats, rel.documents, rel.persons, rel.numbers
         else:
-            with naming_flags({"column": "--column"}):
+            with naming_flags(TEXT_FLAGS):
                 # per-token epsilon lists: no per-document accounting yet (refused above with its options)
                 book = None if cycle > 1 else TextAccounting(eps, len(labels), consistent=consistent,
                                                              user_column=user_column)
@@ -461,7 +471,8 @@ def register(app: typer.Typer) -> None:
             "kept_by": st.kept_by,
             "outputs": policy.outputs,
             "numbers": {"released": st.numbers, "kept": st.kept_by.get("numbers", 0),
-                        "epsilon_per_unit": numbers_epsilon, "max_per_document": st.max_numbers_per_document},
+                        "epsilon_per_unit": numbers_epsilon, "max_per_document": st.max_numbers_per_document,
+                        **({} if numbers_persons is None else {"withheld": st.numbers_withheld})},
             "normalised": st.normalised,
             "columns": st.columns.as_dict() if st.columns is not None else None,
             "out_of_vocabulary": st.oov,
@@ -473,7 +484,9 @@ def register(app: typer.Typer) -> None:
                 **acct.describe(), **documents.as_dict(),
                 **({} if persons is None else {**report_json(persons, acct, eps), "rows_are": "word tokens",
                                                "person": "author" if user_column else "document",
-                                               "withheld_as": WITHHELD, "ledger_unit": unit})},
+                                               "withheld_as": WITHHELD, "ledger_unit": unit}),
+                **({} if numbers_persons is None else {"numbers": numbers_acct.report_json(numbers_persons,
+                                                                                           numbers_epsilon)})},
         }
         if persons is not None:
             summary["withheld"] = st.withheld
@@ -501,6 +514,8 @@ def register(app: typer.Typer) -> None:
             print_documents(documents, acct)
         if persons is not None:
             print_persons(persons, acct, eps)
+        if numbers_persons is not None:
+            print_numbers(numbers_persons, acct, numbers_acct, numbers_epsilon)
 
     options_now = registry.options(registry.SAMPLER_FAMILIES.values())  # read when the app is built
     text_app.command("privatize")(with_options(handle_errors(privatize), privatize, options_now))

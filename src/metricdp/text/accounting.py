@@ -31,7 +31,25 @@ from numpy.typing import NDArray
 from ..accounting.composition import EpsilonSummary, from_units, summarize, to_units
 from ..errors import ValidationError
 
-__all__ = ["DocumentReport", "TextAccounting"]
+__all__ = ["DocumentReport", "TextAccounting", "check_persons"]
+
+
+def check_persons(fmt: str, column: str | None, user_column: str | None, *, ledger: object = None) -> None:
+    """Refuse a person that means nothing: an author's field that is the text's, or is looked for in plain
+    text, and a ledger over documents numbered by their line (``fmt``: the input's format,
+    :func:`.rewrite.detect_format`).
+
+    A ledger adds a person's spend of this run to their spend of earlier runs, so its persons
+    must keep their identity from one file to the next: an author, or a stable document id,
+    named by ``user_column``; the line number of a document does not.
+    """
+    if user_column is not None and (fmt == "text" or user_column == column):
+        raise ValidationError("the parameter 'user_column' names the author's field of a .csv/.jsonl input (not "
+                              "the text's)")
+    if ledger is not None and user_column is None:
+        raise ValidationError("the parameter 'ledger' needs the parameter 'user_column' (a .csv/.jsonl field naming "
+                              "the author or a stable document id): a ledger's persons keep their identity across "
+                              "runs, and a document's line number is not the same person from one run to the next")
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,11 @@ class TextAccounting:
             self._add_person(record.get(self.user_column), where)
 
     # ------------------------------------------------------------------ releases
+    def number(self, doc_in_batch: int) -> bool:
+        """Whether the next number token, of document ``doc_in_batch`` of the batch being read, is released
+        (True) or withheld; here always released: a per-person plan (:mod:`.accounted`) decides otherwise."""
+        return True
+
     def release(self, words: NDArray[np.intp], doc_in_batch: Sequence[int], n_docs: int,
                 sample: Callable[[NDArray[np.intp]], NDArray[np.intp]]) -> NDArray[np.intp]:
         """Replacements of one batch's ``words`` (``doc_in_batch[i]``: token i's document in the batch)."""

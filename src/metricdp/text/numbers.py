@@ -22,7 +22,11 @@ gap. The grid (the count of decimals) and the shape are those of the input, like
 case pattern: they leave as they are, and the guarantee is between numbers of the same shape.
 
 Numbers are never released as words nor words as numbers: this module only ever sees number
-tokens, and the word mechanisms only word tokens (:mod:`.rewrite`).
+tokens, and the word mechanisms only word tokens (:mod:`.rewrite`). Under a per-person budget
+a person's numbers are charged as a line of their own, ``(numbers released) x epsilon`` per
+unit of the value, against a budget and a ledger of their own (:mod:`.accounted`;
+``docs/proofs/composition.md``, Section 2.2): never added to the words' eps, which is per unit
+of the embedding's distance.
 """
 
 from __future__ import annotations

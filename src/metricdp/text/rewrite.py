@@ -16,7 +16,9 @@ generator's numbers are used does, so a seeded run's output depends on ``piece_t
 A sampler may return -1 for a token: the token is *withheld* (a per-person budget or cap,
 :mod:`.accounted`) and written as :data:`WITHHELD`, a fixed placeholder that carries nothing
 of the word (not its case, not its length); a clitic kept beside it stays, as it does beside
-a release.
+a release. A number token is withheld the same way when the accounting's
+:meth:`~.accounting.TextAccounting.number` says so (the numbers' own per-person plan), and then
+nothing is drawn for it.
 
 Files: plain text is read line by line, each line a document (its ending kept); a table's
 column (CSV, Parquet: the formats of :mod:`metricdp.tabular.formats`) is released by the
@@ -49,7 +51,7 @@ from ..streaming.accounted import Settlement
 from ..tabular.columns import ColumnPlan
 from ..tabular.csv import MAX_RECORD_ENV, max_record_bytes
 from ..tabular.formats import FORMATS, RELEASE_FORMATS, format_of
-from .accounting import TextAccounting
+from .accounting import TextAccounting, check_persons
 from .numbers import NumberRelease
 from .policy import TokenPolicy
 from .tokens import FORMAT_CHARS, has_hidden_form, is_numeric, normal, restore_case, split
@@ -73,7 +75,8 @@ Sampler = Callable[..., NDArray[np.intp]]  # sample(inputs) or, with cycle > 1, 
 @dataclass
 class RewriteStats:
     """Counts of a rewrite: word tokens seen, replaced (released), changed, withheld, kept, out of
-    vocabulary; numbers released as numbers (and how many documents released each count of them);
+    vocabulary; numbers released as numbers (and how many documents released each count of them) and
+    numbers withheld by a per-person budget or cap (:mod:`.accounted`);
     tokens whose normal form differs from their text (format characters, compatibility forms
     such as fullwidth letters: ``normalised``)."""
 
@@ -89,6 +92,7 @@ class RewriteStats:
     seconds: float = 0.0
     oov_examples: dict[str, int] = field(default_factory=dict)
     numbers: int = 0
+    numbers_withheld: int = 0
     numbers_per_document: dict[int, int] = field(default_factory=dict)  # numbers released -> documents
     normalised: int = 0
 
@@ -235,8 +239,12 @@ class Rewriter:
                     st.normalised += 1
                 if is_numeric(piece):  # a number: never a word's input (nor a word's output: the output policies)
                     if numbers is not None and numbers.releasable(piece):
-                        pieces[j] = numbers.release_token(piece)
-                        st.numbers += 1
+                        if self.accounting is None or self.accounting.number(d):
+                            pieces[j] = numbers.release_token(piece)
+                            st.numbers += 1
+                        else:  # withheld by the numbers' budget or cap: the placeholder, nothing drawn
+                            pieces[j] = WITHHELD
+                            st.numbers_withheld += 1
                     else:
                         st.kept += 1
                         st.kept_by["numbers"] = st.kept_by.get("numbers", 0) + 1
@@ -411,6 +419,7 @@ def rewrite_file(
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
     fmt = detect_format(path, column)
+    check_persons(fmt, column, None if accounting is None else accounting.user_column)
     if fmt == "text" and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
