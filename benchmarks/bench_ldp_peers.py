@@ -291,7 +291,7 @@ def updates_for(name: str, k: int, quick: bool) -> int:
         return 20
     if name == "krr" and k <= 1000:
         return 2000
-    return {10: 2000, 100: 2000, 1000: 200}.get(k, 20)
+    return 2000 if k <= 300 else 200 if k <= 3000 else 20
 
 
 def row(label: str, ours: list[dict[str, float]], theirs: list[dict[str, float] | None], unit: float) -> str:

@@ -16,8 +16,10 @@ distribution through the channel (seeded; timing only):
 Each side runs ITER updates (ITER / 4 for k = 900; tolerance tiny so that neither stops) after a
 warm-up (numba's compilation excluded), and the time is divided by the updates done: metricdp's one-off
 input checks (O(k^2), about a millisecond at k = 225 on the shared machine) are spread over them;
-REPEATS runs are interleaved (the machine is shared) and the median and the best are reported, in
-microseconds per update. ``numpy`` is metricdp without numba (the ``fast`` extra absent).
+REPEATS runs are interleaved (the machine is shared); each cell is the median and the best wall time
+(``perf_counter``) and the median CPU time (``process_time``: every thread of the process, so a BLAS
+that spins a thread per core shows there), in microseconds per update. ``numpy`` is metricdp without
+numba (the ``fast`` extra absent).
 """
 
 from __future__ import annotations
@@ -53,23 +55,32 @@ def channels(k: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {"krr": (krr_matrix(k, 1.0), a_grr), "oue": (OUE(k, 1.0).channel(), a_ue), "dense": (dense, dense)}
 
 
-def ours_run(counts: np.ndarray, m: np.ndarray, n: int) -> float:
-    t0 = time.perf_counter()
+def ours_run(counts: np.ndarray, m: np.ndarray, n: int) -> tuple[float, float]:
+    """Wall and CPU seconds per update."""
+    t0, c0 = time.perf_counter(), time.process_time()
     res = ibu(counts, m, tol=1e-300, max_iter=n)
-    return (time.perf_counter() - t0) / int(res.iterations)
+    done = int(res.iterations)
+    return (time.perf_counter() - t0) / done, (time.process_time() - c0) / done
 
 
-def theirs_run(a: np.ndarray, freq: np.ndarray, n: int) -> float:
-    t0 = time.perf_counter()
+def theirs_run(a: np.ndarray, freq: np.ndarray, n: int) -> tuple[float, float]:
+    """Wall and CPU seconds per update."""
+    t0, c0 = time.perf_counter(), time.process_time()
     mfl_ibu(len(freq), a, freq, n, 1e-300, "max_abs")  # stops early only at an exact fixed point (favours it)
-    return (time.perf_counter() - t0) / n
+    return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+
+
+def cell(times: list[tuple[float, float]]) -> str:
+    """Median / best wall, median CPU, in microseconds."""
+    wall, cpu = np.array(times).T * 1e6
+    return f"{np.median(wall):.1f} / {wall.min():.1f}, CPU {np.median(cpu):.1f}"
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
     print(f"uptime: {os.popen('uptime').read().strip()}")
-    print("| k | channel | metricdp (numba) median / best | metricdp numpy median / best "
-          "| multi-freq-ldpy median / best | speed-up (medians) |")
+    print("| k | channel | metricdp (numba) wall median / best, CPU | metricdp numpy "
+          "| multi-freq-ldpy | speed-up (medians) wall / CPU |")
     print("|---|---|---|---|---|---|")
     for k in KS:
         for name, (m, a) in channels(k).items():
@@ -94,8 +105,9 @@ def main() -> None:
                 finally:
                     _ibu_kernels.KERNELS = kernels
                 theirs.append(theirs_run(a, freq, n_iter))
-            cells = [f"{np.median(v) * 1e6:.1f} / {np.min(v) * 1e6:.1f}" for v in (ours, plain, theirs)]
-            print(f"| {k} | {name} | {' | '.join(cells)} | {np.median(theirs) / np.median(ours):.1f}x |", flush=True)
+            cells = [cell(v) for v in (ours, plain, theirs)]
+            up = np.median(theirs, axis=0) / np.median(ours, axis=0)
+            print(f"| {k} | {name} | {' | '.join(cells)} | {up[0]:.1f}x / {up[1]:.1f}x |", flush=True)
     print(f"uptime: {os.popen('uptime').read().strip()}")
 
 
