@@ -101,10 +101,16 @@ def test_triangle_tolerance_is_relative():
         ([[0.5, np.nan], [0.5, 0.5]], r"not finite at \(0, 1\)"),
         ([[1.5, -0.5], [0.5, 0.5]], r"negative probability at \(0, 1\): -0.5$"),
         ([[0.5, 0.5], [0.5, 0.4]], r"row 1 of M sums to 0.9, not 1"),
+        ([[0.5, 0.5], [-np.inf, np.inf]], r"not finite at \(1, 0\)"),
+        ([[1e308, 1e308], [0.5, 0.5]], r"row 0 of M sums to inf"),  # finite entries, an overflowing sum
+        ([[0.5, 0.5], [1.0, -0.0]], None),  # a negative zero is no negative probability
         (np.array([["a"]], dtype=object), "numeric matrix"),
     ],
 )
 def test_check_stochastic(matrix, pattern):
+    if pattern is None:
+        assert check_stochastic(matrix, name="M").shape == (2, 2)
+        return
     with pytest.raises(ValidationError, match=pattern):
         check_stochastic(matrix, name="M")
 

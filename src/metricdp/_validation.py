@@ -251,13 +251,18 @@ def check_stochastic(
         raise ValidationError(f"{name} must be a square matrix, got shape {m.shape}")
     if not square and (m.ndim != 2 or 0 in m.shape):
         raise ValidationError(f"{name} must be a non-empty 2-d matrix, got shape {m.shape}")
-    if not np.isfinite(m).all():  # argwhere on the error path only: two passes fewer on a good matrix
-        i, j = np.argwhere(~np.isfinite(m))[0]
-        raise ValidationError(f"{name} is not finite at ({i}, {j}): {m[i, j]}")
-    if (m < 0).any():
+    # two passes over a good matrix and no temporary of its size: a NaN or an infinity makes its
+    # row's sum non-finite, and the minimum is negative iff an entry is; argwhere on the error path only
+    with np.errstate(over="ignore", invalid="ignore"):  # inf + -inf, 1e308 + 1e308: said below
+        sums = m.sum(axis=1)
+    if not np.isfinite(sums).all():
+        bad = np.argwhere(~np.isfinite(m))
+        if bad.size:
+            i, j = bad[0]
+            raise ValidationError(f"{name} is not finite at ({i}, {j}): {m[i, j]}")
+    if not m.min() >= 0:
         i, j = np.argwhere(m < 0)[0]
         raise ValidationError(f"{name} has a negative probability at ({i}, {j}): {float(m[i, j])!r}")
-    sums = m.sum(axis=1)
     off = np.flatnonzero(np.abs(sums - 1.0) > atol)
     if off.size:
         i = int(off[0])
