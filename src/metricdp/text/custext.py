@@ -8,8 +8,9 @@ paper takes the task corpus's frequency order); a word not yet mapped and its K 
 words *not yet mapped* (Euclidean, ties to the smaller index) form one set, and every word of
 the set is mapped to it; repeat until every word is mapped (the last set may be smaller).
 The sets partition the vocabulary and are a fixed public function of it
-(:func:`output_sets`); as in :mod:`.diffractor`, each word's ``neighbours`` nearest words are
-read first and a pass over the words left runs only when fewer than K - 1 of them are free.
+(:func:`output_sets`); the nearest free words are found exactly by
+:class:`.neighbours.FreeWords` (one float32 pass over the free words per set, the few pairs it
+cannot separate ranked in float64), about :math:`n^2/(2K)` scored pairs in all.
 
 **Mechanism** (the paper's sampling function, Eq. 4): for x in the set S, with
 :math:`d_{max}(x) = \max_{y\in S} d(x, y)`, the normalised score :math:`u(x, y) = -d(x,y) /
@@ -37,15 +38,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import RandomSource
+from .._threads import blas_threads
 from .._validation import check_epsilon, check_int
 from ..pointspace import PointSpace
 from ..sampling import ExactTable
 from .base import TextMechanism, check_point_space
-from .diffractor import _nearest_table
+from .neighbours import FreeWords
 
 __all__ = ["CusTextText", "custext_epsilon", "custext_weights", "output_sets", "set_members"]
 
-_BUILT: weakref.WeakKeyDictionary[PointSpace, dict[tuple[int, int], NDArray[np.intp]]] = weakref.WeakKeyDictionary()
+_PAIR_BYTES = 32 * 2**20  # float64 differences of pairs computed at once by custext_weights
+_BUILT: weakref.WeakKeyDictionary[PointSpace, dict[int, NDArray[np.intp]]] = weakref.WeakKeyDictionary()
 
 
 def custext_epsilon(epsilon: float, **_: object) -> float:
@@ -53,35 +56,30 @@ def custext_epsilon(epsilon: float, **_: object) -> float:
     return check_epsilon(epsilon)
 
 
-def output_sets(space: PointSpace, size: int = 20, neighbours: int = 50) -> NDArray[np.intp]:
+def output_sets(space: PointSpace, size: int = 20) -> NDArray[np.intp]:
     """The set of every word, shape (n,) of set numbers 0, 1, ... in order of creation (see the
     module docstring); members of a set are listed by :func:`set_members`."""
     space = check_point_space(space)
     size = check_int(size, "size", minimum=1, maximum=space.n)
-    n = space.n
-    key = (size, int(neighbours))
     built = _BUILT.setdefault(space, {})
-    if key in built:
-        return built[key]
-    table = _nearest_table(space, max(1, min(max(int(neighbours), size), n - 1)))
+    if size in built:
+        return built[size]
+    n = space.n
     group = np.full(n, -1, dtype=np.intp)
-    count = 0
-    for word in range(n):  # sequential: each set depends on the words already mapped
-        if group[word] >= 0:
-            continue
-        near = table[word]
-        free = near[group[near] < 0][: size - 1]
-        if len(free) < size - 1 and (group < 0).sum() - 1 > len(free):
-            d = space.distances_from([word])[0]
-            d[group >= 0] = np.inf
-            d[word] = np.inf
-            order = np.argsort(d, kind="stable")  # ties: the smaller index
-            free = order[: min(size - 1, int((group < 0).sum()) - 1)]
-        group[word] = count
-        group[free] = count
-        count += 1
+    free = FreeWords(space)
+    count, word = 0, 0
+    with blas_threads(1):  # one small product per set: a thread pool costs more than it saves
+        while free.left:  # sequential: each set depends on the words already mapped
+            while group[word] >= 0:
+                word += 1  # the first word not yet mapped
+            free.take(word)
+            near = free.nearest(word, size - 1)
+            free.take(near)
+            group[word] = count
+            group[near] = count
+            count += 1
     group.setflags(write=False)
-    built[key] = group
+    built[size] = group
     return group
 
 
@@ -94,21 +92,34 @@ def set_members(group: NDArray[np.intp]) -> tuple[NDArray[np.intp], NDArray[np.i
 
 def custext_weights(space: PointSpace, group: NDArray[np.intp], epsilon: float) -> tuple[NDArray, NDArray]:
     r"""(weights (n, K) of each word over its set's members, padded with 0; the members (n, K),
-    padded with -1): :math:`e^{-\varepsilon d(x,y)/(2 d_{max}(x))}` in the order of the members."""
+    padded with -1): :math:`e^{-\varepsilon d(x,y)/(2 d_{max}(x))}` in the order of the members.
+
+    Sets by blocks, no loop per set: the members of each set fill a row of a (sets, K) table,
+    padded with the set's first word (a copy of a member changes no maximum; its columns are
+    dropped), and the distances of every pair of a row come from the float64 differences
+    (:func:`.neighbours.squared_distances`'s arithmetic, then the square root).
+    """
     epsilon = check_epsilon(epsilon)
     members, starts = set_members(group)
-    ends = np.r_[starts[1:], len(members)]
-    width = int((ends - starts).max())
-    n = space.n
-    idx = np.full((n, width), -1, dtype=np.intp)
-    weights = np.zeros((n, width))
-    for a, b in zip(starts, ends, strict=True):  # one small block per set
-        m = members[a:b]
-        d = space.distances_from(m)[:, m]
-        top = d.max(axis=1, keepdims=True)
-        w = np.exp(-0.5 * epsilon * np.divide(d, top, out=np.zeros_like(d), where=top > 0))
-        idx[m, : len(m)] = m[None, :]
-        weights[m, : len(m)] = w
+    sizes = np.diff(np.r_[starts, len(members)])
+    width = int(sizes.max())
+    owner = group[members]
+    slot = np.arange(len(members)) - starts[owner]  # position of each member in its set
+    table = np.repeat(members[starts][:, None], width, axis=1)
+    table[owner, slot] = members
+    w = np.empty((*table.shape, width))
+    step = max(1, _PAIR_BYTES // (8 * width * width * space.dim))
+    for a in range(0, len(table), step):  # blocks of sets: (sets, K, K, dim) differences
+        v = space.vectors[table[a : a + step]]
+        diff = v[:, :, None, :] - v[:, None, :, :]
+        d = np.sqrt(np.einsum("sijt,sijt->sij", diff, diff))
+        top = d.max(axis=2, keepdims=True)
+        w[a : a + step] = np.exp(-0.5 * epsilon * np.divide(d, top, out=np.zeros_like(d), where=top > 0))
+    inside = np.arange(width)[None, :] < sizes[owner][:, None]  # (members, K): a real member's column
+    idx = np.full((space.n, width), -1, dtype=np.intp)
+    weights = np.zeros((space.n, width))
+    idx[members] = np.where(inside, table[owner], -1)
+    weights[members] = np.where(inside, w[owner, slot], 0.0)
     return weights, idx
 
 
