@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import weakref
 from fractions import Fraction
+from os import PathLike
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -57,6 +58,7 @@ from ..mechanisms.lattice_laplace import BitStream, discrete_laplace
 from ..pointspace import PointSpace
 from ..sampling import uniform_below
 from .base import TextMechanism, check_point_space
+from .disk_cache import cached
 from .neighbours import FreeWords
 
 __all__ = ["DiffractorText", "diffractor_epsilon", "diffractor_matrix", "embedding_epsilon", "word_lists"]
@@ -71,17 +73,28 @@ def diffractor_epsilon(epsilon: float, **_: object) -> float:
     return check_epsilon(epsilon)
 
 
-def word_lists(space: PointSpace, count: int = 1) -> NDArray[np.intp]:
+def word_lists(space: PointSpace, count: int = 1, *, cache_dir: str | PathLike[str] | None = None) -> NDArray[np.intp]:
     """The ``count`` word lists of 1-Diffractor, shape (count, n): row l lists the word indices
-    in list order (see the module docstring)."""
+    in list order (see the module docstring). With ``cache_dir``, read from / stored in that
+    directory (:mod:`.disk_cache`, entry ``diffractor-lists`` per vocabulary and ``count``; a
+    file is read only when each row is a permutation of the words starting at its word)."""
     space = check_point_space(space)
     count = check_int(count, "lists", minimum=1, maximum=space.n)
-    n = space.n
     built = _BUILT.setdefault(space, {})
-    if count in built:
-        return built[count]
-    starts = np.argsort(-space.sqnorms, kind="stable")[:count]
-    lists = np.empty((count, n), dtype=np.intp)
+    if count not in built:
+        starts = np.argsort(-space.sqnorms, kind="stable")[:count]
+        found = cached(cache_dir, "diffractor-lists", space, {"lists": count},
+                       lambda: {"lists": _build_lists(space, starts)},
+                       lambda arrays: _check_lists(arrays, starts, space.n), 8 * count * space.n)
+        lists = found["lists"].astype(np.intp)
+        lists.setflags(write=False)
+        built[count] = lists
+    return built[count]
+
+
+def _build_lists(space: PointSpace, starts: NDArray[np.intp]) -> NDArray[np.intp]:
+    n = space.n
+    lists = np.empty((len(starts), n), dtype=np.intp)
     with blas_threads(1):  # one small product per step: a thread pool costs more than it saves
         for li, first in enumerate(starts):
             free = FreeWords(space)
@@ -91,9 +104,17 @@ def word_lists(space: PointSpace, count: int = 1) -> NDArray[np.intp]:
                 free.take(word)
                 if step < n - 1:
                     word = int(free.nearest(word, 1)[0])
-    lists.setflags(write=False)
-    built[count] = lists
     return lists
+
+
+def _check_lists(arrays: dict[str, NDArray], starts: NDArray[np.intp], n: int) -> None:
+    """What a file must hold: each list a permutation of the words (every word has a position), from its
+    start word (the guarantee holds for the list distance of any such lists)."""
+    lists = arrays.get("lists")
+    if set(arrays) != {"lists"} or lists is None or lists.dtype.kind != "i" or lists.shape != (len(starts), n):
+        raise ValidationError("not a table of word lists")
+    if not (np.sort(lists, axis=1) == np.arange(n)).all() or not np.array_equal(lists[:, 0], starts):
+        raise ValidationError("not permutations of the words from their start words")
 
 
 def _positions(lists: NDArray[np.intp]) -> NDArray[np.intp]:
@@ -149,6 +170,10 @@ class DiffractorText(TextMechanism):
         The mDP level for the list distance.
     lists : int
         Number of lists K (default 1).
+    cache_dir : path, optional
+        A directory (e.g. the embeddings' own) where the lists (per vocabulary and K) are kept
+        and read back by the next mechanism (:mod:`.disk_cache`); they are public functions of
+        the vocabulary: no input text reaches them.
 
     Examples
     --------
@@ -160,10 +185,11 @@ class DiffractorText(TextMechanism):
     name = "diffractor"
     guarantee = "list position (1-Diffractor's d_L), not the Euclidean distance"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, lists: int = 1) -> None:
+    def __init__(self, space: PointSpace, epsilon: float, *, lists: int = 1,
+                 cache_dir: str | PathLike[str] | None = None) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
-        self.lists = word_lists(space, lists)  # read-only, shared by the mechanisms over this space
+        self.lists = word_lists(space, lists, cache_dir=cache_dir)  # read-only, shared over this space
         self.positions = _positions(self.lists)
         self.positions.setflags(write=False)
         self._beta = Fraction(epsilon)  # the float eps, exactly
