@@ -146,3 +146,13 @@ def test_a_missing_or_unwritable_directory_is_one_clear_error(tmp_path: Path) ->
             CusTextText(_space(), 1.0, size=5, cache_dir=locked)
     finally:
         locked.chmod(0o700)
+
+
+def test_sets_built_in_memory_are_stored_when_a_cache_is_named(tmp_path: Path, builds: dict[str, int]) -> None:
+    space = _space()
+    CusTextText(space, 1.0, size=5)
+    assert _entries(tmp_path, "custext-sets") == []
+    CusTextText(space, 1.0, size=5, cache_dir=tmp_path)  # the same space: its sets are in memory
+    assert builds["sets"] == 1 and len(_entries(tmp_path, "custext-sets")) == 1
+    assert np.array_equal(CusTextText(_space(), 1.0, size=5, cache_dir=tmp_path).group, custext.output_sets(space, 5))
+    assert builds["sets"] == 1

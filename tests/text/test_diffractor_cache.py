@@ -58,3 +58,12 @@ def test_damaged_or_forged_lists_are_rebuilt(tmp_path: Path, builds: list[int]) 
         np.savez(fh, key=np.frombuffer(key, np.uint8), checksum=np.frombuffer(checksum, np.uint8), **forged)
     assert np.array_equal(DiffractorText(_space(), 1.0, cache_dir=tmp_path).lists, cold.lists)
     assert builds == [1, 1, 1]
+
+
+def test_lists_built_in_memory_are_stored_when_a_cache_is_named(tmp_path: Path, builds: list[int]) -> None:
+    space = _space()
+    DiffractorText(space, 1.0)
+    DiffractorText(space, 1.0, cache_dir=tmp_path)
+    assert builds == [1] and len(list(tmp_path.glob("diffractor-lists-*.npz"))) == 1
+    assert np.array_equal(DiffractorText(_space(), 1.0, cache_dir=tmp_path).lists, DiffractorText(space, 1.0).lists)
+    assert builds == [1]

@@ -69,13 +69,16 @@ def output_sets(space: PointSpace, size: int = 20, *, cache_dir: str | PathLike[
     space = check_point_space(space)
     size = check_int(size, "size", minimum=1, maximum=space.n)
     built = _BUILT.setdefault(space, {})
-    if size not in built:
-        found = cached(cache_dir, "custext-sets", space, {"size": size}, lambda: {"group": _build_sets(space, size)},
+    known = built.get(size)
+    if known is None or cache_dir is not None:  # sets in memory are still stored in a cache_dir lacking them
+        found = cached(cache_dir, "custext-sets", space, {"size": size},
+                       lambda: {"group": _build_sets(space, size) if known is None else known},
                        lambda arrays: _check_sets(arrays, space.n, size), 8 * space.n)
-        group = found["group"].astype(np.intp)
-        group.setflags(write=False)
-        built[size] = group
-    return built[size]
+        if known is None:
+            known = found["group"].astype(np.intp)
+            known.setflags(write=False)
+            built[size] = known
+    return known
 
 
 def _build_sets(space: PointSpace, size: int) -> NDArray[np.intp]:

@@ -81,15 +81,17 @@ def word_lists(space: PointSpace, count: int = 1, *, cache_dir: str | PathLike[s
     space = check_point_space(space)
     count = check_int(count, "lists", minimum=1, maximum=space.n)
     built = _BUILT.setdefault(space, {})
-    if count not in built:
+    known = built.get(count)
+    if known is None or cache_dir is not None:  # lists in memory are still stored in a cache_dir lacking them
         starts = np.argsort(-space.sqnorms, kind="stable")[:count]
         found = cached(cache_dir, "diffractor-lists", space, {"lists": count},
-                       lambda: {"lists": _build_lists(space, starts)},
+                       lambda: {"lists": _build_lists(space, starts) if known is None else known},
                        lambda arrays: _check_lists(arrays, starts, space.n), 8 * count * space.n)
-        lists = found["lists"].astype(np.intp)
-        lists.setflags(write=False)
-        built[count] = lists
-    return built[count]
+        if known is None:
+            known = found["lists"].astype(np.intp)
+            known.setflags(write=False)
+            built[count] = known
+    return known
 
 
 def _build_lists(space: PointSpace, starts: NDArray[np.intp]) -> NDArray[np.intp]:
