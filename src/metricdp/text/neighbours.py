@@ -29,13 +29,11 @@ most :math:`f_{(k)} + \tau_i`, so at least k free words have :math:`\hat\delta -
 v_i\rVert^2 \le f_{(k)} + \tau_i + e_i`, and so does every word of the answer (the k first by
 :math:`(\hat\delta, j)`); each has true score at most :math:`f_{(k)} + \tau_i + 2e_i` and fast
 score at most :math:`f_{(k)} + 2\tau_i + 2e_i`: a candidate. The candidates are ranked by
-:math:`(\hat\delta, j)`, the order itself. Scores that are not finite (vectors beyond float32)
-send the search to the exact pass over every free word.
+:math:`(\hat\delta, j)`, the order itself. Where a score could leave the float32 range
+(:math:`4 r_{max}^2 \ge 10^{37}`) every free word is a candidate.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +43,7 @@ from ..pointspace import PointSpace, _tolerance
 __all__ = ["FreeWords", "squared_distances"]
 
 _U64 = 2.0**-53  # unit roundoff of float64
+_FLOAT32_SAFE = 1e37  # scores of magnitude below this stay finite in float32 (largest: 3.4e38)
 _COMPACT = 256  # a scored block this small keeps its taken words (scoring them costs less than a copy)
 
 
@@ -79,7 +78,9 @@ class FreeWords:
         self.left = n
         self.taken = np.zeros(n, dtype=bool)
         x = space.vectors
-        with np.errstate(over="ignore"):  # vectors beyond float32: infinite scores, the exact pass
+        # every term and partial sum of a score is below 4 r_max^2: within float32 below this, else exact passes
+        self._exact = not 4.0 * space.radius_max**2 < _FLOAT32_SAFE
+        with np.errstate(over="ignore"):
             self._coef = np.column_stack([-2.0 * x, np.ones(n)]).astype(np.float32)  # word i's scores: coef_i @ v32.T
             v32 = space._v32
         tau = _tolerance(np.ones(n), x, float(space.sqnorms.max()), space.radius_max, space.dim)
@@ -104,19 +105,19 @@ class FreeWords:
             self._penalty = np.zeros(len(keep), dtype=np.float32)
 
     def nearest(self, word: int, k: int) -> NDArray[np.intp]:
-        """The ``min(k, left)`` free words nearest to ``word``, nearest first (the module's order)."""
+        """The ``min(k, left)`` free words nearest to ``word``, nearest first (the module's order);
+        ``word`` itself is one of them unless taken."""
         k = min(int(k), self.left)
         if k <= 0:
             return np.empty(0, dtype=np.intp)
-        with np.errstate(over="ignore", invalid="ignore"):  # not finite: the exact pass below
+        if self._exact:  # scores beyond float32: every free word, exactly
+            cand = np.flatnonzero(~self.taken)
+        else:
             scores = self._coef[word] @ self._block
             scores += self._penalty
             kth = scores.min() if k == 1 else np.partition(scores, k - 1)[k - 1]
-            thr = float(kth) + float(self._margin[word])
-        if math.isfinite(thr):  # compared in float64 (a float64 scalar): the threshold is not rounded
-            cand = self._active[(scores <= np.float64(thr)).nonzero()[0]]
-        else:  # scores beyond float32: every free word, exactly
-            cand = np.flatnonzero(~self.taken)
+            thr = np.float64(kth) + self._margin[word]  # compared in float64: the threshold is not rounded
+            cand = self._active[(scores <= thr).nonzero()[0]]
         if k == 1 == len(cand):
             return cand
         d = squared_distances(self.space, word, cand)
