@@ -27,11 +27,11 @@ def _sets_by_brute_force(points: np.ndarray, size: int) -> list[int]:
     return group
 
 
-@pytest.mark.parametrize("neighbours", [2, 50])
-def test_output_sets_follow_the_mapping_function(neighbours) -> None:
+@pytest.mark.parametrize("size", [1, 2, 4, 43])
+def test_output_sets_follow_the_mapping_function(size) -> None:
     pts = np.random.default_rng(7).normal(size=(43, 3))
     space = PointSpace.from_points(pts)
-    assert output_sets(space, 4, neighbours).tolist() == _sets_by_brute_force(pts, 4)
+    assert output_sets(space, size).tolist() == _sets_by_brute_force(pts, size)
 
 
 def test_hand_computed_sets_and_weights() -> None:

@@ -30,7 +30,7 @@ def test_lists_follow_the_nearest_unlisted_word_from_the_farthest_words() -> Non
     g = np.random.default_rng(3)
     pts = g.normal(size=(60, 3))
     space = PointSpace.from_points(pts)
-    lists = word_lists(space, 2, neighbours=3)  # few neighbours: the full-pass fallback runs too
+    lists = word_lists(space, 2)
     norms = np.linalg.norm(pts - pts.mean(axis=0), axis=1)
     starts = np.argsort(-norms, kind="stable")[:2]
     for li in range(2):
@@ -96,3 +96,30 @@ def test_table_and_loop_samplers_release_the_same_law(vocab, eps) -> None:
     mech._geometric = None
     out = mech.sample(np.full(4_000, 7), rng=2024)
     assert chi_square_p(out, law) > 1e-3
+
+
+def test_numpy_tables_draw_what_the_compiled_kernel_draws() -> None:
+    pytest.importorskip("numba")
+    from fractions import Fraction
+
+    from metricdp.mechanisms.lattice_batch import Geometric
+
+    for eps in (0.05, 1.0, 30.0):
+        compiled = Geometric(Fraction(eps)).laplace(50_000, np.random.default_rng(4))
+        plain = Geometric(Fraction(eps), compiled=False).laplace(50_000, np.random.default_rng(4))
+        assert np.array_equal(compiled, plain)
+
+
+def test_a_release_starts_no_compiled_kernels() -> None:
+    # the first release pays no numba start: the geometric tables are walked by numpy
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from metricdp.pointspace import PointSpace\n"
+            "from metricdp.text.diffractor import DiffractorText\n"
+            "space = PointSpace.from_points(np.random.default_rng(0).normal(size=(40, 3)))\n"
+            "DiffractorText(space, 1.0, lists=2).sample(np.arange(40).repeat(50), rng=0)\n"
+            "assert 'metricdp.mechanisms._lattice_kernels' not in sys.modules\n"
+            "assert 'numba' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -169,8 +169,9 @@ class _Level:
     """
 
     def __init__(self, floors: list[int], exact: Callable[[int], IntBounds], mode: int, p1: float,
-                 p2: float = 0.0) -> None:
+                 p2: float = 0.0, compiled: bool = True) -> None:
         self.size = len(floors)
+        self.compiled = compiled
         self.desc = np.array(floors, dtype=np.uint64)  # floor(t_g 2^64), g = 1..N: non-increasing
         self.asc = self.desc[::-1].copy()
         self.exact, self.mode, self.p1, self.p2 = exact, mode, p1, p2
@@ -195,7 +196,7 @@ class _Level:
         return c, eq
 
     def count(self, w: NDArray[np.uint64], words: Callable[[int], NDArray[np.uint64]]) -> NDArray[np.int64]:
-        kernels = lattice_kernels(_KERNELS)
+        kernels = lattice_kernels(_KERNELS) if self.compiled else None
         if kernels is not None:
             c, eq = kernels["level_count"](w, self.desc, self.mode, self.p1, self.p2)
         else:
@@ -239,9 +240,13 @@ class Geometric:
     beta : Fraction
         A positive float's value (dyadic: exact in float and in rational arithmetic); a draw
         takes about 1 / (65,536 beta) table passes when beta is below 1/65,536.
+    compiled : bool
+        Count with the compiled kernel where numba is installed (True), or always with numpy
+        (False: the same decisions, and no numba start in a process that needs nothing else
+        compiled).
     """
 
-    def __init__(self, beta: Fraction) -> None:
+    def __init__(self, beta: Fraction, *, compiled: bool = True) -> None:
         beta = Fraction(beta)
         b = float(beta)
         if Fraction(b) != beta or not b > 0:
@@ -255,7 +260,7 @@ class Geometric:
         rl, rh = exp_neg_bounds(rho_x, _P)
         lows, highs = _power_bounds(rl, rh, n_m)
         # U < rho^m  <=>  m < -ln U / (beta n)
-        self._m = _Level(_floors(lows, highs, self._exact_power), self._exact_power, 0, b * n)
+        self._m = _Level(_floors(lows, highs, self._exact_power), self._exact_power, 0, b * n, compiled=compiled)
         self._r: _Level | None = None
         if n > 1:
             ql, qh = exp_neg_bounds(self.beta, _P)
@@ -265,7 +270,8 @@ class Geometric:
             s_lo = [((lo - nh) << _P) // (one - nl) for lo in lows[:-1]]
             s_hi = [-((-(hi - nl) << _P) // (one - nh)) for hi in highs[:-1]]
             # U < S_r  <=>  r < -ln(U (1 - q^n) + q^n) / beta
-            self._r = _Level(_floors(s_lo, s_hi, self._exact_rest), self._exact_rest, 1, b, math.exp(-b * n))
+            self._r = _Level(_floors(s_lo, s_hi, self._exact_rest), self._exact_rest, 1, b, math.exp(-b * n),
+                             compiled)
 
     # exact threshold bounds (rare path) ------------------------------------------------
     def _exact_power(self, m: int) -> IntBounds:

@@ -14,6 +14,8 @@ Modules
 * :mod:`.diffractor` -- 1-Diffractor (Meisenbacher et al. 2024): geometric noise on word-list positions.
 * :mod:`.vickrey` -- the Vickrey mechanism (Xu et al. 2021): nearest or second-nearest word.
 * :mod:`.custext` -- CusText (Chen et al. 2023): the exponential mechanism inside output sets.
+* :mod:`.neighbours` -- the exact nearest free words that 1-Diffractor's lists and CusText's sets walk by.
+* :mod:`.disk_cache` -- those lists, sets and weights kept on disk per vocabulary, checked before use.
 * :mod:`.ann` -- the optional approximate nearest-word index (faiss HNSW).
 * :mod:`.build` -- names -> builders, proven epsilons.
 * :mod:`.stats` -- plausible deniability statistics N_w, S_w (Feyisetan et al. 2020).

@@ -8,11 +8,9 @@ to the *nearest word not yet in the list*, until every word is in. The paper sta
 list at a random word or at the words farthest from the origin ("outside" variants); here
 list l starts at the word of the l-th largest norm (centred vectors, ties to the smaller
 index), so the lists are a fixed, public function of the embedding (:func:`word_lists`).
-Nearest is the Euclidean distance of :meth:`~metricdp.pointspace.PointSpace.distances_from`,
-ties to the smaller index; the search reads each word's ``neighbours`` nearest words first
-(one blocked pass over the vocabulary) and falls back to a pass over the words left only
-when all of those are already listed, which finds the same word (the first unlisted word in
-distance order is the nearest unlisted word).
+Nearest is the Euclidean distance, ties to the smaller index, found exactly by
+:class:`.neighbours.FreeWords` (its docstring: a float32 pass over the words left, the few it
+cannot separate ranked in float64; about n^2/2 scored pairs per list).
 
 **Mechanism** (the paper's Section 3.2, "geometric"): with :math:`\pi_l(x)` the position of
 x in list l (N words) and K lists, pick a list l uniformly, draw Z with
@@ -46,11 +44,13 @@ from __future__ import annotations
 
 import weakref
 from fractions import Fraction
+from os import PathLike
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._random import RandomSource
+from .._threads import blas_threads
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 from ..mechanisms.lattice_batch import Geometric
@@ -58,13 +58,14 @@ from ..mechanisms.lattice_laplace import BitStream, discrete_laplace
 from ..pointspace import PointSpace
 from ..sampling import uniform_below
 from .base import TextMechanism, check_point_space
+from .disk_cache import cached
+from .neighbours import FreeWords
 
 __all__ = ["DiffractorText", "diffractor_epsilon", "diffractor_matrix", "embedding_epsilon", "word_lists"]
 
 _TABLES = (1e-6, 1e3)  # eps for Geometric's tables (below: long table walks; above: the loop, as fast)
-_NEIGHBOURS = 50  # nearest words read per word before a full pass (the paper's code reads 50)
 # lists already built per space (a per-token epsilon list builds one mechanism per epsilon over one space)
-_BUILT: weakref.WeakKeyDictionary[PointSpace, dict[tuple[int, int], NDArray[np.intp]]] = weakref.WeakKeyDictionary()
+_BUILT: weakref.WeakKeyDictionary[PointSpace, dict[int, NDArray[np.intp]]] = weakref.WeakKeyDictionary()
 
 
 def diffractor_epsilon(epsilon: float, **_: object) -> float:
@@ -72,55 +73,50 @@ def diffractor_epsilon(epsilon: float, **_: object) -> float:
     return check_epsilon(epsilon)
 
 
-def _nearest_table(space: PointSpace, k: int) -> NDArray[np.intp]:
-    """For every word, its k nearest other words in (distance, index) order."""
-    n = space.n
-    out = np.empty((n, k), dtype=np.intp)
-    step = space.block_size(n)
-    for start in range(0, n, step):
-        rows = np.arange(start, min(n, start + step))
-        d = space.distances_from(rows)
-        d[np.arange(len(rows)), rows] = np.inf  # not the word itself
-        part = np.argpartition(d, k - 1, axis=1)[:, :k]
-        kth = np.take_along_axis(d, part, axis=1).max(axis=1)
-        for i in range(len(rows)):  # ties at the k-th distance: the smaller indices, as a full stable sort
-            cand = np.flatnonzero(d[i] <= kth[i])
-            out[start + i] = cand[np.argsort(d[i, cand], kind="stable")[:k]]
-    return out
-
-
-def word_lists(space: PointSpace, count: int = 1, neighbours: int = _NEIGHBOURS) -> NDArray[np.intp]:
+def word_lists(space: PointSpace, count: int = 1, *, cache_dir: str | PathLike[str] | None = None) -> NDArray[np.intp]:
     """The ``count`` word lists of 1-Diffractor, shape (count, n): row l lists the word indices
-    in list order (see the module docstring)."""
+    in list order (see the module docstring). With ``cache_dir``, read from / stored in that
+    directory (:mod:`.disk_cache`, entry ``diffractor-lists`` per vocabulary and ``count``; a
+    file is read only when each row is a permutation of the words starting at its word)."""
     space = check_point_space(space)
     count = check_int(count, "lists", minimum=1, maximum=space.n)
-    n = space.n
-    key = (count, int(neighbours))
     built = _BUILT.setdefault(space, {})
-    if key in built:
-        return built[key]
-    table = _nearest_table(space, max(1, min(int(neighbours), n - 1)))
-    starts = np.argsort(-space.sqnorms, kind="stable")[:count]
-    lists = np.empty((count, n), dtype=np.intp)
-    for li, first in enumerate(starts):
-        listed = np.zeros(n, dtype=bool)
-        word = int(first)
-        for step in range(n):  # a chain: each word depends on the previous one
-            lists[li, step] = word
-            listed[word] = True
-            if step == n - 1:
-                break
-            near = table[word]
-            free = near[~listed[near]]
-            if free.size:
-                word = int(free[0])
-            else:
-                d = space.distances_from([word])[0]
-                d[listed] = np.inf
-                word = int(np.argmin(d))  # the first minimum: the smaller index
-    lists.setflags(write=False)
-    built[key] = lists
+    known = built.get(count)
+    if known is None or cache_dir is not None:  # lists in memory are still stored in a cache_dir lacking them
+        starts = np.argsort(-space.sqnorms, kind="stable")[:count]
+        found = cached(cache_dir, "diffractor-lists", space, {"lists": count},
+                       lambda: {"lists": _build_lists(space, starts) if known is None else known},
+                       lambda arrays: _check_lists(arrays, starts, space.n), 8 * count * space.n)
+        if known is None:
+            known = found["lists"].astype(np.intp)
+            known.setflags(write=False)
+            built[count] = known
+    return known
+
+
+def _build_lists(space: PointSpace, starts: NDArray[np.intp]) -> NDArray[np.intp]:
+    n = space.n
+    lists = np.empty((len(starts), n), dtype=np.intp)
+    with blas_threads(1):  # one small product per step: a thread pool costs more than it saves
+        for li, first in enumerate(starts):
+            free = FreeWords(space)
+            word = int(first)
+            for step in range(n):  # a chain: each word depends on the previous one
+                lists[li, step] = word
+                free.take(word)
+                if step < n - 1:
+                    word = int(free.nearest(word, 1)[0])
     return lists
+
+
+def _check_lists(arrays: dict[str, NDArray], starts: NDArray[np.intp], n: int) -> None:
+    """What a file must hold: each list a permutation of the words (every word has a position), from its
+    start word (the guarantee holds for the list distance of any such lists)."""
+    lists = arrays.get("lists")
+    if set(arrays) != {"lists"} or lists is None or lists.dtype.kind != "i" or lists.shape != (len(starts), n):
+        raise ValidationError("not a table of word lists")
+    if not (np.sort(lists, axis=1) == np.arange(n)).all() or not np.array_equal(lists[:, 0], starts):
+        raise ValidationError("not permutations of the words from their start words")
 
 
 def _positions(lists: NDArray[np.intp]) -> NDArray[np.intp]:
@@ -176,6 +172,10 @@ class DiffractorText(TextMechanism):
         The mDP level for the list distance.
     lists : int
         Number of lists K (default 1).
+    cache_dir : path, optional
+        A directory (e.g. the embeddings' own) where the lists (per vocabulary and K) are kept
+        and read back by the next mechanism (:mod:`.disk_cache`); they are public functions of
+        the vocabulary: no input text reaches them.
 
     Examples
     --------
@@ -187,14 +187,17 @@ class DiffractorText(TextMechanism):
     name = "diffractor"
     guarantee = "list position (1-Diffractor's d_L), not the Euclidean distance"
 
-    def __init__(self, space: PointSpace, epsilon: float, *, lists: int = 1) -> None:
+    def __init__(self, space: PointSpace, epsilon: float, *, lists: int = 1,
+                 cache_dir: str | PathLike[str] | None = None) -> None:
         space = check_point_space(space)
         epsilon = check_epsilon(epsilon)
-        self.lists = word_lists(space, lists)  # read-only, shared by the mechanisms over this space
+        self.lists = word_lists(space, lists, cache_dir=cache_dir)  # read-only, shared over this space
         self.positions = _positions(self.lists)
         self.positions.setflags(write=False)
         self._beta = Fraction(epsilon)  # the float eps, exactly
-        self._geometric = Geometric(self._beta) if _TABLES[0] <= epsilon <= _TABLES[1] else None
+        # numpy counts the table walk (a few passes per draw, as fast as the compiled kernel here):
+        # no numba start for a release that needs nothing else compiled
+        self._geometric = Geometric(self._beta, compiled=False) if _TABLES[0] <= epsilon <= _TABLES[1] else None
         super().__init__(space, epsilon, {"epsilon": epsilon, "lists": int(lists)})
 
     def _sample(self, inputs: NDArray[np.intp], rng: RandomSource) -> NDArray[np.intp]:
