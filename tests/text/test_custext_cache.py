@@ -156,3 +156,17 @@ def test_sets_built_in_memory_are_stored_when_a_cache_is_named(tmp_path: Path, b
     assert builds["sets"] == 1 and len(_entries(tmp_path, "custext-sets")) == 1
     assert np.array_equal(CusTextText(_space(), 1.0, size=5, cache_dir=tmp_path).group, custext.output_sets(space, 5))
     assert builds["sets"] == 1
+
+
+def test_the_registry_passes_the_cache_dir_to_the_families_that_keep_one(tmp_path: Path, builds: dict[str, int]):
+    from metricdp.text.build import build
+
+    first = build("custext", _space(), 1.0, cache_dir=tmp_path, size=5)
+    assert builds == {"sets": 1, "weights": 1} and len(os.listdir(tmp_path)) == 2
+    again = build("custext", _space(), 1.0, cache_dir=tmp_path, size=5)  # read back, nothing computed
+    assert builds == {"sets": 1, "weights": 1}
+    np.testing.assert_array_equal(first.group, again.group)
+    build("diffractor", _space(), 1.0, cache_dir=tmp_path)
+    assert len(os.listdir(tmp_path)) == 3  # 1-Diffractor's lists
+    build("exponential", _space(), 1.0, cache_dir=tmp_path)  # keeps nothing per vocabulary: ignored
+    assert len(os.listdir(tmp_path)) == 3

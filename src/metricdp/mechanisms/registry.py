@@ -46,6 +46,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from os import PathLike
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
@@ -367,7 +368,9 @@ class SamplerFamily:
     eps-mDP per token for the Euclidean distance of the embedding, with the proven
     epsilon a function of its parameters (``proven``, a ``"module:function"`` path taking
     ``epsilon`` and the family's parameters); ``exact`` says whether the family is exact
-    on a finite vocabulary (its matrix can then be built and audited on a small one).
+    on a finite vocabulary (its matrix can then be built and audited on a small one);
+    ``disk_cache`` whether its builder keeps its per-vocabulary structures in a
+    ``cache_dir`` (:mod:`metricdp.text.disk_cache`), which :meth:`build` passes on.
     """
 
     name: str
@@ -376,6 +379,7 @@ class SamplerFamily:
     proven: str
     params: tuple[Param, ...] = ()
     exact: bool = True
+    disk_cache: bool = False
 
     def find(self, name: str) -> Param | None:
         """The declared parameter called ``name``, or None."""
@@ -396,9 +400,13 @@ class SamplerFamily:
         value: float = _resolve(self.proven)(epsilon, **params)
         return value
 
-    def build(self, space: PointSpace, epsilon: float, **params: Any) -> TextMechanism:
-        """The sampler over ``space`` at ``epsilon`` with validated ``params``."""
-        mechanism: TextMechanism = _resolve(self.builder)(space, check_epsilon(epsilon), **self.check_params(params))
+    def build(self, space: PointSpace, epsilon: float, *, cache_dir: str | PathLike[str] | None = None,
+              **params: Any) -> TextMechanism:
+        """The sampler over ``space`` at ``epsilon`` with validated ``params``; ``cache_dir`` (an existing
+        directory) keeps what a ``disk_cache`` family builds per vocabulary, and is ignored by the others."""
+        extra = {"cache_dir": cache_dir} if self.disk_cache and cache_dir is not None else {}
+        mechanism: TextMechanism = _resolve(self.builder)(space, check_epsilon(epsilon), **self.check_params(params),
+                                                          **extra)
         return mechanism
 
 
@@ -438,7 +446,8 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
         SamplerFamily("diffractor", f"{_T}.diffractor:DiffractorText",
                       "1-Diffractor: geometric noise on positions in 1-d word lists (Meisenbacher et al. 2024); "
                       "eps-mDP for the list distance", f"{_T}.diffractor:diffractor_epsilon",
-                      (Param("lists", "int", 1, "number of word lists K", "--lists", minimum=1, maximum=64),)),
+                      (Param("lists", "int", 1, "number of word lists K", "--lists", minimum=1, maximum=64),),
+                      disk_cache=True),
         SamplerFamily("vickrey", f"{_T}.vickrey:VickreyText",
                       "Vickrey mechanism: Madlib's noise, then the nearest or second-nearest word (Xu et al. 2021)",
                       f"{_T}.vickrey:vickrey_epsilon",
@@ -448,7 +457,7 @@ SAMPLER_FAMILIES: dict[str, SamplerFamily] = {
                       "CusText: exponential mechanism inside output sets of K near words (Chen et al. 2023); "
                       "eps-DP within a set, none across", f"{_T}.custext:custext_epsilon",
                       (Param("size", "int", 20, "words K per output set (the paper's top_k)", "--set-size",
-                             minimum=1),)),
+                             minimum=1),), disk_cache=True),
     )
 }
 

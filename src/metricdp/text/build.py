@@ -8,6 +8,7 @@ eps-mDP per token for the Euclidean distance of the embedding (see each module's
 
 from __future__ import annotations
 
+from os import PathLike
 from typing import Any
 
 from ..mechanisms import registry
@@ -27,6 +28,12 @@ def proven_epsilon(name: str, epsilon: float, **params: Any) -> float:
     return registry.get_sampler(name).proven_epsilon(epsilon, **params)
 
 
-def build(name: str, space: PointSpace, epsilon: float, **params: Any) -> TextMechanism:
-    """Build the text mechanism ``name`` over ``space`` at Euclidean mDP level ``epsilon``."""
-    return registry.get_sampler(name).build(space, epsilon, **params)
+def build(name: str, space: PointSpace, epsilon: float, *, cache_dir: str | PathLike[str] | None = None,
+          **params: Any) -> TextMechanism:
+    """Build the text mechanism ``name`` over ``space`` at Euclidean mDP level ``epsilon``.
+
+    ``cache_dir``: an existing directory where the families that build a structure per
+    vocabulary (CusText's output sets and weights, 1-Diffractor's lists) keep it between
+    runs (:mod:`metricdp.text.disk_cache`: read only when it checks out); the others ignore it.
+    """
+    return registry.get_sampler(name).build(space, epsilon, cache_dir=cache_dir, **params)
