@@ -23,7 +23,7 @@ from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 from .number_text import BadNumbers, parse_numbers
 
-__all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "read_numbers"]
+__all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "check_choices", "read_numbers"]
 
 OUT_OF_RANGE = ("error", "clamp")
 OFF_GRID = ("error", "round")
@@ -63,6 +63,14 @@ def read_numbers(chunk: Chunk, column: str, where: str) -> tuple[NDArray[np.floa
     return numbers, bad, empty, none
 
 
+def check_choices(out_of_range: str, off_grid: str) -> None:
+    """``out_of_range`` is one of :data:`OUT_OF_RANGE`, ``off_grid`` one of :data:`OFF_GRID` (the error names
+    the parameter)."""
+    for name, value, allowed in (("out_of_range", out_of_range, OUT_OF_RANGE), ("off_grid", off_grid, OFF_GRID)):
+        if value not in allowed:
+            raise ValidationError(f"the parameter {name!r} must be one of {', '.join(allowed)}, got {value!r}")
+
+
 class _Bad(Refusals):
     def __init__(self, column: str, grid: Any) -> None:
         self._bad, self._column, self._grid = BadNumbers(), column, grid
@@ -89,10 +97,7 @@ class Numbers(Kind):
                  off_grid: str = "error", where: str = "input") -> None:
         if not isinstance(mechanism, NumberMechanism):
             raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
-        if out_of_range not in OUT_OF_RANGE:
-            raise ValidationError(f"out_of_range must be one of {', '.join(OUT_OF_RANGE)}, got {out_of_range!r}")
-        if off_grid not in OFF_GRID:
-            raise ValidationError(f"off_grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
+        check_choices(out_of_range, off_grid)
         self.mechanism, self.column, self.source, self.where = mechanism, column, source, where
         self.columns = (column,)
         self.out_of_range, self.off_grid = out_of_range, off_grid
