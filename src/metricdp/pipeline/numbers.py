@@ -18,9 +18,9 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
-from ..tabular.formats import Chunk, Coded, Released, arrow
+from ..tabular.formats import Chunk, arrow
 from ..tabular.leaks import LeakRule
-from .kind import Kind, Parsed, Refusals
+from .kind import CodedColumn, Parsed, Refusals
 from .number_text import BadNumbers, parse_numbers
 
 __all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "check_choices", "read_numbers"]
@@ -87,33 +87,24 @@ class _Bad(Refusals):
         return self._bad.error(where, self._column, self._grid, unit)
 
 
-class Numbers(Kind):
+class Numbers(CodedColumn):
     """The column ``column`` released by ``mechanism`` (a :class:`NumberMechanism`) from ``source``."""
 
     compiled = True
     refuses_empty = True
+    outputs_are = "the released grid points"
 
     def __init__(self, mechanism: NumberMechanism, column: str, source: Any, *, out_of_range: str = "error",
                  off_grid: str = "error", where: str = "input") -> None:
         if not isinstance(mechanism, NumberMechanism):
             raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
         check_choices(out_of_range, off_grid)
-        self.mechanism, self.column, self.source, self.where = mechanism, column, source, where
-        self.columns = (column,)
-        self.out_of_range, self.off_grid = out_of_range, off_grid
-        self.outputs = tuple(mechanism.output_labels)
-        self._cache: dict[str, Any] = {}
-
-    @property
-    def epsilon(self) -> float:
-        return float(self.mechanism.epsilon)
+        super().__init__(mechanism, column, source, tuple(mechanism.output_labels))
+        self.out_of_range, self.off_grid, self.where = out_of_range, off_grid, where
 
     @property
     def unit(self) -> str:
         return f"unit of {self.column!r}"
-
-    def parse_empty(self) -> NDArray[np.intp]:
-        return np.zeros(0, dtype=np.intp)
 
     def rule(self) -> LeakRule:
         return LeakRule.numbers(self.column, self.mechanism)
@@ -141,6 +132,3 @@ class Numbers(Kind):
 
     def release(self, values: NDArray[np.intp], first_row: int) -> NDArray[np.intp]:
         return self.mechanism.draw(values, self.source)
-
-    def render(self, released: NDArray[np.intp]) -> list[Released]:
-        return [Coded(self.column, released, self.outputs, "the released grid points", self._cache)]
