@@ -58,7 +58,8 @@ from ._common import (
     warn,
 )
 
-__all__ = ["FLAGS", "DropOption", "Engine", "KeepOption", "check_engine", "check_formats", "flagged", "leaves_report",
+__all__ = ["FLAGS", "ChunkRowsOption", "DropOption", "Engine", "EngineOption", "KeepOption", "MasterOption",
+           "SchedulerOption", "check_engine", "check_formats", "flagged", "leaves_report",
            "register", "with_flags"]
 
 DropOption = Annotated[
@@ -71,9 +72,22 @@ KeepOption = Annotated[
                  "silences its warning)."),
 ]
 
+EngineOption = Annotated[
+    Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
+]
+SchedulerOption = Annotated[
+    str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+]
+MasterOption = Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")]
+ChunkRowsOption = Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
 
-def leaves_report(plan: ColumnPlan) -> None:
-    """Name on stderr every column written with its true values: a warning for those nobody named."""
+
+def leaves_report(plan: ColumnPlan, seed: int | None = None, engine: Engine = Engine.local) -> None:
+    """Name on stderr every column written with its true values: a warning for those nobody named; after
+    the warning of a ``--seed`` (said after the run: an input error is the one line of a failed command)."""
+    if seed is not None:
+        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
+             + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
     if plan.unacknowledged:
         names = ", ".join(repr(c) for c in plan.unacknowledged)
         warn(f"column(s) {names} are written UNRELEASED, with their true values: --drop COL to leave one out, "
@@ -151,18 +165,10 @@ def register(app: typer.Typer) -> None:
         ],
         column: Annotated[str, typer.Option("--column", "-c", help="Column whose values are released.")],
         out: OutOption,
-        engine: Annotated[
-            Engine, typer.Option("--engine", help="local (streaming), dask or spark.", case_sensitive=False)
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[
-            str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")
-        ] = None,
-        chunk_rows: Annotated[
-            int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk of the local engine.")
-        ] = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
+        chunk_rows: ChunkRowsOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -212,13 +218,7 @@ def register(app: typer.Typer) -> None:
                 accounting=accounting, engine=engine, scheduler=scheduler, master=master)
         rows, plan, report = stats.rows, stats.columns, stats.accounting
         dt = time.perf_counter() - t0
-        if seed is not None:  # said after the run: an input error is the one line of a failed command
-            warn(
-                "--seed makes the releases reproducible by anyone who knows the seed: "
-                "not private for real data"
-                + ("" if engine is Engine.local else " (one SeedSequence child per partition)")
-            )
-        leaves_report(plan)
+        leaves_report(plan, seed, engine)
         if json:
             echo_json({
                 "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,

@@ -60,9 +60,21 @@ from ._common import (
     console,
     echo_json,
     handle_errors,
-    warn,
 )
-from .privatize import FLAGS, DropOption, Engine, KeepOption, check_engine, check_formats, flagged, leaves_report
+from .privatize import (
+    FLAGS,
+    ChunkRowsOption,
+    DropOption,
+    Engine,
+    EngineOption,
+    KeepOption,
+    MasterOption,
+    SchedulerOption,
+    check_engine,
+    check_formats,
+    flagged,
+    leaves_report,
+)
 
 __all__ = ["parse_range", "register"]
 
@@ -120,15 +132,10 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--off-grid", help="error: refuse values between grid points; round: move them to "
                               "the nearest one (the guarantee becomes EPSILON * (|x - x'| + STEP)).")
         ] = "error",
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
-        = None,
-        engine: Annotated[
-            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
+        chunk_rows: ChunkRowsOption = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -186,10 +193,7 @@ def register(app: typer.Typer) -> None:
                 inputs=acct.files(), engine=engine, scheduler=scheduler, master=master)
         rows, plan, report = stats.rows, stats.columns, stats.accounting
         dt = time.perf_counter() - t0
-        if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
-                 + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
-        leaves_report(plan)
+        leaves_report(plan, seed, engine)
         guarantee = "epsilon * |x - x'|" + (" + epsilon * step" if off_grid == "round" else "")
         summary: dict[str, Any] = {
             "out": str(out), "rows": rows, "column": column, "mechanism": mechanism, "epsilon": epsilon,

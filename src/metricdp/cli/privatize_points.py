@@ -66,7 +66,19 @@ from ._accounting import (
     report_json,
 )
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import FLAGS, DropOption, KeepOption, check_engine, check_formats, flagged, leaves_report
+from .privatize import (
+    FLAGS,
+    ChunkRowsOption,
+    DropOption,
+    EngineOption,
+    KeepOption,
+    MasterOption,
+    SchedulerOption,
+    check_engine,
+    check_formats,
+    flagged,
+    leaves_report,
+)
 
 __all__ = ["register"]
 
@@ -301,15 +313,10 @@ def register(app: typer.Typer) -> None:
         digits: Annotated[
             int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates (6 = 0.1 m).")
         ] = 6,
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
-        = None,
-        engine: Annotated[
-            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
+        chunk_rows: ChunkRowsOption = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -377,9 +384,7 @@ def _report(out: Path, stats: ReleaseStats, settings: PointSettings, plot: Path 
             acct: AccountingOptions | None = None) -> None:
     """Warnings, what left, and the summary (a line, or one JSON object)."""
     eps = settings.epsilon
-    if seed is not None:
-        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
-    leaves_report(stats.columns)
+    leaves_report(stats.columns, seed, engine)
     if settings.plane is None:
         warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
     if json:

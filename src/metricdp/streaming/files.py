@@ -55,18 +55,12 @@ from ..pipeline.labels import Labels, UnknownValues
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Pass, ReleaseStats, Source, release_pass
 from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, max_record_bytes
-from ..tabular.formats import TABLE_FORMATS, format_of
 from .accounted import Accounting, OnePassRun, Settlement
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "UnknownValues", "file_format",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "UnknownValues",
     "privatize_file",
 ]
-
-
-def file_format(path: Any) -> str:
-    """``"csv"`` or ``"parquet"`` from the suffix (:func:`metricdp.tabular.formats.format_of`)."""
-    return format_of(path, TABLE_FORMATS)
 
 
 def privatize_file(

@@ -42,11 +42,7 @@ from ..tabular.formats._base import Full
 if TYPE_CHECKING:
     from .accounted import Accounting
 
-__all__ = ["Full", "PointStats", "Release", "ReleaseStats", "format_fixed", "privatize_points_file"]
-
-
-#: The stats of a release of points: the one stats type of every release (:class:`ReleaseStats`).
-PointStats = ReleaseStats
+__all__ = ["Full", "Release", "ReleaseStats", "format_fixed", "privatize_points_file"]
 
 
 def privatize_points_file(
