@@ -8,8 +8,9 @@ columns that leave with true values), the same byte-exact splicing of CSV
 columns is copied), the same atomic output (:func:`metricdp.io.atomic_write`). Memory is
 bounded by a chunk (``chunk_rows`` rows; for CSV also ``chunk_bytes`` of input).
 
-What a chunk's rows become is the caller's ``release(latlon, first_row)`` (the exact
-lattice or the float sampler, with a region or a snapping set): this module reads, parses,
+What a chunk's rows become is the caller's :class:`~metricdp.location.release.PointSettings`
+(the exact lattice or the float sampler, with a region or a snapping set; on any engine) or
+its own ``release(latlon, first_row)`` (the local engine): this module reads, parses,
 formats and writes. Coordinates are parsed by the one CSV number rule
 (:func:`metricdp.io.parse_decimal`: pyarrow's stricter cast first, Python's for a chunk it
 refuses, so an error names the data row, line and value); released values are written
