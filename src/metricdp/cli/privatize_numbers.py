@@ -39,7 +39,6 @@ from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal
 from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
-from ..tabular.columns import plan_columns
 from ._accounting import (
     AccountingOptions,
     BudgetOption,
@@ -160,7 +159,6 @@ def register(app: typer.Typer) -> None:
         acct.check()
         from ..pipeline.numbers import check_choices
         from ..streaming.numbers import privatize_numbers_file
-        from ..tabular.header import table_header
 
         epsilon = _epsilon(epsilon_text)
         lo, hi = parse_range(value_range)
@@ -176,19 +174,16 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"{input_file}: no such file")
         check_formats(input_file, out)
         check_engine(engine, scheduler, master, chunk_rows)
-        kept, dropped = list(keep or ()), list(drop or ())
-        with flagged():
-            plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped, where=str(input_file))
         t0 = time.perf_counter()
         scope = "numbers:" + hashlib.sha256(repr((mechanism, repr(epsilon), str(grid.lo), str(grid.hi),
                                                  str(grid.step), out_of_range, off_grid)).encode()).hexdigest()[:32]
-        with flagged(), acct.open() as book, warnings.catch_warnings():
+        with flagged(flags=_FLAGS), acct.open() as book, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
             accounting = None if not acct.active else acct.accounting(
                 ledger=book, scope=scope, mechanism=f"privatize-numbers {mechanism} eps={epsilon:g} per unit")
             stats = privatize_numbers_file(
                 mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
-                off_grid=off_grid, chunk_rows=chunk_rows, keep=kept, drop=dropped,  # type: ignore[arg-type]
+                off_grid=off_grid, chunk_rows=chunk_rows, keep=keep or (), drop=drop or (),  # type: ignore[arg-type]
                 progress=ProgressReporter(f"privatize-numbers {input_file.name}"), accounting=accounting,
                 inputs=acct.files(), engine=engine, scheduler=scheduler, master=master)
         rows, plan, report = stats.rows, stats.columns, stats.accounting
