@@ -222,7 +222,6 @@ class _Sample:
 def _summary(out: Path, stats: ReleaseStats, settings: PointSettings, plot: Path | None, seed: int | None,
              seconds: float) -> dict[str, Any]:
     eps, area = settings.epsilon, settings.area
-    reject = area is not None and settings.truncate == "reject"
     return {
         "out": str(out),
         "rows": stats.rows,
@@ -234,7 +233,7 @@ def _summary(out: Path, stats: ReleaseStats, settings: PointSettings, plot: Path
         "lattice": None if settings.plane is None else settings.plane.describe(eps),
         "region": None if area is None else area.name,
         "truncate": settings.truncate if area is not None else None,
-        "noise_epsilon_per_km": eps / 2 if reject else eps,
+        "noise_epsilon_per_km": settings.noise_epsilon,
         "snap_points": None if settings.snapper is None else len(settings.snapper.points),
         "plot": None if plot is None else str(plot),
         "seeded": seed is not None,
