@@ -59,8 +59,7 @@ from ._common import (
 )
 
 __all__ = ["FLAGS", "ChunkRowsOption", "DropOption", "Engine", "EngineOption", "KeepOption", "MasterOption",
-           "SchedulerOption", "check_engine", "check_formats", "flagged", "leaves_report",
-           "register", "with_flags"]
+           "SchedulerOption", "check_engine", "check_formats", "flagged", "leaves_report", "register", "with_flags"]
 
 DropOption = Annotated[
     list[str] | None,
@@ -83,8 +82,8 @@ ChunkRowsOption = Annotated[int | None, typer.Option("--chunk-rows", min=1, help
 
 
 def leaves_report(plan: ColumnPlan, seed: int | None = None, engine: Engine = Engine.local) -> None:
-    """Name on stderr every column written with its true values: a warning for those nobody named; after
-    the warning of a ``--seed`` (said after the run: an input error is the one line of a failed command)."""
+    """Name on stderr every column written with its true values (a warning for those nobody named), after
+    the warning a ``--seed`` carries (said after the run: an input error is the one line of a failed command)."""
     if seed is not None:
         warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
              + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
