@@ -282,3 +282,17 @@ def test_rows_beyond_the_extent_are_refused_by_row(app, tmp_path):
                 "--extent", "100km")
     assert_one_line_error(r, "data row 2", "beyond the extent 100 km")
     assert not out.exists()
+
+
+def test_the_library_rules_are_said_in_flags(app, tmp_path):
+    """The engine's and the settings' rules are the library's; the command names its own flags."""
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    _write_csv(src, n=5)
+    base = ["--lat", "latitude", "--lon", "longitude", "-e", "1", "--origin", "48.85,2.35"]
+    for extra, fragment in ((["--engine", "dask", "--plot", str(tmp_path / "p.png")], "--plot is for --engine local"),
+                            (["--scheduler", "tcp://127.0.0.1:9"], "--scheduler is for --engine dask"),
+                            (["--cell", "10km", "--extent", "1km"], "the lattice of --origin, --cell and --extent: ")):
+        r = _invoke(app, src, *base, "--out", out, *extra)
+        assert_one_line_error(r, fragment)
+        assert "parameter" not in r.stderr and "engine='" not in r.stderr
+    assert not out.exists()

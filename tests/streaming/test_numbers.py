@@ -125,7 +125,7 @@ def test_csv_clamp_and_round_options(tmp_path):
     _write(src, ["1,-5,x", "2,500,x", "3,4.4, x"])
     privatize_numbers_file(AGES, src, "age", out, out_of_range="clamp", off_grid="round", keep=["id", "note"])
     assert len(out.read_text().splitlines()) == 4
-    with pytest.raises(ValidationError, match="out_of_range must be one of error, clamp"):
+    with pytest.raises(ValidationError, match="the parameter 'out_of_range' must be one of error, clamp"):
         privatize_numbers_file(AGES, src, "age", out, out_of_range="drop")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="NumberMechanism"):
         privatize_numbers_file(object(), src, "age", out)  # type: ignore[arg-type]

@@ -16,19 +16,21 @@ each one not named by ``--keep COL``) and in ``--json`` (:mod:`metricdp.tabular.
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
-from collections.abc import Sequence
-from enum import StrEnum
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from .._optional import require
 from .._progress import ProgressReporter
-from ..errors import PrivacyLeakWarning, ValidationError
+from ..errors import MetricDPError, PrivacyLeakWarning, ValidationError
 from ..mechanisms.file import load_mechanism
+from ..pipeline.engine import Engine
+from ..pipeline.engine import check_engine as library_check_engine
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..units import epsilon_forms, space_unit
 from ._accounting import (
@@ -56,7 +58,8 @@ from ._common import (
     warn,
 )
 
-__all__ = ["DropOption", "KeepOption", "check_formats", "leaves_report", "register", "with_flags"]
+__all__ = ["FLAGS", "ChunkRowsOption", "DropOption", "Engine", "EngineOption", "KeepOption", "MasterOption",
+           "SchedulerOption", "check_engine", "check_formats", "flagged", "leaves_report", "register", "with_flags"]
 
 DropOption = Annotated[
     list[str] | None,
@@ -68,9 +71,22 @@ KeepOption = Annotated[
                  "silences its warning)."),
 ]
 
+EngineOption = Annotated[
+    Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
+]
+SchedulerOption = Annotated[
+    str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
+]
+MasterOption = Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")]
+ChunkRowsOption = Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
 
-def leaves_report(plan: ColumnPlan) -> None:
-    """Name on stderr every column written with its true values: a warning for those nobody named."""
+
+def leaves_report(plan: ColumnPlan, seed: int | None = None, engine: Engine = Engine.local) -> None:
+    """Name on stderr every column written with its true values (a warning for those nobody named), after
+    the warning a ``--seed`` carries (said after the run: an input error is the one line of a failed command)."""
+    if seed is not None:
+        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
+             + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
     if plan.unacknowledged:
         names = ", ".join(repr(c) for c in plan.unacknowledged)
         warn(f"column(s) {names} are written UNRELEASED, with their true values: --drop COL to leave one out, "
@@ -83,54 +99,56 @@ def leaves_report(plan: ColumnPlan) -> None:
                           markup=False, highlight=False)
 
 
-class Engine(StrEnum):
-    local = "local"
-    dask = "dask"
-    spark = "spark"
+#: Library parameters -> the flags of the release commands that set them (each command adds its own).
+FLAGS = {"scheduler": "--scheduler", "master": "--master", "chunk_rows": "--chunk-rows"}
 
 
-def check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
-                 local_only: Sequence[tuple[bool, str]] = ()) -> None:
-    """The engine options belong to their engine, checked before anything is read or started:
-    ``--scheduler`` (Dask), ``--master`` (Spark), ``--chunk-rows`` and each ``(given, option)`` of
-    ``local_only`` (the local engine), then the engine's extra is installed."""
-    if scheduler is not None and engine is not Engine.dask:
-        raise ValidationError("--scheduler is for --engine dask")
-    if master is not None and engine is not Engine.spark:
-        raise ValidationError("--master is for --engine spark")
-    if engine is Engine.local:
-        return
-    if chunk_rows is not None:
-        raise ValidationError("--chunk-rows is for --engine local (engines partition the data themselves)")
-    for given, option in local_only:
-        if given:
-            raise ValidationError(f"{option} is for --engine local")
-    require(engine.value, what=f"--engine {engine.value}")
-
-
-def check_formats(input_file: Path, out: Path, *, what: str | None = None) -> str:
-    """The format name of INPUT, a format a release reads; ``--out`` writes that format, or one that is only
-    written (GeoJSON: the library says which releases write it).
-
-    Every format module of :mod:`metricdp.tabular.formats` is accepted by its suffixes
-    (:func:`~metricdp.tabular.formats.release_format`); ``what`` starts INPUT's error.
-    """
-    from ..tabular.formats import release_format
-
-    fmt = release_format(input_file, what=what)
-    written = release_format(out, write=True, what=f"--out {out}:")
-    if written is not fmt and written.reads:
-        raise ValidationError(f"--out {out}: write the same format as INPUT ({fmt.name})")
-    return fmt.name
-
-
-def with_flags(message: str) -> str:
-    """A column-plan error with the CLI's flag names (the library names none)."""
+def with_flags(message: str, flags: Mapping[str, str] = FLAGS) -> str:
+    """A library error with the CLI's flag names (the library names none): ``flags``', the engine's and
+    the column plan's."""
+    for name, flag in flags.items():
+        message = message.replace(f"the parameter {name!r}", flag)
+    message = re.sub(r"(engine|sampler)='(\w+)'", r"--\1 \2", message)
     return (message.replace("to be kept;", "to be kept (--keep);").replace("to be dropped;", "to be dropped (--drop);")
             .replace("name it among the columns to keep or to drop", "--keep or --drop it by name")
             .replace("drop it, or keep it on purpose by naming it among the columns to keep",
                      "--drop it, or --keep it on purpose")
             .replace("drop each one, or keep it on purpose", "--drop each one, or --keep it"))
+
+
+@contextmanager
+def flagged(where: Path | None = None, flags: Mapping[str, str] = FLAGS) -> Iterator[None]:
+    """A library error in the command line's terms (:func:`with_flags`), starting with ``where`` if given."""
+    try:
+        yield
+    except MetricDPError as ex:
+        msg = with_flags(str(ex), flags)
+        ex.args = (msg if where is None or msg.startswith(str(where)) else f"{where}: {msg}", *ex.args[1:])
+        raise
+
+
+def check_engine(engine: Engine, scheduler: str | None, master: str | None, chunk_rows: int | None,
+                 local_only: Sequence[tuple[bool, str]] = (), flags: Mapping[str, str] = FLAGS) -> None:
+    """The library's engine rule (:func:`metricdp.pipeline.engine.check_engine`) before anything is read or
+    started, in the command line's terms."""
+    with flagged(flags=flags):
+        library_check_engine(engine, scheduler, master, chunk_rows, local_only)
+
+
+def check_formats(input_file: Path, out: Path, *, what: str | None = None) -> str:
+    """The format name of INPUT, a format a release reads; ``--out`` names a format a release writes, and the
+    one the library writes for INPUT (:func:`metricdp.pipeline.run.output_format`). ``what`` starts INPUT's
+    error."""
+    from ..pipeline.run import output_format
+    from ..tabular.formats import release_format
+
+    fmt = release_format(input_file, what=what)
+    release_format(out, write=True, what=f"--out {out}:")
+    try:
+        output_format(fmt, out)
+    except ValidationError:
+        raise ValidationError(f"--out {out}: write the same format as INPUT ({fmt.name})") from None
+    return fmt.name
 
 
 def register(app: typer.Typer) -> None:
@@ -146,18 +164,10 @@ def register(app: typer.Typer) -> None:
         ],
         column: Annotated[str, typer.Option("--column", "-c", help="Column whose values are released.")],
         out: OutOption,
-        engine: Annotated[
-            Engine, typer.Option("--engine", help="local (streaming), dask or spark.", case_sensitive=False)
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[
-            str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")
-        ] = None,
-        chunk_rows: Annotated[
-            int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk of the local engine.")
-        ] = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
+        chunk_rows: ChunkRowsOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -179,7 +189,7 @@ def register(app: typer.Typer) -> None:
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         acct.check()
-        from ..streaming.files import DEFAULT_CHUNK_ROWS, privatize_file
+        from ..streaming.files import privatize_file
         from ..tabular.header import table_header
 
         check_output(out, inputs=(mechanism_file, input_file, *acct.files()))  # never the ledger or its key
@@ -187,64 +197,27 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"{input_file}: no such file")
         check_formats(input_file, out)
         kept, dropped = list(keep or ()), list(drop or ())
-        try:
-            header = table_header(input_file, [column])
-            plan = plan_columns(header, [column], keep=kept, drop=dropped, where=str(input_file))
-        except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(with_flags(str(ex))) from None
-        columns: dict[str, Any] = {} if not (kept or dropped) else {"keep": kept, "drop": dropped}
+        with flagged():
+            plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped, where=str(input_file))
         check_engine(engine, scheduler, master, chunk_rows)  # before the mechanism is loaded and audited
         mech = load_mechanism(mechanism_file)
         acct = acct.for_unit(space_unit(mech.space, mech.metadata))  # a --budget per length in the space's unit
         if mech.space.policy:  # docs/proofs/policy_graphs.md: cross-component pairs get no guarantee
             warn(f"{mechanism_file} is built on a policy graph of {mech.space.n_components} components: each "
                  "release reveals the component of its true value (only pairs within a component are protected)")
-        protected = [mechanism_file, *acct.files()]  # never the output: the ledger, its journals, its key
         t0 = time.perf_counter()
-        report = None
-        try:
-            with acct.open() as book, warnings.catch_warnings():
-                warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-                on_progress = ProgressReporter(f"privatize {input_file.name}")  # a terminal only, every 2 s
-
-                accounting = None if not acct.active else acct.accounting(
-                    ledger=book, scope=mechanism_scope("privatize", mechanism_file),
-                    mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
-                reports: list[Any] = []
-                if engine is Engine.local:
-                    stats = privatize_file(
-                        mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,
-                        inputs=protected, progress=on_progress, keep=kept, drop=dropped, accounting=accounting,
-                    )
-                    rows = stats.rows
-                    plan = stats.columns or plan
-                    report = stats.accounting
-                elif engine is Engine.dask:
-                    from ..integrations.dask import privatize_file_dask
-
-                    rows = privatize_file_dask(
-                        mech, input_file, column, out, scheduler=scheduler, seed=seed, inputs=protected,
-                        accounting=accounting, on_report=reports.append, progress=on_progress, **columns,
-                    )
-                else:
-                    from ..integrations.spark import privatize_file_spark
-
-                    rows = privatize_file_spark(
-                        mech, input_file, column, out, master=master, seed=seed, inputs=protected,
-                        accounting=accounting, on_report=reports.append, progress=on_progress, **columns
-                    )
-                report = reports[0] if reports else report
-        except ValidationError as ex:  # the library names no flag; say which one
-            ex.args = (with_flags(str(ex)), *ex.args[1:])
-            raise
+        with flagged(), acct.open() as book, warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
+            accounting = None if not acct.active else acct.accounting(
+                ledger=book, scope=mechanism_scope("privatize", mechanism_file),
+                mechanism=f"privatize {mech.name} eps={mech.epsilon:g} {mechanism_file.name}")
+            stats = privatize_file(  # never the output: the mechanism, the ledger, its journals, its key
+                mech, input_file, column, out, rng=seed, chunk_rows=chunk_rows, inputs=[mechanism_file, *acct.files()],
+                progress=ProgressReporter(f"privatize {input_file.name}"), keep=kept, drop=dropped,
+                accounting=accounting, engine=engine, scheduler=scheduler, master=master)
+        rows, plan, report = stats.rows, stats.columns, stats.accounting
         dt = time.perf_counter() - t0
-        if seed is not None:  # said after the run: an input error is the one line of a failed command
-            warn(
-                "--seed makes the releases reproducible by anyone who knows the seed: "
-                "not private for real data"
-                + ("" if engine is Engine.local else " (one SeedSequence child per partition)")
-            )
-        leaves_report(plan)
+        leaves_report(plan, seed, engine)
         if json:
             echo_json({
                 "out": str(out), "rows": rows, "column": column, "mechanism": mech.name, "epsilon": mech.epsilon,

@@ -39,7 +39,6 @@ from .._validation import check_epsilon
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal
 from ..mechanisms.numeric import KINDS, NumericGrid, number_mechanism
-from ..tabular.columns import plan_columns
 from ._accounting import (
     AccountingOptions,
     BudgetOption,
@@ -60,12 +59,25 @@ from ._common import (
     console,
     echo_json,
     handle_errors,
-    warn,
 )
-from .privatize import DropOption, Engine, KeepOption, check_engine, check_formats, leaves_report, with_flags
+from .privatize import (
+    FLAGS,
+    ChunkRowsOption,
+    DropOption,
+    Engine,
+    EngineOption,
+    KeepOption,
+    MasterOption,
+    SchedulerOption,
+    check_engine,
+    check_formats,
+    flagged,
+    leaves_report,
+)
 
 __all__ = ["parse_range", "register"]
 
+_FLAGS = {**FLAGS, "out_of_range": "--out-of-range", "off_grid": "--off-grid", "kind": "--mechanism"}
 
 
 def parse_range(text: str) -> tuple[str, str]:
@@ -91,25 +103,6 @@ def _grid(lo: str, hi: str, step: str) -> NumericGrid:
         return NumericGrid(lo, hi, step)
     except ValidationError as ex:
         raise ValidationError(f"--range {lo},{hi} --step {step}: {ex}") from None
-
-
-def _run_engine(engine: Engine, mech: Any, input_file: Path, column: str, out: Path, *, seed: int | None,
-                out_of_range: str, off_grid: str, keep: list[str], drop: list[str], inputs: list[Path],
-                scheduler: str | None, master: str | None, accounting: Any,
-                progress: Any = None) -> tuple[int, Any]:
-    """The release on a cluster: (rows written, the accounting report or None)."""
-    from ..integrations.numbers import privatize_numbers_engine
-
-    reports: list[Any] = []
-    try:
-        rows = privatize_numbers_engine(
-            engine.value, mech, input_file, column, out, out_of_range=out_of_range, off_grid=off_grid, seed=seed,
-            keep=keep, drop=drop, inputs=inputs, scheduler=scheduler, master=master, accounting=accounting,
-            on_report=reports.append, progress=progress)
-    except ValidationError as ex:  # the library names no flag; say which one
-        ex.args = (with_flags(str(ex)), *ex.args[1:])
-        raise
-    return rows, reports[0] if reports else None
 
 
 def register(app: typer.Typer) -> None:
@@ -138,15 +131,10 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--off-grid", help="error: refuse values between grid points; round: move them to "
                               "the nearest one (the guarantee becomes EPSILON * (|x - x'| + STEP)).")
         ] = "error",
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
-        = None,
-        engine: Annotated[
-            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
+        chunk_rows: ChunkRowsOption = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -169,61 +157,38 @@ def register(app: typer.Typer) -> None:
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, max_rows_per_user, over_budget, consistent)
         acct.check()
-        from ..streaming.files import DEFAULT_CHUNK_ROWS
-        from ..streaming.numbers import OFF_GRID, OUT_OF_RANGE, privatize_numbers_file
-        from ..tabular.header import table_header
+        from ..pipeline.numbers import check_choices
+        from ..streaming.numbers import privatize_numbers_file
 
         epsilon = _epsilon(epsilon_text)
-        if mechanism not in KINDS:
-            raise ValidationError(f"--mechanism must be one of {', '.join(KINDS)}, got {mechanism!r}")
-        if out_of_range not in OUT_OF_RANGE:
-            raise ValidationError(f"--out-of-range must be one of {', '.join(OUT_OF_RANGE)}, got {out_of_range!r}")
-        if off_grid not in OFF_GRID:
-            raise ValidationError(f"--off-grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
         lo, hi = parse_range(value_range)
         grid = _grid(lo, hi, step)
+        with flagged(flags=_FLAGS):
+            check_choices(out_of_range, off_grid)
+            try:
+                mech = number_mechanism(grid, epsilon, mechanism)
+            except ValidationError as ex:
+                raise ValidationError(f"--mechanism {mechanism} --epsilon {epsilon:g}: {ex}") from None
         check_output(out, inputs=(input_file, *acct.files()))  # never the ledger, its journals or its key
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
         check_formats(input_file, out)
         check_engine(engine, scheduler, master, chunk_rows)
-        kept, dropped = list(keep or ()), list(drop or ())
-        try:
-            plan = plan_columns(table_header(input_file, [column]), [column], keep=kept, drop=dropped,
-                                where=str(input_file))
-        except ValidationError as ex:  # the library names no flag; say which one
-            raise ValidationError(with_flags(str(ex))) from None
-        try:
-            mech = number_mechanism(grid, epsilon, mechanism)
-        except ValidationError as ex:
-            raise ValidationError(f"--mechanism {mechanism} --epsilon {epsilon:g}: {ex}") from None
         t0 = time.perf_counter()
         scope = "numbers:" + hashlib.sha256(repr((mechanism, repr(epsilon), str(grid.lo), str(grid.hi),
                                                  str(grid.step), out_of_range, off_grid)).encode()).hexdigest()[:32]
-        with acct.open() as book, warnings.catch_warnings():
+        with flagged(flags=_FLAGS), acct.open() as book, warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
-            on_progress = ProgressReporter(f"privatize-numbers {input_file.name}")  # a terminal only, every 2 s
-
             accounting = None if not acct.active else acct.accounting(
                 ledger=book, scope=scope, mechanism=f"privatize-numbers {mechanism} eps={epsilon:g} per unit")
-            report = None
-            if engine is Engine.local:
-                stats = privatize_numbers_file(
-                    mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
-                    off_grid=off_grid, chunk_rows=chunk_rows or DEFAULT_CHUNK_ROWS,  # type: ignore[arg-type]
-                    progress=on_progress, keep=kept, drop=dropped, accounting=accounting, inputs=acct.files(),
-                )
-                rows, plan, report = stats.rows, stats.columns or plan, stats.accounting
-            else:
-                rows, report = _run_engine(engine, mech, input_file, column, out, seed=seed,
-                                           out_of_range=out_of_range, off_grid=off_grid, keep=kept, drop=dropped,
-                                           inputs=acct.files(), scheduler=scheduler, master=master,
-                                           accounting=accounting, progress=on_progress)
+            stats = privatize_numbers_file(
+                mech, input_file, column, out, rng=seed, out_of_range=out_of_range,  # type: ignore[arg-type]
+                off_grid=off_grid, chunk_rows=chunk_rows, keep=keep or (), drop=drop or (),  # type: ignore[arg-type]
+                progress=ProgressReporter(f"privatize-numbers {input_file.name}"), accounting=accounting,
+                inputs=acct.files(), engine=engine, scheduler=scheduler, master=master)
+        rows, plan, report = stats.rows, stats.columns, stats.accounting
         dt = time.perf_counter() - t0
-        if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data"
-                 + ("" if engine is Engine.local else " (one SeedSequence child per partition)"))
-        leaves_report(plan)
+        leaves_report(plan, seed, engine)
         guarantee = "epsilon * |x - x'|" + (" + epsilon * step" if off_grid == "round" else "")
         summary: dict[str, Any] = {
             "out": str(out), "rows": rows, "column": column, "mechanism": mechanism, "epsilon": epsilon,

@@ -44,15 +44,14 @@ from .._optional import require
 from .._random import check_rng
 from ..errors import PrivacyLeakWarning, ValidationError
 from ..io import parse_decimal
-from ..location.lattice import LatticePlane
-from ..location.points import TRUNCATIONS
 from ..location.region import Region, parse_region
 from ..location.release import PointSettings, full_precision, make_release, validator
 from ..location.snap import Snapper
+from ..pipeline.engine import Engine
 from ..pipeline.points import read_points_file
+from ..pipeline.run import ReleaseStats
 from ..settings import file_sha256
-from ..streaming.points import PointStats, Release, privatize_points_file
-from ..tabular.formats import release_format
+from ..streaming.points import Release, privatize_points_file
 from ..units import UnitError, level_radius, parse_epsilon, parse_length
 from ._accounting import (
     AccountingOptions,
@@ -67,12 +66,25 @@ from ._accounting import (
     report_json,
 )
 from ._common import JsonOption, SeedOption, check_output, console, echo_json, handle_errors, progress, warn
-from .privatize import DropOption, Engine, KeepOption, check_engine, check_formats, leaves_report, with_flags
+from .privatize import (
+    FLAGS,
+    ChunkRowsOption,
+    DropOption,
+    EngineOption,
+    KeepOption,
+    MasterOption,
+    SchedulerOption,
+    check_engine,
+    check_formats,
+    flagged,
+    leaves_report,
+)
 
 __all__ = ["register"]
 
 _PLOT_SAMPLE = 500
-_DEFAULT_CELL = "1m"
+_FLAGS = {**FLAGS, "plot": "--plot", "truncate": "--truncate", "origin": "--origin", "cell_km": "--cell",
+          "extent_km": "--extent", "lat": "--lat", "lon": "--lon"}
 _FLOAT_CAVEAT = ("continuous planar Laplace is epsilon-geo-indistinguishable for real numbers, not exactly for the "
                  "floats it releases (Mironov 2012); the default --sampler exact draws every release exactly on a "
                  "public lattice (docs/proofs/lattice_points.md)")
@@ -150,46 +162,28 @@ def _km(text: str, option: str) -> float:
     return float(value / 1000) if unit == "m" else float(value)
 
 
-def _plane(origin: str | None, cell: str, extent: str | None, area: Region | None) -> LatticePlane:
-    """The public lattice: --origin (or the centre of --region), --cell, --extent."""
-    cell_km = _km(cell, "--cell")
-    extent_km = None if extent is None else _km(extent, "--extent")
+def _origin(origin: str | None) -> tuple[float, float] | None:
+    """--origin LAT,LON in degrees."""
+    parts = [] if origin is None else origin.split(",")
+    if origin is not None and len(parts) != 2:
+        raise ValidationError(f"--origin must be LAT,LON, got {origin!r}")
     try:
-        if origin is not None:
-            parts = origin.split(",")
-            if len(parts) != 2:
-                raise ValidationError(f"--origin must be LAT,LON, got {origin!r}")
-            lat, lon = (parse_decimal(p.strip()) for p in parts)
-            return LatticePlane(lat, lon, cell_km=cell_km, extent_km=500.0 if extent_km is None else extent_km)
-        if area is not None:
-            return LatticePlane.around(area, cell_km=cell_km, extent_km=extent_km)
+        return None if origin is None else (parse_decimal(parts[0].strip()), parse_decimal(parts[1].strip()))
     except ValueError:
         raise ValidationError(f"--origin must be LAT,LON in degrees, got {origin!r}") from None
-    except ValidationError as ex:
-        raise ValidationError(f"--origin/--cell/--extent: {ex}") from None
-    raise ValidationError(
-        "the exact sampler needs a public lattice origin fixed before seeing the data: --origin LAT,LON (e.g. the "
-        "city centre) or --region; or --sampler float (continuous, not exact in floating point)"
-    )
 
 
 def _settings(epsilon: float, sampler: Sampler, region: str | None, truncate: str, snap_to: Path | None,
               origin: str | None, cell: str | None, extent: str | None) -> PointSettings:
-    if truncate not in TRUNCATIONS:
-        raise ValidationError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
-    if sampler is Sampler.float and (origin is not None or cell is not None or extent is not None):
-        raise ValidationError("--origin, --cell and --extent are for --sampler exact (the lattice)")
+    """The library's settings (:meth:`PointSettings.of`, its rules) from the options, each parsed."""
     area = None if region is None else parse_region(region)
     snapper = None if snap_to is None else Snapper(read_points_file(snap_to, what="--snap-to"))
     if snapper is not None and area is not None and not area.contains(snapper.points).all():
         warn("some --snap-to points lie outside --region: snapped releases may leave the region")
-    plane = None if sampler is Sampler.float else _plane(origin, cell or _DEFAULT_CELL, extent, area)
-    return PointSettings(epsilon, plane, area, truncate, snapper)
-
-
-def release_chunk(settings: PointSettings, seed: object) -> Release:
-    """The function that releases one chunk of rows: ONE random source for the whole file."""
-    return make_release(settings, check_rng(seed))
+    with flagged(flags=_FLAGS):
+        return PointSettings.of(epsilon, exact=sampler is Sampler.exact, region=area, truncate=truncate,
+                                snapper=snapper, origin=_origin(origin), cell_km=None if cell is None else
+                                _km(cell, "--cell"), extent_km=None if extent is None else _km(extent, "--extent"))
 
 
 def points_scope(settings: PointSettings, region: str | None, snap_to: Path | None) -> str:
@@ -225,10 +219,9 @@ class _Sample:
         return out
 
 
-def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
+def _summary(out: Path, stats: ReleaseStats, settings: PointSettings, plot: Path | None, seed: int | None,
              seconds: float) -> dict[str, Any]:
     eps, area = settings.epsilon, settings.area
-    reject = area is not None and settings.truncate == "reject"
     return {
         "out": str(out),
         "rows": stats.rows,
@@ -240,7 +233,7 @@ def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path |
         "lattice": None if settings.plane is None else settings.plane.describe(eps),
         "region": None if area is None else area.name,
         "truncate": settings.truncate if area is not None else None,
-        "noise_epsilon_per_km": eps / 2 if reject else eps,
+        "noise_epsilon_per_km": settings.noise_epsilon,
         "snap_points": None if settings.snapper is None else len(settings.snapper.points),
         "plot": None if plot is None else str(plot),
         "seeded": seed is not None,
@@ -248,29 +241,6 @@ def _summary(out: Path, stats: PointStats, settings: PointSettings, plot: Path |
         "rows_per_second": stats.rows / seconds if seconds > 0 else None,
         "columns": stats.columns.as_dict(),
     }
-
-
-def _run_engine(engine: Engine, input_file: Path, lat: str, lon: str, out: Path, settings: PointSettings,
-                seed: int | None, digits: int, keep: list[str] | None, drop: list[str] | None,
-                snap_to: Path | None, scheduler: str | None, master: str | None, accounting: Any = None,
-                protected: tuple[Path, ...] = ()) -> PointStats:
-    from ..integrations._points import privatize_points_engine
-
-    t0 = time.perf_counter()
-    reports: list[Any] = []
-    with progress(f"releasing points of {input_file} on {engine.value}") as bar, warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
-        try:
-            rows, plan = privatize_points_engine(
-                engine.value, input_file, lat, lon, out, settings, seed=seed, digits=digits, keep=keep or (),
-                drop=drop or (), inputs=[*(p for p in (snap_to,) if p is not None), *protected],
-                scheduler=scheduler, master=master,
-                accounting=accounting, on_report=reports.append, progress=bar)
-        except ValidationError as ex:
-            msg = with_flags(str(ex))
-            raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
-    fmt = release_format(input_file).name
-    return PointStats(rows, time.perf_counter() - t0, fmt, plan, reports[0] if reports else None)
 
 
 def register(app: typer.Typer) -> None:
@@ -342,15 +312,10 @@ def register(app: typer.Typer) -> None:
         digits: Annotated[
             int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates (6 = 0.1 m).")
         ] = 6,
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk (local engine).")]
-        = None,
-        engine: Annotated[
-            Engine, typer.Option("--engine", case_sensitive=False, help="local (streaming), dask or spark.")
-        ] = Engine.local,
-        scheduler: Annotated[
-            str | None, typer.Option("--scheduler", help="Dask scheduler address (default: a local cluster).")
-        ] = None,
-        master: Annotated[str | None, typer.Option("--master", help="Spark master URL (default: local[*]).")] = None,
+        chunk_rows: ChunkRowsOption = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
         drop: DropOption = None,
         keep: KeepOption = None,
         seed: SeedOption = None,
@@ -383,57 +348,42 @@ def register(app: typer.Typer) -> None:
             require("plot", what="--plot")
             if plot.suffix.lower() != ".png":
                 raise ValidationError(f"--plot {plot}: expected a .png file")
-        if lat == lon:
-            raise ValidationError("--lat and --lon name the same column")
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        check_engine(engine, scheduler, master, chunk_rows,
-                     [(plot is not None, "--plot"), (out.suffix.lower() == ".geojson", "--out .geojson")])
+        check_engine(engine, scheduler, master, chunk_rows, [(plot is not None, "the parameter 'plot'")], _FLAGS)
         settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
-        mechanism_text = (f"privatize-points planar Laplace eps={eps:g}/km "
-                          f"{'float' if settings.plane is None else 'exact'}")
-        if engine is not Engine.local:
-            t0 = time.perf_counter()
-            with acct.open() as book:  # the driver plans and reserves once for the job; workers release
-                accounting = None if not acct.active else acct.accounting(
-                    ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text)
-                stats = _run_engine(engine, input_file, lat, lon, out, settings, seed, digits, keep, drop, snap_to,
-                                    scheduler, master, accounting, tuple(acct.files()))
-            _report(out, stats, settings, None, seed, time.perf_counter() - t0, json, lat, lon, engine, acct)
-            return
-        source = check_rng(seed)  # ONE source: the releases, and the cap's and the budget's choices
-        release: Release = release_chunk(settings, source)
-        sample = _Sample(release) if plot is not None else None
+        rng: object = seed  # the library's ONE source: the releases, and the cap's and the budget's choices
+        sample = None
+        if plot is not None:  # the release sampled for the plot (local only) draws from that same source
+            rng = source = check_rng(seed)
+            sample = _Sample(make_release(settings, source))
         t0 = time.perf_counter()
-        with acct.open() as book, progress(f"releasing points of {input_file}") as bar:
+        with (acct.open() as book, progress(f"releasing points of {input_file} on {engine.value}") as bar,
+              flagged(input_file, _FLAGS), warnings.catch_warnings()):
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once, as a CLI warning
             accounting = None if not acct.active else acct.accounting(
-                ledger=book, scope=points_scope(settings, region, snap_to), mechanism=mechanism_text,
+                ledger=book, scope=points_scope(settings, region, snap_to),
+                mechanism=f"privatize-points planar Laplace eps={eps:g}/km "
+                          f"{'float' if settings.plane is None else 'exact'}",
                 additive=0.0 if settings.plane is None else settings.plane.additive(eps))
-            try:
-                stats = privatize_points_file(
-                    input_file, lat, lon, out, sample or release, digits=digits, full=full_precision(settings),
-                    keep=keep or (), drop=drop or (), chunk_rows=chunk_rows or 1_000_000,
-                    inputs=[*(p for p in (snap_to, plot) if p is not None), *acct.files()], progress=bar,
-                    accounting=accounting,
-                    validate=validator(settings), rng=source, epsilon=eps,
-                )
-            except ValidationError as ex:  # the library names no flag; say which one
-                msg = with_flags(str(ex))
-                raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") from None
+            stats = privatize_points_file(
+                input_file, lat, lon, out, settings if sample is None else sample, digits=digits,
+                full=full_precision(settings), validate=validator(settings), epsilon=eps, keep=keep or (),
+                drop=drop or (), chunk_rows=chunk_rows, inputs=[p for p in (snap_to, plot, *acct.files()) if p],
+                progress=bar, accounting=accounting, rng=rng, engine=engine,
+                scheduler=scheduler, master=master)
             if sample is not None and plot is not None and sample.true:
                 _plot(plot, np.concatenate(sample.true), np.concatenate(sample.released), settings.area, eps,
                       stats.rows)
         _report(out, stats, settings, plot, seed, time.perf_counter() - t0, json, lat, lon, engine, acct)
 
 
-def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | None, seed: int | None,
+def _report(out: Path, stats: ReleaseStats, settings: PointSettings, plot: Path | None, seed: int | None,
             seconds: float, json: bool, lat: str, lon: str, engine: Engine,
             acct: AccountingOptions | None = None) -> None:
     """Warnings, what left, and the summary (a line, or one JSON object)."""
     eps = settings.epsilon
-    if seed is not None:
-        warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
-    leaves_report(stats.columns)
+    leaves_report(stats.columns, seed, engine)
     if settings.plane is None:
         warn(_FLOAT_CAVEAT)  # the one caveat the continuous mechanism carries
     if json:
@@ -472,7 +422,7 @@ def _report(out: Path, stats: PointStats, settings: PointSettings, plot: Path | 
                           markup=False, highlight=False)
 
 
-def _additive(settings: PointSettings, stats: PointStats) -> dict[str, float]:
+def _additive(settings: PointSettings, stats: ReleaseStats) -> dict[str, float]:
     """The lattice's additive loss, which composes like eps: per release, and for the person with the most."""
     if settings.plane is None or stats.accounting is None:
         return {}

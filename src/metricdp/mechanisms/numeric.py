@@ -485,7 +485,7 @@ def number_mechanism(grid: NumericGrid, epsilon: float, kind: str = "clamped-geo
     """
     epsilon = check_epsilon(epsilon)
     if kind not in KINDS:
-        raise ValidationError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise ValidationError(f"the parameter 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
     if not (isinstance(tail, float | int) and 0 < tail < 0.5):
         raise ValidationError(f"tail must be in (0, 0.5), got {tail!r}")
     step = float(grid.step)

@@ -17,10 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ValidationError
-from ..tabular.formats import Chunk, Released
+from ..tabular.formats import Chunk, Coded, Released
 from ..tabular.leaks import LeakRule
 
-__all__ = ["Kind", "Parsed", "Refusals", "Select"]
+__all__ = ["CodedColumn", "Kind", "Parsed", "Refusals", "Select"]
 
 #: ``select(first_row, values) -> (keep or None, releases of the kept rows)``: which rows of a chunk are
 #: written (None: all) and their releases; the accounting's wrapper, or every row released.
@@ -112,3 +112,29 @@ class Kind(ABC):
 
     def check_written(self, rows: int, where: str) -> None:  # noqa: B027 - most kinds publish any outcome
         """Refuse an outcome the kind cannot publish (points: a file with no data rows)."""
+
+
+class CodedColumn(Kind):
+    """One column released by a mechanism's rows, each release an index into its ``outputs`` (labels, grid points).
+
+    What :class:`~.labels.Labels` and :class:`~.numbers.Numbers` share: the column, the
+    mechanism whose eps is charged, the source it draws from, parsed values as indices,
+    releases rendered as the output texts (``outputs_are`` names them in an error).
+    """
+
+    outputs_are: str
+
+    def __init__(self, mechanism: Any, column: str, source: Any, outputs: tuple[str, ...]) -> None:
+        self.mechanism, self.column, self.source, self.outputs = mechanism, column, source, outputs
+        self.columns = (column,)
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.mechanism.epsilon)
+
+    def parse_empty(self) -> NDArray[np.intp]:
+        return np.zeros(0, dtype=np.intp)
+
+    def render(self, released: NDArray[np.intp]) -> list[Released]:
+        return [Coded(self.column, released, self.outputs, self.outputs_are, self._cache)]

@@ -17,9 +17,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PrivacyLeakWarning, ValidationError
-from ..tabular.formats import Chunk, Coded, Released, arrow
+from ..tabular.formats import Chunk, arrow
 from ..tabular.leaks import LeakRule
-from .kind import Kind, Parsed, Refusals
+from .kind import CodedColumn, Parsed, Refusals
 
 __all__ = ["Labels", "UnknownValues"]
 
@@ -74,32 +74,24 @@ class _Unknown(Refusals):
         return self._values.error(where, self._column, f"{unit}(s)")
 
 
-class Labels(Kind):
+class Labels(CodedColumn):
     """The column ``column`` released by ``mechanism`` (a finite mechanism with labels), from ``source``."""
 
     show = 4 * 10_000  # distinct unknown values remembered for the error
+    outputs_are = "the mechanism's labels"
 
     def __init__(self, mechanism: Any, column: str, source: Any) -> None:
         pa, _ = arrow()
-        self.mechanism, self.column, self.source = mechanism, column, source
-        self.columns = (column,)
         self.labels = tuple(str(x) for x in mechanism.labels)
-        self.outputs = tuple(str(x) for x in getattr(mechanism, "output_labels", self.labels))
+        super().__init__(mechanism, column, source,
+                         tuple(str(x) for x in getattr(mechanism, "output_labels", self.labels)))
         self._value_set = pa.array(list(self.labels), type=pa.string())
-        self._cache: dict[str, Any] = {}
-
-    @property
-    def epsilon(self) -> float:
-        return float(self.mechanism.epsilon)
 
     @property
     def unit(self) -> str:
         from ..units import space_unit
 
         return space_unit(self.mechanism.space, self.mechanism.metadata)
-
-    def parse_empty(self) -> NDArray[np.intp]:
-        return np.zeros(0, dtype=np.intp)
 
     def rule(self) -> LeakRule:
         return LeakRule.labels(self.column)
@@ -119,6 +111,3 @@ class Labels(Kind):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)  # the seeded source was announced once
             return np.asarray(self.mechanism.sample(values, self.source), dtype=np.intp)
-
-    def render(self, released: NDArray[np.intp]) -> list[Released]:
-        return [Coded(self.column, released, self.outputs, "the mechanism's labels", self._cache)]

@@ -18,12 +18,12 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from ..mechanisms.numeric import NumberMechanism, inexact_integers
-from ..tabular.formats import Chunk, Coded, Released, arrow
+from ..tabular.formats import Chunk, arrow
 from ..tabular.leaks import LeakRule
-from .kind import Kind, Parsed, Refusals
+from .kind import CodedColumn, Parsed, Refusals
 from .number_text import BadNumbers, parse_numbers
 
-__all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "read_numbers"]
+__all__ = ["OFF_GRID", "OUT_OF_RANGE", "Numbers", "check_choices", "read_numbers"]
 
 OUT_OF_RANGE = ("error", "clamp")
 OFF_GRID = ("error", "round")
@@ -63,6 +63,14 @@ def read_numbers(chunk: Chunk, column: str, where: str) -> tuple[NDArray[np.floa
     return numbers, bad, empty, none
 
 
+def check_choices(out_of_range: str, off_grid: str) -> None:
+    """``out_of_range`` is one of :data:`OUT_OF_RANGE`, ``off_grid`` one of :data:`OFF_GRID` (the error names
+    the parameter)."""
+    for name, value, allowed in (("out_of_range", out_of_range, OUT_OF_RANGE), ("off_grid", off_grid, OFF_GRID)):
+        if value not in allowed:
+            raise ValidationError(f"the parameter {name!r} must be one of {', '.join(allowed)}, got {value!r}")
+
+
 class _Bad(Refusals):
     def __init__(self, column: str, grid: Any) -> None:
         self._bad, self._column, self._grid = BadNumbers(), column, grid
@@ -79,36 +87,24 @@ class _Bad(Refusals):
         return self._bad.error(where, self._column, self._grid, unit)
 
 
-class Numbers(Kind):
+class Numbers(CodedColumn):
     """The column ``column`` released by ``mechanism`` (a :class:`NumberMechanism`) from ``source``."""
 
     compiled = True
     refuses_empty = True
+    outputs_are = "the released grid points"
 
     def __init__(self, mechanism: NumberMechanism, column: str, source: Any, *, out_of_range: str = "error",
                  off_grid: str = "error", where: str = "input") -> None:
         if not isinstance(mechanism, NumberMechanism):
             raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
-        if out_of_range not in OUT_OF_RANGE:
-            raise ValidationError(f"out_of_range must be one of {', '.join(OUT_OF_RANGE)}, got {out_of_range!r}")
-        if off_grid not in OFF_GRID:
-            raise ValidationError(f"off_grid must be one of {', '.join(OFF_GRID)}, got {off_grid!r}")
-        self.mechanism, self.column, self.source, self.where = mechanism, column, source, where
-        self.columns = (column,)
-        self.out_of_range, self.off_grid = out_of_range, off_grid
-        self.outputs = tuple(mechanism.output_labels)
-        self._cache: dict[str, Any] = {}
-
-    @property
-    def epsilon(self) -> float:
-        return float(self.mechanism.epsilon)
+        check_choices(out_of_range, off_grid)
+        super().__init__(mechanism, column, source, tuple(mechanism.output_labels))
+        self.out_of_range, self.off_grid, self.where = out_of_range, off_grid, where
 
     @property
     def unit(self) -> str:
         return f"unit of {self.column!r}"
-
-    def parse_empty(self) -> NDArray[np.intp]:
-        return np.zeros(0, dtype=np.intp)
 
     def rule(self) -> LeakRule:
         return LeakRule.numbers(self.column, self.mechanism)
@@ -136,6 +132,3 @@ class Numbers(Kind):
 
     def release(self, values: NDArray[np.intp], first_row: int) -> NDArray[np.intp]:
         return self.mechanism.draw(values, self.source)
-
-    def render(self, released: NDArray[np.intp]) -> list[Released]:
-        return [Coded(self.column, released, self.outputs, "the released grid points", self._cache)]

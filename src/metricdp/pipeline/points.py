@@ -122,6 +122,8 @@ class PointPairs(Kind):
 
     def __init__(self, lat: str, lon: str, release: Release, *, digits: int = 6, full: Full | None = None,
                  epsilon: float | None = None, where: str = "input", validate: Validate | None = None) -> None:
+        if lat == lon:
+            raise ValidationError(f"the parameter 'lat' and the parameter 'lon' name the same column {lat!r}")
         self.lat, self.lon, self._release = lat, lon, release
         self.columns = (lat, lon)
         self.geometry = (lat, lon)

@@ -40,12 +40,13 @@ from ..io import atomic_write
 from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ..tabular.formats import FORMATS, Chunk, Format, Reader, WriteSpec, release_format
+from ..tabular.formats import FORMATS, RELEASE_FORMATS, Chunk, Format, Reader, WriteSpec, release_format
 from ..tabular.leaks import check_chunk, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
 
-__all__ = ["COMPILED_FROM_BYTES", "DEFAULT_CHUNK_ROWS", "Pass", "ReleaseStats", "Source", "release_pass"]
+__all__ = ["COMPILED_FROM_BYTES", "DEFAULT_CHUNK_ROWS", "Pass", "ReleaseStats", "Source", "output_format",
+           "release_pass"]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -64,7 +65,7 @@ class ReleaseStats:
     rows: int
     seconds: float
     format: str
-    columns: ColumnPlan | None = None
+    columns: ColumnPlan
     accounting: Any = None
 
     @property
@@ -83,12 +84,16 @@ class Source:
     max_record: int | None = None
 
     @classmethod
-    def of(cls, input_path: str | PathLike[str], *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    def of(cls, input_path: str | PathLike[str], *, chunk_rows: int | None = None,
            chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_record: int | None = None) -> Source:
-        """The input ``input_path`` (a regular file of a format a release reads); bad sizes refused."""
+        """The input ``input_path`` (a regular file of a format a release reads); bad sizes refused.
+
+        ``chunk_rows`` None is :data:`DEFAULT_CHUNK_ROWS`.
+        """
         src = Path(input_path)
         if not src.is_file():
             raise ValidationError(f"{src}: no such file")
+        chunk_rows = DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows
         if chunk_rows < 1 or chunk_bytes < 1:
             raise ValidationError(f"chunk_rows and chunk_bytes must be >= 1, got {chunk_rows}, {chunk_bytes}")
         return cls(src, release_format(src), chunk_rows, chunk_bytes, max_record)
@@ -115,18 +120,30 @@ class Source:
         return plan
 
     def output_format(self, out: str | PathLike[str]) -> Format:
-        """The output's format: the input's, or a format that is only written (GeoJSON for points).
+        """The output's format (:func:`output_format`: the input's, or GeoJSON for points)."""
+        return output_format(self.format, out)
 
-        An output named for another table format is refused (a release does not convert a CSV
-        into Parquet); a suffix that names no format keeps the input's.
-        """
-        if Path(out).suffix.lower() not in FORMATS:
-            return self.format
-        fmt = release_format(out, write=True, what=f"{out}:")
-        if fmt is not self.format and fmt.reads:
-            raise ValidationError(f"{out}: a release writes its input's format ({self.format.name}, "
-                                  f"{'/'.join(self.format.suffixes)}); name the output accordingly")
+
+def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool = True) -> Format:
+    """The format a release of an input in ``fmt`` writes ``out`` in: ``fmt`` itself, or, where
+    ``written_only``, a format that is only written (GeoJSON, for points).
+
+    A release does not convert (a CSV into Parquet): an output named for another format is
+    refused; a suffix that names no format keeps the input's.
+
+    Raises
+    ------
+    ValidationError
+        ``out`` names another format (the message names both).
+    """
+    suffix = Path(out).suffix.lower()
+    if suffix not in FORMATS:
         return fmt
+    named = RELEASE_FORMATS.get(FORMATS[suffix])
+    if named is fmt or (named is not None and written_only and not named.reads):
+        return named
+    raise ValidationError(f"{out}: a release is written in its input's format ({fmt.name}: "
+                          f"{'/'.join(fmt.suffixes)}), got {suffix}")
 
 
 @dataclass

@@ -42,29 +42,25 @@ distribution: every row gets an independent release from its row of the mechanis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from os import PathLike
 from typing import Any
 
 from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from ..io import atomic_write
+from ..pipeline.engine import Engine, check_engine, cluster_seed, on_cluster
 from ..pipeline.first_pass import start_accounted
 from ..pipeline.labels import Labels, UnknownValues
 from ..pipeline.run import DEFAULT_CHUNK_ROWS, Pass, ReleaseStats, Source, release_pass
 from ..tabular import csvsplit
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, max_record_bytes
-from ..tabular.formats import TABLE_FORMATS, format_of
 from .accounted import Accounting, OnePassRun, Settlement
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "UnknownValues", "file_format",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_ROWS", "Accounting", "ReleaseStats", "UnknownValues",
     "privatize_file",
 ]
-
-
-def file_format(path: Any) -> str:
-    """``"csv"`` or ``"parquet"`` from the suffix (:func:`metricdp.tabular.formats.format_of`)."""
-    return format_of(path, TABLE_FORMATS)
 
 
 def privatize_file(
@@ -74,7 +70,7 @@ def privatize_file(
     out: str | PathLike[str],
     *,
     rng: object = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     inputs: Sequence[str | PathLike[str]] = (),
     progress: Progress | None = None,
@@ -83,6 +79,9 @@ def privatize_file(
     max_record: int | None = None,
     accounting: Accounting | None = None,
     one_pass: bool = True,
+    engine: str = "local",
+    scheduler: str | None = None,
+    master: str | None = None,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out``.
 
@@ -99,19 +98,44 @@ def privatize_file(
     release pass, unless it is ``consistent`` or ``one_pass`` is False (a first pass over
     the user column, then the plan, then the release: the same law of what is published).
 
+    ``engine`` (:mod:`metricdp.pipeline.engine`) runs it here, chunk by chunk (``"local"``:
+    ``chunk_rows`` rows, default :data:`DEFAULT_CHUNK_ROWS`), or on a cluster:
+    ``"dask"`` (``scheduler``: an existing scheduler's address, default a local cluster;
+    :func:`metricdp.integrations.dask.privatize_file_dask`) or ``"spark"`` (``master``,
+    default ``local[*]``; :func:`metricdp.integrations.spark.privatize_file_spark`), whose
+    partitions draw from ``rng`` (None or an int seed) as
+    :func:`metricdp.integrations.partition_rng` says. The output and the returned stats
+    are the same on every engine.
+
     Raises
     ------
     ValidationError
         a missing/ambiguous column, a bad ``keep``/``drop`` name, a value that is not a
         label (count and first line numbers), a malformed file or one the CSV record
-        definition refuses (:mod:`metricdp.tabular.csv`: line and byte offset).
+        definition refuses (:mod:`metricdp.tabular.csv`: line and byte offset), an
+        option of another engine.
     UnsafeOutputError
         ``out`` is a device, a directory, the input, ... (nothing written).
+    EngineError
+        the cluster failed (nothing written).
     """
+    runs_on = check_engine(engine, scheduler, master, chunk_rows)
     source = Source.of(input_path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
     kind = Labels(mechanism, column, None)
     # what leaves, by name and content, before anything is written or reserved
     plan = source.plan(kind, keep, drop)
+    if runs_on is not Engine.local:
+        if runs_on is Engine.dask:
+            from ..integrations.dask import privatize_file_dask
+
+            cluster = partial(privatize_file_dask, scheduler=scheduler)
+        else:
+            from ..integrations.spark import privatize_file_spark
+
+            cluster = partial(privatize_file_spark, master=master)
+        return on_cluster(partial(cluster, mechanism, input_path, column, out, seed=cluster_seed(rng), inputs=inputs,
+                                  keep=keep, drop=drop, max_record=max_record, accounting=accounting,
+                                  progress=progress), source.format.name, plan)
     warn_unless_secure(rng, stacklevel=2)
     kind.source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
 

@@ -35,15 +35,17 @@ point (then the guarantee is ``epsilon (|x - x'| + step)``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from os import PathLike
 from typing import TYPE_CHECKING, Literal
 
 from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from ..mechanisms.numeric import NumberMechanism
+from ..pipeline.engine import Engine, check_engine, cluster_seed, on_cluster
 from ..pipeline.number_text import BadNumbers, parse_numbers
 from ..pipeline.numbers import OFF_GRID, OUT_OF_RANGE, Numbers
-from ..pipeline.run import DEFAULT_CHUNK_ROWS, ReleaseStats, Source, release_pass
+from ..pipeline.run import ReleaseStats, Source, release_pass
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ def privatize_numbers_file(
     rng: object = None,
     out_of_range: Literal["error", "clamp"] = "error",
     off_grid: Literal["error", "round"] = "error",
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     inputs: Sequence[str | PathLike[str]] = (),
     progress: Progress | None = None,
@@ -69,6 +71,9 @@ def privatize_numbers_file(
     drop: Sequence[str] = (),
     max_record: int | None = None,
     accounting: Accounting | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    master: str | None = None,
 ) -> ReleaseStats:
     """Replace every value of ``column`` by a release of ``mechanism``; write ``out`` (same format).
 
@@ -77,19 +82,32 @@ def privatize_numbers_file(
     a first pass over the user and released columns that refuses what the release would
     refuse before any budget is reserved, withheld rows left out, the ledger reserved
     before and committed after the publish); :attr:`ReleaseStats.accounting` is then its report.
+    ``engine``, ``scheduler`` and ``master`` as in :func:`metricdp.streaming.files.privatize_file`
+    (on a cluster: :func:`metricdp.integrations.numbers.privatize_numbers_engine`).
 
     Raises
     ------
     ValidationError
         A missing column, a bad ``keep``/``drop`` name, values that cannot be released
-        (count, first lines and reasons), a malformed file (line and byte offset).
+        (count, first lines and reasons), a malformed file (line and byte offset), an
+        option of another engine.
     UnsafeOutputError
         ``out`` is a device, a directory, the input, ... (nothing written).
+    EngineError
+        the cluster failed (nothing written).
     """
+    runs_on = check_engine(engine, scheduler, master, chunk_rows)
     kind = Numbers(mechanism, column, None, out_of_range=out_of_range, off_grid=off_grid, where=str(input_path))
     source = Source.of(input_path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
     # what leaves, by name and content, before anything is written or reserved
     plan = source.plan(kind, keep, drop)
+    if runs_on is not Engine.local:
+        from ..integrations.numbers import privatize_numbers_engine
+
+        return on_cluster(partial(
+            privatize_numbers_engine, runs_on.value, mechanism, input_path, column, out, out_of_range=out_of_range,
+            off_grid=off_grid, seed=cluster_seed(rng), keep=keep, drop=drop, inputs=inputs, max_record=max_record,
+            scheduler=scheduler, master=master, accounting=accounting, progress=progress), source.format.name, plan)
     warn_unless_secure(rng, stacklevel=2)
     kind.source = check_rng(rng)  # ONE stream for the whole file
     if accounting is None:

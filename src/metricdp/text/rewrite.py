@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write
-from ..pipeline.run import Source, release_pass
+from ..pipeline.run import Source, output_format, release_pass
 from ..pipeline.text import Texts, read_only
 from ..streaming.accounted import Settlement
 from ..tabular.columns import ColumnPlan
@@ -440,10 +440,7 @@ def rewrite_file(
         if out is None:
             read_only(kind, source, plan)
             return st
-        suffix = Path(out).suffix.lower()
-        if suffix in FORMATS and RELEASE_FORMATS.get(FORMATS[suffix]) is not source.format:
-            raise ValidationError(f"{out}: a rewrite is written in its input's format ({source.format.name}: "
-                                  f"{'/'.join(source.format.suffixes)}), got {suffix}")
+        output_format(source.format, out, written_only=False)
         release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
         return st
     with _published(path, out, inputs, run) as fh:  # plain text: one document per line, its ending kept
