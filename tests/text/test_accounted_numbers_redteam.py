@@ -271,3 +271,11 @@ def test_a_words_refusal_leaves_the_numbers_ledger_untouched(tmp_path: Path) -> 
             _run(tmp_path, ledger=words, numbers_ledger=nums)
     assert _runs(tmp_path / "w.db") == [] == _runs(tmp_path / "n.db")
     assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize(("value", "fragment"), [("", "--numbers-ledger is empty"),
+                                                 ("   ", "--numbers-ledger is empty")])
+def test_an_empty_numbers_ledger_is_named_by_its_flag(tmp_path: Path, value: str, fragment: str) -> None:
+    r = _cli(tmp_path, "--ledger", tmp_path / "w.db", "--budget", 5, "--numbers-ledger", value)
+    assert_one_line_error(r, fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.txt", "in.csv"]
