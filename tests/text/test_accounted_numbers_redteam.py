@@ -279,3 +279,83 @@ def test_an_empty_numbers_ledger_is_named_by_its_flag(tmp_path: Path, value: str
     r = _cli(tmp_path, "--ledger", tmp_path / "w.db", "--budget", 5, "--numbers-ledger", value)
     assert_one_line_error(r, fragment)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.txt", "in.csv"]
+
+
+@pytest.mark.slow
+def test_kill_9_at_every_step_leaves_both_ledgers_at_least_what_was_published(tmp_path: Path) -> None:
+    """kill -9 after the plans, mid-write, past the point of no return, after the rename: no output unless renamed,
+    and each ledger holds at least what the outputs out in the world cost (a reservation counts as spent)."""
+    import subprocess
+    import sys
+
+    from tests.text._kill_worker import STEPS
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    src, emb = _input(tmp_path), _embeddings(tmp_path)
+    Ledger(tmp_path / "w.db", budget=100).close()
+    Ledger(tmp_path / "n.db", budget=100).close()
+    words_out, numbers_out = np.zeros(2), np.zeros(2)
+    for k, step in enumerate((*STEPS, "")):
+        out = tmp_path / f"o{k}.csv"
+        args = ["text", "privatize", src, "-o", out, "-m", "exponential", "-e", EPS, "--embeddings", emb, "-c", "body",
+                "--user-column", "author", "--keep", "author", "--ledger", tmp_path / "w.db",
+                "--numbers-epsilon", EPS_N, "--numbers-ledger", tmp_path / "n.db"]
+        p = subprocess.run([sys.executable, "-m", "tests.text._kill_worker", *map(str, args)], cwd=root,
+                           env={**env, "TEXT_KILL_AT": step}, capture_output=True, timeout=120, check=False)
+        assert p.returncode == (-9 if step else 0), (step, p.stderr.decode())
+        assert out.exists() == (step in ("renamed", "")), step
+        if out.exists():
+            words_out += EPS * np.array([TOKENS["ann"], TOKENS["bob"]])
+            numbers_out += EPS_N * np.array([NUMBERS["ann"], NUMBERS["bob"]])
+        with Ledger(tmp_path / "w.db") as words, Ledger(tmp_path / "n.db") as nums:
+            words.check_integrity()
+            nums.check_integrity()
+            assert (words.spent(["ann", "bob"]) >= words_out - 1e-12).all(), step
+            assert (nums.spent(["ann", "bob"]) >= numbers_out - 1e-12).all(), step
+
+
+@pytest.mark.parametrize(("numbers_eps", "budget", "refused"), [(0.1, 0.4, False), (0.1, 0.3999999999, True),
+                                                                (0.3, 1.2, False)])
+def test_a_budget_at_a_sum_of_float_eps_is_exact(tmp_path: Path, numbers_eps: float, budget: float,
+                                                 refused: bool) -> None:
+    """ann's 4 numbers at 0.1 cost 0.4 exactly (0.1 + 0.1 + 0.1 + 0.1 is 0.4000000000000001 in floats)."""
+    try:
+        rel = _run(tmp_path, budget=100, numbers_budget=budget, numbers_eps=numbers_eps)
+    except NumbersBudgetExceededError:
+        assert refused and not (tmp_path / "out.csv").exists()
+        return
+    assert not refused and rel.numbers is not None and rel.numbers.run is not None
+    assert rel.numbers.run.max == pytest.approx(4 * numbers_eps, abs=1e-12)
+
+
+def test_consistent_words_leave_the_numbers_charged_each_time(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("author,body\nann,cat cat cat 1 1 1\n", encoding="utf-8")
+    with Ledger(tmp_path / "w.db", budget=100) as words, Ledger(tmp_path / "n.db", budget=100) as nums:
+        for k in range(2):
+            _run(tmp_path, src, out=f"o{k}.csv", ledger=words, numbers_ledger=nums, consistent=True,
+                 scope="test")
+        assert words.spent(["ann"]).tolist() == [EPS]  # one word, one release, reused in the second run
+        assert nums.spent(["ann"]).tolist() == [2 * 3 * EPS_N]  # the same 1 three times, twice: six releases
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_other_formats_charge_the_same(tmp_path: Path, fmt: str) -> None:
+    rows = [{"author": "ann", "body": "the cat 2004 12.50"}, {"author": "bob", "body": "a dog 7 8 9"},
+            {"author": "ann", "body": "cat 1,250.50 \u0663"}]
+    src = tmp_path / f"in.{fmt}"
+    if fmt == "jsonl":
+        import json
+
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    else:
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), src)
+    with Ledger(tmp_path / "w.db", budget=100) as words, Ledger(tmp_path / "n.db", budget=0.75) as nums:
+        rel = _run(tmp_path, src, out=f"out.{fmt}", ledger=words, numbers_ledger=nums, policy="drop")
+        assert nums.spent(["ann", "bob"]).tolist() == [0.75, 0.75]
+        assert words.spent(["ann", "bob"]).tolist() == [TOKENS["ann"] * EPS, TOKENS["bob"] * EPS]
+    assert rel.stats.numbers_withheld == 1 and rel.numbers is not None and rel.numbers.rows_released == 6
