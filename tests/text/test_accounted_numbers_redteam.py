@@ -359,3 +359,11 @@ def test_other_formats_charge_the_same(tmp_path: Path, fmt: str) -> None:
         assert nums.spent(["ann", "bob"]).tolist() == [0.75, 0.75]
         assert words.spent(["ann", "bob"]).tolist() == [TOKENS["ann"] * EPS, TOKENS["bob"] * EPS]
     assert rel.stats.numbers_withheld == 1 and rel.numbers is not None and rel.numbers.rows_released == 6
+
+
+def test_an_empty_numbers_ledger_file_is_named_with_the_numbers_flags(tmp_path: Path) -> None:
+    (tmp_path / "n.db").write_bytes(b"")
+    r = _cli(tmp_path, "--ledger", tmp_path / "w.db", "--budget", 5, "--numbers-ledger", tmp_path / "n.db")
+    assert_one_line_error(r, "--numbers-ledger", "is new: create it with --numbers-budget B")
+    assert "--ledger " not in r.stderr.replace("--numbers-ledger ", "")
+    assert not (tmp_path / "w.db").exists() and not (tmp_path / "out.csv").exists()
