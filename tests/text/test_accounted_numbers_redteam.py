@@ -10,10 +10,13 @@ from __future__ import annotations
 import csv
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import Result
 
 from metricdp.accounting.ledger import Ledger
@@ -29,6 +32,7 @@ from metricdp.text.accounted import (
 )
 from metricdp.text.numbers import NumberRelease
 from metricdp.text.rewrite import WITHHELD, Vocabulary
+from metricdp.text.tokens import is_numeric, split
 from tests.cli_helpers import assert_one_line_error, run
 
 WORDS = ["the", "cat", "dog", "a", "see", "page"]
@@ -143,8 +147,9 @@ def test_odd_numbers_are_released_not_copied(tmp_path: Path, number: str) -> Non
     assert number not in body and body.split()[0] == "the"
 
 
-@pytest.mark.xfail(strict=True, reason="a number in scientific notation (1e5) or a circled digit (NFKC 12) is a "
-                                       "token with a digit: kept verbatim by default, even with numbers released")
+@pytest.mark.xfail(strict=True, reason="metricdp.text.tokens reads 1e5 as a word with a digit (kept verbatim by the "
+                                       "default --keep-tokens numbers) and the circled 12 (NFKC '12') as a word out "
+                                       "of the vocabulary (verbatim): neither is released as a number")
 @pytest.mark.parametrize("number", ["1e5", "\u246b"])
 def test_numbers_in_other_notations_are_released(tmp_path: Path, number: str) -> None:
     src = tmp_path / "in.csv"
@@ -367,3 +372,34 @@ def test_an_empty_numbers_ledger_file_is_named_with_the_numbers_flags(tmp_path: 
     assert_one_line_error(r, "--numbers-ledger", "is new: create it with --numbers-budget B")
     assert "--ledger " not in r.stderr.replace("--numbers-ledger ", "")
     assert not (tmp_path / "w.db").exists() and not (tmp_path / "out.csv").exists()
+
+
+FRAGMENTS = ["the", "cat", "1,250.50", "-3", "12%", "2004", "\u0663", "\uff11\uff12", "3rd", "A4", "COVID-19",
+             "http://see.page/12345", "$1,000", "10:30", "2024-01-15", "0.5", "+7", "007", "1 234", "a"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(docs=st.lists(st.tuples(st.sampled_from(["ann", "bob", "cy"]),
+                               st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=6)), min_size=1, max_size=5))
+def test_fuzz_numbers_charged_by_count_and_none_copied(docs: list[tuple[str, list[str]]]) -> None:
+    """Oracle from the tokeniser: each number token a number release can release costs EPS_N to its author, in
+    the ledger and in the report; at eps 1e-6 per unit (noise of millions of steps) none leaves as written."""
+    release = NumberRelease(1e-6, rng=0)
+    expected: dict[str, int] = {}
+    true_numbers: set[str] = set()
+    for author, words in docs:
+        pieces = [p for p, is_word in split(" ".join(words)) if is_word and is_numeric(p) and release.releasable(p)]
+        expected[author] = expected.get(author, 0) + len(pieces)
+        true_numbers.update(pieces)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        src = tmp_path / "in.csv"
+        with src.open("w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerows([("author", "body"), *((a, " ".join(w)) for a, w in docs)])
+        with Ledger(tmp_path / "w.db", budget=1000) as book, Ledger(tmp_path / "n.db", budget=1000) as nums:
+            rel = _run(tmp_path, src, ledger=book, numbers_ledger=nums, numbers_eps=1e-6)
+            authors = sorted(expected)
+            assert nums.spent(authors).tolist() == pytest.approx([expected[a] * 1e-6 for a in authors], abs=1e-15)
+        assert rel.numbers is not None and rel.numbers.rows_released == sum(expected.values()) == rel.stats.numbers
+        out = [p for body in _bodies(tmp_path / "out.csv") for p, is_word in split(body) if is_word]
+    assert not true_numbers & set(out)
