@@ -403,3 +403,17 @@ def test_fuzz_numbers_charged_by_count_and_none_copied(docs: list[tuple[str, lis
         assert rel.numbers is not None and rel.numbers.rows_released == sum(expected.values()) == rel.stats.numbers
         out = [p for body in _bodies(tmp_path / "out.csv") for p, is_word in split(body) if is_word]
     assert not true_numbers & set(out)
+
+
+def test_numbers_in_a_column_not_released_are_named_on_stderr(tmp_path: Path) -> None:
+    """A column beside the text leaves with its true numbers only when the user is told (or kept it on purpose)."""
+    src = tmp_path / "in.csv"
+    src.write_text("author,body,salary\nann,the cat 2004,91000\n", encoding="utf-8")
+    r = run("text", "privatize", src, "-o", tmp_path / "out.csv", "-m", "exponential", "-e", EPS, "--embeddings",
+            _embeddings(tmp_path), "-c", "body", "--user-column", "author", "--keep", "author", "--numbers-epsilon",
+            EPS_N, "--numbers-budget", 1, "--budget", 5)
+    assert r.exit_code == 0, r.output
+    assert "'salary' are written UNRELEASED" in r.stderr
+    with (tmp_path / "out.csv").open(newline="", encoding="utf-8") as fh:
+        [[_, body, salary]] = list(csv.reader(fh))[1:]
+    assert salary == "91000" and is_numeric(body.split()[-1])  # the column as it was; the text's number released
