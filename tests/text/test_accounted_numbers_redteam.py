@@ -12,6 +12,7 @@ import os
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -417,3 +418,24 @@ def test_numbers_in_a_column_not_released_are_named_on_stderr(tmp_path: Path) ->
     with (tmp_path / "out.csv").open(newline="", encoding="utf-8") as fh:
         [[_, body, salary]] = list(csv.reader(fh))[1:]
     assert salary == "91000" and is_numeric(body.split()[-1])  # the column as it was; the text's number released
+
+
+def test_a_number_edited_in_place_between_the_passes_is_refused(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same size, same tokens, same persons, one digit changed (2004 -> 2005): the publish sees another file."""
+    from metricdp.text import accounted
+
+    src = _input(tmp_path)
+    scanned = accounted._Rewrite.__init__
+
+    def edit_then_rewrite(self: Any, *args: Any, **kw: Any) -> None:
+        src.write_text(src.read_text(encoding="utf-8").replace("2004", "2005"), encoding="utf-8")
+        scanned(self, *args, **kw)
+
+    monkeypatch.setattr(accounted._Rewrite, "__init__", edit_then_rewrite)
+    with Ledger(tmp_path / "w.db", budget=5) as words, Ledger(tmp_path / "n.db", budget=5) as nums:
+        with pytest.raises(ValidationError, match="changed while it was being released"):
+            _run(tmp_path, ledger=words, numbers_ledger=nums)
+        assert words.spent(["ann", "bob"]).tolist() == nums.spent(["ann", "bob"]).tolist() == [0.0, 0.0]
+    assert {s for _, s in _runs(tmp_path / "w.db") + _runs(tmp_path / "n.db")} == {"aborted"}
+    assert not (tmp_path / "out.csv").exists()
