@@ -106,7 +106,8 @@ def check_text_release(
     numbers released (``numbers``) under a words' budget or ledger need a budget or ledger of
     their own, in units of the value (the words' is per unit of the embedding's distance:
     the two never add up); a numbers budget or ledger needs ``numbers``, and a numbers
-    ledger sits beside a words' ledger, never the same one.
+    ledger sits beside a words' ledger, never the same one (under any name: a symbolic or hard link to
+    it, another spelling of its path).
     """
     fmt = detect_format(Path(path), column)
     check_persons(fmt, column, user_column, ledger=ledger)
