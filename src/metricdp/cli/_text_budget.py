@@ -94,7 +94,10 @@ class NumbersOptions:
             ledger = Ledger(self.ledger, budget=self.budget, key_file=self.ledger_key)
         except ValidationError as ex:
             text = str(ex)
-            if "change it explicitly" in text:
+            if "is new: it needs a budget" in text:  # an empty file, or a new database at a URL
+                text = f"--numbers-ledger {text.split('ledger ', 1)[-1].split(' is new')[0]} is new: create it with " \
+                       "--numbers-budget B"
+            elif "change it explicitly" in text:
                 text = ("--numbers-budget differs from the numbers ledger's: " + text.split("; change it explicitly")[0]
                         + "; leave --numbers-budget out to use the ledger's")
             elif "needs the path of its key file" in text:

@@ -356,12 +356,13 @@ def register(app: typer.Typer) -> None:
         from ..text.rewrite import Vocabulary, rewrite_file
 
         numbers_acct = NumbersOptions(numbers_budget, numbers_ledger, ledger_key)
+        numbers_acct.check()  # before its files are named: an empty --numbers-ledger is named as such
         check_output(out, inputs=(input_file, keep_words, *(f for f in (mechanism, embeddings) if Path(f).is_file()),
                                   *acct.files(), *numbers_acct.files()))  # never a ledger or its key
         _require(mechanism, embeddings, _index(family_options))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        numbers_acct.check()  # --over-budget is the numbers budget's policy too: a numbers budget alone is a budget
+        # --over-budget is the numbers budget's policy too: a numbers budget alone is a budget
         (replace(acct, over_budget=None) if numbers_acct.given else acct).check(person="document")
         from ..text.accounted import check_text_release
 

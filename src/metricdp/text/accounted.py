@@ -106,7 +106,8 @@ def check_text_release(
     numbers released (``numbers``) under a words' budget or ledger need a budget or ledger of
     their own, in units of the value (the words' is per unit of the embedding's distance:
     the two never add up); a numbers budget or ledger needs ``numbers``, and a numbers
-    ledger sits beside a words' ledger, never the same one.
+    ledger sits beside a words' ledger, never the same one (under any name: a symbolic or hard link to
+    it, another spelling of its path).
     """
     fmt = detect_format(Path(path), column)
     check_persons(fmt, column, user_column, ledger=ledger)
@@ -123,7 +124,7 @@ def check_text_release(
         raise ValidationError("the parameter 'numbers' with the parameter 'ledger' needs a ledger of its own, the "
                               "parameter 'numbers_ledger' (eps per unit of the value; the words' ledger sums eps per "
                               "unit of the embedding's distance, and the two never add up)")
-    if ledger is not None and _ledger_name(ledger) == _ledger_name(numbers_ledger):
+    if ledger is not None and _same_ledger(ledger, numbers_ledger):
         raise ValidationError("the parameter 'numbers_ledger' must be another ledger than the parameter 'ledger': a "
                               "ledger sums eps of one unit only")
     if budget is not None and numbers_budget is None and numbers_ledger is None:
@@ -134,9 +135,22 @@ def check_text_release(
 
 
 def _ledger_name(ledger: object) -> str:
-    """The name a ledger is opened by: a :class:`Ledger`'s, or the path or URL given (absolute)."""
+    """The name a ledger is opened by: a :class:`Ledger`'s, or the path or URL given (a path resolved: links
+    followed, ``./`` and ``..`` gone)."""
     name = ledger.name if isinstance(ledger, Ledger) else os.fspath(ledger)  # type: ignore[call-overload]
-    return name if "://" in name else os.path.abspath(name)
+    return name if "://" in name else os.path.realpath(name)
+
+
+def _same_ledger(a: object, b: object) -> bool:
+    """Whether two ledgers are one: the same resolved name, or one file under two names (a hard link)."""
+    first, second = _ledger_name(a), _ledger_name(b)
+    if first == second:
+        return True
+    try:
+        one, other = os.stat(first), os.stat(second)
+    except (OSError, ValueError):  # a URL, or a file not created yet: only its name says which it is
+        return False
+    return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
 
 
 @dataclass(frozen=True)
@@ -352,10 +366,17 @@ def privatize_text_file(
 
 def _refuse_numbers(owners: NDArray[np.int64], persons: NDArray[Any], numbers: NumberRelease,
                     budget: TextBudget) -> None:
-    """Under ``refuse``, the numbers' ledger's refusal read before anything is reserved (the reservation checks
-    again, in its transaction: a run of another process in between is refused there, and given back)."""
+    """The numbers' ledger's refusals read before anything is reserved: a ledger bound to another unit, and
+    under ``refuse`` a person over budget (the reservation checks again, in its transaction: a run of another
+    process in between is refused there, and given back)."""
     ledger = budget.numbers_ledger
-    if ledger is None or budget.policy != "refuse" or owners.size == 0:
+    if ledger is None:
+        return
+    bound = ledger.unit
+    if bound is not None and bound != NUMBERS_UNIT[:64]:  # the reservation would refuse it after the words'
+        raise ValidationError(f"ledger {ledger.name} accounts eps per {bound or 'a unitless distance'}; the numbers' "
+                              f"eps is per {NUMBERS_UNIT}: their sum would mean nothing (use another ledger)")
+    if budget.policy != "refuse" or owners.size == 0:
         return
     counts = np.bincount(owners, minlength=persons.size)
     if budget.max_tokens_per_person is not None:
