@@ -35,8 +35,11 @@ _ALNUM = f"(?:[^\\W_]|{_CF})"
 #: A number: optional sign (only where no word character precedes it), digits with optional
 #: thousands separators (``1,234``) and decimals (``2.50``); not glued to a letter (``3rd`` is a word).
 NUMBER = re.compile(
-    r"(?<![\w.,])(?:[+\-\u2212](?=\d))?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w\u00ad\u200b-\u200d\u2060]|[.,]\d)"
+    r"(?<![\w.,])(?:[+\-\u2212](?=\d))?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+\-\u2212]?\d{1,4})?"
+    r"(?![\w\u00ad\u200b-\u200d\u2060]|[.,]\d)"
 )
+#: The exponent of a number in scientific notation (``1e5``, ``1.5E-3``).
+_EXPONENT = re.compile(r"[eE]([+\-\u2212]?)(\d{1,4})$")
 #: A word token: letters/digits (format characters included) with inner apostrophes or hyphens.
 WORD = re.compile(f"{_CF}*[^\\W_]{_ALNUM}*(?:['\u2019\\-]{_ALNUM}+)*")
 _TOKEN = re.compile(f"{NUMBER.pattern}|{WORD.pattern}")
@@ -147,6 +150,8 @@ def is_numeric(piece: str) -> bool:
     >>> [is_numeric(w) for w in ("2004", "-1,250.5", "3rd", "e-mail", "\\uff12\\uff10")]
     [True, True, False, False, True]
     """
+    if not piece.isascii():  # read as a reader sees it: circled, fullwidth or superscript digits are digits
+        piece = unicodedata.normalize("NFKC", visible(piece))
     return NUMBER.fullmatch(piece) is not None or (
         any(c.isdigit() for c in piece) and not any(c.isalpha() for c in piece)
     )
@@ -162,11 +167,17 @@ def parse_number(piece: str) -> tuple[int, int] | None:
     """
     if NUMBER.fullmatch(piece) is None:
         return None
+    exponent = _EXPONENT.search(piece)
+    shift = 0
+    if exponent is not None:  # m x 10^e: the grid of the digits shown, 10^(e - decimals of m)
+        shift = int(exponent.group(2)) * (-1 if exponent.group(1) in ("-", "\u2212") else 1)
+        piece = piece[: exponent.start()]
     sign = -1 if piece[:1] in ("-", "\u2212") else 1
     body = piece.lstrip("+-\u2212").replace(",", "")
     whole, _, frac = body.partition(".")
     digits = "".join(str(unicodedata.digit(c)) for c in whole + frac)
-    return sign * int(Decimal(digits)), len(frac)
+    units, decimals = sign * int(Decimal(digits)), len(frac) - shift
+    return (units * 10 ** -decimals, 0) if decimals < 0 else (units, decimals)
 
 
 def format_number(units: int, decimals: int, like: str) -> str:
@@ -178,6 +189,11 @@ def format_number(units: int, decimals: int, like: str) -> str:
     >>> format_number(-99, 0, "2004"), format_number(123456, 2, "1,000.00"), format_number(7, 0, "+007")
     ('-99', '1,234.56', '+007')
     """
+    exponent = _EXPONENT.search(like)
+    if exponent is not None:  # written with the input's exponent: every digit of the release, nothing rounded
+        shift = int(exponent.group(2)) * (-1 if exponent.group(1) in ("-", "\u2212") else 1)
+        mantissa = format(Decimal(units).scaleb(-decimals - shift), "f")
+        return ("+" if like[:1] == "+" and units >= 0 else "") + mantissa + exponent.group()
     sign = "-" if units < 0 else ("+" if like[:1] == "+" else "")
     digits = str(abs(units)).rjust(decimals + 1, "0")
     whole, frac = (digits[:-decimals], digits[-decimals:]) if decimals else (digits, "")
