@@ -16,9 +16,10 @@ timestamp column, or text that reads as one), compared as instants.
 **Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
 person's spend is data dependent under the predictive mechanism (tests and fresh
 releases), so the reservation is each person's **worst case**, known from the first pass
-(:func:`~.first_pass.first_pass`, which also runs the order check through
-:meth:`Traces.check`) before anything is drawn: rows x eps (independent), distinct cells x
-eps (per place), and for the predictive mechanism one fresh release then a failed test and
+(:func:`~.first_pass.first_pass` without a code per row: :meth:`Traces.check` runs the
+order check and counts each person's rows and places, so the pass's memory grows with the
+persons, never with the rows) before anything is drawn: rows x eps (independent), distinct
+cells x eps (per place), and for the predictive mechanism one fresh release then a failed test and
 a fresh release at every later fix (capped by what the person has left: the mechanism runs
 each person within their grant, reporting untested predictions once it is spent, so a
 smaller grant is not an excess). What does not fit is refused or withheld by the policy
@@ -80,6 +81,7 @@ class _Persons:
             i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
             raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
         enc = pc.dictionary_encode(col)
+        _check_ids(enc, chunk, name, where)
         values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
         if values.dtype.kind == "O":
             values = values.astype(str)
@@ -109,6 +111,26 @@ class _Persons:
             order = np.argsort(merged, kind="stable")
             self._sorted, self._code = merged[order], codes[order]
         return mapped[indices]
+
+
+def _check_ids(enc: Any, chunk: Chunk, name: str, where: str) -> None:
+    """Text ids as the first pass of every kind takes them: at most
+    :data:`~metricdp.streaming.persons.MAX_ID_BYTES` bytes of UTF-8, and no NUL (numpy text drops a trailing
+    NUL: ``"ann\\0"`` would be ``"ann"``, two persons merged behind the user's back)."""
+    pa, pc = arrow()
+    ids = enc.dictionary
+    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+        return
+    from ..streaming.persons import MAX_ID_BYTES
+
+    long = np.asarray(pc.greater(pc.binary_length(ids), MAX_ID_BYTES).to_numpy(zero_copy_only=False))
+    nul = np.asarray(pc.match_substring(ids, "\x00").to_numpy(zero_copy_only=False))
+    for bad, why in ((long, f"is an id of more than {MAX_ID_BYTES} bytes: a person id is a name, a number or a "
+                            "hash, not a document"), (nul, "holds a NUL character: person ids must be printable text")):
+        if bad.any():
+            i = int(np.flatnonzero(np.isin(np.asarray(enc.indices.to_numpy(zero_copy_only=False)),
+                                           np.flatnonzero(bad)))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} {why}")
 
 
 def _first_index(indices: NDArray[np.intp], which: NDArray[np.intp], values: int) -> NDArray[np.intp]:
@@ -506,7 +528,7 @@ def release_traces_file(
 
         identity = _identity(src.path)
         kind.begin()
-        first_pass(kind, src, user, others=unnamed(plan, kind))
+        first_pass(kind, src, user, others=unnamed(plan, kind), per_row=False)  # counts per person
         granted, over, run, run_id_used = _reserve(kind, src, identity, budget=budget, ledger=ledger,
                                                    policy=policy, run_id=run_id)
     else:
