@@ -11,9 +11,11 @@ the persons (and their places), never with the rows:
   :func:`~metricdp.location.predictive.predictive_step` over each chunk's persons, one step
   per rank (every person's first fix of the chunk, then their second, ...); the state: the
   person's last release and counts;
-* :class:`PerPlace` -- one release per (person, public cell) of the run
+* :class:`PerPlace` -- one release per (person, public cell)
   (:mod:`metricdp.location.per_place`: planar Laplace around the cell's centre), repeated for
-  every later fix of the person in that cell; the state: the run's memo of places.
+  every later fix of the person in that cell; the state: the memo of places -- the run's own,
+  drawn as places come, or, in an accounted release, every place decided before the pass
+  (:meth:`PerPlace.remember`; with a ledger, across runs: :mod:`.trace_places`).
 
 Each person runs within a **grant** (:meth:`TraceMechanism.start`: pieces of
 :attr:`TraceMechanism.piece` units): a row past it is withheld (independent: the rows after
@@ -42,7 +44,8 @@ from ..location.grid import CellGrid
 from ..location.predictive import EXHAUSTED, FixedSplit, predictive_step
 from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 
-__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown"]
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown",
+           "rank_within"]
 
 #: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
@@ -117,6 +120,11 @@ class TraceMechanism(ABC):
     @abstractmethod
     def counts(self, persons: int) -> NDArray[np.int64]:
         """The (5, persons) counters of the release so far (TraceReport's order, spent in units)."""
+
+
+def rank_within(codes: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Each entry's rank among the entries of its person (0 for a person's first, in the given order)."""
+    return _rank(codes)[1]
 
 
 def _rank(codes: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -261,6 +269,7 @@ class PerPlace(_Counted):
         self.cell_count = grid.n
         self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
         self._drawn = np.zeros((0, 2))
+        self._unseen = np.zeros(0, dtype=bool)  # per entry of _drawn: drawn before the pass, first fix still to come
         self._n = 0
 
     @property
@@ -276,7 +285,24 @@ class PerPlace(_Counted):
 
     def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
         super().start(grants, source)
-        self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
+        self._memo, self._drawn, self._unseen, self._n = {}, np.zeros((0, 2)), np.zeros(0, dtype=bool), 0
+
+    def remember(self, keys: NDArray[np.int64], releases: NDArray[np.float64], *, fresh: bool) -> None:
+        """Places decided before the pass (after :meth:`start`): ``keys`` (person x cells + cell) and their
+        releases; ``fresh``: drawn and paid for by this run (each one fresh release at eps of its person), else
+        paid for by an earlier run (every fix in them is a reuse, at no cost)."""
+        k = np.asarray(keys, dtype=np.int64)
+        if not k.size:
+            return
+        owner = k // np.int64(self.grid.n)
+        self._room(int(owner.max()) + 1)
+        self._memo.update(zip(k.tolist(), range(self._n, self._n + k.size), strict=True))
+        self._drawn = np.concatenate([self._drawn, np.asarray(releases, dtype=np.float64).reshape(-1, 2)])
+        self._unseen = np.concatenate([self._unseen, np.full(k.size, fresh)])
+        self._n += k.size
+        if fresh:
+            np.add.at(self._counts[_FRESH], owner, 1)
+            np.add.at(self._counts[_SPENT], owner, self.piece)
 
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
         codes = fixes.persons
@@ -296,6 +322,7 @@ class PerPlace(_Counted):
                                              self._source) if paid.size else np.zeros((0, 2))
         index[paid] = self._n + np.arange(paid.size)
         self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+        self._unseen = np.concatenate([self._unseen, np.zeros(paid.size, dtype=bool)])
         self._n += paid.size
         self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
         np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
@@ -304,5 +331,9 @@ class PerPlace(_Counted):
         keep = row_index >= 0
         reused = np.ones(codes.size, dtype=bool)
         reused[first[paid]] = False
+        known = np.flatnonzero(index >= 0)
+        firsts = known[self._unseen[index[known]]]  # the first fix of a place drawn before the pass: not a reuse
+        reused[first[firsts]] = False
+        self._unseen[index[firsts]] = False
         np.add.at(self._counts[_REUSED], codes[keep & reused], 1)
         return (None if keep.all() else keep), self._drawn[row_index[keep]]

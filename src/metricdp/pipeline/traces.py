@@ -19,7 +19,9 @@ releases), so the reservation is each person's **worst case**, known from the fi
 (:func:`~.first_pass.first_pass` without a code per row: :meth:`Traces.check` runs the
 order check and counts each person's rows and places, so the pass's memory grows with the
 persons, never with the rows) before anything is drawn: rows x eps (independent), distinct
-cells x eps (per place), and for the predictive mechanism one fresh release then a failed test and
+cells x eps (per place; with a ledger, only the cells no committed run paid for: their
+releases are read back from the ledger's memo and repeated across runs,
+:mod:`.trace_places`), and for the predictive mechanism one fresh release then a failed test and
 a fresh release at every later fix (capped by what the person has left: the mechanism runs
 each person within their grant, reporting untested predictions once it is spent, so a
 smaller grant is not an excess). What does not fit is refused or withheld by the policy
@@ -54,6 +56,7 @@ from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
+from .trace_places import Places, memoized, settle
 from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
@@ -265,7 +268,7 @@ class Traces(Kind):
         self._order = _Order()
         self._mode: str | None = None
         self.rows = np.zeros(0, dtype=np.int64)  # the first pass's rows per person
-        self._places: set[int] = set()  # the first pass's distinct (person, cell)
+        self.seen = Places(mechanism.cell_count)  # the first pass's distinct (person, cell)
 
     @property
     def epsilon(self) -> float:
@@ -311,16 +314,7 @@ class Traces(Kind):
         np.add.at(self.rows, values.persons, 1)
         cell = self.mechanism.cells(values.latlon)
         if cell is not None:
-            self._places.update(np.unique(values.persons * np.int64(self.mechanism.cell_count) + cell).tolist())
-
-    def places(self) -> NDArray[np.int64]:
-        """The first pass's distinct cells per person (per place only; zeros otherwise)."""
-        n = len(self.persons)
-        out = np.zeros(n, dtype=np.int64)
-        if self._places:
-            keys = np.fromiter(self._places, dtype=np.int64, count=len(self._places))
-            np.add.at(out, keys // self.mechanism.cell_count, 1)
-        return out
+            self.seen.add(values.persons, cell, first_row)
 
     def refusals(self) -> Refusals:
         return _Never()
@@ -426,24 +420,41 @@ class _Reserved:
             self.ledger.abort(self.run_id)
 
 
+@dataclass(frozen=True)
+class _Grants:
+    """A reservation of the run: each person's ``granted`` pieces (codes' order), the persons ``over``, the
+    ledger's run (or None) and its id, and, per place, the pairs a committed run paid for (:mod:`.trace_places`)."""
+
+    granted: NDArray[np.int64]
+    over: int
+    run: _Reserved | None
+    run_id: str | None
+    memo: tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None] | None
+
+
 def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: float | None, ledger: Any,
-             policy: str, run_id: str | None) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
-    """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
+             policy: str, run_id: str | None) -> _Grants:
+    """Each person's worst case reserved (in the ledger, or against ``budget``); per place, the places a committed
+    run paid for are read back from the ledger's memo first and are not reserved."""
     mech = kind.mechanism
     n = len(kind.persons)
-    requested = np.asarray(mech.worst(kind.rows[:n], kind.places()), dtype=np.int64)
+    ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
+    memo = None
+    places = np.zeros(n, dtype=np.int64)
+    if isinstance(mech, PerPlace):
+        memo = memoized(kind.seen, mech, ids, ledger)
+        places = kind.seen.per_person(n, ~memo[0])
+    requested = np.asarray(mech.worst(kind.rows[:n], places), dtype=np.int64)
     least = mech.least()
     asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
     piece = mech.piece
     if ledger is None:
-        ids = np.arange(n)
-        g = grant(ids, requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
+        g = grant(np.arange(n), requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
         granted, run = g.granted, None
     else:
         eps = float(from_units(piece))
         if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
             raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
-        ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
         r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
                            unit=kind.unit)
         _uniq, inverse = np.unique(ids, return_inverse=True)
@@ -455,7 +466,7 @@ def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: fl
             ledger.abort(run.run_id)
         raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
                                   "budget; nothing was spent", over=short, persons=n)
-    return granted, short, run, None if run is None else run.run_id
+    return _Grants(granted, short, run, None if run is None else run.run_id, memo)
 
 
 def release_traces_file(
@@ -521,20 +532,19 @@ def release_traces_file(
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
     accounted = budget is not None or ledger is not None
-    run: _Reserved | None = None
-    over, run_id_used = 0, None
+    g = _Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
     if accounted:
         from ..streaming.accounted import _identity
 
         identity = _identity(src.path)
         kind.begin()
         first_pass(kind, src, user, others=unnamed(plan, kind), per_row=False)  # counts per person
-        granted, over, run, run_id_used = _reserve(kind, src, identity, budget=budget, ledger=ledger,
-                                                   policy=policy, run_id=run_id)
-    else:
-        granted = np.zeros(0, dtype=np.int64)
+        g = _reserve(kind, src, identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
+    granted, over, run, run_id_used = g.granted, g.over, g.run, g.run_id
     try:
         mechanism.start(granted if accounted else None, source)  # not accounted: no grants
+        if g.memo is not None and isinstance(mechanism, PerPlace):  # every place decided before the pass
+            settle(kind.seen, mechanism, granted, *g.memo, ledger, run_id_used, source)
         kind.begin()
     except BaseException:
         if run is not None:
