@@ -386,3 +386,14 @@ def test_an_id_the_accounting_cannot_name_is_refused_naming_its_row(tmp_path, us
     with pytest.raises(ValidationError, match=r"data row 2: user column 'user' " + re.escape(fragment)):
         run(path, tmp_path / "out.parquet", Independent(1.0), budget=budget)
     assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("ids", [[5, 3, 5, 7, 3, 7, 9, 9], ["5", "3", "5", "7", "3", "7", "9", "9"]])
+def test_integer_and_text_ids_are_one_person_each_across_chunks_in_order_of_first_sight(tmp_path, ids):
+    """Chunks of 3 rows: 7 first comes beside 5 and is new twice in its chunk (rows 4 and 6), 9 twice in one."""
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"user": ids, "time": list(range(8)), "lat": [PARIS[0]] * 8, "lon": [PARIS[1]] * 8}),
+                   path)
+    r = run(path, tmp_path / "out.parquet", Independent(1.0), chunk_rows=3, budget=5.0)
+    assert [str(p) for p in r.report.persons.tolist()] == ["3", "5", "7", "9"]
+    assert r.report.fresh.tolist() == [2, 2, 2, 2] and from_units(r.reserved).tolist() == [2.0] * 4

@@ -79,41 +79,61 @@ class _Persons:
         return int(self.ids.size)
 
     def codes(self, col: Any, chunk: Chunk, name: str, where: str) -> NDArray[np.int64]:
-        _pa, pc = arrow()
+        pa, pc = arrow()
         if col.null_count:
             i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
             raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
-        enc = pc.dictionary_encode(col)
-        _check_ids(enc, chunk, name, where)
-        values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
-        if values.dtype.kind == "O":
-            values = values.astype(str)
-        if values.dtype.kind not in "iuU":
-            raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be integers "
-                                  "or text")
-        indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-        if values.dtype.kind == "U" and (values == "").any():
-            i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
-            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        indices: NDArray[np.intp] | None = None
+        if pa.types.is_integer(col.type):  # integers are looked up row by row: no dictionary to build
+            values = np.asarray(col.to_numpy(zero_copy_only=False))
+        else:
+            enc = pc.dictionary_encode(col)
+            _check_ids(enc, chunk, name, where)
+            values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
+            if values.dtype.kind == "O":
+                values = values.astype(str)
+            if values.dtype.kind not in "iuU":
+                raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be "
+                                      "integers or text")
+            indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+            if values.dtype.kind == "U" and (values == "").any():
+                i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
+                raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a "
+                                      "person")
         if self.ids.size and self.ids.dtype.kind != values.dtype.kind:
             raise ValidationError(f"{where}: {_at(chunk, 0)}: user column {name!r} holds {values.dtype} values "
                                   f"here, {self.ids.dtype} before: one type of person id per file")
+        mapped = self._lookup(values, indices)
+        return mapped if indices is None else mapped[indices]
+
+    def _lookup(self, values: NDArray[Any], indices: NDArray[np.intp] | None) -> NDArray[np.int64]:
+        """The code of each of ``values`` (a chunk's distinct values with the rows' ``indices`` into them, or, None,
+        one value per row), new persons coded in the order of their first row."""
         pos = np.searchsorted(self._sorted, values) if self._sorted.size else np.zeros(values.size, dtype=np.intp)
         found = pos < self._sorted.size
         found[found] = self._sorted[pos[found]] == values[found]
         mapped = np.empty(values.size, dtype=np.int64)
         mapped[found] = self._code[pos[found]]
         new = np.flatnonzero(~found)
-        if new.size:
+        if not new.size:
+            return mapped
+        if indices is None:  # values per row: the distinct new ones, by first row
+            fresh, first, inverse = np.unique(values[new], return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            mapped[new] = len(self) + rank[inverse.ravel()]
+            fresh = fresh[order]
+        else:
             new = new[np.argsort(_first_index(indices, new, values.size), kind="stable")]  # by first row
             mapped[new] = len(self) + np.arange(new.size)
-            self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], values[new]])
-            merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0],
-                                     values[new]])
-            codes = np.concatenate([self._code, mapped[new]])
-            order = np.argsort(merged, kind="stable")
-            self._sorted, self._code = merged[order], codes[order]
-        return mapped[indices]
+            fresh = values[new]
+        codes = np.concatenate([self._code, len(self) + np.arange(fresh.size)])
+        self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], fresh])
+        merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0], fresh])
+        order = np.argsort(merged, kind="stable")
+        self._sorted, self._code = merged[order], codes[order]
+        return mapped
 
 
 def _check_ids(enc: Any, chunk: Chunk, name: str, where: str) -> None:
