@@ -257,6 +257,29 @@ class Predictive(_Counted):
         return (None if keep.all() else keep), released[keep]
 
 
+class _Memo:
+    """Keys (person x cells + cell) with an index each, kept sorted: a chunk's places are found by one binary
+    search (16 bytes per place, no Python object per place)."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.index = np.zeros(0, dtype=np.int64)
+
+    def find(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The index of each of ``keys`` (distinct), -1 where none."""
+        pos = np.minimum(np.searchsorted(self.keys, keys), max(self.keys.size - 1, 0))
+        hit = (pos < self.keys.size) & (self.keys[pos] == keys) if self.keys.size else np.zeros(keys.size, bool)
+        return np.where(hit, self.index[pos] if self.keys.size else -1, -1).astype(np.int64)
+
+    def add(self, keys: NDArray[np.int64], index: NDArray[np.int64]) -> None:
+        """New keys (none of them known) with their indices."""
+        if keys.size:
+            merged = np.concatenate([self.keys, np.asarray(keys, dtype=np.int64)])
+            order = np.argsort(merged, kind="stable")  # two sorted runs when ``keys`` are: a merge
+            self.keys = merged[order]
+            self.index = np.concatenate([self.index, np.asarray(index, dtype=np.int64)])[order]
+
+
 class PerPlace(_Counted):
     """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
     run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
@@ -267,7 +290,7 @@ class PerPlace(_Counted):
         super().__init__()
         self.grid, self.epsilon = grid, check_epsilon(epsilon)
         self.cell_count = grid.n
-        self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
+        self._memo = _Memo()  # person x cells + cell -> index into _drawn
         self._drawn = np.zeros((0, 2))
         self._unseen = np.zeros(0, dtype=bool)  # per entry of _drawn: drawn before the pass, first fix still to come
         self._n = 0
@@ -285,7 +308,7 @@ class PerPlace(_Counted):
 
     def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
         super().start(grants, source)
-        self._memo, self._drawn, self._unseen, self._n = {}, np.zeros((0, 2)), np.zeros(0, dtype=bool), 0
+        self._memo, self._drawn, self._unseen, self._n = _Memo(), np.zeros((0, 2)), np.zeros(0, dtype=bool), 0
 
     def remember(self, keys: NDArray[np.int64], releases: NDArray[np.float64], *, fresh: bool) -> None:
         """Places decided before the pass (after :meth:`start`): ``keys`` (person x cells + cell) and their
@@ -296,7 +319,7 @@ class PerPlace(_Counted):
             return
         owner = k // np.int64(self.grid.n)
         self._room(int(owner.max()) + 1)
-        self._memo.update(zip(k.tolist(), range(self._n, self._n + k.size), strict=True))
+        self._memo.add(k, self._n + np.arange(k.size))
         self._drawn = np.concatenate([self._drawn, np.asarray(releases, dtype=np.float64).reshape(-1, 2)])
         self._unseen = np.concatenate([self._unseen, np.full(k.size, fresh)])
         self._n += k.size
@@ -310,7 +333,7 @@ class PerPlace(_Counted):
         cell = self.cells(fixes.latlon)
         keys = codes * np.int64(self.grid.n) + cell
         uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        index = np.array([self._memo.get(int(k), -1) for k in uniq.tolist()], dtype=np.int64)
+        index = self._memo.find(uniq)
         new = np.flatnonzero(index < 0)
         new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
         owner = codes[first[new]]
@@ -324,7 +347,7 @@ class PerPlace(_Counted):
         self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
         self._unseen = np.concatenate([self._unseen, np.zeros(paid.size, dtype=bool)])
         self._n += paid.size
-        self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
+        self._memo.add(uniq[paid], index[paid])
         np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
         np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
         row_index = index[inverse.ravel()]
