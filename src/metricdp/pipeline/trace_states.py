@@ -344,8 +344,9 @@ class PerPlace(_Counted):
         drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
                                              self._source) if paid.size else np.zeros((0, 2))
         index[paid] = self._n + np.arange(paid.size)
-        self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
-        self._unseen = np.concatenate([self._unseen, np.zeros(paid.size, dtype=bool)])
+        if paid.size:  # (a concatenation copies every place drawn so far)
+            self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+            self._unseen = np.concatenate([self._unseen, np.zeros(paid.size, dtype=bool)])
         self._n += paid.size
         self._memo.add(uniq[paid], index[paid])
         np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
