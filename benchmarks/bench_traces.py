@@ -14,9 +14,10 @@ source, accounted with a per-run budget (the first pass and the reservation incl
 the time); the user and time columns are kept on purpose (a trace release publishes
 them). ``--ais`` writes the AIS tracks of ``tracktable-data`` (``metricdp data ais``'s
 default week: real vessels, sorted by vessel then time) to CSV and releases them by each
-mechanism. Prints one JSON line per run: fixes, persons, seconds, fixes/s, the peak
-resident memory of the process, fresh releases and reuses. Timings depend on the machine
-and its load: report ``uptime`` with them.
+mechanism. Each release runs in a child process of its own, so its peak resident memory is
+its own (not the writer's, nor an earlier run's). Prints one JSON line per run: fixes,
+persons, seconds, fixes/s, the peak resident memory of the child, fresh releases and reuses.
+Timings depend on the machine and its load: report ``uptime`` with them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import argparse
 import json
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +102,24 @@ def bench(path: Path, mechanism: Any, user: str, budget: float | None) -> dict[s
             "load": os.getloadavg()[0]}
 
 
+def _mechanism(name: str) -> Any:
+    if name == "synthetic":
+        return Predictive(1.0, 0.5, 2.0)
+    grid = CellGrid.over("40.3,-74.5,41.0,-73.5", 1.0)  # New York harbour, 1 km cells
+    return {"independent": lambda: Independent(0.5), "predictive": lambda: Predictive(0.5, 0.1, 4.0),
+            "per-place": lambda: PerPlace(grid, 0.5)}[name]()
+
+
+def in_child(path: Path, mechanism: str, user: str, budget: float | None) -> dict[str, Any]:
+    """:func:`bench` of ``mechanism`` (a name of :func:`_mechanism`) in a child process: its own peak memory."""
+    args = [sys.executable, __file__, "--child", str(path), mechanism, user, "" if budget is None else repr(budget)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the benchmark's child failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the benchmark of the command line ``argv``; prints and returns one result per run."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -107,15 +128,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--ais", action="store_true", help="the AIS ship tracks of tracktable-data")
     parser.add_argument("--quick", action="store_true", help="2,000 persons x 10 fixes")
+    parser.add_argument("--child", nargs=4, metavar=("PATH", "MECHANISM", "USER", "BUDGET"),
+                        help=argparse.SUPPRESS)  # one release, run by in_child
     args = parser.parse_args(argv)
+    if args.child:
+        path_, mech, user, budget = args.child
+        result = bench(Path(path_), _mechanism(mech), user, float(budget) if budget else None)
+        print(json.dumps(result))
+        return [result]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.ais:
             path = Path(tmp) / "ais.csv"
             write_ais(path)
-            grid = CellGrid.over("40.3,-74.5,41.0,-73.5", 1.0)  # New York harbour, 1 km cells
-            for mech in (Independent(0.5), Predictive(0.5, 0.1, 4.0), PerPlace(grid, 0.5)):
-                results.append({"data": "AIS NYHarbor_2020_12_first_week", **bench(path, mech, "vessel", None)})
+            for name in ("independent", "predictive", "per-place"):
+                results.append({"data": "AIS NYHarbor_2020_12_first_week", **in_child(path, name, "vessel", None)})
                 print(json.dumps(results[-1]))
             return results
         persons, fixes = (2_000, 10) if args.quick else (args.persons, args.fixes)
@@ -123,7 +150,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         write_synthetic(path, persons, fixes)
         for budget in (None, float(fixes)):
             results.append({"data": f"synthetic {persons} persons x {fixes} fixes ({args.format})",
-                            **bench(path, Predictive(1.0, 0.5, 2.0), "user", budget)})
+                            **in_child(path, "synthetic", "user", budget)})
             print(json.dumps(results[-1]))
     return results
 

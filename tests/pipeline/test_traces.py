@@ -358,3 +358,42 @@ def test_the_ais_week_is_released_within_each_vessels_reservation(tmp_path):
         assert (r.report.spent_units <= r.reserved).all() and r.reserved.max() == to_units(200.0)
         assert ledger.spent(r.report.persons).tolist() == from_units(r.reserved).tolist()
     assert int(r.report.reused.sum()) > int(r.report.fresh.sum())  # vessels stay put: predictions pass
+
+
+# ------------------------------------------------------------------------------------------ first pass
+def test_the_first_pass_of_traces_counts_per_person_and_keeps_nothing_per_row(tmp_path):
+    from metricdp.pipeline.first_pass import first_pass
+    from metricdp.pipeline.run import Source
+    from metricdp.pipeline.traces import Traces
+
+    rows = [("b", 1, *PARIS), ("a", 1, *PARIS), ("b", 2, *PARIS), ("b", 3, *PARIS)]
+    src = Source.of(write(tmp_path / "in.csv", rows), chunk_rows=2)
+    kind = Traces("user", "time", "lat", "lon", Independent(1.0))
+    read = first_pass(kind, src, "user", per_row=False)
+    assert read.persons is None and read.codes.size == 0
+    assert kind.persons.ids.tolist() == ["b", "a"] and kind.rows[:2].tolist() == [3, 1]
+
+
+@pytest.mark.parametrize(("user", "fragment"), [
+    ("x" * 257, "is an id of more than 256 bytes"),
+    ("ann\x00", "holds a NUL character"),
+])
+@pytest.mark.parametrize("budget", [None, 5.0])
+def test_an_id_the_accounting_cannot_name_is_refused_naming_its_row(tmp_path, user, fragment, budget):
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"user": ["ann", user], "time": [1, 2], "lat": [PARIS[0]] * 2,
+                             "lon": [PARIS[1]] * 2}), path)
+    with pytest.raises(ValidationError, match=r"data row 2: user column 'user' " + re.escape(fragment)):
+        run(path, tmp_path / "out.parquet", Independent(1.0), budget=budget)
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("ids", [[5, 3, 5, 7, 3, 7, 9, 9], ["5", "3", "5", "7", "3", "7", "9", "9"]])
+def test_integer_and_text_ids_are_one_person_each_across_chunks_in_order_of_first_sight(tmp_path, ids):
+    """Chunks of 3 rows: 7 first comes beside 5 and is new twice in its chunk (rows 4 and 6), 9 twice in one."""
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"user": ids, "time": list(range(8)), "lat": [PARIS[0]] * 8, "lon": [PARIS[1]] * 8}),
+                   path)
+    r = run(path, tmp_path / "out.parquet", Independent(1.0), chunk_rows=3, budget=5.0)
+    assert [str(p) for p in r.report.persons.tolist()] == ["3", "5", "7", "9"]
+    assert r.report.fresh.tolist() == [2, 2, 2, 2] and from_units(r.reserved).tolist() == [2.0] * 4

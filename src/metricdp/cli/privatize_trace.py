@@ -7,7 +7,8 @@ order with a state per person (:mod:`metricdp.pipeline.traces`): the predictive 
 one release per public cell (``--region``, ``--cell``), or independent releases. The rows of
 one person must be in time order. With ``--budget`` or ``--ledger`` each person's worst case
 is reserved before anything is drawn, and the reservation is what the ledger keeps (the
-actual spend is reported beside it).
+actual spend is reported beside it); with ``--ledger``, a person's place paid for by an
+earlier run is released again as it was, at no cost (without one, per run).
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ def register(app: typer.Typer) -> None:
         epsilon: EpsilonOption = None,
         mechanism: Annotated[Mechanism, typer.Option("--mechanism", case_sensitive=False, help="predictive: a "
                                                      "private test reuses the last release when the fix is near "
-                                                     "it; per-place: one release per public cell; independent: a "
+                                                     "it; per-place: one release per public cell (with --ledger, "
+                                                     "reused across runs for free); independent: a "
                                                      "fresh release per fix.")] = Mechanism.predictive,
         test_epsilon: Annotated[str | None, typer.Option("--test-epsilon", metavar="EPS", help="predictive: eps "
                                                          "of each test (default: --epsilon / 5).")] = None,

@@ -51,16 +51,20 @@ def _check_user_column(names: tuple[str, ...], kind: Kind, user: str, where: str
 
 
 def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: bool = False,
-               progress: Progress | None = None, others: tuple[str, ...] = ()) -> FirstPass:
+               progress: Progress | None = None, others: tuple[str, ...] = (), per_row: bool = True) -> FirstPass:
     """Read ``user_column`` and ``kind``'s columns of every row (module docstring); refusals as the release's.
 
     ``others``: the columns nobody named, whose content is checked on the way
-    (:func:`~metricdp.tabular.leaks.check_chunk`).
+    (:func:`~metricdp.tabular.leaks.check_chunk`). ``per_row=False``: no code per row is kept
+    (the result's ``persons`` is None and its ``codes`` empty) -- a kind whose reservation needs
+    only a count per person keeps that count itself in :meth:`~.kind.Kind.check` and looks its
+    persons up again per chunk in the release pass, so the pass's memory grows with the persons,
+    never with the rows.
     """
     from ..streaming.persons import FIRST_PASS, SCAN_BYTES, PersonCollector
 
     where = source.where
-    collector = PersonCollector(where, user_column, source.path.stat().st_size)
+    collector = PersonCollector(where, user_column, source.path.stat().st_size) if per_row else None
     refused = kind.refusals()
     rule = kind.rule()
     found: list[Any] = []
@@ -69,13 +73,15 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
                   source.max_record)  # reads of at least SCAN_BYTES: few chunks, so few hashes of the ids seen
     with scan.open() as reader:
         _check_user_column(reader.names, kind, user_column, where)
-        collector.start_reader(reader)
+        if collector is not None:
+            collector.start_reader(reader)
         for chunk in reader.chunks():
             if not chunk.rows:
                 continue
             unit = chunk.unit
             check_chunk(rule, chunk, others, where)
-            collector.add(chunk)
+            if collector is not None:
+                collector.add(chunk)
             got = kind.parse(chunk)
             if got.refused.size:
                 refused.add(chunk.places(got.refused), chunk.texts(kind.columns[0], got.refused[:kind.show]),
@@ -88,7 +94,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
             report(progress, seen, None, FIRST_PASS)
     if refused.rows:
         raise refused.error(where, unit)
-    persons, codes = collector.book.finish()
+    persons, codes = (None, np.zeros(0, dtype=np.int32)) if collector is None else collector.book.finish()
     values = None
     if keep_values:
         values = np.concatenate(found) if found else kind.parse_empty()

@@ -11,9 +11,11 @@ the persons (and their places), never with the rows:
   :func:`~metricdp.location.predictive.predictive_step` over each chunk's persons, one step
   per rank (every person's first fix of the chunk, then their second, ...); the state: the
   person's last release and counts;
-* :class:`PerPlace` -- one release per (person, public cell) of the run
+* :class:`PerPlace` -- one release per (person, public cell)
   (:mod:`metricdp.location.per_place`: planar Laplace around the cell's centre), repeated for
-  every later fix of the person in that cell; the state: the run's memo of places.
+  every later fix of the person in that cell; the state: the memo of places -- the run's own,
+  drawn as places come, or, in an accounted release, every place decided before the pass
+  (:meth:`PerPlace.remember`; with a ledger, across runs: :mod:`.trace_places`).
 
 Each person runs within a **grant** (:meth:`TraceMechanism.start`: pieces of
 :attr:`TraceMechanism.piece` units): a row past it is withheld (independent: the rows after
@@ -42,7 +44,8 @@ from ..location.grid import CellGrid
 from ..location.predictive import EXHAUSTED, FixedSplit, predictive_step
 from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 
-__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown"]
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown",
+           "rank_within"]
 
 #: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
@@ -117,6 +120,11 @@ class TraceMechanism(ABC):
     @abstractmethod
     def counts(self, persons: int) -> NDArray[np.int64]:
         """The (5, persons) counters of the release so far (TraceReport's order, spent in units)."""
+
+
+def rank_within(codes: NDArray[np.int64]) -> NDArray[np.intp]:
+    """Each entry's rank among the entries of its person (0 for a person's first, in the given order)."""
+    return _rank(codes)[1]
 
 
 def _rank(codes: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -249,6 +257,29 @@ class Predictive(_Counted):
         return (None if keep.all() else keep), released[keep]
 
 
+class _Memo:
+    """Keys (person x cells + cell) with an index each, kept sorted: a chunk's places are found by one binary
+    search (16 bytes per place, no Python object per place)."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.index = np.zeros(0, dtype=np.int64)
+
+    def find(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The index of each of ``keys`` (distinct), -1 where none."""
+        pos = np.minimum(np.searchsorted(self.keys, keys), max(self.keys.size - 1, 0))
+        hit = (pos < self.keys.size) & (self.keys[pos] == keys) if self.keys.size else np.zeros(keys.size, bool)
+        return np.where(hit, self.index[pos] if self.keys.size else -1, -1).astype(np.int64)
+
+    def add(self, keys: NDArray[np.int64], index: NDArray[np.int64]) -> None:
+        """New keys (none of them known) with their indices."""
+        if keys.size:
+            merged = np.concatenate([self.keys, np.asarray(keys, dtype=np.int64)])
+            order = np.argsort(merged, kind="stable")  # two sorted runs when ``keys`` are: a merge
+            self.keys = merged[order]
+            self.index = np.concatenate([self.index, np.asarray(index, dtype=np.int64)])[order]
+
+
 class PerPlace(_Counted):
     """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
     run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
@@ -259,8 +290,9 @@ class PerPlace(_Counted):
         super().__init__()
         self.grid, self.epsilon = grid, check_epsilon(epsilon)
         self.cell_count = grid.n
-        self._memo: dict[int, int] = {}  # person x cells + cell -> index into _drawn
+        self._memo = _Memo()  # person x cells + cell -> index into _drawn
         self._drawn = np.zeros((0, 2))
+        self._unseen = np.zeros(0, dtype=bool)  # per entry of _drawn: drawn before the pass, first fix still to come
         self._n = 0
 
     @property
@@ -276,7 +308,24 @@ class PerPlace(_Counted):
 
     def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
         super().start(grants, source)
-        self._memo, self._drawn, self._n = {}, np.zeros((0, 2)), 0
+        self._memo, self._drawn, self._unseen, self._n = _Memo(), np.zeros((0, 2)), np.zeros(0, dtype=bool), 0
+
+    def remember(self, keys: NDArray[np.int64], releases: NDArray[np.float64], *, fresh: bool) -> None:
+        """Places decided before the pass (after :meth:`start`): ``keys`` (person x cells + cell) and their
+        releases; ``fresh``: drawn and paid for by this run (each one fresh release at eps of its person), else
+        paid for by an earlier run (every fix in them is a reuse, at no cost)."""
+        k = np.asarray(keys, dtype=np.int64)
+        if not k.size:
+            return
+        owner = k // np.int64(self.grid.n)
+        self._room(int(owner.max()) + 1)
+        self._memo.add(k, self._n + np.arange(k.size))
+        self._drawn = np.concatenate([self._drawn, np.asarray(releases, dtype=np.float64).reshape(-1, 2)])
+        self._unseen = np.concatenate([self._unseen, np.full(k.size, fresh)])
+        self._n += k.size
+        if fresh:
+            np.add.at(self._counts[_FRESH], owner, 1)
+            np.add.at(self._counts[_SPENT], owner, self.piece)
 
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
         codes = fixes.persons
@@ -284,7 +333,7 @@ class PerPlace(_Counted):
         cell = self.cells(fixes.latlon)
         keys = codes * np.int64(self.grid.n) + cell
         uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        index = np.array([self._memo.get(int(k), -1) for k in uniq.tolist()], dtype=np.int64)
+        index = self._memo.find(uniq)
         new = np.flatnonzero(index < 0)
         new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
         owner = codes[first[new]]
@@ -295,14 +344,20 @@ class PerPlace(_Counted):
         drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
                                              self._source) if paid.size else np.zeros((0, 2))
         index[paid] = self._n + np.arange(paid.size)
-        self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+        if paid.size:  # (a concatenation copies every place drawn so far)
+            self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
+            self._unseen = np.concatenate([self._unseen, np.zeros(paid.size, dtype=bool)])
         self._n += paid.size
-        self._memo.update(zip(uniq[paid].tolist(), index[paid].tolist(), strict=True))
+        self._memo.add(uniq[paid], index[paid])
         np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
         np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
         row_index = index[inverse.ravel()]
         keep = row_index >= 0
         reused = np.ones(codes.size, dtype=bool)
         reused[first[paid]] = False
+        known = np.flatnonzero(index >= 0)
+        firsts = known[self._unseen[index[known]]]  # the first fix of a place drawn before the pass: not a reuse
+        reused[first[firsts]] = False
+        self._unseen[index[firsts]] = False
         np.add.at(self._counts[_REUSED], codes[keep & reused], 1)
         return (None if keep.all() else keep), self._drawn[row_index[keep]]

@@ -16,9 +16,12 @@ timestamp column, or text that reads as one), compared as instants.
 **Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
 person's spend is data dependent under the predictive mechanism (tests and fresh
 releases), so the reservation is each person's **worst case**, known from the first pass
-(:func:`~.first_pass.first_pass`, which also runs the order check through
-:meth:`Traces.check`) before anything is drawn: rows x eps (independent), distinct cells x
-eps (per place), and for the predictive mechanism one fresh release then a failed test and
+(:func:`~.first_pass.first_pass` without a code per row: :meth:`Traces.check` runs the
+order check and counts each person's rows and places, so the pass's memory grows with the
+persons, never with the rows) before anything is drawn: rows x eps (independent), distinct
+cells x eps (per place; with a ledger, only the cells no committed run paid for: their
+releases are read back from the ledger's memo and repeated across runs,
+:mod:`.trace_places`), and for the predictive mechanism one fresh release then a failed test and
 a fresh release at every later fix (capped by what the person has left: the mechanism runs
 each person within their grant, reporting untested predictions once it is spent, so a
 smaller grant is not an excess). What does not fit is refused or withheld by the policy
@@ -53,6 +56,7 @@ from ..tabular.leaks import LeakRule
 from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
+from .trace_places import Places, memoized, settle
 from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
@@ -75,40 +79,81 @@ class _Persons:
         return int(self.ids.size)
 
     def codes(self, col: Any, chunk: Chunk, name: str, where: str) -> NDArray[np.int64]:
-        _pa, pc = arrow()
+        pa, pc = arrow()
         if col.null_count:
             i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
             raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
-        enc = pc.dictionary_encode(col)
-        values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
-        if values.dtype.kind == "O":
-            values = values.astype(str)
-        if values.dtype.kind not in "iuU":
-            raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be integers "
-                                  "or text")
-        indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-        if values.dtype.kind == "U" and (values == "").any():
-            i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
-            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a person")
+        indices: NDArray[np.intp] | None = None
+        if pa.types.is_integer(col.type):  # integers are looked up row by row: no dictionary to build
+            values = np.asarray(col.to_numpy(zero_copy_only=False))
+        else:
+            enc = pc.dictionary_encode(col)
+            _check_ids(enc, chunk, name, where)
+            values = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False))
+            if values.dtype.kind == "O":
+                values = values.astype(str)
+            if values.dtype.kind not in "iuU":
+                raise ValidationError(f"{where}: user column {name!r} has type {col.type}: person ids must be "
+                                      "integers or text")
+            indices = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+            if values.dtype.kind == "U" and (values == "").any():
+                i = int(np.flatnonzero(indices == int(np.flatnonzero(values == "")[0]))[0])
+                raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} is empty: every fix needs a "
+                                      "person")
         if self.ids.size and self.ids.dtype.kind != values.dtype.kind:
             raise ValidationError(f"{where}: {_at(chunk, 0)}: user column {name!r} holds {values.dtype} values "
                                   f"here, {self.ids.dtype} before: one type of person id per file")
+        mapped = self._lookup(values, indices)
+        return mapped if indices is None else mapped[indices]
+
+    def _lookup(self, values: NDArray[Any], indices: NDArray[np.intp] | None) -> NDArray[np.int64]:
+        """The code of each of ``values`` (a chunk's distinct values with the rows' ``indices`` into them, or, None,
+        one value per row), new persons coded in the order of their first row."""
         pos = np.searchsorted(self._sorted, values) if self._sorted.size else np.zeros(values.size, dtype=np.intp)
         found = pos < self._sorted.size
         found[found] = self._sorted[pos[found]] == values[found]
         mapped = np.empty(values.size, dtype=np.int64)
         mapped[found] = self._code[pos[found]]
         new = np.flatnonzero(~found)
-        if new.size:
+        if not new.size:
+            return mapped
+        if indices is None:  # values per row: the distinct new ones, by first row
+            fresh, first, inverse = np.unique(values[new], return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty(order.size, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            mapped[new] = len(self) + rank[inverse.ravel()]
+            fresh = fresh[order]
+        else:
             new = new[np.argsort(_first_index(indices, new, values.size), kind="stable")]  # by first row
             mapped[new] = len(self) + np.arange(new.size)
-            self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], values[new]])
-            merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0],
-                                     values[new]])
-            codes = np.concatenate([self._code, mapped[new]])
-            order = np.argsort(merged, kind="stable")
-            self._sorted, self._code = merged[order], codes[order]
-        return mapped[indices]
+            fresh = values[new]
+        codes = np.concatenate([self._code, len(self) + np.arange(fresh.size)])
+        self.ids = np.concatenate([self.ids.astype(values.dtype) if self.ids.size else values[:0], fresh])
+        merged = np.concatenate([self._sorted.astype(values.dtype) if self._sorted.size else values[:0], fresh])
+        order = np.argsort(merged, kind="stable")
+        self._sorted, self._code = merged[order], codes[order]
+        return mapped
+
+
+def _check_ids(enc: Any, chunk: Chunk, name: str, where: str) -> None:
+    """Text ids as the first pass of every kind takes them: at most
+    :data:`~metricdp.streaming.persons.MAX_ID_BYTES` bytes of UTF-8, and no NUL (numpy text drops a trailing
+    NUL: ``"ann\\0"`` would be ``"ann"``, two persons merged behind the user's back)."""
+    pa, pc = arrow()
+    ids = enc.dictionary
+    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+        return
+    from ..streaming.persons import MAX_ID_BYTES
+
+    long = np.asarray(pc.greater(pc.binary_length(ids), MAX_ID_BYTES).to_numpy(zero_copy_only=False))
+    nul = np.asarray(pc.match_substring(ids, "\x00").to_numpy(zero_copy_only=False))
+    for bad, why in ((long, f"is an id of more than {MAX_ID_BYTES} bytes: a person id is a name, a number or a "
+                            "hash, not a document"), (nul, "holds a NUL character: person ids must be printable text")):
+        if bad.any():
+            i = int(np.flatnonzero(np.isin(np.asarray(enc.indices.to_numpy(zero_copy_only=False)),
+                                           np.flatnonzero(bad)))[0])
+            raise ValidationError(f"{where}: {_at(chunk, i)}: user column {name!r} {why}")
 
 
 def _first_index(indices: NDArray[np.intp], which: NDArray[np.intp], values: int) -> NDArray[np.intp]:
@@ -243,7 +288,7 @@ class Traces(Kind):
         self._order = _Order()
         self._mode: str | None = None
         self.rows = np.zeros(0, dtype=np.int64)  # the first pass's rows per person
-        self._places: set[int] = set()  # the first pass's distinct (person, cell)
+        self.seen = Places(mechanism.cell_count)  # the first pass's distinct (person, cell)
 
     @property
     def epsilon(self) -> float:
@@ -289,16 +334,7 @@ class Traces(Kind):
         np.add.at(self.rows, values.persons, 1)
         cell = self.mechanism.cells(values.latlon)
         if cell is not None:
-            self._places.update(np.unique(values.persons * np.int64(self.mechanism.cell_count) + cell).tolist())
-
-    def places(self) -> NDArray[np.int64]:
-        """The first pass's distinct cells per person (per place only; zeros otherwise)."""
-        n = len(self.persons)
-        out = np.zeros(n, dtype=np.int64)
-        if self._places:
-            keys = np.fromiter(self._places, dtype=np.int64, count=len(self._places))
-            np.add.at(out, keys // self.mechanism.cell_count, 1)
-        return out
+            self.seen.add(values.persons, cell, first_row)
 
     def refusals(self) -> Refusals:
         return _Never()
@@ -404,24 +440,41 @@ class _Reserved:
             self.ledger.abort(self.run_id)
 
 
+@dataclass(frozen=True)
+class _Grants:
+    """A reservation of the run: each person's ``granted`` pieces (codes' order), the persons ``over``, the
+    ledger's run (or None) and its id, and, per place, the pairs a committed run paid for (:mod:`.trace_places`)."""
+
+    granted: NDArray[np.int64]
+    over: int
+    run: _Reserved | None
+    run_id: str | None
+    memo: tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None] | None
+
+
 def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: float | None, ledger: Any,
-             policy: str, run_id: str | None) -> tuple[NDArray[np.int64], int, _Reserved | None, str | None]:
-    """Each person's grant in pieces (codes' order), the persons over, the ledger's run (or None) and its id."""
+             policy: str, run_id: str | None) -> _Grants:
+    """Each person's worst case reserved (in the ledger, or against ``budget``); per place, the places a committed
+    run paid for are read back from the ledger's memo first and are not reserved."""
     mech = kind.mechanism
     n = len(kind.persons)
-    requested = np.asarray(mech.worst(kind.rows[:n], kind.places()), dtype=np.int64)
+    ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
+    memo = None
+    places = np.zeros(n, dtype=np.int64)
+    if isinstance(mech, PerPlace):
+        memo = memoized(kind.seen, mech, ids, ledger)
+        places = kind.seen.per_person(n, ~memo[0])
+    requested = np.asarray(mech.worst(kind.rows[:n], places), dtype=np.int64)
     least = mech.least()
     asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
     piece = mech.piece
     if ledger is None:
-        ids = np.arange(n)
-        g = grant(ids, requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
+        g = grant(np.arange(n), requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
         granted, run = g.granted, None
     else:
         eps = float(from_units(piece))
         if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
             raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
-        ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
         r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
                            unit=kind.unit)
         _uniq, inverse = np.unique(ids, return_inverse=True)
@@ -433,7 +486,7 @@ def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: fl
             ledger.abort(run.run_id)
         raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
                                   "budget; nothing was spent", over=short, persons=n)
-    return granted, short, run, None if run is None else run.run_id
+    return _Grants(granted, short, run, None if run is None else run.run_id, memo)
 
 
 def release_traces_file(
@@ -499,20 +552,19 @@ def release_traces_file(
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
     accounted = budget is not None or ledger is not None
-    run: _Reserved | None = None
-    over, run_id_used = 0, None
+    g = _Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
     if accounted:
         from ..streaming.accounted import _identity
 
         identity = _identity(src.path)
         kind.begin()
-        first_pass(kind, src, user, others=unnamed(plan, kind))
-        granted, over, run, run_id_used = _reserve(kind, src, identity, budget=budget, ledger=ledger,
-                                                   policy=policy, run_id=run_id)
-    else:
-        granted = np.zeros(0, dtype=np.int64)
+        first_pass(kind, src, user, others=unnamed(plan, kind), per_row=False)  # counts per person
+        g = _reserve(kind, src, identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
+    granted, over, run, run_id_used = g.granted, g.over, g.run, g.run_id
     try:
         mechanism.start(granted if accounted else None, source)  # not accounted: no grants
+        if g.memo is not None and isinstance(mechanism, PerPlace):  # every place decided before the pass
+            settle(kind.seen, mechanism, granted, *g.memo, ledger, run_id_used, source)
         kind.begin()
     except BaseException:
         if run is not None:

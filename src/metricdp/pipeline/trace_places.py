@@ -1,0 +1,96 @@
+"""One release per place across runs: the places of an accounted trace release, settled before its pass.
+
+An accounted per-place release (:class:`~.trace_states.PerPlace` with a budget or a ledger)
+knows every (person, public cell) of the file after its first pass (:class:`Places`: the
+distinct pairs and the row of each one's first fix, memory per pair, never per row). Before
+the release pass, :func:`settle` decides every place of the run
+(``docs/proofs/trace_accounting.md``, "One release per place across runs"):
+
+1. with a ledger, a pair whose release a **committed** run already paid for is read back from
+   the ledger's memo (:meth:`~metricdp.accounting.ledger.Ledger.memo_lookup`, under
+   ``HMAC(key, scope, person, cell)`` with :func:`~metricdp.location.per_place.place_scope`
+   and the cell's label: the memo of :func:`~metricdp.location.per_place.release_per_place`,
+   the same mechanism) and costs nothing: it is not reserved;
+2. the other pairs are the reservation's demand (``places_to_pay``); of a person's grant
+   ``G_p`` the first ``G_p / eps`` of them in the order of their first fix are drawn now,
+   one planar Laplace release around the cell's centre each, and, with a ledger, memoized
+   under the run's reservation (:meth:`~metricdp.accounting.ledger.Ledger.memo_store`:
+   first stored wins, so a pair another run stored meanwhile is published with that run's
+   release, this run having paid for one); the later ones are withheld.
+
+The release pass then only repeats these releases (:meth:`~.trace_states.PerPlace.remember`).
+A run whose reservation is refused stores nothing; a run aborted before publishing loses its
+memo entries with its refund (the ledger's protocol). Without a ledger the memo is the run's
+own: a later run draws the places again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
+from .trace_states import PerPlace, rank_within
+
+__all__ = ["Places", "settle"]
+
+
+class Places:
+    """The distinct (person, cell) pairs of a first pass, as ``person * cells + cell`` (sorted), with the file's
+    row of each pair's first fix."""
+
+    def __init__(self, cells: int) -> None:
+        self.cells = np.int64(max(cells, 1))
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.first = np.zeros(0, dtype=np.int64)
+
+    def add(self, persons: NDArray[np.int64], cell: NDArray[np.int64], first_row: int) -> None:
+        """The pairs of one chunk (its rows from ``first_row`` on): a pair seen before keeps its first row."""
+        keys, at = np.unique(persons * self.cells + cell, return_index=True)
+        both = np.concatenate([self.keys, keys])
+        self.keys, i = np.unique(both, return_index=True)  # the first of equal keys: the one seen before
+        self.first = np.concatenate([self.first, first_row + at.astype(np.int64)])[i]
+
+    def per_person(self, n: int, which: NDArray[np.bool_] | None = None) -> NDArray[np.int64]:
+        """Distinct cells per person code (of the pairs ``which``, or all)."""
+        keys = self.keys if which is None else self.keys[which]
+        return np.bincount(keys // self.cells, minlength=n).astype(np.int64)
+
+
+def memoized(places: Places, mech: PerPlace, ids: NDArray[Any],
+             ledger: Any) -> tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None]:
+    """Per pair: whether a committed run paid for its release, that release (NaN where none) and the memo keys
+    (None without a ledger: nothing is memoized)."""
+    from ..location.per_place import place_scope
+
+    n = places.keys.size
+    if ledger is None or n == 0:
+        return np.zeros(n, dtype=bool), np.full((n, 2), np.nan), None
+    scope = place_scope(mech.grid, mech.epsilon)
+    labels = np.asarray(mech.grid.labels, dtype=str)[places.keys % places.cells]
+    mks = ledger._memo_keys(scope, ids[places.keys // places.cells], labels)  # once, for the lookup and the store
+    hit, rel = ledger._memo_lookup(mks, 2, scope)
+    return hit, rel, mks
+
+
+def settle(places: Places, mech: PerPlace, granted: NDArray[np.int64], hit: NDArray[np.bool_],
+           known: NDArray[np.float64], mks: list[bytes] | None, ledger: Any, run_id: str | None,
+           source: Any) -> None:
+    """Draw the places each person's grant pays for (module docstring, step 2), memoize them under ``run_id``, and
+    give the mechanism every release of the run (started with ``granted``) before its pass."""
+    from ..location.per_place import place_scope
+
+    due = np.flatnonzero(~hit)
+    due = due[np.argsort(places.first[due], kind="stable")]  # a person's places in the order of their first fix
+    owner = places.keys[due] // places.cells
+    paid = due[rank_within(owner) < granted[owner]] if due.size else due
+    drawn = sample_planar_laplace_latlon(mech.grid.centres[places.keys[paid] % places.cells].reshape(-1, 2),
+                                         mech.epsilon, source) if paid.size else np.zeros((0, 2))
+    drawn = np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
+    if mks is not None and paid.size:
+        drawn = ledger._memo_store(run_id, place_scope(mech.grid, mech.epsilon), [mks[i] for i in paid.tolist()],
+                                   drawn)
+    mech.remember(places.keys[hit], known[hit], fresh=False)
+    mech.remember(places.keys[paid], drawn, fresh=True)
