@@ -23,6 +23,12 @@ settings.register_profile(
 settings.load_profile("ci")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The user's cache (the packaged GloVe's text structures) in a directory of the run, never the home's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)

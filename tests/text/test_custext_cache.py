@@ -170,3 +170,16 @@ def test_the_registry_passes_the_cache_dir_to_the_families_that_keep_one(tmp_pat
     assert len(os.listdir(tmp_path)) == 3  # 1-Diffractor's lists
     build("exponential", _space(), 1.0, cache_dir=tmp_path)  # keeps nothing per vocabulary: ignored
     assert len(os.listdir(tmp_path)) == 3
+
+
+def test_the_cache_dir_of_an_embeddings_file_is_beside_it_and_the_packaged_ones_in_the_users_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("a 1 0\nb 0 1\n", encoding="utf-8")
+    assert disk_cache.cache_dir_for(vectors) == (tmp_path / "vectors.txt.metricdp-cache", None)
+    assert (tmp_path / "vectors.txt.metricdp-cache").is_dir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert disk_cache.cache_dir_for("glove") == (tmp_path / "xdg" / "metricdp", None)
+    (tmp_path / "file").write_text("", encoding="utf-8")  # a file where the directory would go: said, not raised
+    where, why = disk_cache.cache_dir_for(tmp_path / "file" / "vectors.txt")
+    assert where is None and "file" in (why or "")

@@ -189,7 +189,14 @@ def _build(mechanism: str, epsilon: float | None, embeddings: str, size: int | N
     if epsilon is None:
         raise ValidationError("--epsilon is required with a named mechanism")
     space = load_vocabulary(embeddings, size)
-    mech = build(mechanism, space, epsilon, **params)
+    cache_dir = None
+    if registry.get_sampler(mechanism).disk_cache:  # CusText's sets and weights, 1-Diffractor's lists
+        from ..text.disk_cache import cache_dir_for
+
+        cache_dir, why = cache_dir_for(embeddings)
+        if why is not None:
+            warn(f"{mechanism}'s structures are built again and not kept ({why})")
+    mech = build(mechanism, space, epsilon, cache_dir=cache_dir, **params)
     desc = repr(mech) if mech.guarantee.startswith("Euclidean") else f"{mech!r} (eps-mDP for the {mech.guarantee})"
     return mech.sample, space.labels, space, desc, mech.epsilon
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import weakref
 import zipfile
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ from .._atomic import atomic_write
 from ..errors import ValidationError
 from ..pointspace import PointSpace
 
-__all__ = ["cached", "vocabulary_fingerprint"]
+__all__ = ["cache_dir_for", "cached", "vocabulary_fingerprint"]
 
 _FORMAT = 1  # version of the file layout and of the fingerprint (part of every key)
 _KEY, _SUM = "key", "checksum"  # the two members beside the arrays
@@ -44,6 +45,29 @@ _KEY, _SUM = "key", "checksum"  # the two members beside the arrays
 _FINGERPRINTS: weakref.WeakKeyDictionary[PointSpace, str] = weakref.WeakKeyDictionary()
 
 Arrays = dict[str, NDArray]
+
+
+def cache_dir_for(embeddings: str | PathLike[str] | None) -> tuple[Path | None, str | None]:
+    """The directory that keeps the structures built from the vocabulary of ``embeddings``: beside
+    the file (``<file>.metricdp-cache``), or, for the packaged GloVe (``None`` or ``"glove"``), in
+    the user's cache (``$XDG_CACHE_HOME/metricdp``, ``~/.cache/metricdp``); made when missing.
+
+    Returns ``(directory, None)``, or ``(None, why)`` when it cannot be made or written (a
+    read-only place): the caller builds without a cache and says why.
+    """
+    if embeddings is None or str(embeddings) == "glove":
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = Path(base) / "metricdp"
+    else:
+        file = Path(embeddings)
+        where = file.with_name(file.name + ".metricdp-cache")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as ex:
+        return None, f"{where}: {ex.strerror or ex}"
+    if not where.is_dir() or not os.access(where, os.W_OK):
+        return None, f"{where}: not a writable directory"
+    return where, None
 
 
 def vocabulary_fingerprint(space: PointSpace) -> str:
