@@ -287,7 +287,7 @@ def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
         out.append(Setting("per-place", f"{km:g} km cells",
                            lambda d, b, r, g=grid: per_place(d, b, g, r)))
     # the best settings of the exploration at B = 100 (``--explore``): (test share, threshold x 2 / eps_N)
-    adaptive = [(s, x) for s in (0.2, 0.5) for x in (0.5, 1.0, 4.0, 16.0)] if explore else [(0.2, 4.0)]
+    adaptive = [(s, x) for s in (0.2, 0.5) for x in (0.5, 1.0, 4.0, 16.0)] if explore else [(0.2, 4.0), (0.5, 16.0)]
     fixed = [(f, x) for f in (10, 50) for x in (1.0, 16.0)] if explore else [(50, 16.0)]
     for s, x in adaptive:
         out.append(Setting("predictive", f"adaptive, test share {s:g}, threshold {x:g} x 2/eps_N",
@@ -355,7 +355,8 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         shade[mech] += 1
         x = [r["displacement_mean_km"] for r in rs]
         y = [r["attack_median_km"] for r in rs]
-        ax.plot(x, y, marker=marker, color=color, alpha=max(alpha, 0.3), label=f"{mech}: {label}")
+        ax.plot(x, y, marker=marker, color=color, alpha=max(alpha, 0.3), label=f"{mech}: {label}",
+                linestyle=("-", "--", ":", "-.")[(shade[mech] - 1) % 4])
         if mech == "independent":
             for r in rs:
                 ax.annotate(f"B={r['budget']:g}", (r["displacement_mean_km"], r["attack_median_km"]),
@@ -416,6 +417,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--explore", action="store_true", help="more predictive settings (test share, threshold, "
                     "fixed split)")
     ap.add_argument("--quick", action="store_true", help="12 vessels of at most 300 fixes, B = 100, one seed")
+    ap.add_argument("--mechanisms", default="per-place,predictive", help="the mechanisms compared with the "
+                    "independent release (always run: the baseline of every B), comma-separated")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--plot", help="draw the frontier (PNG) here")
     ap.add_argument("--map", nargs="+", metavar="CSV", help="instead: draw TRUE.csv beside each RELEASED.csv "
@@ -431,7 +434,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     budgets = [100.0] if args.quick else [float(b) for b in args.budgets.split(",")]
     seeds = 1 if args.quick else args.seeds
     cells = [float(c) for c in args.cells.split(",")]
-    chosen = settings(args.explore, cells)
+    wanted = {"independent", *args.mechanisms.split(",")}
+    chosen = [s for s in settings(args.explore, cells) if s.mechanism in wanted]
     t0 = time.perf_counter()
     rows = run(data, budgets, seeds, chosen)
     load_avg = os.getloadavg()
