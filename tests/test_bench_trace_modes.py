@@ -1,0 +1,83 @@
+"""benchmarks/bench_trace_modes.py: every mechanism within the per-vessel budget, and its managers are the library's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from metricdp.accounting.composition import to_units
+from metricdp.location.predictive import AdaptiveRate
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "bench_trace_modes.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_trace_modes", SCRIPT)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def _vessels(bench, lengths):
+    """Vessels of ``lengths`` fixes each, at two places 3 km apart in New York harbour (stays of 5 fixes)."""
+    n = np.asarray(lengths)
+    rows = [np.array([40.70, -74.0]) + np.array([0.027, 0.0]) * ((np.arange(k) // 5) % 2)[:, None] for k in n]
+    return bench.Vessels(np.array([f"v{i}" for i in range(n.size)]), np.concatenate(rows),
+                         np.r_[0, np.cumsum(n)[:-1]].astype(np.intp), n.astype(np.intp))
+
+
+def test_share_never_passes_the_budget():
+    bench = _bench()
+    for budget, parts in ((100.0, 705), (25.0, 3), (1600.0, 5670), (0.3, 7)):
+        e = bench.share(budget, parts)
+        assert parts * to_units(e) <= to_units(budget, budget=True) < (parts + 1) * to_units(e) + parts
+
+
+def test_adaptive_manager_splits_as_adaptive_rate_per_vessel():
+    bench = _bench()
+    data = _vessels(bench, [10, 40, 300])
+    m = bench.adaptive_manager(data, 100.0, 0.2, 1.0)
+    tests, passed = np.array([0, 8, 30]), np.array([0, 7, 3])
+    m.at = np.arange(3)
+    test_u, noise_u = m.split(tests, passed)
+    for v, n in enumerate((10, 40, 300)):
+        want = AdaptiveRate(budget=100.0, horizon=n, threshold_km=1.0, test_share=0.2).split(tests[v:v + 1],
+                                                                                             passed[v:v + 1])
+        assert (test_u[v], noise_u[v]) == (want[0][0], want[1][0])
+
+
+@pytest.mark.parametrize("which", ["independent", "per-place", "adaptive", "fixed"])
+def test_every_vessel_spends_at_most_its_budget(which):
+    bench = _bench()
+    data = _vessels(bench, [7, 60, 23])
+    rng = np.random.default_rng(0)
+    if which == "independent":
+        r = bench.independent(data, 10.0, rng)
+    elif which == "per-place":
+        r = bench.per_place(data, 10.0, bench.CellGrid.over(bench.REGION, 1.0), rng)
+        assert r.fresh.tolist() == [2, 2, 2] and r.reused.tolist() == [5, 58, 21]  # two places each, drawn once
+    elif which == "adaptive":
+        r = bench.predictive(data, 10.0, bench.adaptive_manager(data, 10.0, 0.2, 1.0), rng)
+    else:
+        r = bench.predictive(data, 10.0, bench.fixed_manager(data, 10.0, 0.5, 16.0, 5), rng)
+    assert (r.spent_units <= to_units(10.0, budget=True)).all()
+    assert (r.fresh + r.reused).tolist() == [7, 60, 23]
+    if which in ("independent", "per-place"):  # the whole budget, to the grid's rounding
+        assert (r.spent_units > to_units(10.0, budget=True) - data.n).all()
+    m = bench.measure(data, r, 10.0)
+    assert m["within_budget"] and m["attacked_vessels"] == 3 and m["displacement_mean_km"] > 0
+
+
+def test_quick_run_compares_every_mechanism_with_the_independent_release(capsys):
+    pytest.importorskip("tracktable_data")
+    rows = _bench().main(["--quick"])
+    assert {r["mechanism"] for r in rows} == {"independent", "per-place", "predictive"}
+    assert all(r["within_budget"] and r["budget"] == 100.0 for r in rows)
+    assert rows[0]["mechanism"] == "independent" and rows[0]["attack_vs_independent"] == 1.0
+    assert "| 100 | per-place |" in capsys.readouterr().out
