@@ -2,7 +2,7 @@
 
 1. The output path is vetted and opened (:func:`metricdp.io.atomic_write`: a hidden
    temporary file renamed into place at the end), then the driver checks the whole
-   input in one pass (:func:`._parts.plan_file`): every engine accepts exactly the files
+   input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
    the local engine accepts and refuses the rest with its one-line message.
 2. The engine runs :func:`._pieces.release_piece` once per piece; parts go to a scratch
    directory beside the output.
@@ -32,9 +32,8 @@ from ..errors import EngineError, MetricDPError, ValidationError
 from ..tabular.columns import ColumnPlan
 from ._common import check_seed
 from ._labels import LabelRule
-from ._parts import PARTS, plan_file
 from ._pieces import Done, Failed, Job, part_path
-from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, plan_file
 from ._rule import Rule
 
 __all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
@@ -143,8 +142,9 @@ def release_file(
             results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
             _check(engine, plan, results)
             check_unchanged(plan)
-            PARTS[plan.fmt].join(plan, [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces], fh)
             written = sum(p.written for p in plan.pieces)
+            parts = [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces]
+            plan.parts.join(plan.layout, parts, fh, written)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if run is not None:
