@@ -60,7 +60,8 @@ from ._base import (
 
 __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
-    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of", "release_format",
+    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of",
+    "release_format",
 ]
 
 

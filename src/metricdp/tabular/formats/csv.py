@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, ClassVar, cast
 
 import numpy as np

@@ -29,8 +29,8 @@ import json
 import math
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, ClassVar, cast
 
 import numpy as np

@@ -15,7 +15,19 @@ from typing import IO, Any, ClassVar
 from ..._optional import import_optional
 from ...errors import ValidationError
 from ..parquet import input_compression, open_parquet
-from ._base import BatchChunk, BatchParts, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow, one_batch
+from ._base import (
+    BatchChunk,
+    BatchParts,
+    BatchWriter,
+    Chunk,
+    Format,
+    Parts,
+    Reader,
+    Writer,
+    WriteSpec,
+    arrow,
+    one_batch,
+)
 
 __all__ = ["FORMAT", "ParquetFormat", "ParquetParts"]
 
