@@ -125,8 +125,6 @@ def privatize_points_engine(
     src, target = Path(input_path), Path(out)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
-    if target.suffix.lower() == ".geojson":
-        raise ValidationError(f"{target}: GeoJSON output is written by the local engine only")
     runner = engine_runner(engine, scheduler, master)
     from .dask import one_cluster
     from .spark import one_context

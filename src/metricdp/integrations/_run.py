@@ -34,7 +34,7 @@ from ..tabular.formats import Layout
 from ._common import check_seed
 from ._labels import LabelRule
 from ._pieces import Done, Failed, Job, part_path
-from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, plan_file
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, engine_format, plan_file
 from ._rule import Rule
 
 __all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
@@ -123,6 +123,7 @@ def release_file(
     src, target = Path(input_path), Path(out)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
+    _same_format(src, target)
     seed = check_seed(seed)
     rule = rule or LabelRule()
     run = None
@@ -154,6 +155,17 @@ def release_file(
     if run is not None and on_report is not None:
         on_report(run.report())
     return written, plan
+
+
+def _same_format(src: Path, target: Path) -> None:
+    """The engines write the input's format (its parts joined): an output named as another format is refused."""
+    from ..tabular.formats import FORMATS, RELEASE_FORMATS
+
+    fmt = engine_format(src)
+    other = FORMATS.get(target.suffix.lower())
+    if other in RELEASE_FORMATS and other != fmt.name:
+        raise ValidationError(f"{target}: the engines write the input's format ({fmt.name}); a {other} output is "
+                              "written by the local engine only")
 
 
 def driver_source(seed: int | None) -> Any:

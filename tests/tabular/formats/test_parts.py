@@ -148,3 +148,14 @@ def test_a_file_changed_after_the_cut_is_refused_by_the_worker(tmp_path: Path, f
     src.write_bytes(shorter.read_bytes())
     with pytest.raises(ValidationError, match="the file changed while it was being released"):
         parts.read(plan.pieces[-1], plan.layout)
+
+
+@pytest.mark.parametrize(("src_fmt", "out_fmt"), [("csv", "feather"), ("feather", "jsonl"), ("jsonl", "geojson")])
+def test_an_output_in_another_format_is_refused_before_anything_is_read(tmp_path: Path, src_fmt: str,
+                                                                        out_fmt: str) -> None:
+    src = _write(tmp_path / f"in{SUFFIX[src_fmt]}", _table(6), src_fmt)
+    out = tmp_path / f"out.{out_fmt}"
+    with pytest.raises(ValidationError, match=rf"engines write the input's format \({src_fmt}\); a {out_fmt} output "
+                                              "is written by the local engine only"):
+        release_file("test", _loop, SURE, src, "w", out, seed=None, inputs=(), piece_bytes=100)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]

@@ -24,23 +24,8 @@ from ...errors import ValidationError
 from .. import csvsplit
 from ..csv import DEFAULT_CHUNK_BYTES, CsvReader, Header
 from ..csv import Chunk as RawChunk
-from ._base import (
-    Chunk,
-    Cutter,
-    Format,
-    Layout,
-    Parts,
-    Points,
-    Reader,
-    RecordParts,
-    Released,
-    Span,
-    Writer,
-    WriteSpec,
-    arrow,
-    changed,
-    read_bytes,
-)
+from ._base import Chunk, Format, Layout, Parts, Points, Reader, Released, Span, Writer, WriteSpec, arrow, changed
+from ._parts import Cutter, RecordParts, read_bytes
 
 __all__ = ["FORMAT", "CsvChunk", "CsvFormat", "CsvLayout", "CsvParts", "read_piece", "splice_released"]
 

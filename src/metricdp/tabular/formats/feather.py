@@ -20,19 +20,8 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, cast
 
 from ...errors import ValidationError
-from ._base import (
-    BatchChunk,
-    BatchParts,
-    BatchWriter,
-    Chunk,
-    Format,
-    Parts,
-    Reader,
-    Writer,
-    WriteSpec,
-    arrow,
-    one_batch,
-)
+from ._base import BatchChunk, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow
+from ._parts import BatchParts, one_batch
 
 __all__ = ["FORMAT", "FeatherFormat", "FeatherParts", "FeatherReader"]
 

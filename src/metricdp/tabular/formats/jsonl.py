@@ -38,23 +38,8 @@ from numpy.typing import NDArray
 
 from ...errors import ValidationError
 from ..csv import BOM, DEFAULT_CHUNK_BYTES, MAX_RECORD_ENV, max_record_bytes
-from ._base import (
-    BatchChunk,
-    Chunk,
-    Cutter,
-    Format,
-    Layout,
-    Parts,
-    Reader,
-    RecordParts,
-    Released,
-    Span,
-    Writer,
-    WriteSpec,
-    arrow,
-    changed,
-    read_bytes,
-)
+from ._base import BatchChunk, Chunk, Format, Layout, Parts, Reader, Released, Span, Writer, WriteSpec, arrow, changed
+from ._parts import Cutter, RecordParts, read_bytes
 
 __all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlLayout", "JsonlParts", "JsonlReader"]
 

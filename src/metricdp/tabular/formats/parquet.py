@@ -15,19 +15,8 @@ from typing import IO, Any, ClassVar
 from ..._optional import import_optional
 from ...errors import ValidationError
 from ..parquet import input_compression, open_parquet
-from ._base import (
-    BatchChunk,
-    BatchParts,
-    BatchWriter,
-    Chunk,
-    Format,
-    Parts,
-    Reader,
-    Writer,
-    WriteSpec,
-    arrow,
-    one_batch,
-)
+from ._base import BatchChunk, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow
+from ._parts import BatchParts, one_batch
 
 __all__ = ["FORMAT", "ParquetFormat", "ParquetParts"]
 
