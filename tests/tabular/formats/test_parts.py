@@ -159,3 +159,21 @@ def test_an_output_in_another_format_is_refused_before_anything_is_read(tmp_path
                                               "is written by the local engine only"):
         release_file("test", _loop, SURE, src, "w", out, seed=None, inputs=(), piece_bytes=100)
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
+
+
+@pytest.mark.parametrize(("fmt", "damage"), [
+    ("jsonl", lambda data: data + b'{"id": 1, "w": "a"\n'),
+    ("jsonl", lambda data: data.replace(b'"w": "b"', b'"w": "zz"', 1)),
+    ("csv", lambda data: data + b'7,a,u1,"open\r\n'),
+    ("feather", lambda data: data[:-40]),
+])
+def test_a_refused_file_is_the_local_engines_error(tmp_path: Path, fmt: str, damage: Any) -> None:
+    src = _write(tmp_path / f"in{SUFFIX[fmt]}", _table(30), fmt)
+    src.write_bytes(damage(src.read_bytes()))
+    with pytest.raises(ValidationError) as local:
+        privatize_file(SURE, src, "w", tmp_path / f"local{SUFFIX[fmt]}", keep=["id", "user", "note"])
+    with pytest.raises(ValidationError) as engine:
+        release_file("test", _loop, SURE, src, "w", tmp_path / f"eng{SUFFIX[fmt]}", seed=None, inputs=(),
+                     piece_bytes=100, keep=["id", "user", "note"])
+    assert str(engine.value) == str(local.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]

@@ -334,10 +334,10 @@ class JsonlWriter(Writer):
 
 @dataclass(frozen=True)
 class JsonlLayout(Layout):
-    """A JSON-lines piece's reading: the type of each key in the whole file, the record cap applied."""
+    """A JSON-lines piece's reading: the type of each key in the whole file, the record cap asked for."""
 
     kinds: dict[str, str | None] = field(default_factory=dict)
-    cap: int | None = None
+    max_record: int | None = None
 
 
 class JsonlParts(RecordParts):
@@ -360,7 +360,7 @@ class JsonlParts(RecordParts):
         lay = cast(JsonlLayout, layout)
         span = (piece.start, piece.stop, piece.first, piece.row)
         with JsonlReader(Path(lay.where), chunk_rows=piece.rows, chunk_bytes=piece.stop - piece.start + 1,
-                         max_record=lay.cap, span=span, names=lay.columns.header, kinds=lay.kinds) as reader:
+                         max_record=lay.max_record, span=span, names=lay.columns.header, kinds=lay.kinds) as reader:
             chunks = list(reader.chunks())
         if len(chunks) != 1 or chunks[0].rows != piece.rows:
             raise changed(lay.where, f"{sum(c.rows for c in chunks):,} rows where {piece.rows:,} were counted")
