@@ -32,13 +32,12 @@ import os
 import traceback
 import uuid
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ..errors import MetricDPError, ValidationError
 from ..pipeline.kind import Kind
-from ..tabular.formats import Layout
 from ._common import partition_rng
 from ._labels import LabelRule
 from ._plan import Piece, Plan, changed, check_unchanged
@@ -113,7 +112,7 @@ def _release(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
     plan = job.plan
     rule: Rule = job.rule or _LABELS
     kind = rule.kind(job.column_name, plan.path, mechanism, partition_rng(job.seed, piece.index))
-    parts, layout = plan.parts, cast(Layout, plan.layout)
+    parts, layout = plan.parts, plan.layout
     kernels = _kernels(kind, plan)
     chunk = parts.read(piece, layout, kernels)
     got = kind.parse(chunk)

@@ -116,8 +116,8 @@ class Plan:
     rows: int
     size: int
     mtime_ns: int
+    layout: Layout
     columns: ColumnPlan | None = None
-    layout: Layout | None = None
 
     @property
     def parts(self) -> Parts:
@@ -147,8 +147,7 @@ def cut_file(src: Path, fmt: Format, cols: ColumnPlan, check: KindCheck | None =
     for i, (start, stop, n, first) in enumerate(spans):
         pieces.append(Piece(i, start, stop, n, first, row))
         row += n
-    return Plan(str(src), fmt.name, cols.header, tuple(pieces), row, st.st_size, st.st_mtime_ns, columns=cols,
-                layout=layout)
+    return Plan(str(src), fmt.name, cols.header, tuple(pieces), row, st.st_size, st.st_mtime_ns, layout, cols)
 
 
 def plan_file(

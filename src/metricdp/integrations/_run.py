@@ -25,12 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from .._progress import Progress, report
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..tabular.columns import ColumnPlan
-from ..tabular.formats import Layout
 from ._common import check_seed
 from ._labels import LabelRule
 from ._pieces import Done, Failed, Job, part_path
@@ -146,7 +145,7 @@ def release_file(
             check_unchanged(plan)
             written = sum(p.written for p in plan.pieces)
             parts = [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces]
-            plan.parts.join(cast(Layout, plan.layout), parts, fh, written)
+            plan.parts.join(plan.layout, parts, fh, written)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if run is not None:
