@@ -51,6 +51,11 @@ def test_local_mode_releases_and_seeded_partitions(spark, mech):
     assert stats.chisquare(counts, np.asarray(mech.matrix)[0] * n).pvalue > 0.001
 
 
+def _frame(df):
+    """A Spark frame's rows as pandas (collect: toPandas warns under pandas 3)."""
+    return pd.DataFrame.from_records([tuple(r) for r in df.collect()], columns=df.columns)
+
+
 def test_what_leaves_is_decided_before_the_frame_is_returned(spark, mech):
     """As the pandas API: a column revealing the released one is refused (nothing returned, so nothing
     written), unless kept on purpose; an unnamed column is named in a warning; a dropped one leaves."""
@@ -63,9 +68,9 @@ def test_what_leaves_is_decided_before_the_frame_is_returned(spark, mech):
                                               r"partition 0"):
         privatize_spark(df, "w", mech, keep=["note"])
     with pytest.warns(UnnamedColumnsWarning, match=r"'note' leave with their TRUE values"):
-        out = privatize_spark(df, "w", mech, keep=["copy"]).toPandas()
+        out = _frame(privatize_spark(df, "w", mech, keep=["copy"]))
     assert list(out.columns) == ["w", "note", "copy"] and sorted(out["copy"]) == sorted(pdf["copy"])
-    out = privatize_spark(df, "w", mech, keep=["note"], drop=["copy"]).toPandas()
+    out = _frame(privatize_spark(df, "w", mech, keep=["note"], drop=["copy"]))
     assert list(out.columns) == ["w", "note"] and len(out) == n
 
 

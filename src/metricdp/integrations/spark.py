@@ -153,7 +153,9 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
                 yield sample_blocks(pdf, partition, first, block, place)
                 first += len(pdf)
 
-        check_sample(sub.mapInPandas(sample, schema=schema).toPandas(), plan, rule, block, place)
+        pd = import_optional("pandas", extra="spark")
+        rows = [tuple(r) for r in sub.mapInPandas(sample, schema=schema).collect()]  # small: no toPandas round trip
+        check_sample(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), plan, rule, block, place)
     _announce(plan, WHERE)
     return plan
 
