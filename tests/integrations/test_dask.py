@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from metricdp import MetricSpace, PrivacyLeakWarning
+from metricdp.errors import UnnamedColumnsWarning, ValidationError
 from metricdp.mechanisms.base import certify
 from tests.cli_helpers import assert_one_line_error, run
 from tests.helpers import import_or_skip
@@ -52,12 +53,33 @@ def test_local_cluster_end_to_end(mech, scheduler):
     n = 3000
     pdf = pd.DataFrame({"id": np.arange(n), "w": ["c"] * n, "note": ["x,y"] * n})
     with distributed.Client(scheduler):
-        out = privatize_dask(dd.from_pandas(pdf, npartitions=4), "w", mech).compute()
+        out = privatize_dask(dd.from_pandas(pdf, npartitions=4), "w", mech, keep=["id", "note"]).compute()
     assert out["id"].tolist() == list(range(n)) and (out["note"] == "x,y").all()
     counts = out["w"].value_counts().reindex(LABELS, fill_value=0).to_numpy()
     from scipy import stats
 
     assert stats.chisquare(counts, np.asarray(mech.matrix)[2] * n).pvalue > 0.001
+
+
+def test_what_leaves_is_decided_before_the_frame_is_returned(mech, scheduler):
+    """As the pandas API: a column revealing the released one is refused (nothing returned, so nothing
+    written), unless kept on purpose; an unnamed column is named in a warning; a dropped one leaves."""
+    n = 3000
+    pdf = pd.DataFrame({"w": [LABELS[i % 3] for i in range(n)], "note": [f"n{i % 5}" for i in range(n)]})
+    pdf["copy"] = pdf["w"].str.upper()
+    df = dd.from_pandas(pdf, npartitions=3)
+    with distributed.Client(scheduler):
+        with pytest.raises(ValidationError, match=r"^DataFrame: column 'copy' holds the released column's true "
+                                                  r"values \('w'\) in \d+ of \d+ compared rows, first at row 1 of "
+                                                  r"partition 0"):
+            privatize_dask(df, "w", mech, keep=["note"])
+        with pytest.warns(UnnamedColumnsWarning, match=r"'note' leave with their TRUE values"):
+            out = privatize_dask(df, "w", mech, keep=["copy"]).compute()
+        assert list(out.columns) == ["w", "note", "copy"] and out["copy"].tolist() == pdf["copy"].tolist()
+        out = privatize_dask(df, "w", mech, keep=["note"], drop=["copy"]).compute()
+        assert list(out.columns) == ["w", "note"] and len(out) == n
+        with pytest.raises(ValidationError, match="no column 'x' to be kept"):
+            privatize_dask(df, "w", mech, keep=["x"])
 
 
 def test_cli_engine_dask_csv_and_parquet(mech, tmp_path, scheduler):

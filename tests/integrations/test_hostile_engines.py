@@ -279,7 +279,7 @@ def test_a_worker_exception_is_one_engine_error(engine, tmp_path, request):
     src = tmp_path / "in.csv"
     src.write_bytes(b"w\na\nb\n")
     st = src.stat()
-    plan = _plan.Plan(str(src), "csv", ("w",), 0, b"w\n", (), 2, st.st_size, st.st_mtime_ns)
+    plan = _plan.Plan(str(src), "csv", ("w",), (), 2, st.st_size, st.st_mtime_ns, layout=_csv_layout(src))
     pieces = (_plan.Piece(0, 2, 6, 2, 2),)
     job = _pieces.Job(plan, "w", None, str(tmp_path))
     not_a_mechanism = 1  # its .labels fails on the worker: stands for any worker-side exception
@@ -296,6 +296,14 @@ def test_a_worker_exception_is_one_engine_error(engine, tmp_path, request):
         _run._check("x", plan, results)
     assert str(info.value) == "the x job failed in partition 0: AttributeError: 'int' object has no attribute 'labels'"
     assert "Traceback" in info.value.__notes__[0]  # the worker's, for --debug
+
+
+def _csv_layout(src: Path):
+    """The layout of a one-column CSV ``w`` (what the driver's cut gives its workers)."""
+    from metricdp.tabular.columns import ColumnPlan
+    from metricdp.tabular.formats.csv import CsvLayout
+
+    return CsvLayout(str(src), ColumnPlan(("w",), ("w",), (), (), ()), b"w\n", None)
 
 
 class _CrashOnArrival:
@@ -316,7 +324,7 @@ def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
     src = tmp_path / "in.csv"
     src.write_bytes(b"w\na\n")
     st = src.stat()
-    plan = _plan.Plan(str(src), "csv", ("w",), 0, b"w\n", (), 1, st.st_size, st.st_mtime_ns)
+    plan = _plan.Plan(str(src), "csv", ("w",), (), 1, st.st_size, st.st_mtime_ns, layout=_csv_layout(src))
     job = _pieces.Job(plan, "w", None, str(tmp_path))
     with pytest.raises(EngineError) as info:
         _run_pieces(job, (_plan.Piece(0, 2, 4, 1, 2),), _CrashOnArrival(), None)
@@ -426,7 +434,7 @@ def _tiny_plan(tmp_path: Path):
     src.write_bytes(b"w\na\nb\nc\n")
     st = src.stat()
     pieces = (_plan.Piece(0, 2, 6, 2, 2), _plan.Piece(1, 6, 8, 1, 4))
-    return _plan.Plan(str(src), "csv", ("w",), 0, b"w\n", pieces, 3, st.st_size, st.st_mtime_ns)
+    return _plan.Plan(str(src), "csv", ("w",), pieces, 3, st.st_size, st.st_mtime_ns, layout=_csv_layout(src))
 
 
 def test_a_row_count_that_differs_from_the_input_is_an_error(tmp_path):

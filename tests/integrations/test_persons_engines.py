@@ -54,7 +54,7 @@ IDS = st.lists(st.sampled_from(["ann", "bob", 'c"d', "e,f", "g h", "ünï", "7",
 def test_distributed_pass_is_the_local_pass(tmp_path: Path, ids: list[str], piece_bytes: int) -> None:
     pa = pytest.importorskip("pyarrow")
     src = _write(tmp_path / "in.csv", ids)
-    plan = pieces_of(src, "user", "csv", piece_bytes, None)
+    plan = pieces_of(src, "user", piece_bytes, None)
     got = distributed_persons("Test", in_process, plan, "t", "user", None)
     want = scan_persons(src, "csv", "user")
     assert got.ids.type == want.ids.type == pa.binary() and got.ids.equals(want.ids)  # Arrow end to end
@@ -69,7 +69,7 @@ def test_parquet_integer_ids_and_row_groups(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     ids = [7, 12, 7, 3, 12, 7, 100] * 5
     pq.write_table(pa.table({"user": ids, "v": list(range(35))}), tmp_path / "in.parquet", row_group_size=4)
-    plan = pieces_of(tmp_path / "in.parquet", "user", "parquet", 1, None)
+    plan = pieces_of(tmp_path / "in.parquet", "user", 1, None)
     assert len(plan.pieces) == 9
     got = distributed_persons("Test", in_process, plan, "v", "user", None)
     want = scan_persons(tmp_path / "in.parquet", "parquet", "user")
@@ -83,7 +83,7 @@ def test_a_file_without_rows_has_no_persons(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     src = tmp_path / "in.csv"
     src.write_bytes(b"t,user\r\n")
-    got = distributed_persons("Test", in_process, pieces_of(src, "user", "csv", 64, None), "t", "user", None)
+    got = distributed_persons("Test", in_process, pieces_of(src, "user", 64, None), "t", "user", None)
     want = scan_persons(src, "csv", "user")
     assert got.ids.type == pa.binary() and got.ids.equals(want.ids) and len(got.ids) == 0
     assert got.counts.tolist() == [] and got.codes is not None and got.codes.size == 0
@@ -92,7 +92,7 @@ def test_a_file_without_rows_has_no_persons(tmp_path: Path) -> None:
 
 def test_a_bad_id_is_refused_with_its_line_as_locally(tmp_path: Path) -> None:
     src = _write(tmp_path / "in.csv", ["ann"] * 30 + [""] + ["bob"])
-    plan = pieces_of(src, "user", "csv", 50, None)
+    plan = pieces_of(src, "user", 50, None)
     with pytest.raises(ValidationError) as local:
         scan_persons(src, "csv", "user")
     with pytest.raises(ValidationError, match=r"user column 'user' is empty in 1 row\(s\) \(first at line\(s\) "
@@ -157,20 +157,19 @@ def test_count_per_person_on_a_cluster(engine: str, tmp_path: Path, request: pyt
 def test_cutter_pieces_tile_the_records(tmp_path: Path, ids: list[str], piece_bytes: int, blank: bool) -> None:
     """Pieces are whole records, in order, tiling the file after the header; each reaches piece_bytes but the
     last; each one's first line is where its first record is (split_records would refuse anything else)."""
-    from metricdp.integrations._plan import Cutter
+    from metricdp.tabular.columns import ColumnPlan
     from metricdp.tabular.csv import CsvReader, split_records
+    from metricdp.tabular.formats.csv import CsvParts
 
     src = _write(tmp_path / "in.csv", ids)
     if blank:
         src.write_bytes(src.read_bytes().replace(b"\r\n", b"\r\n\n", 3))
     data = src.read_bytes()
-    cutter = Cutter(piece_bytes)
     with src.open("rb") as fh:
-        reader = CsvReader(fh, str(src), chunk_bytes=64)
-        head = len(reader.header().raw)
-        for chunk in reader.chunks(1):
-            cutter.add(chunk)
-    cut = cutter.pieces()
+        head = len(CsvReader(fh, str(src)).header().raw)
+    names = ("t", "user", "note")
+    cut, _ = CsvParts().cut(src, ColumnPlan(names, (), (), names, ()), piece_bytes=piece_bytes, chunk_bytes=64,
+                            max_record=None)
     assert cut[0][0] == head and cut[-1][1] == len(data)
     assert all(a[1] == b[0] for a, b in itertools.pairwise(cut))
     assert all(stop - start >= piece_bytes for start, stop, _, _ in cut[:-1])

@@ -24,9 +24,8 @@ import pytest
 from metricdp import MetricSpace
 from metricdp.integrations._labels import LabelRule
 from metricdp.integrations._numbers import NumberRule
-from metricdp.integrations._parts import plan_file
 from metricdp.integrations._pieces import Done, Failed, Job, release_piece
-from metricdp.integrations._plan import Piece
+from metricdp.integrations._plan import Piece, plan_file
 from metricdp.integrations._points import PointRule
 from metricdp.integrations._run import release_file
 from metricdp.location.release import PointSettings

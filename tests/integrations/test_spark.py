@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from metricdp import MetricSpace, PrivacyLeakWarning
+from metricdp.errors import UnnamedColumnsWarning, ValidationError
 from metricdp.mechanisms.base import certify
 from tests.cli_helpers import assert_one_line_error, run
 from tests.helpers import import_or_skip
@@ -39,7 +40,7 @@ def test_local_mode_releases_and_seeded_partitions(spark, mech):
     n = 2000
     df = spark.createDataFrame(pd.DataFrame({"id": np.arange(n), "w": ["a"] * n}))  # local[2]: two partitions
     with pytest.warns(PrivacyLeakWarning):
-        released = privatize_spark(df, "w", mech, seed=8)
+        released = privatize_spark(df, "w", mech, seed=8, keep=["id"])
     a = sorted((r["id"], r["w"]) for r in released.collect())
     b = sorted((r["id"], r["w"]) for r in released.collect())
     assert a == b  # seeded: every action replays the same streams
@@ -48,6 +49,29 @@ def test_local_mode_releases_and_seeded_partitions(spark, mech):
 
     counts = np.array([sum(w == x for _, w in a) for x in LABELS])
     assert stats.chisquare(counts, np.asarray(mech.matrix)[0] * n).pvalue > 0.001
+
+
+def _frame(df):
+    """A Spark frame's rows as pandas (collect: toPandas warns under pandas 3)."""
+    return pd.DataFrame.from_records([tuple(r) for r in df.collect()], columns=df.columns)
+
+
+def test_what_leaves_is_decided_before_the_frame_is_returned(spark, mech):
+    """As the pandas API: a column revealing the released one is refused (nothing returned, so nothing
+    written), unless kept on purpose; an unnamed column is named in a warning; a dropped one leaves."""
+    n = 3000
+    pdf = pd.DataFrame({"w": [LABELS[i % 3] for i in range(n)], "note": [f"n{i % 5}" for i in range(n)]})
+    pdf["copy"] = pdf["w"].str.upper()
+    df = spark.createDataFrame(pdf)
+    with pytest.raises(ValidationError, match=r"^DataFrame: column 'copy' holds the released column's true "
+                                              r"values \('w'\) in \d+ of \d+ compared rows, first at row 1 of "
+                                              r"partition 0"):
+        privatize_spark(df, "w", mech, keep=["note"])
+    with pytest.warns(UnnamedColumnsWarning, match=r"'note' leave with their TRUE values"):
+        out = _frame(privatize_spark(df, "w", mech, keep=["copy"]))
+    assert list(out.columns) == ["w", "note", "copy"] and sorted(out["copy"]) == sorted(pdf["copy"])
+    out = _frame(privatize_spark(df, "w", mech, keep=["note"], drop=["copy"]))
+    assert list(out.columns) == ["w", "note"] and len(out) == n
 
 
 def test_cli_engine_spark_csv_parquet_and_unknown(spark, mech, tmp_path):

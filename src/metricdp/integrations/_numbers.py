@@ -7,7 +7,7 @@ engine's kind of numbers (:class:`metricdp.pipeline.numbers.Numbers`) in place o
    plan, parses every field of the column by the one number rule and places it on the
    grid by the release's own rule (range, grid, ``out_of_range``, ``off_grid``), so a
    value the local engine refuses is refused here with the local engine's one error
-   (count per reason, first lines) before any task runs (:func:`._parts.plan_file`);
+   (count per reason, first lines) before any task runs (:func:`._plan.plan_file`);
 2. each task (:func:`._pieces.release_piece`) re-reads its piece with the same record
    definition, places it on the grid again (a value that is no longer releasable means
    the file changed: refused), draws its releases from
@@ -37,8 +37,7 @@ from typing import Any
 
 from ..pipeline.kind import Kind
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ._parts import plan_file
-from ._plan import DEFAULT_PIECE_BYTES, Plan
+from ._plan import DEFAULT_PIECE_BYTES, Plan, plan_file
 from ._rule import Rule
 
 __all__ = ["NumberRule", "plan_numbers"]

@@ -4,10 +4,11 @@ An accounted release must know every row's person before it draws anything
 (:mod:`metricdp.streaming.accounted`). On the local engine one sequential pass reads the
 user column (:func:`metricdp.streaming.persons.scan_persons`); on Dask and Spark each
 partition reads the user column of its own piece (:class:`PersonCount`, run by
-:func:`._pieces.release_piece` like a release) with the local engine's record definition
-and the local pass's rules for an id (an empty or over-long id refused with its line or
-row; Parquet ids as UTF-8 text without NUL), and returns the piece's distinct ids (Arrow
-``binary``, in order of first sight) and one small code per row. The driver merges them
+:func:`._pieces.release_piece` like a release) with the local engine's reader of the
+format and the local pass's own collector (:class:`metricdp.streaming.persons.PersonCollector`:
+an empty or over-long id refused with its line or row; typed ids as UTF-8 text without
+NUL), and returns the piece's distinct ids (Arrow ``binary``, sorted) and one small code
+per row. The driver merges them
 (:func:`merge_counts`) through the constructor of the per-person table,
 :func:`metricdp.streaming.persons.person_table`: the distinct ids of the whole file as the
 local pass holds them (Arrow ``binary``, sorted bytewise), the per-row codes into them (so
@@ -33,8 +34,8 @@ from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
-from ..tabular import csvsplit
-from ._plan import Cutter, Piece, Plan, read_piece, row_group_pieces
+from ..tabular.columns import ColumnPlan
+from ._plan import Piece, Plan, cut_file, engine_format
 
 __all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "start_counted"]
 
@@ -74,55 +75,21 @@ class PersonCount:
     user: int
 
     def count(self, job: Any, piece: Piece) -> PersonsDone:
-        """The piece's distinct ids and codes (raises the local pass's ValidationError on a bad id)."""
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
-        ids = self._csv_ids(job, piece) if job.plan.fmt == "csv" else self._parquet_ids(job, piece)
-        enc = pc.dictionary_encode(ids)
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int32)
-        return PersonsDone(piece.index, enc.dictionary.cast(pa.binary()), codes.tobytes(), int(codes.size))
+        """The piece's distinct ids and codes (raises the local pass's ValidationError on a bad id).
 
-    def _csv_ids(self, job: Any, piece: Piece) -> Any:
-        from ..streaming.persons import _refuse_empty
+        The piece is read by its format (:class:`~metricdp.tabular.formats.Parts`) and its user
+        column encoded by the local pass's own collector, with its checks and messages.
+        """
+        from ..streaming.persons import PersonCollector
 
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
         plan = job.plan
-        _, buf, recs = read_piece(plan.path, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
-                                  ncols=len(plan.names), column=self.user, max_record=plan.max_record)
-        raw, offs, quoted, raw_quoted = csvsplit.field_values(buf, recs.fs, recs.fe)
-        ids = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(raw)])
-        if quoted.any():
-            ids = pc.replace_with_mask(ids, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
-        _refuse_empty(np.asarray(pc.binary_length(ids).to_numpy(zero_copy_only=False)), plan.path, self.user_column,
-                      piece.first + recs.lines, "line(s)")
-        return ids
-
-    def _parquet_ids(self, job: Any, piece: Piece) -> Any:
-        from ..streaming.persons import _as_text, _refuse_empty
-
-        pa = import_optional("pyarrow", extra="parquet")
-        pc = import_optional("pyarrow.compute", extra="parquet")
-        pq = import_optional("pyarrow.parquet", extra="parquet")
-        plan = job.plan
-        pf = pq.ParquetFile(plan.path)
-        utype = pf.schema_arrow.field(self.user_column).type
-        if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
-                or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
-            raise ValidationError(f"{plan.path}: user column {self.user_column!r} has type {utype}: person ids must "
-                                  "be integers or text")
-        ids = pf.read_row_groups(list(range(piece.start, piece.stop)), columns=[self.user_column]).column(0)
-        ids = ids.combine_chunks()
-        if len(ids) != piece.rows:
-            raise ValidationError(f"{plan.path}: the file changed while it was being released; nothing written")
-        rows = piece.first + np.arange(len(ids), dtype=np.int64)
-        if ids.null_count:
-            _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), plan.path,
-                          self.user_column, rows, "row(s)")
-        as_bin = _as_text(pa, pc, ids, plan.path, self.user_column, piece.first - 1)
-        _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), plan.path,
-                      self.user_column, rows, "row(s)")
-        return as_bin
+        chunk = plan.parts.read(piece, plan.layout)
+        collector = PersonCollector(plan.path, self.user_column, 0)
+        collector.start(plan.names)
+        collector.add(chunk)
+        found = collector.finish()
+        codes = np.asarray(found.codes, dtype=np.int32)
+        return PersonsDone(piece.index, found.ids, codes.tobytes(), int(codes.size))
 
 
 def merge_counts(results: Sequence[PersonsDone]) -> PersonCounts:
@@ -212,32 +179,18 @@ def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, e
     return AccountedRun(src, plan, len(persons.ids), None, None, release, identity)
 
 
-def pieces_of(src: Path, user_column: str, fmt: str, piece_bytes: int, max_record: int | None) -> Plan:
-    """The file cut into pieces of whole records, without a released column (a counting pass only)."""
-    import os
+def pieces_of(src: Path, user_column: str, piece_bytes: int, max_record: int | None) -> Plan:
+    """The file cut into pieces of whole rows, without a released column (a counting pass only); a typed
+    user column's type is checked here, as the local pass checks it."""
+    from ..streaming.persons import PersonCollector
 
-    from ..tabular.csv import DEFAULT_CHUNK_BYTES, CsvReader
-    from ..tabular.parquet import open_parquet
-
-    st = os.stat(src)
+    fmt = engine_format(src)
     where = str(src)
-    if fmt == "csv":
-        cutter = Cutter(piece_bytes)
-        with src.open("rb") as inp:
-            reader = CsvReader(inp, where, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=max_record)
-            names = tuple(reader.header().names)
-            _has_user(names, user_column, where)
-            for chunk in reader.chunks(names.index(user_column)):
-                cutter.add(chunk)
-            cap = reader.cap
-        pieces = [Piece(i, *cut) for i, cut in enumerate(cutter.pieces())]
-        return Plan(where, "csv", names, -1, b"", tuple(pieces), sum(p.rows for p in pieces), st.st_size,
-                    st.st_mtime_ns, max_record=cap)
-    pf = open_parquet(src)
-    names = tuple(pf.schema_arrow.names)
-    _has_user(names, user_column, where)
-    groups = row_group_pieces(pf.metadata, piece_bytes)
-    return Plan(where, "parquet", names, -1, b"", groups, sum(p.rows for p in groups), st.st_size, st.st_mtime_ns)
+    with fmt.open(src, chunk_rows=1, chunk_bytes=65536, max_record=max_record) as reader:
+        names = tuple(reader.names)
+        _has_user(names, user_column, where)
+        PersonCollector(where, user_column, 0).start_reader(reader)
+    return cut_file(src, fmt, ColumnPlan(names, (), (), names, ()), piece_bytes=piece_bytes, max_record=max_record)
 
 
 def _has_user(names: Sequence[str], user_column: str, where: str) -> None:

@@ -5,8 +5,8 @@ every format, and it is the local engine's release of one chunk
 (:class:`metricdp.pipeline.run.Pass`) on the piece:
 
 1. read the piece into a :class:`~metricdp.tabular.formats.Chunk` by the local engine's
-   rules (:data:`._parts.PARTS`: CSV records by the one record definition, Parquet row
-   groups as one record batch);
+   reader (the format's :class:`~metricdp.tabular.formats.Parts`: CSV records by the one
+   record definition, JSON lines by their own, a typed format's groups as one batch);
 2. parse it with the release's kind (:class:`metricdp.pipeline.kind.Kind`: labels,
    numbers, points); a value the driver checked and the kind now refuses means the file
    changed (refused, named with its line or row);
@@ -14,11 +14,11 @@ every format, and it is the local engine's release of one chunk
    consistent releases, its releases) and release the others from the piece's own stream
    (:func:`~metricdp.integrations.partition_rng`);
 4. render the releases and write the part with the format's writer: a CSV piece's bytes
-   with the released fields spliced in and every other byte kept; a Parquet piece's rows
+   with the released fields spliced in and every other byte kept; a typed piece's rows
    with the released columns replaced (types and values of the other columns untouched,
    no pandas round trip).
 
-The piece is re-checked against the driver's count (bytes, records) and the file's size
+The piece is re-checked against the driver's count (bytes, rows) and the file's size
 and mtime: a file edited between the driver's pass and the job is refused, never
 released differently from what was checked. A part is written to a name unique to the
 attempt and renamed into place, so a retried or speculative attempt never leaves a torn
@@ -40,7 +40,6 @@ from ..errors import MetricDPError, ValidationError
 from ..pipeline.kind import Kind
 from ._common import partition_rng
 from ._labels import LabelRule
-from ._parts import PARTS
 from ._plan import Piece, Plan, changed, check_unchanged
 from ._rule import Rule
 
@@ -113,16 +112,16 @@ def _release(job: Job, piece: Piece, mechanism: Any) -> tuple[bytes, int]:
     plan = job.plan
     rule: Rule = job.rule or _LABELS
     kind = rule.kind(job.column_name, plan.path, mechanism, partition_rng(job.seed, piece.index))
-    parts = PARTS[plan.fmt]
+    parts, layout = plan.parts, plan.layout
     kernels = _kernels(kind, plan)
-    chunk = parts.chunk(plan, piece, kernels)
+    chunk = parts.read(piece, layout, kernels)
     got = kind.parse(chunk)
     if got.refused.size:  # the driver found none: the file is not the one it checked
         first = got.refused[:1]
         text = chunk.texts(kind.columns[0], first)[0]
         raise changed(plan.path, f"{chunk.unit} {int(chunk.places(first)[0])}: {text!r} {rule.refused}")
     keep, released = _selected(kind, piece, got.values)
-    return parts.write(plan, chunk, keep, kind.render(released), kernels), len(released)
+    return parts.write(layout, chunk, keep, kind.render(released), kernels), len(released)
 
 
 def _selected(kind: Kind, piece: Piece, values: Any) -> tuple[Any, Any]:

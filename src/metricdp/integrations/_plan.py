@@ -4,18 +4,17 @@ Dask's and Spark's own readers guess: pandas infers an index when the data rows 
 one field more than the header (every column then shifts left and true values are
 written under another column's name), Spark drops the extra field, splits records at
 line breaks inside quotes, trims blanks on write. So the engines do not read the file
-with them. The driver reads it once with the local engine's reader and record
-definition (:class:`metricdp.tabular.csv.CsvReader`: RFC 4180, records end in ``\\n``
-or ``\\r\\n``; a bare ``\\r``, a stray quote, a field-count mismatch, a NUL, a BOM
-inside, invalid UTF-8, an over-long record each refused with file, line and byte
-offset), plans the columns that leave as the local engine does
-(:func:`metricdp.tabular.columns.plan_columns`), checks every value of the released
-column(s) with the release's own kind (:mod:`metricdp.pipeline`: its parse, its refusals,
-the local engine's message with the count and first line numbers: :class:`KindCheck`),
-and cuts the file into :class:`Piece` s at record boundaries (:class:`Cutter`; the pass
-itself, per format, is :func:`._parts.plan_file`'s). Every engine partition then
-releases exactly one piece with the same record definition (:mod:`._pieces`), so the
-three engines accept the same files and release the same records.
+with them. The driver reads it once with the local engine's reader of its format
+(:mod:`metricdp.tabular.formats`: for CSV the one record definition, RFC 4180, each
+refusal with file, line and byte offset), plans the columns that leave as the local
+engine does (:func:`metricdp.tabular.columns.plan_columns`), checks what a kept column
+holds by name and content (:func:`metricdp.tabular.leaks.check_file`), checks every value
+of the released column(s) with the release's own kind (:mod:`metricdp.pipeline`: its
+parse, its refusals, the local engine's message with the count and first line numbers:
+:class:`KindCheck`), and cuts the file into :class:`Piece` s of whole rows
+(:func:`plan_file`; how, is the format's own :class:`~metricdp.tabular.formats.Parts`).
+Every engine partition then releases exactly one piece read by the same reader
+(:mod:`._pieces`), so the three engines accept the same files and release the same rows.
 
 Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
 """
@@ -24,7 +23,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,16 +33,19 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from ..pipeline.kind import Kind
-from ..tabular import csvsplit
-from ..tabular.columns import ColumnPlan
-from ..tabular.formats import BatchChunk, Chunk, arrow
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.csv import DEFAULT_CHUNK_BYTES
+from ..tabular.formats import RELEASE_FORMATS, BatchChunk, Chunk, Format, Parts, arrow, format_of
+from ..tabular.formats._base import Layout, changed
+from ..tabular.leaks import check_file
 
-__all__ = [
-    "DEFAULT_PIECE_BYTES", "Cutter", "KindCheck", "Piece", "Plan", "changed", "check_unchanged", "read_piece",
-    "row_group_pieces",
-]
+__all__ = ["DEFAULT_PIECE_BYTES", "ENGINE_FORMATS", "KindCheck", "Piece", "Plan", "changed", "check_unchanged",
+           "cut_file", "engine_format", "plan_file"]
 
-#: Input bytes per engine partition (CSV; Parquet: row groups adding up to about as much). Large enough that
+#: format name -> the engines' side of it: every readable format that has one (:meth:`Format.parts`).
+ENGINE_FORMATS: dict[str, Parts] = {n: p for n, f in RELEASE_FORMATS.items() if (p := f.parts()) is not None}
+
+#: Input bytes per engine partition (a text format; a typed one: groups adding up to about as much). Large enough that
 #: a partition's fixed cost (a task, a part file) is small against its work, small enough that a file of a
 #: few GB gives every core of a small cluster several partitions.
 DEFAULT_PIECE_BYTES = 64 * 2**20
@@ -49,12 +53,12 @@ DEFAULT_PIECE_BYTES = 64 * 2**20
 
 @dataclass(frozen=True)
 class Piece:
-    """One partition's share of the file.
+    """One partition's share of the file (a :data:`~metricdp.tabular.formats.Span` of its format's cut).
 
-    CSV: bytes ``[start, stop)`` (whole records), ``first`` the file line number of
-    ``start``. Parquet: row groups ``[start, stop)``, ``first`` the 1-based number of
-    the piece's first row. ``rows``: the records the driver counted in it; ``row``: the
-    0-based number of its first data row in the file (a worker's error names data rows).
+    ``start``/``stop`` in the format's units (bytes of whole records; row groups or record
+    batches), ``first`` the place of its first row (a file line; a 1-based row number),
+    ``rows`` the rows the driver counted in it; ``row``: the 0-based number of its first
+    data row in the file (a worker's error names data rows).
 
     An accounted release (:mod:`metricdp.streaming.accounted`) sets ``keep``, the rows
     written (``numpy.packbits``; None: every row, drawn by the worker), ``kept`` their
@@ -97,77 +101,86 @@ class Piece:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the driver checked: the header, the pieces and the row count.
+    """What the driver checked: the format, the header, the pieces and the row count.
 
-    ``header`` is the output's first bytes: the header record as in the file (a
-    byte-order mark and blank lines before it included), dropped columns' names removed;
-    ``size``/``mtime_ns`` identify the version of the file that was checked (a
-    partition that finds another one refuses it); ``columns`` says what leaves
-    (:func:`metricdp.tabular.columns.plan_columns`); ``schema`` is the output's
-    (Parquet); ``max_record`` the CSV record cap the driver applied.
+    ``size``/``mtime_ns`` identify the version of the file that was checked (a partition
+    that finds another one refuses it); ``columns`` says what leaves
+    (:func:`metricdp.tabular.columns.plan_columns`); ``layout`` is what the format's
+    workers need to read a piece and write its part (:class:`~metricdp.tabular.formats.Parts`).
     """
 
     path: str
     fmt: str
     names: tuple[str, ...]
-    column: int
-    header: bytes
     pieces: tuple[Piece, ...]
     rows: int
     size: int
     mtime_ns: int
+    layout: Layout
     columns: ColumnPlan | None = None
-    schema: Any = None
-    compression: str = "snappy"
-    max_record: int | None = None
+
+    @property
+    def parts(self) -> Parts:
+        """The format's engine side (by the format's name: a plan travels to the workers as data)."""
+        return ENGINE_FORMATS[self.fmt]
 
 
-class Cutter:
-    """Cuts a CSV's chunks of records into pieces of whole records of at least ``piece_bytes`` bytes (the last
-    may be shorter), at record boundaries inside a chunk as well: the reads stay the local engine's size (its
-    messages for an over-long record depend on it) while small ``piece_bytes`` still give many pieces.
+def engine_format(src: Path) -> Format:
+    """The format of ``src``, one the engines cut into pieces (the others refused by their suffix)."""
+    return RELEASE_FORMATS[format_of(src, tuple(ENGINE_FORMATS))]
 
-    A piece ends at the end of the first record reaching ``piece_bytes`` (its line break and any blank lines
-    after it included); :meth:`pieces` gives ``(start, stop, rows, first_line)`` per piece, in file order.
-    One ``searchsorted`` per piece, none per record.
+
+def cut_file(src: Path, fmt: Format, cols: ColumnPlan, check: KindCheck | None = None, *,
+             piece_bytes: int = DEFAULT_PIECE_BYTES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+             max_record: int | None = None) -> Plan:
+    """The format's one pass over ``src`` (``check`` sees every chunk and refuses what the kind refuses), the plan."""
+    if piece_bytes < 1:
+        raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
+    st = os.stat(src)
+    spans, layout = ENGINE_FORMATS[fmt.name].cut(src, cols, piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
+                                                 max_record=max_record, check=check)
+    if check is not None:
+        refused = check.error(str(src))
+        if refused is not None:
+            raise refused
+    pieces, row = [], 0
+    for i, (start, stop, n, first) in enumerate(spans):
+        pieces.append(Piece(i, start, stop, n, first, row))
+        row += n
+    return Plan(str(src), fmt.name, cols.header, tuple(pieces), row, st.st_size, st.st_mtime_ns, layout, cols)
+
+
+def plan_file(
+    src: Path, kind: Kind, *, piece_bytes: int = DEFAULT_PIECE_BYTES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    keep: Sequence[str] = (), drop: Sequence[str] = (), max_record: int | None = None, values: bool = True,
+    plan_check: Callable[[ColumnPlan], None] | None = None,
+) -> Plan:
+    """Read ``src`` once, check every value of ``kind``'s columns and cut the file into pieces.
+
+    The one planner of every engine release: the reader, the column plan and the pieces
+    are the local engine's whatever is released. ``kind`` (a pipeline kind that never
+    draws here) says which values are refused and how (:class:`KindCheck`;
+    ``values=False``: none read here, each worker refuses its piece's), and what a kept
+    column must not hold (:meth:`~metricdp.pipeline.kind.Kind.rule`, checked by name and
+    content as the local engine checks it). ``keep``/``drop`` plan the columns that leave
+    as the local engine plans them; ``plan_check`` sees that plan before anything is read.
+
+    Raises
+    ------
+    ValidationError
+        the local engine's errors, with its messages: a missing or repeated column, a
+        bad ``keep``/``drop`` name, any refusal of the format's reader (line, byte offset
+        or row), a kept column that holds the released values, the values the kind
+        refuses (count and first line numbers or rows), "nothing written".
     """
-
-    def __init__(self, piece_bytes: int) -> None:
-        if piece_bytes < 1:
-            raise ValidationError(f"piece_bytes must be >= 1, got {piece_bytes}")
-        self.piece_bytes = piece_bytes
-        self.cut: list[tuple[int, int, int, int]] = []
-        self.start = self.line = -1
-        self.rows = self.end = 0
-
-    def add(self, chunk: Any) -> None:
-        recs = chunk.records
-        n = len(recs.starts)
-        if n == 0:
-            return
-        ends = chunk.offset + np.append(np.asarray(recs.starts[1:], dtype=np.int64), int(recs.end))
-        k0 = 0
-        while k0 < n:
-            if self.start < 0:
-                self.start = chunk.offset + (int(recs.starts[k0]) if k0 else 0)
-                self.line = chunk.first_line + (int(recs.lines[k0]) if k0 else 0)
-            k = k0 + int(np.searchsorted(ends[k0:], self.start + self.piece_bytes))
-            if k >= n:  # the piece goes on in the next chunk
-                self.rows += n - k0
-                self.end = int(ends[-1])
-                return
-            self.rows += k - k0 + 1
-            self.cut.append((self.start, int(ends[k]), self.rows, self.line))
-            self.start, self.rows = -1, 0
-            k0 = k + 1
-        self.end = int(ends[-1])
-
-    def pieces(self) -> list[tuple[int, int, int, int]]:
-        """Every piece, the last one (shorter than ``piece_bytes``) included."""
-        if self.start >= 0 and self.rows:
-            self.cut.append((self.start, self.end, self.rows, self.line))
-            self.start, self.rows = -1, 0
-        return self.cut
+    fmt = engine_format(src)
+    names = fmt.names(src, max_record=max_record)  # the local engine's header and its errors
+    cols = plan_columns(names, list(kind.columns), keep=keep, drop=drop, where=str(src))
+    if plan_check is not None:
+        plan_check(cols)
+    check_file(src, cols, kind.rule(), max_record=max_record)
+    return cut_file(src, fmt, cols, KindCheck(kind, values), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
+                    max_record=max_record)
 
 
 class KindCheck:
@@ -183,6 +196,11 @@ class KindCheck:
         self.kind, self.values = kind, values
         self.refused = kind.refusals()
         self.unit = "line"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads."""
+        return tuple(self.kind.columns)
 
     def check_type(self, schema: Any, where: str) -> None:
         """Refuse a typed column the kind cannot read or write back (before any row is read)."""
@@ -224,46 +242,3 @@ def check_unchanged(plan: Plan) -> None:
         raise ValidationError(f"{plan.path}: cannot be read any more ({ex.strerror}); nothing written") from None
     if (st.st_size, st.st_mtime_ns) != (plan.size, plan.mtime_ns):
         raise changed(plan.path)
-
-
-def changed(path: object, what: str = "") -> ValidationError:
-    """The one error of a file that differs from what the driver planned (a worker's check)."""
-    return ValidationError(f"{path}: the file changed while it was being released{f' ({what})' if what else ''}; "
-                           "nothing written")
-
-
-def read_piece(path: str, start: int, stop: int, *, first_line: int, rows: int, ncols: int, column: int,
-               max_record: int | None) -> tuple[bytes, NDArray[np.uint8], Any]:
-    """A CSV piece's bytes, as an array, and its records, split by the local engine's rules.
-
-    The piece (bytes ``start`` to ``stop``, from line ``first_line``) must hold exactly the
-    ``rows`` whole records the driver counted: anything else means the file changed since
-    the plan, and :func:`changed` says so (a worker never releases a file it did not plan).
-    """
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        data = fh.read(stop - start)
-    if len(data) != stop - start:
-        raise changed(path, f"bytes {start:,} to {stop:,}")
-    buf = np.frombuffer(data, dtype=np.uint8)
-    recs = csvsplit.split_records(buf, eof=True, ncols=ncols, column=column, max_records=len(buf) + 1, where=path,
-                                  first_line=first_line, first_offset=start, max_record=max_record)
-    if recs.end != len(buf) or len(recs.starts) != rows:
-        raise changed(path, f"{len(recs.starts):,} records where {rows:,} were counted")
-    return data, buf, recs
-
-
-def row_group_pieces(meta: Any, piece_bytes: int) -> tuple[Piece, ...]:
-    """A Parquet file's pieces: runs of whole row groups, each ending at the first group that brings it to
-    ``piece_bytes`` bytes (uncompressed) or at the last group; ``first`` the 1-based number of its first row."""
-    pieces: list[Piece] = []
-    start = rows = size = first = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        rows += group.num_rows
-        size += group.total_byte_size
-        if size >= piece_bytes or g == meta.num_row_groups - 1:
-            pieces.append(Piece(len(pieces), start, g + 1, rows, first + 1, first))
-            first += rows
-            start, rows, size = g + 1, 0, 0
-    return tuple(pieces)

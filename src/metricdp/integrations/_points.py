@@ -6,7 +6,7 @@ points (:class:`metricdp.pipeline.points.PointPairs`) for two numeric columns:
 1. the driver opens the output atomically and reads the input once with the local
    engine's record definition, cutting it into pieces of whole records (CSV: byte
    ranges; Parquet: runs of row groups), with the local engine's column plan, its check
-   of what leaves, and its errors (:func:`._parts.plan_file`);
+   of what leaves, and its errors (:func:`._plan.plan_file`);
 2. each task releases one piece exactly as the local engine releases a chunk
    (:func:`._pieces.release_piece`: the coordinates read by the one number rule, a bad
    one refused with its data row and line, the release of
@@ -125,8 +125,6 @@ def privatize_points_engine(
     src, target = Path(input_path), Path(out)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
-    if target.suffix.lower() == ".geojson":
-        raise ValidationError(f"{target}: GeoJSON output is written by the local engine only")
     runner = engine_runner(engine, scheduler, master)
     from .dask import one_cluster
     from .spark import one_context

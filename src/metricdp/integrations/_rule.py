@@ -2,7 +2,7 @@
 
 The engines run the pipeline's kinds (:mod:`metricdp.pipeline`: labels, numbers, points)
 piece by piece: the driver plans and checks the file with the kind's parse and leak rule
-(:func:`._parts.plan_file`), every partition releases its piece with the kind
+(:func:`._plan.plan_file`), every partition releases its piece with the kind
 (:func:`._pieces.release_piece`), and an accounted release is planned by the local
 engine's first pass or by the distributed count of rows per person, with the kind's
 eps, unit and release. A :class:`Rule` is the little that differs between kinds there,

@@ -2,7 +2,7 @@
 
 1. The output path is vetted and opened (:func:`metricdp.io.atomic_write`: a hidden
    temporary file renamed into place at the end), then the driver checks the whole
-   input in one pass (:func:`._parts.plan_file`): every engine accepts exactly the files
+   input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
    the local engine accepts and refuses the rest with its one-line message.
 2. The engine runs :func:`._pieces.release_piece` once per piece; parts go to a scratch
    directory beside the output.
@@ -32,9 +32,8 @@ from ..errors import EngineError, MetricDPError, ValidationError
 from ..tabular.columns import ColumnPlan
 from ._common import check_seed
 from ._labels import LabelRule
-from ._parts import PARTS, plan_file
 from ._pieces import Done, Failed, Job, part_path
-from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged
+from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, engine_format, plan_file
 from ._rule import Rule
 
 __all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
@@ -123,6 +122,7 @@ def release_file(
     src, target = Path(input_path), Path(out)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
+    _same_format(src, target)
     seed = check_seed(seed)
     rule = rule or LabelRule()
     run = None
@@ -143,8 +143,9 @@ def release_file(
             results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
             _check(engine, plan, results)
             check_unchanged(plan)
-            PARTS[plan.fmt].join(plan, [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces], fh)
             written = sum(p.written for p in plan.pieces)
+            parts = [Path(part_path(str(scratch), p.index, plan.fmt)) for p in plan.pieces]
+            plan.parts.join(plan.layout, parts, fh, written)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if run is not None:
@@ -153,6 +154,17 @@ def release_file(
     if run is not None and on_report is not None:
         on_report(run.report())
     return written, plan
+
+
+def _same_format(src: Path, target: Path) -> None:
+    """The engines write the input's format (its parts joined): an output named as another format is refused."""
+    from ..tabular.formats import FORMATS, RELEASE_FORMATS
+
+    fmt = engine_format(src)
+    other = FORMATS.get(target.suffix.lower())
+    if other in RELEASE_FORMATS and other != fmt.name:
+        raise ValidationError(f"{target}: the engines write the input's format ({fmt.name}); a {other} output is "
+                              "written by the local engine only")
 
 
 def driver_source(seed: int | None) -> Any:

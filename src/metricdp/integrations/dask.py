@@ -94,8 +94,15 @@ def _release_partition(part: Any, mechanism: Any, column: str, seed: int | None,
     return out
 
 
-def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = None) -> Any:
-    """A lazy Dask DataFrame with ``column`` replaced by releases of ``mechanism``.
+def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = None, keep: Sequence[str] = (),
+                   drop: Sequence[str] = ()) -> Any:
+    """A lazy Dask DataFrame with ``column`` replaced by releases of ``mechanism``, ``drop`` left out.
+
+    What leaves is decided as for :func:`metricdp.frames.privatize_frame`, before the frame
+    is returned (:mod:`._frames`: one small job compares a sample of every partition): a
+    column neither released nor named in ``keep``/``drop`` that is named like ``column`` or
+    holds its true values in most compared rows is refused; the others are named in an
+    :class:`~metricdp.errors.UnnamedColumnsWarning`.
 
     Parameters
     ----------
@@ -109,13 +116,34 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
         Experiments only: partition k uses ``SeedSequence(seed).spawn(...)[k]``
         (:class:`~metricdp.errors.PrivacyLeakWarning`). Default: the OS secure source
         in every partition.
+    keep, drop : sequence of str
+        Columns written unreleased on purpose / left out.
+
+    Raises
+    ------
+    ValidationError
+        a missing column, a bad ``keep``/``drop`` name, an unnamed column that reveals
+        ``column`` (named with its first compared row): nothing is returned.
     """
     dask = import_optional("dask", extra="dask")
     if column not in df.columns:
         raise ValidationError(f"no column {column!r}; available: {', '.join(repr(str(c)) for c in df.columns)}")
+    from ..frames import _announce
+    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+
+    names = [str(c) for c in df.columns]
+    plan, rule = frame_plan(names, column, keep, drop)
+    if plan.unacknowledged:
+        block, place = free_name(names, "block"), free_name(names, "place")
+        parts = df[[column, *plan.unacknowledged]].to_delayed()
+        found = dask.compute(*[dask.delayed(sample_blocks)(p, str(k), 0, block, place) for k, p in enumerate(parts)])
+        if found:
+            check_sample(import_optional("pandas", extra="dask").concat(found), plan, rule, block, place)
+    _announce(plan, WHERE)
     seed = check_seed(seed)
     shipped = dask.delayed(Shipped(mechanism), pure=True)  # one graph node, sent once per worker
-    return df.map_partitions(_release_partition, shipped, column, seed, meta=df._meta)
+    out = df.map_partitions(_release_partition, shipped, column, seed, meta=df._meta)
+    return out.drop(columns=list(plan.dropped)) if plan.dropped else out
 
 
 def privatize_file_dask(

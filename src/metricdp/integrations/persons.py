@@ -25,17 +25,15 @@ def count_per_person(engine: str, input_path: str | Path, user_column: str, *, s
                      master: str | None = None, piece_bytes: int | None = None,
                      max_record: int | None = None) -> tuple[Any, NDArray[np.int64]]:
     """Rows per person of ``input_path`` counted on ``engine``: (distinct ids as a pyarrow string array, sorted
-    bytewise; counts, int64). The file is read with the local engine's record definition and cut at record
+    bytewise; counts, int64). The file is read with the local engine's reader of its format and cut at row
     boundaries (:mod:`._plan`); every id is refused as the local pass refuses it."""
-    from ..tabular.formats import TABLE_FORMATS, format_of
     from ._plan import DEFAULT_PIECE_BYTES
 
     pa = import_optional("pyarrow", extra="parquet")
     src = Path(input_path)
     if not src.is_file():
         raise ValidationError(f"{src}: no such file")
-    plan = pieces_of(src, user_column, format_of(src, TABLE_FORMATS), piece_bytes or DEFAULT_PIECE_BYTES,
-                      max_record)
+    plan = pieces_of(src, user_column, piece_bytes or DEFAULT_PIECE_BYTES, max_record)
     found = distributed_persons(engine.capitalize(), engine_runner(engine, scheduler, master), plan, "", user_column,
                                 None)
     return found.ids.cast(pa.string()), found.counts

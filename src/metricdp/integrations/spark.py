@@ -67,8 +67,15 @@ def one_context() -> Iterator[None]:
 _BATCH_ROWS = 200_000
 
 
-def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None) -> Any:
-    """A lazy Spark DataFrame with ``column`` (a string column) replaced by releases.
+def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None, keep: Sequence[str] = (),
+                    drop: Sequence[str] = ()) -> Any:
+    """A lazy Spark DataFrame with ``column`` (a string column) replaced by releases, ``drop`` left out.
+
+    What leaves is decided as for :func:`metricdp.frames.privatize_frame`, before the frame
+    is returned (:mod:`._frames`: one small job compares a sample of every Arrow batch): a
+    column neither released nor named in ``keep``/``drop`` that is named like ``column`` or
+    holds its true values in most compared rows is refused; the others are named in an
+    :class:`~metricdp.errors.UnnamedColumnsWarning`.
 
     Parameters
     ----------
@@ -82,6 +89,14 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
         Experiments only: partition k uses ``SeedSequence(seed).spawn(...)[k]``
         (:class:`~metricdp.errors.PrivacyLeakWarning`). Default: the OS secure source
         in every task.
+    keep, drop : sequence of str
+        Columns written unreleased on purpose / left out.
+
+    Raises
+    ------
+    ValidationError
+        a missing or non-string column, a bad ``keep``/``drop`` name, an unnamed column
+        that reveals ``column`` (named with its first compared row): nothing is returned.
 
     Notes
     -----
@@ -96,6 +111,7 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
     dtype = df.schema[column].dataType
     if not isinstance(dtype, types.StringType):
         raise ValidationError(f"column {column!r} must be a string column, got {dtype.simpleString()}")
+    plan = _checked(df, column, keep, drop)
     seed = check_seed(seed)
     shipped = df.sparkSession.sparkContext.broadcast(Shipped(mechanism))
 
@@ -110,7 +126,38 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
             pdf[column] = release_column(pdf[column], mech, rng, f"partition {partition}, column {column!r}")
             yield pdf
 
-    return df.mapInPandas(release, schema=df.schema)
+    out = df.mapInPandas(release, schema=df.schema)
+    return out.drop(*plan.dropped) if plan.dropped else out
+
+
+def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> Any:
+    """The column plan of :func:`privatize_spark`, after the checks of what leaves (:mod:`._frames`)."""
+    from ..frames import _announce
+    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+
+    types = import_optional("pyspark.sql.types", extra="spark")
+    names = list(df.columns)
+    plan, rule = frame_plan(names, column, keep, drop)
+    if plan.unacknowledged:
+        block, place = free_name(names, "block"), free_name(names, "place")
+        sub = df.select(column, *plan.unacknowledged)
+        schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
+                                   types.StructField(place, types.StringType())])
+
+        def sample(batches: Iterator[Any]) -> Iterator[Any]:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            partition, first = str(ctx.partitionId() if ctx is not None else 0), 0
+            for pdf in batches:  # each batch is a chunk the task sees
+                yield sample_blocks(pdf, partition, first, block, place)
+                first += len(pdf)
+
+        pd = import_optional("pandas", extra="spark")
+        rows = [tuple(r) for r in sub.mapInPandas(sample, schema=schema).collect()]  # small: no toPandas round trip
+        check_sample(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), plan, rule, block, place)
+    _announce(plan, WHERE)
+    return plan
 
 
 def privatize_file_spark(

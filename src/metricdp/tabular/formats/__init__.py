@@ -47,6 +47,8 @@ from ._base import (
     Chunk,
     Coded,
     Format,
+    Layout,
+    Parts,
     Points,
     Reader,
     Released,
@@ -58,7 +60,8 @@ from ._base import (
 
 __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
-    "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of", "release_format",
+    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of",
+    "release_format",
 ]
 
 

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar, cast
+from typing import IO, Any, ClassVar, Self, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,8 +31,8 @@ from ..._optional import import_optional
 from ...errors import ValidationError
 from ..columns import ColumnPlan
 
-__all__ = ["BatchChunk", "BatchWriter", "Chunk", "Coded", "Format", "Full", "Points", "Reader", "Released", "Strings",
-           "WriteSpec", "Writer", "arrow"]
+__all__ = ["BatchChunk", "BatchWriter", "Chunk", "Coded", "Format", "Full", "Layout", "Parts", "Points", "Reader",
+           "Released", "Span", "Strings", "WriteSpec", "Writer", "arrow", "changed"]
 
 
 def arrow() -> tuple[Any, Any]:
@@ -91,7 +91,7 @@ class Reader(ABC):
     def close(self) -> None:  # noqa: B027 - most readers hold nothing to close
         """Release what the reader holds."""
 
-    def __enter__(self) -> Reader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -313,6 +313,10 @@ class Format(ABC):
         with self.open(path, chunk_rows=1, chunk_bytes=65536, max_record=max_record) as reader:
             return reader.names
 
+    def parts(self) -> Parts | None:
+        """The engines' side of the format (:class:`Parts`); None: the engines do not read it."""
+        return None
+
     def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
         """Remove the rows not ``keep`` from the release just written to ``fh``, in place (rows kept);
         None when the format cannot (the caller writes the release again without them)."""
@@ -366,3 +370,65 @@ class BatchWriter(Writer):
             fields = [self._schema.field(c) for c in self._written]
             self._file = self._open(pa.schema(fields, metadata=self._schema.metadata))
         self._file.close()
+
+
+# ------------------------------------------------------------------ the engines' side of a format
+def changed(path: object, what: str = "") -> ValidationError:
+    """The one error of a file that differs from what the driver planned (an engine worker's check)."""
+    return ValidationError(f"{path}: the file changed while it was being released{f' ({what})' if what else ''}; "
+                           "nothing written")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What an engine worker needs besides its piece to read and write it: the file, its column plan
+    (:attr:`ColumnPlan.header` the file's names), and what the format adds (a subclass). Small, picklable."""
+
+    where: str
+    columns: ColumnPlan
+
+
+#: One piece of a cut: ``(start, stop, rows, first)`` in the format's units (:class:`Parts`).
+Span = tuple[int, int, int, int]
+
+
+class Parts(ABC):
+    """The engines' side of a format: cut a file into pieces, read a piece, write its part, join the parts.
+
+    The engines (:mod:`metricdp.integrations`) release a file piece by piece on a cluster and
+    never ask which format it is:
+
+    1. the driver calls :meth:`cut` once: one pass over the file in the format's own chunks,
+       each shown to ``check`` (the release's refusals; ``check.columns`` are the columns it
+       reads, ``check.check_type(schema, where)`` sees a typed file's schema first), the file
+       cut into pieces of whole rows of about ``piece_bytes`` each. It returns the pieces as
+       :data:`Span` s -- ``start``/``stop`` in the format's units (bytes of whole records, or
+       row groups / record batches), ``rows`` the rows counted, ``first`` the place of the
+       piece's first row (a file line, or a 1-based row number) -- and the :class:`Layout`;
+    2. a worker calls :meth:`read` (``piece`` has the span's fields and ``row``, the 0-based
+       number of its first row; a piece that is not what the driver counted is refused with
+       :func:`changed`: the file changed since the plan) and :meth:`write` (the part's bytes);
+    3. the driver calls :meth:`join`: the parts, in order, into the output.
+
+    Two families cover the formats as shipped (:mod:`._parts`): ``RecordParts`` (records on
+    lines, pieces are byte ranges, parts are concatenated) and ``BatchParts`` (typed record
+    batches).
+    """
+
+    @abstractmethod
+    def cut(self, path: Path, columns: ColumnPlan, *, piece_bytes: int, chunk_bytes: int, max_record: int | None,
+            check: Any = None) -> tuple[list[Span], Layout]:
+        """The driver's one pass: every chunk shown to ``check`` (None: a cut without a check), the pieces."""
+
+    @abstractmethod
+    def read(self, piece: Any, layout: Layout, kernels: Any = None) -> Chunk:
+        """The piece's rows as one chunk (its first row data row ``piece.row + 1``)."""
+
+    @abstractmethod
+    def write(self, layout: Layout, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        """The part of ``chunk``: its rows where ``keep`` (all when None) with the ``released`` columns."""
+
+    @abstractmethod
+    def join(self, layout: Layout, parts: Sequence[Path], fh: IO[bytes], rows: int) -> None:
+        """The output into ``fh``: the ``parts`` in order, holding ``rows`` rows, and what goes around them."""

@@ -10,8 +10,10 @@ kept goes whole, line break included.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar, cast
 
@@ -22,9 +24,10 @@ from ...errors import ValidationError
 from .. import csvsplit
 from ..csv import DEFAULT_CHUNK_BYTES, CsvReader, Header
 from ..csv import Chunk as RawChunk
-from ._base import Chunk, Format, Points, Reader, Released, Writer, WriteSpec, arrow
+from ._base import Chunk, Format, Layout, Parts, Points, Reader, Released, Span, Writer, WriteSpec, arrow, changed
+from ._parts import Cutter, RecordParts, read_bytes
 
-__all__ = ["FORMAT", "CsvChunk", "CsvFormat", "splice_released"]
+__all__ = ["FORMAT", "CsvChunk", "CsvFormat", "CsvLayout", "CsvParts", "read_piece", "splice_released"]
 
 
 class CsvChunk(Chunk):
@@ -241,6 +244,83 @@ def _readable(fh: IO[bytes]) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class CsvLayout(Layout):
+    """A CSV piece's reading and its output: ``header`` the output's first bytes (the header record as in the
+    file, a byte-order mark and blank lines before it included, dropped columns' names removed), ``cap`` the
+    record cap the driver applied."""
+
+    header: bytes = b""
+    cap: int | None = None
+
+
+class CsvParts(RecordParts):
+    """The engines' CSV: pieces of whole records by the one record definition, parts spliced byte for byte.
+
+    The driver reads the file with :class:`~metricdp.tabular.csv.CsvReader` and cuts it at
+    record boundaries; a worker reads its byte range again with the same definition into a
+    :class:`CsvChunk`, and writes its records with the released fields spliced in
+    (:func:`splice_released`: every other byte kept, dropped columns removed, withheld
+    records left out whole); the output is the planned header, then the parts.
+    """
+
+    def cut(self, path: Path, columns: Any, *, piece_bytes: int, chunk_bytes: int, max_record: int | None,
+            check: Any = None) -> tuple[list[Span], Layout]:
+        where = str(path)
+        cutter = Cutter(piece_bytes)
+        rows = 0
+        with path.open("rb") as inp:
+            reader = CsvReader(inp, where, chunk_bytes=chunk_bytes, max_record=max_record)
+            header = reader.header()
+            index = {n: k for k, n in enumerate(header.names)}
+            for raw in reader.chunks(0):
+                recs = raw.records
+                n = len(recs.starts)
+                if n:
+                    starts = raw.offset + np.asarray(recs.starts, dtype=np.int64)
+                    lines = raw.first_line + np.asarray(recs.lines, dtype=np.int64)
+                    starts[0], lines[0] = raw.offset, raw.first_line  # blank lines before a record go with it
+                    cutter.add(starts, raw.offset + int(recs.end), lines)
+                if check is not None:
+                    check.add(CsvChunk(raw, index, rows, None))
+                rows += n
+            cap = reader.cap
+        head = csvsplit.header_bytes(header, columns.dropped_indices)  # the header the local engine writes
+        return cutter.pieces(), CsvLayout(where, columns, head, cap)
+
+    def read(self, piece: Any, layout: Layout, kernels: Any = None) -> Chunk:
+        names = layout.columns.header
+        data, buf, recs = read_piece(layout.where, piece.start, piece.stop, first_line=piece.first, rows=piece.rows,
+                                     ncols=len(names), max_record=cast(CsvLayout, layout).cap)
+        index = {n: k for k, n in enumerate(names)}
+        return CsvChunk(RawChunk(data, buf, recs, piece.start, piece.first), index, piece.row, kernels)
+
+    def write(self, layout: Layout, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        out = io.BytesIO()
+        cols = layout.columns
+        index = {n: k for k, n in enumerate(cols.header)}
+        splice_released(out, cast(CsvChunk, chunk), index, cols.dropped_indices, keep, released, kernels)
+        return out.getvalue()
+
+
+def read_piece(where: str, start: int, stop: int, *, first_line: int, rows: int, ncols: int, column: int = 0,
+               max_record: int | None) -> tuple[bytes, NDArray[np.uint8], Any]:
+    """A piece's bytes ``[start, stop)`` (from line ``first_line``), as an array, and its records, split by the
+    one record definition; anything but the ``rows`` whole records the driver counted means the file changed
+    since the plan (:func:`~._base.changed`: a worker never releases a file it did not plan)."""
+    data = read_bytes(where, start, stop)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    recs = csvsplit.split_records(buf, eof=True, ncols=ncols, column=column, max_records=len(buf) + 1, where=where,
+                                  first_line=first_line, first_offset=start, max_record=max_record)
+    if recs.end != len(buf) or len(recs.starts) != rows:
+        raise changed(where, f"{len(recs.starts):,} records where {rows:,} were counted")
+    return data, buf, recs
+
+
+_PARTS = CsvParts()
+
+
 class CsvFormat(Format):
     """Comma-separated values, UTF-8, one header record (:mod:`metricdp.tabular.csv`)."""
 
@@ -255,6 +335,9 @@ class CsvFormat(Format):
 
     def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
         return CsvWriter(fh, spec, kernels)
+
+    def parts(self) -> Parts:
+        return _PARTS
 
     def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
         """Remove the records not ``keep`` from the release just written to ``fh``, in place; rows kept.

@@ -15,14 +15,15 @@ be read later (a damaged body) is one error naming the file and the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
 
 from ...errors import ValidationError
-from ._base import BatchChunk, BatchWriter, Chunk, Format, Reader, Writer, WriteSpec, arrow
+from ._base import BatchChunk, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow
+from ._parts import BatchParts, one_batch
 
-__all__ = ["FORMAT", "FeatherFormat", "FeatherReader"]
+__all__ = ["FORMAT", "FeatherFormat", "FeatherParts", "FeatherReader"]
 
 
 def _errors(pa: Any) -> tuple[type[BaseException], ...]:
@@ -51,16 +52,21 @@ class FeatherReader(Reader):
         self.names = tuple(self.schema.names)
         self._rows = chunk_rows
 
-    def chunks(self) -> Iterator[Chunk]:
+    def batch(self, k: int) -> Any:
+        """Record batch ``k`` (0-based), validated: a damaged body is refused here, not met as garbage values."""
         pa, _ = arrow()
+        try:
+            batch = self.file.get_batch(k)
+            batch.validate(full=True)
+        except _errors(pa) as ex:
+            raise ValidationError(f"{self.where}: record batch {k + 1} of the Arrow file cannot be read "
+                                  f"({_first_line(ex)})") from None
+        return batch
+
+    def chunks(self) -> Iterator[Chunk]:
         first = 0
         for k in range(self.file.num_record_batches):
-            try:
-                batch = self.file.get_batch(k)
-                batch.validate(full=True)  # a damaged body is refused here, not met as garbage values
-            except _errors(pa) as ex:
-                raise ValidationError(f"{self.where}: record batch {k + 1} of the Arrow file cannot be read "
-                                      f"({_first_line(ex)})") from None
+            batch = self.batch(k)
             for start in range(0, batch.num_rows, self._rows):
                 piece = batch.slice(start, self._rows)
                 yield BatchChunk(piece, first)
@@ -75,6 +81,39 @@ def _first_line(ex: BaseException) -> str:
     return text.splitlines()[0] if text else type(ex).__name__
 
 
+class FeatherParts(BatchParts):
+    """The engines' Arrow IPC: pieces of whole record batches, parts and output uncompressed."""
+
+    group: ClassVar[str] = "record batch"
+
+    def open(self, path: Path) -> Any:
+        return FeatherReader(path, 1_000_000)
+
+    def groups(self, reader: Any) -> list[tuple[int, int]]:
+        file = reader.file
+        return [(b.num_rows, b.nbytes) for b in (file.get_batch(k) for k in range(file.num_record_batches))]
+
+    def chunks(self, reader: Any, columns: Sequence[str]) -> Iterator[Chunk]:
+        return cast(Iterator[Chunk], reader.chunks())
+
+    def batch(self, reader: Any, start: int, stop: int) -> Any:
+        pa, _ = arrow()
+        return one_batch(pa.Table.from_batches([reader.batch(k) for k in range(start, stop)], schema=reader.schema))
+
+    def sink(self, fh: Any, schema: Any, options: Any) -> Any:
+        pa, _ = arrow()
+        return pa.ipc.new_file(fh, schema)
+
+    def tables(self, path: Path) -> Iterator[Any]:
+        pa, _ = arrow()
+        with FeatherReader(path, 1) as reader:
+            for k in range(reader.file.num_record_batches):
+                yield pa.Table.from_batches([reader.batch(k)])
+
+
+_PARTS = FeatherParts()
+
+
 class FeatherFormat(Format):
     """Arrow IPC file format, also known as Feather v2 (pyarrow)."""
 
@@ -84,6 +123,9 @@ class FeatherFormat(Format):
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = 0, max_record: int | None = None,
              kernels: Any = None) -> Reader:
         return FeatherReader(path, chunk_rows)
+
+    def parts(self) -> Parts:
+        return _PARTS
 
     def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
         pa, _ = arrow()

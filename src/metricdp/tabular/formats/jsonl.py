@@ -24,21 +24,24 @@ columns' keys in header order; a kept value exactly as it was read (``1.0`` stay
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import ValidationError
 from ..csv import BOM, DEFAULT_CHUNK_BYTES, MAX_RECORD_ENV, max_record_bytes
-from ._base import BatchChunk, Chunk, Format, Reader, Released, Writer, WriteSpec, arrow
+from ._base import BatchChunk, Chunk, Format, Layout, Parts, Reader, Released, Span, Writer, WriteSpec, arrow, changed
+from ._parts import Cutter, RecordParts, read_bytes
 
-__all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlReader"]
+__all__ = ["FORMAT", "JsonlChunk", "JsonlFormat", "JsonlLayout", "JsonlParts", "JsonlReader"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 #: a \uD800-\uDFFF escape: a lone surrogate is not text (checked only on the lines that hold one)
@@ -79,10 +82,10 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
 class _Lines:
     """The file's lines, each at most the record cap, with their numbers; blank lines skipped."""
 
-    def __init__(self, fh: IO[bytes], where: str, cap: int) -> None:
+    def __init__(self, fh: IO[bytes], where: str, cap: int, number: int = 0, offset: int = 0) -> None:
         self._fh, self.where, self._cap = fh, where, cap
-        self.number = 0
-        self.offset = 0
+        self.number = number
+        self.offset = offset
 
     def next(self) -> tuple[bytes, int] | None:
         """The next non-blank line (its bytes, its number), or None at the end."""
@@ -129,9 +132,12 @@ def _parse(raw: bytes, where: str, line: int, offset: int) -> Any:
 
 class JsonlChunk(BatchChunk):
     """Rows of a JSON-lines file: a record batch of the header's columns (typed as the module docstring says),
-    each column's values as read (``values``: what the writer writes back) and each row's line (``lines``)."""
+    each column's values as read (``values``: what the writer writes back), each row's line (``lines``), the
+    file offset where each row starts (``offsets``) and where the chunk ends (``end``: the next row's start)."""
 
     unit: ClassVar[str] = "line"
+    offsets: NDArray[np.int64]
+    end: int
 
     def __init__(self, values: dict[str, list[Any]], lines: NDArray[np.int64], first: int,
                  kinds: dict[str, str | None]) -> None:
@@ -160,15 +166,28 @@ class JsonlChunk(BatchChunk):
 
 
 class JsonlReader(Reader):
-    """A JSON-lines file opened for one pass; the first object's keys are its ``names``."""
+    """A JSON-lines file opened for one pass; the first object's keys are its ``names``.
 
-    def __init__(self, path: Path, *, chunk_rows: int, chunk_bytes: int, max_record: int | None) -> None:
+    ``span`` (an engine's piece: ``(start, stop, first line, first row)``, with the file's
+    ``names`` and ``kinds`` as the driver read them) reads those bytes only, from that line.
+    """
+
+    def __init__(self, path: Path, *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
+                 span: tuple[int, int, int, int] | None = None, names: tuple[str, ...] = (),
+                 kinds: dict[str, str | None] | None = None) -> None:
         self.where = str(path)
-        if not path.is_file():
-            raise ValidationError(f"{path}: no such file")
-        self._fh = path.open("rb")
+        self.cap = max_record_bytes(max_record)
+        self._first = 0
+        if span is None:
+            if not path.is_file():
+                raise ValidationError(f"{path}: no such file")
+            self._fh: IO[bytes] = path.open("rb")
+            self._lines = _Lines(self._fh, self.where, self.cap)
+        else:
+            start, stop, line, self._first = span
+            self._fh = io.BytesIO(read_bytes(self.where, start, stop))
+            self._lines = _Lines(self._fh, self.where, self.cap, line - 1, start)
         try:
-            self._lines = _Lines(self._fh, self.where, max_record_bytes(max_record))
             got = self._lines.next()
             if got is None:
                 raise ValidationError(f"{path}: empty file (no JSON object)")
@@ -176,11 +195,16 @@ class JsonlReader(Reader):
         except BaseException:
             self._fh.close()
             raise
-        self.names = tuple(first)
+        self.names = names or tuple(first)
         self._keys = frozenset(self.names)
-        self._kinds: dict[str, str | None] = dict.fromkeys(self.names)
-        self._pending: tuple[dict[str, Any], int] | None = (first, self._lines.number)
+        self._kinds: dict[str, str | None] = dict(kinds) if kinds is not None else dict.fromkeys(self.names)
+        self._pending: tuple[dict[str, Any], int, int] | None = (first, self._lines.number, got[1])
         self._rows, self._bytes = chunk_rows, chunk_bytes
+
+    @property
+    def kinds(self) -> dict[str, str | None]:
+        """The type of each key seen so far (None: only nulls)."""
+        return dict(self._kinds)
 
     def _object(self, raw: bytes, offset: int) -> dict[str, Any]:
         line = self._lines.number
@@ -247,27 +271,31 @@ class JsonlReader(Reader):
         return values
 
     def chunks(self) -> Iterator[Chunk]:
-        first = 0
+        first = self._first
         while self._pending is not None:
             objs: list[dict[str, Any]] = []
             lines: list[int] = []
+            starts: list[int] = []
             size = 0
             while self._pending is not None and len(lines) < self._rows and size < self._bytes:
-                obj, line = self._pending
+                obj, line, start = self._pending
                 objs.append(obj)
                 lines.append(line)
+                starts.append(start)
                 got = self._lines.next()
                 if got is None:
                     self._pending = None
                 else:
                     size += len(got[0])
                     try:
-                        self._pending = (self._object(*got), self._lines.number)
+                        self._pending = (self._object(*got), self._lines.number, got[1])
                     except ValidationError:
                         self._columns(objs, lines)  # an earlier row's refusal comes first
                         raise
             chunk = JsonlChunk(self._columns(objs, lines), np.asarray(lines, dtype=np.int64), first,
                                dict(self._kinds))
+            chunk.offsets = np.asarray(starts, dtype=np.int64)
+            chunk.end = self._lines.offset if self._pending is None else self._pending[2]
             first += chunk.rows
             yield chunk
 
@@ -304,6 +332,51 @@ class JsonlWriter(Writer):
         return len(rows)
 
 
+@dataclass(frozen=True)
+class JsonlLayout(Layout):
+    """A JSON-lines piece's reading: the type of each key in the whole file, the record cap asked for."""
+
+    kinds: dict[str, str | None] = field(default_factory=dict)
+    max_record: int | None = None
+
+
+class JsonlParts(RecordParts):
+    """The engines' JSON lines: pieces of whole lines cut at rows, parts written one object per row and
+    concatenated (no header: the first object's keys are the header)."""
+
+    def cut(self, path: Path, columns: Any, *, piece_bytes: int, chunk_bytes: int, max_record: int | None,
+            check: Any = None) -> tuple[list[Span], Layout]:
+        cutter = Cutter(piece_bytes)
+        with JsonlReader(path, chunk_rows=100_000, chunk_bytes=chunk_bytes, max_record=max_record) as reader:
+            for chunk in reader.chunks():
+                got = cast(JsonlChunk, chunk)
+                cutter.add(got.offsets, got.end, got.lines)
+                if check is not None:
+                    check.add(chunk)
+            kinds = reader.kinds
+        return cutter.pieces(), JsonlLayout(str(path), columns, kinds, max_record)
+
+    def read(self, piece: Any, layout: Layout, kernels: Any = None) -> Chunk:
+        lay = cast(JsonlLayout, layout)
+        span = (piece.start, piece.stop, piece.first, piece.row)
+        with JsonlReader(Path(lay.where), chunk_rows=piece.rows, chunk_bytes=piece.stop - piece.start + 1,
+                         max_record=lay.max_record, span=span, names=lay.columns.header, kinds=lay.kinds) as reader:
+            chunks = list(reader.chunks())
+        if len(chunks) != 1 or chunks[0].rows != piece.rows:
+            raise changed(lay.where, f"{sum(c.rows for c in chunks):,} rows where {piece.rows:,} were counted")
+        return chunks[0]
+
+    def write(self, layout: Layout, chunk: Chunk, keep: NDArray[np.bool_] | None, released: Sequence[Released],
+              kernels: Any = None) -> bytes:
+        out = io.BytesIO()
+        spec = WriteSpec(cast(Any, None), layout.columns, tuple(c for r in released for c in r.columns), layout.where)
+        JsonlWriter(out, spec).write(chunk, keep, released)
+        return out.getvalue()
+
+
+_PARTS = JsonlParts()
+
+
 class JsonlFormat(Format):
     """JSON lines: one JSON object per line (module docstring)."""
 
@@ -313,6 +386,9 @@ class JsonlFormat(Format):
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              max_record: int | None = None, kernels: Any = None) -> Reader:
         return JsonlReader(path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
+
+    def parts(self) -> Parts:
+        return _PARTS
 
     def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
         return JsonlWriter(fh, spec)

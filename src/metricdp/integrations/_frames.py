@@ -1,0 +1,79 @@
+"""What leaves a Dask or Spark DataFrame release: the pandas/Polars API's checks, on a sample the cluster draws.
+
+A column neither released nor named in ``keep``/``drop`` leaves with its true values.
+As :func:`metricdp.frames.privatize_frame` decides it: a column named like the released
+one is refused (:func:`metricdp.tabular.leaks.check_names`), so is a column that holds the
+released column's true values in most compared rows (:func:`~metricdp.tabular.leaks.check_rows`
+with the labels' rule), and every other unnamed column is named in an
+:class:`~metricdp.errors.UnnamedColumnsWarning`.
+
+**Where the content is checked: on a sample the driver computes first, not inside the
+release's partitions.** A distributed frame is written by the caller's own writer
+(``to_parquet``, ``write.parquet``), one file per partition as partitions finish; a
+refusal raised by a partition of the release would come after its siblings were
+written. So the driver runs one small job before it returns the lazy frame: each
+partition (each Arrow batch on Spark: the data a task sees) picks the rows a file's
+chunk is compared on (:func:`~metricdp.tabular.leaks.spread` of each block of
+:data:`~metricdp.tabular.leaks.SCAN_ROWS` rows) of the released column and the unnamed
+columns only (a projection: a Parquet source reads those columns only), and the driver
+compares each block. A refused frame returns nothing: nothing is released or written.
+The cost is one pass over those columns, and none when every column is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..tabular.columns import ColumnPlan, plan_columns
+from ..tabular.leaks import SCAN_ROWS, LeakRule, check_names, check_rows, spread
+
+__all__ = ["WHERE", "check_sample", "frame_plan", "free_name", "sample_blocks"]
+
+#: How errors and warnings name a distributed frame (as the pandas/Polars API names its frame).
+WHERE = "DataFrame"
+
+
+def frame_plan(names: Sequence[str], column: str, keep: Iterable[str], drop: Iterable[str]) -> tuple[ColumnPlan,
+                                                                                                       LeakRule]:
+    """The column plan of a release of ``column`` and the rule of what a kept column must not hold; a column
+    named like the released one is refused here (by name, before any row is read)."""
+    plan = plan_columns(list(names), [column], keep=tuple(keep), drop=tuple(drop), where=WHERE)
+    rule = LeakRule.labels(column)
+    check_names(plan.header, plan.unacknowledged, rule, WHERE)
+    return plan, rule
+
+
+def free_name(names: Sequence[str], stem: str) -> str:
+    """A column name not in ``names``, for the sample's bookkeeping columns."""
+    name = stem
+    while name in names:
+        name = f"_{name}"
+    return name
+
+
+def sample_blocks(pdf: Any, partition: str, first: int, block: str, place: str) -> Any:
+    """The compared rows of a pandas frame (a partition, or one batch of it, whose first row is row ``first + 1``):
+    :func:`spread` of each block of :data:`SCAN_ROWS` rows, with the block's key in ``block`` and each row's
+    place in ``place`` (``"7 of partition 2"``)."""
+    picks: list[int] = []
+    keys: list[str] = []
+    n = len(pdf)
+    for start in range(0, n, SCAN_ROWS):
+        pick = [start + i for i in spread(min(n - start, SCAN_ROWS))]
+        picks += pick
+        keys += [f"{partition}:{first + start}"] * len(pick)
+    out = pdf.iloc[picks].reset_index(drop=True)
+    out[block] = keys
+    out[place] = [f"{first + i + 1} of partition {partition}" for i in picks]
+    return out
+
+
+def check_sample(sample: Any, plan: ColumnPlan, rule: LeakRule, block: str, place: str) -> None:
+    """Refuse an unnamed column that holds the released values in most compared rows of a block of the
+    ``sample`` (:func:`sample_blocks`' rows of every partition), as the pandas/Polars API refuses it."""
+    column = rule.columns[0]
+    for _, rows in sample.groupby(block, sort=False):
+        truths = [(v,) for v in rows[column].to_numpy(dtype=object)]
+        others = {c: rows[c].to_numpy(dtype=object) for c in plan.unacknowledged}
+        check_rows(rule, truths, others, list(rows[place]), WHERE)
