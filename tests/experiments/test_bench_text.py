@@ -12,6 +12,7 @@ from metricdp.experiments.bench_text import (
     plot_utility,
     replacement_summary,
     run_text_bench,
+    token_forms,
     zipf_tokens,
 )
 from tests.helpers import skip_unless
@@ -33,13 +34,28 @@ def test_zipf_corpus_is_streamed_and_follows_1_over_k() -> None:
 def test_table_and_unknown_mechanism() -> None:
     row = TextBenchRow("tem", 1000, 10.0, setup_s=1.0, sample_s=0.5, tokens_per_s=2000.0, peak_mib=900.0)
     table = markdown_table([row])
-    assert "| tem | zipf | 1,000 | n/a | 10 | 1.0 | 0.5 | 2,000 | n/a | 900 | n/a | n/a | n/a | ok |" in table
+    assert "| tem | zipf | 1,000 | n/a | 10 | 1.0 | 0.5 | 2,000 | n/a | 900 | n/a | n/a | n/a | n/a | ok |" in table
     real = TextBenchRow("exponential", 2000, 5.0, corpus="stdlib-docs", distinct_words=400, distinct_per_s=250.0)
     assert "| exponential | stdlib-docs | 2,000 | 400 | 5 |" in markdown_table([real])
     with pytest.raises(ValidationError, match="unknown text benchmark"):
         run_text_bench(["nope"], 10)
     with pytest.raises(ValidationError, match="unknown corpus"):
         run_text_bench(["tem"], 10, corpus="wikipedia")
+
+
+def test_token_forms_by_hand() -> None:
+    original = "In 2004 Paris had 1,250.5 CATS and Dogs\nA line\n"
+    released = "In 2004 Rome had 1,250.5 CATS and dogs\nA line of more words\n"
+    # numbers 2004 and 1,250.5 kept as numbers; In, had, CATS, and kept as written; Dogs kept as 'dogs'
+    # (its case lost); Paris -> Rome is no kept word; the second line does not align
+    assert token_forms(original, released) == {"numbers": 2, "numbers_as_words": 0, "words_as_numbers": 0,
+                                               "kept_words": 5, "kept_in_case": 4, "misaligned_lines": 1}
+    assert token_forms("a 12 b", "7 x b") == {"numbers": 1, "numbers_as_words": 1, "words_as_numbers": 1,
+                                              "kept_words": 1, "kept_in_case": 1, "misaligned_lines": 0}
+    row = TextBenchRow("tem", 1000, 10.0, corpus="stdlib-docs",
+                       forms={"numbers": 9, "numbers_as_words": 0, "words_as_numbers": 0, "kept_words": 1200,
+                              "kept_in_case": 1200, "misaligned_lines": 0})
+    assert "| 0 of 9 / 0 / 1,200 of 1,200 |" in markdown_table([row])
 
 
 def test_replacement_summary_by_hand() -> None:

@@ -66,6 +66,9 @@ class TextBenchRow:
     distinct_per_s: float | None = None
     mean_distance: float | None = None
     examples: list[str] = field(default_factory=list)
+    #: real text only (:func:`token_forms`): numbers, numbers released as words, words released as numbers
+    #: or punctuation, kept words, kept words in their input's case, lines whose tokens did not align
+    forms: dict[str, int] | None = None
 
 
 def _child_main(job_json: str) -> None:
@@ -102,6 +105,43 @@ def _child_main(job_json: str) -> None:
     print(json.dumps(out))
 
 
+def token_forms(original: str, released: str) -> dict[str, int]:
+    """What a rewrite did to each token's kind and case, line by line (the pieces of
+    :func:`metricdp.text.tokens.split` align one to one where every word was replaced by one word).
+
+    Returns counts: ``numbers`` (number tokens in), ``numbers_as_words`` (released as anything but a
+    number), ``words_as_numbers`` (word tokens released as a number or as punctuation), ``kept_words``
+    (word tokens released as themselves, compared in :func:`~metricdp.text.tokens.normal` form),
+    ``kept_in_case`` (those written exactly as the input), ``misaligned_lines``.
+
+    Examples
+    --------
+    >>> token_forms("Paris had 2004 cats", "Paris had 2004 dogs")["kept_in_case"]
+    2
+    """
+    from ..text.tokens import is_numeric, normal, split
+
+    counts = dict.fromkeys(("numbers", "numbers_as_words", "words_as_numbers", "kept_words", "kept_in_case",
+                            "misaligned_lines"), 0)
+    for line_in, line_out in zip(original.splitlines(), released.splitlines(), strict=False):
+        a, b = split(line_in), split(line_out)
+        if len(a) != len(b):
+            counts["misaligned_lines"] += 1
+            continue
+        for (p, word), (q, word_out) in zip(a, b, strict=True):
+            if not word:
+                continue
+            if is_numeric(p):
+                counts["numbers"] += 1
+                counts["numbers_as_words"] += int(not (word_out and is_numeric(q)))
+            elif not word_out or is_numeric(q):
+                counts["words_as_numbers"] += 1
+            elif normal(q) == normal(p):
+                counts["kept_words"] += 1
+                counts["kept_in_case"] += int(q == p)
+    return counts
+
+
 def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
     """``text privatize``'s path (file in, tokenise, release, file out) over real English text."""
     from ..text.rewrite import Vocabulary, rewrite_file
@@ -122,7 +162,9 @@ def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         st = rewrite_file(src, Path(tmp) / "out.txt", Vocabulary(space.labels), sample)
         seconds = time.perf_counter() - t0
+        forms = token_forms(src.read_text(encoding="utf-8"), (Path(tmp) / "out.txt").read_text(encoding="utf-8"))
     return {
+        "forms": forms,
         "sample_s": seconds, "tokens": st.tokens, "distinct_words": summary["distinct_words"],
         "distinct_per_s": summary["distinct_words"] / seconds if seconds else None,
         "unchanged": 1.0 - st.changed / st.replaced if st.replaced else None,
@@ -196,16 +238,20 @@ def markdown_table(rows: Sequence[TextBenchRow]) -> str:
     """The rows as a markdown table."""
     head = (
         "| mechanism | corpus | tokens | distinct words | eps | setup (s) | sampling (s) | tokens/s "
-        "| distinct words/s | peak MiB | unchanged | mean distance | recall@1 | status |"
+        "| distinct words/s | peak MiB | unchanged | mean distance | recall@1 | numbers as words / words as "
+        "numbers / kept words in case | status |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         distinct = "n/a" if r.distinct_words is None else f"{r.distinct_words:,}"
+        fm = r.forms
+        forms = "n/a" if not fm else (f"{fm['numbers_as_words']} of {fm['numbers']:,} / {fm['words_as_numbers']} / "
+                                      f"{fm['kept_in_case']:,} of {fm['kept_words']:,}")
         lines.append(
             f"| {r.mechanism} | {r.corpus} | {r.tokens:,} | {distinct} | {r.epsilon:g} | {_f(r.setup_s, '.1f')} | "
             f"{_f(r.sample_s, '.1f')} | {_f(r.tokens_per_s, ',.0f')} | {_f(r.distinct_per_s, ',.0f')} | "
             f"{_f(r.peak_mib, ',.0f')} | {_f(r.unchanged, '.3f')} | {_f(r.mean_distance, '.3f')} | "
-            f"{_f(r.recall_at_1, '.3f')} | {r.status}{': ' + r.message if r.message else ''} |"
+            f"{_f(r.recall_at_1, '.3f')} | {forms} | {r.status}{': ' + r.message if r.message else ''} |"
         )
     return "\n".join(lines)
 
