@@ -229,6 +229,31 @@ def row_blocks(n_rows: int, threads: int) -> tuple[int, ...]:
     return tuple(min(n_rows, 4 * round(n_rows * b / threads / 4)) for b in range(1, threads))
 
 
+#: Doubles between two working vectors of a :class:`DenseTeam`, and before and after them all.
+_GAP = 128
+
+
+def _padded(n: int) -> int:
+    """``n`` doubles rounded up to whole 64-byte lines, plus :data:`_GAP`."""
+    return -(-n // 8) * 8 + _GAP
+
+
+def _apart(sizes: tuple[int, ...]) -> list[Any]:
+    """Zeroed vectors of ``sizes`` doubles in one buffer, each on a 64-byte line and :data:`_GAP` doubles apart.
+
+    The compiled loops run their sums in SIMD lanes when the vectors they store to and read from
+    lie far enough apart (a check on the addresses), one at a time otherwise: the same sum in
+    another order, other last bits. Fixed gaps, also from any other allocation, fix the choice.
+    """
+    buf = np.zeros(_GAP + sum(_padded(n) for n in sizes) + 8)
+    start = (-buf.ctypes.data % 64) // 8 + _GAP
+    out = []
+    for n in sizes:
+        out.append(buf[start : start + n])
+        start += _padded(n)
+    return out
+
+
 class _Helper:
     """A thread that runs one block's share of each update when told, and sleeps between updates.
 
@@ -300,15 +325,20 @@ class DenseTeam:
         if any(a > b for a, b in itertools.pairwise(cuts)):
             raise ValueError(f"block bounds must be non-decreasing within 0..{n_in}, got {bounds}")
         self._m = m
-        self._p, self._new = np.empty(n_in), np.empty(n_in)
-        self._den, self._ratio = np.empty(n_out), np.empty(n_out)
-        self._nxts, self._totals = np.zeros((len(cuts) - 1, n_out)), np.zeros(len(cuts) - 1)
+        blocks = len(cuts) - 1
+        self._p, self._new, self._den, self._ratio, shares = _apart((n_in, n_in, n_out, n_out, blocks * _padded(n_out)))
+        self._nxts = shares.reshape(blocks, _padded(n_out))[:, :n_out]
+        self._totals = np.zeros(blocks)
         self._blocks = [
             (self._p[a:b], m[a:b], self._new[a:b], self._nxts[i]) for i, (a, b) in enumerate(itertools.pairwise(cuts))
         ]
         self._helpers: list[_Helper] = []
-        for i in range(1, len(self._blocks)):
-            self._helpers.append(_Helper(self._blocks[i], self._ratio, self._totals, i))
+        try:
+            for i in range(1, len(self._blocks)):
+                self._helpers.append(_Helper(self._blocks[i], self._ratio, self._totals, i))
+        except BaseException:  # a thread that cannot start: stop those that did
+            self.close()
+            raise
 
     def __enter__(self) -> DenseTeam:
         return self

@@ -254,8 +254,9 @@ def test_ibu_dense_team_equals_the_reference_on_any_split(shape, cut, monkeypatc
     p = np.full(n_in, 1.0 / n_in)
     with _ibu_kernels.DenseTeam(m, bounds) as team:
         runs = [team.run(p, q, 1e-13, est.IBU_FLOOR, 400) for _ in range(2)]
-    with _ibu_kernels.DenseTeam(m, bounds) as team:
-        runs.append(team.run(p, q, 1e-13, est.IBU_FLOOR, 400))
+    for _ in range(4):  # new teams: new working vectors, at other addresses
+        with _ibu_kernels.DenseTeam(m, bounds) as team:
+            runs.append(team.run(p, q, 1e-13, est.IBU_FLOOR, 400))
     assert np.all(p == 1.0 / n_in)  # the start is not modified
     for r in runs[1:]:
         assert np.array_equal(r[0], runs[0][0]) and r[1:] == runs[0][1:]
@@ -267,6 +268,15 @@ def test_ibu_dense_team_equals_the_reference_on_any_split(shape, cut, monkeypatc
     if cut == "none":
         one = _ibu_kernels.ibu_dense(p.copy(), q, m, 1e-13, est.IBU_FLOOR, 400)
         assert np.abs(one[0] - runs[0][0]).max() <= 1e-15 and one[1:] == runs[0][1:]
+
+
+@pytest.mark.skipif(_ibu_kernels.KERNELS is None, reason="numba not installed")
+def test_ibu_dense_team_refuses_bounds_out_of_order() -> None:
+    m = np.full((8, 2), 0.5)
+    with pytest.raises(ValueError, match=r"non-decreasing within 0\.\.8, got \(5, 3\)"):
+        _ibu_kernels.DenseTeam(m, (5, 3))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        _ibu_kernels.DenseTeam(m, (9,))
 
 
 def test_row_blocks_cut_on_blocks_of_four() -> None:
