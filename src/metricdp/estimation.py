@@ -70,9 +70,10 @@ IBU_BLAS_THREADS = 1
 #: summed in a fixed order, so a run gives the same bits for the same thread count; runs on different
 #: counts differ by rounding (a few units in the last place). 1 keeps every dense update on the caller's thread.
 IBU_THREADS = 2
-#: Entries of M from which the compiled dense update shares its pass between threads: below it, the
-#: pass takes less than the two thread hand-offs an update costs.
-IBU_THREADS_MIN_ENTRIES = 250_000
+#: Entries of M (k x k: k of about 700) from which the compiled dense update shares its pass between
+#: threads. Each update then costs two thread hand-offs, tens of microseconds of CPU and wall on a busy
+#: machine; from here they are under a fifth of the pass they halve, below it they eat the gain.
+IBU_THREADS_MIN_ENTRIES = 500_000
 #: :func:`ibu` sets an iterate's entry below this (the smallest normal double, 2.2e-308) to 0
 #: after each update: an entry that small is a category the update is driving to 0, and
 #: arithmetic on subnormal doubles costs up to a hundred times more per operation (the far
