@@ -312,8 +312,9 @@ class DenseTeam:
     pass of :func:`ibu_dense` on its rows); the caller runs the first block itself, then sums the
     shares in block order, normalises and tests convergence (:func:`ibu_combine`). The product is
     linear, so the sum of the shares is the single pass's next expectation; only the order of the
-    additions differs, and it is fixed by the bounds: the same bounds give the same bits on any run.
-    With no bounds it is :func:`ibu_dense`'s arithmetic in the same order.
+    additions differs, and it is fixed by the bounds: the same bounds give the same bits on any run
+    (:func:`_apart` fixes where the working vectors lie). With no bounds it is :func:`ibu_dense`'s
+    update on the caller's thread, to the last bits of a sum.
 
     The helpers start once per team and block on a lock between updates (no spinning: an idle
     helper costs no CPU); use the team as a context manager so that they stop.
