@@ -356,7 +356,7 @@ def test_idle_ibu_helper_threads_cost_no_cpu_and_stop():
     assert not any(t.name == "metricdp-ibu" for t in threading.enumerate())
 
 
-def test_large_dense_ibu_runs_on_two_threads_and_agrees_with_one(monkeypatch):
+def test_dense_ibu_runs_on_two_threads_from_the_crossover_and_agrees_with_one(monkeypatch):
     from metricdp import _ibu_kernels
 
     if _ibu_kernels.KERNELS is None:
@@ -372,10 +372,12 @@ def test_large_dense_ibu_runs_on_two_threads_and_agrees_with_one(monkeypatch):
     m = g.random((60, 60)) ** 2
     m /= m.sum(axis=1, keepdims=True)
     counts = g.integers(0, 30, size=(2, 60)).astype(float)
-    one = ibu(counts, m, tol=1e-13, max_iter=300)
     monkeypatch.setattr(_ibu_kernels, "DenseTeam", spy)
-    monkeypatch.setattr(estimation, "IBU_THREADS_MIN_ENTRIES", 3600)
     monkeypatch.setattr(estimation.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(estimation, "IBU_THREADS_MIN_ENTRIES", 3601)
+    one = ibu(counts, m, tol=1e-13, max_iter=300)
+    assert teams == []  # below the crossover: the one-thread kernel
+    monkeypatch.setattr(estimation, "IBU_THREADS_MIN_ENTRIES", 3600)
     two = ibu(counts, m, tol=1e-13, max_iter=300)
     assert teams == [(32,)]  # one team for the batch, two blocks
     assert np.abs(two.estimate - one.estimate).max() <= 1e-12
