@@ -28,7 +28,8 @@ counts every thread, so a BLAS that spins extra threads shows in CPU):
   - ``grid``: a row-normalised exp(-d / 2) channel on a sqrt(k) x sqrt(k) grid (Euclidean d;
     block Toeplitz), square k only: structured for metricdp from 1,000 categories as ``line``;
   - ``dense``: a row-normalised exp(-d / 2) channel on k random points of a sqrt(k) x sqrt(k)
-    square (seeded): no structure, dense for both (metricdp: one compiled pass over M an update).
+    square (seeded): no structure, dense for both (metricdp: one compiled pass over M an update,
+    shared by two threads from ``metricdp.estimation.IBU_THREADS_MIN_ENTRIES`` entries of M).
 
   multi-freq-ldpy's ``IBU`` multiplies by its matrix A where the transpose is due; it gets
   A = M^T so that its estimates are right (the cost is the same).

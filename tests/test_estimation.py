@@ -320,3 +320,65 @@ def test_ibu_flushes_subnormal_iterates_on_every_path(monkeypatch):
         assert not ((est > 0) & (est < estimation.IBU_FLOOR)).any()
         assert (est == 0).any()
     assert np.abs(runs[0].estimate - runs[1].estimate).max() <= 1e-12
+
+
+def test_ibu_threads_follow_the_cap_the_cores_and_the_crossover(monkeypatch):
+    monkeypatch.setattr(estimation.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    big = estimation.IBU_THREADS_MIN_ENTRIES
+    assert estimation._ibu_threads(big - 1) == 1
+    assert estimation._ibu_threads(big) == estimation.IBU_THREADS == 2
+    monkeypatch.setattr(estimation.os, "sched_getaffinity", lambda _pid: {3}, raising=False)
+    assert estimation._ibu_threads(big) == 1  # one core available: no second thread
+    monkeypatch.setattr(estimation.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(estimation, "IBU_THREADS", 1)
+    assert estimation._ibu_threads(10 * big) == 1
+
+
+def test_idle_ibu_helper_threads_cost_no_cpu_and_stop():
+    # between updates a helper blocks on a lock: a team that waits costs no CPU, and leaving it stops its threads
+    import threading
+    import time
+
+    from metricdp import _ibu_kernels
+
+    if _ibu_kernels.KERNELS is None:
+        pytest.skip("numba not installed")
+    m = np.random.default_rng(1).random((12, 12))
+    m /= m.sum(axis=1, keepdims=True)
+    q = np.random.default_rng(2).random(12)
+    q /= q.sum()
+    with _ibu_kernels.DenseTeam(m, (4, 8)) as team:
+        assert team.run(np.full(12, 1 / 12), q, 1e-9, estimation.IBU_FLOOR, 50)[1] > 1
+        assert sum(t.name == "metricdp-ibu" for t in threading.enumerate()) == 2
+        cpu = time.process_time()
+        time.sleep(0.3)
+        assert time.process_time() - cpu < 0.03  # two spinning threads would take about 0.6 s
+    assert not any(t.name == "metricdp-ibu" for t in threading.enumerate())
+
+
+def test_dense_ibu_runs_on_two_threads_from_the_crossover_and_agrees_with_one(monkeypatch):
+    from metricdp import _ibu_kernels
+
+    if _ibu_kernels.KERNELS is None:
+        pytest.skip("numba not installed")
+    teams: list[tuple[int, ...]] = []
+    team_class = _ibu_kernels.DenseTeam
+
+    def spy(m, bounds=()):
+        teams.append(bounds)
+        return team_class(m, bounds)
+
+    g = np.random.default_rng(3)
+    m = g.random((60, 60)) ** 2
+    m /= m.sum(axis=1, keepdims=True)
+    counts = g.integers(0, 30, size=(2, 60)).astype(float)
+    monkeypatch.setattr(_ibu_kernels, "DenseTeam", spy)
+    monkeypatch.setattr(estimation.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(estimation, "IBU_THREADS_MIN_ENTRIES", 3601)
+    one = ibu(counts, m, tol=1e-13, max_iter=300)
+    assert teams == []  # below the crossover: the one-thread kernel
+    monkeypatch.setattr(estimation, "IBU_THREADS_MIN_ENTRIES", 3600)
+    two = ibu(counts, m, tol=1e-13, max_iter=300)
+    assert teams == [(32,)]  # one team for the batch, two blocks
+    assert np.abs(two.estimate - one.estimate).max() <= 1e-12
+    assert np.array_equal(ibu(counts, m, tol=1e-13, max_iter=300).estimate, two.estimate)

@@ -22,7 +22,13 @@ one row of counts at a time:
   core's caches and the pass runs at the speed memory streams it, which a row at a time
   (a reduction, then a second loop over the row) does not reach.
 
-Both flush an iterate below ``floor`` (:data:`metricdp.estimation.IBU_FLOOR`) to 0 after
+On a large M one core's pass runs at the speed one core streams memory; :class:`DenseTeam` shares
+each pass between threads (the caller and up to one helper by default, ``IBU_THREADS`` in
+:mod:`metricdp.estimation`), each over a contiguous block of rows with a private share of the next
+expectation, the shares summed in block order. The helpers wait on locks between updates, never
+spinning: on a shared machine an idle helper costs no CPU.
+
+All flush an iterate below ``floor`` (:data:`metricdp.estimation.IBU_FLOOR`) to 0 after
 normalising, as the numpy loop does.
 
 Without numba, ``KERNELS`` is None and the numpy loop runs.
@@ -30,13 +36,15 @@ Without numba, ``KERNELS`` is None and the numpy loop runs.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from typing import Any
 
 import numpy as np
 
 from ._numba import njit
 
-__all__ = ["KERNELS"]
+__all__ = ["KERNELS", "DenseTeam", "row_blocks"]
 
 KERNELS: Any = None
 
@@ -175,4 +183,186 @@ if njit is not None:  # pragma: no branch
                 return p, it, True
         return p, max_iter, False
 
+    @njit(cache=True, nogil=True, fastmath=_FAST)
+    def ibu_start(p: Any, q: Any, m: Any, den: Any, ratio: Any) -> None:
+        """The first expectation ``den = p @ m`` and its ratio ``q / den`` (0 where den is 0)."""
+        _expectation(p, m, den)
+        for y in range(den.size):
+            ratio[y] = q[y] / den[y] if den[y] > 0 else 0.0
+
+    @njit(cache=True, nogil=True, fastmath=_FAST)
+    def ibu_block(p: Any, m: Any, ratio: Any, new: Any, nxt: Any) -> float:
+        """One block's share of an update: :func:`ibu_dense`'s pass on rows ``m`` (``p``, ``new`` the same rows)."""
+        return _pass(p, m, ratio, new, nxt)
+
+    @njit(cache=True, nogil=True)
+    def ibu_combine(
+        p: Any, q: Any, new: Any, nxts: Any, totals: Any, den: Any, ratio: Any, tol: float, floor: float
+    ) -> bool:
+        """Close an update from the blocks' shares, summed in block order; True when it has converged."""
+        total = 0.0
+        for b in range(totals.size):
+            total += totals[b]
+        for y in range(den.size):
+            s = 0.0
+            for b in range(nxts.shape[0]):
+                s += nxts[b, y]
+            den[y] = s / total
+            ratio[y] = q[y] / den[y] if den[y] > 0 else 0.0
+        diff = 0.0
+        for x in range(p.size):  # normalise, flush below the floor, measure the change (as _finish)
+            v = new[x] / total
+            v = v if v >= floor else 0.0
+            diff += abs(v - p[x])
+            p[x] = v
+        return diff <= tol
+
     KERNELS = (ibu_krr, ibu_dense)
+
+
+def row_blocks(n_rows: int, threads: int) -> tuple[int, ...]:
+    """Where :class:`DenseTeam` cuts M's ``n_rows`` rows into ``threads`` blocks: the inner bounds, multiples of 4.
+
+    The compiled pass takes rows four at a time, so a bound on a multiple of 4 leaves every block but
+    the last without a remainder; the blocks differ by at most four rows.
+    """
+    return tuple(min(n_rows, 4 * round(n_rows * b / threads / 4)) for b in range(1, threads))
+
+
+#: Doubles between two working vectors of a :class:`DenseTeam`, and before and after them all.
+_GAP = 128
+
+
+def _padded(n: int) -> int:
+    """``n`` doubles rounded up to whole 64-byte lines, plus :data:`_GAP`."""
+    return -(-n // 8) * 8 + _GAP
+
+
+def _apart(sizes: tuple[int, ...]) -> list[Any]:
+    """Zeroed vectors of ``sizes`` doubles in one buffer, each on a 64-byte line and :data:`_GAP` doubles apart.
+
+    The compiled loops run their sums in SIMD lanes when the vectors they store to and read from
+    lie far enough apart (a check on the addresses), one at a time otherwise: the same sum in
+    another order, other last bits. Fixed gaps, also from any other allocation, fix the choice.
+    """
+    buf = np.zeros(_GAP + sum(_padded(n) for n in sizes) + 8)
+    start = (-buf.ctypes.data % 64) // 8 + _GAP
+    out = []
+    for n in sizes:
+        out.append(buf[start : start + n])
+        start += _padded(n)
+    return out
+
+
+class _Helper:
+    """A thread that runs one block's share of each update when told, and sleeps between updates.
+
+    It waits on a lock (a futex: no spinning, no CPU while idle) for its turn and releases another when
+    its share is done; the compiled kernel it runs releases the GIL.
+    """
+
+    def __init__(self, block: tuple[Any, Any, Any, Any], ratio: Any, totals: Any, index: int) -> None:
+        self._block, self._ratio, self._totals, self._index = block, ratio, totals, index
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._busy = self._stop = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, name="metricdp-ibu", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._stop:
+                return
+            try:
+                p, m, new, nxt = self._block
+                self._totals[self._index] = ibu_block(p, m, self._ratio, new, nxt)
+            except BaseException as e:  # pragma: no cover - the kernel raises nothing on checked inputs
+                self._error = e
+            finally:
+                self._done.release()
+
+    def start(self) -> None:
+        self._busy = True
+        self._go.release()
+
+    def wait(self) -> None:
+        self._done.acquire()
+        self._busy = False
+        if self._error is not None:  # pragma: no cover
+            raise self._error
+
+    def close(self) -> None:
+        if self._busy:  # the caller stopped mid-update (an interrupt): let the share finish first
+            self._done.acquire()
+            self._busy = False
+        self._stop = True
+        self._go.release()
+        self._thread.join()
+
+
+class DenseTeam:
+    r"""A dense IBU whose pass over M is shared by ``len(bounds) + 1`` threads: the caller and helpers.
+
+    M's rows are cut into contiguous blocks at ``bounds`` (:func:`row_blocks`). In each update every
+    block's thread computes its rows' new weights :math:`\pi_t(x) b_x` and a private share
+    :math:`\sum_{x \in B} \pi_t(x) b_x M[x, \cdot]` of the next expectation (:func:`ibu_block`, the
+    pass of :func:`ibu_dense` on its rows); the caller runs the first block itself, then sums the
+    shares in block order, normalises and tests convergence (:func:`ibu_combine`). The product is
+    linear, so the sum of the shares is the single pass's next expectation; only the order of the
+    additions differs, and it is fixed by the bounds: the same bounds give the same bits on any run
+    (:func:`_apart` fixes where the working vectors lie). With no bounds it is :func:`ibu_dense`'s
+    update on the caller's thread, to the last bits of a sum.
+
+    The helpers start once per team and block on a lock between updates (no spinning: an idle
+    helper costs no CPU); use the team as a context manager so that they stop.
+    """
+
+    def __init__(self, m: Any, bounds: tuple[int, ...] = ()) -> None:
+        n_in, n_out = m.shape
+        cuts = (0, *bounds, n_in)
+        if any(a > b for a, b in itertools.pairwise(cuts)):
+            raise ValueError(f"block bounds must be non-decreasing within 0..{n_in}, got {bounds}")
+        self._m = m
+        blocks = len(cuts) - 1
+        self._p, self._new, self._den, self._ratio, shares = _apart((n_in, n_in, n_out, n_out, blocks * _padded(n_out)))
+        self._nxts = shares.reshape(blocks, _padded(n_out))[:, :n_out]
+        self._totals = np.zeros(blocks)
+        self._blocks = [
+            (self._p[a:b], m[a:b], self._new[a:b], self._nxts[i]) for i, (a, b) in enumerate(itertools.pairwise(cuts))
+        ]
+        self._helpers: list[_Helper] = []
+        try:
+            for i in range(1, len(self._blocks)):
+                self._helpers.append(_Helper(self._blocks[i], self._ratio, self._totals, i))
+        except BaseException:  # a thread that cannot start: stop those that did
+            self.close()
+            raise
+
+    def __enter__(self) -> DenseTeam:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the helpers (each after its current share, if any)."""
+        while self._helpers:
+            self._helpers.pop().close()
+
+    def run(self, p: Any, q: Any, tol: float, floor: float, max_iter: int) -> tuple[Any, int, bool]:
+        """:func:`ibu_dense`'s loop from the iterate ``p`` (not modified): the estimate, updates, converged."""
+        self._p[:] = p
+        ibu_start(self._p, q, self._m, self._den, self._ratio)
+        p0, m0, new0, nxt0 = self._blocks[0]
+        for it in range(1, max_iter + 1):
+            for h in self._helpers:
+                h.start()
+            self._totals[0] = ibu_block(p0, m0, self._ratio, new0, nxt0)
+            for h in self._helpers:
+                h.wait()
+            if ibu_combine(self._p, q, self._new, self._nxts, self._totals, self._den, self._ratio, tol, floor):
+                return self._p.copy(), it, True
+        return self._p.copy(), max_iter, False

@@ -33,6 +33,7 @@ References
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,6 +65,15 @@ IBU_TOL = 1e-9
 #: BLAS threads of :func:`ibu`'s dense products: its matrix-vector products are too small
 #: for more threads to pay, and on a shared machine the extra threads only spin.
 IBU_BLAS_THREADS = 1
+#: Most threads of :func:`ibu`'s compiled dense update (:class:`metricdp._ibu_kernels.DenseTeam`),
+#: fewer where the process may run on fewer cores (``os.sched_getaffinity``). The blocks' shares are
+#: summed in a fixed order, so a run gives the same bits for the same thread count; runs on different
+#: counts differ by rounding (a few units in the last place). 1 keeps every dense update on the caller's thread.
+IBU_THREADS = 2
+#: Entries of M (k x k: k of about 700) from which the compiled dense update shares its pass between
+#: threads. Each update then costs two thread hand-offs, tens of microseconds of CPU and wall on a busy
+#: machine; from here they are under a fifth of the pass they halve, below it they eat the gain.
+IBU_THREADS_MIN_ENTRIES = 500_000
 #: :func:`ibu` sets an iterate's entry below this (the smallest normal double, 2.2e-308) to 0
 #: after each update: an entry that small is a category the update is driving to 0, and
 #: arithmetic on subnormal doubles costs up to a hundred times more per operation (the far
@@ -219,7 +229,9 @@ def ibu(
     :func:`metricdp._toeplitz.lattice_structure`) is updated by FFT convolutions, O(k log k).
     Otherwise, with numba (the ``fast`` extra) each row of counts runs in a compiled loop
     (:mod:`metricdp._ibu_kernels`: O(k) per update on an ``a I + b J`` channel, one pass over
-    M otherwise, no BLAS); without it a batch of count vectors is updated together in numpy,
+    M otherwise, no BLAS; from :data:`IBU_THREADS_MIN_ENTRIES` entries of M the pass is shared by
+    up to :data:`IBU_THREADS` threads that block, never spin, between updates); without it a
+    batch of count vectors is updated together in numpy,
     each row stopping on its own, the dense products on :data:`IBU_BLAS_THREADS` BLAS thread
     (:func:`metricdp._threads.blas_threads`, as the LP solver's).
 
@@ -335,6 +347,14 @@ def _ibu_numpy(
     return IBUResult(pi, iterations, converged)
 
 
+def _ibu_threads(entries: int) -> int:
+    """Threads of a compiled dense update of M with ``entries`` entries: 1 below the crossover, else cap or cores."""
+    if entries < IBU_THREADS_MIN_ENTRIES or IBU_THREADS <= 1:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(IBU_THREADS, cores))
+
+
 def _ibu_compiled(
     m: NDArray[np.float64], q: NDArray[np.float64], pi: NDArray[np.float64], tol: float, max_iter: int, single: bool
 ) -> IBUResult:
@@ -351,11 +371,19 @@ def _ibu_compiled(
             m = m[:, seen]
             q = q[:, seen]
         m, q = np.ascontiguousarray(m), np.ascontiguousarray(q)
-    for i in range(len(q)):  # rows of a batch (repetitions), not users
-        if ab is not None:
-            pi[i], iterations[i], converged[i] = krr_kernel(pi[i].copy(), q[i], ab[0], ab[1], tol, IBU_FLOOR, max_iter)
-        else:
-            pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, IBU_FLOOR, max_iter)
+    threads = _ibu_threads(m.size) if ab is None else 1
+    if threads > 1:
+        with _kernels.DenseTeam(m, _kernels.row_blocks(m.shape[0], threads)) as team:
+            for i in range(len(q)):  # rows of a batch (repetitions), not users
+                pi[i], iterations[i], converged[i] = team.run(pi[i], q[i], tol, IBU_FLOOR, max_iter)
+    else:
+        for i in range(len(q)):  # rows of a batch (repetitions), not users
+            if ab is not None:
+                pi[i], iterations[i], converged[i] = krr_kernel(
+                    pi[i].copy(), q[i], ab[0], ab[1], tol, IBU_FLOOR, max_iter
+                )
+            else:
+                pi[i], iterations[i], converged[i] = dense_kernel(pi[i].copy(), q[i], m, tol, IBU_FLOOR, max_iter)
     if single:
         return IBUResult(pi[0], int(iterations[0]), bool(converged[0]))
     return IBUResult(pi, iterations, converged)
@@ -555,5 +583,3 @@ def expected_emd(
     values = np.array([emd(e, truth, mechanism.distances) for e in estimates])
     stderr = float(values.std(ddof=1) / math.sqrt(repetitions)) if repetitions > 1 else float("nan")
     return ExpectedEMD(float(values.mean()), stderr, values)
-
-

@@ -169,6 +169,9 @@ def test_bad_parameters() -> None:
 def _ibu_paths(counts, m, monkeypatch) -> list:
     out = [ibu(counts, m, tol=1e-13, max_iter=400)]
     with monkeypatch.context() as mp:
+        mp.setattr(est, "IBU_THREADS_MIN_ENTRIES", 0)  # the dense update on two threads, whatever the size
+        mp.setattr(est.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+        out.append(ibu(counts, m, tol=1e-13, max_iter=400))
         mp.setattr(_ibu_kernels, "KERNELS", None)
         out.append(ibu(counts, m, tol=1e-13, max_iter=400))  # numpy, structured where it applies
         mp.setattr(est, "krr_structure", lambda _m: None)
@@ -190,13 +193,13 @@ def test_ibu_fast_paths_equal_the_dense_reference(kind, monkeypatch) -> None:
     counts = g.integers(0, 50, size=(3, m.shape[1])).astype(float)
     if kind == "zeros":
         counts[:, :7] = 0  # unobserved outputs
-    fast, numpy_fast, dense = _ibu_paths(counts, m, monkeypatch)
-    for r in (fast, numpy_fast):
+    fast, threaded, numpy_fast, dense = _ibu_paths(counts, m, monkeypatch)
+    for r in (fast, threaded, numpy_fast):
         assert np.abs(r.estimate - dense.estimate).max() <= 1e-12
         assert np.abs(np.asarray(r.iterations) - dense.iterations).max() <= 1
     single = _ibu_paths(counts[0], m, monkeypatch)
-    assert all(np.abs(r.estimate - single[2].estimate).max() <= 1e-12 for r in single)
-    assert np.abs(single[2].estimate - dense.estimate[0]).max() <= 1e-12
+    assert all(np.abs(r.estimate - single[3].estimate).max() <= 1e-12 for r in single)
+    assert np.abs(single[3].estimate - dense.estimate[0]).max() <= 1e-12
 
 
 @pytest.mark.parametrize("shape", [(1, 3), (3, 5), (4, 4), (5, 9), (8, 3), (13, 13), (37, 70), (64, 64)])
@@ -216,13 +219,73 @@ def test_ibu_dense_kernel_equals_the_reference_on_any_shape(shape, monkeypatch) 
     counts = g.integers(1, 50, size=(3, n_out)).astype(float)
     counts[:, [0, -1]] = 0.0
     counts[2] = counts[0]
-    fast, numpy_fast, dense = _ibu_paths(counts, m, monkeypatch)
-    for r in (fast, numpy_fast):
+    fast, threaded, numpy_fast, dense = _ibu_paths(counts, m, monkeypatch)
+    for r in (fast, threaded, numpy_fast):
         assert np.abs(r.estimate - dense.estimate).max() <= 1e-12
         assert np.abs(np.asarray(r.iterations) - dense.iterations).max() <= 1
     if zero is not None:
         assert np.all(fast.estimate[:, zero] == 0.0)
+        assert np.all(threaded.estimate[:, zero] == 0.0)
     assert np.array_equal(fast.estimate[2], fast.estimate[0])  # same data, same bits
+    assert np.array_equal(threaded.estimate[2], threaded.estimate[0])
+
+
+@pytest.mark.skipif(_ibu_kernels.KERNELS is None, reason="numba not installed")
+@pytest.mark.parametrize("shape", [(1, 3), (5, 9), (13, 13), (37, 70)])
+@pytest.mark.parametrize("cut", ["none", "even", "odd", "empty-first", "empty-last", "three"])
+def test_ibu_dense_team_equals_the_reference_on_any_split(shape, cut, monkeypatch) -> None:
+    # rows cut anywhere (on a block of four or not, a block of no rows, three blocks): every split agrees with the
+    # numpy reference to 1e-12, gives the same bits on every run, and with no cut is the one-thread kernel
+    n_in, n_out = shape
+    g = np.random.default_rng(n_in * 100 + n_out + 1)
+    m = g.random(shape) ** 3
+    m /= m.sum(axis=1, keepdims=True)
+    q = g.integers(1, 50, size=n_out).astype(float)
+    q[0] = 0.0
+    q /= q.sum()
+    bounds = {
+        "none": (),
+        "even": _ibu_kernels.row_blocks(n_in, 2),
+        "odd": (n_in // 2 + (n_in // 2) % 2 - 1,) if n_in > 1 else (1,),
+        "empty-first": (0,),
+        "empty-last": (n_in,),
+        "three": (min(1, n_in), min(5, n_in)),
+    }[cut]
+    p = np.full(n_in, 1.0 / n_in)
+    with _ibu_kernels.DenseTeam(m, bounds) as team:
+        runs = [team.run(p, q, 1e-13, est.IBU_FLOOR, 400) for _ in range(2)]
+    for _ in range(4):  # new teams: new working vectors, at other addresses
+        with _ibu_kernels.DenseTeam(m, bounds) as team:
+            runs.append(team.run(p, q, 1e-13, est.IBU_FLOOR, 400))
+    assert np.all(p == 1.0 / n_in)  # the start is not modified
+    for r in runs[1:]:
+        assert np.array_equal(r[0], runs[0][0]) and r[1:] == runs[0][1:]
+    monkeypatch.setattr(_ibu_kernels, "KERNELS", None)
+    monkeypatch.setattr(est, "krr_structure", lambda _m: None)
+    ref = ibu(q, m, tol=1e-13, max_iter=400)
+    assert np.abs(runs[0][0] - ref.estimate).max() <= 1e-12
+    assert abs(runs[0][1] - ref.iterations) <= 1
+    if cut == "none":
+        one = _ibu_kernels.ibu_dense(p.copy(), q, m, 1e-13, est.IBU_FLOOR, 400)
+        assert np.abs(one[0] - runs[0][0]).max() <= 1e-15 and one[1:] == runs[0][1:]
+
+
+@pytest.mark.skipif(_ibu_kernels.KERNELS is None, reason="numba not installed")
+def test_ibu_dense_team_refuses_bounds_out_of_order() -> None:
+    m = np.full((8, 2), 0.5)
+    with pytest.raises(ValueError, match=r"non-decreasing within 0\.\.8, got \(5, 3\)"):
+        _ibu_kernels.DenseTeam(m, (5, 3))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        _ibu_kernels.DenseTeam(m, (9,))
+
+
+def test_row_blocks_cut_on_blocks_of_four() -> None:
+    assert _ibu_kernels.row_blocks(10, 1) == ()
+    assert _ibu_kernels.row_blocks(10, 2) == (4,)
+    assert _ibu_kernels.row_blocks(1000, 2) == (500,)
+    assert _ibu_kernels.row_blocks(1001, 2) == (500,)
+    assert _ibu_kernels.row_blocks(3, 2) == (0,)  # too few rows for two blocks of four: the caller does them all
+    assert _ibu_kernels.row_blocks(1000, 3) == (332, 668)
 
 
 def test_structure_detection() -> None:
