@@ -367,7 +367,9 @@ def rewrite_file(
         raise ValidationError(f"{path}: no such file")
     fmt, documents = text_format(path, column)
     check_persons(fmt.name, column, None if accounting is None else accounting.user_column)
-    if column is None and (keep_columns or drop_columns):  # the documents are the whole file: no other column
+    # a table names its columns; without ``column`` (text_format: plain text) the documents are the whole file
+    named = column is not None
+    if not named and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
     size = max(1, path.stat().st_size)
@@ -379,8 +381,8 @@ def rewrite_file(
     plan = source.plan(kind, keep_columns, drop_columns)
     if kind.user_column is not None and kind.user_column not in plan.header:
         raise ValidationError(f"{path}: no user column {kind.user_column!r}")
-    st.columns = plan if column is not None else None  # a column plan where the file names its columns
-    header = sum(map(len, plan.header)) + len(plan.header) if column is not None else 0
+    st.columns = plan if named else None
+    header = sum(map(len, plan.header)) + len(plan.header) if named else 0  # the bytes before the first row
     rewriter.read_fraction = lambda: kind.read_fraction(size, header)
     if out is None:
         read_only(kind, source, plan)
