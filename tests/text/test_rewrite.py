@@ -167,3 +167,42 @@ def test_a_batch_is_sampled_in_pieces_with_progress_and_the_same_output() -> Non
     accounted = list(rewrite_texts(texts, Vocabulary(LABELS), counting, piece_tokens=40,
                                    accounting=TextAccounting(1.0, len(LABELS))))
     assert accounted == whole and calls == [50, 50, 50]
+
+
+def test_plain_text_is_any_file_the_suffix_table_does_not_name(tmp_path: Path) -> None:
+    """``.txt``, no suffix, an unknown one: plain text, line for line; its output keeps its format."""
+    body = b"\xef\xbb\xbfcat\r\r\n\rdog\rthe\n\ncat"  # the byte-order mark is not text: not written
+    want = b"dog\r\r\n\rparis\rcat\n\ndog"
+    for name, out in (("a.txt", "o.txt"), ("notes.md", "o.md"), ("notes", "o"), ("n.md", "n.txt")):
+        src = tmp_path / name
+        src.write_bytes(body)
+        st = rewrite_file(src, tmp_path / out, Vocabulary(LABELS), shift)
+        assert (tmp_path / out).read_bytes() == want, name
+        assert (st.documents, st.tokens, st.columns) == (4, 4, None)
+    with pytest.raises(ValidationError, match=r"written in its input's format \(text: \.txt\), got \.csv"):
+        rewrite_file(tmp_path / "a.txt", tmp_path / "o.csv", Vocabulary(LABELS), shift)
+    assert not (tmp_path / "o.csv").exists()
+    empty = tmp_path / "e.txt"
+    empty.write_bytes(b"")
+    assert rewrite_file(empty, tmp_path / "eo.txt", Vocabulary(LABELS), shift).documents == 0
+    assert (tmp_path / "eo.txt").read_bytes() == b""
+    with pytest.raises(ValidationError, match=r"a\.txt: the parameter 'column' applies to .*read as plain text"):
+        rewrite_file(tmp_path / "a.txt", tmp_path / "o2.txt", Vocabulary(LABELS), shift, column="text")
+
+
+def test_plain_text_chunks_change_no_output_and_the_counts_add_up(tmp_path: Path) -> None:
+    """A plain-text file read in many chunks is rewritten as in one (a deterministic sampler)."""
+    from metricdp.text import rewrite
+
+    src = tmp_path / "a.txt"
+    src.write_text("".join(f"the cat {i} saw Paris\n" for i in range(25)), encoding="utf-8")
+    whole = rewrite_file(src, tmp_path / "one.txt", Vocabulary(LABELS), shift)
+    old = rewrite.CHUNK_DOCUMENTS
+    rewrite.CHUNK_DOCUMENTS = 4
+    try:
+        pieces = rewrite_file(src, tmp_path / "many.txt", Vocabulary(LABELS), shift)
+    finally:
+        rewrite.CHUNK_DOCUMENTS = old
+    assert (tmp_path / "many.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert (pieces.documents, pieces.tokens, pieces.replaced) == (whole.documents, whole.tokens, whole.replaced)
+    assert (tmp_path / "one.txt").read_text(encoding="utf-8").splitlines()[3] == "cat dog 3 saw The"

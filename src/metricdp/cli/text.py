@@ -208,13 +208,13 @@ CORPUS_TOKENS = 250_000
 def _corpus_texts(corpus: str, labels: Any) -> list[str]:
     """The documents of ``--corpus``: a bundled corpus by name, else a plain-text file's lines."""
     from ..experiments.corpus import CORPORA, named_corpus
-    from ..text.rewrite import _decoded_lines
+    from ..tabular.formats.lines import documents
 
     if corpus in CORPORA and not Path(corpus).is_file():
         return named_corpus(corpus, CORPUS_TOKENS, labels)
     if not Path(corpus).is_file():
         raise ValidationError(f"--corpus {corpus}: no such file (nor a bundled corpus: {', '.join(CORPORA)})")
-    return [line.rstrip("\r\n") for line in _decoded_lines(Path(corpus))]
+    return list(documents(corpus))
 
 
 def _composition(corpus: str, embeddings: str, size: int | None, json_out: bool) -> None:

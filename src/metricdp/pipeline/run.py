@@ -137,7 +137,7 @@ def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool =
         ``out`` names another format (the message names both).
     """
     suffix = Path(out).suffix.lower()
-    if suffix not in FORMATS:
+    if suffix not in FORMATS or FORMATS[suffix] == fmt.name:
         return fmt
     named = RELEASE_FORMATS.get(FORMATS[suffix])
     if named is fmt or (named is not None and written_only and not named.reads):

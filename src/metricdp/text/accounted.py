@@ -69,9 +69,10 @@ from ..accounting.ledger import Ledger
 from ..accounting.plan import Plan, plan_release
 from ..errors import BudgetExceededError, MetricDPError, ValidationError
 from ..streaming.accounted import AccountingReport
+from ..tabular.formats import text_format
 from .accounting import DocumentReport, TextAccounting, check_persons
 from .numbers import NumberRelease
-from .rewrite import RewriteStats, Vocabulary, detect_format, rewrite_file
+from .rewrite import RewriteStats, Vocabulary, rewrite_file
 
 __all__ = ["NUMBERS_UNIT", "NumbersBudgetExceededError", "TextBudget", "TextRelease", "check_text_release",
            "privatize_text_file"]
@@ -109,7 +110,7 @@ def check_text_release(
     ledger sits beside a words' ledger, never the same one (under any name: a symbolic or hard link to
     it, another spelling of its path).
     """
-    fmt = detect_format(Path(path), column)
+    fmt = text_format(path, column)[0].name
     check_persons(fmt, column, user_column, ledger=ledger)
     if numbers is None:
         for given, name in ((numbers_budget, "numbers_budget"), (numbers_ledger, "numbers_ledger")):

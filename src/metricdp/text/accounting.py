@@ -37,7 +37,7 @@ __all__ = ["DocumentReport", "TextAccounting", "check_persons"]
 def check_persons(fmt: str, column: str | None, user_column: str | None, *, ledger: object = None) -> None:
     """Refuse a person that means nothing: an author's field that is the text's, or is looked for in plain
     text, and a ledger over documents numbered by their line (``fmt``: the input's format,
-    :func:`.rewrite.detect_format`).
+    :func:`metricdp.tabular.formats.text_format`).
 
     A ledger adds a person's spend of this run to their spend of earlier runs, so its persons
     must keep their identity from one file to the next: an author, or a stable document id,

@@ -1,4 +1,4 @@
-"""Streaming rewriting of texts: plain text (one document per line), a table's text column, or JSON lines.
+"""Streaming rewriting of texts: plain text (one document per line) or a table's text column.
 
 Every word token found in the vocabulary (by its normal form, :func:`.tokens.normal`:
 format characters removed, NFKC, case folded) and not in ``keep`` is replaced by a release
@@ -20,51 +20,46 @@ a release. A number token is withheld the same way when the accounting's
 :meth:`~.accounting.TextAccounting.number` says so (the numbers' own per-person plan), and then
 nothing is drawn for it.
 
-Files: plain text is read line by line, each line a document (its ending kept); a table's
-column (CSV, Parquet: the formats of :mod:`metricdp.tabular.formats`) is released by the
-one chunk loop of :mod:`metricdp.pipeline.run` with the kind :class:`metricdp.pipeline.text.Texts`,
-one :class:`Rewriter` across its chunks; JSON lines are read record by record.
+Files: every input is read and written by the format layer (:mod:`metricdp.tabular.formats`,
+:func:`~metricdp.tabular.formats.text_format`) and released by the one chunk loop of
+:mod:`metricdp.pipeline.run` with the kind :class:`metricdp.pipeline.text.Texts`, one
+:class:`Rewriter` across its chunks: the documents are a table's text column (CSV, Parquet,
+Feather, JSON lines), or the one column of a plain-text file (:mod:`metricdp.tabular.formats.lines`:
+each line a document, its ending kept).
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
-from ..io import atomic_write
 from ..pipeline.run import Source, output_format, release_pass
 from ..pipeline.text import Texts, read_only
-from ..streaming.accounted import Settlement
 from ..tabular.columns import ColumnPlan
-from ..tabular.csv import MAX_RECORD_ENV, max_record_bytes
-from ..tabular.formats import FORMATS, RELEASE_FORMATS, format_of
+from ..tabular.formats import text_format
 from .accounting import TextAccounting, check_persons
 from .numbers import NumberRelease
 from .policy import TokenPolicy
 from .tokens import FORMAT_CHARS, has_hidden_form, is_numeric, normal, restore_case, split
 
-__all__ = ["CHUNK_DOCUMENTS", "WITHHELD", "RewriteStats", "Rewriter", "Vocabulary", "detect_format", "rewrite_file",
-           "rewrite_texts"]
+__all__ = ["CHUNK_DOCUMENTS", "WITHHELD", "RewriteStats", "Rewriter", "Vocabulary", "rewrite_file", "rewrite_texts"]
 
 #: What a withheld word token becomes in the rewritten text: the same for every word, so it
 #: tells only that a vocabulary word stood there, which the layout already shows.
 WITHHELD = "[WITHHELD]"
 
-#: Documents per chunk of a typed table (a CSV chunk is bounded by its bytes): a document is a review or a
-#: post, not a short field, so a chunk holds about as many bytes as the CSV reader's.
+#: Documents per chunk of a typed table or a plain-text file (a CSV chunk is bounded by its bytes): a document
+#: is a review or a post, not a short field, so a chunk holds about as many bytes as the CSV reader's.
 CHUNK_DOCUMENTS = 10_000
 
 _FORMAT = re.compile(f"[{FORMAT_CHARS}]")
@@ -323,57 +318,6 @@ def rewrite_texts(
                     numbers=numbers, piece_tokens=piece_tokens).rewrite(texts)
 
 
-def detect_format(path: Path, column: str | None) -> str:
-    """The format name of a text input: a table the release pipeline reads (CSV, Parquet, JSON lines, ...:
-    :data:`metricdp.tabular.formats.RELEASE_FORMATS`) or ``text`` (any other suffix is plain text; a
-    suffix named in the table that is neither, ``.tsv`` say, is refused with its reason:
-    :func:`metricdp.tabular.formats.format_of`). A table needs ``column``."""
-    fmt = FORMATS.get(path.suffix.lower(), "text")
-    allowed = [*(name for name, f in RELEASE_FORMATS.items() if f.reads), "text"]
-    if fmt not in allowed:
-        format_of(path, allowed, what=f"{path}: a text input")  # raises, with the reason
-    if fmt != "text" and column is None:
-        raise ValidationError(f"{path}: a {fmt.upper()} input needs the parameter 'column' (the text's field)")
-    if fmt == "text" and column is not None:
-        raise ValidationError(
-            f"{path}: the parameter 'column' applies to .csv/.jsonl/.parquet inputs; this file is read as plain text"
-        )
-    return fmt
-
-
-def _decoded_lines(path: Path, max_record: int | None = None) -> Iterator[str]:
-    """Lines with their endings, decoded as UTF-8, each at most the record cap
-    (:func:`metricdp.tabular.csv.max_record_bytes`: a hostile line never costs more memory than
-    that); invalid bytes and an over-long line are one error naming the line and the offset."""
-    cap = max_record_bytes(max_record)
-    offset = 0
-    with path.open("rb") as fh:
-        for number in itertools.count(1):
-            raw = fh.readline(cap + 1)
-            if not raw:
-                return
-            if len(raw) > cap:
-                raise ValidationError(
-                    f"{path}: line {number} is longer than the cap of {cap:,} bytes (byte offset {offset:,}; "
-                    f"set {MAX_RECORD_ENV} to raise it)"
-                )
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as ex:
-                raise ValidationError(
-                    f"{path}: invalid UTF-8 at byte offset {offset + ex.start} (line starting at byte {offset})"
-                ) from None
-            if offset == 0 and line.startswith("\ufeff"):
-                line = line[1:]
-            offset += len(raw)
-            yield line
-
-
-def _split_ending(line: str) -> tuple[str, str]:
-    body = line.rstrip("\r\n")
-    return body, line[len(body) :]
-
-
 def rewrite_file(
     path: str | PathLike[str],
     out: str | PathLike[str] | None,
@@ -398,17 +342,20 @@ def rewrite_file(
 
     ``out`` appears whole when everything went through, never in part
     (:func:`metricdp.io.atomic_write`; ``inputs``: further files it must not be); None
-    writes nothing (a first pass that counts). A table (the formats the release pipeline
-    reads, :mod:`metricdp.tabular.formats`: CSV, Parquet) goes through the one chunk loop
-    (:func:`metricdp.pipeline.run.release_pass` with :class:`metricdp.pipeline.text.Texts`):
-    every byte of a CSV but the released fields is kept, a Parquet file keeps its schema, and
-    what leaves unreleased is planned by :func:`metricdp.tabular.columns.plan_columns`
+    writes nothing (a first pass that counts). The input's format and the documents' column
+    are :func:`metricdp.tabular.formats.text_format`'s (``column`` names a table's text
+    field; plain text, ``column`` None, is its lines); every input goes through the one
+    chunk loop (:func:`metricdp.pipeline.run.release_pass` with
+    :class:`metricdp.pipeline.text.Texts`): every byte of a CSV or a plain-text file but the
+    released documents is kept, a Parquet file keeps its schema, and what leaves unreleased
+    from a table is planned by :func:`metricdp.tabular.columns.plan_columns`
     (``keep_columns``, ``drop_columns``; JSON lines: by field name) and checked by content
-    (:meth:`metricdp.tabular.leaks.LeakRule.text`); :attr:`RewriteStats.columns` names it.
-    A table's chunk (a CSV reader's few MB, :data:`CHUNK_DOCUMENTS` rows of a typed table)
-    ends a batch; a missing value (a null in a typed table) is refused with its count and
-    first rows. An ``out`` whose suffix names another format than the input's is refused.
-    Plain-text and JSON lines, like CSV records, are capped at ``max_record`` bytes
+    (:meth:`metricdp.tabular.leaks.LeakRule.text`); :attr:`RewriteStats.columns` names it (None
+    for plain text, whose documents are the whole file). A chunk (a CSV reader's few MB,
+    :data:`CHUNK_DOCUMENTS` rows of a typed table or lines of plain text) ends a batch; a
+    missing value (a null in a typed table) is refused with its count and first rows. An
+    ``out`` whose suffix names another format than the input's is refused. Lines of plain
+    text and JSON lines, like CSV records, are capped at ``max_record`` bytes
     (:func:`metricdp.tabular.csv.max_record_bytes`).
 
     ``run`` (anything with ``publishing``, ``abort``, ``commit`` and ``report``: an accounted
@@ -418,62 +365,28 @@ def rewrite_file(
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
-    fmt = detect_format(path, column)
-    check_persons(fmt, column, None if accounting is None else accounting.user_column)
-    if fmt == "text" and (keep_columns or drop_columns):
+    fmt, documents = text_format(path, column)
+    check_persons(fmt.name, column, None if accounting is None else accounting.user_column)
+    # a table names its columns; without ``column`` (text_format: plain text) the documents are the whole file
+    named = column is not None
+    if not named and (keep_columns or drop_columns):
         raise ValidationError(f"{path}: plain text has no columns to keep or drop")
     st = RewriteStats()
-    read, size = [0], max(1, path.stat().st_size)  # characters read (about bytes): the ETA's share of the file
+    size = max(1, path.stat().st_size)
     rewriter = Rewriter(vocabulary, sample, keep=keep, policy=policy, stats=st, batch_tokens=batch_tokens,
-                        progress=progress, cycle=cycle, accounting=accounting, numbers=numbers,
-                        read_fraction=lambda: min(1.0, read[0] / size))
-    if fmt in RELEASE_FORMATS:
-        assert column is not None  # detect_format gives a table only with a column
-        source = Source.of(path, chunk_rows=CHUNK_DOCUMENTS, max_record=max_record)
-        kind = Texts(column, rewriter, where=source.where)
-        # what leaves, by name and content (a copy of the text is refused), before anything is written
-        st.columns = plan = source.plan(kind, keep_columns, drop_columns)
-        if kind.user_column is not None and kind.user_column not in plan.header:
-            raise ValidationError(f"{path}: no user column {kind.user_column!r}")
-        header = sum(map(len, plan.header)) + len(plan.header)
-        rewriter.read_fraction = lambda: kind.read_fraction(size, header)
-        if out is None:
-            read_only(kind, source, plan)
-            return st
-        output_format(source.format, out, written_only=False)
-        release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
-        return st
-    with _published(path, out, inputs, run) as fh:  # plain text: one document per line, its ending kept
-        endings: deque[str] = deque()
-
-        def bodies() -> Iterator[str]:
-            for line in _decoded_lines(path, max_record):
-                read[0] += len(line)
-                body, end = _split_ending(line)
-                endings.append(end)
-                yield body
-
-        for text in rewriter.rewrite(bodies()):
-            fh.write(text + endings.popleft())
-    return st
-
-
-@contextlib.contextmanager
-def _published(path: Path, out: str | PathLike[str] | None, inputs: Sequence[str | PathLike[str] | None],
-               run: Any) -> Iterator[IO[str]]:
-    """The text stream of ``out``, published atomically when the block ends (``run`` told and settled);
-    with no ``out``, a stream that drops what is written."""
+                        progress=progress, cycle=cycle, accounting=accounting, numbers=numbers)
+    source = Source(path, fmt, CHUNK_DOCUMENTS, max_record=max_record)
+    kind = Texts(documents, rewriter, where=source.where)
+    # what leaves, by name and content (a copy of the text is refused), before anything is written
+    plan = source.plan(kind, keep_columns, drop_columns)
+    if kind.user_column is not None and kind.user_column not in plan.header:
+        raise ValidationError(f"{path}: no user column {kind.user_column!r}")
+    st.columns = plan if named else None
+    header = sum(map(len, plan.header)) + len(plan.header) if named else 0  # the bytes before the first row
+    rewriter.read_fraction = lambda: kind.read_fraction(size, header)
     if out is None:
-        yield cast(IO[str], _Discard())
-        return
-    with Settlement(run), atomic_write(out, "w", inputs=[path, *inputs]) as fh:
-        yield fh
-        if run is not None:
-            run.publishing()  # checks the input is unchanged; from here on the spend stays
-
-
-class _Discard:
-    """A text stream that drops what is written (a first pass's output)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
+        read_only(kind, source, plan)
+        return st
+    output_format(fmt, out, written_only=False)
+    release_pass(kind, source, out, plan, inputs=[p for p in inputs if p is not None], run=run)
+    return st

@@ -17,7 +17,7 @@ suffix        format       read as
 ``.jsonl``    ``jsonl``    one JSON object per line (:mod:`.jsonl`)
 ``.ndjson``   ``jsonl``
 ``.geojson``  ``geojson``  a FeatureCollection of points, written only
-``.txt``      ``text``     plain UTF-8 text (not a table)
+``.txt``      ``text``     plain UTF-8 text, one document per line (:mod:`.lines`)
 ``.tsv``      ``tsv``      tab-separated: named so that it is refused by name
 ``.npy``      ``npy``      a numpy array (a distance matrix)
 ============  ===========  ======================================================
@@ -29,6 +29,13 @@ true values passed through as one opaque field. Commands that take tables theref
 refuse ``.tsv`` with a message saying so (``allowed`` below); a reader of plain text
 rows (``text privatize``) may accept it explicitly. ``.txt`` is plain text, never a
 CSV in disguise.
+
+Plain text is a format of this package (:mod:`.lines`: its one column, the document, is
+named by the format, not by a header), but not a table: :data:`RELEASE_FORMATS` and
+:func:`release_format` leave it out, so a command that reads a table refuses a ``.txt``
+file by name. A release of documents asks :func:`text_format` instead: a table by its
+suffix with the documents' column named, or plain text (``.txt``, and any suffix the
+table above does not name).
 """
 
 from __future__ import annotations
@@ -57,11 +64,12 @@ from ._base import (
     WriteSpec,
     arrow,
 )
+from .lines import COLUMN
 
 __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
     "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of",
-    "release_format",
+    "release_format", "text_format",
 ]
 
 
@@ -76,17 +84,23 @@ def _discover() -> dict[str, Format]:
     return found
 
 
-#: format name -> the format's reader/writer pair (:class:`Format`), one module each in this package.
-RELEASE_FORMATS: Final[dict[str, Format]] = _discover()
+#: format name -> every format module's reader/writer pair (:class:`Format`), one module each in this package.
+_FOUND: Final[dict[str, Format]] = _discover()
 
-#: Suffixes of files that are not released tables: plain text, tab-separated (refused by name), numpy arrays.
-_OTHER: Final[dict[str, str]] = {".txt": "text", ".tsv": "tsv", ".npy": "npy"}
+#: Formats of documents, not tables: no header, one column named by the format (plain text, :mod:`.lines`).
+_DOCUMENTS: Final[tuple[str, ...]] = ("text",)
+
+#: format name -> the reader/writer pair of every format a table is released in (plain text aside).
+RELEASE_FORMATS: Final[dict[str, Format]] = {n: f for n, f in _FOUND.items() if n not in _DOCUMENTS}
+
+#: Suffixes of files that no format module reads: tab-separated (refused by name), numpy arrays.
+_OTHER: Final[dict[str, str]] = {".tsv": "tsv", ".npy": "npy"}
 
 #: suffix (lower case, with the dot) -> format name. The only such table in the package: the format
 #: modules' suffixes, then the others.
 FORMATS: Final[dict[str, str]] = {
-    **{s: f.name for f in RELEASE_FORMATS.values() for s in f.suffixes},
-    **{s: f for s, f in _OTHER.items() if s not in {x for f2 in RELEASE_FORMATS.values() for x in f2.suffixes}},
+    **{s: f.name for f in _FOUND.values() for s in f.suffixes},
+    **{s: f for s, f in _OTHER.items() if s not in {x for f2 in _FOUND.values() for x in f2.suffixes}},
 }
 
 #: Formats whose rows have named columns that every table reader of the package reads (points, priors, ...).
@@ -131,3 +145,30 @@ def release_format(path: str | PathLike[str], *, write: bool = False, what: str 
     """
     allowed = [name for name, f in RELEASE_FORMATS.items() if write or f.reads]
     return RELEASE_FORMATS[format_of(path, allowed, what=what)]
+
+
+def text_format(path: str | PathLike[str], column: str | None) -> tuple[Format, str]:
+    """The :class:`Format` of a file of documents and the column that holds them.
+
+    A table a release reads (:data:`RELEASE_FORMATS`), by its suffix: ``column`` names the
+    documents' field. Otherwise plain text (``.txt``, and any suffix the module table does
+    not name): one document per line, its one column (:data:`.lines.COLUMN`), ``column``
+    None. A suffix of the table that is neither (``.tsv``, ``.npy``, a format written only)
+    is refused with its reason (:func:`format_of`).
+
+    Raises :class:`ValidationError` naming the path: the suffix refused, a table without
+    ``column``, plain text with one.
+    """
+    p = Path(path)
+    name = FORMATS.get(p.suffix.lower(), _DOCUMENTS[0])
+    allowed = [*(n for n, f in RELEASE_FORMATS.items() if f.reads), *_DOCUMENTS]
+    if name not in allowed:
+        format_of(p, allowed, what=f"{p}: a text input")  # raises, with the reason
+    if name in _DOCUMENTS:
+        if column is not None:
+            raise ValidationError(f"{p}: the parameter 'column' applies to .csv/.jsonl/.parquet inputs; this file "
+                                  "is read as plain text")
+        return _FOUND[name], COLUMN
+    if column is None:
+        raise ValidationError(f"{p}: a {name.upper()} input needs the parameter 'column' (the text's field)")
+    return RELEASE_FORMATS[name], column
