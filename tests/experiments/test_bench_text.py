@@ -49,9 +49,11 @@ def test_token_forms_by_hand() -> None:
     # numbers 2004 and 1,250.5 kept as numbers; In, had, CATS, and kept as written; Dogs kept as 'dogs'
     # (its case lost); Paris -> Rome is no kept word; the second line does not align
     assert token_forms(original, released) == {"numbers": 2, "numbers_as_words": 0, "words_as_numbers": 0,
-                                               "kept_words": 5, "kept_in_case": 4, "misaligned_lines": 1}
-    assert token_forms("a 12 b", "7 x b") == {"numbers": 1, "numbers_as_words": 1, "words_as_numbers": 1,
-                                              "kept_words": 1, "kept_in_case": 1, "misaligned_lines": 0}
+                                               "kept_words": 5, "kept_in_case": 4, "kept_mixed": 0,
+                                               "misaligned_lines": 1}
+    assert token_forms("a 12 b iPhone", "7 x b iphone") == {
+        "numbers": 1, "numbers_as_words": 1, "words_as_numbers": 1, "kept_words": 1, "kept_in_case": 1,
+        "kept_mixed": 1, "misaligned_lines": 0}
     row = TextBenchRow("tem", 1000, 10.0, corpus="stdlib-docs",
                        forms={"numbers": 9, "numbers_as_words": 0, "words_as_numbers": 0, "kept_words": 1200,
                               "kept_in_case": 1200, "misaligned_lines": 0})

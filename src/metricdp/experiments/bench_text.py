@@ -111,18 +111,20 @@ def token_forms(original: str, released: str) -> dict[str, int]:
 
     Returns counts: ``numbers`` (number tokens in), ``numbers_as_words`` (released as anything but a
     number), ``words_as_numbers`` (word tokens released as a number or as punctuation), ``kept_words``
-    (word tokens released as themselves, compared in :func:`~metricdp.text.tokens.normal` form),
-    ``kept_in_case`` (those written exactly as the input), ``misaligned_lines``.
+    (word tokens in lower, Title or UPPER case released as themselves, compared in
+    :func:`~metricdp.text.tokens.normal` form), ``kept_in_case`` (those written in the input's case
+    pattern), ``kept_mixed`` (kept words in mixed case, ``iPhone``, which take the vocabulary's form
+    by design), ``misaligned_lines``.
 
     Examples
     --------
     >>> token_forms("Paris had 2004 cats", "Paris had 2004 dogs")["kept_in_case"]
     2
     """
-    from ..text.tokens import is_numeric, normal, split
+    from ..text.tokens import case_pattern, is_numeric, normal, split
 
     counts = dict.fromkeys(("numbers", "numbers_as_words", "words_as_numbers", "kept_words", "kept_in_case",
-                            "misaligned_lines"), 0)
+                            "kept_mixed", "misaligned_lines"), 0)
     for line_in, line_out in zip(original.splitlines(), released.splitlines(), strict=False):
         a, b = split(line_in), split(line_out)
         if len(a) != len(b):
@@ -136,23 +138,28 @@ def token_forms(original: str, released: str) -> dict[str, int]:
                 counts["numbers_as_words"] += int(not (word_out and is_numeric(q)))
             elif not word_out or is_numeric(q):
                 counts["words_as_numbers"] += 1
+            elif normal(q) == normal(p) and case_pattern(p) == "mixed":
+                counts["kept_mixed"] += 1
             elif normal(q) == normal(p):
                 counts["kept_words"] += 1
-                counts["kept_in_case"] += int(q == p)
+                counts["kept_in_case"] += int(case_pattern(q) == case_pattern(p))
     return counts
 
 
 def _real_text_run(mech: Any, space: Any, tokens: int) -> dict[str, Any]:
-    """``text privatize``'s path (file in, tokenise, release, file out) over real English text."""
+    """``text privatize``'s path (file in, tokenise, release under the default output policy, file
+    out) over real English text."""
+    from ..text.policy import OutputFilter, alphabetic_mask
     from ..text.rewrite import Vocabulary, rewrite_file
     from .corpus import corpus_summary, stdlib_text
 
     docs = stdlib_text(tokens)
     summary = corpus_summary(docs)
     seen: list[tuple[NDArray[np.intp], NDArray[np.intp]]] = []
+    restrict = OutputFilter(space, alphabetic_mask(space.labels))  # text privatize's default output policy
 
     def sample(idx: NDArray[np.intp]) -> NDArray[np.intp]:
-        out = mech.sample(idx)
+        out = restrict(mech.sample(idx))
         seen.append((idx, out))
         return out
 
