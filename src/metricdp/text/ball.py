@@ -43,7 +43,7 @@ from ..sampling import uniform_below
 __all__ = ["ball", "bernoulli_ratio", "kth_distance", "pair_distances"]
 
 _RELATIVE = 1e-12  # slack on r^2 covering pair_distances' rounding (below (dim + 3) 2**-53 relative)
-_MAX_PAIRS = 1 << 18  # candidate pairs measured at once (pairs x dim x 8 bytes)
+_BLOCK_VALUES = 1 << 16  # coordinates of candidate pairs gathered at once (8 bytes each: in cache)
 # the float32 vectors with their squared norms as a last column, per space (the fast pass's operand)
 _FAST: weakref.WeakKeyDictionary[PointSpace, NDArray[np.float32]] = weakref.WeakKeyDictionary()
 
@@ -71,12 +71,47 @@ def pair_distances(space: PointSpace, a: NDArray[np.intp], b: NDArray[np.intp]) 
     v = space.vectors
     acc = np.zeros(len(a))
     diff = np.empty(len(a))
+    if v.flags.f_contiguous:  # each coordinate a contiguous column: gather it for the pairs
+        columns = v.T
+        other = np.empty(len(a))
+        for i in range(space.dim):  # coordinate order: the same sum for a pair whatever else is computed
+            np.take(columns[i], a, out=diff)
+            np.take(columns[i], b, out=other)
+            np.subtract(diff, other, out=diff)
+            np.multiply(diff, diff, out=diff)
+            np.add(acc, diff, out=acc)
+        return np.sqrt(acc, out=acc)
     xa, xb = v[a].T.copy(), v[b].T.copy()  # (dim, pairs): each coordinate contiguous
-    for i in range(space.dim):  # coordinate order: the same sum for a pair whatever else is computed
+    for i in range(space.dim):  # the same operations in the same order as above
         np.subtract(xa[i], xb[i], out=diff)
         np.multiply(diff, diff, out=diff)
         np.add(acc, diff, out=acc)
     return np.sqrt(acc, out=acc)
+
+
+def _distances_from(space: PointSpace, x: int, ys: NDArray[np.intp]) -> NDArray[np.float64]:
+    """``pair_distances(space, [x] * len(ys), ys)``, the same floats, x's coordinates read once.
+
+    With column-major vectors (:meth:`PointSpace.from_embeddings`), a block of the words' columns
+    is gathered in one call and every coordinate of the pairs goes through the operations of
+    :func:`pair_distances` in the same order, so each distance is the same float.
+    """
+    v = space.vectors
+    if space.metric != "euclidean" or not v.flags.f_contiguous:
+        return pair_distances(space, np.full(len(ys), x, dtype=np.intp), ys)
+    columns = v.T  # (dim, n), C-contiguous
+    mine = columns[:, x : x + 1]
+    out = np.zeros(len(ys))
+    step = max(1, _BLOCK_VALUES // space.dim)
+    for s in range(0, len(ys), step):
+        diff = np.take(columns, ys[s : s + step], axis=1)  # (dim, pairs)
+        np.subtract(mine, diff, out=diff)
+        np.multiply(diff, diff, out=diff)
+        acc = out[s : s + step]
+        for i in range(space.dim):  # coordinate order, as pair_distances
+            np.add(acc, diff[i], out=acc)
+        np.sqrt(acc, out=acc)
+    return out
 
 
 def _fast(space: PointSpace) -> NDArray[np.float32]:
@@ -152,11 +187,12 @@ def ball(
             # every member at the new radius was a candidate at the old one (a lower threshold)
             drop = mine & (val > threshold(r[i : i + 1], slice(i, i + 1))[0])
             row, col, val = row[~drop], col[~drop], val[~drop]
-    order = np.lexsort((col, row))  # by word, then index
+    order = np.argsort(row, kind="stable")  # by word, then index (each block's columns come in order)
     row, col = row[order], col[order]
+    bounds = np.searchsorted(row, np.arange(k + 1))
     dist = np.empty(len(row))
-    for s in range(0, len(row), _MAX_PAIRS):
-        dist[s : s + _MAX_PAIRS] = pair_distances(space, words[row[s : s + _MAX_PAIRS]], col[s : s + _MAX_PAIRS])
+    for i in range(k):
+        dist[bounds[i] : bounds[i + 1]] = _distances_from(space, int(words[i]), col[bounds[i] : bounds[i + 1]])
     keep = dist <= r[row]
     row, col, dist = row[keep], col[keep], dist[keep]
     bounds = np.searchsorted(row, np.arange(k + 1))
