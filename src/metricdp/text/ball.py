@@ -43,7 +43,8 @@ from ..sampling import uniform_below
 __all__ = ["ball", "bernoulli_ratio", "kth_distance", "pair_distances"]
 
 _RELATIVE = 1e-12  # slack on r^2 covering pair_distances' rounding (below (dim + 3) 2**-53 relative)
-_BLOCK_VALUES = 1 << 16  # coordinates of candidate pairs gathered at once (8 bytes each: in cache)
+_BLOCK_VALUES = 1 << 18  # coordinates of candidate pairs gathered at once (8 bytes each: in cache)
+_PAIR_BLOCK = 1 << 12  # pairs measured at once by pair_distances
 # the float32 vectors with their squared norms as a last column, per space (the fast pass's operand)
 _FAST: weakref.WeakKeyDictionary[PointSpace, NDArray[np.float32]] = weakref.WeakKeyDictionary()
 
@@ -69,24 +70,14 @@ def pair_distances(space: PointSpace, a: NDArray[np.intp], b: NDArray[np.intp]) 
             out[i] = space.distances_from([x], y, y + 1)[0, 0]
         return out
     v = space.vectors
-    acc = np.zeros(len(a))
-    diff = np.empty(len(a))
-    if v.flags.f_contiguous:  # each coordinate a contiguous column: gather it for the pairs
-        columns = v.T
-        other = np.empty(len(a))
-        for i in range(space.dim):  # coordinate order: the same sum for a pair whatever else is computed
-            np.take(columns[i], a, out=diff)
-            np.take(columns[i], b, out=other)
-            np.subtract(diff, other, out=diff)
-            np.multiply(diff, diff, out=diff)
-            np.add(acc, diff, out=acc)
-        return np.sqrt(acc, out=acc)
-    xa, xb = v[a].T.copy(), v[b].T.copy()  # (dim, pairs): each coordinate contiguous
-    for i in range(space.dim):  # the same operations in the same order as above
-        np.subtract(xa[i], xb[i], out=diff)
+    out = np.empty(len(a))
+    for s in range(0, len(a), _PAIR_BLOCK):
+        diff = np.subtract(v[a[s : s + _PAIR_BLOCK]], v[b[s : s + _PAIR_BLOCK]])  # (pairs, dim)
         np.multiply(diff, diff, out=diff)
-        np.add(acc, diff, out=acc)
-    return np.sqrt(acc, out=acc)
+        # accumulate is the sequential sum t = t + diff[:, i] from t = 0 (its documented definition):
+        # coordinate order, the same float for a pair whatever else is computed
+        np.sqrt(np.add.accumulate(diff, axis=1)[:, -1], out=out[s : s + _PAIR_BLOCK])
+    return out
 
 
 def _distances_from(space: PointSpace, x: int, ys: NDArray[np.intp]) -> NDArray[np.float64]:
