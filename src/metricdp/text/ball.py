@@ -108,7 +108,9 @@ def _distances_from(space: PointSpace, x: int, ys: NDArray[np.intp]) -> NDArray[
 def _fast(space: PointSpace) -> NDArray[np.float32]:
     found = _FAST.get(space)
     if found is None:
-        found = np.ascontiguousarray(np.column_stack([space.vectors, space.sqnorms]), dtype=np.float32)
+        found = np.empty((space.n, space.dim + 1), dtype=np.float32)  # each float64 rounded once, as a cast
+        found[:, :-1] = space.vectors
+        found[:, -1] = space.sqnorms
         found.setflags(write=False)
         _FAST[space] = found
     return found
@@ -196,8 +198,10 @@ def kth_distance(space: PointSpace, words: NDArray[np.intp], k: int) -> NDArray[
     words = np.asarray(words, dtype=np.intp)
     k = min(int(k), space.n - 1)
     coef = np.ascontiguousarray(np.column_stack([-2.0 * space.vectors[words], np.ones(len(words))]), dtype=np.float32)
-    d2 = (coef @ _fast(space).T).astype(np.float64) + space.sqnorms[words][:, None]
-    return np.sqrt(np.maximum(np.partition(d2, k, axis=1)[:, k], 0.0))
+    scores = coef @ _fast(space).T  # float32 (len(words), n)
+    # adding a row's constant in float64 is monotone: the k-th smallest d2 is the k-th smallest score's
+    kth = np.partition(scores, k, axis=1)[:, k].astype(np.float64) + space.sqnorms[words]
+    return np.sqrt(np.maximum(kth, 0.0))
 
 
 def _bernoulli_power(t: NDArray[np.int64], rng: RandomSource) -> NDArray[np.bool_]:
