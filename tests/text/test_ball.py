@@ -34,6 +34,32 @@ def test_a_pair_has_one_distance_whatever_is_computed_with_it() -> None:
     assert alone[0] == among[77]
 
 
+def _one_by_one(space: PointSpace, x: int, y: int) -> float:
+    """The distance of the module docstring, one Python float operation after another."""
+    acc = 0.0
+    for p, q in zip(space.vectors[x].tolist(), space.vectors[y].tolist(), strict=True):
+        acc += (p - q) * (p - q)
+    return float(np.sqrt(acc))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_distances_are_the_coordinate_order_sum_in_either_memory_layout(seed) -> None:
+    # column-major vectors (PointSpace.from_embeddings) take a faster path: the same floats
+    g = np.random.default_rng(seed)
+    n, dim = int(g.integers(2, 300)), int(g.integers(1, 60))
+    pts = g.normal(size=(n, dim)) * float(g.choice([1e-3, 1.0, 1e3])) + float(g.choice([0.0, 1e4]))
+    rows, cols = PointSpace.from_points(pts), PointSpace.from_points(np.asfortranarray(pts))
+    assert rows.vectors.flags.c_contiguous and cols.vectors.flags.f_contiguous
+    i, j = g.integers(0, n, 100), g.integers(0, n, 100)
+    words = g.choice(n, size=min(5, n), replace=False).astype(np.intp)
+    for space in (rows, cols):  # (the centring's sum may differ with the layout: each space its own oracle)
+        assert pair_distances(space, i, j).tolist() == [_one_by_one(space, a, b) for a, b in zip(i, j, strict=True)]
+        for (idx, dist, _), x in zip(ball(space, words, 1e300), words, strict=True):
+            assert np.array_equal(idx, np.arange(n))
+            assert dist.tolist() == [_one_by_one(space, int(x), y) for y in range(n)]
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1e-3, 1.0, 1e3]), st.integers(1, 7))
 def test_ball_is_exactly_the_brute_force_ball(seed, scale, k) -> None:

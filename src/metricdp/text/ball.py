@@ -43,7 +43,8 @@ from ..sampling import uniform_below
 __all__ = ["ball", "bernoulli_ratio", "kth_distance", "pair_distances"]
 
 _RELATIVE = 1e-12  # slack on r^2 covering pair_distances' rounding (below (dim + 3) 2**-53 relative)
-_MAX_PAIRS = 1 << 18  # candidate pairs measured at once (pairs x dim x 8 bytes)
+_BLOCK_VALUES = 1 << 18  # coordinates of candidate pairs gathered at once (8 bytes each: in cache)
+_PAIR_BLOCK = 1 << 12  # pairs measured at once by pair_distances
 # the float32 vectors with their squared norms as a last column, per space (the fast pass's operand)
 _FAST: weakref.WeakKeyDictionary[PointSpace, NDArray[np.float32]] = weakref.WeakKeyDictionary()
 
@@ -69,20 +70,47 @@ def pair_distances(space: PointSpace, a: NDArray[np.intp], b: NDArray[np.intp]) 
             out[i] = space.distances_from([x], y, y + 1)[0, 0]
         return out
     v = space.vectors
-    acc = np.zeros(len(a))
-    diff = np.empty(len(a))
-    xa, xb = v[a].T.copy(), v[b].T.copy()  # (dim, pairs): each coordinate contiguous
-    for i in range(space.dim):  # coordinate order: the same sum for a pair whatever else is computed
-        np.subtract(xa[i], xb[i], out=diff)
+    out = np.empty(len(a))
+    for s in range(0, len(a), _PAIR_BLOCK):
+        diff = np.subtract(v[a[s : s + _PAIR_BLOCK]], v[b[s : s + _PAIR_BLOCK]])  # (pairs, dim)
         np.multiply(diff, diff, out=diff)
-        np.add(acc, diff, out=acc)
-    return np.sqrt(acc, out=acc)
+        # accumulate is the sequential sum t = t + diff[:, i] from t = 0 (its documented definition):
+        # coordinate order, the same float for a pair whatever else is computed
+        np.sqrt(np.add.accumulate(diff, axis=1)[:, -1], out=out[s : s + _PAIR_BLOCK])
+    return out
+
+
+def _distances_from(space: PointSpace, x: int, ys: NDArray[np.intp]) -> NDArray[np.float64]:
+    """``pair_distances(space, [x] * len(ys), ys)``, the same floats, x's coordinates read once.
+
+    With column-major vectors (:meth:`PointSpace.from_embeddings`), a block of the words' columns
+    is gathered in one call and every coordinate of the pairs goes through the operations of
+    :func:`pair_distances` in the same order, so each distance is the same float.
+    """
+    v = space.vectors
+    if space.metric != "euclidean" or not v.flags.f_contiguous:
+        return pair_distances(space, np.full(len(ys), x, dtype=np.intp), ys)
+    columns = v.T  # (dim, n), C-contiguous
+    mine = columns[:, x : x + 1]
+    out = np.zeros(len(ys))
+    step = max(1, _BLOCK_VALUES // space.dim)
+    for s in range(0, len(ys), step):
+        diff = np.take(columns, ys[s : s + step], axis=1)  # (dim, pairs)
+        np.subtract(mine, diff, out=diff)
+        np.multiply(diff, diff, out=diff)
+        acc = out[s : s + step]
+        for i in range(space.dim):  # coordinate order, as pair_distances
+            np.add(acc, diff[i], out=acc)
+        np.sqrt(acc, out=acc)
+    return out
 
 
 def _fast(space: PointSpace) -> NDArray[np.float32]:
     found = _FAST.get(space)
     if found is None:
-        found = np.ascontiguousarray(np.column_stack([space.vectors, space.sqnorms]), dtype=np.float32)
+        found = np.empty((space.n, space.dim + 1), dtype=np.float32)  # each float64 rounded once, as a cast
+        found[:, :-1] = space.vectors
+        found[:, -1] = space.sqnorms
         found.setflags(write=False)
         _FAST[space] = found
     return found
@@ -152,11 +180,12 @@ def ball(
             # every member at the new radius was a candidate at the old one (a lower threshold)
             drop = mine & (val > threshold(r[i : i + 1], slice(i, i + 1))[0])
             row, col, val = row[~drop], col[~drop], val[~drop]
-    order = np.lexsort((col, row))  # by word, then index
+    order = np.argsort(row, kind="stable")  # by word, then index (each block's columns come in order)
     row, col = row[order], col[order]
+    bounds = np.searchsorted(row, np.arange(k + 1))
     dist = np.empty(len(row))
-    for s in range(0, len(row), _MAX_PAIRS):
-        dist[s : s + _MAX_PAIRS] = pair_distances(space, words[row[s : s + _MAX_PAIRS]], col[s : s + _MAX_PAIRS])
+    for i in range(k):
+        dist[bounds[i] : bounds[i + 1]] = _distances_from(space, int(words[i]), col[bounds[i] : bounds[i + 1]])
     keep = dist <= r[row]
     row, col, dist = row[keep], col[keep], dist[keep]
     bounds = np.searchsorted(row, np.arange(k + 1))
@@ -169,8 +198,10 @@ def kth_distance(space: PointSpace, words: NDArray[np.intp], k: int) -> NDArray[
     words = np.asarray(words, dtype=np.intp)
     k = min(int(k), space.n - 1)
     coef = np.ascontiguousarray(np.column_stack([-2.0 * space.vectors[words], np.ones(len(words))]), dtype=np.float32)
-    d2 = (coef @ _fast(space).T).astype(np.float64) + space.sqnorms[words][:, None]
-    return np.sqrt(np.maximum(np.partition(d2, k, axis=1)[:, k], 0.0))
+    scores = coef @ _fast(space).T  # float32 (len(words), n)
+    # adding a row's constant in float64 is monotone: the k-th smallest d2 is the k-th smallest score's
+    kth = np.partition(scores, k, axis=1)[:, k].astype(np.float64) + space.sqnorms[words]
+    return np.sqrt(np.maximum(kth, 0.0))
 
 
 def _bernoulli_power(t: NDArray[np.int64], rng: RandomSource) -> NDArray[np.bool_]:

@@ -55,6 +55,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import RandomSource
+from .._threads import blas_threads
 from .._validation import check_epsilon, check_int
 from ..errors import ValidationError
 from ..pointspace import PointSpace
@@ -256,7 +257,8 @@ class BallExponential(TextMechanism):
                 out[pos[todo[accept]]] = y[accept]
                 todo = todo[~accept]
 
-        sample_tables(inputs, out, self._make, self.cache, draw, _BATCH)
+        with blas_threads(1):  # small products (a ball's pass, the radius): a thread pool costs more than it saves
+            sample_tables(inputs, out, self._make, self.cache, draw, _BATCH)
         return out
 
 
