@@ -283,7 +283,8 @@ class _HashBook:
         self.add_spans(data, offs[:-1], offs[1:])
 
     def add_spans(self, data: NDArray[np.uint8], starts: NDArray[Any], ends: NDArray[Any]) -> None:
-        """One chunk's ids, ``data[starts[r]:ends[r]]`` (a CSV chunk's unquoted fields, read in place)."""
+        """One chunk's ids, ``data[starts[r]:ends[r]]`` (:meth:`Chunk.spans
+        <metricdp.tabular.formats.Chunk.spans>`: the bytes where they lie)."""
         m = int(starts.size)
         self._room(m, int((ends - starts).sum()) if m else 0)
         codes = np.empty(m, dtype=np.int64)
