@@ -69,14 +69,14 @@ if __name__ == "__main__":
         OnePassRun.plan = planned  # type: ignore[method-assign]
     elif step == "mid-write":
         _after("select", 2)
-        add_csv = PersonCollector.add_csv  # one read: the second chunk read, the first one written
+        add = PersonCollector.add  # one read: the second chunk read, the first one written
 
         def mid(self: Any, chunk: Any) -> Any:
             if self.rows:
                 _die()
-            return add_csv(self, chunk)
+            return add(self, chunk)
 
-        PersonCollector.add_csv = mid  # type: ignore[method-assign]
+        PersonCollector.add = mid  # type: ignore[method-assign]
     elif step == "publishing":
         _after("publishing")
     elif step == "renamed":

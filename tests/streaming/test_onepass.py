@@ -308,29 +308,39 @@ def test_kill_9_during_the_one_read_spends_nothing(mech, tmp_path: Path) -> None
 
 @needs_numba
 @pytest.mark.parametrize("chunk_rows", [1, 2, 100])
-def test_collector_reads_csv_fields_in_place_like_the_scan(tmp_path: Path, chunk_rows: int,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks without a quoted id are hashed where they lie, chunks with one go through the unquoting: same
-    persons and codes as the first pass of the two-pass release, with either table; an empty id is refused."""
+def test_collector_hashes_a_chunks_spans_in_place_like_the_scan(tmp_path: Path, chunk_rows: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks that keep the ids' bytes (no quoted id) are hashed where they lie, the others through the chunk's
+    column: same persons and codes as the first pass of the two-pass release, with either table; an empty id
+    is refused with its line either way."""
     from metricdp.streaming.persons import PersonCollector
-    from metricdp.tabular.csv import CsvReader
+    from metricdp.tabular.formats import RELEASE_FORMATS
 
     p = tmp_path / "in.csv"
     p.write_bytes(b'user,city\nann,Paris\nbob,Lyon\n"ann",Lyon\n"a""b",Nice\n\xc3\xa9,Paris\nann,Nice\n'
                   b"abcdefghij,Lyon\nabcdefghik,Lyon\nabcdefghij,Paris\n")
+    by_column: list[int] = []
+    add = _HashBook.add
+
+    def counted(self: _HashBook, values: pa.Array) -> None:
+        by_column.append(len(values))
+        add(self, values)
 
     def collect() -> tuple[pa.Array, np.ndarray]:
         col = PersonCollector(str(p), "user")
-        with p.open("rb") as fh:
-            reader = CsvReader(fh, str(p), chunk_rows=chunk_rows, chunk_bytes=64)
-            col.start(reader.header().names)
-            for chunk in reader.chunks(1):
-                col.add_csv(chunk)
+        with RELEASE_FORMATS["csv"].open(p, chunk_rows=chunk_rows, chunk_bytes=64, max_record=None) as reader:
+            col.start_reader(reader)
+            for chunk in reader.chunks():
+                if chunk.rows:
+                    col.add(chunk)
         got = col.finish()
         return got.ids, got.codes
 
+    monkeypatch.setattr(_HashBook, "add", counted)
     monkeypatch.setattr(persons, "_KERNELS", KERNELS)
     ids, codes = collect()
+    # through the column: only the chunks with a quoted id (rows 3 and 4; the whole file in one chunk of 100)
+    assert sum(by_column) == {1: 2, 2: 2, 100: 9}[chunk_rows]
     ref = scan_persons(p, "csv", "user")
     monkeypatch.setattr(persons, "_KERNELS", None)
     ids2, codes2 = collect()
@@ -338,7 +348,11 @@ def test_collector_reads_csv_fields_in_place_like_the_scan(tmp_path: Path, chunk
     assert np.array_equal(codes, ref.codes) and np.array_equal(codes, codes2)
     assert ref.persons[codes].tolist() == ["ann", "bob", "ann", 'a"b', "é", "ann", "abcdefghij", "abcdefghik",
                                            "abcdefghij"]
-    p.write_bytes(b"user,city\nann,Paris\n,Lyon\n")
-    monkeypatch.setattr(persons, "_KERNELS", KERNELS)
-    with pytest.raises(ValidationError, match=r"empty in 1 row\(s\) \(first at line\(s\) 3\)"):
-        collect()
+    for table in (KERNELS, None):
+        monkeypatch.setattr(persons, "_KERNELS", table)
+        for bad, match in ((b"user,city\nann,Paris\n,Lyon\n", r"empty in 1 row\(s\) \(first at line\(s\) 3\)"),
+                           (b'user,city\n"ann",Paris\n\nbob,Lyon\n"",Lyon\n', r"first at line\(s\) 5\)"),
+                           (b"user,city\nann,Paris\n" + b"x" * 257 + b",Lyon\n", "257 bytes at line 3 ")):
+            p.write_bytes(bad)
+            with pytest.raises(ValidationError, match=match):
+                collect()

@@ -92,3 +92,37 @@ def test_person_table_refuses_what_the_first_pass_refuses(ids: list[str | None],
         person_table(pa.array([1, 2]), np.array([1, 1]))
     with pytest.raises(ValidationError, match="not UTF-8"):
         person_table(pa.array([b"\xff"], type=pa.binary()), np.array([1]))
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    (b'{"user": "ann", "c": 1}\n\n{"user": "", "c": 2}\n', r"empty in 1 row\(s\) \(first at line\(s\) 3\)"),
+    (b'{"user": "ann", "c": 1}\n\n{"user": null, "c": 2}\n', r"empty in 1 row\(s\) \(first at line\(s\) 3\)"),
+    (b'{"user": "ann", "c": 1}\n\n{"user": "a\\u0000", "c": 2}\n', r"NUL character in 1 row\(s\) \(first at line 3\)"),
+    (b'{"user": 1.5, "c": 1}\n', "has type double: person ids must be integers or text"),
+    (b'{"user": true, "c": 1}\n', "has type bool: person ids must be integers or text"),
+])
+def test_a_typed_text_format_names_the_culprit_by_its_line(tmp_path: Path, text: bytes, match: str) -> None:
+    """The chunk names its rows (a JSON-lines row by its line, blank lines counted); the typed-id rule holds."""
+    (tmp_path / "in.jsonl").write_bytes(text)
+    with pytest.raises(ValidationError, match=match):
+        scan_persons(tmp_path / "in.jsonl", "jsonl", "user")
+
+
+def test_every_chunk_is_checked_without_a_declared_type() -> None:
+    """A chunk read alone (an engine's piece: no reader's schema seen) gets the same checks, its rows named
+    from its first row on."""
+    from metricdp.streaming.persons import PersonCollector
+    from metricdp.tabular.formats import BatchChunk
+
+    def add(values: list[object]) -> PersonCollector:
+        col = PersonCollector("f", "u", 0)
+        col.add(BatchChunk(pa.RecordBatch.from_arrays([pa.array(values)], names=["u"]), 10))
+        return col
+
+    assert add([7, 10, 7]).finish().persons.tolist() == ["10", "7"]
+    with pytest.raises(ValidationError, match="has type double"):
+        add([1.5])
+    with pytest.raises(ValidationError, match=r"empty in 1 row\(s\) \(first at row\(s\) 12\)"):
+        add(["a", None])
+    with pytest.raises(ValidationError, match=r"not UTF-8 text at row 13"):
+        add([b"a", b"b", b"\xff"])

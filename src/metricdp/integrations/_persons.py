@@ -69,10 +69,9 @@ class PersonCounts:
 
 @dataclass(frozen=True)
 class PersonCount:
-    """The job of a counting pass: read ``user_column`` (column ``user`` of the plan's names) of a piece."""
+    """The job of a counting pass: read ``user_column`` of a piece (the chunk is asked for it by name)."""
 
     user_column: str
-    user: int
 
     def count(self, job: Any, piece: Piece) -> PersonsDone:
         """The piece's distinct ids and codes (raises the local pass's ValidationError on a bad id).
@@ -85,7 +84,6 @@ class PersonCount:
         plan = job.plan
         chunk = plan.parts.read(piece, plan.layout)
         collector = PersonCollector(plan.path, self.user_column, 0)
-        collector.start(plan.names)
         collector.add(chunk)
         found = collector.finish()
         codes = np.asarray(found.codes, dtype=np.int32)
@@ -149,8 +147,8 @@ def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_
     """
     from ._pieces import Job
 
-    job = Job(replace(plan, pieces=()), column, None, "", PersonCount(user_column, user_index(plan, user_column,
-                                                                                               column)))
+    user_index(plan, user_column, column)  # the local pass's errors, before any piece is read
+    job = Job(replace(plan, pieces=()), column, None, "", PersonCount(user_column))
     results = list(runner(job, plan.pieces, mechanism, progress)) if plan.pieces else []
     found = merge_counts(_check(engine, plan.pieces, results))
     if found.codes is None or found.codes.size != plan.rows:

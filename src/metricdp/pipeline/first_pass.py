@@ -94,7 +94,10 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
             report(progress, seen, None, FIRST_PASS)
     if refused.rows:
         raise refused.error(where, unit)
-    persons, codes = (None, np.zeros(0, dtype=np.int32)) if collector is None else collector.book.finish()
+    persons, codes = None, np.zeros(0, dtype=np.int32)
+    if collector is not None:
+        rows = collector.finish()
+        persons, codes = rows.ids, rows.codes
     values = None
     if keep_values:
         values = np.concatenate(found) if found else kind.parse_empty()

@@ -7,7 +7,7 @@ pyarrow :class:`~metricdp.streaming.persons._Dictionary` computes the same thing
 the reference the tests compare with.
 
 * :func:`encode` -- for each id of a chunk (its bytes ``data[starts[r]:ends[r]]``: Arrow
-  ``binary`` buffers, or a CSV chunk's unquoted fields where they lie): a 64-bit FNV-1a
+  ``binary`` buffers, or a chunk's values where they lie): a 64-bit FNV-1a
   hash of its bytes (``&`` an injectable mask, so that tests can force whole-hash
   collisions), linear probing of a power-of-two table of slots, and on a slot whose
   stored hash equals the id's, an **exact** comparison of the lengths and the bytes with

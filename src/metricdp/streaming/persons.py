@@ -3,10 +3,12 @@
 A release with per-person accounting (:mod:`metricdp.accounting.plan`) must know every
 row's person before it draws anything: the cap, the budget and the consistent groups are
 decided over the whole file. This pass reads *only* the user column (and, for consistent
-releases, the released column) of a CSV or Parquet file, chunk by chunk, and returns:
+releases, the released column) of the input, chunk by chunk, through its format
+(:mod:`metricdp.tabular.formats`: every chunk is asked for the column by name, whatever the
+format), and returns:
 
 * ``ids`` -- the distinct ids, sorted bytewise (= by code point), as one Arrow ``binary``
-  array of their UTF-8 bytes (a Parquet integer column is read as its decimal text: the
+  array of their UTF-8 bytes (a typed integer column is read as its decimal text: the
   ledger hashes ``str(id)``, so ``7`` and ``"7"`` are one person);
 * ``codes`` -- one int32 per row (int64 past 2**31 persons), ``ids[codes[i]]`` is row i's person;
 * ``labels`` -- with ``labels=`` a mechanism's label list, one label index per row.
@@ -25,10 +27,12 @@ global dictionary is rehashed only after at least as many bytes of new chunk dic
 were seen, so the pass is linear, where looking every chunk up in the ids seen so far
 rehashed all of them per chunk.
 
-An empty id (or a null in Parquet) is refused with its line or row: it would make every
-blank row one "person" sharing one budget, which is nobody's intent. So is an id longer
-than :data:`MAX_ID_BYTES` (memory), and in Parquet one that is not UTF-8 or holds a NUL
-(the ids are hashed as text: ``"ann\\0"`` must not be a person the text view cannot name).
+An empty or missing id is refused with its line or row (the chunk's
+:meth:`~metricdp.tabular.formats.Chunk.places`): it would make every blank row one "person"
+sharing one budget, which is nobody's intent. So is an id longer than :data:`MAX_ID_BYTES`
+(memory), one that is not UTF-8 or holds a NUL (the ids are hashed as text: ``"ann\\0"``
+must not be a person the text view cannot name), and a typed column that holds neither
+integers nor text.
 
 :func:`person_table` is the per-person form an engine builds after counting rows per person
 in a distributed pass: distinct ids and a count each, checked by the same rules.
@@ -36,27 +40,29 @@ in a distributed pass: distinct ids and a count each, checked by the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._optional import import_optional
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..mechanisms._kernel_loader import LAZY
-from ..tabular import csvsplit
-from ..tabular.csv import DEFAULT_CHUNK_BYTES
+from ..tabular.formats._base import arrow
+
+if TYPE_CHECKING:
+    from ..tabular.formats import Chunk, Reader
 
 __all__ = ["COMPILED_BYTES", "FIRST_PASS", "MAX_ID_BYTES", "MERGE_BYTES", "SCAN_BYTES", "PersonCollector",
            "PersonTable", "RowPersons", "id_book", "person_table", "scan_persons", "text_view"]
 
-#: Bytes read at a time by the first pass of a CSV (it keeps one small column per row, not the rows).
 #: The progress message of the scan that reads who each row belongs to, before any release.
 FIRST_PASS = "first pass (who each row belongs to)"
+
+#: Bytes read at a time by the first pass of a text format (it keeps one small column per row, not the rows).
 SCAN_BYTES = 32 * 2**20
 
 #: The longest person id accepted (UTF-8 bytes; an e-mail address is at most 254).
@@ -76,8 +82,7 @@ def text_view(ids: Any) -> NDArray[Any]:
     """Arrow ids (``binary``, UTF-8) as a numpy ``str`` array (for display and the library's id-based API)."""
     if len(ids) == 0:
         return np.zeros(0, dtype=str)
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
+    pa, pc = arrow()
     return np.asarray(pc.cast(ids, pa.string()).to_numpy(zero_copy_only=False), dtype=str)
 
 
@@ -123,8 +128,7 @@ def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> 
     :meth:`Ledger.reserve(table.ids, eps, table.counts) <metricdp.accounting.ledger.Ledger.reserve>`
     (the ledger hashes the ids' bytes directly) or ``plan_release(..., persons=table.ids)``.
     """
-    pa = import_optional("pyarrow", extra="parquet")
-    pc = import_optional("pyarrow.compute", extra="parquet")
+    pa, pc = arrow()
     arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     if not isinstance(arr, pa.Array) or not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type)
                                              or pa.types.is_large_binary(arr.type)
@@ -135,9 +139,9 @@ def person_table(ids: Any, counts: ArrayLike, *, where: str = "the persons") -> 
         raise ValidationError(f"{where}: counts must be one integer >= 0 per id ({len(arr)}), got {c.dtype} {c.shape}")
     if arr.null_count:
         raise ValidationError(f"{where}: {arr.null_count:,} null id(s): every row needs a person")
-    as_bin = _as_text(pa, pc, arr, where, "user", 0)
+    as_bin = _as_text(pa, pc, arr, where, "user", lambda i: f"row {i + 1:,}")
     lengths = np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False), dtype=np.int64)
-    _refuse_empty(lengths, where, "user", np.arange(1, len(arr) + 1, dtype=np.int64), "entry(s)")
+    _refuse_empty(lengths, where, "user", lambda rows: np.asarray(rows, dtype=np.int64) + 1, "entry(s)")
     book = id_book(pa, pc, as_bin.nbytes)
     book.add(as_bin)
     table, codes = book.finish()
@@ -279,7 +283,8 @@ class _HashBook:
         self.add_spans(data, offs[:-1], offs[1:])
 
     def add_spans(self, data: NDArray[np.uint8], starts: NDArray[Any], ends: NDArray[Any]) -> None:
-        """One chunk's ids, ``data[starts[r]:ends[r]]`` (a CSV chunk's unquoted fields, read in place)."""
+        """One chunk's ids, ``data[starts[r]:ends[r]]`` (:meth:`Chunk.spans
+        <metricdp.tabular.formats.Chunk.spans>`: the bytes where they lie)."""
         m = int(starts.size)
         self._room(m, int((ends - starts).sum()) if m else 0)
         codes = np.empty(m, dtype=np.int64)
@@ -314,99 +319,82 @@ def id_book(pa: Any, pc: Any, nbytes: int = COMPILED_BYTES) -> Any:
     return _Dictionary(pa, pc) if kernels is None else _HashBook(pa, pc, kernels)
 
 
-def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str, places: NDArray[np.int64], unit: str) -> None:
+def _refuse_empty(lengths: NDArray[np.int64], where: str, column: str,
+                  places: Callable[[NDArray[np.intp]], NDArray[np.int64]], unit: str) -> None:
+    """Refuse empty ids and ids over :data:`MAX_ID_BYTES` (``lengths`` in bytes, one per row).
+
+    ``places`` gives the line, row or entry number of rows (positions in ``lengths``), asked of
+    the culprits only; ``unit`` names them (``"line(s)"``, ``"row(s)"``, ``"entry(s)"``).
+    """
     bad = np.flatnonzero(lengths == 0)
     if bad.size:
-        first = ", ".join(str(int(x)) for x in places[bad[:5]])
+        first = ", ".join(str(int(x)) for x in places(bad[:5]))
         raise ValidationError(f"{where}: user column {column!r} is empty in {bad.size:,} row(s) (first at {unit} "
                               f"{first}): every row needs a person")
     long = np.flatnonzero(lengths > MAX_ID_BYTES)
     if long.size:
         raise ValidationError(f"{where}: user column {column!r} holds an id of {int(lengths[long[0]]):,} bytes at "
-                              f"{unit[:-3]} {int(places[long[0]])} ({long.size:,} row(s) over {MAX_ID_BYTES} bytes): "
-                              "a person id is a name, a number or a hash, not a document")
+                              f"{unit[:-3]} {int(places(long[:1])[0])} ({long.size:,} row(s) over {MAX_ID_BYTES} "
+                              "bytes): a person id is a name, a number or a hash, not a document")
 
 
-def csv_ids(pa: Any, pc: Any, buf: NDArray[np.uint8], fs: NDArray[np.int64], fe: NDArray[np.int64],
-            lines: NDArray[np.int64], where: str, column: str) -> Any:
-    """A CSV chunk's ids (fields ``fs``/``fe`` of ``buf``, unquoted) as Arrow ``binary``, checked (empty, long)."""
-    data, offs, quoted, raw_quoted = csvsplit.field_values(buf, fs, fe)
-    values = pa.Array.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
-    if quoted.any():
-        values = pc.replace_with_mask(values, pa.array(quoted), pa.array(raw_quoted, type=pa.binary()))
-    lengths = (np.asarray(pc.binary_length(values).to_numpy(zero_copy_only=False)) if quoted.any()
-               else np.diff(offs))
-    _refuse_empty(lengths, where, column, lines, "line(s)")
-    return values
-
-
-def check_user_type(pa: Any, utype: Any, where: str, column: str) -> None:
-    """A Parquet user column must be integers or text (binary and dictionaries are checked per batch)."""
+def _check_type(pa: Any, utype: Any, where: str, column: str) -> None:
+    """A typed user column must be integers or text (binary and dictionaries: their values are checked as text)."""
     if not (pa.types.is_integer(utype) or pa.types.is_string(utype) or pa.types.is_large_string(utype)
             or pa.types.is_binary(utype) or pa.types.is_dictionary(utype)):
         raise ValidationError(f"{where}: user column {column!r} has type {utype}: person ids must be "
                               "integers or text")
 
 
-def parquet_ids(pa: Any, pc: Any, ids: Any, seen: int, where: str, column: str) -> Any:
-    """A Parquet batch's ids (rows ``seen+1..``) as UTF-8 ``binary``, checked (null, empty, long, UTF-8, NUL)."""
-    rows = seen + 1 + np.arange(len(ids), dtype=np.int64)
+def chunk_ids(chunk: Chunk, column: str, where: str) -> Any:
+    """A chunk's ids (:meth:`Chunk.column <metricdp.tabular.formats.Chunk.column>`) as UTF-8 ``binary``, checked:
+    the column's type, then missing, not UTF-8, NUL, empty and over-long ids, each named by its line or row."""
+    pa, pc = arrow()
+    ids = chunk.column(column)
+    _check_type(pa, ids.type, where, column)
+    unit = f"{chunk.unit}(s)"
     if ids.null_count:
-        _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where,
-                      column, rows, "row(s)")
-    as_bin = _as_text(pa, pc, ids, where, column, seen)
-    _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, column,
-                  rows, "row(s)")
+        _refuse_empty(np.where(np.asarray(ids.is_null().to_numpy(zero_copy_only=False)), 0, 1), where, column,
+                      chunk.places, unit)
+    as_bin = _as_text(pa, pc, ids, where, column, lambda r: f"{chunk.unit} {int(chunk.places(np.array([r]))[0]):,}")
+    _refuse_empty(np.asarray(pc.binary_length(as_bin).to_numpy(zero_copy_only=False)), where, column, chunk.places,
+                  unit)
     return as_bin
 
 
 class PersonCollector:
-    """The persons of a release pass that reads every row anyway (the one-pass protocol of
-    :mod:`.accounted`): each chunk's user column is encoded as it goes by, with the checks
-    and messages of :func:`scan_persons`; :meth:`finish` returns its :class:`RowPersons`."""
+    """The persons of a pass over an input's chunks (:class:`metricdp.tabular.formats.Chunk`), the first pass
+    or a release pass that reads every row anyway (the one-pass protocol of :mod:`.accounted`): each chunk's
+    user column is encoded as it goes by (:func:`chunk_ids`'s checks and messages); :meth:`finish` returns
+    its :class:`RowPersons`.
+
+    One path for every format: the chunk is asked for the user column. Where the chunk keeps the
+    column's values as bytes in place (:meth:`Chunk.spans <metricdp.tabular.formats.Chunk.spans>`: a
+    text format's fields, checked as UTF-8 without NUL by its reader) and the compiled table runs, the
+    ids are hashed where they lie, with no copy; the result is the same.
+    """
 
     def __init__(self, where: str, user_column: str, nbytes: int = COMPILED_BYTES) -> None:
-        self.pa = import_optional("pyarrow", extra="parquet")
-        self.pc = import_optional("pyarrow.compute", extra="parquet")
+        self.pa, self.pc = arrow()
         self.where, self.column = where, user_column
         self.book = id_book(self.pa, self.pc, nbytes)
-        self.index: int | None = None
 
-    def start(self, names: Sequence[str], *, parquet_type: Any = None) -> None:
-        """The header (or schema names): where the user column is; a Parquet column's type is checked."""
-        self.index = list(names).index(self.column)
-        if parquet_type is not None:
-            check_user_type(self.pa, parquet_type, self.where, self.column)
-
-    def start_reader(self, reader: Any) -> None:
-        """:meth:`start` from a release's reader (a typed input's schema gives the column's type)."""
+    def start_reader(self, reader: Reader) -> None:
+        """The input's declared type of the user column, checked before any row is read (a typed format's
+        ``schema``; a chunk's column is checked again as it comes)."""
         schema = getattr(reader, "schema", None)
-        self.start(reader.names, parquet_type=None if schema is None else schema.field(self.column).type)
+        if schema is not None:
+            _check_type(self.pa, schema.field(self.column).type, self.where, self.column)
 
-    def add(self, chunk: Any) -> None:
-        """Encode the ids of one chunk of a release (:class:`metricdp.tabular.formats.Chunk`)."""
-        raw = getattr(chunk, "raw", None)
-        if raw is not None:  # a text format's records: the ids are hashed where they lie
-            self.add_csv(raw)
-        else:
-            self.add_parquet(chunk.batch, chunk.first)
-
-    def add_csv(self, chunk: Any) -> None:
-        recs, buf = chunk.records, chunk.buf
-        assert self.index is not None
-        fs, fe = recs.field(self.index)
-        spans = getattr(self.book, "add_spans", None)
-        if spans is not None and (fs.size == 0 or not (buf[np.minimum(fs, len(buf) - 1)] == csvsplit.QUOTE).any()):
-            # no quoted id: the fields' bytes are the ids, hashed where they lie (no gather)
-            _refuse_empty(fe - fs, self.where, self.column, chunk.first_line + recs.lines, "line(s)")
-            spans(buf, fs, fe)
+    def add(self, chunk: Chunk) -> None:
+        """Encode the ids of one chunk of the input."""
+        spans = chunk.spans(self.column) if isinstance(self.book, _HashBook) else None
+        if spans is not None:  # the values' bytes are the ids: hashed where they lie (no gather)
+            buf, starts, ends = spans
+            _refuse_empty(ends - starts, self.where, self.column, chunk.places, f"{chunk.unit}(s)")
+            self.book.add_spans(buf, starts, ends)
             return
-        self.book.add(csv_ids(self.pa, self.pc, buf, fs, fe, chunk.first_line + recs.lines, self.where,
-                              self.column))
-
-    def add_parquet(self, batch: Any, seen: int) -> None:
-        assert self.index is not None
-        self.book.add(parquet_ids(self.pa, self.pc, batch.column(self.index), seen, self.where, self.column))
+        self.book.add(chunk_ids(chunk, self.column, self.where))
 
     @property
     def rows(self) -> int:
@@ -423,7 +411,7 @@ def scan_persons(
     user_column: str,
     *,
     chunk_rows: int = 1_000_000,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int = SCAN_BYTES,
     max_record: int | None = None,
     progress: Progress | None = None,
 ) -> RowPersons:
@@ -449,8 +437,9 @@ def scan_persons(
     return collector.finish()
 
 
-def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> Any:
-    """A Parquet batch of ids as UTF-8 bytes; binary that is not UTF-8, or a NUL, is refused with its row.
+def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, at: Callable[[int], str]) -> Any:
+    """Ids as UTF-8 bytes; binary that is not UTF-8, or a NUL, is refused with its place (``at(i)`` names
+    position ``i``: ``"row 12"``, ``"line 7"``).
 
     The ids become text (numpy ``str``, which drops trailing NULs: ``"ann\\0"`` would be ``"ann"``,
     and the ledger hashes text), so both would merge or split persons behind the user's back.
@@ -466,12 +455,12 @@ def _as_text(pa: Any, pc: Any, ids: Any, where: str, column: str, seen: int) -> 
                 lo = mid
             except pa.ArrowInvalid:
                 hi = mid
-        raise ValidationError(f"{where}: user column {column!r} is not UTF-8 text at row {seen + lo + 1:,}: "
+        raise ValidationError(f"{where}: user column {column!r} is not UTF-8 text at {at(lo)}: "
                               "person ids must be integers or text") from None
     as_bin = pc.cast(text, pa.binary())
     nul = np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring(as_bin, "\x00"), False)
                                     .to_numpy(zero_copy_only=False)))
     if nul.size:
         raise ValidationError(f"{where}: user column {column!r} holds a NUL character in {nul.size:,} row(s) (first "
-                              f"at row {seen + int(nul[0]) + 1:,}): person ids must be printable text")
+                              f"at {at(int(nul[0]))}): person ids must be printable text")
     return as_bin

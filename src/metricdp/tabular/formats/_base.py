@@ -67,6 +67,17 @@ class Chunk(ABC):
         """A fast reading of plain decimals, ``(values, ok)``; None when the format has none (the caller parses)."""
         return None
 
+    def spans(self, name: str) -> tuple[NDArray[np.uint8], NDArray[np.int64], NDArray[np.int64]] | None:
+        """The column's values as bytes where they lie, ``(buffer, starts, ends)``: value ``r``'s text is exactly
+        ``buffer[starts[r]:ends[r]]``, UTF-8 without NUL (the reader refused anything else) and never missing.
+
+        A capability of a format that keeps the input's bytes: a reader of every row's value
+        (the persons of an accounted release) hashes them in place, with no copy. None when the
+        format keeps no such bytes or a value's bytes are not its text (a quoted field): the
+        caller reads :meth:`column`, which gives the same values.
+        """
+        return None
+
     def values(self, name: str, rows: NDArray[np.intp]) -> list[Any]:
         """The values of ``rows`` as Python objects (a text format: their texts), for comparing a few rows."""
         pa, _ = arrow()

@@ -64,6 +64,15 @@ class CsvChunk(Chunk):
         typ = pa.string() if offs.dtype == np.int32 else pa.large_string()
         return pa.Array.from_buffers(typ, len(fs), [None, pa.py_buffer(offs), pa.py_buffer(data)])
 
+    def spans(self, name: str) -> tuple[NDArray[np.uint8], NDArray[np.int64], NDArray[np.int64]] | None:
+        """The column's fields where they lie when none is quoted (an unquoted field's bytes are its text; the
+        reader refused a NUL and invalid UTF-8); None when one is."""
+        fs, fe = self.span(name)
+        buf = self.raw.buf
+        if fs.size and ((fe > fs) & (buf[np.minimum(fs, max(len(buf) - 1, 0))] == csvsplit.QUOTE)).any():
+            return None
+        return buf, fs, fe
+
     def quoted(self, name: str) -> NDArray[np.bool_]:
         fs, fe = self.span(name)
         buf = self.raw.buf
