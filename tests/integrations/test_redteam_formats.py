@@ -372,7 +372,10 @@ def _release_frame(engine_name: str, pdf: Any, request: pytest.FixtureRequest | 
         spark = request.getfixturevalue("spark")
         from metricdp.integrations.spark import privatize_spark
 
-        frame = spark.createDataFrame(pdf.reset_index(drop=True)).repartition(npartitions)
+        schema = spark.createDataFrame(pdf.head(1)).schema
+        records = [tuple(x.item() if isinstance(x, np.generic) else x for x in r)
+                   for r in pdf.itertuples(index=False, name=None)]  # partition k: the k-th run of rows, in order
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(records, npartitions), schema=schema)
         return privatize_spark(frame, "w", SURE, **kw).toPandas()
 
 
