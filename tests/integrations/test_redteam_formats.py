@@ -165,7 +165,7 @@ def test_jsonl_oddities_release_the_local_engines_bytes(engine: Any, case: str, 
 
 
 # ------------------------------------------------------------------------------------------------ Feather
-def _table(n: int = 40, **extra: Callable[[int], Any]) -> Any:
+def _table(n: int = 40, /, **extra: Callable[[int], Any]) -> Any:
     cols = {"id": pa.array(range(n), pa.int64()), "w": pa.array([W3[i % 3] for i in range(n)], pa.string()),
             "age": pa.array([i % 10 for i in range(n)], pa.int64()),
             "lat": pa.array([48.8 + (i % 10) / 100 for i in range(n)], pa.float64()),
@@ -322,8 +322,9 @@ def test_an_accounted_refusal_spends_nothing(engine: Any, fmt: str, tail: str, t
     with Ledger(tmp_path / "l.db", budget=1000.0) as ledger:
         spent = ledger.spent(persons).tolist()
         runs = ledger.runs_table()
-        local = _outcome(lambda: privatize_file(SURE, src, "w", tmp_path / f"local.{fmt}", keep=["id"],
-                                                accounting=Accounting("user", ledger=ledger)), tmp_path / f"local.{fmt}")
+        mine = tmp_path / f"local.{fmt}"
+        local = _outcome(lambda: privatize_file(SURE, src, "w", mine, keep=["id"],
+                                                accounting=Accounting("user", ledger=ledger)), mine)
         out = tmp_path / f"engine.{fmt}"
         eng = _outcome(lambda: _labels_engine(name)(SURE, src, "w", out, keep=["id"], piece_bytes=60,
                                                     accounting=Accounting("user", ledger=ledger), **where), out)
@@ -348,8 +349,39 @@ def test_cli_accounted_refusal_on_an_engine_writes_and_spends_nothing(fmt: str, 
             assert ledger.spent([f"u{i}" for i in range(5)]).tolist() == [0.0] * 5
 
 
+@pytest.mark.parametrize("change", ["truncated", "user_swapped_in_place", "label_swapped_in_place"])
+def test_an_input_changed_during_an_accounted_release_writes_and_spends_nothing(change: str, tmp_path: Path,
+                                                                               scheduler: str) -> None:
+    """The file is rewritten on the driver once the first partition is done (the plan's persons or labels
+    no longer what the pieces read): one error, no output, the run aborted, nothing spent."""
+    from metricdp.integrations.dask import privatize_file_dask
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "o.jsonl"
+    data = _jl([{"user": f"u{i % 5}", "id": i, "w": W3[i % 3]} for i in range(400)])
+    src.write_bytes(data)
+    swapped = {"truncated": data[: len(data) // 2], "user_swapped_in_place": data.replace(b'"u1"', b'"u2"'),
+               "label_swapped_in_place": data.replace(b'"w": "a"', b'"w": "b"')}[change]
+    told: list[str] = []
+
+    def progress(done: int, total: int | None, what: str) -> None:
+        if "releasing" in what and not told:
+            told.append(what)
+            src.write_bytes(swapped)
+
+    persons = [f"u{i}" for i in range(5)]
+    with Ledger(tmp_path / "l.db", budget=1e6) as ledger:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ValidationError, match="changed while it was being released"):
+                privatize_file_dask(SURE, src, "w", out, keep=["id", "user"], scheduler=scheduler, piece_bytes=60,
+                                    accounting=Accounting("user", ledger=ledger), progress=progress)
+        assert told and not out.exists()
+        assert ledger.spent(persons).tolist() == [0.0] * 5
+        assert [r["state"] for r in ledger.runs_table()] == ["aborted"]
+
+
 # ------------------------------------------------------------------------------------------------ DataFrames
-def _pdf(n: int = 300, **extra: Any) -> Any:
+def _pdf(n: int = 300, /, **extra: Any) -> Any:
     pd = pytest.importorskip("pandas")
     return pd.DataFrame({"id": np.arange(n), "w": [W3[i % 3] for i in range(n)], **extra})
 
