@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metricdp.text.tokens import case_pattern, restore_case, split
+from metricdp.text.tokens import case_pattern, normal, restore_case, split
 
 
 @pytest.mark.slow
@@ -28,3 +28,12 @@ def test_case_patterns() -> None:
     assert restore_case("london", "paris") == "london"
     assert restore_case("london", "pAris") == "london"
     assert case_pattern("I") == "title" and case_pattern("U.S") == "upper"
+
+
+def test_a_decomposed_accent_belongs_to_its_word():
+    # e + U+0301 (NFD) is one word token, looked up as the composed word: the release replaces the accent
+    # with the rest of the word instead of leaving it on the replacement ("the" + U+0301)
+    assert split("cafe\u0301 and Cafe\u0301s") == [("cafe\u0301", True), (" ", False), ("and", True),
+                                                      (" ", False), ("Cafe\u0301s", True)]
+    assert normal("Cafe\u0301") == "caf\u00e9"
+    assert "".join(p for p, _ in split("x\u0301y \u0301a 2\u0301")) == "x\u0301y \u0301a 2\u0301"

@@ -31,7 +31,10 @@ FORMAT_CHARS = (
     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
 )
 _CF = f"[{FORMAT_CHARS}]"
-_ALNUM = f"(?:[^\\W_]|{_CF})"
+#: Combining marks (a decomposed accent, ``e`` + U+0301) continue the word they follow: NFKC composes them
+#: for the lookup, and the release replaces them with the rest of the word.
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_ALNUM = f"(?:[^\\W_]|{_CF}|[{_MARKS}])"
 #: A number: optional sign (only where no word character precedes it), digits with optional
 #: thousands separators (``1,234``) and decimals (``2.50``); not glued to a letter (``3rd`` is a word).
 NUMBER = re.compile(
