@@ -162,11 +162,10 @@ _OVER = {"independent": "fixes", "per-place": "places", "predictive": "trace"}
 def _print(summary: dict[str, Any], user: str) -> None:
     rate = summary["rows_per_second"]
     eps, spread = summary["epsilon_per_km"], summary["spread_budget"]
-    how = ([f"at eps {fmt(eps)} per km"] if eps is not None else []) + \
-        ([f"each person's budget {fmt(spread)} per km spread over their {_OVER[summary['mechanism']]}"]
-         if spread is not None else [])
-    manager = (f" --manager {summary['manager']}" if summary["manager"] is not None else "") + \
-        (f" {', '.join(how)}" if how else "")
+    manager = (" --manager adaptive" if summary["manager"] == "adaptive" else "") + \
+        (f" at eps {fmt(eps)} per km" if eps is not None else "") + \
+        (f", each person's budget {fmt(spread)} per km spread over their {_OVER[summary['mechanism']]}"
+         if spread is not None else "")
     lines = [f"wrote {summary['output']}: {summary['rows']:,} fixes of {summary['persons']:,} persons released by "
              f"--mechanism {summary['mechanism']}{manager}"
              f" ({summary['seconds']:.1f} s{'' if rate is None else f', {rate:,.0f} fixes/s'})",

@@ -23,7 +23,8 @@ the paper's fixed-utility manager) and :class:`AdaptiveRate` (a target spend per
 :math:`\varepsilon_N` grows as predictions pass more often, after the paper's fixed-rate
 manager). A step runs its test only if the person's remaining budget covers the test *and*
 a fresh release; otherwise the prediction is reported without a test, at no cost
-(post-processing of earlier releases).
+(post-processing of earlier releases). :class:`Managers` holds one manager per person
+(each person's own budget and horizon), stepped together by :func:`predictive_step`.
 
 **Guarantee** (``docs/proofs/predictive.md``). For two traces of equal length and every
 output, the log-ratio of the output's densities is at most
@@ -501,6 +502,7 @@ def predictive_step(manager: BudgetManager | Managers, budget: int | NDArray[np.
     or one per person (indexed by ``p`` too); ``manager``: one for every person, or
     :class:`Managers` (one per person, indexed by ``p``). ``released`` and ``outcome`` get the rows'.
     """
+    per_person = isinstance(manager, Managers)
     threshold: ArrayLike
     if isinstance(manager, Managers):
         test_u, noise_u, threshold = manager.choose(p, counts[_TESTS, p], counts[_PASSED, p])
@@ -513,7 +515,7 @@ def predictive_step(manager: BudgetManager | Managers, budget: int | NDArray[np.
     ti = np.flatnonzero(tested)
     if ti.size:
         q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]),
-                             threshold if np.ndim(threshold) == 0 else np.asarray(threshold)[ti],
+                             np.asarray(threshold)[ti] if per_person else threshold,
                              from_units(test_u[ti]))
         passed[ti] = np.asarray(source.random(ti.size)) < q
     fresh = ~predicted | (tested & ~passed)

@@ -25,6 +25,14 @@ predictive mechanism, the grant is the person's budget
 withholds nothing: a person whose spend would pass what the accounting grid holds
 (:data:`~metricdp.accounting.composition.MAX_UNITS`, 4.6e6 eps) stops it with one error
 (:class:`Unaccountable`), as the spend could not be reported.
+
+With a **spread** budget B instead of one eps, each person's parameters come from their
+counts of the first pass (:meth:`TraceMechanism.fit`, before :meth:`TraceMechanism.worst`):
+B / rows per fix (independent), B / places per place (per place), or the predictive manager's
+budget B -- the fixed split capped at B, or the adaptive manager over the person's rows
+(:class:`~metricdp.location.predictive.Managers`). Shares are rounded down onto the accounting
+grid (:func:`shares`), and a piece is the gcd of every person's units, so the accounting stays
+exact (``docs/proofs/trace_accounting.md``, "A budget spread per person").
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from ..mechanisms.planar_laplace import _MIN_EPS_HALF_CIRCUMFERENCE, sample_plan
 from ..spaces import EARTH_RADIUS_KM
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "ThinShare", "TraceMechanism", "Unaccountable", "draw",
-           "grown", "rank_within"]
+           "grown", "rank_within", "shares"]
 
 #: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)

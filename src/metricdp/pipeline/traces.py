@@ -33,6 +33,11 @@ release -- are left out of the output). The ledger can only commit a reservation
 committed** -- the safe side: the ledger never records less than was spent -- and the
 actual spend of each person (:class:`~metricdp.location.trace_report.TraceReport`) is
 reported beside it.
+
+**A spread budget** (a mechanism built with ``spread=B``): each person's eps, or budget
+manager, comes from their own counts of the first pass (:meth:`TraceMechanism.fit`: B / rows,
+B / places, or the predictive manager's budget B over their rows), so such a release always
+runs the first pass; without ``budget`` or ``ledger`` it is accounted against B itself.
 """
 
 from __future__ import annotations
