@@ -253,6 +253,8 @@ def register(app: typer.Typer) -> None:
         state per person; other columns are written with their TRUE values (named on stderr)
         unless --drop removes them. With --budget or --ledger, each person's worst case is
         reserved before anything is drawn and charged; the actual spend is reported beside it.
+        With --spread-budget B, each person's release spends at most B, spread over their own
+        fixes, places or trace (--manager adaptive: a target of B / n per fix).
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()

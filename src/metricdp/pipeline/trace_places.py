@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..accounting.composition import from_units
-from .trace_states import PerPlace, draw, rank_within
+from .trace_states import PerPlace, rank_within
 
 __all__ = ["Places", "settle"]
 
@@ -64,9 +63,9 @@ def _scopes(places: Places, mech: PerPlace) -> tuple[list[str], NDArray[np.intp]
     the pair's person) and each pair's index into them: one scope for one eps, one per distinct eps of a spread."""
     from ..location.per_place import place_scope
 
-    units = mech.units(places.keys // places.cells)
-    distinct, which = np.unique(units, return_inverse=True)
-    return [place_scope(mech.grid, float(from_units(u))) for u in distinct], which.ravel().astype(np.intp)
+    eps = mech.scope_eps(places.keys // places.cells)
+    distinct, which = np.unique(eps, return_inverse=True)
+    return [place_scope(mech.grid, float(e)) for e in distinct], which.ravel().astype(np.intp)
 
 
 def memoized(places: Places, mech: PerPlace, ids: NDArray[Any],
@@ -98,8 +97,8 @@ def settle(places: Places, mech: PerPlace, granted: NDArray[np.int64], hit: NDAr
     due = due[np.argsort(places.first[due], kind="stable")]  # a person's places in the order of their first fix
     owner = places.keys[due] // places.cells
     paid = due[rank_within(owner) < mech.fits(owner)] if due.size else due
-    drawn = draw(mech.grid.centres[places.keys[paid] % places.cells].reshape(-1, 2),
-                 mech.units(places.keys[paid] // places.cells), source)
+    drawn = mech.draw(mech.grid.centres[places.keys[paid] % places.cells].reshape(-1, 2),
+                      places.keys[paid] // places.cells)
     if mks is not None and paid.size:
         scopes, which = _scopes(places, mech)
         for j, scope in enumerate(scopes):  # first stored wins, per scope

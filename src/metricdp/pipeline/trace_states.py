@@ -104,7 +104,8 @@ def shares(budget: float, parts: NDArray[np.int64], what: str) -> NDArray[np.int
 
 
 def draw(latlon: NDArray[np.float64], units: NDArray[np.int64], source: Any) -> NDArray[np.float64]:
-    """A planar Laplace release of each point at its own eps (``units``, one per point): one batch per eps."""
+    """A planar Laplace release of each point at its own eps (``units``, one per point, exact on the grid): one
+    batch per eps."""
     out = np.empty((latlon.shape[0], 2))
     for u in np.unique(units):
         at = np.flatnonzero(units == u)
@@ -244,6 +245,22 @@ class _Counted(TraceMechanism):
             return np.full(codes.size, to_units(self.epsilon), dtype=np.int64)
         return self._eps[codes]
 
+    def draw(self, latlon: NDArray[np.float64], codes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """A fresh release of each point for the person of its code: at ``epsilon`` as given (one eps), or at the
+        person's share (a spread)."""
+        if self._eps is None:
+            if not latlon.shape[0]:
+                return np.zeros((0, 2))
+            return np.asarray(sample_planar_laplace_latlon(latlon, float(self.epsilon or 0.0), self._source),
+                              dtype=np.float64).reshape(-1, 2)
+        return draw(latlon, self._eps[codes], self._source)
+
+    def scope_eps(self, codes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The eps (per km) each of ``codes``' persons is released at: ``epsilon`` as given, or their share."""
+        if self._eps is None:
+            return np.full(codes.size, float(self.epsilon or 0.0))
+        return from_units(self._eps[codes])
+
     def _one_piece(self) -> int:
         """The gcd of every person's eps (units): one eps, or the spread shares fitted."""
         if self._eps is None:
@@ -283,10 +300,9 @@ class Independent(_Counted):
         keep = (self._counts[_FRESH, codes] + rank) < self.fits(codes)  # the first rows of a person's grant
         self._withheld(codes, keep)
         k = codes[keep]
-        units = self.units(k)
-        drawn = draw(fixes.latlon[keep], units, self._source)
+        drawn = self.draw(fixes.latlon[keep], k)
         np.add.at(self._counts[_FRESH], k, 1)
-        np.add.at(self._counts[_SPENT], k, units)
+        np.add.at(self._counts[_SPENT], k, self.units(k))
         return (None if keep.all() else keep), drawn
 
 
@@ -501,8 +517,7 @@ class PerPlace(_Counted):
         fits = (self._counts[_FRESH, owner] + rank) < self.fits(owner)  # the first places of a person's grant
         self._withheld(owner, fits)
         paid = new[fits]
-        drawn = draw(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.units(codes[first[paid]]),
-                     self._source)
+        drawn = self.draw(self.grid.centres[cell[first[paid]]].reshape(-1, 2), codes[first[paid]])
         index[paid] = self._n + np.arange(paid.size)
         if paid.size:  # (a concatenation copies every place drawn so far)
             self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
