@@ -103,3 +103,55 @@ def test_options_of_another_mechanism_are_refused(fixes, tmp_path, extra, fragme
 
 def test_epsilon_is_needed(fixes, tmp_path):
     assert_one_line_error(run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS), "--epsilon is needed")
+
+
+# ------------------------------------------------------------------------------- spread budget, managers
+def test_the_adaptive_manager_spreads_each_persons_budget_json(fixes, tmp_path):
+    """--spread-budget 4. a (3 fixes): rate 4/3, test 0.2667, base 1.0667, first release 2 x 1.0667 = 2.1333, then
+    1.8667 left, below a test and a release (2.4): untested. b (1 fix, horizon 2): first release 3.2."""
+    report = tmp_path / "report.csv"
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "--manager", "adaptive",
+                 "--spread-budget", "4/km", "--threshold", "1000km", "--report", report, "--json")
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert (got["mechanism"], got["manager"], got["spread_budget"], got["epsilon_per_km"]) == \
+        ("predictive", "adaptive", 4.0, None)
+    assert (got["fresh_releases"], got["reuses"], got["tests"], got["tests_passed"]) == (2, 2, 0, 0)
+    assert got["accounting"]["budget"] == 4.0 and got["accounting"]["eps_reserved_per_person"]["max"] == 4.0
+    lines = report.read_text().splitlines()
+    assert lines[1] == "a,2.133333333334,4.0,1,2,0,0"  # 2 x (4e12 // 3 - 266666666666) units
+    assert lines[2] == "b,3.2,3.2,1,0,0,0"
+
+
+def test_independent_spread_budget_charges_the_ledger_each_persons_budget(fixes, tmp_path):
+    ledger = tmp_path / "l.db"
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "--mechanism", "independent",
+                 "--spread-budget", "3", "--ledger", ledger, "--budget", "10")
+    assert result.exit_code == 0, result.output
+    assert "each person's budget 3 per km spread over their fixes" in result.stdout
+    with Ledger(ledger) as book:
+        assert book.spent(["a", "b"]).tolist() == [3.0, 3.0]
+
+
+def test_a_spread_budget_over_the_ledgers_is_refused_and_nothing_spent(fixes, tmp_path):
+    ledger, out = tmp_path / "l.db", tmp_path / "out.csv"
+    result = run("privatize-trace", fixes, "-o", out, *COLUMNS, "--mechanism", "per-place", "--region",
+                 "48.7,2.2,49.0,2.5", "--spread-budget", "3", "--ledger", ledger, "--budget", "2")
+    assert_one_line_error(result, "--over-budget refuse: 2 of 2 persons", "nothing written")
+    assert not out.exists() and not ledger.exists()
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    (("--mechanism", "independent", "-e", "1", "--spread-budget", "3"), "--epsilon: not with --spread-budget"),
+    (("--manager", "adaptive", "-e", "1", "--spread-budget", "3"), "--epsilon: not with --spread-budget"),
+    (("--manager", "adaptive", "--test-epsilon", "1", "--spread-budget", "3"), "--manager adaptive chooses every"),
+    (("--manager", "adaptive"), "--epsilon is needed"),
+    (("--mechanism", "independent", "--manager", "fixed", "-e", "1"), "--manager: not an option"),
+    (("--test-share", "0.5", "-e", "1"), "--test-share: not an option of --mechanism predictive --manager adaptive"),
+    (("--spread-budget", "0"), "--spread-budget"),
+    (("--mechanism", "independent", "--spread-budget", "1e-6"), "person 'a': a budget of 1e-06 over their 3 fixes"),
+])
+def test_spread_and_manager_options_are_checked(fixes, tmp_path, extra, fragment):
+    out = tmp_path / "out.csv"
+    assert_one_line_error(run("privatize-trace", fixes, "-o", out, *COLUMNS, *extra), fragment)
+    assert not out.exists()

@@ -1,5 +1,7 @@
 """``metricdp privatize-trace IN -o OUT --user-column U --time-column T --lat LAT --lon LON
---mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]``.
+--mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]``,
+or ``--spread-budget B`` (each person's budget spread over their own fixes, places or trace) with
+``--manager fixed|adaptive`` (predictive).
 
 Releases the (lat, lon) of every fix of a trace file (CSV or Parquet; GeoJSON out) in file
 order with a state per person (:mod:`metricdp.pipeline.traces`): the predictive mechanism
@@ -43,6 +45,11 @@ class Mechanism(StrEnum):
     independent = "independent"
 
 
+class Manager(StrEnum):
+    fixed = "fixed"
+    adaptive = "adaptive"
+
+
 def _km(text: str | None, flag: str) -> float | None:
     """A length option in km (``500m``, ``2km``, or a plain number of km)."""
     if text is None:
@@ -56,34 +63,61 @@ def _km(text: str | None, flag: str) -> float | None:
     return float(value / 1000) if unit == "m" else float(value)
 
 
-def _mechanism(which: Mechanism, eps: float, test_epsilon: str | None, threshold: str | None, region: str | None,
-               cell: str | None) -> Any:
+def _eps(text: str | None, flag: str) -> float | None:
+    """An eps per km option (``--epsilon``'s forms), its errors naming ``flag``."""
+    if text is None:
+        return None
+    try:
+        return resolve_epsilon(text, None, None, "km")
+    except ValidationError as ex:
+        raise ValidationError(str(ex).replace("--epsilon", flag, 1)) from None
+
+
+def _mechanism(which: Mechanism, eps: float | None, test_epsilon: str | None, threshold: str | None,
+               region: str | None, cell: str | None, manager: Manager | None = None, spread: str | None = None,
+               test_share: float | None = None) -> Any:
     """The library's mechanism of the options; an option of another mechanism is refused."""
     from ..pipeline.traces import Independent, PerPlace, Predictive
 
-    given = {"--test-epsilon": test_epsilon, "--threshold": threshold, "--region": region, "--cell": cell}
-    belongs = {Mechanism.predictive: ("--test-epsilon", "--threshold"), Mechanism.per_place: ("--region", "--cell"),
-               Mechanism.independent: ()}
+    adaptive = manager is Manager.adaptive
+    given = {"--test-epsilon": test_epsilon, "--threshold": threshold, "--region": region, "--cell": cell,
+             "--manager": manager, "--test-share": test_share}
+    belongs = {Mechanism.predictive: ("--test-epsilon", "--threshold", "--manager") + (("--test-share",) if adaptive
+                                                                                          else ()),
+               Mechanism.per_place: ("--region", "--cell"), Mechanism.independent: ()}
     other = [flag for flag, value in given.items() if value is not None and flag not in belongs[which]]
     if other:
-        raise ValidationError(f"{', '.join(other)}: not an option of --mechanism {which.value}")
+        what = "--mechanism predictive --manager adaptive" if other == ["--test-share"] and \
+            which is Mechanism.predictive else f"--mechanism {which.value}"
+        raise ValidationError(f"{', '.join(other)}: not an option of {what}")
+    b = _eps(spread, "--spread-budget")
+    if b is not None and eps is not None and not (which is Mechanism.predictive and not adaptive):
+        raise ValidationError("--epsilon: not with --spread-budget here: each release's eps is the person's share "
+                              "of the budget")
+    if b is None and eps is None:
+        raise ValidationError("--epsilon is needed: the eps per km of one fresh release (0.5/km, 1/m); or "
+                              "--spread-budget B, each person's budget over their own fixes, places or trace")
     if which is Mechanism.independent:
-        return Independent(eps)
+        return Independent(eps, spread=b)
     if which is Mechanism.per_place:
         if region is None:
             raise ValidationError("--mechanism per-place needs --region (the public area tiled into cells, fixed "
                                   "before the data is read)")
         from ..location.grid import CellGrid
 
-        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps)
-    test = None
-    if test_epsilon is not None:
-        try:
-            test = resolve_epsilon(test_epsilon, None, None, "km")
-        except ValidationError as ex:
-            raise ValidationError(str(ex).replace("--epsilon", "--test-epsilon", 1)) from None
+        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps, spread=b)
     km = _km(threshold, "--threshold")
-    return Predictive(eps, eps / 5 if test is None else test, 2.0 / eps if km is None else km)
+    if adaptive:
+        if b is None or eps is not None or test_epsilon is not None:
+            raise ValidationError("--manager adaptive chooses every eps from each person's --spread-budget over "
+                                  "their fixes: give --spread-budget, and neither --epsilon nor --test-epsilon")
+        return Predictive(threshold_km=km, manager="adaptive", spread=b,
+                          test_share=0.2 if test_share is None else test_share)
+    if eps is None:
+        raise ValidationError("--manager fixed needs --epsilon (each fresh release's eps; --spread-budget then caps "
+                              "each person's budget), or use --manager adaptive")
+    test = _eps(test_epsilon, "--test-epsilon")
+    return Predictive(eps, eps / 5 if test is None else test, 2.0 / eps if km is None else km, spread=b)
 
 
 def _stats(a: Any) -> dict[str, float]:
@@ -98,19 +132,22 @@ def _shown(s: dict[str, float]) -> str:
     return f"max {fmt(s['max'])}, median {fmt(s['median'])}, p90 {fmt(s['p90'])}, mean {fmt(s['mean'])}"
 
 
-def _summary(run: Any, out: Path, seconds: float, acct: AccountingOptions, eps: float) -> dict[str, Any]:
+def _summary(run: Any, out: Path, seconds: float, acct: AccountingOptions, eps: float | None, manager: str | None,
+             spread: float | None) -> dict[str, Any]:
     from ..accounting.composition import from_units
 
     r = run.report
     summary: dict[str, Any] = {
-        "output": str(out), "mechanism": run.mechanism, "epsilon_per_km": eps, "rows": run.stats.rows,
+        "output": str(out), "mechanism": run.mechanism, "manager": manager, "epsilon_per_km": eps,
+        "spread_budget": spread, "rows": run.stats.rows,
         "persons": len(r), "seconds": seconds, "rows_per_second": run.stats.rows / seconds if seconds > 0 else None,
         "fresh_releases": int(r.fresh.sum()), "reuses": int(r.reused.sum()), "tests": int(r.tests.sum()),
         "tests_passed": int(r.passed.sum()), "eps_spent_per_person": _stats(r.eps_spent),
     }
     if run.reserved is not None:
         summary["accounting"] = {
-            "budget": None if acct.budget is None else float(acct.budget), "ledger": acct.describe()["ledger"],
+            "budget": float(acct.budget) if acct.budget is not None else (spread if acct.ledger is None else None),
+            "ledger": acct.describe()["ledger"],
             "over_budget": acct.policy, "run_id": run.run_id, "withheld_rows": run.withheld, "persons_over": run.over,
             "eps_reserved_per_person": _stats(from_units(run.reserved)),
             "charged": "the reservation (each person's worst case within their budget)",
@@ -118,10 +155,19 @@ def _summary(run: Any, out: Path, seconds: float, acct: AccountingOptions, eps: 
     return summary
 
 
+#: what a spread budget is spread over, per mechanism
+_OVER = {"independent": "fixes", "per-place": "places", "predictive": "trace"}
+
+
 def _print(summary: dict[str, Any], user: str) -> None:
     rate = summary["rows_per_second"]
+    eps, spread = summary["epsilon_per_km"], summary["spread_budget"]
+    manager = (" --manager adaptive" if summary["manager"] == "adaptive" else "") + \
+        (f" at eps {fmt(eps)} per km" if eps is not None else "") + \
+        (f", each person's budget {fmt(spread)} per km spread over their {_OVER[summary['mechanism']]}"
+         if spread is not None else "")
     lines = [f"wrote {summary['output']}: {summary['rows']:,} fixes of {summary['persons']:,} persons released by "
-             f"--mechanism {summary['mechanism']} at eps {fmt(summary['epsilon_per_km'])} per km"
+             f"--mechanism {summary['mechanism']}{manager}"
              f" ({summary['seconds']:.1f} s{'' if rate is None else f', {rate:,.0f} fixes/s'})",
              f"per person ({user!r}): {summary['fresh_releases']:,} fresh releases, {summary['reuses']:,} reuses"
              + (f", {summary['tests']:,} tests ({summary['tests_passed']:,} passed)" if summary["tests"] else ""),
@@ -161,6 +207,21 @@ def register(app: typer.Typer) -> None:
                                                      "it; per-place: one release per public cell (with --ledger, "
                                                      "reused across runs for free); independent: a "
                                                      "fresh release per fix.")] = Mechanism.predictive,
+        manager: Annotated[Manager | None, typer.Option("--manager", case_sensitive=False, help="predictive: "
+                                                        "fixed (default): tests at --test-epsilon, fresh "
+                                                        "releases at --epsilon until the person's budget is "
+                                                        "spent; adaptive: a target spend of --spread-budget / n "
+                                                        "per fix for a person of n fixes, eps of the fresh "
+                                                        "releases adapted to the pass rate.")] = None,
+        spread_budget: Annotated[str | None, typer.Option("--spread-budget", metavar="B", help="Each person's "
+                                                          "eps per km over their whole release: independent: B / n "
+                                                          "per fix (n: their fixes); per-place: B / k per place "
+                                                          "(k: their cells); predictive: the manager's budget B "
+                                                          "(adaptive: over n fixes). Shares are rounded down onto "
+                                                          "the accounting grid (1e-12).")] = None,
+        test_share: Annotated[float | None, typer.Option("--test-share", min=0.0, max=1.0, help="predictive "
+                                                         "--manager adaptive: the tests' share of the spend per "
+                                                         "fix (default 0.2).")] = None,
         test_epsilon: Annotated[str | None, typer.Option("--test-epsilon", metavar="EPS", help="predictive: eps "
                                                          "of each test (default: --epsilon / 5).")] = None,
         threshold: Annotated[str | None, typer.Option("--threshold", metavar="LENGTH", help="predictive: a fix "
@@ -192,13 +253,13 @@ def register(app: typer.Typer) -> None:
         state per person; other columns are written with their TRUE values (named on stderr)
         unless --drop removes them. With --budget or --ledger, each person's worst case is
         reserved before anything is drawn and charged; the actual spend is reported beside it.
+        With --spread-budget B, each person's release spends at most B, spread over their own
+        fixes, places or trace (--manager adaptive: a target of B / n per fix).
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()
         eps = resolve_epsilon(epsilon, None, None, "km")
-        if eps is None:
-            raise ValidationError("--epsilon is needed: the eps per km of one fresh release (0.5/km, 1/m)")
-        mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell)
+        mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell, manager, spread_budget, test_share)
         check_output(out, inputs=(input_file, report, *acct.files()))
         if report is not None:
             check_output(report, "--report", inputs=(input_file, out, *acct.files()))
@@ -229,7 +290,8 @@ def register(app: typer.Typer) -> None:
             warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
         if run.stats.columns is not None:
             leaves_report(run.stats.columns)
-        summary = _summary(run, out, seconds, acct, eps)
+        summary = _summary(run, out, seconds, acct, eps,
+                           getattr(mech, "kind_of_manager", None), mech.spread)
         if report is not None:
             run.write_report(report, inputs=(input_file, out, *acct.files()))
             summary["report"] = str(report)

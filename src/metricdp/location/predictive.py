@@ -23,7 +23,8 @@ the paper's fixed-utility manager) and :class:`AdaptiveRate` (a target spend per
 :math:`\varepsilon_N` grows as predictions pass more often, after the paper's fixed-rate
 manager). A step runs its test only if the person's remaining budget covers the test *and*
 a fresh release; otherwise the prediction is reported without a test, at no cost
-(post-processing of earlier releases).
+(post-processing of earlier releases). :class:`Managers` holds one manager per person
+(each person's own budget and horizon), stepped together by :func:`predictive_step`.
 
 **Guarantee** (``docs/proofs/predictive.md``). For two traces of equal length and every
 output, the log-ratio of the output's densities is at most
@@ -64,9 +65,11 @@ __all__ = [
     "FRESH",
     "PASSED",
     "AdaptiveRate",
+    "AdaptiveTooThin",
     "BudgetManager",
     "ChunkRelease",
     "FixedSplit",
+    "Managers",
     "PredictiveReleaser",
     "TraceRelease",
     "pass_probability",
@@ -204,22 +207,122 @@ class AdaptiveRate:
 
     def _ladder(self) -> tuple[NDArray[np.int64], int]:
         """(the rungs of eps_N in units, the test's units)."""
-        rate = self.budget_units // int(self.horizon)
-        test = int(rate * float(self.test_share))
-        base = rate - test
-        k = np.arange(_RUNGS_PER_DOUBLING * _DOUBLINGS + 1)
-        return np.floor(base * 2.0 ** (k / _RUNGS_PER_DOUBLING)).astype(np.int64), test
+        rungs, test = _ladders(np.array([self.budget_units]), np.array([int(self.horizon)]), float(self.test_share))
+        return rungs[0], int(test[0])
 
     def split(self, tests: NDArray[np.int64], passed: NDArray[np.int64]) -> tuple[NDArray[np.int64], ...]:
         """``(test units, noise units)`` per person from their tests and passes so far."""
         rungs, test = self._ladder()
-        t = np.asarray(tests, dtype=np.float64)
-        boost = (t + 2.0) / (t + 1.0 - np.asarray(passed, dtype=np.float64))  # 1 / (1 - pi_hat)
-        k = np.clip(np.floor(_RUNGS_PER_DOUBLING * np.log2(boost) + 1e-9), 0, len(rungs) - 1).astype(np.intp)
-        return np.full(t.size, test, dtype=np.int64), rungs[k]
+        k = _rung(tests, passed, len(rungs))
+        return np.full(k.size, test, dtype=np.int64), rungs[k]
 
 
-def pass_probability(distance_km: ArrayLike, threshold_km: float, eps_test: ArrayLike) -> NDArray[np.float64]:
+def _ladders(budget_units: NDArray[np.int64], horizon: NDArray[np.int64],
+             share: float) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """:class:`AdaptiveRate`'s ladders of eps_N (persons x rungs) and test units (per person), from each person's
+    budget (units) and horizon: the one definition of the rule for one person and for many."""
+    rate = np.asarray(budget_units, dtype=np.int64) // np.asarray(horizon, dtype=np.int64)
+    test = np.floor(rate * share).astype(np.int64)
+    base = rate - test
+    k = np.arange(_RUNGS_PER_DOUBLING * _DOUBLINGS + 1)
+    return np.floor(base[:, None] * 2.0 ** (k / _RUNGS_PER_DOUBLING)).astype(np.int64), test
+
+
+def _rung(tests: ArrayLike, passed: ArrayLike, rungs: int) -> NDArray[np.intp]:
+    """The rung of :class:`AdaptiveRate`'s ladder for the tests and passes so far (its docstring's rule)."""
+    t = np.asarray(tests, dtype=np.float64)
+    boost = (t + 2.0) / (t + 1.0 - np.asarray(passed, dtype=np.float64))  # 1 / (1 - pi_hat)
+    return np.clip(np.floor(_RUNGS_PER_DOUBLING * np.log2(boost) + 1e-9), 0, rungs - 1).astype(np.intp)
+
+
+@dataclass(frozen=True, eq=False)
+class Managers:
+    r"""One budget manager per person, as arrays indexed by person: each person's test units, their ladder of
+    eps_N (units, persons x rungs: one rung is a :class:`FixedSplit`, :data:`_RUNGS_PER_DOUBLING` x
+    :data:`_DOUBLINGS` + 1 an :class:`AdaptiveRate`) and their threshold (km).
+
+    What a person's manager chooses at a step depends on that person's earlier outcomes and on
+    the parameters it was built from (:meth:`adaptive`: the person's budget and horizon); the
+    rule of each is the one of its class, so :func:`predictive_step` runs the person exactly as
+    it runs that class's manager alone.
+
+    Examples
+    --------
+    >>> m = Managers.adaptive(np.array([10 * 10**12, 10**12]), np.array([10, 2]), threshold_km=1.0)
+    >>> test, noise, km = m.choose(np.array([0, 1]), np.array([0, 0]), np.array([0, 0]))
+    >>> (test / 1e12).tolist(), (noise / 1e12).tolist(), km.tolist()
+    ([0.2, 0.1], [1.6, 0.8], [1.0, 1.0])
+    """
+
+    test: NDArray[np.int64]
+    rungs: NDArray[np.int64]
+    threshold: NDArray[np.float64]
+
+    @classmethod
+    def adaptive(cls, budget_units: ArrayLike, horizon: ArrayLike, *, threshold_km: ArrayLike | None = None,
+                 test_share: float = 0.2) -> Managers:
+        """:class:`AdaptiveRate` (``budget_units[p]`` units, ``horizon[p]`` fixes) of every person p;
+        ``threshold_km``: one for all, one per person, or ``None``: ``2 / eps`` of the person's smallest
+        rung (the mean displacement of their least precise fresh release).
+
+        Raises
+        ------
+        ValidationError
+            Naming the first person (by position) whose budget over their horizon leaves no eps for the test
+            or the noise, or whose smallest eps_N the sphere's sampler would refuse.
+        """
+        share = float(test_share)
+        if not (0 < share < 1):
+            raise ValidationError(f"test_share must be in (0, 1), got {test_share!r}")
+        b = np.asarray(budget_units, dtype=np.int64)
+        h = np.asarray(horizon, dtype=np.int64)
+        if b.shape != h.shape or b.ndim != 1 or (h < 2).any() or (b < 1).any():
+            raise ValidationError("budget_units and horizon must be one per person: budgets >= 1 unit, "
+                                  "horizons >= 2 fixes")
+        rungs, test = _ladders(b, h, share)
+        floor = _MIN_EPS_HALF_CIRCUMFERENCE / (math.pi * EARTH_RADIUS_KM)
+        bad = np.flatnonzero((test < 1) | (rungs[:, 0] < 1) | (from_units(rungs[:, 0]) < floor))
+        if bad.size:
+            i = int(bad[0])
+            raise AdaptiveTooThin(i, float(from_units(int(b[i]))), int(h[i]))
+        km = 2.0 / from_units(rungs[:, 0]) if threshold_km is None else np.broadcast_to(
+            np.asarray([_threshold(t) for t in np.ravel(threshold_km)], dtype=np.float64)
+            if np.ndim(threshold_km) else _threshold(threshold_km), b.shape).astype(np.float64)
+        return cls(test, rungs, km)
+
+    @classmethod
+    def fixed(cls, split: FixedSplit, persons: int) -> Managers:
+        """``split``'s (eps_test, eps_N, threshold) for ``persons`` persons (each person's budget is given apart)."""
+        test, noise = split.split(np.zeros(persons, np.int64), np.zeros(persons, np.int64))
+        return cls(test, noise[:, None], np.full(persons, split.threshold_km))
+
+    def choose(self, p: NDArray[np.intp], tests: NDArray[np.int64],
+               passed: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        """``(test units, noise units, threshold km)`` of the persons ``p`` from their tests and passes so far."""
+        k = _rung(tests, passed, self.rungs.shape[1])
+        return self.test[p], self.rungs[p, k], self.threshold[p]
+
+    def first(self) -> NDArray[np.int64]:
+        """Each person's first release (no prediction, no test): its eps_N in units."""
+        return self.rungs[np.arange(self.test.size), _rung(np.zeros(self.test.size), np.zeros(self.test.size),
+                                                            self.rungs.shape[1])]
+
+    def most(self) -> NDArray[np.int64]:
+        """Each person's largest spend of one later step (a failed test and a fresh release at the top rung)."""
+        return self.test + self.rungs.max(axis=1)
+
+
+class AdaptiveTooThin(ValidationError):
+    """A person's budget over their horizon is too thin for :class:`AdaptiveRate`; ``index`` is the person's."""
+
+    def __init__(self, index: int, budget: float, horizon: int) -> None:
+        super().__init__(f"a budget of {budget!r} over {horizon} fixes leaves no eps for the test or the noise of "
+                         "the adaptive manager (below the accounting grid, or noise that would dwarf half the "
+                         "Earth's circumference)")
+        self.index = index
+
+
+def pass_probability(distance_km: ArrayLike, threshold_km: ArrayLike, eps_test: ArrayLike) -> NDArray[np.float64]:
     r""":math:`\Pr[\tilde d + L \le l]` for :math:`L \sim \mathrm{Lap}(1/\varepsilon_\theta)`
     and the clamped distance :math:`\tilde d` (module docstring): the test's law, used by
     the sampler and by the proof's checks.
@@ -230,9 +333,10 @@ def pass_probability(distance_km: ArrayLike, threshold_km: float, eps_test: Arra
     [0.8161, 0.5, 0.1839]
     """
     eps = np.asarray(eps_test, dtype=np.float64)
+    km = np.asarray(threshold_km, dtype=np.float64)
     reach = TEST_CLAMP / eps
-    d = np.clip(np.asarray(distance_km, dtype=np.float64), threshold_km - reach, threshold_km + reach)
-    slack = eps * (threshold_km - d)  # in [-20, 20]
+    d = np.clip(np.asarray(distance_km, dtype=np.float64), km - reach, km + reach)
+    slack = eps * (km - d)  # in [-20, 20]
     return np.where(slack >= 0, 1.0 - 0.5 * np.exp(-np.abs(slack)), 0.5 * np.exp(-np.abs(slack)))
 
 
@@ -385,7 +489,8 @@ class PredictiveReleaser:
         return self._close_open()
 
 
-def predictive_step(manager: BudgetManager, budget: int | NDArray[np.int64], source: Any, p: NDArray[np.intp],
+def predictive_step(manager: BudgetManager | Managers, budget: int | NDArray[np.int64], source: Any,
+                    p: NDArray[np.intp],
                     rows: NDArray[np.intp], pts: NDArray[np.float64], counts: NDArray[np.int64],
                     last: NDArray[np.float64], has: NDArray[np.bool_], released: NDArray[np.float64],
                     outcome: NDArray[np.int8]) -> None:
@@ -394,16 +499,23 @@ def predictive_step(manager: BudgetManager, budget: int | NDArray[np.int64], sou
     The state is per person, indexed by ``p``: ``counts`` (5, persons: spent units, fresh,
     reused, tests, passed, :class:`~.trace_report.TraceReport`'s order), ``last`` (the last
     release) and ``has`` (a release exists). ``budget`` is every person's budget in units,
-    or one per person (indexed by ``p`` too). ``released`` and ``outcome`` get the rows'.
+    or one per person (indexed by ``p`` too); ``manager``: one for every person, or
+    :class:`Managers` (one per person, indexed by ``p``). ``released`` and ``outcome`` get the rows'.
     """
-    test_u, noise_u = manager.split(counts[_TESTS, p], counts[_PASSED, p])
+    per_person = isinstance(manager, Managers)
+    threshold: ArrayLike
+    if isinstance(manager, Managers):
+        test_u, noise_u, threshold = manager.choose(p, counts[_TESTS, p], counts[_PASSED, p])
+    else:
+        (test_u, noise_u), threshold = manager.split(counts[_TESTS, p], counts[_PASSED, p]), manager.threshold_km
     left = (budget if isinstance(budget, int | np.integer) else np.asarray(budget)[p]) - counts[_SPENT, p]
     predicted = has[p]
     tested = predicted & (left >= test_u + noise_u)
     passed = np.zeros(p.size, dtype=bool)
     ti = np.flatnonzero(tested)
     if ti.size:
-        q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]), manager.threshold_km,
+        q = pass_probability(haversine_rows_km(pts[rows[ti]], last[p[ti]]),
+                             np.asarray(threshold)[ti] if per_person else threshold,
                              from_units(test_u[ti]))
         passed[ti] = np.asarray(source.random(ti.size)) < q
     fresh = ~predicted | (tested & ~passed)

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
 from .trace_states import PerPlace, rank_within
 
 __all__ = ["Places", "settle"]
@@ -59,19 +58,33 @@ class Places:
         return np.bincount(keys // self.cells, minlength=n).astype(np.int64)
 
 
+def _scopes(places: Places, mech: PerPlace) -> tuple[list[str], NDArray[np.intp]]:
+    """The memo scopes of the pairs (:func:`~metricdp.location.per_place.place_scope`: the tiling and the eps of
+    the pair's person) and each pair's index into them: one scope for one eps, one per distinct eps of a spread."""
+    from ..location.per_place import place_scope
+
+    eps = mech.scope_eps(places.keys // places.cells)
+    distinct, which = np.unique(eps, return_inverse=True)
+    return [place_scope(mech.grid, float(e)) for e in distinct], which.ravel().astype(np.intp)
+
+
 def memoized(places: Places, mech: PerPlace, ids: NDArray[Any],
              ledger: Any) -> tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None]:
     """Per pair: whether a committed run paid for its release, that release (NaN where none) and the memo keys
-    (None without a ledger: nothing is memoized)."""
-    from ..location.per_place import place_scope
-
+    (None without a ledger: nothing is memoized); each pair under the scope of its person's eps."""
     n = places.keys.size
     if ledger is None or n == 0:
         return np.zeros(n, dtype=bool), np.full((n, 2), np.nan), None
-    scope = place_scope(mech.grid, mech.epsilon)
     labels = np.asarray(mech.grid.labels, dtype=str)[places.keys % places.cells]
-    mks = ledger._memo_keys(scope, ids[places.keys // places.cells], labels)  # once, for the lookup and the store
-    hit, rel = ledger._memo_lookup(mks, 2, scope)
+    scopes, which = _scopes(places, mech)
+    hit, rel = np.zeros(n, dtype=bool), np.full((n, 2), np.nan)
+    mks: list[bytes] = [b""] * n
+    for j, scope in enumerate(scopes):
+        at = np.flatnonzero(which == j)
+        keys = ledger._memo_keys(scope, ids[places.keys[at] // places.cells], labels[at])  # for lookup and store
+        hit[at], rel[at] = ledger._memo_lookup(keys, 2, scope)
+        for i, k in zip(at.tolist(), keys, strict=True):
+            mks[i] = k
     return hit, rel, mks
 
 
@@ -80,17 +93,17 @@ def settle(places: Places, mech: PerPlace, granted: NDArray[np.int64], hit: NDAr
            source: Any) -> None:
     """Draw the places each person's grant pays for (module docstring, step 2), memoize them under ``run_id``, and
     give the mechanism every release of the run (started with ``granted``) before its pass."""
-    from ..location.per_place import place_scope
-
     due = np.flatnonzero(~hit)
     due = due[np.argsort(places.first[due], kind="stable")]  # a person's places in the order of their first fix
     owner = places.keys[due] // places.cells
-    paid = due[rank_within(owner) < granted[owner]] if due.size else due
-    drawn = sample_planar_laplace_latlon(mech.grid.centres[places.keys[paid] % places.cells].reshape(-1, 2),
-                                         mech.epsilon, source) if paid.size else np.zeros((0, 2))
-    drawn = np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
+    paid = due[rank_within(owner) < mech.fits(owner)] if due.size else due
+    drawn = mech.draw(mech.grid.centres[places.keys[paid] % places.cells].reshape(-1, 2),
+                      places.keys[paid] // places.cells)
     if mks is not None and paid.size:
-        drawn = ledger._memo_store(run_id, place_scope(mech.grid, mech.epsilon), [mks[i] for i in paid.tolist()],
-                                   drawn)
+        scopes, which = _scopes(places, mech)
+        for j, scope in enumerate(scopes):  # first stored wins, per scope
+            at = np.flatnonzero(which[paid] == j)
+            if at.size:
+                drawn[at] = ledger._memo_store(run_id, scope, [mks[i] for i in paid[at].tolist()], drawn[at])
     mech.remember(places.keys[hit], known[hit], fresh=False)
     mech.remember(places.keys[paid], drawn, fresh=True)

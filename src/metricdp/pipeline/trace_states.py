@@ -25,6 +25,14 @@ predictive mechanism, the grant is the person's budget
 withholds nothing: a person whose spend would pass what the accounting grid holds
 (:data:`~metricdp.accounting.composition.MAX_UNITS`, 4.6e6 eps) stops it with one error
 (:class:`Unaccountable`), as the spend could not be reported.
+
+With a **spread** budget B instead of one eps, each person's parameters come from their
+counts of the first pass (:meth:`TraceMechanism.fit`, before :meth:`TraceMechanism.worst`):
+B / rows per fix (independent), B / places per place (per place), or the predictive manager's
+budget B -- the fixed split capped at B, or the adaptive manager over the person's rows
+(:class:`~metricdp.location.predictive.Managers`). Shares are rounded down onto the accounting
+grid (:func:`shares`), and a piece is the gcd of every person's units, so the accounting stays
+exact (``docs/proofs/trace_accounting.md``, "A budget spread per person").
 """
 
 from __future__ import annotations
@@ -41,11 +49,12 @@ from .._validation import check_epsilon
 from ..accounting.composition import MAX_UNITS, from_units, to_units
 from ..errors import ValidationError
 from ..location.grid import CellGrid
-from ..location.predictive import EXHAUSTED, FixedSplit, predictive_step
-from ..mechanisms.planar_laplace import sample_planar_laplace_latlon
+from ..location.predictive import EXHAUSTED, AdaptiveTooThin, FixedSplit, Managers, predictive_step
+from ..mechanisms.planar_laplace import _MIN_EPS_HALF_CIRCUMFERENCE, sample_planar_laplace_latlon
+from ..spaces import EARTH_RADIUS_KM
 
-__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "Unaccountable", "grown",
-           "rank_within"]
+__all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "ThinShare", "TraceMechanism", "Unaccountable", "draw",
+           "grown", "rank_within", "shares"]
 
 #: The counters per person, in :class:`~metricdp.location.trace_report.TraceReport`'s order.
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
@@ -59,6 +68,50 @@ class Unaccountable(ValidationError):
         super().__init__(f"their spend would pass {float(from_units(MAX_UNITS)):.3g} eps, more than can "
                          "be accounted")
         self.code = code
+
+
+class ThinShare(ValidationError):
+    """A person's spread budget leaves them an eps below the accounting grid or below what the sphere's sampler
+    takes; ``code`` is the person's."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+def _spread(epsilon: float | None, spread: float | None) -> float | None:
+    """The spread budget (checked), when it replaces ``epsilon``: exactly one of the two is given."""
+    if (epsilon is None) == (spread is None):
+        raise ValidationError("give epsilon (each release's) or spread (each person's budget, spread over their "
+                              f"fixes or places), exactly one; got epsilon={epsilon!r}, spread={spread!r}")
+    return None if spread is None else check_epsilon(spread, "spread")
+
+
+def shares(budget: float, parts: NDArray[np.int64], what: str) -> NDArray[np.int64]:
+    """``budget / parts[p]`` for every person p, in units rounded down onto the grid (so ``parts[p]`` shares
+    never pass the budget); a share below one unit, or below what the sphere's sampler takes, is
+    :class:`ThinShare` naming the first such person's code."""
+    total = to_units(budget, "spread", budget=True)
+    n = np.maximum(np.asarray(parts, dtype=np.int64), 1)
+    units = total // n
+    floor = _MIN_EPS_HALF_CIRCUMFERENCE / (math.pi * EARTH_RADIUS_KM)
+    bad = np.flatnonzero(from_units(units) < floor)
+    if bad.size:
+        i = int(bad[0])
+        raise ThinShare(i, f"a budget of {budget!r} over their {int(n[i])} {what} is {float(from_units(units[i])):.3g} "
+                           f"per km each, below {floor:.2g}: its noise would dwarf half the Earth's circumference")
+    return units
+
+
+def draw(latlon: NDArray[np.float64], units: NDArray[np.int64], source: Any) -> NDArray[np.float64]:
+    """A planar Laplace release of each point at its own eps (``units``, one per point, exact on the grid): one
+    batch per eps."""
+    out = np.empty((latlon.shape[0], 2))
+    for u in np.unique(units):
+        at = np.flatnonzero(units == u)
+        out[at] = np.asarray(sample_planar_laplace_latlon(latlon[at], float(from_units(u)), source),
+                             dtype=np.float64).reshape(-1, 2)
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,8 +138,12 @@ class TraceMechanism(ABC):
     """How a person's fixes are released, with the state per person the release needs."""
 
     name: str
-    #: the eps of a fresh release, per km
-    epsilon: float
+    #: the eps of a fresh release, per km (None: each person's own, from ``spread``)
+    epsilon: float | None
+    #: each person's budget spread over their own fixes, places or trace (None: one ``epsilon`` for all)
+    spread: float | None = None
+    #: the mechanism runs each person within any grant of :meth:`least` pieces (a smaller grant is no excess)
+    within_grant: bool = False
     #: the cells of the public tiling (0: the mechanism has no places)
     cell_count: int = 0
 
@@ -99,9 +156,16 @@ class TraceMechanism(ABC):
     def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
         """Each person's largest possible spend in pieces, from their rows and distinct cells."""
 
-    def least(self) -> int:
-        """The pieces below which a grant releases nothing of a person (an excess under ``refuse``)."""
+    def least(self) -> int | NDArray[np.int64]:
+        """The pieces below which a grant releases nothing of a person (an excess under ``refuse``): one for all,
+        or one per person code."""
         return 0
+
+    @abstractmethod
+    def fit(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> None:
+        """Each person's parameters from their counts of the first pass (rows, distinct cells; per person code),
+        before :meth:`worst`: with a ``spread`` budget, every person's eps (or budget manager) is set here
+        (:class:`ThinShare` when a person's share is too thin); otherwise nothing to do."""
 
     def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64] | None:
         """The public cell of each fix (per place only; an error names a fix in no cell)."""
@@ -145,6 +209,7 @@ class _Counted(TraceMechanism):
         self._grants = np.zeros(0, dtype=np.int64)
         self._limited = True
         self._source: Any = None
+        self._eps: NDArray[np.int64] | None = None  # each person's eps in units (spread), by code
 
     def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
         self._limited = grants is not None
@@ -156,6 +221,12 @@ class _Counted(TraceMechanism):
         self._counts = grown(self._counts, n, 0)
         self._grants = grown(self._grants, n, 0 if self._limited else MAX_UNITS // self.piece)
 
+    def fits(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """How many fresh releases each of ``codes``' persons' grant pays for."""
+        if self._eps is None:
+            return self._grants[codes]
+        return self._grants[codes] * self.piece // self._eps[codes]
+
     def _withheld(self, codes: NDArray[np.int64], kept: NDArray[np.bool_]) -> None:
         """Not accounted, nothing is withheld: a person past the accounting's most is an error."""
         if not self._limited and not kept.all():
@@ -165,65 +236,162 @@ class _Counted(TraceMechanism):
         self._room(persons)
         return self._counts[:, :persons].copy()
 
+    def fit(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> None:
+        return None
+
+    def units(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The eps (units) of a fresh release of each of ``codes``' persons."""
+        if self._eps is None:
+            return np.full(codes.size, to_units(self.epsilon), dtype=np.int64)
+        return self._eps[codes]
+
+    def draw(self, latlon: NDArray[np.float64], codes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """A fresh release of each point for the person of its code: at ``epsilon`` as given (one eps), or at the
+        person's share (a spread)."""
+        if self._eps is None:
+            if not latlon.shape[0]:
+                return np.zeros((0, 2))
+            return np.asarray(sample_planar_laplace_latlon(latlon, float(self.epsilon or 0.0), self._source),
+                              dtype=np.float64).reshape(-1, 2)
+        return draw(latlon, self._eps[codes], self._source)
+
+    def scope_eps(self, codes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The eps (per km) each of ``codes``' persons is released at: ``epsilon`` as given, or their share."""
+        if self._eps is None:
+            return np.full(codes.size, float(self.epsilon or 0.0))
+        return from_units(self._eps[codes])
+
+    def _one_piece(self) -> int:
+        """The gcd of every person's eps (units): one eps, or the spread shares fitted."""
+        if self._eps is None:
+            if self.epsilon is None:
+                raise ValidationError("each person's eps comes from their counts: fit the mechanism first")
+            return to_units(self.epsilon)
+        return int(np.gcd.reduce(self._eps)) if self._eps.size else 1
+
 
 class Independent(_Counted):
-    """A fresh planar Laplace release of every fix at ``epsilon`` per km (k fixes cost k x eps)."""
+    """A fresh planar Laplace release of every fix at ``epsilon`` per km (k fixes cost k x eps), or, with
+    ``spread`` B, at B / n_p for a person of n_p fixes (rounded down onto the grid: n_p of them spend at most B)."""
 
     name = "independent"
 
-    def __init__(self, epsilon: float) -> None:
+    def __init__(self, epsilon: float | None = None, *, spread: float | None = None) -> None:
         super().__init__()
-        self.epsilon = check_epsilon(epsilon)
+        self.spread = _spread(epsilon, spread)
+        self.epsilon = None if epsilon is None else check_epsilon(epsilon)
 
     @property
     def piece(self) -> int:
-        return to_units(self.epsilon)
+        return self._one_piece()
+
+    def fit(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> None:
+        if self.spread is not None:
+            self._eps = shares(self.spread, rows, "fixes")
 
     def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        return rows
+        r = np.asarray(rows, dtype=np.int64)
+        return r if self._eps is None else r * (self._eps[: r.size] // self.piece)
 
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
         codes = fixes.persons
         self._room(int(codes.max()) + 1 if codes.size else 0)
         _order, rank = _rank(codes)
-        keep = (self._counts[_FRESH, codes] + rank) < self._grants[codes]  # the first rows of a person's grant
+        keep = (self._counts[_FRESH, codes] + rank) < self.fits(codes)  # the first rows of a person's grant
         self._withheld(codes, keep)
         k = codes[keep]
-        drawn = sample_planar_laplace_latlon(fixes.latlon[keep], self.epsilon, self._source) if k.size else \
-            np.zeros((0, 2))
+        drawn = self.draw(fixes.latlon[keep], k)
         np.add.at(self._counts[_FRESH], k, 1)
-        np.add.at(self._counts[_SPENT], k, self.piece)
-        return (None if keep.all() else keep), np.asarray(drawn, dtype=np.float64).reshape(-1, 2)
+        np.add.at(self._counts[_SPENT], k, self.units(k))
+        return (None if keep.all() else keep), drawn
 
 
 class Predictive(_Counted):
-    """The predictive mechanism: a test at ``eps_test`` within ``threshold_km`` of the last release, a fresh
-    release at ``epsilon`` when it fails; each person runs within their grant (:class:`FixedSplit`'s steps)."""
+    """The predictive mechanism: a test within ``threshold_km`` of the last release, a fresh release when it fails;
+    each person runs within their grant.
+
+    ``manager="fixed"`` (the paper's fixed-utility manager, :class:`FixedSplit`): tests at
+    ``eps_test``, fresh releases at ``epsilon``, until the person's budget is spent -- their grant,
+    and, with ``spread`` B, at most B. ``manager="adaptive"`` (the fixed-rate manager,
+    :class:`~metricdp.location.predictive.AdaptiveRate`): needs ``spread`` B; a person of n_p fixes
+    gets ``AdaptiveRate(budget=B, horizon=max(n_p, 2), test_share)`` (``threshold_km`` None: 2 / eps
+    of the person's smallest rung), run within their grant.
+    """
 
     name = "predictive"
+    within_grant = True
 
-    def __init__(self, epsilon: float, eps_test: float, threshold_km: float) -> None:
+    def __init__(self, epsilon: float | None = None, eps_test: float | None = None,
+                 threshold_km: float | None = None, *, manager: str = "fixed", spread: float | None = None,
+                 test_share: float = 0.2) -> None:
         super().__init__()
+        if manager not in ("fixed", "adaptive"):
+            raise ValidationError(f"manager must be 'fixed' or 'adaptive', got {manager!r}")
+        self.kind_of_manager = manager
+        self.spread = None if spread is None else check_epsilon(spread, "spread")
+        self._managers: Managers | None = None
+        self._last = np.zeros((2, 0))
+        self._has = np.zeros(0, dtype=bool)
+        if manager == "adaptive":
+            if self.spread is None or epsilon is not None or eps_test is not None:
+                raise ValidationError("the adaptive manager chooses every eps from each person's budget: give "
+                                      "spread (the budget of a person's trace), and neither epsilon nor eps_test")
+            self.epsilon, self.threshold_km, self.test_share = None, threshold_km, test_share
+            Managers.adaptive(np.array([10**12]), np.array([2]), threshold_km=threshold_km,
+                              test_share=test_share)  # the parameters' own checks, before any file is read
+            return
+        if epsilon is None or eps_test is None or threshold_km is None:
+            raise ValidationError("the fixed manager needs epsilon (each fresh release's), eps_test and "
+                                  "threshold_km")
         # the manager's own budget is replaced by each person's grant (predictive_step's per-person budget)
         self.manager = FixedSplit(eps_test=eps_test, eps_noise=epsilon, budget=epsilon, threshold_km=threshold_km)
         self.epsilon = float(epsilon)
         self._test, self._noise = to_units(eps_test, "eps_test"), to_units(epsilon)
-        self._last = np.zeros((2, 0))
-        self._has = np.zeros(0, dtype=bool)
+        if self.spread is not None and to_units(self.spread, "spread", budget=True) < self._noise:
+            raise ValidationError(f"spread {self.spread!r} is below one fresh release (epsilon {epsilon!r})")
+
+    def fit(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> None:
+        if self.kind_of_manager == "adaptive":
+            r = np.asarray(rows, dtype=np.int64)
+            try:
+                self._managers = Managers.adaptive(np.full(r.size, to_units(self.spread, "spread", budget=True)),
+                                                   np.maximum(r, 2), threshold_km=self.threshold_km,
+                                                   test_share=self.test_share)
+            except AdaptiveTooThin as ex:
+                raise ThinShare(ex.index, str(ex)) from None
 
     @property
     def piece(self) -> int:
-        return math.gcd(self._test, self._noise)
+        if self.kind_of_manager == "fixed":
+            return math.gcd(self._test, self._noise)
+        m = self._fitted()
+        return int(np.gcd.reduce(np.concatenate([m.test, m.rungs.ravel()]))) if m.test.size else 1
+
+    def _fitted(self) -> Managers:
+        if self._managers is None:
+            raise ValidationError("the adaptive manager is set from each person's fixes: fit the mechanism first")
+        return self._managers
+
+    def _first(self) -> int | NDArray[np.int64]:
+        """The units of each person's first release (no test; one for all under the fixed manager)."""
+        return self._noise if self.kind_of_manager == "fixed" else self._fitted().first()
 
     def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        """One fresh release, then a test and a fresh release at every later fix."""
+        """One fresh release, then a test and a fresh release at every later fix; at most the spread budget."""
         r = np.asarray(rows, dtype=np.int64)
-        step = self._test + self._noise
+        if self.kind_of_manager == "adaptive":
+            first: Any = self._fitted().first()[: r.size]
+            step: Any = self._fitted().most()[: r.size]
+        else:
+            first, step = self._noise, self._test + self._noise
         later = np.minimum(np.maximum(r - 1, 0), MAX_UNITS // step)  # no overflow: capped at the grid's most
-        return np.where(r > 0, np.minimum(self._noise + later * step, MAX_UNITS), 0) // self.piece
+        most = np.minimum(first + later * step, MAX_UNITS)
+        if self.spread is not None:
+            most = np.minimum(most, to_units(self.spread, "spread", budget=True))
+        return np.where(r > 0, most, 0) // self.piece
 
-    def least(self) -> int:
-        return self._noise // self.piece
+    def least(self) -> int | NDArray[np.int64]:
+        return self._first() // self.piece
 
     def start(self, grants: NDArray[np.int64] | None, source: Any) -> None:
         super().start(grants, source)
@@ -239,7 +407,8 @@ class Predictive(_Counted):
         codes = fixes.persons
         self._room(int(codes.max()) + 1 if codes.size else 0)
         budget = self._grants * self.piece
-        keep = budget[codes] >= self._noise  # a person who cannot pay one fresh release is withheld
+        first = self._first()
+        keep = budget[codes] >= (first if np.ndim(first) == 0 else np.asarray(first)[codes])  # else withheld
         rows = np.flatnonzero(keep)
         released = np.empty((codes.size, 2))
         outcome = np.empty(codes.size, dtype=np.int8)
@@ -250,8 +419,8 @@ class Predictive(_Counted):
         bounds = np.searchsorted(ranks, np.arange(int(ranks[-1]) + 2)) if rows.size else np.zeros(1, dtype=np.intp)
         for r in range(bounds.size - 1):  # one step of the persons with an r-th fix here: distinct persons
             at = steps[bounds[r]: bounds[r + 1]]
-            predictive_step(self.manager, budget, self._source, codes[at], at, fixes.latlon, self._counts, last,
-                            self._has, released, outcome)
+            predictive_step(self.manager if self._managers is None else self._managers, budget, self._source,
+                            codes[at], at, fixes.latlon, self._counts, last, self._has, released, outcome)
             self._withheld(codes[at], outcome[at] != EXHAUSTED)  # not accounted: no budget runs out
         self._last = last.T.copy()
         return (None if keep.all() else keep), released[keep]
@@ -282,13 +451,15 @@ class _Memo:
 
 class PerPlace(_Counted):
     """One planar Laplace release at ``epsilon`` around the centre of each (person, cell of ``grid``) of the
-    run, repeated for every fix of the person in that cell (equal releases reveal a shared cell)."""
+    run, repeated for every fix of the person in that cell (equal releases reveal a shared cell); with ``spread``
+    B, at B / k_p for a person of k_p distinct cells in the run (rounded down onto the grid)."""
 
     name = "per-place"
 
-    def __init__(self, grid: CellGrid, epsilon: float) -> None:
+    def __init__(self, grid: CellGrid, epsilon: float | None = None, *, spread: float | None = None) -> None:
         super().__init__()
-        self.grid, self.epsilon = grid, check_epsilon(epsilon)
+        self.spread = _spread(epsilon, spread)
+        self.grid, self.epsilon = grid, None if epsilon is None else check_epsilon(epsilon)
         self.cell_count = grid.n
         self._memo = _Memo()  # person x cells + cell -> index into _drawn
         self._drawn = np.zeros((0, 2))
@@ -297,10 +468,15 @@ class PerPlace(_Counted):
 
     @property
     def piece(self) -> int:
-        return to_units(self.epsilon)
+        return self._one_piece()
+
+    def fit(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> None:
+        if self.spread is not None:
+            self._eps = shares(self.spread, places, "places")
 
     def worst(self, rows: NDArray[np.int64], places: NDArray[np.int64]) -> NDArray[np.int64]:
-        return places
+        k = np.asarray(places, dtype=np.int64)
+        return k if self._eps is None else k * (self._eps[: k.size] // self.piece)
 
     def cells(self, latlon: NDArray[np.float64]) -> NDArray[np.int64]:
         cell = self.grid.locate(latlon) if latlon.size else np.zeros(0, dtype=np.int64)
@@ -325,7 +501,7 @@ class PerPlace(_Counted):
         self._n += k.size
         if fresh:
             np.add.at(self._counts[_FRESH], owner, 1)
-            np.add.at(self._counts[_SPENT], owner, self.piece)
+            np.add.at(self._counts[_SPENT], owner, self.units(owner))
 
     def release(self, fixes: Fixes) -> tuple[NDArray[np.bool_] | None, NDArray[np.float64]]:
         codes = fixes.persons
@@ -338,11 +514,10 @@ class PerPlace(_Counted):
         new = new[np.argsort(first[new], kind="stable")]  # new places in the order of their first fix
         owner = codes[first[new]]
         _order, rank = _rank(owner)
-        fits = (self._counts[_FRESH, owner] + rank) < self._grants[owner]  # the first places of a person's grant
+        fits = (self._counts[_FRESH, owner] + rank) < self.fits(owner)  # the first places of a person's grant
         self._withheld(owner, fits)
         paid = new[fits]
-        drawn = sample_planar_laplace_latlon(self.grid.centres[cell[first[paid]]].reshape(-1, 2), self.epsilon,
-                                             self._source) if paid.size else np.zeros((0, 2))
+        drawn = self.draw(self.grid.centres[cell[first[paid]]].reshape(-1, 2), codes[first[paid]])
         index[paid] = self._n + np.arange(paid.size)
         if paid.size:  # (a concatenation copies every place drawn so far)
             self._drawn = np.concatenate([self._drawn, np.asarray(drawn, dtype=np.float64).reshape(-1, 2)])
@@ -350,7 +525,7 @@ class PerPlace(_Counted):
         self._n += paid.size
         self._memo.add(uniq[paid], index[paid])
         np.add.at(self._counts[_FRESH], codes[first[paid]], 1)
-        np.add.at(self._counts[_SPENT], codes[first[paid]], self.piece)
+        np.add.at(self._counts[_SPENT], codes[first[paid]], self.units(codes[first[paid]]))
         row_index = index[inverse.ravel()]
         keep = row_index >= 0
         reused = np.ones(codes.size, dtype=bool)

@@ -33,6 +33,11 @@ release -- are left out of the output). The ledger can only commit a reservation
 committed** -- the safe side: the ledger never records less than was spent -- and the
 actual spend of each person (:class:`~metricdp.location.trace_report.TraceReport`) is
 reported beside it.
+
+**A spread budget** (a mechanism built with ``spread=B``): each person's eps, or budget
+manager, comes from their own counts of the first pass (:meth:`TraceMechanism.fit`: B / rows,
+B / places, or the predictive manager's budget B over their rows), so such a release always
+runs the first pass; without ``budget`` or ``ledger`` it is accounted against B itself.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
 from .trace_places import Places, memoized, settle
-from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
+from .trace_states import Fixes, Independent, PerPlace, Predictive, ThinShare, TraceMechanism, Unaccountable, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
            "release_traces_file"]
@@ -292,7 +297,9 @@ class Traces(Kind):
 
     @property
     def epsilon(self) -> float:
-        return self.mechanism.epsilon
+        """One fresh release's eps; with a spread budget (each person's own eps), the budget: its most."""
+        eps = self.mechanism.epsilon if self.mechanism.epsilon is not None else self.mechanism.spread
+        return float(eps or 0.0)
 
     def begin(self) -> None:
         """Start a pass over the file: the order is checked anew (the persons' codes stay)."""
@@ -459,6 +466,10 @@ def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: fl
     mech = kind.mechanism
     n = len(kind.persons)
     ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
+    try:
+        mech.fit(kind.rows[:n], kind.seen.per_person(n))  # a spread budget: each person's eps from their counts
+    except ThinShare as ex:
+        raise ValidationError(f"{kind.where}: person {kind.persons.ids[ex.code].item()!r}: {ex}") from None
     memo = None
     places = np.zeros(n, dtype=np.int64)
     if isinstance(mech, PerPlace):
@@ -466,7 +477,7 @@ def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: fl
         places = kind.seen.per_person(n, ~memo[0])
     requested = np.asarray(mech.worst(kind.rows[:n], places), dtype=np.int64)
     least = mech.least()
-    asked = "drop" if least else policy  # the predictive mechanism runs within any grant of one fresh release
+    asked = "drop" if mech.within_grant else policy  # the predictive mechanism runs within any grant of least
     piece = mech.piece
     if ledger is None:
         g = grant(np.arange(n), requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
@@ -480,8 +491,9 @@ def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: fl
         _uniq, inverse = np.unique(ids, return_inverse=True)
         granted = r.grant.granted[inverse.ravel()]
         run = _Reserved(ledger, r.run_id, src.path, identity)
-    short = int(((granted < least) & (requested > 0)).sum()) if least else int((granted < requested).sum())
-    if least and short and policy == "refuse":
+    short = int(((granted < least) & (requested > 0)).sum()) if mech.within_grant else \
+        int((granted < requested).sum())
+    if mech.within_grant and short and policy == "refuse":
         if run is not None:
             ledger.abort(run.run_id)
         raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
@@ -520,7 +532,8 @@ def release_traces_file(
     keep, drop : column names
         The column plan of :func:`metricdp.tabular.columns.plan_columns`.
     budget : float, optional
-        Every person's eps per km for this run (without a ``ledger``).
+        Every person's eps per km for this run (without a ``ledger``); a mechanism with a ``spread`` budget and
+        neither ``budget`` nor ``ledger`` is accounted against its spread.
     ledger : Ledger, optional
         The persistent per-person spend (its budget): the worst case is reserved in it and committed.
     policy : "refuse" or "drop"
@@ -551,6 +564,8 @@ def release_traces_file(
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
+    if mechanism.spread is not None and budget is None and ledger is None:
+        budget = mechanism.spread  # each person's parameters come from the first pass: accounted against the spread
     accounted = budget is not None or ledger is not None
     g = _Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
     if accounted:
