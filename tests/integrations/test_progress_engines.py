@@ -10,7 +10,6 @@ import pytest
 
 from metricdp import MetricSpace
 from metricdp.integrations._engines import Backend, PieceProgress
-from metricdp.integrations._pieces import release_piece
 from metricdp.integrations._run import release_file
 from metricdp.mechanisms.base import certify
 from metricdp.streaming.accounted import Accounting

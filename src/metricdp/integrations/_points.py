@@ -8,20 +8,16 @@ number rule, a bad one refused with its data row and line, the release of
 :func:`~metricdp.integrations.partition_rng` ``(seed, piece)``, secure by default, with its
 own lattice tables, written with ``digits`` decimals or as float64).
 
-Per person (``accounting``): the driver runs the local engine's first pass and plan
-(:func:`~metricdp.pipeline.first_pass.start_accounted`: every row's
-coordinates validated, the budget reserved once for the job or the run refused before
-anything is drawn), each piece carries the rows it writes and, for consistent releases,
-their releases (drawn or read back from the ledger by the driver); the workers draw the
-others; ``publishing`` before the rename, ``commit`` after, the reservation given back
-on any failure before. A withheld row is left out whole, as the local engine leaves it out.
+Per person (``accounting``) the driver plans with the local engine's first pass
+(:attr:`PointRule.counts_persons` False: every row's coordinates validated before the
+budget is reserved); a withheld row is left out whole, as the local engine leaves it out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from os import PathLike
-from typing import TYPE_CHECKING, Any, ClassVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,6 +79,5 @@ def privatize_points_engine(engine: str, input_path: str | PathLike[str], lat: s
     """
     from ._run import release_on
 
-    rows, plan = release_on(engine, PointRule(lat, lon, settings, digits), None, input_path, lat, out,
-                            scheduler=scheduler, master=master, **options)
-    return rows, cast(ColumnPlan, plan.columns)  # the planner's: never None
+    return release_on(engine, PointRule(lat, lon, settings, digits), None, input_path, lat, out,
+                      scheduler=scheduler, master=master, **options)

@@ -85,18 +85,14 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
     dask = import_optional("dask", extra="dask")
     if column not in df.columns:
         raise ValidationError(f"no column {column!r}; available: {', '.join(repr(str(c)) for c in df.columns)}")
-    from ..frames import _announce
-    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+    from ._frames import plan_frame, sample_blocks
 
-    names = [str(c) for c in df.columns]
-    plan, rule = frame_plan(names, column, keep, drop)
-    if plan.unacknowledged:
-        block, place = free_name(names, "block"), free_name(names, "place")
-        parts = df[[column, *plan.unacknowledged]].to_delayed()
+    def sample(columns: list[str], block: str, place: str) -> Any:
+        parts = df[columns].to_delayed()
         found = dask.compute(*[dask.delayed(sample_blocks)(p, str(k), 0, block, place) for k, p in enumerate(parts)])
-        if found:
-            check_sample(import_optional("pandas", extra="dask").concat(found), plan, rule, block, place)
-    _announce(plan, WHERE)
+        return import_optional("pandas", extra="dask").concat(found) if found else None
+
+    plan = plan_frame([str(c) for c in df.columns], column, keep, drop, sample)
     seed = check_seed(seed)
     shipped = dask.delayed(Shipped(mechanism), pure=True)  # one graph node, sent once per worker
     out = df.map_partitions(_release_partition, shipped, column, seed, meta=df._meta)

@@ -112,19 +112,16 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
 
 def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> Any:
     """The column plan of :func:`privatize_spark`, after the checks of what leaves (:mod:`._frames`)."""
-    from ..frames import _announce
-    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+    from ._frames import plan_frame, sample_blocks
 
     types = import_optional("pyspark.sql.types", extra="spark")
-    names = list(df.columns)
-    plan, rule = frame_plan(names, column, keep, drop)
-    if plan.unacknowledged:
-        block, place = free_name(names, "block"), free_name(names, "place")
-        sub = df.select(column, *plan.unacknowledged)
+
+    def sample(columns: list[str], block: str, place: str) -> Any:
+        sub = df.select(*columns)
         schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
                                    types.StructField(place, types.StringType())])
 
-        def sample(batches: Iterator[Any]) -> Iterator[Any]:
+        def blocks(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
@@ -134,10 +131,10 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
                 first += len(pdf)
 
         pd = import_optional("pandas", extra="spark")
-        rows = [tuple(r) for r in sub.mapInPandas(sample, schema=schema).collect()]  # small: no toPandas round trip
-        check_sample(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), plan, rule, block, place)
-    _announce(plan, WHERE)
-    return plan
+        rows = [tuple(r) for r in sub.mapInPandas(blocks, schema=schema).collect()]  # small: no toPandas round trip
+        return pd.DataFrame.from_records(rows, columns=schema.fieldNames())
+
+    return plan_frame(list(df.columns), column, keep, drop, sample)
 
 
 def privatize_file_spark(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,
