@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from metricdp import MetricSpace
-from metricdp.integrations._engines import Backend, PieceProgress
+from metricdp.integrations._backend import Backend, PieceProgress
 from metricdp.integrations._run import release_file
 from metricdp.mechanisms.base import certify
 from metricdp.streaming.accounted import Accounting

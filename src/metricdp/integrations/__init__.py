@@ -9,7 +9,7 @@ Files (``privatize_file_dask``, ``privatize_file_spark``, the numbers' and point
 points; the CLI's ``--engine``) are not read by pandas' or Spark's readers: ONE driver
 (:mod:`._run`) checks the whole file with the local engine's reader and column plan
 (:mod:`metricdp.tabular`), runs each piece of whole records on the engine's backend
-(:class:`._engines.Backend`: Dask's or Spark's, the driver never asks which) as the local
+(:class:`._backend.Backend`: Dask's or Spark's, the driver never asks which) as the local
 engine releases a chunk (the pipeline's kind of value and the format's writer:
 :mod:`._pieces`), checks the row counts and publishes atomically; every engine failure is
 one typed error (:class:`~metricdp.errors.EngineError`, or the input's

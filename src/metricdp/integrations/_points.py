@@ -77,7 +77,8 @@ def privatize_points_engine(engine: str, input_path: str | PathLike[str], lat: s
     ``master``, ``options`` (``accounting``: module docstring) and errors as in
     :func:`._run.release_on`.
     """
+    from ._engines import engine_runner
     from ._run import release_on
 
-    return release_on(engine, PointRule(lat, lon, settings, digits), None, input_path, lat, out,
-                      scheduler=scheduler, master=master, **options)
+    return release_on(engine_runner(engine, scheduler, master), PointRule(lat, lon, settings, digits), None,
+                      input_path, lat, out, **options)

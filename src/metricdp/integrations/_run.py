@@ -4,17 +4,17 @@
    temporary file renamed into place at the end), then the driver checks the whole
    input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
    the local engine accepts and refuses the rest with its one-line message.
-2. The engine's backend (:class:`._engines.Backend`) runs :func:`._pieces.release_piece`
+2. The engine's backend (:class:`._backend.Backend`) runs :func:`._pieces.release_piece`
    once per piece; parts go to a scratch directory beside the output.
 3. Each part must report the rows the driver counted for its piece (so the parts' total
    is the rows the plan writes). Any mismatch, any
-   partition error, any engine failure is one typed error (:meth:`._engines.Backend.error`), and
+   partition error, any engine failure is one typed error (:meth:`._backend.Backend.error`), and
    nothing is published: the scratch directory and the temporary file are removed on
    every path out (an exception, SIGINT, SIGTERM). A scratch directory left by a
    process killed with SIGKILL is removed by the next run beside the same output.
 
 Progress (:data:`metricdp._progress.Progress`) is told by the driver as partitions complete
-(:class:`._engines.PieceProgress`): the rows of the finished pieces, of the rows the plan counted.
+(:class:`._backend.PieceProgress`): the rows of the finished pieces, of the rows the plan counted.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, TypedDict, Unpack, cast
 from .._progress import Progress
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..tabular.columns import ColumnPlan
+from ._backend import Backend, one_line
 from ._common import check_seed
-from ._engines import engine_runner, one_line
 from ._pieces import Done, Failed, Job, part_path
 from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, engine_format, plan_file
 from ._rule import LabelRule, Rule
@@ -39,7 +39,7 @@ __all__ = ["FileOptions", "Runner", "release_file", "release_on"]
 
 #: ``runner(job, pieces, mechanism, progress)`` runs :func:`._pieces.release_piece` for every piece (in
 #: any order, anywhere) and returns the results in the order of ``pieces``; ``progress`` (or None) is
-#: told as pieces finish (:class:`._engines.PieceProgress`). A :class:`._engines.Backend` is one.
+#: told as pieces finish (:class:`._backend.PieceProgress`). A :class:`._backend.Backend` is one.
 Runner = Callable[[Job, Sequence[Piece], Any, "Progress | None"], Sequence[Done | Failed]]
 
 
@@ -58,20 +58,18 @@ class FileOptions(TypedDict, total=False):
     plan_check: Callable[[ColumnPlan], None] | None
 
 
-def release_on(engine: str, rule: Rule, mechanism: Any, input_path: str | PathLike[str], column: str,
-               out: str | PathLike[str], *, scheduler: str | None = None, master: str | None = None,
-               **options: Unpack[FileOptions]) -> tuple[int, ColumnPlan]:
-    """Release ``column`` of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark") by ``rule``; the rows
-    written and the driver's column plan (what left). The one entry point of every kind (labels, numbers, points).
+def release_on(backend: Backend, rule: Rule, mechanism: Any, input_path: str | PathLike[str], column: str,
+               out: str | PathLike[str], **options: Unpack[FileOptions]) -> tuple[int, ColumnPlan]:
+    """Release ``column`` of ``input_path`` into ``out`` on ``backend`` by ``rule``; the rows written and the
+    driver's column plan (what left). The one entry point of every kind (labels, numbers, points).
 
-    ``scheduler``: a Dask scheduler's address (None: a local cluster); ``master``: a Spark
-    master URL (None: ``local[*]``); one cluster serves every job of the release (the count
-    of rows per person, then the release). ``options`` (:class:`FileOptions`) as in
-    :func:`release_file`: ``seed`` (None: the OS secure source in every partition; an int:
-    partition ``k`` draws from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``),
-    ``inputs`` (further files of the command that ``out`` must not be), ``piece_bytes``
-    (the input per partition, default 64 MiB), ``keep``/``drop``, ``max_record``,
-    ``accounting``/``on_report``, ``progress``, ``plan_check``.
+    One cluster serves every job of the release (the count of rows per person, then the
+    release). ``options`` (:class:`FileOptions`) as in :func:`release_file`: ``seed``
+    (None: the OS secure source in every partition; an int: partition ``k`` draws from
+    :func:`~metricdp.integrations.partition_rng` ``(seed, k)``), ``inputs`` (further files
+    of the command that ``out`` must not be), ``piece_bytes`` (the input per partition,
+    default 64 MiB), ``keep``/``drop``, ``max_record``, ``accounting``/``on_report``,
+    ``progress``, ``plan_check``.
 
     Raises
     ------
@@ -82,7 +80,6 @@ def release_on(engine: str, rule: Rule, mechanism: Any, input_path: str | PathLi
         the cluster failed (a worker died, the scheduler cannot be reached, no Java, ...):
         the root cause in one line, the engine's exception chained. Nothing is written.
     """
-    backend = engine_runner(engine, scheduler, master)
     with backend.session():
         rows, plan = release_file(backend.name, backend, mechanism, input_path, column, out, rule=rule, **options)
     return rows, cast(ColumnPlan, plan.columns)  # the planner's: never None

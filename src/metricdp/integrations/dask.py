@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 from .._optional import import_optional
 from .._resources import usable_cpus
 from ..errors import EngineError, MetricDPError, ValidationError
+from ._backend import Backend, Tally
 from ._common import Shipped, check_seed, partition_rng, release_column
-from ._engines import Backend, Tally
 
 if TYPE_CHECKING:
     from ._run import FileOptions
@@ -114,11 +114,11 @@ def privatize_file_dask(mechanism: Any, input_path: str | PathLike[str], column:
     from ._rule import LabelRule
     from ._run import release_on
 
-    return release_on("dask", LabelRule(), mechanism, input_path, column, out, scheduler=scheduler, **options)[0]
+    return release_on(DaskBackend(scheduler), LabelRule(), mechanism, input_path, column, out, **options)[0]
 
 
 class DaskBackend(Backend):
-    """Dask (:mod:`._engines`): a task per item, the shared value one task of its own.
+    """Dask (:mod:`._backend`): a task per item, the shared value one task of its own.
 
     That task is sent once per worker and recomputed if its worker dies (scattered data
     would be lost with it); the tally is told on the driver as each future completes.

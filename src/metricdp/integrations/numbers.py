@@ -36,11 +36,12 @@ def privatize_numbers_engine(engine: str, mechanism: Any, input_path: str | Path
     ``scheduler``, ``master``, ``options`` and errors as in :func:`._run.release_on`.
     """
     from ..mechanisms.numeric import NumberMechanism
+    from ._engines import engine_runner
     from ._run import release_on
 
     if not isinstance(mechanism, NumberMechanism):
         raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
     rule = NumberRule(out_of_range, off_grid)
     rule.kind(column, str(input_path), mechanism, None)  # the option errors before any cluster starts
-    return release_on(engine, rule, mechanism, input_path, column, out, scheduler=scheduler, master=master,
+    return release_on(engine_runner(engine, scheduler, master), rule, mechanism, input_path, column, out,
                       **options)[0]

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
+from ._backend import Backend, Tally
 from ._common import Shipped, check_seed, partition_rng, release_column
-from ._engines import Backend, Tally
 
 if TYPE_CHECKING:
     from ._run import FileOptions
@@ -154,7 +154,7 @@ def privatize_file_spark(mechanism: Any, input_path: str | PathLike[str], column
     from ._rule import LabelRule
     from ._run import release_on
 
-    return release_on("spark", LabelRule(), mechanism, input_path, column, out, master=master, **options)[0]
+    return release_on(SparkBackend(master), LabelRule(), mechanism, input_path, column, out, **options)[0]
 
 
 #: Seconds between two looks of the driver at the job's accumulators.
@@ -162,7 +162,7 @@ POLL_S = 0.5
 
 
 class SparkBackend(Backend):
-    """Spark (:mod:`._engines`): a task per item, the shared value broadcast (sent once per executor).
+    """Spark (:mod:`._backend`): a task per item, the shared value broadcast (sent once per executor).
 
     With a tally, each task adds its weight and 1 to two accumulators, which Spark merges
     into the driver's as tasks complete; the job runs in a thread of the driver while this

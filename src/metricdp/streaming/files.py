@@ -125,12 +125,13 @@ def privatize_file(
     # what leaves, by name and content, before anything is written or reserved
     plan = source.plan(kind, keep, drop)
     if runs_on is not Engine.local:
+        from ..integrations._engines import engine_runner
         from ..integrations._rule import LabelRule
         from ..integrations._run import release_on
 
         return on_cluster(partial(
-            release_on, runs_on.value, LabelRule(), mechanism, input_path, column, out, scheduler=scheduler,
-            master=master, seed=cluster_seed(rng), inputs=inputs, keep=keep, drop=drop, max_record=max_record,
+            release_on, engine_runner(runs_on.value, scheduler, master), LabelRule(), mechanism, input_path, column,
+            out, seed=cluster_seed(rng), inputs=inputs, keep=keep, drop=drop, max_record=max_record,
             accounting=accounting, progress=progress), source.format.name, plan)
     warn_unless_secure(rng, stacklevel=2)
     kind.source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
