@@ -104,7 +104,7 @@ def test_release_file_hands_progress_to_the_backend(mech, tmp_path):
 
 def test_a_backend_failure_is_one_engine_error(mech, tmp_path):
     """Whatever the engine raises is its backend's one typed line, the engine's exception chained."""
-    from metricdp.errors import EngineError
+    from metricdp.errors import EngineError, ValidationError
 
     class Broken(InProcess):
         name = "Broken"
@@ -116,6 +116,14 @@ def test_a_backend_failure_is_one_engine_error(mech, tmp_path):
         release_file("x", Broken(), mech, _input(tmp_path), "w", tmp_path / "out.csv", piece_bytes=40)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+    class Refusing(InProcess):
+        def map(self, fn: Any, items: Any, shared: Any, weights: Any, tally: Any) -> list[Any]:
+            raise ValidationError("f.csv: line 3 has 2 fields, expected 3")
+
+    with pytest.raises(ValidationError, match=r"^f\.csv: line 3 has 2 fields, expected 3$") as refused:
+        release_file("x", Refusing(), mech, _input(tmp_path), "w", tmp_path / "out.csv", piece_bytes=40)
+    assert refused.value.__cause__ is None  # metricdp's own error as it was raised
 
 
 @pytest.mark.slow

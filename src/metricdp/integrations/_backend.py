@@ -102,9 +102,7 @@ class Backend(ABC):
         """
 
     def error(self, ex: BaseException) -> MetricDPError:
-        """``ex`` (raised by the engine) as one typed error; metricdp's own errors pass through."""
-        if isinstance(ex, MetricDPError):
-            return ex
+        """``ex`` (raised by the engine, not by metricdp) as one typed error."""
         return EngineError(f"the {self.name} job failed: {root_cause(ex)}")
 
     def __call__(self, job: Any, pieces: Sequence[Any], mechanism: Any, progress: Progress | None = None
@@ -116,6 +114,8 @@ class Backend(ABC):
         try:
             return self.map(functools.partial(_release, job), pieces, Shipped(mechanism), [p.rows for p in pieces],
                             tally)
+        except MetricDPError:
+            raise
         except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, a JVM error)
             raise self.error(ex) from ex
 

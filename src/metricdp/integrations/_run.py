@@ -64,12 +64,11 @@ def release_on(backend: Backend, rule: Rule, mechanism: Any, input_path: str | P
     driver's column plan (what left). The one entry point of every kind (labels, numbers, points).
 
     One cluster serves every job of the release (the count of rows per person, then the
-    release). ``options`` (:class:`FileOptions`) as in :func:`release_file`: ``seed``
-    (None: the OS secure source in every partition; an int: partition ``k`` draws from
-    :func:`~metricdp.integrations.partition_rng` ``(seed, k)``), ``inputs`` (further files
-    of the command that ``out`` must not be), ``piece_bytes`` (the input per partition,
-    default 64 MiB), ``keep``/``drop``, ``max_record``, ``accounting``/``on_report``,
-    ``progress``, ``plan_check``.
+    release). ``options`` (:class:`FileOptions`) as in :func:`release_file`; ``seed`` None
+    draws from the OS secure source in every partition, an int makes partition ``k`` draw
+    from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``; ``piece_bytes`` is the
+    input per partition (default 64 MiB); ``inputs`` are further files of the command that
+    ``out`` must not be.
 
     Raises
     ------

@@ -107,9 +107,7 @@ def privatize_file_dask(mechanism: Any, input_path: str | PathLike[str], column:
     workers must see ``input_path`` and the output's directory at the same paths);
     without it a local cluster (one single-threaded worker process per core, at most
     one per partition) is started and closed, its logs silenced. ``options`` and errors:
-    :func:`metricdp.integrations._run.release_on`. The file is never read by Dask's or
-    pandas' CSV reader (pandas infers an index from a trailing delimiter and shifts every
-    column).
+    :func:`metricdp.integrations._run.release_on`.
     """
     from ._rule import LabelRule
     from ._run import release_on

@@ -147,9 +147,7 @@ def privatize_file_spark(mechanism: Any, input_path: str | PathLike[str], column
     is (and left running); one created here runs quietly (the JVM's console output
     discarded) and is stopped at the end. Python workers run this interpreter
     (``PYSPARK_PYTHON``, unless set). ``options`` and errors:
-    :func:`metricdp.integrations._run.release_on`. The file is never read by Spark's CSV
-    reader (it splits records at line breaks inside quotes, drops surplus fields, reads
-    empty fields as null, trims blanks on write).
+    :func:`metricdp.integrations._run.release_on`.
     """
     from ._rule import LabelRule
     from ._run import release_on
