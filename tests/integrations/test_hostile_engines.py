@@ -22,6 +22,7 @@ import pytest
 
 from metricdp import MetricSpace
 from metricdp.errors import EngineError, ValidationError
+from metricdp.integrations._backend import Backend
 from metricdp.mechanisms.base import certify
 from metricdp.outputs import OutputSet
 from tests.cli_helpers import assert_one_line_error, run
@@ -335,10 +336,20 @@ def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
 
 
 # ------------------------------------------------------------------------------ error mapping
-def test_root_cause_of_a_py4j_style_message():
-    from metricdp.integrations.spark import SparkBackend
+class _Spark(Backend):
+    """A backend named Spark that runs nothing: the error of every engine, on Spark's texts."""
 
-    engine_error = SparkBackend(None).error
+    name = "Spark"
+
+    def connect(self, stack, items):
+        return None
+
+    def map(self, fn, items, shared, weights, tally):
+        return []
+
+
+def test_root_cause_of_a_py4j_style_message():
+    engine_error = _Spark().error
 
     text = textwrap.dedent("""\
         An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.

@@ -8,7 +8,6 @@ module below the engines imports them.
 
 from __future__ import annotations
 
-from .._optional import import_optional
 from ..errors import ValidationError
 from ._backend import Backend
 
@@ -19,12 +18,10 @@ def engine_runner(engine: str, scheduler: str | None = None, master: str | None 
     """The backend of ``engine`` ("dask": ``scheduler`` an address or None for a local cluster; "spark":
     ``master`` a master URL or None for ``local[*]``); the engine's extra must be installed."""
     if engine == "dask":
-        import_optional("distributed", extra="dask")
         from .dask import DaskBackend
 
         return DaskBackend(scheduler)
     if engine == "spark":
-        import_optional("pyspark", extra="spark")
         from .spark import SparkBackend
 
         return SparkBackend(master)

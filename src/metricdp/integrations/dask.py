@@ -125,6 +125,7 @@ class DaskBackend(Backend):
     name = "Dask"
 
     def __init__(self, scheduler: str | None) -> None:
+        import_optional("distributed", extra="dask")  # the extra missing: said before any file is read
         super().__init__()
         self.scheduler = scheduler
 

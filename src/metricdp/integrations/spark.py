@@ -170,6 +170,7 @@ class SparkBackend(Backend):
     name = "Spark"
 
     def __init__(self, master: str | None) -> None:
+        import_optional("pyspark", extra="spark")  # the extra missing: said before any file is read
         super().__init__()
         self.master = master
 
