@@ -22,6 +22,7 @@ import pytest
 
 from metricdp import MetricSpace
 from metricdp.errors import EngineError, ValidationError
+from metricdp.integrations._backend import Backend
 from metricdp.mechanisms.base import certify
 from metricdp.outputs import OutputSet
 from tests.cli_helpers import assert_one_line_error, run
@@ -284,14 +285,14 @@ def test_a_worker_exception_is_one_engine_error(engine, tmp_path, request):
     job = _pieces.Job(plan, "w", None, str(tmp_path))
     not_a_mechanism = 1  # its .labels fails on the worker: stands for any worker-side exception
     if engine == "dask":
-        from metricdp.integrations.dask import _run_pieces
+        from metricdp.integrations.dask import DaskBackend
 
-        results = _run_pieces(job, pieces, not_a_mechanism, request.getfixturevalue("scheduler"))
+        results = DaskBackend(request.getfixturevalue("scheduler"))(job, pieces, not_a_mechanism)
     else:
-        from metricdp.integrations.spark import _run_pieces
+        from metricdp.integrations.spark import SparkBackend
 
         request.getfixturevalue("spark")
-        results = _run_pieces(job, pieces, not_a_mechanism, None)
+        results = SparkBackend(None)(job, pieces, not_a_mechanism)
     with pytest.raises(EngineError) as info:
         _run._check("x", plan, results)
     assert str(info.value) == "the x job failed in partition 0: AttributeError: 'int' object has no attribute 'labels'"
@@ -318,7 +319,7 @@ class _CrashOnArrival:
 @pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))
 def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
     from metricdp.integrations import _pieces, _plan
-    from metricdp.integrations.spark import _run_pieces
+    from metricdp.integrations.spark import SparkBackend
 
     request.getfixturevalue("spark")
     src = tmp_path / "in.csv"
@@ -327,7 +328,7 @@ def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
     plan = _plan.Plan(str(src), "csv", ("w",), (), 1, st.st_size, st.st_mtime_ns, layout=_csv_layout(src))
     job = _pieces.Job(plan, "w", None, str(tmp_path))
     with pytest.raises(EngineError) as info:
-        _run_pieces(job, (_plan.Piece(0, 2, 4, 1, 2),), _CrashOnArrival(), None)
+        SparkBackend(None)(job, (_plan.Piece(0, 2, 4, 1, 2),), _CrashOnArrival())
     message = str(info.value)
     assert message.startswith("the Spark job failed: ") and "\n" not in message and len(message) < 500, message
     assert "Python worker exited unexpectedly" in message, message
@@ -335,8 +336,20 @@ def test_a_crashed_spark_python_worker_is_one_engine_error(tmp_path, request):
 
 
 # ------------------------------------------------------------------------------ error mapping
+class _Spark(Backend):
+    """A backend named Spark that runs nothing: the error of every engine, on Spark's texts."""
+
+    name = "Spark"
+
+    def connect(self, stack, items):
+        return None
+
+    def map(self, fn, items, shared, weights, tally):
+        return []
+
+
 def test_root_cause_of_a_py4j_style_message():
-    from metricdp.integrations._run import engine_error
+    engine_error = _Spark().error
 
     text = textwrap.dedent("""\
         An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
@@ -347,7 +360,7 @@ def test_root_cause_of_a_py4j_style_message():
         \tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
         Caused by: java.io.EOFException
         """)
-    err = engine_error("Spark", RuntimeError(text))
+    err = engine_error(RuntimeError(text))
     assert isinstance(err, EngineError)
     assert str(err) == "the Spark job failed: _pickle.UnpicklingError: invalid load key, 'x'."
     crash = textwrap.dedent("""\
@@ -359,22 +372,20 @@ def test_root_cause_of_a_py4j_style_message():
         Caused by: java.io.EOFException
         \tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:1)
         """)
-    assert str(engine_error("Spark", RuntimeError(crash))) == (
+    assert str(engine_error(RuntimeError(crash))) == (
         "the Spark job failed: org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
     )
-    own = ValidationError("f.csv: line 3 has 2 fields, expected 3")
-    assert engine_error("Spark", own) is own
 
 
 def test_a_killed_worker_is_one_engine_error():
     distributed = import_or_skip("distributed", "dask")
     from types import SimpleNamespace
 
-    from metricdp.integrations._run import engine_error
+    from metricdp.integrations.dask import DaskBackend
 
     ex = distributed.KilledWorker("metricdp-piece-ab12-7", SimpleNamespace(address="tcp://127.0.0.1:1"),
                                   allowed_failures=3)
-    err = engine_error("Dask", ex)
+    err = DaskBackend(None).error(ex)
     assert isinstance(err, EngineError)
     assert str(err) == ("the Dask job failed: the worker processes running partition 7 died 4 time(s) "
                         "(out of memory? the workers' logs say why)")

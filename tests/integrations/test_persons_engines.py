@@ -115,7 +115,8 @@ def test_person_table_adapter_sorts(tmp_path: Path) -> None:
 
 def test_engine_plan_from_the_distributed_pass_is_the_local_passs(tmp_path: Path) -> None:
     """The same cap choices for the same driver source: the two passes give the plan the same codes."""
-    from metricdp.integrations._numbers import NumberRule, plan_numbers
+    from metricdp.integrations._plan import plan_file
+    from metricdp.integrations._rule import NumberRule
     from metricdp.integrations._run import _accounted
     from metricdp.mechanisms.numeric import NumericGrid, number_mechanism
     from metricdp.streaming.accounted import Accounting
@@ -124,7 +125,7 @@ def test_engine_plan_from_the_distributed_pass_is_the_local_passs(tmp_path: Path
     src = tmp_path / "in.csv"
     g = np.random.default_rng(1)
     src.write_text("user,age\n" + "".join(f"u{int(g.integers(7))},{int(g.integers(10))}\n" for _ in range(200)))
-    plan = plan_numbers(src, "age", mech, NumberRule(), piece_bytes=64)
+    plan = plan_file(src, NumberRule().kind("age", str(src), mech, None), piece_bytes=64)
     acc = Accounting("user", max_rows_per_user=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -22,11 +22,10 @@ import numpy as np
 import pytest
 
 from metricdp import MetricSpace
-from metricdp.integrations._labels import LabelRule
-from metricdp.integrations._numbers import NumberRule
 from metricdp.integrations._pieces import Done, Failed, Job, release_piece
 from metricdp.integrations._plan import Piece, plan_file
 from metricdp.integrations._points import PointRule
+from metricdp.integrations._rule import LabelRule, NumberRule
 from metricdp.integrations._run import release_file
 from metricdp.location.release import PointSettings
 from metricdp.mechanisms.base import certify

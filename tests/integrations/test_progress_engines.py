@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from metricdp import MetricSpace
-from metricdp.integrations._pieces import release_piece
-from metricdp.integrations._run import PieceProgress, release_file
+from metricdp.integrations._backend import Backend, PieceProgress
+from metricdp.integrations._run import release_file
 from metricdp.mechanisms.base import certify
 from metricdp.streaming.accounted import Accounting
 
@@ -61,35 +61,69 @@ def test_piece_progress_by_hand():
 
     calls: list[Any] = []
     p = PieceProgress(J(), [P(0, 10), P(1, 5), P(2, 25)], told(calls))  # type: ignore[arg-type]
-    p.finished(2)
-    p.finished(0)
+    p.update(25, 1)
+    p.update(35, 2)
     p.update(99, 7)  # a retried task counted twice: capped at the plan's rows and pieces
     assert calls == [(25, 40, "releasing: 1 of 3 partitions"), (35, 40, "releasing: 2 of 3 partitions"),
                      (40, 40, "releasing: 3 of 3 partitions")]
-    PieceProgress(J(), [P(0, 1)], None).finished(0)  # no callback: nothing to tell, no error
+    PieceProgress(J(), [P(0, 1)], None).update(1, 1)  # no callback: nothing to tell, no error
 
 
-def test_release_file_hands_progress_to_the_runner(mech, tmp_path):
-    """The driver's seam: the runner gets the callback and the pieces; counting then releasing."""
-    calls: list[Any] = []
+class InProcess(Backend):
+    """A backend that runs the items here, in order, telling the tally after each (what an engine does)."""
 
-    def runner(job: Any, pieces: Any, mechanism: Any, progress: Any) -> list[Any]:
-        tally = PieceProgress(job, pieces, progress)
+    name = "InProcess"
+
+    def connect(self, stack: Any, items: int) -> Any:
+        return None
+
+    def map(self, fn: Any, items: Any, shared: Any, weights: Any, tally: Any) -> list[Any]:
         out = []
-        for p in pieces:
-            out.append(release_piece(job, p, mechanism))
-            tally.finished(p.index)
+        for k, item in enumerate(items):
+            out.append(fn(item, shared))
+            if tally is not None:
+                tally(sum(weights[: k + 1]), k + 1)
         return out
 
+
+def test_release_file_hands_progress_to_the_backend(mech, tmp_path):
+    """The driver's seam: the backend gets the pieces and tells their rows; counting then releasing."""
+    calls: list[Any] = []
     src = _input(tmp_path)
-    rows, _plan = release_file("test", runner, mech, src, "w", tmp_path / "out.csv", seed=None, inputs=(),
-                               piece_bytes=40, progress=told(calls),
-                               accounting=Accounting(user_column="user", budget=10.0))
+    backend = InProcess()
+    with backend.session():
+        rows, _plan = release_file("test", backend, mech, src, "w", tmp_path / "out.csv", seed=None, inputs=(),
+                                   piece_bytes=40, progress=told(calls),
+                                   accounting=Accounting(user_column="user", budget=10.0))
     assert rows == 60
     check_release_calls(calls, 60)
     passes = [message.split(":")[0] for _, _, message in calls]
     assert passes == sorted(passes)  # "counting rows per person" first, then "releasing"
     assert [c[0] for c in calls if c[2].startswith("counting")][-1] == 60
+
+
+def test_a_backend_failure_is_one_engine_error(mech, tmp_path):
+    """Whatever the engine raises is its backend's one typed line, the engine's exception chained."""
+    from metricdp.errors import EngineError, ValidationError
+
+    class Broken(InProcess):
+        name = "Broken"
+
+        def map(self, fn: Any, items: Any, shared: Any, weights: Any, tally: Any) -> list[Any]:
+            raise RuntimeError("scheduler gone\nsecond line")
+
+    with pytest.raises(EngineError, match=r"^the Broken job failed: RuntimeError: scheduler gone$") as info:
+        release_file("x", Broken(), mech, _input(tmp_path), "w", tmp_path / "out.csv", piece_bytes=40)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+    class Refusing(InProcess):
+        def map(self, fn: Any, items: Any, shared: Any, weights: Any, tally: Any) -> list[Any]:
+            raise ValidationError("f.csv: line 3 has 2 fields, expected 3")
+
+    with pytest.raises(ValidationError, match=r"^f\.csv: line 3 has 2 fields, expected 3$") as refused:
+        release_file("x", Refusing(), mech, _input(tmp_path), "w", tmp_path / "out.csv", piece_bytes=40)
+    assert refused.value.__cause__ is None  # metricdp's own error as it was raised
 
 
 @pytest.mark.slow

@@ -5,14 +5,14 @@
 * :func:`metricdp.integrations.spark.privatize_spark` -- ``mapInPandas`` with the
   mechanism broadcast once.
 
-Files (``privatize_file_dask``, ``privatize_file_spark``; the CLI's ``--engine``) are
-not read by pandas' or Spark's CSV readers: the driver checks the whole file with the
-local engine's record definition and column plan (:mod:`metricdp.tabular`), each
-partition releases its piece of whole records as the local engine releases a chunk
-(the pipeline's kind of value, labels, numbers or points, and the format's writer:
-:mod:`._pieces`), the row count is checked after the job and the output published
-atomically (:mod:`._run`); every engine failure is one typed
-error (:class:`~metricdp.errors.EngineError`, or the input's
+Files (``privatize_file_dask``, ``privatize_file_spark``, the numbers' and points' entry
+points; the CLI's ``--engine``) are not read by pandas' or Spark's readers: ONE driver
+(:mod:`._run`) checks the whole file with the local engine's reader and column plan
+(:mod:`metricdp.tabular`), runs each piece of whole records on the engine's backend
+(:class:`._backend.Backend`: Dask's or Spark's, the driver never asks which) as the local
+engine releases a chunk (the pipeline's kind of value and the format's writer:
+:mod:`._pieces`), checks the row counts and publishes atomically; every engine failure is
+one typed error (:class:`~metricdp.errors.EngineError`, or the input's
 :class:`~metricdp.errors.ValidationError`).
 
 All draw each partition's releases from its own stream: the operating system's secure

@@ -22,34 +22,46 @@ The cost is one pass over those columns, and none when every column is named.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.leaks import SCAN_ROWS, LeakRule, check_names, check_rows, spread
 
-__all__ = ["WHERE", "check_sample", "frame_plan", "free_name", "sample_blocks"]
+__all__ = ["WHERE", "check_sample", "plan_frame", "sample_blocks"]
 
 #: How errors and warnings name a distributed frame (as the pandas/Polars API names its frame).
 WHERE = "DataFrame"
 
 
-def frame_plan(names: Sequence[str], column: str, keep: Iterable[str], drop: Iterable[str]) -> tuple[ColumnPlan,
-                                                                                                       LeakRule]:
-    """The column plan of a release of ``column`` and the rule of what a kept column must not hold; a column
-    named like the released one is refused here (by name, before any row is read)."""
+def plan_frame(names: Sequence[str], column: str, keep: Iterable[str], drop: Iterable[str],
+               sample: Callable[[list[str], str, str], Any]) -> ColumnPlan:
+    """The column plan of a release of ``column``, after the checks of what leaves (module docstring).
+
+    A column named like the released one is refused by name, before any row is read; then,
+    when some column is unnamed, ``sample(columns, block, place)`` is the engine's one small
+    job: :func:`sample_blocks` of every partition of ``columns`` (the released one first),
+    as one pandas frame (None: no partition), refused by :func:`check_sample`.
+    """
+    from ..frames import _announce
+
     plan = plan_columns(list(names), [column], keep=tuple(keep), drop=tuple(drop), where=WHERE)
     rule = LeakRule.labels(column)
     check_names(plan.header, plan.unacknowledged, rule, WHERE)
-    return plan, rule
+    if plan.unacknowledged:
+        block, place = _free(names, "block"), _free(names, "place")
+        found = sample([column, *plan.unacknowledged], block, place)
+        if found is not None:
+            check_sample(found, plan, rule, block, place)
+    _announce(plan, WHERE)
+    return plan
 
 
-def free_name(names: Sequence[str], stem: str) -> str:
+def _free(names: Sequence[str], stem: str) -> str:
     """A column name not in ``names``, for the sample's bookkeeping columns."""
-    name = stem
-    while name in names:
-        name = f"_{name}"
-    return name
+    while stem in names:
+        stem = f"_{stem}"
+    return stem
 
 
 def sample_blocks(pdf: Any, partition: str, first: int, block: str, place: str) -> Any:

@@ -39,9 +39,8 @@ import numpy as np
 from ..errors import MetricDPError, ValidationError
 from ..pipeline.kind import Kind
 from ._common import partition_rng
-from ._labels import LabelRule
 from ._plan import Piece, Plan, changed, check_unchanged
-from ._rule import Rule
+from ._rule import LabelRule, Rule
 
 __all__ = ["Done", "Failed", "Job", "part_path", "release_piece"]
 

@@ -1,4 +1,4 @@
-"""What an engine release of one kind of value needs beyond the pipeline's kind: the engines' rule.
+"""What an engine release of one kind of value needs beyond the pipeline's kind: the engines' rules.
 
 The engines run the pipeline's kinds (:mod:`metricdp.pipeline`: labels, numbers, points)
 piece by piece: the driver plans and checks the file with the kind's parse and leak rule
@@ -15,6 +15,7 @@ travels with each task, so it holds small picklable settings only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..pipeline.kind import Kind
@@ -22,7 +23,7 @@ from ..pipeline.kind import Kind
 if TYPE_CHECKING:
     from ._plan import Plan
 
-__all__ = ["Rule"]
+__all__ = ["LabelRule", "NumberRule", "Rule"]
 
 
 class Rule(ABC):
@@ -43,3 +44,29 @@ class Rule(ABC):
 
     def check_planned(self, plan: Plan) -> None:  # noqa: B027 - most kinds release any file the driver planned
         """Refuse a planned file the kind cannot release (points: one with no data rows), before any task runs."""
+
+
+class LabelRule(Rule):
+    """A release of a mechanism's labels (the engines' default rule): the pipeline's
+    :class:`~metricdp.pipeline.labels.Labels`."""
+
+    refused: ClassVar[str] = "is not a label"
+
+    def kind(self, column: str, where: str, mechanism: Any, source: Any) -> Kind:
+        from ..pipeline.labels import Labels
+
+        return Labels(mechanism, column, source)
+
+
+@dataclass(frozen=True)
+class NumberRule(Rule):
+    """A release of numbers on a mechanism's grid (:class:`~metricdp.pipeline.numbers.Numbers`), with the local
+    engine's ``out_of_range`` and ``off_grid``."""
+
+    out_of_range: str = "error"
+    off_grid: str = "error"
+
+    def kind(self, column: str, where: str, mechanism: Any, source: Any) -> Kind:
+        from ..pipeline.numbers import Numbers
+
+        return Numbers(mechanism, column, source, out_of_range=self.out_of_range, off_grid=self.off_grid, where=where)

@@ -1,76 +1,87 @@
-"""The engines' file path: check, release piece by piece on the engine, verify, publish.
+"""The one driver of every engine release: check, release piece by piece on a backend, verify, publish.
 
 1. The output path is vetted and opened (:func:`metricdp.io.atomic_write`: a hidden
    temporary file renamed into place at the end), then the driver checks the whole
    input in one pass (:func:`._plan.plan_file`): every engine accepts exactly the files
    the local engine accepts and refuses the rest with its one-line message.
-2. The engine runs :func:`._pieces.release_piece` once per piece; parts go to a scratch
-   directory beside the output.
-3. Each part must report the rows the driver counted for its piece and have the size it
-   reported; the parts' total must equal the input's row count. Any mismatch, any
-   partition error, any engine failure is one typed error (:func:`engine_error`), and
+2. The engine's backend (:class:`._backend.Backend`) runs :func:`._pieces.release_piece`
+   once per piece; parts go to a scratch directory beside the output.
+3. Each part must report the rows the driver counted for its piece (so the parts' total
+   is the rows the plan writes). Any mismatch, any
+   partition error, any engine failure is one typed error (:meth:`._backend.Backend.error`), and
    nothing is published: the scratch directory and the temporary file are removed on
    every path out (an exception, SIGINT, SIGTERM). A scratch directory left by a
    process killed with SIGKILL is removed by the next run beside the same output.
 
 Progress (:data:`metricdp._progress.Progress`) is told by the driver as partitions complete
-(:class:`PieceProgress`): the rows of the finished pieces, of the rows the plan counted.
+(:class:`._backend.PieceProgress`): the rows of the finished pieces, of the rows the plan counted.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
-from .._progress import Progress, report
+from .._progress import Progress
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..tabular.columns import ColumnPlan
+from ._backend import Backend, one_line
 from ._common import check_seed
-from ._labels import LabelRule
 from ._pieces import Done, Failed, Job, part_path
 from ._plan import DEFAULT_PIECE_BYTES, Piece, Plan, check_unchanged, engine_format, plan_file
-from ._rule import Rule
+from ._rule import LabelRule, Rule
 
-__all__ = ["PieceProgress", "Runner", "engine_error", "release_file", "root_cause"]
+__all__ = ["FileOptions", "Runner", "release_file", "release_on"]
 
 #: ``runner(job, pieces, mechanism, progress)`` runs :func:`._pieces.release_piece` for every piece (in
 #: any order, anywhere) and returns the results in the order of ``pieces``; ``progress`` (or None) is
-#: told as pieces finish (:class:`PieceProgress`).
+#: told as pieces finish (:class:`._backend.PieceProgress`). A :class:`._backend.Backend` is one.
 Runner = Callable[[Job, Sequence[Piece], Any, "Progress | None"], Sequence[Done | Failed]]
 
 
-class PieceProgress:
-    """The rows of the pieces finished so far, told to ``progress`` by the driver as partitions complete.
+class FileOptions(TypedDict, total=False):
+    """The options of a file release on an engine (:func:`release_on`), whatever its kind."""
 
-    ``progress(rows, total, "PASS: k of n partitions")`` with ``total`` the rows the driver
-    counted in all ``pieces`` and PASS what ``job`` does (counting rows per person, or
-    releasing); nothing is told when ``progress`` is None.
+    seed: int | None
+    inputs: Sequence[str | PathLike[str]]
+    piece_bytes: int | None
+    keep: Sequence[str]
+    drop: Sequence[str]
+    max_record: int | None
+    accounting: Any
+    on_report: Callable[[Any], None] | None
+    progress: Progress | None
+    plan_check: Callable[[ColumnPlan], None] | None
+
+
+def release_on(backend: Backend, rule: Rule, mechanism: Any, input_path: str | PathLike[str], column: str,
+               out: str | PathLike[str], **options: Unpack[FileOptions]) -> tuple[int, ColumnPlan]:
+    """Release ``column`` of ``input_path`` into ``out`` on ``backend`` by ``rule``; the rows written and the
+    driver's column plan (what left). The one entry point of every kind (labels, numbers, points).
+
+    One cluster serves every job of the release (the count of rows per person, then the
+    release). ``options`` (:class:`FileOptions`) as in :func:`release_file`; ``seed`` None
+    draws from the OS secure source in every partition, an int makes partition ``k`` draw
+    from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``; ``piece_bytes`` is the
+    input per partition (default 64 MiB); ``inputs`` are further files of the command that
+    ``out`` must not be.
+
+    Raises
+    ------
+    ValidationError
+        the input is refused as the local engine refuses it (one line naming file, line
+        or row, and the reasons), or changed while it was released.
+    EngineError
+        the cluster failed (a worker died, the scheduler cannot be reached, no Java, ...):
+        the root cause in one line, the engine's exception chained. Nothing is written.
     """
-
-    def __init__(self, job: Job, pieces: Sequence[Piece], progress: Progress | None) -> None:
-        from ._persons import PersonCount
-
-        self._rows = {p.index: p.rows for p in pieces}
-        self.total = sum(self._rows.values())
-        self.parts = len(self._rows)
-        self.rows = self.count = 0
-        self._progress = progress
-        self._what = "counting rows per person" if isinstance(job.rule, PersonCount) else "releasing"
-
-    def finished(self, index: int) -> None:
-        """Piece ``index`` is done."""
-        self.update(self.rows + self._rows.get(index, 0), self.count + 1)
-
-    def update(self, rows: int, count: int) -> None:
-        """``rows`` of ``count`` pieces done (an engine's own tally; a retried task cannot count twice past the end)."""
-        self.rows, self.count = min(rows, self.total), min(count, self.parts)
-        report(self._progress, self.rows, self.total, f"{self._what}: {self.count} of {self.parts} partitions")
-
+    with backend.session():
+        rows, plan = release_file(backend.name, backend, mechanism, input_path, column, out, rule=rule, **options)
+    return rows, cast(ColumnPlan, plan.columns)  # the planner's: never None
 
 
 def release_file(
@@ -81,9 +92,9 @@ def release_file(
     column: str,
     out: str | PathLike[str],
     *,
-    seed: int | None,
-    inputs: Sequence[str | PathLike[str]],
-    piece_bytes: int | None,
+    seed: int | None = None,
+    inputs: Sequence[str | PathLike[str]] = (),
+    piece_bytes: int | None = None,
     keep: Sequence[str] = (),
     drop: Sequence[str] = (),
     max_record: int | None = None,
@@ -109,7 +120,7 @@ def release_file(
     (:func:`metricdp.tabular.csv.max_record_bytes`).
 
     ``rule`` is the kind of release (:class:`._rule.Rule`; default labels:
-    :class:`._labels.LabelRule`; :class:`._numbers.NumberRule` numbers on the mechanism's
+    :class:`._rule.LabelRule`; :class:`._rule.NumberRule` numbers on the mechanism's
     grid, :class:`._points.PointRule` points): the kind the driver checks every value with
     and every partition releases with, and the accounting's first pass.
 
@@ -229,7 +240,7 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
         first = min(failed, key=lambda r: (not r.input, r.index))  # a problem of the input explains the rest
         err: MetricDPError = (
             ValidationError(first.message) if first.input
-            else EngineError(f"the {engine} job failed in partition {first.index}: {_one_line(first.message)}")
+            else EngineError(f"the {engine} job failed in partition {first.index}: {one_line(first.message)}")
         )
         if first.detail:
             err.add_note(f"partition {first.index}, on the worker:\n{first.detail.rstrip()}")  # for --debug
@@ -243,95 +254,3 @@ def _check(engine: str, plan: Plan, results: Sequence[Done | Failed]) -> None:
                 f"the {engine} job wrote {got} row(s) for partition {piece.index} where the input has "
                 f"{piece.written:,}; nothing written"
             )
-    total = sum(r.rows for r in results if isinstance(r, Done))
-    expected = sum(p.written for p in plan.pieces)
-    if total != expected:
-        raise EngineError(f"the {engine} job wrote {total:,} rows where the input has {expected:,}; nothing written")
-
-
-# ------------------------------------------------------------------------------ errors
-_EXC_LINE = re.compile(
-    r"^\s*(?:Caused by: )?(?P<cls>[A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
-)
-
-
-_JAVA_PREFIXES = ("org.", "java.", "javax.", "scala.", "py4j.", "com.", "io.")
-
-
-def _text(ex: BaseException) -> str:
-    """``str(ex)``, or the type's name when that fails (engine exceptions format lazily)."""
-    try:
-        return str(ex)
-    except Exception:
-        return type(ex).__name__
-
-
-def _one_line(text: str, limit: int = 400) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-_JAVA_EXC = re.compile(r"((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?::\s*)?")
-
-
-def _java_cause(lines: list[str]) -> str | None:
-    """The innermost Java exception with a message (``Job aborted ...`` is Spark's wrapper, not a cause)."""
-    pairs: list[tuple[str, str]] = []
-    for ln in lines:
-        if ln.startswith("at "):
-            continue
-        found = list(_JAVA_EXC.finditer(ln))
-        for k, m in enumerate(found):
-            stop = found[k + 1].start() if k + 1 < len(found) else len(ln)
-            pairs.append((m[1], ln[m.end() : stop].strip(" :")))
-    told = [(c, msg) for c, msg in pairs if msg and not msg.startswith("Job aborted")]
-    if not (told or pairs):
-        return None
-    cls, msg = (told or pairs)[-1]
-    return f"{cls}: {msg}" if msg else cls
-
-
-def root_cause(ex: BaseException) -> str:
-    """The root cause of an engine exception in one line.
-
-    In the exception's text and its innermost chained one's (a Py4J error carries the
-    Java stack and the Python worker's traceback): the last line naming a Python
-    exception (what the Python worker raised), else the innermost Java exception that
-    carries a message (a crashed worker: ``Python worker exited unexpectedly``), else
-    the first line.
-    """
-    inner = ex
-    seen = {id(ex)}
-    while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
-        seen.add(id(nxt))
-        inner = nxt
-    for cand in (ex, inner):
-        lines = [ln.strip() for ln in _text(cand).splitlines() if ln.strip()]
-        python = [
-            ln for ln in lines
-            if (m := _EXC_LINE.match(ln)) is not None and not m["cls"].startswith(_JAVA_PREFIXES)
-        ]
-        if python:
-            return _one_line(python[-1])
-        java = _java_cause(lines)
-        if java:
-            return _one_line(java)
-    text = _text(ex).strip()
-    first = text.splitlines()[0] if text else ""
-    return _one_line(f"{type(ex).__name__}: {first}" if first else type(ex).__name__)
-
-
-def engine_error(engine: str, ex: BaseException) -> MetricDPError:
-    """``ex`` (raised by an engine) as one typed metricdp error; metricdp's own errors pass through."""
-    if isinstance(ex, MetricDPError):
-        return ex
-    name = type(ex).__name__
-    if name == "KilledWorker":
-        task = str(getattr(ex, "task", "")).rsplit("-", 1)[-1]
-        tries = int(getattr(ex, "allowed_failures", 0) or 0) + 1
-        which = f"partition {task}" if task.isdigit() else "a partition"
-        return EngineError(
-            f"the {engine} job failed: the worker processes running {which} died {tries} time(s) "
-            "(out of memory? the workers' logs say why)"
-        )
-    return EngineError(f"the {engine} job failed: {root_cause(ex)}")

@@ -24,63 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._optional import import_optional
 from .._resources import usable_cpus
-from ..errors import ValidationError
+from ..errors import EngineError, MetricDPError, ValidationError
+from ._backend import Backend, Tally
 from ._common import Shipped, check_seed, partition_rng, release_column
 
-__all__ = ["one_cluster", "privatize_dask", "privatize_file_dask"]
+if TYPE_CHECKING:
+    from ._run import FileOptions
 
-#: Within :func:`one_cluster`: the ExitStack that owns the shared cluster, and its client once started.
-_SESSION: ContextVar[dict[str, Any] | None] = ContextVar("metricdp_dask_session", default=None)
-
-
-@contextlib.contextmanager
-def one_cluster() -> Iterator[None]:
-    """Within it, the jobs of this context share one cluster: started by the first, closed at the end.
-
-    An accounted release runs two jobs (the count of rows per person, then the release):
-    without a scheduler address they would start two local clusters.
-    """
-    with contextlib.ExitStack() as stack:
-        token = _SESSION.set({"stack": stack})
-        try:
-            yield
-        finally:
-            _SESSION.reset(token)
-
-
-@contextlib.contextmanager
-def client_for(scheduler: str | None, pieces: int) -> Iterator[Any]:
-    """The Dask client of one job: within :func:`one_cluster` the session's (started by its first job),
-    else one of its own, closed at the end; ``scheduler`` an address, or None for a local cluster of one
-    single-threaded worker process per usable processor (at most one per piece)."""
-    import logging
-
-    distributed = import_optional("distributed", extra="dask")
-    with contextlib.ExitStack() as own:
-        session = _SESSION.get()
-        client = None if session is None else session.get("client")
-        if client is None:
-            stack = own if session is None else session["stack"]
-            if scheduler:
-                client = stack.enter_context(distributed.Client(scheduler))
-            else:
-                cluster = stack.enter_context(
-                    distributed.LocalCluster(
-                        n_workers=max(1, min(usable_cpus(), pieces)), threads_per_worker=1,
-                        processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL,
-                    )
-                )
-                client = stack.enter_context(distributed.Client(cluster))
-            if session is not None:
-                session["client"] = client
-        yield client
+__all__ = ["DaskBackend", "privatize_dask", "privatize_file_dask"]
 
 
 def _release_partition(part: Any, mechanism: Any, column: str, seed: int | None, partition_info: Any = None) -> Any:
@@ -128,123 +85,89 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
     dask = import_optional("dask", extra="dask")
     if column not in df.columns:
         raise ValidationError(f"no column {column!r}; available: {', '.join(repr(str(c)) for c in df.columns)}")
-    from ..frames import _announce
-    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+    from ._frames import plan_frame, sample_blocks
 
-    names = [str(c) for c in df.columns]
-    plan, rule = frame_plan(names, column, keep, drop)
-    if plan.unacknowledged:
-        block, place = free_name(names, "block"), free_name(names, "place")
-        parts = df[[column, *plan.unacknowledged]].to_delayed()
+    def sample(columns: list[str], block: str, place: str) -> Any:
+        parts = df[columns].to_delayed()
         found = dask.compute(*[dask.delayed(sample_blocks)(p, str(k), 0, block, place) for k, p in enumerate(parts)])
-        if found:
-            check_sample(import_optional("pandas", extra="dask").concat(found), plan, rule, block, place)
-    _announce(plan, WHERE)
+        return import_optional("pandas", extra="dask").concat(found) if found else None
+
+    plan = plan_frame([str(c) for c in df.columns], column, keep, drop, sample)
     seed = check_seed(seed)
     shipped = dask.delayed(Shipped(mechanism), pure=True)  # one graph node, sent once per worker
     out = df.map_partitions(_release_partition, shipped, column, seed, meta=df._meta)
     return out.drop(columns=list(plan.dropped)) if plan.dropped else out
 
 
-def privatize_file_dask(
-    mechanism: Any,
-    input_path: str | PathLike[str],
-    column: str,
-    out: str | PathLike[str],
-    *,
-    scheduler: str | None = None,
-    seed: int | None = None,
-    inputs: Sequence[str | PathLike[str]] = (),
-    keep: Sequence[str] = (),
-    drop: Sequence[str] = (),
-    piece_bytes: int | None = None,
-    max_record: int | None = None,
-    accounting: Any = None,
-    on_report: Any = None,
-    progress: Any = None,
-) -> int:
-    """The ``--engine dask`` file path: check, release on a cluster, write ``out`` atomically.
+def privatize_file_dask(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,
+                        scheduler: str | None = None, **options: Unpack[FileOptions]) -> int:
+    """The ``--engine dask`` file path: ``column`` of ``input_path`` released into ``out``; the rows written.
 
     ``scheduler`` is the address of an existing Dask scheduler (``tcp://host:8786``; its
     workers must see ``input_path`` and the output's directory at the same paths);
     without it a local cluster (one single-threaded worker process per core, at most
-    one per partition) is started and closed, its logs silenced.
-
-    The file is not read by Dask's or pandas' CSV reader (pandas infers an index from a
-    trailing delimiter and shifts every column): the driver checks it in one pass with
-    the local engine's record definition, and each task releases one piece of whole
-    records with it (see :mod:`metricdp.integrations._run`), so the output is what the
-    local engine writes (every byte outside the released column kept), with partition
-    ``k`` drawing from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``.
-    ``drop`` names columns left out of ``out`` and ``keep`` columns written unreleased on
-    purpose, with the local engine's rules and messages
-    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
-    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
-    for the local engine). ``accounting`` makes it a release per person, planned by the
-    driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
-    ``on_report`` receives its report. ``piece_bytes`` is the input per partition
-    (default 64 MiB). ``progress`` (:data:`metricdp._progress.Progress`) is told by the
-    driver the rows done as partitions complete. Returns the rows written.
-
-    Raises
-    ------
-    ValidationError
-        the file is refused as the local engine refuses it (one line naming file and
-        line), or changed while it was released.
-    EngineError
-        the cluster failed (a worker died, the scheduler cannot be reached, ...): the
-        root cause in one line, the engine's exception chained. Nothing is written.
+    one per partition) is started and closed, its logs silenced. ``options`` and errors:
+    :func:`metricdp.integrations._run.release_on`.
     """
-    from ._run import release_file
+    from ._rule import LabelRule
+    from ._run import release_on
 
-    import_optional("distributed", extra="dask")
-
-    def runner(job: Any, pieces: Sequence[Any], mech: Any, told: Any = None) -> list[Any]:
-        return _run_pieces(job, pieces, mech, scheduler, told)
-
-    with one_cluster():
-        return release_file(
-            "Dask", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-            keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
-            progress=progress,
-        )[0]
+    return release_on(DaskBackend(scheduler), LabelRule(), mechanism, input_path, column, out, **options)[0]
 
 
-def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, scheduler: str | None,
-                progress: Any = None) -> list[Any]:
-    """:func:`~metricdp.integrations._pieces.release_piece` for every piece on a Dask cluster.
+class DaskBackend(Backend):
+    """Dask (:mod:`._backend`): a task per item, the shared value one task of its own.
 
-    ``progress`` is told on the driver as each piece's future completes (``as_completed``).
+    That task is sent once per worker and recomputed if its worker dies (scattered data
+    would be lost with it); the tally is told on the driver as each future completes.
     """
-    from ._run import PieceProgress, engine_error
 
-    try:
-        with client_for(scheduler, len(pieces)) as client:
+    name = "Dask"
+
+    def __init__(self, scheduler: str | None) -> None:
+        import_optional("distributed", extra="dask")  # the extra missing: said before any file is read
+        super().__init__()
+        self.scheduler = scheduler
+
+    def connect(self, stack: contextlib.ExitStack, items: int) -> Any:
+        """A client of ``scheduler``, or of a local cluster of one single-threaded worker process per usable
+        processor (at most one per item)."""
+        import logging
+
+        distributed = import_optional("distributed", extra="dask")
+        if self.scheduler:
+            return stack.enter_context(distributed.Client(self.scheduler))
+        cluster = stack.enter_context(distributed.LocalCluster(
+            n_workers=max(1, min(usable_cpus(), items)), threads_per_worker=1, processes=True,
+            dashboard_address=":0", silence_logs=logging.CRITICAL))
+        return stack.enter_context(distributed.Client(cluster))
+
+    def map(self, fn: Any, items: Sequence[Any], shared: Any, weights: Sequence[int], tally: Tally | None) -> list[Any]:
+        distributed = import_optional("distributed", extra="dask")
+        with self.cluster(len(items)) as client:
             token = uuid.uuid4().hex
-            # one task holding the mechanism: sent once per worker, and recomputed if its worker dies
-            # (scattered data would be lost with it)
-            shipped = client.submit(_identity, Shipped(mechanism), key=f"metricdp-mechanism-{token}", pure=False)
-            futures = [
-                client.submit(_release, job, piece, shipped, key=f"metricdp-piece-{token}-{piece.index}", pure=False)
-                for piece in pieces
-            ]
-            if progress is not None:
-                distributed = import_optional("distributed", extra="dask")
-                told = PieceProgress(job, pieces, progress)
-                index = {f.key: p.index for f, p in zip(futures, pieces, strict=True)}
+            value = client.submit(_identity, shared, key=f"metricdp-shared-{token}", pure=False)
+            futures = [client.submit(fn, item, value, key=f"metricdp-piece-{token}-{k}", pure=False)
+                       for k, item in enumerate(items)]
+            if tally is not None:
+                at = {f.key: k for k, f in enumerate(futures)}
+                weight = count = 0
                 for done in distributed.as_completed(futures):
                     if done.status == "finished":
-                        told.finished(index[done.key])
+                        weight, count = weight + weights[at[done.key]], count + 1
+                        tally(weight, count)
             return list(client.gather(futures))
-    except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, ...): one typed line
-        raise engine_error("Dask", ex) from ex
+
+    def error(self, ex: BaseException) -> MetricDPError:
+        """A worker killed again and again (out of memory?) names its partition; the rest as every engine's."""
+        if type(ex).__name__ != "KilledWorker":
+            return super().error(ex)
+        task = str(getattr(ex, "task", "")).rsplit("-", 1)[-1]
+        tries = int(getattr(ex, "allowed_failures", 0) or 0) + 1
+        which = f"partition {task}" if task.isdigit() else "a partition"
+        return EngineError(f"the {self.name} job failed: the worker processes running {which} died {tries} "
+                           "time(s) (out of memory? the workers' logs say why)")
 
 
 def _identity(x: Any) -> Any:
     return x
-
-
-def _release(job: Any, piece: Any, shipped: Shipped) -> Any:
-    from ._pieces import release_piece
-
-    return release_piece(job, piece, shipped.mechanism)

@@ -1,77 +1,47 @@
-"""``privatize-numbers --engine dask|spark``: the entry point (the pieces' work is :mod:`._numbers`).
+"""``privatize-numbers --engine dask|spark``: a numeric column released on a grid, piece by piece on a cluster.
 
-Kept apart from :mod:`._numbers` because it drives :mod:`._run`, which itself calls
-:mod:`._numbers` for the plan and the pieces: one direction of imports, no cycle.
+The one engine driver (:func:`._run.release_on`) with the local engine's kind of numbers
+(:class:`._rule.NumberRule`: :class:`metricdp.pipeline.numbers.Numbers`): the driver
+parses every field of the column by the one number rule and places it on the grid by the
+release's own rule (range, grid, ``out_of_range``, ``off_grid``), so a value the local
+engine refuses is refused with the local engine's one error (count per reason, first
+lines) before any task runs; each task places its piece again (a value no longer
+releasable means the file changed: refused) and writes the local engine's bytes for its
+records. Where a release is determined (a consistent repeat of a paid release, read back
+from the ledger) the output is the local engine's byte for byte.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..errors import ValidationError
-from ._engines import engine_runner
-from ._numbers import NumberRule
-from ._run import release_file
+from ._rule import NumberRule
+
+if TYPE_CHECKING:
+    from ._run import FileOptions
 
 __all__ = ["privatize_numbers_engine"]
 
 
-def privatize_numbers_engine(
-    engine: str,
-    mechanism: Any,
-    input_path: str | PathLike[str],
-    column: str,
-    out: str | PathLike[str],
-    *,
-    out_of_range: str = "error",
-    off_grid: str = "error",
-    seed: int | None = None,
-    keep: Sequence[str] = (),
-    drop: Sequence[str] = (),
-    inputs: Sequence[str | PathLike[str]] = (),
-    piece_bytes: int | None = None,
-    max_record: int | None = None,
-    scheduler: str | None = None,
-    master: str | None = None,
-    accounting: Any = None,
-    on_report: Callable[[Any], None] | None = None,
-    progress: Callable[[int, int | None, str], None] | None = None,
-) -> int:
+def privatize_numbers_engine(engine: str, mechanism: Any, input_path: str | PathLike[str], column: str,
+                             out: str | PathLike[str], *, out_of_range: str = "error", off_grid: str = "error",
+                             scheduler: str | None = None, master: str | None = None,
+                             **options: Unpack[FileOptions]) -> int:
     """Release ``column`` of ``input_path`` into ``out`` on ``engine`` ("dask" or "spark"); the rows written.
 
     ``mechanism`` is a :class:`~metricdp.mechanisms.numeric.NumberMechanism`; ``out_of_range``
     and ``off_grid`` as in :func:`metricdp.streaming.numbers.privatize_numbers_file`;
-    ``scheduler`` (Dask) / ``master`` (Spark) as in
-    :func:`~metricdp.integrations.dask.privatize_file_dask` /
-    :func:`~metricdp.integrations.spark.privatize_file_spark`; ``accounting`` makes it a
-    release per person planned by the driver (module docstring), ``on_report`` receives
-    its report, ``progress`` is told the rows done as partitions complete.
-
-    Raises
-    ------
-    ValidationError
-        the input is refused as the local engine refuses it (one line naming file, line
-        or row, and the reasons), or changed while it was released.
-    EngineError
-        the cluster failed: the root cause in one line. Nothing is written.
+    ``scheduler``, ``master``, ``options`` and errors as in :func:`._run.release_on`.
     """
     from ..mechanisms.numeric import NumberMechanism
+    from ._engines import engine_runner
+    from ._run import release_on
 
-    if engine not in ("dask", "spark"):
-        raise ValidationError(f"engine must be dask or spark, got {engine!r}")
     if not isinstance(mechanism, NumberMechanism):
         raise ValidationError(f"mechanism must be a NumberMechanism, got {type(mechanism).__name__}")
     rule = NumberRule(out_of_range, off_grid)
     rule.kind(column, str(input_path), mechanism, None)  # the option errors before any cluster starts
-    runner = engine_runner(engine, scheduler, master)
-    from .dask import one_cluster
-    from .spark import one_context
-
-    with one_cluster() if engine == "dask" else one_context():  # one cluster for the count and the release
-        return release_file(
-            engine.capitalize(), runner, mechanism, input_path, column, out, seed=seed, inputs=inputs,
-            piece_bytes=piece_bytes, keep=keep, drop=drop, max_record=max_record, accounting=accounting,
-            on_report=on_report, rule=rule, progress=progress,
-        )[0]
+    return release_on(engine_runner(engine, scheduler, master), rule, mechanism, input_path, column, out,
+                      **options)[0]

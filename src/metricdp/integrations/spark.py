@@ -33,38 +33,18 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
 from os import PathLike
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
+from ._backend import Backend, Tally
 from ._common import Shipped, check_seed, partition_rng, release_column
 
-__all__ = ["one_context", "privatize_file_spark", "privatize_spark"]
+if TYPE_CHECKING:
+    from ._run import FileOptions
 
-#: Within :func:`one_context`: the SparkContext its first job created (stopped at the end), if any.
-_SESSION: ContextVar[dict[str, Any] | None] = ContextVar("metricdp_spark_session", default=None)
-
-
-@contextlib.contextmanager
-def one_context() -> Iterator[None]:
-    """Within it, the jobs of this context share one SparkContext: created by the first, stopped at the end.
-
-    An accounted release runs two jobs (the count of rows per person, then the release).
-    """
-    state: dict[str, Any] = {}
-    token = _SESSION.set(state)
-    try:
-        yield
-    finally:
-        _SESSION.reset(token)
-        if state.get("sc") is not None:
-            with contextlib.suppress(Exception):
-                state["sc"].stop()
-
-#: Rows per Arrow batch in sessions the CLI creates (set it in your own session likewise).
-_BATCH_ROWS = 200_000
+__all__ = ["SparkBackend", "privatize_file_spark", "privatize_spark"]
 
 
 def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None, keep: Sequence[str] = (),
@@ -102,7 +82,7 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
     -----
     Releases are drawn one Arrow batch at a time; Spark's default of 10,000 rows per
     batch (``spark.sql.execution.arrow.maxRecordsPerBatch``) halved the throughput in
-    ``metricdp bench privatize`` against 200,000 (what the CLI's sessions use).
+    ``metricdp bench privatize`` against 200,000: set it in your session.
     """
     import_optional("pyspark", extra="spark")
     types = import_optional("pyspark.sql.types", extra="spark")
@@ -132,19 +112,16 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
 
 def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> Any:
     """The column plan of :func:`privatize_spark`, after the checks of what leaves (:mod:`._frames`)."""
-    from ..frames import _announce
-    from ._frames import WHERE, check_sample, frame_plan, free_name, sample_blocks
+    from ._frames import plan_frame, sample_blocks
 
     types = import_optional("pyspark.sql.types", extra="spark")
-    names = list(df.columns)
-    plan, rule = frame_plan(names, column, keep, drop)
-    if plan.unacknowledged:
-        block, place = free_name(names, "block"), free_name(names, "place")
-        sub = df.select(column, *plan.unacknowledged)
+
+    def sample(columns: list[str], block: str, place: str) -> Any:
+        sub = df.select(*columns)
         schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
                                    types.StructField(place, types.StringType())])
 
-        def sample(batches: Iterator[Any]) -> Iterator[Any]:
+        def blocks(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
@@ -154,128 +131,100 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
                 first += len(pdf)
 
         pd = import_optional("pandas", extra="spark")
-        rows = [tuple(r) for r in sub.mapInPandas(sample, schema=schema).collect()]  # small: no toPandas round trip
-        check_sample(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), plan, rule, block, place)
-    _announce(plan, WHERE)
-    return plan
+        rows = [tuple(r) for r in sub.mapInPandas(blocks, schema=schema).collect()]  # small: no toPandas round trip
+        return pd.DataFrame.from_records(rows, columns=schema.fieldNames())
+
+    return plan_frame(list(df.columns), column, keep, drop, sample)
 
 
-def privatize_file_spark(
-    mechanism: Any,
-    input_path: str | PathLike[str],
-    column: str,
-    out: str | PathLike[str],
-    *,
-    master: str | None = None,
-    seed: int | None = None,
-    inputs: Sequence[str | PathLike[str]] = (),
-    keep: Sequence[str] = (),
-    drop: Sequence[str] = (),
-    piece_bytes: int | None = None,
-    max_record: int | None = None,
-    accounting: Any = None,
-    on_report: Any = None,
-    progress: Any = None,
-) -> int:
-    """The ``--engine spark`` file path: check, release with Spark, write ``out`` atomically.
+def privatize_file_spark(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,
+                         master: str | None = None, **options: Unpack[FileOptions]) -> int:
+    """The ``--engine spark`` file path: ``column`` of ``input_path`` released into ``out``; the rows written.
 
-    ``master`` is a Spark master URL (``spark://host:7077``, ``yarn``, ``local[4]``;
-    its executors must see ``input_path`` and the output's directory at the same paths);
+    ``master`` is a Spark master URL (``spark://host:7077``, ``yarn``, ``local[4]``; its
+    executors must see ``input_path`` and the output's directory at the same paths);
     default ``local[*]``. A SparkContext already active in this process is used as it
     is (and left running); one created here runs quietly (the JVM's console output
     discarded) and is stopped at the end. Python workers run this interpreter
-    (``PYSPARK_PYTHON``, unless set).
-
-    The file is not read by Spark's CSV reader (it splits records at line breaks inside
-    quotes, drops surplus fields, reads empty fields as null, trims blanks on write):
-    the driver checks it in one pass with the local engine's record definition, and
-    each task releases one piece of whole records with it (see
-    :mod:`metricdp.integrations._run`), so the output is what the local engine writes,
-    with partition ``k`` drawing from :func:`~metricdp.integrations.partition_rng`
-    ``(seed, k)``. ``drop`` names columns left out of ``out`` and ``keep`` columns
-    written unreleased on purpose, with the local engine's rules and messages
-    (:func:`metricdp.tabular.columns.plan_columns`: every column neither released nor
-    dropped leaves with its true values), ``max_record`` caps a CSV record's bytes (as
-    for the local engine). ``accounting`` makes it a release per person, planned by the
-    driver as the local engine plans it (:func:`metricdp.integrations._run.release_file`),
-    ``on_report`` receives its report. ``piece_bytes`` is the input per partition
-    (default 64 MiB). ``progress`` (:data:`metricdp._progress.Progress`) is told by the
-    driver the rows done as partitions complete. Returns the rows written.
-
-    Raises
-    ------
-    ValidationError
-        the file is refused as the local engine refuses it, or changed while released.
-    EngineError
-        Spark failed (a JVM error, a Python worker that crashed, no Java): the root cause
-        in one line, the engine's exception chained. Nothing is written.
+    (``PYSPARK_PYTHON``, unless set). ``options`` and errors:
+    :func:`metricdp.integrations._run.release_on`.
     """
-    from ._run import release_file
+    from ._rule import LabelRule
+    from ._run import release_on
 
-    import_optional("pyspark", extra="spark")
-
-    def runner(job: Any, pieces: Sequence[Any], mech: Any, told: Any = None) -> list[Any]:
-        return _run_pieces(job, pieces, mech, master, told)
-
-    with one_context():
-        return release_file(
-            "Spark", runner, mechanism, input_path, column, out, seed=seed, inputs=inputs, piece_bytes=piece_bytes,
-            keep=keep, drop=drop, max_record=max_record, accounting=accounting, on_report=on_report,
-            progress=progress,
-        )[0]
+    return release_on(SparkBackend(master), LabelRule(), mechanism, input_path, column, out, **options)[0]
 
 
 #: Seconds between two looks of the driver at the job's accumulators.
 POLL_S = 0.5
 
 
-def _run_pieces(job: Any, pieces: Sequence[Any], mechanism: Any, master: str | None,
-                progress: Any = None) -> list[Any]:
-    """:func:`~metricdp.integrations._pieces.release_piece` for every piece, one Spark task each.
+class SparkBackend(Backend):
+    """Spark (:mod:`._backend`): a task per item, the shared value broadcast (sent once per executor).
 
-    With ``progress``, each task adds its piece's rows and 1 to two accumulators, which
-    Spark merges into the driver's as tasks complete; the job runs in a thread of the
-    driver while this one reads them every :data:`POLL_S` and tells ``progress``
-    (a retried task may add twice: :class:`._run.PieceProgress` caps the tally at the total).
+    With a tally, each task adds its weight and 1 to two accumulators, which Spark merges
+    into the driver's as tasks complete; the job runs in a thread of the driver while this
+    one reads them every :data:`POLL_S`.
     """
-    from ._run import PieceProgress, engine_error
 
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    try:
+    name = "Spark"
+
+    def __init__(self, master: str | None) -> None:
+        import_optional("pyspark", extra="spark")  # the extra missing: said before any file is read
+        super().__init__()
+        self.master = master
+
+    def connect(self, stack: contextlib.ExitStack, items: int) -> Any:
+        """The active SparkContext (not ours to stop), or a new quiet one, stopped with ``stack``."""
+        from pyspark import SparkConf, SparkContext
+
+        active = SparkContext._active_spark_context
+        if active is not None:
+            return active
+        conf = (SparkConf().setMaster(self.master or "local[*]").setAppName("metricdp privatize")
+                .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false"))
+        gateway = None
+        if SparkContext._gateway is None:  # the JVM's log4j output and progress bars are not the CLI's output
+            from pyspark.java_gateway import launch_gateway
+
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})
+        sc = SparkContext(conf=conf, gateway=gateway)
+        stack.callback(_stop, sc)
+        sc.setLogLevel("OFF")
+        return sc
+
+    def map(self, fn: Any, items: Sequence[Any], shared: Any, weights: Sequence[int], tally: Tally | None) -> list[Any]:
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
-            session = _SESSION.get()
-            sc, created = _context(master)
-            if created and session is not None:  # kept for the context's next job, stopped at its end
-                session["sc"], created = sc, False
-            try:
-                shipped = sc.broadcast(Shipped(mechanism))  # sent once per executor
+            with self.cluster(len(items)) as sc:
+                value = sc.broadcast(shared)
                 try:
-                    tasks = sc.parallelize([(job, p) for p in pieces], len(pieces))
-                    if progress is None:
-                        return list(tasks.map(lambda task: _release(task, shipped.value)).collect())
-                    return _collect_told(sc, tasks, shipped, PieceProgress(job, pieces, progress))
+                    tasks = sc.parallelize(list(zip(items, weights, strict=True)), len(items))
+                    if tally is None:
+                        return list(tasks.map(lambda task: fn(task[0], value.value)).collect())
+                    return _collect_told(sc, tasks, fn, value, tally)
                 finally:
-                    shipped.unpersist()
-            finally:
-                if created:
-                    sc.stop()
-    except Exception as ex:  # Py4J / JVM / worker crash: one typed line, the rest chained
-        raise engine_error("Spark", ex) from ex
+                    value.unpersist()
 
 
-def _collect_told(sc: Any, tasks: Any, shipped: Any, told: Any) -> list[Any]:
-    """``tasks`` released and collected in a thread; this one tells ``told`` what the accumulators say."""
+def _stop(sc: Any) -> None:
+    with contextlib.suppress(Exception):
+        sc.stop()
+
+
+def _collect_told(sc: Any, tasks: Any, fn: Any, value: Any, tally: Tally) -> list[Any]:
+    """``tasks`` run and collected in a thread; this one tells ``tally`` what the accumulators say."""
     import threading
 
-    rows, parts = sc.accumulator(0), sc.accumulator(0)
+    weight, count = sc.accumulator(0), sc.accumulator(0)
 
-    def counted(task: tuple[Any, Any]) -> Any:
-        done = _release(task, shipped.value)
-        rows.add(task[1].rows)
-        parts.add(1)
+    def counted(task: tuple[Any, int]) -> Any:
+        done = fn(task[0], value.value)
+        weight.add(task[1])
+        count.add(1)
         return done
 
     out: dict[str, Any] = {}
@@ -291,7 +240,7 @@ def _collect_told(sc: Any, tasks: Any, shipped: Any, told: Any) -> list[Any]:
     try:
         while worker.is_alive():
             worker.join(POLL_S)
-            told.update(rows.value, parts.value)
+            tally(weight.value, count.value)
     except BaseException:  # SIGINT on the driver: the job is cancelled, not left running
         sc.cancelAllJobs()
         worker.join()
@@ -299,34 +248,3 @@ def _collect_told(sc: Any, tasks: Any, shipped: Any, told: Any) -> list[Any]:
     if "error" in out:
         raise out["error"]
     return list(out["results"])
-
-
-def _release(task: tuple[Any, Any], shipped: Shipped) -> Any:
-    from ._pieces import release_piece
-
-    job, piece = task
-    return release_piece(job, piece, shipped.mechanism)
-
-
-def _context(master: str | None) -> tuple[Any, bool]:
-    """The active SparkContext (not ours to stop), or a new quiet one (ours)."""
-    from pyspark import SparkConf, SparkContext
-
-    active = SparkContext._active_spark_context
-    if active is not None:
-        return active, False
-    conf = (
-        SparkConf()
-        .setMaster(master or "local[*]")
-        .setAppName("metricdp privatize")
-        .set("spark.ui.enabled", "false")
-        .set("spark.ui.showConsoleProgress", "false")
-    )
-    gateway = None
-    if SparkContext._gateway is None:  # the JVM's log4j output and progress bars are not the CLI's output
-        from pyspark.java_gateway import launch_gateway
-
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL})
-    sc = SparkContext(conf=conf, gateway=gateway)
-    sc.setLogLevel("OFF")
-    return sc, True

@@ -125,17 +125,14 @@ def privatize_file(
     # what leaves, by name and content, before anything is written or reserved
     plan = source.plan(kind, keep, drop)
     if runs_on is not Engine.local:
-        if runs_on is Engine.dask:
-            from ..integrations.dask import privatize_file_dask
+        from ..integrations._engines import engine_runner
+        from ..integrations._rule import LabelRule
+        from ..integrations._run import release_on
 
-            cluster = partial(privatize_file_dask, scheduler=scheduler)
-        else:
-            from ..integrations.spark import privatize_file_spark
-
-            cluster = partial(privatize_file_spark, master=master)
-        return on_cluster(partial(cluster, mechanism, input_path, column, out, seed=cluster_seed(rng), inputs=inputs,
-                                  keep=keep, drop=drop, max_record=max_record, accounting=accounting,
-                                  progress=progress), source.format.name, plan)
+        return on_cluster(partial(
+            release_on, engine_runner(runs_on.value, scheduler, master), LabelRule(), mechanism, input_path, column,
+            out, seed=cluster_seed(rng), inputs=inputs, keep=keep, drop=drop, max_record=max_record,
+            accounting=accounting, progress=progress), source.format.name, plan)
     warn_unless_secure(rng, stacklevel=2)
     kind.source = check_rng(rng)  # ONE stream for the whole file (an int seed is not restarted per chunk)
 
