@@ -14,7 +14,7 @@ removes it; the command names those columns on stderr and in ``--json``.
 
 Engines: ``--engine dask`` (``--scheduler ADDRESS``) or ``--engine spark`` (``--master
 URL``) release the file piece by piece on a cluster with the local engine's record
-definition, number rule, errors and output bytes (:mod:`metricdp.integrations._numbers`);
+definition, number rule, errors and output bytes (:class:`metricdp.integrations._rule.NumberRule`);
 the per-person options work there too (the driver plans once, the workers release).
 
 Per person (``docs/accounting.md``): the options of ``privatize`` (``--user-column``,
