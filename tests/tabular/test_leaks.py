@@ -342,3 +342,44 @@ def test_numbers_clustered_by_the_released_labels_are_refused() -> None:
                    list(range(30)), "f")
     check_rows(rule, truths, {"temp": [centre[c] / 10 + 3 * j * 100 for c, j in zip(cities, jitter, strict=True)]},
                list(range(30)), "f")  # related to the city, but mostly its own noise
+
+
+# ------------------------------------------------------------------------------ the check's own costs
+def _slow_key(text: str) -> str:
+    import unicodedata
+
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold().strip()
+
+
+def test_ascii_is_its_own_normal_form_without_format_characters() -> None:
+    import unicodedata
+
+    from metricdp.tabular.leaks import value_key
+
+    for code in range(128):
+        ch = chr(code)
+        assert unicodedata.normalize("NFKC", ch) == ch and unicodedata.category(ch) != "Cf"
+        assert value_key(f" Pa{ch}RIS ") == _slow_key(f" Pa{ch}RIS ")
+    assert value_key("pa\u200bris") == value_key("PA\uff32IS") == "paris"  # not ASCII: normalised
+
+
+def test_check_chunk_reads_each_column_once_and_names_the_row_of_a_later_block() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from metricdp.tabular.formats import BatchChunk
+    from metricdp.tabular.leaks import SCAN_ROWS, check_chunk
+
+    reads: list[str] = []
+
+    class Counted(BatchChunk):
+        def values(self, name, rows):  # type: ignore[no-untyped-def]
+            reads.append(name)
+            return super().values(name, rows)
+
+    n = 2 * SCAN_ROWS + 10
+    city = [LABELS[i % 3] for i in range(n)]
+    copy = ["x"] * SCAN_ROWS + city[SCAN_ROWS:]  # the true labels from the second block on
+    chunk = Counted(pa.record_batch({"city": city, "copy": copy}), 100)
+    with pytest.raises(ValidationError, match=f"column 'copy' holds .* first at data row {100 + SCAN_ROWS + 1},"):
+        check_chunk(LeakRule.labels("city"), chunk, ["copy"], "f")
+    assert sorted(reads) == ["city", "copy"]

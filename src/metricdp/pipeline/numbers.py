@@ -31,13 +31,17 @@ OFF_GRID = ("error", "round")
 
 def read_numbers(chunk: Chunk, column: str, where: str) -> tuple[NDArray[np.float64], NDArray[np.bool_],
                                                                   NDArray[np.bool_], NDArray[np.bool_]]:
-    """``(numbers, not a number, empty, inexact integer)`` of a chunk's column, by the one number rule."""
-    pa, pc = arrow()
+    """``(numbers, not a number, empty, inexact integer)`` of a chunk's column, by the one number rule.
+
+    A chunk whose format read every value as a plain decimal (:meth:`~metricdp.tabular.formats.Chunk.decimals`)
+    needs no Arrow: pyarrow is imported only past that point.
+    """
     quick = chunk.decimals(column)
     n = chunk.rows
     none = np.zeros(n, dtype=bool)
     if quick is not None and quick[1].all():
         return quick[0], none, none, none
+    pa, pc = arrow()
     col = chunk.column(column)
     kind = col.type
     empty = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)

@@ -45,8 +45,8 @@ from ..tabular.leaks import check_chunk, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
 
-__all__ = ["COMPILED_FROM_BYTES", "DEFAULT_CHUNK_ROWS", "Pass", "ReleaseStats", "Source", "output_format",
-           "release_pass"]
+__all__ = ["COMPILED_FROM_BYTES", "DEFAULT_CHUNK_ROWS", "Pass", "ReleaseStats", "Source", "compiled",
+           "output_format", "release_pass"]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -163,9 +163,7 @@ class Pass:
     def run(self, fh: IO[bytes], select: Select) -> tuple[int, int]:
         """Write the release to ``fh``; returns (rows written, rows read). Refused rows: one error at the end."""
         kind, src = self.kind, self.source
-        kernels = None
-        if kind.compiled and src.path.stat().st_size >= COMPILED_FROM_BYTES:
-            kernels = lattice_kernels(_KERNELS)
+        kernels = lattice_kernels(_KERNELS) if compiled(kind, src) else None
         refused = kind.refusals()
         rows = seen = 0
         unit = "line"
@@ -211,6 +209,18 @@ class Pass:
             raise refused.error(src.where, unit)
         kind.check_written(seen, src.where)
         return rows, seen
+
+
+def compiled(kind: Kind, source: Source) -> bool:
+    """Whether the release of ``source`` by ``kind`` runs the compiled kernels (:data:`COMPILED_FROM_BYTES`).
+
+    Only a format whose chunks are split and spliced by them asks for them: a format that
+    reads ahead (:attr:`~metricdp.tabular.formats.Format.read_ahead`, the text format). A
+    typed format reads and writes through Arrow and never calls a kernel, so for it numba
+    is not imported: its import would add its time and its memory to the release for nothing.
+    """
+    return (kind.compiled and source.format.read_ahead
+            and source.path.stat().st_size >= COMPILED_FROM_BYTES)
 
 
 def unnamed(plan: ColumnPlan, kind: Kind) -> tuple[str, ...]:

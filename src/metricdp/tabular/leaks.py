@@ -105,6 +105,9 @@ def value_key(value: object) -> str:
 
     Bytes are read as UTF-8 text and a sequence of one element as that element, so
     ``b"paris"``, ``["paris"]`` and ``"pa\u200bris"`` are all the label ``paris``.
+
+    An ASCII text skips the normalisation, which cannot change it: every ASCII character
+    is its own NFKC form, and none is a format character (ASCII's controls are ``Cc``).
     """
     if isinstance(value, (bytes, bytearray, memoryview)):
         value = bytes(value).decode("utf-8", "replace")
@@ -112,7 +115,10 @@ def value_key(value: object) -> str:
         return value_key(value[0])
     elif isinstance(value, dict) and len(value) == 1:
         return value_key(next(iter(value.values())))
-    text = unicodedata.normalize("NFKC", str(value))
+    text = str(value)
+    if text.isascii():
+        return text.casefold().strip()
+    text = unicodedata.normalize("NFKC", text)
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold().strip()
 
 
@@ -430,8 +436,17 @@ def check_chunk(rule: LeakRule, chunk: Any, others: Sequence[str], where: str) -
     if not others or not chunk.rows:
         return
     word = "line" if chunk.unit == "line" else "data row"
-    for start in range(0, chunk.rows, SCAN_ROWS):
-        pick = np.asarray([start + i for i in spread(min(chunk.rows - start, SCAN_ROWS))], dtype=np.intp)
-        truths = list(zip(*(chunk.values(c, pick) for c in rule.columns), strict=True))
-        places = [x.item() if isinstance(x, np.generic) else x for x in chunk.places(pick)]
-        check_rows(rule, truths, {c: chunk.values(c, pick) for c in others}, places, where, row_word=word)
+    # every block's compared rows read at once: one reading of a column per chunk, then cut per block
+    picks = [np.asarray([start + i for i in spread(min(chunk.rows - start, SCAN_ROWS))], dtype=np.intp)
+             for start in range(0, chunk.rows, SCAN_ROWS)]
+    every = np.concatenate(picks)
+    true_columns = [chunk.values(c, every) for c in rule.columns]
+    other_columns = {c: chunk.values(c, every) for c in others}
+    all_places = [x.item() if isinstance(x, np.generic) else x for x in chunk.places(every)]
+    stop = 0
+    for pick in picks:
+        block = slice(stop, stop + len(pick))
+        stop = block.stop
+        truths = list(zip(*(values[block] for values in true_columns), strict=True))
+        check_rows(rule, truths, {c: values[block] for c, values in other_columns.items()}, all_places[block],
+                   where, row_word=word)
