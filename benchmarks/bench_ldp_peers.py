@@ -136,6 +136,12 @@ def load() -> str:
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
+def settle(seconds: float = 0.5) -> None:
+    """Idle between the two sides: a BLAS pool keeps its threads spinning for a while after a call
+    (OpenBLAS's thread timeout), which would run on the cores the next side is timed on."""
+    time.sleep(seconds)
+
+
 def timed(fn: Any, *args: Any) -> tuple[float, float, Any]:
     """Wall and CPU seconds of ``fn(*args)`` (CPU: the whole process, every thread), and its value."""
     w, c = time.perf_counter(), time.process_time()
@@ -352,7 +358,9 @@ def main(argv: list[str] | None = None) -> None:
             ours_ibu(m, f, 2)  # warm-up: numba's compilation
             ours, theirs = [], []
             for _ in range(repeats):
+                settle()
                 ours.append(ours_ibu(m, f, n))
+                settle()
                 theirs.append(peer.ask(task="ibu", channel=name, k=k, updates=n))
             del m
             print(row(f"{name}, {k} ({n})", ours, theirs, 1e6), flush=True)
