@@ -472,9 +472,6 @@ def test_keep_and_drop_are_checked_as_the_pandas_api_checks_them(engine_name: st
 
 
 @pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))
-@pytest.mark.xfail(strict=True, reason="privatize_dask checks the columns only (df[[column, *unacknowledged]]): an "
-                   "index holding the released column's true values is returned with the release and written by "
-                   "to_parquet, where privatize_frame refuses it ('w (index)', 'index', 'city')")
 @pytest.mark.parametrize("index_name", ["w", "city", None])
 def test_dask_an_index_holding_the_released_column_is_refused(index_name: str | None) -> None:
     pd = pytest.importorskip("pandas")
@@ -486,9 +483,6 @@ def test_dask_an_index_holding_the_released_column_is_refused(index_name: str | 
 
 
 @pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))
-@pytest.mark.xfail(strict=True, raises=KeyError, reason="a Dask frame with a column named 0 (not text): "
-                   "privatize_dask plans on str(name) and selects df[['w', '0']], a KeyError traceback; "
-                   "privatize_frame refuses it in one line ('column names must be text')")
 def test_dask_a_column_name_that_is_not_text_is_one_error() -> None:
     pdf = _pdf()
     pdf[0] = _w()
@@ -521,10 +515,6 @@ def test_dask_a_copy_across_a_partition_boundary_is_refused_as_the_pandas_api_re
 
 
 @pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))
-@pytest.mark.xfail(strict=True, reason="a Spark column whose name holds a dot ('a.b') or a backtick: _checked "
-                   "selects df.select(column, *unacknowledged) unquoted, Spark reads 'a.b' as a field of a struct "
-                   "and raises AnalysisException (and logs a JSON stack trace) instead of releasing with a warning "
-                   "as privatize_frame does")
 @pytest.mark.parametrize("name", ["a.b", "a`b"])
 def test_spark_a_column_named_with_a_dot_is_released_as_the_pandas_api_releases_it(
         name: str, request: pytest.FixtureRequest) -> None:

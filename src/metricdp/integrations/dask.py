@@ -83,20 +83,43 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
         ``column`` (named with its first compared row): nothing is returned.
     """
     dask = import_optional("dask", extra="dask")
-    if column not in df.columns:
-        raise ValidationError(f"no column {column!r}; available: {', '.join(repr(str(c)) for c in df.columns)}")
-    from ._frames import plan_frame, sample_blocks
+    from ..frames import _index_levels
+    from ._frames import plan_frame
+
+    names = list(df.columns)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
+    if column not in names:
+        raise ValidationError(f"no column {column!r}; available: {', '.join(repr(c) for c in names)}")
+    levels = _index_levels(df._meta, names)  # the index leaves with the frame: planned as pandas plans it
+    if column in levels:
+        raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
+                              "values; move it to the columns (reset_index) to release it")
 
     def sample(columns: list[str], block: str, place: str) -> Any:
-        parts = df[columns].to_delayed()
-        found = dask.compute(*[dask.delayed(sample_blocks)(p, str(k), 0, block, place) for k, p in enumerate(parts)])
+        parts = df.to_delayed()
+        found = dask.compute(*[dask.delayed(_sampled)(p, levels, columns, str(k), block, place)
+                               for k, p in enumerate(parts)])
         return import_optional("pandas", extra="dask").concat(found) if found else None
 
-    plan = plan_frame([str(c) for c in df.columns], column, keep, drop, sample)
+    plan = plan_frame([*levels, *names], column, keep, drop, sample)
     seed = check_seed(seed)
     shipped = dask.delayed(Shipped(mechanism), pure=True)  # one graph node, sent once per worker
     out = df.map_partitions(_release_partition, shipped, column, seed, meta=df._meta)
-    return out.drop(columns=list(plan.dropped)) if plan.dropped else out
+    if levels and levels[0] in plan.dropped:
+        out = out.reset_index(drop=True)
+    gone = [c for c in plan.dropped if c not in levels]
+    return out.drop(columns=gone) if gone else out
+
+
+def _sampled(part: Any, levels: list[str], columns: list[str], partition: str, block: str, place: str) -> Any:
+    """:func:`._frames.sample_blocks` of one partition's ``columns``, its index as the column ``levels[0]``."""
+    from ._frames import sample_blocks
+
+    if levels:
+        part = part.rename_axis(levels[0]).reset_index()
+    return sample_blocks(part[columns], partition, 0, block, place)
 
 
 def privatize_file_dask(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,

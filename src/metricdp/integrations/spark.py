@@ -117,7 +117,7 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
     types = import_optional("pyspark.sql.types", extra="spark")
 
     def sample(columns: list[str], block: str, place: str) -> Any:
-        sub = df.select(*columns)
+        sub = df.select(*[f"`{c.replace('`', '``')}`" for c in columns])  # a name as written, dots included
         schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
                                    types.StructField(place, types.StringType())])
 
