@@ -103,11 +103,15 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
         rng = partition_rng(seed, partition)  # one stream for all batches of the partition
         mech = shipped.value.mechanism
         for pdf in batches:
-            pdf[column] = release_column(pdf[column], mech, rng, f"partition {partition}, column {column!r}")
+            pdf[inner] = release_column(pdf[inner], mech, rng, f"partition {partition}, column {column!r}")
             yield pdf
 
-    out = df.mapInPandas(release, schema=df.schema)
-    return out.drop(*plan.dropped) if plan.dropped else out
+    names = list(df.columns)  # positional names inside the job: Spark reads a dot in a name as a struct field
+    inner = f"c{names.index(column)}"
+    plain = df.toDF(*[f"c{i}" for i in range(len(names))])
+    out = plain.mapInPandas(release, schema=plain.schema).toDF(*names)
+    gone = set(plan.dropped)
+    return out.select(*[out[f"`{n.replace('`', '``')}`"] for n in names if n not in gone]) if gone else out
 
 
 def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> Any:
@@ -117,7 +121,8 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
     types = import_optional("pyspark.sql.types", extra="spark")
 
     def sample(columns: list[str], block: str, place: str) -> Any:
-        sub = df.select(*[f"`{c.replace('`', '``')}`" for c in columns])  # a name as written, dots included
+        # plain positional names inside the job (Spark reads a dot as a struct field); the real ones after
+        sub = df.select(*[df[f"`{c.replace('`', '``')}`"].alias(f"c{i}") for i, c in enumerate(columns)])
         schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
                                    types.StructField(place, types.StringType())])
 
@@ -132,7 +137,7 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
 
         pd = import_optional("pandas", extra="spark")
         rows = [tuple(r) for r in sub.mapInPandas(blocks, schema=schema).collect()]  # small: no toPandas round trip
-        return pd.DataFrame.from_records(rows, columns=schema.fieldNames())
+        return pd.DataFrame.from_records(rows, columns=[*columns, block, place])
 
     return plan_frame(list(df.columns), column, keep, drop, sample)
 
