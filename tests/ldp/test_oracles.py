@@ -226,8 +226,9 @@ def test_ibu_dense_kernel_equals_the_reference_on_any_shape(shape, monkeypatch) 
     if zero is not None:
         assert np.all(fast.estimate[:, zero] == 0.0)
         assert np.all(threaded.estimate[:, zero] == 0.0)
-    assert np.array_equal(fast.estimate[2], fast.estimate[0])  # same data, same bits
-    assert np.array_equal(threaded.estimate[2], threaded.estimate[0])
+    if _ibu_kernels.KERNELS is not None:  # the compiled passes (the fast extra): same data, same bits
+        assert np.array_equal(fast.estimate[2], fast.estimate[0])
+        assert np.array_equal(threaded.estimate[2], threaded.estimate[0])
 
 
 @pytest.mark.skipif(_ibu_kernels.KERNELS is None, reason="numba not installed")

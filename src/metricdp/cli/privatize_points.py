@@ -343,6 +343,8 @@ def register(app: typer.Typer) -> None:
         eps = _epsilon(epsilon, level, radius)
         check_formats(input_file, out, what=f"INPUT {input_file}:")
         check_output(out, inputs=(input_file, snap_to, region, plot, *acct.files()))  # never the ledger or its key
+        # the engine's options (--plot is the local engine's) before any extra an option needs
+        check_engine(engine, scheduler, master, chunk_rows, [(plot is not None, "the parameter 'plot'")], _FLAGS)
         if plot is not None:
             check_output(plot, "--plot", inputs=(input_file, snap_to, region, out, *acct.files()))
             require("plot", what="--plot")
@@ -350,7 +352,6 @@ def register(app: typer.Typer) -> None:
                 raise ValidationError(f"--plot {plot}: expected a .png file")
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        check_engine(engine, scheduler, master, chunk_rows, [(plot is not None, "the parameter 'plot'")], _FLAGS)
         settings = _settings(eps, sampler, region, truncate, snap_to, origin, cell, extent)
         rng: object = seed  # the library's ONE source: the releases, and the cap's and the budget's choices
         sample = None
