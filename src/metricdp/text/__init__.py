@@ -22,8 +22,8 @@ Modules
 * :mod:`.utility` -- tokens changed and mean embedding distance on a corpus, per mechanism and eps.
 * :mod:`.rewrite` -- streaming rewriting of plain text, CSV and JSONL.
 * :mod:`.numbers` -- numbers released as numbers (exact two-sided geometric noise on their grid).
-* :mod:`.accounting`, :mod:`.accounted` -- eps per document and author; a rewrite under per-person budgets
-  and ledgers (words, and numbers as their own line).
+* :mod:`.accounting`, :mod:`.accounted` -- eps per document and author; a rewrite under per-person
+    budgets and ledgers (words, and numbers as their own line).
 
 Accounting: see docs/text.md. Each token is released with eps-mDP for the Euclidean
 distance of the embedding; two documents differing in tokens i_1..i_k are
