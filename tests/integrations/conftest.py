@@ -52,3 +52,15 @@ def scheduler():
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
     ) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture(params=[
+    pytest.param("dask", marks=pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))),
+    pytest.param("spark", marks=pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))),
+])
+def engine(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
+    """The engine's name and where it runs (the shared cluster or session)."""
+    if request.param == "dask":
+        return "dask", {"scheduler": request.getfixturevalue("scheduler")}
+    request.getfixturevalue("spark")
+    return "spark", {}

@@ -30,7 +30,6 @@ from metricdp.streaming.files import privatize_file
 from metricdp.streaming.numbers import privatize_numbers_file
 from metricdp.streaming.persons import scan_persons
 from tests.cli_helpers import run
-from tests.integrations.conftest import dask_unavailable, spark_unavailable
 
 pa = pytest.importorskip("pyarrow")
 pytestmark = pytest.mark.slow
@@ -48,18 +47,6 @@ def _sure() -> Any:
 
 
 SURE = _sure()
-
-
-@pytest.fixture(params=[
-    pytest.param("dask", marks=pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))),
-    pytest.param("spark", marks=pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))),
-])
-def engine(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    """The engine's name and where it runs (the shared cluster or session)."""
-    if request.param == "dask":
-        return "dask", {"scheduler": request.getfixturevalue("scheduler")}
-    request.getfixturevalue("spark")
-    return "spark", {}
 
 
 def _table(n: int = 90) -> Any:

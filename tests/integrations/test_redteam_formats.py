@@ -39,18 +39,6 @@ pytestmark = pytest.mark.slow
 W3 = "abc"
 
 
-@pytest.fixture(params=[
-    pytest.param("dask", marks=pytest.mark.skipif(bool(dask_unavailable), reason=str(dask_unavailable))),
-    pytest.param("spark", marks=pytest.mark.skipif(bool(spark_unavailable), reason=str(spark_unavailable))),
-])
-def engine(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    """The engine's name and where it runs (the shared cluster or session)."""
-    if request.param == "dask":
-        return "dask", {"scheduler": request.getfixturevalue("scheduler")}
-    request.getfixturevalue("spark")
-    return "spark", {}
-
-
 def _labels_engine(name: str) -> Callable[..., int]:
     if name == "dask":
         from metricdp.integrations.dask import privatize_file_dask
