@@ -259,15 +259,7 @@ def _release_frame(df: Any, kind: Kind, keep: Iterable[str], drop: Iterable[str]
                               "on its rows, before anything is released)")
     if lib not in ("pandas", "polars") or not hasattr(df, "columns") or hasattr(df, "to_frame"):
         raise ValidationError(f"expected a pandas or Polars DataFrame, got {type(df).__name__}")
-    names = list(df.columns)
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
-    levels = _index_levels(df, names) if lib == "pandas" else []
-    for column in kind.columns:
-        if column in levels:
-            raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
-                                  "values; move it to the columns (reset_index) to release it")
+    names, levels = frame_layout(df, kind.columns, index=lib == "pandas")
     plan = plan_columns([*levels, *names], list(kind.columns), keep=keep, drop=drop, where="DataFrame")
     check_names(plan.header, plan.unacknowledged, kind.rule(), "DataFrame")
     _check_leaks(df, lib, plan, levels, kind)
@@ -284,6 +276,22 @@ def _release_frame(df: Any, kind: Kind, keep: Iterable[str], drop: Iterable[str]
             out = out.reset_index(level=[levels.index(c) for c in gone], drop=True)
         return out.drop(columns=[c for c in plan.dropped if c not in levels]), plan
     return df.with_columns(released).drop(list(plan.dropped)), plan
+
+
+def frame_layout(df: Any, released: Sequence[str], *, index: bool) -> tuple[list[str], list[str]]:
+    """A frame's column names and (``index``: a pandas frame, or a Dask frame's pandas ``_meta``)
+    its index levels as planned (:func:`_index_levels`), refused in one error where a column
+    name is not text or a ``released`` column lives in the index (written with its true values)."""
+    names = list(df.columns)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
+    levels = _index_levels(df, names) if index else []
+    for column in released:
+        if column in levels:
+            raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
+                                  "values; move it to the columns (reset_index) to release it")
+    return names, levels
 
 
 def _index_levels(df: Any, columns: Sequence[str]) -> list[str]:

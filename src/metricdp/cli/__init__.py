@@ -193,10 +193,10 @@ def main() -> None:
     except _click_errors.UsageError as ex:
         raise SystemExit(_usage_line(ex)) from None
     except _click_errors.ClickException as ex:
-        err(f"error: {' '.join(ex.format_message().split())}")
+        _err(f"error: {' '.join(ex.format_message().split())}")
         raise SystemExit(ex.exit_code) from None
     except typer.Abort:
-        err("error: aborted")
+        _err("error: aborted")
         raise SystemExit(1) from None
     except BrokenPipeError:
         if not closed_output():
@@ -212,11 +212,11 @@ def _usage_line(ex: Any) -> int:
     """A usage error (unknown option, missing option, bad value) as ONE line on stderr, like every
     other error of the command line, with where to look; its exit status (2)."""
     where = f" (see '{ex.ctx.command_path} --help')" if ex.ctx is not None else ""
-    err(f"error: {' '.join(ex.format_message().split())}{where}")
+    _err(f"error: {' '.join(ex.format_message().split())}{where}")
     return int(ex.exit_code)
 
 
-def err(line: str) -> None:
+def _err(line: str) -> None:
     """``line`` on stderr (quietly nothing when stderr is closed)."""
     try:
         print(line, file=sys.stderr, flush=True)

@@ -83,19 +83,13 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
         ``column`` (named with its first compared row): nothing is returned.
     """
     dask = import_optional("dask", extra="dask")
-    from ..frames import _index_levels
+    from ..frames import frame_layout
     from ._frames import plan_frame
 
-    names = list(df.columns)
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise ValidationError(f"DataFrame column names must be text; column {bad[0]!r} is not")
+    # the index leaves with the frame: planned from the pandas meta as pandas plans it
+    names, levels = frame_layout(df._meta, [column], index=True)
     if column not in names:
         raise ValidationError(f"no column {column!r}; available: {', '.join(repr(c) for c in names)}")
-    levels = _index_levels(df._meta, names)  # the index leaves with the frame: planned as pandas plans it
-    if column in levels:
-        raise ValidationError(f"DataFrame: column {column!r} is in the index, which is written with its true "
-                              "values; move it to the columns (reset_index) to release it")
 
     def sample(columns: list[str], block: str, place: str) -> Any:
         parts = df.to_delayed()
