@@ -48,7 +48,7 @@ fresh releases (its clustering radius widened to 2 / eps), and again at the plai
 radius; the stronger of the two (the smaller median error over vessels) is the attack of a
 row. Per (mechanism, setting, B): the attack's error per vessel (median, mean over
 vessels), the mean and median displacement per fix, the spend (also as a fraction of B, the
-counters' units against B's), and whether the issue's
+counters' units against B's), and whether the
 target holds (attack error at least 3x the independent release's at the same B, mean
 displacement at most 1.5x). Random draws come from seeded generators: this is an
 experiment, not a release. The load average is printed with the results.
