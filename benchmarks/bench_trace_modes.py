@@ -4,6 +4,7 @@
     python benchmarks/bench_trace_modes.py --explore --budgets 100 --seeds 1 \
         --cells 0.05,0.1,0.25,0.5,1,2                            # every setting a user controls, at B = 100
     python benchmarks/bench_trace_modes.py --plot docs/img/trace-modes-frontier.png
+    python benchmarks/bench_trace_modes.py --matched-only        # the displacement-matched rows and their baseline
     python benchmarks/bench_trace_modes.py --quick               # 12 vessels, one B, one seed (a test runs it)
     python benchmarks/bench_trace_modes.py --map vessel.csv independent.csv per-place.csv predictive.csv \
         --out docs/img/trace-modes-vessel.png                    # one file's releases (docs/location.md)
@@ -21,6 +22,21 @@ parameters are set from the vessel's public counts so that it spends at most B:
   B / n, eps_N = (1 - share) x B / r for r fresh releases), the test's threshold a multiple
   of the base noise radius 2 / eps_N.
 
+Those spend B, and then the trace mechanisms release P << n fixes far more precisely than
+independent releases do. The target reads "an equal budget" as each vessel spending at most
+B, with a displacement comparable to the independent release's, so the rows **displacement
+matched** take the least eps that keeps the mean displacement within ``DISPLACEMENT_X``
+(1.5) times the independent release's at the same B, from public quantities only:
+
+* **per place, displacement matched**: eps per cell from 2 / eps + h / sqrt(2) <= 1.5 x
+  2 / eps_independent (planar Laplace moves a point 2 / eps on average, and a fix is at most
+  half the cell's diagonal h / sqrt(2) from its cell's centre), capped at B / P; a vessel
+  where the cap binds (the offset alone is too large) spends B and is not counted as matched;
+* **predictive, displacement matched**: a fixed split whose fresh releases are drawn at
+  eps_independent / 1.5 (tests at half of B / n, as many fresh releases as the other half pays
+  for), at a few thresholds; reused releases move with the test's threshold, so whether the
+  displacement holds is measured, not set.
+
 Independent and per-place releases are the pipeline's own mechanisms
 (:mod:`metricdp.pipeline.trace_states`, one instance per vessel, as ``privatize-trace``
 would run on that vessel alone); the predictive vessels advance together through
@@ -31,7 +47,8 @@ vessel's true top places (at most 3, 5 visits within 0.5 km), told the eps of th
 fresh releases (its clustering radius widened to 2 / eps), and again at the plain 0.5 km
 radius; the stronger of the two (the smaller median error over vessels) is the attack of a
 row. Per (mechanism, setting, B): the attack's error per vessel (median, mean over
-vessels), the mean and median displacement per fix, the spend, and whether the issue's
+vessels), the mean and median displacement per fix, the spend (also as a fraction of B, the
+counters' units against B's), and whether the
 target holds (attack error at least 3x the independent release's at the same B, mean
 displacement at most 1.5x). Random draws come from seeded generators: this is an
 experiment, not a release. The load average is printed with the results.
@@ -65,6 +82,8 @@ from metricdp.spaces import haversine_rows_km
 REGION = "40.3,-74.5,41.0,-73.5"  # New York harbour, as benchmarks/bench_traces.py
 BUDGETS = (100.0, 400.0, 1600.0)
 PLACE_RADIUS_KM = 0.5
+DISPLACEMENT_X = 1.5  # the target's bound on the mean displacement, times the independent release's
+MATCHED_THRESHOLDS = (2.0, 4.0, 8.0, 16.0)  # the predictive fixed split aimed at that bound: threshold x 2 / eps_N
 # counters of the trace report, in its order
 _SPENT, _FRESH, _REUSED, _TESTS, _PASSED = range(5)
 
@@ -118,9 +137,11 @@ class Release:
     fresh_eps: NDArray[np.float64]
     fresh: NDArray[np.int64]
     reused: NDArray[np.int64]
+    matched: NDArray[np.bool_] | None = None  # displacement-matched settings: the vessels whose match held
 
 
-def _one_by_one(data: Vessels, make: Callable[[int], Any], rng: np.random.Generator) -> Release:
+def _one_by_one(data: Vessels, make: Callable[[int], Any], rng: np.random.Generator,
+                matched: NDArray[np.bool_] | None = None) -> Release:
     """Each vessel released alone by the pipeline mechanism ``make(v)`` (not accounted: its eps is B's share)."""
     released = np.empty_like(data.latlon)
     counts = np.zeros((5, data.n.size), dtype=np.int64)
@@ -136,7 +157,7 @@ def _one_by_one(data: Vessels, make: Callable[[int], Any], rng: np.random.Genera
         released[rows] = out
         counts[:, v] = mech.counts(1)[:, 0]
         eps[v] = mech.epsilon
-    return Release(released, counts[_SPENT], eps, counts[_FRESH], counts[_REUSED])
+    return Release(released, counts[_SPENT], eps, counts[_FRESH], counts[_REUSED], matched)
 
 
 def independent(data: Vessels, budget: float, rng: np.random.Generator) -> Release:
@@ -156,6 +177,36 @@ def per_place(data: Vessels, budget: float, grid: CellGrid, rng: np.random.Gener
     """One release per (vessel, cell) at B / P."""
     p = places(data, grid)
     return _one_by_one(data, lambda v: PerPlace(grid, share(budget, int(p[v]))), rng)
+
+
+def matched_epsilon(eps_independent: NDArray[np.float64], offset_km: float,
+                    cap: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """The smallest eps whose expected displacement is at most ``DISPLACEMENT_X`` times the independent
+    release's, capped at ``cap`` (the share of B that keeps the spend within B), and where the cap let it be.
+
+    Planar Laplace at eps moves a point by 2 / eps on average, so the independent release at
+    ``eps_independent`` displaces a fix by 2 / eps_independent; a release around a point at most
+    ``offset_km`` from the fix displaces it by at most ``offset_km`` + 2 / eps (triangle inequality).
+    ``offset_km`` + 2 / eps <= ``DISPLACEMENT_X`` x 2 / eps_independent gives the eps. Every input is
+    public (the vessel's counts, the cell side), so the choice reveals nothing of the fixes. Where the
+    bound is out of reach within the budget (the cell's offset alone is too large, or the eps would pass
+    ``cap``), the result is ``cap``: the most precise release the budget allows, flagged False."""
+    room = DISPLACEMENT_X * 2.0 / np.asarray(eps_independent, dtype=np.float64) - offset_km
+    want = np.full(room.shape, np.inf)
+    np.divide(2.0, room, out=want, where=room > 0)
+    ok = want <= cap
+    return np.where(ok, want, cap), ok
+
+
+def per_place_matched(data: Vessels, budget: float, grid: CellGrid, rng: np.random.Generator) -> Release:
+    """One release per (vessel, cell) at the least eps within 1.5x the independent release's displacement
+    (:func:`matched_epsilon`; a fix is at most half the cell's diagonal from its cell's centre), never above
+    B / P: each vessel spends at most B, less where the match allows."""
+    p = places(data, grid)
+    ind = np.array([share(budget, int(n)) for n in data.n.tolist()])
+    cap = np.array([share(budget, int(k)) for k in p.tolist()])
+    eps, ok = matched_epsilon(ind, grid.cell_km / np.sqrt(2.0), cap)
+    return _one_by_one(data, lambda v: PerPlace(grid, float(eps[v])), rng, ok)
 
 
 @dataclass
@@ -210,6 +261,17 @@ def fixed_manager(data: Vessels, budget: float, test_share: float, threshold_x: 
     return PerVessel(threshold_x * 2.0 / from_units(noise), test, noise[:, None])
 
 
+def matched_fixed_manager(data: Vessels, budget: float, test_share: float, threshold_x: float) -> PerVessel:
+    """A fixed split aimed at the displacement match: tests at ``test_share`` x B / n, every fresh release at
+    the independent release's eps / ``DISPLACEMENT_X`` (so it is displaced ``DISPLACEMENT_X`` times as much),
+    as many of them as (1 - ``test_share``) x B pays for; threshold ``threshold_x`` x 2 / eps_N. A reused
+    release is displaced by the distance the test let pass, so the match is measured, not guaranteed."""
+    total = to_units(budget, "budget", budget=True)
+    test = (int(total * test_share) // data.n).astype(np.int64)
+    noise = np.array([to_units(share(budget, int(n)) / DISPLACEMENT_X) for n in data.n.tolist()], dtype=np.int64)
+    return PerVessel(threshold_x * 2.0 / from_units(noise), test, noise[:, None])
+
+
 def predictive(data: Vessels, budget: float, manager: PerVessel, rng: np.random.Generator) -> Release:
     """The predictive mechanism, every vessel within B, under its own manager (step t of every vessel at once)."""
     persons = data.n.size
@@ -259,6 +321,7 @@ def measure(data: Vessels, release: Release, budget: float) -> dict[str, Any]:
     best = min(medians, key=lambda k: medians[k])
     limit = to_units(budget, "budget", budget=True)
     spent = from_units(release.spent_units)
+    fraction = release.spent_units / limit  # the counters' units against B's, as the trace report's
     return {
         "attack_median_km": medians[best], "attack_mean_km": float(np.nanmean(errs[best])), "attack_radius": best,
         "attack_widened_median_km": medians["widened"], "attack_place_median_km": medians["place"],
@@ -266,6 +329,9 @@ def measure(data: Vessels, release: Release, budget: float) -> dict[str, Any]:
         "displacement_mean_km": float(disp.mean()), "displacement_median_km": float(np.median(disp)),
         "spent_median": float(np.median(spent)), "spent_min": float(spent.min()), "spent_max": float(spent.max()),
         "within_budget": bool((release.spent_units <= limit).all()),
+        "spent_fraction_min": float(fraction.min()), "spent_fraction_median": float(np.median(fraction)),
+        "spent_fraction_max": float(fraction.max()),
+        "matched_vessels": -1 if release.matched is None else int(release.matched.sum()),
         "fresh": int(release.fresh.sum()), "reused": int(release.reused.sum()),
     }
 
@@ -277,15 +343,20 @@ class Setting:
     mechanism: str
     label: str
     run: Callable[[Vessels, float, np.random.Generator], Release]
+    matched: bool = False  # eps set to the displacement match (at most B), not to spend B
 
 
 def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
-    """The independent release, per place at each cell side, and the predictive managers (more with ``explore``)."""
+    """The independent release, per place at each cell side (spending B, then displacement matched), and the
+    predictive managers (more with ``explore``; then the fixed split aimed at the displacement match)."""
     out = [Setting("independent", "B / n per fix", independent)]
-    for km in cells:
-        grid = CellGrid.over(REGION, km)
-        out.append(Setting("per-place", f"{km:g} km cells",
+    grids = [CellGrid.over(REGION, km) for km in cells]
+    for grid in grids:
+        out.append(Setting("per-place", f"{grid.cell_km:g} km cells",
                            lambda d, b, r, g=grid: per_place(d, b, g, r)))
+    for grid in grids:
+        out.append(Setting("per-place", f"{grid.cell_km:g} km cells, displacement matched",
+                           lambda d, b, r, g=grid: per_place_matched(d, b, g, r), matched=True))
     # the best settings of the exploration at B = 100 (``--explore``): (test share, threshold x 2 / eps_N)
     adaptive = [(s, x) for s in (0.2, 0.5) for x in (0.5, 1.0, 4.0, 16.0)] if explore else [(0.2, 4.0), (0.5, 16.0)]
     fixed = [(f, x) for f in (10, 50) for x in (1.0, 16.0)] if explore else [(50, 16.0)]
@@ -295,6 +366,11 @@ def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
     for f, x in fixed:
         out.append(Setting("predictive", f"fixed, test share 0.5, {f} fresh, threshold {x:g} x 2/eps_N",
                            lambda d, b, r, f=f, x=x: predictive(d, b, fixed_manager(d, b, 0.5, x, f), r)))
+    for x in MATCHED_THRESHOLDS:
+        out.append(Setting("predictive", f"fixed, test share 0.5, eps_N = (B / n) / {DISPLACEMENT_X:g}, threshold "
+                           f"{x:g} x 2/eps_N, displacement matched",
+                           lambda d, b, r, x=x: predictive(d, b, matched_fixed_manager(d, b, 0.5, x), r),
+                           matched=True))
     return out
 
 
@@ -327,13 +403,16 @@ def run(data: Vessels, budgets: Iterable[float], seeds: int, chosen: list[Settin
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a markdown table."""
     head = ("| B | mechanism | setting | attack error per vessel, median (mean) km | x independent | mean "
-            "displacement km | x independent | eps spent per vessel, median (max) | target |")
-    lines = [head, "|" + "---|" * 9]
+            "displacement km | x independent | eps spent per vessel, median (max) | spent / B, min - max "
+            "| vessels matched | target |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
+        matched = "" if r["matched_vessels"] < 0 else f"{r['matched_vessels']}"
         lines.append(f"| {r['budget']:g} | {r['mechanism']} | {r['setting']} | {r['attack_median_km']:.3g} "
                      f"({r['attack_mean_km']:.3g}) | {r['attack_vs_independent']:.2f} | "
                      f"{r['displacement_mean_km']:.3g} | {r['displacement_vs_independent']:.2f} | "
-                     f"{r['spent_median']:.4g} ({r['spent_max']:.4g}) | {'yes' if r['target'] else 'no'} |")
+                     f"{r['spent_median']:.4g} ({r['spent_max']:.4g}) | {r['spent_fraction_min']:.3f} - "
+                     f"{r['spent_fraction_max']:.3f} | {matched} | {'yes' if r['target'] else 'no'} |")
     return "\n".join(lines)
 
 
@@ -419,6 +498,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--quick", action="store_true", help="12 vessels of at most 300 fixes, B = 100, one seed")
     ap.add_argument("--mechanisms", default="per-place,predictive", help="the mechanisms compared with the "
                     "independent release (always run: the baseline of every B), comma-separated")
+    ap.add_argument("--matched-only", action="store_true", help="only the displacement-matched rows and the "
+                    "independent release (their baseline)")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--plot", help="draw the frontier (PNG) here")
     ap.add_argument("--map", nargs="+", metavar="CSV", help="instead: draw TRUE.csv beside each RELEASED.csv "
@@ -435,7 +516,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     seeds = 1 if args.quick else args.seeds
     cells = [float(c) for c in args.cells.split(",")]
     wanted = {"independent", *args.mechanisms.split(",")}
-    chosen = [s for s in settings(args.explore, cells) if s.mechanism in wanted]
+    chosen = [s for s in settings(args.explore, cells) if s.mechanism in wanted
+              and (s.matched or s.mechanism == "independent" or not args.matched_only)]
     t0 = time.perf_counter()
     rows = run(data, budgets, seeds, chosen)
     load_avg = os.getloadavg()

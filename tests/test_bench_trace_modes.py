@@ -52,7 +52,42 @@ def test_adaptive_manager_splits_as_adaptive_rate_per_vessel():
         assert (test_u[v], noise_u[v]) == (want[0][0], want[1][0])
 
 
-@pytest.mark.parametrize("which", ["independent", "per-place", "adaptive", "fixed"])
+def test_matched_epsilon_meets_the_displacement_bound_within_the_cap():
+    bench = _bench()
+    # independent eps 1 and 0.5 displace by 2 and 4 km; 1.5x that minus a 1 km offset leaves 2 and 5 km of noise
+    eps, ok = bench.matched_epsilon(np.array([1.0, 0.5, 1.0, 1.0]), 1.0, np.array([2.0, 2.0, 0.5, 2.0]))
+    assert eps[:3].tolist() == pytest.approx([1.0, 0.4, 0.5]) and ok.tolist()[:3] == [True, True, False]
+    eps, ok = bench.matched_epsilon(np.array([1.0]), 3.5, np.array([2.0]))  # the offset alone passes 3 km
+    assert eps.tolist() == [2.0] and ok.tolist() == [False]
+
+
+def test_per_place_matched_spends_its_matched_eps_per_place():
+    bench = _bench()
+    data = _vessels(bench, [7, 60, 23])
+    grid = bench.CellGrid.over(bench.REGION, 0.05)
+    r = bench.per_place_matched(data, 1000.0, grid, np.random.default_rng(0))
+    # 1.5 x 2 / (B / n) - 0.05 / sqrt 2 km: below zero for 7 fixes (the cap, B / 2 per place), else 2 / it
+    want = [bench.share(1000.0, 2), *(2.0 / (3.0 / bench.share(1000.0, n) - 0.05 / np.sqrt(2)) for n in (60, 23))]
+    assert want[1:] == pytest.approx([2.0 / (3.0 * n / 1000 - 0.05 / np.sqrt(2)) for n in (60, 23)])
+    assert r.matched.tolist() == [False, True, True] and r.fresh.tolist() == [2, 2, 2]
+    assert r.spent_units.tolist() == [2 * to_units(e) for e in want]
+    assert r.fresh_eps.tolist() == pytest.approx(want)
+    m = bench.measure(data, r, 1000.0)
+    assert m["within_budget"] and m["matched_vessels"] == 2
+    assert m["spent_fraction_max"] == pytest.approx(1.0) and m["spent_fraction_min"] < 0.1
+
+
+def test_matched_fixed_manager_draws_at_the_independent_eps_over_one_and_a_half():
+    bench = _bench()
+    data = _vessels(bench, [10, 40])
+    m = bench.matched_fixed_manager(data, 100.0, 0.5, 2.0)
+    assert m.rungs[:, 0].tolist() == [to_units(10.0 / 1.5), to_units(2.5 / 1.5)]
+    assert m.test.tolist() == [to_units(5.0), to_units(1.25)]
+    assert m.threshold.tolist() == pytest.approx([2.0 * 2 * 1.5 / 10, 2.0 * 2 * 1.5 / 2.5])
+
+
+@pytest.mark.parametrize("which", ["independent", "per-place", "adaptive", "fixed", "per-place-matched",
+                                   "fixed-matched"])
 def test_every_vessel_spends_at_most_its_budget(which):
     bench = _bench()
     data = _vessels(bench, [7, 60, 23])
@@ -64,8 +99,12 @@ def test_every_vessel_spends_at_most_its_budget(which):
         assert r.fresh.tolist() == [2, 2, 2] and r.reused.tolist() == [5, 58, 21]  # two places each, drawn once
     elif which == "adaptive":
         r = bench.predictive(data, 10.0, bench.adaptive_manager(data, 10.0, 0.2, 1.0), rng)
-    else:
+    elif which == "fixed":
         r = bench.predictive(data, 10.0, bench.fixed_manager(data, 10.0, 0.5, 16.0, 5), rng)
+    elif which == "per-place-matched":
+        r = bench.per_place_matched(data, 10.0, bench.CellGrid.over(bench.REGION, 1.0), rng)
+    else:
+        r = bench.predictive(data, 10.0, bench.matched_fixed_manager(data, 10.0, 0.5, 1.0), rng)
     assert (r.spent_units <= to_units(10.0, budget=True)).all()
     assert (r.fresh + r.reused).tolist() == [7, 60, 23]
     if which in ("independent", "per-place"):  # the whole budget, to the grid's rounding
@@ -81,3 +120,13 @@ def test_quick_run_compares_every_mechanism_with_the_independent_release(capsys)
     assert all(r["within_budget"] and r["budget"] == 100.0 for r in rows)
     assert rows[0]["mechanism"] == "independent" and rows[0]["attack_vs_independent"] == 1.0
     assert "| 100 | per-place |" in capsys.readouterr().out
+
+
+def test_matched_only_runs_the_matched_rows_beside_the_independent_release(capsys):
+    pytest.importorskip("tracktable_data")
+    rows = _bench().main(["--quick", "--matched-only"])
+    assert rows[0]["mechanism"] == "independent" and rows[0]["matched_vessels"] == -1
+    assert {r["mechanism"] for r in rows[1:]} == {"per-place", "predictive"}
+    assert all(r["setting"].endswith("displacement matched") for r in rows[1:])
+    assert all(r["within_budget"] and r["spent_fraction_max"] <= 1.0 for r in rows)
+    assert "displacement matched" in capsys.readouterr().out
