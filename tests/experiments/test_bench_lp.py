@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 
 from metricdp import ValidationError
-from metricdp.experiments.bench_lp import (
-    COLUMNS,
-    BenchRow,
-    markdown_report,
-    markdown_table,
-    parse_mechanism,
-    planned_builds,
-    run_bench,
-)
+from metricdp.experiments.bench_lp import parse_mechanism, planned_builds, run_bench
+from metricdp.experiments.bench_lp_rows import COLUMNS, BenchRow, markdown_report, markdown_table
 from tests.helpers import needs
 
 
@@ -119,12 +112,8 @@ def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
     Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""
     import json
 
-    from metricdp.experiments.bench_lp import append_jsonl, bench_data, plot_seconds
+    from metricdp.experiments.bench_lp_rows import append_jsonl, plot_seconds
 
-    space, prior = bench_data(9, "grid", seed=3)
-    assert space.n == 9 and prior is not None and prior.sum() == pytest.approx(1.0)
-    with pytest.raises(ValidationError, match="square"):
-        bench_data(10, "grid")
     log = tmp_path / "rows.jsonl"
     seen: list[int] = []
 
