@@ -97,6 +97,13 @@ def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
         run_bench([10], ["optimal"], data="gaussian", full_time_limit=-1.0)
 
 
+def test_clustered_data_reaches_the_child() -> None:
+    """``data="clustered"`` builds in the child on the clustered space and says so in the row."""
+    rows = run_bench([12], ["optimal"], ["fast"], data="clustered", seed=2, time_limit=60)
+    assert [(r.data, r.status) for r in rows] == [("clustered", "ok")], rows[0].message
+    assert rows[0].epsilon_audit <= 1.0 * (1 + 1e-9)
+
+
 def test_child_killed_after_limit_and_grace() -> None:
     """A child still running after limit + grace is killed: a time-out row, no crash."""
     rows = run_bench([30], ["optimal"], ["full"], data="gaussian", time_limit=1e-3, grace=0.0)
