@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 
 from metricdp import ValidationError
-from metricdp.experiments.bench_lp import (
-    COLUMNS,
-    BenchRow,
-    markdown_report,
-    markdown_table,
-    parse_mechanism,
-    planned_builds,
-    run_bench,
-)
+from metricdp.experiments.bench_lp import parse_mechanism, planned_builds, run_bench
+from metricdp.experiments.bench_lp_rows import COLUMNS, BenchRow, markdown_report, markdown_table
 from tests.helpers import needs
 
 
@@ -104,6 +97,13 @@ def test_full_time_limit_applies_to_the_full_formulation_only() -> None:
         run_bench([10], ["optimal"], data="gaussian", full_time_limit=-1.0)
 
 
+def test_clustered_data_reaches_the_child() -> None:
+    """``data="clustered"`` builds in the child on the clustered space and says so in the row."""
+    rows = run_bench([12], ["optimal"], ["fast"], data="clustered", seed=2, time_limit=60)
+    assert [(r.data, r.status) for r in rows] == [("clustered", "ok")], rows[0].message
+    assert rows[0].epsilon_audit <= 1.0 * (1 + 1e-9)
+
+
 def test_child_killed_after_limit_and_grace() -> None:
     """A child still running after limit + grace is killed: a time-out row, no crash."""
     rows = run_bench([30], ["optimal"], ["full"], data="gaussian", time_limit=1e-3, grace=0.0)
@@ -119,12 +119,8 @@ def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
     Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""
     import json
 
-    from metricdp.experiments.bench_lp import append_jsonl, bench_data, plot_seconds
+    from metricdp.experiments.bench_lp_rows import append_jsonl, plot_seconds
 
-    space, prior = bench_data(9, "grid", seed=3)
-    assert space.n == 9 and prior is not None and prior.sum() == pytest.approx(1.0)
-    with pytest.raises(ValidationError, match="square"):
-        bench_data(10, "grid")
     log = tmp_path / "rows.jsonl"
     seen: list[int] = []
 

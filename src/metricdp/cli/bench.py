@@ -57,7 +57,11 @@ MechOpt = Annotated[
 ]
 FormOpt = Annotated[str, typer.Option("--formulations", help="fast, full or both (SpannerMech has one).")]
 DataOpt = Annotated[
-    str, typer.Option("--data", help="glove (GloVe 50-d), gaussian, geo (Paris cells), grid (k*k, prior).")
+    str,
+    typer.Option(
+        "--data",
+        help="glove (GloVe 50-d), gaussian, clustered (50-d, n/25 centres), geo (Paris cells), grid (k*k, prior).",
+    ),
 ]
 LimitOpt = Annotated[float | None, typer.Option("--time-limit", help="Seconds per build (600; quick 60).")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Smoke run: n=20, optimal/constopt/spanner.")]

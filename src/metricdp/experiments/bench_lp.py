@@ -1,8 +1,9 @@
 """The LP benchmark behind ``metricdp bench lp``.
 
-One concept, over 600 lines: the harness of one benchmark (its series table, the child
-process that builds once, the parent that sweeps n and epsilon and checkpoints each row, and
-the report and plot of the rows).
+The harness of one benchmark: its series table, the child process that builds once, and
+the parent that sweeps n and epsilon and hands each finished row on. The data sets are in
+:mod:`.bench_lp_data`, the row's record and renderings (table, report, plot, checkpoint) in
+:mod:`.bench_lp_rows`; both are re-exported here.
 
 For every size n and every LP mechanism it builds the mechanism with the fast and the
 reference (``formulation="full"``) formulation side by side, on the same space, in one
@@ -45,29 +46,35 @@ a crash late in a long run loses nothing; :func:`plot_seconds` draws seconds aga
 
 from __future__ import annotations
 
-import math
-import os
-import platform
 import resource
 import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from .._jsonable import jsonable
-from .._resources import usable_cpus
 from .._validation import check_epsilon, check_int
 from ..errors import SolverError, SolverTimeLimitError, ValidationError
 from ..mechanisms import registry
 from ..spaces import MetricSpace
+from .bench_lp_data import DATASETS, bench_data, bench_space
+from .bench_lp_rows import (
+    COLUMNS,
+    BenchRow,
+    append_jsonl,
+    machine_info,
+    markdown_report,
+    markdown_table,
+    plot_seconds,
+    table_rows,
+)
 
 __all__ = [
     "COLUMNS",
+    "DATASETS",
     "MECHANISMS",
     "BenchRow",
     "append_jsonl",
@@ -81,6 +88,7 @@ __all__ = [
     "plot_seconds",
     "run_bench",
     "sizes_for",
+    "table_rows",
 ]
 
 #: Benchmark series -> (registry family, fixed options, formulations it has).
@@ -93,62 +101,6 @@ MECHANISMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "spanner": ("spanner", {}, ("default",)),
 }
 FORMULATIONS = ("fast", "full", "block-ipm", "column-generation", "dantzig-wolfe")
-
-#: Table columns (the markdown header) and the BenchRow field behind each.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("n", "n"),
-    ("mechanism", "mechanism"),
-    ("eps", "epsilon"),
-    ("formulation", "formulation"),
-    ("status", "status"),
-    ("variables", "variables"),
-    ("constraints", "constraints"),
-    ("nonzeros", "nonzeros"),
-    ("rounds", "rounds"),
-    ("iterations", "iterations"),
-    ("seconds", "seconds"),
-    ("peak MiB", "peak_mib"),
-    ("worst-case loss", "loss_max"),
-    ("95% loss", "loss_quantile"),
-    ("objective", "objective"),
-    ("gap vs full", "gap"),
-    ("certified gap", "certified_gap"),
-    ("audited eps", "epsilon_audit"),
-    ("vs full", "vs_full"),
-)
-
-
-@dataclass
-class BenchRow:
-    """One build of the benchmark (``None`` where the build produced no value)."""
-
-    n: int
-    mechanism: str
-    formulation: str
-    epsilon: float = 1.0
-    data: str = ""
-    status: str = "ok"
-    variables: int | None = None
-    constraints: int | None = None
-    nonzeros: int | None = None
-    rounds: int | None = None
-    iterations: int | None = None
-    seconds: float | None = None
-    lp_seconds: float | None = None
-    peak_mib: float | None = None
-    baseline_mib: float | None = None
-    loss_max: float | None = None
-    loss_quantile: float | None = None
-    objective: float | None = None
-    gap: float | None = None
-    certified_gap: float | None = None
-    epsilon_audit: float | None = None
-    vs_full: str = ""
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_mechanism(token: str, neighbours: int) -> tuple[str, str, dict[str, Any], tuple[str, ...]]:
@@ -193,45 +145,6 @@ def planned_builds(sizes: Sequence[int] | Mapping[str, Sequence[int]], mechanism
         total += len(sizes_for(sizes, tok)) * (1 if forms == ("default",) else len(formulations))
     return total
 
-
-DATASETS = ("glove", "gaussian", "geo", "grid")
-
-
-def bench_data(n: int, data: str = "glove", seed: int = 0) -> tuple[MetricSpace, np.ndarray | None]:
-    """The benchmark's space and its prior (``None``: uniform).
-
-    ``glove``: :func:`metricdp.data.glove.glove_space` (the real GloVe 6B 50-d vectors
-    sampled as the paper does); ``gaussian``: n standard normal points
-    in 50 dimensions (needs no optional package); ``geo``: the n most populous cells of
-    Paris (:func:`metricdp.data.geo.geo_space`, haversine km, prior = population share);
-    ``grid``: a k x k grid of unit cells (n = k^2, Euclidean; eps is then eps * cell) with
-    a Dirichlet(0.5) prior drawn from ``seed`` (Bordenabe et al., CCS 2014's setting).
-    """
-    n = check_int(n, "n", minimum=2)
-    if data == "glove":
-        from ..data.glove import glove_space
-
-        return glove_space(n, seed=seed), None
-    if data == "gaussian":
-        x = np.random.default_rng(seed).standard_normal((n, 50))
-        return MetricSpace.from_points(x), None
-    if data == "geo":
-        from ..data.geo import geo_space
-
-        cells = geo_space("paris", size=n)
-        return cells.space, cells.prior
-    if data == "grid":
-        k = math.isqrt(n)
-        if k * k != n:
-            raise ValidationError(f"grid data needs square sizes n = k*k, got n = {n}")
-        prior = np.random.default_rng(seed).dirichlet(np.full(n, 0.5))
-        return MetricSpace.grid(k, k, cell=1.0), prior
-    raise ValidationError(f"data must be one of {', '.join(DATASETS)}, got {data!r}")
-
-
-def bench_space(n: int, data: str = "glove", seed: int = 0) -> MetricSpace:
-    """The space of :func:`bench_data` alone."""
-    return bench_data(n, data, seed)[0]
 
 
 # --------------------------------------------------------------------------- child side
@@ -541,160 +454,3 @@ def _compare(rows: list[BenchRow]) -> None:
             r.vs_full = "full timed out"
         elif r.status == "ok" and ref.status == "skipped":
             r.vs_full = f"full skipped ({ref.message})" if ref.message else "full skipped"
-
-
-# --------------------------------------------------------------------------- reporting
-def machine_info() -> dict[str, str]:
-    """What the numbers were measured on: CPU, cores, memory, OS and library versions."""
-    import scipy
-
-    from .._version import __version__
-    from ..lp._solve import highs_version
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    mem = ""
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            kib = next(int(ln.split()[1]) for ln in fh if ln.startswith("MemTotal"))
-            mem = f"{kib / 2**20:.1f} GiB"
-    except (OSError, StopIteration, ValueError):
-        pass
-    try:
-        hv = highs_version()  # never the banner: it would go to stdout
-    except Exception:  # older highspy: no version(); the package version is enough
-        from importlib.metadata import version
-
-        hv = version("highspy")
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu,
-        "cores": str(usable_cpus()),
-        "memory": mem,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "highs": hv,
-        "metricdp": __version__,
-    }
-
-
-def append_jsonl(path: str | os.PathLike[str], row: BenchRow) -> None:
-    """Append one finished row to a JSON-lines checkpoint and flush it to disk at once."""
-    import json
-
-    line = json.dumps(jsonable(row.as_dict()), allow_nan=False)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def plot_seconds(rows: Sequence[BenchRow], path: str | os.PathLike[str]) -> None:
-    """Seconds against eps, one line per (mechanism, formulation, n), log-log; PNG, atomic.
-
-    Rows that did not finish are left out (a time-out is drawn at its limit only by the
-    table). Drawn on an Agg canvas (:mod:`metricdp._figure`): no display needed, and the
-    caller's matplotlib backend is left alone.
-    """
-    from .._figure import new_figure, save_png
-    from .._optional import import_optional
-
-    ticker = import_optional("matplotlib.ticker", "plot")
-
-    series: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
-    for r in rows:
-        if r.status == "ok" and r.seconds:
-            series.setdefault((r.mechanism, r.formulation, r.n), []).append((r.epsilon, r.seconds))
-    if not series:
-        raise ValidationError("no finished build to plot")
-    mechs = sorted({k[0] for k in series})
-    fig = new_figure(4.2 * len(mechs), 3.6, layout=None)
-    axes = fig.subplots(1, len(mechs), squeeze=False)
-    for ax, mech in zip(axes[0], mechs, strict=True):
-        for (m, form, n), pts in sorted(series.items()):
-            if m != mech:
-                continue
-            xs, ys = zip(*sorted(pts), strict=True)
-            ax.plot(xs, ys, marker="o", linestyle="-" if form != "full" else "--", label=f"n={n} {form}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ticks = sorted({e for (m, _, _), pts in series.items() if m == mech for e, _ in pts})
-        ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
-        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.set_title(mech)
-        ax.set_xlabel("epsilon")
-        ax.set_ylabel("seconds (whole build)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save_png(fig, path, dpi=110)
-
-
-def _cell(row: BenchRow, key: str) -> str:
-    value = getattr(row, key)
-    if value is None:
-        return "-"
-    if key in ("seconds", "peak_mib"):
-        return f"{value:.3g}" if value < 100 else f"{value:.0f}"
-    if key in ("loss_max", "loss_quantile"):
-        return f"{value:.6g}"
-    if key == "objective":
-        return f"{value:.10g}"
-    if key in ("gap", "certified_gap"):
-        return f"{value:+.1e}"
-    if key == "epsilon_audit":
-        return "inf" if math.isinf(value) else f"{value:.6g}"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def table_rows(rows: Sequence[BenchRow]) -> list[list[str]]:
-    """Every row as the strings of :data:`COLUMNS`."""
-    return [[_cell(r, key) for _, key in COLUMNS] for r in rows]
-
-
-def markdown_table(rows: Sequence[BenchRow]) -> str:
-    """The table alone (markdown), followed by one note per row that has a message."""
-    text_cols = ("mechanism", "formulation", "status", "vs_full")
-    lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |"]
-    lines.append("|" + "|".join("---" if k in text_cols else "---:" for _, k in COLUMNS) + "|")
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
-    notes = [r for r in rows if r.message]
-    if notes:
-        lines += ["", "Notes:", ""]
-        lines += [f"- n = {r.n}, eps = {r.epsilon:g}, {r.mechanism}, {r.formulation}: {r.status}: {r.message}"
-                  for r in notes]
-    return "\n".join(lines)
-
-
-def markdown_report(rows: Sequence[BenchRow], settings: Mapping[str, Any], machine: Mapping[str, str]) -> str:
-    """The markdown for ``benchmarks/RESULTS.md``: machine, settings, table, failures."""
-    lines = ["# `metricdp bench lp`", ""]
-    lines.append("Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items() if v))
-    lines.append("")
-    lines.append("Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
-    lines.append("")
-    lines.append(markdown_table(rows))
-    lines += [
-        "",
-        "Columns: LP statistics of the build's largest/last LP as the builder reports them in "
-        "`info['lp']`; seconds = wall time of the whole build (LPs, repair and the independent audit); "
-        "peak MiB = the build process's peak resident memory (interpreter and libraries included); "
-        "losses of the returned mechanism; audited eps = the exact audit the builder re-ran; "
-        "iterations = simplex iterations summed over the build's LPs; objective = worst-case loss "
-        "(or expected loss under the prior for optimal-expected) of the returned, audited matrix; "
-        "gap vs full = its relative difference to the reference (full) build's objective; "
-        "certified gap (OPTMech, with --certify) = (objective - L) / L for a lower bound L on the exact LP "
-        "optimum at eps proven by weak duality (metricdp.lp.certificate): at most this far from "
-        "optimal; '-' where the bound's own LP did not finish in time; "
-        "vs full = speed-up of the fast formulation over the full one and that difference.",
-        "",
-    ]
-    return "\n".join(lines)
