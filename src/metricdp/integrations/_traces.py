@@ -78,6 +78,11 @@ __all__ = ["TracePart", "release_traces_engine"]
 class _Checked(Traces):
     """The driver's reading of the file: the kind's parse, then its order check (and counts) on every chunk."""
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The columns read beside the released ones (a typed format's check reads only what it is told)."""
+        return (self.user, self.time)
+
     def parse(self, chunk: Any) -> Any:
         got = super().parse(chunk)
         self.check(got.values, chunk.first)
