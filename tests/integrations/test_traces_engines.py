@@ -158,8 +158,7 @@ def test_a_refused_run_writes_and_spends_nothing(tmp_path, engine):
                 _release(name, where, src, out, mech, ledger=ledger, piece_bytes=500)
         assert ledger.spent(["p0", "p1", "p2", "p3"]).tolist() == [0.0] * 4
     assert not out.exists()
-    assert [p.name for p in tmp_path.iterdir()] == sorted(["in.csv", "l.db"]) or not any(
-        p.name.startswith(".") for p in tmp_path.iterdir())
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or scratch left
 
 
 def test_a_fix_out_of_order_is_refused_as_the_local_engine_refuses_it(tmp_path, engine):

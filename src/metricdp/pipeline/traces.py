@@ -13,6 +13,11 @@ then time), before anything is drawn for that chunk -- and, in an accounted rele
 first pass, before anything is reserved. Times are numbers, or ISO 8601 times (a typed
 timestamp column, or text that reads as one), compared as instants.
 
+**Engines.** The local engine is this module's chunk loop; on Dask and Spark
+(``engine=``, :mod:`metricdp.integrations._traces`) each person's fixes are brought into
+one partition and released there by this kind, in file order: the same per-person
+releases and accounting (:mod:`.trace_budget`), the output's rows grouped by partition.
+
 **Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
 person's spend is data dependent under the predictive mechanism (tests and fresh
 releases), so the reservation is each person's **worst case**, known from the first pass
