@@ -31,8 +31,10 @@ partition's rows in file order: every person's fixes keep their order, the perso
 interleave differently from the input.
 
 **Cost.** A partition reads every piece that holds one of its rows: with many persons, each
-partition reads about the whole file (the keys alone cross the network, 16 bytes and an id
-per row), so the reads grow with the partitions times the file.
+partition reads about the whole file (the keys alone cross the network, 8 bytes and an id
+per row), so the reads grow with the partitions times the file. The partitions are as many
+as the cluster runs at once (Dask: its workers' threads; Spark: its default parallelism),
+at most one per piece.
 
 **Not on the engines** (one :class:`~metricdp.errors.ValidationError`, before anything is
 read): a ``spread`` budget (each person's eps comes from a first pass the partitions would
@@ -220,8 +222,7 @@ def _report(kind: Traces, own: list[NDArray[np.int64]]) -> TraceReport:
 Decide = Callable[[NDArray[Any] | None, NDArray[np.int64] | None], _Shared]
 
 
-def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, partitions: int,
-          id_type: str) -> list[Any]:
+def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str) -> list[Any]:
     """Keys as a Dask DataFrame, counted (accounted), shuffled on the person, released per partition."""
     from .._optional import import_optional
 
@@ -240,7 +241,8 @@ def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: 
             ids, counts = counted.index.to_numpy(), counted.to_numpy(dtype=np.int64)
         shared = decide(ids, counts)
         value = client.submit(_same, shared, pure=False)
-        parts = keys.shuffle(on="person", npartitions=partitions).to_delayed()
+        slots = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info()["workers"].values())
+        parts = keys.shuffle(on="person", npartitions=_partitions(len(pieces), slots)).to_delayed()
         tasks = [dask.delayed(functools.partial(_release_frame, job))(k, part, value) for k, part in enumerate(parts)]
         return list(client.gather(client.compute(tasks)))
 
@@ -262,8 +264,7 @@ def _same(x: Any) -> Any:
     return x
 
 
-def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, partitions: int,
-           id_type: str) -> list[Any]:
+def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str) -> list[Any]:
     """Keys as an RDD of ``(person, row)``, counted (accounted), partitioned by the person, released per partition."""
     from .spark import spark_ready
 
@@ -280,13 +281,19 @@ def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide:
                 counts = np.asarray([c for _, c in counted], dtype=np.int64)
             value = sc.broadcast(decide(ids, counts))
             try:
-                by_person = keys.partitionBy(partitions, _person_hash)
+                by_person = keys.partitionBy(_partitions(len(pieces), int(sc.defaultParallelism)), _person_hash)
                 return list(by_person.mapPartitionsWithIndex(
                     lambda k, pairs: [_release_pairs(job, k, pairs, value.value)]).collect())
             finally:
                 value.unpersist()
         finally:
             keys.unpersist()
+
+
+def _partitions(pieces: int, slots: int) -> int:
+    """The partitions of the release: as many as the cluster runs at once, at most one per piece (each partition
+    reads the pieces of its persons: fewer partitions, fewer reads of the file)."""
+    return max(1, min(pieces, slots))
 
 
 def _key_pairs(job: _Job, mechanism: Any, piece: Any) -> list[tuple[Any, int]]:
@@ -361,7 +368,7 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
             job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch))
             ran = _dask if engine == "dask" else _spark
             try:
-                results = ran(backend, job, mech, accounted, decide, len(plan.pieces), check.persons.ids.dtype.kind)
+                results = ran(backend, job, mech, accounted, decide, check.persons.ids.dtype.kind)
             except MetricDPError:
                 raise
             except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, a JVM error)
