@@ -195,7 +195,12 @@ def test_engine_options_are_checked_against_the_engine(tmp_path):
         release_traces_file(src, tmp_path / "o.csv", mechanism=Independent(1.0), piece_bytes=5, **COLS)
     with pytest.raises(ValidationError, match="'master' is for engine='spark'"):
         release_traces_file(src, tmp_path / "o.csv", mechanism=Independent(1.0), engine="dask", master="x", **COLS)
-    assert not (tmp_path / "o.csv").exists()
+    with pytest.raises(ValidationError, match=r"an output in another format \(.*o\.geojson\) is for engine='local'"):
+        release_traces_file(src, tmp_path / "o.geojson", mechanism=Independent(1.0), engine="dask", **COLS)
+    with pytest.raises(ValidationError, match="rng must be None or an int"):
+        release_traces_file(src, tmp_path / "o.csv", mechanism=Independent(1.0), engine="dask",
+                            rng=np.random.default_rng(0), **COLS)
+    assert not list(tmp_path.glob("o.*"))
 
 
 def test_the_command_runs_on_an_engine(tmp_path, engine):

@@ -513,11 +513,12 @@ def release_traces_file(
     if runs_on is not Engine.local:
         from ..integrations._traces import release_traces_engine
 
-        warn_unless_secure(rng, stacklevel=2)
+        seed = cluster_seed(rng)
+        warn_unless_secure(seed, stacklevel=2)
         return release_traces_engine(
             runs_on.value, kind, src.path, output_path, keep=keep, drop=drop, budget=budget, ledger=ledger,
-            policy=policy, run_id=run_id, seed=cluster_seed(rng), inputs=inputs, scheduler=scheduler,
-            master=master, piece_bytes=piece_bytes)
+            policy=policy, run_id=run_id, seed=seed, inputs=inputs, scheduler=scheduler, master=master,
+            piece_bytes=piece_bytes)
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
