@@ -51,6 +51,7 @@ import os
 import shutil
 import traceback
 import uuid
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -270,7 +271,8 @@ def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide:
 
     spark_ready()
     pieces = job.plan.pieces
-    with backend.cluster(len(pieces)) as sc:
+    with warnings.catch_warnings(), backend.cluster(len(pieces)) as sc:
+        warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
         keys = sc.parallelize(list(pieces), len(pieces)).flatMap(functools.partial(_key_pairs, job, mechanism))
         keys.cache()
         try:
