@@ -229,3 +229,24 @@ def test_pairing_and_measures_do_not_depend_on_row_order(rows, random, shift):
     tv = visit_count_error(a, cell_km=5.0).total_variation
     assert 0.0 <= tv <= 1.0 and (shift > 0 or tv == 0.0)
     assert (trip_length_error(same(person, key, true)).abs_error == 0).all()
+
+
+# ------------------------------------------------------------------------------ reading
+def test_read_traces_names_a_bad_coordinate_where_its_reader_places_it(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from metricdp.location.traces import read_traces
+
+    text = tmp_path / "t.csv"
+    text.write_text('user,t,lat,lon\na,1,48.8,2.3\n"b\nc",2,48.8,2.3\na,3,north,2.3\n')
+    with pytest.raises(ValidationError, match=r"t\.csv: line 5: column 'lat' is not a number: 'north'"):
+        read_traces(text, person="user", key="t")  # the quoted line break counts: the record starts on line 5
+    typed = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"user": ["a", "a"], "t": [1, 2], "lat": [48.8, 95.0], "lon": [2.3, 2.3]}), typed)
+    with pytest.raises(ValidationError, match=r"t\.parquet: data row 2: column 'lat' is not a latitude"):
+        read_traces(typed, person="user", key="t")
+    ok = tmp_path / "ok.csv"
+    ok.write_text("user,t,lat,lon\na,1,1.5,2\nb,2,0,0\n")
+    person, key, latlon = read_traces(ok, person="user", key="t")
+    assert person.tolist() == ["a", "b"] and key.tolist() == ["1", "2"] and latlon.tolist() == [[1.5, 2.0], [0, 0]]

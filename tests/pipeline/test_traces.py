@@ -397,3 +397,21 @@ def test_integer_and_text_ids_are_one_person_each_across_chunks_in_order_of_firs
     r = run(path, tmp_path / "out.parquet", Independent(1.0), chunk_rows=3, budget=5.0)
     assert [str(p) for p in r.report.persons.tolist()] == ["3", "5", "7", "9"]
     assert r.report.fresh.tolist() == [2, 2, 2, 2] and from_units(r.reserved).tolist() == [2.0] * 4
+
+
+def test_persons_coded_after_start_release_within_the_grants_given_them():
+    """An engine's partition meets its persons as it reads: grants given then bound them as grants at start do."""
+    from metricdp.pipeline.trace_states import Fixes
+
+    fixes = Fixes(np.array([0, 1, 0, 1, 0]), np.arange(5.0), np.zeros((5, 2)), np.arange(5))
+    late, early = Independent(1.0), Independent(1.0)
+    late.start(np.zeros(0, dtype=np.int64), np.random.default_rng(0))
+    late.grant(np.array([0, 1]), np.array([2, 1]))
+    early.start(np.array([2, 1]), np.random.default_rng(0))
+    kept, drawn = late.release(fixes)
+    assert kept.tolist() == [True, True, True, False, False] == early.release(fixes)[0].tolist()
+    assert late.counts(2)[1].tolist() == [2, 1] and drawn.shape == (3, 2)
+    held = Predictive(1.0, 0.2, 1.0)
+    held.start(np.zeros(0, dtype=np.int64), np.random.default_rng(0))
+    held.grant(np.array([1]), np.array([held.least()]))  # person 0 has no grant: withheld whole
+    assert held.release(fixes)[0].tolist() == [False, True, False, True, False]

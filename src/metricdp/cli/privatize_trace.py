@@ -1,7 +1,7 @@
 """``metricdp privatize-trace IN -o OUT --user-column U --time-column T --lat LAT --lon LON
---mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]``,
-or ``--spread-budget B`` (each person's budget spread over their own fixes, places or trace) with
-``--manager fixed|adaptive`` (predictive).
+--mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]
+[--engine local|dask|spark]``, or ``--spread-budget B`` (each person's budget spread over their own
+fixes, places or trace) with ``--manager fixed|adaptive`` (predictive).
 
 Releases the (lat, lon) of every fix of a trace file (CSV or Parquet; GeoJSON out) in file
 order with a state per person (:mod:`metricdp.pipeline.traces`): the predictive mechanism
@@ -10,7 +10,9 @@ one release per public cell (``--region``, ``--cell``), or independent releases.
 one person must be in time order. With ``--budget`` or ``--ledger`` each person's worst case
 is reserved before anything is drawn, and the reservation is what the ledger keeps (the
 actual spend is reported beside it); with ``--ledger``, a person's place paid for by an
-earlier run is released again as it was, at no cost (without one, per run).
+earlier run is released again as it was, at no cost (without one, per run). ``--engine dask``
+or ``--engine spark`` releases each person's fixes in one partition of a cluster
+(:mod:`metricdp.integrations._traces`).
 """
 
 from __future__ import annotations
@@ -32,9 +34,20 @@ from ._accounting import (
     LedgerOption,
     OverBudgetOption,
 )
-from ._common import JsonOption, SeedOption, check_output, console, echo_json, fmt, handle_errors, progress, warn
+from ._common import JsonOption, SeedOption, check_output, console, echo_json, fmt, handle_errors, progress
 from ._epsilon import EpsilonOption, resolve_epsilon
-from .privatize import DropOption, KeepOption, leaves_report, with_flags
+from .privatize import (
+    ChunkRowsOption,
+    DropOption,
+    Engine,
+    EngineOption,
+    KeepOption,
+    MasterOption,
+    SchedulerOption,
+    check_engine,
+    leaves_report,
+    with_flags,
+)
 
 __all__ = ["register"]
 
@@ -240,7 +253,10 @@ def register(app: typer.Typer) -> None:
         keep: KeepOption = None,
         digits: Annotated[int, typer.Option("--digits", min=0, max=15, help="Decimals of released coordinates "
                                             "in a text format.")] = 6,
-        chunk_rows: Annotated[int | None, typer.Option("--chunk-rows", min=1, help="Rows per chunk.")] = None,
+        engine: EngineOption = Engine.local,
+        scheduler: SchedulerOption = None,
+        master: MasterOption = None,
+        chunk_rows: ChunkRowsOption = None,
         report: Annotated[Path | None, typer.Option("--report", dir_okay=False, help="Write the per-person report "
                                                     "(CSV: person, eps spent, eps reserved, fresh releases, "
                                                     "reuses, tests, passed); it names the persons.")] = None,
@@ -255,9 +271,13 @@ def register(app: typer.Typer) -> None:
         reserved before anything is drawn and charged; the actual spend is reported beside it.
         With --spread-budget B, each person's release spends at most B, spread over their own
         fixes, places or trace (--manager adaptive: a target of B / n per fix).
+        --engine dask or spark brings each person's fixes into one partition and releases
+        them there (the output's rows then come grouped by partition, each person's in file
+        order); --spread-budget and an accounted per-place release run on the local engine.
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()
+        check_engine(engine, scheduler, master, chunk_rows)  # before anything is read or started
         eps = resolve_epsilon(epsilon, None, None, "km")
         mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell, manager, spread_budget, test_share)
         check_output(out, inputs=(input_file, report, *acct.files()))
@@ -277,7 +297,8 @@ def register(app: typer.Typer) -> None:
                         input_file, out, user=user_column, time=time_column, lat=lat, lon=lon, mechanism=mech,
                         keep=tuple(keep or ()), drop=tuple(drop or ()), ledger=book, policy=acct.policy,
                         budget=None if book is not None else acct.budget, rng=seed, digits=digits,
-                        chunk_rows=chunk_rows, inputs=tuple(acct.files()))
+                        chunk_rows=chunk_rows, inputs=tuple(acct.files()), engine=engine.value,
+                        scheduler=scheduler, master=master)
                 except ValidationError as ex:  # the library names no flag; say which one
                     msg = with_flags(str(ex))
                     raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") \
@@ -286,12 +307,10 @@ def register(app: typer.Typer) -> None:
             ex.args = (str(ex).replace(", --max-rows-per-user K caps every person", ""), *ex.args[1:])
             raise
         seconds = time.perf_counter() - t0
-        if seed is not None:
-            warn("--seed makes the releases reproducible by anyone who knows the seed: not private for real data")
-        if run.stats.columns is not None:
-            leaves_report(run.stats.columns)
+        leaves_report(run.stats.columns, seed, engine)
         summary = _summary(run, out, seconds, acct, eps,
                            getattr(mech, "kind_of_manager", None), mech.spread)
+        summary["engine"] = engine.value
         if report is not None:
             run.write_report(report, inputs=(input_file, out, *acct.files()))
             summary["report"] = str(report)

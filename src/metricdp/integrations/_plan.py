@@ -199,8 +199,9 @@ class KindCheck:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns it reads."""
-        return tuple(self.kind.columns)
+        """The columns it reads: the released ones, and those the kind reads beside them (``reads``: a trace's
+        person and time)."""
+        return tuple(dict.fromkeys((*self.kind.columns, *getattr(self.kind, "reads", ()))))
 
     def check_type(self, schema: Any, where: str) -> None:
         """Refuse a typed column the kind cannot read or write back (before any row is read)."""

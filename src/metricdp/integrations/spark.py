@@ -44,7 +44,7 @@ from ._common import Shipped, check_seed, partition_rng, release_column
 if TYPE_CHECKING:
     from ._run import FileOptions
 
-__all__ = ["SparkBackend", "privatize_file_spark", "privatize_spark"]
+__all__ = ["SparkBackend", "privatize_file_spark", "privatize_spark", "spark_ready"]
 
 
 def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = None, keep: Sequence[str] = (),
@@ -199,9 +199,7 @@ class SparkBackend(Backend):
         return sc
 
     def map(self, fn: Any, items: Sequence[Any], shared: Any, weights: Sequence[int], tally: Tally | None) -> list[Any]:
-        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-            raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark_ready()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
             with self.cluster(len(items)) as sc:
@@ -213,6 +211,14 @@ class SparkBackend(Backend):
                     return _collect_told(sc, tasks, fn, value, tally)
                 finally:
                     value.unpersist()
+
+
+def spark_ready() -> None:
+    """Java is there (else one :class:`~metricdp.errors.EngineError`), and the Python workers run this interpreter
+    (``PYSPARK_PYTHON``, unless set)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise EngineError("the Spark engine needs Java (e.g. apt-get install openjdk-17-jre-headless)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _stop(sc: Any) -> None:

@@ -149,42 +149,51 @@ def read_traces(path: str | PathLike[str], *, person: str, key: str, lat: str = 
                 ) -> tuple[NDArray[np.str_], NDArray[np.str_], NDArray[np.float64]]:
     """``(person, key, latlon)`` from the named columns of a CSV or Parquet file.
 
-    Raises :class:`ValidationError` naming the file and the missing column, or the file,
-    line and value of a non-numeric or empty coordinate.
+    Read by the format's own reader (:mod:`metricdp.tabular.formats`), which says where each row
+    is (a text format's line, a typed format's data row). Raises :class:`ValidationError` naming
+    the file and the missing column, or the file, line (or data row) and value of a non-numeric
+    or empty coordinate.
     """
     from ..io import parse_decimal
-    from ..tabular.csv import read_csv
-    from ..tabular.formats import TABLE_FORMATS, format_of
-    from ..tabular.parquet import read_parquet
+    from ..tabular.csv import DEFAULT_CHUNK_BYTES
+    from ..tabular.formats import RELEASE_FORMATS, TABLE_FORMATS, format_of
 
     p = Path(path)
-    fmt = format_of(p, TABLE_FORMATS)
+    fmt = RELEASE_FORMATS[format_of(p, TABLE_FORMATS)]
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
     names = (person, key, lat, lon)
-    if fmt == "csv":
-        header, rows, lines = read_csv(p)
-    else:
-        table = read_parquet(p)
-        header = list(table.column_names)
-    missing = [c for c in names if c not in header]
-    if missing:
-        raise ValidationError(f"{p}: no column {missing[0]!r} (columns: {', '.join(map(repr, header))})")
-    if fmt == "csv":
-        cols = [[row[header.index(c)] for row in rows] for c in names]
-    else:
-        cols = [["" if v is None else str(v) for v in table.column(c).to_pylist()] for c in names]
-        lines = list(range(2, len(cols[0]) + 2))
+    cols: list[list[str]] = [[] for _ in names]
+    places: list[NDArray[np.int64]] = []
+    unit = "row"
+    with fmt.open(p, chunk_rows=1 << 16, chunk_bytes=DEFAULT_CHUNK_BYTES, max_record=None) as reader:
+        header = list(reader.names)
+        missing = [c for c in names if c not in header]
+        if missing:
+            raise ValidationError(f"{p}: no column {missing[0]!r} (columns: {', '.join(map(repr, header))})")
+        for chunk in reader.chunks():
+            for j, c in enumerate(names):
+                cols[j] += ["" if v is None else str(v) for v in chunk.column(c).to_pylist()]
+            places.append(chunk.places(np.arange(chunk.rows)))
+            unit = chunk.unit
+    at = np.concatenate(places) if places else np.zeros(0, dtype=np.int64)
     coords = np.empty((len(cols[0]), 2))
     for j, c in enumerate((lat, lon)):
         for i, text in enumerate(cols[2 + j]):
-            where = f"line {lines[i]}" if fmt == "csv" else f"row {i}"
             try:
                 coords[i, j] = parse_decimal(text)
             except ValueError:
-                raise ValidationError(f"{p}: {where}: column {c!r} is not a number: {text!r}") from None
+                raise ValidationError(f"{p}: {_where(unit, at[i])}: column {c!r} is not a number: {text!r}") from None
             if not abs(coords[i, j]) <= (90, 180)[j]:  # also NaN
-                raise ValidationError(f"{p}: {where}: column {c!r} is not a {('latitude', 'longitude')[j]} "
-                                      f"in degrees: {text!r}")
+                raise ValidationError(f"{p}: {_where(unit, at[i])}: column {c!r} is not a "
+                                      f"{('latitude', 'longitude')[j]} in degrees: {text!r}")
     return np.array(cols[0], dtype=np.str_), np.array(cols[1], dtype=np.str_), coords
+
+
+def _where(unit: str, place: int) -> str:
+    """Where a row is, as its reader counts it (:attr:`~metricdp.tabular.formats.Chunk.unit`: a line of a text
+    format, a 1-based data row of a typed one)."""
+    return f"{'line' if unit == 'line' else 'data row'} {int(place)}"
 
 
 # ------------------------------------------------------------------------------ utility

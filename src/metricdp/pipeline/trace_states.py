@@ -221,6 +221,14 @@ class _Counted(TraceMechanism):
         self._counts = grown(self._counts, n, 0)
         self._grants = grown(self._grants, n, 0 if self._limited else MAX_UNITS // self.piece)
 
+    def grant(self, codes: NDArray[np.int64], pieces: NDArray[np.int64]) -> None:
+        """Persons coded after :meth:`start` (a partition of an engine, which meets its persons as it reads):
+        ``pieces[i]`` for person code ``codes[i]``, before their first release."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size:
+            self._room(int(codes.max()) + 1)
+            self._grants[codes] = np.asarray(pieces, dtype=np.int64)
+
     def fits(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """How many fresh releases each of ``codes``' persons' grant pays for."""
         if self._eps is None:

@@ -13,6 +13,11 @@ then time), before anything is drawn for that chunk -- and, in an accounted rele
 first pass, before anything is reserved. Times are numbers, or ISO 8601 times (a typed
 timestamp column, or text that reads as one), compared as instants.
 
+**Engines.** The local engine is this module's chunk loop; on Dask and Spark
+(``engine=``, :mod:`metricdp.integrations._traces`) each person's fixes are brought into
+one partition and released there by this kind, in file order: the same per-person
+releases and accounting (:mod:`.trace_budget`), the output's rows grouped by partition.
+
 **Accounting** (:func:`release_traces_file`, ``docs/proofs/trace_accounting.md``). A
 person's spend is data dependent under the predictive mechanism (tests and fresh
 releases), so the reservation is each person's **worst case**, known from the first pass
@@ -44,7 +49,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,17 +56,19 @@ from numpy.typing import NDArray
 
 from .._random import check_rng, warn_unless_secure
 from .._validation import check_epsilon
-from ..accounting.accountant import canonical_ids, grant
-from ..accounting.composition import from_units, to_units
-from ..errors import BudgetExceededError, ValidationError
+from ..accounting.accountant import canonical_ids
+from ..accounting.composition import from_units
+from ..errors import ValidationError
 from ..location.trace_report import TraceReport
 from ..tabular.formats import Chunk, Points, Released, arrow
 from ..tabular.leaks import LeakRule
+from .engine import Engine, check_engine, cluster_seed
 from .kind import Kind, Parsed, Refusals
 from .points import _Never, read_coordinate
 from .run import ReleaseStats, Source, release_pass, unnamed
-from .trace_places import Places, memoized, settle
-from .trace_states import Fixes, Independent, PerPlace, Predictive, ThinShare, TraceMechanism, Unaccountable, grown
+from .trace_budget import Grants, reserve
+from .trace_places import Places, settle
+from .trace_states import Fixes, Independent, PerPlace, Predictive, TraceMechanism, Unaccountable, grown
 
 __all__ = ["Fixes", "Independent", "PerPlace", "Predictive", "TraceMechanism", "TraceRun", "Traces",
            "release_traces_file"]
@@ -420,87 +426,6 @@ class TraceRun:
             fh.write(text.getvalue().encode("utf-8"))
 
 
-class _Reserved:
-    """A reservation in the ledger, settled with the publish: committed whole, or given back on a failure
-    (the input changed since the first pass included: its reservation may not cover what was read)."""
-
-    def __init__(self, ledger: Any, run_id: str, path: Path, identity: tuple[int, ...]) -> None:
-        self.ledger, self.run_id, self.published = ledger, run_id, False
-        self.path, self.identity = path, identity
-
-    def publishing(self) -> None:
-        from ..streaming.accounted import _identity
-
-        if _identity(self.path) != self.identity:
-            raise ValidationError(f"{self.path}: the file changed while it was released; nothing written, "
-                                  "nothing spent")
-        self.published = True
-
-    def report(self) -> None:
-        return None
-
-    def commit(self) -> None:
-        self.ledger.commit(self.run_id)
-
-    def abort(self) -> None:
-        if not self.published:
-            self.ledger.abort(self.run_id)
-
-
-@dataclass(frozen=True)
-class _Grants:
-    """A reservation of the run: each person's ``granted`` pieces (codes' order), the persons ``over``, the
-    ledger's run (or None) and its id, and, per place, the pairs a committed run paid for (:mod:`.trace_places`)."""
-
-    granted: NDArray[np.int64]
-    over: int
-    run: _Reserved | None
-    run_id: str | None
-    memo: tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None] | None
-
-
-def _reserve(kind: Traces, src: Source, identity: tuple[int, ...], *, budget: float | None, ledger: Any,
-             policy: str, run_id: str | None) -> _Grants:
-    """Each person's worst case reserved (in the ledger, or against ``budget``); per place, the places a committed
-    run paid for are read back from the ledger's memo first and are not reserved."""
-    mech = kind.mechanism
-    n = len(kind.persons)
-    ids = canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64)
-    try:
-        mech.fit(kind.rows[:n], kind.seen.per_person(n))  # a spread budget: each person's eps from their counts
-    except ThinShare as ex:
-        raise ValidationError(f"{kind.where}: person {kind.persons.ids[ex.code].item()!r}: {ex}") from None
-    memo = None
-    places = np.zeros(n, dtype=np.int64)
-    if isinstance(mech, PerPlace):
-        memo = memoized(kind.seen, mech, ids, ledger)
-        places = kind.seen.per_person(n, ~memo[0])
-    requested = np.asarray(mech.worst(kind.rows[:n], places), dtype=np.int64)
-    least = mech.least()
-    asked = "drop" if mech.within_grant else policy  # the predictive mechanism runs within any grant of least
-    piece = mech.piece
-    if ledger is None:
-        g = grant(np.arange(n), requested, piece, np.full(n, to_units(budget, "budget", budget=True)), asked)
-        granted, run = g.granted, None
-    else:
-        eps = float(from_units(piece))
-        if to_units(eps) != piece:  # pragma: no cover - the grid's multiples survive a float
-            raise ValidationError(f"eps {eps!r} is not exact on the accounting grid")
-        r = ledger.reserve(ids, eps, requested, policy=asked, run_id=run_id, mechanism=f"trace {mech.name}",
-                           unit=kind.unit)
-        _uniq, inverse = np.unique(ids, return_inverse=True)
-        granted = r.grant.granted[inverse.ravel()]
-        run = _Reserved(ledger, r.run_id, src.path, identity)
-    short = int(((granted < least) & (requested > 0)).sum()) if mech.within_grant else \
-        int((granted < requested).sum())
-    if mech.within_grant and short and policy == "refuse":
-        if run is not None:
-            ledger.abort(run.run_id)
-        raise BudgetExceededError(f"{short} of {n} persons cannot pay one fresh release within their privacy "
-                                  "budget; nothing was spent", over=short, persons=n)
-    return _Grants(granted, short, run, None if run is None else run.run_id, memo)
-
-
 def release_traces_file(
     input_path: str | PathLike[str],
     output_path: str | PathLike[str],
@@ -520,6 +445,10 @@ def release_traces_file(
     digits: int = 6,
     chunk_rows: int | None = None,
     inputs: tuple[str | PathLike[str], ...] = (),
+    engine: str = "local",
+    scheduler: str | None = None,
+    master: str | None = None,
+    piece_bytes: int | None = None,
 ) -> TraceRun:
     """Release the fixes of ``input_path`` into ``output_path`` (module docstring: order, accounting).
 
@@ -540,11 +469,26 @@ def release_traces_file(
         A person whose worst case does not fit: refuse the run (nothing drawn, written or spent),
         or withhold their rows past the grant.
     rng : None, int or Generator
-        ``None`` (default): the OS's secure source; a seed is for experiments only.
+        ``None`` (default): the OS's secure source; a seed is for experiments only (on Dask or Spark, an
+        int: partition k draws from :func:`~metricdp.integrations.partition_rng` ``(seed, k)``).
+    engine, scheduler, master : str
+        Where it runs, as in :func:`metricdp.streaming.files.privatize_file`: ``"local"`` (this chunk
+        loop), ``"dask"`` or ``"spark"`` (:mod:`metricdp.integrations._traces`: the rows of each person
+        meet in one partition, released by this module's kind; the output holds the same rows, grouped
+        by partition, each person's in file order). ``piece_bytes``: the input per engine partition.
 
     Returns
     -------
     TraceRun
+
+    Raises
+    ------
+    ValidationError
+        A missing column, a fix out of order or out of range, an option of another engine, a
+        combination the engines do not release (a ``spread`` budget, or an accounted per-place
+        release: run them on the local engine).
+    EngineError
+        The cluster failed (nothing written, nothing spent).
     """
     if policy not in ("refuse", "drop"):
         raise ValidationError(f"policy must be 'refuse' or 'drop', got {policy!r}")
@@ -555,26 +499,43 @@ def release_traces_file(
     from .first_pass import first_pass
 
     src = Source.of(input_path) if chunk_rows is None else Source.of(input_path, chunk_rows=chunk_rows)
+    runs_on = check_engine(engine, scheduler, master, chunk_rows,
+                           [(src.output_format(output_path) is not src.format, f"an output in another format "
+                             f"({output_path})")])
+    if runs_on is Engine.local and piece_bytes is not None:
+        raise ValidationError("the parameter 'piece_bytes' is for engine='dask' or engine='spark'")
     kind = Traces(user, time, lat, lon, mechanism, digits=digits, where=src.where)
     names = src.names()
     for what, name in (("user", user), ("time", time)):
         if name not in names:
             raise ValidationError(f"{src.where}: no {what} column {name!r} (columns: "
                                   f"{', '.join(repr(h) for h in names[:20])})")
+    if runs_on is not Engine.local:
+        from ..integrations._traces import release_traces_engine
+
+        seed = cluster_seed(rng)
+        warn_unless_secure(seed, stacklevel=2)
+        return release_traces_engine(
+            runs_on.value, kind, src.path, output_path, keep=keep, drop=drop, budget=budget, ledger=ledger,
+            policy=policy, run_id=run_id, seed=seed, inputs=inputs, scheduler=scheduler, master=master,
+            piece_bytes=piece_bytes)
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
     if mechanism.spread is not None and budget is None and ledger is None:
         budget = mechanism.spread  # each person's parameters come from the first pass: accounted against the spread
     accounted = budget is not None or ledger is not None
-    g = _Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
+    g = Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
     if accounted:
         from ..streaming.accounted import _identity
 
         identity = _identity(src.path)
         kind.begin()
         first_pass(kind, src, user, others=unnamed(plan, kind), per_row=False)  # counts per person
-        g = _reserve(kind, src, identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
+        n = len(kind.persons)
+        g = reserve(mechanism, canonical_ids(kind.persons.ids) if n else np.zeros(0, dtype=np.int64), kind.rows,
+                    kind.seen, shown=kind.persons.ids, where=kind.where, unit=kind.unit, path=src.path,
+                    identity=identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
     granted, over, run, run_id_used = g.granted, g.over, g.run, g.run_id
     try:
         mechanism.start(granted if accounted else None, source)  # not accounted: no grants
