@@ -50,6 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
+from .._progress import Progress, report
 from .._resources import check_allocation
 from ..errors import InfeasibleError, SolverTimeLimitError
 from ..lp._solve import LOG_CAP, LPModel, SolveResult, require_optimal
@@ -194,7 +195,7 @@ def _violated_privacy(k: NDArray, factor: NDArray, active: set[int], per_output:
 
 def solve_rows(
     d: NDArray[np.float64], pi: NDArray[np.float64], quality: float, level: float | None, *,
-    deadline: Deadline, what: str = "user-centric",
+    deadline: Deadline, what: str = "user-centric", progress: Progress | None = None,
 ) -> RowSolution:
     """The user-centric LP at ``level`` (None: no privacy rows; factors capped at
     :data:`~metricdp.lp._solve.LOG_CAP`) by row generation (module docstring).
@@ -202,7 +203,7 @@ def solve_rows(
     Raises the typed error of a failed solve (:func:`~metricdp.lp._solve.require_optimal`;
     infeasible: :class:`~metricdp.errors.InfeasibleError`), :class:`ResourceLimitError` when
     the active rows would exceed the memory limit, :class:`SolverTimeLimitError` past the
-    deadline.
+    deadline. ``progress`` is told each round: rows held, rows added, the objective.
     """
     n = len(pi)
     nk = n * n
@@ -237,6 +238,8 @@ def solve_rows(
     rounds = 1
     while True:
         x = _optimal(result, what, quality, level)
+        report(progress, rounds, None, f"{what}: round {rounds}: {lp.num_rows:,} rows held, objective "
+               f"{-float(result.objective or 0.0):.10g}, {deadline.describe()}")
         k, z = x[:nk].reshape(n, n), x[nk:]
         w, xh = _violated_adversary(k, z, pi, d, adv_in, adversary_tolerance(z, dmax), ADVERSARY_PER_OUTPUT)
         if factor is not None:
