@@ -101,3 +101,11 @@ def test_a_spent_deadline_is_a_time_limit_error() -> None:
     deadline = Deadline(1e-9)
     with pytest.raises(SolverTimeLimitError, match="time limit"):
         solve_rows(d, pi, q, level, deadline=deadline)
+
+
+def test_each_round_is_reported() -> None:
+    space = MetricSpace.grid(3, 3, cell=1.0)
+    seen: list[tuple[int, str]] = []
+    m = build("user-centric", space, 1.0, quality=0.9, progress=lambda done, total, line: seen.append((done, line)))
+    assert [done for done, _ in seen] == list(range(1, m.info["lp"]["rounds"] + 1))
+    assert all("rows held, objective" in line for _, line in seen)

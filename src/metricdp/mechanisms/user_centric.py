@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
+from .._progress import Progress
 from .._validation import check_number, check_probability_vector
 from ..audit import audit_epsilon
 from ..errors import SolverNumericalError, ValidationError
@@ -147,7 +148,7 @@ def lp_objective(matrix: NDArray[np.float64], distances: NDArray[np.float64], pr
 @declared("user-centric")
 def user_centric(
     space: MetricSpace, epsilon: float | None = None, *, quality: float, prior: ArrayLike | None = None,
-    time_limit: float | None = None,
+    time_limit: float | None = None, progress: Progress | None = None,
 ) -> Mechanism:
     r"""Shokri's optimal obfuscation: the largest Bayes adversary error at expected quality loss <= Q.
 
@@ -166,6 +167,9 @@ def user_centric(
     time_limit : float, optional
         Seconds for the whole build (every round of the row generation and every retry;
         :class:`~metricdp.lp.deadline.Deadline`).
+    progress : callable, optional
+        Told each round of the row generation (rows held, objective, time left;
+        :mod:`metricdp._progress`).
 
     Returns
     -------
@@ -202,7 +206,7 @@ def user_centric(
 
     def attempt(eta: float) -> tuple[NDArray[np.float64], RowSolution, float]:
         level = None if epsilon is None else epsilon * (1.0 - eta)
-        solved = solve_rows(d, pi, quality, level, deadline=deadline)
+        solved = solve_rows(d, pi, quality, level, deadline=deadline, progress=progress)
         raw = np.maximum(solved.matrix, 0.0)
         raw /= raw.sum(axis=1, keepdims=True)
         return (raw if epsilon is None else repair(raw, d, epsilon, eta=eta)), solved, eta
