@@ -10,7 +10,7 @@ entries (:math:`n^3` non-zeros: 64 million on a 20 x 20 grid) and, with eps,
    exactly the quality loss), and with eps the privacy rows of every output between
    nearest neighbours (:func:`_nearest_pairs`; on a grid its four neighbours), most of
    the rows that bind: on a 5 x 5 grid (eps 0.6 per cell, Q = EM's loss) the generation
-   then needs 15 rounds instead of 50 and ends holding fewer rows (2,900 of 15,600).
+   then needs 15 rounds instead of 50 and ends holding fewer rows (2,910 of 15,651).
 2. **Separate** (the whole LP, every round): the adversary rows by one dense product,
    :math:`G = (\pi \circ K)^\top d` (:math:`G[w,\hat x] = \sum_x \pi(x) K[x,w]
    d(x,\hat x)`, :math:`n^3` flops), a row (w, x̂) violated when :math:`z_w - G[w,\hat x]`
