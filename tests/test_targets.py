@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metricdp.errors import ValidationError
+from metricdp.errors import ResourceLimitError, ValidationError
 from metricdp.mechanisms import registry
 from metricdp.mechanisms.base import Mechanism, certify
 from metricdp.mechanisms.exponential import exponential_matrix
 from metricdp.mechanisms.registry import Family
 from metricdp.spaces import MetricSpace, check_space
-from metricdp.targets import Target, calibrate_to_target, parse_target
+from metricdp.targets import Target, calibrate_to_target, parse_target, search_builds
 
 TWO = MetricSpace.from_distances([[0.0, 1.0], [1.0, 0.0]])
 LN3 = math.log(3.0)
@@ -174,3 +174,38 @@ def test_a_target_built_by_hand_is_checked_like_a_parsed_one(kind: str, value: o
     """A Python caller gets the checks of parse_target: no KeyError, no target nothing can meet."""
     with pytest.raises(ValidationError, match=message):
         Target(kind, value)  # type: ignore[arg-type]
+
+
+def test_search_builds_counts_grid_bisection_and_witness() -> None:
+    # a step of ln(1000) / 2 = 3.45 halved down to ln(1.001): 12 halvings
+    assert search_builds(1.0, 1000.0, 3, 1e-3) == 3 + 12 + 1
+    assert search_builds(1.0, 1.0001, 2, 1e-3) == 2 + 0 + 1  # the step is already below rtol
+
+
+def test_a_search_over_the_time_limit_is_refused_before_any_build(monkeypatch) -> None:
+    """optimal on a 4 x 4 grid: the plan prices 24 builds (module docstring of lp_plan); a 0.05 s limit refuses."""
+    from metricdp.mechanisms.lp_plan import plan_optimal
+
+    space = MetricSpace.grid(4, 4, cell=250.0)
+    built: list[float] = []
+    plan = plan_optimal(16)
+    builds = search_builds(1e-3 / space.diameter, 50.0 / space.d_min, 13, 1e-3)
+    assert builds * plan.seconds > 0.05  # the premise: the estimate is over the limit
+    with pytest.raises(ResourceLimitError, match=(
+            rf"calibrating optimal on 16 points would take about .*: {builds} builds of about .* each "
+            r"\(optimal \(fast\) on 16 x 16.*over the time limit of 0.05 s; a space of at most \d+ points would fit")):
+        calibrate_to_target("optimal", space, parse_target("adversary-error=100"), time_limit=0.05,
+                            build=lambda eps: built.append(eps) or registry.build("optimal", space, eps))
+    assert built == []  # refused before the first build
+    # the same search admitted by a limit above the estimate (and by no limit): it runs
+    admitted = search_builds(1e-3 / space.diameter, 50.0 / space.d_min, 3, 1e-3) * plan.seconds * 1.01
+    r = calibrate_to_target("optimal", space, parse_target("adversary-error=100"), time_limit=admitted,
+                            build=lambda eps: built.append(eps) or registry.build("optimal", space, eps), grid=3)
+    assert built and r.target.meets(r.figures)
+    with pytest.raises(ValidationError, match="time_limit"):
+        calibrate_to_target("optimal", space, parse_target("adversary-error=100"), time_limit=0.0)
+
+
+def test_families_without_an_lp_plan_are_not_priced() -> None:
+    r = calibrate_to_target("exponential", TWO, parse_target("adversary-error=0.25"), time_limit=1e-9)
+    assert r.figures["adversary_error"] >= 0.25

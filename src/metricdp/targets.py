@@ -46,15 +46,17 @@ from numpy.typing import ArrayLike, NDArray
 from ._progress import Progress, report
 from ._validation import check_int, check_number, check_probability_vector
 from .adversary import adversary_error
-from .errors import SolverError, ValidationError
+from .errors import ResourceLimitError, SolverError, ValidationError
 from .mechanisms import registry
 from .mechanisms.base import Mechanism
 from .mechanisms.distance_calibration import _family
+from .mechanisms.lp_plan import LPPlan, _duration, plan_optimal
 from .spaces import MetricSpace, check_space
 from .units import METRES_PER, level_radius, parse_length
 
 __all__ = [
-    "KINDS", "Probe", "Target", "TargetCalibration", "calibrate_to_target", "family_params", "figures", "parse_target",
+    "KINDS", "TIME_LIMIT", "Probe", "Target", "TargetCalibration", "calibrate_to_target", "family_params", "figures",
+    "parse_target", "search_builds",
 ]
 
 Kind = Literal["expected-loss", "worst-loss", "adversary-error", "reidentification", "level"]
@@ -70,6 +72,10 @@ KINDS: dict[str, tuple[str, str, str]] = {
 
 #: The factor of the witness build beside the answer.
 NEIGHBOUR = 1.05
+
+#: Seconds a search may be estimated to take before :func:`calibrate_to_target` refuses it
+#: (module docstring, "Time"): ten minutes, the wait for one answer at a terminal.
+TIME_LIMIT = 600.0
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,58 @@ def _default_range(space: MetricSpace, family: registry.Family) -> tuple[float, 
     return 1e-3 / space.diameter, 50.0 / space.d_min
 
 
+def search_builds(lo: float, hi: float, grid: int, rtol: float) -> int:
+    r"""Builds a search over ``[lo, hi]`` makes without resumed rounds: the ``grid`` points, the
+    bisection of one grid step :math:`\log(hi/lo)/(grid-1)` down to :math:`\log(1+rtol)`, and
+    the witness (module docstring, steps 1 to 3).
+
+    Examples
+    --------
+    >>> search_builds(1e-3, 1e3, 13, 1e-3)   # 13 + 11 + 1: a step of ln 10^6 / 12 = 1.15 halved 11 times
+    25
+    """
+    step = math.log(hi / lo) / (grid - 1)
+    halvings = max(0, math.ceil(math.log2(step / math.log1p(rtol))))
+    return grid + halvings + 1
+
+
+def _span(seconds: float) -> str:
+    """A duration for people: the plan's units from a minute on, seconds below."""
+    return _duration(seconds) if seconds >= 60 else f"{seconds:.2g} s"
+
+
+def _lp_plan(family: str, space: MetricSpace, fixed: Mapping[str, Any]) -> Callable[[int], LPPlan] | None:
+    """The family's LP plan as a function of the number of points (None: no LP, or no plan)."""
+    if family != "optimal" or fixed.get("outputs") is not None:
+        return None
+    objective = str(getattr(fixed.get("objective"), "value", fixed.get("objective") or "worst"))
+    formulation = str(getattr(fixed.get("formulation"), "value", fixed.get("formulation") or "auto"))
+    return lambda n: plan_optimal(n, objective=objective, formulation=formulation)
+
+
+def _check_time(family: str, space: MetricSpace, fixed: Mapping[str, Any], builds: int, time_limit: float) -> None:
+    """Refuse (ResourceLimitError) a search whose estimate, ``builds`` times the LP plan's
+    seconds, exceeds ``time_limit``; say which number of points would fit."""
+    plan = _lp_plan(family, space, fixed)
+    if plan is None:
+        return
+    one = plan(space.n)
+    total = builds * one.seconds
+    if total <= time_limit:
+        return
+    fits = space.n
+    while fits > 2 and builds * plan(fits).seconds > time_limit:
+        fits = max(2, int(fits * 0.9))
+    side = math.isqrt(fits)
+    room = (f"a space of at most {fits:,} points would fit (e.g. a coarser grid of {side} x {side} cells)"
+            if builds * plan(fits).seconds <= time_limit else "no space of this family fits")
+    raise ResourceLimitError(
+        f"calibrating {family} on {space.n:,} points would take about {_span(total)}: {builds} builds of about "
+        f"{_span(one.seconds)} each ({one.summary()}), over the time limit of {_span(time_limit)}; {room}, "
+        "or calibrate a family without an LP (exponential, planar-laplace), or allow more time"
+    )
+
+
 def calibrate_to_target(
     family: str,
     space: MetricSpace,
@@ -241,6 +299,7 @@ def calibrate_to_target(
     rounds: int = 4,
     build: Callable[[float], Mechanism] | None = None,
     progress: Progress | None = None,
+    time_limit: float | None = TIME_LIMIT,
 ) -> TargetCalibration:
     """The eps at which registered exact ``family`` meets ``target`` (see the module docstring).
 
@@ -269,9 +328,16 @@ def calibrate_to_target(
         :mod:`metricdp.location.cells`, which this package may not import).
     progress : callable, optional
         Told each build.
+    time_limit : float or None
+        Seconds the search may be estimated to take (default :data:`TIME_LIMIT`); None: no
+        estimate is made. Checked before the first build for a family with an LP plan
+        (module docstring, "Time").
 
     Raises
     ------
+    ResourceLimitError
+        The estimated search exceeds ``time_limit``; the message gives the estimate, the
+        number of points and what would fit. Nothing was built.
     ValidationError
         Unknown or estimated family, bad prior or arguments, or no searched eps meeting the
         target (the message gives the best figure found and where).
@@ -285,6 +351,8 @@ def calibrate_to_target(
     rtol = check_number(rtol, "rtol")
     if not rtol > 0:
         raise ValidationError(f"rtol must be > 0, got {rtol!r}")
+    if time_limit is not None:
+        time_limit = check_number(time_limit, "time_limit", minimum=0.0, open_minimum=True)
     pi = np.full(space.n, 1.0 / space.n) if prior is None else check_probability_vector(prior, space.n, name="prior")
     fam = registry.get(family)
     fixed = family_params(fam, params, pi)
@@ -300,6 +368,8 @@ def calibrate_to_target(
     lo, hi = check_number(lo, "bracket low end"), check_number(hi, "bracket high end")
     if not 0 < lo < hi:
         raise ValidationError(f"bracket must have 0 < low < high, got ({lo!r}, {hi!r})")
+    if time_limit is not None:  # before the first build: a search that cannot finish is refused now
+        _check_time(family, space, fixed, search_builds(lo, hi, grid, rtol), time_limit)
     sign = 1.0 if target.largest else -1.0
     probes: list[Probe] = []
     cache: dict[float, tuple[Mechanism, dict[str, float]]] = {}

@@ -141,6 +141,14 @@ def test_target_errors(files, tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_target_search_over_the_time_limit_is_refused_at_once(files) -> None:
+    points, prior = files
+    result = run("calibrate", points, "-m", "optimal", "--prior", prior, "-t", "adversary-error=70",
+                 "--time-limit", "0.01")
+    assert_one_line_error(result, "calibrating optimal on 9 points would take about")
+    assert "over the time limit of 0.01 s" in result.output
+
+
 def test_target_planar_laplace_on_lat_lon_cells_is_the_build_commands_mechanism(tmp_path: Path) -> None:
     # lat/lon cell centres: `metricdp build` builds planar-laplace through location.cells; calibrate must too
     import math

@@ -23,7 +23,7 @@ from ..io import read_points
 from ..mechanisms import registry
 from ..mechanisms.distance_calibration import calibrate_expected_distance
 from ..spaces import METRICS
-from ..targets import TargetCalibration, calibrate_to_target, family_params, parse_target
+from ..targets import TIME_LIMIT, TargetCalibration, calibrate_to_target, family_params, parse_target
 from ..units import describe_epsilon, epsilon_forms, space_unit
 from ._common import JsonOption, check_output, echo_json, fmt, handle_errors, progress, read_label_values
 from ._options import naming_flags
@@ -153,6 +153,9 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", "-o", help="Build the calibrated mechanism into this "
                                                                      "file.", dir_okay=False)] = None,
         tol: Annotated[float, typer.Option("--tol", help="Relative tolerance on E_d.")] = 1e-6,
+        time_limit: Annotated[float, typer.Option(
+            "--time-limit", help="Seconds the --target search may be estimated to take; a longer one (an LP family "
+                                 "on a large space) is refused before it starts.")] = TIME_LIMIT,
         json_out: JsonOption = False,
     ) -> None:
         """Choose eps from a target: the largest eps meeting a privacy target, the smallest meeting a utility one.
@@ -172,7 +175,7 @@ def register(app: typer.Typer) -> None:
                 raise ValidationError("--out applies to --target")
             check_output(out, inputs=(points, None if prior == "uniform" else prior))
         if expected_distance is None:
-            _by_target(points, mechanism, str(target), prior, metric, param, out, json_out)
+            _by_target(points, mechanism, str(target), prior, metric, param, out, json_out, time_limit)
             return
         families = calibratable()
         if mechanism not in families:
@@ -202,7 +205,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _by_target(points: Path, mechanism: str, target: str, prior: str, metric: str | None, given: list[str] | None,
-               out: Path | None, json_out: bool) -> None:
+               out: Path | None, json_out: bool, time_limit: float) -> None:
     family = registry.get(mechanism)
     with naming_flags({"metric": "--metric"}):
         space = read_points(points, metric)
@@ -214,9 +217,11 @@ def _by_target(points: Path, mechanism: str, target: str, prior: str, metric: st
         if family.calibration is None:  # eps -> the mechanism, as `metricdp build` builds it
             checked = family.check_params(family_params(family, params, pi))
             result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report,
-                                         build=lambda eps: build_family(space, family, eps, checked))
+                                         build=lambda eps: build_family(space, family, eps, checked),
+                                         time_limit=time_limit)
         else:
-            result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report)
+            result = calibrate_to_target(mechanism, space, goal, pi, params=params, progress=report,
+                                         time_limit=time_limit)
     command = build_command(points, prior, result, given)
     if out is not None:
         result.mechanism.save(out, inputs=[p for p in (points, None if prior == "uniform" else Path(prior)) if p])

@@ -37,8 +37,11 @@ Certificate. The duals of the HiGHS solve give, by weak duality
 achieved AE (``info["certificate"]``), so the gap says how far the returned matrix can
 be from the optimum whatever the solver's accuracy.
 
-Size: n^2 adversary rows of n + 1 entries each, and n^2 (n - 1) privacy rows with
-``epsilon``: spaces of a few dozen points (a 10 x 10 grid is about a million rows).
+Size: n^2 adversary rows of n + 1 entries each (n^3 non-zeros), and n^2 (n - 1) privacy
+rows with ``epsilon``. The builder never writes them all: it solves the LP by row
+generation (:mod:`metricdp.mechanisms.user_centric_rows`), holding the rows that its
+optima violate, and the certificate is that of the full LP with a zero dual on every
+row it did not hold. :func:`user_centric_lp` writes the dense LP (the tests' reference).
 """
 
 from __future__ import annotations
@@ -51,32 +54,20 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from .._resources import check_allocation
-from .._validation import check_probability_vector
+from .._progress import Progress
+from .._validation import check_number, check_probability_vector
 from ..audit import audit_epsilon
-from ..errors import InfeasibleError, SolverNumericalError, ValidationError
-from ..lp import require_optimal, solve_lp
+from ..errors import SolverNumericalError, ValidationError
 from ..lp._solve import LOG_CAP
-from ..lp.certificate import ranged_bound
+from ..lp.deadline import Deadline
 from ..lp.repair import repair
 from ..lp.retry import OPTMECH, choose_eta
 from ..spaces import MetricSpace, check_space
 from .base import Mechanism, certify
 from .registry import declared
+from .user_centric_rows import EXP_CAP, RowSolution, certificate, solve_rows
 
 __all__ = ["UserCentricLP", "lp_objective", "user_centric", "user_centric_lp"]
-
-#: Bytes per stored nonzero of the LP, HiGHS's copies included (CSC + row-wise + factor work).
-_BYTES_PER_NONZERO = 64.0
-#: Exponents e^{eps d} above this are not written in the certificate's LP: such a privacy
-#: row is left out of it (a relaxation, so the bound stays valid). The solved LP caps its
-#: exponents at :data:`~metricdp.lp._solve.LOG_CAP` (20, as every LP family: beyond it HiGHS
-#: rejects or fails on the model), which makes those rows stricter, never looser, so privacy
-#: is untouched; the price in AE is what the certificate's gap shows.
-_EXP_CAP = 700.0
-#: Tight tolerances: the certificate's bound is valid for any duals, these make it tight.
-_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
-
 
 @dataclass(frozen=True)
 class UserCentricLP:
@@ -117,7 +108,7 @@ def _privacy_rows(d: NDArray[np.float64], level: float, cap: float) -> tuple[sp.
 
 
 def user_centric_lp(
-    distances: ArrayLike, prior: ArrayLike, quality: float, epsilon: float | None = None, *, cap: float = _EXP_CAP,
+    distances: ArrayLike, prior: ArrayLike, quality: float, epsilon: float | None = None, *, cap: float = EXP_CAP,
 ) -> UserCentricLP:
     """The LP of the module docstring at ``epsilon`` (None: no privacy rows), exponents capped at ``cap``."""
     d = np.asarray(distances, dtype=np.float64)
@@ -154,34 +145,10 @@ def lp_objective(matrix: NDArray[np.float64], distances: NDArray[np.float64], pr
     return float(((prior[:, None] * matrix).T @ distances).min(axis=1).sum())
 
 
-def _certificate(
-    d: NDArray[np.float64], pi: NDArray[np.float64], quality: float, epsilon: float | None,
-    row_dual: NDArray[np.float64], solved_rows: int,
-) -> float:
-    """Upper bound on the AE of every matrix meeting Q (and eps-mDP at exactly eps), from any duals.
-
-    The duals of the solved LP (at eps(1 - eta), exponents capped) are multipliers for the
-    LP at exactly eps whose privacy rows with exponents above the cap are dropped (a
-    relaxation): :func:`ranged_bound` of that LP is a lower bound of ``min -sum z``.
-    """
-    lp = user_centric_lp(d, pi, quality, epsilon, cap=_EXP_CAP)  # rows above it are dropped below
-    y = np.asarray(row_dual, dtype=np.float64)[:solved_rows]
-    keep = np.ones(lp.a.shape[0], dtype=bool)
-    if epsilon is not None:
-        n = d.shape[0]
-        xs, xps = np.nonzero(~np.eye(n, dtype=bool))
-        over = np.repeat(epsilon * d[xs, xps] > _EXP_CAP, n)
-        keep[n + 1 + n * n:] = ~over
-    y = np.where(keep, y, 0.0)
-    a = lp.a[np.flatnonzero(keep)]
-    bound = ranged_bound(lp.c, a, lp.row_lo[keep], lp.row_hi[keep], lp.col_lo, lp.col_hi, y[keep])
-    return -bound
-
-
 @declared("user-centric")
 def user_centric(
     space: MetricSpace, epsilon: float | None = None, *, quality: float, prior: ArrayLike | None = None,
-    time_limit: float | None = None,
+    time_limit: float | None = None, progress: Progress | None = None,
 ) -> Mechanism:
     r"""Shokri's optimal obfuscation: the largest Bayes adversary error at expected quality loss <= Q.
 
@@ -198,7 +165,11 @@ def user_centric(
     prior : array of shape (n,), optional
         The user's (and adversary's) prior; uniform when omitted.
     time_limit : float, optional
-        Seconds for the solve.
+        Seconds for the whole build (every round of the row generation and every retry;
+        :class:`~metricdp.lp.deadline.Deadline`).
+    progress : callable, optional
+        Told each round of the row generation (rows held, objective, time left;
+        :mod:`metricdp._progress`).
 
     Returns
     -------
@@ -229,30 +200,22 @@ def user_centric(
     n = space.n
     d = np.asarray(space.distances, dtype=np.float64)
     pi = np.full(n, 1.0 / n) if prior is None else check_probability_vector(prior, n, name="prior")
-    nonzeros = n**3 + n * n + 2 * n * n + (2 * n * n * (n - 1) if epsilon is not None else 0)
-    check_allocation(_BYTES_PER_NONZERO * nonzeros, f"user-centric LP on {n:,} points ({nonzeros:,} nonzeros)")
+    quality = check_number(quality, "quality", minimum=0.0)
+    deadline = Deadline(time_limit)
     start = time.perf_counter()
 
-    def attempt(eta: float) -> tuple[NDArray[np.float64], UserCentricLP, Any, float]:
+    def attempt(eta: float) -> tuple[NDArray[np.float64], RowSolution, float]:
         level = None if epsilon is None else epsilon * (1.0 - eta)
-        lp = user_centric_lp(d, pi, quality, level, cap=LOG_CAP)
-        result = solve_lp(lp.c, lp.a, lp.row_lo, lp.row_hi, lp.col_lo, lp.col_hi, time_limit=time_limit,
-                          options=_OPTIONS)
-        if result.status == 2:
-            raise InfeasibleError(
-                f"user-centric: no {level!r}-mDP mechanism has expected quality loss <= {quality!r}; raise the "
-                "quality bound or epsilon (optimal with objective='expected' gives the smallest bound at an epsilon)",
-                status="infeasible", result=result,
-            )
-        raw = np.maximum(require_optimal(result, "user-centric")[: n * n].reshape(n, n), 0.0)
+        solved = solve_rows(d, pi, quality, level, deadline=deadline, progress=progress)
+        raw = np.maximum(solved.matrix, 0.0)
         raw /= raw.sum(axis=1, keepdims=True)
-        return (raw if epsilon is None else repair(raw, d, epsilon, eta=eta)), lp, result, eta
+        return (raw if epsilon is None else repair(raw, d, epsilon, eta=eta)), solved, eta
 
     if epsilon is None:
-        matrix, lp, result, eta = attempt(0.0)
+        matrix, solved, eta = attempt(0.0)
     else:
-        matrix, lp, result, eta = OPTMECH.run(attempt, choose_eta(epsilon, space.d_min, OPTMECH, space.diameter),
-                                              what="user-centric")
+        matrix, solved, eta = OPTMECH.run(attempt, choose_eta(epsilon, space.d_min, OPTMECH, space.diameter),
+                                          what="user-centric")
     level_found = float(audit_epsilon(matrix, d))
     if epsilon is None and not np.isfinite(level_found):
         raise ValidationError(
@@ -261,17 +224,19 @@ def user_centric(
         )
     guarantee = epsilon if epsilon is not None else level_found
     ae = lp_objective(matrix, d, pi)
-    if result.row_dual is None:  # pragma: no cover - an optimal HiGHS result always has duals
+    if solved.result.row_dual is None:  # pragma: no cover - an optimal HiGHS result always has duals
         raise SolverNumericalError("user-centric: the solver returned no duals", status="numerical/other",
-                                   result=result)
-    bound = _certificate(d, pi, quality, epsilon, result.row_dual, lp.a.shape[0])
+                                   result=solved.result)
+    bound = certificate(d, pi, quality, epsilon, solved)
     info: dict[str, Any] = {
         "adversary_error": ae,
         "quality_loss": float(np.einsum("x,xw,xw->", pi, matrix, d)),
         "certificate": {"adversary_error_bound": bound,
-                        "gap": (bound - ae) / bound if bound > 0 else 0.0},
-        "lp": {"variables": int(lp.a.shape[1]), "constraints": int(lp.a.shape[0]), "nonzeros": int(lp.a.nnz),
-               "eta": eta, "seconds": time.perf_counter() - start,
+                        "gap": max((bound - ae) / bound, 0.0) if bound > 0 else 0.0},  # < 0: rounding only
+        "lp": {"variables": n * n + n, "constraints": n + 1 + len(solved.rows.order),
+               "adversary_rows": len(solved.rows.adversary), "privacy_rows": len(solved.rows.privacy),
+               "full_constraints": n + 1 + n * n + (n * n * (n - 1) if epsilon is not None else 0),
+               "rounds": solved.rounds, "eta": eta, "seconds": time.perf_counter() - start,
                "capped_rows": 0 if epsilon is None else int(n * (epsilon * d > LOG_CAP).sum())},
         "prior": pi.tolist(),
     }
