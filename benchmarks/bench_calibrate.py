@@ -20,9 +20,10 @@ under the prior, ``metricdp build -m user-centric --epsilon eps --quality Q --pr
 rival is eps-mDP with expected loss Q, so it is a feasible point of user-centric's LP, and
 the LP's weak-duality bound (``info["certificate"]``) is at least the rival's adversary
 error; the row checks that bound, a certified gap of at most 1e-9, and the adversary error
-achieved (no lower than the rival's, to 1e-9 of the bound). The LP has about 3 n^3
-nonzeros; its builds run with ``METRICDP_MEMORY_LIMIT`` at ``--memory-limit`` so that a
-grid out of its reach is refused in seconds rather than swapping.
+achieved (no lower than the rival's, to 1e-9 of the bound). The LP is solved by row
+generation (only the rows that bind are held); its builds run with
+``METRICDP_MEMORY_LIMIT`` at ``--memory-limit`` and under the command's time limit, so a
+grid out of its reach stops with a clear error rather than swapping.
 
 Each command's wall time, peak resident memory (``wait4``) and exit status are printed in
 markdown tables, then one JSON line with everything. Timings depend on the machine and its
