@@ -232,15 +232,29 @@ def test_feather_oddities_release_the_local_engines_table(engine: Any, case: str
     _agree(local, eng, feather=True)
 
 
-@pytest.mark.xfail(strict=True, reason="a Feather file of 0 rows whose columns have Arrow type null: the local "
-                   "engine writes an empty release, the engines refuse it ('column 'w' has type null; the mechanism's "
-                   "labels cannot be written as it'): the engines' driver checks the released column's type "
-                   "(BatchParts.cut -> check.check_type) where the local engine meets no chunk to check")
 def test_feather_zero_rows_of_type_null_agree_with_the_local_engine(engine: Any, tmp_path: Path) -> None:
     src = tmp_path / "in.feather"
     src.write_bytes(_feather(pa.table({"id": pa.array([], pa.null()), "w": pa.array([], pa.null())})))
     local, eng = _labels_both(engine, src, tmp_path, keep=["id"])
     _agree(local, eng, feather=True)
+
+
+@pytest.mark.parametrize("arrow_type", ["null", "int64", "list"])
+def test_feather_zero_rows_in_an_empty_batch_agree_with_the_local_engine(engine: Any, arrow_type: str,
+                                                                       tmp_path: Path) -> None:
+    """No row: no value refused and no type checked (the local engine meets no row to check), an empty release
+    with the input's schema; an empty record batch is no piece for a worker to release."""
+    typ = {"null": pa.null(), "int64": pa.int64(), "list": pa.list_(pa.string())}[arrow_type]
+    schema = pa.schema({"id": pa.int64(), "w": typ}, metadata={"origin": "test"})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as w:
+        w.write_batch(pa.RecordBatch.from_pylist([], schema=schema))
+    src = tmp_path / "in.feather"
+    src.write_bytes(sink.getvalue().to_pybytes())
+    local, eng = _labels_both(engine, src, tmp_path, keep=["id"])
+    assert local[0] == "ok", local
+    _agree(local, eng, feather=True)
+    assert _feather_table(eng[1]).schema.equals(schema, True)
 
 
 def test_feather_copy_in_the_last_batch_only_is_refused(engine: Any, tmp_path: Path) -> None:
