@@ -265,7 +265,6 @@ def test_feather_copy_in_the_last_batch_only_is_refused(engine: Any, tmp_path: P
     _agree(local, eng, feather=True)
 
 
-
 @pytest.mark.xfail(strict=True, reason="the content check's blocks start at each chunk's first row "
                    "(tabular/leaks.py check_chunk), and chunks are the reader's: the local engine reads a record "
                    "batch of 1,100,000 rows in chunks of 1,000,000 rows (pipeline/run.py DEFAULT_CHUNK_ROWS), the "
@@ -286,6 +285,7 @@ def test_a_file_copy_at_the_local_engines_chunk_boundary_is_judged_as_the_local_
     b = _outcome(lambda: _labels_engine(name)(SURE, src, "w", out, keep=["id"], **where), out)
     assert a[0] == "error" and "512 of 512" in a[1]
     _agree(a, b, feather=True)
+
 
 # ------------------------------------------------------------------------------------------------ numbers, points
 @pytest.mark.parametrize("fmt", ["feather", "jsonl"])
