@@ -11,13 +11,18 @@ with the labels' rule), and every other unnamed column is named in an
 release's partitions.** A distributed frame is written by the caller's own writer
 (``to_parquet``, ``write.parquet``), one file per partition as partitions finish; a
 refusal raised by a partition of the release would come after its siblings were
-written. So the driver runs one small job before it returns the lazy frame: each
-partition (each Arrow batch on Spark: the data a task sees) picks the rows a file's
-chunk is compared on (:func:`~metricdp.tabular.leaks.spread` of each block of
-:data:`~metricdp.tabular.leaks.SCAN_ROWS` rows) of the released column and the unnamed
-columns only (a projection: a Parquet source reads those columns only), and the driver
-compares each block. A refused frame returns nothing: nothing is released or written.
-The cost is one pass over those columns, and none when every column is named.
+written. So the driver runs two small jobs before it returns the lazy frame: the first
+counts each partition's rows, which places every partition in the frame (its first
+row's position: the rows of the partitions before it); in the second each partition
+(each Arrow batch on Spark: the data a task sees) picks, of the released column and the
+unnamed columns only (a projection: a Parquet source reads those columns only), the
+rows the pandas API compares in the whole frame (:func:`compared_rows`: blocks of
+:data:`~metricdp.tabular.leaks.SCAN_ROWS` rows from the frame's first row, each compared
+on :func:`~metricdp.tabular.leaks.spread` of its rows) that fall in it, and the driver
+compares each block. The verdict is the pandas API's whatever the partitions: a copy
+laid across a partition boundary is in the same blocks as in the pandas frame. A
+refused frame returns nothing: nothing is released or written. The cost is one count
+of the rows and one pass over those columns, and none when every column is named.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.leaks import SCAN_ROWS, LeakRule, check_names, check_rows, spread
 
-__all__ = ["WHERE", "check_sample", "plan_frame", "sample_blocks"]
+__all__ = ["WHERE", "check_sample", "compared_rows", "plan_frame", "sample_blocks"]
 
 #: How errors and warnings name a distributed frame (as the pandas/Polars API names its frame).
 WHERE = "DataFrame"
@@ -39,9 +44,10 @@ def plan_frame(names: Sequence[str], column: str, keep: Iterable[str], drop: Ite
     """The column plan of a release of ``column``, after the checks of what leaves (module docstring).
 
     A column named like the released one is refused by name, before any row is read; then,
-    when some column is unnamed, ``sample(columns, block, place)`` is the engine's one small
-    job: :func:`sample_blocks` of every partition of ``columns`` (the released one first),
-    as one pandas frame (None: no partition), refused by :func:`check_sample`.
+    when some column is unnamed, ``sample(columns, block, place)`` is the engine's small jobs
+    (the partitions' row counts, then :func:`sample_blocks` of every partition of ``columns``,
+    the released one first): one pandas frame of the rows in the frame's order (None: no
+    partition), refused by :func:`check_sample`.
     """
     from ..frames import _announce
 
@@ -64,26 +70,40 @@ def _free(names: Sequence[str], stem: str) -> str:
     return stem
 
 
-def sample_blocks(pdf: Any, partition: str, first: int, block: str, place: str) -> Any:
-    """The compared rows of a pandas frame (a partition, or one batch of it, whose first row is row ``first + 1``):
-    :func:`spread` of each block of :data:`SCAN_ROWS` rows, with the block's key in ``block`` and each row's
-    place in ``place`` (``"7 of partition 2"``)."""
-    picks: list[int] = []
-    keys: list[str] = []
-    n = len(pdf)
-    for start in range(0, n, SCAN_ROWS):
-        pick = [start + i for i in spread(min(n - start, SCAN_ROWS))]
-        picks += pick
-        keys += [f"{partition}:{first + start}"] * len(pick)
-    out = pdf.iloc[picks].reset_index(drop=True)
-    out[block] = keys
-    out[place] = [f"{first + i + 1} of partition {partition}" for i in picks]
+def compared_rows(n: int, start: int, stop: int) -> tuple[list[int], list[int]]:
+    """Of the rows the pandas API compares in a frame of ``n`` rows, those in ``[start, stop)`` (0-based
+    positions), and each one's block (the position of the block's first row).
+
+    The frame is cut into blocks of :data:`SCAN_ROWS` rows from its first row, each compared on
+    :func:`spread` of its rows, as :func:`metricdp.frames.privatize_frame` compares a frame:
+    a partition holding rows ``[start, stop)`` picks these, and the partitions' picks together are
+    the pandas API's, block by block, wherever the partitions' boundaries fall.
+    """
+    rows: list[int] = []
+    blocks: list[int] = []
+    for first in range(start - start % SCAN_ROWS, min(stop, n), SCAN_ROWS):
+        for i in spread(min(n - first, SCAN_ROWS)):
+            if start <= first + i < stop:
+                rows.append(first + i)
+                blocks.append(first)
+    return rows, blocks
+
+
+def sample_blocks(pdf: Any, partition: str, first: int, n: int, block: str, place: str) -> Any:
+    """The compared rows (:func:`compared_rows`) of a pandas frame (a partition, or one batch of it, whose
+    first row is row ``first`` of a frame of ``n`` rows, 0-based), with each row's block in ``block`` and
+    its place in ``place`` (``"70001 (partition 2)"``: the row's 1-based number in the frame)."""
+    rows, blocks = compared_rows(n, first, first + len(pdf))
+    out = pdf.iloc[[r - first for r in rows]].reset_index(drop=True)
+    out[block] = blocks
+    out[place] = [f"{r + 1} (partition {partition})" for r in rows]
     return out
 
 
 def check_sample(sample: Any, plan: ColumnPlan, rule: LeakRule, block: str, place: str) -> None:
     """Refuse an unnamed column that holds the released values in most compared rows of a block of the
-    ``sample`` (:func:`sample_blocks`' rows of every partition), as the pandas/Polars API refuses it."""
+    ``sample`` (:func:`sample_blocks`' rows of every partition, in the frame's order), as the pandas/Polars
+    API refuses it."""
     column = rule.columns[0]
     for _, rows in sample.groupby(block, sort=False):
         truths = [(v,) for v in rows[column].to_numpy(dtype=object)]

@@ -23,6 +23,7 @@ another column's name) and Dask's byte blocks split records at quoted line break
 from __future__ import annotations
 
 import contextlib
+import itertools
 import uuid
 from collections.abc import Sequence
 from os import PathLike
@@ -56,7 +57,7 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
     """A lazy Dask DataFrame with ``column`` replaced by releases of ``mechanism``, ``drop`` left out.
 
     What leaves is decided as for :func:`metricdp.frames.privatize_frame`, before the frame
-    is returned (:mod:`._frames`: one small job compares a sample of every partition): a
+    is returned (:mod:`._frames`: small jobs compare the rows the pandas API compares): a
     column neither released nor named in ``keep``/``drop`` that is named like ``column`` or
     holds its true values in most compared rows is refused; the others are named in an
     :class:`~metricdp.errors.UnnamedColumnsWarning`.
@@ -92,9 +93,12 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
         raise ValidationError(f"no column {column!r}; available: {', '.join(repr(c) for c in names)}")
 
     def sample(columns: list[str], block: str, place: str) -> Any:
-        parts = df.to_delayed()
-        found = dask.compute(*[dask.delayed(_sampled)(p, levels, columns, str(k), block, place)
-                               for k, p in enumerate(parts)])
+        # the partitions' places in the frame first (a count of rows), then each one's share of the compared rows
+        sub = df[[c for c in columns if c not in levels]]
+        firsts = list(itertools.accumulate((int(x) for x in sub.map_partitions(len).compute()), initial=0))
+        n = firsts.pop()
+        found = dask.compute(*[dask.delayed(_sampled)(p, levels, columns, str(k), firsts[k], n, block, place)
+                               for k, p in enumerate(sub.to_delayed())])
         return import_optional("pandas", extra="dask").concat(found) if found else None
 
     plan = plan_frame([*levels, *names], column, keep, drop, sample)
@@ -107,13 +111,15 @@ def privatize_dask(df: Any, column: str, mechanism: Any, *, seed: int | None = N
     return out.drop(columns=gone) if gone else out
 
 
-def _sampled(part: Any, levels: list[str], columns: list[str], partition: str, block: str, place: str) -> Any:
-    """:func:`._frames.sample_blocks` of one partition's ``columns``, its index as the column ``levels[0]``."""
+def _sampled(part: Any, levels: list[str], columns: list[str], partition: str, first: int, n: int, block: str,
+             place: str) -> Any:
+    """:func:`._frames.sample_blocks` of one partition's ``columns`` (its first row row ``first`` of ``n``), its
+    index as the column ``levels[0]``."""
     from ._frames import sample_blocks
 
     if levels:
         part = part.rename_axis(levels[0]).reset_index()
-    return sample_blocks(part[columns], partition, 0, block, place)
+    return sample_blocks(part[columns], partition, first, n, block, place)
 
 
 def privatize_file_dask(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,

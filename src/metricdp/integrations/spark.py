@@ -52,7 +52,7 @@ def privatize_spark(df: Any, column: str, mechanism: Any, *, seed: int | None = 
     """A lazy Spark DataFrame with ``column`` (a string column) replaced by releases, ``drop`` left out.
 
     What leaves is decided as for :func:`metricdp.frames.privatize_frame`, before the frame
-    is returned (:mod:`._frames`: one small job compares a sample of every Arrow batch): a
+    is returned (:mod:`._frames`: small jobs compare the rows the pandas API compares): a
     column neither released nor named in ``keep``/``drop`` that is named like ``column`` or
     holds its true values in most compared rows is refused; the others are named in an
     :class:`~metricdp.errors.UnnamedColumnsWarning`.
@@ -123,16 +123,18 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
     def sample(columns: list[str], block: str, place: str) -> Any:
         # plain positional names inside the job (Spark reads a dot as a struct field); the real ones after
         sub = df.select(*[df[f"`{c.replace('`', '``')}`"].alias(f"c{i}") for i, c in enumerate(columns)])
-        schema = types.StructType([*sub.schema.fields, types.StructField(block, types.StringType()),
+        schema = types.StructType([*sub.schema.fields, types.StructField(block, types.LongType()),
                                    types.StructField(place, types.StringType())])
+        firsts, n = _firsts(sub)
 
         def blocks(batches: Iterator[Any]) -> Iterator[Any]:
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
-            partition, first = str(ctx.partitionId() if ctx is not None else 0), 0
+            partition = ctx.partitionId() if ctx is not None else 0
+            first = firsts.get(partition, 0)
             for pdf in batches:  # each batch is a chunk the task sees
-                yield sample_blocks(pdf, partition, first, block, place)
+                yield sample_blocks(pdf, str(partition), first, n, block, place)
                 first += len(pdf)
 
         pd = import_optional("pandas", extra="spark")
@@ -140,6 +142,17 @@ def _checked(df: Any, column: str, keep: Sequence[str], drop: Sequence[str]) -> 
         return pd.DataFrame.from_records(rows, columns=[*columns, block, place])
 
     return plan_frame(list(df.columns), column, keep, drop, sample)
+
+
+def _firsts(df: Any) -> tuple[dict[int, int], int]:
+    """Each partition's place in ``df`` (its first row's 0-based position: the rows of the partitions before
+    it) and the rows of ``df``: a count per partition, run by Spark itself (no Python worker)."""
+    functions = import_optional("pyspark.sql.functions", extra="spark")
+    counts = dict(df.select(functions.spark_partition_id().alias("p")).groupBy("p").count().collect())
+    firsts, n = {}, 0
+    for p in sorted(counts):
+        firsts[p], n = n, n + int(counts[p])
+    return firsts, n
 
 
 def privatize_file_spark(mechanism: Any, input_path: str | PathLike[str], column: str, out: str | PathLike[str], *,

@@ -411,7 +411,7 @@ class Parts(ABC):
 
     1. the driver calls :meth:`cut` once: one pass over the file in the format's own chunks,
        each shown to ``check`` (the release's refusals; ``check.columns`` are the columns it
-       reads, ``check.check_type(schema, where)`` sees a typed file's schema first), the file
+       reads, ``check.check_type(schema, where)`` sees a typed file's schema before its first row), the file
        cut into pieces of whole rows of about ``piece_bytes`` each. It returns the pieces as
        :data:`Span` s -- ``start``/``stop`` in the format's units (bytes of whole records, or
        row groups / record batches), ``rows`` the rows counted, ``first`` the place of the

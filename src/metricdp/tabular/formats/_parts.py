@@ -167,12 +167,16 @@ class BatchParts(Parts):
             schema = reader.schema
             seen = None
             if check is not None:
-                check.check_type(schema, where)
                 seen = 0
                 for chunk in self.chunks(reader, check.columns):
+                    if not chunk.rows:
+                        continue
+                    if not seen:  # the type is checked where the local engine meets it: with the first row
+                        check.check_type(schema, where)
                     check.add(chunk)
                     seen += chunk.rows
-            pieces = group_pieces(self.groups(reader), piece_bytes)
+            # a run of groups without a row has nothing to release: no worker, as the local engine meets no row
+            pieces = [p for p in group_pieces(self.groups(reader), piece_bytes) if p[2]]
             options = self.options(reader)
         total = sum(p[2] for p in pieces)
         if seen is not None and total != seen:
