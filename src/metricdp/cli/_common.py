@@ -59,8 +59,8 @@ from .._atomic import check_output_path
 from .._jsonable import jsonable
 from .._progress import ProgressReporter
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
-from ..tabular.csv import iter_csv_rows
 from ..tabular.formats import format_of
+from ..tabular.formats.csv import iter_csv_rows
 
 F = TypeVar("F", bound=Callable[..., Any])
 

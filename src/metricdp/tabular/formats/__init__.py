@@ -49,6 +49,7 @@ from typing import Final
 
 from ...errors import ValidationError
 from ._base import (
+    Appender,
     BatchChunk,
     BatchWriter,
     Chunk,
@@ -63,13 +64,16 @@ from ._base import (
     Writer,
     WriteSpec,
     arrow,
+    checked_names,
+    place,
 )
+from ._table import Table, read_table
 from .lines import COLUMN
 
 __all__ = [
-    "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
-    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of",
-    "release_format", "text_format",
+    "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
+    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "Table", "WriteSpec", "Writer", "arrow",
+    "checked_names", "format_of", "place", "read_table", "release_format", "table_format", "text_format",
 ]
 
 
@@ -145,6 +149,14 @@ def release_format(path: str | PathLike[str], *, write: bool = False, what: str 
     """
     allowed = [name for name, f in RELEASE_FORMATS.items() if write or f.reads]
     return RELEASE_FORMATS[format_of(path, allowed, what=what)]
+
+
+def table_format(path: str | PathLike[str], *, what: str | None = None) -> Format:
+    """The :class:`Format` of a table that every table reader of the package reads (:data:`TABLE_FORMATS`).
+
+    Raises :class:`ValidationError` naming the path and the suffixes accepted (:func:`format_of`).
+    """
+    return RELEASE_FORMATS[format_of(path, TABLE_FORMATS, what=what)]
 
 
 def text_format(path: str | PathLike[str], column: str | None) -> tuple[Format, str]:
