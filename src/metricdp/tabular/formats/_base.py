@@ -32,8 +32,9 @@ from ...errors import ValidationError
 from ..columns import ColumnPlan
 from ..csv import check_names
 
-__all__ = ["Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format", "Full", "Layout", "Parts", "Points",
-           "Reader", "Released", "Span", "Strings", "WriteSpec", "Writer", "arrow", "changed", "checked_names", "place"]
+__all__ = ["Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Column", "Format", "Full", "Layout", "Parts",
+           "Points", "Reader", "Released", "Span", "Strings", "WriteSpec", "Writer", "arrow", "changed",
+           "checked_names", "place"]
 
 
 def arrow() -> tuple[Any, Any]:
@@ -318,6 +319,11 @@ class WriteSpec:
     geometry: tuple[str, str] | None = None
 
 
+#: A column of a small table written whole (:meth:`Format.write_table`): texts, or float64 numbers (a text
+#: format writes each as Python's shortest repr, read back exactly; a typed format as float64).
+Column = Sequence[str] | NDArray[np.float64]
+
+
 class Format(ABC):
     """A file format: its name, its suffixes, a reader and a writer.
 
@@ -368,6 +374,11 @@ class Format(ABC):
     def parts(self) -> Parts | None:
         """The engines' side of the format (:class:`Parts`); None: the engines do not read it."""
         return None
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """A small table written whole to ``fh`` (a POINTS file, a trace table): each column texts or float64
+        numbers (:data:`Column`); a format that writes no such table refuses, naming itself."""
+        raise ValidationError(f"a .{self.name} file is not written from a table of texts and numbers")
 
     def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
         """A writer to ``fh`` of ``source``'s rows with the column ``column`` appended, its values ``texts``

@@ -43,6 +43,7 @@ from ..csv import _fail as _record_error
 from ._base import (
     Appender,
     Chunk,
+    Column,
     Format,
     Layout,
     Parts,
@@ -413,6 +414,16 @@ class CsvFormat(Format):
 
     def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
         return CsvAppender(fh, source, column, texts)
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """A header record, then one record per row (Python's csv module, ``\\n``, UTF-8; a number as its repr)."""
+        cells = [[repr(x) for x in c.tolist()] if isinstance(c, np.ndarray) else c for c in columns]
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows(zip(*cells, strict=True))
+        text.flush()
+        text.detach()
 
     def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
         """Remove the records not ``keep`` from the release just written to ``fh``, in place; rows kept.

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from ..._optional import import_optional
 from ...errors import ValidationError
-from ._base import Appender, BatchChunk, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow
+from ._base import Appender, BatchChunk, BatchWriter, Chunk, Column, Format, Parts, Reader, Writer, WriteSpec, arrow
 from ._parts import BatchParts, one_batch
 
 __all__ = ["FORMAT", "ParquetFormat", "ParquetParts", "input_compression", "open_parquet", "read_parquet"]
@@ -159,6 +159,13 @@ class ParquetFormat(Format):
 
     def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
         return ParquetAppender(fh, source, column, texts)
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """One table: texts as strings, numbers as float64 (pyarrow's default compression)."""
+        pa, _ = arrow()
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        arrays = [pa.array(c) if isinstance(c, np.ndarray) else pa.array(list(c), pa.string()) for c in columns]
+        pq.write_table(pa.Table.from_arrays(arrays, names=list(names)), fh)
 
     def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
         pq = import_optional("pyarrow.parquet", extra="parquet")
