@@ -72,8 +72,16 @@ class ParquetReader(Reader):
         self._columns = list(columns)
 
     def chunks(self) -> Iterator[Chunk]:
+        pa, _ = arrow()
         first = 0
-        for batch in self.file.iter_batches(batch_size=self._rows, columns=self._columns):
+        batches = self.file.iter_batches(batch_size=self._rows, columns=self._columns)
+        while True:
+            try:  # a corrupt row group surfaces only when read
+                batch = next(batches, None)
+            except (OSError, pa.ArrowException) as ex:
+                raise _unreadable(Path(self.where), ex) from None
+            if batch is None:
+                return
             yield BatchChunk(batch, first)
             first += batch.num_rows
 
