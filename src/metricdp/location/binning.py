@@ -34,7 +34,7 @@ from .._progress import Progress, report
 from ..errors import ValidationError
 from ..io import atomic_write, parse_decimal
 from ..tabular.csv import DEFAULT_CHUNK_BYTES, check_names
-from ..tabular.formats import Chunk, Format, arrow, place, table_format
+from ..tabular.formats import Appender, Chunk, Format, arrow, place, table_format
 from .grid import CellGrid, Unknown, assign_cells
 
 __all__ = ["BinStats", "bin_file", "read_label_column"]
@@ -55,11 +55,11 @@ class BinStats:
     format: str
 
 
-class _Sink:
-    """A file that keeps nothing (``out=None``)."""
+class _Counted(Appender):
+    """No output (``out=None``): the rows are counted, nothing is written."""
 
-    def write(self, data: Any) -> int:
-        return len(data)
+    def write(self, chunk: Chunk, choice: NDArray[np.intp]) -> None:
+        return None
 
 
 class _Outside:
@@ -137,10 +137,10 @@ def bin_file(
         report(progress, tally["rows"], None, f"{tally['rows']:,} rows, {rate:,.0f} rows/s")
         return idx
 
-    sink: Any = contextlib.nullcontext(_Sink()) if out is None else atomic_write(out, "wb", inputs=[src, *inputs])
+    sink: Any = contextlib.nullcontext() if out is None else atomic_write(out, "wb", inputs=[src, *inputs])
     with sink as fh, fmt.open(src, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=None) as reader:
         _columns(reader.names, lat, lon, cell_column, str(src))
-        appender = fmt.appender(fh, reader, cell_column, grid.labels)
+        appender = _Counted() if fh is None else fmt.appender(fh, reader, cell_column, grid.labels)
         try:
             for chunk in reader.chunks():
                 if chunk.rows == 0:  # blank lines only: written as they are
