@@ -30,6 +30,14 @@ refuse ``.tsv`` with a message saying so (``allowed`` below); a reader of plain 
 rows (``text privatize``) may accept it explicitly. ``.txt`` is plain text, never a
 CSV in disguise.
 
+A caller outside this package never asks which format it holds: it asks the :class:`Format`
+-- :meth:`~Format.header` (the checked names, a CSV's header line named), :meth:`~Format.open`
+(chunks), :attr:`~Format.unit` (an error's ``line 12`` or ``row 12``, :func:`place`),
+:attr:`~Format.typed` (whether values carry their types or are texts to parse),
+:meth:`~Format.appender` (the rows with one column more), :meth:`~Format.write_table` (a small
+table of texts and numbers) -- or :func:`read_table` (a small file read whole), and finds it
+by :func:`release_format`, :func:`table_format` or :func:`text_format`.
+
 Plain text is a format of this package (:mod:`.lines`: its one column, the document, is
 named by the format, not by a header), but not a table: :data:`RELEASE_FORMATS` and
 :func:`release_format` leave it out, so a command that reads a table refuses a ``.txt``
