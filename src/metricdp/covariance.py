@@ -95,33 +95,25 @@ def covariance_from_public(path: str | PathLike[str], columns: Sequence[str]) ->
     are ignored; duplicates are fine: a sample, not a space), more rows than columns, and
     must be public data (module docstring): never the records that will be released.
     """
-    from .io import read_csv_table
-    from .tabular.formats import TABLE_FORMATS, format_of
+    from .tabular.formats import read_table, table_format
 
     p = Path(path)
     if not p.is_file():
         raise ValidationError(f"{p}: no such file")
     want = [c.strip().lower() for c in columns]
-    if format_of(p, TABLE_FORMATS, what=f"{p}: the public points") == "csv":
-        header, rows, lines = read_csv_table(p)
-        names = [h.strip().lower() for h in header]
-        missing = [c for c in want if c not in names]
-        if missing:
-            raise ValidationError(f"{p}: lacks the coordinate column(s) {','.join(missing)} of the POINTS file")
-        pick = [names.index(c) for c in want]
-        x = np.array([_numbers([r[i] for i in pick], f"{p}: line {line}") for r, line in zip(rows, lines, strict=True)],
-                     dtype=np.float64).reshape(len(rows), len(want))
+    table = read_table(p, table_format(p, what=f"{p}: the public points"))
+    names = [h.strip().lower() for h in table.names]
+    missing = [c for c in want if c not in names]
+    if missing:
+        raise ValidationError(f"{p}: lacks the coordinate column(s) {','.join(missing)} of the POINTS file")
+    picked = [table.columns[table.names[names.index(c)]] for c in want]
+    if not table.format.typed:  # texts, each row's read by the one number rule (an error names its line)
+        texts = [c.to_pylist() for c in picked]
+        x = np.array([_numbers([t[i] for t in texts], f"{p}: {table.place(i)}") for i in range(table.rows)],
+                     dtype=np.float64).reshape(table.rows, len(want))
     else:
-        from .tabular.parquet import read_parquet
-
-        table = read_parquet(p)
-        names = [h.strip().lower() for h in table.column_names]
-        missing = [c for c in want if c not in names]
-        if missing:
-            raise ValidationError(f"{p}: lacks the coordinate column(s) {','.join(missing)} of the POINTS file")
         try:
-            x = np.column_stack([np.asarray(table.column(names.index(c)).to_numpy(zero_copy_only=False),
-                                            dtype=np.float64) for c in want])
+            x = np.column_stack([np.asarray(c.to_numpy(zero_copy_only=False), dtype=np.float64) for c in picked])
         except (TypeError, ValueError) as ex:
             raise ValidationError(f"{p}: the coordinate columns must be numbers ({ex})") from None
     bad = ~np.isfinite(x).all(axis=1)

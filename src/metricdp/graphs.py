@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from .errors import ValidationError
 from .spaces import MetricSpace
-from .tabular.formats import TABLE_FORMATS, format_of
+from .tabular.formats import read_table, table_format
 
 __all__ = ["EDGE_COLUMNS", "POLICY_HINT", "graph_space", "read_edges"]
 
@@ -63,42 +63,34 @@ def read_edges(path: str | PathLike[str], labels: tuple[str, ...] | list[str]) -
     """
     import pyarrow as pa
 
-    from .io import read_csv_table
     from .streaming.numbers import parse_numbers
-    from .tabular.parquet import read_parquet
 
     p = Path(path)
     where = str(p)
     if not p.is_file():
         raise ValidationError(f"{where}: no such file")
-    kind = format_of(p, TABLE_FORMATS, what=f"{where}:")
-    if kind == "csv":
-        header, rows, lines = read_csv_table(p)
-        s, t, w = _columns(header, where)
-        src = np.array([r[s] for r in rows], dtype=object)
-        dst = np.array([r[t] for r in rows], dtype=object)
-        texts = pa.array([r[w] for r in rows] if w is not None else [], pa.string())
-        unit, where_no = "line", np.asarray(lines, dtype=np.int64)
-    else:
-        table = read_parquet(p)
-        s, t, w = _columns(list(table.column_names), where)
-        cols = table.columns
-        src = np.array(["" if v is None else str(v) for v in cols[s].to_pylist()], dtype=object)
-        dst = np.array(["" if v is None else str(v) for v in cols[t].to_pylist()], dtype=object)
-        texts = pa.array([] if w is None else ["" if v is None else str(v) for v in cols[w].to_pylist()], pa.string())
-        unit, where_no = "row", np.arange(1, len(src) + 1, dtype=np.int64)
+    table = read_table(p, table_format(p, what=f"{where}:"))
+    s, t, w = _columns(list(table.names), where)
+
+    def texts(k: int) -> list[str]:  # a text format's values are texts; a typed format's are written as text
+        return ["" if v is None else str(v) for v in table.columns[table.names[k]].to_pylist()]
+
+    src = np.array(texts(s), dtype=object)
+    dst = np.array(texts(t), dtype=object)
+    weights = pa.array([] if w is None else texts(w), pa.string())
+    unit, where_no = table.format.unit, table.places
     if len(src) == 0:
         raise ValidationError(f"{where}: no edges")
     edges = np.column_stack([_indices(src, labels, where, unit, where_no, "source"),
                              _indices(dst, labels, where, unit, where_no, "target")])
     if w is None:
         return edges, np.ones(len(src))
-    values, not_number = parse_numbers(texts)
+    values, not_number = parse_numbers(weights)
     # below the smallest normal float a length loses its precision and ratios of it overflow
     bad = not_number | ~np.isfinite(values) | ~(values >= _TINY)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        text = texts[i].as_py()
+        text = weights[i].as_py()
         positive = bool(np.isfinite(values[i]) and values[i] > 0)
         why = f"subnormal (below {_TINY:.3g})" if positive else "not finite and > 0"
         why = "not a number" if not_number[i] else why

@@ -20,9 +20,8 @@ from ._resources import check_allocation
 from .errors import ValidationError
 from .outputs import OutputSet
 from .spaces import METRICS, MetricSpace
-from .tabular.csv import check_names, csv_header, read_csv
-from .tabular.formats import TABLE_FORMATS, format_of
-from .tabular.parquet import read_parquet
+from .tabular.formats import arrow, format_of, read_table, table_format
+from .tabular.formats.csv import read_csv
 
 __all__ = [
     "TEMP_SUFFIX", "atomic_write", "check_npy_header", "check_output_path", "clean_stale_temporaries",
@@ -80,7 +79,7 @@ def read_points(path: str | PathLike[str], metric: str | None = None) -> MetricS
             return MetricSpace.from_distances(d)
         except ValidationError as ex:
             raise ValidationError(f"{p}: {ex}") from None
-    header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
+    header, labels, coords = _read_labelled(p)
     if header[0].strip().lower() != "label":
         raise ValidationError(f"{p}: the first column must be 'label', got {header[0]!r}")
     if len(header) < 2:
@@ -102,16 +101,9 @@ def read_point_columns(path: str | PathLike[str]) -> list[str] | None:
     """The coordinate columns (after ``label``, stripped, lower case) of a ``.csv`` / ``.parquet``
     POINTS file already read by :func:`read_points`; None for a ``.npy`` distance matrix."""
     p = Path(path)
-    fmt = format_of(p, ("csv", "parquet", "npy"), what=f"{p}: POINTS")
-    if fmt == "csv":
-        header = list(csv_header(p))
-    elif fmt == "parquet":
-        from ._optional import import_optional
-
-        header = list(import_optional("pyarrow.parquet", extra="parquet").read_schema(p).names)
-    else:
+    if format_of(p, ("csv", "parquet", "npy"), what=f"{p}: POINTS") == "npy":
         return None
-    return [h.strip().lower() for h in header[1:]]
+    return [h.strip().lower() for h in table_format(p).header(p)[1:]]
 
 
 def read_output_points(
@@ -129,8 +121,8 @@ def read_output_points(
     if space.points is None or space.metric not in METRICS:
         raise ValidationError(f"{p}: output points need a space of points under a coordinate metric; "
                               f"this space's metric is {space.metric!r} (give the outputs by their distances instead)")
-    fmt = format_of(p, TABLE_FORMATS, what=f"{p}: output points")
-    header, labels, coords = _read_csv(p) if fmt == "csv" else _read_parquet(p)
+    table_format(p, what=f"{p}: output points")
+    header, labels, coords = _read_labelled(p)
     cols = [h.strip().lower() for h in header[1:]]
     if header[0].strip().lower() != "label" or not cols:
         raise ValidationError(f"{p}: the columns must be label then coordinates, got {','.join(header)}")
@@ -183,7 +175,7 @@ def read_output_distances(path: str | PathLike[str], space: MetricSpace) -> Outp
 def read_csv_table(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
     """Header, rows and each row's line number of a small CSV file read whole.
 
-    :func:`metricdp.tabular.csv.read_csv`: the one CSV record definition (RFC 4180, LF or
+    :func:`metricdp.tabular.formats.csv.read_csv`: the one CSV record definition (RFC 4180, LF or
     CRLF records; a bare CR, a ragged row, a stray quote, a BOM past the first byte, a NUL,
     invalid UTF-8, an empty or duplicated header name, a record over the cap are each one
     :class:`ValidationError` naming the file, the line and the byte offset). Blank lines
@@ -200,38 +192,39 @@ def parse_decimal(text: str) -> float:
     return float(text)
 
 
-def _read_csv(p: Path) -> tuple[list[str], list[str], np.ndarray]:
-    header, rows, lines = read_csv_table(p)
-    coords = []
-    for row, line_no in zip(rows, lines, strict=True):
-        try:
-            coords.append([parse_decimal(x) for x in row[1:]])
-        except ValueError:
-            raise ValidationError(f"{p}: line {line_no} has a non-numeric coordinate: {row[1:]}") from None
-    if not rows:
-        raise ValidationError(f"{p}: no points")
-    return header, [row[0] for row in rows], np.asarray(coords, dtype=np.float64)
-
-
-def _read_parquet(p: Path) -> tuple[list[str], list[str], np.ndarray]:
-    from ._optional import import_optional
-
-    table = read_parquet(p)
-    header = table.column_names
-    check_names(header, str(p))
+def _read_labelled(p: Path) -> tuple[list[str], list[str], np.ndarray]:
+    """The header, the labels (first column) and the coordinates (the other columns) of a table of points, any
+    table format (:func:`metricdp.tabular.formats.read_table`): a text format's coordinates are parsed by
+    :func:`parse_decimal` (an error names the row's line and its coordinates), a typed format's must be numbers
+    (an error names the column and its type)."""
+    table = read_table(p, table_format(p))
+    header = list(table.names)
     if not header:
         raise ValidationError(f"{p}: no columns")
-    raw = table.column(0).to_pylist()
+    if not table.rows:
+        raise ValidationError(f"{p}: no points")
+    raw = table.columns[header[0]].to_pylist()
     if None in raw:
         raise ValidationError(f"{p}: the label of row {raw.index(None)} is null; every point needs a label")
     labels = [str(x) for x in raw]
-    pa = import_optional("pyarrow", extra="parquet")
+    if not table.format.typed:
+        texts = [table.columns[c].to_pylist() for c in header[1:]]
+        coords = np.empty((table.rows, len(texts)), dtype=np.float64)
+        for i in range(table.rows):
+            try:
+                coords[i] = [parse_decimal(t[i]) for t in texts]
+            except ValueError:
+                raise ValidationError(f"{p}: {table.place(i)} has a non-numeric coordinate: "
+                                      f"{[t[i] for t in texts]}") from None
+        return header, labels, coords
+    pa, _ = arrow()
     for c in header[1:]:  # numbers only: numpy would run float() on strings ('1_0' is 10.0)
-        kind = table.schema.field(c).type
+        kind = table.columns[c].type
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
             raise ValidationError(f"{p}: coordinate column {c!r} has type {kind}; coordinates must be numbers")
     try:
-        coords = np.column_stack([np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in header[1:]])
+        coords = np.column_stack([np.asarray(table.columns[c].to_numpy(zero_copy_only=False), dtype=np.float64)
+                                  for c in header[1:]])
     except (ValueError, TypeError) as ex:
         raise ValidationError(f"{p}: coordinates must be numeric ({ex})") from None
     return header, labels, coords

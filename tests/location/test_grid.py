@@ -213,6 +213,23 @@ def test_bin_parquet(grid, tmp_path):
     assert not (tmp_path / "o2.parquet").exists()
 
 
+def test_bin_parquet_names_data_rows_and_refuses_a_column_by_its_type(grid, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    inside = grid.centres[0].tolist()
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"lat": [inside[0], 0.0, inside[0], 1.0], "lon": [inside[1], 0.0, inside[1], 1.0]}), src)
+    with pytest.raises(ValidationError, match=r"2 row\(s\) outside the grid .*first at row\(s\) 2, 4"):
+        bin_file(grid, src, "lat", "lon", tmp_path / "out.parquet", chunk_rows=1)
+    pq.write_table(pa.table({"lat": [1.0], "lon": ["2"]}), src)
+    with pytest.raises(ValidationError, match="column 'lon' has type string; coordinates must be numbers"):
+        bin_file(grid, src, "lat", "lon", None)
+    pq.write_table(pa.table({"lat": [95.0], "lon": [2]}), src)
+    with pytest.raises(ValidationError, match=r"row 1: \(lat, lon\) = \(95.0, 2.0\)"):
+        bin_file(grid, src, "lat", "lon", None)
+    assert not (tmp_path / "out.parquet").exists()
+
+
 def test_counts_only(grid, tmp_path):
     src = tmp_path / "in.csv"
     c = grid.centres

@@ -16,11 +16,9 @@ from metricdp.tabular.csv import (
     DEFAULT_MAX_RECORD_BYTES,
     MAX_RECORD_ENV,
     CsvReader,
-    csv_header,
     max_record_bytes,
-    read_csv,
-    scan_csv,
 )
+from metricdp.tabular.formats.csv import FORMAT, read_csv, scan_csv
 
 
 def _file(tmp_path: Path, data: bytes, name: str = "t.csv") -> Path:
@@ -88,8 +86,8 @@ def test_header_refusals(tmp_path, data, what):
 
 def test_a_released_duplicate_is_said_so(tmp_path):
     p = _file(tmp_path, b"id,city,city\n1,a,b\n")
-    with pytest.raises(ValidationError, match="the released column 'city' appears more than once"):
-        csv_header(p, released=["city"])
+    with pytest.raises(ValidationError, match="line 1: the released column 'city' appears more than once"):
+        FORMAT.header(p, released=["city"])
 
 
 def test_record_cap_keyword_and_environment(tmp_path, monkeypatch):

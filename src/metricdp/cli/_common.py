@@ -59,8 +59,8 @@ from .._atomic import check_output_path
 from .._jsonable import jsonable
 from .._progress import ProgressReporter
 from ..errors import MetricDPError, PrivacyViolationError, SolverError, UnsafeOutputError, ValidationError
-from ..tabular.csv import iter_csv_rows
 from ..tabular.formats import format_of
+from ..tabular.formats.csv import iter_csv_rows
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -267,7 +267,7 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
     if not p.is_file():
         raise ValidationError(f"{what} {p}: no such file")
     n = len(labels)
-    if p.suffix.lower() == ".npy":
+    if format_of(p, ("csv", "npy"), what=f"{what} {p}:") == "npy":
         try:
             with p.open("rb") as fh:
                 check_npy_header(fh, f"{what} {p}")  # no pickle, no absurd declared size
@@ -280,8 +280,6 @@ def read_label_values(path: Path, labels: Sequence[str], what: str) -> NDArray[n
                 f"{what} {p}: expected a numeric vector of shape ({n},), got {v.dtype} {v.shape}"
             )
         return v.astype(np.float64)
-    if format_of(p, ("csv", "npy"), what=f"{what} {p}:") != "csv":  # pragma: no cover - .npy handled above
-        raise AssertionError
     index = {lab: i for i, lab in enumerate(labels)}
     out = np.full(n, np.nan)
     unknown: list[str] = []

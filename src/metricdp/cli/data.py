@@ -38,12 +38,12 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 
-from .._optional import import_optional, require
+from .._optional import require
 from ..data.ais import AIS_DATASETS, DEFAULT_AIS, Traces
 from ..data.geo import REGIONS
 from ..errors import ValidationError
 from ..io import atomic_write
-from ..tabular.formats import TABLE_FORMATS, format_of
+from ..tabular.formats import TABLE_FORMATS, format_of, table_format
 from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors, progress
 
 __all__ = ["data_app", "register", "weights_path", "write_points"]
@@ -69,21 +69,9 @@ def write_points(
     out: Path, labels: Sequence[str], coords: NDArray[np.float64], columns: Sequence[str]
 ) -> None:
     """Write a POINTS file (``label`` + coordinate columns) as CSV or Parquet, atomically."""
-    fmt = format_of(out, TABLE_FORMATS, what=f"--out {out}: a POINTS file")
-    header = ["label", *columns]
-    if fmt == "csv":
-        with atomic_write(out, "w") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(header)
-            for label, row in zip(labels, coords.tolist(), strict=True):
-                writer.writerow([label, *map(repr, row)])
-    else:
-        pa = import_optional("pyarrow", "parquet")
-        pq = import_optional("pyarrow.parquet", "parquet")
-        arrays = [pa.array(list(labels), pa.string())]
-        arrays += [pa.array(coords[:, j]) for j in range(coords.shape[1])]
-        with atomic_write(out, "wb") as fh:
-            pq.write_table(pa.Table.from_arrays(arrays, names=header), fh)
+    fmt = table_format(out, what=f"--out {out}: a POINTS file")
+    with atomic_write(out, "wb") as fh:
+        fmt.write_table(fh, ["label", *columns], [list(labels), *(coords[:, j] for j in range(coords.shape[1]))])
 
 
 def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float64]) -> None:
@@ -294,23 +282,12 @@ _AisDataset = Annotated[str, typer.Option("--dataset", "-d", help="One of: " + "
 
 def _write_traces(out: Path, traces: Traces) -> None:
     """A trace table ``person,time,lat,lon`` (time as ISO 8601 text) as CSV or Parquet, atomically."""
-    fmt = format_of(out, TABLE_FORMATS, what=f"--out {out}: a trace table")
+    fmt = table_format(out, what=f"--out {out}: a trace table")
     times = np.datetime_as_string(traces.time, unit="s").tolist()
-    columns = [traces.person.tolist(), times, traces.lat.tolist(), traces.lon.tolist()]
-    header = ["person", "time", "lat", "lon"]
-    if fmt == "csv":
-        with atomic_write(out, "w") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(header)
-            for person, time, lat, lon in zip(*columns, strict=True):
-                writer.writerow([person, time, repr(lat), repr(lon)])
-    else:
-        pa = import_optional("pyarrow", "parquet")
-        pq = import_optional("pyarrow.parquet", "parquet")
-        table = pa.Table.from_arrays([pa.array(columns[0], pa.string()), pa.array(times, pa.string()),
-                                      pa.array(traces.lat), pa.array(traces.lon)], names=header)
-        with atomic_write(out, "wb") as fh:
-            pq.write_table(table, fh)
+    with atomic_write(out, "wb") as fh:
+        fmt.write_table(fh, ["person", "time", "lat", "lon"],
+                        [traces.person.tolist(), times, np.asarray(traces.lat, dtype=np.float64),
+                         np.asarray(traces.lon, dtype=np.float64)])
 
 
 @data_app.command("ais")

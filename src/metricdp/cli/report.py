@@ -96,23 +96,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _key_column(path: Path, key: str) -> list[str]:
-    """Every row's ``key`` value as text (CSV by the project's reader, Parquet by pyarrow)."""
-    from ..tabular.formats import TABLE_FORMATS, format_of
+    """Every row's ``key`` value as text (:func:`metricdp.tabular.formats.read_table`: a text format's values
+    as they are, a typed format's written as text; a missing value is empty)."""
+    from ..tabular.formats import read_table, table_format
 
-    if format_of(path, TABLE_FORMATS) == "csv":
-        from ..io import read_csv_table
-
-        header, rows, _ = read_csv_table(path)
-        if key not in header:
-            raise ValidationError(f"--key: {path} has no column {key!r}")
-        at = header.index(key)
-        return [row[at] for row in rows]
-    from ..tabular.parquet import open_parquet
-
-    pf = open_parquet(path)
-    if key not in pf.schema_arrow.names:
+    fmt = table_format(path)
+    if key not in fmt.header(path):
         raise ValidationError(f"--key: {path} has no column {key!r}")
-    values = pf.read(columns=[key]).column(0).to_pylist()
+    values = read_table(path, fmt, [key]).columns[key].to_pylist()
     return ["" if v is None else str(v) for v in values]
 
 

@@ -1,9 +1,10 @@
 """The file layer: one suffix table, one CSV record definition, one "what leaves" plan.
 
 * :mod:`.formats` -- :func:`~.formats.format_of`, the only suffix table;
-* :mod:`.csv` -- the CSV record (RFC 4180, LF/CRLF), its streaming reader
-  :class:`~.csv.CsvReader`, :func:`~.csv.scan_csv` (validate and count a whole file,
-  for engines) and :func:`~.csv.read_csv` (a small file's rows);
+* :mod:`.csv` -- the CSV record (RFC 4180, LF/CRLF) and its streaming reader
+  :class:`~.csv.CsvReader`; the CSV format reads a whole file through it
+  (:func:`~.formats.csv.scan_csv`: validate and count, :func:`~.formats.csv.read_csv`: a small
+  file's rows);
 * :mod:`.columns` -- :func:`~.columns.plan_columns`: which columns are released, kept
   unreleased (named) or dropped; :func:`~.header.table_header` reads the names it plans;
 * :mod:`.leaks` -- :func:`~.leaks.check_file`: a kept column that holds the released values
@@ -14,8 +15,9 @@
 from __future__ import annotations
 
 from .columns import ColumnPlan, look_alikes, plan_columns
-from .csv import CsvReader, CsvScan, max_record_bytes, read_csv, scan_csv
+from .csv import CsvReader, max_record_bytes
 from .formats import FORMATS, TABLE_FORMATS, format_of
+from .formats.csv import CsvScan, read_csv, scan_csv
 from .header import table_header
 from .leaks import LeakRule, check_file
 

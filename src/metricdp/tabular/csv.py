@@ -27,26 +27,19 @@ holds a line break outside quotes, then joined once: every byte is scanned a bou
 number of times -- linear time -- and at most ``max_record_bytes`` plus one read are ever
 pending: memory is bounded by the chunk and the cap.
 
-Readers: :class:`CsvReader` streams chunks of records (``privatize``);
-:func:`scan_csv` validates a whole file and counts its records (an engine calls it
-before a distributed job); :func:`read_csv` returns a small file's rows (POINTS,
-``estimate``), parsed by Python's csv module only after this module validated the bytes
-and cross-checked record by record: after validation the two definitions agree.
+The reader: :class:`CsvReader` streams chunks of records. The CSV format of the release
+pipeline (:mod:`metricdp.tabular.formats.csv`) reads through it, and so do its readers of
+a whole file (``scan_csv``, ``read_csv``).
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
-import csv
-import io
 import itertools
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
@@ -55,10 +48,8 @@ from numpy.typing import NDArray
 from ..errors import ValidationError
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_RECORD_BYTES", "MAX_RECORD_ENV", "Chunk", "CsvReader", "CsvScan",
-    "Header", "Records", "check_names", "check_utf8", "csv_header", "iter_csv_rows", "max_record_bytes", "read_csv",
-    "scan_csv",
-    "split_records",
+    "DEFAULT_CHUNK_BYTES", "DEFAULT_MAX_RECORD_BYTES", "MAX_RECORD_ENV", "Chunk", "CsvReader", "Header", "Records",
+    "check_names", "check_utf8", "max_record_bytes", "split_records",
 ]
 
 QUOTE, COMMA, LF, CR = 34, 44, 10, 13
@@ -459,103 +450,16 @@ def check_names(names: Sequence[str], where: str, released: Sequence[str] = (), 
         seen.add(name)
 
 
-def csv_header(
-    path: str | PathLike[str], *, released: Sequence[str] = (), max_record: int | None = None
-) -> tuple[str, ...]:
-    """The header names of a CSV file (only the header is read; empty or duplicated names refused,
-    a duplicated ``released`` column said so)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError(f"{p}: no such file")
-    with p.open("rb") as fh:
-        header = CsvReader(fh, str(p), max_record=max_record).header()
-    check_names(header.names, str(p), released, header.line)
-    names = header.names
-    return names
-
-
-@dataclass(frozen=True)
-class CsvScan:
-    """What :func:`scan_csv` found: the header's names, the number of records, bytes."""
-
-    header: tuple[str, ...]
-    records: int
-    bytes: int
-
-
-def scan_csv(
-    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
-) -> CsvScan:
-    """Validate a whole CSV file under the module's definition; its header and record count.
-
-    For engines that partition a file themselves (Dask, Spark): run this first, and a
-    file that the local engine would refuse is refused before any worker reads it; the
-    record count is the row count every correct release must write. Raises
-    :class:`ValidationError` (one line: file, line, byte offset) on any refusal of the
-    module docstring. Streams: memory is one chunk plus one record.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError(f"{p}: no such file")
-    n = 0
-    with p.open("rb") as fh:
-        reader = CsvReader(fh, str(p), chunk_bytes=chunk_bytes, max_record=max_record)
-        names = reader.header().names
-        check_names(names, str(p), line=reader.header().line)
-        for chunk in reader.chunks():
-            n += len(chunk.records.starts)
-    return CsvScan(names, n, p.stat().st_size)
-
-
-@contextlib.contextmanager
-def iter_csv_rows(
-    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
-) -> Iterator[tuple[tuple[str, ...], Iterator[tuple[int, list[str]]]]]:
-    """``with iter_csv_rows(path) as (header, rows)``: the header and a stream of ``(line, row)``
-    of a CSV file of any size (the file is closed when the block ends).
-
-    Each chunk is validated by :class:`CsvReader`, then parsed by Python's csv module
-    (C speed); the two must agree on every chunk's record count and field counts, else
-    the chunk is refused -- so what this yields is what the byte splitter sees. Memory:
-    one chunk plus one record.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ValidationError(f"{p}: no such file")
-    cap = max_record_bytes(max_record)
-    if csv.field_size_limit() < cap:  # the cap is enforced above; the csv module's own limit must not be lower
-        csv.field_size_limit(cap)
-    with p.open("rb") as fh:
-        reader = CsvReader(fh, str(p), max_record=cap, chunk_bytes=chunk_bytes)
-        header = reader.header().names
-        check_names(header, str(p), line=reader.header().line)
-
-        def rows() -> Iterator[tuple[int, list[str]]]:
-            for chunk in reader.chunks():
-                recs = chunk.records
-                text = chunk.data[: recs.end].decode("utf-8")
-                got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
-                if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover
-                    raise _fail(str(p), chunk.first_line, chunk.offset, "records read differently by two parsers")
-                yield from zip((recs.lines + chunk.first_line).tolist(), got, strict=True)
-
-        yield header, rows()
-
-
-def read_csv(
-    path: str | PathLike[str], *, max_record: int | None = None
-) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``):
-    :func:`iter_csv_rows` collected."""
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    with iter_csv_rows(path, max_record=max_record) as (header, stream):
-        for line, row in stream:
-            lines.append(line)
-            rows.append(row)
-    return list(header), rows, lines
-
-
 def names_of(names: Sequence[str]) -> str:
     """``'a', 'b'`` for messages."""
     return ", ".join(repr(n) for n in names)
+
+
+def __getattr__(name: str) -> Any:
+    """``read_csv``, for a module that imports it from here: the whole-file readers are the CSV format's
+    (:mod:`metricdp.tabular.formats.csv`)."""
+    if name == "read_csv":
+        from .formats import csv as csv_format
+
+        return csv_format.read_csv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

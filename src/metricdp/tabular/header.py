@@ -10,22 +10,17 @@ from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
 
-from .csv import check_names, csv_header
 from .formats import release_format
 
 __all__ = ["table_header"]
 
 
 def table_header(path: str | PathLike[str], released: Sequence[str] = ()) -> tuple[str, ...]:
-    """Header names of a ``.csv`` (the first record, validated) or of another format's reader
-    (:func:`metricdp.tabular.formats.release_format`: a schema's names, the first JSON object's keys).
+    """Header names of a file a release reads (:meth:`metricdp.tabular.formats.Format.header`: a CSV's first
+    record, a schema's names, the first JSON object's keys).
 
-    Empty or duplicated names are refused (a duplicated ``released`` column said so).
+    Empty or duplicated names are refused (a duplicated ``released`` column said so; a CSV's
+    header line named).
     """
     p = Path(path)
-    fmt = release_format(p)
-    if fmt.name == "csv":  # the header record, refused with its line
-        return csv_header(p, released=released)
-    names = fmt.names(p)
-    check_names(names, str(p), released)
-    return names
+    return release_format(p).header(p, released=released)

@@ -110,14 +110,14 @@ def check_text_release(
     ledger sits beside a words' ledger, never the same one (under any name: a symbolic or hard link to
     it, another spelling of its path).
     """
-    fmt = text_format(path, column)[0].name
+    fmt = text_format(path, column)[0]
     check_persons(fmt, column, user_column, ledger=ledger)
     if numbers is None:
         for given, name in ((numbers_budget, "numbers_budget"), (numbers_ledger, "numbers_ledger")):
             if given is not None:
                 raise ValidationError(f"the parameter {name!r} accounts numbers released as numbers: give the "
                                       "parameter 'numbers' too")
-        return fmt
+        return fmt.name
     if numbers_ledger is not None and ledger is None:
         raise ValidationError("the parameter 'numbers_ledger' is kept beside the words' ledger: give the parameter "
                               "'ledger' too (or the parameter 'numbers_budget' alone, for this run)")
@@ -132,7 +132,7 @@ def check_text_release(
         raise ValidationError("the parameter 'numbers' under a per-person budget needs a budget of its own, the "
                               "parameter 'numbers_budget' (eps per unit of the value; the words' budget is per unit "
                               "of the embedding's distance, and the two never add up)")
-    return fmt
+    return fmt.name
 
 
 def _ledger_name(ledger: object) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,19 +31,22 @@ from numpy.typing import NDArray
 from ..accounting.composition import EpsilonSummary, from_units, summarize, to_units
 from ..errors import ValidationError
 
+if TYPE_CHECKING:
+    from ..tabular.formats import Format
+
 __all__ = ["DocumentReport", "TextAccounting", "check_persons"]
 
 
-def check_persons(fmt: str, column: str | None, user_column: str | None, *, ledger: object = None) -> None:
-    """Refuse a person that means nothing: an author's field that is the text's, or is looked for in plain
-    text, and a ledger over documents numbered by their line (``fmt``: the input's format,
-    :func:`metricdp.tabular.formats.text_format`).
+def check_persons(fmt: Format, column: str | None, user_column: str | None, *, ledger: object = None) -> None:
+    """Refuse a person that means nothing: an author's field that is the text's, or is looked for in a file
+    without named fields (plain text), and a ledger over documents numbered by their line (``fmt``: the
+    input's format, :func:`metricdp.tabular.formats.text_format`).
 
     A ledger adds a person's spend of this run to their spend of earlier runs, so its persons
     must keep their identity from one file to the next: an author, or a stable document id,
     named by ``user_column``; the line number of a document does not.
     """
-    if user_column is not None and (fmt == "text" or user_column == column):
+    if user_column is not None and (not fmt.named or user_column == column):
         raise ValidationError("the parameter 'user_column' names the author's field of a .csv/.jsonl input (not "
                               "the text's)")
     if ledger is not None and user_column is None:

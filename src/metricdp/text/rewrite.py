@@ -366,7 +366,7 @@ def rewrite_file(
     if not path.is_file():
         raise ValidationError(f"{path}: no such file")
     fmt, documents = text_format(path, column)
-    check_persons(fmt.name, column, None if accounting is None else accounting.user_column)
+    check_persons(fmt, column, None if accounting is None else accounting.user_column)
     # a table names its columns; without ``column`` (text_format: plain text) the documents are the whole file
     named = column is not None
     if not named and (keep_columns or drop_columns):

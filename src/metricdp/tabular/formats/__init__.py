@@ -30,6 +30,14 @@ refuse ``.tsv`` with a message saying so (``allowed`` below); a reader of plain 
 rows (``text privatize``) may accept it explicitly. ``.txt`` is plain text, never a
 CSV in disguise.
 
+A caller outside this package never asks which format it holds: it asks the :class:`Format`
+-- :meth:`~Format.header` (the checked names, a CSV's header line named), :meth:`~Format.open`
+(chunks), :attr:`~Format.unit` (an error's ``line 12`` or ``row 12``, :func:`place`),
+:attr:`~Format.typed` (whether values carry their types or are texts to parse),
+:meth:`~Format.appender` (the rows with one column more), :meth:`~Format.write_table` (a small
+table of texts and numbers) -- or :func:`read_table` (a small file read whole), and finds it
+by :func:`release_format`, :func:`table_format` or :func:`text_format`.
+
 Plain text is a format of this package (:mod:`.lines`: its one column, the document, is
 named by the format, not by a header), but not a table: :data:`RELEASE_FORMATS` and
 :func:`release_format` leave it out, so a command that reads a table refuses a ``.txt``
@@ -49,6 +57,7 @@ from typing import Final
 
 from ...errors import ValidationError
 from ._base import (
+    Appender,
     BatchChunk,
     BatchWriter,
     Chunk,
@@ -63,13 +72,16 @@ from ._base import (
     Writer,
     WriteSpec,
     arrow,
+    checked_names,
+    place,
 )
+from ._table import Table, read_table
 from .lines import COLUMN
 
 __all__ = [
-    "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
-    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "WriteSpec", "Writer", "arrow", "format_of",
-    "release_format", "text_format",
+    "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
+    "Layout", "Parts", "Points", "Reader", "Released", "Strings", "Table", "WriteSpec", "Writer", "arrow",
+    "checked_names", "format_of", "place", "read_table", "release_format", "table_format", "text_format",
 ]
 
 
@@ -145,6 +157,14 @@ def release_format(path: str | PathLike[str], *, write: bool = False, what: str 
     """
     allowed = [name for name, f in RELEASE_FORMATS.items() if write or f.reads]
     return RELEASE_FORMATS[format_of(path, allowed, what=what)]
+
+
+def table_format(path: str | PathLike[str], *, what: str | None = None) -> Format:
+    """The :class:`Format` of a table that every table reader of the package reads (:data:`TABLE_FORMATS`).
+
+    Raises :class:`ValidationError` naming the path and the suffixes accepted (:func:`format_of`).
+    """
+    return RELEASE_FORMATS[format_of(path, TABLE_FORMATS, what=what)]
 
 
 def text_format(path: str | PathLike[str], column: str | None) -> tuple[Format, str]:

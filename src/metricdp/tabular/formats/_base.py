@@ -30,9 +30,11 @@ from numpy.typing import NDArray
 from ..._optional import import_optional
 from ...errors import ValidationError
 from ..columns import ColumnPlan
+from ..csv import check_names
 
-__all__ = ["BatchChunk", "BatchWriter", "Chunk", "Coded", "Format", "Full", "Layout", "Parts", "Points", "Reader",
-           "Released", "Span", "Strings", "WriteSpec", "Writer", "arrow", "changed"]
+__all__ = ["Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Column", "Format", "Full", "Layout", "Parts",
+           "Points", "Reader", "Released", "Span", "Strings", "WriteSpec", "Writer", "arrow", "changed",
+           "checked_names", "place"]
 
 
 def arrow() -> tuple[Any, Any]:
@@ -91,13 +93,22 @@ class Chunk(ABC):
 
 
 class Reader(ABC):
-    """An open input: its column ``names`` and its chunks, read once in order."""
+    """An open input: its column ``names`` and its chunks, read once in order.
+
+    ``line``: the file line of the header record that names the columns (a text format with
+    a header), named by an error about a name; None where no line holds the names.
+    """
 
     names: tuple[str, ...]
+    line: int | None = None
 
     @abstractmethod
     def chunks(self) -> Iterator[Chunk]:
         """The file's rows, chunk by chunk (memory: about one chunk)."""
+
+    def project(self, columns: Sequence[str]) -> None:  # noqa: B027 - a record format reads whole records
+        """Read only ``columns`` from now on (a hint: a columnar format reads no other; the chunks of a
+        record format hold whole records anyway)."""
 
     def close(self) -> None:  # noqa: B027 - most readers hold nothing to close
         """Release what the reader holds."""
@@ -281,6 +292,19 @@ class Writer(ABC):
         """Finish the file."""
 
 
+class Appender(ABC):
+    """An open output of the input's rows with one text column more, each row's value one of a few texts
+    (a cell's label); :meth:`close` finishes the file. Nothing in it is released: it holds the rows' values."""
+
+    @abstractmethod
+    def write(self, chunk: Chunk, choice: NDArray[np.intp]) -> None:
+        """Write ``chunk``'s rows, row ``r`` with text ``choice[r]`` appended; a row whose choice is ``-1`` is
+        left out (a record goes whole, its line break included)."""
+
+    def close(self) -> None:  # noqa: B027 - most outputs finish with nothing
+        """Finish the file."""
+
+
 @dataclass(frozen=True)
 class WriteSpec:
     """What a writer needs besides the file: the input's reader, the column plan, the released columns.
@@ -293,6 +317,11 @@ class WriteSpec:
     released: tuple[str, ...]
     where: str
     geometry: tuple[str, str] | None = None
+
+
+#: A column of a small table written whole (:meth:`Format.write_table`): texts, or float64 numbers (a text
+#: format writes each as Python's shortest repr, read back exactly; a typed format as float64).
+Column = Sequence[str] | NDArray[np.float64]
 
 
 class Format(ABC):
@@ -309,6 +338,12 @@ class Format(ABC):
     suffixes: ClassVar[tuple[str, ...]]
     reads: ClassVar[bool] = True
     read_ahead: ClassVar[bool] = False
+    #: What an error counts to name a row (:attr:`Chunk.unit`): ``"line"`` (a text format) or ``"row"``.
+    unit: ClassVar[str] = "row"
+    #: Whether its values carry their types (a text format's are strings, parsed by whoever reads the column).
+    typed: ClassVar[bool] = True
+    #: Whether a header names its columns (plain text's one column is named by the format).
+    named: ClassVar[bool] = True
 
     @abstractmethod
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int, max_record: int | None,
@@ -324,14 +359,48 @@ class Format(ABC):
         with self.open(path, chunk_rows=1, chunk_bytes=65536, max_record=max_record) as reader:
             return reader.names
 
+    def header(self, path: Path, *, released: Sequence[str] = (), max_record: int | None = None) -> tuple[str, ...]:
+        """The column names of ``path``'s header, checked (:func:`checked_names`); only the header is read.
+
+        Raises :class:`ValidationError` naming the file: missing, unreadable, an empty or
+        duplicated name (a duplicated ``released`` column said so; the header's line where a
+        line holds it).
+        """
+        if not path.is_file():
+            raise ValidationError(f"{path}: no such file")
+        with self.open(path, chunk_rows=1, chunk_bytes=65536, max_record=max_record) as reader:
+            return checked_names(reader, str(path), released)
+
     def parts(self) -> Parts | None:
         """The engines' side of the format (:class:`Parts`); None: the engines do not read it."""
         return None
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """A small table written whole to ``fh`` (a POINTS file, a trace table): each column texts or float64
+        numbers (:data:`Column`); a format that writes no such table refuses, naming itself."""
+        raise ValidationError(f"a .{self.name} file is not written from a table of texts and numbers")
+
+    def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
+        """A writer to ``fh`` of ``source``'s rows with the column ``column`` appended, its values ``texts``
+        (:class:`Appender`); a format that cannot append a column refuses, naming itself."""
+        raise ValidationError(f"a .{self.name} file cannot be written with a column appended")
 
     def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
         """Remove the rows not ``keep`` from the release just written to ``fh``, in place (rows kept);
         None when the format cannot (the caller writes the release again without them)."""
         return None
+
+
+def checked_names(reader: Reader, where: str, released: Sequence[str] = ()) -> tuple[str, ...]:
+    """``reader``'s column names, every one non-empty and unique (:func:`metricdp.tabular.csv.check_names`, with
+    the header's line where the format has one)."""
+    check_names(reader.names, where, released, reader.line)
+    return reader.names
+
+
+def place(unit: str, number: int) -> str:
+    """How an error names a row: ``"line 12"`` (a text format's file line) or ``"row 12"`` (a data row)."""
+    return f"{unit} {number}"
 
 
 class BatchChunk(Chunk):

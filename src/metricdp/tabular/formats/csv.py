@@ -5,15 +5,24 @@ its line and byte offset). Writing splices the released fields into the input's 
 (:mod:`metricdp.tabular.csvsplit`): quoting, spacing, line endings, blank lines and a
 byte-order mark of every other column stay as they were; a released field is quoted when
 the input's was or when it must be; a dropped column goes with one delimiter; a row not
-kept goes whole, line break included.
+kept goes whole, line break included. :class:`CsvAppender` writes the input with one field
+more per record, every other byte kept the same way.
+
+A whole file: :func:`scan_csv` validates it and counts its records, :func:`iter_csv_rows`
+streams its rows and :func:`read_csv` returns a small file's rows, parsed by Python's csv
+module only after the record definition validated the bytes, and cross-checked record by
+record: after validation the two definitions agree.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import io
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import IO, Any, ClassVar, cast
 
@@ -22,12 +31,35 @@ from numpy.typing import NDArray
 
 from ...errors import ValidationError
 from .. import csvsplit
-from ..csv import DEFAULT_CHUNK_BYTES, CsvReader, Header
+from ..csv import (
+    DEFAULT_CHUNK_BYTES,
+    CsvReader,
+    Header,
+    check_names,
+    max_record_bytes,
+)
 from ..csv import Chunk as RawChunk
-from ._base import Chunk, Format, Layout, Parts, Points, Reader, Released, Span, Writer, WriteSpec, arrow, changed
+from ..csv import _fail as _record_error
+from ._base import (
+    Appender,
+    Chunk,
+    Column,
+    Format,
+    Layout,
+    Parts,
+    Points,
+    Reader,
+    Released,
+    Span,
+    Writer,
+    WriteSpec,
+    arrow,
+    changed,
+)
 from ._parts import Cutter, RecordParts, read_bytes
 
-__all__ = ["FORMAT", "CsvChunk", "CsvFormat", "CsvLayout", "CsvParts", "read_piece", "splice_released"]
+__all__ = ["FORMAT", "CsvChunk", "CsvFormat", "CsvLayout", "CsvParts", "CsvScan", "iter_csv_rows", "read_csv",
+           "read_piece", "scan_csv", "splice_released"]
 
 
 class CsvChunk(Chunk):
@@ -112,7 +144,7 @@ class CsvTableReader(Reader):
         except BaseException:
             self._fh.close()
             raise
-        self.names = self.header.names
+        self.names, self.line = self.header.names, self.header.line
         self._kernels = kernels
 
     def chunks(self) -> Iterator[Chunk]:
@@ -330,12 +362,44 @@ def read_piece(where: str, start: int, stop: int, *, first_line: int, rows: int,
 _PARTS = CsvParts()
 
 
+class CsvAppender(Appender):
+    """The input's bytes with one field more at the end of every record (every other byte as it was: quoting,
+    ``\\r\\n``, a byte-order mark); a record left out goes whole, its line break included."""
+
+    def __init__(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> None:
+        if not isinstance(source, CsvTableReader):
+            raise TypeError("a CSV output is appended to from a CSV input")  # pragma: no cover - one format
+        parts = [b"," + csvsplit.encode_field(x) for x in texts] + [b""]  # the last entry: a record left out
+        self._fh, self._table = fh, np.frombuffer(b"".join(parts), dtype=np.uint8)
+        self._offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in parts], out=self._offsets[1:])
+        self._remove = len(texts)
+        header = source.header
+        stop = int(header.record.stops[0])
+        fh.write(header.raw[:stop] + b"," + csvsplit.encode_field(column) + header.raw[stop:])
+
+    def write(self, chunk: Chunk, choice: NDArray[np.intp]) -> None:
+        raw = cast(CsvChunk, chunk).raw
+        recs, buf = raw.records, raw.buf
+        if len(recs.starts) == 0:  # blank lines only
+            self._fh.write(raw.data[: recs.end])
+            return
+        drop = choice < 0
+        starts = np.where(drop, recs.starts, recs.stops).astype(np.int64)
+        nxt = np.append(recs.starts[1:], recs.end).astype(np.int64)
+        stops = np.where(drop, nxt, recs.stops).astype(np.int64)
+        csvsplit.splice_to(self._fh, buf, recs.end, starts, stops, self._table, self._offsets,
+                           np.where(drop, self._remove, choice).astype(np.intp))
+
+
 class CsvFormat(Format):
     """Comma-separated values, UTF-8, one header record (:mod:`metricdp.tabular.csv`)."""
 
     name: ClassVar[str] = "csv"
     suffixes: ClassVar[tuple[str, ...]] = (".csv",)
     read_ahead: ClassVar[bool] = True
+    unit: ClassVar[str] = CsvChunk.unit
+    typed: ClassVar[bool] = False
 
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              max_record: int | None = None, kernels: Any = None) -> Reader:
@@ -347,6 +411,19 @@ class CsvFormat(Format):
 
     def parts(self) -> Parts:
         return _PARTS
+
+    def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
+        return CsvAppender(fh, source, column, texts)
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """A header record, then one record per row (Python's csv module, ``\\n``, UTF-8; a number as its repr)."""
+        cells = [[repr(x) for x in c.tolist()] if isinstance(c, np.ndarray) else c for c in columns]
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows(zip(*cells, strict=True))
+        text.flush()
+        text.detach()
 
     def withhold(self, fh: IO[bytes], keep: NDArray[np.bool_], where: str, cap: int) -> int | None:
         """Remove the records not ``keep`` from the release just written to ``fh``, in place; rows kept.
@@ -389,3 +466,88 @@ class CsvFormat(Format):
 
 
 FORMAT = CsvFormat()
+
+
+# ------------------------------------------------------------------ a whole file
+@dataclass(frozen=True)
+class CsvScan:
+    """What :func:`scan_csv` found: the header's names, the number of records, bytes."""
+
+    header: tuple[str, ...]
+    records: int
+    bytes: int
+
+
+def scan_csv(
+    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> CsvScan:
+    """Validate a whole CSV file under the one record definition (:mod:`metricdp.tabular.csv`); its header and
+    record count.
+
+    For engines that partition a file themselves (Dask, Spark): run this first, and a
+    file that the local engine would refuse is refused before any worker reads it; the
+    record count is the row count every correct release must write. Raises
+    :class:`ValidationError` (one line: file, line, byte offset) on any refusal of the
+    record definition. Streams: memory is one chunk plus one record.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
+    n = 0
+    with p.open("rb") as fh:
+        reader = CsvReader(fh, str(p), chunk_bytes=chunk_bytes, max_record=max_record)
+        names = reader.header().names
+        check_names(names, str(p), line=reader.header().line)
+        for chunk in reader.chunks():
+            n += len(chunk.records.starts)
+    return CsvScan(names, n, p.stat().st_size)
+
+
+@contextlib.contextmanager
+def iter_csv_rows(
+    path: str | PathLike[str], *, max_record: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Iterator[tuple[tuple[str, ...], Iterator[tuple[int, list[str]]]]]:
+    """``with iter_csv_rows(path) as (header, rows)``: the header and a stream of ``(line, row)``
+    of a CSV file of any size (the file is closed when the block ends).
+
+    Each chunk is validated by :class:`CsvReader`, then parsed by Python's csv module
+    (C speed); the two must agree on every chunk's record count and field counts, else
+    the chunk is refused -- so what this yields is what the byte splitter sees. Memory:
+    one chunk plus one record.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
+    cap = max_record_bytes(max_record)
+    if csv.field_size_limit() < cap:  # the cap is enforced above; the csv module's own limit must not be lower
+        csv.field_size_limit(cap)
+    with p.open("rb") as fh:
+        reader = CsvReader(fh, str(p), max_record=cap, chunk_bytes=chunk_bytes)
+        header = reader.header().names
+        check_names(header, str(p), line=reader.header().line)
+
+        def rows() -> Iterator[tuple[int, list[str]]]:
+            for chunk in reader.chunks():
+                recs = chunk.records
+                text = chunk.data[: recs.end].decode("utf-8")
+                got = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
+                if len(got) != len(recs.starts) or any(len(r) != len(header) for r in got):  # pragma: no cover
+                    raise _record_error(str(p), chunk.first_line, chunk.offset,
+                                        "records read differently by two parsers")
+                yield from zip((recs.lines + chunk.first_line).tolist(), got, strict=True)
+
+        yield header, rows()
+
+
+def read_csv(
+    path: str | PathLike[str], *, max_record: int | None = None
+) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, rows and each row's line number of a CSV file read whole (POINTS, ``estimate``):
+    :func:`iter_csv_rows` collected."""
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    with iter_csv_rows(path, max_record=max_record) as (header, stream):
+        for line, row in stream:
+            lines.append(line)
+            rows.append(row)
+    return list(header), rows, lines

@@ -382,6 +382,7 @@ class JsonlFormat(Format):
 
     name: ClassVar[str] = "jsonl"
     suffixes: ClassVar[tuple[str, ...]] = (".jsonl", ".ndjson")
+    unit: ClassVar[str] = JsonlChunk.unit
 
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              max_record: int | None = None, kernels: Any = None) -> Reader:

@@ -136,6 +136,9 @@ class LinesFormat(Format):
 
     name: ClassVar[str] = "text"
     suffixes: ClassVar[tuple[str, ...]] = (".txt",)
+    unit: ClassVar[str] = LinesChunk.unit
+    typed: ClassVar[bool] = False
+    named: ClassVar[bool] = False
 
     def open(self, path: Path, *, chunk_rows: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              max_record: int | None = None, kernels: Any = None) -> Reader:

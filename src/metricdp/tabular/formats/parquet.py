@@ -9,16 +9,52 @@ chunks (Parquet has no byte-level identity to keep).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from os import PathLike
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, cast
+
+import numpy as np
+from numpy.typing import NDArray
 
 from ..._optional import import_optional
 from ...errors import ValidationError
-from ..parquet import input_compression, open_parquet
-from ._base import BatchChunk, BatchWriter, Chunk, Format, Parts, Reader, Writer, WriteSpec, arrow
+from ._base import Appender, BatchChunk, BatchWriter, Chunk, Column, Format, Parts, Reader, Writer, WriteSpec, arrow
 from ._parts import BatchParts, one_batch
 
-__all__ = ["FORMAT", "ParquetFormat", "ParquetParts"]
+__all__ = ["FORMAT", "ParquetFormat", "ParquetParts", "input_compression", "open_parquet", "read_parquet"]
+
+
+def _unreadable(path: Path, ex: BaseException) -> ValidationError:
+    return ValidationError(f"{path}: not a readable Parquet file ({ex})")
+
+
+def open_parquet(path: str | PathLike[str]) -> Any:
+    """A ``pyarrow.parquet.ParquetFile`` of ``path`` (streamed by row group), or one ValidationError."""
+    p = Path(path)
+    pq = import_optional("pyarrow.parquet", extra="parquet")
+    if not p.is_file():
+        raise ValidationError(f"{p}: no such file")
+    try:  # without pre-buffering: the buffered reader keeps every row group read, ~20 bytes a row
+        return pq.ParquetFile(p, pre_buffer=False)
+    except Exception as ex:  # pyarrow raises several unrelated types for bad files
+        raise _unreadable(p, ex) from None
+
+
+def read_parquet(path: str | PathLike[str]) -> Any:
+    """A small Parquet file read whole as a ``pyarrow.Table``, or one ValidationError."""
+    pf = open_parquet(path)
+    try:
+        return pf.read()
+    except Exception as ex:  # a corrupt row group surfaces only when read
+        raise _unreadable(Path(path), ex) from None
+
+
+def input_compression(metadata: Any) -> str:
+    """The compression a release writes: the input's (its first column chunk), ``snappy`` for an empty file."""
+    if not (metadata.num_row_groups and metadata.num_columns):
+        return "snappy"
+    codec = str(metadata.row_group(0).column(0).compression).lower()
+    return "none" if codec == "uncompressed" else codec
 
 
 class ParquetReader(Reader):
@@ -30,10 +66,22 @@ class ParquetReader(Reader):
         self.schema = self.file.schema_arrow
         self.names = tuple(self.schema.names)
         self._rows = chunk_rows
+        self._columns: list[str] | None = None
+
+    def project(self, columns: Sequence[str]) -> None:
+        self._columns = list(columns)
 
     def chunks(self) -> Iterator[Chunk]:
+        pa, _ = arrow()
         first = 0
-        for batch in self.file.iter_batches(batch_size=self._rows):
+        batches = self.file.iter_batches(batch_size=self._rows, columns=self._columns)
+        while True:
+            try:  # a corrupt row group surfaces only when read
+                batch = next(batches, None)
+            except (OSError, pa.ArrowException) as ex:
+                raise _unreadable(Path(self.where), ex) from None
+            if batch is None:
+                return
             yield BatchChunk(batch, first)
             first += batch.num_rows
 
@@ -79,6 +127,31 @@ class ParquetParts(BatchParts):
 _PARTS = ParquetParts()
 
 
+class ParquetAppender(Appender):
+    """The input's batches with one string column more (the schema gains it); rows left out are filtered."""
+
+    def __init__(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> None:
+        if not isinstance(source, ParquetReader):
+            raise TypeError("a Parquet output is appended to from a Parquet input")  # pragma: no cover
+        pa, _ = arrow()
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        self._schema = source.schema.append(pa.field(column, pa.string()))
+        self._texts = pa.array(list(texts), type=pa.string())
+        self._file = pq.ParquetWriter(fh, self._schema)
+
+    def write(self, chunk: Chunk, choice: NDArray[np.intp]) -> None:
+        pa, _ = arrow()
+        batch = cast(BatchChunk, chunk).batch
+        keep = choice >= 0
+        if not keep.all():
+            batch = batch.filter(pa.array(keep))
+        new = self._texts.take(pa.array(choice[keep]))
+        self._file.write_batch(pa.RecordBatch.from_arrays([*batch.columns, new], schema=self._schema))
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class ParquetFormat(Format):
     """Apache Parquet (pyarrow)."""
 
@@ -91,6 +164,16 @@ class ParquetFormat(Format):
 
     def parts(self) -> Parts:
         return _PARTS
+
+    def appender(self, fh: IO[bytes], source: Reader, column: str, texts: Sequence[str]) -> Appender:
+        return ParquetAppender(fh, source, column, texts)
+
+    def write_table(self, fh: IO[bytes], names: Sequence[str], columns: Sequence[Column]) -> None:
+        """One table: texts as strings, numbers as float64 (pyarrow's default compression)."""
+        pa, _ = arrow()
+        pq = import_optional("pyarrow.parquet", extra="parquet")
+        arrays = [pa.array(c) if isinstance(c, np.ndarray) else pa.array(list(c), pa.string()) for c in columns]
+        pq.write_table(pa.Table.from_arrays(arrays, names=list(names)), fh)
 
     def writer(self, fh: IO[bytes], spec: WriteSpec, *, kernels: Any = None) -> Writer:
         pq = import_optional("pyarrow.parquet", extra="parquet")
