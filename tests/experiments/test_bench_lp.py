@@ -119,13 +119,13 @@ def test_epsilon_sweep_grid_prior_checkpoint_and_plot(tmp_path) -> None:
     Dirichlet prior; each row checkpointed as it finishes; the plot is a PNG."""
     import json
 
-    from metricdp.experiments.bench_lp_rows import append_jsonl, plot_seconds
+    from metricdp.experiments.bench_lp_rows import append_checkpoint, plot_seconds
 
     log = tmp_path / "rows.jsonl"
     seen: list[int] = []
 
     def on_row(row: BenchRow) -> None:
-        append_jsonl(log, row)
+        append_checkpoint(log, row)
         seen.append(len(log.read_text(encoding="utf-8").splitlines()))
 
     rows = run_bench([9], ["optimal-expected"], ["fast", "full"], epsilons=[0.3, 3.0], data="grid",

@@ -7,7 +7,7 @@ import json
 from metricdp.experiments.bench_lp_rows import (
     COLUMNS,
     BenchRow,
-    append_jsonl,
+    append_checkpoint,
     markdown_report,
     markdown_table,
     table_rows,
@@ -43,10 +43,10 @@ def test_markdown_table_and_report() -> None:
     assert "Machine: cpu test-cpu, cores 2\n" in report and "Settings: epsilon = 2.0" in report
 
 
-def test_append_jsonl_keeps_every_row(tmp_path) -> None:
+def test_append_checkpoint_keeps_every_row(tmp_path) -> None:
     log = tmp_path / "rows.jsonl"
     for row in _rows():
-        append_jsonl(log, row)
+        append_checkpoint(log, row)
     back = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert [r["formulation"] for r in back] == ["fast", "full"]
     assert back[0]["epsilon_audit"] == "inf" and back[0]["seconds"] == 13.84  # standard JSON, read back by float()

@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
             def on_row(row: bench.BenchRow) -> None:
                 finished[0] += 1
                 if checkpoint is not None:  # a crash later loses nothing finished
-                    bench.append_jsonl(checkpoint, row)
+                    bench.append_checkpoint(checkpoint, row)
                 report(finished[0], total, f"n={row.n} eps={row.epsilon:g} {row.mechanism} {row.formulation}: "
                        f"{row.status}")
 

@@ -40,7 +40,7 @@ Mechanisms (``NAME[@R]``, ``@R`` overriding the number of neighbours r):
 Sweeps over eps: ``epsilons`` gives one row per (n, eps, mechanism, formulation), each
 with the simplex iterations, the objective (worst-case loss, or expected loss under the
 prior) and its relative gap to the reference (``full``) build's objective where that ran.
-``on_row`` sees each row as soon as it is finished: :func:`append_jsonl` checkpoints it, so
+``on_row`` sees each row as soon as it is finished: :func:`append_checkpoint` checkpoints it, so
 a crash late in a long run loses nothing; :func:`plot_seconds` draws seconds against eps.
 """
 
@@ -64,7 +64,7 @@ from .bench_lp_data import DATASETS, bench_data, bench_space
 from .bench_lp_rows import (
     COLUMNS,
     BenchRow,
-    append_jsonl,
+    append_checkpoint,
     machine_info,
     markdown_report,
     markdown_table,
@@ -77,7 +77,7 @@ __all__ = [
     "DATASETS",
     "MECHANISMS",
     "BenchRow",
-    "append_jsonl",
+    "append_checkpoint",
     "bench_data",
     "bench_space",
     "machine_info",
@@ -358,7 +358,7 @@ def run_bench(
         ``n -> MetricSpace`` or ``n -> (MetricSpace, prior)`` replacing :func:`bench_data`.
     on_start, on_row : callable, optional
         Progress hooks: ``on_start(n, mechanism, formulation, eps)`` before a build and
-        ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_jsonl`).
+        ``on_row(row)`` as soon as it is finished (checkpoint it there: :func:`append_checkpoint`).
     certify : float, optional
         Seconds for a certified lower bound on the LP optimum after each OPTMech build
         (:mod:`metricdp.lp.certificate`, not timed with the build): ``certified_gap`` =

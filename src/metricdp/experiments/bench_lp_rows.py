@@ -1,5 +1,5 @@
 """The LP benchmark's row: its record (:class:`BenchRow`), its JSON-lines checkpoint
-(:func:`append_jsonl`) and its renderings (the markdown table and report, the plot of
+(:func:`append_checkpoint`) and its renderings (the markdown table and report, the plot of
 seconds against eps, and :func:`machine_info`, what the numbers were measured on).
 
 :mod:`metricdp.experiments.bench_lp` fills the rows; this module only records and shows them.
@@ -24,7 +24,7 @@ from ..errors import ValidationError
 __all__ = [
     "COLUMNS",
     "BenchRow",
-    "append_jsonl",
+    "append_checkpoint",
     "machine_info",
     "markdown_report",
     "markdown_table",
@@ -131,7 +131,7 @@ def machine_info() -> dict[str, str]:
     }
 
 
-def append_jsonl(path: str | os.PathLike[str], row: BenchRow) -> None:
+def append_checkpoint(path: str | os.PathLike[str], row: BenchRow) -> None:
     """Append one finished row to a JSON-lines checkpoint and flush it to disk at once."""
     import json
 

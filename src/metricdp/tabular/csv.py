@@ -453,13 +453,3 @@ def check_names(names: Sequence[str], where: str, released: Sequence[str] = (), 
 def names_of(names: Sequence[str]) -> str:
     """``'a', 'b'`` for messages."""
     return ", ".join(repr(n) for n in names)
-
-
-def __getattr__(name: str) -> Any:
-    """``read_csv``, for a module that imports it from here: the whole-file readers are the CSV format's
-    (:mod:`metricdp.tabular.formats.csv`)."""
-    if name == "read_csv":
-        from .formats import csv as csv_format
-
-        return csv_format.read_csv
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,6 @@ ALLOWED: dict[str, str] = {
     "experiments/bench_ledger.py": "the format of the generated input",
     "experiments/bench_points.py": "the format of the generated input",
     "experiments/bench_privatize.py": "the format of the generated input",
-    "experiments/bench_lp.py": "append_jsonl: the benchmark's result records",
     "experiments/_records.py": "write_csv and the 'text' rendering of result records",
     "cli/bench_numbers.py": "the formats a benchmark generates",
     "cli/bench_points.py": "the formats a benchmark generates",
@@ -33,8 +32,6 @@ ALLOWED: dict[str, str] = {
     # files of one format by definition, that no release reads or writes
     "cli/estimate.py": "_csv_text: the estimate, a label,probability CSV",
     "location/region.py": "from_geojson: a region's polygon",
-    # reads a trace table by the CSV and Parquet readers themselves; to read it by read_table
-    "location/traces.py": "a branch on 'csv' for where a row is",
 }
 
 
