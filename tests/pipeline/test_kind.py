@@ -37,3 +37,25 @@ def test_the_numbers_choices_name_the_parameter():
         check_choices("x", "round")
     with pytest.raises(ValidationError, match=r"^the parameter 'off_grid' must be one of error, round, got 'up'"):
         check_choices("error", "up")
+
+
+
+@pytest.mark.parametrize("suffix", [".feather", ".parquet"])
+@pytest.mark.parametrize("values", [[["a"], ["b"]], [{"x": 1}, {"x": 2}]], ids=["list", "struct"])
+def test_a_label_column_without_text_is_refused_naming_the_file_column_and_type(tmp_path, suffix, values) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import re
+
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    from metricdp.streaming.files import privatize_file
+
+    src, out = tmp_path / f"in{suffix}", tmp_path / f"out{suffix}"
+    table = pa.table({"id": [1, 2], "w": pa.array(values)})
+    feather.write_feather(table, src) if suffix == ".feather" else pq.write_table(table, src)
+    kind = (feather.read_table(src) if suffix == ".feather" else pq.read_table(src)).schema.field("w").type
+    message = f"{src}: column 'w' has type {kind}; its values cannot be read as text"
+    with pytest.raises(ValidationError, match="^" + re.escape(message) + "$"):
+        privatize_file(_labels(), src, "w", out, keep=("id",))
+    assert not out.exists()

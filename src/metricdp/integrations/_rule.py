@@ -55,7 +55,7 @@ class LabelRule(Rule):
     def kind(self, column: str, where: str, mechanism: Any, source: Any) -> Kind:
         from ..pipeline.labels import Labels
 
-        return Labels(mechanism, column, source)
+        return Labels(mechanism, column, source, where=where)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def column_kind(mechanism: object, column: str, where: str) -> Labels | Numbers:
         return Numbers(mechanism, column, None, where=where)
     if not isinstance(mechanism, Mechanism):
         raise ValidationError(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
-    return Labels(mechanism, column, None)
+    return Labels(mechanism, column, None, where=where)
 
 
 def plain_column(values: Any, column: str, where: str) -> Any:

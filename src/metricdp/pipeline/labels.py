@@ -80,8 +80,9 @@ class Labels(CodedColumn):
     show = 4 * 10_000  # distinct unknown values remembered for the error
     outputs_are = "the mechanism's labels"
 
-    def __init__(self, mechanism: Any, column: str, source: Any) -> None:
+    def __init__(self, mechanism: Any, column: str, source: Any, *, where: str = "input") -> None:
         pa, _ = arrow()
+        self.where = where
         self.labels = tuple(str(x) for x in mechanism.labels)
         super().__init__(mechanism, column, source,
                          tuple(str(x) for x in getattr(mechanism, "output_labels", self.labels)))
@@ -99,7 +100,11 @@ class Labels(CodedColumn):
     def parse(self, chunk: Chunk) -> Parsed:
         pa, pc = arrow()
         col = chunk.column(self.column)
-        text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+        try:
+            text = col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # a list, a struct, ...: no text to compare
+            raise ValidationError(f"{self.where}: column {self.column!r} has type {col.type}; its values cannot be "
+                                  "read as text") from None
         idx = np.asarray(pc.fill_null(pc.index_in(text, value_set=self._value_set), -1)
                          .to_numpy(zero_copy_only=False), dtype=np.intp)
         return Parsed(idx, np.flatnonzero(idx < 0))

@@ -121,7 +121,7 @@ def privatize_file(
     """
     runs_on = check_engine(engine, scheduler, master, chunk_rows)
     source = Source.of(input_path, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes, max_record=max_record)
-    kind = Labels(mechanism, column, None)
+    kind = Labels(mechanism, column, None, where=source.where)
     # what leaves, by name and content, before anything is written or reserved
     plan = source.plan(kind, keep, drop)
     if runs_on is not Engine.local:
