@@ -153,7 +153,7 @@ def test_a_refused_run_writes_and_spends_nothing(tmp_path, engine):
     src = _csv(tmp_path / "in.csv", _rows(80, 4))
     out = tmp_path / "out.csv"
     with Ledger(tmp_path / "l.db", budget=2.0) as ledger:
-        for mech in (Independent(1.0), Predictive(3.0, 0.5, 1.0)):
+        for mech in (Independent(1.0), Predictive(3.0, 0.5, 1.0), Independent(spread=5.0)):
             with pytest.raises(BudgetExceededError):
                 _release(name, where, src, out, mech, ledger=ledger, piece_bytes=500)
         assert ledger.spent(["p0", "p1", "p2", "p3"]).tolist() == [0.0] * 4
@@ -268,6 +268,9 @@ def test_an_accounted_per_place_run_on_many_partitions_spends_the_local_engines_
             run1 = call(tmp_path / f"{label}.csv", ledger)
             got.append((ledger.spent(persons).tolist(), run1.reserved.tolist(), run1.withheld,
                         run1.report.fresh.tolist(), run1.report.reused.tolist()))
+            call(tmp_path / f"{label}-2.csv", ledger)  # the places of the first run, read back from the memo
+            first, second = _places(tmp_path / f"{label}.csv"), _places(tmp_path / f"{label}-2.csv")
+            assert all(second[k] == v for k, v in first.items())
     assert got[1] == got[0]
     assert _by_person(_read(tmp_path / "engine.csv")) == _by_person(_read(tmp_path / "local.csv"))
     assert all(len(v) == 1 for v in _places(tmp_path / "engine.csv").values())
@@ -333,4 +336,4 @@ def test_the_command_runs_on_an_engine(tmp_path, engine):
                  "note", "--engine", name, *extra, "--json")
     assert spread.exit_code == 0, spread.output
     assert json.loads(spread.stdout)["rows"] == 40
-    assert spread.stderr.count("\n") <= 2  # no progress in a pipe (the kept-columns line at most)
+    assert "partitions" not in spread.stderr and "rows/s" not in spread.stderr  # no progress in a pipe
