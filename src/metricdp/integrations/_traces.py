@@ -148,9 +148,8 @@ class _Job:
 class _Shared:
     """Sent once per worker: the mechanism (each partition releases with a copy) and, when accounted, the driver's
     coding of the persons (``persons[c]`` is person code ``c``'s id as the file holds it, in the order they first
-    come: the local engine's codes),
-    their ``granted`` pieces by code, the mechanism fitted to them (a spread's eps per person) and, per place, the
-    places ``settled`` before the pass."""
+    come: the local engine's codes), their ``granted`` pieces by code, the mechanism fitted to them (a spread's eps
+    per person) and, per place, the places ``settled`` before the pass."""
 
     mechanism: Any
     persons: NDArray[Any] | None = None
