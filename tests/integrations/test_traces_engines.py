@@ -25,7 +25,7 @@ from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.location.grid import CellGrid
 from metricdp.pipeline.traces import Independent, PerPlace, Predictive, release_traces_file
 from metricdp.spaces import haversine_rows_km
-from tests.cli_helpers import assert_one_line_error, run
+from tests.cli_helpers import run
 
 pytestmark = pytest.mark.slow  # engines start clusters; CI runs these in its full phase
 
@@ -153,7 +153,7 @@ def test_a_refused_run_writes_and_spends_nothing(tmp_path, engine):
     src = _csv(tmp_path / "in.csv", _rows(80, 4))
     out = tmp_path / "out.csv"
     with Ledger(tmp_path / "l.db", budget=2.0) as ledger:
-        for mech in (Independent(1.0), Predictive(3.0, 0.5, 1.0)):
+        for mech in (Independent(1.0), Predictive(3.0, 0.5, 1.0), Independent(spread=5.0)):
             with pytest.raises(BudgetExceededError):
                 _release(name, where, src, out, mech, ledger=ledger, piece_bytes=500)
         assert ledger.spent(["p0", "p1", "p2", "p3"]).tolist() == [0.0] * 4
@@ -174,17 +174,132 @@ def test_a_fix_out_of_order_is_refused_as_the_local_engine_refuses_it(tmp_path, 
     assert not (tmp_path / "b.csv").exists()
 
 
-@pytest.mark.parametrize("mech, kw, what", [
-    (Independent(spread=5.0), {}, "a spread budget is for engine='local'"),
-    (PerPlace(CellGrid.over("48.7,2.2,49.1,2.5", 1.0), 1.0), {"budget": 5.0},
-     "an accounted per-place release is for engine='local'"),
-])
-def test_what_the_engines_do_not_release_is_refused_before_anything_is_read(tmp_path, engine, mech, kw, what):
+GRID = "48.7,2.2,49.1,2.5"
+
+
+def _spread_mechanisms() -> list[Any]:
+    return [Independent(spread=5.0), PerPlace(CellGrid.over(GRID, 1.0), spread=3.0),
+            Predictive(1.0, 0.2, 2.0, spread=4.0), Predictive(manager="adaptive", spread=6.0)]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2, 3], ids=["independent", "per-place", "predictive", "adaptive"])
+def test_a_spread_budget_gives_each_person_the_local_engines_eps_and_charges(tmp_path, engine, which):
     name, where = engine
-    src = _csv(tmp_path / "in.csv", _rows(20, 2))
-    with pytest.raises(ValidationError, match=what):
-        _release(name, where, src, tmp_path / "out.csv", mech, **kw)
-    assert not (tmp_path / "out.csv").exists()
+    src = _csv(tmp_path / "in.csv", _rows(150, 6))
+    # partition 0's stream; per place, the driver's (every place is drawn there, from the stream after the pieces')
+    stream = np.random.default_rng(np.random.SeedSequence(4, spawn_key=(1 if which == 1 else 0,)))
+    local = _local(src, tmp_path / "local.csv", _spread_mechanisms()[which], rng=stream)
+    one = _release(name, where, src, tmp_path / "one.csv", _spread_mechanisms()[which], rng=4, piece_bytes=1 << 20)
+    many = _release(name, where, src, tmp_path / "many.csv", _spread_mechanisms()[which], rng=4, piece_bytes=600)
+    assert (tmp_path / "one.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()  # each person's own eps
+    for f in ("persons", "spent_units", "fresh", "reused", "tests", "passed"):
+        assert getattr(one.report, f).tolist() == getattr(local.report, f).tolist(), f
+    for got in (one, many):
+        assert got.reserved.tolist() == local.reserved.tolist() and got.withheld == local.withheld == 0
+        assert got.report.persons.tolist() == local.report.persons.tolist()
+        assert (got.report.spent_units <= got.reserved).all()
+    assert _by_person(_read(tmp_path / "many.csv")) == _by_person(_read(tmp_path / "local.csv"))
+    if which in (0, 1):  # independent and per place spend their shares whatever is drawn: as locally
+        for f in ("spent_units", "fresh", "reused"):
+            assert getattr(many.report, f).tolist() == getattr(local.report, f).tolist(), f
+
+
+def test_a_spread_budget_too_thin_for_a_person_is_refused_as_locally(tmp_path, engine):
+    name, where = engine
+    src = _csv(tmp_path / "in.csv", _rows(60, 2))
+    with pytest.raises(ValidationError) as local:
+        _local(src, tmp_path / "a.csv", Independent(spread=1e-9))
+    with pytest.raises(ValidationError) as got:
+        _release(name, where, src, tmp_path / "b.csv", Independent(spread=1e-9), piece_bytes=300)
+    assert str(got.value) == str(local.value) and "person 'p" in str(got.value)
+    assert not (tmp_path / "b.csv").exists()
+
+
+def _places(path: Path) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """The releases of each (person, cell of the fix): one per place."""
+    grid = CellGrid.over(GRID, 1.0)
+    out: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    notes = {r[4]: (r[2], r[3]) for r in _rows(150, 6)}
+    for r in _read(path):
+        cell = int(grid.locate(np.array([notes[r["note"]]]))[0])
+        out[(r["user"], str(cell))].add((r["lat"], r["lon"]))
+    return dict(out)
+
+
+def test_an_accounted_per_place_release_charges_and_memoizes_what_the_local_engine_does(tmp_path, engine):
+    name, where = engine
+    src = _csv(tmp_path / "in.csv", _rows(150, 6))
+    persons = [f"p{i}" for i in range(6)]
+    grid = CellGrid.over(GRID, 1.0)
+    settle_stream = np.random.default_rng(np.random.SeedSequence(5, spawn_key=(1,)))  # the driver's: 1 piece
+    with Ledger(tmp_path / "local.db", budget=2.5) as ledger:
+        local = _local(src, tmp_path / "local.csv", PerPlace(grid, 1.0), ledger=ledger, policy="drop",
+                       rng=settle_stream)
+        local_spent = ledger.spent(persons).tolist()
+    with Ledger(tmp_path / "engine.db", budget=2.5) as ledger:
+        one = _release(name, where, src, tmp_path / "one.csv", PerPlace(grid, 1.0), ledger=ledger, policy="drop",
+                       rng=5, piece_bytes=1 << 20)
+        assert ledger.spent(persons).tolist() == local_spent
+        assert (tmp_path / "one.csv").read_bytes() == (tmp_path / "local.csv").read_bytes()  # places drawn alike
+        assert one.reserved.tolist() == local.reserved.tolist() and one.withheld == local.withheld > 0
+        for f in ("persons", "spent_units", "fresh", "reused"):
+            assert getattr(one.report, f).tolist() == getattr(local.report, f).tolist(), f
+        # a second run, on many partitions: the places paid for are read back from the memo, at no cost
+        again = _release(name, where, src, tmp_path / "again.csv", PerPlace(grid, 1.0), ledger=ledger,
+                         policy="drop", rng=6, piece_bytes=600)
+        assert again.report.fresh.tolist() == [0] * 6 and again.reserved.tolist() == [0] * 6
+        assert ledger.spent(persons).tolist() == local_spent
+        assert _places(tmp_path / "again.csv") == _places(tmp_path / "one.csv")  # the same release per place
+        assert all(len(v) == 1 for v in _places(tmp_path / "again.csv").values())
+
+
+def test_an_accounted_per_place_run_on_many_partitions_spends_the_local_engines_charges(tmp_path, engine):
+    name, where = engine
+    src = _csv(tmp_path / "in.csv", _rows(150, 6))
+    persons = [f"p{i}" for i in range(6)]
+    grid = CellGrid.over(GRID, 1.0)
+    got = []
+    for label, call in (("local", lambda out, ledger: _local(src, out, PerPlace(grid, 1.0), ledger=ledger,
+                                                            policy="drop", rng=2)),
+                        ("engine", lambda out, ledger: _release(name, where, src, out, PerPlace(grid, 1.0),
+                                                                ledger=ledger, policy="drop", rng=2,
+                                                                piece_bytes=500))):
+        with Ledger(tmp_path / f"{label}.db", budget=4.0) as ledger:
+            run1 = call(tmp_path / f"{label}.csv", ledger)
+            got.append((ledger.spent(persons).tolist(), run1.reserved.tolist(), run1.withheld,
+                        run1.report.fresh.tolist(), run1.report.reused.tolist()))
+            call(tmp_path / f"{label}-2.csv", ledger)  # the places of the first run, read back from the memo
+            first, second = _places(tmp_path / f"{label}.csv"), _places(tmp_path / f"{label}-2.csv")
+            assert all(second[k] == v for k, v in first.items())
+    assert got[1] == got[0]
+    assert _by_person(_read(tmp_path / "engine.csv")) == _by_person(_read(tmp_path / "local.csv"))
+    assert all(len(v) == 1 for v in _places(tmp_path / "engine.csv").values())
+
+
+def test_a_refused_per_place_run_writes_spends_and_memoizes_nothing(tmp_path, engine):
+    name, where = engine
+    src = _csv(tmp_path / "in.csv", _rows(150, 6))
+    grid = CellGrid.over(GRID, 1.0)
+    out = tmp_path / "out.csv"
+    with Ledger(tmp_path / "l.db", budget=1.0) as ledger:
+        with pytest.raises(BudgetExceededError):
+            _release(name, where, src, out, PerPlace(grid, 1.0), ledger=ledger, piece_bytes=500)
+        assert ledger.spent([f"p{i}" for i in range(6)]).tolist() == [0.0] * 6
+        run1 = _release(name, where, src, tmp_path / "after.csv", PerPlace(grid, 1.0), ledger=ledger,
+                        policy="drop", piece_bytes=500)
+        assert run1.report.reused.sum() + run1.report.fresh.sum() > 0 and run1.report.fresh.tolist() == [1] * 6
+    assert not out.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or scratch left
+
+
+def test_progress_is_told_the_rows_as_partitions_complete(tmp_path, engine):
+    name, where = engine
+    src = _csv(tmp_path / "in.csv", _rows(200, 8))
+    ticks: list[tuple[int, int | None, str]] = []
+    _release(name, where, src, tmp_path / "out.csv", Independent(1.0), piece_bytes=800,
+             progress=lambda done, total, msg: ticks.append((done, total, msg)))
+    assert ticks and ticks[-1][:2] == (200, 200) and "partitions done" in ticks[-1][2]
+    assert [t[0] for t in ticks] == sorted(t[0] for t in ticks) and all(t[1] == 200 for t in ticks)
 
 
 def test_engine_options_are_checked_against_the_engine(tmp_path):
@@ -216,8 +331,9 @@ def test_the_command_runs_on_an_engine(tmp_path, engine):
     summary = json.loads(result.stdout)
     assert summary["engine"] == name and summary["rows"] + summary["accounting"]["withheld_rows"] == 40
     assert summary["persons"] == 3
-    bad = run("privatize-trace", src, "-o", tmp_path / "out2.csv", "--user-column", "user", "--time-column", "t",
-              "--lat", "lat", "--lon", "lon", "--mechanism", "independent", "--spread-budget", "5", "--drop", "note",
-              "--engine", name, *extra)
-    assert_one_line_error(bad, "--engine local")
-    assert not (tmp_path / "out2.csv").exists()
+    spread = run("privatize-trace", src, "-o", tmp_path / "out2.csv", "--user-column", "user", "--time-column",
+                 "t", "--lat", "lat", "--lon", "lon", "--mechanism", "independent", "--spread-budget", "5", "--drop",
+                 "note", "--engine", name, *extra, "--json")
+    assert spread.exit_code == 0, spread.output
+    assert json.loads(spread.stdout)["rows"] == 40
+    assert "partitions" not in spread.stderr and "rows/s" not in spread.stderr  # no progress in a pipe

@@ -273,7 +273,7 @@ def register(app: typer.Typer) -> None:
         fixes, places or trace (--manager adaptive: a target of B / n per fix).
         --engine dask or spark brings each person's fixes into one partition and releases
         them there (the output's rows then come grouped by partition, each person's in file
-        order); --spread-budget and an accounted per-place release run on the local engine.
+        order).
         """
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()
@@ -289,7 +289,7 @@ def register(app: typer.Typer) -> None:
 
         t0 = time.perf_counter()
         try:
-            with (acct.open() as book, progress(f"releasing the traces of {input_file}"),
+            with (acct.open() as book, progress(f"releasing the traces of {input_file}", unit="rows") as bar,
                   warnings.catch_warnings()):
                 warnings.simplefilter("ignore", PrivacyLeakWarning)  # said once below, as a warning line
                 try:
@@ -298,7 +298,7 @@ def register(app: typer.Typer) -> None:
                         keep=tuple(keep or ()), drop=tuple(drop or ()), ledger=book, policy=acct.policy,
                         budget=None if book is not None else acct.budget, rng=seed, digits=digits,
                         chunk_rows=chunk_rows, inputs=tuple(acct.files()), engine=engine.value,
-                        scheduler=scheduler, master=master)
+                        scheduler=scheduler, master=master, progress=bar)
                 except ValidationError as ex:  # the library names no flag; say which one
                     msg = with_flags(str(ex))
                     raise ValidationError(msg if msg.startswith(str(input_file)) else f"{input_file}: {msg}") \

@@ -11,20 +11,47 @@ person's fixes lie in many pieces. This path runs the local engine's kind
    and cuts it into pieces;
 2. **keys** -- each piece's persons, read by the format's engine side
    (:meth:`~metricdp.tabular.formats.Parts.read`) and the kind's own person ids, as a frame
-   of ``(person, row)``; an accounted release counts them on the engine (a group-by count:
-   Dask's ``groupby().count()``, Spark's ``reduceByKey``) and reserves each person's worst
-   case on the driver (:func:`metricdp.pipeline.trace_budget.reserve`, the local engine's
-   reservation): a refused run draws, writes and spends nothing;
-3. **shuffle** -- the keys are repartitioned on the person (Dask: ``shuffle(on="person")``;
+   of ``(person, row, cell)`` (the public cell of the fix, an accounted per-place release only);
+   an accounted release counts them on the engine (a group-by: Dask's ``groupby()``, Spark's
+   ``reduceByKey``): the fixes per person and, per place, each distinct (person, cell) with the
+   row of its first fix -- the counts of the local engine's first pass
+   (:meth:`metricdp.pipeline.traces.Traces.check`), the cells being public functions of the true
+   fixes, counted inside the accounted run as there;
+3. **reserve** -- on the driver, the local engine's reservation
+   (:func:`metricdp.pipeline.trace_budget.reserve`): a ``spread`` budget gives each person's eps
+   (or budget manager) from their counts (:meth:`~metricdp.pipeline.trace_states.TraceMechanism.fit`),
+   each person's worst case is reserved (a refused run draws, writes and spends nothing), and an
+   accounted per-place release settles every place of the run there
+   (:func:`metricdp.pipeline.trace_places.settle`): the ledger's memo read back for the persons of
+   the file, the places each grant pays for drawn and stored under the run's reservation;
+4. **shuffle** -- the keys are repartitioned on the person (Dask: ``shuffle(on="person")``;
    Spark: ``partitionBy`` on the person key), so each person's rows meet in one partition;
-4. **release** -- partition ``k`` reads the pieces that hold its rows, takes its rows in file
+5. **release** -- partition ``k`` reads the pieces that hold its rows, takes its rows in file
    order (each person's fixes in the order the local engine reads them: a fix earlier than
    its person's previous one is refused there), releases them by the kind's
-   :meth:`~metricdp.pipeline.traces.Traces.select` with each person's grant, drawing from
+   :meth:`~metricdp.pipeline.traces.Traces.select`, drawing from
    :func:`~metricdp.integrations.partition_rng` ``(seed, k)``, and writes one part per piece
    with the format's writer (:meth:`~metricdp.tabular.formats.Parts.write`); the driver joins
    the parts (:meth:`~metricdp.tabular.formats.Parts.join`), publishes atomically and settles
-   the ledger, and merges the partitions' per-person reports.
+   the ledger (the charges and the memo's new places commit together), and merges the
+   partitions' per-person reports. Progress is told as partitions complete (rows done, of the
+   file's).
+
+**Accounted, the partitions run the driver's mechanism.** Every partition codes the persons as
+the driver does (the local engine's codes: in the order they first come in the file) and gets
+the fitted mechanism (each person's eps or manager), every person's grant and, per place, the
+settled places of its own persons (:meth:`~metricdp.pipeline.trace_states.PerPlace.remember`).
+A person's releases are then the local engine's, on the same counts, grant and places: the
+privacy argument is the local one (``docs/proofs/trace_accounting.md``). Spread: each person's
+eps is B / n_p (or B / k_p) of their whole file, computed once, so a person's spend is at most
+B whatever partition holds them. Per place: a place is released once across runs because it is
+decided before any partition draws -- read back from the memo (a committed run paid for it:
+repeated at no cost) or drawn on the driver within the person's grant and stored under this
+run's reservation (first stored wins, as locally: a place another run stored meanwhile is
+published with that run's release, this run having paid for one) -- and a partition draws no
+place: a place past the grant is withheld. The driver draws the places from
+:func:`~metricdp.integrations.partition_rng` ``(seed, pieces)``, a stream no partition draws
+from (the partitions are at most the pieces).
 
 **Order of the output.** The rows are grouped by partition (a hash of the person), each
 partition's rows in file order: every person's fixes keep their order, the persons
@@ -32,14 +59,11 @@ interleave differently from the input.
 
 **Cost.** A partition reads every piece that holds one of its rows: with many persons, each
 partition reads about the whole file (the keys alone cross the network, 8 bytes and an id
-per row), so the reads grow with the partitions times the file. The partitions are as many
-as the cluster runs at once (Dask: its workers' threads; Spark: its default parallelism),
-at most one per piece.
-
-**Not on the engines** (one :class:`~metricdp.errors.ValidationError`, before anything is
-read): a ``spread`` budget (each person's eps comes from a first pass the partitions would
-have to share) and an accounted per-place release (its places are settled with the
-ledger's memo before the pass): the local engine releases both.
+per row, and a cell per place), so the reads grow with the partitions times the file. The
+partitions are as many as the cluster runs at once (Dask: its workers' threads; Spark: its default parallelism),
+at most one per piece. Accounted, every partition holds every person's id, grant and eps
+(memory per person, as the local run's); per place, the driver holds the run's distinct
+(person, cell) pairs, as the local run's first pass does.
 """
 
 from __future__ import annotations
@@ -62,11 +86,12 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from .._progress import Progress, report
 from ..accounting.accountant import canonical_ids
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..location.trace_report import TraceReport
 from ..pipeline.trace_budget import Grants, reserve
-from ..pipeline.trace_places import Places
+from ..pipeline.trace_places import Places, settle
 from ..pipeline.trace_states import Fixes, PerPlace
 from ..pipeline.traces import TraceRun, Traces
 from ..tabular.columns import ColumnPlan
@@ -76,6 +101,10 @@ from ._pieces import Failed, part_path
 from ._plan import DEFAULT_PIECE_BYTES, Plan, check_unchanged, plan_file
 
 __all__ = ["TracePart", "release_traces_engine"]
+
+#: The settled places a partition remembers: keys (person code x cells + cell) and releases an earlier run paid
+#: for, then those drawn and paid for by this run (:func:`metricdp.pipeline.trace_places.settle`).
+Settled = tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]
 
 
 class _Checked(Traces):
@@ -98,7 +127,8 @@ class _Checked(Traces):
 
 @dataclass(frozen=True)
 class _Job:
-    """What every partition shares: the plan (with its pieces), the kind's settings, the seed, the scratch."""
+    """What every partition shares: the plan (with its pieces), the kind's settings, the seed, the scratch, and
+    whether the keys carry each fix's cell (an accounted per-place release)."""
 
     plan: Plan
     user: str
@@ -108,6 +138,7 @@ class _Job:
     digits: int
     seed: int | None
     scratch: str
+    places: bool = False
 
     def kind(self, mechanism: Any) -> Traces:
         return Traces(self.user, self.time, self.lat, self.lon, mechanism, digits=self.digits, where=self.plan.path)
@@ -115,20 +146,24 @@ class _Job:
 
 @dataclass(frozen=True)
 class _Shared:
-    """Sent once per worker: the mechanism (each partition releases with a copy) and, when accounted, the persons
-    reserved (canonical ids, sorted) with their grants in pieces."""
+    """Sent once per worker: the mechanism (each partition releases with a copy) and, when accounted, the driver's
+    coding of the persons (``persons[c]`` is person code ``c``'s id as the file holds it, in the order they first
+    come: the local engine's codes), their ``granted`` pieces by code, the mechanism fitted to them (a spread's eps
+    per person) and, per place, the places ``settled`` before the pass."""
 
     mechanism: Any
-    ids: NDArray[Any] | None = None
+    persons: NDArray[Any] | None = None
     granted: NDArray[np.int64] | None = None
+    settled: Settled | None = None
 
-    def grants(self, ids: NDArray[Any]) -> NDArray[np.int64]:
-        """The grants of ``ids``; a person the count did not see means the file changed."""
-        assert self.ids is not None and self.granted is not None
-        at = np.minimum(np.searchsorted(self.ids, ids), max(self.ids.size - 1, 0))
-        if not self.ids.size or not bool((self.ids[at] == ids).all()):
-            raise EngineError("a partition met a person the count of fixes per person did not see")
-        return self.granted[at]
+    def places(self, own: NDArray[Any], cells: int) -> Settled | None:
+        """The settled places of the persons ``own`` (canonical ids): what one partition remembers."""
+        if self.settled is None or self.persons is None:
+            return None
+        codes = _codes(canonical_ids(self.persons), canonical_ids(own))
+        k_old, old, k_new, new = self.settled
+        a, b = np.isin(k_old // cells, codes), np.isin(k_new // cells, codes)
+        return k_old[a], old[a], k_new[b], new[b]
 
 
 @dataclass(frozen=True)
@@ -142,22 +177,30 @@ class TracePart:
     report: TraceReport
 
 
-def person_keys(job: _Job, piece: Any, mechanism: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
-    """Each row's person (canonical id) and data row in the file, of one piece (the kind's own reading of ids)."""
+def person_keys(job: _Job, piece: Any, mechanism: Any
+                ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64]]:
+    """Each row's person (canonical id), data row in the file and public cell (-1 unless ``job.places``), of one
+    piece (the kind's own reading of ids, and of fixes for their cells)."""
     plan = job.plan
     chunk = plan.parts.read(piece, plan.layout)
     kind = job.kind(mechanism)
-    codes = kind.persons.codes(chunk.column(job.user), chunk, job.user, plan.path)
+    if job.places:
+        fixes = kind.parse(chunk).values
+        codes, cell = fixes.persons, np.asarray(mechanism.cells(fixes.latlon), dtype=np.int64)
+    else:
+        codes = kind.persons.codes(chunk.column(job.user), chunk, job.user, plan.path)
+        cell = np.full(chunk.rows, -1, dtype=np.int64)
     ids = canonical_ids(kind.persons.ids) if len(kind.persons) else np.zeros(0, dtype=np.int64)
-    return ids[codes], piece.row + np.arange(chunk.rows, dtype=np.int64)
+    return ids[codes], piece.row + np.arange(chunk.rows, dtype=np.int64), cell
 
 
-def release_rows(job: _Job, k: int, rows: NDArray[np.int64], shared: _Shared) -> TracePart | Failed:
-    """Partition ``k``: its ``rows`` (every fix of its persons) released in file order; never raises
-    (:class:`Failed`)."""
+def release_rows(job: _Job, k: int, rows: NDArray[np.int64], persons: NDArray[Any],
+                 shared: _Shared) -> TracePart | Failed:
+    """Partition ``k``: its ``rows`` (every fix of its ``persons``, canonical ids) released in file order; never
+    raises (:class:`Failed`)."""
     try:
         check_unchanged(job.plan)
-        return _release(job, k, np.sort(np.asarray(rows, dtype=np.int64)), shared)
+        return _release(job, k, np.sort(np.asarray(rows, dtype=np.int64)), np.asarray(persons), shared)
     except ValidationError as ex:
         return Failed(k, True, str(ex), traceback.format_exc())
     except MetricDPError as ex:
@@ -166,12 +209,25 @@ def release_rows(job: _Job, k: int, rows: NDArray[np.int64], shared: _Shared) ->
         return Failed(k, False, f"{type(ex).__name__}: {ex}", traceback.format_exc())
 
 
-def _release(job: _Job, k: int, rows: NDArray[np.int64], shared: _Shared) -> TracePart:
+def _start(job: _Job, k: int, kind: Traces, mech: Any, persons: NDArray[Any], shared: _Shared) -> None:
+    """The partition's mechanism started: accounted, with the driver's codes, grants and settled places."""
+    if shared.persons is None or shared.granted is None:
+        mech.start(None, partition_rng(job.seed, k))
+        return
+    kind.persons._lookup(shared.persons, None)  # codes in the driver's order: its grants, eps and places by code
+    mech.start(shared.granted, partition_rng(job.seed, k))
+    settled = shared.places(persons, mech.cell_count)
+    if settled is not None:
+        mech.remember(settled[0], settled[1], fresh=False)
+        mech.remember(settled[2], settled[3], fresh=True)
+
+
+def _release(job: _Job, k: int, rows: NDArray[np.int64], persons: NDArray[Any], shared: _Shared) -> TracePart:
     plan = job.plan
     mech = copy.deepcopy(shared.mechanism)  # a worker's copy serves many partitions: each starts afresh
     kind = job.kind(mech)
-    accounted = shared.ids is not None
-    mech.start(np.zeros(0, dtype=np.int64) if accounted else None, partition_rng(job.seed, k))
+    _start(job, k, kind, mech, persons, shared)
+    known = len(kind.persons)
     firsts = np.array([p.row for p in plan.pieces], dtype=np.int64)
     at = np.searchsorted(firsts, rows, side="right") - 1
     own: list[NDArray[np.int64]] = []
@@ -181,11 +237,9 @@ def _release(job: _Job, k: int, rows: NDArray[np.int64], shared: _Shared) -> Tra
         mine = np.zeros(piece.rows, dtype=bool)
         mine[rows[at == i] - piece.row] = True
         chunk = plan.parts.read(piece, plan.layout)
-        before = len(kind.persons)
         fixes = kind.parse(chunk).values
-        if accounted and len(kind.persons) > before:  # persons met here get their grants before any release
-            new = np.arange(before, len(kind.persons))
-            mech.grant(new, shared.grants(canonical_ids(kind.persons.ids[new])))
+        if shared.persons is not None and len(kind.persons) > known:
+            raise EngineError("a partition met a person the count of fixes per person did not see")
         sub = Fixes(fixes.persons[mine], fixes.times[mine], fixes.latlon[mine], fixes.places[mine], fixes.unit)
         kept, released = kind.select(piece.row, sub)
         keep = mine
@@ -219,33 +273,50 @@ def _report(kind: Traces, own: list[NDArray[np.int64]]) -> TraceReport:
 
 
 # ------------------------------------------------------------------------------ the engines
-#: ``decide(ids, counts)``: the shared value of the release from the fixes per person (None: not accounted).
-Decide = Callable[[NDArray[Any] | None, NDArray[np.int64] | None], _Shared]
+#: ``decide(ids, counts, pairs)``: the shared value of the release from the fixes per person and, per place, the
+#: distinct ``(persons, cells, first rows)`` (all None: not accounted).
+Decide = Callable[[NDArray[Any] | None, NDArray[np.int64] | None, tuple[NDArray[Any], ...] | None], _Shared]
+#: ``told(rows, partitions)``: the rows of the partitions released so far, and how many partitions.
+Told = Callable[[int, int], None]
 
 
-def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str) -> list[Any]:
+def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
+          told: Told) -> list[Any]:
     """Keys as a Dask DataFrame, counted (accounted), shuffled on the person, released per partition."""
     from .._optional import import_optional
 
     dask = import_optional("dask", extra="dask")
     dd = import_optional("dask.dataframe", extra="dask")
     pd = import_optional("pandas", extra="dask")
+    distributed = import_optional("distributed", extra="dask")
     pieces = job.plan.pieces
     meta = pd.DataFrame({"person": pd.Series([], dtype="int64" if id_type in "iu" else object),
-                         "row": pd.Series([], dtype="int64")})
+                         "row": pd.Series([], dtype="int64"), "cell": pd.Series([], dtype="int64")})
     with backend.cluster(len(pieces)) as client:
         frames = [dask.delayed(functools.partial(_key_frame, job, mechanism))(p) for p in pieces]
         keys = client.persist(dd.from_delayed(frames, meta=meta, verify_meta=False))
-        ids = counts = None
+        ids = counts = pairs = None
         if accounted:
-            counted = client.compute(keys.groupby("person")["row"].count()).result()
-            ids, counts = counted.index.to_numpy(), counted.to_numpy(dtype=np.int64)
-        shared = decide(ids, counts)
+            jobs = [keys.groupby("person")["row"].count()]
+            if job.places:  # each distinct (person, cell) and the row of its first fix
+                jobs.append(keys.groupby(["person", "cell"])["row"].min())
+            done = [f.result() for f in client.compute(jobs)]
+            ids, counts = done[0].index.to_numpy(), done[0].to_numpy(dtype=np.int64)
+            if job.places:
+                index = done[1].index
+                pairs = (index.get_level_values(0).to_numpy(), index.get_level_values(1).to_numpy(dtype=np.int64),
+                         done[1].to_numpy(dtype=np.int64))
+        shared = decide(ids, counts, pairs)
         value = client.submit(_same, shared, pure=False)
         slots = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info()["workers"].values())
         parts = keys.shuffle(on="person", npartitions=_partitions(len(pieces), slots)).to_delayed()
         tasks = [dask.delayed(functools.partial(_release_frame, job))(k, part, value) for k, part in enumerate(parts)]
-        return list(client.gather(client.compute(tasks)))
+        futures = client.compute(tasks)
+        rows = count = 0
+        for _future, result in distributed.as_completed(futures, with_results=True):
+            rows, count = rows + (result.rows if isinstance(result, TracePart) else 0), count + 1
+            told(rows, count)
+        return list(client.gather(futures))
 
 
 def _key_frame(job: _Job, mechanism: Any, piece: Any) -> Any:
@@ -253,21 +324,23 @@ def _key_frame(job: _Job, mechanism: Any, piece: Any) -> Any:
 
     pd = import_optional("pandas", extra="dask")
 
-    ids, rows = person_keys(job, piece, mechanism)
-    return pd.DataFrame({"person": ids if ids.dtype.kind == "i" else ids.astype(object), "row": rows})
+    ids, rows, cell = person_keys(job, piece, mechanism)
+    return pd.DataFrame({"person": ids if ids.dtype.kind == "i" else ids.astype(object), "row": rows, "cell": cell})
 
 
 def _release_frame(job: _Job, k: int, frame: Any, shared: _Shared) -> TracePart | Failed:
-    return release_rows(job, k, frame["row"].to_numpy(dtype=np.int64), shared)
+    return release_rows(job, k, frame["row"].to_numpy(dtype=np.int64), frame["person"].to_numpy(), shared)
 
 
 def _same(x: Any) -> Any:
     return x
 
 
-def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str) -> list[Any]:
-    """Keys as an RDD of ``(person, row)``, counted (accounted), partitioned by the person, released per partition."""
-    from .spark import spark_ready
+def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
+           told: Told) -> list[Any]:
+    """Keys as an RDD of ``(person, (row, cell))``, counted (accounted), partitioned by the person, released per
+    partition."""
+    from .spark import _collect_told, spark_ready
 
     spark_ready()
     pieces = job.plan.pieces
@@ -276,16 +349,22 @@ def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide:
         keys = sc.parallelize(list(pieces), len(pieces)).flatMap(functools.partial(_key_pairs, job, mechanism))
         keys.cache()
         try:
-            ids = counts = None
+            ids = counts = pairs = None
             if accounted:
-                counted = keys.mapValues(lambda _row: 1).reduceByKey(operator.add).collect()
+                counted = keys.mapValues(lambda _fix: 1).reduceByKey(operator.add).collect()
                 ids = np.asarray([p for p, _ in counted]) if counted else np.zeros(0, dtype=np.int64)
                 counts = np.asarray([c for _, c in counted], dtype=np.int64)
-            value = sc.broadcast(decide(ids, counts))
+                if job.places:  # each distinct (person, cell) and the row of its first fix
+                    got = keys.map(lambda kv: ((kv[0], kv[1][1]), kv[1][0])).reduceByKey(min).collect()
+                    pairs = (np.asarray([p for (p, _), _ in got]) if got else np.zeros(0, dtype=np.int64),
+                             np.asarray([c for (_, c), _ in got], dtype=np.int64),
+                             np.asarray([r for _, r in got], dtype=np.int64))
+            value = sc.broadcast(decide(ids, counts, pairs))
             try:
                 by_person = keys.partitionBy(_partitions(len(pieces), int(sc.defaultParallelism)), _person_hash)
-                return list(by_person.mapPartitionsWithIndex(
-                    lambda k, pairs: [_release_pairs(job, k, pairs, value.value)]).collect())
+                tasks = by_person.mapPartitionsWithIndex(_task)
+                return _collect_told(sc, tasks, functools.partial(_release_pairs, job), value,
+                                     lambda rows, count: told(int(rows), int(count)))
             finally:
                 value.unpersist()
         finally:
@@ -298,9 +377,9 @@ def _partitions(pieces: int, slots: int) -> int:
     return max(1, min(pieces, slots))
 
 
-def _key_pairs(job: _Job, mechanism: Any, piece: Any) -> list[tuple[Any, int]]:
-    ids, rows = person_keys(job, piece, mechanism)
-    return list(zip(ids.tolist(), rows.tolist(), strict=True))
+def _key_pairs(job: _Job, mechanism: Any, piece: Any) -> list[tuple[Any, tuple[int, int]]]:
+    ids, rows, cell = person_keys(job, piece, mechanism)
+    return list(zip(ids.tolist(), zip(rows.tolist(), cell.tolist(), strict=True), strict=True))
 
 
 def _person_hash(person: Any) -> int:
@@ -308,19 +387,30 @@ def _person_hash(person: Any) -> int:
     return zlib.crc32(repr(person).encode("utf-8"))
 
 
-def _release_pairs(job: _Job, k: int, pairs: Iterable[tuple[Any, int]], shared: _Shared) -> TracePart | Failed:
-    return release_rows(job, k, np.fromiter((row for _, row in pairs), dtype=np.int64), shared)
+def _task(k: int, pairs: Iterable[tuple[Any, tuple[int, int]]]) -> list[tuple[tuple[int, list[Any]], int]]:
+    """Partition ``k``'s pairs as one task weighing its rows (what the progress counts)."""
+    got = list(pairs)
+    return [((k, got), len(got))]
+
+
+def _release_pairs(job: _Job, task: tuple[int, list[tuple[Any, tuple[int, int]]]], shared: _Shared
+                   ) -> TracePart | Failed:
+    k, pairs = task
+    rows = np.fromiter((fix[0] for _, fix in pairs), dtype=np.int64, count=len(pairs))
+    return release_rows(job, k, rows, np.asarray([p for p, _ in pairs]), shared)
 
 
 # ------------------------------------------------------------------------------ the driver
 def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathLike[str], *,
                           keep: Sequence[str], drop: Sequence[str], budget: float | None, ledger: Any, policy: str,
                           run_id: str | None, seed: int | None, inputs: Sequence[str | PathLike[str]],
-                          scheduler: str | None, master: str | None, piece_bytes: int | None) -> TraceRun:
+                          scheduler: str | None, master: str | None, piece_bytes: int | None,
+                          progress: Progress | None = None) -> TraceRun:
     """:func:`metricdp.pipeline.traces.release_traces_file` on ``engine`` ("dask" or "spark"; module docstring).
 
     ``kind`` is the release's kind (its mechanism fresh), ``seed`` None (the OS secure source in every
-    partition) or the int whose :func:`~metricdp.integrations.partition_rng` children the partitions draw from.
+    partition) or the int whose :func:`~metricdp.integrations.partition_rng` children the partitions draw from;
+    ``progress`` is told the rows released as partitions complete.
     """
     import time
 
@@ -331,13 +421,9 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
     from ._run import _same_format
 
     mech = kind.mechanism
-    if mech.spread is not None:
-        raise ValidationError("a spread budget is for engine='local' (each person's eps comes from their counts "
-                              "of one first pass)")
+    if mech.spread is not None and budget is None and ledger is None:
+        budget = mech.spread  # each person's parameters come from their counts: accounted against the spread
     accounted = budget is not None or ledger is not None
-    if accounted and isinstance(mech, PerPlace):
-        raise ValidationError("an accounted per-place release is for engine='local' (its places are settled with "
-                              "the ledger's memo before the pass)")
     target = Path(out)
     _same_format(src, target)
     backend = engine_runner(engine, scheduler, master)
@@ -350,27 +436,47 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
             raise ValidationError(f"{src}: no data rows")
         identity = _identity(src)
 
-        def decide(ids: NDArray[Any] | None, counts: NDArray[np.int64] | None) -> _Shared:
-            if ids is None or counts is None:
+        def decide(engine_ids: NDArray[Any] | None, counts: NDArray[np.int64] | None,
+                   pairs: tuple[NDArray[Any], ...] | None) -> _Shared:
+            if engine_ids is None or counts is None:
                 return _Shared(mech)
             if int(counts.sum()) != plan.rows:
                 raise EngineError(f"the {backend.name} job counted {int(counts.sum()):,} fixes where the input has "
                                   f"{plan.rows:,}")
-            ids = canonical_ids(ids)
-            order = np.argsort(ids, kind="stable")
-            ids, counts = ids[order], counts[order]
-            g = reserve(mech, ids, counts, Places(0), shown=ids, where=kind.where, unit=kind.unit, path=src,
+            persons = check.persons.ids  # coded as the local engine codes them: in the order they first come
+            ids = canonical_ids(persons) if persons.size else np.zeros(0, dtype=np.int64)
+            if engine_ids.size != ids.size:
+                raise EngineError(f"the {backend.name} job counted {engine_ids.size:,} persons where the input has "
+                                  f"{ids.size:,}")
+            rows = np.zeros(ids.size, dtype=np.int64)
+            rows[_codes(ids, canonical_ids(engine_ids), backend.name)] = counts
+            seen = Places(0)
+            if pairs is not None:
+                seen = Places.of(mech.cell_count, _codes(ids, canonical_ids(pairs[0]), backend.name), pairs[1],
+                                 pairs[2])
+            g = reserve(mech, ids, rows, seen, shown=persons, where=kind.where, unit=kind.unit, path=src,
                         identity=identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
             settlement.run = g.run
             grants.append(g)
-            return _Shared(mech, ids, np.asarray(g.granted, dtype=np.int64))
+            granted = np.asarray(g.granted, dtype=np.int64)
+            shipped = copy.deepcopy(mech)  # fitted to every person's counts, not started
+            settled = None
+            if g.memo is not None and isinstance(mech, PerPlace):  # every place decided before the pass
+                source = partition_rng(seed, len(plan.pieces))  # no partition's stream: they are at most the pieces
+                mech.start(granted, source)
+                settled = settle(seen, mech, granted, *g.memo, ledger, g.run_id, source)
+            return _Shared(shipped, persons, granted, settled)
+
+        def told(rows: int, count: int) -> None:
+            report(progress, min(rows, plan.rows), plan.rows, f"releasing: {count} partitions done")
 
         scratch = scratch_directory(target)
         try:
-            job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch))
+            job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch),
+                       places=accounted and isinstance(mech, PerPlace))
             ran = _dask if engine == "dask" else _spark
             try:
-                results = ran(backend, job, mech, accounted, decide, check.persons.ids.dtype.kind)
+                results = ran(backend, job, mech, accounted, decide, check.persons.ids.dtype.kind, told)
             except MetricDPError:
                 raise
             except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, a JVM error)
@@ -384,15 +490,28 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
         check_unchanged(plan)
         if settlement.run is not None:
             settlement.run.publishing()
-    report = TraceReport.concat([p.report for p in done])
-    order = np.argsort(report.persons, kind="stable")
-    report = TraceReport(*(getattr(report, f)[order] for f in ("persons", "spent_units", "fresh", "reused", "tests",
-                                                               "passed")))
+    merged = TraceReport.concat([p.report for p in done])
+    order = np.argsort(merged.persons, kind="stable")
+    merged = TraceReport(*(getattr(merged, f)[order] for f in ("persons", "spent_units", "fresh", "reused",
+                                                                 "tests", "passed")))
     stats = ReleaseStats(written, time.perf_counter() - t0, plan.fmt, cast(ColumnPlan, plan.columns))
     g = grants[0] if grants else None
-    reserved = None if g is None else np.asarray(g.granted, dtype=np.int64) * mech.piece
-    return TraceRun(stats, report, mech.name, reserved, plan.rows - written if accounted else 0,
+    reserved = None
+    if g is not None:  # in the report's order (sorted by id), as the local engine's
+        order = np.argsort(canonical_ids(check.persons.ids), kind="stable")
+        reserved = np.asarray(g.granted, dtype=np.int64)[order] * mech.piece
+    return TraceRun(stats, merged, mech.name, reserved, plan.rows - written if accounted else 0,
                     0 if g is None else g.over, None if g is None else g.run_id)
+
+
+def _codes(ids: NDArray[Any], which: NDArray[Any], engine: str | None = None) -> NDArray[np.intp]:
+    """The codes (positions in ``ids``, distinct) of ``which``; with ``engine``, a value not in ``ids`` (the
+    persons the driver read) means the file changed."""
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], which), max(ids.size - 1, 0))
+    if engine is not None and (not ids.size or not bool((ids[order][at] == which).all())):
+        raise EngineError(f"the {engine} job counted other persons than the input holds")
+    return order[at] if ids.size else np.zeros(0, dtype=np.intp)
 
 
 def _checked(engine: str, plan: Plan, results: Sequence[Any]) -> list[TracePart]:

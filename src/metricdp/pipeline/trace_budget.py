@@ -1,11 +1,14 @@
 """The reservation of an accounted trace release: each person's worst case, granted before anything is drawn.
 
 One function for every engine (:func:`reserve`): the local chunk loop
-(:func:`~.traces.release_traces_file`) calls it with the counts of its first pass, the
-Dask and Spark path (:mod:`metricdp.integrations._traces`) with the engine's count of
-fixes per person. The worst cases (:meth:`~.trace_states.TraceMechanism.worst`), the
-grants and the refusals are ``docs/proofs/trace_accounting.md``'s; the module docstring
-of :mod:`.traces` says what is withheld and why the reservation is what the ledger keeps.
+(:func:`~.traces.release_traces_file`) calls it with the counts of its first pass, the Dask
+and Spark path (:mod:`metricdp.integrations._traces`) with the engine's counts (fixes per
+person and, per place, the distinct (person, cell) pairs with their first rows), the persons
+coded as the local engine codes them: a spread budget's eps per person, the worst cases and,
+per place, the memo's hits are the local run's. The worst cases
+(:meth:`~.trace_states.TraceMechanism.worst`), the grants and the refusals are
+``docs/proofs/trace_accounting.md``'s; the module docstring of :mod:`.traces` says what is
+withheld and why the reservation is what the ledger keeps.
 """
 
 from __future__ import annotations

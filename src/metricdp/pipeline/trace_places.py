@@ -45,6 +45,17 @@ class Places:
         self.keys = np.zeros(0, dtype=np.int64)
         self.first = np.zeros(0, dtype=np.int64)
 
+    @classmethod
+    def of(cls, cells: int, persons: NDArray[np.int64], cell: NDArray[np.int64],
+           first: NDArray[np.int64]) -> Places:
+        """The distinct pairs ``(persons[i], cell[i])`` with the file's row of each one's first fix, as an engine
+        counts them (one entry per pair, in any order)."""
+        out = cls(cells)
+        keys = np.asarray(persons, dtype=np.int64) * out.cells + np.asarray(cell, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        out.keys, out.first = keys[order], np.asarray(first, dtype=np.int64)[order]
+        return out
+
     def add(self, persons: NDArray[np.int64], cell: NDArray[np.int64], first_row: int) -> None:
         """The pairs of one chunk (its rows from ``first_row`` on): a pair seen before keeps its first row."""
         keys, at = np.unique(persons * self.cells + cell, return_index=True)
@@ -90,9 +101,12 @@ def memoized(places: Places, mech: PerPlace, ids: NDArray[Any],
 
 def settle(places: Places, mech: PerPlace, granted: NDArray[np.int64], hit: NDArray[np.bool_],
            known: NDArray[np.float64], mks: list[bytes] | None, ledger: Any, run_id: str | None,
-           source: Any) -> None:
+           source: Any) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
     """Draw the places each person's grant pays for (module docstring, step 2), memoize them under ``run_id``, and
-    give the mechanism every release of the run (started with ``granted``) before its pass."""
+    give the mechanism every release of the run (started with ``granted``) before its pass.
+
+    Returns the places given: ``(keys, releases)`` an earlier run paid for, then ``(keys, releases)`` drawn and
+    paid for now (what a partition of an engine remembers, :meth:`~.trace_states.PerPlace.remember`)."""
     due = np.flatnonzero(~hit)
     due = due[np.argsort(places.first[due], kind="stable")]  # a person's places in the order of their first fix
     owner = places.keys[due] // places.cells
@@ -107,3 +121,4 @@ def settle(places: Places, mech: PerPlace, granted: NDArray[np.int64], hit: NDAr
                 drawn[at] = ledger._memo_store(run_id, scope, [mks[i] for i in paid[at].tolist()], drawn[at])
     mech.remember(places.keys[hit], known[hit], fresh=False)
     mech.remember(places.keys[paid], drawn, fresh=True)
+    return places.keys[hit], known[hit], places.keys[paid], drawn

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._progress import Progress
 from .._random import check_rng, warn_unless_secure
 from .._validation import check_epsilon
 from ..accounting.accountant import canonical_ids
@@ -449,6 +450,7 @@ def release_traces_file(
     scheduler: str | None = None,
     master: str | None = None,
     piece_bytes: int | None = None,
+    progress: Progress | None = None,
 ) -> TraceRun:
     """Release the fixes of ``input_path`` into ``output_path`` (module docstring: order, accounting).
 
@@ -476,6 +478,9 @@ def release_traces_file(
         loop), ``"dask"`` or ``"spark"`` (:mod:`metricdp.integrations._traces`: the rows of each person
         meet in one partition, released by this module's kind; the output holds the same rows, grouped
         by partition, each person's in file order). ``piece_bytes``: the input per engine partition.
+    progress : callable, optional
+        Told the rows released (:data:`metricdp._progress.Progress`): as chunks are written, or, on an engine,
+        as its partitions complete.
 
     Returns
     -------
@@ -484,9 +489,7 @@ def release_traces_file(
     Raises
     ------
     ValidationError
-        A missing column, a fix out of order or out of range, an option of another engine, a
-        combination the engines do not release (a ``spread`` budget, or an accounted per-place
-        release: run them on the local engine).
+        A missing column, a fix out of order or out of range, an option of another engine.
     EngineError
         The cluster failed (nothing written, nothing spent).
     """
@@ -518,7 +521,7 @@ def release_traces_file(
         return release_traces_engine(
             runs_on.value, kind, src.path, output_path, keep=keep, drop=drop, budget=budget, ledger=ledger,
             policy=policy, run_id=run_id, seed=seed, inputs=inputs, scheduler=scheduler, master=master,
-            piece_bytes=piece_bytes)
+            piece_bytes=piece_bytes, progress=progress)
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
@@ -546,7 +549,8 @@ def release_traces_file(
         if run is not None:
             run.abort()
         raise
-    stats = release_pass(kind, src, output_path, plan, inputs=inputs, select=kind.select, run=run)
+    stats = release_pass(kind, src, output_path, plan, inputs=inputs, select=kind.select, run=run,
+                         progress=progress)
     report = kind.report()
     reserved = None
     if accounted:
