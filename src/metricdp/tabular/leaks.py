@@ -183,12 +183,15 @@ _FLOAT_START = frozenset("0123456789.iInN")
 
 
 def _number(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
+    if type(value) is str:  # the common case, first
+        text = value.strip()
+    elif value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float, np.integer, np.floating)):
+    elif isinstance(value, (int, float, np.integer, np.floating)):
         x = float(value)
         return x if math.isfinite(x) else None
-    text = str(value).strip()
+    else:
+        text = str(value).strip()
     if not text or len(text) > 64:
         return None
     if text.isascii() and text.lstrip("+-")[:1] not in _FLOAT_START:
@@ -413,20 +416,26 @@ def check_rows(
                      row_word)
 
 
+def _constant(truth: Sequence[_Column], values: Sequence[Any], hits: Sequence[int], present: Sequence[int]) -> bool:
+    """Whether the column holds one value where it matches, beside released values that vary: it says nothing
+    about any row (a flag, a country code)."""
+    return (len({str(values[k]) for k in hits}) == 1
+            and len({tuple(str(c.values[k]) for c in truth) for k in present}) > 1)
+
+
 def _check_block(rule: LeakRule, truth: Sequence[_Column], others: Mapping[str, Sequence[Any]],
                  row: Callable[[int], Any], where: str, row_word: str) -> None:
     """:func:`check_rows` over the released columns' values (``truth[j]``: column ``j``); ``row(k)`` names row k."""
-    filled = [c.filled for c in truth]
-    present = [k for k in range(len(truth[0].values)) if all(f[k] for f in filled)]
+    filled = truth[0].filled
+    for c in truth[1:]:
+        filled = [a and b for a, b in zip(filled, c.filled, strict=True)]
+    present = [k for k, ok in enumerate(filled) if ok]
     if not present:
         return
-    varied = len({tuple(str(c.values[k]) for c in truth) for k in present}) > 1
     for name, values in others.items():
         column = _Column(values)
         hits = _hits(rule, truth, column, present)
-        constant = varied and len({str(values[k]) for k in hits}) == 1
-        # one value beside varied truths says nothing about any row (a flag, a country code)
-        if 2 * len(hits) > len(present) and not constant:
+        if 2 * len(hits) > len(present) and not _constant(truth, values, hits, present):
             what = {"labels": "the released column's true values", "text": "the released column's true text",
                     "numbers": f"numbers within {rule.scale:g} of the released column's true values",
                     "points": f"coordinates within {rule.scale:g} km of the released true points"}[rule.kind]
