@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from metricdp.errors import PrivacyLeakWarning, ValidationError
 from metricdp.frames import PrivatizeTransformer, privatize_frame
@@ -383,3 +385,48 @@ def test_check_chunk_reads_each_column_once_and_names_the_row_of_a_later_block()
     with pytest.raises(ValidationError, match=f"column 'copy' holds .* first at data row {100 + SCAN_ROWS + 1},"):
         check_chunk(LeakRule.labels("city"), chunk, ["copy"], "f")
     assert sorted(reads) == ["city", "copy"]
+
+
+def _float_or_none(text: str) -> float | None:
+    """What a number column holds, by float() itself: a finite float of the stripped text of at most 64 characters."""
+    import math
+
+    text = text.strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+@pytest.mark.parametrize("text", [".5", "+.5", "-inf", "nan", "Infinity", "1_000", " 7 ", "\u0661", "\uff11.5", "e5",
+                                  "p1", "+-1", ""])
+def test_a_text_is_a_number_exactly_when_float_reads_it(text: str) -> None:
+    """The screen before float() (an ASCII text starting with no digit, point, inf or nan) drops no number."""
+    from metricdp.tabular.leaks import _number
+
+    assert _number(text) == _float_or_none(text)
+
+
+@given(st.text(alphabet=st.sampled_from("0123456789.eE+-_ \tinfINFaApx\u0661\uff11"), max_size=8))
+def test_any_short_text_is_a_number_exactly_when_float_reads_it(text: str) -> None:
+    test_a_text_is_a_number_exactly_when_float_reads_it(text)
+
+
+def test_equal_texts_share_a_reading_and_other_types_do_not() -> None:
+    """1, 1.0 and True are one key of a dict, yet three different texts: a copy of each is caught."""
+    rule = LeakRule.labels("code")
+    with pytest.raises(ValidationError, match="3 of 3"):
+        check_rows(rule, [("1",), ("1.0",), ("true",)], {"c": [1, 1.0, True]}, [1, 2, 3], "f")
+    check_rows(rule, [("1",), ("1.0",), ("true",)], {"c": [True, 1, 1.0]}, [1, 2, 3], "f")  # none equal
+
+
+@pytest.mark.parametrize("n", [0, 1, 511, 512, 513, 1000, 65_536, 65_537, 10**7 + 3])
+def test_spread_is_every_row_or_the_even_positions_rounded_down(n: int) -> None:
+    from metricdp.tabular.leaks import SAMPLE, spread
+
+    want = list(range(n)) if n <= SAMPLE else sorted({int(i) for i in np.linspace(0, n - 1, SAMPLE)})
+    got = spread(n)
+    assert got == want and all(type(i) is int for i in got)

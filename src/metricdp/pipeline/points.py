@@ -36,10 +36,10 @@ Validate = Callable[[NDArray[np.float64], int], None]
 
 def read_coordinate(chunk: Chunk, name: str, where: str) -> NDArray[np.float64]:
     """The column's values as floats by the one number rule; an error names the data row, line and value."""
-    pa, pc = arrow()
     quick = chunk.decimals(name)
     if quick is not None and quick[1].all():
         return quick[0]
+    pa, pc = arrow()
     col = chunk.column(name)
     if col.null_count:
         i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])

@@ -65,12 +65,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from .columns import ColumnPlan, plan_columns
@@ -109,13 +111,16 @@ def value_key(value: object) -> str:
     An ASCII text skips the normalisation, which cannot change it: every ASCII character
     is its own NFKC form, and none is a format character (ASCII's controls are ``Cc``).
     """
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        value = bytes(value).decode("utf-8", "replace")
-    elif isinstance(value, (list, tuple, np.ndarray)) and len(value) == 1:
-        return value_key(value[0])
-    elif isinstance(value, dict) and len(value) == 1:
-        return value_key(next(iter(value.values())))
-    text = str(value)
+    if type(value) is str:  # the common case, first
+        text = value
+    else:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).decode("utf-8", "replace")
+        elif isinstance(value, (list, tuple, np.ndarray)) and len(value) == 1:
+            return value_key(value[0])
+        elif isinstance(value, dict) and len(value) == 1:
+            return value_key(next(iter(value.values())))
+        text = str(value)
     if text.isascii():
         return text.casefold().strip()
     text = unicodedata.normalize("NFKC", text)
@@ -172,17 +177,25 @@ def check_names(header: Sequence[str], unacknowledged: Sequence[str], rule: Leak
 
 # ---------------------------------------------------------------------------------- content
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+#: The characters an ASCII text that :func:`float` reads starts with, after its sign: a digit, a point,
+#: ``inf`` or ``nan`` in any case.
+_FLOAT_START = frozenset("0123456789.iInN")
 
 
 def _number(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
+    if type(value) is str:  # the common case, first
+        text = value.strip()
+    elif value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float, np.integer, np.floating)):
+    elif isinstance(value, (int, float, np.integer, np.floating)):
         x = float(value)
         return x if math.isfinite(x) else None
-    text = str(value).strip()
+    else:
+        text = str(value).strip()
     if not text or len(text) > 64:
         return None
+    if text.isascii() and text.lstrip("+-")[:1] not in _FLOAT_START:
+        return None  # no number: float() reads no ASCII text that starts otherwise, and raising costs more
     try:
         x = float(text)
     except ValueError:
@@ -213,33 +226,90 @@ def _km(lat: float, lon: float, lat2: float, lon2: float) -> float:
     return _KM_PER_DEGREE * math.hypot(lat2 - lat, dlon * math.cos(math.radians((lat + lat2) / 2)))
 
 
-def _matches(rule: LeakRule, truth: Sequence[Any], value: Any) -> bool:
-    if value is None:
-        return False
-    if rule.kind in ("labels", "text"):
-        return value_key(value) == value_key(truth[0])
-    if rule.kind == "numbers":
-        t = _number(truth[0])
-        x = _number(value)
-        if t is None or x is None:
-            return value_key(value) == value_key(truth[0])
-        return abs(x - t) <= rule.scale
-    lat, lon = _number(truth[0]), _number(truth[1])
-    if lat is None or lon is None:
-        return False
-    x = _number(value)
+def _each(reading: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
+    """``reading`` of every value (None for a missing one), once per distinct text: equal texts read alike.
+
+    Only exact ``str`` values share a reading: ``1``, ``1.0`` and ``True`` are equal keys of
+    a dict, yet :func:`value_key` reads them apart.
+    """
+    memo: dict[str, Any] = {}
+    out: list[Any] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        elif type(v) is str:
+            got = memo.get(v, memo)
+            if got is memo:
+                got = memo[v] = reading(v)
+            out.append(got)
+        else:
+            out.append(reading(v))
+    return out
+
+
+class _Column:
+    """One column's compared values in a block and their readings, each made once, when first asked for.
+
+    A true value meets every unnamed column and each rule, and a label column holds a few
+    texts many times: reading each value once per block (:func:`_each`), not once per
+    comparison, is what keeps the check cheap beside the release. ``keys[k]`` is
+    :func:`value_key` of value ``k``, ``numbers[k]`` its number; both None when it is missing.
+    """
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.values = values
+
+    @cached_property
+    def keys(self) -> list[str | None]:
+        return _each(value_key, self.values)
+
+    @cached_property
+    def numbers(self) -> list[float | None]:
+        return _each(_number, self.values)
+
+    @cached_property
+    def filled(self) -> list[bool]:
+        """Whether each value is present: neither missing nor blank."""
+        return [v is not None and str(v).strip() != "" for v in self.values]
+
+
+def _near_point(scale: float, lat: float, lon: float, value: Any, x: float | None) -> bool:
+    """Whether ``value`` (its number ``x``) is the true latitude, longitude or point within ``scale`` km."""
     if x is not None:
-        return (abs(x - lat) * _KM_PER_DEGREE <= rule.scale
-                or abs(x - lon) * _KM_PER_DEGREE * max(math.cos(math.radians(lat)), 1e-3) <= rule.scale)
+        return (abs(x - lat) * _KM_PER_DEGREE <= scale
+                or abs(x - lon) * _KM_PER_DEGREE * max(math.cos(math.radians(lat)), 1e-3) <= scale)
     pair = _pair(value)
     if pair is None:
         return False
     a, b = pair
-    return (abs(a) <= 90 and _km(lat, lon, a, b) <= rule.scale) or (abs(b) <= 90 and _km(lat, lon, b, a) <= rule.scale)
+    return (abs(a) <= 90 and _km(lat, lon, a, b) <= scale) or (abs(b) <= 90 and _km(lat, lon, b, a) <= scale)
 
 
-def _recoding_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequence[Any],
-                   present: Sequence[int]) -> list[int]:
+def _hits(rule: LeakRule, truth: Sequence[_Column], column: _Column, present: Sequence[int]) -> list[int]:
+    """The compared rows where ``column`` holds the true value by ``rule`` (module docstring)."""
+    values = column.values
+    if rule.kind in ("labels", "text"):
+        true, keys = truth[0].keys, column.keys
+        return [k for k in present if keys[k] is not None and keys[k] == true[k]]
+    if rule.kind == "numbers":
+        t, x = truth[0].numbers, column.numbers
+        hits = []
+        for k in present:
+            if values[k] is None:
+                continue
+            tk, xk = t[k], x[k]
+            if tk is None or xk is None:  # a text: equal to the true text
+                if column.keys[k] == truth[0].keys[k]:
+                    hits.append(k)
+            elif abs(xk - tk) <= rule.scale:
+                hits.append(k)
+        return hits
+    lat, lon, x = truth[0].numbers, truth[1].numbers, column.numbers
+    return [k for k in present if values[k] is not None and lat[k] is not None and lon[k] is not None
+            and _near_point(rule.scale, lat[k], lon[k], values[k], x[k])]  # type: ignore[arg-type]
+
+
+def _recoding_hits(rule: LeakRule, truth: _Column, column: _Column, present: Sequence[int]) -> list[int]:
     """Rows where the column is a function of the true label: a code (``0, 1, 2``), a one-hot flag.
 
     Rows are grouped by their TRUE label; a group of at least two rows whose column values
@@ -251,19 +321,20 @@ def _recoding_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequ
     """
     if rule.kind != "labels" or len(present) < MIN_FIT:
         return []
-    groups: dict[str, list[int]] = {}
+    labels, keys = truth.keys, column.keys
+    groups: dict[str | None, list[int]] = {}
     for k in present:
-        groups.setdefault(value_key(truths[k][0]), []).append(k)
+        groups.setdefault(labels[k], []).append(k)
     hits: list[int] = []
     codes: set[str] = set()
     for rows in groups.values():
-        seen = {value_key(values[k]) if values[k] is not None else "" for k in rows}
+        seen = {"" if keys[k] is None else keys[k] for k in rows}
         if len(rows) >= 2 and len(seen) == 1:
             hits.extend(rows)
-            codes |= seen
+            codes |= seen  # type: ignore[arg-type]
     if 2 * len(hits) > len(present) and len(codes) >= 2:
         return sorted(hits)
-    return list(present) if _explained(groups, values) >= EXPLAINED else []
+    return list(present) if _explained(groups, column.numbers) >= EXPLAINED else []
 
 
 #: Share of a number column's variance that the true labels explain, above which the
@@ -271,9 +342,9 @@ def _recoding_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequ
 EXPLAINED = 0.99
 
 
-def _explained(groups: Mapping[str, Sequence[int]], values: Sequence[Any]) -> float:
+def _explained(groups: Mapping[Any, Sequence[int]], numbers: Sequence[float | None]) -> float:
     """1 - within-label / total sum of squares of a number column (0 when it is not one, or constant)."""
-    nums = {g: [x for x in (_number(values[k]) for k in rows) if x is not None] for g, rows in groups.items()}
+    nums = {g: [x for x in (numbers[k] for k in rows) if x is not None] for g, rows in groups.items()}
     everything = [x for xs in nums.values() for x in xs]
     if len(everything) < MIN_FIT or sum(len(xs) >= 2 for xs in nums.values()) < 2:
         return 0.0
@@ -284,7 +355,7 @@ def _explained(groups: Mapping[str, Sequence[int]], values: Sequence[Any]) -> fl
     return 1.0 - within / total
 
 
-def _affine_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequence[Any],
+def _affine_hits(rule: LeakRule, truth: Sequence[_Column], column: _Column,
                  present: Sequence[int]) -> tuple[list[int], str]:
     """Rows where ``truth ~ a * value + b`` (least squares) lands within the scale (module docstring).
 
@@ -294,14 +365,16 @@ def _affine_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequen
     """
     if rule.kind not in ("numbers", "points"):
         return [], ""
-    ks = [k for k in present if _number(values[k]) is not None]
+    numbers = column.numbers
+    ks = [k for k in present if numbers[k] is not None]
     if len(ks) < MIN_FIT:
         return [], ""
-    x = np.array([_number(values[k]) for k in ks], dtype=float)
+    x = np.array([numbers[k] for k in ks], dtype=float)
     if np.ptp(x) == 0:
         return [], ""
-    for j, column in enumerate(rule.columns):
-        t = np.array([_number(truths[k][j]) for k in ks], dtype=float)
+    for j, name in enumerate(rule.columns):
+        true = truth[j].numbers
+        t = np.array([true[k] for k in ks], dtype=float)  # a missing number: nan
         if not np.isfinite(t).all():
             continue
         if rule.kind == "numbers":
@@ -309,7 +382,7 @@ def _affine_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequen
         elif j == 0:
             tol = np.full(len(ks), rule.scale / _KM_PER_DEGREE)
         else:
-            lat = np.array([_number(truths[k][0]) or 0.0 for k in ks], dtype=float)
+            lat = np.array([truth[0].numbers[k] or 0.0 for k in ks], dtype=float)
             tol = rule.scale / (_KM_PER_DEGREE * np.maximum(np.cos(np.radians(lat)), 1e-3))
         if 2 * int((np.abs(t - t.mean()) <= tol).sum()) > len(present):
             continue  # the truths' mean alone guesses most rows: a fit would prove nothing
@@ -318,7 +391,7 @@ def _affine_hits(rule: LeakRule, truths: Sequence[Sequence[Any]], values: Sequen
         fit = a * xc + t.mean()
         hits = [k for k, ok in zip(ks, np.abs(t - fit) <= tol, strict=True) if ok]
         if 2 * len(hits) > len(present):
-            return hits, column
+            return hits, name
     return [], ""
 
 
@@ -338,47 +411,69 @@ def check_rows(
     error (a line or row number, or an index label). Rows whose released value is missing
     are not compared.
     """
-    present = [k for k, t in enumerate(truths) if all(v is not None and str(v).strip() != "" for v in t)]
+    if len(truths):
+        _check_block(rule, [_Column(c) for c in zip(*truths, strict=True)], others, rows.__getitem__, where,
+                     row_word)
+
+
+def _constant(truth: Sequence[_Column], values: Sequence[Any], hits: Sequence[int], present: Sequence[int]) -> bool:
+    """Whether the column holds one value where it matches, beside released values that vary: it says nothing
+    about any row (a flag, a country code)."""
+    return (len({str(values[k]) for k in hits}) == 1
+            and len({tuple(str(c.values[k]) for c in truth) for k in present}) > 1)
+
+
+def _check_block(rule: LeakRule, truth: Sequence[_Column], others: Mapping[str, Sequence[Any]],
+                 row: Callable[[int], Any], where: str, row_word: str) -> None:
+    """:func:`check_rows` over the released columns' values (``truth[j]``: column ``j``); ``row(k)`` names row k."""
+    filled = truth[0].filled
+    for c in truth[1:]:
+        filled = [a and b for a, b in zip(filled, c.filled, strict=True)]
+    present = [k for k, ok in enumerate(filled) if ok]
     if not present:
         return
-    varied = len({tuple(map(str, truths[k])) for k in present}) > 1
     for name, values in others.items():
-        hits = [k for k in present if _matches(rule, truths[k], values[k])]
-        constant = varied and len({str(values[k]) for k in hits}) == 1
-        # one value beside varied truths says nothing about any row (a flag, a country code)
-        if 2 * len(hits) > len(present) and not constant:
+        column = _Column(values)
+        hits = _hits(rule, truth, column, present)
+        if 2 * len(hits) > len(present) and not _constant(truth, values, hits, present):
             what = {"labels": "the released column's true values", "text": "the released column's true text",
                     "numbers": f"numbers within {rule.scale:g} of the released column's true values",
                     "points": f"coordinates within {rule.scale:g} km of the released true points"}[rule.kind]
             released = " and ".join(repr(c) for c in rule.columns)
             raise ValidationError(
                 f"{where}: column {name!r} holds {what} ({released}) in {len(hits)} of {len(present)} compared "
-                f"rows, first at {row_word} {rows[hits[0]]}, and would leave unreleased; drop it, or keep it on "
+                f"rows, first at {row_word} {row(hits[0])}, and would leave unreleased; drop it, or keep it on "
                 "purpose by naming it among the columns to keep"
             )
-        coded = _recoding_hits(rule, truths, values, present)
+        coded = _recoding_hits(rule, truth[0], column, present)
         if coded:
             raise ValidationError(
                 f"{where}: column {name!r} is a code for the released column's true values ({rule.columns[0]!r}): "
                 f"its values tell them apart in {len(coded)} of {len(present)} compared rows, "
-                f"first at {row_word} {rows[coded[0]]}, and would leave unreleased; drop it, or keep it on purpose "
+                f"first at {row_word} {row(coded[0])}, and would leave unreleased; drop it, or keep it on purpose "
                 "by naming it among the columns to keep"
             )
-        fitted, column = _affine_hits(rule, truths, values, present)
+        fitted, true_name = _affine_hits(rule, truth, column, present)
         if fitted:
             raise ValidationError(
-                f"{where}: column {name!r} is an affine re-encoding of the released column's true values ({column!r}): "
-                f"a linear fit to it lands within {rule.scale:g}{' km' if rule.kind == 'points' else ''} of them in "
-                f"{len(fitted)} of {len(present)} compared rows, first at {row_word} {rows[fitted[0]]}, and would "
-                "leave unreleased; drop it, or keep it on purpose by naming it among the columns to keep"
+                f"{where}: column {name!r} is an affine re-encoding of the released column's true values "
+                f"({true_name!r}): a linear fit to it lands within {rule.scale:g}"
+                f"{' km' if rule.kind == 'points' else ''} of them in {len(fitted)} of {len(present)} compared rows, "
+                f"first at {row_word} {row(fitted[0])}, and would leave unreleased; drop it, or keep it on purpose "
+                "by naming it among the columns to keep"
             )
 
 
 def spread(n: int) -> list[int]:
     """The positions compared in a chunk of ``n`` rows: all of them, or :data:`SAMPLE` evenly spread."""
+    return _spread(n).tolist()
+
+
+def _spread(n: int) -> NDArray[np.intp]:
+    """:func:`spread` as an array (the even positions rounded down, each once)."""
     if n <= SAMPLE:
-        return list(range(n))
-    return sorted({int(i) for i in np.linspace(0, n - 1, SAMPLE)})
+        return np.arange(n, dtype=np.intp)
+    return np.unique(np.linspace(0, n - 1, SAMPLE).astype(np.intp))
 
 
 # ---------------------------------------------------------------------------------- files
@@ -437,16 +532,20 @@ def check_chunk(rule: LeakRule, chunk: Any, others: Sequence[str], where: str) -
         return
     word = "line" if chunk.unit == "line" else "data row"
     # every block's compared rows read at once: one reading of a column per chunk, then cut per block
-    picks = [np.asarray([start + i for i in spread(min(chunk.rows - start, SCAN_ROWS))], dtype=np.intp)
-             for start in range(0, chunk.rows, SCAN_ROWS)]
+    picks = [start + _spread(min(chunk.rows - start, SCAN_ROWS)) for start in range(0, chunk.rows, SCAN_ROWS)]
     every = np.concatenate(picks)
     true_columns = [chunk.values(c, every) for c in rule.columns]
     other_columns = {c: chunk.values(c, every) for c in others}
-    all_places = [x.item() if isinstance(x, np.generic) else x for x in chunk.places(every)]
     stop = 0
     for pick in picks:
         block = slice(stop, stop + len(pick))
         stop = block.stop
-        truths = list(zip(*(values[block] for values in true_columns), strict=True))
-        check_rows(rule, truths, {c: values[block] for c, values in other_columns.items()}, all_places[block],
-                   where, row_word=word)
+        _check_block(rule, [_Column(values[block]) for values in true_columns],
+                     {c: values[block] for c, values in other_columns.items()}, partial(_place, chunk, pick), where,
+                     word)
+
+
+def _place(chunk: Any, rows: NDArray[np.intp], k: int) -> Any:
+    """How an error names compared row ``k`` (chunk position ``rows[k]``): read for a refusal only."""
+    place = chunk.places(rows[k:k + 1])[0]
+    return place.item() if isinstance(place, np.generic) else place
