@@ -9,7 +9,7 @@ docs/location.md and alternates between them in stays of 5 fixes with 100 m of G
 jitter; the file holds the fixes **in time order** (every person's first fix, then every
 person's second, ...), as a feed is written, so the persons interleave and the release
 keeps one state per person. The file is written first (not timed); then
-:func:`metricdp.pipeline.traces.release_traces_file` releases it with the OS's secure
+:func:`metricdp.streaming.traces.release_traces_file` releases it with the OS's secure
 source, accounted with a per-run budget (the first pass and the reservation included in
 the time); the user and time columns are kept on purpose (a trace release publishes
 them). ``--ais`` writes the AIS tracks of ``tracktable-data`` (``metricdp data ais``'s
@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from metricdp.location.grid import CellGrid
-from metricdp.pipeline.traces import Independent, PerPlace, Predictive, release_traces_file
+from metricdp.pipeline.traces import Independent, PerPlace, Predictive
+from metricdp.streaming.traces import release_traces_file
 
 REGION = (56.90, 24.00, 57.03, 24.25)
 KM_LAT = 1.0 / 111.19

@@ -23,8 +23,9 @@ import pytest
 from metricdp.accounting.ledger import Ledger
 from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.location.grid import CellGrid
-from metricdp.pipeline.traces import Independent, PerPlace, Predictive, release_traces_file
+from metricdp.pipeline.traces import Independent, PerPlace, Predictive
 from metricdp.spaces import haversine_rows_km
+from metricdp.streaming.traces import release_traces_file
 from tests.cli_helpers import run
 
 pytestmark = pytest.mark.slow  # engines start clusters; CI runs these in its full phase

@@ -29,7 +29,8 @@ from metricdp.integrations._traces import (
     release_rows,
 )
 from metricdp.location.trace_report import TraceReport
-from metricdp.pipeline.traces import Independent, release_traces_file
+from metricdp.pipeline.traces import Independent
+from metricdp.streaming.traces import release_traces_file
 
 
 def _input(path: Path, n: int = 90) -> Path:

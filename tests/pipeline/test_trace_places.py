@@ -14,7 +14,8 @@ from metricdp.errors import BudgetExceededError
 from metricdp.location.grid import CellGrid
 from metricdp.location.per_place import release_per_place
 from metricdp.pipeline.trace_places import Places
-from metricdp.pipeline.traces import PerPlace, release_traces_file
+from metricdp.pipeline.traces import PerPlace
+from metricdp.streaming.traces import release_traces_file
 
 pytest.importorskip("pyarrow")
 

@@ -17,7 +17,8 @@ from metricdp.accounting.ledger import Ledger
 from metricdp.errors import BudgetExceededError, ValidationError
 from metricdp.location.grid import CellGrid
 from metricdp.location.predictive import FixedSplit, release_traces
-from metricdp.pipeline.traces import Independent, PerPlace, Predictive, release_traces_file
+from metricdp.pipeline.traces import Independent, PerPlace, Predictive
+from metricdp.streaming.traces import release_traces_file
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyarrow.csv")

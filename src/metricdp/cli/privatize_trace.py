@@ -285,7 +285,7 @@ def register(app: typer.Typer) -> None:
             check_output(report, "--report", inputs=(input_file, out, *acct.files()))
         if not input_file.is_file():
             raise ValidationError(f"{input_file}: no such file")
-        from ..pipeline.traces import release_traces_file
+        from ..streaming.traces import release_traces_file
 
         t0 = time.perf_counter()
         try:

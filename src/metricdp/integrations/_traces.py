@@ -406,7 +406,7 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
                           run_id: str | None, seed: int | None, inputs: Sequence[str | PathLike[str]],
                           scheduler: str | None, master: str | None, piece_bytes: int | None,
                           progress: Progress | None = None) -> TraceRun:
-    """:func:`metricdp.pipeline.traces.release_traces_file` on ``engine`` ("dask" or "spark"; module docstring).
+    """:func:`metricdp.streaming.traces.release_traces_file` on ``engine`` ("dask" or "spark"; module docstring).
 
     ``kind`` is the release's kind (its mechanism fresh), ``seed`` None (the OS secure source in every
     partition) or the int whose :func:`~metricdp.integrations.partition_rng` children the partitions draw from;

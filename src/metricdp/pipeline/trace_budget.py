@@ -1,7 +1,7 @@
 """The reservation of an accounted trace release: each person's worst case, granted before anything is drawn.
 
 One function for every engine (:func:`reserve`): the local chunk loop
-(:func:`~.traces.release_traces_file`) calls it with the counts of its first pass, the Dask
+(:func:`metricdp.streaming.traces.release_traces_file`) calls it with the counts of its first pass, the Dask
 and Spark path (:mod:`metricdp.integrations._traces`) with the engine's counts (fixes per
 person and, per place, the distinct (person, cell) pairs with their first rows), the persons
 coded as the local engine codes them: a spread budget's eps per person, the worst cases and,
