@@ -117,12 +117,16 @@ class Records:
     first: NDArray[np.int64]
     ncols: int
 
-    def field(self, k: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Start and stop of field ``k`` (0-based, quotes included) in every record."""
+    def field(self, k: int, rows: NDArray[np.intp] | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Start and stop of field ``k`` (0-based, quotes included) in every record, or in records ``rows`` only
+        (the same bounds as every record's taken at ``rows``: a few records' cost, not the chunk's)."""
         if not 0 <= k < self.ncols:
             raise IndexError(k)
-        fs = self.starts if k == 0 else self.delims[self.first + k - 1] + 1
-        fe = self.stops if k == self.ncols - 1 else self.delims[self.first + k]
+        starts, stops, first = self.starts, self.stops, self.first
+        if rows is not None:
+            starts, stops, first = starts[rows], stops[rows], first[rows]
+        fs = starts if k == 0 else self.delims[first + k - 1] + 1
+        fe = stops if k == self.ncols - 1 else self.delims[first + k]
         return fs.astype(np.int64, copy=False), fe.astype(np.int64, copy=False)
 
 
