@@ -3,6 +3,8 @@ and memory bounded by the active rows."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -49,11 +51,14 @@ BELOW_E0 = [(4, 2, 0.6, 0.8), (3, 0, 2.0, 0.5), (4, 2, 2.0, 0.5), (3, 1, 2.0, 0.
     ("k", "seed", "eps_per_cell", "below"),
     [(k, seed, eps, None) for eps in (None, 0.6, 2.0) for k, seed in [(3, 0), (3, 1), (4, 2)]] + BELOW_E0,
 )
-def test_row_generation_equals_the_dense_lp(k: int, seed: int, eps_per_cell: float | None, below: float | None
-                                            ) -> None:
+@pytest.mark.parametrize("substitute", [True, False], ids=["substituted", "plain"])
+def test_row_generation_equals_the_dense_lp(k: int, seed: int, eps_per_cell: float | None, below: float | None,
+                                            substitute: bool) -> None:
     d, pi, q, level = _case(k, seed, eps_per_cell, below)
     lp, dense = _dense(d, pi, q, level)
-    rows = solve_rows(d, pi, q, level, deadline=Deadline(None))
+    rows = solve_rows(d, pi, q, level, deadline=Deadline(None), substitute=substitute)
+    blind = q >= float((pi @ d).min())  # the constant mechanism, no substitution (test below)
+    assert (rows.kernel is not None) == (substitute and level is not None and not blind)
     assert rows.result.objective == pytest.approx(dense.objective, rel=AGREE)
     n = len(pi)
     x = np.r_[rows.matrix.ravel(), rows.z]
@@ -70,19 +75,14 @@ def test_row_generation_equals_the_dense_lp(k: int, seed: int, eps_per_cell: flo
 
 def test_certificate_is_a_bound_whatever_the_duals() -> None:
     """Weak duality does not trust the solver: scaled or zeroed duals still bound the optimum from above."""
-    d, pi, q, level = _case(3, 4, 1.0)
+    d, pi, q, level = _case(3, 4, 1.0, below=0.7)
     _, dense = _dense(d, pi, q, level)
-    rows = solve_rows(d, pi, q, level, deadline=Deadline(None))
-    for scale in (0.0, 0.5, 2.0):
-        perturbed = type(rows)(rows.matrix, rows.z, _with_duals(rows.result, rows.result.row_dual * scale),
-                               rows.rows, rows.rounds)
-        assert certificate(d, pi, q, level, perturbed) >= -dense.objective * (1 - 1e-12)
-
-
-def _with_duals(result, row_dual):
-    import dataclasses
-
-    return dataclasses.replace(result, row_dual=row_dual)
+    for substitute in (True, False):
+        rows = solve_rows(d, pi, q, level, deadline=Deadline(None), substitute=substitute)
+        for scale in (0.0, 0.5, 2.0, -1.0):
+            perturbed = dataclasses.replace(
+                rows, result=dataclasses.replace(rows.result, row_dual=rows.result.row_dual * scale))
+            assert certificate(d, pi, q, level, perturbed) >= -dense.objective * (1 - 1e-12)
 
 
 def test_random_priors_and_spaces_build_with_a_certified_gap() -> None:
