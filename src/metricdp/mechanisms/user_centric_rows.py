@@ -9,8 +9,9 @@ entries (:math:`n^3` non-zeros: 64 million on a 20 x 20 grid) and, with eps,
    the :data:`START_GUESSES` guesses nearest to w (w itself first: the guess that costs
    exactly the quality loss), and with eps the privacy rows of every output between
    nearest neighbours (:func:`_nearest_pairs`; on a grid its four neighbours), most of
-   the rows that bind: on a 5 x 5 grid (eps 0.6 per cell, Q = EM's loss) the generation
-   then needs 15 rounds instead of 50 and ends holding fewer rows (2,910 of 15,651).
+   the rows that bind: on a 6 x 6 grid (eps 0.6 per cell, a Dirichlet(0.5) prior, Q =
+   planar Laplace's loss, below :math:`E_0`) the generation then needs 8 rounds instead of 67
+   and ends holding fewer rows (4,811 against 11,293, of the full LP's 46,656 adversary and privacy rows).
 2. **Separate** (the whole LP, every round): the adversary rows by one dense product,
    :math:`G = (\pi \circ K)^\top d` (:math:`G[w,\hat x] = \sum_x \pi(x) K[x,w]
    d(x,\hat x)`, :math:`n^3` flops), a row (w, x̂) violated when :math:`z_w - G[w,\hat x]`
@@ -20,6 +21,9 @@ entries (:math:`n^3` non-zeros: 64 million on a 20 x 20 grid) and, with eps,
    violated rows of each output at most :data:`ADVERSARY_PER_OUTPUT` adversary and
    :data:`~metricdp.lp.rowpool.ROWS_PER_OUTPUT` privacy rows are added, the most violated
    first (:func:`~metricdp.lp.rowpool.most_violated`'s rule, for the reason given there).
+0. **The blind case**: when the blind guess's error :math:`E_0` is at most Q, the constant
+   mechanism on that guess is optimal; one solve of a model holding its adversary rows
+   certifies it, and it is returned (:func:`_blind_guess`).
 3. **Re-solve** warm (dual simplex from the previous basis: added rows enter basic) and
    go to 2; **stop** when no row of the full LP is violated beyond its tolerance.
 
@@ -40,6 +44,13 @@ alone, rewritten at exactly eps (the solve ran at :math:`\varepsilon(1-\eta)` wi
 capped factors; rows whose exact exponent exceeds :data:`EXP_CAP` are given a zero dual
 too). Memory is the active rows plus a few dense (n, n) arrays and one scan block, never
 the full LP.
+
+**Substitution** (``substitute=True``, with eps): the model is solved in OPTMech's variables
+:math:`K[x,w] = X[x,w] + e^{-\ell d(x,w)} X[w,w]`, :math:`X \ge 0` (:func:`_substitution`),
+which makes the privacy rows (w, x, w) bounds; the certificate adds those rows with
+multipliers from the reduced costs (:func:`_peak_rows`; proof in §8). The same optimum and a
+certificate as tight, but not the default: the optimum's columns need not peak on their
+own output, and the substituted rows are denser (a row sum has 2n - 1 entries).
 """
 
 from __future__ import annotations
@@ -111,6 +122,7 @@ class RowSolution:
     result: SolveResult
     rows: ActiveRows
     rounds: int
+    kernel: NDArray[np.float64] | None = None
 
 
 def adversary_tolerance(z: NDArray[np.float64], dmax: float) -> float:
@@ -195,7 +207,7 @@ def _violated_privacy(k: NDArray, factor: NDArray, active: set[int], per_output:
 
 def solve_rows(
     d: NDArray[np.float64], pi: NDArray[np.float64], quality: float, level: float | None, *,
-    deadline: Deadline, what: str = "user-centric", progress: Progress | None = None,
+    deadline: Deadline, what: str = "user-centric", progress: Progress | None = None, substitute: bool = False,
 ) -> RowSolution:
     """The user-centric LP at ``level`` (None: no privacy rows; factors capped at
     :data:`~metricdp.lp._solve.LOG_CAP`) by row generation (module docstring).
@@ -204,6 +216,7 @@ def solve_rows(
     infeasible: :class:`~metricdp.errors.InfeasibleError`), :class:`ResourceLimitError` when
     the active rows would exceed the memory limit, :class:`SolverTimeLimitError` past the
     deadline. ``progress`` is told each round: rows held, rows added, the objective.
+    ``substitute``: solve in the substituted variables (module docstring); ignored without ``level``.
     """
     n = len(pi)
     nk = n * n
@@ -212,6 +225,10 @@ def solve_rows(
     near = np.argsort(d, axis=1, kind="stable")[:, :min(START_GUESSES, n)]  # w itself first (d = 0)
     w0 = np.repeat(np.arange(n), near.shape[1])
     xh0 = near.ravel()
+    blind = _blind_guess(d, pi, quality)
+    if blind is not None:  # the rows (w, blind) of every output: the model's optimum is then the blind bound
+        fresh = ~np.any(near == blind, axis=1)
+        w0, xh0 = np.r_[w0, np.flatnonzero(fresh)], np.r_[xh0, np.full(int(fresh.sum()), blind)]
     adv_in = np.zeros((n, n), dtype=bool)
     adv_in[w0, xh0] = True
     priv_active: set[int] = set()
@@ -219,7 +236,7 @@ def solve_rows(
     priv_rows: list[NDArray[np.intp]] = []
     order = [np.zeros(len(w0), np.int8)]
     blocks0 = [_fixed_rows(pi, d), _adversary_block(pi, d, w0, xh0)]
-    if factor is not None:
+    if factor is not None and blind is None:  # the blind case needs no privacy row (its optimum is 0-mDP)
         u, v = _nearest_pairs(d)
         px, pxp, pw = np.repeat(u, n), np.repeat(v, n), np.tile(np.arange(n), len(u))
         priv_active.update(((px * n + pxp) * n + pw).tolist())
@@ -233,13 +250,25 @@ def solve_rows(
     hi = np.r_[np.ones(n), [quality], np.zeros(a.shape[0] - n - 1)]
     c = np.r_[np.zeros(nk), -np.ones(n)]
     col_hi = np.r_[np.ones(nk), np.full(n, dmax)]
+    kernel = None if factor is None or blind is not None or not substitute else 1.0 / factor
+    sub = _substitution(kernel, n)
     lp = LPModel(options=OPTIONS)
-    result = lp.load(c, a, lo, hi, 0.0, col_hi, time_limit=deadline.require(what))
+    result = lp.load(c, a @ sub, lo, hi, 0.0, col_hi, time_limit=deadline.require(what))
     rounds = 1
+    if blind is not None:
+        _optimal(result, what, quality, level)
+        rows = ActiveRows(np.concatenate(adv_rows), np.concatenate(priv_rows) if priv_rows else
+                          np.zeros((0, 3), np.intp), np.concatenate(order))
+        k, z = np.zeros((n, n)), np.zeros(n)
+        k[:, blind], z[blind] = 1.0, float(pi @ d[:, blind])
+        report(progress, rounds, None, f"{what}: round {rounds}: {lp.num_rows:,} rows held, objective "
+               f"{z[blind]:.10g}: the blind guess meets the quality bound, its constant mechanism is optimal")
+        return RowSolution(k, z, result, rows, rounds, kernel)
     while True:
         x = _optimal(result, what, quality, level)
         report(progress, rounds, None, f"{what}: round {rounds}: {lp.num_rows:,} rows held, objective "
                f"{-float(result.objective or 0.0):.10g}, {deadline.describe()}")
+        x = sub @ x
         k, z = x[:nk].reshape(n, n), x[nk:]
         w, xh = _violated_adversary(k, z, pi, d, adv_in, adversary_tolerance(z, dmax), ADVERSARY_PER_OUTPUT)
         if factor is not None:
@@ -249,7 +278,7 @@ def solve_rows(
         if len(w) == 0 and len(pw) == 0:
             rows = ActiveRows(np.concatenate(adv_rows), np.concatenate(priv_rows) if priv_rows else
                               np.zeros((0, 3), np.intp), np.concatenate(order))
-            return RowSolution(k.copy(), z.copy(), result, rows, rounds)
+            return RowSolution(k.copy(), z.copy(), result, rows, rounds, kernel)
         blocks = []
         if len(w):
             adv_in[w, xh] = True
@@ -268,13 +297,39 @@ def solve_rows(
                          f"{what} LP's {lp.num_rows + new.shape[0]:,} active rows ({nonzeros:,} non-zeros)")
         if rounds == 1:  # the re-solves: dual simplex with Devex pricing (lp.core.WARM_OPTIONS)
             lp.set_options(WARM_OPTIONS)
-        lp.add_rows(new, -np.inf, 0.0)
+        lp.add_rows(new @ sub, -np.inf, 0.0)
         try:
             result = lp.resolve(time_limit=deadline.require(what))
         except SolverTimeLimitError as exc:
             exc.result = result
             raise
         rounds += 1
+
+
+def _substitution(kernel: NDArray[np.float64] | None, n: int) -> sp.csr_matrix:
+    r"""T with (K, z) = T (X, z): :math:`K[x,w] = X[x,w] + \kappa[x,w] X[w,w]` (x != w),
+    :math:`K[w,w] = X[w,w]`; the identity without ``kernel`` :math:`\kappa`."""
+    nk = n * n
+    if kernel is None:
+        return sp.identity(nk + n, format="csr")
+    x, w = np.nonzero(~np.eye(n, dtype=bool))
+    rows = np.r_[np.arange(nk + n), x * n + w]
+    cols = np.r_[np.arange(nk + n), w * n + w]
+    return sp.csr_matrix((np.r_[np.ones(nk + n), kernel[x, w]], (rows, cols)), shape=(nk + n, nk + n))
+
+
+def _blind_guess(d: NDArray[np.float64], pi: NDArray[np.float64], quality: float) -> int | None:
+    r"""The blind guess :math:`x^* = \arg\min_{\hat x} \sum_x \pi(x) d(x, \hat x)` when its error
+    :math:`E_0` is at most ``quality``, else None.
+
+    Why: every matrix has :math:`AE \le E_0` (``docs/proofs/user_centric.md`` §2, fact (b)), and
+    the constant mechanism :math:`K[x, x^*] = 1` attains it with quality loss exactly :math:`E_0`;
+    it is 0-mDP, so it meets every privacy row. When :math:`E_0 \le Q` it is therefore optimal
+    (§7), and one solve of the model holding the rows :math:`(w, x^*)` certifies it.
+    """
+    loss = pi @ d  # loss[xh]: the blind guess xh's error, = the constant mechanism's quality loss
+    best = int(np.argmin(loss))
+    return best if loss[best] <= quality else None
 
 
 def _optimal(result: SolveResult, what: str, quality: float, level: float | None) -> NDArray[np.float64]:
@@ -314,11 +369,37 @@ def certificate(
              (np.repeat(np.arange(r), 2),
               np.stack([priv[:, 0] * n + priv[:, 2], priv[:, 1] * n + priv[:, 2]], axis=1).ravel())),
             shape=(r, nk + n)))
+    c = np.r_[np.zeros(nk), -np.ones(n)]
+    y = np.r_[y_fixed, y_adv, y_priv]
+    if solved.kernel is not None:  # the rows the substitution made bounds, their multipliers from the reduced costs
+        assert epsilon is not None
+        a = sp.vstack(blocks, format="csr")
+        peak, y_peak = _peak_rows(d, epsilon, c - a.T @ y)
+        blocks.append(peak)
+        y = np.r_[y, y_peak]
     a = sp.vstack(blocks, format="csr")
     k = a.shape[0]
     lo = np.r_[np.ones(n), np.full(k - n, -np.inf)]
     hi = np.r_[np.ones(n), [quality], np.zeros(k - n - 1)]
-    c = np.r_[np.zeros(nk), -np.ones(n)]
     col_hi = np.r_[np.ones(nk), np.full(n, float(d.max()))]
-    bound = ranged_bound(c, a, lo, hi, np.zeros(nk + n), col_hi, np.r_[y_fixed, y_adv, y_priv])
+    bound = ranged_bound(c, a, lo, hi, np.zeros(nk + n), col_hi, y)
     return -bound
+
+
+def _peak_rows(d: NDArray[np.float64], epsilon: float, reduced: NDArray[np.float64]
+               ) -> tuple[sp.csr_matrix, NDArray[np.float64]]:
+    r"""The privacy rows :math:`K[w,w] - e^{\varepsilon d(w,x)} K[x,w] \le 0` (x != w) at exactly eps, and
+    their multipliers :math:`\nu[x,w] = -\max(r[x,w], 0)\, e^{-\varepsilon d(x,w)}`, r the reduced costs of
+    K from the other rows: they cancel r on K[x,w] (``docs/proofs/user_centric.md`` §8). A row whose exponent
+    exceeds :data:`EXP_CAP` gets a zero multiplier (left out of the bound)."""
+    n = len(d)
+    x, w = np.nonzero(~np.eye(n, dtype=bool))
+    expo = epsilon * d[x, w]
+    exact = np.exp(np.minimum(expo, EXP_CAP))
+    r = len(x)
+    a = sp.csr_matrix(
+        (np.stack([np.ones(r), -exact], axis=1).ravel(),
+         (np.repeat(np.arange(r), 2), np.stack([w * n + w, x * n + w], axis=1).ravel())),
+        shape=(r, n * n + n))
+    y = np.where(expo > EXP_CAP, 0.0, -np.maximum(reduced[x * n + w], 0.0) / exact)
+    return a, y
