@@ -20,7 +20,8 @@ remainders is absorbed by the same final scaling onto the needs and capacities a
 flows (:func:`.colgen.fit`), so the certificate holds in floating point.
 
 It costs :math:`O(n)` per deficit only in the worst case: a deficit stops at the first
-surpluses that cover it, which on a grid are a few neighbours. The loop runs compiled where
+surpluses that cover it, which on a grid are a few neighbours, and the loop ends when no
+capacity is left. The loop runs compiled where
 numba is installed (:data:`KERNEL`); the pure Python function is its reference and the
 fallback.
 """
@@ -50,11 +51,15 @@ def _greedy(g: Array, floor: float, order: NDArray[np.intp], factor: Array, k_ou
         elif g[i] < -floor:
             need[i] = -g[i]
     deficits = np.argsort(-need, kind="mergesort")
+    surpluses = 0
+    for i in range(n):
+        if cap[i] > 0.0:
+            surpluses += 1
     count = 0
     for j in range(n):
         k = deficits[j]
         left = need[k]
-        if left <= 0.0:
+        if left <= 0.0 or surpluses == 0:
             break
         for r in range(n):
             v = order[k, r]
@@ -71,6 +76,10 @@ def _greedy(g: Array, floor: float, order: NDArray[np.intp], factor: Array, k_ou
             count += 1
             left -= t
             cap[v] = max(0.0, c - t * f)
+            if cap[v] <= 0.0:
+                surpluses -= 1
+                if surpluses == 0:
+                    break
             if left <= 0.0:
                 break
     return count
