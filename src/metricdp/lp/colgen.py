@@ -61,7 +61,7 @@ the build carries the weak-duality bound of :mod:`.certificate` like ``block-ipm
 **The rounds.** Each round solves the restricted LP by :func:`.ipm.solve_ipm` (all inputs,
 the outputs W, every privacy row) to :data:`~.ipm_finish.IPM_TOL` and prices the other
 outputs with its (approximate) row duals: the outputs of shortfall above
-:data:`ROUND_TOL` (relative) join W, the best first (sparse flows only: an output they
+:data:`ROUND_TOL` (relative) join W, the best first (the greedy and sparse flows only: an output they
 leave uncovered counts as improving). When none does, the last interior
 point seeds the exact finish of :func:`.ipm_finish.solve_block_ipm` on W (a simplex vertex
 of the restricted LP, the ``fast`` formulation's optimum on W) and every output outside W
