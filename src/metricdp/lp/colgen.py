@@ -45,8 +45,11 @@ covers every deficit (D, S: the negative and positive entries of g). Its shortfa
 :math:`s = \sum_{k \in D} (-g_k) - \text{flow}` is :math:`\lVert r \rVert_1` for the
 residual deficits r, and :math:`s > 0` iff output w can improve the objective. *Any*
 feasible flow gives a valid r (a larger one where it is not the maximum), so the flow is
-first sought on the arcs from each deficit to its :data:`NEAREST_ARCS` nearest surpluses
-(a small LP) and on every arc only where that leaves a shortfall. The flow from HiGHS is
+first sought greedily, without an LP (:mod:`.greedy_cover`: on a 14 x 14 grid it covers
+all but a few of the outputs it is asked about, and the pricing's CPU time drops from about
+17 s to 0.3 s), then, for the outputs it leaves short, on the arcs from each deficit to its
+:data:`NEAREST_ARCS` nearest surpluses (a small LP) and on every arc only where that
+leaves a shortfall. The flow from HiGHS is
 scaled down onto its capacities before the shortfall is read, so the certificate holds in
 floating point, not only to HiGHS's tolerance.
 
@@ -58,7 +61,7 @@ the build carries the weak-duality bound of :mod:`.certificate` like ``block-ipm
 **The rounds.** Each round solves the restricted LP by :func:`.ipm.solve_ipm` (all inputs,
 the outputs W, every privacy row) to :data:`~.ipm_finish.IPM_TOL` and prices the other
 outputs with its (approximate) row duals: the outputs of shortfall above
-:data:`ROUND_TOL` (relative) join W, the best first (sparse flows only: an output they
+:data:`ROUND_TOL` (relative) join W, the best first (the greedy and sparse flows only: an output they
 leave uncovered counts as improving). When none does, the last interior
 point seeds the exact finish of :func:`.ipm_finish.solve_block_ipm` on W (a simplex vertex
 of the restricted LP, the ``fast`` formulation's optimum on W) and every output outside W
@@ -92,6 +95,7 @@ from ..errors import ValidationError
 from ._solve import solve_lp
 from .core import EXTERNAL_FORMULATIONS, LP_OPTIONS, MechanismLP, RawSolution, _base_model
 from .deadline import Deadline
+from .greedy_cover import greedy_flow
 from .ipm import IPMResult, ipm_bytes, solve_ipm
 from .ipm_finish import IPM_TOL, solve_block_ipm
 
@@ -193,15 +197,33 @@ def _flows(problems: list[_Flow], nearest: int, time_limit: float | None = None)
         if result.x is None:
             out.append(Cover(float(p.need.sum()), p.deficit[:0], p.surplus[:0], np.zeros(0)))
             continue
-        x = np.maximum(result.x[c: c + kk.size], 0.0)
-        sent = np.bincount(kk, weights=x, minlength=p.need.size)
-        x *= np.minimum(1.0, p.need / np.maximum(sent, 1e-300))[kk]
-        used = np.bincount(vv, weights=f * x, minlength=p.cap.size)
-        x *= np.minimum(1.0, p.cap / np.maximum(used, 1e-300))[vv]
+        x = fit(kk, vv, result.x[c: c + kk.size], p.need, p.cap, f)
         keep = x > 0
         out.append(Cover(float(max(0.0, p.need.sum() - x.sum())), p.deficit[kk[keep]], p.surplus[vv[keep]],
                          x[keep]))
     return out
+
+
+def fit(kk: NDArray[np.intp], vv: NDArray[np.intp], x: Array, need: Array, cap: Array, f: Array) -> Array:
+    """The flow ``x`` on the arcs (deficit ``kk``, surplus ``vv``) of factors ``f``, clipped at 0
+    and scaled down onto the needs and then the capacities, so that it is feasible in floating
+    point whatever the accuracy of the solver that found it."""
+    x = np.maximum(x, 0.0)
+    sent = np.bincount(kk, weights=x, minlength=need.size)
+    x *= np.minimum(1.0, need / np.maximum(sent, 1e-300))[kk]
+    used = np.bincount(vv, weights=f * x, minlength=cap.size)
+    x *= np.minimum(1.0, cap / np.maximum(used, 1e-300))[vv]
+    return x
+
+
+def _greedy_cover(g: Array, factor: Array, order: NDArray[np.intp], floor: float, left: float) -> Cover:
+    """The greedy flow of :mod:`.greedy_cover` for one column ``g``, fitted (:func:`fit`), as a
+    cover; ``left``: the need of the deficits below ``floor``, counted in the shortfall."""
+    kk, vv, t = greedy_flow(g, floor, order, factor)
+    need = np.where(g < -floor, -g, 0.0)
+    x = fit(kk, vv, t, need, np.maximum(g, 0.0), factor[kk, vv])
+    keep = x > 0
+    return Cover(float(max(0.0, need.sum() - x.sum())) + left, kk[keep], vv[keep], x[keep])
 
 
 def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARCS, *,
@@ -210,8 +232,9 @@ def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARC
     :math:`\lVert r \rVert_1` = its shortfall (module docstring): 0 iff the column is in
     :math:`C^*`, up to the flow's accuracy.
 
-    First on the arcs to each deficit's ``nearest`` surpluses (by capacity per unit
-    shipped), all columns in one LP; for the columns left with more than ``tol``, on 4 and
+    First the greedy flow of :mod:`.greedy_cover` for every column (no LP); for the columns
+    it leaves with more than ``tol``, on the arcs to each deficit's ``nearest`` surpluses (by
+    capacity per unit shipped), all those columns in one LP; for the columns left with more than ``tol``, on 4 and
     then 16 times as many; then (``exact``) on every arc, in LPs of at most
     :data:`FULL_ARCS` arcs. Deficits below ``tol / (2 n)`` are left uncovered (counted in
     the shortfall, at most ``tol / 2`` in all): with a skewed prior most inputs have tiny
@@ -227,8 +250,8 @@ def covers(g: Array, factor: Array, tol: float = 0.0, nearest: int = NEAREST_ARC
     floor = 0.5 * tol / max(g.shape[0], 1)  # deficits below it: at most tol / 2 in all, left uncovered
     split = [_problem(g[:, i], factor, floor) for i in range(g.shape[1])]
     problems, left = [p for p, _ in split], np.array([a for _, a in split])
-    best = [Cover(float(p.need.sum()) + a, p.deficit[:0], p.surplus[:0], np.zeros(0))
-            for p, a in zip(problems, left, strict=True)]
+    order = np.argsort(factor, axis=1, kind="stable")  # row k: the points by increasing f[k, .]
+    best = [_greedy_cover(g[:, i], factor, order, floor, a) for i, a in enumerate(left)]
     stages = [nearest, 4 * nearest, 16 * nearest] if nearest > 0 else []
     for k in [*stages, *([0] if exact else [])]:
         todo = [i for i, (p, b) in enumerate(zip(problems, best, strict=True))
