@@ -18,7 +18,8 @@ and cuts the file into :class:`Piece` s of whole rows (how, is the format's own
 Every engine partition then releases exactly one piece read by the same reader
 (:mod:`._pieces`), so the three engines accept the same files and release the same rows.
 
-Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
+Memory is one chunk (``chunk_bytes``) plus one record, and the chunk before it while a block of the content
+check runs on past its end (:class:`~metricdp.tabular.leaks.ContentScan`); time is linear in the file.
 """
 
 from __future__ import annotations
