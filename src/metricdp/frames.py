@@ -40,6 +40,7 @@ is imported unless a frame of that library is passed.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,7 +53,7 @@ from .errors import UnnamedColumnsWarning, ValidationError
 from .pipeline.frames import column_kind, plain_column, release_batch
 from .tabular.columns import ColumnPlan, plan_columns
 from .tabular.formats import arrow
-from .tabular.leaks import SCAN_ROWS, check_names, check_rows, spread
+from .tabular.leaks import check_names, check_rows, compared_rows
 
 if TYPE_CHECKING:
     from .mechanisms.base import Mechanism
@@ -74,21 +75,18 @@ def _row(label: object) -> str:
 
 
 def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], kind: Kind) -> None:
-    """:func:`metricdp.tabular.leaks.check_rows` with the kind's rule over chunks of a frame's rows.
+    """:func:`metricdp.tabular.leaks.check_rows` with the kind's rule over the blocks of a frame's rows.
 
     pandas rows are named by their index label, Polars rows by their number; the index
     levels are compared as columns.
 
-    Only the compared rows of each chunk are read (:func:`~metricdp.tabular.leaks.spread`),
-    so the check costs :data:`~metricdp.tabular.leaks.SAMPLE` rows per chunk, not a copy of
-    the frame.
+    Only the compared rows of each block are read (:func:`~metricdp.tabular.leaks.compared_rows`,
+    the rule of every reading of a table), so the check costs :data:`~metricdp.tabular.leaks.SAMPLE`
+    rows per block, not a copy of the frame.
     """
     if not plan.unacknowledged:
         return
-    n = len(df)
-    starts = list(range(0, n, SCAN_ROWS))
-    picks = [[start + i for i in spread(min(n - start, SCAN_ROWS))] for start in starts]
-    flat = [i for pick in picks for i in pick]
+    flat, blocks = compared_rows(len(df), 0, len(df))
     if lib == "pandas":
         part = df.iloc[flat]
         truths = [part[c].to_numpy(dtype=object) for c in kind.columns]
@@ -102,11 +100,11 @@ def _check_leaks(df: Any, lib: str, plan: ColumnPlan, levels: list[str], kind: K
         names = [str(i) for i in flat]
     rule = kind.rule()
     at = 0
-    for pick in picks:
-        k = slice(at, at + len(pick))
+    for _, block in itertools.groupby(blocks):  # a block's compared rows are consecutive
+        k = slice(at, at + len(list(block)))
         check_rows(rule, list(zip(*(t[k] for t in truths), strict=True)), {c: v[k] for c, v in others.items()},
                    names[k], "DataFrame")
-        at += len(pick)
+        at = k.stop
 
 
 def _announce(plan: ColumnPlan, where: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from pathlib import Path
@@ -430,3 +431,36 @@ def test_spread_is_every_row_or_the_even_positions_rounded_down(n: int) -> None:
     want = list(range(n)) if n <= SAMPLE else sorted({int(i) for i in np.linspace(0, n - 1, SAMPLE)})
     got = spread(n)
     assert got == want and all(type(i) is int for i in got)
+
+
+def _verdict(chunks: list[object]) -> str:
+    from metricdp.tabular.leaks import ContentScan
+
+    scan = ContentScan(LeakRule.labels("city"), ["copy"], "f")
+    try:
+        for chunk in chunks:
+            scan.add(chunk)
+        scan.finish()
+    except ValidationError as ex:
+        return str(ex)
+    return "ok"
+
+
+@pytest.mark.parametrize("copied", [(0, 30_000), (60_000, 90_000), (65_536, 131_072), (131_000, 131_082)])
+def test_content_scan_blocks_count_from_the_files_first_row_whatever_the_chunks(copied: tuple[int, int]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    from metricdp.tabular.formats import BatchChunk
+    from metricdp.tabular.leaks import SCAN_ROWS
+
+    n = 2 * SCAN_ROWS + 10  # the last block: 10 rows, all compared
+    city = [LABELS[i % 3] for i in range(n)]
+    copy = ["x"] * n
+    copy[copied[0]:copied[1]] = city[copied[0]:copied[1]]
+    batch = pa.record_batch({"city": city, "copy": copy})
+    whole = _verdict([BatchChunk(batch, 0)])
+    for cuts in ([30_000, 70_000], [SCAN_ROWS - 1], [1000 * k for k in range(1, 132)], [n - 5]):
+        bounds = [0, *cuts, n]
+        chunks = [BatchChunk(batch.slice(a, b - a), a) for a, b in itertools.pairwise(bounds)]
+        assert _verdict(chunks) == whole, cuts
+    refused = {(0, 30_000): False, (60_000, 90_000): False, (65_536, 131_072): True, (131_000, 131_082): True}
+    assert (whole != "ok") is refused[copied], whole

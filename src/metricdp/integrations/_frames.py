@@ -16,9 +16,9 @@ counts each partition's rows, which places every partition in the frame (its fir
 row's position: the rows of the partitions before it); in the second each partition
 (each Arrow batch on Spark: the data a task sees) picks, of the released column and the
 unnamed columns only (a projection: a Parquet source reads those columns only), the
-rows the pandas API compares in the whole frame (:func:`compared_rows`: blocks of
-:data:`~metricdp.tabular.leaks.SCAN_ROWS` rows from the frame's first row, each compared
-on :func:`~metricdp.tabular.leaks.spread` of its rows) that fall in it, and the driver
+rows the pandas API compares in the whole frame (:func:`~metricdp.tabular.leaks.compared_rows`:
+blocks of :data:`~metricdp.tabular.leaks.SCAN_ROWS` rows from the frame's first row, each
+compared on :func:`~metricdp.tabular.leaks.spread` of its rows) that fall in it, and the driver
 compares each block. The verdict is the pandas API's whatever the partitions: a copy
 laid across a partition boundary is in the same blocks as in the pandas frame. A
 refused frame returns nothing: nothing is released or written. The cost is one count
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..tabular.columns import ColumnPlan, plan_columns
-from ..tabular.leaks import SCAN_ROWS, LeakRule, check_names, check_rows, spread
+from ..tabular.leaks import LeakRule, check_names, check_rows, compared_rows
 
 __all__ = ["WHERE", "check_sample", "compared_rows", "plan_frame", "sample_blocks"]
 
@@ -68,25 +68,6 @@ def _free(names: Sequence[str], stem: str) -> str:
     while stem in names:
         stem = f"_{stem}"
     return stem
-
-
-def compared_rows(n: int, start: int, stop: int) -> tuple[list[int], list[int]]:
-    """Of the rows the pandas API compares in a frame of ``n`` rows, those in ``[start, stop)`` (0-based
-    positions), and each one's block (the position of the block's first row).
-
-    The frame is cut into blocks of :data:`SCAN_ROWS` rows from its first row, each compared on
-    :func:`spread` of its rows, as :func:`metricdp.frames.privatize_frame` compares a frame:
-    a partition holding rows ``[start, stop)`` picks these, and the partitions' picks together are
-    the pandas API's, block by block, wherever the partitions' boundaries fall.
-    """
-    rows: list[int] = []
-    blocks: list[int] = []
-    for first in range(start - start % SCAN_ROWS, min(stop, n), SCAN_ROWS):
-        for i in spread(min(n - first, SCAN_ROWS)):
-            if start <= first + i < stop:
-                rows.append(first + i)
-                blocks.append(first)
-    return rows, blocks
 
 
 def sample_blocks(pdf: Any, partition: str, first: int, n: int, block: str, place: str) -> Any:

@@ -8,15 +8,18 @@ with them. The driver reads it once with the local engine's reader of its format
 (:mod:`metricdp.tabular.formats`: for CSV the one record definition, RFC 4180, each
 refusal with file, line and byte offset), plans the columns that leave as the local
 engine does (:func:`metricdp.tabular.columns.plan_columns`), checks what a kept column
-holds by name and content (:func:`metricdp.tabular.leaks.check_file`), checks every value
-of the released column(s) with the release's own kind (:mod:`metricdp.pipeline`: its
-parse, its refusals, the local engine's message with the count and first line numbers:
-:class:`KindCheck`), and cuts the file into :class:`Piece` s of whole rows
-(:func:`plan_file`; how, is the format's own :class:`~metricdp.tabular.formats.Parts`).
+holds by name (:func:`metricdp.tabular.leaks.check_names`, before any row is read), then
+in ONE pass over the file (:func:`plan_file`) checks it by content as the local engine
+does (:class:`metricdp.tabular.leaks.ContentScan`), checks every value of the released
+column(s) with the release's own kind (:mod:`metricdp.pipeline`: its parse, its refusals,
+the local engine's message with the count and first line numbers: :class:`KindCheck`),
+and cuts the file into :class:`Piece` s of whole rows (how, is the format's own
+:class:`~metricdp.tabular.formats.Parts`), each chunk the cut reads checked as it is read.
 Every engine partition then releases exactly one piece read by the same reader
 (:mod:`._pieces`), so the three engines accept the same files and release the same rows.
 
-Memory is one chunk (``chunk_bytes``) plus one record; time is linear in the file.
+Memory is one chunk (``chunk_bytes``) plus one record, and the chunk before it while a block of the content
+check runs on past its end (:class:`~metricdp.tabular.leaks.ContentScan`); time is linear in the file.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.formats import RELEASE_FORMATS, BatchChunk, Chunk, Format, Parts, arrow, format_of
 from ..tabular.formats._base import Layout, changed
-from ..tabular.leaks import check_file
+from ..tabular.leaks import ContentScan, check_names
 
 __all__ = ["DEFAULT_PIECE_BYTES", "ENGINE_FORMATS", "KindCheck", "Piece", "Plan", "changed", "check_unchanged",
            "cut_file", "engine_format", "plan_file"]
@@ -155,15 +158,17 @@ def plan_file(
     keep: Sequence[str] = (), drop: Sequence[str] = (), max_record: int | None = None, values: bool = True,
     plan_check: Callable[[ColumnPlan], None] | None = None,
 ) -> Plan:
-    """Read ``src`` once, check every value of ``kind``'s columns and cut the file into pieces.
+    """Read ``src`` once: check what leaves and every value of ``kind``'s columns, and cut the file into pieces.
 
     The one planner of every engine release: the reader, the column plan and the pieces
     are the local engine's whatever is released. ``kind`` (a pipeline kind that never
     draws here) says which values are refused and how (:class:`KindCheck`;
     ``values=False``: none read here, each worker refuses its piece's), and what a kept
     column must not hold (:meth:`~metricdp.pipeline.kind.Kind.rule`, checked by name and
-    content as the local engine checks it). ``keep``/``drop`` plan the columns that leave
-    as the local engine plans them; ``plan_check`` sees that plan before anything is read.
+    content as the local engine checks it, on the chunks the cut reads). ``keep``/``drop`` plan
+    the columns that leave as the local engine plans them; ``plan_check`` sees that plan before
+    anything is read. Every refusal comes before anything is written or reserved: the plan is
+    returned only after the whole file was read.
 
     Raises
     ------
@@ -178,9 +183,11 @@ def plan_file(
     cols = plan_columns(names, list(kind.columns), keep=keep, drop=drop, where=str(src))
     if plan_check is not None:
         plan_check(cols)
-    check_file(src, cols, kind.rule(), max_record=max_record)
-    return cut_file(src, fmt, cols, KindCheck(kind, values), piece_bytes=piece_bytes, chunk_bytes=chunk_bytes,
-                    max_record=max_record)
+    rule = kind.rule()
+    check_names(cols.header, cols.unacknowledged, rule, str(src))
+    content = ContentScan(rule, [c for c in cols.unacknowledged if c not in rule.columns], str(src))
+    return cut_file(src, fmt, cols, KindCheck(kind, values, content), piece_bytes=piece_bytes,
+                    chunk_bytes=chunk_bytes, max_record=max_record)
 
 
 class KindCheck:
@@ -189,19 +196,22 @@ class KindCheck:
     What the local engine's pass (:class:`metricdp.pipeline.run.Pass`) does with each chunk,
     without releasing: a chunk's refused rows noted with their places and some of their
     texts; :meth:`error` is the local engine's one error for all of them. ``values=False``
-    counts the rows only (a kind whose workers refuse a bad value of their piece).
+    counts the rows only (a kind whose workers refuse a bad value of their piece). ``content``,
+    when given, sees every chunk too: the content check of the columns nobody named, in the
+    same pass (its refusal raised as it is found, or by :meth:`error`, before the kind's).
     """
 
-    def __init__(self, kind: Kind, values: bool = True) -> None:
-        self.kind, self.values = kind, values
+    def __init__(self, kind: Kind, values: bool = True, content: ContentScan | None = None) -> None:
+        self.kind, self.values, self.content = kind, values, content
         self.refused = kind.refusals()
         self.unit = "line"
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns it reads: the released ones, and those the kind reads beside them (``reads``: a trace's
-        person and time)."""
-        return tuple(dict.fromkeys((*self.kind.columns, *getattr(self.kind, "reads", ()))))
+        """The columns it reads: the released ones, those the kind reads beside them (``reads``: a trace's
+        person and time) and those whose content is checked."""
+        checked = self.content.others if self.content is not None else ()
+        return tuple(dict.fromkeys((*self.kind.columns, *getattr(self.kind, "reads", ()), *checked)))
 
     def check_type(self, schema: Any, where: str) -> None:
         """Refuse a typed column the kind cannot read or write back (before any row is read)."""
@@ -223,6 +233,8 @@ class KindCheck:
     def add(self, chunk: Chunk) -> None:
         """Note the rows of ``chunk`` that the kind refuses."""
         self.unit = chunk.unit
+        if self.content is not None:
+            self.content.add(chunk)
         if not self.values:
             return
         got = self.kind.parse(chunk)
@@ -231,7 +243,10 @@ class KindCheck:
             self.refused.add(chunk.places(got.refused), chunk.texts(self.kind.columns[0], shown), got.reasons)
 
     def error(self, where: str) -> ValidationError | None:
-        """The local engine's one error for every refused value noted (None: none)."""
+        """The local engine's one error for every refused value noted (None: none); first, the content check's
+        last block (raised: a column that leaves with the released values)."""
+        if self.content is not None:
+            self.content.finish()
         return self.refused.error(where, self.unit) if self.refused.rows else None
 
 

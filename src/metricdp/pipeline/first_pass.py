@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from .._progress import Progress, report
 from ..errors import ValidationError
 from ..tabular.columns import ColumnPlan
-from ..tabular.leaks import check_chunk
+from ..tabular.leaks import ContentScan
 from .kind import Kind
 from .run import Source, unnamed
 
@@ -55,7 +55,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
     """Read ``user_column`` and ``kind``'s columns of every row (module docstring); refusals as the release's.
 
     ``others``: the columns nobody named, whose content is checked on the way
-    (:func:`~metricdp.tabular.leaks.check_chunk`). ``per_row=False``: no code per row is kept
+    (:class:`~metricdp.tabular.leaks.ContentScan`). ``per_row=False``: no code per row is kept
     (the result's ``persons`` is None and its ``codes`` empty) -- a kind whose reservation needs
     only a count per person keeps that count itself in :meth:`~.kind.Kind.check` and looks its
     persons up again per chunk in the release pass, so the pass's memory grows with the persons,
@@ -66,7 +66,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
     where = source.where
     collector = PersonCollector(where, user_column, source.path.stat().st_size) if per_row else None
     refused = kind.refusals()
-    rule = kind.rule()
+    content = ContentScan(kind.rule(), others, where)
     found: list[Any] = []
     seen, unit = 0, "line"
     scan = Source(source.path, source.format, source.chunk_rows, max(source.chunk_bytes, SCAN_BYTES),
@@ -79,7 +79,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
             if not chunk.rows:
                 continue
             unit = chunk.unit
-            check_chunk(rule, chunk, others, where)
+            content.add(chunk)
             if collector is not None:
                 collector.add(chunk)
             got = kind.parse(chunk)
@@ -92,6 +92,7 @@ def first_pass(kind: Kind, source: Source, user_column: str, *, keep_values: boo
                     found.append(got.values)
             seen += chunk.rows
             report(progress, seen, None, FIRST_PASS)
+    content.finish()
     if refused.rows:
         raise refused.error(where, unit)
     persons, codes = None, np.zeros(0, dtype=np.int32)

@@ -6,7 +6,7 @@ What it guarantees, for every :class:`~.kind.Kind` and every format
 * **what leaves** is decided before anything is published or reserved: the column plan
   (:func:`metricdp.tabular.columns.plan_columns`: released, kept, unacknowledged, dropped;
   the names checked by :func:`metricdp.tabular.leaks.check_names`) before the read, and the
-  content check of every column nobody named (:func:`~metricdp.tabular.leaks.check_chunk`: the kind's
+  content check of every column nobody named (:class:`~metricdp.tabular.leaks.ContentScan`: the kind's
   :class:`~metricdp.tabular.leaks.LeakRule` over an even sample of each block of rows) in
   the same read, chunk by chunk, in the read-ahead thread -- the first pass of an accounted
   release, which comes before any reservation, or the release pass, whose output is not
@@ -41,7 +41,7 @@ from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.formats import FORMATS, RELEASE_FORMATS, Chunk, Format, Reader, WriteSpec, release_format
-from ..tabular.leaks import check_chunk, check_names
+from ..tabular.leaks import ContentScan, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
 
@@ -173,12 +173,13 @@ class Pass:
             writer = self.out_format.writer(fh, WriteSpec(reader, self.plan, kind.columns, src.where,
                                                           kind.geometry), kernels=kernels)
 
-            rule, others = kind.rule(), unnamed(self.plan, kind)
+            scan = ContentScan(kind.rule(), unnamed(self.plan, kind), src.where)
 
             def parsed() -> Iterator[tuple[Chunk, Parsed]]:  # read ahead in a worker thread (no randomness there)
                 for chunk in reader.chunks():
-                    check_chunk(rule, chunk, others, src.where)
+                    scan.add(chunk)
                     yield chunk, kind.parse(chunk)
+                scan.finish()
 
             try:
                 # a compiled kind over a text format: reading and parsing, then writing, in worker threads

@@ -16,8 +16,9 @@ name whose words are a latitude, longitude or coordinate-pair synonym (English, 
 French, Spanish, Portuguese, Italian, Dutch; ``geom``, ``wkt``, ``position``, ...) is a
 look-alike (:func:`check_names`).
 
-**By content** (:func:`check_rows`, :func:`scan_file`). In every chunk (of
-:data:`SCAN_ROWS` rows; :data:`SAMPLE` rows of it, evenly spread, are compared) a kept
+**By content** (:func:`check_rows`, :class:`ContentScan`). In every block of
+:data:`SCAN_ROWS` rows, counted from the table's first row whoever reads it in whatever
+chunks (:func:`compared_rows`; :data:`SAMPLE` rows of it, evenly spread, are compared) a kept
 column that nobody named in ``keep`` is refused when in MOST compared rows (more than
 half of those whose released value is present) its value
 
@@ -82,20 +83,22 @@ from .names import coordinate_role
 __all__ = [
     "SAMPLE",
     "SCAN_ROWS",
+    "ContentScan",
     "LeakRule",
     "check_chunk",
     "check_file",
     "check_names",
     "check_rows",
     "check_table",
+    "compared_rows",
     "scan_file",
     "spread",
     "value_key",
 ]
 
-#: Rows per chunk of the scan: "most rows" is decided per chunk, so a leak in one part of a file is not diluted.
+#: Rows per block of the scan: "most rows" is decided per block, so a leak in one part of a file is not diluted.
 SCAN_ROWS = 65_536
-#: Rows compared per chunk, evenly spread (all of a smaller chunk): a copy of the truth matches in every row.
+#: Rows compared per block, evenly spread (all of a smaller block): a copy of the truth matches in every row.
 SAMPLE = 512
 #: Fewest rows on which an affine re-encoding is fitted: two numbers fit any two rows exactly.
 MIN_FIT = 10
@@ -465,7 +468,7 @@ def _check_block(rule: LeakRule, truth: Sequence[_Column], others: Mapping[str, 
 
 
 def spread(n: int) -> list[int]:
-    """The positions compared in a chunk of ``n`` rows: all of them, or :data:`SAMPLE` evenly spread."""
+    """The positions compared in a block of ``n`` rows: all of them, or :data:`SAMPLE` evenly spread."""
     return _spread(n).tolist()
 
 
@@ -497,14 +500,14 @@ def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), d
 
 def scan_file(path: str | Path, unacknowledged: Sequence[str], rule: LeakRule, *,
               max_record: int | None = None) -> None:
-    """Read ``path`` chunk by chunk through its format's reader and :func:`check_chunk` each chunk.
+    """Read ``path`` chunk by chunk through its format's reader, each chunk added to one :class:`ContentScan`.
 
     The reader is the release's own (:func:`metricdp.tabular.formats.release_format`): every
     format a release reads is scanned, by the values the release reads. ``unacknowledged``
     are the columns that would leave with true values and that nobody named in ``keep``
     (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`); nothing is written. A
     release of the pipeline checks its chunks as it reads them instead
-    (:mod:`metricdp.pipeline.run`); the engines' drivers call this before any worker starts.
+    (:mod:`metricdp.pipeline.run`), and so does the engines' driver (:mod:`metricdp.integrations._plan`).
     """
     from .csv import DEFAULT_CHUNK_BYTES
     from .formats import release_format
@@ -513,36 +516,128 @@ def scan_file(path: str | Path, unacknowledged: Sequence[str], rule: LeakRule, *
     others = [c for c in unacknowledged if c not in rule.columns]
     if not others:
         return
+    scan = ContentScan(rule, others, str(src))
     with release_format(src).open(src, chunk_rows=SCAN_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES,
                                   max_record=max_record) as reader:
         for chunk in reader.chunks():
-            check_chunk(rule, chunk, others, str(src))
+            scan.add(chunk)
+    scan.finish()
+
+
+def compared_rows(n: int, start: int, stop: int) -> tuple[list[int], list[int]]:
+    """Of the rows compared in a table of ``n`` rows, those in ``[start, stop)`` (0-based positions), and each
+    one's block (the position of the block's first row): THE rule of which rows are compared.
+
+    The table is cut into blocks of :data:`SCAN_ROWS` rows from its first row (the last one
+    shorter), each compared on :func:`spread` of its rows. Every reading of a table follows it
+    -- a file's chunks (:class:`ContentScan`), a DataFrame (:func:`metricdp.frames.privatize_frame`),
+    a distributed frame's partitions (:mod:`metricdp.integrations._frames`) -- so the verdict
+    depends on the rows only, never on where a reader's chunks or an engine's partitions begin:
+    whoever holds rows ``[start, stop)`` picks these, and the pieces' picks together are the
+    whole table's, block by block.
+    """
+    rows: list[int] = []
+    blocks: list[int] = []
+    for first in range(start - start % SCAN_ROWS, min(stop, n), SCAN_ROWS):
+        for i in spread(min(n - first, SCAN_ROWS)):
+            if start <= first + i < stop:
+                rows.append(first + i)
+                blocks.append(first)
+    return rows, blocks
+
+
+class ContentScan:
+    """:func:`check_rows` over a file's chunks, read in order from its first row, by :func:`compared_rows`.
+
+    :meth:`add` each chunk as it is read, then :meth:`finish`: a block is compared as soon as
+    its last row has been added (a copy is refused as it is read), the last, shorter one at
+    :meth:`finish`. A block that runs on past a chunk's end is compared when a later chunk (or
+    the end) completes it, so the chunks holding its rows are kept until then: memory is at
+    most one chunk more, or one block's rows of small chunks. Only the compared rows are read
+    (:meth:`~metricdp.tabular.formats.Chunk.values`: a text format decodes those rows only),
+    once per chunk for every block it completes. An error names the column and the first line
+    (a text format) or data row that matched.
+    """
+
+    def __init__(self, rule: LeakRule, others: Sequence[str], where: str) -> None:
+        self.rule, self.others, self.where = rule, tuple(others), where
+        self._block: list[tuple[Any, int, int]] = []  # the open block's rows: (chunk, first position, count)
+        self._held = 0  # rows in the open block
+        self._start = 0  # the open block's first row in the file
+
+    def add(self, chunk: Any) -> None:
+        """Take the chunk's rows (the file's next ones); compare every block they complete."""
+        if not self.others or not chunk.rows:
+            return
+        done: list[tuple[int, list[tuple[Any, int, int]]]] = []
+        at = 0
+        while at < chunk.rows:
+            take = min(SCAN_ROWS - self._held, chunk.rows - at)
+            self._block.append((chunk, at, take))
+            self._held += take
+            at += take
+            if self._held == SCAN_ROWS:
+                done.append((self._start, self._block))
+                self._start += SCAN_ROWS
+                self._block, self._held = [], 0
+        self._compare(done)
+
+    def finish(self) -> None:
+        """Compare the last block (the file ended)."""
+        if self._held:
+            done = [(self._start, self._block)]
+            self._start += self._held
+            self._block, self._held = [], 0
+            self._compare(done)
+
+    def _compare(self, blocks: Sequence[tuple[int, Sequence[tuple[Any, int, int]]]]) -> None:
+        """Compare these blocks (each: its first row and its rows' chunks), each chunk's compared rows read once."""
+        if not blocks:
+            return
+        rule = self.rule
+        wanted: dict[int, tuple[Any, list[NDArray[np.intp]]]] = {}
+        plans: list[list[tuple[int, int, int]]] = []  # per block: (chunk key, offset in the chunk's reads, count)
+        for start, segments in blocks:
+            size = sum(n for _, _, n in segments)
+            rows = np.asarray(compared_rows(start + size, start, start + size)[0], dtype=np.intp) - start
+            at, parts = 0, []
+            for chunk, lo, n in segments:
+                pick = rows[(rows >= at) & (rows < at + n)] - at + lo
+                _, picks = wanted.setdefault(id(chunk), (chunk, []))
+                parts.append((id(chunk), sum(len(p) for p in picks), len(pick)))
+                picks.append(pick)
+                at += n
+            plans.append(parts)
+        read = {}
+        for key, (chunk, picks) in wanted.items():
+            every = np.concatenate(picks)
+            read[key] = (chunk, every, [chunk.values(c, every) for c in rule.columns],
+                         {c: chunk.values(c, every) for c in self.others})
+        word = "line" if next(iter(wanted.values()))[0].unit == "line" else "data row"
+        for parts in plans:
+            truths: list[list[Any]] = [[] for _ in rule.columns]
+            others: dict[str, list[Any]] = {c: [] for c in self.others}
+            spots: list[tuple[Any, NDArray[np.intp], int]] = []
+            for key, off, n in parts:
+                chunk, every, true_values, other_values = read[key]
+                for j, values in enumerate(true_values):
+                    truths[j].extend(values[off:off + n])
+                for c, values in other_values.items():
+                    others[c].extend(values[off:off + n])
+                spots.extend((chunk, every, k) for k in range(off, off + n))
+            _check_block(rule, [_Column(t) for t in truths], others, partial(_spot, spots), self.where, word)
 
 
 def check_chunk(rule: LeakRule, chunk: Any, others: Sequence[str], where: str) -> None:
-    """Refuse a column of ``others`` that holds the released values in most compared rows of ``chunk``.
+    """:class:`ContentScan` of a table read as one chunk (a chunk holding every row of it, from its first)."""
+    scan = ContentScan(rule, others, where)
+    scan.add(chunk)
+    scan.finish()
 
-    :func:`check_rows` over blocks of :data:`SCAN_ROWS` rows of a
-    :class:`~metricdp.tabular.formats.Chunk`, each compared on :func:`spread` of its rows, read by
-    :meth:`~metricdp.tabular.formats.Chunk.values` (a text format decodes those rows only). The
-    error names the column and the first line (a text format) or data row (or a DataFrame's
-    index label).
-    """
-    if not others or not chunk.rows:
-        return
-    word = "line" if chunk.unit == "line" else "data row"
-    # every block's compared rows read at once: one reading of a column per chunk, then cut per block
-    picks = [start + _spread(min(chunk.rows - start, SCAN_ROWS)) for start in range(0, chunk.rows, SCAN_ROWS)]
-    every = np.concatenate(picks)
-    true_columns = [chunk.values(c, every) for c in rule.columns]
-    other_columns = {c: chunk.values(c, every) for c in others}
-    stop = 0
-    for pick in picks:
-        block = slice(stop, stop + len(pick))
-        stop = block.stop
-        _check_block(rule, [_Column(values[block]) for values in true_columns],
-                     {c: values[block] for c, values in other_columns.items()}, partial(_place, chunk, pick), where,
-                     word)
+
+def _spot(spots: Sequence[tuple[Any, NDArray[np.intp], int]], k: int) -> Any:
+    """How an error names compared row ``k`` of a block (``spots[k]``: its chunk, the chunk's reads, its read)."""
+    return _place(*spots[k])
 
 
 def _place(chunk: Any, rows: NDArray[np.intp], k: int) -> Any:
