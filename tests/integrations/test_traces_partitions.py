@@ -50,6 +50,11 @@ def _by_person(text: str) -> dict[str, list[str]]:
     return dict(out)
 
 
+def _first_come(src: Path) -> np.ndarray:
+    """The persons of ``src`` as the file holds them, in the order they first come (the driver's codes)."""
+    return np.asarray(list(dict.fromkeys(r["user"] for r in csv.DictReader(io.StringIO(src.read_text())))))
+
+
 def _run(tmp_path: Path, src: Path, shared_of, partitions: int = 3) -> tuple[list[TracePart], str]:
     mech = Independent(1.0)
     check = _Checked("user", "t", "lat", "lon", mech, where=str(src))
@@ -58,10 +63,11 @@ def _run(tmp_path: Path, src: Path, shared_of, partitions: int = 3) -> tuple[lis
     scratch.mkdir()
     job = _Job(plan, "user", "t", "lat", "lon", 6, 11, str(scratch))
     keys = [person_keys(job, p, mech) for p in plan.pieces]
-    ids, rows = np.concatenate([k[0] for k in keys]), np.concatenate([k[1] for k in keys])
+    ids, rows = np.concatenate([k[0] for k in keys]), np.concatenate([k[1] for k in keys])  # k[2]: cells
     assert rows.tolist() == list(range(plan.rows))
     where = np.array([_person_hash(x) % partitions for x in ids.tolist()])
-    got = [release_rows(job, k, rows[where == k][::-1], shared_of(mech, ids)) for k in range(partitions)]
+    shared = shared_of(mech, src)
+    got = [release_rows(job, k, rows[where == k][::-1], ids[where == k][::-1], shared) for k in range(partitions)]
     done = [d for d in got if isinstance(d, TracePart)]
     assert len(done) == partitions, got
     parts = sorted(n for d in done for n in d.parts)
@@ -77,7 +83,7 @@ def test_partitions_release_each_persons_rows_in_file_order_as_the_local_engine(
         warnings.simplefilter("ignore")
         local = release_traces_file(src, tmp_path / "local.csv", mechanism=Independent(1.0), user="user", time="t",
                                     lat="lat", lon="lon", keep=("note",), rng=1)
-    done, text = _run(tmp_path, src, lambda mech, ids: _Shared(mech))
+    done, text = _run(tmp_path, src, lambda mech, src: _Shared(mech))
     assert _by_person(text) == _by_person((tmp_path / "local.csv").read_text())
     assert sum(d.rows for d in done) == 90
     report = TraceReport.concat([d.report for d in done])
@@ -89,8 +95,8 @@ def test_partitions_release_each_persons_rows_in_file_order_as_the_local_engine(
 def test_grants_bound_each_person_as_the_local_engine_bounds_them(tmp_path):
     src = _input(tmp_path / "in.csv")
 
-    def granted(mech, ids):
-        persons = np.unique(ids)
+    def granted(mech, src):
+        persons = _first_come(src)
         return _Shared(mech, persons, np.full(persons.size, 4, dtype=np.int64))  # 4 fresh releases each
 
     done, text = _run(tmp_path, src, granted)
@@ -102,15 +108,15 @@ def test_grants_bound_each_person_as_the_local_engine_bounds_them(tmp_path):
 def test_a_person_the_count_did_not_see_fails_the_partition(tmp_path):
     src = _input(tmp_path / "in.csv")
 
-    def without_one(mech, ids):
-        persons = np.unique(ids)[1:]
+    def without_one(mech, src):
+        persons = _first_come(src)[1:]
         return _Shared(mech, persons, np.ones(persons.size, dtype=np.int64))
 
     mech = Independent(1.0)
     plan = plan_file(src, _Checked("user", "t", "lat", "lon", mech, where=str(src)), keep=("note",))
     job = _Job(plan, "user", "t", "lat", "lon", 6, None, str(tmp_path))
-    ids, rows = person_keys(job, plan.pieces[0], mech)
-    got = release_rows(job, 0, rows, without_one(mech, ids))
+    ids, rows, _ = person_keys(job, plan.pieces[0], mech)
+    got = release_rows(job, 0, rows, ids, without_one(mech, src))
     assert isinstance(got, Failed) and not got.input and "did not see" in got.message
 
 
