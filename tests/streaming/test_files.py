@@ -242,8 +242,12 @@ def test_not_parquet_and_wrong_suffix(tmp_path, mech):
 # --------------------------------------------------------------------------- interruption
 _CHILD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     import numpy as np
+    # the signals' default Python handlers, whatever the test runner's worker left ignored (an ignored signal is
+    # inherited, and the release keeps a signal its caller ignores ignored, as nohup expects)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from metricdp import MetricSpace
     from metricdp.mechanisms.base import certify
     from metricdp.streaming import privatize_file
