@@ -69,15 +69,12 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ValidationError
-from .columns import ColumnPlan, plan_columns
-from .header import table_header
 from .names import coordinate_role
 
 __all__ = [
@@ -86,12 +83,9 @@ __all__ = [
     "ContentScan",
     "LeakRule",
     "check_chunk",
-    "check_file",
     "check_names",
     "check_rows",
-    "check_table",
     "compared_rows",
-    "scan_file",
     "spread",
     "value_key",
 ]
@@ -477,51 +471,6 @@ def _spread(n: int) -> NDArray[np.intp]:
     if n <= SAMPLE:
         return np.arange(n, dtype=np.intp)
     return np.unique(np.linspace(0, n - 1, SAMPLE).astype(np.intp))
-
-
-# ---------------------------------------------------------------------------------- files
-def check_file(path: str | Path, plan: ColumnPlan, rule: LeakRule, *, max_record: int | None = None) -> None:
-    """The one check of a file release: :func:`check_names` then :func:`scan_file` over ``plan``'s unnamed columns.
-
-    Every file entry point (local, Dask, Spark; labels, numbers, points, text) calls it
-    after planning the columns and before it writes or reserves anything.
-    """
-    check_names(plan.header, plan.unacknowledged, rule, str(path))
-    scan_file(path, plan.unacknowledged, rule, max_record=max_record)
-
-
-def check_table(path: str | Path, rule: LeakRule, *, keep: Sequence[str] = (), drop: Sequence[str] = (),
-                max_record: int | None = None) -> ColumnPlan:
-    """Plan a table file's columns from its header and :func:`check_file` it; returns the plan."""
-    plan = plan_columns(table_header(path, rule.columns), rule.columns, keep=keep, drop=drop, where=str(path))
-    check_file(path, plan, rule, max_record=max_record)
-    return plan
-
-
-def scan_file(path: str | Path, unacknowledged: Sequence[str], rule: LeakRule, *,
-              max_record: int | None = None) -> None:
-    """Read ``path`` chunk by chunk through its format's reader, each chunk added to one :class:`ContentScan`.
-
-    The reader is the release's own (:func:`metricdp.tabular.formats.release_format`): every
-    format a release reads is scanned, by the values the release reads. ``unacknowledged``
-    are the columns that would leave with true values and that nobody named in ``keep``
-    (:attr:`~metricdp.tabular.columns.ColumnPlan.unacknowledged`); nothing is written. A
-    release of the pipeline checks its chunks as it reads them instead
-    (:mod:`metricdp.pipeline.run`), and so does the engines' driver (:mod:`metricdp.integrations._plan`).
-    """
-    from .csv import DEFAULT_CHUNK_BYTES
-    from .formats import release_format
-
-    src = Path(path)
-    others = [c for c in unacknowledged if c not in rule.columns]
-    if not others:
-        return
-    scan = ContentScan(rule, others, str(src))
-    with release_format(src).open(src, chunk_rows=SCAN_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                                  max_record=max_record) as reader:
-        for chunk in reader.chunks():
-            scan.add(chunk)
-    scan.finish()
 
 
 def compared_rows(n: int, start: int, stop: int) -> tuple[list[int], list[int]]:
