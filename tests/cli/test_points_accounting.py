@@ -245,7 +245,8 @@ def test_consistent_first_releases_follow_planar_laplace(tmp_path: Path) -> None
     inp = _write(tmp_path / "in.csv", rows)
     out = tmp_path / "o.csv"
     res = run("privatize-points", inp, "--lat", "lat", "--lon", "lon", "-e", f"{eps}/km", *LATTICE, "-o", out,
-              "--keep", "user", "--user-column", "user", "--consistent", "--ledger", tmp_path / "l.db", "--budget", "5")
+              "--keep", "user", "--user-column", "user", "--consistent", "--ledger", tmp_path / "l.db", "--budget", "5",
+              "--seed", "7")  # seeded: a fixed draw, so the test never fails by chance
     assert res.exit_code == 0, res.output
     got = _read(out)[1:]
     first = {u: (float(a), float(b)) for u, a, b in got[:n]}
