@@ -5,6 +5,8 @@
         --cells 0.05,0.1,0.25,0.5,1,2                            # every setting a user controls, at B = 100
     python benchmarks/bench_trace_modes.py --plot docs/img/trace-modes-frontier.png
     python benchmarks/bench_trace_modes.py --matched-only        # the displacement-matched rows and their baseline
+    python benchmarks/bench_trace_modes.py --matched-only --cells 0.05 --thresholds 4 --place-match 1.4 \
+        --budgets 400,1600,3200,6400 --seeds 1 --first-seed 11   # the pre-registered rows on one fresh seed
     python benchmarks/bench_trace_modes.py --quick               # 12 vessels, one B, one seed (a test runs it)
     python benchmarks/bench_trace_modes.py --map vessel.csv independent.csv per-place.csv predictive.csv \
         --out docs/img/trace-modes-vessel.png                    # one file's releases (docs/location.md)
@@ -179,33 +181,35 @@ def per_place(data: Vessels, budget: float, grid: CellGrid, rng: np.random.Gener
     return _one_by_one(data, lambda v: PerPlace(grid, share(budget, int(p[v]))), rng)
 
 
-def matched_epsilon(eps_independent: NDArray[np.float64], offset_km: float,
-                    cap: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """The smallest eps whose expected displacement is at most ``DISPLACEMENT_X`` times the independent
-    release's, capped at ``cap`` (the share of B that keeps the spend within B), and where the cap let it be.
+def matched_epsilon(eps_independent: NDArray[np.float64], offset_km: float, cap: NDArray[np.float64],
+                    factor: float = DISPLACEMENT_X) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """The smallest eps whose expected displacement is at most ``factor`` (default ``DISPLACEMENT_X``) times
+    the independent release's, capped at ``cap`` (the share of B that keeps the spend within B), and where the
+    cap let it be.
 
     Planar Laplace at eps moves a point by 2 / eps on average, so the independent release at
     ``eps_independent`` displaces a fix by 2 / eps_independent; a release around a point at most
     ``offset_km`` from the fix displaces it by at most ``offset_km`` + 2 / eps (triangle inequality).
-    ``offset_km`` + 2 / eps <= ``DISPLACEMENT_X`` x 2 / eps_independent gives the eps. Every input is
+    ``offset_km`` + 2 / eps <= ``factor`` x 2 / eps_independent gives the eps. Every input is
     public (the vessel's counts, the cell side), so the choice reveals nothing of the fixes. Where the
     bound is out of reach within the budget (the cell's offset alone is too large, or the eps would pass
     ``cap``), the result is ``cap``: the most precise release the budget allows, flagged False."""
-    room = DISPLACEMENT_X * 2.0 / np.asarray(eps_independent, dtype=np.float64) - offset_km
+    room = factor * 2.0 / np.asarray(eps_independent, dtype=np.float64) - offset_km
     want = np.full(room.shape, np.inf)
     np.divide(2.0, room, out=want, where=room > 0)
     ok = want <= cap
     return np.where(ok, want, cap), ok
 
 
-def per_place_matched(data: Vessels, budget: float, grid: CellGrid, rng: np.random.Generator) -> Release:
-    """One release per (vessel, cell) at the least eps within 1.5x the independent release's displacement
+def per_place_matched(data: Vessels, budget: float, grid: CellGrid, rng: np.random.Generator,
+                      factor: float = DISPLACEMENT_X) -> Release:
+    """One release per (vessel, cell) at the least eps within ``factor`` x the independent release's displacement
     (:func:`matched_epsilon`; a fix is at most half the cell's diagonal from its cell's centre), never above
     B / P: each vessel spends at most B, less where the match allows."""
     p = places(data, grid)
     ind = np.array([share(budget, int(n)) for n in data.n.tolist()])
     cap = np.array([share(budget, int(k)) for k in p.tolist()])
-    eps, ok = matched_epsilon(ind, grid.cell_km / np.sqrt(2.0), cap)
+    eps, ok = matched_epsilon(ind, grid.cell_km / np.sqrt(2.0), cap, factor)
     return _one_by_one(data, lambda v: PerPlace(grid, float(eps[v])), rng, ok)
 
 
@@ -346,17 +350,19 @@ class Setting:
     matched: bool = False  # eps set to the displacement match (at most B), not to spend B
 
 
-def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
-    """The independent release, per place at each cell side (spending B, then displacement matched), and the
-    predictive managers (more with ``explore``; then the fixed split aimed at the displacement match)."""
+def settings(explore: bool, cells: Iterable[float], thresholds: Iterable[float] = MATCHED_THRESHOLDS,
+             place_match: float = DISPLACEMENT_X) -> list[Setting]:
+    """The independent release, per place at each cell side (spending B, then displacement matched to
+    ``place_match`` x in expectation), and the predictive managers (more with ``explore``; then the fixed
+    split aimed at the displacement match, at each of ``thresholds`` x 2 / eps_N)."""
     out = [Setting("independent", "B / n per fix", independent)]
     grids = [CellGrid.over(REGION, km) for km in cells]
     for grid in grids:
         out.append(Setting("per-place", f"{grid.cell_km:g} km cells",
                            lambda d, b, r, g=grid: per_place(d, b, g, r)))
     for grid in grids:
-        out.append(Setting("per-place", f"{grid.cell_km:g} km cells, displacement matched",
-                           lambda d, b, r, g=grid: per_place_matched(d, b, g, r), matched=True))
+        out.append(Setting("per-place", f"{grid.cell_km:g} km cells, displacement matched to {place_match:g}x",
+                           lambda d, b, r, g=grid: per_place_matched(d, b, g, r, place_match), matched=True))
     # the best settings of the exploration at B = 100 (``--explore``): (test share, threshold x 2 / eps_N)
     adaptive = [(s, x) for s in (0.2, 0.5) for x in (0.5, 1.0, 4.0, 16.0)] if explore else [(0.2, 4.0), (0.5, 16.0)]
     fixed = [(f, x) for f in (10, 50) for x in (1.0, 16.0)] if explore else [(50, 16.0)]
@@ -366,7 +372,7 @@ def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
     for f, x in fixed:
         out.append(Setting("predictive", f"fixed, test share 0.5, {f} fresh, threshold {x:g} x 2/eps_N",
                            lambda d, b, r, f=f, x=x: predictive(d, b, fixed_manager(d, b, 0.5, x, f), r)))
-    for x in MATCHED_THRESHOLDS:
+    for x in thresholds:
         out.append(Setting("predictive", f"fixed, test share 0.5, eps_N = (B / n) / {DISPLACEMENT_X:g}, threshold "
                            f"{x:g} x 2/eps_N, displacement matched",
                            lambda d, b, r, x=x: predictive(d, b, matched_fixed_manager(d, b, 0.5, x), r),
@@ -374,15 +380,19 @@ def settings(explore: bool, cells: Iterable[float]) -> list[Setting]:
     return out
 
 
-def run(data: Vessels, budgets: Iterable[float], seeds: int, chosen: list[Setting]) -> list[dict[str, Any]]:
-    """Every setting at every B, averaged over ``seeds`` seeds; each row says whether the target holds."""
+def run(data: Vessels, budgets: Iterable[float], seeds: int, chosen: list[Setting],
+        first_seed: int = 0) -> list[dict[str, Any]]:
+    """Every setting at every B, averaged over the seeds ``first_seed`` ... ``first_seed + seeds - 1``; each
+    row says whether the target holds."""
     rows: list[dict[str, Any]] = []
     for b in budgets:
         base: dict[str, Any] | None = None
         for s in chosen:
             t0 = time.perf_counter()
-            runs = [measure(data, s.run(data, b, np.random.default_rng(seed)), b) for seed in range(seeds)]
-            row: dict[str, Any] = {"budget": b, "mechanism": s.mechanism, "setting": s.label, "seeds": seeds}
+            runs = [measure(data, s.run(data, b, np.random.default_rng(seed)), b)
+                    for seed in range(first_seed, first_seed + seeds)]
+            row: dict[str, Any] = {"budget": b, "mechanism": s.mechanism, "setting": s.label, "seeds": seeds,
+                                   "first_seed": first_seed}
             for key in runs[0]:
                 values = [r[key] for r in runs]
                 row[key] = (float(np.mean(values)) if isinstance(values[0], float) else
@@ -491,7 +501,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the comparison of the command line ``argv``; prints one JSON line per row, then the table."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--budgets", default=",".join(f"{b:g}" for b in BUDGETS), help="B values, comma-separated")
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=2, help="how many seeds (averaged)")
+    ap.add_argument("--first-seed", type=int, default=0, help="the first seed (fresh seeds: a result not tuned on)")
+    ap.add_argument("--thresholds", default=",".join(f"{x:g}" for x in MATCHED_THRESHOLDS),
+                    help="the displacement-matched predictive rows' thresholds, times 2 / eps_N, comma-separated")
+    ap.add_argument("--place-match", type=float, default=DISPLACEMENT_X,
+                    help="the displacement-matched per-place rows aim at this multiple of the independent "
+                    "release's mean displacement (in expectation)")
     ap.add_argument("--cells", default="0.05,0.25,1", help="per-place cell sides in km, comma-separated")
     ap.add_argument("--explore", action="store_true", help="more predictive settings (test share, threshold, "
                     "fixed split)")
@@ -516,10 +532,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     seeds = 1 if args.quick else args.seeds
     cells = [float(c) for c in args.cells.split(",")]
     wanted = {"independent", *args.mechanisms.split(",")}
-    chosen = [s for s in settings(args.explore, cells) if s.mechanism in wanted
+    thresholds = [float(x) for x in args.thresholds.split(",")]
+    chosen = [s for s in settings(args.explore, cells, thresholds, args.place_match) if s.mechanism in wanted
               and (s.matched or s.mechanism == "independent" or not args.matched_only)]
     t0 = time.perf_counter()
-    rows = run(data, budgets, seeds, chosen)
+    rows = run(data, budgets, seeds, chosen, args.first_seed)
     load_avg = os.getloadavg()
     print(table(rows))
     print(f"{data.n.size} vessels, {int(data.n.sum()):,} fixes; {time.perf_counter() - t0:.0f} s; load average "

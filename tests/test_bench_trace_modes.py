@@ -127,6 +127,6 @@ def test_matched_only_runs_the_matched_rows_beside_the_independent_release(capsy
     rows = _bench().main(["--quick", "--matched-only"])
     assert rows[0]["mechanism"] == "independent" and rows[0]["matched_vessels"] == -1
     assert {r["mechanism"] for r in rows[1:]} == {"per-place", "predictive"}
-    assert all(r["setting"].endswith("displacement matched") for r in rows[1:])
+    assert all("displacement matched" in r["setting"] for r in rows[1:])
     assert all(r["within_budget"] and r["spent_fraction_max"] <= 1.0 for r in rows)
     assert "displacement matched" in capsys.readouterr().out

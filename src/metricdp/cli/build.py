@@ -158,21 +158,17 @@ def build_family(
 
 
 def _count_points(points: Path) -> int | None:
-    """The number of rows of a CSV or Parquet POINTS file (None for any other, or one that cannot be read:
-    reading it properly then says why)."""
-    try:
-        suffix = points.suffix.lower()
-        if suffix == ".csv":
-            with points.open("rb") as fh:
-                lines = sum(1 for line in fh if line.strip())
-            return max(0, lines - 1)
-        if suffix == ".parquet":
-            import pyarrow.parquet as pq
+    """The number of rows of a POINTS table, read by its format's reader, one column's chunks at a time (None
+    for a file that is no table or cannot be read: reading it properly then says why)."""
+    from ..tabular.formats import table_format
 
-            return int(pq.ParquetFile(points).metadata.num_rows)
+    try:
+        fmt = table_format(points)
+        with fmt.open(points, chunk_rows=1 << 16, chunk_bytes=1 << 24, max_record=None) as reader:
+            reader.project(reader.names[:1])
+            return sum(chunk.rows for chunk in reader.chunks())
     except Exception:  # the reader proper reports a bad file
         return None
-    return None
 
 
 def _dense_plan(name: str, space: MetricSpace, outputs: OutputSet | None, remap: bool) -> DensePlan | None:

@@ -149,9 +149,11 @@ def register(app: typer.Typer) -> None:
             raise ValidationError(f"--prior-epsilon must be in [{MIN_PRIOR_EPSILON:g}, 1000], got {prior_epsilon!r}")
         if seed is not None and prior_out is None:
             raise ValidationError("--seed is for the prior's noise (--prior-out)")
+        from ..tabular.formats import format_of
+
         for option, path in (("--out", out), ("--prior-out", prior_out)):
-            if path is not None and path.suffix.lower() != ".csv":
-                raise ValidationError(f"{option} {path}: written as CSV; name it .csv")
+            if path is not None:  # written as CSV
+                format_of(path, ("csv",), what=f"{option} {path}:")
         outs = [p for p in (out, labelled, prior_out) if p is not None]
         if len({p.resolve() for p in outs}) < len(outs):
             raise ValidationError("--out, --labelled and --prior-out must be different files")

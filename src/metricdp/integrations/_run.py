@@ -169,10 +169,10 @@ def release_file(
 
 def _same_format(src: Path, target: Path) -> None:
     """The engines write the input's format (its parts joined): an output named as another format is refused."""
-    from ..tabular.formats import FORMATS, RELEASE_FORMATS
+    from ..tabular.formats import RELEASE_FORMATS, named_format
 
     fmt = engine_format(src)
-    other = FORMATS.get(target.suffix.lower())
+    other = named_format(target)
     if other in RELEASE_FORMATS and other != fmt.name:
         raise ValidationError(f"{target}: the engines write the input's format ({fmt.name}); a {other} output is "
                               "written by the local engine only")

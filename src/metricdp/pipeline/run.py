@@ -40,7 +40,7 @@ from ..io import atomic_write
 from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ..tabular.formats import FORMATS, RELEASE_FORMATS, Chunk, Format, Reader, WriteSpec, release_format
+from ..tabular.formats import RELEASE_FORMATS, Chunk, Format, Reader, WriteSpec, named_format, release_format
 from ..tabular.leaks import ContentScan, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
@@ -136,14 +136,14 @@ def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool =
     ValidationError
         ``out`` names another format (the message names both).
     """
-    suffix = Path(out).suffix.lower()
-    if suffix not in FORMATS or FORMATS[suffix] == fmt.name:
+    name = named_format(out)
+    if name is None or name == fmt.name:
         return fmt
-    named = RELEASE_FORMATS.get(FORMATS[suffix])
+    named = RELEASE_FORMATS.get(name)
     if named is fmt or (named is not None and written_only and not named.reads):
         return named
     raise ValidationError(f"{out}: a release is written in its input's format ({fmt.name}: "
-                          f"{'/'.join(fmt.suffixes)}), got {suffix}")
+                          f"{'/'.join(fmt.suffixes)}), got {Path(out).suffix.lower()}")
 
 
 @dataclass

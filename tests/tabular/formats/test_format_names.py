@@ -8,13 +8,16 @@ import ast
 from pathlib import Path
 
 import metricdp
-from metricdp.tabular.formats import RELEASE_FORMATS, TABLE_FORMATS, format_of
+from metricdp.tabular.formats import FORMATS, RELEASE_FORMATS, TABLE_FORMATS, format_of
 
 PACKAGE = Path(metricdp.__file__).parent
 LAYER = PACKAGE / "tabular" / "formats"
 
 #: Every format of the layer by name (plain text's included: its name is the format module's).
 NAMES = frozenset({*RELEASE_FORMATS, format_of("documents.txt")})
+#: The suffixes the one table gives those formats (``.csv``, ``.parquet``, ...): comparing a suffix with one is
+#: deciding the format outside the table.
+SUFFIXES = frozenset(s for s, name in FORMATS.items() if name in NAMES)
 #: Names that are also ordinary words ("text": a kind of value): a comparison counts when it is with a format.
 WORDS = frozenset({"text"})
 
@@ -45,7 +48,8 @@ def _strings(node: ast.expr) -> list[str]:
 
 
 def offences(source: str) -> list[str]:
-    """Each function named after a format and each comparison with a format's name in ``source``, by line."""
+    """Each function named after a format and each comparison with a format's name or suffix in ``source``,
+    by line."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -55,7 +59,8 @@ def offences(source: str) -> list[str]:
         elif isinstance(node, ast.Compare):
             sides = (node.left, *node.comparators)
             of_format = any(w in ast.unparse(side).lower() for side in sides for w in ("fmt", "format"))
-            named = [s for side in sides for s in _strings(side) if s in NAMES and (s not in WORDS or of_format)]
+            named = [s for side in sides for s in _strings(side)
+                     if s.lower() in SUFFIXES or (s in NAMES and (s not in WORDS or of_format))]
             if named and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
                 found.append(f"line {node.lineno}: a comparison with {named[0]!r}")
     return found
@@ -87,4 +92,7 @@ def test_the_rule_catches_what_it_forbids() -> None:
     assert offences("if fmt == 'text': pass") == ["line 1: a comparison with 'text'"]
     assert offences("if rule.kind in ('labels', 'text'): pass") == []  # a kind of value, not a format
     assert offences("def read_text(p): pass\ndef describe(): pass") == []
+    assert offences("if p.suffix.lower() != '.csv': pass") == ["line 1: a comparison with '.csv'"]
+    assert offences("ok = path.suffix in ('.parquet', '.npz')") == ["line 1: a comparison with '.parquet'"]
+    assert offences("if plot.suffix.lower() != '.png': pass") == []  # an image, no format of the layer
     assert set(TABLE_FORMATS) <= NAMES

@@ -81,7 +81,8 @@ from .lines import COLUMN
 __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
     "Layout", "Parts", "Points", "Reader", "Released", "Strings", "Table", "WriteSpec", "Writer", "arrow",
-    "checked_names", "format_of", "place", "read_table", "release_format", "table_format", "text_format",
+    "checked_names", "format_of", "named_format", "place", "read_table", "release_format", "table_format",
+    "text_format",
 ]
 
 
@@ -128,6 +129,11 @@ def _suffixes(fmt: str) -> str:
     return "/".join(s for s, f in FORMATS.items() if f == fmt)
 
 
+def named_format(path: str | PathLike[str]) -> str | None:
+    """The format name the module table gives ``path``'s suffix, or None for a suffix it does not name."""
+    return FORMATS.get(Path(path).suffix.lower())
+
+
 def format_of(
     path: str | PathLike[str], allowed: Collection[str] | None = None, *, what: str | None = None
 ) -> str:
@@ -141,7 +147,7 @@ def format_of(
     p = Path(path)
     where = what or f"{p}:"
     suffix = p.suffix.lower()
-    fmt = FORMATS.get(suffix)
+    fmt = named_format(p)
     if fmt is not None and (allowed is None or fmt in allowed):
         return fmt
     names = [_suffixes(f) for f in (allowed if allowed is not None else dict.fromkeys(FORMATS.values()))]
@@ -180,7 +186,7 @@ def text_format(path: str | PathLike[str], column: str | None) -> tuple[Format, 
     ``column``, plain text with one.
     """
     p = Path(path)
-    name = FORMATS.get(p.suffix.lower(), _DOCUMENTS[0])
+    name = named_format(p) or _DOCUMENTS[0]
     allowed = [*(n for n, f in RELEASE_FORMATS.items() if f.reads), *_DOCUMENTS]
     if name not in allowed:
         format_of(p, allowed, what=f"{p}: a text input")  # raises, with the reason
