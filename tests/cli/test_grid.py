@@ -66,7 +66,8 @@ def test_grid_then_privatize_the_cell_column(checkins, tmp_path):
         (["--cell", "1km", "--labelled", "x.csv"], ["228 row(s) outside the grid", "first at line(s) 3,"]),
         (["--cell", "1km", "--region", "nowhere"], ["--region nowhere"]),
         (["--cell", "1km", "--labelled", "x.parquet"], ["has the input's format (csv)"]),
-        (["--cell", "1km", "--prior-out", "p.npy", "--prior-epsilon", "1"], ["--prior-out p.npy: must be .csv, got .npy"]),
+        (["--cell", "1km", "--prior-out", "p.npy", "--prior-epsilon", "1"],
+         ["--prior-out p.npy: must be .csv, got .npy"]),
     ],
 )
 def test_one_line_errors_write_nothing(checkins, tmp_path, monkeypatch, args, fragments):
