@@ -187,6 +187,22 @@ def test_geolife_refuses_an_existing_output_unless_overwrite(app, tmp_path, exis
     assert read_points(tmp_path / "geolife.csv").n == 2 and _weights(weights_path(tmp_path / "geolife.csv"))[1]
 
 
+def test_geolife_failing_weights_leave_no_points_file(app, tmp_path, monkeypatch):
+    """The weights file fails after the POINTS file was written: the POINTS file goes too, nothing is left."""
+    from metricdp.cli import data
+    from metricdp.errors import UnsafeOutputError
+
+    def appeared(path, *_a):
+        raise UnsafeOutputError(f"refusing to write {path}: the file appeared while it was written")
+
+    monkeypatch.setattr(data, "_write_weights", appeared)
+    _plt(tmp_path / "Data" / "000" / "Trajectory" / "1.plt", [(39.905, 116.305), (39.915, 116.305)])
+    result = runner.invoke(app, ["data", "geolife", str(tmp_path / "Data"), "--region", "39.9,116.3,40.0,116.4",
+                                 "--cell", "0.01", "--size", "2", "--out", str(tmp_path / "geolife.csv")])
+    assert result.exit_code == 2 and "geolife.weights.csv: the file appeared" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["Data"]
+
+
 def test_vec_refuses_an_existing_output_unless_overwrite(app, tmp_path):
     src = tmp_path / "tiny.vec"
     _vec(src, [f"w{chr(97 + i)}" for i in range(20)])
