@@ -376,6 +376,35 @@ def test_atomic_write_through_a_symlink_keeps_the_link(tmp_path):
     assert (tmp_path / "real.txt").read_text() == "new"
 
 
+@pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "hidden name"])
+def test_atomic_write_without_replace_never_clobbers(tmp_path, monkeypatch, unnamed):
+    """replace=False: an existing file (or a dangling symlink) is refused before writing, one that
+    appears while the data are written is refused at the end, and no temporary is left either way."""
+    import os
+
+    from metricdp import _atomic
+    from metricdp.errors import UnsafeOutputError
+
+    if not unnamed:
+        monkeypatch.setattr(_atomic, "_open_unnamed", lambda _directory: -1)
+    (tmp_path / "old.csv").write_text("keep")
+    os.symlink(tmp_path / "nowhere.csv", tmp_path / "dangling.csv")
+    for name in ("old.csv", "dangling.csv"):
+        with pytest.raises(UnsafeOutputError, match=f"refusing to write .*{name}: the file exists"):
+            with atomic_write(tmp_path / name, "w", replace=False):
+                raise AssertionError("the body ran")  # pragma: no cover
+    assert (tmp_path / "old.csv").read_text() == "keep" and not (tmp_path / "nowhere.csv").exists()
+    with pytest.raises(UnsafeOutputError, match=r"late\.csv: the file appeared while it was written"):
+        with atomic_write(tmp_path / "late.csv", "w", replace=False) as fh:
+            fh.write("mine")
+            (tmp_path / "late.csv").write_text("theirs")
+    assert (tmp_path / "late.csv").read_text() == "theirs"
+    with atomic_write(tmp_path / "new.csv", "w", replace=False) as fh:
+        fh.write("new")
+    assert (tmp_path / "new.csv").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.csv", "late.csv", "new.csv", "old.csv"]
+
+
 def test_atomic_write_restores_signal_handlers(tmp_path):
     import signal
 

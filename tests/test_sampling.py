@@ -68,8 +68,10 @@ def test_seeded_sampling_is_reproducible():
 def test_secure_default_works():
     mech = _mechanism()
     draws = mech.sample(np.full(30_000, 3))  # rng=None: os.urandom
-    # unseeded, hence a tiny alpha; a broken sampler fails by orders of magnitude
-    assert _chi_square(mech, 3, draws) > 1e-6
+    # unseeded, hence alpha = 1e-9 (a false alarm at most 1e-9 a run); a broken sampler fails by
+    # orders of magnitude: the same draws against row 2's law (p = 0 to double precision)
+    assert _chi_square(mech, 3, draws) > 1e-9
+    assert _chi_square(mech, 2, draws) < 1e-9
     single = mech.sample(3)
     assert np.ndim(single) == 0
     assert 0 <= int(single) < mech.n

@@ -64,7 +64,9 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def check_output_path(target: Path, inputs: Iterable[str | PathLike[str] | None]) -> Path:
+def check_output_path(
+    target: Path, inputs: Iterable[str | PathLike[str] | None], *, replace: bool = True
+) -> Path:
     """The real path to write (symlinks followed), or :class:`UnsafeOutputError`.
 
     Refused: a ``target`` that exists and is not a regular file (a directory, a device, a
@@ -73,6 +75,8 @@ def check_output_path(target: Path, inputs: Iterable[str | PathLike[str] | None]
     or a symlink to it). ``None`` items of ``inputs`` are skipped, so a command passes
     its optional inputs as they are. An input that does not exist is compared by
     resolved path only (nothing exists to clobber, and its reader will refuse it).
+    With ``replace=False`` a ``target`` that exists at all (a dangling symlink included)
+    is refused too, after those checks: the caller did not ask to replace a file.
     """
     real = Path(os.path.realpath(target))
     try:
@@ -97,6 +101,8 @@ def check_output_path(target: Path, inputs: Iterable[str | PathLike[str] | None]
                 f"refusing to write {target}: it is the input file {src} "
                 "(an output that is also an input would be destroyed)"
             )
+    if not replace and os.path.lexists(target):
+        raise UnsafeOutputError(f"refusing to write {target}: the file exists and replacing it was not asked for")
     return real
 
 
@@ -211,9 +217,23 @@ def _copy_fd(fd: int, name: Path) -> None:
         os.close(out)
 
 
+def _publish(tmp: Path, real: Path, target: Path, replace: bool) -> None:
+    """Give the complete hidden file ``tmp`` its name ``real``: ``os.replace``, or with
+    ``replace=False`` a ``link`` (which fails on an existing name) and the hidden name's removal."""
+    if replace:
+        os.replace(tmp, real)
+        return
+    try:
+        os.link(tmp, real)
+    except FileExistsError:
+        raise UnsafeOutputError(f"refusing to write {target}: the file appeared while it was written") from None
+    os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def atomic_write(
-    path: str | PathLike[str], mode: str = "wb", *, inputs: Iterable[str | PathLike[str] | None] = ()
+    path: str | PathLike[str], mode: str = "wb", *, inputs: Iterable[str | PathLike[str] | None] = (),
+    replace: bool = True,
 ) -> Iterator[IO[Any]]:
     """Write a file that appears whole at ``path`` on success and never in part.
 
@@ -237,6 +257,11 @@ def atomic_write(
     * Elsewhere (no ``O_TMPFILE``, or a file system without it): the data go to a file
       under such a hidden name from the start, renamed onto ``path`` at the end.
 
+    With ``replace=False`` an existing ``path`` is never replaced: it is refused before
+    anything is written, and if it appears while the data are written the last step (a
+    ``link``, which fails on an existing name, instead of ``os.replace``) refuses it too,
+    removing the hidden name.
+
     Either way the hidden name holds its owner's process id and host, and
     :func:`clean_stale_temporaries` (run at the start of every write to the same target)
     removes those of dead processes on this host. On any exception, and on SIGINT or
@@ -246,7 +271,7 @@ def atomic_write(
     """
     target = Path(path)
     inputs = [p for p in inputs if p is not None]
-    real = check_output_path(target, inputs)
+    real = check_output_path(target, inputs, replace=replace)
     protected = _input_identities(inputs)
     clean_stale_temporaries(real)
     previous: dict[int, Any] = {}
@@ -279,15 +304,18 @@ def atomic_write(
             try:
                 _link_unnamed(keep, real)  # a new name: one atomic step
             except FileExistsError:
+                if not replace:
+                    raise UnsafeOutputError(f"refusing to write {target}: the file appeared while it was written") \
+                        from None
                 tmp = _temp_name(real)
                 _link_unnamed(keep, tmp)
                 os.replace(tmp, real)
             except OSError:  # a file system that made the unnamed file but cannot link it
                 tmp = _temp_name(real)
                 _copy_fd(keep, tmp)
-                os.replace(tmp, real)
+                _publish(tmp, real, target, replace)
         else:
-            os.replace(tmp, real)
+            _publish(tmp, real, target, replace)
         tmp = None
     except BaseException as ex:
         for open_fd in (fd, keep):

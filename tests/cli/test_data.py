@@ -169,6 +169,53 @@ def test_geolife_on_fixture_traces(app, tmp_path):
     np.testing.assert_allclose(space.points[space.index(labels[0])[0]], a, atol=1e-9)
 
 
+@pytest.mark.parametrize("existing", ["geolife.csv", "geolife.weights.csv"])
+def test_geolife_refuses_an_existing_output_unless_overwrite(app, tmp_path, existing):
+    """The POINTS file or its weights file: one error naming it, nothing written, both kept as they were."""
+    _plt(tmp_path / "Data" / "000" / "Trajectory" / "1.plt", [(39.905, 116.305), (39.915, 116.305)])
+    (tmp_path / existing).write_text("mine\n", encoding="utf-8")
+    args = ["data", "geolife", str(tmp_path / "Data"), "--region", "39.9,116.3,40.0,116.4", "--cell", "0.01",
+            "--size", "2", "--out", str(tmp_path / "geolife.csv")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: --out: refusing to write {tmp_path / existing}: the file exists and replacing it was not asked "
+        "for; pass --overwrite to replace it"]
+    assert (tmp_path / existing).read_text(encoding="utf-8") == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["Data", existing])
+    assert runner.invoke(app, [*args, "--overwrite"]).exit_code == 0
+    assert read_points(tmp_path / "geolife.csv").n == 2 and _weights(weights_path(tmp_path / "geolife.csv"))[1]
+
+
+def test_geolife_failing_weights_leave_no_points_file(app, tmp_path, monkeypatch):
+    """The weights file fails after the POINTS file was written: the POINTS file goes too, nothing is left."""
+    from metricdp.cli import data
+    from metricdp.errors import UnsafeOutputError
+
+    def appeared(path, *_a):
+        raise UnsafeOutputError(f"refusing to write {path}: the file appeared while it was written")
+
+    monkeypatch.setattr(data, "_write_weights", appeared)
+    _plt(tmp_path / "Data" / "000" / "Trajectory" / "1.plt", [(39.905, 116.305), (39.915, 116.305)])
+    result = runner.invoke(app, ["data", "geolife", str(tmp_path / "Data"), "--region", "39.9,116.3,40.0,116.4",
+                                 "--cell", "0.01", "--size", "2", "--out", str(tmp_path / "geolife.csv")])
+    assert result.exit_code == 2 and "geolife.weights.csv: the file appeared" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["Data"]
+
+
+def test_vec_refuses_an_existing_output_unless_overwrite(app, tmp_path):
+    src = tmp_path / "tiny.vec"
+    _vec(src, [f"w{chr(97 + i)}" for i in range(20)])
+    out = tmp_path / "words.parquet"
+    out.write_bytes(b"mine")
+    args = ["data", "vec", str(src), "--size", "5", "--pool", "10", "--neighbours", "2", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and f"refusing to write {out}: the file exists" in result.stderr
+    assert out.read_bytes() == b"mine"
+    assert runner.invoke(app, [*args, "--overwrite"]).exit_code == 0
+    assert read_points(out).n == 5
+
+
 def test_geolife_errors(app, tmp_path):
     result = runner.invoke(app, ["data", "geolife", str(tmp_path / "missing"), "--out", str(tmp_path / "g.csv")])
     assert result.exit_code == 2 and "no such file or folder" in result.stderr

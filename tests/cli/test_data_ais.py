@@ -72,3 +72,16 @@ def test_missing_package_names_the_extra(tmp_path, monkeypatch):
     result = run("data", "ais", "--out", tmp_path / "a.csv")
     assert_one_line_error(result, "data ais needs the optional package 'tracktable_data'",
                           "pip install 'metricdp[traces]'")
+
+
+@NEEDS_TRACKTABLE
+def test_an_existing_output_is_refused_unless_overwrite(tmp_path):
+    out = tmp_path / "a.csv"
+    out.write_text("mine\n", encoding="utf-8")
+    result = run("data", "ais", "--dataset", DAY, "--out", out)
+    assert_one_line_error(result, f"--out: refusing to write {out}: the file exists", "pass --overwrite")
+    assert out.read_text(encoding="utf-8") == "mine\n" and list(tmp_path.iterdir()) == [out]
+    result = run("data", "ais", "--dataset", DAY, "--out", out, "--overwrite")
+    assert result.exit_code == 0, result.output
+    with open(out, encoding="utf-8", newline="") as fh:
+        assert next(csv.reader(fh)) == ["person", "time", "lat", "lon"]

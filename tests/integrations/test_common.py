@@ -55,10 +55,11 @@ def test_two_partitions_release_streams_are_independent(mech, seed):
     x = release_column(values, mech, partition_rng(s, 0), "p0")
     y = release_column(values, mech, partition_rng(s, 1), "p1")
     xi, yi = (pd.Index(LABELS).get_indexer(v) for v in (x, y))
-    assert _contingency_pvalue(xi, yi) > 0.001  # row k of partition 0 says nothing about row k of partition 1
+    alpha = 1e-9 if seed is None else 1e-3  # the OS source: a false alarm at most 1e-9 a run; a seed: a fixed draw
+    assert _contingency_pvalue(xi, yi) > alpha  # row k of partition 0 says nothing about row k of partition 1
     p = np.asarray(mech.matrix)[1]
     for z in (xi, yi):
-        assert stats.chisquare(np.bincount(z, minlength=4), p * n).pvalue > 0.001
+        assert stats.chisquare(np.bincount(z, minlength=4), p * n).pvalue > alpha
     # a shared stream would give identical releases: the dependence test has power
     same = release_column(values, mech, partition_rng(7, 0), "p")
     again = release_column(values, mech, partition_rng(7, 0), "p")

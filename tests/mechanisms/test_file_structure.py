@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -279,13 +278,7 @@ def test_a_mechanism_that_audits_itself_drops_a_structure_record() -> None:
 @pytest.mark.slow
 def test_five_thousand_cells_load_without_the_dense_audit(tmp_path, no_dense_audit) -> None:
     space = MetricSpace.grid(70, 72, 1.0)  # 5,040 cells: the lattice-chain proof at the production threshold
-    t0 = time.perf_counter()
     mech = pl.planar_laplace(space, 1.0)
     mech.save(tmp_path / "big.npz")
-    built = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    back = load_mechanism(tmp_path / "big.npz")
-    loaded = time.perf_counter() - t0
+    back = load_mechanism(tmp_path / "big.npz")  # no_dense_audit: the cubic audit (hours) would fail the test
     assert back.info["audit"] == "lattice-chain" and back.info["epsilon_audit"] <= 1.0
-    # the build's own proof and the file's checks, nothing cubic (the dense audit would take hours)
-    assert loaded < 2 * built + 10

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -197,14 +196,12 @@ def test_truncation_radius_is_the_smallest_meeting_the_mass(alpha):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.05, 5.0])
-def test_thirty_by_thirty_grid_is_fast(alpha):
+def test_thirty_by_thirty_grid_rows_are_distributions(alpha):
     """The geolocation case: 30 x 30 cells (the builder adds its certify audit on top)."""
     space = MetricSpace.grid(30, 30, cell=150.0)
     k = _lattice_coordinates(space)
-    start = time.perf_counter()
     radius = lattice_truncation_radius(alpha, 30)
     m = _lattice_matrix(k, alpha, radius)
-    assert time.perf_counter() - start < 10.0  # about 0.3 s unloaded
     assert abs(m.sum(axis=1) - 1).max() <= 1e-13 and m.min() > 0
 
 

@@ -69,6 +69,7 @@ __all__ = [
     "EXIT_PRIVACY",
     "JsonOption",
     "OutOption",
+    "OverwriteOption",
     "SeedOption",
     "check_output",
     "console",
@@ -229,7 +230,8 @@ def fmt(value: Any, digits: int = 6) -> str:
 
 # ---------------------------------------------------------------------------- files
 def check_output(
-    path: Path, option: str = "--out", inputs: Iterable[str | os.PathLike[str] | None] = ()
+    path: Path, option: str = "--out", inputs: Iterable[str | os.PathLike[str] | None] = (), *,
+    replace: bool = True,
 ) -> Path:
     """Refuse an output path that cannot be written, before any long computation.
 
@@ -237,7 +239,9 @@ def check_output(
     every other file it writes: ``path`` may be none of them, by any name (a symlink, a
     hard link, ``..``). Devices, FIFOs, sockets and directories are refused too
     (:func:`metricdp.io.check_output_path`, the refusals :func:`metricdp.io.atomic_write`
-    makes again when it writes).
+    makes again when it writes). With ``replace=False`` (a command's ``--overwrite`` not
+    given) an existing ``path`` is refused as well; the command then writes with
+    ``atomic_write(..., replace=False)``.
     """
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
@@ -247,9 +251,10 @@ def check_output(
     if not os.access(parent, os.W_OK):
         raise ValidationError(f"{option} {path}: directory {parent} is not writable")
     try:
-        check_output_path(path, [p for p in inputs if p is not None and p is not path])
+        check_output_path(path, [p for p in inputs if p is not None and p is not path], replace=replace)
     except UnsafeOutputError as ex:
-        raise UnsafeOutputError(f"{option}: {ex}") from None
+        hint = "; pass --overwrite to replace it" if not replace and os.path.lexists(path) else ""
+        raise UnsafeOutputError(f"{option}: {ex}{hint}") from None
     return path
 
 
@@ -351,3 +356,4 @@ SeedOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+OverwriteOption = Annotated[bool, typer.Option("--overwrite", help="Replace output files that exist (else refused).")]

@@ -23,7 +23,8 @@
 
 ``--out`` defaults to ``glove-<N>-seed<S>.csv`` / ``geo-<region>-<N>.csv`` in the current
 folder; ``.parquet`` is written too (through pyarrow, a core dependency). Files are written
-atomically. The coordinates are written with Python's shortest round-trip ``repr``, so
+atomically, and an output file that exists (``FILE.weights.csv`` included) is refused, naming it,
+unless ``--overwrite`` is given. The coordinates are written with Python's shortest round-trip ``repr``, so
 :func:`metricdp.read_points` rebuilds exactly the space the library returns.
 """
 
@@ -44,7 +45,7 @@ from ..data.geo import REGIONS
 from ..errors import ValidationError
 from ..io import atomic_write
 from ..tabular.formats import TABLE_FORMATS, format_of, table_format
-from ._common import JsonOption, check_output, console, echo_json, fmt, handle_errors, progress
+from ._common import JsonOption, OverwriteOption, check_output, console, echo_json, fmt, handle_errors, progress
 
 __all__ = ["data_app", "register", "weights_path", "write_points"]
 
@@ -66,26 +67,44 @@ def weights_path(out: Path) -> Path:
 
 
 def write_points(
-    out: Path, labels: Sequence[str], coords: NDArray[np.float64], columns: Sequence[str]
+    out: Path, labels: Sequence[str], coords: NDArray[np.float64], columns: Sequence[str], *, replace: bool = True
 ) -> None:
-    """Write a POINTS file (``label`` + coordinate columns) as CSV or Parquet, atomically."""
+    """Write a POINTS file (``label`` + coordinate columns) as CSV or Parquet, atomically
+    (an existing ``out`` is refused unless ``replace``: :func:`metricdp.io.atomic_write`)."""
     fmt = table_format(out, what=f"--out {out}: a POINTS file")
-    with atomic_write(out, "wb") as fh:
+    with atomic_write(out, "wb", replace=replace) as fh:
         fmt.write_table(fh, ["label", *columns], [list(labels), *(coords[:, j] for j in range(coords.shape[1]))])
 
 
-def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float64]) -> None:
-    with atomic_write(path, "w") as fh:
+def _write_weights(path: Path, labels: Sequence[str], weights: NDArray[np.float64], replace: bool) -> None:
+    with atomic_write(path, "w", replace=replace) as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(["label", "weight"])
         for label, w in zip(labels, weights.tolist(), strict=True):
             writer.writerow([label, repr(w)])
 
 
-def _target(out: Path | None, default: str, inputs: Sequence[Path] = ()) -> Path:
+def _write_cells(
+    out: Path, wpath: Path, labels: Sequence[str], coords: NDArray[np.float64], weights: NDArray[np.float64],
+    replace: bool,
+) -> None:
+    """The POINTS file ``label,lat,lon`` and its ``FILE.weights.csv``; when the weights fail, the
+    POINTS file just created goes too (without ``replace`` there was none before it)."""
+    write_points(out, labels, coords, ["lat", "lon"], replace=replace)
+    try:
+        _write_weights(wpath, labels, weights, replace)
+    except BaseException:
+        if not replace:
+            out.unlink(missing_ok=True)
+        raise
+
+
+def _target(
+    out: Path | None, default: str, overwrite: bool, inputs: Sequence[Path] = (), what: str = "a POINTS file"
+) -> Path:
     path = Path(default) if out is None else out
-    format_of(path, TABLE_FORMATS, what=f"--out {path}: a POINTS file")
-    return check_output(path, inputs=inputs)
+    format_of(path, TABLE_FORMATS, what=f"--out {path}: {what}")
+    return check_output(path, inputs=inputs, replace=overwrite)
 
 
 # The vocabulary sampling options that `data glove` and `data vec` share.
@@ -109,6 +128,7 @@ def glove(
         ),
     ] = None,
     json: JsonOption = False,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Sample a GloVe 6B 50-d vocabulary (Imola et al.) as a POINTS file.
 
@@ -121,11 +141,11 @@ def glove(
     from ..data.glove import glove_space
 
     require("glove", what="data glove")
-    target = _target(out, f"glove-{size}-seed{seed}.csv")
+    target = _target(out, f"glove-{size}-seed{seed}.csv", overwrite)
     with progress(f"sampling {size} GloVe words"):
         space = glove_space(size, seed=seed, pool=pool, neighbours=neighbours)
         points = np.asarray(space.points, dtype=np.float64)
-        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])])
+        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])], replace=overwrite)
     summary = {
         "out": str(target),
         "n": space.n,
@@ -170,6 +190,7 @@ def geo(
         ),
     ] = None,
     json: JsonOption = False,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Write the most populous cells of a region as a POINTS file.
 
@@ -184,13 +205,12 @@ def geo(
 
     require("geo", what="data geo")
     name, _ = parse_region(region)
-    target = _target(out, f"geo-{name}-{size}.csv")
-    wpath = check_output(weights_path(target))
+    target = _target(out, f"geo-{name}-{size}.csv", overwrite)
+    wpath = check_output(weights_path(target), replace=overwrite)
     with progress(f"binning populated places of {name} into {cell:g} degree cells"):
         cells = geo_space(region, cell=cell, size=size)
         space = cells.space
-        write_points(target, space.labels, np.asarray(space.points, dtype=np.float64), ["lat", "lon"])
-        _write_weights(wpath, space.labels, cells.weights)
+        _write_cells(target, wpath, space.labels, np.asarray(space.points, dtype=np.float64), cells.weights, overwrite)
     summary = {
         "out": str(target),
         "weights": str(wpath),
@@ -236,6 +256,7 @@ def geolife(
         ),
     ] = None,
     json: JsonOption = False,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Imola et al.'s Geolife space: the most popular bins of a folder of .plt traces.
 
@@ -245,14 +266,13 @@ def geolife(
     """
     from ..data.geolife import geolife_bins
 
-    target = _target(out, f"geolife-{size}.csv")
-    wpath = check_output(weights_path(target))
+    target = _target(out, f"geolife-{size}.csv", overwrite)
+    wpath = check_output(weights_path(target), replace=overwrite)
     area = None if region.strip().lower() in ("world", "globe", "none") else region
     with progress(f"binning Geolife traces under {root}"):
         cells = geolife_bins(root, region=area, cell=cell, top_regions=top_regions, size=size)
         space = cells.space
-        write_points(target, space.labels, np.asarray(space.points, dtype=np.float64), ["lat", "lon"])
-        _write_weights(wpath, space.labels, cells.weights)
+        _write_cells(target, wpath, space.labels, np.asarray(space.points, dtype=np.float64), cells.weights, overwrite)
     summary = {
         "out": str(target),
         "weights": str(wpath),
@@ -280,11 +300,11 @@ def geolife(
 _AisDataset = Annotated[str, typer.Option("--dataset", "-d", help="One of: " + ", ".join(AIS_DATASETS) + ".")]
 
 
-def _write_traces(out: Path, traces: Traces) -> None:
+def _write_traces(out: Path, traces: Traces, replace: bool) -> None:
     """A trace table ``person,time,lat,lon`` (time as ISO 8601 text) as CSV or Parquet, atomically."""
     fmt = table_format(out, what=f"--out {out}: a trace table")
     times = np.datetime_as_string(traces.time, unit="s").tolist()
-    with atomic_write(out, "wb") as fh:
+    with atomic_write(out, "wb", replace=replace) as fh:
         fmt.write_table(fh, ["person", "time", "lat", "lon"],
                         [traces.person.tolist(), times, np.asarray(traces.lat, dtype=np.float64),
                          np.asarray(traces.lon, dtype=np.float64)])
@@ -301,6 +321,7 @@ def ais(
         ),
     ] = None,
     json: JsonOption = False,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """AIS ship tracks (tracktable-data) as a trace table person,time,lat,lon.
 
@@ -315,12 +336,10 @@ def ais(
     require("traces", what="data ais")
     if dataset not in AIS_DATASETS:
         raise ValidationError(f"--dataset {dataset!r}: not an AIS dataset; known: {', '.join(AIS_DATASETS)}")
-    path = Path(f"ais-{dataset}.csv") if out is None else out
-    format_of(path, TABLE_FORMATS, what=f"--out {path}: a trace table")
-    target = check_output(path)
+    target = _target(out, f"ais-{dataset}.csv", overwrite, what="a trace table")
     with progress(f"reading AIS dataset {dataset}"):
         traces = ais_traces(dataset)
-        _write_traces(target, traces)
+        _write_traces(target, traces, overwrite)
     summary = {
         "out": str(target),
         "dataset": dataset,
@@ -357,6 +376,7 @@ def vec(
         ),
     ] = None,
     json: JsonOption = False,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Sample a vocabulary (Imola et al.) from any word-vector file as a POINTS file.
 
@@ -366,13 +386,13 @@ def vec(
     from ..data.embeddings import read_vec, read_word2vec_binary
     from ..data.glove import vocabulary_space
 
-    target = _target(out, f"vec-{size}-seed{seed}.csv", (file,))
+    target = _target(out, f"vec-{size}-seed{seed}.csv", overwrite, (file,))
     reader = read_word2vec_binary if file.suffix.lower() == ".bin" else read_vec
     with progress(f"reading {file} and sampling {size} words"):
         embeddings = reader(file, limit=4 * pool)
         space = vocabulary_space(embeddings, size, seed=seed, pool=pool, neighbours=min(neighbours, pool))
         points = np.asarray(space.points, dtype=np.float64)
-        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])])
+        write_points(target, space.labels, points, [f"x{j + 1}" for j in range(points.shape[1])], replace=overwrite)
     summary = {
         "out": str(target),
         "source": str(file),
