@@ -27,17 +27,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .._optional import import_optional
 from ..errors import EngineError, ValidationError
 from ..tabular.columns import ColumnPlan
 from ._plan import Piece, Plan, cut_file, engine_format
 
-__all__ = ["PersonCount", "PersonCounts", "PersonsDone", "merge_counts", "start_counted"]
+if TYPE_CHECKING:
+    from ..streaming.persons import PersonTable
+
+__all__ = ["PersonCount", "PersonsDone", "merge_counts", "start_counted"]
 
 
 @dataclass(frozen=True)
@@ -48,23 +50,6 @@ class PersonsDone:
     ids: Any
     codes: bytes
     rows: int
-
-
-@dataclass(frozen=True)
-class PersonCounts:
-    """The persons of a file, as the local pass holds them: distinct ids (Arrow ``binary``, sorted bytewise),
-    rows per person, and (for a plan) every row's code into the ids."""
-
-    ids: Any
-    counts: NDArray[np.int64]
-    codes: NDArray[np.int64] | None = None
-
-    @property
-    def persons(self) -> NDArray[Any]:
-        """The distinct ids as numpy text (built on demand: the plan and the ledger take :attr:`ids`)."""
-        from ..streaming.persons import text_view
-
-        return text_view(self.ids)
 
 
 @dataclass(frozen=True)
@@ -90,7 +75,7 @@ class PersonCount:
         return PersonsDone(piece.index, found.ids, codes.tobytes(), int(codes.size))
 
 
-def merge_counts(results: Sequence[PersonsDone]) -> PersonCounts:
+def merge_counts(results: Sequence[PersonsDone]) -> PersonTable:
     """The file's persons from its pieces' (in piece order), built by the one constructor of the per-person table.
 
     Every piece's distinct ids go into :func:`metricdp.streaming.persons.person_table` at
@@ -110,7 +95,7 @@ def merge_counts(results: Sequence[PersonsDone]) -> PersonCounts:
     at = np.repeat(base, [c.size for c in local]) + (np.concatenate(local) if local else np.zeros(0, np.int64))
     table = person_table(every, np.bincount(at, minlength=len(every)).astype(np.int64))
     code = np.asarray(pc.index_in(every, value_set=table.ids).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return PersonCounts(table.ids, table.counts, code[at])
+    return replace(table, codes=code[at])
 
 
 def _check(engine: str, pieces: Sequence[Piece], results: Sequence[Any]) -> list[PersonsDone]:
@@ -140,7 +125,7 @@ def user_index(plan: Plan, user_column: str, column: str) -> int:
 
 
 def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_column: str,
-                        mechanism: Any, progress: Any = None) -> PersonCounts:
+                        mechanism: Any, progress: Any = None) -> PersonTable:
     """One distributed pass over the user column of ``plan``'s pieces: the file's persons and row codes.
 
     ``progress`` (:data:`metricdp._progress.Progress`) is told as the partitions complete.
@@ -157,7 +142,7 @@ def distributed_persons(engine: str, runner: Any, plan: Plan, column: str, user_
     return found
 
 
-def start_counted(src: Path, identity: tuple[int, ...], persons: PersonCounts, epsilon: float, acc: Any,
+def start_counted(src: Path, identity: tuple[int, ...], persons: PersonTable, epsilon: float, acc: Any,
                   source: Any, unit: str, release: Callable[[Any], Any], *, refuse_empty: bool = True) -> Any:
     """The plan of a release that needs only who each row belongs to (no consistent groups): the budget
     reserved (or the run refused) before anything is drawn, as

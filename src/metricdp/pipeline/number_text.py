@@ -95,11 +95,3 @@ def _oracle_refuses(text: str) -> bool:
     except ValueError:
         return True
     return False
-
-
-
-def _field_text(pending: bytes, a: int, b: int) -> str:
-    raw = pending[a:b]
-    if raw[:1] == b'"':
-        raw = raw[1:-1].replace(b'""', b'"')
-    return raw.decode("utf-8", errors="replace")

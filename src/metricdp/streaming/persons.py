@@ -106,10 +106,12 @@ class RowPersons:
 
 @dataclass(frozen=True)
 class PersonTable:
-    """Distinct persons (Arrow ``binary`` ids, sorted bytewise) and the rows of each (int64)."""
+    """Distinct persons (Arrow ``binary`` ids, sorted bytewise) and the rows of each (int64); ``codes``, where
+    a plan needs them, every row's code into the ids (the engines' count, :mod:`metricdp.integrations._persons`)."""
 
     ids: Any
     counts: NDArray[np.int64]
+    codes: NDArray[np.int64] | None = None
 
     @property
     def persons(self) -> NDArray[Any]:
