@@ -155,37 +155,3 @@ def test_spread_and_manager_options_are_checked(fixes, tmp_path, extra, fragment
     out = tmp_path / "out.csv"
     assert_one_line_error(run("privatize-trace", fixes, "-o", out, *COLUMNS, *extra), fragment)
     assert not out.exists()
-
-
-# ------------------------------------------------------------------------------- eps from a displacement
-@pytest.mark.parametrize(("extra", "eps"), [
-    (("--mechanism", "independent"), 4.0),  # 2 / 0.5 km
-    (("--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5", "--cell", "100m"), 4.658862678519631),
-])
-def test_displacement_sets_the_eps_json(fixes, tmp_path, extra, eps):
-    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "--displacement", "500m", *extra,
-                 "--json")
-    assert result.exit_code == 0, result.output
-    got = json.loads(result.stdout)
-    assert got["epsilon_per_km"] == pytest.approx(eps, rel=1e-12) and got["displacement_km"] == 0.5
-
-
-def test_displacement_is_said_in_the_summary(fixes, tmp_path):
-    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, "--displacement", "2km",
-                 "--mechanism", "independent")
-    assert result.exit_code == 0, result.output
-    assert "at eps 1 per km (mean displacement at most 2 km)" in result.stdout
-
-
-@pytest.mark.parametrize(("extra", "fragment"), [
-    (("--mechanism", "predictive"), "measured, not set"),
-    (("--mechanism", "independent", "-e", "1/km"), "not with --epsilon"),
-    (("--mechanism", "independent", "--spread-budget", "4"), "not with --epsilon or --spread-budget"),
-    (("--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5", "--cell", "1km"), "cells of 1 km"),
-    (("--mechanism", "independent", "--displacement", "far"), "--displacement"),
-])
-def test_displacement_refusals_are_one_line_and_write_nothing(fixes, tmp_path, extra, fragment):
-    args = ["--displacement", "500m"] if "--displacement" not in extra else []
-    result = run("privatize-trace", fixes, "-o", tmp_path / "out.csv", *COLUMNS, *args, *extra)
-    assert_one_line_error(result, fragment)
-    assert not (tmp_path / "out.csv").exists()

@@ -86,29 +86,6 @@ def _eps(text: str | None, flag: str) -> float | None:
         raise ValidationError(str(ex).replace("--epsilon", flag, 1)) from None
 
 
-#: per-place: the cells' side when --cell is not given, km
-DEFAULT_CELL_KM = 1.0
-
-
-def _displacement_epsilon(which: Mechanism, displacement: str | None, epsilon: str | None, cell: str | None,
-                          spread: str | None) -> float | None:
-    """The eps of ``--displacement`` (:func:`~metricdp.location.displacement.epsilon_for_displacement`), or None."""
-    if displacement is None:
-        return None
-    if epsilon is not None or spread is not None:
-        raise ValidationError("--displacement sets each release's eps: not with --epsilon or --spread-budget")
-    if which is Mechanism.predictive:
-        raise ValidationError("--displacement: the predictive mechanism's displacement depends on its test (a reused "
-                              "release moves with the fix up to --threshold), so it is measured, not set: give "
-                              "--epsilon, and measure with evaluate-trace")
-    from ..location.displacement import epsilon_for_displacement
-
-    length = _km(displacement, "--displacement")
-    assert length is not None
-    side = (_km(cell, "--cell") or DEFAULT_CELL_KM) if which is Mechanism.per_place else None
-    return epsilon_for_displacement(length, side)
-
-
 def _mechanism(which: Mechanism, eps: float | None, test_epsilon: str | None, threshold: str | None,
                region: str | None, cell: str | None, manager: Manager | None = None, spread: str | None = None,
                test_share: float | None = None) -> Any:
@@ -141,7 +118,7 @@ def _mechanism(which: Mechanism, eps: float | None, test_epsilon: str | None, th
                                   "before the data is read)")
         from ..location.grid import CellGrid
 
-        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or DEFAULT_CELL_KM), eps, spread=b)
+        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps, spread=b)
     km = _km(threshold, "--threshold")
     if adaptive:
         if b is None or eps is not None or test_epsilon is not None:
@@ -200,8 +177,6 @@ def _print(summary: dict[str, Any], user: str) -> None:
     eps, spread = summary["epsilon_per_km"], summary["spread_budget"]
     manager = (" --manager adaptive" if summary["manager"] == "adaptive" else "") + \
         (f" at eps {fmt(eps)} per km" if eps is not None else "") + \
-        (f" (mean displacement at most {fmt(summary['displacement_km'])} km)" if "displacement_km" in summary
-         else "") + \
         (f", each person's budget {fmt(spread)} per km spread over their {_OVER[summary['mechanism']]}"
          if spread is not None else "")
     lines = [f"wrote {summary['output']}: {summary['rows']:,} fixes of {summary['persons']:,} persons released by "
@@ -270,10 +245,6 @@ def register(app: typer.Typer) -> None:
         = None,
         cell: Annotated[str | None, typer.Option("--cell", metavar="LENGTH", help="per-place: the cells' side "
                                                  "(default 1km).")] = None,
-        displacement: Annotated[str | None, typer.Option("--displacement", metavar="LENGTH", help="independent, "
-                                                         "per-place: instead of --epsilon, the eps whose mean "
-                                                         "displacement of a fix is at most LENGTH (2 / eps; per "
-                                                         "place plus half the cell's diagonal).")] = None,
         budget: BudgetOption = None,
         ledger: LedgerOption = None,
         ledger_key: LedgerKeyOption = None,
@@ -307,9 +278,7 @@ def register(app: typer.Typer) -> None:
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()
         check_engine(engine, scheduler, master, chunk_rows)  # before anything is read or started
-        eps = _displacement_epsilon(mechanism, displacement, epsilon, cell, spread_budget)
-        if eps is None:
-            eps = resolve_epsilon(epsilon, None, None, "km")
+        eps = resolve_epsilon(epsilon, None, None, "km")
         mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell, manager, spread_budget, test_share)
         check_output(out, inputs=(input_file, report, *acct.files()))
         if report is not None:
@@ -342,8 +311,6 @@ def register(app: typer.Typer) -> None:
         summary = _summary(run, out, seconds, acct, eps,
                            getattr(mech, "kind_of_manager", None), mech.spread)
         summary["engine"] = engine.value
-        if displacement is not None:
-            summary["displacement_km"] = _km(displacement, "--displacement")
         if report is not None:
             run.write_report(report, inputs=(input_file, out, *acct.files()))
             summary["report"] = str(report)
