@@ -3,6 +3,7 @@
     python benchmarks/bench_traces.py --persons 1000000 --fixes 10     # 10M fixes of 1M persons (Parquet)
     python benchmarks/bench_traces.py --ais                            # the AIS ship tracks, three mechanisms
     python benchmarks/bench_traces.py --quick                          # 20,000 fixes
+    python benchmarks/bench_traces.py --persons 100000 --engine dask   # 1M fixes, locally then on Dask
 
 Synthetic traces: each person has a home and a work place in the Riga box of
 docs/location.md and alternates between them in stays of 5 fixes with 100 m of GPS
@@ -17,6 +18,9 @@ default week: real vessels, sorted by vessel then time) to CSV and releases them
 mechanism. Each release runs in a child process of its own, so its peak resident memory is
 its own (not the writer's, nor an earlier run's). Prints one JSON line per run: fixes,
 persons, seconds, fixes/s, the peak resident memory of the child, fresh releases and reuses.
+``--engine dask`` (or ``spark``) releases the same file on that engine too (a local cluster of the
+machine's cores; the child's peak memory is the driver's only), after the local run, so both are
+timed under the same load.
 Timings depend on the machine and its load: report ``uptime`` with them.
 """
 
@@ -91,13 +95,15 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench(path: Path, mechanism: Any, user: str, budget: float | None) -> dict[str, Any]:
+def bench(path: Path, mechanism: Any, user: str, budget: float | None, engine: str = "local") -> dict[str, Any]:
     t0 = time.perf_counter()
-    run = release_traces_file(path, path.with_name("out" + path.suffix), user=user, time="time", lat="lat",
-                              lon="lon", mechanism=mechanism, budget=budget, policy="drop", keep=(user, "time"))
+    out = path.with_name(f"out-{engine}{path.suffix}")
+    run = release_traces_file(path, out, user=user, time="time", lat="lat", lon="lon", mechanism=mechanism,
+                              budget=budget, policy="drop", keep=(user, "time"), engine=engine)
     seconds = time.perf_counter() - t0
     r = run.report
-    return {"mechanism": run.mechanism, "fixes": run.stats.rows, "persons": len(r), "seconds": round(seconds, 3),
+    return {"engine": engine, "mechanism": run.mechanism, "fixes": run.stats.rows, "persons": len(r),
+            "seconds": round(seconds, 3),
             "fixes_per_second": round(run.stats.rows / seconds), "peak_rss_mb": round(peak_mb()),
             "fresh": int(r.fresh.sum()), "reuses": int(r.reused.sum()), "accounted": budget is not None,
             "load": os.getloadavg()[0]}
@@ -111,9 +117,10 @@ def _mechanism(name: str) -> Any:
             "per-place": lambda: PerPlace(grid, 0.5)}[name]()
 
 
-def in_child(path: Path, mechanism: str, user: str, budget: float | None) -> dict[str, Any]:
+def in_child(path: Path, mechanism: str, user: str, budget: float | None, engine: str = "local") -> dict[str, Any]:
     """:func:`bench` of ``mechanism`` (a name of :func:`_mechanism`) in a child process: its own peak memory."""
-    args = [sys.executable, __file__, "--child", str(path), mechanism, user, "" if budget is None else repr(budget)]
+    args = [sys.executable, __file__, "--child", str(path), mechanism, user, "" if budget is None else repr(budget),
+            engine]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"the benchmark's child failed:\n{done.stderr}")
@@ -129,30 +136,35 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     parser.add_argument("--ais", action="store_true", help="the AIS ship tracks of tracktable-data")
     parser.add_argument("--quick", action="store_true", help="2,000 persons x 10 fixes")
-    parser.add_argument("--child", nargs=4, metavar=("PATH", "MECHANISM", "USER", "BUDGET"),
+    parser.add_argument("--engine", choices=["dask", "spark"], help="also release on this engine (local cluster)")
+    parser.add_argument("--child", nargs=5, metavar=("PATH", "MECHANISM", "USER", "BUDGET", "ENGINE"),
                         help=argparse.SUPPRESS)  # one release, run by in_child
     args = parser.parse_args(argv)
     if args.child:
-        path_, mech, user, budget = args.child
-        result = bench(Path(path_), _mechanism(mech), user, float(budget) if budget else None)
+        path_, mech, user, budget, engine = args.child
+        result = bench(Path(path_), _mechanism(mech), user, float(budget) if budget else None, engine)
         print(json.dumps(result))
         return [result]
     results = []
+    engines = ("local",) if args.engine is None else ("local", args.engine)
     with tempfile.TemporaryDirectory() as tmp:
         if args.ais:
             path = Path(tmp) / "ais.csv"
             write_ais(path)
             for name in ("independent", "predictive", "per-place"):
-                results.append({"data": "AIS NYHarbor_2020_12_first_week", **in_child(path, name, "vessel", None)})
-                print(json.dumps(results[-1]))
+                for engine in engines:
+                    results.append({"data": "AIS NYHarbor_2020_12_first_week",
+                                    **in_child(path, name, "vessel", None, engine)})
+                    print(json.dumps(results[-1]))
             return results
         persons, fixes = (2_000, 10) if args.quick else (args.persons, args.fixes)
         path = Path(tmp) / f"fixes.{args.format}"
         write_synthetic(path, persons, fixes)
         for budget in (None, float(fixes)):
-            results.append({"data": f"synthetic {persons} persons x {fixes} fixes ({args.format})",
-                            **in_child(path, "synthetic", "user", budget)})
-            print(json.dumps(results[-1]))
+            for engine in engines:
+                results.append({"data": f"synthetic {persons} persons x {fixes} fixes ({args.format})",
+                                **in_child(path, "synthetic", "user", budget, engine)})
+                print(json.dumps(results[-1]))
     return results
 
 

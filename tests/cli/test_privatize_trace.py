@@ -155,3 +155,33 @@ def test_spread_and_manager_options_are_checked(fixes, tmp_path, extra, fragment
     out = tmp_path / "out.csv"
     assert_one_line_error(run("privatize-trace", fixes, "-o", out, *COLUMNS, *extra), fragment)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "eps"), [
+    (("--mechanism", "independent"), 4.0),  # 2 / 0.5 km
+    (("--mechanism", "predictive"), 4.0),
+    (("--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5", "--cell", "300m"),
+     2 / (0.5 - 0.3 / 2 ** 0.5)),
+])
+def test_displacement_chooses_the_eps_and_says_so(fixes, tmp_path, flags, eps):
+    out = tmp_path / "out.csv"
+    result = run("privatize-trace", fixes, "-o", out, *COLUMNS, *flags, "--displacement", "500m", "--json")
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert got["epsilon_per_km"] == pytest.approx(eps) and got["displacement_km"] == 0.5
+    result = run("privatize-trace", fixes, "-o", tmp_path / "out2.csv", *COLUMNS, *flags, "--displacement", "500m")
+    assert result.exit_code == 0, result.output
+    assert "chosen for a mean displacement of at most 500 m" in result.stdout
+
+
+@pytest.mark.parametrize(("flags", "fragments"), [
+    (("-e", "1/km"), ("--displacement: not with --epsilon",)),
+    (("--mechanism", "per-place", "--region", "48.7,2.2,49.0,2.5"), ("--displacement 500m", "its cell alone")),
+    (("--budget", "3"), ("--displacement 500m", "no eps within the budget 3", "needs eps 4")),
+    (("--mechanism", "independent", "--spread-budget", "5"), ("--displacement: not with --spread-budget",)),
+])
+def test_displacement_refusals_are_one_line(fixes, tmp_path, flags, fragments):
+    out = tmp_path / "out.csv"
+    result = run("privatize-trace", fixes, "-o", out, *COLUMNS, *flags, "--displacement", "500m")
+    assert_one_line_error(result, *fragments)
+    assert not out.exists()

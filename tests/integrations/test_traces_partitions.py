@@ -63,7 +63,7 @@ def _run(tmp_path: Path, src: Path, shared_of, partitions: int = 3) -> tuple[lis
     scratch.mkdir()
     job = _Job(plan, "user", "t", "lat", "lon", 6, 11, str(scratch))
     keys = [person_keys(job, p, mech) for p in plan.pieces]
-    ids, rows = np.concatenate([k[0] for k in keys]), np.concatenate([k[1] for k in keys])  # k[2]: cells
+    ids, rows = np.concatenate([k[0] for k in keys]), np.concatenate([k[1] for k in keys])
     assert rows.tolist() == list(range(plan.rows))
     where = np.array([_person_hash(x) % partitions for x in ids.tolist()])
     shared = shared_of(mech, src)
@@ -115,9 +115,26 @@ def test_a_person_the_count_did_not_see_fails_the_partition(tmp_path):
     mech = Independent(1.0)
     plan = plan_file(src, _Checked("user", "t", "lat", "lon", mech, where=str(src)), keep=("note",))
     job = _Job(plan, "user", "t", "lat", "lon", 6, None, str(tmp_path))
-    ids, rows, _ = person_keys(job, plan.pieces[0], mech)
+    ids, rows = person_keys(job, plan.pieces[0], mech)
     got = release_rows(job, 0, rows, ids, without_one(mech, src))
     assert isinstance(got, Failed) and not got.input and "did not see" in got.message
+
+
+def test_fixes_per_person_other_than_the_drivers_counts_fail_the_partition(tmp_path):
+    src = _input(tmp_path / "in.csv")
+    mech = Independent(1.0)
+    check = _Checked("user", "t", "lat", "lon", mech, where=str(src))
+    plan = plan_file(src, check, keep=("note",))
+    persons = check.persons.ids
+    counts = check.rows[:persons.size].copy()
+    assert int(counts.sum()) == plan.rows  # the check pass counted every fix once
+    job = _Job(plan, "user", "t", "lat", "lon", 6, None, str(tmp_path))
+    ids, rows = person_keys(job, plan.pieces[0], mech)
+    grants = np.full(persons.size, 100, dtype=np.int64)
+    assert isinstance(release_rows(job, 0, rows, ids, _Shared(mech, persons, grants, None, counts)), TracePart)
+    counts[0] += 1  # the file as the partition reads it holds one fix fewer of the first person
+    got = release_rows(job, 0, rows, ids, _Shared(mech, persons, grants, None, counts))
+    assert isinstance(got, Failed) and not got.input and "other fixes per person than the driver counted" in got.message
 
 
 def test_the_drivers_check_refuses_the_first_fix_out_of_order_in_the_file(tmp_path):

@@ -1,7 +1,7 @@
 """``metricdp privatize-trace IN -o OUT --user-column U --time-column T --lat LAT --lon LON
---mechanism predictive|per-place|independent --epsilon EPS [--budget B --ledger L --over-budget ...]
-[--engine local|dask|spark]``, or ``--spread-budget B`` (each person's budget spread over their own
-fixes, places or trace) with ``--manager fixed|adaptive`` (predictive).
+--mechanism predictive|per-place|independent --epsilon EPS|--displacement LENGTH
+[--budget B --ledger L --over-budget ...] [--engine local|dask|spark]``, or ``--spread-budget B`` (each
+person's budget spread over their own fixes, places or trace) with ``--manager fixed|adaptive`` (predictive).
 
 Releases the (lat, lon) of every fix of a trace file (CSV or Parquet; GeoJSON out) in file
 order with a state per person (:mod:`metricdp.pipeline.traces`): the predictive mechanism
@@ -133,6 +133,27 @@ def _mechanism(which: Mechanism, eps: float | None, test_epsilon: str | None, th
     return Predictive(eps, eps / 5 if test is None else test, 2.0 / eps if km is None else km, spread=b)
 
 
+def _from_displacement(text: str | None, eps: float | None, which: Mechanism, manager: Manager | None,
+                       spread: str | None, cell: str | None, budget: float | None) -> float | None:
+    """``--epsilon``, or the eps whose mean displacement of a fix is at most ``--displacement``
+    (:func:`~metricdp.location.displacement.epsilon_for_displacement`)."""
+    if text is None:
+        return eps
+    if eps is not None:
+        raise ValidationError("--displacement: not with --epsilon: it chooses the eps")
+    if manager is Manager.adaptive or (spread is not None and which is not Mechanism.predictive):
+        raise ValidationError("--displacement: not with --spread-budget here: each release's eps is the person's "
+                              "share of the budget")
+    from ..location.displacement import epsilon_for_displacement
+
+    d = float(_km(text, "--displacement") or 0.0)
+    cell_km = (_km(cell, "--cell") or 1.0) if which is Mechanism.per_place else None
+    try:
+        return float(epsilon_for_displacement(d, which.value, cell_km=cell_km, budget=budget))
+    except ValidationError as ex:
+        raise ValidationError(f"--displacement {text}: {ex}") from None
+
+
 def _stats(a: Any) -> dict[str, float]:
     a = np.asarray(a, dtype=np.float64)
     if not a.size:
@@ -152,6 +173,7 @@ def _summary(run: Any, out: Path, seconds: float, acct: AccountingOptions, eps: 
     r = run.report
     summary: dict[str, Any] = {
         "output": str(out), "mechanism": run.mechanism, "manager": manager, "epsilon_per_km": eps,
+        "displacement_km": None,
         "spread_budget": spread, "rows": run.stats.rows,
         "persons": len(r), "seconds": seconds, "rows_per_second": run.stats.rows / seconds if seconds > 0 else None,
         "fresh_releases": int(r.fresh.sum()), "reuses": int(r.reused.sum()), "tests": int(r.tests.sum()),
@@ -177,6 +199,8 @@ def _print(summary: dict[str, Any], user: str) -> None:
     eps, spread = summary["epsilon_per_km"], summary["spread_budget"]
     manager = (" --manager adaptive" if summary["manager"] == "adaptive" else "") + \
         (f" at eps {fmt(eps)} per km" if eps is not None else "") + \
+        (f" (chosen for a mean displacement of at most {fmt(summary['displacement_km'] * 1000)} m)"
+         if summary["displacement_km"] is not None else "") + \
         (f", each person's budget {fmt(spread)} per km spread over their {_OVER[summary['mechanism']]}"
          if spread is not None else "")
     lines = [f"wrote {summary['output']}: {summary['rows']:,} fixes of {summary['persons']:,} persons released by "
@@ -215,6 +239,11 @@ def register(app: typer.Typer) -> None:
         lat: Annotated[str, typer.Option("--lat", help="Latitude column (degrees).")],
         lon: Annotated[str, typer.Option("--lon", help="Longitude column (degrees).")],
         epsilon: EpsilonOption = None,
+        displacement: Annotated[str | None, typer.Option("--displacement", metavar="LENGTH", help="Instead of "
+                                                         "--epsilon: the mean displacement of a fix accepted "
+                                                         "(500m, 2km); the eps is chosen from it (independent and "
+                                                         "predictive's fresh releases: 2 / eps exactly; per-place: "
+                                                         "2 / eps + half the cell's diagonal, a bound).")] = None,
         mechanism: Annotated[Mechanism, typer.Option("--mechanism", case_sensitive=False, help="predictive: a "
                                                      "private test reuses the last release when the fix is near "
                                                      "it; per-place: one release per public cell (with --ledger, "
@@ -278,7 +307,8 @@ def register(app: typer.Typer) -> None:
         acct = AccountingOptions(user_column, budget, ledger, ledger_key, None, over_budget).for_unit("km")
         acct.check()
         check_engine(engine, scheduler, master, chunk_rows)  # before anything is read or started
-        eps = resolve_epsilon(epsilon, None, None, "km")
+        eps = _from_displacement(displacement, resolve_epsilon(epsilon, None, None, "km"), mechanism, manager,
+                                 spread_budget, cell, acct.budget)
         mech = _mechanism(mechanism, eps, test_epsilon, threshold, region, cell, manager, spread_budget, test_share)
         check_output(out, inputs=(input_file, report, *acct.files()))
         if report is not None:
@@ -311,6 +341,7 @@ def register(app: typer.Typer) -> None:
         summary = _summary(run, out, seconds, acct, eps,
                            getattr(mech, "kind_of_manager", None), mech.spread)
         summary["engine"] = engine.value
+        summary["displacement_km"] = _km(displacement, "--displacement")
         if report is not None:
             run.write_report(report, inputs=(input_file, out, *acct.files()))
             summary["report"] = str(report)

@@ -8,18 +8,16 @@ person's fixes lie in many pieces. This path runs the local engine's kind
 1. **check** -- the driver reads the file once with the local engine's reader, column plan
    and leak check (:func:`._plan.plan_file`) and the kind's own parse and order check
    (the first fix out of time order in the file refused as the local engine refuses it),
-   and cuts it into pieces;
+   and cuts it into pieces; that pass is the local engine's first pass
+   (:meth:`metricdp.pipeline.traces.Traces.check`): it counts the fixes per person and, per place,
+   each distinct (person, cell) with the row of its first fix, the cells being public functions of
+   the true fixes, counted inside the accounted run as there;
 2. **keys** -- each piece's persons, read by the format's engine side
    (:meth:`~metricdp.tabular.formats.Parts.read`) and the kind's own person ids, as a frame
-   of ``(person, row, cell)`` (the public cell of the fix, an accounted per-place release only);
-   an accounted release counts them on the engine (a group-by: Dask's ``groupby()``, Spark's
-   ``reduceByKey``): the fixes per person and, per place, each distinct (person, cell) with the
-   row of its first fix -- the counts of the local engine's first pass
-   (:meth:`metricdp.pipeline.traces.Traces.check`), the cells being public functions of the true
-   fixes, counted inside the accounted run as there;
+   of ``(person, row)``;
 3. **reserve** -- on the driver, the local engine's reservation
    (:func:`metricdp.pipeline.trace_budget.reserve`): a ``spread`` budget gives each person's eps
-   (or budget manager) from their counts (:meth:`~metricdp.pipeline.trace_states.TraceMechanism.fit`),
+   (or budget manager) from the check pass's counts (:meth:`~metricdp.pipeline.trace_states.TraceMechanism.fit`),
    each person's worst case is reserved (a refused run draws, writes and spends nothing), and an
    accounted per-place release settles every place of the run there
    (:func:`metricdp.pipeline.trace_places.settle`): the ledger's memo read back for the persons of
@@ -41,6 +39,9 @@ person's fixes lie in many pieces. This path runs the local engine's kind
 the driver does (the local engine's codes: in the order they first come in the file) and gets
 the fitted mechanism (each person's eps or manager), every person's grant and, per place, the
 settled places of its own persons (:meth:`~metricdp.pipeline.trace_states.PerPlace.remember`).
+Each partition checks that the fixes it reads of each of its persons are as many as the driver
+counted (a file changed between the passes fails the partition; every partition and the publish
+also check the file's identity), so no engine-side count is needed.
 A person's releases are then the local engine's, on the same counts, grant and places: the
 privacy argument is the local one (``docs/proofs/trace_accounting.md``). Spread: each person's
 eps is B / n_p (or B / k_p) of their whole file, computed once, so a person's spend is at most
@@ -59,7 +60,7 @@ interleave differently from the input.
 
 **Cost.** A partition reads every piece that holds one of its rows: with many persons, each
 partition reads about the whole file (the keys alone cross the network, 8 bytes and an id
-per row, and a cell per place), so the reads grow with the partitions times the file. The
+per row), so the reads grow with the partitions times the file. The
 partitions are as many as the cluster runs at once (Dask: its workers' threads; Spark: its default parallelism),
 at most one per piece. Accounted, every partition holds every person's id, grant and eps
 (memory per person, as the local run's); per place, the driver holds the run's distinct
@@ -70,7 +71,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import operator
 import os
 import shutil
 import traceback
@@ -91,7 +91,7 @@ from ..accounting.accountant import canonical_ids
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..location.trace_report import TraceReport
 from ..pipeline.trace_budget import Grants, reserve
-from ..pipeline.trace_places import Places, settle
+from ..pipeline.trace_places import settle
 from ..pipeline.trace_states import Fixes, PerPlace
 from ..pipeline.traces import TraceRun, Traces
 from ..tabular.columns import ColumnPlan
@@ -127,8 +127,7 @@ class _Checked(Traces):
 
 @dataclass(frozen=True)
 class _Job:
-    """What every partition shares: the plan (with its pieces), the kind's settings, the seed, the scratch, and
-    whether the keys carry each fix's cell (an accounted per-place release)."""
+    """What every partition shares: the plan (with its pieces), the kind's settings, the seed and the scratch."""
 
     plan: Plan
     user: str
@@ -138,7 +137,6 @@ class _Job:
     digits: int
     seed: int | None
     scratch: str
-    places: bool = False
 
     def kind(self, mechanism: Any) -> Traces:
         return Traces(self.user, self.time, self.lat, self.lon, mechanism, digits=self.digits, where=self.plan.path)
@@ -149,12 +147,14 @@ class _Shared:
     """Sent once per worker: the mechanism (each partition releases with a copy) and, when accounted, the driver's
     coding of the persons (``persons[c]`` is person code ``c``'s id as the file holds it, in the order they first
     come: the local engine's codes), their ``granted`` pieces by code, the mechanism fitted to them (a spread's eps
-    per person) and, per place, the places ``settled`` before the pass."""
+    per person), per place, the places ``settled`` before the pass, and the driver's ``counts`` of fixes by code
+    (what each partition's own persons must have: the cross-check that the pieces it reads are the ones counted)."""
 
     mechanism: Any
     persons: NDArray[Any] | None = None
     granted: NDArray[np.int64] | None = None
     settled: Settled | None = None
+    counts: NDArray[np.int64] | None = None
 
     def places(self, own: NDArray[Any], cells: int) -> Settled | None:
         """The settled places of the persons ``own`` (canonical ids): what one partition remembers."""
@@ -177,21 +177,14 @@ class TracePart:
     report: TraceReport
 
 
-def person_keys(job: _Job, piece: Any, mechanism: Any
-                ) -> tuple[NDArray[Any], NDArray[np.int64], NDArray[np.int64]]:
-    """Each row's person (canonical id), data row in the file and public cell (-1 unless ``job.places``), of one
-    piece (the kind's own reading of ids, and of fixes for their cells)."""
+def person_keys(job: _Job, piece: Any, mechanism: Any) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """Each row's person (canonical id) and data row in the file, of one piece (the kind's own reading of ids)."""
     plan = job.plan
     chunk = plan.parts.read(piece, plan.layout)
     kind = job.kind(mechanism)
-    if job.places:
-        fixes = kind.parse(chunk).values
-        codes, cell = fixes.persons, np.asarray(mechanism.cells(fixes.latlon), dtype=np.int64)
-    else:
-        codes = kind.persons.codes(chunk.column(job.user), chunk, job.user, plan.path)
-        cell = np.full(chunk.rows, -1, dtype=np.int64)
+    codes = kind.persons.codes(chunk.column(job.user), chunk, job.user, plan.path)
     ids = canonical_ids(kind.persons.ids) if len(kind.persons) else np.zeros(0, dtype=np.int64)
-    return ids[codes], piece.row + np.arange(chunk.rows, dtype=np.int64), cell
+    return ids[codes], piece.row + np.arange(chunk.rows, dtype=np.int64)
 
 
 def release_rows(job: _Job, k: int, rows: NDArray[np.int64], persons: NDArray[Any],
@@ -256,6 +249,10 @@ def _release(job: _Job, k: int, rows: NDArray[np.int64], persons: NDArray[Any], 
         numbers.append(number)
         written += len(released)
         own.append(sub.persons)
+    if shared.counts is not None and own:
+        codes, counted = np.unique(np.concatenate(own), return_counts=True)
+        if not np.array_equal(counted, shared.counts[codes]):
+            raise EngineError("a partition read other fixes per person than the driver counted")
     return TracePart(k, int(rows.size), written, tuple(numbers), _report(kind, own))
 
 
@@ -273,16 +270,15 @@ def _report(kind: Traces, own: list[NDArray[np.int64]]) -> TraceReport:
 
 
 # ------------------------------------------------------------------------------ the engines
-#: ``decide(ids, counts, pairs)``: the shared value of the release from the fixes per person and, per place, the
-#: distinct ``(persons, cells, first rows)`` (all None: not accounted).
-Decide = Callable[[NDArray[Any] | None, NDArray[np.int64] | None, tuple[NDArray[Any], ...] | None], _Shared]
+#: ``decide()``: the shared value of the release (accounted: from the driver's counts of its check pass).
+Decide = Callable[[], _Shared]
 #: ``told(rows, partitions)``: the rows of the partitions released so far, and how many partitions.
 Told = Callable[[int, int], None]
 
 
 def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
           told: Told) -> list[Any]:
-    """Keys as a Dask DataFrame, counted (accounted), shuffled on the person, released per partition."""
+    """Keys as a Dask DataFrame, shuffled on the person, released per partition."""
     from .._optional import import_optional
 
     dask = import_optional("dask", extra="dask")
@@ -291,23 +287,11 @@ def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: 
     distributed = import_optional("distributed", extra="dask")
     pieces = job.plan.pieces
     meta = pd.DataFrame({"person": pd.Series([], dtype="int64" if id_type in "iu" else object),
-                         "row": pd.Series([], dtype="int64"), "cell": pd.Series([], dtype="int64")})
+                         "row": pd.Series([], dtype="int64")})
     with backend.cluster(len(pieces)) as client:
         frames = [dask.delayed(functools.partial(_key_frame, job, mechanism))(p) for p in pieces]
-        keys = client.persist(dd.from_delayed(frames, meta=meta, verify_meta=False))
-        ids = counts = pairs = None
-        if accounted:
-            jobs = [keys.groupby("person")["row"].count()]
-            if job.places:  # each distinct (person, cell) and the row of its first fix
-                jobs.append(keys.groupby(["person", "cell"])["row"].min())
-            done = [f.result() for f in client.compute(jobs)]
-            ids, counts = done[0].index.to_numpy(), done[0].to_numpy(dtype=np.int64)
-            if job.places:
-                index = done[1].index
-                pairs = (index.get_level_values(0).to_numpy(), index.get_level_values(1).to_numpy(dtype=np.int64),
-                         done[1].to_numpy(dtype=np.int64))
-        shared = decide(ids, counts, pairs)
-        value = client.submit(_same, shared, pure=False)
+        keys = dd.from_delayed(frames, meta=meta, verify_meta=False)
+        value = client.submit(_same, decide(), pure=False)
         slots = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info()["workers"].values())
         parts = keys.shuffle(on="person", npartitions=_partitions(len(pieces), slots)).to_delayed()
         tasks = [dask.delayed(functools.partial(_release_frame, job))(k, part, value) for k, part in enumerate(parts)]
@@ -324,8 +308,8 @@ def _key_frame(job: _Job, mechanism: Any, piece: Any) -> Any:
 
     pd = import_optional("pandas", extra="dask")
 
-    ids, rows, cell = person_keys(job, piece, mechanism)
-    return pd.DataFrame({"person": ids if ids.dtype.kind == "i" else ids.astype(object), "row": rows, "cell": cell})
+    ids, rows = person_keys(job, piece, mechanism)
+    return pd.DataFrame({"person": ids if ids.dtype.kind == "i" else ids.astype(object), "row": rows})
 
 
 def _release_frame(job: _Job, k: int, frame: Any, shared: _Shared) -> TracePart | Failed:
@@ -338,8 +322,7 @@ def _same(x: Any) -> Any:
 
 def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
            told: Told) -> list[Any]:
-    """Keys as an RDD of ``(person, (row, cell))``, counted (accounted), partitioned by the person, released per
-    partition."""
+    """Keys as an RDD of ``(person, row)``, partitioned by the person, released per partition."""
     from .spark import _collect_told, spark_ready
 
     spark_ready()
@@ -347,28 +330,14 @@ def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide:
     with warnings.catch_warnings(), backend.cluster(len(pieces)) as sc:
         warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # "pandas >= 3 unsupported"
         keys = sc.parallelize(list(pieces), len(pieces)).flatMap(functools.partial(_key_pairs, job, mechanism))
-        keys.cache()
+        value = sc.broadcast(decide())
         try:
-            ids = counts = pairs = None
-            if accounted:
-                counted = keys.mapValues(lambda _fix: 1).reduceByKey(operator.add).collect()
-                ids = np.asarray([p for p, _ in counted]) if counted else np.zeros(0, dtype=np.int64)
-                counts = np.asarray([c for _, c in counted], dtype=np.int64)
-                if job.places:  # each distinct (person, cell) and the row of its first fix
-                    got = keys.map(lambda kv: ((kv[0], kv[1][1]), kv[1][0])).reduceByKey(min).collect()
-                    pairs = (np.asarray([p for (p, _), _ in got]) if got else np.zeros(0, dtype=np.int64),
-                             np.asarray([c for (_, c), _ in got], dtype=np.int64),
-                             np.asarray([r for _, r in got], dtype=np.int64))
-            value = sc.broadcast(decide(ids, counts, pairs))
-            try:
-                by_person = keys.partitionBy(_partitions(len(pieces), int(sc.defaultParallelism)), _person_hash)
-                tasks = by_person.mapPartitionsWithIndex(_task)
-                return _collect_told(sc, tasks, functools.partial(_release_pairs, job), value,
-                                     lambda rows, count: told(int(rows), int(count)))
-            finally:
-                value.unpersist()
+            by_person = keys.partitionBy(_partitions(len(pieces), int(sc.defaultParallelism)), _person_hash)
+            tasks = by_person.mapPartitionsWithIndex(_task)
+            return _collect_told(sc, tasks, functools.partial(_release_pairs, job), value,
+                                 lambda rows, count: told(int(rows), int(count)))
         finally:
-            keys.unpersist()
+            value.unpersist()
 
 
 def _partitions(pieces: int, slots: int) -> int:
@@ -377,9 +346,9 @@ def _partitions(pieces: int, slots: int) -> int:
     return max(1, min(pieces, slots))
 
 
-def _key_pairs(job: _Job, mechanism: Any, piece: Any) -> list[tuple[Any, tuple[int, int]]]:
-    ids, rows, cell = person_keys(job, piece, mechanism)
-    return list(zip(ids.tolist(), zip(rows.tolist(), cell.tolist(), strict=True), strict=True))
+def _key_pairs(job: _Job, mechanism: Any, piece: Any) -> list[tuple[Any, int]]:
+    ids, rows = person_keys(job, piece, mechanism)
+    return list(zip(ids.tolist(), rows.tolist(), strict=True))
 
 
 def _person_hash(person: Any) -> int:
@@ -387,16 +356,15 @@ def _person_hash(person: Any) -> int:
     return zlib.crc32(repr(person).encode("utf-8"))
 
 
-def _task(k: int, pairs: Iterable[tuple[Any, tuple[int, int]]]) -> list[tuple[tuple[int, list[Any]], int]]:
+def _task(k: int, pairs: Iterable[tuple[Any, int]]) -> list[tuple[tuple[int, list[Any]], int]]:
     """Partition ``k``'s pairs as one task weighing its rows (what the progress counts)."""
     got = list(pairs)
     return [((k, got), len(got))]
 
 
-def _release_pairs(job: _Job, task: tuple[int, list[tuple[Any, tuple[int, int]]]], shared: _Shared
-                   ) -> TracePart | Failed:
+def _release_pairs(job: _Job, task: tuple[int, list[tuple[Any, int]]], shared: _Shared) -> TracePart | Failed:
     k, pairs = task
-    rows = np.fromiter((fix[0] for _, fix in pairs), dtype=np.int64, count=len(pairs))
+    rows = np.fromiter((row for _, row in pairs), dtype=np.int64, count=len(pairs))
     return release_rows(job, k, rows, np.asarray([p for p, _ in pairs]), shared)
 
 
@@ -436,24 +404,19 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
             raise ValidationError(f"{src}: no data rows")
         identity = _identity(src)
 
-        def decide(engine_ids: NDArray[Any] | None, counts: NDArray[np.int64] | None,
-                   pairs: tuple[NDArray[Any], ...] | None) -> _Shared:
-            if engine_ids is None or counts is None:
+        def decide() -> _Shared:
+            if not accounted:
                 return _Shared(mech)
-            if int(counts.sum()) != plan.rows:
-                raise EngineError(f"the {backend.name} job counted {int(counts.sum()):,} fixes where the input has "
-                                  f"{plan.rows:,}")
-            persons = check.persons.ids  # coded as the local engine codes them: in the order they first come
+            # the driver's check pass counted what the local first pass counts (the fixes per person and, per
+            # place, the distinct (person, cell) with their first rows), persons coded as the local engine codes
+            # them; every partition checks its persons' fixes against these counts, and the file's identity is
+            # checked by every partition and before the publish
+            persons = check.persons.ids
             ids = canonical_ids(persons) if persons.size else np.zeros(0, dtype=np.int64)
-            if engine_ids.size != ids.size:
-                raise EngineError(f"the {backend.name} job counted {engine_ids.size:,} persons where the input has "
-                                  f"{ids.size:,}")
-            rows = np.zeros(ids.size, dtype=np.int64)
-            rows[_codes(ids, canonical_ids(engine_ids), backend.name)] = counts
-            seen = Places(0)
-            if pairs is not None:
-                seen = Places.of(mech.cell_count, _codes(ids, canonical_ids(pairs[0]), backend.name), pairs[1],
-                                 pairs[2])
+            rows, seen = check.rows[:ids.size], check.seen
+            if int(rows.sum()) != plan.rows:  # pragma: no cover - one parse per chunk of the plan
+                raise EngineError(f"the check pass counted {int(rows.sum()):,} fixes where the input has "
+                                  f"{plan.rows:,}")
             g = reserve(mech, ids, rows, seen, shown=persons, where=kind.where, unit=kind.unit, path=src,
                         identity=identity, budget=budget, ledger=ledger, policy=policy, run_id=run_id)
             settlement.run = g.run
@@ -465,15 +428,14 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
                 source = partition_rng(seed, len(plan.pieces))  # no partition's stream: they are at most the pieces
                 mech.start(granted, source)
                 settled = settle(seen, mech, granted, *g.memo, ledger, g.run_id, source)
-            return _Shared(shipped, persons, granted, settled)
+            return _Shared(shipped, persons, granted, settled, rows.copy())
 
         def told(rows: int, count: int) -> None:
             report(progress, min(rows, plan.rows), plan.rows, f"releasing: {count} partitions done")
 
         scratch = scratch_directory(target)
         try:
-            job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch),
-                       places=accounted and isinstance(mech, PerPlace))
+            job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch))
             ran = _dask if engine == "dask" else _spark
             try:
                 results = ran(backend, job, mech, accounted, decide, check.persons.ids.dtype.kind, told)

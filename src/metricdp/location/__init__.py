@@ -15,7 +15,9 @@
   test of the last release, fresh noise only when it fails) and its budget managers;
 * :mod:`~metricdp.location.per_place` -- traces: one release per (person, public cell),
   reused across rows and runs through the ledger; equal releases reveal a shared cell;
-* :mod:`~metricdp.location.trace_report` -- what a trace release cost each person.
+* :mod:`~metricdp.location.trace_report` -- what a trace release cost each person;
+* :mod:`~metricdp.location.displacement` -- traces: the eps (or the adaptive manager's
+  spread budget) whose mean displacement of a fix is at most a given distance.
 
 Functions are imported from their modules (``from metricdp.location.points import
 privatize_points``); the package binds no function names.

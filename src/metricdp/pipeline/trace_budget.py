@@ -2,8 +2,8 @@
 
 One function for every engine (:func:`reserve`): the local chunk loop
 (:func:`metricdp.streaming.traces.release_traces_file`) calls it with the counts of its first pass, the Dask
-and Spark path (:mod:`metricdp.integrations._traces`) with the engine's counts (fixes per
-person and, per place, the distinct (person, cell) pairs with their first rows), the persons
+and Spark path (:mod:`metricdp.integrations._traces`) with the same counts of its driver's check pass (fixes
+per person and, per place, the distinct (person, cell) pairs with their first rows), the persons
 coded as the local engine codes them: a spread budget's eps per person, the worst cases and,
 per place, the memo's hits are the local run's. The worst cases
 (:meth:`~.trace_states.TraceMechanism.worst`), the grants and the refusals are
