@@ -130,3 +130,32 @@ def test_matched_only_runs_the_matched_rows_beside_the_independent_release(capsy
     assert all("displacement matched" in r["setting"] for r in rows[1:])
     assert all(r["within_budget"] and r["spent_fraction_max"] <= 1.0 for r in rows)
     assert "displacement matched" in capsys.readouterr().out
+
+
+def test_matched_epsilon_at_a_tighter_factor_leaves_less_room_for_noise():
+    bench = _bench()
+    # independent eps 1 displaces by 2 km; 1.4x that minus a 0.8 km offset leaves 2 km of noise: eps 1
+    eps, ok = bench.matched_epsilon(np.array([1.0]), 0.8, np.array([2.0]), factor=1.4)
+    assert eps.tolist() == pytest.approx([1.0]) and ok.tolist() == [True]
+
+
+def test_preregistered_rows_read_every_seed_against_its_own_independent_release(capsys):
+    bench = _bench()
+    data = _vessels(bench, [40, 60, 25])
+    rows = bench.run(data, [10.0], [11, 12], bench.preregistered())
+    assert [r["mechanism"] for r in rows] == ["independent", "per-place", "predictive"]
+    assert rows[1]["setting"] == "0.05 km cells, displacement matched to 1.4x"
+    assert all(o["attack_x"] == 1.0 and o["displacement_x"] == 1.0 for o in rows[0]["per_seed"])
+    for r in rows[1:]:
+        assert [o["seed"] for o in r["per_seed"]] == [11, 12]
+        assert r["target_every_seed"] == all(o["target"] for o in r["per_seed"])
+        xs = sorted(o["attack_x"] for o in r["per_seed"])
+        assert r["attack_x_median"] == pytest.approx((xs[0] + xs[1]) / 2)
+        assert all(o["within_budget"] and o["spent_fraction_max"] <= 1.0 for o in r["per_seed"])
+    table = bench.seed_table(rows)
+    assert "| seed 11 | seed 12 |" in table and table.count("\n| 10 |") == 2
+
+
+def test_holds_needs_three_times_the_attack_error_within_one_and_a_half_times_the_displacement():
+    holds = _bench().holds
+    assert holds(3.0, 1.5) and not holds(2.99, 1.0) and not holds(4.0, 1.51)
