@@ -143,3 +143,62 @@ def test_blocked_splice_with_drops_matches_the_csv_module(rows, dropped, block, 
     for g, r, i in zip(got, rows, range(len(rows)), strict=True):
         assert g[:j] + g[j + 1:] == [r[c] for c in keep if c != column]
         assert g[j] == ["P", "Q,"][picks[i % 12] % 2]
+
+
+def _inserted(buf, end, fs, fe, table, offsets, choice):
+    """The splice by :func:`numpy.insert` at each range's start in the kept bytes: the oracle."""
+    keep = np.ones(end, dtype=bool)
+    for s, e in zip(fs, fe, strict=True):
+        keep[s:e] = False
+    pos = fs - np.concatenate(([0], np.cumsum(fe - fs)[:-1]))
+    pieces = [table[offsets[c]:offsets[c + 1]] for c in choice]
+    lens = np.array([len(p) for p in pieces], dtype=np.int64)
+    values = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+    return np.insert(buf[:end][keep], np.repeat(pos, lens), values)
+
+
+@given(
+    rows=st.lists(st.lists(_field, min_size=3, max_size=3), min_size=1, max_size=12),
+    crlf=st.booleans(),
+    dropped=st.sampled_from([(), (0,), (2,), (0, 2), (1,)]),
+    labels=st.lists(st.binary(max_size=4), min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 4), min_size=12, max_size=12),
+    tail=st.binary(max_size=5),
+)
+def test_splice_equals_numpy_insert(rows, crlf, dropped, labels, picks, tail):
+    """splice gives the bytes numpy.insert gives: fields with quotes, commas, newlines, CRLF, empty fields
+    and empty entries (removed ranges), with bytes after ``end`` left out."""
+    rows = [r for r in rows if r != ["", "", ""]]
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\r\n" if crlf else "\n").writerows(rows)
+    data = text.getvalue().encode("utf-8")
+    buf = _buf(data + tail)
+    column = next(c for c in range(3) if c not in dropped)
+    recs = _split(data, 3, column)
+    starts, stops, row, kind = csvsplit.edits_for(recs, column, dropped)
+    table = _buf(b"".join(labels) or b"")
+    offsets = np.cumsum([0] + [len(x) for x in labels])
+    choice = np.where(kind == 0, np.asarray(picks)[row % 12] % len(labels), len(labels) - 1)
+    got = csvsplit.splice(buf, recs.end, starts, stops, table, offsets, choice)
+    assert got.tobytes() == _inserted(buf, recs.end, starts, stops, table, offsets, choice).tobytes()
+
+
+def test_splice_by_hand_with_growing_and_shrinking_entries():
+    buf = _buf(b"ab,cd,e\nxyz\n")
+    fs, fe = np.array([0, 3, 6, 8]), np.array([2, 5, 7, 11])
+    table, offsets = _buf(b"QRSTU"), np.array([0, 0, 1, 5])
+    out = csvsplit.splice(buf, len(buf), fs, fe, table, offsets, np.array([2, 0, 1, 0]))
+    assert out.tobytes() == b"RSTU,,Q\n\n"
+
+
+@given(cuts=st.lists(st.integers(0, 40), max_size=12), inside=st.booleans())
+def test_ranges_mask_marks_the_bytes_of_the_ranges(cuts, inside):
+    """The mask of sorted disjoint ranges (empty ones and ranges that touch included) against a loop."""
+    cuts = sorted(cuts)
+    if len(cuts) % 2:
+        cuts = cuts[:-1]
+    fs, fe, n = np.array(cuts[0::2], dtype=np.int64), np.array(cuts[1::2], dtype=np.int64), 41
+    want = np.full(n, not inside)
+    for s, e in zip(fs, fe, strict=True):
+        want[s:e] = inside
+    assert csvsplit._ranges_mask(n, fs, fe, inside=inside).tolist() == want.tolist()
