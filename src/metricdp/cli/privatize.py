@@ -137,10 +137,9 @@ def check_engine(engine: Engine, scheduler: str | None, master: str | None, chun
 
 def check_formats(input_file: Path, out: Path, *, what: str | None = None) -> str:
     """The format name of INPUT, a format a release reads; ``--out`` names a format a release writes, and the
-    one the library writes for INPUT (:func:`metricdp.pipeline.run.output_format`). ``what`` starts INPUT's
+    one the library writes for INPUT (:func:`metricdp.tabular.formats.output_format`). ``what`` starts INPUT's
     error."""
-    from ..pipeline.run import output_format
-    from ..tabular.formats import release_format
+    from ..tabular.formats import output_format, release_format
 
     fmt = release_format(input_file, what=what)
     release_format(out, write=True, what=f"--out {out}:")

@@ -40,13 +40,13 @@ from ..io import atomic_write
 from ..mechanisms._kernel_loader import LAZY, lattice_kernels
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
-from ..tabular.formats import RELEASE_FORMATS, Chunk, Format, Reader, WriteSpec, named_format, release_format
+from ..tabular.formats import Chunk, Format, Reader, WriteSpec, output_format, release_format
 from ..tabular.leaks import ContentScan, check_names
 from .kind import Kind, Parsed, Select
 from .prefetch import prefetch, write_behind
 
 __all__ = ["COMPILED_FROM_BYTES", "DEFAULT_CHUNK_ROWS", "Pass", "ReleaseStats", "Source", "compiled",
-           "output_format", "release_pass"]
+           "release_pass"]
 
 #: Rows per chunk. 1,000,000 rows of a few short columns is ~50-100 MB of working memory.
 DEFAULT_CHUNK_ROWS = 1_000_000
@@ -120,30 +120,8 @@ class Source:
         return plan
 
     def output_format(self, out: str | PathLike[str]) -> Format:
-        """The output's format (:func:`output_format`: the input's, or GeoJSON for points)."""
+        """The output's format (:func:`metricdp.tabular.formats.output_format`: the input's, or GeoJSON for points)."""
         return output_format(self.format, out)
-
-
-def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool = True) -> Format:
-    """The format a release of an input in ``fmt`` writes ``out`` in: ``fmt`` itself, or, where
-    ``written_only``, a format that is only written (GeoJSON, for points).
-
-    A release does not convert (a CSV into Parquet): an output named for another format is
-    refused; a suffix that names no format keeps the input's.
-
-    Raises
-    ------
-    ValidationError
-        ``out`` names another format (the message names both).
-    """
-    name = named_format(out)
-    if name is None or name == fmt.name:
-        return fmt
-    named = RELEASE_FORMATS.get(name)
-    if named is fmt or (named is not None and written_only and not named.reads):
-        return named
-    raise ValidationError(f"{out}: a release is written in its input's format ({fmt.name}: "
-                          f"{'/'.join(fmt.suffixes)}), got {Path(out).suffix.lower()}")
 
 
 @dataclass

@@ -43,10 +43,10 @@ from numpy.typing import NDArray
 
 from .._progress import Progress, report
 from ..errors import ValidationError
-from ..pipeline.run import Source, output_format, release_pass
+from ..pipeline.run import Source, release_pass
 from ..pipeline.text import Texts, read_only
 from ..tabular.columns import ColumnPlan
-from ..tabular.formats import text_format
+from ..tabular.formats import output_format, text_format
 from .accounting import TextAccounting, check_persons
 from .numbers import NumberRelease
 from .policy import TokenPolicy

@@ -36,7 +36,8 @@ A caller outside this package never asks which format it holds: it asks the :cla
 :attr:`~Format.typed` (whether values carry their types or are texts to parse),
 :meth:`~Format.appender` (the rows with one column more), :meth:`~Format.write_table` (a small
 table of texts and numbers) -- or :func:`read_table` (a small file read whole), and finds it
-by :func:`release_format`, :func:`table_format` or :func:`text_format`.
+by :func:`release_format`, :func:`table_format` or :func:`text_format`; the format a release
+writes its output in is :func:`output_format`'s.
 
 Plain text is a format of this package (:mod:`.lines`: its one column, the document, is
 named by the format, not by a header), but not a table: :data:`RELEASE_FORMATS` and
@@ -81,7 +82,8 @@ from .lines import COLUMN
 __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
     "Layout", "Parts", "Points", "Reader", "Released", "Strings", "Table", "WriteSpec", "Writer", "arrow",
-    "checked_names", "format_of", "named_format", "place", "read_table", "release_format", "table_format",
+    "checked_names", "format_of", "named_format", "output_format", "place", "read_table", "release_format",
+    "table_format",
     "text_format",
 ]
 
@@ -198,3 +200,26 @@ def text_format(path: str | PathLike[str], column: str | None) -> tuple[Format, 
     if column is None:
         raise ValidationError(f"{p}: a {name.upper()} input needs the parameter 'column' (the text's field)")
     return RELEASE_FORMATS[name], column
+
+
+def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool = True) -> Format:
+    """The format a release of an input in ``fmt`` writes ``out`` in: ``fmt`` itself, or, where
+    ``written_only``, a format that is only written (GeoJSON, for points).
+
+    A release does not convert (a CSV into Parquet): an output named for another format is
+    refused; a suffix that names no format keeps the input's.
+
+    Raises
+    ------
+    ValidationError
+        ``out`` names another format (the message names both).
+    """
+    suffix = Path(out).suffix.lower()
+    name = named_format(out)
+    if name is None or name == fmt.name:
+        return fmt
+    named = RELEASE_FORMATS.get(name)
+    if named is fmt or (named is not None and written_only and not named.reads):
+        return named
+    raise ValidationError(f"{out}: a release is written in its input's format ({fmt.name}: "
+                          f"{'/'.join(fmt.suffixes)}), got {suffix}")

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..._optional import import_optional
 from ...errors import ValidationError
 from ._base import Appender, BatchChunk, BatchWriter, Chunk, Column, Format, Parts, Reader, Writer, WriteSpec, arrow
-from ._parts import BatchParts, one_batch
+from ._parts import BatchParts
 
 __all__ = ["FORMAT", "ParquetFormat", "ParquetParts", "input_compression", "open_parquet", "read_parquet"]
 
@@ -109,7 +109,14 @@ class ParquetParts(BatchParts):
             raise ValidationError(f"{reader.where}: not a readable Parquet file ({ex})") from None
 
     def batch(self, reader: Any, start: int, stop: int) -> Any:
-        return one_batch(reader.file.read_row_groups(list(range(start, stop))))
+        """Row groups ``start`` .. ``stop`` as one record batch, read column by column: each column's
+        chunks are combined as it is read, so the piece is held once plus one column (a whole table
+        combined at once holds every column twice)."""
+        pa, _ = arrow()
+        groups = list(range(start, stop))
+        columns = [reader.file.read_row_groups(groups, columns=[name]).column(0).combine_chunks()
+                   for name in reader.names]
+        return pa.RecordBatch.from_arrays(columns, schema=reader.schema)
 
     def options(self, reader: Any) -> Any:
         return input_compression(reader.file.metadata)
