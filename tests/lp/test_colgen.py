@@ -262,3 +262,17 @@ def test_tiny_deficits_are_left_in_the_shortfall():
     assert c.shortfall == pytest.approx(1e-12, rel=1e-6, abs=1e-15)  # node 1 covered, node 0 left
     assert 0 not in c.deficit.tolist()
     assert cover(g, factor, tol=0.0).shortfall <= 1e-15  # tol 0: every deficit shipped
+
+
+def test_six_by_six_grid_matches_the_full_lp():
+    # the size where the expected loss's optimum first leaves most outputs empty at a small eps
+    # (few columns in the working set) and the finish's seeded simplex has thousands of rows
+    space = _grid(6)
+    prior = np.random.default_rng(6).dirichlet(np.full(space.n, 0.5))
+    ref = optimal(space, 0.3, objective="expected", prior=prior, formulation="full")
+    cg = optimal(space, 0.3, objective="expected", prior=prior, formulation="column-generation")
+    assert cg.info["lp"]["formulation"] == "column-generation" and "fallback" not in cg.info["lp"]
+    assert cg.info["lp"]["objective"] == pytest.approx(ref.info["lp"]["objective"], rel=1e-9, abs=1e-12)
+    assert cg.info["lp"]["dual_bound"] <= cg.info["lp"]["objective"]
+    assert cg.info["lp"]["objective"] - cg.info["lp"]["dual_bound"] <= 1e-9 * cg.info["lp"]["objective"]
+    assert_private(cg)
