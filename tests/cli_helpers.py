@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import typer
@@ -15,6 +16,12 @@ def run(*args: object) -> Result:
     from metricdp.cli import app
 
     return runner.invoke(app, [str(a) for a in args])
+
+
+def usage_text(result: Result) -> str:
+    """A usage error's stderr as one line of words: the panel's box characters dropped and its wrapping undone
+    (the panel wraps at the terminal's width, so a long path can split a phrase across lines)."""
+    return " ".join(re.sub(r"[\u2500-\u257f]", " ", result.stderr).split())
 
 
 def assert_one_line_error(result: Result, *fragments: str, code: int = 2) -> None:

@@ -20,7 +20,7 @@ from metricdp import (
 from metricdp.cli import build as build_cli
 from metricdp.cli.example import example_text
 from metricdp.mechanisms import registry
-from tests.cli_helpers import assert_one_line_error, run
+from tests.cli_helpers import assert_one_line_error, run, usage_text
 
 POINTS = "label,x,y\na,0,0\nb,1,0\nc,0,2\nd,3,3\n"
 
@@ -248,7 +248,7 @@ def test_file_errors(points, tmp_path):
     )
     result = run("build", points, "-m", "exponential", "-e", 1, "-o", tmp_path)  # a usage error
     assert result.exit_code == 2
-    assert "is a directory" in result.stderr
+    assert "is a directory" in usage_text(result)
     assert_one_line_error(
         run("build", points, "-m", "exponential", "-e", 1, "--metric", "haversine", "-o", out),
         "label,lat,lon",
