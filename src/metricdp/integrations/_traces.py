@@ -276,8 +276,7 @@ Decide = Callable[[], _Shared]
 Told = Callable[[int, int], None]
 
 
-def _dask(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
-          told: Told) -> list[Any]:
+def _dask(backend: Backend, job: _Job, mechanism: Any, decide: Decide, id_type: str, told: Told) -> list[Any]:
     """Keys as a Dask DataFrame, shuffled on the person, released per partition."""
     from .._optional import import_optional
 
@@ -320,8 +319,7 @@ def _same(x: Any) -> Any:
     return x
 
 
-def _spark(backend: Backend, job: _Job, mechanism: Any, accounted: bool, decide: Decide, id_type: str,
-           told: Told) -> list[Any]:
+def _spark(backend: Backend, job: _Job, mechanism: Any, decide: Decide, id_type: str, told: Told) -> list[Any]:
     """Keys as an RDD of ``(person, row)``, partitioned by the person, released per partition."""
     from .spark import _collect_told, spark_ready
 
@@ -438,7 +436,7 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
             job = _Job(plan, kind.user, kind.time, kind.lat, kind.lon, kind.digits, seed, str(scratch))
             ran = _dask if engine == "dask" else _spark
             try:
-                results = ran(backend, job, mech, accounted, decide, check.persons.ids.dtype.kind, told)
+                results = ran(backend, job, mech, decide, check.persons.ids.dtype.kind, told)
             except MetricDPError:
                 raise
             except Exception as ex:  # the cluster's own failure (a worker died, no scheduler, a JVM error)
@@ -466,13 +464,10 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
                     0 if g is None else g.over, None if g is None else g.run_id)
 
 
-def _codes(ids: NDArray[Any], which: NDArray[Any], engine: str | None = None) -> NDArray[np.intp]:
-    """The codes (positions in ``ids``, distinct) of ``which``; with ``engine``, a value not in ``ids`` (the
-    persons the driver read) means the file changed."""
+def _codes(ids: NDArray[Any], which: NDArray[Any]) -> NDArray[np.intp]:
+    """The codes (positions in ``ids``, distinct) of ``which`` (values of ``ids``)."""
     order = np.argsort(ids, kind="stable")
     at = np.minimum(np.searchsorted(ids[order], which), max(ids.size - 1, 0))
-    if engine is not None and (not ids.size or not bool((ids[order][at] == which).all())):
-        raise EngineError(f"the {engine} job counted other persons than the input holds")
     return order[at] if ids.size else np.zeros(0, dtype=np.intp)
 
 
