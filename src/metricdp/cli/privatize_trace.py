@@ -58,6 +58,10 @@ class Mechanism(StrEnum):
     independent = "independent"
 
 
+#: per-place: the cells' side (km) when --cell is not given
+DEFAULT_CELL_KM = 1.0
+
+
 class Manager(StrEnum):
     fixed = "fixed"
     adaptive = "adaptive"
@@ -118,7 +122,7 @@ def _mechanism(which: Mechanism, eps: float | None, test_epsilon: str | None, th
                                   "before the data is read)")
         from ..location.grid import CellGrid
 
-        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or 1.0), eps, spread=b)
+        return PerPlace(CellGrid.over(region, _km(cell, "--cell") or DEFAULT_CELL_KM), eps, spread=b)
     km = _km(threshold, "--threshold")
     if adaptive:
         if b is None or eps is not None or test_epsilon is not None:
@@ -147,7 +151,7 @@ def _from_displacement(text: str | None, eps: float | None, which: Mechanism, ma
     from ..location.displacement import epsilon_for_displacement
 
     d = float(_km(text, "--displacement") or 0.0)
-    cell_km = (_km(cell, "--cell") or 1.0) if which is Mechanism.per_place else None
+    cell_km = (_km(cell, "--cell") or DEFAULT_CELL_KM) if which is Mechanism.per_place else None
     try:
         return float(epsilon_for_displacement(d, which.value, cell_km=cell_km, budget=budget))
     except ValidationError as ex:
