@@ -217,6 +217,11 @@ def _copy_fd(fd: int, name: Path) -> None:
         os.close(out)
 
 
+def _appeared(target: Path) -> UnsafeOutputError:
+    """The refusal of a name that appeared while a write that may not replace it was under way."""
+    return UnsafeOutputError(f"refusing to write {target}: the file appeared while it was written")
+
+
 def _publish(tmp: Path, real: Path, target: Path, replace: bool) -> None:
     """Give the complete hidden file ``tmp`` its name ``real``: ``os.replace``, or with
     ``replace=False`` a ``link`` (which fails on an existing name) and the hidden name's removal."""
@@ -226,7 +231,7 @@ def _publish(tmp: Path, real: Path, target: Path, replace: bool) -> None:
     try:
         os.link(tmp, real)
     except FileExistsError:
-        raise UnsafeOutputError(f"refusing to write {target}: the file appeared while it was written") from None
+        raise _appeared(target) from None
     os.unlink(tmp)
 
 
@@ -305,8 +310,7 @@ def atomic_write(
                 _link_unnamed(keep, real)  # a new name: one atomic step
             except FileExistsError:
                 if not replace:
-                    raise UnsafeOutputError(f"refusing to write {target}: the file appeared while it was written") \
-                        from None
+                    raise _appeared(target) from None
                 tmp = _temp_name(real)
                 _link_unnamed(keep, tmp)
                 os.replace(tmp, real)
