@@ -83,8 +83,7 @@ __all__ = [
     "FORMATS", "RELEASE_FORMATS", "TABLE_FORMATS", "Appender", "BatchChunk", "BatchWriter", "Chunk", "Coded", "Format",
     "Layout", "Parts", "Points", "Reader", "Released", "Strings", "Table", "WriteSpec", "Writer", "arrow",
     "checked_names", "format_of", "named_format", "output_format", "place", "read_table", "release_format",
-    "table_format",
-    "text_format",
+    "table_format", "text_format",
 ]
 
 
@@ -214,7 +213,6 @@ def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool =
     ValidationError
         ``out`` names another format (the message names both).
     """
-    suffix = Path(out).suffix.lower()
     name = named_format(out)
     if name is None or name == fmt.name:
         return fmt
@@ -222,4 +220,4 @@ def output_format(fmt: Format, out: str | PathLike[str], *, written_only: bool =
     if named is fmt or (named is not None and written_only and not named.reads):
         return named
     raise ValidationError(f"{out}: a release is written in its input's format ({fmt.name}: "
-                          f"{'/'.join(fmt.suffixes)}), got {suffix}")
+                          f"{'/'.join(fmt.suffixes)}), got {Path(out).suffix.lower()}")
