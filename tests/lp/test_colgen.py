@@ -27,9 +27,17 @@ def _grid(side: int) -> MetricSpace:
     return MetricSpace.from_distances(np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1)))
 
 
-def _points(seed: int, n: int) -> np.ndarray:
+def random_distances(seed: int, n: int) -> np.ndarray:
+    """The Euclidean distances of ``n`` standard normal points in the plane (seeded)."""
     pts = np.random.default_rng(seed).normal(size=(n, 2))
     return np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1))
+
+
+def random_pricing(seed: int, n: int, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """A pricing instance: the cone's factors e^(lam d) on :func:`random_distances` and a reduced-cost vector g
+    of either sign (seeded)."""
+    rng = np.random.default_rng(seed)
+    return np.exp(lam * random_distances(seed, n)), rng.normal(size=n) + rng.uniform(-1, 2)
 
 
 def _cone_min(g: np.ndarray, factor: np.ndarray) -> float:
@@ -66,7 +74,7 @@ def test_grids_with_priors_match_the_full_lp(side, eps):
 @pytest.mark.parametrize("eps", [0.3, 3.0])
 def test_five_by_five_grid_and_random_points(eps):
     # a larger grid (few outputs carry mass) and a space with no collinear points
-    for space in (_grid(5), MetricSpace.from_distances(_points(7, 12))):
+    for space in (_grid(5), MetricSpace.from_distances(random_distances(7, 12))):
         prior = np.random.default_rng(5).dirichlet(np.full(space.n, 0.5))
         ref = optimal(space, eps, objective="expected", prior=prior, formulation="full")
         cg = optimal(space, eps, objective="expected", prior=prior, formulation="column-generation")
@@ -93,7 +101,7 @@ def test_pricing_stops_at_the_builds_time_limit():
     # the exact pricing's flow LPs run under the build's deadline: a clock past the limit
     # stops it with the typed error instead of pricing on (it once ignored the limit)
     rng = np.random.default_rng(3)
-    factor = np.exp(1.0 * _points(3, 6))
+    factor = np.exp(1.0 * random_distances(3, 6))
     g = rng.normal(size=(6, 4)) - 0.5
     ticks = iter([0.0, 0.0, 10.0, 10.0, 10.0, 10.0, 10.0])
     with pytest.raises(SolverTimeLimitError, match="pricing"):
@@ -106,9 +114,7 @@ def test_pricing_stops_at_the_builds_time_limit():
 def test_shortfall_is_an_exact_pricing_certificate(seed, n, lam):
     # oracle: the pricing LP over the cone with every row. The shortfall s certifies
     # min_{m in C, sum m = 1} g.m >= -s, and is 0 exactly when that minimum is >= 0
-    rng = np.random.default_rng(seed)
-    factor = np.exp(lam * _points(seed, n))
-    g = rng.normal(size=n) + rng.uniform(-1, 2)
+    factor, g = random_pricing(seed, n, lam)
     s = shortfall(g, factor)
     value = _cone_min(g, factor)
     assert value >= -s - 1e-9
@@ -121,7 +127,7 @@ def test_shortfall_is_an_exact_pricing_certificate(seed, n, lam):
 
 
 def test_laplace_columns_lie_in_the_cone_and_screen():
-    d = _points(3, 6)
+    d = random_distances(3, 6)
     kernel = np.exp(-np.minimum(0.8 * d, 20.0))
     factor = np.exp(np.minimum(0.8 * d, 20.0))
     assert np.all(kernel[:, None, :] <= factor[:, :, None] * kernel[None, :, :] * (1 + 1e-12))

@@ -12,11 +12,7 @@ from hypothesis import strategies as st
 from metricdp.lp import colgen, greedy_cover
 from metricdp.lp.colgen import cover, covers
 from metricdp.lp.greedy_cover import greedy_flow
-
-
-def _points(seed: int, n: int) -> np.ndarray:
-    pts = np.random.default_rng(seed).normal(size=(n, 2))
-    return np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1))
+from tests.lp.test_colgen import random_distances, random_pricing
 
 
 def _order(factor: np.ndarray) -> np.ndarray:
@@ -50,9 +46,7 @@ def test_greedy_flow_leaves_the_deficits_below_the_floor():
 def test_greedy_flow_is_feasible_and_a_valid_cover(seed, n, lam):
     # every deficit receives at most its need and every surplus pays at most its capacity;
     # the fitted greedy cover never claims less shortfall than the exact maximum flow
-    rng = np.random.default_rng(seed)
-    factor = np.exp(lam * _points(seed, n))
-    g = rng.normal(size=n) + rng.uniform(-1, 2)
+    factor, g = random_pricing(seed, n, lam)
     k, v, t = greedy_flow(g, 0.0, _order(factor), factor)
     assert np.all(t > 0) and np.all(g[k] < 0) and np.all(g[v] > 0)
     assert np.all(np.bincount(k, weights=t, minlength=n) <= np.maximum(-g, 0) * (1 + 1e-12))
@@ -70,7 +64,7 @@ def test_the_compiled_loop_matches_the_reference():
     if kernel is None:
         pytest.skip("numba is not installed")
     rng = np.random.default_rng(5)
-    factor = np.exp(0.7 * _points(5, 30))
+    factor = np.exp(0.7 * random_distances(5, 30))
     order = _order(factor)
     for _ in range(20):
         g = rng.normal(size=30) + rng.uniform(-0.5, 1)
