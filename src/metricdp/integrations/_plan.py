@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from ..errors import ValidationError
 from ..pipeline.kind import Kind
+from ..pipeline.run import unnamed
 from ..tabular.columns import ColumnPlan, plan_columns
 from ..tabular.csv import DEFAULT_CHUNK_BYTES
 from ..tabular.formats import RELEASE_FORMATS, BatchChunk, Chunk, Format, Parts, arrow, format_of
@@ -185,7 +186,7 @@ def plan_file(
         plan_check(cols)
     rule = kind.rule()
     check_names(cols.header, cols.unacknowledged, rule, str(src))
-    content = ContentScan(rule, [c for c in cols.unacknowledged if c not in rule.columns], str(src))
+    content = ContentScan(rule, unnamed(cols, kind), str(src))
     return cut_file(src, fmt, cols, KindCheck(kind, values, content), piece_bytes=piece_bytes,
                     chunk_bytes=chunk_bytes, max_record=max_record)
 
