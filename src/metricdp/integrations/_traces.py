@@ -90,7 +90,7 @@ from .._progress import Progress, report
 from ..accounting.accountant import canonical_ids
 from ..errors import EngineError, MetricDPError, ValidationError
 from ..location.trace_report import TraceReport
-from ..pipeline.trace_budget import Grants, reserve
+from ..pipeline.trace_budget import Grants, budget_of, reserve
 from ..pipeline.trace_places import settle
 from ..pipeline.trace_states import Fixes, PerPlace
 from ..pipeline.traces import TraceRun, Traces
@@ -387,8 +387,7 @@ def release_traces_engine(engine: str, kind: Traces, src: Path, out: str | PathL
     from ._run import _same_format
 
     mech = kind.mechanism
-    if mech.spread is not None and budget is None and ledger is None:
-        budget = mech.spread  # each person's parameters come from their counts: accounted against the spread
+    budget = budget_of(mech, budget, ledger)
     accounted = budget is not None or ledger is not None
     target = Path(out)
     _same_format(src, target)

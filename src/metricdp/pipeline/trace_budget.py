@@ -26,7 +26,7 @@ from ..errors import BudgetExceededError, ValidationError
 from .trace_places import Places, memoized
 from .trace_states import PerPlace, ThinShare, TraceMechanism
 
-__all__ = ["Grants", "Reserved", "reserve"]
+__all__ = ["Grants", "Reserved", "budget_of", "reserve"]
 
 
 class Reserved:
@@ -67,6 +67,15 @@ class Grants:
     run: Reserved | None
     run_id: str | None
     memo: tuple[NDArray[np.bool_], NDArray[np.float64], list[bytes] | None] | None
+
+
+def budget_of(mech: TraceMechanism, budget: float | None, ledger: Any) -> float | None:
+    """The budget a release is accounted against: ``budget``, or, with neither a budget nor a ledger, the
+    mechanism's spread (each person's parameters come from their counts, so the run is accounted against it).
+    A release is accounted when this is not None or a ledger is given."""
+    if mech.spread is not None and budget is None and ledger is None:
+        return mech.spread
+    return budget
 
 
 def reserve(mech: TraceMechanism, ids: NDArray[Any], rows: NDArray[np.int64], seen: Places, *, shown: NDArray[Any],

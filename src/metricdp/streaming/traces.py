@@ -16,7 +16,7 @@ from ..accounting.accountant import canonical_ids
 from ..errors import ValidationError
 from ..pipeline.engine import Engine, check_engine, cluster_seed
 from ..pipeline.run import Source, release_pass, unnamed
-from ..pipeline.trace_budget import Grants, reserve
+from ..pipeline.trace_budget import Grants, budget_of, reserve
 from ..pipeline.trace_places import settle
 from ..pipeline.trace_states import PerPlace, TraceMechanism, grown
 from ..pipeline.traces import TraceRun, Traces
@@ -122,8 +122,7 @@ def release_traces_file(
     plan = src.plan(kind, keep, drop)
     warn_unless_secure(rng, stacklevel=2)
     source = check_rng(rng)
-    if mechanism.spread is not None and budget is None and ledger is None:
-        budget = mechanism.spread  # each person's parameters come from the first pass: accounted against the spread
+    budget = budget_of(mechanism, budget, ledger)
     accounted = budget is not None or ledger is not None
     g = Grants(np.zeros(0, dtype=np.int64), 0, None, None, None)
     if accounted:
